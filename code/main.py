@@ -1,0 +1,1243 @@
+"""Explicit scope and stateless elicitation: a reference MCP server (revision 2026-07-28).
+
+One destructive tool, `notes_delete`, whose scope is an explicit `workspaceUri`
+argument (Roots are deprecated and were never a sandbox). It asks the user which note
+and whether to delete it with a form-mode elicitation delivered as a Multi Round-Trip
+Request (`resultType: "input_required"`), binds the answer to the principal, the
+arguments, the candidates shown and an expiry with an HMAC-signed `requestState`, and
+consumes that confirmation exactly once through a replay store shared by every server
+instance.
+
+Read it top to bottom; the section headers are the lesson's sections:
+
+    1. Protocol constants and named error codes
+    2. The one error type and the one exception-to-response boundary
+    3. JSON-RPC envelope
+    4. Request _meta
+    5. Scope: workspace URIs, containment, authorization
+    6. The sealed requestState
+    7. The in-memory TTL replay store
+    8. The in-memory notes store
+    9. The notes_delete tool
+   10. server/discover
+   11. tools/list
+   12. handle()
+   13. The demo
+   14. The CLI
+
+Run `python3 code/main.py` for the scripted demo; `python3 code/main.py serve --help`
+for the real transports (stdio, Streamable HTTP), which live in `code/transports.py`.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import copy
+import dataclasses
+import enum
+import hashlib
+import hmac
+import json
+import math
+import os
+import secrets
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, Protocol
+from urllib.parse import quote, unquote
+
+# =====================================================================================
+# 1. Protocol constants and named error codes
+# =====================================================================================
+
+PROTOCOL_VERSION = "2026-07-28"
+SUPPORTED_VERSIONS: tuple[str, ...] = (PROTOCOL_VERSION,)
+SERVER_INFO = {"name": "notes-scope-elicitation", "version": "1.0.0"}
+
+META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
+META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+
+# JSON-RPC 2.0 codes, and the three codes 2026-07-28 defines in its reserved range.
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+HEADER_MISMATCH = -32020
+MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
+UNSUPPORTED_PROTOCOL_VERSION = -32022
+
+# HTTP status for each error code on Streamable HTTP (the outcome table in DESIGN.md).
+HTTP_OK = 200
+HTTP_ACCEPTED = 202
+HTTP_STATUS_FOR_ERROR: dict[int, int] = {
+    PARSE_ERROR: 400,
+    INVALID_REQUEST: 400,
+    METHOD_NOT_FOUND: 404,
+    INVALID_PARAMS: 400,
+    INTERNAL_ERROR: 500,
+    HEADER_MISMATCH: 400,
+    MISSING_REQUIRED_CLIENT_CAPABILITY: 400,
+    UNSUPPORTED_PROTOCOL_VERSION: 400,
+}
+
+# Limits. Each one bounds what a hostile client can make the server hold or compute.
+MAX_MESSAGE_BYTES = 64 * 1024  # one JSON-RPC message (stdio line, HTTP body)
+MAX_TITLE_LENGTH = 200  # characters in the `title` argument
+MAX_URI_LENGTH = 2048  # characters in the `workspaceUri` argument
+MAX_CANDIDATES = 25  # choices in one form; more matches must be narrowed by the caller
+MAX_NOTE_ID_LENGTH = 128  # characters in a note id (keeps the sealed state small)
+MAX_STATE_LENGTH = 8192  # characters of `requestState` accepted before any hashing
+DEFAULT_STATE_TTL_SECONDS = 300.0  # a confirmation is valid for five minutes
+MAX_STATE_TTL_SECONDS = 3600.0  # a server may not be configured to trust a form longer
+MAX_REPLAY_PER_PRINCIPAL = 1000  # unexpired consumed confirmations kept per principal
+MIN_KEY_BYTES = 32  # HMAC-SHA256 key length
+DISCOVER_TTL_MS = 3_600_000  # cache hints for server/discover and tools/list
+TOOLS_TTL_MS = 3_600_000
+
+TOOL_NAME = "notes_delete"
+INPUT_KEY = "delete_choice"  # the key of our one elicitation in `inputRequests`
+PHASE_CONFIRM = "confirm_delete"
+STATE_VERSION = "v1"
+
+# =====================================================================================
+# 2. The one error type and the one exception-to-response boundary
+# =====================================================================================
+
+
+class McpError(Exception):
+    """A protocol error the client is meant to see: a code, a short message, optional data."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+def error_response(request_id: Any, error: McpError) -> dict[str, Any]:
+    """A JSON-RPC error response; `id` is omitted when it could not be read (never null)."""
+    body: dict[str, Any] = {"code": error.code, "message": error.message}
+    if error.data is not None:
+        body["data"] = error.data
+    response: dict[str, Any] = {"jsonrpc": "2.0"}
+    if request_id is not None:
+        response["id"] = request_id
+    response["error"] = body
+    return response
+
+
+def stderr_log(line: str) -> None:
+    """The default log sink: one line to stderr, never to the protocol stream."""
+    print(line, file=sys.stderr, flush=True)
+
+
+# The boundary itself is `Server.dispatch` (section 12): it is the only `except` that
+# turns an exception into a response. McpError keeps its code and message; anything else
+# becomes -32603 "Internal error" and its traceback goes to the log, never to the wire.
+
+# =====================================================================================
+# 3. JSON-RPC envelope
+# =====================================================================================
+
+
+@dataclasses.dataclass(frozen=True)
+class Envelope:
+    """A well-formed JSON-RPC message: `id` is None for a notification."""
+
+    id: str | int | None
+    method: str
+    params: Any  # validated per method; absent params arrive as None
+
+
+def read_id(message: Any) -> str | int | None:
+    """The message's id if it is a legal MCP id (string or integer, not bool/float/null)."""
+    if isinstance(message, dict):
+        value = message.get("id")
+        if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+            return value
+    return None
+
+
+def parse_envelope(message: Any) -> Envelope:
+    """Validate the JSON-RPC 2.0 frame or raise -32600; batches (arrays) are refused."""
+    # MCP removed batching; an array would multiply the work one message can cause.
+    if not isinstance(message, dict):
+        raise McpError(INVALID_REQUEST, "Invalid Request: expected one JSON-RPC object")
+    if message.get("jsonrpc") != "2.0":
+        raise McpError(INVALID_REQUEST, "Invalid Request: jsonrpc must be \"2.0\"")
+    if "id" in message and read_id(message) is None:
+        # bool is an int subclass in Python and `true == 1`: refuse it, with floats and
+        # null, so two different wire ids can never collide in a client's table.
+        raise McpError(INVALID_REQUEST, "Invalid Request: id must be a string or an integer")
+    if not isinstance(message.get("method"), str):
+        raise McpError(INVALID_REQUEST, "Invalid Request: method must be a string")
+    return Envelope(read_id(message), message["method"], message.get("params"))
+
+
+def decode_message(raw: bytes) -> Any:
+    """Bytes to a JSON value, or -32700; size is checked first so a flood is cheap to refuse."""
+    if len(raw) > MAX_MESSAGE_BYTES:
+        raise McpError(INVALID_REQUEST, f"Invalid Request: message larger than {MAX_MESSAGE_BYTES} bytes")
+    try:
+        return json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        # RecursionError: `[[[[...` nested thousands deep must be a parse error, not a crash.
+        raise McpError(PARSE_ERROR, "Parse error: invalid JSON") from None
+
+
+def _refuse_constant(name: str) -> Any:
+    """NaN and Infinity are not JSON; refuse them rather than let them reach a comparison."""
+    raise ValueError(name)
+
+
+def encode_message(message: dict[str, Any]) -> bytes:
+    """Compact JSON, ASCII-escaped: one line, no embedded newline, no lone-surrogate crash."""
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+
+
+# =====================================================================================
+# 4. Request _meta
+# =====================================================================================
+
+
+@dataclasses.dataclass(frozen=True)
+class RequestMeta:
+    """What a modern request declares about itself; nothing carries over between requests."""
+
+    protocol_version: str
+    capabilities: dict[str, Any]
+
+
+def read_meta(params: Any) -> RequestMeta:
+    """Check `params._meta` has a string version and an object of capabilities, or -32602."""
+    if not isinstance(params, dict):
+        raise McpError(INVALID_PARAMS, "Invalid params: params must be an object carrying _meta")
+    meta = params.get("_meta")
+    if not isinstance(meta, dict):
+        raise McpError(INVALID_PARAMS, "Invalid params: _meta is required")
+    version = meta.get(META_PROTOCOL_VERSION)
+    if not isinstance(version, str):
+        raise McpError(INVALID_PARAMS, f"Invalid params: _meta[{META_PROTOCOL_VERSION!r}] must be a string")
+    capabilities = meta.get(META_CLIENT_CAPABILITIES)
+    if not isinstance(capabilities, dict):
+        raise McpError(INVALID_PARAMS, f"Invalid params: _meta[{META_CLIENT_CAPABILITIES!r}] must be an object")
+    return RequestMeta(version, capabilities)
+
+
+def check_version(meta: RequestMeta) -> None:
+    """Refuse a version this server does not implement with -32022 and the exact data."""
+    if meta.protocol_version not in SUPPORTED_VERSIONS:
+        raise McpError(
+            UNSUPPORTED_PROTOCOL_VERSION,
+            "Unsupported protocol version",
+            {"supported": list(SUPPORTED_VERSIONS), "requested": meta.protocol_version},
+        )
+
+
+def supports_form_elicitation(capabilities: Mapping[str, Any]) -> bool:
+    """True when this request declares form elicitation: `{}` and `{"form": {}}` do."""
+    elicitation = capabilities.get("elicitation")
+    if not isinstance(elicitation, dict):
+        return False
+    # An empty object means form-only (backwards compatibility); `{"url": {}}` alone does not.
+    return not elicitation or isinstance(elicitation.get("form"), dict)
+
+
+HeaderList = Sequence[tuple[str, str]]
+
+
+def check_http_headers(headers: HeaderList, method: str, params: dict[str, Any], meta: RequestMeta) -> None:
+    """Streamable HTTP: MCP-Protocol-Version, Mcp-Method and Mcp-Name must match the body."""
+    # A proxy or gateway routes on headers; a body that says something else would let a
+    # request be authorized as one thing and executed as another.
+    def only(name: str) -> str:
+        values = [value for key, value in headers if key.lower() == name.lower()]
+        if len(values) != 1:
+            raise McpError(HEADER_MISMATCH, f"Header mismatch: exactly one {name} header is required")
+        return values[0]
+
+    if only("MCP-Protocol-Version") != meta.protocol_version:
+        raise McpError(HEADER_MISMATCH, "Header mismatch: MCP-Protocol-Version does not match the body")
+    if only("Mcp-Method") != method:
+        raise McpError(HEADER_MISMATCH, "Header mismatch: Mcp-Method does not match the body")
+    if method == "tools/call":
+        if decode_header_value(only("Mcp-Name")) != params.get("name"):
+            raise McpError(HEADER_MISMATCH, "Header mismatch: Mcp-Name does not match the body")
+
+
+def decode_header_value(value: str) -> str:
+    """Decode a `=?base64?...?=` header value strictly (canonical base64, UTF-8), or -32020."""
+    if not (value.startswith("=?base64?") and value.endswith("?=")):
+        return value
+    encoded = value[len("=?base64?") : -len("?=")]
+    try:
+        decoded = base64.b64decode(encoded, validate=True)
+        if base64.b64encode(decoded).decode("ascii") != encoded:
+            raise ValueError("non-canonical base64")
+        return decoded.decode("utf-8")
+    except (ValueError, binascii.Error):
+        raise McpError(HEADER_MISMATCH, "Header mismatch: invalid base64 header value") from None
+
+
+# =====================================================================================
+# 5. Scope: workspace URIs, containment, authorization
+# =====================================================================================
+
+Path = tuple[str, ...]  # a normalized absolute path, one entry per component
+
+
+class ScopeError(ValueError):
+    """A URI that cannot name a local folder or file (the reason is safe to show)."""
+
+
+def parse_file_uri(uri: Any) -> Path:
+    """A `file://` URI to its path components, refusing every ambiguous spelling."""
+    if not isinstance(uri, str) or not uri or len(uri) > MAX_URI_LENGTH:
+        raise ScopeError("must be a file:// URI of at most %d characters" % MAX_URI_LENGTH)
+    scheme, sep, rest = uri.partition("://")
+    if not sep or scheme.lower() != "file":
+        raise ScopeError("must use the file:// scheme")
+    # `?` and `#` would make the same folder have many names, and no local path uses them.
+    if "?" in rest or "#" in rest:
+        raise ScopeError("must not have a query or fragment")
+    host, slash, encoded_path = rest.partition("/")
+    # Another host's files are not ours to scope; `file://localhost/` is `file:///`.
+    if host.lower() not in ("", "localhost") or not slash:
+        raise ScopeError("must name a local path (file:///... or file://localhost/...)")
+    try:
+        path = unquote(encoded_path, errors="strict")  # percent-decode exactly once
+    except UnicodeDecodeError:
+        raise ScopeError("must be valid UTF-8 after percent-decoding") from None
+    # A `%` left after one decode means double encoding (%252e -> %2e): a second decoder
+    # somewhere downstream would see `..`. One spelling per path, so refuse it.
+    if "%" in path:
+        raise ScopeError("must not contain double percent-encoding or a literal %")
+    # Backslash is a separator on Windows and NUL truncates C strings: both change
+    # which file the operating system opens without changing what a string check sees.
+    if "\\" in path or "\x00" in path or "\\" in uri:
+        raise ScopeError("must not contain backslashes or NUL")
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in path):
+        raise ScopeError("must not contain control characters")
+    parts = tuple(part for part in path.split("/") if part not in ("", "."))
+    # `..` is refused, not resolved: resolving it lexically disagrees with the file
+    # system as soon as a component is a symbolic link.
+    if ".." in parts:
+        raise ScopeError("must not contain .. components")
+    return parts
+
+
+def format_file_uri(path: Path) -> str:
+    """The one canonical spelling of a path as a URI (`file:///` plus encoded components)."""
+    return "file:///" + "/".join(quote(part, safe="") for part in path)
+
+
+def normalize_file_uri(uri: Any) -> str:
+    """Canonical spelling of a file URI, or ScopeError; equal folders get equal strings."""
+    return format_file_uri(parse_file_uri(uri))
+
+
+def is_within(path: Path, folder: Path) -> bool:
+    """Component-wise containment (inclusive): never a string prefix, so Notes-evil is out."""
+    return path[: len(folder)] == folder
+
+
+def contains(workspace_uri: str, uri: str) -> bool:
+    """True when `uri` names `workspace_uri` or something inside it; unparseable means no."""
+    try:
+        return is_within(parse_file_uri(uri), parse_file_uri(workspace_uri))
+    except ScopeError:
+        return False
+
+
+class AuthorizationPolicy:
+    """Principal -> workspaces they may act on; a sub-folder of one of them is also allowed."""
+
+    def __init__(self, grants: Mapping[str, Iterable[str]]) -> None:
+        self._grants: dict[str, tuple[Path, ...]] = {}
+        for principal, uris in grants.items():
+            if not isinstance(principal, str) or not principal:
+                raise ValueError("principal names must be non-empty strings")
+            if isinstance(uris, str):
+                raise ValueError(f"workspaces for {principal!r} must be a list of URIs")
+            paths = []
+            for uri in uris:
+                try:
+                    paths.append(parse_file_uri(uri))
+                except ScopeError as exc:
+                    raise ValueError(f"workspace {uri!r} for {principal!r} {exc}") from None
+            self._grants[principal] = tuple(paths)
+
+    def allows(self, principal: str, workspace: Path) -> bool:
+        """True when this principal was granted `workspace` or a folder that contains it."""
+        return any(is_within(workspace, granted) for granted in self._grants.get(principal, ()))
+
+    def workspaces(self, principal: str) -> list[str]:
+        """The principal's granted workspaces, canonical URIs (for hosts and adapters)."""
+        return [format_file_uri(path) for path in self._grants.get(principal, ())]
+
+
+# =====================================================================================
+# 6. The sealed requestState
+# =====================================================================================
+#
+#   v1.<key id>.<base64url(canonical JSON claims)>.<base64url(HMAC-SHA256 of what precedes)>
+#
+# Signed, not encrypted: the client can read every claim, so a claim must never be a
+# secret. The MAC is checked (in constant time) before the JSON is parsed, so a forged
+# token costs one HMAC and never reaches the parser or the replay store.
+
+
+class StateError(Exception):
+    """requestState failed verification; the reason is logged, never sent."""
+
+
+def b64url_encode(data: bytes) -> str:
+    """Unpadded base64url."""
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+_B64URL_ALPHABET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+
+
+def b64url_decode(text: str) -> bytes:
+    """Strict unpadded base64url: exactly one spelling decodes (no padding, no spare bits)."""
+    if not text or not set(text) <= _B64URL_ALPHABET or len(text) % 4 == 1:
+        raise StateError("not canonical base64url")
+    data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    # Non-zero spare bits give a second spelling of the same bytes; re-encode to refuse it.
+    if b64url_encode(data) != text:
+        raise StateError("not canonical base64url")
+    return data
+
+
+def canonical_json(value: Any) -> bytes:
+    """Sorted keys, no spaces, ASCII: equal values give equal bytes (for MACs and digests)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+
+
+def digest(value: Any) -> str:
+    """A short SHA-256 digest of a JSON value's canonical form."""
+    return hashlib.sha256(canonical_json(value)).hexdigest()[:32]
+
+
+class StateSealer:
+    """Seal and open requestState with a key ring: the first key signs, every key verifies."""
+
+    def __init__(self, keys: Sequence[bytes]) -> None:
+        if isinstance(keys, (bytes, bytearray)) or not keys:
+            raise ValueError("keys must be a non-empty list of byte strings")
+        self._ring: dict[str, bytes] = {}
+        for key in keys:
+            if not isinstance(key, (bytes, bytearray)) or len(key) < MIN_KEY_BYTES:
+                raise ValueError(f"every signing key must be at least {MIN_KEY_BYTES} bytes")
+            self._ring.setdefault(self.key_id(bytes(key)), bytes(key))
+        self._signing_id = self.key_id(bytes(keys[0]))
+
+    @staticmethod
+    def key_id(key: bytes) -> str:
+        """A public name for a key (a hash prefix), so rotation needs no extra configuration."""
+        return hashlib.sha256(b"notes-mcp key id\x00" + key).hexdigest()[:8]
+
+    def seal(self, claims: Mapping[str, Any]) -> str:
+        """Sign the claims with the newest key."""
+        head = f"{STATE_VERSION}.{self._signing_id}.{b64url_encode(canonical_json(dict(claims)))}"
+        mac = hmac.new(self._ring[self._signing_id], head.encode("ascii"), hashlib.sha256).digest()
+        return f"{head}.{b64url_encode(mac)}"
+
+    def open(self, token: Any) -> dict[str, Any]:
+        """Verify format, key and MAC, then parse; raises StateError, never anything else."""
+        if not isinstance(token, str) or len(token) > MAX_STATE_LENGTH:
+            raise StateError("missing or oversized")
+        pieces = token.split(".")
+        if len(pieces) != 4 or pieces[0] != STATE_VERSION:
+            raise StateError("bad format")
+        _, key_id, payload, mac_text = pieces
+        key = self._ring.get(key_id)
+        if key is None:
+            raise StateError("unknown key id")
+        mac = b64url_decode(mac_text)
+        head = token[: -(len(mac_text) + 1)]
+        expected = hmac.new(key, head.encode("ascii"), hashlib.sha256).digest()
+        if not hmac.compare_digest(mac, expected):
+            raise StateError("bad MAC")
+        try:
+            claims = json.loads(b64url_decode(payload))
+        except ValueError:
+            raise StateError("claims are not JSON") from None
+        if not isinstance(claims, dict):
+            raise StateError("claims are not an object")
+        return claims
+
+
+# =====================================================================================
+# 7. The in-memory TTL replay store
+# =====================================================================================
+
+
+class Claim(enum.Enum):
+    """The answer to "may this confirmation be consumed now?"."""
+
+    OK = "ok"
+    USED = "used"  # replay: this nonce was consumed before, here or on another instance
+    FULL = "full"  # this principal holds MAX_REPLAY_PER_PRINCIPAL unexpired confirmations
+
+
+class MemoryReplayStore:
+    """Consumed nonces until their state expires; bounded per principal; one lock."""
+
+    def __init__(self, clock: Callable[[], float], max_per_principal: int = MAX_REPLAY_PER_PRINCIPAL) -> None:
+        if max_per_principal < 1:
+            raise ValueError("max_per_principal must be at least 1")
+        self._clock = clock
+        self._limit = max_per_principal
+        self._expiry: dict[str, tuple[str, float]] = {}  # nonce -> (principal, expires at)
+        self._per_principal: dict[str, set[str]] = {}
+        self.lock = threading.RLock()
+
+    def _prune(self) -> None:
+        """Forget nonces whose state has expired: the sealer refuses those states anyway."""
+        now = self._clock()
+        for nonce in [n for n, (_, exp) in self._expiry.items() if not now < exp]:
+            principal, _ = self._expiry.pop(nonce)
+            owned = self._per_principal[principal]
+            owned.discard(nonce)
+            if not owned:
+                del self._per_principal[principal]
+
+    def is_consumed(self, nonce: str) -> bool:
+        """True when this nonce has been consumed and not yet pruned."""
+        with self.lock:
+            return nonce in self._expiry
+
+    def claim(self, principal: str, nonce: str, expires_at: float) -> Claim:
+        """Record `nonce` as consumed unless it already is or the principal is at the bound."""
+        with self.lock:
+            self._prune()
+            if nonce in self._expiry:
+                return Claim.USED
+            owned = self._per_principal.setdefault(principal, set())
+            # Without a bound, one principal confirming in a loop grows memory without
+            # limit; with a per-principal bound, they cannot block anybody else.
+            if len(owned) >= self._limit:
+                if not owned:
+                    del self._per_principal[principal]
+                return Claim.FULL
+            owned.add(nonce)
+            self._expiry[nonce] = (principal, expires_at)
+            return Claim.OK
+
+    def release(self, nonce: str) -> None:
+        """Undo a claim (rollback of a transaction that failed before it committed)."""
+        with self.lock:
+            principal, _ = self._expiry.pop(nonce, (None, 0.0))
+            if principal is not None:
+                self._per_principal[principal].discard(nonce)
+                if not self._per_principal[principal]:
+                    del self._per_principal[principal]
+
+    def __len__(self) -> int:
+        with self.lock:
+            return len(self._expiry)
+
+
+# =====================================================================================
+# 8. The in-memory notes store
+# =====================================================================================
+
+
+@dataclasses.dataclass(frozen=True)
+class Note:
+    """A note: stable id, title, where it lives, and a revision that changes on edit."""
+
+    id: str
+    title: str
+    uri: str  # canonical file URI
+    revision: int = 0
+
+    @property
+    def path(self) -> Path:
+        return parse_file_uri(self.uri)
+
+    @property
+    def version(self) -> str:
+        """A digest of everything the user was shown or that decides where the note is."""
+        return digest([self.id, self.title, self.uri, self.revision])
+
+
+class Settlement(enum.Enum):
+    """How the atomic step ended."""
+
+    DELETED = "deleted"  # nonce consumed, note deleted
+    CONSUMED = "consumed"  # nonce consumed, nothing deleted (decline, explicit "no")
+    CHANGED = "changed"  # nonce consumed, note vanished/changed/moved: nothing deleted
+    USED = "used"  # nonce was already consumed: nothing happened
+    FULL = "full"  # replay bound for this principal: nothing happened
+
+
+class NotesStore(Protocol):
+    """The seam every store implements (memory here; SQLite and Markdown folders later)."""
+
+    def candidates(self, workspace: Path, title: str) -> list[Note]:
+        """Notes strictly inside `workspace` whose title contains `title` (casefolded)."""
+        ...
+
+    def is_consumed(self, nonce: str) -> bool:
+        """True when this confirmation was already consumed (on any instance)."""
+        ...
+
+    def settle(
+        self,
+        principal: str,
+        nonce: str,
+        expires_at: float,
+        target: tuple[str, str] | None,
+        recheck: Callable[[Note], bool],
+    ) -> Settlement:
+        """Atomically: claim the nonce; if `target` (id, version) re-read it, re-check, delete."""
+        ...
+
+
+def inside_workspace(note: Note, workspace: Path) -> bool:
+    """The note lies strictly inside the workspace folder, compared by path components."""
+    path = note.path
+    return len(path) > len(workspace) and is_within(path, workspace)
+
+
+def matches(note: Note, workspace: Path, title: str) -> bool:
+    """Inside the workspace and the title contains the query (case-insensitive)."""
+    return inside_workspace(note, workspace) and title.casefold() in note.title.casefold()
+
+
+class MemoryNotesStore:
+    """Notes in a dict and nonces in a MemoryReplayStore, settled under one lock."""
+
+    def __init__(self, notes: Iterable[Note], replay: MemoryReplayStore) -> None:
+        self.replay = replay
+        self._notes: dict[str, Note] = {}
+        for note in notes:
+            check_note(note)
+            if note.id in self._notes:
+                raise ValueError(f"duplicate note id {note.id!r}")
+            self._notes[note.id] = dataclasses.replace(note, uri=normalize_file_uri(note.uri))
+
+    def candidates(self, workspace: Path, title: str) -> list[Note]:
+        with self.replay.lock:
+            found = [note for note in self._notes.values() if matches(note, workspace, title)]
+        return sorted(found, key=lambda note: (note.title.casefold(), note.id))
+
+    def is_consumed(self, nonce: str) -> bool:
+        return self.replay.is_consumed(nonce)
+
+    def settle(self, principal, nonce, expires_at, target, recheck) -> Settlement:  # noqa: ANN001 (see NotesStore)
+        with self.transaction() as claim:
+            outcome = claim(principal, nonce, expires_at)
+            if outcome is not Claim.OK:
+                return Settlement.USED if outcome is Claim.USED else Settlement.FULL
+            if target is None:
+                return Settlement.CONSUMED
+            note_id, version = target
+            live = self._notes.get(note_id)  # re-read the live record inside the lock
+            # Time of check to time of use: the form was shown minutes ago. Between then
+            # and now the note may have been edited, moved or the grant revoked.
+            if live is None or live.version != version or not recheck(live):
+                return Settlement.CHANGED
+            del self._notes[note_id]
+            return Settlement.DELETED
+
+    @contextmanager
+    def transaction(self) -> Iterator[Callable[[str, str, float], Claim]]:
+        """Hold the lock; if the body raises, the nonce it claimed is released (rollback)."""
+        claimed: list[str] = []
+
+        def claim(principal: str, nonce: str, expires_at: float) -> Claim:
+            outcome = self.replay.claim(principal, nonce, expires_at)
+            if outcome is Claim.OK:
+                claimed.append(nonce)
+            return outcome
+
+        with self.replay.lock:
+            try:
+                yield claim
+            except BaseException:
+                for nonce in claimed:
+                    self.replay.release(nonce)
+                raise
+
+    def all(self) -> list[Note]:
+        """Every note, in id order (for the demo, tests and admin views)."""
+        with self.replay.lock:
+            return sorted(self._notes.values(), key=lambda note: note.id)
+
+    def put(self, note: Note) -> None:
+        """Insert or replace a note (an edit elsewhere; used to show the re-check)."""
+        check_note(note)
+        with self.replay.lock:
+            self._notes[note.id] = dataclasses.replace(note, uri=normalize_file_uri(note.uri))
+
+    def remove(self, note_id: str) -> None:
+        """Delete a note outside any confirmation (another actor; used to show the re-check)."""
+        with self.replay.lock:
+            self._notes.pop(note_id, None)
+
+
+def check_note(note: Note) -> None:
+    """Refuse a note the server could not show safely: bad id, empty title, bad URI."""
+    if not isinstance(note.id, str) or not 0 < len(note.id) <= MAX_NOTE_ID_LENGTH:
+        raise ValueError(f"note id must be 1..{MAX_NOTE_ID_LENGTH} characters")
+    if not isinstance(note.title, str) or not note.title.strip():
+        raise ValueError(f"note {note.id!r} needs a non-empty title")
+    try:
+        parse_file_uri(note.uri)
+    except ScopeError as exc:
+        raise ValueError(f"note {note.id!r} uri {exc}") from None
+
+
+# =====================================================================================
+# 9. The notes_delete tool
+# =====================================================================================
+
+NOTES_DELETE_TOOL: dict[str, Any] = {
+    "name": TOOL_NAME,
+    "title": "Delete a note",
+    "description": (
+        "Delete one note whose title matches, inside the workspace folder you name. "
+        "The user chooses the note and confirms in a form before anything is deleted."
+    ),
+    "inputSchema": {
+        "type": "object",
+        "properties": {
+            "workspaceUri": {
+                "type": "string",
+                "format": "uri",
+                "maxLength": MAX_URI_LENGTH,
+                "description": "file:// URI of the workspace folder to search (must be authorized for you).",
+            },
+            "title": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_TITLE_LENGTH,
+                "description": "Text the note's title contains (case-insensitive).",
+            },
+        },
+        "required": ["workspaceUri", "title"],
+        "additionalProperties": False,
+    },
+    "outputSchema": {
+        "type": "object",
+        "properties": {
+            "deleted": {"type": "boolean"},
+            "noteId": {"type": "string"},
+            "reason": {"type": "string", "enum": ["declined", "cancelled", "not_confirmed"]},
+        },
+        "required": ["deleted"],
+        "additionalProperties": False,
+    },
+    "annotations": {
+        "title": "Delete a note",
+        "readOnlyHint": False,
+        "destructiveHint": True,
+        "idempotentHint": False,
+        "openWorldHint": False,
+    },
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class DeleteArgs:
+    """Validated `notes_delete` arguments (workspace already parsed, or the reason it failed)."""
+
+    workspace_uri: str
+    title: str
+
+
+def read_delete_args(arguments: Any) -> DeleteArgs:
+    """Check arguments against the inputSchema exactly, or -32602."""
+    if not isinstance(arguments, dict):
+        raise McpError(INVALID_PARAMS, f"Invalid arguments for tool {TOOL_NAME}: arguments must be an object")
+    unknown = sorted(set(arguments) - {"workspaceUri", "title"})
+    if unknown:
+        raise McpError(INVALID_PARAMS, f"Invalid arguments for tool {TOOL_NAME}: unexpected property {unknown[0]!r}")
+    uri, title = arguments.get("workspaceUri"), arguments.get("title")
+    if not isinstance(uri, str) or not 0 < len(uri) <= MAX_URI_LENGTH:
+        raise McpError(INVALID_PARAMS, f"Invalid arguments for tool {TOOL_NAME}: workspaceUri must be a URI string")
+    if not isinstance(title, str) or not 0 < len(title) <= MAX_TITLE_LENGTH or not title.strip():
+        raise McpError(
+            INVALID_PARAMS,
+            f"Invalid arguments for tool {TOOL_NAME}: title must be 1..{MAX_TITLE_LENGTH} characters",
+        )
+    return DeleteArgs(uri, title)
+
+
+def tool_result(text: str, structured: dict[str, Any] | None = None, *, is_error: bool = False) -> dict[str, Any]:
+    """A complete CallToolResult: text for people and models, structured for programs."""
+    result: dict[str, Any] = {"resultType": "complete", "content": [{"type": "text", "text": text}]}
+    if structured is not None:
+        result["structuredContent"] = structured
+    result["isError"] = is_error
+    return result
+
+
+def not_deleted(reason: str, text: str) -> dict[str, Any]:
+    """The complete, non-error answer when the user said no, declined or cancelled."""
+    return tool_result(text, {"deleted": False, "reason": reason})
+
+
+def delete_form(workspace_uri: str, title: str, notes: list[Note]) -> dict[str, Any]:
+    """The elicitation: a titled single-select of the candidates and a confirm box."""
+    seen = [note.title for note in notes]
+    options = [
+        # Two notes with the same title must still be told apart by the person choosing.
+        {"const": note.id, "title": note.title if seen.count(note.title) == 1 else f"{note.title} ({note.id})"}
+        for note in notes
+    ]
+    count = "1 note matches" if len(notes) == 1 else f"{len(notes)} notes match"
+    return {
+        "method": "elicitation/create",
+        "params": {
+            "mode": "form",
+            "message": (
+                f"{count} \"{title}\" in {workspace_uri}. "
+                "Choose the note to delete and confirm. Deletion cannot be undone."
+            ),
+            "requestedSchema": {
+                "type": "object",
+                "properties": {
+                    "note_id": {"type": "string", "title": "Note to delete", "oneOf": options},
+                    "confirm": {
+                        "type": "boolean",
+                        "title": "Delete it permanently",
+                        "description": "Tick to delete the chosen note. It cannot be undone.",
+                        "default": False,
+                    },
+                },
+                "required": ["note_id", "confirm"],
+            },
+        },
+    }
+
+
+# =====================================================================================
+# 10-12. The server: server/discover, tools/list, tools/call and handle()
+# =====================================================================================
+
+
+class Server:
+    """The whole protocol as a pure function of (message, principal, headers)."""
+
+    def __init__(
+        self,
+        *,
+        keys: Sequence[bytes],
+        notes: NotesStore,
+        policy: AuthorizationPolicy,
+        clock: Callable[[], float] = time.time,
+        state_ttl: float = DEFAULT_STATE_TTL_SECONDS,
+        log: Callable[[str], None] = stderr_log,
+    ) -> None:
+        if not (isinstance(state_ttl, (int, float)) and math.isfinite(state_ttl) and 0 < state_ttl <= MAX_STATE_TTL_SECONDS):
+            raise ValueError(f"state_ttl must be a finite number of seconds in (0, {MAX_STATE_TTL_SECONDS:g}]")
+        self.sealer = StateSealer(keys)
+        self.notes = notes
+        self.policy = policy
+        self.clock = clock
+        self.state_ttl = float(state_ttl)
+        self.log = log
+        # One dispatch table. discover's capabilities derive from it, so they cannot drift.
+        self.methods: dict[str, Callable[[Envelope, RequestMeta, str], dict[str, Any]]] = {
+            "server/discover": self.discover,
+            "tools/list": self.list_tools,
+            "tools/call": self.call_tool,
+        }
+        self.tools: dict[str, tuple[dict[str, Any], Callable[..., dict[str, Any]]]] = {
+            TOOL_NAME: (NOTES_DELETE_TOOL, self.notes_delete),
+        }
+
+    # ---------------------------------------------------------------- 10. server/discover
+
+    def discover(self, request: Envelope, meta: RequestMeta, principal: str) -> dict[str, Any]:
+        """Versions, capabilities and identity: what a client needs before anything else."""
+        capabilities = {"tools": {}} if self.tools else {}
+        return {
+            "resultType": "complete",
+            "supportedVersions": list(SUPPORTED_VERSIONS),
+            "capabilities": capabilities,
+            "instructions": (
+                "Pass the workspace folder explicitly as workspaceUri; deletions are confirmed by the user "
+                "in a form and each confirmation can be used once."
+            ),
+            "ttlMs": DISCOVER_TTL_MS,
+            "cacheScope": "public",
+            "_meta": {META_SERVER_INFO: dict(SERVER_INFO)},
+        }
+
+    # ---------------------------------------------------------------- 11. tools/list
+
+    def list_tools(self, request: Envelope, meta: RequestMeta, principal: str) -> dict[str, Any]:
+        """Every tool, in a fixed order, as fresh objects (callers may mutate what they get)."""
+        cursor = request.params.get("cursor")
+        if cursor is not None:
+            # We never hand out a nextCursor, so any cursor is one we did not issue.
+            raise McpError(INVALID_PARAMS, "Invalid params: unknown cursor")
+        return {
+            "resultType": "complete",
+            "tools": [copy.deepcopy(descriptor) for descriptor, _ in self.tools.values()],
+            "ttlMs": TOOLS_TTL_MS,
+            "cacheScope": "public",
+            "_meta": {META_SERVER_INFO: dict(SERVER_INFO)},
+        }
+
+    # ---------------------------------------------------------------- 9. tools/call
+
+    def call_tool(self, request: Envelope, meta: RequestMeta, principal: str) -> dict[str, Any]:
+        """Find the tool and run it; unknown tools and malformed MRTR fields are -32602."""
+        params = request.params
+        name = params.get("name")
+        if not isinstance(name, str) or name not in self.tools:
+            raise McpError(INVALID_PARAMS, "Unknown tool")
+        has_state, has_responses = "requestState" in params, "inputResponses" in params
+        if has_state != has_responses:
+            raise McpError(INVALID_PARAMS, "Invalid params: requestState and inputResponses go together")
+        if has_state and not isinstance(params["inputResponses"], dict):
+            raise McpError(INVALID_PARAMS, "Invalid params: inputResponses must be an object")
+        _, run = self.tools[name]
+        result = run(params.get("arguments", {}), meta, principal, params.get("requestState"), params.get("inputResponses"))
+        result.setdefault("_meta", {META_SERVER_INFO: dict(SERVER_INFO)})
+        return result
+
+    def notes_delete(
+        self,
+        arguments: Any,
+        meta: RequestMeta,
+        principal: str,
+        state: str | None,
+        responses: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        """First call: scope, look up, ask. Retry: verify the state, then act on the answer."""
+        args = read_delete_args(arguments)
+        # Capability before any lookup: a client that cannot show the form must not learn
+        # which notes exist, and must never get a deletion without a form.
+        if not supports_form_elicitation(meta.capabilities):
+            raise McpError(
+                MISSING_REQUIRED_CLIENT_CAPABILITY,
+                "Server requires form elicitation for this request",
+                {"requiredCapabilities": {"elicitation": {"form": {}}}},
+            )
+        try:
+            workspace = parse_file_uri(args.workspace_uri)
+        except ScopeError as exc:
+            return tool_result(f"workspaceUri {exc}.", is_error=True)
+        # 1. Authorization: the principal comes from the transport, never from arguments.
+        if not self.policy.allows(principal, workspace):
+            self.log(f"refused: principal {principal!r} is not authorized for {format_file_uri(workspace)}")
+            return tool_result("That workspace is not authorized for you.", is_error=True)
+        canonical = {"workspaceUri": format_file_uri(workspace), "title": args.title}
+        if state is None:
+            return self.ask(principal, workspace, canonical)
+        claims = self.verify_state(state, principal, canonical)
+        if self.notes.is_consumed(claims["nonce"]):
+            self.log("refused requestState: confirmation already used")
+            raise McpError(INVALID_PARAMS, "Invalid params: requestState is not valid")
+        answer = responses.get(INPUT_KEY) if responses is not None else None
+        if answer is None:
+            # The client did not answer our question: ask again rather than fail.
+            return self.ask(principal, workspace, canonical)
+        return self.act(principal, workspace, claims, answer)
+
+    def ask(self, principal: str, workspace: Path, canonical: dict[str, str]) -> dict[str, Any]:
+        """Look up candidates (2. containment is in `matches`) and return the form as MRTR."""
+        found = self.notes.candidates(workspace, canonical["title"])
+        if not found:
+            return tool_result(f"No note titled like {canonical['title']!r} in that workspace.", is_error=True)
+        if len(found) > MAX_CANDIDATES:
+            return tool_result(
+                f"{len(found)} notes match; more than {MAX_CANDIDATES} cannot be offered. Use a more specific title.",
+                is_error=True,
+            )
+        now = self.clock()
+        claims = {
+            "sub": principal,
+            "method": "tools/call",
+            "tool": TOOL_NAME,
+            "args": digest(canonical),
+            "phase": PHASE_CONFIRM,
+            "cands": [[note.id, note.version] for note in found],
+            "nonce": b64url_encode(secrets.token_bytes(16)),
+            "iat": now,
+            "exp": now + self.state_ttl,
+        }
+        return {
+            "resultType": "input_required",
+            "inputRequests": {INPUT_KEY: delete_form(canonical["workspaceUri"], canonical["title"], found)},
+            "requestState": self.sealer.seal(claims),
+        }
+
+    def verify_state(self, token: Any, principal: str, canonical: dict[str, str]) -> dict[str, Any]:
+        """Open the state and check every binding; any failure is one fixed -32602."""
+        try:
+            claims = self.sealer.open(token)
+            expected = {
+                "sub": principal,  # state presented by another principal
+                "method": "tools/call",
+                "tool": TOOL_NAME,  # state minted for another tool
+                "args": digest(canonical),  # same state, different title or workspace
+                "phase": PHASE_CONFIRM,  # state from another step of a flow
+            }
+            for claim, value in expected.items():
+                if claims.get(claim) != value:
+                    raise StateError(f"{claim} does not match")
+            exp, nonce, cands = claims.get("exp"), claims.get("nonce"), claims.get("cands")
+            # Checked positively: NaN, strings or a missing expiry all fail `now < exp`.
+            if not isinstance(exp, (int, float)) or isinstance(exp, bool) or not self.clock() < exp:
+                raise StateError("expired")
+            if not isinstance(nonce, str) or not isinstance(cands, list):
+                raise StateError("malformed claims")
+            return claims
+        except StateError as exc:
+            self.log(f"refused requestState: {exc}")
+            raise McpError(INVALID_PARAMS, "Invalid params: requestState is not valid") from None
+
+    def act(self, principal: str, workspace: Path, claims: dict[str, Any], answer: Any) -> dict[str, Any]:
+        """Act on the user's answer: cancel, decline, explicit no, or the atomic delete."""
+        if not isinstance(answer, dict) or answer.get("action") not in ("accept", "decline", "cancel"):
+            raise McpError(INVALID_PARAMS, f"Invalid params: inputResponses.{INPUT_KEY} must be an elicitation result")
+        action = answer["action"]
+        if action == "cancel":
+            # Dismissed, not refused: the same state may be answered again until it expires.
+            return not_deleted("cancelled", "Cancelled; nothing was deleted.")
+        if action == "decline":
+            return self.finish(principal, claims, None, "declined", "Declined; nothing was deleted.")
+        content = answer.get("content")
+        shown = {note_id: version for note_id, version in claims["cands"]}
+        if not isinstance(content, dict):
+            raise McpError(INVALID_PARAMS, "Invalid params: accept needs the form's content")
+        note_id, confirm = content.get("note_id"), content.get("confirm")
+        # Only a note the user was shown can be chosen: a client cannot swap in another id.
+        if not isinstance(note_id, str) or note_id not in shown or not isinstance(confirm, bool):
+            raise McpError(INVALID_PARAMS, "Invalid params: the answer does not match the form")
+        if not confirm:
+            return self.finish(principal, claims, None, "not_confirmed", "Not confirmed; nothing was deleted.")
+
+        def recheck(live: Note) -> bool:
+            # 1 and 2 again, inside the atomic step: grants and notes may have changed.
+            return self.policy.allows(principal, workspace) and inside_workspace(live, workspace)
+
+        return self.finish(principal, claims, (note_id, shown[note_id]), None, "", recheck)
+
+    def finish(
+        self,
+        principal: str,
+        claims: dict[str, Any],
+        target: tuple[str, str] | None,
+        reason: str | None,
+        text: str,
+        recheck: Callable[[Note], bool] = lambda note: False,
+    ) -> dict[str, Any]:
+        """Consume the confirmation (and delete, for `target`) in one atomic store step."""
+        outcome = self.notes.settle(principal, claims["nonce"], claims["exp"], target, recheck)
+        if outcome is Settlement.USED:
+            self.log("refused requestState: confirmation already used")
+            raise McpError(INVALID_PARAMS, "Invalid params: requestState is not valid")
+        if outcome is Settlement.FULL:
+            self.log(f"refused: replay bound reached for principal {principal!r}")
+            return tool_result("Too many confirmations are pending for you; try again later.", is_error=True)
+        if outcome is Settlement.CHANGED:
+            return tool_result(
+                "The chosen note changed, moved or was deleted since the form was shown; nothing was deleted.",
+                is_error=True,
+            )
+        if outcome is Settlement.DELETED:
+            note_id = target[0] if target else ""
+            return tool_result(f"Deleted note {note_id}.", {"deleted": True, "noteId": note_id})
+        return not_deleted(reason or "declined", text)
+
+    # ---------------------------------------------------------------- 12. handle()
+
+    def dispatch(self, message: Any, principal: str, headers: HeaderList | None = None) -> tuple[int, dict[str, Any] | None]:
+        """The one exception boundary: (HTTP status, response or None). headers=None is stdio."""
+        request_id = read_id(message)
+        try:
+            request = parse_envelope(message)
+            if request.id is None:
+                return self.notify(request, headers)
+            handler = self.methods.get(request.method)
+            if handler is None:
+                raise self.unknown_method(request.method)
+            meta = read_meta(request.params)
+            if headers is not None:
+                check_http_headers(headers, request.method, request.params, meta)
+            check_version(meta)
+            return HTTP_OK, {"jsonrpc": "2.0", "id": request.id, "result": handler(request, meta, principal)}
+        except McpError as exc:
+            return HTTP_STATUS_FOR_ERROR.get(exc.code, 400), error_response(request_id, exc)
+        except Exception:  # noqa: BLE001 - this is the boundary
+            self.log("internal error:\n" + traceback.format_exc())
+            return 500, error_response(request_id, McpError(INTERNAL_ERROR, "Internal error"))
+
+    def notify(self, request: Envelope, headers: HeaderList | None) -> tuple[int, dict[str, Any] | None]:
+        """Id-less messages: notifications get no reply; an id-less request never runs."""
+        if request.method.startswith("notifications/"):
+            # notifications/cancelled: every request here completes synchronously, so
+            # there is never anything in flight to stop; unknown notifications are ignored.
+            return HTTP_ACCEPTED, None
+        self.log(f"ignored id-less request {request.method[:64]!r}: a request needs an id")
+        if headers is None:
+            return HTTP_ACCEPTED, None  # stdio: a notification never gets a response
+        return 400, error_response(None, McpError(INVALID_REQUEST, "Invalid Request: a request needs an id"))
+
+    @staticmethod
+    def unknown_method(method: str) -> McpError:
+        """-32601; for `initialize` the message names the versions a legacy client could use."""
+        if method == "initialize":
+            return McpError(
+                METHOD_NOT_FOUND,
+                "Method not found: initialize was removed in 2026-07-28; this server supports "
+                + ", ".join(SUPPORTED_VERSIONS),
+                {"supported": list(SUPPORTED_VERSIONS)},
+            )
+        return McpError(METHOD_NOT_FOUND, "Method not found")
+
+    def handle(self, message: Any, principal: str, headers: HeaderList | None = None) -> dict[str, Any] | None:
+        """One decoded JSON-RPC message in, its response (or None for no response) out."""
+        return self.dispatch(message, principal, headers)[1]
+
+    def handle_bytes(self, raw: bytes, principal: str, headers: HeaderList | None = None) -> tuple[int, bytes | None]:
+        """Bytes in, (HTTP status, bytes or None) out: stdio and HTTP share this exactly."""
+        try:
+            message = decode_message(raw)
+        except McpError as exc:
+            return HTTP_STATUS_FOR_ERROR[exc.code], encode_message(error_response(None, exc))
+        status, response = self.dispatch(message, principal, headers)
+        return status, None if response is None else encode_message(response)
+
+
+# =====================================================================================
+# 13. The demo
+# =====================================================================================
+
+LESSON_PRINCIPAL = "alice"
+LESSON_WORKSPACE = "file:///Users/alice/Documents/Notes"
+
+
+def lesson_notes() -> list[Note]:
+    """The lesson fixture: four notes in the workspace, two look-alikes outside it."""
+    return [
+        Note("note-3", "TPS report 2023", f"{LESSON_WORKSPACE}/tps-2023.md"),
+        Note("note-7", "TPS report 2024", f"{LESSON_WORKSPACE}/tps-2024.md"),
+        Note("note-14", "TPS report 2025", f"{LESSON_WORKSPACE}/tps-2025.md"),
+        Note("note-99", "shopping list", f"{LESSON_WORKSPACE}/shopping.md"),
+        Note("evil-1", "TPS report", "file:///Users/alice/Documents/Notes-evil/secret.md"),
+        Note("tmp-1", "TPS report", "file:///tmp/tps-report.md"),
+    ]
+
+
+def lesson_server(
+    keys: Sequence[bytes],
+    clock: Callable[[], float] = time.time,
+    log: Callable[[str], None] = stderr_log,
+    max_replay: int = MAX_REPLAY_PER_PRINCIPAL,
+) -> Server:
+    """A server over the lesson fixture with one principal (`alice`) and the given keys."""
+    replay = MemoryReplayStore(clock, max_replay)
+    return Server(
+        keys=keys,
+        notes=MemoryNotesStore(lesson_notes(), replay),
+        policy=AuthorizationPolicy({LESSON_PRINCIPAL: [LESSON_WORKSPACE]}),
+        clock=clock,
+        log=log,
+    )
+
+
+def request_meta(capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The `_meta` a modern client sends on every request."""
+    return {
+        META_PROTOCOL_VERSION: PROTOCOL_VERSION,
+        "io.modelcontextprotocol/clientInfo": {"name": "lesson-client", "version": "1.0.0"},
+        META_CLIENT_CAPABILITIES: {"elicitation": {"form": {}}} if capabilities is None else capabilities,
+    }
+
+
+def demo(out: Callable[[str], None] = print) -> None:
+    """The scripted two-call flow, each message as it crosses the wire."""
+    server = lesson_server([secrets.token_bytes(32)])
+
+    def exchange(title: str, message: dict[str, Any]) -> dict[str, Any]:
+        out(f"\n## {title}")
+        out("--> " + shorten(message))
+        response = server.handle(message, LESSON_PRINCIPAL)
+        assert response is not None
+        out("<-- " + shorten(response))
+        return response
+
+    out(f"Notes server demo, protocol {PROTOCOL_VERSION}, principal {LESSON_PRINCIPAL!r}")
+    out(f"Workspace {LESSON_WORKSPACE} (notes outside it exist but must never be offered)")
+    exchange("server/discover", {"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {"_meta": request_meta({})}})
+    exchange("tools/list", {"jsonrpc": "2.0", "id": "list", "method": "tools/list", "params": {"_meta": request_meta({})}})
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {
+            "_meta": request_meta(),
+            "name": TOOL_NAME,
+            "arguments": {"workspaceUri": LESSON_WORKSPACE, "title": "TPS report"},
+        },
+    }
+    first = exchange("tools/call, id 1: the server asks instead of guessing", call)["result"]
+    form = first["inputRequests"][INPUT_KEY]["params"]
+    out("\n## The user sees the form")
+    out("   " + form["message"])
+    for option in form["requestedSchema"]["properties"]["note_id"]["oneOf"]:
+        out(f"   ( ) {option['title']}  [{option['const']}]")
+    out("   User picks note-14 and ticks 'Delete it permanently'.")
+    retry = copy.deepcopy(call)
+    retry["id"] = 2
+    retry["params"]["requestState"] = first["requestState"]
+    retry["params"]["inputResponses"] = {INPUT_KEY: {"action": "accept", "content": {"note_id": "note-14", "confirm": True}}}
+    exchange("tools/call, id 2: retry with the answer and the echoed state", retry)
+    replay = copy.deepcopy(retry)
+    replay["id"] = 3
+    exchange("tools/call, id 3: the same answer replayed", replay)
+    out("\n## Notes left")
+    assert isinstance(server.notes, MemoryNotesStore)
+    for note in server.notes.all():
+        out(f"   {note.id:8} {note.title:16} {note.uri}")
+
+
+def shorten(message: dict[str, Any]) -> str:
+    """One wire message for the demo, with the long state token and descriptor trimmed."""
+    text = json.dumps(message, separators=(",", ":"))
+    return text if len(text) <= 400 else text[:300] + f"... ({len(text)} bytes)"
+
+
+# =====================================================================================
+# 14. The CLI
+# =====================================================================================
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`main.py` runs the demo; `main.py serve ...` runs a real transport (code/transports.py)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args:
+        demo()
+        return 0
+    if args[0] == "serve":
+        # Imported only when serving, so the lesson core stays readable on its own.
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import transports
+
+        return transports.serve(args[1:])
+    print("usage: main.py            run the scripted demo", file=sys.stderr)
+    print("       main.py serve ...  run the server (main.py serve --help)", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
