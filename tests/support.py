@@ -1,0 +1,69 @@
+"""Shared test helpers: import path for code/, a controllable clock, request builders."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CODE = os.path.join(ROOT, "code")
+if CODE not in sys.path:
+    sys.path.insert(0, CODE)
+
+import main  # noqa: E402
+
+KEY = bytes(range(32))  # a test key; never used outside tests
+OTHER_KEY = bytes(range(100, 132))
+WORKSPACE = main.LESSON_WORKSPACE
+PRINCIPAL = main.LESSON_PRINCIPAL
+FORM = {"elicitation": {"form": {}}}
+
+
+class Clock:
+    """An injected clock the test moves by hand (no sleeps)."""
+
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Log(list):
+    """A log sink that keeps every line, so tests can assert what went to stderr."""
+
+    def __call__(self, line: str) -> None:
+        self.append(line)
+
+
+def make_server(clock: Clock | None = None, log: Log | None = None, **kwargs: Any) -> main.Server:
+    """The lesson server with the test key, an injected clock and a captured log."""
+    return main.lesson_server([KEY], clock=clock or Clock(), log=log if log is not None else Log(), **kwargs)
+
+
+def request(method: str, params: dict[str, Any] | None = None, id: Any = 1, capabilities: Any = None) -> dict[str, Any]:
+    """A modern JSON-RPC request with the required _meta merged into params."""
+    body = dict(params or {})
+    body["_meta"] = main.request_meta({} if capabilities is None else capabilities)
+    return {"jsonrpc": "2.0", "id": id, "method": method, "params": body}
+
+
+def call(arguments: dict[str, Any], id: Any = 1, capabilities: Any = FORM, **extra: Any) -> dict[str, Any]:
+    """A tools/call notes_delete request; extra keys (requestState, inputResponses) go in params."""
+    return request("tools/call", {"name": main.TOOL_NAME, "arguments": arguments, **extra}, id=id, capabilities=capabilities)
+
+
+def tps(title: str = "TPS report", workspace: str = WORKSPACE) -> dict[str, Any]:
+    """The lesson's arguments."""
+    return {"workspaceUri": workspace, "title": title}
+
+
+def accept(note_id: str = "note-14", confirm: bool = True) -> dict[str, Any]:
+    """inputResponses for an accepted form."""
+    return {main.INPUT_KEY: {"action": "accept", "content": {"note_id": note_id, "confirm": confirm}}}
+
+
+def note_ids(server: main.Server) -> list[str]:
+    """Ids of every note the server's in-memory store still holds."""
+    return [note.id for note in server.notes.all()]  # type: ignore[attr-defined]
