@@ -38,6 +38,7 @@ import copy
 import dataclasses
 import enum
 import hashlib
+import heapq
 import hmac
 import json
 import math
@@ -498,54 +499,55 @@ class MemoryReplayStore:
             raise ValueError("max_per_principal must be at least 1")
         self._clock = clock
         self._limit = max_per_principal
-        self._expiry: dict[str, tuple[str, float]] = {}  # nonce -> (principal, expires at)
-        self._per_principal: dict[str, set[str]] = {}
+        self._owner: dict[str, str] = {}  # nonce -> principal
+        self._per_principal: dict[str, int] = {}
+        self._expiries: list[tuple[float, str]] = []  # heap of (expires at, nonce)
         self.lock = threading.RLock()
 
     def _prune(self) -> None:
-        """Forget nonces whose state has expired: the sealer refuses those states anyway."""
+        """Forget nonces whose state has expired (the sealer refuses those states anyway)."""
         now = self._clock()
-        for nonce in [n for n, (_, exp) in self._expiry.items() if not now < exp]:
-            principal, _ = self._expiry.pop(nonce)
-            owned = self._per_principal[principal]
-            owned.discard(nonce)
-            if not owned:
+        while self._expiries and not now < self._expiries[0][0]:
+            _, nonce = heapq.heappop(self._expiries)
+            self._forget(nonce)
+
+    def _forget(self, nonce: str) -> None:
+        principal = self._owner.pop(nonce, None)
+        if principal is not None:
+            self._per_principal[principal] -= 1
+            if not self._per_principal[principal]:
                 del self._per_principal[principal]
 
     def is_consumed(self, nonce: str) -> bool:
-        """True when this nonce has been consumed and not yet pruned."""
+        """True when this nonce has been consumed and its state has not yet expired."""
         with self.lock:
-            return nonce in self._expiry
+            self._prune()
+            return nonce in self._owner
 
     def claim(self, principal: str, nonce: str, expires_at: float) -> Claim:
         """Record `nonce` as consumed unless it already is or the principal is at the bound."""
         with self.lock:
             self._prune()
-            if nonce in self._expiry:
+            if nonce in self._owner:
                 return Claim.USED
-            owned = self._per_principal.setdefault(principal, set())
             # Without a bound, one principal confirming in a loop grows memory without
             # limit; with a per-principal bound, they cannot block anybody else.
-            if len(owned) >= self._limit:
-                if not owned:
-                    del self._per_principal[principal]
+            if self._per_principal.get(principal, 0) >= self._limit:
                 return Claim.FULL
-            owned.add(nonce)
-            self._expiry[nonce] = (principal, expires_at)
+            self._owner[nonce] = principal
+            self._per_principal[principal] = self._per_principal.get(principal, 0) + 1
+            heapq.heappush(self._expiries, (expires_at, nonce))
             return Claim.OK
 
     def release(self, nonce: str) -> None:
         """Undo a claim (rollback of a transaction that failed before it committed)."""
         with self.lock:
-            principal, _ = self._expiry.pop(nonce, (None, 0.0))
-            if principal is not None:
-                self._per_principal[principal].discard(nonce)
-                if not self._per_principal[principal]:
-                    del self._per_principal[principal]
+            self._forget(nonce)  # its heap entry is dropped harmlessly when it expires
 
     def __len__(self) -> int:
         with self.lock:
-            return len(self._expiry)
+            self._prune()
+            return len(self._owner)
 
 
 # =====================================================================================
@@ -825,7 +827,7 @@ def delete_form(workspace_uri: str, title: str, notes: list[Note]) -> dict[str, 
 
 
 # =====================================================================================
-# 10-12. The server: server/discover, tools/list, tools/call and handle()
+# 9-12. The server: the notes_delete tool, server/discover, tools/list, handle()
 # =====================================================================================
 
 
@@ -860,41 +862,7 @@ class Server:
             TOOL_NAME: (NOTES_DELETE_TOOL, self.notes_delete),
         }
 
-    # ---------------------------------------------------------------- 10. server/discover
-
-    def discover(self, request: Envelope, meta: RequestMeta, principal: str) -> dict[str, Any]:
-        """Versions, capabilities and identity: what a client needs before anything else."""
-        capabilities = {"tools": {}} if self.tools else {}
-        return {
-            "resultType": "complete",
-            "supportedVersions": list(SUPPORTED_VERSIONS),
-            "capabilities": capabilities,
-            "instructions": (
-                "Pass the workspace folder explicitly as workspaceUri; deletions are confirmed by the user "
-                "in a form and each confirmation can be used once."
-            ),
-            "ttlMs": DISCOVER_TTL_MS,
-            "cacheScope": "public",
-            "_meta": {META_SERVER_INFO: dict(SERVER_INFO)},
-        }
-
-    # ---------------------------------------------------------------- 11. tools/list
-
-    def list_tools(self, request: Envelope, meta: RequestMeta, principal: str) -> dict[str, Any]:
-        """Every tool, in a fixed order, as fresh objects (callers may mutate what they get)."""
-        cursor = request.params.get("cursor")
-        if cursor is not None:
-            # We never hand out a nextCursor, so any cursor is one we did not issue.
-            raise McpError(INVALID_PARAMS, "Invalid params: unknown cursor")
-        return {
-            "resultType": "complete",
-            "tools": [copy.deepcopy(descriptor) for descriptor, _ in self.tools.values()],
-            "ttlMs": TOOLS_TTL_MS,
-            "cacheScope": "public",
-            "_meta": {META_SERVER_INFO: dict(SERVER_INFO)},
-        }
-
-    # ---------------------------------------------------------------- 9. tools/call
+    # ---------------------------------------------------------------- 9. The notes_delete tool: tools/call, ask, verify, act
 
     def call_tool(self, request: Envelope, meta: RequestMeta, principal: str) -> dict[str, Any]:
         """Find the tool and run it; unknown tools and malformed MRTR fields are -32602."""
@@ -1058,6 +1026,40 @@ class Server:
             return tool_result(f"Deleted note {note_id}.", {"deleted": True, "noteId": note_id})
         return not_deleted(reason or "declined", text)
 
+    # ---------------------------------------------------------------- 10. server/discover
+
+    def discover(self, request: Envelope, meta: RequestMeta, principal: str) -> dict[str, Any]:
+        """Versions, capabilities and identity: what a client needs before anything else."""
+        capabilities = {"tools": {}} if self.tools else {}
+        return {
+            "resultType": "complete",
+            "supportedVersions": list(SUPPORTED_VERSIONS),
+            "capabilities": capabilities,
+            "instructions": (
+                "Pass the workspace folder explicitly as workspaceUri; deletions are confirmed by the user "
+                "in a form and each confirmation can be used once."
+            ),
+            "ttlMs": DISCOVER_TTL_MS,
+            "cacheScope": "public",
+            "_meta": {META_SERVER_INFO: dict(SERVER_INFO)},
+        }
+
+    # ---------------------------------------------------------------- 11. tools/list
+
+    def list_tools(self, request: Envelope, meta: RequestMeta, principal: str) -> dict[str, Any]:
+        """Every tool, in a fixed order, as fresh objects (callers may mutate what they get)."""
+        cursor = request.params.get("cursor")
+        if cursor is not None:
+            # We never hand out a nextCursor, so any cursor is one we did not issue.
+            raise McpError(INVALID_PARAMS, "Invalid params: unknown cursor")
+        return {
+            "resultType": "complete",
+            "tools": [copy.deepcopy(descriptor) for descriptor, _ in self.tools.values()],
+            "ttlMs": TOOLS_TTL_MS,
+            "cacheScope": "public",
+            "_meta": {META_SERVER_INFO: dict(SERVER_INFO)},
+        }
+
     # ---------------------------------------------------------------- 12. handle()
 
     def dispatch(self, message: Any, principal: str, headers: HeaderList | None = None) -> tuple[int, dict[str, Any] | None]:
@@ -1166,7 +1168,8 @@ def request_meta(capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
 
 def demo(out: Callable[[str], None] = print) -> None:
     """The scripted two-call flow, each message as it crosses the wire."""
-    server = lesson_server([secrets.token_bytes(32)])
+    # The demo's own key: random per run, which is why the requestState differs each time.
+    server = lesson_server([secrets.token_bytes(32)], log=lambda line: out(f"   (server log: {line})"))
 
     def exchange(title: str, message: dict[str, Any]) -> dict[str, Any]:
         out(f"\n## {title}")

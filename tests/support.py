@@ -67,3 +67,16 @@ def accept(note_id: str = "note-14", confirm: bool = True) -> dict[str, Any]:
 def note_ids(server: main.Server) -> list[str]:
     """Ids of every note the server's in-memory store still holds."""
     return [note.id for note in server.notes.all()]  # type: ignore[attr-defined]
+
+
+def server_over(notes: list[main.Note], clock: Clock | None = None, grants: dict[str, list[str]] | None = None, **kwargs: Any) -> main.Server:
+    """A server over the given notes in memory; alice is granted the lesson workspace by default."""
+    clock = clock or Clock()
+    return main.Server(
+        keys=[KEY],
+        notes=main.MemoryNotesStore(notes, main.MemoryReplayStore(clock, kwargs.pop("max_replay", main.MAX_REPLAY_PER_PRINCIPAL))),
+        policy=main.AuthorizationPolicy(grants or {PRINCIPAL: [WORKSPACE]}),
+        clock=clock,
+        log=kwargs.pop("log", Log()),
+        **kwargs,
+    )

@@ -1,0 +1,239 @@
+"""The user's answer: cancel, decline, explicit no, bad content, live re-check, replay bound."""
+
+from __future__ import annotations
+
+import dataclasses
+import unittest
+
+from support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call, make_server, note_ids, server_over, tps
+
+import main
+
+ALL = ["evil-1", "note-14", "note-3", "note-7", "note-99", "tmp-1"]
+
+
+class Answers(unittest.TestCase):
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.server = make_server(clock=self.clock)
+        self.state = self.server.handle(call(tps()), PRINCIPAL)["result"]["requestState"]
+        self.next_id = 2
+
+    def answer(self, responses) -> dict:
+        self.next_id += 1
+        return self.server.handle(call(tps(), id=self.next_id, requestState=self.state, inputResponses=responses), PRINCIPAL)
+
+    def test_cancel_completes_without_deleting_and_keeps_the_state_usable(self) -> None:
+        result = self.answer({"delete_choice": {"action": "cancel"}})["result"]
+        self.assertEqual(result["structuredContent"], {"deleted": False, "reason": "cancelled"})
+        self.assertIs(result["isError"], False)
+        self.assertEqual(note_ids(self.server), ALL)
+        again = self.answer({"delete_choice": {"action": "cancel"}})["result"]
+        self.assertEqual(again["structuredContent"]["reason"], "cancelled")
+        self.assertIs(self.answer(accept())["result"]["structuredContent"]["deleted"], True)
+
+    def test_cancel_after_the_state_was_consumed_is_refused(self) -> None:
+        self.answer(accept())
+        self.assertEqual(self.answer({"delete_choice": {"action": "cancel"}})["error"]["code"], main.INVALID_PARAMS)
+
+    def test_decline_is_terminal_for_the_confirmation_state(self) -> None:
+        result = self.answer({"delete_choice": {"action": "decline"}})["result"]
+        self.assertEqual(result["structuredContent"], {"deleted": False, "reason": "declined"})
+        for responses in (accept(), {"delete_choice": {"action": "decline"}}, {"delete_choice": {"action": "cancel"}}):
+            with self.subTest(responses=responses):
+                self.assertEqual(self.answer(responses)["error"]["code"], main.INVALID_PARAMS)
+        self.assertEqual(note_ids(self.server), ALL)
+
+    def test_accept_with_confirm_false_is_a_complete_no_that_consumes_the_state(self) -> None:
+        result = self.answer(accept(confirm=False))["result"]
+        self.assertEqual(result["structuredContent"], {"deleted": False, "reason": "not_confirmed"})
+        self.assertIs(result["isError"], False)
+        self.assertEqual(self.answer(accept())["error"]["code"], main.INVALID_PARAMS)
+        self.assertEqual(note_ids(self.server), ALL)
+
+    def test_accept_content_that_fails_the_form_is_refused_and_the_state_stays_usable(self) -> None:
+        bad = [
+            {"delete_choice": {"action": "accept"}},
+            {"delete_choice": {"action": "accept", "content": []}},
+            {"delete_choice": {"action": "accept", "content": {"note_id": "note-14"}}},
+            {"delete_choice": {"action": "accept", "content": {"confirm": True}}},
+            {"delete_choice": {"action": "accept", "content": {"note_id": "note-14", "confirm": "true"}}},
+            {"delete_choice": {"action": "accept", "content": {"note_id": "note-14", "confirm": 1}}},
+            {"delete_choice": {"action": "accept", "content": {"note_id": ["note-14"], "confirm": True}}},
+            {"delete_choice": {"action": "accept", "content": {"note_id": "note-99", "confirm": True}}},
+            {"delete_choice": {"action": "ACCEPT"}},
+            {"delete_choice": {}},
+            {"delete_choice": "accept"},
+        ]
+        for responses in bad:
+            with self.subTest(responses=responses):
+                self.assertEqual(self.answer(responses)["error"]["code"], main.INVALID_PARAMS)
+        self.assertEqual(note_ids(self.server), ALL)
+        self.assertIs(self.answer(accept())["result"]["structuredContent"]["deleted"], True)
+
+    def test_unrecognized_extra_answers_are_ignored(self) -> None:
+        responses = {**accept(), "other_key": {"action": "accept", "content": {"x": 1}}}
+        self.assertIs(self.answer(responses)["result"]["structuredContent"]["deleted"], True)
+
+    def test_a_missing_delete_choice_answer_asks_again(self) -> None:
+        for responses in ({}, {"something_else": {"action": "accept"}}):
+            with self.subTest(responses=responses):
+                result = self.answer(responses)["result"]
+                self.assertEqual(result["resultType"], "input_required")
+                self.assertIn("delete_choice", result["inputRequests"])
+        self.assertEqual(note_ids(self.server), ALL)
+
+    def test_a_replayed_accept_is_refused_and_deletes_nothing_more(self) -> None:
+        self.answer(accept("note-14"))
+        before = note_ids(self.server)
+        self.assertEqual(self.answer(accept("note-7"))["error"]["code"], main.INVALID_PARAMS)
+        self.assertEqual(note_ids(self.server), before)
+
+
+class LiveRecheck(unittest.TestCase):
+    """Between the form and the accept the world may change; the atomic step re-reads it."""
+
+    def setUp(self) -> None:
+        self.server = make_server()
+        self.state = self.server.handle(call(tps()), PRINCIPAL)["result"]["requestState"]
+
+    def accept_and_replay(self) -> tuple[dict, dict]:
+        first = self.server.handle(call(tps(), id=2, requestState=self.state, inputResponses=accept()), PRINCIPAL)
+        second = self.server.handle(call(tps(), id=3, requestState=self.state, inputResponses=accept()), PRINCIPAL)
+        return first, second
+
+    def assert_changed_and_consumed(self, expected_ids: list[str]) -> None:
+        first, second = self.accept_and_replay()
+        self.assertIs(first["result"]["isError"], True)
+        self.assertNotIn("structuredContent", first["result"])
+        self.assertEqual(second["error"]["code"], main.INVALID_PARAMS)  # the nonce was consumed
+        self.assertEqual(note_ids(self.server), expected_ids)
+
+    def test_a_note_that_vanished_since_the_form_is_an_error_and_consumes_the_state(self) -> None:
+        self.server.notes.remove("note-14")
+        self.assert_changed_and_consumed([i for i in ALL if i != "note-14"])
+
+    def test_a_note_edited_since_the_form_is_not_deleted(self) -> None:
+        note = next(n for n in self.server.notes.all() if n.id == "note-14")
+        self.server.notes.put(dataclasses.replace(note, title="TPS report 2025 (final)"))
+        self.assert_changed_and_consumed(ALL)
+
+    def test_a_note_moved_outside_the_workspace_since_the_form_is_not_deleted(self) -> None:
+        note = next(n for n in self.server.notes.all() if n.id == "note-14")
+        self.server.notes.put(dataclasses.replace(note, uri="file:///tmp/tps-2025.md"))
+        self.assert_changed_and_consumed(ALL)
+
+    def test_a_grant_revoked_since_the_form_refuses_the_deletion(self) -> None:
+        self.server.policy = main.AuthorizationPolicy({})
+        first, _ = self.accept_and_replay()
+        self.assertIs(first["result"]["isError"], True)
+        self.assertEqual(note_ids(self.server), ALL)
+
+    def test_a_grant_revoked_inside_the_atomic_step_is_caught_by_the_recheck(self) -> None:
+        original = self.server.notes.settle
+
+        def revoke_then_settle(*args, **kwargs):
+            self.server.policy = main.AuthorizationPolicy({})  # revoked after the early check
+            return original(*args, **kwargs)
+
+        self.server.notes.settle = revoke_then_settle  # type: ignore[method-assign]
+        first, _ = self.accept_and_replay()
+        self.assertIs(first["result"]["isError"], True)
+        self.assertEqual(note_ids(self.server), ALL)
+
+    def test_other_notes_are_untouched_when_the_chosen_one_changed(self) -> None:
+        self.server.notes.remove("note-14")
+        self.accept_and_replay()
+        self.assertEqual(note_ids(self.server), [i for i in ALL if i != "note-14"])
+
+
+class Atomicity(unittest.TestCase):
+    def test_an_exception_inside_the_atomic_step_rolls_back_the_claim_and_deletes_nothing(self) -> None:
+        log = Log()
+        server = make_server(log=log)
+        state = server.handle(call(tps()), PRINCIPAL)["result"]["requestState"]
+
+        # Let the early authorization check pass, then fail inside the atomic step (the recheck),
+        # the way a store's disk error would.
+        calls = {"n": 0}
+
+        def allows(principal: str, workspace: main.Path) -> bool:
+            calls["n"] += 1
+            if calls["n"] > 1:
+                raise OSError("/secret/path/notes.db: disk I/O error")
+            return True
+
+        server.policy.allows = allows  # type: ignore[method-assign]
+        response = server.handle(call(tps(), id=2, requestState=state, inputResponses=accept()), PRINCIPAL)
+        self.assertEqual(response["error"], {"code": main.INTERNAL_ERROR, "message": "Internal error"})
+        self.assertNotIn("secret", str(response))
+        self.assertTrue(any("Traceback" in line and "/secret/path" in line for line in log))
+        self.assertEqual(note_ids(server), ALL)
+        self.assertFalse(server.notes.is_consumed(main.StateSealer([KEY]).open(state)["nonce"]))
+
+
+class ReplayBound(unittest.TestCase):
+    def setUp(self) -> None:
+        self.clock = Clock()
+        notes = [main.Note(f"n{i}", f"Memo {i}", f"{WORKSPACE}/m{i}.md") for i in range(10)]
+        grants = {"alice": [WORKSPACE], "bob": [WORKSPACE]}
+        self.server = server_over(notes, clock=self.clock, grants=grants, max_replay=3)
+
+    def decline(self, principal: str, title: str = "Memo 1", request_id: int = 1) -> dict:
+        state = self.server.handle(call(tps(title=title), id=request_id), principal)["result"]["requestState"]
+        responses = {"delete_choice": {"action": "decline"}}
+        return self.server.handle(call(tps(title=title), id=request_id + 1, requestState=state, inputResponses=responses), principal)
+
+    def test_replay_capacity_is_per_principal_and_enforced_on_both_sides(self) -> None:
+        for i in range(3):
+            self.assertEqual(self.decline("alice", request_id=10 * i)["result"]["structuredContent"]["reason"], "declined")
+        full = self.decline("alice", request_id=100)["result"]
+        self.assertIs(full["isError"], True)
+        self.assertEqual(self.decline("bob")["result"]["structuredContent"]["reason"], "declined")
+        self.assertEqual(len(self.server.notes.replay), 4)
+
+    def test_an_exhausted_principal_mutates_nothing_and_the_state_stays_unconsumed(self) -> None:
+        for i in range(3):
+            self.decline("alice", request_id=10 * i)
+        state = self.server.handle(call(tps(title="Memo 2"), id=200), "alice")["result"]["requestState"]
+        answer = {"delete_choice": {"action": "accept", "content": {"note_id": "n2", "confirm": True}}}
+        refused = self.server.handle(call(tps(title="Memo 2"), id=201, requestState=state, inputResponses=answer), "alice")
+        self.assertIs(refused["result"]["isError"], True)
+        self.assertIn("n2", [n.id for n in self.server.notes.all()])
+        nonce = main.StateSealer([KEY]).open(state)["nonce"]
+        self.assertFalse(self.server.notes.is_consumed(nonce))
+
+    def test_expired_confirmations_are_pruned_by_the_injected_clock(self) -> None:
+        for i in range(3):
+            self.decline("alice", request_id=10 * i)
+        self.clock.now += main.DEFAULT_STATE_TTL_SECONDS
+        self.assertEqual(len(self.server.notes.replay), 0)
+        self.assertEqual(self.decline("alice", request_id=300)["result"]["structuredContent"]["reason"], "declined")
+
+
+class ReplayStoreUnit(unittest.TestCase):
+    def test_claim_then_claim_again_is_used_and_release_undoes_a_claim(self) -> None:
+        clock = Clock()
+        store = main.MemoryReplayStore(clock, max_per_principal=1)
+        self.assertIs(store.claim("a", "n1", clock.now + 10), main.Claim.OK)
+        self.assertIs(store.claim("a", "n1", clock.now + 10), main.Claim.USED)
+        self.assertIs(store.claim("a", "n2", clock.now + 10), main.Claim.FULL)
+        store.release("n1")
+        self.assertFalse(store.is_consumed("n1"))
+        self.assertIs(store.claim("a", "n2", clock.now + 10), main.Claim.OK)
+
+    def test_a_bound_below_one_is_refused(self) -> None:
+        with self.assertRaises(ValueError):
+            main.MemoryReplayStore(Clock(), max_per_principal=0)
+
+    def test_memory_stays_bounded_under_a_flood(self) -> None:
+        clock = Clock()
+        store = main.MemoryReplayStore(clock, max_per_principal=main.MAX_REPLAY_PER_PRINCIPAL)
+        outcomes = [store.claim("flooder", f"n{i}", clock.now + 60) for i in range(main.MAX_REPLAY_PER_PRINCIPAL + 500)]
+        self.assertEqual(outcomes.count(main.Claim.OK), main.MAX_REPLAY_PER_PRINCIPAL)
+        self.assertEqual(outcomes.count(main.Claim.FULL), 500)
+        self.assertEqual(len(store), main.MAX_REPLAY_PER_PRINCIPAL)
+
+
+if __name__ == "__main__":
+    unittest.main()

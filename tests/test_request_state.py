@@ -1,0 +1,186 @@
+"""The sealed requestState: strict format, key ring, every binding, expiry at the edge."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import inspect
+import json
+import unittest
+
+from support import KEY, OTHER_KEY, PRINCIPAL, Clock, Log, accept, call, make_server, note_ids, tps
+
+import main
+
+ALL = 6  # notes in the lesson fixture
+
+
+def split(token: str) -> list[str]:
+    return token.split(".")
+
+
+class Sealing(unittest.TestCase):
+    def test_seal_then_open_round_trips_the_claims(self) -> None:
+        sealer = main.StateSealer([KEY])
+        claims = {"sub": "alice", "n": [1, "x"], "exp": 12.5}
+        self.assertEqual(sealer.open(sealer.seal(claims)), claims)
+
+    def test_the_token_has_four_parts_and_its_claims_are_readable_not_secret(self) -> None:
+        token = main.StateSealer([KEY]).seal({"sub": "alice"})
+        version, key_id, payload, mac = split(token)
+        self.assertEqual(version, main.STATE_VERSION)
+        self.assertEqual(json.loads(main.b64url_decode(payload)), {"sub": "alice"})
+        self.assertEqual(len(main.b64url_decode(mac)), 32)
+        self.assertNotIn(KEY.hex(), token)
+
+    def test_keys_shorter_than_the_minimum_are_refused_and_the_minimum_is_accepted(self) -> None:
+        main.StateSealer([b"k" * main.MIN_KEY_BYTES])
+        for keys in ([b"k" * (main.MIN_KEY_BYTES - 1)], [], b"k" * 64, ["k" * 64], [KEY, b"short"]):
+            with self.subTest(keys=str(keys)[:40]):
+                with self.assertRaises(ValueError):
+                    main.StateSealer(keys)
+
+    def test_rotation_newest_key_signs_and_every_listed_key_verifies(self) -> None:
+        old = main.StateSealer([OTHER_KEY])
+        rotated = main.StateSealer([KEY, OTHER_KEY])
+        old_token = old.seal({"a": 1})
+        self.assertEqual(rotated.open(old_token), {"a": 1})
+        self.assertEqual(split(rotated.seal({"a": 1}))[1], main.StateSealer.key_id(KEY))
+        with self.assertRaises(main.StateError):
+            main.StateSealer([KEY]).open(old_token)  # the retired key no longer verifies
+
+    def test_one_token_has_one_spelling(self) -> None:
+        sealer = main.StateSealer([KEY])
+        token = sealer.seal({"sub": "alice", "x": "yz"})
+        version, key_id, payload, mac = split(token)
+        mac_bytes = main.b64url_decode(mac)
+        variants = {
+            "padded mac": f"{version}.{key_id}.{payload}.{mac}=",
+            "standard alphabet": token.replace("-", "+").replace("_", "/") if ("-" in token or "_" in token) else token + "+",
+            "spare bits set": f"{version}.{key_id}.{payload}.{mac[:-1]}{chr(ord(mac[-1]) + 1)}",
+            "padded payload": f"{version}.{key_id}.{payload}==.{mac}",
+            "standard base64 mac": f"{version}.{key_id}.{payload}.{base64.b64encode(mac_bytes).decode()}",
+            "whitespace": f" {token}",
+            "extra part": f"{token}.x",
+            "upper version": token.replace("v1.", "V1.", 1),
+            "unknown key": f"{version}.00000000.{payload}.{mac}",
+            "empty": "",
+            "not a string": 12,
+            "mac of other bytes": f"{version}.{key_id}.{payload}.{main.b64url_encode(bytes(32))}",
+            "truncated mac": f"{version}.{key_id}.{payload}.{main.b64url_encode(mac_bytes[:16])}",
+        }
+        for label, variant in variants.items():
+            with self.subTest(label):
+                with self.assertRaises(main.StateError):
+                    sealer.open(variant)
+
+    def test_oversized_state_is_refused_before_any_hashing(self) -> None:
+        sealer = main.StateSealer([KEY])
+        with self.assertRaises(main.StateError) as caught:
+            sealer.open("v1." + "a" * main.MAX_STATE_LENGTH)
+        self.assertIn("oversized", str(caught.exception))
+
+
+class Bindings(unittest.TestCase):
+    """Every claim the state binds, presented wrongly, is one fixed -32602 with nothing mutated."""
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.log = Log()
+        self.server = make_server(clock=self.clock, log=self.log)
+        self.state = self.server.handle(call(tps()), PRINCIPAL)["result"]["requestState"]
+        self.claims = main.StateSealer([KEY]).open(self.state)
+
+    def retry(self, state, principal: str = PRINCIPAL, arguments: dict | None = None) -> dict:
+        return self.server.handle(call(arguments or tps(), id=2, requestState=state, inputResponses=accept()), principal)
+
+    def assert_refused(self, response: dict) -> None:
+        self.assertEqual(response["error"], {"code": main.INVALID_PARAMS, "message": "Invalid params: requestState is not valid"})
+        self.assertEqual(len(note_ids(self.server)), ALL)
+
+    def forged(self, **changes) -> str:
+        return main.StateSealer([KEY]).seal({**self.claims, **changes})
+
+    def test_the_state_binds_principal_tool_method_arguments_phase_candidates_nonce_and_expiry(self) -> None:
+        self.assertEqual(
+            sorted(self.claims), ["args", "cands", "exp", "iat", "method", "nonce", "phase", "sub", "tool"]
+        )
+        self.assertEqual(self.claims["sub"], PRINCIPAL)
+        self.assertEqual([c[0] for c in self.claims["cands"]], ["note-3", "note-7", "note-14"])
+        self.assertTrue(all(len(c[1]) == 32 for c in self.claims["cands"]))
+
+    def test_tampered_state_is_refused(self) -> None:
+        version, key_id, payload, mac = split(self.state)
+        claims = json.loads(main.b64url_decode(payload))
+        claims["cands"].append(["evil-1", "0" * 32])
+        tampered = f"{version}.{key_id}.{main.b64url_encode(main.canonical_json(claims))}.{mac}"
+        self.assert_refused(self.retry(tampered))
+
+    def test_state_forged_with_another_key_is_refused(self) -> None:
+        self.assert_refused(self.retry(main.StateSealer([OTHER_KEY]).seal(self.claims)))
+
+    def test_state_presented_by_another_principal_is_refused(self) -> None:
+        self.server.policy = main.AuthorizationPolicy({PRINCIPAL: [main.LESSON_WORKSPACE], "bob": [main.LESSON_WORKSPACE]})
+        self.assert_refused(self.retry(self.state, principal="bob"))
+
+    def test_state_for_another_tool_method_or_phase_is_refused(self) -> None:
+        for change in ({"tool": "notes_publish"}, {"method": "prompts/get"}, {"phase": "connect"}):
+            with self.subTest(change=change):
+                self.assert_refused(self.retry(self.forged(**change)))
+
+    def test_state_with_malformed_claims_is_refused(self) -> None:
+        for change in ({"exp": "never"}, {"exp": None}, {"exp": True}, {"nonce": 5}, {"cands": "all"}):
+            with self.subTest(change=change):
+                self.assert_refused(self.retry(self.forged(**change)))
+
+    def test_non_object_claims_are_refused(self) -> None:
+        sealer = main.StateSealer([KEY])
+        for claims in ([1], "x"):
+            head = f"v1.{main.StateSealer.key_id(KEY)}.{main.b64url_encode(json.dumps(claims).encode())}"
+            mac = hmac.new(KEY, head.encode(), hashlib.sha256).digest()
+            with self.assertRaises(main.StateError):
+                sealer.open(f"{head}.{main.b64url_encode(mac)}")
+
+    def test_expiry_is_accepted_just_inside_and_refused_at_the_limit(self) -> None:
+        self.clock.now = self.claims["exp"]
+        self.assert_refused(self.retry(self.state))
+        self.clock.now = self.claims["exp"] - 0.001
+        result = self.retry(self.state)["result"]
+        self.assertEqual(result["structuredContent"], {"deleted": True, "noteId": "note-14"})
+
+    def test_default_lifetime_is_the_named_ttl(self) -> None:
+        self.assertEqual(self.claims["exp"] - self.claims["iat"], main.DEFAULT_STATE_TTL_SECONDS)
+
+    def test_the_reason_for_a_refusal_goes_to_the_log_not_the_wire(self) -> None:
+        response = self.retry(self.forged(tool="notes_publish"))
+        self.assertNotIn("tool", response["error"]["message"])
+        self.assertTrue(any("tool does not match" in line for line in self.log))
+
+    def test_a_forged_state_never_reaches_the_replay_store(self) -> None:
+        replay = self.server.notes.replay
+        for _ in range(50):
+            self.retry(main.StateSealer([OTHER_KEY]).seal(self.claims))
+        self.assertEqual(len(replay), 0)
+
+
+class ServerConstruction(unittest.TestCase):
+    def test_state_ttl_must_be_finite_positive_and_bounded(self) -> None:
+        lesson = make_server()
+        for ttl in (0, -1, float("nan"), float("inf"), main.MAX_STATE_TTL_SECONDS + 1, "300"):
+            with self.subTest(ttl=ttl):
+                with self.assertRaises(ValueError):
+                    main.Server(keys=[KEY], notes=lesson.notes, policy=lesson.policy, state_ttl=ttl)
+        server = main.Server(keys=[KEY], notes=lesson.notes, policy=lesson.policy, state_ttl=main.MAX_STATE_TTL_SECONDS)
+        self.assertEqual(server.state_ttl, main.MAX_STATE_TTL_SECONDS)
+
+    def test_the_signing_key_is_never_a_constant_in_the_source(self) -> None:
+        source = inspect.getsource(main)
+        self.assertNotIn("keys=[b", source.replace(" ", ""))
+        with self.assertRaises(TypeError):
+            main.Server(notes=make_server().notes, policy=make_server().policy)  # type: ignore[call-arg]
+        self.assertIn("secrets.token_bytes(32)", inspect.getsource(main.demo))
+
+
+if __name__ == "__main__":
+    unittest.main()

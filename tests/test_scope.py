@@ -1,0 +1,179 @@
+"""Scope: file-URI normalization, component-wise containment, per-principal authorization."""
+
+from __future__ import annotations
+
+import unittest
+
+from support import PRINCIPAL, WORKSPACE, accept, call, make_server, note_ids, server_over, tps
+
+import main
+
+
+class UriNormalization(unittest.TestCase):
+    def test_equivalent_spellings_of_one_folder_normalize_to_one_string(self) -> None:
+        spellings = [
+            "file:///Users/alice/Documents/Notes",
+            "file:///Users/alice/Documents/Notes/",
+            "FILE:///Users/alice/Documents/Notes",
+            "file://localhost/Users/alice/Documents/Notes",
+            "file://LOCALHOST/Users/alice/Documents/Notes",
+            "file:///Users//alice/./Documents/Notes",
+            "file:///Users/alice/Documents/%4Eotes",
+        ]
+        for uri in spellings:
+            with self.subTest(uri=uri):
+                self.assertEqual(main.normalize_file_uri(uri), WORKSPACE)
+
+    def test_spaces_and_unicode_survive_normalization(self) -> None:
+        self.assertEqual(main.parse_file_uri("file:///a/My%20Notes/caf%C3%A9"), ("a", "My Notes", "café"))
+        self.assertEqual(main.normalize_file_uri("file:///a/My Notes/café"), "file:///a/My%20Notes/caf%C3%A9")
+
+    def test_ambiguous_or_foreign_uris_are_refused(self) -> None:
+        refused = {
+            "encoded dot-dot": "file:///a/%2e%2e/b",
+            "plain dot-dot": "file:///a/../b",
+            "double encoded": "file:///a/%252e%252e/b",
+            "literal percent": "file:///a/100%25/b",
+            "bad escape": "file:///a/%zz/b",
+            "backslash": "file:///a\\b",
+            "encoded backslash": "file:///a/%5Cb",
+            "nul": "file:///a/%00/b",
+            "raw nul": "file:///a/\x00/b",
+            "control": "file:///a/%0A/b",
+            "query": "file:///a/b?x=1",
+            "fragment": "file:///a/b#x",
+            "other host": "file://example.com/a/b",
+            "userinfo": "file://user@localhost/a",
+            "no authority": "file:/a/b",
+            "http": "http://localhost/a/b",
+            "no scheme": "/a/b",
+            "invalid utf-8": "file:///a/%FF",
+            "empty": "",
+            "not a string": 7,
+            "too long": "file:///" + "a" * main.MAX_URI_LENGTH,
+        }
+        for label, uri in refused.items():
+            with self.subTest(label):
+                with self.assertRaises(main.ScopeError):
+                    main.parse_file_uri(uri)
+
+    def test_uri_length_limit_is_inclusive(self) -> None:
+        at_limit = "file:///" + "a" * (main.MAX_URI_LENGTH - len("file:///"))
+        self.assertEqual(len(main.parse_file_uri(at_limit)), 1)
+
+
+class Containment(unittest.TestCase):
+    def test_containment_compares_components_not_string_prefixes(self) -> None:
+        self.assertTrue(main.contains(WORKSPACE, WORKSPACE + "/a.md"))
+        self.assertTrue(main.contains(WORKSPACE, WORKSPACE + "/deep/er/a.md"))
+        self.assertTrue(main.contains(WORKSPACE, WORKSPACE))
+        self.assertFalse(main.contains(WORKSPACE, "file:///Users/alice/Documents/Notes-evil/a.md"))
+        self.assertFalse(main.contains(WORKSPACE, "file:///Users/alice/Documents/NotesX"))
+        self.assertFalse(main.contains(WORKSPACE, "file:///Users/alice/Documents"))
+        self.assertFalse(main.contains(WORKSPACE, "file:///tmp/a.md"))
+        self.assertFalse(main.contains("file:///bad/%2e%2e", WORKSPACE))
+
+    def test_look_alike_notes_outside_the_workspace_are_never_offered(self) -> None:
+        server = make_server()
+        form = server.handle(call(tps()), PRINCIPAL)["result"]["inputRequests"]["delete_choice"]
+        offered = [o["const"] for o in form["params"]["requestedSchema"]["properties"]["note_id"]["oneOf"]]
+        self.assertNotIn("evil-1", offered)
+        self.assertNotIn("tmp-1", offered)
+
+    def test_an_outside_note_id_cannot_be_smuggled_into_the_accept(self) -> None:
+        server = make_server()
+        state = server.handle(call(tps()), PRINCIPAL)["result"]["requestState"]
+        for outside in ("evil-1", "tmp-1", "note-99"):
+            with self.subTest(note=outside):
+                response = server.handle(call(tps(), id=2, requestState=state, inputResponses=accept(outside)), PRINCIPAL)
+                self.assertEqual(response["error"]["code"], main.INVALID_PARAMS)
+        self.assertEqual(len(note_ids(server)), 6)
+        # The refusals did not consume the state.
+        done = server.handle(call(tps(), id=3, requestState=state, inputResponses=accept("note-3")), PRINCIPAL)["result"]
+        self.assertEqual(done["structuredContent"], {"deleted": True, "noteId": "note-3"})
+
+    def test_the_workspace_folder_itself_is_not_a_note_inside_it(self) -> None:
+        note = main.Note("n", "TPS report", WORKSPACE)
+        self.assertFalse(main.inside_workspace(note, main.parse_file_uri(WORKSPACE)))
+
+
+class Authorization(unittest.TestCase):
+    def test_a_principal_without_the_grant_gets_is_error_and_learns_nothing(self) -> None:
+        server = make_server()
+        for principal in ("bob", "", "ALICE"):
+            with self.subTest(principal=principal):
+                result = server.handle(call(tps()), principal)["result"]
+                self.assertIs(result["isError"], True)
+                text = result["content"][0]["text"]
+                self.assertNotIn("TPS report 20", text)
+                self.assertNotIn("note-", text)
+                self.assertNotIn("inputRequests", result)
+        self.assertEqual(len(note_ids(server)), 6)
+
+    def test_an_unauthorized_workspace_and_a_missing_one_read_the_same(self) -> None:
+        server = make_server()
+        missing = server.handle(call(tps(workspace="file:///Users/alice/Nowhere")), PRINCIPAL)["result"]
+        private = server.handle(call(tps(workspace="file:///Users/alice/Documents")), PRINCIPAL)["result"]
+        self.assertEqual(missing, private)
+
+    def test_a_sub_folder_of_an_authorized_workspace_is_authorized(self) -> None:
+        policy = main.AuthorizationPolicy({"alice": [WORKSPACE]})
+        self.assertTrue(policy.allows("alice", main.parse_file_uri(WORKSPACE + "/sub")))
+        self.assertFalse(policy.allows("alice", main.parse_file_uri("file:///Users/alice/Documents")))
+        self.assertFalse(policy.allows("bob", main.parse_file_uri(WORKSPACE)))
+
+    def test_grants_are_normalized_at_construction_and_bad_ones_refused(self) -> None:
+        policy = main.AuthorizationPolicy({"alice": ["file://localhost/Users/alice/Documents/Notes/"]})
+        self.assertEqual(policy.workspaces("alice"), [WORKSPACE])
+        for grants in ({"alice": ["http://x/y"]}, {"alice": "file:///a"}, {"": ["file:///a"]}):
+            with self.subTest(grants=grants):
+                with self.assertRaises(ValueError):
+                    main.AuthorizationPolicy(grants)
+
+    def test_the_principal_comes_from_the_transport_not_the_arguments_or_client_info(self) -> None:
+        server = make_server()
+        message = call(tps())
+        message["params"]["_meta"]["io.modelcontextprotocol/clientInfo"] = {"name": "alice", "version": "1"}
+        message["params"]["arguments"]["principal"] = "alice"
+        response = server.handle(message, "mallory")
+        self.assertEqual(response["error"]["code"], main.INVALID_PARAMS)  # unknown argument
+        del message["params"]["arguments"]["principal"]
+        self.assertIs(server.handle(message, "mallory")["result"]["isError"], True)
+
+    def test_no_match_and_too_many_matches_are_tool_errors(self) -> None:
+        server = make_server()
+        self.assertIs(server.handle(call(tps(title="zzz")), PRINCIPAL)["result"]["isError"], True)
+
+    def test_candidate_limit_is_enforced_on_both_sides(self) -> None:
+        def server_with(count: int) -> main.Server:
+            return server_over([main.Note(f"n{i}", f"Memo {i:03}", f"{WORKSPACE}/m{i}.md") for i in range(count)])
+
+        at_limit = server_with(main.MAX_CANDIDATES).handle(call(tps(title="Memo")), PRINCIPAL)["result"]
+        options = at_limit["inputRequests"]["delete_choice"]["params"]["requestedSchema"]["properties"]["note_id"]["oneOf"]
+        self.assertEqual(len(options), main.MAX_CANDIDATES)
+        self.assertLessEqual(len(at_limit["requestState"]), main.MAX_STATE_LENGTH)
+        over = server_with(main.MAX_CANDIDATES + 1).handle(call(tps(title="Memo")), PRINCIPAL)["result"]
+        self.assertIs(over["isError"], True)
+        self.assertNotIn("inputRequests", over)
+
+    def test_state_for_the_largest_form_with_the_longest_ids_fits_the_state_limit(self) -> None:
+        notes = [
+            main.Note(f"{i:03}".ljust(main.MAX_NOTE_ID_LENGTH, "x"), f"Memo {i}", f"{WORKSPACE}/m{i}.md")
+            for i in range(main.MAX_CANDIDATES)
+        ]
+        server = server_over(notes)
+        state = server.handle(call(tps(title="Memo")), PRINCIPAL)["result"]["requestState"]
+        self.assertLessEqual(len(state), main.MAX_STATE_LENGTH)
+        answer = {"delete_choice": {"action": "accept", "content": {"note_id": notes[-1].id, "confirm": True}}}
+        done = server.handle(call(tps(title="Memo"), id=2, requestState=state, inputResponses=answer), PRINCIPAL)
+        self.assertIs(done["result"]["structuredContent"]["deleted"], True)
+
+    def test_duplicate_titles_are_told_apart_in_the_form(self) -> None:
+        server = server_over([main.Note("a", "Same", f"{WORKSPACE}/a.md"), main.Note("b", "Same", f"{WORKSPACE}/b.md")])
+        form = server.handle(call(tps(title="Same")), PRINCIPAL)["result"]["inputRequests"]["delete_choice"]
+        titles = [o["title"] for o in form["params"]["requestedSchema"]["properties"]["note_id"]["oneOf"]]
+        self.assertEqual(len(set(titles)), 2)
+
+
+if __name__ == "__main__":
+    unittest.main()
