@@ -909,7 +909,7 @@ class Server:
         canonical = {"workspaceUri": format_file_uri(workspace), "title": args.title}
         if state is None:
             return self.ask(principal, workspace, canonical)
-        claims = self.verify_state(state, principal, canonical)
+        claims = self.verify_state(state, principal, TOOL_NAME, canonical, PHASE_CONFIRM)
         if self.notes.is_consumed(claims["nonce"]):
             self.log("refused requestState: confirmation already used")
             raise McpError(INVALID_PARAMS, "Invalid params: requestState is not valid")
@@ -947,16 +947,16 @@ class Server:
             "requestState": self.sealer.seal(claims),
         }
 
-    def verify_state(self, token: Any, principal: str, canonical: dict[str, str]) -> dict[str, Any]:
+    def verify_state(self, token: Any, principal: str, tool: str, canonical: dict[str, Any], phase: str) -> dict[str, Any]:
         """Open the state and check every binding; any failure is one fixed -32602."""
         try:
             claims = self.sealer.open(token)
             expected = {
                 "sub": principal,  # state presented by another principal
                 "method": "tools/call",
-                "tool": TOOL_NAME,  # state minted for another tool
+                "tool": tool,  # state minted for another tool
                 "args": digest(canonical),  # same state, different title or workspace
-                "phase": PHASE_CONFIRM,  # state from another step of a flow
+                "phase": phase,  # state from another step of a flow
             }
             for claim, value in expected.items():
                 if claims.get(claim) != value:
