@@ -222,6 +222,14 @@ class ReplayStoreUnit(unittest.TestCase):
         self.assertFalse(store.is_consumed("n1"))
         self.assertIs(store.claim("a", "n2", clock.now + 10), main.Claim.OK)
 
+    def test_a_claim_arriving_at_its_expiry_is_refused_even_after_pruning(self) -> None:
+        clock = Clock()
+        store = main.MemoryReplayStore(clock)
+        self.assertIs(store.claim("a", "n1", clock.now + 10), main.Claim.OK)  # the decline
+        clock.now += 10  # the replayed accept was verified just before this instant
+        self.assertIs(store.claim("a", "n1", clock.now), main.Claim.USED)
+        self.assertFalse(store.is_consumed("n1"))  # pruned, yet still refused
+
     def test_a_bound_below_one_is_refused(self) -> None:
         with self.assertRaises(ValueError):
             main.MemoryReplayStore(Clock(), max_per_principal=0)

@@ -1,0 +1,335 @@
+"""The notes store over one SQLite database, shared by any number of server processes.
+
+Exercises one and three of the lesson, built for real: the notes and the consumed
+confirmations live in one database file, and `settle` claims the nonce, re-reads the
+chosen note, re-checks it and deletes it in ONE `BEGIN IMMEDIATE` transaction. The HMAC
+on requestState proves a confirmation was issued by us; only this transaction proves it
+is used once, because it is the one place every instance must pass through in turn.
+
+    store = open_store("notes.db", clock=time.time, seed_notes=main.lesson_notes())
+    server = main.Server(keys=[key], notes=store, policy=policy)
+
+Schema (version SCHEMA_VERSION, recorded in the `meta` table):
+
+    meta(key PRIMARY KEY, value)                     -- ("schema_version", "1")
+    notes(id PRIMARY KEY, title, uri, revision)      -- uri is the canonical file URI
+    consumed_nonces(nonce PRIMARY KEY, principal, expires_at)
+    index consumed_by_principal(principal, expires_at)  -- the replay bound, in SQL
+    index consumed_by_expiry(expires_at)                -- bounded pruning
+
+Threading: one connection per store, guarded by one lock (see SqliteNotesStore).
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sqlite3
+import stat
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+
+import main
+
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_MS = 5000  # how long a writer waits for another instance's transaction
+PRUNE_BATCH = 64  # expired nonces deleted per settle(): bounded work, still drains faster than one insert a call
+
+_SCHEMA = (
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    # CHECKs keep a hand-edited row from reaching the server as a non-string title or id.
+    "CREATE TABLE notes ("
+    " id TEXT PRIMARY KEY CHECK (typeof(id) = 'text' AND length(id) BETWEEN 1 AND %d),"
+    " title TEXT NOT NULL CHECK (typeof(title) = 'text' AND length(trim(title)) > 0),"
+    " uri TEXT NOT NULL CHECK (typeof(uri) = 'text'),"
+    " revision INTEGER NOT NULL CHECK (typeof(revision) = 'integer'))" % main.MAX_NOTE_ID_LENGTH,
+    "CREATE TABLE consumed_nonces ("
+    " nonce TEXT PRIMARY KEY CHECK (typeof(nonce) = 'text'),"
+    " principal TEXT NOT NULL,"
+    " expires_at REAL NOT NULL)",
+    "CREATE INDEX consumed_by_principal ON consumed_nonces (principal, expires_at)",
+    "CREATE INDEX consumed_by_expiry ON consumed_nonces (expires_at)",
+)
+
+
+class StoreError(Exception):
+    """The database cannot be used (start-up failure); the message is one line for the operator."""
+
+
+class SqliteNotesStore:
+    """main.NotesStore over one SQLite file: WAL, a busy timeout, one connection behind one lock.
+
+    One connection plus a lock, not one connection per thread: SQLite admits one writer
+    at a time anyway, so per-thread connections would buy nothing for `settle` while the
+    HTTP transport (a thread per request) would open a file handle per request. The lock
+    is what stops two threads from interleaving statements in one transaction.
+    """
+
+    def __init__(
+        self,
+        connection: sqlite3.Connection,
+        *,
+        clock: Callable[[], float],
+        max_per_principal: int,
+    ) -> None:
+        self._conn = connection
+        self._clock = clock
+        self._limit = max_per_principal
+        self._lock = threading.Lock()
+        # TEST-ONLY: called as hook(stage) inside the settle transaction, after the nonce
+        # insert ("claimed") and after the delete statement ("deleted"), before COMMIT.
+        # The crash tests pause here and SIGKILL the process. None (the default) in service.
+        self._inside_transaction_hook: Callable[[str], None] | None = None
+
+    # ---------------------------------------------------------------- reads
+
+    def candidates(self, workspace: main.Path, title: str) -> list[main.Note]:
+        """Notes strictly inside `workspace` whose title contains `title` (casefolded), sorted."""
+        with self._lock:
+            rows = self._conn.execute("SELECT id, title, uri, revision FROM notes").fetchall()
+        # Containment is main's component-wise check on every row, never a SQL LIKE
+        # prefix: `.../Notes%` would also match the look-alike folder `.../Notes-evil`.
+        found = [note for note in map(_note, rows) if note is not None and main.matches(note, workspace, title)]
+        return sorted(found, key=lambda note: (note.title.casefold(), note.id))
+
+    def is_consumed(self, nonce: str) -> bool:
+        """True when this confirmation was consumed by any instance and not yet pruned."""
+        with self._lock:
+            row = self._conn.execute("SELECT 1 FROM consumed_nonces WHERE nonce = ?", (nonce,)).fetchone()
+        return row is not None
+
+    def all(self) -> list[main.Note]:
+        """Every note, in id order (for tests, the benchmark and admin views)."""
+        with self._lock:
+            rows = self._conn.execute("SELECT id, title, uri, revision FROM notes ORDER BY id").fetchall()
+        return [note for note in map(_note, rows) if note is not None]
+
+    # ---------------------------------------------------------------- writes
+
+    def put(self, note: main.Note) -> None:
+        """Insert or replace a note (an edit by another actor; used to show the re-check)."""
+        main.check_note(note)
+        note = dataclasses.replace(note, uri=main.normalize_file_uri(note.uri))
+        with self._transaction():
+            self._conn.execute(
+                "INSERT OR REPLACE INTO notes (id, title, uri, revision) VALUES (?, ?, ?, ?)",
+                (note.id, note.title, note.uri, note.revision),
+            )
+
+    def remove(self, note_id: str) -> None:
+        """Delete a note outside any confirmation (another actor; used to show the re-check)."""
+        with self._transaction():
+            self._conn.execute("DELETE FROM notes WHERE id = ?", (note_id,))
+
+    def settle(
+        self,
+        principal: str,
+        nonce: str,
+        expires_at: float,
+        target: tuple[str, str] | None,
+        recheck: Callable[[main.Note], bool],
+    ) -> main.Settlement:
+        """One transaction: claim the nonce; for `target` (id, version) re-read, re-check, delete."""
+        with self._lock:
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")  # the write lock first: every check below sees a frozen database
+            try:
+                outcome = self._settle_in_transaction(principal, nonce, expires_at, target, recheck)
+                # USED and FULL write nothing, not even the pruning: a refusal mutates nothing.
+                conn.execute("ROLLBACK" if outcome in (main.Settlement.USED, main.Settlement.FULL) else "COMMIT")
+                return outcome
+            except BaseException:
+                # Half a deletion must never survive: the nonce goes with the note or not at all.
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    def _settle_in_transaction(
+        self,
+        principal: str,
+        nonce: str,
+        expires_at: float,
+        target: tuple[str, str] | None,
+        recheck: Callable[[main.Note], bool],
+    ) -> main.Settlement:
+        conn = self._conn
+        now = self._clock()  # read after the lock is held; the same reading prunes and checks expiry
+        conn.execute(
+            "DELETE FROM consumed_nonces WHERE nonce IN"
+            " (SELECT nonce FROM consumed_nonces WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)",
+            (now, PRUNE_BATCH),
+        )
+        # A state verified just before its expiry may reach us just after it. Its record of
+        # an earlier use may already be pruned, so an expired nonce is refused here, with
+        # the clock reading that pruning used; otherwise a replay could slip in at the edge.
+        if not now < expires_at:
+            return main.Settlement.USED
+        inserted = conn.execute(
+            "INSERT INTO consumed_nonces (nonce, principal, expires_at) VALUES (?, ?, ?) ON CONFLICT (nonce) DO NOTHING",
+            (nonce, principal, expires_at),
+        ).rowcount
+        if inserted != 1:
+            return main.Settlement.USED  # replay: another call, on any instance, committed it first
+        # Without a bound one principal confirming in a loop grows the table without limit.
+        # Counted in SQL over unexpired rows (this one included), so rows not yet pruned
+        # never count and every instance enforces the same bound.
+        (held,) = conn.execute(
+            "SELECT COUNT(*) FROM consumed_nonces WHERE principal = ? AND expires_at > ?", (principal, now)
+        ).fetchone()
+        if held > self._limit:
+            return main.Settlement.FULL
+        self._pause("claimed")
+        if target is None:
+            return main.Settlement.CONSUMED
+        note_id, version = target
+        row = conn.execute("SELECT id, title, uri, revision FROM notes WHERE id = ?", (note_id,)).fetchone()
+        live = _note(row) if row is not None else None
+        # Time of check to time of use: the form was shown minutes ago; the note may have
+        # been edited, moved out of the workspace, or the grant revoked since then.
+        if live is None or live.version != version or not recheck(live):
+            return main.Settlement.CHANGED
+        conn.execute("DELETE FROM notes WHERE id = ?", (note_id,))
+        self._pause("deleted")
+        return main.Settlement.DELETED
+
+    def _pause(self, stage: str) -> None:
+        if self._inside_transaction_hook is not None:
+            self._inside_transaction_hook(stage)
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """Hold the lock and a BEGIN IMMEDIATE transaction: commit on success, else roll back."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+                self._conn.execute("COMMIT")
+            finally:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+
+    def close(self) -> None:
+        """Close the connection; later calls raise (and become -32603 at the server boundary)."""
+        with self._lock:
+            self._conn.close()
+
+
+def _note(row: tuple[object, ...]) -> main.Note | None:
+    """A row as a Note, or None when the row could not be shown safely (edited by hand)."""
+    note_id, title, uri, revision = row
+    if not (isinstance(note_id, str) and isinstance(title, str) and isinstance(uri, str) and isinstance(revision, int)):
+        return None
+    note = main.Note(note_id, title, uri, revision)
+    try:
+        main.check_note(note)
+    except ValueError:
+        return None
+    return note
+
+
+def open_store(
+    path: str,
+    *,
+    clock: Callable[[], float],
+    seed_notes: Iterable[main.Note] | None = None,
+    max_per_principal: int = main.MAX_REPLAY_PER_PRINCIPAL,
+    busy_timeout_ms: int = BUSY_TIMEOUT_MS,
+) -> SqliteNotesStore:
+    """Open (or create and seed) the database at `path`, or raise StoreError with one line.
+
+    `seed_notes` are inserted only when this call creates the schema. An existing
+    database is never re-seeded, not even when its notes table is empty: that would
+    bring back notes users deleted, on every restart.
+    """
+    if max_per_principal < 1:
+        raise StoreError("max_per_principal must be at least 1")
+    if not isinstance(busy_timeout_ms, int) or busy_timeout_ms < 0:
+        raise StoreError("busy_timeout_ms must be a non-negative integer")
+    seed = _checked_seed(seed_notes or [])
+    # Every confirmation writes, so a read-only file would fail on the first accept;
+    # refuse at start-up instead. Write bits are checked too because root ignores them:
+    # an operator who made the file read-only did not mean "unless I am root".
+    write_bits = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
+    if os.path.exists(path) and (not os.access(path, os.W_OK) or not os.stat(path).st_mode & write_bits):
+        raise StoreError(f"database {path} is read-only; the store must write to consume confirmations")
+    try:
+        conn = sqlite3.connect(path, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open database {path}: {exc}") from None
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
+        _prepare(conn, path, seed)
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if mode != "wal":
+            raise StoreError(f"database {path} cannot use WAL mode (journal mode stays {mode!r})")
+        # FULL: a commit is on disk before "deleted: true" is sent, so a power cut cannot
+        # bring back a note the user was told is gone (or a confirmation already used).
+        conn.execute("PRAGMA synchronous = FULL")
+    except StoreError:
+        conn.close()
+        raise
+    except sqlite3.Error as exc:
+        conn.close()
+        raise StoreError(_describe(path, exc, busy_timeout_ms)) from None
+    return SqliteNotesStore(conn, clock=clock, max_per_principal=max_per_principal)
+
+
+def _checked_seed(notes: Iterable[main.Note]) -> list[main.Note]:
+    """Seed notes validated like MemoryNotesStore does, URIs canonical, ids unique."""
+    seed: dict[str, main.Note] = {}
+    for note in notes:
+        try:
+            main.check_note(note)
+        except ValueError as exc:
+            raise StoreError(f"seed notes: {exc}") from None
+        if note.id in seed:
+            raise StoreError(f"seed notes: duplicate note id {note.id!r}")
+        seed[note.id] = dataclasses.replace(note, uri=main.normalize_file_uri(note.uri))
+    return list(seed.values())
+
+
+def _prepare(conn: sqlite3.Connection, path: str, seed: list[main.Note]) -> None:
+    """Create and seed a new database, or check an existing one's schema version; one transaction."""
+    # IMMEDIATE, so two instances starting together on a new file cannot both create it.
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not tables:
+            for statement in _SCHEMA:
+                conn.execute(statement)
+            conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            conn.executemany(
+                "INSERT INTO notes (id, title, uri, revision) VALUES (?, ?, ?, ?)",
+                [(note.id, note.title, note.uri, note.revision) for note in seed],
+            )
+            conn.execute("COMMIT")
+            return
+        # Never guess at a layout we did not write: a newer schema may mean something else.
+        row = None
+        if "meta" in tables:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if row is None:
+            raise StoreError(f"database {path} is an SQLite file but not a notes store (no schema version)")
+        if row[0] != str(SCHEMA_VERSION):
+            raise StoreError(
+                f"database {path} has schema version {str(row[0])[:20]!r}; this server reads version {SCHEMA_VERSION} only"
+            )
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _describe(path: str, exc: sqlite3.Error, busy_timeout_ms: int) -> str:
+    """One line for an SQLite failure at start-up."""
+    reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if "not a database" in reason:
+        return f"database {path} is not an SQLite database ({reason})"
+    if "locked" in reason or "busy" in reason:
+        return f"database {path} is locked by another process (waited {busy_timeout_ms} ms)"
+    if "readonly" in reason or "read-only" in reason:
+        return f"database {path} is read-only; the store must write to consume confirmations"
+    return f"cannot use database {path}: {reason}"

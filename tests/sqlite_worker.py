@@ -1,0 +1,73 @@
+"""A server process over a shared SQLite database, driven by tests/test_sqlite_store.py.
+
+Usage: python3 tests/sqlite_worker.py DB_PATH   (prints "ready" once the store is open)
+
+Commands arrive on stdin as JSON lines; each is acknowledged with "armed", then the
+worker blocks until a line "go" arrives (the race barrier), runs it and prints one line:
+  {"op": "handle", "message": {...}, "principal": "alice"}  -> the JSON-RPC response
+  {"op": "settle", "principal": ..., "nonce": ..., "expires_at": ..., "target": [id, version] | null,
+   "pause": "claimed" | "deleted" | null}                   -> {"settlement": "deleted" | ...}
+With "pause", the store's test-only hook prints "inside <stage>" at that point of the
+transaction and waits there until the test kills the process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import support  # puts code/ on sys.path
+
+import main
+import sqlite_store
+
+
+def main_loop(db_path: str) -> None:
+    """Serve commands until stdin closes."""
+    store = sqlite_store.open_store(db_path, clock=time.time)
+    server = main.Server(
+        keys=[support.KEY],
+        notes=store,
+        policy=main.AuthorizationPolicy({support.PRINCIPAL: [support.WORKSPACE]}),
+        clock=time.time,
+    )
+    workspace = main.parse_file_uri(support.WORKSPACE)
+    say("ready")
+    while line := sys.stdin.readline():
+        command = json.loads(line)
+        say("armed")
+        if sys.stdin.readline().strip() != "go":
+            return
+        if command["op"] == "handle":
+            say(json.dumps(server.handle(command["message"], command["principal"])))
+            continue
+        pause = command.get("pause")
+
+        def hook(stage: str) -> None:
+            if stage == pause:
+                say(f"inside {stage}")
+                sys.stdin.readline()  # the test SIGKILLs us here
+                os._exit(3)  # stdin closed instead: leave without ever reaching COMMIT
+
+        store._inside_transaction_hook = hook
+        target = tuple(command["target"]) if command["target"] is not None else None
+        outcome = store.settle(
+            command["principal"],
+            command["nonce"],
+            command["expires_at"],
+            target,
+            lambda note: main.inside_workspace(note, workspace),
+        )
+        say(json.dumps({"settlement": outcome.value}))
+
+
+def say(line: str) -> None:
+    """One line to the test, flushed at once."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main_loop(sys.argv[1])

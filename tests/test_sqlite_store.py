@@ -1,0 +1,611 @@
+"""SQLite store: one transaction settles a confirmation once across processes, crashes and bad files."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+from typing import Any
+
+from support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call, tps
+
+import main
+import sqlite_store
+from sqlite_store import StoreError, open_store
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKER = os.path.join(HERE, "sqlite_worker.py")
+GUARD_SECONDS = 60.0  # failure guard for a worker that hangs; never the assertion itself
+RACE_ROUNDS = 50
+ALWAYS = lambda note: True  # noqa: E731 - a recheck that accepts every live note
+LATER = 10_000_000.0  # an expiry far after every Clock() reading used here
+
+
+def race_notes(count: int) -> list[main.Note]:
+    """Notes race-000... inside the lesson workspace, one per race round."""
+    return [main.Note(f"race-{i:03d}", f"Race {i:03d}", f"{WORKSPACE}/race-{i:03d}.md") for i in range(count)]
+
+
+class StoreCase(unittest.TestCase):
+    """A temporary directory per test and helpers to open and inspect databases in it."""
+
+    def setUp(self) -> None:
+        self.dir = tempfile.mkdtemp(prefix="sqlite-store-")
+        self.addCleanup(shutil.rmtree, self.dir, ignore_errors=True)
+        self.path = os.path.join(self.dir, "notes.db")
+        self.clock = Clock()
+
+    def open(self, path: str | None = None, **kwargs: Any) -> sqlite_store.SqliteNotesStore:
+        kwargs.setdefault("clock", self.clock)
+        kwargs.setdefault("seed_notes", main.lesson_notes())
+        store = open_store(path or self.path, **kwargs)
+        self.addCleanup(store.close)
+        return store
+
+    def raw(self, path: str | None = None) -> sqlite3.Connection:
+        """A plain connection for inspecting (or sabotaging) the file behind the store's back."""
+        conn = sqlite3.connect(path or self.path, isolation_level=None, timeout=GUARD_SECONDS)
+        self.addCleanup(conn.close)
+        return conn
+
+    def consumed(self, path: str | None = None) -> set[str]:
+        conn = sqlite3.connect(path or self.path, timeout=GUARD_SECONDS)
+        try:
+            return {nonce for (nonce,) in conn.execute("SELECT nonce FROM consumed_nonces")}
+        finally:
+            conn.close()
+
+    def note_ids(self, path: str | None = None) -> list[str]:
+        conn = sqlite3.connect(path or self.path, timeout=GUARD_SECONDS)
+        try:
+            return [note_id for (note_id,) in conn.execute("SELECT id FROM notes ORDER BY id")]
+        finally:
+            conn.close()
+
+    def server(self, store: main.NotesStore, log: Log | None = None) -> main.Server:
+        return main.Server(
+            keys=[KEY],
+            notes=store,
+            policy=main.AuthorizationPolicy({PRINCIPAL: [WORKSPACE]}),
+            clock=self.clock,
+            log=log if log is not None else Log(),
+        )
+
+    def first_call(self, server: main.Server, title: str = "TPS report") -> dict[str, Any]:
+        response = server.handle(call(tps(title)), PRINCIPAL)
+        assert response is not None
+        self.assertEqual(response["result"]["resultType"], "input_required")
+        return response["result"]
+
+    def file_bytes(self, path: str | None = None) -> bytes:
+        with open(path or self.path, "rb") as handle:
+            return handle.read()
+
+
+def nonce_of(state: str) -> str:
+    """The nonce inside a requestState (claims are signed, not encrypted)."""
+    return json.loads(main.b64url_decode(state.split(".")[2]))["nonce"]
+
+
+class SeamParity(StoreCase):
+    def test_candidates_match_the_in_memory_store_for_every_query(self) -> None:
+        store = self.open()
+        memory = main.MemoryNotesStore(main.lesson_notes(), main.MemoryReplayStore(self.clock))
+        queries = [
+            (WORKSPACE, "TPS report"),
+            (WORKSPACE, "tps"),
+            (WORKSPACE, "zzz"),
+            ("file:///Users/alice/Documents", "TPS"),
+            ("file:///Users/alice/Documents/Notes-evil", "TPS"),
+            ("file:///", "report"),
+        ]
+        for uri, title in queries:
+            with self.subTest(uri=uri, title=title):
+                workspace = main.parse_file_uri(uri)
+                self.assertEqual(store.candidates(workspace, title), memory.candidates(workspace, title))
+
+    def test_containment_is_by_component_so_the_look_alike_folder_is_never_a_candidate(self) -> None:
+        store = self.open()
+        found = [note.id for note in store.candidates(main.parse_file_uri(WORKSPACE), "TPS")]
+        self.assertEqual(found, ["note-3", "note-7", "note-14"])
+        self.assertIn("evil-1", [note.id for note in store.all()])
+
+    def test_a_hand_edited_row_that_is_not_a_valid_note_is_never_offered(self) -> None:
+        store = self.open()
+        self.raw().execute("INSERT INTO notes VALUES ('bad-1', 'TPS report', 'http://example.com/x', 0)")
+        found = [note.id for note in store.candidates(main.parse_file_uri("file:///"), "TPS")]
+        self.assertNotIn("bad-1", found)
+        self.assertNotIn("bad-1", [note.id for note in store.all()])
+        self.assertIn("bad-1", self.note_ids())  # skipped, not repaired behind the operator's back
+
+    def test_the_lesson_flow_deletes_once_and_refuses_the_replay(self) -> None:
+        server = self.server(self.open())
+        state = self.first_call(server)["requestState"]
+        retry = call(tps(), id=2, requestState=state, inputResponses=accept("note-14"))
+        done = server.handle(retry, PRINCIPAL)
+        self.assertEqual(done["result"]["structuredContent"], {"deleted": True, "noteId": "note-14"})
+        replay = server.handle(retry, PRINCIPAL)
+        self.assertEqual(replay["error"]["code"], main.INVALID_PARAMS)
+        self.assertNotIn("note-14", self.note_ids())
+        self.assertEqual(len(self.note_ids()), len(main.lesson_notes()) - 1)
+        self.assertEqual(self.consumed(), {nonce_of(state)})
+
+
+class SettleOutcomes(StoreCase):
+    def target(self, store: sqlite_store.SqliteNotesStore, note_id: str = "note-14") -> tuple[str, str]:
+        live = {note.id: note for note in store.all()}[note_id]
+        return (note_id, live.version)
+
+    def test_a_decline_consumes_the_nonce_and_deletes_nothing(self) -> None:
+        store = self.open()
+        self.assertIs(store.settle(PRINCIPAL, "n1", LATER, None, ALWAYS), main.Settlement.CONSUMED)
+        self.assertTrue(store.is_consumed("n1"))
+        self.assertEqual(len(self.note_ids()), len(main.lesson_notes()))
+
+    def test_an_edited_note_is_not_deleted_and_the_confirmation_is_spent(self) -> None:
+        store = self.open()
+        target = self.target(store)
+        edited = {note.id: note for note in store.all()}["note-14"]
+        store.put(main.Note(edited.id, edited.title, edited.uri, edited.revision + 1))
+        self.assertIs(store.settle(PRINCIPAL, "n1", LATER, target, ALWAYS), main.Settlement.CHANGED)
+        self.assertIn("note-14", self.note_ids())
+        self.assertEqual(self.consumed(), {"n1"})
+
+    def test_a_vanished_note_is_reported_changed_and_the_confirmation_is_spent(self) -> None:
+        store = self.open()
+        target = self.target(store)
+        store.remove("note-14")
+        self.assertIs(store.settle(PRINCIPAL, "n1", LATER, target, ALWAYS), main.Settlement.CHANGED)
+        self.assertEqual(self.consumed(), {"n1"})
+
+    def test_a_failed_recheck_inside_the_transaction_deletes_nothing(self) -> None:
+        store = self.open()
+        seen: list[main.Note] = []
+
+        def revoked(note: main.Note) -> bool:
+            seen.append(note)
+            return False
+
+        self.assertIs(store.settle(PRINCIPAL, "n1", LATER, self.target(store), revoked), main.Settlement.CHANGED)
+        self.assertEqual([note.id for note in seen], ["note-14"])  # it saw the live row
+        self.assertIn("note-14", self.note_ids())
+        self.assertEqual(self.consumed(), {"n1"})
+
+    def test_an_exception_in_the_recheck_rolls_back_the_nonce(self) -> None:
+        store = self.open()
+
+        def broken(note: main.Note) -> bool:
+            raise RuntimeError("policy backend down")
+
+        with self.assertRaises(RuntimeError):
+            store.settle(PRINCIPAL, "n1", LATER, self.target(store), broken)
+        self.assertEqual(self.consumed(), set())
+        self.assertIn("note-14", self.note_ids())
+        # The connection is not left inside a transaction: the same nonce settles afterwards.
+        self.assertIs(store.settle(PRINCIPAL, "n1", LATER, self.target(store), ALWAYS), main.Settlement.DELETED)
+
+    def test_an_exception_after_the_delete_statement_rolls_back_note_and_nonce_together(self) -> None:
+        store = self.open()
+
+        def fail_after_delete(stage: str) -> None:
+            if stage == "deleted":
+                raise OSError("disk vanished")
+
+        store._inside_transaction_hook = fail_after_delete
+        with self.assertRaises(OSError):
+            store.settle(PRINCIPAL, "n1", LATER, self.target(store), ALWAYS)
+        self.assertIn("note-14", self.note_ids())
+        self.assertEqual(self.consumed(), set())
+
+    def test_a_state_that_expired_before_the_transaction_is_refused_inside_it(self) -> None:
+        store = self.open()
+        self.assertIs(store.settle(PRINCIPAL, "n1", self.clock.now, self.target(store), ALWAYS), main.Settlement.USED)
+        self.assertIs(
+            store.settle(PRINCIPAL, "n2", self.clock.now + 0.001, self.target(store), ALWAYS), main.Settlement.DELETED
+        )
+        self.assertEqual(self.consumed(), {"n2"})
+
+    def test_threads_sharing_one_store_never_interleave_transactions(self) -> None:
+        store = self.open()
+        threads, per_thread = 6, 10
+        barrier = threading.Barrier(threads)
+        outcomes: list[main.Settlement] = []
+        failures: list[BaseException] = []
+
+        def work(index: int) -> None:
+            try:
+                barrier.wait(GUARD_SECONDS)
+                for j in range(per_thread):
+                    outcomes.append(store.settle(f"p{index}", f"n{index}-{j}", LATER, None, ALWAYS))
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                failures.append(exc)
+
+        workers = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(GUARD_SECONDS)
+        self.assertEqual(failures, [])
+        self.assertEqual(outcomes, [main.Settlement.CONSUMED] * threads * per_thread)
+        self.assertEqual(len(self.consumed()), threads * per_thread)
+
+
+class ReplayBoundInSql(StoreCase):
+    def test_the_bound_admits_up_to_the_limit_and_refuses_at_it_writing_nothing(self) -> None:
+        store = self.open(max_per_principal=3)
+        for i in range(3):
+            self.assertIs(store.settle(PRINCIPAL, f"n{i}", LATER, None, ALWAYS), main.Settlement.CONSUMED)
+        self.raw().execute("INSERT INTO consumed_nonces VALUES ('stale', 'old', ?)", (self.clock.now - 1,))
+        self.assertIs(store.settle(PRINCIPAL, "n3", LATER, None, ALWAYS), main.Settlement.FULL)
+        self.assertFalse(store.is_consumed("n3"))
+        self.assertEqual(self.consumed(), {"n0", "n1", "n2", "stale"})  # not even the pruning was kept
+
+    def test_a_bound_below_one_is_refused_at_start_up_and_one_is_accepted(self) -> None:
+        with self.assertRaisesRegex(StoreError, "max_per_principal must be at least 1"):
+            open_store(self.path, clock=self.clock, max_per_principal=0)
+        self.assertFalse(os.path.exists(self.path))
+        store = self.open(max_per_principal=1)
+        self.assertIs(store.settle(PRINCIPAL, "a1", LATER, None, ALWAYS), main.Settlement.CONSUMED)
+
+    def test_a_full_principal_does_not_block_another_principal(self) -> None:
+        store = self.open(max_per_principal=1)
+        self.assertIs(store.settle(PRINCIPAL, "a1", LATER, None, ALWAYS), main.Settlement.CONSUMED)
+        self.assertIs(store.settle(PRINCIPAL, "a2", LATER, None, ALWAYS), main.Settlement.FULL)
+        self.assertIs(store.settle("bob", "b1", LATER, None, ALWAYS), main.Settlement.CONSUMED)
+
+    def test_the_bound_is_shared_by_every_store_on_the_file(self) -> None:
+        first, second = self.open(max_per_principal=2), self.open(max_per_principal=2)
+        self.assertIs(first.settle(PRINCIPAL, "a1", LATER, None, ALWAYS), main.Settlement.CONSUMED)
+        self.assertIs(second.settle(PRINCIPAL, "a2", LATER, None, ALWAYS), main.Settlement.CONSUMED)
+        self.assertIs(first.settle(PRINCIPAL, "a3", LATER, None, ALWAYS), main.Settlement.FULL)
+
+    def test_expiry_frees_the_slot_and_pruning_removes_the_expired_rows(self) -> None:
+        store = self.open(max_per_principal=1)
+        self.assertIs(store.settle(PRINCIPAL, "a1", self.clock.now + 10, None, ALWAYS), main.Settlement.CONSUMED)
+        self.assertIs(store.settle(PRINCIPAL, "a2", self.clock.now + 10, None, ALWAYS), main.Settlement.FULL)
+        self.clock.now += 10
+        self.assertIs(store.settle(PRINCIPAL, "a3", self.clock.now + 10, None, ALWAYS), main.Settlement.CONSUMED)
+        self.assertEqual(self.consumed(), {"a3"})
+
+    def test_pruning_removes_at_most_one_batch_per_settle(self) -> None:
+        store = self.open()
+        extra = 3
+        rows = [(f"old-{i}", "old", self.clock.now + 1) for i in range(sqlite_store.PRUNE_BATCH + extra)]
+        self.raw().executemany("INSERT INTO consumed_nonces VALUES (?, ?, ?)", rows)
+        self.clock.now += 2
+        store.settle(PRINCIPAL, "n1", LATER, None, ALWAYS)
+        self.assertEqual(len([n for n in self.consumed() if n.startswith("old-")]), extra)
+        store.settle(PRINCIPAL, "n2", LATER, None, ALWAYS)
+        self.assertEqual(self.consumed(), {"n1", "n2"})
+
+
+class CrossInstance(StoreCase):
+    def test_a_decline_on_one_store_makes_another_store_refuse_the_accept(self) -> None:
+        first, second = self.open(), self.open()
+        target = ("note-14", {note.id: note for note in first.all()}["note-14"].version)
+        self.assertIs(first.settle(PRINCIPAL, "n1", LATER, None, ALWAYS), main.Settlement.CONSUMED)
+        self.assertTrue(second.is_consumed("n1"))
+        self.assertIs(second.settle(PRINCIPAL, "n1", LATER, target, ALWAYS), main.Settlement.USED)
+        self.assertIn("note-14", self.note_ids())
+
+    def test_a_decline_through_server_b_makes_server_a_refuse_the_accept(self) -> None:
+        server_a, server_b = self.server(self.open()), self.server(self.open())
+        state = self.first_call(server_a)["requestState"]
+        decline = {main.INPUT_KEY: {"action": "decline"}}
+        declined = server_b.handle(call(tps(), id=2, requestState=state, inputResponses=decline), PRINCIPAL)
+        self.assertEqual(declined["result"]["structuredContent"], {"deleted": False, "reason": "declined"})
+        refused = server_a.handle(call(tps(), id=3, requestState=state, inputResponses=accept()), PRINCIPAL)
+        self.assertEqual(refused["error"]["code"], main.INVALID_PARAMS)
+        self.assertIn("note-14", self.note_ids())
+
+
+class SchemaAndSeeding(StoreCase):
+    def test_a_new_database_records_its_schema_version_and_is_seeded(self) -> None:
+        self.open()
+        version = self.raw().execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        self.assertEqual(version, (str(sqlite_store.SCHEMA_VERSION),))
+        self.assertEqual(self.note_ids(), sorted(note.id for note in main.lesson_notes()))
+        self.assertEqual(self.raw().execute("PRAGMA journal_mode").fetchone(), ("wal",))
+
+    def test_an_existing_database_is_never_reseeded_even_when_empty(self) -> None:
+        store = self.open()
+        for note in store.all():
+            store.remove(note.id)
+        store.close()
+        self.open(seed_notes=main.lesson_notes())
+        self.assertEqual(self.note_ids(), [])  # deletions survive a restart
+
+    def test_two_instances_creating_one_new_database_together_seed_it_once(self) -> None:
+        barrier = threading.Barrier(2)
+        opened: list[Any] = []
+
+        def start() -> None:
+            barrier.wait(GUARD_SECONDS)
+            try:
+                opened.append(open_store(self.path, clock=self.clock, seed_notes=main.lesson_notes()))
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                opened.append(exc)
+
+        threads = [threading.Thread(target=start) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(GUARD_SECONDS)
+        for store in opened:
+            if isinstance(store, sqlite_store.SqliteNotesStore):
+                self.addCleanup(store.close)
+        self.assertTrue(all(isinstance(store, sqlite_store.SqliteNotesStore) for store in opened), opened)
+        self.assertEqual(self.note_ids(), sorted(note.id for note in main.lesson_notes()))
+
+    def test_invalid_seed_notes_are_refused_before_any_file_is_created(self) -> None:
+        duplicate = main.lesson_notes() + [main.lesson_notes()[0]]
+        with self.assertRaisesRegex(StoreError, "duplicate note id 'note-3'"):
+            open_store(self.path, clock=self.clock, seed_notes=duplicate)
+        self.assertFalse(os.path.exists(self.path))
+
+    def test_a_newer_schema_version_is_refused_without_touching_the_file(self) -> None:
+        self.open().close()
+        self.raw().execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+        before = self.file_bytes()
+        with self.assertRaises(StoreError) as caught:
+            open_store(self.path, clock=self.clock)
+        self.assertIn("schema version '2'", str(caught.exception))
+        self.assertIn(f"version {sqlite_store.SCHEMA_VERSION} only", str(caught.exception))
+        self.assertNotIn("\n", str(caught.exception))
+        self.assertEqual(self.file_bytes(), before)
+
+    def test_an_sqlite_file_without_a_schema_version_is_refused(self) -> None:
+        self.raw().execute("CREATE TABLE notes (id TEXT)")
+        with self.assertRaisesRegex(StoreError, "not a notes store"):
+            open_store(self.path, clock=self.clock)
+
+
+class BadDatabaseFiles(StoreCase):
+    def test_a_file_that_is_not_sqlite_fails_start_up_and_stays_untouched(self) -> None:
+        with open(self.path, "wb") as handle:
+            handle.write(b"these are my notes, not a database\n" * 200)
+        before = self.file_bytes()
+        with self.assertRaisesRegex(StoreError, "is not an SQLite database"):
+            open_store(self.path, clock=self.clock, seed_notes=main.lesson_notes())
+        self.assertEqual(self.file_bytes(), before)
+        self.assertEqual(sorted(os.listdir(self.dir)), ["notes.db"])
+
+    def test_a_read_only_database_fails_start_up_and_stays_untouched(self) -> None:
+        self.open().close()
+        os.chmod(self.path, 0o444)
+        before = self.file_bytes()
+        with self.assertRaisesRegex(StoreError, "is read-only"):
+            open_store(self.path, clock=self.clock)
+        self.assertEqual(self.file_bytes(), before)
+
+    def test_a_database_locked_past_the_busy_timeout_fails_start_up(self) -> None:
+        self.open().close()
+        holder = self.raw()
+        holder.execute("BEGIN IMMEDIATE")
+        with self.assertRaisesRegex(StoreError, "is locked by another process"):
+            open_store(self.path, clock=self.clock, busy_timeout_ms=20)
+        holder.execute("ROLLBACK")
+        self.open(busy_timeout_ms=20)  # and starts once the lock is gone
+
+    def test_a_lock_held_past_the_busy_timeout_during_an_accept_is_internal_error_with_nothing_mutated(self) -> None:
+        log = Log()
+        server = self.server(self.open(busy_timeout_ms=20), log)
+        state = self.first_call(server)["requestState"]
+        retry = json.dumps(call(tps(), id=2, requestState=state, inputResponses=accept())).encode()
+        holder = self.raw()
+        holder.execute("BEGIN IMMEDIATE")  # another instance stuck inside its transaction
+        status, body = server.handle_bytes(retry, PRINCIPAL)
+        holder.execute("ROLLBACK")
+        self.assertEqual(status, 500)
+        internal = {"code": main.INTERNAL_ERROR, "message": "Internal error"}
+        self.assertEqual(json.loads(body), {"jsonrpc": "2.0", "id": 2, "error": internal})
+        for secret in (self.path.encode(), self.dir.encode(), b"Traceback", b"sqlite", b"locked"):
+            self.assertNotIn(secret, body)
+        self.assertTrue(any("Traceback" in line and "database is locked" in line for line in log))
+        self.assertIn("note-14", self.note_ids())
+        self.assertEqual(self.consumed(), set())
+        # Nothing was spent, so the same confirmation completes once the lock is gone.
+        status, body = server.handle_bytes(retry, PRINCIPAL)
+        self.assertEqual(json.loads(body)["result"]["structuredContent"], {"deleted": True, "noteId": "note-14"})
+
+    def test_a_failure_after_the_delete_is_internal_error_on_the_wire_and_rolled_back(self) -> None:
+        store = self.open()
+        server = self.server(store)
+        state = self.first_call(server)["requestState"]
+
+        def fail_after_delete(stage: str) -> None:
+            if stage == "deleted":
+                raise sqlite3.OperationalError(f"disk I/O error at {self.path}")
+
+        store._inside_transaction_hook = fail_after_delete
+        status, body = server.handle_bytes(
+            json.dumps(call(tps(), id=2, requestState=state, inputResponses=accept())).encode(), PRINCIPAL
+        )
+        self.assertEqual(status, 500)
+        self.assertEqual(json.loads(body)["error"], {"code": main.INTERNAL_ERROR, "message": "Internal error"})
+        self.assertNotIn(self.path.encode(), body)
+        self.assertIn("note-14", self.note_ids())
+        self.assertEqual(self.consumed(), set())
+
+
+class Worker:
+    """One tests/sqlite_worker.py process: lines in on stdin, lines out through a reader thread."""
+
+    def __init__(self, case: unittest.TestCase, db_path: str, name: str) -> None:
+        self.case = case
+        self.stderr_path = os.path.join(os.path.dirname(db_path), f"{name}.stderr")
+        self.stderr = open(self.stderr_path, "wb")
+        case.addCleanup(self.stderr.close)
+        self.process = subprocess.Popen(
+            [sys.executable, WORKER, db_path],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            text=True,
+        )
+        case.addCleanup(self.stop)
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        self.expect("ready")
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def next_line(self) -> str:
+        try:
+            line = self.lines.get(timeout=GUARD_SECONDS)
+        except queue.Empty:
+            line = None
+        if line is None:
+            with open(self.stderr_path, encoding="utf-8", errors="replace") as handle:
+                self.case.fail(f"worker produced no line; its stderr:\n{handle.read()[-4000:]}")
+        return line
+
+    def expect(self, wanted: str) -> None:
+        self.case.assertEqual(self.next_line(), wanted)
+
+    def send(self, line: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+
+    def arm(self, command: dict[str, Any]) -> None:
+        self.send(json.dumps(command))
+        self.expect("armed")
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(GUARD_SECONDS)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(GUARD_SECONDS)
+        for stream in (self.process.stdin, self.process.stdout):
+            if stream is not None:
+                stream.close()
+        self.reader.join(GUARD_SECONDS)
+
+
+def go(*workers: Worker) -> list[str]:
+    """Release every armed worker together (they all block on one stdin line), collect one line each."""
+    for worker in workers:
+        worker.send("go")
+    return [worker.next_line() for worker in workers]
+
+
+class TwoProcessRace(StoreCase):
+    def setUp(self) -> None:
+        super().setUp()
+        self.store = self.open(seed_notes=race_notes(2 * RACE_ROUNDS))
+        self.workers = [Worker(self, self.path, "worker-a"), Worker(self, self.path, "worker-b")]
+
+    def test_two_servers_racing_one_accepted_confirmation_delete_exactly_once_every_round(self) -> None:
+        # The first call happens here; both worker servers share the signing key and the file.
+        self.clock.now = time.time()
+        server = self.server(self.store)
+        for round_ in range(RACE_ROUNDS):
+            with self.subTest(round=round_):
+                title = f"Race {round_:03d}"
+                state = self.first_call(server, title)["requestState"]
+                retry = call(tps(title), id=round_, requestState=state, inputResponses=accept(f"race-{round_:03d}"))
+                before = len(self.note_ids())
+                for worker in self.workers:
+                    worker.arm({"op": "handle", "message": retry, "principal": PRINCIPAL})
+                responses = [json.loads(line) for line in go(*self.workers)]
+                done = {"deleted": True, "noteId": f"race-{round_:03d}"}
+                deleted = [r for r in responses if r.get("result", {}).get("structuredContent") == done]
+                refused = [r for r in responses if r.get("error", {}).get("code") == main.INVALID_PARAMS]
+                self.assertEqual((len(deleted), len(refused)), (1, 1), responses)
+                self.assertEqual(len(self.note_ids()), before - 1)
+                self.assertNotIn(f"race-{round_:03d}", self.note_ids())
+                self.assertIn(nonce_of(state), self.consumed())
+
+    def test_two_processes_racing_one_settle_give_one_deleted_and_one_used_every_round(self) -> None:
+        # Straight into settle, with no is_consumed pre-check: only the transaction decides.
+        notes = {note.id: note for note in self.store.all()}
+        for round_ in range(RACE_ROUNDS, 2 * RACE_ROUNDS):
+            with self.subTest(round=round_):
+                note = notes[f"race-{round_:03d}"]
+                command = {
+                    "op": "settle",
+                    "principal": PRINCIPAL,
+                    "nonce": f"race-nonce-{round_}",
+                    "expires_at": time.time() + 3600,
+                    "target": [note.id, note.version],
+                }
+                before = len(self.note_ids())
+                for worker in self.workers:
+                    worker.arm(command)
+                outcomes = sorted(json.loads(line)["settlement"] for line in go(*self.workers))
+                self.assertEqual(outcomes, ["deleted", "used"])
+                self.assertEqual(len(self.note_ids()), before - 1)
+                self.assertIn(f"race-nonce-{round_}", self.consumed())
+
+
+class CrashSafety(StoreCase):
+    ROUNDS = 3
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.open(seed_notes=race_notes(self.ROUNDS * 3)).close()
+        self.notes = {note.id: note for note in race_notes(self.ROUNDS * 3)}
+
+    def settle_command(self, index: int, pause: str | None) -> dict[str, Any]:
+        note = self.notes[f"race-{index:03d}"]
+        return {
+            "op": "settle",
+            "principal": PRINCIPAL,
+            "nonce": f"crash-{index}",
+            "expires_at": time.time() + 3600,
+            "target": [note.id, note.version],
+            "pause": pause,
+        }
+
+    def reopened(self) -> sqlite_store.SqliteNotesStore:
+        store = open_store(self.path, clock=time.time)
+        self.addCleanup(store.close)
+        self.assertEqual(self.raw().execute("PRAGMA integrity_check").fetchone(), ("ok",))
+        return store
+
+    def test_a_process_killed_inside_the_transaction_leaves_neither_the_nonce_nor_the_deletion(self) -> None:
+        index = 0
+        for stage in ("claimed", "deleted"):
+            for _ in range(self.ROUNDS):
+                with self.subTest(stage=stage, round=index):
+                    worker = Worker(self, self.path, f"crash-{index}")
+                    worker.arm(self.settle_command(index, stage))
+                    self.assertEqual(go(worker), [f"inside {stage}"])
+                    worker.kill()
+                    store = self.reopened()
+                    self.assertFalse(store.is_consumed(f"crash-{index}"))
+                    self.assertIn(f"race-{index:03d}", self.note_ids())
+                index += 1
+
+    def test_a_process_killed_just_after_commit_leaves_both_the_nonce_and_the_deletion(self) -> None:
+        for index in range(2 * self.ROUNDS, 3 * self.ROUNDS):
+            with self.subTest(round=index):
+                worker = Worker(self, self.path, f"commit-{index}")
+                worker.arm(self.settle_command(index, None))
+                self.assertEqual(go(worker), [json.dumps({"settlement": "deleted"})])
+                worker.kill()
+                store = self.reopened()
+                self.assertTrue(store.is_consumed(f"crash-{index}"))
+                self.assertNotIn(f"race-{index:03d}", self.note_ids())
+
+
+if __name__ == "__main__":
+    unittest.main()
