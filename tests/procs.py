@@ -1,0 +1,230 @@
+"""Start real `main.py serve` subprocesses for transport tests, and always stop them."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import queue
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import unittest
+from typing import Any
+
+import support
+
+MAIN = os.path.join(support.CODE, "main.py")
+GUARD = 60.0  # seconds; only a failure guard, never what a test asserts
+TOKEN = "alice-token-0123456789abcdef"
+SECRET = support.KEY.hex()
+_URL_RE = re.compile(r"http://(127\.0\.0\.1|\[::1\]):(\d+)/mcp")
+
+
+def server_env(**extra: str) -> dict[str, str]:
+    """The test environment: no inherited NOTES_MCP_* values, plus `extra`."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("NOTES_MCP_")}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.update(extra)
+    return env
+
+
+class Process:
+    """A server subprocess whose stderr is drained into `stderr_lines` by a thread."""
+
+    def __init__(self, test: Any, args: list[str], env: dict[str, str], stdin: Any = subprocess.DEVNULL) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, MAIN, "serve", *args],
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        self.stderr_lines: list[str] = []
+        self.url_seen = threading.Event()
+        self.url: str | None = None
+        self._stderr = threading.Thread(target=self._drain_stderr, daemon=True)
+        self._stderr.start()
+        test.addCleanup(self.stop)
+
+    def _drain_stderr(self) -> None:
+        for raw in self.proc.stderr:  # type: ignore[union-attr]
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            self.stderr_lines.append(line)
+            match = _URL_RE.search(line)
+            if match and self.url is None:
+                self.url = match.group(0)
+                self.url_seen.set()
+        self.url_seen.set()  # EOF: the process ended (possibly before listening)
+
+    def stop(self) -> None:
+        """Terminate (then kill) the process, close its pipes, join the reader thread."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(GUARD)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(GUARD)
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None:
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
+        self._stderr.join(GUARD)
+        self.proc.stderr.close()  # type: ignore[union-attr]
+
+    def wait(self) -> int:
+        """Wait for exit (guarded) and for stderr to be fully drained; the exit status."""
+        status = self.proc.wait(GUARD)
+        self._stderr.join(GUARD)
+        return status
+
+    def stderr_text(self) -> str:
+        return "\n".join(self.stderr_lines)
+
+
+class ClassScope:
+    """Lets a server live for a whole TestCase class: cleanups become class cleanups."""
+
+    def __init__(self, cls: type[unittest.TestCase]) -> None:
+        self.addCleanup = cls.addClassCleanup
+
+    def fail(self, message: str) -> None:
+        raise AssertionError(message)
+
+
+def raw_exchange(port: int, data: bytes) -> bytes:
+    """Send raw bytes on a fresh connection and read until the server closes it."""
+    with socket.create_connection(("127.0.0.1", port), timeout=GUARD) as sock:
+        sock.sendall(data)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+class HttpServer(Process):
+    """`serve --http --port 0` on 127.0.0.1; `port` is known once the URL line appeared."""
+
+    def __init__(self, test: Any, *args: str, env: dict[str, str] | None = None) -> None:
+        super().__init__(test, ["--http", "--port", "0", *args], env if env is not None else server_env(NOTES_MCP_TOKEN=TOKEN, NOTES_MCP_SECRET=SECRET))
+        if not self.url_seen.wait(GUARD) or self.url is None:
+            self.stop()
+            test.fail("server did not print its URL:\n" + self.stderr_text())
+        self.port = int(_URL_RE.search(self.url).group(2))  # type: ignore[union-attr]
+        self.host = f"127.0.0.1:{self.port}"
+
+    def connect(self, test: unittest.TestCase) -> http.client.HTTPConnection:
+        """A keep-alive connection to the server, closed at cleanup."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=GUARD)
+        test.addCleanup(conn.close)
+        return conn
+
+
+def mcp_headers(message: dict[str, Any], token: str | None = TOKEN) -> dict[str, str]:
+    """The headers a correct 2026-07-28 client sends for `message`."""
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    params = message.get("params") if isinstance(message.get("params"), dict) else {}
+    version = (params.get("_meta") or {}).get(support.main.META_PROTOCOL_VERSION)
+    if isinstance(version, str):
+        headers["MCP-Protocol-Version"] = version
+    if isinstance(message.get("method"), str):
+        headers["Mcp-Method"] = message["method"]
+    if message.get("method") == "tools/call" and isinstance(params.get("name"), str):
+        headers["Mcp-Name"] = params["name"]
+    return headers
+
+
+def post(
+    conn: http.client.HTTPConnection,
+    body: bytes | dict[str, Any],
+    headers: dict[str, str] | list[tuple[str, str]] | None = None,
+    path: str = "/mcp",
+    method: str = "POST",
+) -> tuple[int, dict[str, str], bytes]:
+    """Send one request on `conn`; (status, lower-cased headers, body). Headers may repeat."""
+    if isinstance(body, dict):
+        headers = mcp_headers(body) if headers is None else headers
+        body = json.dumps(body).encode()
+    pairs = list(headers.items()) if isinstance(headers, dict) else list(headers or [])
+    skip_host = any(name.lower() == "host" for name, _ in pairs)
+    conn.putrequest(method, path, skip_host=skip_host, skip_accept_encoding=True)
+    for name, value in pairs:
+        conn.putheader(name, value)
+    if body is not None and not any(name.lower() in ("content-length", "transfer-encoding") for name, _ in pairs):
+        conn.putheader("Content-Length", str(len(body)))
+    conn.endheaders(body)
+    response = conn.getresponse()
+    data = response.read()
+    return response.status, {k.lower(): v for k, v in response.getheaders()}, data
+
+
+class StdioServer(Process):
+    """`serve --stdio`: write lines to stdin, read lines from stdout (through a queue)."""
+
+    def __init__(self, test: unittest.TestCase, *args: str, env: dict[str, str] | None = None, read_stdout: bool = True) -> None:
+        super().__init__(test, ["--stdio", *args], env if env is not None else server_env(NOTES_MCP_SECRET=SECRET), stdin=subprocess.PIPE)
+        self.lines: queue.Queue[bytes | None] = queue.Queue()
+        self._stdout = threading.Thread(target=self._drain_stdout, daemon=True)
+        if read_stdout:
+            self._stdout.start()
+        else:
+            self.proc.stdout.close()  # type: ignore[union-attr]  # the client is gone: a broken pipe
+
+    def stop(self) -> None:
+        super().stop()
+        if self._stdout.is_alive():
+            self._stdout.join(GUARD)
+
+    def _drain_stdout(self) -> None:
+        try:
+            for line in self.proc.stdout:  # type: ignore[union-attr]
+                self.lines.put(line)
+        except (OSError, ValueError):
+            pass
+        self.lines.put(None)
+
+    def send(self, message: bytes | dict[str, Any]) -> None:
+        """One line to the server's stdin (a dict is JSON-encoded; bytes are sent as given)."""
+        data = json.dumps(message).encode() + b"\n" if isinstance(message, dict) else message
+        self.proc.stdin.write(data)  # type: ignore[union-attr]
+        self.proc.stdin.flush()  # type: ignore[union-attr]
+
+    def receive(self) -> dict[str, Any]:
+        """The next stdout line, which must be exactly one compact JSON object and a newline."""
+        line = self.lines.get(timeout=GUARD)
+        assert line is not None, "server closed stdout; stderr:\n" + self.stderr_text()
+        assert line.endswith(b"\n") and b"\n" not in line[:-1], line
+        return json.loads(line)
+
+    def exchange(self, message: dict[str, Any]) -> dict[str, Any]:
+        """Send a request and return its response."""
+        self.send(message)
+        return self.receive()
+
+    def close_stdin(self) -> None:
+        self.proc.stdin.close()  # type: ignore[union-attr]
+
+    def remaining_stdout(self) -> list[bytes]:
+        """Every further stdout line until EOF (call after the server exits)."""
+        rest = []
+        while (line := self.lines.get(timeout=GUARD)) is not None:
+            rest.append(line)
+        return rest
+
+
+def write_config(test: unittest.TestCase, config: dict[str, Any] | str) -> str:
+    """A config file (a dict as JSON, a str as is) in a temporary directory removed at cleanup."""
+    folder = tempfile.TemporaryDirectory()
+    test.addCleanup(folder.cleanup)
+    path = os.path.join(folder.name, "config.json")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(config if isinstance(config, str) else json.dumps(config))
+    return path

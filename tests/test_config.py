@@ -1,0 +1,239 @@
+"""`main.py serve` start-up: the config file, the environment and the command line."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import unittest
+from typing import Any
+from unittest import mock
+
+import support
+import main
+import procs
+import transports
+from support import accept, call, tps
+
+ALICE = {"token": "a" * transports.MIN_TOKEN_LENGTH, "workspaces": [support.WORKSPACE]}
+BOB = {"token": "b" * transports.MIN_TOKEN_LENGTH, "workspaces": ["file:///Users/bob/Notes"]}
+NOTE = {"id": "n1", "title": "TPS report", "uri": support.WORKSPACE + "/n1.md"}
+
+
+def config(**changes: Any) -> dict[str, Any]:
+    """A valid config with some top-level keys replaced (a value of ... removes the key)."""
+    document: dict[str, Any] = {"principals": {"alice": dict(ALICE)}, "notes": [dict(NOTE)]}
+    document.update(changes)
+    return {key: value for key, value in document.items() if value is not ...}
+
+
+class StartupRefusalCase(unittest.TestCase):
+    """Runs `serve` in-process with a clean environment and captures stderr."""
+
+    def serve(self, *argv: str, **environ: str) -> tuple[int, list[str]]:
+        clean = {k: v for k, v in os.environ.items() if not k.startswith("NOTES_MCP_")} | environ
+        stderr = io.StringIO()
+        # A refusal must come before serving; if it did not, fail instead of serving forever.
+        started = AssertionError("the server started instead of refusing")
+        with (
+            mock.patch.dict(os.environ, clean, clear=True),
+            contextlib.redirect_stderr(stderr),
+            mock.patch.object(transports, "serve_http", side_effect=started),
+            mock.patch.object(transports, "serve_stdio", side_effect=started),
+        ):
+            status = transports.serve(list(argv))
+        return status, stderr.getvalue().splitlines()
+
+    def assert_refused(self, document: dict[str, Any] | str, field: str, *argv: str, **environ: str) -> None:
+        """`serve --http --config` exits 2 with exactly one stderr line naming `field`."""
+        path = procs.write_config(self, document)
+        status, lines = self.serve("--http", "--port", "0", "--config", path, *argv, **environ)
+        self.assertEqual(status, transports.EXIT_USAGE)
+        self.assertEqual(len(lines), 1, lines)
+        self.assertIn(f"{field}:", lines[0])
+
+
+class ConfigRejectionTests(StartupRefusalCase):
+    """Every malformed config is refused at start-up, naming the field."""
+
+    def test_unknown_top_level_keys_are_refused(self) -> None:
+        self.assert_refused(config(extra=1), "extra")
+
+    def test_a_missing_or_empty_principals_object_is_refused(self) -> None:
+        self.assert_refused(config(principals=...), "principals")
+        self.assert_refused(config(principals={}), "principals")
+
+    def test_a_principal_without_token_or_with_unknown_keys_is_refused(self) -> None:
+        self.assert_refused(config(principals={"alice": {"workspaces": []}}), "principals.alice.token")
+        self.assert_refused(config(principals={"alice": dict(ALICE, colour="red")}), "principals.alice.colour")
+        self.assert_refused(config(principals={"alice": "token"}), "principals.alice")
+
+    def test_tokens_outside_the_length_bounds_or_alphabet_are_refused(self) -> None:
+        for token in ("a" * (transports.MIN_TOKEN_LENGTH - 1), "a" * (transports.MAX_TOKEN_LENGTH + 1), "a b" * 10, 12345678901234567):
+            with self.subTest(token=token):
+                self.assert_refused(config(principals={"alice": dict(ALICE, token=token)}), "principals.alice.token")
+
+    def test_tokens_at_the_length_bounds_are_accepted(self) -> None:
+        for token in ("a" * transports.MIN_TOKEN_LENGTH, "a" * transports.MAX_TOKEN_LENGTH):
+            with self.subTest(length=len(token)):
+                loaded = transports.parse_config(json.dumps(config(principals={"alice": dict(ALICE, token=token)})))
+                self.assertEqual(loaded["principals"]["alice"]["token"], token)
+
+    def test_duplicate_tokens_are_refused(self) -> None:
+        both = {"alice": ALICE, "bob": dict(BOB, token=ALICE["token"])}
+        self.assert_refused(config(principals=both, stdioPrincipal="alice"), "principals.bob.token")
+
+    def test_malformed_workspace_uris_are_refused(self) -> None:
+        for uri in ("https://example.com/notes", "file:///a/../b", "file://server/share", "file:///a?b", 7):
+            with self.subTest(uri=uri):
+                self.assert_refused(config(principals={"alice": dict(ALICE, workspaces=[uri])}), "principals.alice.workspaces[0]")
+
+    def test_malformed_notes_are_refused(self) -> None:
+        self.assert_refused(config(notes=[dict(NOTE, uri="http://x/n1.md")]), "notes[0]")
+        self.assert_refused(config(notes=[dict(NOTE, tags=[])]), "notes[0].tags")
+        self.assert_refused(config(notes=[dict(NOTE, title="  ")]), "notes[0]")
+        self.assert_refused(config(notes=[NOTE, NOTE]), "notes[1].id")
+        self.assert_refused(config(notes=[dict(NOTE, revision=-1)]), "notes[0].revision")
+        self.assert_refused(config(notes={"n1": NOTE}), "notes")
+
+    def test_a_state_ttl_outside_its_bounds_is_refused(self) -> None:
+        for ttl in (0, -1, "300", True, main.MAX_STATE_TTL_SECONDS + 1):
+            with self.subTest(ttl=ttl):
+                self.assert_refused(config(stateTtlSeconds=ttl), "stateTtlSeconds")
+        self.assert_refused(json.dumps(config())[:-1] + ', "stateTtlSeconds": 1e400}', "stateTtlSeconds")  # inf
+
+    def test_a_state_ttl_at_the_maximum_is_accepted(self) -> None:
+        loaded = transports.parse_config(json.dumps(config(stateTtlSeconds=main.MAX_STATE_TTL_SECONDS)))
+        self.assertEqual(loaded["stateTtlSeconds"], main.MAX_STATE_TTL_SECONDS)
+
+    def test_short_or_non_hex_keys_are_refused(self) -> None:
+        for keys in (["ab" * (main.MIN_KEY_BYTES - 1)], ["zz" * main.MIN_KEY_BYTES], ["abc"], [], "ab" * 32):
+            with self.subTest(keys=keys):
+                field = "keys[0]" if keys and isinstance(keys, list) else "keys"
+                self.assert_refused(config(keys=keys), field)
+
+    def test_a_key_of_the_minimum_length_is_accepted(self) -> None:
+        loaded = transports.parse_config(json.dumps(config(keys=["ab" * main.MIN_KEY_BYTES])))
+        self.assertEqual(loaded["keys"], [b"\xab" * main.MIN_KEY_BYTES])
+
+    def test_a_stdio_principal_that_is_not_a_principal_is_refused(self) -> None:
+        self.assert_refused(config(stdioPrincipal="mallory"), "stdioPrincipal")
+
+    def test_two_principals_need_an_explicit_stdio_principal(self) -> None:
+        self.assert_refused(config(principals={"alice": ALICE, "bob": BOB}), "stdioPrincipal")
+
+    def test_malformed_allowed_origins_are_refused(self) -> None:
+        for origin in ("example.com", "https://app.example/path", "ftp://app.example", "https://app.example:99999x"):
+            with self.subTest(origin=origin):
+                self.assert_refused(config(allowedOrigins=[origin]), "allowedOrigins[0]")
+
+    def test_duplicate_keys_non_json_and_nan_are_refused(self) -> None:
+        self.assert_refused('{"principals": {}, "principals": {}}', "principals")
+        self.assert_refused("{not json", "config")
+        self.assert_refused('{"principals": {"alice": {"token": "aaaaaaaaaaaaaaaa", "workspaces": []}}, "stateTtlSeconds": NaN}', "config")
+        self.assert_refused("[]", "config")
+
+    def test_a_missing_config_file_is_refused(self) -> None:
+        status, lines = self.serve("--stdio", "--config", "/nonexistent/notes-mcp.json")
+        self.assertEqual(status, transports.EXIT_USAGE)
+        self.assertEqual(len(lines), 1)
+        self.assertIn("config:", lines[0])
+
+    def test_a_full_config_loads_every_field(self) -> None:
+        document = config(
+            principals={"alice": ALICE, "bob": BOB},
+            stdioPrincipal="bob",
+            stateTtlSeconds=60,
+            keys=["11" * 32, "22" * 40],
+            allowedOrigins=["https://App.Example:8443"],
+        )
+        loaded = transports.load_config(procs.write_config(self, document))
+        self.assertEqual(loaded["stdioPrincipal"], "bob")
+        self.assertEqual(loaded["keys"], [b"\x11" * 32, b"\x22" * 40])
+        self.assertEqual(loaded["allowedOrigins"], frozenset({"https://app.example:8443"}))
+        self.assertEqual([note.id for note in loaded["notes"]], ["n1"])
+
+
+class EnvironmentTests(StartupRefusalCase):
+    """NOTES_MCP_SECRET and NOTES_MCP_TOKEN are checked like the config."""
+
+    def test_a_short_or_malformed_secret_is_refused(self) -> None:
+        for secret in ("ab" * (main.MIN_KEY_BYTES - 1), "not hex", "ab" * 32 + ",abc"):
+            with self.subTest(secret=secret):
+                status, lines = self.serve("--stdio", NOTES_MCP_SECRET=secret)
+                self.assertEqual(status, transports.EXIT_USAGE)
+                self.assertEqual(len(lines), 1)
+                self.assertIn("NOTES_MCP_SECRET[", lines[0])
+
+    def test_a_secret_and_config_keys_together_are_refused(self) -> None:
+        self.assert_refused(config(keys=["11" * 32]), "keys", NOTES_MCP_SECRET="22" * 32)
+
+    def test_a_short_token_in_the_environment_is_refused(self) -> None:
+        status, lines = self.serve("--http", "--port", "0", NOTES_MCP_TOKEN="short", NOTES_MCP_SECRET="11" * 32)
+        self.assertEqual(status, transports.EXIT_USAGE)
+        self.assertIn("NOTES_MCP_TOKEN:", lines[-1])
+
+    def test_an_older_key_still_verifies_after_rotation_and_a_dropped_key_does_not(self) -> None:
+        old, new = bytes(range(32)), bytes(range(1, 33))
+        args = argparse.Namespace()
+        before = transports.build_server(transports.lesson_config(), args, [old])
+        form = before.handle(call(tps()), main.LESSON_PRINCIPAL)["result"]
+        retry = call(tps(), id=2, requestState=form["requestState"], inputResponses=accept("note-14"))
+        dropped = transports.build_server(transports.lesson_config(), args, [new])
+        self.assertEqual(dropped.handle(retry, main.LESSON_PRINCIPAL)["error"]["code"], main.INVALID_PARAMS)
+        rotated = transports.build_server(transports.lesson_config(), args, [new, old])
+        self.assertEqual(rotated.handle(retry, main.LESSON_PRINCIPAL)["result"]["structuredContent"], {"deleted": True, "noteId": "note-14"})
+        self.assertEqual([n.id for n in dropped.notes.all() if n.id == "note-14"], ["note-14"])  # type: ignore[attr-defined]
+
+    def test_secret_keys_are_comma_separated_newest_first(self) -> None:
+        self.assertEqual(transports.signing_keys({}, {"NOTES_MCP_SECRET": "11" * 32 + ", " + "22" * 32}), [b"\x11" * 32, b"\x22" * 32])
+
+
+class CommandLineTests(StartupRefusalCase):
+    """The transport flags and --no-auth."""
+
+    def test_no_auth_is_refused_unless_the_host_is_loopback(self) -> None:
+        for host in ("0.0.0.0", "192.0.2.1", "example.com", "::"):
+            with self.subTest(host=host):
+                status, lines = self.serve("--http", "--host", host, "--port", "0", "--no-auth", NOTES_MCP_SECRET="11" * 32)
+                self.assertEqual(status, transports.EXIT_USAGE)
+                self.assertIn("loopback", lines[-1])
+
+    def test_no_auth_is_refused_for_stdio(self) -> None:
+        status, lines = self.serve("--stdio", "--no-auth")
+        self.assertEqual(status, transports.EXIT_USAGE)
+        self.assertIn("--no-auth", lines[-1])
+
+    def test_exactly_one_transport_must_be_chosen(self) -> None:
+        for argv in ((), ("--stdio", "--http")):
+            with self.subTest(argv=argv):
+                self.assertEqual(self.serve(*argv)[0], transports.EXIT_USAGE)
+
+    def test_loopback_means_localhost_and_loopback_addresses_only(self) -> None:
+        for host in ("127.0.0.1", "127.0.0.2", "::1", "[::1]", "localhost", "LOCALHOST"):
+            self.assertTrue(transports.is_loopback(host), host)
+        for host in ("0.0.0.0", "::", "192.168.1.10", "example.com", "localhost.example.com"):
+            self.assertFalse(transports.is_loopback(host), host)
+
+
+class SubprocessExitStatusTests(unittest.TestCase):
+    """The real process: exit status 2 and one stderr line, nothing on stdout."""
+
+    def test_a_bad_config_exits_2_with_one_line_naming_the_field(self) -> None:
+        path = procs.write_config(self, config(stateTtlSeconds=-5))
+        process = procs.Process(self, ["--http", "--port", "0", "--config", path], procs.server_env())
+        self.assertEqual(process.wait(), transports.EXIT_USAGE)
+        self.assertEqual(len(process.stderr_lines), 1)
+        self.assertIn("stateTtlSeconds:", process.stderr_lines[0])
+        self.assertEqual(process.proc.stdout.read(), b"")  # type: ignore[union-attr]
+
+    def test_no_auth_on_a_public_address_exits_2(self) -> None:
+        process = procs.Process(self, ["--http", "--host", "0.0.0.0", "--port", "0", "--no-auth"], procs.server_env())
+        self.assertEqual(process.wait(), transports.EXIT_USAGE)
+        self.assertIn("loopback", process.stderr_text())
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,512 @@
+"""The Streamable HTTP transport, through a real `main.py serve --http --port 0` subprocess."""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import socket
+import threading
+import unittest
+from typing import Any
+
+import support
+import main
+import procs
+import transports
+from procs import GUARD, TOKEN, mcp_headers, post
+from support import accept, call, request, tps
+
+BOB_TOKEN = "bob-token-0123456789abcdefgh"
+BOB_WORKSPACE = "file:///Users/bob/Notes"
+
+
+def offered(result: dict[str, Any]) -> list[str]:
+    """The note ids a form offers."""
+    schema = result["inputRequests"][main.INPUT_KEY]["params"]["requestedSchema"]
+    return [option["const"] for option in schema["properties"]["note_id"]["oneOf"]]
+
+
+def error_code(body: bytes) -> int:
+    return json.loads(body)["error"]["code"]
+
+
+class SharedServer(unittest.TestCase):
+    """One lesson server (token TOKEN) for the whole class; tests here change no notes."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.server = procs.HttpServer(procs.ClassScope(cls))
+
+    def setUp(self) -> None:
+        self.conn = self.server.connect(self)
+
+    def send(self, body: bytes | dict[str, Any], headers: Any = None, **kwargs: Any) -> tuple[int, dict[str, str], bytes]:
+        return post(self.conn, body, headers, **kwargs)
+
+    def headers(self, message: dict[str, Any], **changes: str | None) -> dict[str, str]:
+        """A correct client's headers for `message`, with some replaced or (None) removed."""
+        headers = mcp_headers(message)
+        for name, value in changes.items():
+            name = name.replace("_", "-")
+            headers = {k: v for k, v in headers.items() if k.lower() != name.lower()}
+            if value is not None:
+                headers[name] = value
+        return headers
+
+    def assert_tps_notes_untouched(self) -> None:
+        conn = self.server.connect(self)
+        status, _, body = post(conn, call(tps(), id="check"))
+        self.assertEqual(status, 200)
+        self.assertEqual(offered(json.loads(body)["result"]), ["note-3", "note-7", "note-14"])
+
+
+class ProtocolStatusTests(SharedServer):
+    """Status codes the core decides: 200, 202, 400 and 404, with JSON-RPC bodies."""
+
+    def test_a_request_gets_200_with_one_json_response(self) -> None:
+        status, headers, body = self.send(request("server/discover", id=1))
+        self.assertEqual(status, 200)
+        self.assertEqual(headers["content-type"], "application/json")
+        self.assertEqual(json.loads(body)["result"]["supportedVersions"], [main.PROTOCOL_VERSION])
+
+    def test_an_input_required_result_is_a_200(self) -> None:
+        status, _, body = self.send(call(tps()))
+        self.assertEqual(status, 200)
+        self.assertEqual(json.loads(body)["result"]["resultType"], "input_required")
+
+    def test_an_accepted_notification_gets_202_with_no_body(self) -> None:
+        message = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}
+        status, headers, body = self.send(message, self.headers(message, MCP_Protocol_Version=main.PROTOCOL_VERSION))
+        self.assertEqual((status, body), (202, b""))
+        self.assertNotIn("content-type", headers)
+
+    def test_missing_meta_gets_400_invalid_params(self) -> None:
+        message = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {}}
+        status, _, body = self.send(message, self.headers(message, MCP_Protocol_Version=main.PROTOCOL_VERSION))
+        self.assertEqual((status, error_code(body)), (400, main.INVALID_PARAMS))
+
+    def test_a_call_without_form_elicitation_gets_400_missing_capability(self) -> None:
+        status, _, body = self.send(call(tps(), capabilities={"elicitation": {"url": {}}}))
+        self.assertEqual((status, error_code(body)), (400, main.MISSING_REQUIRED_CLIENT_CAPABILITY))
+        self.assertEqual(json.loads(body)["error"]["data"], {"requiredCapabilities": {"elicitation": {"form": {}}}})
+
+    def test_an_unsupported_version_gets_400_with_the_supported_list(self) -> None:
+        message = request("server/discover", id=1)
+        message["params"]["_meta"][main.META_PROTOCOL_VERSION] = "1999-01-01"
+        status, _, body = self.send(message)
+        self.assertEqual((status, error_code(body)), (400, main.UNSUPPORTED_PROTOCOL_VERSION))
+        self.assertEqual(json.loads(body)["error"]["data"], {"supported": [main.PROTOCOL_VERSION], "requested": "1999-01-01"})
+
+    def test_an_id_less_request_gets_400_and_never_runs(self) -> None:
+        message = call(tps(), requestState="x", inputResponses=accept())
+        del message["id"]
+        status, _, body = self.send(message)
+        self.assertEqual((status, error_code(body)), (400, main.INVALID_REQUEST))
+        self.assertNotIn("id", json.loads(body))
+        self.assert_tps_notes_untouched()
+
+    def test_unknown_and_removed_methods_get_404_method_not_found(self) -> None:
+        for method in ("notes/unknown", "initialize", "ping"):
+            with self.subTest(method=method):
+                message = request(method, id=method)
+                status, _, body = self.send(message)
+                self.assertEqual((status, error_code(body)), (404, main.METHOD_NOT_FOUND))
+                self.assertEqual(json.loads(body)["id"], method)
+
+    def test_a_body_that_is_not_json_gets_400_parse_error(self) -> None:
+        status, _, body = self.send(b"{not json", {"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"})
+        self.assertEqual((status, error_code(body)), (400, main.PARSE_ERROR))
+
+
+class HeaderRuleTests(SharedServer):
+    """MCP-Protocol-Version, Mcp-Method and Mcp-Name against the body (-32020), in table order."""
+
+    def assert_header_mismatch(self, message: dict[str, Any], headers: Any) -> None:
+        status, _, body = self.send(message, headers)
+        self.assertEqual((status, error_code(body)), (400, main.HEADER_MISMATCH))
+
+    def test_a_missing_required_header_gets_400_header_mismatch(self) -> None:
+        message = call(tps())
+        for name in ("MCP_Protocol_Version", "Mcp_Method", "Mcp_Name"):
+            with self.subTest(missing=name):
+                self.assert_header_mismatch(message, self.headers(message, **{name: None}))
+
+    def test_a_header_that_differs_from_the_body_gets_400_header_mismatch(self) -> None:
+        message = call(tps())
+        for name, value in (("MCP_Protocol_Version", "2025-11-25"), ("Mcp_Method", "tools/list"), ("Mcp_Name", "NOTES_DELETE")):
+            with self.subTest(header=name, value=value):
+                self.assert_header_mismatch(message, self.headers(message, **{name: value}))
+
+    def test_a_duplicated_header_is_refused_even_with_equal_values(self) -> None:
+        message = call(tps())
+        pairs = list(mcp_headers(message).items()) + [("Mcp-Method", "tools/call")]
+        self.assert_header_mismatch(message, pairs)
+
+    def test_header_names_are_case_insensitive(self) -> None:
+        message = call(tps())
+        status, _, body = self.send(message, {name.lower(): value for name, value in mcp_headers(message).items()})
+        self.assertEqual(status, 200)
+        self.assertEqual(json.loads(body)["result"]["resultType"], "input_required")
+
+    def test_a_base64_encoded_mcp_name_is_decoded_before_comparing(self) -> None:
+        message = call(tps())
+        encoded = "=?base64?" + base64.b64encode(main.TOOL_NAME.encode()).decode() + "?="
+        status, _, body = self.send(message, self.headers(message, Mcp_Name=encoded))
+        self.assertEqual(status, 200)
+        self.assertEqual(json.loads(body)["result"]["resultType"], "input_required")
+
+    def test_meta_errors_come_before_header_errors(self) -> None:
+        message = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {}}
+        status, _, body = self.send(message, {"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"})
+        self.assertEqual((status, error_code(body)), (400, main.INVALID_PARAMS))
+
+    def test_header_errors_come_before_the_version_check(self) -> None:
+        message = request("server/discover", id=1)
+        message["params"]["_meta"][main.META_PROTOCOL_VERSION] = "1999-01-01"
+        self.assert_header_mismatch(message, self.headers(message, MCP_Protocol_Version=main.PROTOCOL_VERSION))
+
+    def test_session_and_resumption_headers_are_ignored_and_never_minted(self) -> None:
+        message = request("server/discover", id=1)
+        headers = self.headers(message, Mcp_Session_Id="sess-123", Last_Event_ID="42")
+        status, response_headers, _ = self.send(message, headers)
+        self.assertEqual(status, 200)
+        self.assertNotIn("mcp-session-id", response_headers)
+        status, response_headers, _ = self.send(request("server/discover", id=2))
+        self.assertNotIn("mcp-session-id", response_headers)
+
+
+class HttpLayerRefusalTests(SharedServer):
+    """Statuses the transport decides before a message exists: 401 403 404 405 406 411 413 415 431."""
+
+    def assert_refused(self, expected: int, response: tuple[int, dict[str, str], bytes]) -> dict[str, str]:
+        status, headers, body = response
+        self.assertEqual(status, expected)
+        self.assertEqual(error_code(body), main.INVALID_REQUEST)  # an id-less JSON-RPC error
+        self.assertNotIn(b"Traceback", body)
+        self.assertEqual(headers.get("connection"), "close")
+        return headers
+
+    def test_a_missing_or_wrong_token_gets_401_with_www_authenticate(self) -> None:
+        message = request("server/discover")
+        base = mcp_headers(message, token=None)
+        for label, extra in (
+            ("missing", []),
+            ("wrong", [("Authorization", "Bearer wrong-token-0123456789")]),
+            ("prefix", [("Authorization", f"Bearer {TOKEN[:-1]}")]),
+            ("not bearer", [("Authorization", f"Basic {TOKEN}")]),
+            ("twice", [("Authorization", f"Bearer {TOKEN}"), ("Authorization", f"Bearer {TOKEN}")]),
+        ):
+            with self.subTest(label):
+                conn = self.server.connect(self)
+                headers = self.assert_refused(401, post(conn, message, list(base.items()) + extra))
+                self.assertEqual(headers["www-authenticate"], "Bearer")
+
+    def test_the_bearer_scheme_is_case_insensitive(self) -> None:
+        message = request("server/discover")
+        headers = mcp_headers(message, token=None) | {"Authorization": f"bearer {TOKEN}"}
+        self.assertEqual(self.send(message, headers)[0], 200)
+
+    def test_a_foreign_origin_gets_403(self) -> None:
+        message = request("server/discover")
+        for origin in ("http://evil.example", "null", "http://localhost.evil.example", "file://", "http://127.0.0.1.evil:80"):
+            with self.subTest(origin=origin):
+                conn = self.server.connect(self)
+                self.assert_refused(403, post(conn, message, mcp_headers(message) | {"Origin": origin}))
+
+    def test_local_origins_are_allowed(self) -> None:
+        message = request("server/discover")
+        for origin in ("http://localhost:5173", "http://127.0.0.1", "https://[::1]:8443", "HTTP://LOCALHOST"):
+            with self.subTest(origin=origin):
+                self.assertEqual(self.send(message, mcp_headers(message) | {"Origin": origin})[0], 200)
+
+    def test_a_host_other_than_the_loopback_name_gets_403(self) -> None:
+        message = request("server/discover")
+        for host in ("evil.example", f"evil.example:{self.server.port}", f"localhost:{self.server.port + 1}", "127.0.0.1"):
+            with self.subTest(host=host):
+                conn = self.server.connect(self)
+                self.assert_refused(403, post(conn, message, mcp_headers(message) | {"Host": host}))
+
+    def test_every_loopback_name_with_the_bound_port_is_accepted_as_host(self) -> None:
+        message = request("server/discover")
+        for name in ("127.0.0.1", "localhost", "[::1]", "LocalHost"):
+            with self.subTest(host=name):
+                headers = mcp_headers(message) | {"Host": f"{name}:{self.server.port}"}
+                self.assertEqual(self.send(message, headers)[0], 200)
+
+    def test_get_delete_and_other_methods_get_405(self) -> None:
+        for method in ("GET", "DELETE", "PUT", "OPTIONS", "PATCH"):
+            with self.subTest(method=method):
+                conn = self.server.connect(self)
+                headers = self.assert_refused(405, post(conn, b"", {"Authorization": f"Bearer {TOKEN}"}, method=method))
+                self.assertEqual(headers["allow"], "POST")
+
+    def test_paths_other_than_the_endpoint_get_a_plain_404(self) -> None:
+        for path in ("/", "/mcp/", "/MCP", "/other/mcp"):
+            with self.subTest(path=path):
+                conn = self.server.connect(self)
+                self.assert_refused(404, post(conn, request("server/discover"), path=path))
+
+    def test_a_body_over_the_limit_gets_413_before_it_is_read(self) -> None:
+        head = (
+            f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{self.server.port}\r\nAuthorization: Bearer {TOKEN}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {main.MAX_MESSAGE_BYTES + 1}\r\n\r\n"
+        )
+        reply = procs.raw_exchange(self.server.port, head.encode())  # the body is never sent
+        self.assertTrue(reply.startswith(b"HTTP/1.1 413 "), reply[:80])
+
+    def test_a_body_exactly_at_the_limit_is_read_and_answered(self) -> None:
+        message = request("server/discover", id="edge")
+        data = json.dumps(message).encode()
+        data += b" " * (main.MAX_MESSAGE_BYTES - len(data))
+        status, _, body = self.send(data, mcp_headers(message))
+        self.assertEqual(status, 200)
+        self.assertEqual(json.loads(body)["id"], "edge")
+
+    def test_a_non_json_content_type_gets_415(self) -> None:
+        message = request("server/discover")
+        for content_type in ("text/plain", "application/jsonx", None):
+            with self.subTest(content_type=content_type):
+                headers = {k: v for k, v in mcp_headers(message).items() if k != "Content-Type"}
+                if content_type:
+                    headers["Content-Type"] = content_type
+                self.assert_refused(415, post(self.server.connect(self), message, headers))
+
+    def test_json_with_a_charset_parameter_is_accepted(self) -> None:
+        message = request("server/discover")
+        self.assertEqual(self.send(message, mcp_headers(message) | {"Content-Type": "application/json; charset=utf-8"})[0], 200)
+
+    def test_an_accept_header_that_rules_out_json_gets_406(self) -> None:
+        message = request("server/discover")
+        for accept_value in ("text/event-stream", "application/json;q=0, text/html", "text/*"):
+            with self.subTest(accept=accept_value):
+                headers = mcp_headers(message) | {"Accept": accept_value}
+                self.assert_refused(406, post(self.server.connect(self), message, headers))
+
+    def test_an_absent_or_wildcard_accept_is_fine(self) -> None:
+        message = request("server/discover")
+        for accept_value in (None, "*/*", "application/*;q=0.5"):
+            with self.subTest(accept=accept_value):
+                headers = {k: v for k, v in mcp_headers(message).items() if k != "Accept"}
+                if accept_value:
+                    headers["Accept"] = accept_value
+                self.assertEqual(self.send(message, headers)[0], 200)
+
+    def test_a_chunked_or_unframed_body_gets_411(self) -> None:
+        base = f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{self.server.port}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
+        for label, extra in (("chunked", "Transfer-Encoding: chunked\r\n"), ("no length", ""), ("both", "Transfer-Encoding: chunked\r\nContent-Length: 2\r\n")):
+            with self.subTest(label):
+                reply = procs.raw_exchange(self.server.port, (base + extra + "\r\n").encode())
+                self.assertTrue(reply.startswith(b"HTTP/1.1 411 "), reply[:80])
+
+    def test_headers_up_to_the_count_limit_are_accepted_and_one_more_gets_431(self) -> None:
+        message = request("server/discover")
+        headers = list(mcp_headers(message).items())
+        # http.client adds Host and Content-Length: count them towards the limit.
+        padding = transports.MAX_HEADER_COUNT - len(headers) - 2
+        at_limit = headers + [(f"X-Pad-{i}", "1") for i in range(padding)]
+        self.assertEqual(self.send(message, at_limit)[0], 200)
+        over = at_limit + [("X-Pad-Extra", "1")]
+        self.assertEqual(post(self.server.connect(self), message, over)[0], 431)
+
+    def test_a_head_up_to_the_byte_limit_is_accepted_and_one_byte_more_gets_431(self) -> None:
+        message = request("server/discover")
+        data = json.dumps(message).encode()
+        head = f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{self.server.port}\r\n" + "".join(
+            f"{name}: {value}\r\n" for name, value in mcp_headers(message).items()
+        ) + f"Content-Length: {len(data)}\r\nX-Pad: "
+        for extra, expected in ((0, b"HTTP/1.1 200 "), (1, b"HTTP/1.1 431 ")):
+            with self.subTest(extra=extra):
+                # The limit counts the request line and header lines, not the final blank line.
+                pad = "p" * (transports.MAX_HEADER_BYTES - len(head) + extra)
+                reply = self.one_response((head + pad).encode() + b"\r\n\r\n" + data)
+                self.assertTrue(reply.startswith(expected), reply[:80])
+
+    def one_response(self, data: bytes) -> bytes:
+        """Send `data` and read one response (status line through the body)."""
+        with socket.create_connection(("127.0.0.1", self.server.port), timeout=GUARD) as sock:
+            sock.sendall(data)
+            response = http.client.HTTPResponse(sock)
+            response.begin()
+            return f"HTTP/1.1 {response.status} ".encode() + response.read()
+
+    def test_a_malformed_request_line_gets_400(self) -> None:
+        for line in (b"POST /mcp\r\n\r\n", b"POST /mcp HTTP/2.0\r\n\r\n", b"PO(ST /mcp HTTP/1.1\r\n\r\n"):
+            with self.subTest(line=line):
+                self.assertTrue(procs.raw_exchange(self.server.port, line).startswith(b"HTTP/1.1 400 "))
+
+    def test_refusals_change_no_notes(self) -> None:
+        first = json.loads(self.send(call(tps()))[2])["result"]
+        retry = call(tps(), id=2, requestState=first["requestState"], inputResponses=accept("note-14"))
+        for changes in ({"Authorization": "Bearer wrong-token-0123456789"}, {"Origin": "http://evil.example"}, {"Content-Type": "text/plain"}):
+            with self.subTest(changes=changes):
+                self.assertGreaterEqual(post(self.server.connect(self), retry, mcp_headers(retry) | changes)[0], 400)
+        self.assert_tps_notes_untouched()
+
+
+class KeepAliveTests(SharedServer):
+    """HTTP/1.1 keep-alive: many requests, including core errors, on one connection."""
+
+    def test_several_requests_share_one_connection(self) -> None:
+        status, _, _ = self.send(request("server/discover", id=1))
+        sock = self.conn.sock
+        results = [self.send(request("tools/list", id=2))[0], self.send(request("initialize", id=3))[0], self.send(call(tps(), id=4))[0]]
+        message = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 4}}
+        results.append(self.send(message, mcp_headers(message) | {"MCP-Protocol-Version": main.PROTOCOL_VERSION})[0])
+        self.assertEqual([status, *results], [200, 200, 404, 200, 202])
+        self.assertIs(self.conn.sock, sock)  # never reconnected
+
+    def test_a_connection_close_request_is_honoured(self) -> None:
+        message = request("server/discover")
+        status, headers, _ = self.send(message, mcp_headers(message) | {"Connection": "close"})
+        self.assertEqual((status, headers.get("connection")), (200, "close"))
+
+
+class AuthorizationTests(unittest.TestCase):
+    """The token's principal is the caller, and only that principal's workspaces are in scope."""
+
+    def setUp(self) -> None:
+        path = procs.write_config(self, {
+            "principals": {
+                "alice": {"token": TOKEN, "workspaces": [support.WORKSPACE]},
+                "bob": {"token": BOB_TOKEN, "workspaces": [BOB_WORKSPACE]},
+            },
+            "stdioPrincipal": "alice",
+            "notes": [
+                {"id": "a1", "title": "TPS report", "uri": support.WORKSPACE + "/a1.md"},
+                {"id": "b1", "title": "TPS report", "uri": BOB_WORKSPACE + "/b1.md"},
+            ],
+            "keys": [procs.SECRET],
+        })
+        self.server = procs.HttpServer(self, "--config", path, env=procs.server_env())
+
+    def call_as(self, token: str, message: dict[str, Any]) -> dict[str, Any]:
+        status, _, body = post(self.server.connect(self), message, mcp_headers(message, token=token))
+        self.assertEqual(status, 200)
+        return json.loads(body)["result"]
+
+    def test_bob_cannot_act_on_alices_workspace_and_nothing_is_deleted(self) -> None:
+        refused = self.call_as(BOB_TOKEN, call(tps()))
+        self.assertTrue(refused["isError"])
+        self.assertNotIn("a1", json.dumps(refused))
+        # Alice's form, replayed with bob's token, is refused too.
+        form = self.call_as(TOKEN, call(tps()))
+        retry = call(tps(), id=2, requestState=form["requestState"], inputResponses=accept("a1"))
+        status, _, body = post(self.server.connect(self), retry, mcp_headers(retry, token=BOB_TOKEN))
+        self.assertEqual(status, 200)
+        self.assertTrue(json.loads(body)["result"]["isError"])
+        self.assertEqual(offered(self.call_as(TOKEN, call(tps(), id=3))), ["a1"])
+
+    def test_each_principal_acts_on_its_own_workspace(self) -> None:
+        self.assertEqual(offered(self.call_as(BOB_TOKEN, call(tps(workspace=BOB_WORKSPACE)))), ["b1"])
+        self.assertEqual(offered(self.call_as(TOKEN, call(tps()))), ["a1"])
+
+
+class ConcurrencyTests(unittest.TestCase):
+    """Many clients at once: every flow completes, every note is deleted at most once."""
+
+    CLIENTS = 50
+    NOTES = 25  # two clients race for each note
+
+    def test_fifty_concurrent_confirmation_flows_delete_each_note_at_most_once(self) -> None:
+        notes = [{"id": f"n{i:02d}", "title": f"report {i:02d}", "uri": f"{support.WORKSPACE}/r{i:02d}.md"} for i in range(self.NOTES)]
+        path = procs.write_config(self, {"principals": {"alice": {"token": TOKEN, "workspaces": [support.WORKSPACE]}}, "notes": notes})
+        server = procs.HttpServer(self, "--config", path)
+        barrier = threading.Barrier(self.CLIENTS, timeout=GUARD)
+        results: list[dict[str, Any] | None] = [None] * self.CLIENTS
+        errors: list[BaseException] = []
+
+        def client(index: int) -> None:
+            try:
+                conn = server.connect(self)
+                arguments = tps(f"report {index % self.NOTES:02d}")
+                barrier.wait()
+                status, _, body = post(conn, call(arguments, id=1))
+                form = json.loads(body)["result"]
+                assert status == 200 and offered(form) == [f"n{index % self.NOTES:02d}"], body
+                barrier.wait()  # both racers hold a form before either answers
+                retry = call(arguments, id=2, requestState=form["requestState"], inputResponses=accept(f"n{index % self.NOTES:02d}"))
+                status, _, body = post(conn, retry)
+                assert status == 200, body
+                results[index] = json.loads(body)["result"]
+            except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+                errors.append(exc)
+                barrier.abort()
+
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(self.CLIENTS)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(GUARD)
+        self.assertEqual(errors, [])
+        deleted = [r["structuredContent"]["noteId"] for r in results if r and not r["isError"]]
+        self.assertEqual(sorted(deleted), sorted(note["id"] for note in notes))  # each exactly once
+        self.assertEqual(sum(1 for r in results if r and r["isError"]), self.CLIENTS - self.NOTES)
+        status, _, body = post(server.connect(self), call(tps("report"), id=3))
+        self.assertTrue(json.loads(body)["result"]["isError"])  # nothing is left to offer
+
+    def test_connections_up_to_the_cap_are_served_and_one_more_gets_503(self) -> None:
+        server = procs.HttpServer(self, "--request-timeout", "600")
+        for index in range(transports.MAX_CONCURRENT_CONNECTIONS):
+            # Each connection is served (so its handler is running) and then held open.
+            status, _, _ = post(server.connect(self), request("server/discover", id=index))
+            self.assertEqual(status, 200)
+        with socket.create_connection(("127.0.0.1", server.port), timeout=GUARD) as extra:
+            reply = extra.recv(65536)  # refused at once, before it sends anything
+        self.assertTrue(reply.startswith(b"HTTP/1.1 503 "), reply[:80])
+        self.assertIn(b"Retry-After: 1", reply)
+
+
+class SlowClientTests(unittest.TestCase):
+    """A client that stalls mid-request blocks nobody and is dropped after the timeout."""
+
+    def test_a_slow_loris_client_does_not_block_others_and_is_dropped(self) -> None:
+        server = procs.HttpServer(self, "--request-timeout", "1")
+        loris = socket.create_connection(("127.0.0.1", server.port), timeout=GUARD)
+        self.addCleanup(loris.close)
+        loris.sendall(f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nContent-Len".encode())
+        status, _, _ = post(server.connect(self), request("server/discover"))
+        self.assertEqual(status, 200)  # served while the slow client is stalled
+        self.assertEqual(loris.recv(65536), b"")  # then the server hangs up on it
+
+    def test_a_client_that_stalls_inside_the_body_is_dropped(self) -> None:
+        server = procs.HttpServer(self, "--request-timeout", "1")
+        message = request("server/discover")
+        data = json.dumps(message).encode()
+        head = f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n" + "".join(
+            f"{k}: {v}\r\n" for k, v in mcp_headers(message).items()
+        ) + f"Content-Length: {len(data)}\r\n\r\n"
+        loris = socket.create_connection(("127.0.0.1", server.port), timeout=GUARD)
+        self.addCleanup(loris.close)
+        loris.sendall(head.encode() + data[:10])
+        self.assertEqual(loris.recv(65536), b"")
+
+
+class StartupTests(unittest.TestCase):
+    """What the server prints, the tokens it accepts, and --no-auth."""
+
+    def test_without_a_token_a_random_one_is_printed_once_and_works(self) -> None:
+        server = procs.HttpServer(self, env=procs.server_env(NOTES_MCP_SECRET=procs.SECRET))
+        token_lines = [line for line in server.stderr_lines if "bearer token" in line]
+        self.assertEqual(len(token_lines), 1)
+        token = token_lines[0].rsplit(" ", 1)[1]
+        message = request("server/discover")
+        self.assertEqual(post(server.connect(self), message, mcp_headers(message, token=token))[0], 200)
+        self.assertEqual(post(server.connect(self), message, mcp_headers(message, token=TOKEN))[0], 401)
+        self.assertEqual(sum("http://" in line for line in server.stderr_lines), 1)
+
+    def test_no_auth_serves_without_a_token_as_the_stdio_principal_and_warns(self) -> None:
+        server = procs.HttpServer(self, "--no-auth", env=procs.server_env(NOTES_MCP_SECRET=procs.SECRET))
+        self.assertTrue(any("--no-auth" in line for line in server.stderr_lines))
+        message = call(tps())
+        status, headers, body = post(server.connect(self), message, mcp_headers(message, token=None))
+        self.assertEqual(status, 200)
+        self.assertEqual(offered(json.loads(body)["result"]), ["note-3", "note-7", "note-14"])
+
+    def test_without_a_signing_key_the_server_warns_that_state_is_per_process(self) -> None:
+        server = procs.HttpServer(self, env=procs.server_env(NOTES_MCP_TOKEN=TOKEN))
+        self.assertTrue(any("random key" in line and "restart" in line for line in server.stderr_lines))
+
+
+if __name__ == "__main__":
+    unittest.main()
