@@ -1,0 +1,716 @@
+"""URL-mode elicitation: `notes_publish` and the out-of-band connect flow it needs.
+
+Form mode must never carry a secret. When a tool needs the user to connect a
+third-party account, the server sends the user to its *own* web page instead
+(`elicitation/create` with `mode: "url"`), the user signs in there as the same
+principal that made the MCP call, presses Allow or Deny, and the service credential is
+stored server-side. It never crosses the MCP wire: not in `inputResponses`, results,
+errors or URLs, and it is never logged.
+
+    ReportService   the simulated third-party service (credentials, publications)
+    ConnectStore    flow records, browser sessions and stored credentials (one lock)
+    ConnectPages    the HTML pages: handle(method, path, headers, body) -> response,
+                    framework-free, called by the HTTP transport and the stdio-side
+                    loopback listener alike
+    NotesPublish    the `notes_publish` tool, installed into a main.Server
+    install()       wires the three together
+
+`accept` on a URL-mode elicitation only means "the user agreed to open the page". On
+each retry the server reads its own flow record: connected, so it publishes; not yet,
+so it asks again for the same flow until that flow expires. Standard library only.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import hmac
+import html
+import secrets
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+from urllib.parse import parse_qsl
+
+import main
+
+# =====================================================================================
+# Names and limits
+# =====================================================================================
+
+TOOL_NAME = "notes_publish"
+CHOICE_KEY = "publish_choice"  # inputRequests key of the "which note?" form
+CONNECT_KEY = "connect_report_service"  # inputRequests key of the URL-mode elicitation
+PHASE_CHOOSE = "choose_publish"
+PHASE_CONNECT = "connect_report_service"
+SERVICE_NAME = "Report service"
+CONNECT_MESSAGE = "Connect the report service to continue."
+PATH_PREFIX = "/connect/"
+SESSION_COOKIE = "connect_session"
+
+FLOW_TTL_SECONDS = 600.0  # a connect link works for ten minutes, then a fresh one is issued
+SESSION_TTL_SECONDS = 900.0  # a browser sign-in lasts fifteen minutes
+MAX_PENDING_FLOWS_PER_PRINCIPAL = 20  # unfinished connect links one principal may hold
+MAX_SESSIONS_PER_PRINCIPAL = 8  # browser sessions per principal; the oldest is dropped beyond
+MAX_FORM_BYTES = 4096  # one urlencoded form body (sign-in or decision)
+MAX_FORM_FIELDS = 8  # fields in one form body
+HANDLE_LENGTH = 43  # characters of secrets.token_urlsafe(32): flow handles and session ids
+
+_URLSAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+
+PUBLISH_TOOL: dict[str, Any] = {
+    "name": TOOL_NAME,
+    "title": "Publish a note",
+    "description": (
+        "Publish one note whose title matches, inside the workspace folder you name, to the report "
+        "service. The first time, the user connects the report service on this server's web page."
+    ),
+    "inputSchema": copy.deepcopy(main.NOTES_DELETE_TOOL["inputSchema"]),
+    "outputSchema": {
+        "type": "object",
+        "properties": {
+            "published": {"type": "boolean"},
+            "noteId": {"type": "string"},
+            "reportId": {"type": "string"},
+            "reason": {"type": "string", "enum": ["declined", "cancelled", "denied"]},
+        },
+        "required": ["published"],
+        "additionalProperties": False,
+    },
+    "annotations": {
+        "title": "Publish a note",
+        "readOnlyHint": False,
+        "destructiveHint": False,
+        "idempotentHint": False,
+        "openWorldHint": True,
+    },
+}
+
+
+def supports_url_elicitation(capabilities: Mapping[str, Any]) -> bool:
+    """True when this request declares URL-mode elicitation (`{"url": {}}`)."""
+    elicitation = capabilities.get("elicitation")
+    return isinstance(elicitation, dict) and isinstance(elicitation.get("url"), dict)
+
+
+def fingerprint(secret: str) -> str:
+    """What the tables key on instead of a secret itself (session ids, credentials)."""
+    return hashlib.sha256(secret.encode("ascii")).hexdigest()
+
+
+def is_handle(text: str) -> bool:
+    """The exact shape of a handle we issue; anything else is refused before any lookup."""
+    return len(text) == HANDLE_LENGTH and set(text) <= _URLSAFE
+
+
+# =====================================================================================
+# The simulated report service (a third party in real life)
+# =====================================================================================
+
+
+class ReportService:
+    """Issues an access credential per account and records what each account published."""
+
+    def __init__(self) -> None:
+        self._accounts: dict[str, str] = {}  # fingerprint(credential) -> principal
+        self._published: dict[str, list[dict[str, Any]]] = {}
+        self._lock = threading.Lock()
+
+    def authorize(self, principal: str) -> str:
+        """The credential the service grants when `principal` presses Allow (a new one each time)."""
+        credential = secrets.token_urlsafe(32)
+        with self._lock:
+            self._accounts[fingerprint(credential)] = principal
+        return credential
+
+    def publish(self, credential: str, note: main.Note) -> str:
+        """Record `note` for the account the credential belongs to; the new report id."""
+        with self._lock:
+            principal = self._accounts.get(fingerprint(credential))
+            if principal is None:
+                raise PermissionError("unknown credential")
+            reports = self._published.setdefault(principal, [])
+            report_id = f"report-{len(reports) + 1}"
+            reports.append({"reportId": report_id, "noteId": note.id, "title": note.title, "revision": note.revision})
+            return report_id
+
+    def published(self, principal: str) -> list[dict[str, Any]]:
+        """Copies of what `principal` has published, oldest first."""
+        with self._lock:
+            return copy.deepcopy(self._published.get(principal, []))
+
+
+# =====================================================================================
+# Flow records, sessions, stored credentials
+# =====================================================================================
+
+PENDING, ALLOWED, DENIED = "pending", "allowed", "denied"
+
+
+@dataclasses.dataclass
+class Flow:
+    """One connect link: who it is for, where it stands, until when it works."""
+
+    principal: str
+    created: float
+    expires: float
+    state: str = PENDING
+
+
+@dataclasses.dataclass(frozen=True)
+class Session:
+    """A signed-in browser: the principal it proved to be, its CSRF token, its expiry."""
+
+    principal: str
+    csrf: str
+    expires: float
+
+
+class ConnectStore:
+    """Everything the connect flow keeps server-side, under one lock, on the injected clock."""
+
+    def __init__(self, service: ReportService, clock: Callable[[], float]) -> None:
+        self.service = service
+        self.clock = clock
+        self._flows: dict[str, Flow] = {}  # handle -> flow
+        self._sessions: dict[str, Session] = {}  # fingerprint(session id) -> session
+        self._credentials: dict[str, str] = {}  # principal -> service credential
+        self._lock = threading.Lock()
+
+    def _prune(self, now: float) -> None:
+        for handle in [h for h, flow in self._flows.items() if not now < flow.expires]:
+            del self._flows[handle]
+        for key in [k for k, session in self._sessions.items() if not now < session.expires]:
+            del self._sessions[key]
+
+    # ---------------------------------------------------------------- flows (MCP side)
+
+    def start_flow(self, principal: str) -> str | None:
+        """A new pending flow's handle, or None when the principal holds too many pending ones."""
+        with self._lock:
+            now = self.clock()
+            self._prune(now)
+            pending = sum(1 for flow in self._flows.values() if flow.principal == principal and flow.state == PENDING)
+            # A client calling in a loop would otherwise grow the table without bound.
+            if pending >= MAX_PENDING_FLOWS_PER_PRINCIPAL:
+                return None
+            handle = secrets.token_urlsafe(32)
+            self._flows[handle] = Flow(principal, now, now + FLOW_TTL_SECONDS)
+            return handle
+
+    def flow_state(self, handle: Any, principal: str) -> str | None:
+        """PENDING, ALLOWED or DENIED for this principal's live flow; None if unknown or expired."""
+        with self._lock:
+            self._prune(self.clock())
+            flow = self._flows.get(handle) if isinstance(handle, str) else None
+            return flow.state if flow is not None and flow.principal == principal else None
+
+    def discard_flow(self, handle: Any, principal: str) -> None:
+        """Forget a flow once its MCP request completed (its link is dead from now on)."""
+        with self._lock:
+            flow = self._flows.get(handle) if isinstance(handle, str) else None
+            if flow is not None and flow.principal == principal:
+                del self._flows[handle]
+
+    def credential(self, principal: str) -> str | None:
+        """The stored service credential for `principal` (server-side use only)."""
+        with self._lock:
+            return self._credentials.get(principal)
+
+    # ---------------------------------------------------------------- flows (page side)
+
+    def open_flow(self, handle: str) -> Flow | None:
+        """A copy of the flow if its link may still be used: known, pending and unexpired."""
+        with self._lock:
+            now = self.clock()
+            self._prune(now)
+            flow = self._flows.get(handle)
+            return dataclasses.replace(flow) if flow is not None and flow.state == PENDING else None
+
+    def decide(self, handle: str, principal: str, allow: bool) -> bool:
+        """Record Allow (store a fresh credential) or Deny, once; False if the link is no longer usable."""
+        with self._lock:
+            now = self.clock()
+            self._prune(now)
+            flow = self._flows.get(handle)
+            # Checked again under the lock: two tabs pressing Allow and Deny race here.
+            if flow is None or flow.state != PENDING or flow.principal != principal:
+                return False
+            if allow:
+                self._credentials[principal] = self.service.authorize(principal)
+            flow.state = ALLOWED if allow else DENIED
+            return True
+
+    # ---------------------------------------------------------------- sessions
+
+    def sign_in(self, principal: str) -> str:
+        """A fresh random session id for `principal` (never one the browser chose)."""
+        with self._lock:
+            now = self.clock()
+            self._prune(now)
+            mine = [key for key, session in self._sessions.items() if session.principal == principal]  # oldest first
+            # Repeated sign-ins cannot grow the table: the oldest session of *this* principal goes.
+            for key in mine[: max(0, len(mine) - MAX_SESSIONS_PER_PRINCIPAL + 1)]:
+                del self._sessions[key]
+            session_id = secrets.token_urlsafe(32)
+            self._sessions[fingerprint(session_id)] = Session(principal, secrets.token_urlsafe(32), now + SESSION_TTL_SECONDS)
+            return session_id
+
+    def session(self, session_id: str | None) -> Session | None:
+        """The live session for this id, or None."""
+        if session_id is None or not is_handle(session_id):
+            return None
+        with self._lock:
+            self._prune(self.clock())
+            return self._sessions.get(fingerprint(session_id))
+
+    def sign_out(self, session_id: str | None) -> None:
+        """Drop a session (its id is replaced at every sign-in)."""
+        if session_id is not None and is_handle(session_id):
+            with self._lock:
+                self._sessions.pop(fingerprint(session_id), None)
+
+
+# =====================================================================================
+# The pages: plain server-rendered HTML behind a framework-free handler
+# =====================================================================================
+
+Headers = Sequence[tuple[str, str]]
+Response = tuple[int, list[tuple[str, str]], bytes]
+
+PAGE_HEADERS: tuple[tuple[str, str], ...] = (
+    ("Content-Type", "text/html; charset=utf-8"),
+    ("X-Frame-Options", "DENY"),  # clickjacking: no one may frame the Allow button
+    ("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'; form-action 'self'"),
+    ("Cache-Control", "no-store"),  # a shared or back-button cache must not keep the CSRF token
+    ("Referrer-Policy", "no-referrer"),  # the flow handle in our URL never leaves in a Referer
+    ("X-Content-Type-Options", "nosniff"),
+)
+GONE = "This link is not valid: it is unknown, already used or expired. Start again from your MCP client."
+
+
+def header_values(headers: Headers, name: str) -> list[str]:
+    """Every value of header `name` (case-insensitive), in order."""
+    return [value for key, value in headers if key.lower() == name]
+
+
+class ConnectPages:
+    """GET /connect/<handle>, POST /connect/<handle>/sign-in and /connect/<handle>/decision."""
+
+    def __init__(self, store: ConnectStore, tokens: Mapping[str, str], log: Callable[[str], None], base_url: str | None = None) -> None:
+        self.store = store
+        self.log = log
+        # Sign-in compares digests, never tokens: equal lengths, so compare_digest leaks nothing.
+        self._tokens = [(name, hashlib.sha256(token.encode("ascii")).digest()) for name, token in tokens.items()]
+        self.base_url = base_url  # http://host:port of the listener; set by the transport once bound
+
+    def flow_url(self, handle: str) -> str:
+        """The absolute link for a flow (the server's own page, nothing else in it)."""
+        if self.base_url is None:
+            raise RuntimeError("the connect pages are not being served (base_url is unset)")
+        return f"{self.base_url}{PATH_PREFIX}{handle}"
+
+    def handle(self, method: str, path: str, headers: Headers, body: bytes) -> Response:
+        """One HTTP request under /connect/ to (status, headers, body); never raises for client input."""
+        parts = path.partition("?")[0].split("/")
+        # ["", "connect", handle] or ["", "connect", handle, action]
+        if len(parts) not in (3, 4) or parts[1] != PATH_PREFIX.strip("/") or not is_handle(parts[2]):
+            return self.page(404, "Not found", GONE)
+        handle, action = parts[2], (parts[3] if len(parts) == 4 else "")
+        if len(parts) == 4 and action not in ("sign-in", "decision"):  # one spelling per page: no trailing slash
+            return self.page(404, "Not found", GONE)
+        expected = "GET" if action == "" else "POST"
+        if method != expected:
+            return self.page(405, "Method not allowed", "Use the buttons on the page.", [("Allow", expected)])
+        if expected == "POST":
+            refusal = self.check_post(headers, body)
+            if refusal is not None:
+                return refusal
+        flow = self.store.open_flow(handle)
+        if flow is None:
+            # Forged, replayed (already decided) and expired handles all read the same.
+            return self.page(404, "Link not valid", GONE)
+        session_id = self.cookie(headers)
+        session = self.store.session(session_id)
+        if action == "sign-in":
+            return self.sign_in(handle, flow, session_id, body)
+        if session is None:
+            # A decision without a live session: sign in first (and nothing is stored).
+            return self.sign_in_page(handle) if action == "" else self.sign_in_page(handle, 403, "Sign in first.")
+        # The URL alone grants nothing: the browser must be signed in as the flow's principal.
+        if session.principal != flow.principal:
+            self.log(f"connect page: principal {session.principal!r} refused on another principal's flow")
+            return self.page(403, "Wrong account", "This connection request was started by another account. Sign in as that account.")
+        if action == "":
+            return self.consent_page(handle, session)
+        return self.decision(handle, session, body)
+
+    def check_post(self, headers: Headers, body: bytes) -> Response | None:
+        """Cross-site form posts, odd media types and oversized bodies stop here."""
+        origins = header_values(headers, "origin")
+        # Login CSRF and forged decisions from another site: a browser names the page's origin.
+        if origins and (len(origins) != 1 or self.base_url is None or origins[0].lower() != self.base_url.lower()):
+            return self.page(403, "Forbidden", "This form may only be sent from this server's own page.")
+        types = header_values(headers, "content-type")
+        if len(types) != 1 or types[0].split(";")[0].strip().lower() != "application/x-www-form-urlencoded":
+            return self.page(415, "Unsupported form", "Send the form from this server's page.")
+        if len(body) > MAX_FORM_BYTES:
+            return self.page(413, "Form too large", f"A form here is at most {MAX_FORM_BYTES} bytes.")
+        return None
+
+    @staticmethod
+    def form(body: bytes) -> dict[str, str] | None:
+        """An urlencoded body as fields, or None if malformed, too many fields or repeated names."""
+        try:
+            pairs = parse_qsl(body.decode("ascii"), keep_blank_values=True, strict_parsing=bool(body), max_num_fields=MAX_FORM_FIELDS)
+        except (UnicodeDecodeError, ValueError):
+            return None
+        fields = dict(pairs)
+        # Two values for one name: which one counts differs between parsers, so neither does.
+        return fields if len(fields) == len(pairs) else None
+
+    @staticmethod
+    def cookie(headers: Headers) -> str | None:
+        """Our session cookie's value if it appears exactly once, else None."""
+        found = []
+        for header in header_values(headers, "cookie"):
+            for item in header.split(";"):
+                name, eq, value = item.strip().partition("=")
+                if eq and name == SESSION_COOKIE:
+                    found.append(value)
+        return found[0] if len(found) == 1 else None
+
+    def principal_for(self, token: str) -> str | None:
+        """The principal whose bearer token this is, in constant time over all principals."""
+        given = hashlib.sha256(token.encode("utf-8", "replace")).digest()
+        found = None
+        for name, digest in self._tokens:
+            if hmac.compare_digest(given, digest):
+                found = name
+        return found
+
+    def sign_in(self, handle: str, flow: Flow, old_session: str | None, body: bytes) -> Response:
+        """Check the token, bind a fresh session to its principal, go back to the flow page."""
+        fields = self.form(body)
+        principal = self.principal_for(fields.get("token", "")) if fields is not None else None
+        if principal is None:
+            return self.sign_in_page(handle, 403, "That token is not valid for this server.")
+        if principal != flow.principal:
+            self.log(f"connect page: sign-in as {principal!r} refused on another principal's flow")
+            return self.page(403, "Wrong account", "This connection request was started by another account. Sign in as that account.")
+        # Session fixation: whatever id the browser had is dropped and a new one issued.
+        self.store.sign_out(old_session)
+        session_id = self.store.sign_in(principal)
+        cookie = f"{SESSION_COOKIE}={session_id}; Path={PATH_PREFIX}; Max-Age={int(SESSION_TTL_SECONDS)}; HttpOnly; SameSite=Strict"
+        return self.page(303, "Signed in", "Continue to the connection request.", [("Location", f"{PATH_PREFIX}{handle}"), ("Set-Cookie", cookie)])
+
+    def decision(self, handle: str, session: Session, body: bytes) -> Response:
+        """Allow or Deny, only with this session's CSRF token."""
+        fields = self.form(body)
+        given = fields.get("csrf", "") if fields is not None else ""
+        # Cross-site request forgery: only our own page knows this session's token.
+        if not hmac.compare_digest(given.encode("utf-8", "replace"), session.csrf.encode("ascii")):
+            self.log("connect page: decision refused: missing or wrong CSRF token")
+            return self.page(403, "Forbidden", "The form expired or did not come from this page. Reload it and try again.")
+        choice = fields.get("decision") if fields is not None else None
+        if choice not in ("allow", "deny"):
+            return self.page(400, "Bad request", "Choose Allow or Deny.")
+        if not self.store.decide(handle, session.principal, choice == "allow"):
+            return self.page(404, "Link not valid", GONE)
+        self.log(f"connect flow for principal {session.principal!r}: {'allowed' if choice == 'allow' else 'denied'}")
+        if choice == "allow":
+            return self.page(200, "Connected", f"{SERVICE_NAME} is connected. Return to your MCP client to continue.")
+        return self.page(200, "Not connected", f"You denied the request; {SERVICE_NAME} was not connected. Return to your MCP client.")
+
+    # ---------------------------------------------------------------- rendering
+
+    def sign_in_page(self, handle: str, status: int = 200, error: str = "") -> Response:
+        """The sign-in form (it names neither the principal nor anything about the flow)."""
+        action = html.escape(f"{PATH_PREFIX}{handle}/sign-in")
+        body = (
+            (f'<p role="alert"><strong>{html.escape(error)}</strong></p>' if error else "")
+            + f"<p>Sign in to this notes server to connect {html.escape(SERVICE_NAME)}. "
+            "This link alone grants nothing: you must be the person who asked.</p>"
+            f'<form method="post" action="{action}">'
+            '<p><label>Access token <input type="password" name="token" autocomplete="off" required></label></p>'
+            '<p><button type="submit">Sign in</button></p></form>'
+        )
+        return self.page(status, "Sign in", "", raw=body)
+
+    def consent_page(self, handle: str, session: Session) -> Response:
+        """Which principal, which service, Allow or Deny (with the session's CSRF token)."""
+        action = html.escape(f"{PATH_PREFIX}{handle}/decision")
+        who, service = html.escape(session.principal), html.escape(SERVICE_NAME)
+        body = (
+            f"<p>Signed in as <strong>{who}</strong>.</p>"
+            f"<p>The notes server asks to connect <strong>{service}</strong> to the account <strong>{who}</strong>, "
+            "so that it can publish notes there for you. The access it receives stays on the server; "
+            "your MCP client never sees it.</p>"
+            f'<form method="post" action="{action}">'
+            f'<input type="hidden" name="csrf" value="{html.escape(session.csrf)}">'
+            '<p><button type="submit" name="decision" value="allow">Allow</button> '
+            '<button type="submit" name="decision" value="deny">Deny</button></p></form>'
+        )
+        return self.page(200, f"Connect {SERVICE_NAME}", "", raw=body)
+
+    @staticmethod
+    def page(status: int, title: str, text: str, extra: Sequence[tuple[str, str]] = (), raw: str = "") -> Response:
+        """A complete page with the security headers; `raw` is markup already escaped."""
+        content = raw or f"<p>{html.escape(text)}</p>"
+        document = (
+            '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+            f"<title>{html.escape(title)}</title></head><body><h1>{html.escape(title)}</h1>{content}</body></html>"
+        )
+        return status, [*PAGE_HEADERS, *extra], document.encode("utf-8")
+
+
+# =====================================================================================
+# The notes_publish tool
+# =====================================================================================
+
+
+def not_published(reason: str, text: str) -> dict[str, Any]:
+    """The complete, non-error answer when nothing was published."""
+    return main.tool_result(text, {"published": False, "reason": reason})
+
+
+def choice_form(workspace_uri: str, title: str, notes: list[main.Note]) -> dict[str, Any]:
+    """The form asking which of several matching notes to publish (a titled single-select)."""
+    seen = [note.title for note in notes]
+    options = [
+        {"const": note.id, "title": note.title if seen.count(note.title) == 1 else f"{note.title} ({note.id})"}
+        for note in notes
+    ]
+    return {
+        "method": "elicitation/create",
+        "params": {
+            "mode": "form",
+            "message": f"{len(notes)} notes match \"{title}\" in {workspace_uri}. Choose the note to publish.",
+            "requestedSchema": {
+                "type": "object",
+                "properties": {"note_id": {"type": "string", "title": "Note to publish", "oneOf": options}},
+                "required": ["note_id"],
+            },
+        },
+    }
+
+
+class NotesPublish:
+    """`notes_publish`: scope like notes_delete, then connect (URL mode) once, then publish."""
+
+    def __init__(self, server: main.Server, store: ConnectStore, pages: ConnectPages) -> None:
+        self.server = server
+        self.store = store
+        self.pages = pages
+
+    def __call__(
+        self, arguments: Any, meta: main.RequestMeta, principal: str, state: str | None, responses: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        """First call: scope, look up, choose/connect/publish. Retry: verify, then act on the answer."""
+        try:
+            args = main.read_delete_args(arguments)
+        except main.McpError as exc:
+            raise main.McpError(exc.code, exc.message.replace(main.TOOL_NAME, TOOL_NAME)) from None
+        # Capability before any lookup, as for notes_delete: a client that cannot open the
+        # page learns nothing about notes. Declarations count for this request only.
+        if state is None and self.store.credential(principal) is None and not supports_url_elicitation(meta.capabilities):
+            raise self.url_required()
+        try:
+            workspace = main.parse_file_uri(args.workspace_uri)
+        except main.ScopeError as exc:
+            return main.tool_result(f"workspaceUri {exc}.", is_error=True)
+        if not self.server.policy.allows(principal, workspace):
+            self.server.log(f"refused: principal {principal!r} is not authorized for {main.format_file_uri(workspace)}")
+            return main.tool_result("That workspace is not authorized for you.", is_error=True)
+        canonical = {"workspaceUri": main.format_file_uri(workspace), "title": args.title}
+        if state is None:
+            return self.start(principal, workspace, canonical, meta)
+        phase = self.phase_of(state)
+        claims = self.server.verify_state(state, principal, TOOL_NAME, canonical, phase)
+        if self.server.notes.is_consumed(claims["nonce"]) or not self.one_target(claims, phase):
+            self.server.log("refused requestState: already used or malformed")
+            raise main.McpError(main.INVALID_PARAMS, "Invalid params: requestState is not valid")
+        answer = (responses or {}).get(CHOICE_KEY if phase == PHASE_CHOOSE else CONNECT_KEY)
+        if answer is None:
+            # Not answered: ask again (the same flow, while it lives) rather than fail.
+            if phase == PHASE_CHOOSE:
+                return self.start(principal, workspace, canonical, meta)
+            return self.connect(principal, workspace, canonical, tuple(claims["cands"][0]), meta, None, claims.get("flow"))
+        if not isinstance(answer, dict) or answer.get("action") not in ("accept", "decline", "cancel"):
+            key = CHOICE_KEY if phase == PHASE_CHOOSE else CONNECT_KEY
+            raise main.McpError(main.INVALID_PARAMS, f"Invalid params: inputResponses.{key} must be an elicitation result")
+        if answer["action"] == "cancel":
+            # Dismissed, not refused: the same state may be answered again until it expires.
+            return not_published("cancelled", "Cancelled; nothing was published.")
+        if answer["action"] == "decline":
+            self.store.discard_flow(claims.get("flow"), principal)
+            return self.settle(principal, claims) or not_published("declined", "Declined; nothing was published.")
+        if phase == PHASE_CHOOSE:
+            return self.chosen(principal, workspace, canonical, claims, answer, meta)
+        return self.connect(principal, workspace, canonical, tuple(claims["cands"][0]), meta, claims, claims.get("flow"))
+
+    @staticmethod
+    def url_required() -> main.McpError:
+        """-32021 naming exactly the URL-mode capability."""
+        return main.McpError(
+            main.MISSING_REQUIRED_CLIENT_CAPABILITY,
+            "Server requires URL-mode elicitation for this request",
+            {"requiredCapabilities": {"elicitation": {"url": {}}}},
+        )
+
+    def phase_of(self, token: str) -> str:
+        """The phase a MAC-valid state names; verify_state then checks it with every other claim."""
+        try:
+            phase = self.server.sealer.open(token).get("phase")
+        except main.StateError:
+            return PHASE_CONNECT  # verify_state refuses it with the one fixed -32602 and logs why
+        return phase if phase in (PHASE_CHOOSE, PHASE_CONNECT) else PHASE_CONNECT
+
+    @staticmethod
+    def one_target(claims: dict[str, Any], phase: str) -> bool:
+        """Every candidate is an [id, version] pair; a connect state names exactly one."""
+        cands = claims["cands"]
+        pairs = all(isinstance(c, list) and len(c) == 2 and all(isinstance(x, str) for x in c) for c in cands)
+        return pairs and (phase == PHASE_CHOOSE or (len(cands) == 1 and isinstance(claims.get("flow"), str)))
+
+    def start(self, principal: str, workspace: main.Path, canonical: dict[str, str], meta: main.RequestMeta) -> dict[str, Any]:
+        """Look up candidates: none is an error, several ask which one, one goes on."""
+        found = self.server.notes.candidates(workspace, canonical["title"])
+        if not found:
+            return main.tool_result(f"No note titled like {canonical['title']!r} in that workspace.", is_error=True)
+        if len(found) > main.MAX_CANDIDATES:
+            return main.tool_result(
+                f"{len(found)} notes match; more than {main.MAX_CANDIDATES} cannot be offered. Use a more specific title.",
+                is_error=True,
+            )
+        if len(found) == 1:
+            return self.connect(principal, workspace, canonical, (found[0].id, found[0].version), meta, None, None)
+        if not main.supports_form_elicitation(meta.capabilities):
+            # No guessing between notes: without a form the caller must name one.
+            return main.tool_result(
+                f"{len(found)} notes match; use a title that matches only one (this client cannot show a choice form).",
+                is_error=True,
+            )
+        claims = self.claims(principal, canonical, PHASE_CHOOSE, [[n.id, n.version] for n in found])
+        return {
+            "resultType": "input_required",
+            "inputRequests": {CHOICE_KEY: choice_form(canonical["workspaceUri"], canonical["title"], found)},
+            "requestState": self.server.sealer.seal(claims),
+        }
+
+    def chosen(
+        self,
+        principal: str,
+        workspace: main.Path,
+        canonical: dict[str, str],
+        claims: dict[str, Any],
+        answer: dict[str, Any],
+        meta: main.RequestMeta,
+    ) -> dict[str, Any]:
+        """An accepted choice: only a note the user was shown, then connect or publish."""
+        content = answer.get("content")
+        shown = {note_id: version for note_id, version in claims["cands"]}
+        note_id = content.get("note_id") if isinstance(content, dict) else None
+        if not isinstance(note_id, str) or note_id not in shown:
+            raise main.McpError(main.INVALID_PARAMS, "Invalid params: the answer does not match the form")
+        return self.connect(principal, workspace, canonical, (note_id, shown[note_id]), meta, claims, None)
+
+    def connect(
+        self,
+        principal: str,
+        workspace: main.Path,
+        canonical: dict[str, str],
+        target: tuple[str, ...],
+        meta: main.RequestMeta,
+        claims: dict[str, Any] | None,
+        handle: str | None,
+    ) -> dict[str, Any]:
+        """Decide from the server's own records: denied, connected (publish), pending (ask again), or a new flow."""
+        flow = self.store.flow_state(handle, principal) if handle is not None else None
+        if flow == DENIED:
+            self.store.discard_flow(handle, principal)
+            return self.settle(principal, claims) or not_published(
+                "denied", f"The user denied connecting {SERVICE_NAME}; nothing was published."
+            )
+        if self.store.credential(principal) is not None:
+            self.store.discard_flow(handle, principal)
+            return self.publish(principal, workspace, canonical, target, claims)
+        # A new URL elicitation needs URL mode declared on *this* request.
+        if not supports_url_elicitation(meta.capabilities):
+            raise self.url_required()
+        if flow != PENDING:
+            handle = self.store.start_flow(principal)  # first time, or the old link expired
+            if handle is None:
+                return main.tool_result("Too many connection requests are pending for you; finish one or try later.", is_error=True)
+            self.server.log(f"connect flow started for principal {principal!r}")
+        next_claims = self.claims(principal, canonical, PHASE_CONNECT, [list(target)])
+        next_claims["flow"] = handle
+        return {
+            "resultType": "input_required",
+            "inputRequests": {
+                CONNECT_KEY: {
+                    "method": "elicitation/create",
+                    "params": {"mode": "url", "message": CONNECT_MESSAGE, "url": self.pages.flow_url(handle)},
+                }
+            },
+            "requestState": self.server.sealer.seal(next_claims),
+        }
+
+    def publish(
+        self, principal: str, workspace: main.Path, canonical: dict[str, str], target: tuple[str, ...], claims: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        """Consume the state (if any), re-read and re-check the note, publish it with the stored credential."""
+        refusal = self.settle(principal, claims)
+        if refusal is not None:
+            return refusal
+        note_id, version = target
+        # Time of check to time of use: the note may have changed, moved or the grant gone.
+        live = [n for n in self.server.notes.candidates(workspace, canonical["title"]) if n.id == note_id and n.version == version]
+        credential = self.store.credential(principal)
+        if not live or credential is None or not self.server.policy.allows(principal, workspace):
+            return main.tool_result("The note changed, moved or was deleted; nothing was published.", is_error=True)
+        report_id = self.store.service.publish(credential, live[0])
+        return main.tool_result(
+            f"Published note {note_id} to the {SERVICE_NAME.lower()} as {report_id}.",
+            {"published": True, "noteId": note_id, "reportId": report_id},
+        )
+
+    def settle(self, principal: str, claims: dict[str, Any] | None) -> dict[str, Any] | None:
+        """Consume a state's nonce in the shared replay store; an error result if it cannot be."""
+        if claims is None:
+            return None  # a first call that completes at once has no state to consume
+        outcome = self.server.notes.settle(principal, claims["nonce"], claims["exp"], None, lambda note: False)
+        if outcome is main.Settlement.USED:
+            # Two retries racing with one state: only the first one completes.
+            self.server.log("refused requestState: already used or just expired")
+            raise main.McpError(main.INVALID_PARAMS, "Invalid params: requestState is not valid")
+        if outcome is main.Settlement.FULL:
+            self.server.log(f"refused: replay bound reached for principal {principal!r}")
+            return main.tool_result("Too many confirmations are pending for you; try again later.", is_error=True)
+        return None
+
+    def claims(self, principal: str, canonical: dict[str, str], phase: str, cands: list[list[str]]) -> dict[str, Any]:
+        """The signed claims for one step (no secret: the client can read every one)."""
+        now = self.server.clock()
+        return {
+            "sub": principal,
+            "method": "tools/call",
+            "tool": TOOL_NAME,
+            "args": main.digest(canonical),
+            "phase": phase,
+            "cands": cands,
+            "nonce": main.b64url_encode(secrets.token_bytes(16)),
+            "iat": now,
+            "exp": now + self.server.state_ttl,
+        }
+
+
+def install(
+    server: main.Server, tokens: Mapping[str, str], service: ReportService | None = None, base_url: str | None = None
+) -> ConnectPages:
+    """Add `notes_publish` to the server; the pages that complete its flows (the transport sets base_url)."""
+    store = ConnectStore(service or ReportService(), server.clock)
+    pages = ConnectPages(store, tokens, server.log, base_url)
+    server.tools[TOOL_NAME] = (PUBLISH_TOOL, NotesPublish(server, store, pages))
+    return pages

@@ -1,0 +1,823 @@
+"""URL-mode elicitation: notes_publish, the connect flow and its pages (code/connect.py)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import secrets
+import unittest
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+import support
+import connect
+import main
+import procs
+import transports
+from procs import GUARD
+from support import KEY, WORKSPACE, Clock, Log, request, tps
+
+ALICE_TOKEN = "alice-token-0123456789abcdef"
+BOB_TOKEN = "bob-token-0123456789abcdefgh"
+BOB_WORKSPACE = "file:///Users/bob/Notes"
+BASE = "http://127.0.0.1:5555"
+BOTH = {"elicitation": {"form": {}, "url": {}}}
+URL_ONLY = {"elicitation": {"url": {}}}
+FORM_ONLY = {"elicitation": {"form": {}}}
+URL_REQUIRED = {"requiredCapabilities": {"elicitation": {"url": {}}}}
+EXPECTED_PAGE_HEADERS = {
+    "content-type": "text/html; charset=utf-8",
+    "x-frame-options": "DENY",
+    "content-security-policy": "default-src 'none'; frame-ancestors 'none'; form-action 'self'",
+    "cache-control": "no-store",
+    "referrer-policy": "no-referrer",
+}
+FORM_TYPE = ("Content-Type", "application/x-www-form-urlencoded")
+Send = Callable[[str, str, list[tuple[str, str]], bytes], tuple[int, list[tuple[str, str]], bytes]]
+
+
+def notes() -> list[main.Note]:
+    """The lesson notes plus one of bob's."""
+    return main.lesson_notes() + [main.Note("bob-1", "TPS report bob", f"{BOB_WORKSPACE}/tps.md")]
+
+
+def grants() -> dict[str, list[str]]:
+    return {"alice": [WORKSPACE], "bob": [BOB_WORKSPACE]}
+
+
+def connect_request(result: dict[str, Any]) -> dict[str, Any]:
+    """The URL-mode elicitation in an input_required result."""
+    return result["inputRequests"][connect.CONNECT_KEY]
+
+
+def answer(action: str, key: str = connect.CONNECT_KEY, content: dict[str, Any] | None = None) -> dict[str, Any]:
+    """inputResponses carrying one elicitation result."""
+    result: dict[str, Any] = {"action": action}
+    if content is not None:
+        result["content"] = content
+    return {key: result}
+
+
+class Client:
+    """An MCP client over any transport; keeps every message it sent and received."""
+
+    def __init__(self, send: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+        self.send = send
+        self.wire: list[str] = []
+        self.next_id = 1
+
+    def call(self, arguments: dict[str, Any], capabilities: Any = BOTH, **extra: Any) -> dict[str, Any]:
+        """tools/call notes_publish with a fresh id; the response (result or error)."""
+        message = request(
+            "tools/call", {"name": connect.TOOL_NAME, "arguments": arguments, **extra}, id=self.next_id, capabilities=capabilities
+        )
+        self.next_id += 1
+        response = self.send(message)
+        self.wire += [json.dumps(message), json.dumps(response)]
+        return response
+
+    def retry(self, arguments: dict[str, Any], first: dict[str, Any], responses: dict[str, Any], capabilities: Any = BOTH) -> dict[str, Any]:
+        """The MRTR retry of `first` (a result) with these inputResponses."""
+        return self.call(arguments, capabilities, requestState=first["requestState"], inputResponses=responses)
+
+
+class Browser:
+    """A browser driving the pages: a cookie jar, GET, form POST; over any backend."""
+
+    def __init__(self, send: Send) -> None:
+        self.send = send
+        self.cookie: str | None = None
+        self.pages: list[tuple[int, dict[str, str], str]] = []
+
+    def open(self, method: str, path: str, fields: list[tuple[str, str]] | None = None, headers: list[tuple[str, str]] | None = None) -> tuple[int, dict[str, str], str]:
+        sent = list(headers or [])
+        body = b""
+        if fields is not None:
+            body = urlencode(fields).encode("ascii")
+            sent.append(FORM_TYPE)
+        if self.cookie is not None:
+            sent.append(("Cookie", self.cookie))
+        status, raw_headers, data = self.send(method, path, sent, body)
+        got = {name.lower(): value for name, value in raw_headers}
+        if "set-cookie" in got:
+            self.cookie = got["set-cookie"].split(";")[0]
+        page = (status, got, data.decode("utf-8"))
+        self.pages.append(page)
+        return page
+
+    def get(self, path: str) -> tuple[int, dict[str, str], str]:
+        return self.open("GET", path)
+
+    def sign_in(self, path: str, token: str) -> int:
+        return self.open("POST", f"{path}/sign-in", [("token", token)])[0]
+
+    def csrf(self, path: str) -> str:
+        """The CSRF token from the consent page (the page must be showing it)."""
+        status, _, text = self.get(path)
+        match = re.search(r'name="csrf" value="([^"]+)"', text)
+        assert status == 200 and match, (status, text)
+        return match.group(1)
+
+    def decide(self, path: str, decision: str, csrf: str | None = "from-page", headers: list[tuple[str, str]] | None = None) -> int:
+        """Press Allow or Deny; csrf "from-page" reads it from the page, None leaves it out."""
+        fields = [("decision", decision)]
+        if csrf is not None:
+            fields.insert(0, ("csrf", self.csrf(path) if csrf == "from-page" else csrf))
+        return self.open("POST", f"{path}/decision", fields, headers)[0]
+
+
+class InProcess(unittest.TestCase):
+    """The server and its pages in process, with an injected clock and a captured log."""
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.log = Log()
+        self.server = support.server_over(notes(), self.clock, grants(), log=self.log)
+        self.pages = connect.install(self.server, {"alice": ALICE_TOKEN, "bob": BOB_TOKEN}, base_url=BASE)
+        self.store = self.pages.store
+        self.service = self.store.service
+        self.alice = Client(lambda message: self.server.handle(message, "alice"))
+        self.bob = Client(lambda message: self.server.handle(message, "bob"))
+
+    def browser(self) -> Browser:
+        def send(method: str, path: str, headers: list[tuple[str, str]], body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+            return self.pages.handle(method, path, headers, body)
+
+        return Browser(send)
+
+    def first(self, client: Client | None = None, title: str = "TPS report 2025", capabilities: Any = BOTH) -> dict[str, Any]:
+        """A first call that must return the URL elicitation; its result."""
+        client = client or self.alice
+        workspace = BOB_WORKSPACE if client is self.bob else WORKSPACE
+        result = client.call(tps(title, workspace), capabilities)["result"]
+        self.assertEqual(result["resultType"], "input_required")
+        return result
+
+    def connect_path(self, result: dict[str, Any]) -> str:
+        url = connect_request(result)["params"]["url"]
+        self.assertTrue(url.startswith(BASE + connect.PATH_PREFIX), url)
+        return url[len(BASE) :]
+
+    def signed_in(self, path: str, token: str = ALICE_TOKEN) -> Browser:
+        browser = self.browser()
+        self.assertEqual(browser.sign_in(path, token), 303)
+        return browser
+
+    def retry(self, first: dict[str, Any], responses: dict[str, Any], title: str = "TPS report 2025", client: Client | None = None, capabilities: Any = BOTH) -> dict[str, Any]:
+        client = client or self.alice
+        workspace = BOB_WORKSPACE if client is self.bob else WORKSPACE
+        return client.retry(tps(title, workspace), first, responses, capabilities)
+
+    def secrets_seen(self, browsers: list[Browser]) -> list[str]:
+        """Every credential, bearer token, session id and CSRF token the flows produced."""
+        found = [ALICE_TOKEN, BOB_TOKEN]
+        found += [c for c in (self.store.credential("alice"), self.store.credential("bob")) if c]
+        for browser in browsers:
+            for _, headers, text in browser.pages:
+                if "set-cookie" in headers:
+                    found.append(headers["set-cookie"].split(";")[0].split("=", 1)[1])
+                found += re.findall(r'name="csrf" value="([^"]+)"', text)
+        return found
+
+
+class CapabilityTests(InProcess):
+    """URL mode is asked for only when declared on this very request."""
+
+    def test_form_only_declaration_gets_the_exact_32021_naming_url_mode(self) -> None:
+        for capabilities in (FORM_ONLY, {"elicitation": {}}, {}):
+            with self.subTest(capabilities=capabilities):
+                response = self.alice.call(tps("TPS report 2025"), capabilities)
+                self.assertEqual(response["error"]["code"], main.MISSING_REQUIRED_CLIENT_CAPABILITY)
+                self.assertEqual(response["error"]["data"], URL_REQUIRED)
+        self.assertEqual(self.service.published("alice"), [])
+        self.assertFalse(any("connect flow started" in line for line in self.log))
+
+    def test_the_capability_is_checked_before_any_lookup(self) -> None:
+        unknown = self.alice.call(tps("no such note"), FORM_ONLY)["error"]
+        foreign = self.alice.call(tps("TPS", BOB_WORKSPACE), FORM_ONLY)["error"]
+        self.assertEqual(unknown, foreign)
+        self.assertEqual(unknown["data"], URL_REQUIRED)
+
+    def test_an_earlier_url_declaration_counts_for_nothing(self) -> None:
+        self.first()
+        response = self.alice.call(tps("TPS report 2025"), FORM_ONLY)
+        self.assertEqual(response["error"]["data"], URL_REQUIRED)
+
+    def test_a_retry_that_needs_the_link_again_without_declaring_url_gets_32021(self) -> None:
+        first = self.first()
+        response = self.retry(first, answer("accept"), capabilities=FORM_ONLY)
+        self.assertEqual(response["error"]["code"], main.MISSING_REQUIRED_CLIENT_CAPABILITY)
+        self.assertEqual(response["error"]["data"], URL_REQUIRED)
+        self.assertEqual(self.retry(first, answer("accept"))["result"]["resultType"], "input_required")
+
+    def test_a_connected_principal_needs_no_url_mode(self) -> None:
+        path = self.connect_path(self.first())
+        self.assertEqual(self.signed_in(path).decide(path, "allow"), 200)
+        result = self.alice.call(tps("TPS report 2023"), {})["result"]
+        self.assertEqual(result["structuredContent"], {"published": True, "noteId": "note-3", "reportId": "report-1"})
+
+
+class ScopeTests(InProcess):
+    """notes_publish scopes exactly like notes_delete and asks which note with a form."""
+
+    def test_tools_list_describes_both_tools(self) -> None:
+        tools = self.server.handle(request("tools/list"), "alice")["result"]["tools"]
+        self.assertEqual([tool["name"] for tool in tools], [main.TOOL_NAME, connect.TOOL_NAME])
+        self.assertEqual(tools[1]["inputSchema"], main.NOTES_DELETE_TOOL["inputSchema"])
+        self.assertFalse(tools[1]["annotations"]["destructiveHint"])
+
+    def test_bad_arguments_are_invalid_params_naming_notes_publish(self) -> None:
+        error = self.alice.call({"workspaceUri": WORKSPACE})["error"]
+        self.assertEqual(error["code"], main.INVALID_PARAMS)
+        self.assertIn(connect.TOOL_NAME, error["message"])
+        self.assertNotIn(main.TOOL_NAME, error["message"])
+
+    def test_unauthorized_and_escaping_workspaces_are_errors_that_start_no_flow(self) -> None:
+        for workspace in (BOB_WORKSPACE, "file:///Users/alice/Documents/Notes-evil", f"{WORKSPACE}/%2e%2e/Notes-evil", "https://x/"):
+            with self.subTest(workspace=workspace):
+                result = self.alice.call(tps("TPS", workspace))["result"]
+                self.assertTrue(result["isError"])
+        self.assertEqual(self.log.count("connect flow started for principal 'alice'"), 0)
+
+    def test_look_alikes_outside_the_workspace_are_never_offered(self) -> None:
+        result = self.alice.call(tps("TPS report"))["result"]
+        options = result["inputRequests"][connect.CHOICE_KEY]["params"]["requestedSchema"]["properties"]["note_id"]["oneOf"]
+        self.assertEqual([option["const"] for option in options], ["note-3", "note-7", "note-14"])
+
+    def test_several_matches_ask_which_note_with_a_form_when_form_is_declared(self) -> None:
+        result = self.alice.call(tps("TPS report"))["result"]
+        self.assertEqual(list(result["inputRequests"]), [connect.CHOICE_KEY])
+        params = result["inputRequests"][connect.CHOICE_KEY]["params"]
+        self.assertEqual(params["mode"], "form")
+        self.assertEqual(params["requestedSchema"]["required"], ["note_id"])
+        self.assertFalse(any("connect flow started" in line for line in self.log))
+
+    def test_several_matches_without_form_mode_are_an_error_asking_for_one_title(self) -> None:
+        result = self.alice.call(tps("TPS report"), URL_ONLY)["result"]
+        self.assertTrue(result["isError"])
+        self.assertIn("3 notes match", result["content"][0]["text"])
+
+    def test_choosing_a_note_leads_to_the_connect_link_for_that_note(self) -> None:
+        first = self.alice.call(tps("TPS report"))["result"]
+        second = self.retry(first, answer("accept", connect.CHOICE_KEY, {"note_id": "note-7"}), "TPS report")["result"]
+        path = self.connect_path(second)
+        self.assertEqual(self.signed_in(path).decide(path, "allow"), 200)
+        done = self.retry(second, answer("accept"), "TPS report")["result"]
+        self.assertEqual(done["structuredContent"]["noteId"], "note-7")
+
+    def test_a_choice_outside_the_form_is_invalid_params_and_the_state_stays_usable(self) -> None:
+        first = self.alice.call(tps("TPS report"))["result"]
+        for content in ({"note_id": "evil-1"}, {"note_id": 7}, {}):
+            with self.subTest(content=content):
+                error = self.retry(first, answer("accept", connect.CHOICE_KEY, content), "TPS report")["error"]
+                self.assertEqual(error["code"], main.INVALID_PARAMS)
+        again = self.retry(first, answer("accept", connect.CHOICE_KEY, {"note_id": "note-3"}), "TPS report")["result"]
+        self.assertIn(connect.CONNECT_KEY, again["inputRequests"])
+
+    def test_a_notes_delete_state_is_refused_by_notes_publish(self) -> None:
+        delete = self.server.handle(support.call(tps()), "alice")["result"]
+        error = self.retry(delete, answer("accept", connect.CHOICE_KEY, {"note_id": "note-3"}), "TPS report")["error"]
+        self.assertEqual(error["code"], main.INVALID_PARAMS)
+        self.assertEqual(self.service.published("alice"), [])
+
+
+class UrlElicitationTests(InProcess):
+    """What the client is sent: a plain URL-mode request and a signed state."""
+
+    def test_the_url_request_has_exactly_the_2026_07_28_fields(self) -> None:
+        result = self.first()
+        request_ = connect_request(result)
+        self.assertEqual(request_["method"], "elicitation/create")
+        self.assertEqual(set(request_["params"]), {"mode", "message", "url"})
+        self.assertEqual(request_["params"]["mode"], "url")
+        self.assertEqual(request_["params"]["message"], connect.CONNECT_MESSAGE)
+        handle = urlsplit(request_["params"]["url"]).path.rsplit("/", 1)[1]
+        self.assertTrue(connect.is_handle(handle))
+        self.assertIsInstance(result["requestState"], str)
+
+    def test_the_state_is_signed_and_carries_the_flow_handle_and_bindings(self) -> None:
+        result = self.first()
+        claims = self.server.sealer.open(result["requestState"])
+        handle = self.connect_path(result).rsplit("/", 1)[1]
+        self.assertEqual(claims["flow"], handle)
+        self.assertEqual((claims["sub"], claims["tool"], claims["phase"]), ("alice", connect.TOOL_NAME, connect.PHASE_CONNECT))
+        self.assertLess(self.clock.now, claims["exp"])
+
+    def test_each_flow_gets_a_new_random_handle(self) -> None:
+        urls = {connect_request(self.first())["params"]["url"] for _ in range(5)}
+        self.assertEqual(len(urls), 5)
+
+    def test_a_state_presented_by_bob_or_for_other_arguments_is_refused(self) -> None:
+        first = self.first()
+        self.assertEqual(self.retry(first, answer("accept"), client=self.bob)["error"]["code"], main.INVALID_PARAMS)
+        self.assertEqual(self.retry(first, answer("accept"), title="TPS report 2023")["error"]["code"], main.INVALID_PARAMS)
+
+
+class RetryTests(InProcess):
+    """accept only means "the user agreed to open the page"; the server reads its own record."""
+
+    def test_the_full_publish_flow_publishes_once_for_this_principal(self) -> None:
+        first = self.first()
+        path = self.connect_path(first)
+        browser = self.browser()
+        status, _, text = browser.get(path)
+        self.assertEqual(status, 200)
+        self.assertIn("Sign in", text)
+        self.assertEqual(browser.sign_in(path, ALICE_TOKEN), 303)
+        status, _, text = browser.get(path)
+        self.assertIn("<strong>alice</strong>", text)
+        self.assertIn(connect.SERVICE_NAME, text)
+        self.assertEqual(browser.decide(path, "allow"), 200)
+        result = self.retry(first, answer("accept"))["result"]
+        self.assertEqual(result["resultType"], "complete")
+        self.assertEqual(result["structuredContent"], {"published": True, "noteId": "note-14", "reportId": "report-1"})
+        self.assertEqual([r["noteId"] for r in self.service.published("alice")], ["note-14"])
+        self.assertEqual(self.service.published("bob"), [])
+        replay = self.retry(first, answer("accept"))
+        self.assertEqual(replay["error"]["code"], main.INVALID_PARAMS)
+        self.assertEqual(len(self.service.published("alice")), 1)
+
+    def test_accept_before_the_page_is_finished_asks_again_for_the_same_link(self) -> None:
+        first = self.first()
+        second = self.retry(first, answer("accept"))["result"]
+        self.assertEqual(second["resultType"], "input_required")
+        self.assertEqual(connect_request(second), connect_request(first))
+        self.assertNotEqual(second["requestState"], first["requestState"])
+        self.assertEqual(self.service.published("alice"), [])
+        path = self.connect_path(second)
+        self.signed_in(path).decide(path, "allow")
+        self.assertTrue(self.retry(second, answer("accept"))["result"]["structuredContent"]["published"])
+
+    def test_a_missing_answer_asks_again_for_the_same_link(self) -> None:
+        first = self.first()
+        again = self.retry(first, {"unrelated": {"action": "accept"}})["result"]
+        self.assertEqual(connect_request(again), connect_request(first))
+
+    def test_after_the_link_expires_a_retry_gets_a_fresh_link(self) -> None:
+        first = self.first()
+        state = first
+        for _ in range(2):  # retried every 250 s: each answer renews the state, not the link
+            self.clock.now += 250
+            state = self.retry(state, answer("accept"))["result"]
+            self.assertEqual(connect_request(state), connect_request(first))
+        self.clock.now += 150  # 650 s > FLOW_TTL_SECONDS since the link was made
+        fresh = self.retry(state, answer("accept"))["result"]
+        self.assertNotEqual(connect_request(fresh)["params"]["url"], connect_request(first)["params"]["url"])
+        self.assertEqual(self.browser().get(self.connect_path(first))[0], 404)
+        self.assertEqual(self.browser().get(self.connect_path(fresh))[0], 200)
+
+    def test_decline_completes_with_nothing_published_and_is_terminal(self) -> None:
+        first = self.first()
+        path = self.connect_path(first)
+        result = self.retry(first, answer("decline"))["result"]
+        self.assertEqual(result["structuredContent"], {"published": False, "reason": "declined"})
+        self.assertFalse(result["isError"])
+        self.assertEqual(self.retry(first, answer("accept"))["error"]["code"], main.INVALID_PARAMS)
+        self.assertEqual(self.browser().get(path)[0], 404)  # the link died with the request
+        self.assertEqual(self.service.published("alice"), [])
+        self.assertIsNone(self.store.credential("alice"))
+
+    def test_cancel_completes_with_nothing_published_and_leaves_the_state_usable(self) -> None:
+        first = self.first()
+        result = self.retry(first, answer("cancel"))["result"]
+        self.assertEqual(result["structuredContent"], {"published": False, "reason": "cancelled"})
+        self.assertEqual(self.service.published("alice"), [])
+        path = self.connect_path(first)
+        self.assertEqual(self.signed_in(path).decide(path, "allow"), 200)
+        self.assertTrue(self.retry(first, answer("accept"))["result"]["structuredContent"]["published"])
+
+    def test_deny_on_the_page_leads_to_a_completed_not_published(self) -> None:
+        first = self.first()
+        path = self.connect_path(first)
+        self.assertEqual(self.signed_in(path).decide(path, "deny"), 200)
+        result = self.retry(first, answer("accept"))["result"]
+        self.assertEqual(result["resultType"], "complete")
+        self.assertEqual(result["structuredContent"], {"published": False, "reason": "denied"})
+        self.assertIsNone(self.store.credential("alice"))
+        self.assertEqual(self.service.published("alice"), [])
+        self.assertEqual(self.retry(first, answer("accept"))["error"]["code"], main.INVALID_PARAMS)
+
+    def test_decline_and_cancel_on_the_choice_form_publish_nothing(self) -> None:
+        first = self.alice.call(tps("TPS report"))["result"]
+        cancelled = self.retry(first, answer("cancel", connect.CHOICE_KEY), "TPS report")["result"]
+        self.assertEqual(cancelled["structuredContent"]["reason"], "cancelled")
+        declined = self.retry(first, answer("decline", connect.CHOICE_KEY), "TPS report")["result"]
+        self.assertEqual(declined["structuredContent"]["reason"], "declined")
+        self.assertEqual(self.retry(first, answer("decline", connect.CHOICE_KEY), "TPS report")["error"]["code"], main.INVALID_PARAMS)
+        self.assertEqual(self.service.published("alice"), [])
+
+    def test_a_note_changed_after_the_link_was_sent_is_not_published(self) -> None:
+        first = self.first()
+        path = self.connect_path(first)
+        self.signed_in(path).decide(path, "allow")
+        self.server.notes.put(main.Note("note-14", "TPS report 2025", f"{WORKSPACE}/tps-2025.md", revision=1))  # type: ignore[attr-defined]
+        result = self.retry(first, answer("accept"))["result"]
+        self.assertTrue(result["isError"])
+        self.assertEqual(self.service.published("alice"), [])
+
+    def test_a_malformed_answer_is_invalid_params(self) -> None:
+        first = self.first()
+        for bad in ("accept", {"action": "maybe"}, {}):
+            with self.subTest(bad=bad):
+                self.assertEqual(self.retry(first, {connect.CONNECT_KEY: bad})["error"]["code"], main.INVALID_PARAMS)
+
+
+class PageBindingTests(InProcess):
+    """The URL alone grants nothing: only the flow's principal, signed in, with CSRF, decides."""
+
+    def test_the_link_alone_shows_only_a_sign_in_form_naming_nobody(self) -> None:
+        status, headers, text = self.browser().get(self.connect_path(self.first()))
+        self.assertEqual(status, 200)
+        self.assertIn('type="password" name="token"', text)
+        self.assertNotIn("alice", text)
+        self.assertNotIn("set-cookie", headers)
+
+    def test_a_wrong_token_is_refused_without_a_session(self) -> None:
+        path = self.connect_path(self.first())
+        browser = self.browser()
+        for token in ("wrong-token-0123456789abcdef", "", ALICE_TOKEN + "x"):
+            with self.subTest(token=token):
+                self.assertEqual(browser.sign_in(path, token), 403)
+        self.assertIsNone(browser.cookie)
+
+    def test_the_session_cookie_is_http_only_strict_and_new_at_every_sign_in(self) -> None:
+        path = self.connect_path(self.first())
+        browser = self.browser()
+        browser.sign_in(path, ALICE_TOKEN)
+        cookie = browser.pages[-1][1]["set-cookie"]
+        for attribute in ("HttpOnly", "SameSite=Strict", f"Path={connect.PATH_PREFIX}"):
+            self.assertIn(attribute, cookie)
+        old = browser.cookie
+        browser.sign_in(path, ALICE_TOKEN)
+        self.assertNotEqual(browser.cookie, old)
+        stale = self.browser()
+        stale.cookie = old
+        self.assertIn("Sign in", stale.get(path)[2])  # the replaced session is gone
+
+    def test_a_browser_chosen_session_id_is_never_accepted(self) -> None:
+        path = self.connect_path(self.first())
+        browser = self.browser()
+        browser.cookie = f"{connect.SESSION_COOKIE}={secrets.token_urlsafe(32)}"
+        self.assertIn("Sign in", browser.get(path)[2])
+        self.assertEqual(browser.decide(path, "allow", csrf="x"), 403)
+        self.assertIsNone(self.store.credential("alice"))
+
+    def test_bob_cannot_complete_alices_flow(self) -> None:
+        alice_path = self.connect_path(self.first())
+        self.assertEqual(self.browser().sign_in(alice_path, BOB_TOKEN), 403)
+        bob_path = self.connect_path(self.first(self.bob, "TPS report bob"))
+        bob = self.signed_in(bob_path, BOB_TOKEN)
+        bob_csrf = bob.csrf(bob_path)
+        self.assertEqual(bob.get(alice_path)[0], 403)
+        self.assertEqual(bob.decide(alice_path, "allow", csrf=bob_csrf), 403)
+        self.assertEqual(bob.decide(alice_path, "deny", csrf=bob_csrf), 403)
+        self.assertIsNone(self.store.credential("alice"))
+        self.assertIsNone(self.store.credential("bob"))
+        self.assertEqual(self.signed_in(alice_path).decide(alice_path, "allow"), 200)  # still alice's to finish
+        self.assertIsNone(self.store.credential("bob"))
+
+    def test_missing_or_wrong_csrf_token_is_refused_and_stores_nothing(self) -> None:
+        path = self.connect_path(self.first())
+        browser = self.signed_in(path)
+        real = browser.csrf(path)
+        for csrf in (None, "", real[:-1], real + "x", "é"):
+            with self.subTest(csrf=csrf):
+                self.assertEqual(browser.decide(path, "allow", csrf=csrf), 403)
+        self.assertIsNone(self.store.credential("alice"))
+        self.assertEqual(browser.decide(path, "allow", csrf=real), 200)
+
+    def test_a_form_posted_from_another_origin_is_refused(self) -> None:
+        path = self.connect_path(self.first())
+        browser = self.signed_in(path)
+        csrf = browser.csrf(path)
+        for origin in ("https://evil.example", "null", BASE + ".evil.example"):
+            with self.subTest(origin=origin):
+                self.assertEqual(browser.decide(path, "allow", csrf=csrf, headers=[("Origin", origin)]), 403)
+        self.assertIsNone(self.store.credential("alice"))
+        self.assertEqual(browser.decide(path, "allow", csrf=csrf, headers=[("Origin", BASE)]), 200)
+
+    def test_replayed_forged_and_malformed_handles_are_refused(self) -> None:
+        path = self.connect_path(self.first())
+        browser = self.signed_in(path)
+        csrf = browser.csrf(path)
+        self.assertEqual(browser.decide(path, "allow", csrf=csrf), 200)
+        credential = self.store.credential("alice")
+        self.assertEqual(browser.get(path)[0], 404)  # replayed: the link was used
+        self.assertEqual(browser.decide(path, "deny", csrf=csrf), 404)
+        self.assertEqual(self.store.credential("alice"), credential)
+        forged = f"{connect.PATH_PREFIX}{secrets.token_urlsafe(32)}"
+        for bad in (forged, path[:-1], path + "A", f"{connect.PATH_PREFIX}..%2f", f"{path}/other", f"{path}/", f"{path}/sign-in/x"):
+            with self.subTest(path=bad):
+                self.assertEqual(browser.get(bad)[0], 404)
+
+    def test_an_expired_handle_is_refused(self) -> None:
+        path = self.connect_path(self.first())
+        browser = self.signed_in(path)
+        csrf = browser.csrf(path)
+        self.clock.now += connect.FLOW_TTL_SECONDS
+        self.assertEqual(browser.get(path)[0], 404)
+        self.assertEqual(browser.decide(path, "allow", csrf=csrf), 404)
+        self.assertIsNone(self.store.credential("alice"))
+
+    def test_wrong_methods_and_media_types_are_refused(self) -> None:
+        path = self.connect_path(self.first())
+        browser = self.signed_in(path)
+        self.assertEqual(browser.open("POST", path, [])[0], 405)
+        self.assertEqual(browser.open("GET", f"{path}/decision")[0], 405)
+        self.assertEqual(browser.open("DELETE", path)[0], 405)
+        status = self.pages.handle("POST", f"{path}/sign-in", [("Content-Type", "application/json")], b'{"token":"x"}')[0]
+        self.assertEqual(status, 415)
+
+    def test_every_page_is_escaped_plain_html_with_the_security_headers(self) -> None:
+        self.server.policy = main.AuthorizationPolicy({"<b>eve</b>": [WORKSPACE]})
+        pages = connect.install(self.server, {"<b>eve</b>": ALICE_TOKEN}, base_url=BASE)
+        self.pages = pages
+        eve = Client(lambda message: self.server.handle(message, "<b>eve</b>"))
+        path = self.connect_path(eve.call(tps("TPS report 2025"))["result"])
+        browser = self.signed_in(path)
+        browser.decide(path, "allow")
+        browser.get(path)
+        browser.get("/connect/nope")
+        texts = [text for _, _, text in browser.pages]
+        self.assertTrue(any("&lt;b&gt;eve&lt;/b&gt;" in text for text in texts))
+        for status, headers, text in browser.pages:
+            with self.subTest(status=status):
+                for name, value in EXPECTED_PAGE_HEADERS.items():
+                    self.assertEqual(headers[name], value)
+                self.assertNotIn("<b>eve", text)
+                self.assertNotRegex(text, r"(src|href)=")  # no external resources, no links
+
+
+class SecretTests(InProcess):
+    """The credential stays server-side: never in an MCP message, a URL, a log line or a later page."""
+
+    def test_no_mcp_message_or_log_line_contains_any_credential_or_session_secret(self) -> None:
+        browsers = []
+        # Choose, connect, accept too early, allow, publish; then bob: deny; then a cancel and a decline.
+        first = self.alice.call(tps("TPS report"))["result"]
+        second = self.retry(first, answer("accept", connect.CHOICE_KEY, {"note_id": "note-3"}), "TPS report")["result"]
+        path = self.connect_path(second)
+        self.retry(second, answer("accept"), "TPS report")
+        browsers.append(self.signed_in(path))
+        browsers[-1].decide(path, "allow")
+        self.assertTrue(self.retry(second, answer("accept"), "TPS report")["result"]["structuredContent"]["published"])
+        self.alice.call(tps("TPS report 2025"), {})
+        bob_first = self.first(self.bob, "TPS report bob")
+        bob_path = self.connect_path(bob_first)
+        browsers.append(self.signed_in(bob_path, BOB_TOKEN))
+        browsers[-1].decide(bob_path, "deny")
+        self.retry(bob_first, answer("accept"), "TPS report bob", client=self.bob)
+        again = self.first(self.bob, "TPS report bob")
+        self.retry(again, answer("cancel"), "TPS report bob", client=self.bob)
+        self.retry(again, answer("decline"), "TPS report bob", client=self.bob)
+        found = self.secrets_seen(browsers)
+        credential = self.store.credential("alice")
+        self.assertIsNotNone(credential)
+        self.assertIn(credential, found)
+        wire = "\n".join(self.alice.wire + self.bob.wire)
+        log = "\n".join(self.log)
+        pages_after_allow = "\n".join(text for browser in browsers for _, _, text in browser.pages)
+        for secret in found:
+            self.assertNotIn(secret, wire)
+            self.assertNotIn(secret, log)
+        self.assertNotIn(credential, pages_after_allow)
+        self.assertEqual(len(self.alice.wire) + len(self.bob.wire), 2 * (self.alice.next_id - 1 + self.bob.next_id - 1))
+
+    def test_only_the_server_holds_the_credential_and_the_service_accepts_only_it(self) -> None:
+        path = self.connect_path(self.first())
+        self.signed_in(path).decide(path, "allow")
+        with self.assertRaises(PermissionError):
+            self.service.publish("forged-credential", main.lesson_notes()[0])
+
+
+class LimitTests(InProcess):
+    """Every connect-flow limit, on both sides."""
+
+    def test_flow_ttl_just_inside_and_at_the_limit(self) -> None:
+        path = self.connect_path(self.first())
+        self.clock.now += connect.FLOW_TTL_SECONDS - 0.001
+        self.assertEqual(self.browser().get(path)[0], 200)
+        self.clock.now += 0.001
+        self.assertEqual(self.browser().get(path)[0], 404)
+
+    def test_session_ttl_just_inside_and_at_the_limit(self) -> None:
+        browser = self.signed_in(self.connect_path(self.first()))
+        self.clock.now += connect.SESSION_TTL_SECONDS - 0.001  # the first link has expired by now
+        path = self.connect_path(self.first(title="TPS report 2024"))
+        self.assertIn("Allow", browser.get(path)[2])
+        self.clock.now += 0.001
+        self.assertIn("Sign in", browser.get(path)[2])
+
+    def test_pending_flows_per_principal_up_to_the_bound_then_an_error_for_that_principal_only(self) -> None:
+        for _ in range(connect.MAX_PENDING_FLOWS_PER_PRINCIPAL):
+            self.first()
+        refused = self.alice.call(tps("TPS report 2025"))["result"]
+        self.assertTrue(refused["isError"])
+        self.first(self.bob, "TPS report bob")
+        self.clock.now += connect.FLOW_TTL_SECONDS
+        self.first()
+
+    def test_sessions_per_principal_up_to_the_bound_then_the_oldest_is_dropped(self) -> None:
+        path = self.connect_path(self.first())
+        browsers = [self.signed_in(path) for _ in range(connect.MAX_SESSIONS_PER_PRINCIPAL)]
+        for browser in browsers:
+            self.assertIn("Allow", browser.get(path)[2])
+        self.clock.now += 1
+        self.signed_in(path)
+        self.assertIn("Sign in", browsers[0].get(path)[2])
+        self.assertIn("Allow", browsers[1].get(path)[2])
+
+    def test_form_body_size_at_the_limit_and_one_byte_over(self) -> None:
+        path = self.connect_path(self.first())
+        fields = f"token={ALICE_TOKEN}&pad="
+        exact = (fields + "x" * (connect.MAX_FORM_BYTES - len(fields))).encode()
+        self.assertEqual(len(exact), connect.MAX_FORM_BYTES)
+        self.assertEqual(self.pages.handle("POST", f"{path}/sign-in", [FORM_TYPE], exact)[0], 303)
+        self.assertEqual(self.pages.handle("POST", f"{path}/sign-in", [FORM_TYPE], exact + b"x")[0], 413)
+
+    def test_form_field_count_at_the_limit_and_one_over(self) -> None:
+        path = self.connect_path(self.first())
+        pad = [(f"p{i}", "") for i in range(connect.MAX_FORM_FIELDS - 1)]
+        self.assertEqual(self.browser().open("POST", f"{path}/sign-in", [("token", ALICE_TOKEN), *pad])[0], 303)
+        browser = self.browser()
+        self.assertEqual(browser.open("POST", f"{path}/sign-in", [("token", ALICE_TOKEN), *pad, ("p", "")])[0], 403)
+        self.assertIsNone(browser.cookie)
+
+    def test_a_repeated_form_field_is_refused(self) -> None:
+        path = self.connect_path(self.first())
+        browser = self.browser()
+        self.assertEqual(browser.open("POST", f"{path}/sign-in", [("token", BOB_TOKEN), ("token", ALICE_TOKEN)])[0], 403)
+        self.assertIsNone(browser.cookie)
+
+
+# =====================================================================================
+# Over the real transports
+# =====================================================================================
+
+
+def http_pages(test: unittest.TestCase, port: int) -> Send:
+    """A browser backend: http.client on one keep-alive connection."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=GUARD)
+    test.addCleanup(conn.close)
+
+    def send(method: str, path: str, headers: list[tuple[str, str]], body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+        conn.putrequest(method, path, skip_accept_encoding=True)
+        for name, value in headers:
+            conn.putheader(name, value)
+        if method == "POST":
+            conn.putheader("Content-Length", str(len(body)))
+        conn.endheaders(body if method == "POST" else None)
+        response = conn.getresponse()
+        return response.status, response.getheaders(), response.read()
+
+    return send
+
+
+def config_file(test: unittest.TestCase, **extra: Any) -> str:
+    return procs.write_config(test, {
+        "principals": {
+            "alice": {"token": ALICE_TOKEN, "workspaces": [WORKSPACE]},
+            "bob": {"token": BOB_TOKEN, "workspaces": [BOB_WORKSPACE]},
+        },
+        "stdioPrincipal": "alice",
+        "notes": [dataclass_note(note) for note in notes()],
+        "keys": [KEY.hex()],
+        **extra,
+    })
+
+
+def dataclass_note(note: main.Note) -> dict[str, Any]:
+    return {"id": note.id, "title": note.title, "uri": note.uri}
+
+
+class HttpTransportTests(unittest.TestCase):
+    """`serve --http --port 0`: the pages live beside /mcp on the same loopback server."""
+
+    def setUp(self) -> None:
+        self.server = procs.HttpServer(self, "--config", config_file(self), env=procs.server_env())
+        self.alice = self.client(ALICE_TOKEN)
+        self.bob = self.client(BOB_TOKEN)
+
+    def client(self, token: str) -> Client:
+        conn = self.server.connect(self)
+
+        def send(message: dict[str, Any]) -> dict[str, Any]:
+            status, _, body = procs.post(conn, message, procs.mcp_headers(message, token=token))
+            return json.loads(body)
+
+        return Client(send)
+
+    def path_of(self, result: dict[str, Any]) -> str:
+        url = urlsplit(connect_request(result)["params"]["url"])
+        self.assertEqual((url.scheme, url.hostname, url.port), ("http", "127.0.0.1", self.server.port))
+        return url.path
+
+    def test_the_full_publish_flow_through_a_browser_and_mcp_over_http(self) -> None:
+        arguments = tps("TPS report")
+        first = self.alice.call(arguments)["result"]
+        second = self.alice.retry(arguments, first, answer("accept", connect.CHOICE_KEY, {"note_id": "note-7"}))["result"]
+        path = self.path_of(second)
+        early = self.alice.retry(arguments, second, answer("accept"))["result"]
+        self.assertEqual(connect_request(early), connect_request(second))
+        browser = Browser(http_pages(self, self.server.port))
+        self.assertIn("Sign in", browser.get(path)[2])
+        self.assertEqual(browser.sign_in(path, ALICE_TOKEN), 303)
+        self.assertEqual(browser.decide(path, "allow"), 200)
+        done = self.alice.retry(arguments, early, answer("accept"))["result"]
+        self.assertEqual(done["structuredContent"], {"published": True, "noteId": "note-7", "reportId": "report-1"})
+        for status, headers, _ in browser.pages:
+            for name, value in EXPECTED_PAGE_HEADERS.items():
+                self.assertEqual(headers[name], value, (status, name))
+        session = browser.cookie.split("=", 1)[1]  # type: ignore[union-attr]
+        csrf = re.findall(r'name="csrf" value="([^"]+)"', "".join(text for _, _, text in browser.pages))
+        wire = "\n".join(self.alice.wire)
+        for secret in [session, ALICE_TOKEN, *csrf]:
+            self.assertNotIn(secret, wire)
+        self.assertNotIn(ALICE_TOKEN, self.server.stderr_text())
+        self.assertNotIn(session, self.server.stderr_text())
+
+    def test_bob_signed_in_cannot_complete_alices_flow_over_http(self) -> None:
+        first = self.alice.call(tps("TPS report 2025"))["result"]
+        alice_path = self.path_of(first)
+        bob_first = self.bob.call(tps("TPS report bob", BOB_WORKSPACE))["result"]
+        bob_path = self.path_of(bob_first)
+        bob = Browser(http_pages(self, self.server.port))
+        self.assertEqual(bob.sign_in(bob_path, BOB_TOKEN), 303)
+        csrf = bob.csrf(bob_path)
+        self.assertEqual(bob.get(alice_path)[0], 403)
+        self.assertEqual(bob.decide(alice_path, "allow", csrf=csrf), 403)
+        again = self.alice.retry(tps("TPS report 2025"), first, answer("accept"))["result"]
+        self.assertEqual(again["resultType"], "input_required")  # alice is still not connected
+
+    def test_deny_over_http_completes_not_published(self) -> None:
+        first = self.alice.call(tps("TPS report 2025"))["result"]
+        path = self.path_of(first)
+        browser = Browser(http_pages(self, self.server.port))
+        browser.sign_in(path, ALICE_TOKEN)
+        self.assertEqual(browser.decide(path, "deny"), 200)
+        result = self.alice.retry(tps("TPS report 2025"), first, answer("accept"))["result"]
+        self.assertEqual(result["structuredContent"], {"published": False, "reason": "denied"})
+        self.assertEqual(browser.get(path)[0], 404)
+
+    def test_form_only_gets_the_exact_32021_over_http(self) -> None:
+        message = request("tools/call", {"name": connect.TOOL_NAME, "arguments": tps("TPS report 2025")}, capabilities=FORM_ONLY)
+        status, _, body = procs.post(self.server.connect(self), message, procs.mcp_headers(message, token=ALICE_TOKEN))
+        self.assertEqual(status, 400)
+        error = json.loads(body)["error"]
+        self.assertEqual((error["code"], error["data"]), (main.MISSING_REQUIRED_CLIENT_CAPABILITY, URL_REQUIRED))
+
+    def test_the_transport_refuses_an_oversized_form_before_reading_it(self) -> None:
+        first = self.alice.call(tps("TPS report 2025"))["result"]
+        path = self.path_of(first)
+        send = http_pages(self, self.server.port)
+        exact = f"token={ALICE_TOKEN}&pad=".encode()
+        exact += b"x" * (connect.MAX_FORM_BYTES - len(exact))
+        self.assertEqual(send("POST", f"{path}/sign-in", [FORM_TYPE], exact)[0], 303)
+        self.assertEqual(http_pages(self, self.server.port)("POST", f"{path}/sign-in", [FORM_TYPE], exact + b"x")[0], 413)
+
+    def test_a_foreign_host_header_is_refused_on_the_pages(self) -> None:
+        path = self.path_of(self.alice.call(tps("TPS report 2025"))["result"])
+        send = http_pages(self, self.server.port)
+        conn = http.client.HTTPConnection("127.0.0.1", self.server.port, timeout=GUARD)
+        self.addCleanup(conn.close)
+        conn.putrequest("GET", path, skip_host=True)
+        conn.putheader("Host", f"evil.example:{self.server.port}")
+        conn.endheaders()
+        self.assertEqual(conn.getresponse().status, 403)
+        self.assertEqual(send("GET", path, [], b"")[0], 200)
+
+
+class StdioTransportTests(unittest.TestCase):
+    """`serve --stdio`: a loopback listener serves only the pages, on the configured port."""
+
+    def test_the_full_publish_flow_over_stdio_with_the_loopback_pages(self) -> None:
+        server = procs.StdioServer(self, "--config", config_file(self, connectPort=0), env=procs.server_env())
+        client = Client(server.exchange)
+        first = client.call(tps("TPS report 2025"))["result"]
+        url = urlsplit(connect_request(first)["params"]["url"])
+        self.assertEqual(url.hostname, "127.0.0.1")
+        self.assertTrue(any(f"connect pages on http://127.0.0.1:{url.port}/connect/" in line for line in server.stderr_lines))
+        browser = Browser(http_pages(self, url.port))  # type: ignore[arg-type]
+        self.assertEqual(browser.sign_in(url.path, ALICE_TOKEN), 303)
+        self.assertEqual(browser.decide(url.path, "allow"), 200)
+        done = client.retry(tps("TPS report 2025"), first, answer("accept"))["result"]
+        self.assertTrue(done["structuredContent"]["published"])
+        conn = http.client.HTTPConnection("127.0.0.1", url.port, timeout=GUARD)
+        self.addCleanup(conn.close)
+        message = request("server/discover")
+        self.assertEqual(procs.post(conn, message, procs.mcp_headers(message, token=ALICE_TOKEN))[0], 404)  # no MCP here
+
+    def test_connect_port_must_be_a_port_number(self) -> None:
+        base = {"principals": {"alice": {"token": ALICE_TOKEN, "workspaces": [WORKSPACE]}}}
+        for value in (-1, 65536, "8080", True, 1.5):
+            with self.subTest(value=value):
+                with self.assertRaises(transports.ConfigError):
+                    transports.parse_config(json.dumps({**base, "connectPort": value}))
+        for value in (0, 65535):
+            self.assertEqual(transports.parse_config(json.dumps({**base, "connectPort": value}))["connectPort"], value)
+
+
+if __name__ == "__main__":
+    unittest.main()
