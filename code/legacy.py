@@ -1,0 +1,564 @@
+"""Legacy 2025-11-25 adapter for stdio: `initialize`-era hosts on the modern, stateless core.
+
+A dual-era stdio process (2026-07-28 versioning: "An `initialize` request selects legacy
+semantics, scoped to the stdio process"). Until a legacy `initialize` arrives, the core
+answers every line exactly as it would without this module. After it, a request carrying
+modern `_meta` still goes to the core unchanged; everything else is legacy and is
+translated here (a message without `method` is then a response from the client):
+
+    initialize        the negotiated version, the core's capabilities and instructions
+    ping              {}
+    tools/list        the core's tools/list without resultType, cache hints or modern _meta
+    tools/call        the core's tools/call on a worker thread; each `input_required` form
+                      becomes a live `elicitation/create` request to the client (its id is
+                      the inputRequests key, `delete_choice`, then `delete_choice#2`, ...),
+                      and the client's answer goes back to the core as `inputResponses`
+                      with the echoed `requestState`, until the core's result is complete
+
+The legacy session (negotiated version, the client's capabilities, its roots, calls in
+flight, requests this adapter sent) lives in one LegacyStdioSession; the core keeps none
+of it and cannot tell a translated call from a modern client's.
+
+Roots are hints only. If the client declares `roots`, its roots are asked for after
+`notifications/initialized` (and again after `notifications/roots/list_changed`) and used
+for one thing: when a first call of a tool taking `workspaceUri` fails and exactly one
+root is also a workspace this principal is authorized for, the error text suggests it.
+A root never authorizes, widens or selects a workspace. Standard library only.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import itertools
+import secrets
+import threading
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import main
+
+# Newest first. Only versions whose wire shapes this adapter serves: 2025-06-18 has no
+# `mode` in elicitation/create and no titled single-select, which the form relies on.
+LEGACY_VERSIONS: tuple[str, ...] = ("2025-11-25",)
+LATEST_LEGACY_VERSION = LEGACY_VERSIONS[0]
+
+# Limits. Each bounds what one legacy client can make this process hold.
+MAX_CONCURRENT_LEGACY_CALLS = 4  # tools/call worker threads; each holds at most one outgoing request
+ELICITATION_TIMEOUT_SECONDS = main.DEFAULT_STATE_TTL_SECONDS  # a form unanswered this long is given up
+MAX_ELICITATION_ROUNDS = 3  # input_required rounds relayed for one tools/call
+MAX_ROOTS = 64  # roots accepted from one roots/list answer (a longer list is ignored)
+CLOSE_GRACE_SECONDS = 5.0  # close() waits this long for each worker to finish
+
+INTERNAL_ID_PREFIX = "legacy-internal-"  # ids of the requests the adapter hands the core
+MODERN_ONLY_RESULT_KEYS = ("resultType", "ttlMs", "cacheScope")
+LEGACY_TOOL_KEYS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations", "icons", "execution", "_meta")
+RESERVED_META_PREFIX = "io.modelcontextprotocol/"
+ELICIT_ACTIONS = ("accept", "decline", "cancel")
+
+NEEDS_ELICITATION = (
+    "This tool asks the user through elicitation ({modes} mode), which this client did not declare in "
+    "initialize; nothing was changed. Use a client that supports it."
+)
+BUSY = f"Too many tool calls are in progress (at most {MAX_CONCURRENT_LEGACY_CALLS}); nothing was changed. Try again."
+
+
+def is_modern(message: dict[str, Any]) -> bool:
+    """True when the message carries the modern per-request protocol version in params._meta."""
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and main.META_PROTOCOL_VERSION in meta
+
+
+def core_capabilities(declared: dict[str, Any]) -> dict[str, Any]:
+    """The modern clientCapabilities for a legacy client's declared ones: elicitation modes only."""
+    elicitation = declared.get("elicitation")
+    modes: dict[str, Any] = {}
+    if main.supports_form_elicitation(declared):
+        modes["form"] = {}  # `{}` means form, in 2025-11-25 as in 2026-07-28
+    if isinstance(elicitation, dict) and isinstance(elicitation.get("url"), dict):
+        modes["url"] = {}
+    # Roots are not passed on: the core never sees them, so they cannot steer it.
+    return {"elicitation": modes} if modes else {}
+
+
+def legacy_result(result: dict[str, Any]) -> dict[str, Any]:
+    """A modern result in 2025-11-25 shape: no resultType, ttlMs, cacheScope or reserved _meta keys."""
+    shaped = {key: value for key, value in result.items() if key not in MODERN_ONLY_RESULT_KEYS and key != "_meta"}
+    meta = result.get("_meta")
+    if isinstance(meta, dict):
+        kept = {key: value for key, value in meta.items() if not key.startswith(RESERVED_META_PREFIX)}
+        if kept:
+            shaped["_meta"] = kept
+    return shaped
+
+
+def required_modes(data: Any) -> str:
+    """The elicitation modes named in a -32021 error's data, for the tool error text."""
+    required = data.get("requiredCapabilities") if isinstance(data, dict) else None
+    elicitation = required.get("elicitation") if isinstance(required, dict) else None
+    return " or ".join(sorted(elicitation)) if isinstance(elicitation, dict) and elicitation else "form"
+
+
+def tool_error(text: str) -> dict[str, Any]:
+    """A 2025-11-25 CallToolResult reporting a tool error."""
+    return {"content": [{"type": "text", "text": text}], "isError": True}
+
+
+class _Abandoned(Exception):
+    """The call was cancelled by the client or the session closed: send nothing for it."""
+
+
+@dataclasses.dataclass
+class Outgoing:
+    """A request this adapter sent to the client, until the client's response arrives."""
+
+    method: str
+    answered: threading.Event = dataclasses.field(default_factory=threading.Event)
+    response: dict[str, Any] | None = None  # None: malformed (or woken by cancel/close)
+
+
+@dataclasses.dataclass
+class LegacyCall:
+    """A legacy tools/call in flight on its worker thread."""
+
+    id: str | int
+    thread: threading.Thread | None = None
+    cancelled: bool = False
+    waiting_on: str | None = None  # the id of the elicitation/create it waits for
+
+
+class LegacyStdioSession:
+    """One stdio process's legacy session; feed() every stdin line, close() at the end."""
+
+    def __init__(
+        self,
+        server: main.Server,
+        principal: str,
+        write: Callable[[bytes], None],
+        log: Callable[[str], None] = main.stderr_log,
+        enabled: bool = True,
+        elicitation_timeout: float = ELICITATION_TIMEOUT_SECONDS,
+    ) -> None:
+        self.server = server
+        self.principal = principal
+        self.enabled = enabled
+        self.version: str | None = None  # the negotiated legacy version; None until initialize
+        self.initialized = False  # notifications/initialized seen
+        self._write = write
+        self._log = log
+        self._timeout = elicitation_timeout
+        self._write_lock = threading.Lock()  # one whole line at a time, from any thread
+        self._lock = threading.Lock()  # everything below
+        self._capabilities: dict[str, Any] = {}  # what the core is told, derived from initialize
+        self._wants_roots = False
+        self._roots: tuple[main.Path, ...] = ()
+        self._roots_request: str | None = None
+        self._roots_stale = False
+        self._outgoing: dict[str, Outgoing] = {}
+        self._calls: dict[str | int, LegacyCall] = {}
+        self._slots = threading.BoundedSemaphore(MAX_CONCURRENT_LEGACY_CALLS)
+        self._ids = itertools.count(1)
+        self._sent: dict[str, int] = {}  # outgoing id base -> times used (bases are ours, so few)
+        self._closed = False
+
+    # ------------------------------------------------------------------ dispatch
+
+    def feed(self, line: bytes) -> None:
+        """Serve one stdin line: core traffic exactly as the core answers it, legacy traffic here."""
+        if not self.enabled:
+            self._to_core(line)
+            return
+        try:
+            message = main.decode_message(line)
+        except main.McpError:
+            self._to_core(line)  # the core reports parse and size errors
+            return
+        if isinstance(message, dict) and self.version is not None and "method" not in message:
+            self._on_response(message)
+            return
+        request = self._legacy_request(message)
+        if request is None:
+            # Decoded once: handle() is handle_bytes() without the decoding.
+            response = self.server.handle(message, self.principal)
+            if response is not None:
+                self._send(response)
+        elif request.id is None:
+            self._on_notification(request)
+        elif request.method == "tools/call":
+            self._start_call(request)
+        else:
+            self._send(self._answer(request))
+
+    def _to_core(self, line: bytes) -> None:
+        _, body = self.server.handle_bytes(line, self.principal)
+        if body is not None:
+            self._send_bytes(body)
+
+    def _legacy_request(self, message: Any) -> main.Envelope | None:
+        """A valid legacy request or notification for this adapter, or None for the core."""
+        if not isinstance(message, dict) or is_modern(message):
+            return None
+        try:
+            request = main.parse_envelope(message)
+        except main.McpError:
+            return None  # the core reports envelope errors, in either era
+        if self.version is None and not (request.method == "initialize" and request.id is not None):
+            return None  # before initialize, legacy-shaped traffic gets the core's answers
+        return request
+
+    def _answer(self, request: main.Envelope) -> dict[str, Any]:
+        """The response to a legacy request other than tools/call."""
+        handlers: dict[str, Callable[[Any], dict[str, Any]]] = {
+            "initialize": self._initialize,
+            "ping": lambda params: {},
+            "tools/list": self._list_tools,
+        }
+        try:
+            handler = handlers.get(request.method)
+            if handler is None:
+                raise main.McpError(main.METHOD_NOT_FOUND, "Method not found")
+            return {"jsonrpc": "2.0", "id": request.id, "result": handler(request.params)}
+        except main.McpError as exc:
+            return main.error_response(request.id, exc)
+        except Exception:  # noqa: BLE001 - the adapter's own boundary, like the core's
+            self._log("legacy: internal error:\n" + traceback.format_exc())
+            return main.error_response(request.id, main.McpError(main.INTERNAL_ERROR, "Internal error"))
+
+    def _modern(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Run one request through the core as a modern client with this session's capabilities."""
+        meta = {
+            main.META_PROTOCOL_VERSION: main.PROTOCOL_VERSION,
+            main.META_CLIENT_CAPABILITIES: copy.deepcopy(self._capabilities),
+        }
+        with self._lock:
+            request_id = f"{INTERNAL_ID_PREFIX}{next(self._ids)}"
+        message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {**params, "_meta": meta}}
+        response = self.server.handle(message, self.principal)
+        assert response is not None  # a request with an id always gets a response
+        return response
+
+    def _outgoing_id(self, base: str) -> str:
+        """A new id for a request to the client (call with the lock held): `base`, then `base#2`, ...
+
+        The base is the inputRequests key (delete_choice) or "roots/list", so the client's
+        log says what is being asked; the suffix keeps ids unique within the session.
+        """
+        count = self._sent[base] = self._sent.get(base, 0) + 1
+        return base if count == 1 else f"{base}#{count}"
+
+    # ------------------------------------------------------------------ initialize, tools/list
+
+    def _initialize(self, params: Any) -> dict[str, Any]:
+        """Negotiate the version, fix the client's capabilities for the session, describe the server."""
+        if self.version is not None:
+            raise main.McpError(main.INVALID_REQUEST, "Invalid Request: this session is already initialized")
+        if not (
+            isinstance(params, dict)
+            and isinstance(params.get("protocolVersion"), str)
+            and isinstance(params.get("capabilities"), dict)
+            and isinstance(params.get("clientInfo"), dict)
+        ):
+            raise main.McpError(main.INVALID_PARAMS, "Invalid params: initialize needs protocolVersion, capabilities and clientInfo")
+        discovered = self._modern("server/discover", {})
+        if "result" not in discovered:
+            raise main.McpError(main.INTERNAL_ERROR, "Internal error")
+        requested, declared = params["protocolVersion"], params["capabilities"]
+        self._capabilities = core_capabilities(declared)
+        self._wants_roots = isinstance(declared.get("roots"), dict)
+        self.version = requested if requested in LEGACY_VERSIONS else LATEST_LEGACY_VERSION
+        result = {
+            "protocolVersion": self.version,
+            "capabilities": discovered["result"]["capabilities"],
+            "serverInfo": dict(main.SERVER_INFO),
+        }
+        if isinstance(discovered["result"].get("instructions"), str):
+            result["instructions"] = discovered["result"]["instructions"]
+        return result
+
+    def _list_tools(self, params: Any) -> dict[str, Any]:
+        """The core's tools in 2025-11-25 shape (each descriptor keeps only legacy Tool keys)."""
+        if params is not None and not isinstance(params, dict):
+            raise main.McpError(main.INVALID_PARAMS, "Invalid params: params must be an object")
+        response = self._modern("tools/list", {key: value for key, value in (params or {}).items() if key == "cursor"})
+        if "error" in response:
+            error = response["error"]
+            raise main.McpError(error["code"], error["message"], error.get("data"))
+        result = legacy_result(response["result"])
+        result["tools"] = [{key: value for key, value in tool.items() if key in LEGACY_TOOL_KEYS} for tool in result["tools"]]
+        return result
+
+    # ------------------------------------------------------------------ notifications and responses
+
+    def _on_notification(self, request: main.Envelope) -> None:
+        """initialized, roots/list_changed and cancelled act; anything else is ignored."""
+        if request.method == "notifications/initialized" and not self.initialized:
+            self.initialized = True
+            self._ask_roots()
+        elif request.method == "notifications/roots/list_changed":
+            self._ask_roots()
+        elif request.method == "notifications/cancelled":
+            self._cancel(request.params)
+        elif not request.method.startswith("notifications/"):
+            self._log(f"legacy: ignored id-less request {request.method[:64]!r}: a request needs an id")
+
+    def _on_response(self, message: dict[str, Any]) -> None:
+        """A response from the client: it completes the request it answers, or it is ignored."""
+        request_id = main.read_id(message)
+        with self._lock:
+            outgoing = self._outgoing.pop(request_id, None) if isinstance(request_id, str) else None
+        if outgoing is None:
+            # Unknown, duplicate, late or id-less: nobody waits for it, and answering a
+            # response is not allowed, so it is dropped without touching any state.
+            self._log(f"legacy: ignored a response to no pending request (id {str(request_id)[:64]!r})")
+            return
+        body = message.get("result", message.get("error"))
+        if message.get("jsonrpc") != "2.0" or ("result" in message) == ("error" in message) or not isinstance(body, dict):
+            self._log(f"legacy: malformed response to {outgoing.method} {request_id!r}; treated as a refusal")
+        else:
+            outgoing.response = message
+        if outgoing.method == "roots/list":
+            self._take_roots(outgoing.response)
+        else:
+            outgoing.answered.set()
+
+    def _cancel(self, params: Any) -> None:
+        """notifications/cancelled: a legacy call in flight stops waiting and will not be answered."""
+        request_id = main.read_id({"id": params.get("requestId")}) if isinstance(params, dict) else None
+        with self._lock:
+            call = self._calls.get(request_id) if request_id is not None else None
+            if call is None:
+                return  # unknown or finished: ignored, as the spec says
+            call.cancelled = True
+            outgoing = self._outgoing.get(call.waiting_on) if call.waiting_on else None
+        if outgoing is not None:
+            outgoing.answered.set()
+
+    # ------------------------------------------------------------------ roots (hints only)
+
+    def _ask_roots(self) -> None:
+        """Send roots/list if the client declared roots; one at a time, re-asked if stale."""
+        if not (self._wants_roots and self.initialized):
+            return
+        with self._lock:
+            if self._roots_request is not None:
+                self._roots_stale = True  # ask again once the pending answer is in
+                return
+            request_id = self._outgoing_id("roots/list")
+            self._outgoing[request_id] = Outgoing("roots/list")
+            self._roots_request = request_id
+        self._send({"jsonrpc": "2.0", "id": request_id, "method": "roots/list"})
+
+    def _take_roots(self, response: dict[str, Any] | None) -> None:
+        """Keep the parseable file:// roots of an answer; an error or oversized list leaves none."""
+        result = response.get("result") if response else None
+        entries = result.get("roots") if isinstance(result, dict) else None
+        roots: list[main.Path] = []
+        if not isinstance(entries, list) or len(entries) > MAX_ROOTS:
+            self._log(f"legacy: roots/list answer ignored (an error, or not a list of at most {MAX_ROOTS} roots)")
+        else:
+            for entry in entries:
+                try:
+                    roots.append(main.parse_file_uri(entry.get("uri") if isinstance(entry, dict) else None))
+                except main.ScopeError as exc:
+                    self._log(f"legacy: ignored a root that {exc}")
+        with self._lock:
+            self._roots = tuple(roots)
+            self._roots_request = None
+            stale, self._roots_stale = self._roots_stale, False
+        if stale:
+            self._ask_roots()
+
+    def suggested_workspace(self) -> str | None:
+        """The client's one root that this principal is authorized for, if exactly one is."""
+        with self._lock:
+            roots = self._roots
+        # allows() is the same check the core makes: a root above a granted workspace
+        # (file:///Users/alice) is not allowed, so a hint never widens what may be touched.
+        usable = {main.format_file_uri(path) for path in roots if self.server.policy.allows(self.principal, path)}
+        return usable.pop() if len(usable) == 1 else None
+
+    def _with_hint(self, result: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+        """A failed first call of a workspaceUri tool, plus the suggested root if there is one."""
+        name, arguments = params.get("name"), params.get("arguments")
+        tool = self.server.tools.get(name) if isinstance(name, str) else None
+        if not result.get("isError") or tool is None or "workspaceUri" not in tool[0]["inputSchema"].get("properties", {}):
+            return result
+        suggestion = self.suggested_workspace()
+        try:
+            given = main.normalize_file_uri(arguments.get("workspaceUri") if isinstance(arguments, dict) else None)
+        except main.ScopeError:
+            given = None
+        if suggestion is None or suggestion == given:
+            return result
+        hint = f"The client's roots include {suggestion}, a workspace you may use: pass it as workspaceUri."
+        return {**result, "content": [*result.get("content", []), {"type": "text", "text": hint}]}
+
+    # ------------------------------------------------------------------ tools/call
+
+    def _start_call(self, request: main.Envelope) -> None:
+        """Run a legacy tools/call on a worker thread, or refuse it at once (duplicate id, busy)."""
+        with self._lock:
+            duplicate = request.id in self._calls
+        if duplicate:
+            # Cancellation is by id: two calls in flight with one id could not be told apart.
+            self._send(main.error_response(request.id, main.McpError(main.INVALID_REQUEST, "Invalid Request: id is in use by a call in progress")))
+            return
+        if not self._slots.acquire(blocking=False):
+            self._send({"jsonrpc": "2.0", "id": request.id, "result": tool_error(BUSY)})
+            return
+        assert request.id is not None
+        call = LegacyCall(request.id)
+        call.thread = threading.Thread(target=self._run_call, args=(call, request.params), name="legacy-tools-call", daemon=True)
+        with self._lock:
+            self._calls[request.id] = call
+        call.thread.start()
+
+    def _run_call(self, call: LegacyCall, params: Any) -> None:
+        """Worker: the whole call; its one response unless it was cancelled or the session closed."""
+        response: dict[str, Any] | None = None
+        try:
+            response = {"jsonrpc": "2.0", "id": call.id, "result": self._call_tool(call, params)}
+        except main.McpError as exc:
+            response = main.error_response(call.id, exc)
+        except _Abandoned:
+            response = None
+        except Exception:  # noqa: BLE001 - the worker's boundary
+            self._log("legacy: internal error in tools/call:\n" + traceback.format_exc())
+            response = main.error_response(call.id, main.McpError(main.INTERNAL_ERROR, "Internal error"))
+        with self._lock:
+            self._calls.pop(call.id, None)
+            send = response is not None and not call.cancelled and not self._closed
+        self._slots.release()
+        if send:
+            assert response is not None
+            self._send_from_worker(response)
+
+    def _call_tool(self, call: LegacyCall, params: Any) -> dict[str, Any]:
+        """The core's tools/call, relaying each input_required form to the client; McpError passes."""
+        if not isinstance(params, dict):
+            raise main.McpError(main.INVALID_PARAMS, "Invalid params: params must be an object")
+        # Only name and arguments: a legacy client does not drive the MRTR fields itself.
+        base = {key: params[key] for key in ("name", "arguments") if key in params}
+        response = self._modern("tools/call", base)
+        for round_number in itertools.count():
+            if "error" in response:
+                error = response["error"]
+                if error["code"] == main.MISSING_REQUIRED_CLIENT_CAPABILITY:
+                    return tool_error(NEEDS_ELICITATION.format(modes=required_modes(error.get("data"))))
+                if round_number:
+                    # The arguments were fine; the confirmation was not (expired, or an
+                    # answer outside the form). A refusal changes nothing.
+                    return tool_error(f"The confirmation was not accepted ({error['message']}); nothing was changed.")
+                raise main.McpError(error["code"], error["message"], error.get("data"))
+            result = response["result"]
+            if result.get("resultType") != "input_required":
+                shaped = legacy_result(result)
+                return self._with_hint(shaped, base) if round_number == 0 else shaped
+            if round_number == MAX_ELICITATION_ROUNDS:
+                return tool_error(f"The tool still needed input after {MAX_ELICITATION_ROUNDS} forms; nothing was changed.")
+            answers = self._ask_client(call, result.get("inputRequests"))
+            if isinstance(answers, str):
+                return tool_error(answers)
+            retry = {**base, "requestState": result.get("requestState"), "inputResponses": answers}
+            response = self._modern("tools/call", retry)
+        raise AssertionError("unreachable")
+
+    def _ask_client(self, call: LegacyCall, requests: Any) -> dict[str, Any] | str:
+        """Each form in inputRequests asked as a live elicitation/create: the answers, or why not."""
+        if not isinstance(requests, dict) or not requests:
+            return "The tool asked for input it did not describe; nothing was changed."
+        answers: dict[str, Any] = {}
+        declared = self._capabilities.get("elicitation", {})
+        for key, asked in requests.items():
+            params = asked.get("params") if isinstance(asked, dict) else None
+            mode = params.get("mode", "form") if isinstance(params, dict) else None
+            if mode not in declared or asked.get("method") != "elicitation/create":  # type: ignore[union-attr]
+                return "The tool needs input this adapter cannot ask this client for; nothing was changed."
+            assert isinstance(params, dict)
+            if mode == "form":
+                legacy_params = {"mode": "form", "message": params.get("message"), "requestedSchema": params.get("requestedSchema")}
+            else:
+                # 2025-11-25 requires an elicitationId on URL mode; 2026-07-28 makes it optional.
+                elicitation_id = params.get("elicitationId")
+                legacy_params = {
+                    "mode": "url",
+                    "message": params.get("message"),
+                    "url": params.get("url"),
+                    "elicitationId": elicitation_id if isinstance(elicitation_id, str) else secrets.token_urlsafe(16),
+                }
+            answer = self._elicit(call, key, legacy_params)
+            if isinstance(answer, str):
+                return answer
+            answers[key] = answer
+        return answers
+
+    def _elicit(self, call: LegacyCall, key: str, params: dict[str, Any]) -> dict[str, Any] | str:
+        """Send one elicitation/create and wait (bounded) for it: an ElicitResult, or why not."""
+        with self._lock:
+            if call.cancelled or self._closed:
+                raise _Abandoned()
+            request_id = self._outgoing_id(key)
+            outgoing = self._outgoing[request_id] = Outgoing("elicitation/create")
+            call.waiting_on = request_id
+        if not self._send_from_worker({"jsonrpc": "2.0", "id": request_id, "method": "elicitation/create", "params": params}):
+            with self._lock:
+                self._outgoing.pop(request_id, None)
+            raise _Abandoned()
+        outgoing.answered.wait(self._timeout)
+        with self._lock:
+            call.waiting_on = None
+            self._outgoing.pop(request_id, None)  # from now on a late answer is unknown and ignored
+            abandoned, closed = call.cancelled, self._closed
+        if closed:
+            raise _Abandoned()
+        if abandoned or not outgoing.answered.is_set():
+            # Tell the client to take the form down: nobody will read its answer.
+            reason = "the tool call was cancelled" if abandoned else "the form timed out"
+            self._send_from_worker({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id, "reason": reason}})
+            if abandoned:
+                raise _Abandoned()
+            return "The form was not answered in time; nothing was changed."
+        response = outgoing.response
+        if response is None:
+            return "The client's answer to the form was malformed; nothing was changed."
+        if "error" in response:
+            self._log(f"legacy: the client refused elicitation/create {request_id}: {repr(response['error'])[:200]}")
+            return "The client could not show the form; nothing was changed."
+        result = response["result"]
+        if result.get("action") not in ELICIT_ACTIONS or ("content" in result and not isinstance(result["content"], dict)):
+            return "The client's answer to the form was malformed; nothing was changed."
+        answer = {"action": result["action"]}
+        if "content" in result:
+            answer["content"] = result["content"]
+        return answer
+
+    # ------------------------------------------------------------------ output and shutdown
+
+    def _send(self, message: dict[str, Any]) -> None:
+        self._send_bytes(main.encode_message(message))
+
+    def _send_bytes(self, body: bytes) -> None:
+        with self._write_lock:
+            self._write(body + b"\n")
+
+    def _send_from_worker(self, message: dict[str, Any]) -> bool:
+        """Send from a worker thread; a gone client is logged (the reader sees it too), not raised."""
+        try:
+            self._send(message)
+            return True
+        except (OSError, ValueError):
+            self._log("legacy: could not write to the client; it is gone")
+            return False
+
+    def close(self) -> None:
+        """End the session: wake every waiting call (none is answered) and let the workers finish."""
+        with self._lock:
+            self._closed = True
+            calls = list(self._calls.values())
+            for outgoing in self._outgoing.values():
+                outgoing.answered.set()
+        for call in calls:
+            if call.thread is not None:
+                call.thread.join(CLOSE_GRACE_SECONDS)

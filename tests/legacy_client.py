@@ -1,0 +1,128 @@
+"""A scripted 2025-11-25 client for the legacy adapter tests, over a subprocess or in memory."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import queue
+import unittest
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import support
+import main
+import legacy
+import procs
+
+CLIENT_INFO = {"name": "scripted-legacy-client", "version": "1.0.0"}
+FORM_CLIENT = {"elicitation": {}}  # `{}` means form mode in 2025-11-25
+
+
+class Wire(Protocol):
+    def send(self, message: bytes | dict[str, Any]) -> None: ...
+
+    def receive(self) -> dict[str, Any]: ...
+
+
+class MemoryWire:
+    """A LegacyStdioSession fed in this process; every line it writes is read back in order."""
+
+    def __init__(self, test: unittest.TestCase, server: main.Server, **kwargs: Any) -> None:
+        self.lines: queue.Queue[bytes] = queue.Queue()
+        self.log = support.Log()
+        self.session = legacy.LegacyStdioSession(server, support.PRINCIPAL, self._write, self.log, **kwargs)
+        test.addCleanup(self.session.close)
+
+    def _write(self, line: bytes) -> None:
+        assert line.endswith(b"\n") and b"\n" not in line[:-1], line
+        self.lines.put(line)
+
+    def send(self, message: bytes | dict[str, Any]) -> None:
+        self.session.feed(json.dumps(message).encode() if isinstance(message, dict) else message)
+
+    def receive(self) -> dict[str, Any]:
+        return json.loads(self.lines.get(timeout=procs.GUARD))
+
+    def written_after_close(self) -> list[bytes]:
+        """Close the session (which waits for its workers), then every line not yet read."""
+        self.session.close()
+        rest = []
+        while not self.lines.empty():
+            rest.append(self.lines.get_nowait())
+        return rest
+
+
+class LegacyClient:
+    """Sends requests and answers server-initiated ones by hand; keeps what arrives out of turn."""
+
+    def __init__(self, wire: Wire) -> None:
+        self.wire = wire
+        self.held: list[dict[str, Any]] = []  # read while waiting for something else
+        self._ids = itertools.count(1)
+
+    def send(self, message: bytes | dict[str, Any]) -> None:
+        self.wire.send(message)
+
+    def request(self, method: str, params: Any = None, id: Any = None) -> Any:
+        """Send a request; its id."""
+        id = next(self._ids) if id is None else id
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": id, "method": method}
+        if params is not None:
+            message["params"] = params
+        self.send(message)
+        return id
+
+    def notify(self, method: str, params: Any = None) -> None:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        self.send(message)
+
+    def next(self, match: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+        """The first message (held or new) that matches; others are held in arrival order."""
+        for index, message in enumerate(self.held):
+            if match(message):
+                return self.held.pop(index)
+        while not match(message := self.wire.receive()):
+            self.held.append(message)
+        return message
+
+    def response(self, id: Any) -> dict[str, Any]:
+        return self.next(lambda m: "method" not in m and m.get("id") == id and type(m.get("id")) is type(id))
+
+    def server_request(self, method: str) -> dict[str, Any]:
+        return self.next(lambda m: m.get("method") == method)
+
+    def call(self, method: str, params: Any = None) -> dict[str, Any]:
+        """Send a request and return its whole response."""
+        return self.response(self.request(method, params))
+
+    def initialize(self, capabilities: dict[str, Any] | None = None, version: str = legacy.LATEST_LEGACY_VERSION) -> dict[str, Any]:
+        """initialize (form elicitation by default), then notifications/initialized; the result."""
+        params = {"protocolVersion": version, "capabilities": FORM_CLIENT if capabilities is None else capabilities, "clientInfo": CLIENT_INFO}
+        response = self.call("initialize", params)
+        self.notify("notifications/initialized")
+        return response["result"]
+
+    def delete(self, title: str = "TPS report", workspace: str = support.WORKSPACE) -> Any:
+        """Send a legacy tools/call notes_delete; its id."""
+        return self.request("tools/call", {"name": main.TOOL_NAME, "arguments": {"workspaceUri": workspace, "title": title}})
+
+    def answer(self, request: dict[str, Any], result: Any = None, error: Any = None) -> None:
+        """Respond to a server-initiated request with a result or an error."""
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request["id"]}
+        if error is not None:
+            message["error"] = error
+        else:
+            message["result"] = result
+        self.send(message)
+
+
+def choices(form: dict[str, Any]) -> list[str]:
+    """The note ids a delete form (elicitation/create request or inputRequests entry) offers."""
+    return [option["const"] for option in form["params"]["requestedSchema"]["properties"]["note_id"]["oneOf"]]
+
+
+def accepted(note_id: str = "note-14", confirm: bool = True) -> dict[str, Any]:
+    """The ElicitResult of a user who chose `note_id` and ticked (or not) the confirm box."""
+    return {"action": "accept", "content": {"note_id": note_id, "confirm": confirm}}
