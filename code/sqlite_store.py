@@ -79,7 +79,8 @@ class SqliteNotesStore:
         self._limit = max_per_principal
         self._lock = threading.Lock()
         # TEST-ONLY: called as hook(stage) inside the settle transaction, after the nonce
-        # insert ("claimed") and after the delete statement ("deleted"), before COMMIT.
+        # insert ("claimed") and after the deletion ("deleted": the row, or the Markdown
+        # store's unlink), before COMMIT.
         # The crash tests pause here and SIGKILL the process. None (the default) in service.
         self._inside_transaction_hook: Callable[[str], None] | None = None
 
@@ -132,28 +133,39 @@ class SqliteNotesStore:
         recheck: Callable[[main.Note], bool],
     ) -> main.Settlement:
         """One transaction: claim the nonce; for `target` (id, version) re-read, re-check, delete."""
+        return self.consume(principal, nonce, expires_at, lambda: self._delete_row(target, recheck))
+
+    def consume(
+        self, principal: str, nonce: str, expires_at: float, act: Callable[[], main.Settlement]
+    ) -> main.Settlement:
+        """One BEGIN IMMEDIATE transaction: claim the nonce, run `act` (re-check, delete), COMMIT.
+
+        `act` runs only after a successful claim, inside the transaction and under the
+        lock; it returns CONSUMED, CHANGED or DELETED. The Markdown folder store passes an
+        `act` that unlinks a file, so its nonce shares this table and this transaction.
+        """
         with self._lock:
             conn = self._conn
             conn.execute("BEGIN IMMEDIATE")  # the write lock first: every check below sees a frozen database
             try:
-                outcome = self._settle_in_transaction(principal, nonce, expires_at, target, recheck)
+                claim = self._claim(principal, nonce, expires_at)
+                if claim is main.Claim.OK:
+                    self._pause("claimed")
+                    outcome = act()
+                    if outcome is main.Settlement.DELETED:
+                        self._pause("deleted")
+                    conn.execute("COMMIT")
+                    return outcome
                 # USED and FULL write nothing, not even the pruning: a refusal mutates nothing.
-                conn.execute("ROLLBACK" if outcome in (main.Settlement.USED, main.Settlement.FULL) else "COMMIT")
-                return outcome
+                conn.execute("ROLLBACK")
+                return main.Settlement.USED if claim is main.Claim.USED else main.Settlement.FULL
             except BaseException:
                 # Half a deletion must never survive: the nonce goes with the note or not at all.
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
 
-    def _settle_in_transaction(
-        self,
-        principal: str,
-        nonce: str,
-        expires_at: float,
-        target: tuple[str, str] | None,
-        recheck: Callable[[main.Note], bool],
-    ) -> main.Settlement:
+    def _claim(self, principal: str, nonce: str, expires_at: float) -> main.Claim:
         conn = self._conn
         now = self._clock()  # read after the lock is held; the same reading prunes and checks expiry
         conn.execute(
@@ -165,33 +177,32 @@ class SqliteNotesStore:
         # an earlier use may already be pruned, so an expired nonce is refused here, with
         # the clock reading that pruning used; otherwise a replay could slip in at the edge.
         if not now < expires_at:
-            return main.Settlement.USED
+            return main.Claim.USED
         inserted = conn.execute(
             "INSERT INTO consumed_nonces (nonce, principal, expires_at) VALUES (?, ?, ?) ON CONFLICT (nonce) DO NOTHING",
             (nonce, principal, expires_at),
         ).rowcount
         if inserted != 1:
-            return main.Settlement.USED  # replay: another call, on any instance, committed it first
+            return main.Claim.USED  # replay: another call, on any instance, committed it first
         # Without a bound one principal confirming in a loop grows the table without limit.
         # Counted in SQL over unexpired rows (this one included), so rows not yet pruned
         # never count and every instance enforces the same bound.
         (held,) = conn.execute(
             "SELECT COUNT(*) FROM consumed_nonces WHERE principal = ? AND expires_at > ?", (principal, now)
         ).fetchone()
-        if held > self._limit:
-            return main.Settlement.FULL
-        self._pause("claimed")
+        return main.Claim.FULL if held > self._limit else main.Claim.OK
+
+    def _delete_row(self, target: tuple[str, str] | None, recheck: Callable[[main.Note], bool]) -> main.Settlement:
         if target is None:
             return main.Settlement.CONSUMED
         note_id, version = target
-        row = conn.execute("SELECT id, title, uri, revision FROM notes WHERE id = ?", (note_id,)).fetchone()
+        row = self._conn.execute("SELECT id, title, uri, revision FROM notes WHERE id = ?", (note_id,)).fetchone()
         live = _note(row) if row is not None else None
         # Time of check to time of use: the form was shown minutes ago; the note may have
         # been edited, moved out of the workspace, or the grant revoked since then.
         if live is None or live.version != version or not recheck(live):
             return main.Settlement.CHANGED
-        conn.execute("DELETE FROM notes WHERE id = ?", (note_id,))
-        self._pause("deleted")
+        self._conn.execute("DELETE FROM notes WHERE id = ?", (note_id,))
         return main.Settlement.DELETED
 
     def _pause(self, stage: str) -> None:

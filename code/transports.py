@@ -1,7 +1,9 @@
 """The real transports for the lesson server: `main.py serve --stdio | --http`.
 
-    python3 code/main.py serve --stdio [--config FILE]
+    python3 code/main.py serve --stdio [--config FILE] [--no-legacy]
     python3 code/main.py serve --http [--host 127.0.0.1] [--port 8765] [--config FILE] [--no-auth]
+    ... [--db FILE]            notes and consumed confirmations in SQLite (code/sqlite_store.py)
+    ... [--notes-dir DIR]...   real Markdown folders (code/markdown_store.py)
 
 Both transports are thin: they turn bytes into `Server.handle_bytes()` calls, so every
 protocol outcome (including the HTTP status of a JSON-RPC error) is decided by the core.
@@ -35,7 +37,11 @@ from collections.abc import Callable, Sequence
 from http import HTTPStatus
 from typing import Any
 
+import connect
+import legacy
 import main
+import markdown_store
+import sqlite_store
 
 # =====================================================================================
 # Limits and defaults (each bounds what one hostile client can make the server hold)
@@ -109,10 +115,25 @@ def read_workspaces(value: Any, field: str) -> list[str]:
     return list(value)
 
 
+def read_path(value: Any, field: str) -> str:
+    """A non-empty file system path (absolute is best: relative means the working directory)."""
+    if not isinstance(value, str) or not value or "\x00" in value:
+        raise ConfigError(field, "must be a non-empty path")
+    return value
+
+
+def read_paths(value: Any, field: str) -> list[str]:
+    """A list of paths (see read_path)."""
+    if not isinstance(value, list):
+        raise ConfigError(field, "must be a list of folder paths")
+    return [read_path(item, f"{field}[{index}]") for index, item in enumerate(value)]
+
+
 # The keys one principal entry may have; a later extension adds its own (e.g. "notesDirs").
 PRINCIPAL_FIELDS: dict[str, Callable[[Any, str], Any]] = {
     "token": read_token,
     "workspaces": read_workspaces,
+    "notesDirs": read_paths,  # Markdown folders this principal may delete notes in (code/markdown_store.py)
 }
 REQUIRED_PRINCIPAL_FIELDS = ("token", "workspaces")
 
@@ -180,6 +201,13 @@ NOTE_FIELDS: dict[str, Callable[[Any, str], Any]] = {
 }
 
 
+def read_port(value: Any, field: str) -> int:
+    """A TCP port, 0..65535 (0 picks a free one)."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 65535:
+        raise ConfigError(field, "must be a port number 0..65535 (0 picks a free port)")
+    return value
+
+
 def read_ttl(value: Any, field: str) -> float:
     """Seconds a confirmation stays valid: finite, > 0, at most main.MAX_STATE_TTL_SECONDS."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -224,6 +252,8 @@ CONFIG_FIELDS: dict[str, Callable[[Any, str], Any]] = {
     "stateTtlSeconds": read_ttl,
     "keys": read_keys,
     "allowedOrigins": read_origins,
+    "connectPort": read_port,  # stdio only: the loopback port of the connect pages (code/connect.py)
+    "db": read_path,  # SQLite file: the notes store, or with notesDirs only the consumed confirmations
 }
 REQUIRED_CONFIG_FIELDS = ("principals",)
 
@@ -299,13 +329,40 @@ def lesson_config() -> dict[str, Any]:
 
 
 def build_store(config: dict[str, Any], args: argparse.Namespace) -> main.NotesStore:
-    """The notes store the config asks for (today: the notes in memory)."""
+    """Markdown folders (any notesDirs), else SQLite ("db"), else memory; StoreError at start-up."""
+    folders = [path for entry in config["principals"].values() for path in entry.get("notesDirs", [])]
+    if folders:
+        if "notes" in config:
+            raise ConfigError("notes", "cannot be combined with notesDirs or --notes-dir (the files are the notes)")
+        nonces = sqlite_store.open_store(config.get("db") or default_nonce_db(), clock=time.time)
+        return markdown_store.MarkdownNotesStore(folders, nonces)
+    if "db" in config:
+        # Seeded only when this creates the database: from "notes", or the lesson fixture without --config.
+        return sqlite_store.open_store(config["db"], clock=time.time, seed_notes=config.get("notes", []))
     return main.MemoryNotesStore(config.get("notes", []), main.MemoryReplayStore(time.time))
+
+
+def default_nonce_db() -> str:
+    """The Markdown store's confirmation database: $XDG_STATE_HOME/notes-mcp/nonces.db."""
+    state = os.environ.get("XDG_STATE_HOME", "")
+    if not os.path.isabs(state):
+        state = os.path.join(os.path.expanduser("~"), ".local", "state")
+    folder = os.path.join(state, "notes-mcp")
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise sqlite_store.StoreError(f"cannot create {folder} for the confirmation database: {exc.strerror}") from None
+    return os.path.join(folder, "nonces.db")
 
 
 def build_server(config: dict[str, Any], args: argparse.Namespace, keys: Sequence[bytes]) -> main.Server:
     """The core server for a validated config."""
-    grants = {name: entry["workspaces"] for name, entry in config["principals"].items()}
+    # A principal's notes folders are workspaces it may act on, spelled as the store spells them.
+    grants = {
+        name: entry["workspaces"]
+        + [main.format_file_uri(markdown_store.root_path(path)) for path in entry.get("notesDirs", [])]
+        for name, entry in config["principals"].items()
+    }
     return main.Server(
         keys=keys,
         notes=build_store(config, args),
@@ -337,35 +394,45 @@ def signing_keys(config: dict[str, Any], environ: dict[str, str]) -> list[bytes]
 # =====================================================================================
 
 
-def serve_stdio(server: main.Server, principal: str) -> int:
+def serve_stdio(server: main.Server, principal: str, legacy_enabled: bool = True) -> int:
     """Answer one JSON-RPC message per stdin line on stdout until EOF; returns the exit status."""
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     # Only protocol messages may reach stdout: a stray print() anywhere now goes to stderr.
     sys.stdout = sys.stderr
-    limit = main.MAX_MESSAGE_BYTES + 1  # the content, or its newline, or one byte too many
-    while True:
-        line = stdin.readline(limit)
-        if not line:
-            return 0
-        if not line.endswith(b"\n") and len(line) == limit:
-            # An endless line would make us buffer without bound: keep only the first
-            # `limit` bytes (enough for the core to refuse by size) and skip the rest.
-            while (rest := stdin.readline(limit)) and not rest.endswith(b"\n"):
-                pass
-        elif line.endswith(b"\n"):
-            line = line[:-1]
-        if not line.strip():
-            continue
-        _, body = server.handle_bytes(line, principal)
-        if body is None:
-            continue
+
+    def write(line: bytes) -> None:
         try:
-            stdout.write(body + b"\n")
+            stdout.write(line)
             stdout.flush()
         except BrokenPipeError:
             # The client is gone. Point fd 1 at /dev/null so the exit-time flush is quiet.
             os.dup2(os.open(os.devnull, os.O_WRONLY), stdout.fileno())
-            return 0
+            raise
+
+    # Every line goes through the legacy 2025-11-25 adapter (code/legacy.py): until a legacy
+    # `initialize` it hands each line to server.handle_bytes(), and modern requests always.
+    session = legacy.LegacyStdioSession(server, principal, write, server.log, enabled=legacy_enabled)
+    limit = main.MAX_MESSAGE_BYTES + 1  # the content, or its newline, or one byte too many
+    try:
+        while True:
+            line = stdin.readline(limit)
+            if not line:
+                return 0
+            if not line.endswith(b"\n") and len(line) == limit:
+                # An endless line would make us buffer without bound: keep only the first
+                # `limit` bytes (enough for the core to refuse by size) and skip the rest.
+                while (rest := stdin.readline(limit)) and not rest.endswith(b"\n"):
+                    pass
+            elif line.endswith(b"\n"):
+                line = line[:-1]
+            if not line.strip():
+                continue
+            try:
+                session.feed(line)
+            except BrokenPipeError:
+                return 0
+    finally:
+        session.close()
 
 
 # =====================================================================================
@@ -465,10 +532,12 @@ def json_error_body(message: str) -> bytes:
     return main.encode_message(main.error_response(None, main.McpError(main.INVALID_REQUEST, message)))
 
 
-def http_response(status: int, body: bytes | None, headers: Sequence[tuple[str, str]] = (), close: bool = False) -> bytes:
+def http_response(
+    status: int, body: bytes | None, headers: Sequence[tuple[str, str]] = (), close: bool = False, json_body: bool = True
+) -> bytes:
     """A complete HTTP/1.1 response as one byte string (headers and body in one write)."""
     lines = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}"]
-    if body is not None:
+    if body is not None and json_body:
         lines.append("Content-Type: application/json")
     lines.append(f"Content-Length: {len(body) if body is not None else 0}")
     lines.extend(f"{name}: {value}" for name, value in headers)
@@ -503,6 +572,8 @@ class Connection(socketserver.BaseRequestHandler):
         try:
             method, target, version, headers = self.read_head(deadline)
             keep_alive = version == "HTTP/1.1" and "close" not in ",".join(header_values(headers, "connection")).lower()
+            if self.server.pages is not None and target.startswith(connect.PATH_PREFIX):
+                return self.serve_page(method, target, headers, deadline, keep_alive)
             raw, principal = self.admit(method, target, headers, deadline)
         except HttpRefusal as refusal:
             # Refused before its body was read: the rest of the stream cannot be trusted.
@@ -518,13 +589,27 @@ class Connection(socketserver.BaseRequestHandler):
         self.request.sendall(http_response(status, reply, close=not keep_alive))
         return keep_alive
 
+    def serve_page(self, method: str, target: str, headers: list[tuple[str, str]], deadline: float, keep_alive: bool) -> bool:
+        """A connect page (code/connect.py): Host, Origin and body framing here, the rest in the pages."""
+        self.server.policy.check_origin(headers)
+        lengths = header_values(headers, "content-length")
+        if header_values(headers, "transfer-encoding") or len(lengths) > 1 or not all(v.isdigit() and v.isascii() for v in lengths):
+            raise HttpRefusal(400, "Bad Request: send a form with one plain Content-Length")
+        length = int(lengths[0]) if lengths else 0
+        if length > connect.MAX_FORM_BYTES:
+            raise HttpRefusal(413, f"Content Too Large: a form is at most {connect.MAX_FORM_BYTES} bytes")
+        status, page_headers, page = self.server.pages.handle(method, target, headers, self.read_exact(length, deadline))  # type: ignore[union-attr]
+        keep_alive = keep_alive and method in ("GET", "POST")  # a HEAD answer carries a body here: end after it
+        self.request.sendall(http_response(status, page, page_headers, close=not keep_alive, json_body=False))
+        return keep_alive
+
     def admit(
         self, method: str, target: str, headers: list[tuple[str, str]], deadline: float
     ) -> tuple[bytes, str]:
         """The HTTP-layer checks, in order; returns (body, principal) or raises HttpRefusal."""
         policy = self.server.policy
         policy.check_origin(headers)
-        if target.partition("?")[0] != ENDPOINT:
+        if target.partition("?")[0] != ENDPOINT or not self.server.mcp_endpoint:
             raise HttpRefusal(404, f"Not Found: the MCP endpoint is {ENDPOINT}")
         if method != "POST":
             raise HttpRefusal(405, "Method Not Allowed: use POST", [("Allow", "POST")])
@@ -622,10 +707,19 @@ class HttpServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
     allow_reuse_address = True
     request_queue_size = LISTEN_BACKLOG
 
-    def __init__(self, address: tuple[str, int], mcp: main.Server, policy: HttpPolicy) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        mcp: main.Server,
+        policy: HttpPolicy,
+        pages: connect.ConnectPages | None = None,
+        mcp_endpoint: bool = True,
+    ) -> None:
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self.mcp = mcp
         self.policy = policy
+        self.pages = pages  # the connect pages under /connect/, when served here
+        self.mcp_endpoint = mcp_endpoint  # False: a pages-only listener (serve --stdio)
         self.slots = threading.BoundedSemaphore(MAX_CONCURRENT_CONNECTIONS)
         super().__init__(address, Connection)
 
@@ -650,10 +744,10 @@ class HttpServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
     def handle_error(self, request: Any, client_address: Any) -> None:
         self.mcp.log("error in the HTTP transport:\n" + traceback.format_exc())
 
-    def url(self) -> str:
-        """The endpoint URL clients use."""
+    def url(self, path: str = ENDPOINT) -> str:
+        """The URL of `path` on this server (by default the endpoint clients use)."""
         host, port = self.server_address[:2]
-        return f"http://{f'[{host}]' if ':' in host else host}:{port}{ENDPOINT}"
+        return f"http://{f'[{host}]' if ':' in host else host}:{port}{path}"
 
 
 def refuse_busy(request: socket.socket) -> None:
@@ -681,7 +775,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def serve_http(server: main.Server, config: dict[str, Any], args: argparse.Namespace) -> int:
+def serve_http(server: main.Server, config: dict[str, Any], args: argparse.Namespace, pages: connect.ConnectPages) -> int:
     """Listen, print the URL line, serve until a signal; returns the exit status."""
     loopback = is_loopback(args.host)
     tokens: dict[str, str] = {}
@@ -700,10 +794,11 @@ def serve_http(server: main.Server, config: dict[str, Any], args: argparse.Names
         args.request_timeout,
     )
     try:
-        httpd = HttpServer((args.host.strip("[]"), args.port), server, policy)
+        httpd = HttpServer((args.host.strip("[]"), args.port), server, policy, pages)
     except OSError as exc:
         say(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
         return 1
+    pages.base_url = httpd.url("")
     if loopback:
         # Known only once bound (--port 0): the names a loopback client may put in Host.
         port = httpd.server_address[1]
@@ -753,6 +848,19 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="HTTP without bearer tokens, acting as the stdio principal (loopback hosts only; development and conformance tests)",
     )
+    p.add_argument(
+        "--no-legacy",
+        action="store_true",
+        help="stdio: serve 2026-07-28 only (initialize gets -32601 naming the supported versions)",
+    )
+    p.add_argument("--db", metavar="FILE", help="SQLite database shared by instances (overrides the config's db)")
+    p.add_argument(
+        "--notes-dir",
+        metavar="DIR",
+        action="append",
+        default=[],
+        help="a folder of Markdown notes for the stdio principal (repeatable)",
+    )
     # Testing only (README, "Limits"): shortens the slow-client deadline so tests run fast.
     p.add_argument("--request-timeout", type=timeout_seconds, default=REQUEST_TIMEOUT_SECONDS, help=argparse.SUPPRESS)
     return p
@@ -766,6 +874,9 @@ def serve(argv: Sequence[str]) -> int:
         return int(exc.code or 0)
     if args.stdio and args.no_auth:
         say("--no-auth applies to --http only (stdio has no tokens)")
+        return EXIT_USAGE
+    if args.http and args.no_legacy:
+        say("--no-legacy applies to --stdio only (HTTP serves 2026-07-28 only)")
         return EXIT_USAGE
     if args.http and args.no_auth and not is_loopback(args.host):
         say(f"--no-auth refused: host {args.host!r} is not a loopback address")
@@ -782,10 +893,25 @@ def serve(argv: Sequence[str]) -> int:
         if not args.config and args.http and not args.no_auth:
             config["principals"][main.LESSON_PRINCIPAL]["token"] = lesson_token(environ)
         keys = signing_keys(config, environ)
+        if not args.config and not config["principals"][main.LESSON_PRINCIPAL]["token"]:
+            # stdio and --no-auth: still needed to sign in on the connect pages (code/connect.py).
+            config["principals"][main.LESSON_PRINCIPAL]["token"] = lesson_token(environ)
     except ConfigError as exc:
         say(str(exc))
         return EXIT_USAGE
-    server = build_server(config, args, keys)
+    if args.db:
+        config["db"] = args.db
+    if args.notes_dir:
+        if not args.config:
+            del config["notes"]  # the lesson fixture: with folders, the files are the notes
+        entry = config["principals"][config["stdioPrincipal"]]
+        entry["notesDirs"] = entry.get("notesDirs", []) + args.notes_dir
+    try:
+        server = build_server(config, args, keys)
+    except (ConfigError, sqlite_store.StoreError) as exc:
+        say(str(exc))
+        return EXIT_USAGE
+    pages = connect.install(server, {name: entry["token"] for name, entry in config["principals"].items()})
 
     def stop(signum: int, frame: Any) -> None:
         raise Stop()
@@ -794,10 +920,34 @@ def serve(argv: Sequence[str]) -> int:
     signal.signal(signal.SIGINT, stop)
     try:
         if args.stdio:
-            return serve_stdio(server, config["stdioPrincipal"])
-        return serve_http(server, config, args)
+            return serve_stdio_with_pages(server, config, pages, args.request_timeout, not args.no_legacy)
+        return serve_http(server, config, args, pages)
     except Stop:
         return 0
+
+
+def serve_stdio_with_pages(
+    server: main.Server, config: dict[str, Any], pages: connect.ConnectPages, timeout: float, legacy_enabled: bool = True
+) -> int:
+    """stdio, plus a loopback-only listener that serves nothing but the connect pages."""
+    policy = HttpPolicy({}, None, None, frozenset(), timeout)
+    try:
+        listener = HttpServer(("127.0.0.1", config.get("connectPort", 0)), server, policy, pages, mcp_endpoint=False)
+    except OSError as exc:
+        say(f"cannot listen on 127.0.0.1:{config.get('connectPort', 0)} for the connect pages: {exc.strerror or exc}")
+        return 1
+    port = listener.server_address[1]
+    policy.allowed_hosts = frozenset(f"{name}:{port}" for name in LOOPBACK_NAMES)
+    pages.base_url = listener.url("")
+    say(f"connect pages on {listener.url(connect.PATH_PREFIX)}")
+    thread = threading.Thread(target=listener.serve_forever, name="connect-pages", daemon=True)
+    thread.start()
+    try:
+        return serve_stdio(server, config["stdioPrincipal"], legacy_enabled)
+    finally:
+        listener.shutdown()
+        listener.server_close()
+        thread.join()
 
 
 def lesson_token(environ: dict[str, str]) -> str:

@@ -1,0 +1,962 @@
+"""Benchmark: full MRTR round trips per second, where the time goes, replay-store memory.
+
+    python3 code/bench.py [--mode inprocess|stdio|http|all] [--seconds N] [--notes N]
+
+A script, not a test: it prints a readable report and exits 0 (1 if a round trip ever
+returns something other than the expected protocol answer). One round trip is the whole
+lesson flow: `tools/call notes_delete` -> `input_required` (the form and a sealed
+requestState), then the retry with `inputResponses.delete_choice = accept` and the echoed
+state -> `deleted`. Both legs go through bytes: the client encodes JSON, the server runs
+`handle_bytes`, the client decodes the answer.
+
+Workload: one workspace holding `--notes` notes with unique, fixed-width titles, so each
+title query matches exactly one note. The in-memory store looks candidates up by scanning
+every note, so the store size is part of the cost: in-process, every deleted note is put
+back (`store.put`) so the size stays constant; over stdio and HTTP the server is started
+on a config with `--notes` notes and restarted when they run out (start-up excluded).
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import gc
+import http.client
+import io
+import itertools
+import json
+import os
+import pstats
+import re
+import secrets
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import tracemalloc
+from collections.abc import Callable, Iterator
+from typing import Any
+
+CODE = os.path.dirname(os.path.abspath(__file__))
+if CODE not in sys.path:
+    sys.path.insert(0, CODE)
+
+import main  # noqa: E402
+
+PRINCIPAL = "alice"
+WORKSPACE = "file:///bench/ws"
+TOKEN = "bench-" + secrets.token_hex(16)
+META = main.request_meta()  # what a modern client sends: version, clientInfo, form elicitation
+
+# Context from the issues (this kind of machine, 2 cores).
+TARGET_INPROCESS_RT = 4000  # round trips/s; ~8,000 is the floor of what the stdlib allows
+SDK_STDIO_RT = (80, 95)  # the official SDK server, lean client
+SDK_HTTP_RT = (75, 90)
+SDK_FIRST_ANSWER_S = (1.3, 1.7)
+TARGET_STDIO_FACTOR = 20
+TARGET_HTTP_FACTOR = 10
+TARGET_FIRST_ANSWER_MS = 150.0
+
+
+class BenchError(RuntimeError):
+    """A round trip returned something other than the expected protocol answer."""
+
+
+# ---------------------------------------------------------------------------------- workload
+
+
+def note_id(i: int) -> str:
+    """The id of bench note i."""
+    return f"b{i}"
+
+
+def note_title(i: int) -> str:
+    """The title of bench note i (unique: matches only note i)."""
+    # Fixed width: "Bench note 000012" is not a substring of any other title.
+    return f"Bench note {i:06d}"
+
+
+def bench_notes(count: int) -> list[main.Note]:
+    """`count` notes in the bench workspace, plus two look-alikes outside it (never offered)."""
+    notes = [main.Note(note_id(i), note_title(i), f"{WORKSPACE}/n{i}.md") for i in range(count)]
+    notes.append(main.Note("evil-1", note_title(0), "file:///bench/ws-evil/n0.md"))
+    notes.append(main.Note("tmp-1", note_title(0), "file:///tmp/n0.md"))
+    return notes
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    """What a lean client sends: compact JSON."""
+    return json.dumps(message, separators=(",", ":")).encode("utf-8")
+
+
+def first_call(i: int, request_id: int) -> dict[str, Any]:
+    """The first tools/call for note i (no state yet)."""
+    arguments = {"workspaceUri": WORKSPACE, "title": note_title(i)}
+    params = {"_meta": META, "name": main.TOOL_NAME, "arguments": arguments}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+def retry_call(i: int, request_id: int, state: str) -> dict[str, Any]:
+    """The retry: the echoed state and an accepted form choosing note i."""
+    message = first_call(i, request_id)
+    message["params"]["requestState"] = state
+    answer = {"action": "accept", "content": {"note_id": note_id(i), "confirm": True}}
+    message["params"]["inputResponses"] = {main.INPUT_KEY: answer}
+    return message
+
+
+def round_trip(send: Callable[[bytes], bytes], i: int) -> None:
+    """One full MRTR flow for note i through `send` (bytes in, bytes out); checks both answers."""
+    first = json.loads(send(encode(first_call(i, 2 * i + 1))))
+    result = first.get("result") or {}
+    if result.get("resultType") != "input_required":
+        raise BenchError(f"first call for note {i}: expected input_required, got {str(first)[:300]}")
+    final = json.loads(send(encode(retry_call(i, 2 * i + 2, result["requestState"]))))
+    if (final.get("result") or {}).get("structuredContent") != {"deleted": True, "noteId": note_id(i)}:
+        raise BenchError(f"retry for note {i}: expected deleted, got {str(final)[:300]}")
+
+
+class Ticker:
+    """An injected clock that advances only when told to."""
+
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def bench_server(notes: int, clock: Callable[[], float]) -> tuple[main.Server, main.MemoryNotesStore]:
+    """A server over a memory store holding `notes` notes; one principal for the workspace."""
+    store = main.MemoryNotesStore(bench_notes(notes), main.MemoryReplayStore(clock))
+    server = main.Server(
+        keys=[secrets.token_bytes(32)],
+        notes=store,
+        policy=main.AuthorizationPolicy({PRINCIPAL: [WORKSPACE]}),
+        clock=clock,
+        log=lambda line: None,
+    )
+    return server, store
+
+
+# ---------------------------------------------------------------------------------- timing
+
+
+def median_us(fn: Callable[[], Any], number: int | None = None, repeat: int = 7) -> float:
+    """Median over `repeat` runs of the mean µs per call of `fn` (each run ~30 ms unless `number`)."""
+    start = time.perf_counter_ns()
+    fn()  # warm-up, and a first estimate of the cost
+    once = max(time.perf_counter_ns() - start, 1)
+    if number is None:
+        number = max(1, min(20_000, 30_000_000 // once))
+    for _ in range(min(number, 200)):
+        fn()
+    runs = []
+    for _ in range(repeat):
+        start = time.perf_counter_ns()
+        for _ in range(number):
+            fn()
+        runs.append((time.perf_counter_ns() - start) / number / 1000)
+    return statistics.median(runs)
+
+
+def rate_runs(run_for: Callable[[float], tuple[int, float]], seconds: float, repeat: int = 5) -> tuple[float, float, float]:
+    """(median, min, max) of `repeat` rates; `run_for(budget)` returns (count, elapsed s)."""
+    rates = []
+    for _ in range(repeat):
+        count, elapsed = run_for(seconds / repeat)
+        rates.append(count / elapsed)
+    return statistics.median(rates), min(rates), max(rates)
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Keep the cyclic collector out of tight timing loops (it is re-enabled afterwards)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def section(title: str) -> None:
+    """Print a report section heading."""
+    print(f"\n== {title} " + "=" * max(0, 74 - len(title)))
+
+
+def row(label: str, value: str, note: str = "") -> None:
+    """Print one aligned report line."""
+    print(f"  {label:<46} {value:>14}  {note}".rstrip())
+
+
+def verdict(ok: bool) -> str:
+    """The word for a figure against its target."""
+    return "OK" if ok else "BELOW TARGET"
+
+
+# ---------------------------------------------------------------------------------- in-process
+
+
+def inprocess_round_trips(notes: int, seconds: float) -> tuple[float, float, float, float]:
+    """(median, min, max round trips/s, server share) with the store size held at `notes`."""
+    clock = Ticker()
+    server, store = bench_server(notes, clock)
+    originals = {note.id: note for note in store.all()}
+    server_ns = 0
+
+    def send(raw: bytes) -> bytes:
+        nonlocal server_ns
+        start = time.perf_counter_ns()
+        _, body = server.handle_bytes(raw, PRINCIPAL)
+        server_ns += time.perf_counter_ns() - start
+        assert body is not None
+        return body
+
+    counter = itertools.count()
+
+    def run_for(budget: float) -> tuple[int, float]:
+        done = 0
+        start = time.perf_counter()
+        deadline = start + budget
+        while True:
+            i = next(counter) % notes
+            round_trip(send, i)
+            store.put(originals[note_id(i)])  # put the note back: the store size stays constant
+            clock.now += 1.0  # ~300 unexpired confirmations in the replay store at any time
+            done += 1
+            if done % 64 == 0 and time.perf_counter() >= deadline:
+                return done, time.perf_counter() - start
+
+    run_for(min(0.5, seconds / 4))  # warm-up
+    server_ns = 0
+    total_start = time.perf_counter_ns()
+    median, low, high = rate_runs(run_for, seconds)
+    share = server_ns / (time.perf_counter_ns() - total_start)
+    return median, low, high, share
+
+
+def breakdown(notes: int) -> dict[str, float]:
+    """µs per operation for each step of a round trip, median of several repetitions."""
+    clock = Ticker()
+    server, store = bench_server(notes, clock)
+    i = notes // 2
+    note = next(n for n in store.all() if n.id == note_id(i))
+    first_raw = encode(first_call(i, 1))
+    status, first_body = server.handle_bytes(first_raw, PRINCIPAL)
+    assert status == 200 and first_body is not None
+    state = json.loads(first_body)["result"]["requestState"]
+    retry_raw = encode(retry_call(i, 2, state))
+    retry_msg = json.loads(retry_raw)
+    first_response = json.loads(first_body)
+    workspace = main.parse_file_uri(WORKSPACE)
+    canonical = {"workspaceUri": WORKSPACE, "title": note_title(i)}
+    headers = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("MCP-Protocol-Version", main.PROTOCOL_VERSION),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", main.TOOL_NAME),
+    ]
+
+    def checks() -> None:
+        # Everything the server verifies about a retry before it touches state or store.
+        envelope = main.parse_envelope(retry_msg)
+        meta = main.read_meta(envelope.params)
+        main.check_version(meta)
+        args = main.read_delete_args(envelope.params["arguments"])
+        main.supports_form_elicitation(meta.capabilities)
+        path = main.parse_file_uri(args.workspace_uri)
+        server.policy.allows(PRINCIPAL, path)
+        main.format_file_uri(path)
+        main.inside_workspace(note, path)
+
+    def checks_http() -> None:
+        checks()
+        envelope = main.parse_envelope(retry_msg)
+        main.check_http_headers(headers, envelope.method, envelope.params, main.read_meta(envelope.params))
+
+    claims = {
+        "sub": PRINCIPAL,
+        "method": "tools/call",
+        "tool": main.TOOL_NAME,
+        "args": main.digest(canonical),
+        "phase": main.PHASE_CONFIRM,
+        "cands": [[note.id, note.version]],
+        "nonce": main.b64url_encode(secrets.token_bytes(16)),
+        "iat": clock.now,
+        "exp": clock.now + 300.0,
+    }
+    sealer = server.sealer
+    token = sealer.seal(claims)
+
+    figures: dict[str, float] = {}
+    figures["json_bytes"] = float(len(first_body))
+    figures["json"] = median_us(lambda: main.encode_message(main.decode_message(first_body)))
+    figures["json_rt"] = median_us(
+        lambda: (
+            main.decode_message(first_raw),
+            main.encode_message(first_response),
+            main.decode_message(retry_raw),
+            main.encode_message({"jsonrpc": "2.0", "id": 2, "result": main.tool_result("Deleted note b1.", {"deleted": True, "noteId": "b1"})}),
+        )
+    )
+    figures["checks"] = median_us(checks)
+    figures["checks_http"] = median_us(checks_http)
+    figures["lookup"] = median_us(lambda: store.candidates(workspace, note_title(i)))
+    figures["form"] = median_us(lambda: main.delete_form(WORKSPACE, note_title(i), [note]))
+    figures["digest"] = median_us(lambda: main.digest(canonical))
+    figures["seal"] = median_us(lambda: sealer.seal(claims))
+    figures["open"] = median_us(lambda: sealer.open(token))
+    figures["seal_open"] = median_us(lambda: sealer.open(sealer.seal(claims)))
+
+    # settle (accept -> DELETED): the note is put back and a fresh nonce drawn outside the timer.
+    recheck = lambda live: server.policy.allows(PRINCIPAL, workspace) and main.inside_workspace(live, workspace)  # noqa: E731
+    runs = []
+    with gc_paused():
+        for _ in range(7):
+            total = 0
+            for _ in range(2000):
+                store.put(note)
+                nonce = secrets.token_hex(8)
+                clock.now += 1.0
+                start = time.perf_counter_ns()
+                outcome = store.settle(PRINCIPAL, nonce, clock.now + 300.0, (note.id, note.version), recheck)
+                total += time.perf_counter_ns() - start
+                if outcome is not main.Settlement.DELETED:
+                    raise BenchError(f"settle returned {outcome}")
+            runs.append(total / 2000 / 1000)
+    figures["settle"] = statistics.median(runs)
+    store.put(note)
+
+    # The two legs and the whole flow, through handle_bytes.
+    figures["first"] = median_us(lambda: server.handle_bytes(first_raw, PRINCIPAL))
+    originals = {n.id: n for n in store.all()}
+    counter = itertools.count()
+
+    def one() -> None:
+        k = next(counter) % notes
+        round_trip(lambda raw: server.handle_bytes(raw, PRINCIPAL)[1] or b"", k)
+        store.put(originals[note_id(k)])
+        clock.now += 1.0
+
+    figures["round_trip"] = median_us(one)
+    return figures
+
+
+def lookup_scaling(sizes: list[int]) -> list[tuple[int, float]]:
+    """µs per candidates() lookup (one match) as the store grows."""
+    out = []
+    for size in sizes:
+        _, store = bench_server(size, Ticker())
+        workspace = main.parse_file_uri(WORKSPACE)
+        title = note_title(size // 2)
+        out.append((size, median_us(lambda: store.candidates(workspace, title), repeat=5)))
+    return out
+
+
+def replay_flood(confirmations: int, principals: int) -> dict[str, Any]:
+    """Flood one store with confirmations through `settle`; memory, bound and pruning."""
+    clock = Ticker()
+    gc.collect()
+    tracemalloc.start()
+    baseline = tracemalloc.get_traced_memory()[0]
+    replay = main.MemoryReplayStore(clock)
+    store = main.MemoryNotesStore([], replay)
+    ttl = main.DEFAULT_STATE_TTL_SECONDS
+    counts = {outcome: 0 for outcome in main.Settlement}
+    per_principal: dict[str, int] = {}
+    start = time.perf_counter()
+    for k in range(confirmations):
+        principal = f"p{k % principals}"
+        nonce = main.b64url_encode(secrets.token_bytes(16))  # what ask() mints
+        outcome = store.settle(principal, nonce, clock.now + ttl, None, lambda note: False)
+        counts[outcome] += 1
+        if outcome is main.Settlement.CONSUMED:
+            per_principal[principal] = per_principal.get(principal, 0) + 1
+        clock.now += 0.001  # 100k confirmations in 100 s: all still inside the 300 s TTL
+    elapsed = time.perf_counter() - start
+    current, peak = tracemalloc.get_traced_memory()
+    held = len(replay)
+    clock.now += ttl + 1  # every state has expired
+    after = store.settle("p-late", "late-nonce", clock.now + ttl, None, lambda note: False)
+    pruned_len = len(replay)
+    current_after = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    return {
+        "confirmations": confirmations,
+        "principals": principals,
+        "consumed": counts[main.Settlement.CONSUMED],
+        "full": counts[main.Settlement.FULL],
+        "used": counts[main.Settlement.USED],
+        "max_per_principal": max(per_principal.values(), default=0),
+        "held": held,
+        "bound": principals * main.MAX_REPLAY_PER_PRINCIPAL,
+        "current": current - baseline,
+        "peak": peak - baseline,
+        "after_prune_len": pruned_len,
+        "after_prune_outcome": after,
+        "current_after": current_after - baseline,
+        "rate": confirmations / elapsed,
+    }
+
+
+def profile_round_trips(notes: int, count: int = 3000, top: int = 18) -> str:
+    """cProfile of `count` in-process round trips; the top functions by own time."""
+    clock = Ticker()
+    server, store = bench_server(notes, clock)
+    originals = {note.id: note for note in store.all()}
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for k in range(count):
+        i = k % notes
+        round_trip(lambda raw: server.handle_bytes(raw, PRINCIPAL)[1] or b"", i)
+        store.put(originals[note_id(i)])
+        clock.now += 1.0
+    profiler.disable()
+    text = io.StringIO()
+    stats = pstats.Stats(profiler, stream=text).strip_dirs().sort_stats("tottime")
+    stats.print_stats(top)
+    return text.getvalue()
+
+
+def run_inprocess(args: argparse.Namespace) -> dict[str, Any]:
+    """Round trips/s, the time breakdown, lookup scaling and the replay flood, printed."""
+    section("In-process: full round trips through handle_bytes (each deleted note is put back)")
+    sizes = sorted({10, args.notes, 20_000})
+    rates: dict[int, float] = {}
+    for size in sizes:
+        with gc_paused():
+            median, low, high, share = inprocess_round_trips(size, args.seconds)
+        rates[size] = median
+        note = f"min {low:,.0f} max {high:,.0f}; {share:.0%} in handle_bytes; target >= {TARGET_INPROCESS_RT:,}: {verdict(median >= TARGET_INPROCESS_RT)}"
+        row(f"{size:,} notes in the workspace: round trips/s", f"{median:,.0f}", note)
+    median = rates[args.notes]
+    ok = median >= TARGET_INPROCESS_RT
+
+    section("Where the time goes (µs per op, median of 7 repetitions)")
+    f = breakdown(args.notes)
+    row(f"(a) JSON decode+encode, {f['json_bytes']:.0f} B message", f"{f['json']:.1f}", "issue context: ~35 µs")
+    row("    server JSON per round trip (2 in, 2 out)", f"{f['json_rt']:.1f}")
+    row("(b) checks: envelope, _meta, args, URI, authz", f"{f['checks']:.1f}", "per request (stdio)")
+    row("    the same plus HTTP header checks", f"{f['checks_http']:.1f}", "per request (HTTP)")
+    row(f"    candidate lookup ({args.notes} notes, 1 match)", f"{f['lookup']:.1f}", "first call only")
+    row("    form (elicitation) build", f"{f['form']:.1f}", "first call only")
+    row("    argument digest (state binding)", f"{f['digest']:.1f}", "once per call")
+    row("(c) seal + open a requestState", f"{f['seal_open']:.1f}", f"seal {f['seal']:.1f} + open {f['open']:.1f}; issue context: ~43 µs")
+    row("(d) settle (claim nonce, re-check, delete)", f"{f['settle']:.1f}")
+    row("first call through handle_bytes", f"{f['first']:.1f}")
+    row("total: one full round trip (client included)", f"{f['round_trip']:.1f}", f"= {1e6 / f['round_trip']:,.0f}/s")
+    parts = f["json_rt"] + 2 * f["checks"] + f["lookup"] + f["form"] + 2 * f["digest"] + f["seal_open"] + f["settle"]
+    row("sum of the server-side parts above", f"{parts:.1f}", "(a)+2(b)+lookup+form+2 digests+(c)+(d)")
+
+    section("Lookup cost as the in-memory store grows (µs per candidates() call, one match)")
+    scaling = lookup_scaling(sizes)
+    for size, micros in scaling:
+        row(f"{size:,} notes", f"{micros:,.1f}", f"{micros * 1000 / size:.0f} ns a note (a linear scan)")
+
+    section("Replay store after a flood of confirmations (injected clock)")
+    flood = replay_flood(args.flood, 4)
+    row("confirmations settled (4 principals)", f"{flood['confirmations']:,}", f"{flood['rate']:,.0f}/s under tracemalloc")
+    row("  consumed / refused FULL / USED", f"{flood['consumed']:,} / {flood['full']:,} / {flood['used']}")
+    row("  max held for one principal", f"{flood['max_per_principal']:,}", f"MAX_REPLAY_PER_PRINCIPAL = {main.MAX_REPLAY_PER_PRINCIPAL:,}")
+    bounded = flood["held"] <= flood["bound"] and flood["max_per_principal"] <= main.MAX_REPLAY_PER_PRINCIPAL
+    row("  len(store) after the flood", f"{flood['held']:,}", f"bound {flood['bound']:,}: {'bounded' if bounded else 'UNBOUNDED'}")
+    row("  traced memory now / peak", f"{flood['current'] / 1024:,.0f} / {flood['peak'] / 1024:,.0f} KiB")
+    row("  after the clock passes expiry: len(store)", f"{flood['after_prune_len']}", f"(the one new claim; {flood['after_prune_outcome'].value})")
+    row("  traced memory after pruning", f"{flood['current_after'] / 1024:,.0f} KiB")
+
+    if not ok or args.profile:
+        count = max(200, min(5000, int(median)))  # about one second of work, unprofiled
+        section(f"cProfile of {count:,} in-process round trips ({args.notes} notes), top by own time")
+        print(profile_round_trips(args.notes, count))
+    return {"inprocess_rt": rates, "breakdown": f, "scaling": scaling, "flood": flood}
+
+
+# ---------------------------------------------------------------------------------- processes
+
+_PROCESSES: list[subprocess.Popen[bytes]] = []
+
+
+def spawn(argv: list[str], env: dict[str, str] | None = None, **kwargs: Any) -> subprocess.Popen[bytes]:
+    """Start a server process and remember it so `stop_all` ends it on any exit path."""
+    process = subprocess.Popen(argv, env=env, **kwargs)
+    _PROCESSES.append(process)
+    return process
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """End one process we started: EOF on stdin, terminate, kill if it lingers, close pipes."""
+    if process.stdin is not None:
+        with contextlib.suppress(OSError):
+            process.stdin.close()  # a stdio server exits on EOF
+    try:
+        process.wait(timeout=0.5 if process.stdin is not None else 0)
+    except subprocess.TimeoutExpired:
+        pass
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
+    # Only now: closing a pipe another thread is blocked reading would wait for that read.
+    for stream in (process.stdout, process.stderr):
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
+    if process in _PROCESSES:
+        _PROCESSES.remove(process)
+
+
+def stop_all() -> None:
+    """Stop every process this script started and has not stopped yet."""
+    for process in list(_PROCESSES):
+        stop(process)
+
+
+
+# ---------------------------------------------------------------------------------- transports
+
+MAIN_PY = os.path.join(CODE, "main.py")
+URL_RE = re.compile(r"http://([^\s/:]+|\[[^\]\s]+\]):(\d+)/mcp")
+
+
+def server_env(pycache: str | None = None) -> dict[str, str]:
+    """The environment for a server we start: our token, no inherited signing key.
+
+    With `pycache`, bytecode is cached under that directory (as on a usual install);
+    without it the inherited setting stands (this sandbox sets PYTHONDONTWRITEBYTECODE=1,
+    so every start compiles main.py and transports.py from source).
+    """
+    env = dict(os.environ)
+    if pycache is not None:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = pycache
+    env["NOTES_MCP_TOKEN"] = TOKEN
+    env.pop("NOTES_MCP_SECRET", None)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def write_config(directory: str, notes: int) -> str:
+    """A config with one principal, `notes` deletable notes and a fixed signing key."""
+    path = os.path.join(directory, f"bench-{notes}.json")
+    config = {
+        "principals": {PRINCIPAL: {"token": TOKEN, "workspaces": [WORKSPACE]}},
+        "stdioPrincipal": PRINCIPAL,
+        "keys": [secrets.token_hex(32)],
+        "notes": [{"id": n.id, "title": n.title, "uri": n.uri} for n in bench_notes(notes)],
+    }
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(config, handle)
+    return path
+
+
+DISCOVER = encode({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": main.request_meta({})}})
+
+
+class Drain(threading.Thread):
+    """Reads a server's stderr so it never blocks on a full pipe; keeps the last lines."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(daemon=True)
+        self.stream = stream
+        self.lines: list[str] = []
+        self.url = threading.Event()
+        self.address: tuple[str, int] | None = None
+
+    def run(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            for raw in self.stream:
+                line = raw.decode("utf-8", "replace").rstrip()
+                self.lines = (self.lines + [line])[-20:]
+                found = URL_RE.search(line)
+                if found and self.address is None:
+                    self.address = (found.group(1).strip("[]"), int(found.group(2)))
+                    self.url.set()
+        self.url.set()  # EOF: whoever waits learns the server is gone
+
+
+class StdioServer:
+    """`main.py serve --stdio`; send() writes one line and reads one line."""
+
+    def __init__(self, config: str | None, pycache: str | None = None) -> None:
+        argv = [sys.executable, MAIN_PY, "serve", "--stdio"] + (["--config", config] if config else [])
+        self.process = spawn(argv, env=server_env(pycache), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.drain = Drain(self.process.stderr)
+        self.drain.start()
+
+    def send(self, raw: bytes, method: str = "tools/call") -> bytes:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(raw + b"\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line:
+            raise BenchError("stdio server closed stdout; stderr: " + " | ".join(self.drain.lines[-5:]))
+        return line
+
+    def close(self) -> None:
+        stop(self.process)
+
+
+class HttpServer:
+    """`main.py serve --http --port 0`; clients connect to `address` once it is printed."""
+
+    def __init__(self, config: str | None, pycache: str | None = None, timeout: float = 30.0) -> None:
+        argv = [sys.executable, MAIN_PY, "serve", "--http", "--host", "127.0.0.1", "--port", "0"]
+        argv += ["--config", config] if config else []
+        self.process = spawn(argv, env=server_env(pycache), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.drain = Drain(self.process.stderr)
+        self.drain.start()
+        if not self.drain.url.wait(timeout) or self.drain.address is None:
+            self.close()
+            raise BenchError("HTTP server printed no URL; stderr: " + " | ".join(self.drain.lines[-5:]))
+        self.address = self.drain.address
+
+    def close(self) -> None:
+        stop(self.process)
+
+
+class HttpClient:
+    """One keep-alive connection (http.client); send() POSTs one message to /mcp."""
+
+    def __init__(self, address: tuple[str, int]) -> None:
+        self.connection = http.client.HTTPConnection(*address, timeout=30)
+        self.latencies: list[int] = []
+
+    def send(self, raw: bytes, method: str = "tools/call") -> bytes:
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": main.PROTOCOL_VERSION,
+            "Mcp-Method": method,
+            "Authorization": f"Bearer {TOKEN}",
+        }
+        if method == "tools/call":
+            headers["Mcp-Name"] = main.TOOL_NAME
+        start = time.perf_counter_ns()
+        self.connection.request("POST", "/mcp", body=raw, headers=headers)
+        response = self.connection.getresponse()
+        body = response.read()
+        self.latencies.append(time.perf_counter_ns() - start)
+        if response.status != 200:
+            raise BenchError(f"HTTP {response.status}: {body[:300]!r}")
+        return body
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+def transport_rate(kind: str, config: str, notes: int, clients: int, seconds: float) -> dict[str, Any]:
+    """Round trips/s over a real transport; a fresh server whenever its notes run out.
+
+    Only the time clients spend on round trips counts: server start-up and the first
+    connection are outside the clock. Each phase deletes notes 0..notes-1 at most once.
+    """
+    count, elapsed, phases, latencies = 0, 0.0, [], []
+    while elapsed < seconds:
+        server: StdioServer | HttpServer = StdioServer(config) if kind == "stdio" else HttpServer(config)
+        try:
+            senders: list[Any] = [server] if isinstance(server, StdioServer) else [HttpClient(server.address) for _ in range(clients)]
+            # One discover per client opens the connection (and warms the server) off the clock.
+            for sender in senders:
+                sender.send(DISCOVER, "server/discover")
+                if isinstance(sender, HttpClient):
+                    sender.latencies.clear()
+            done, took = run_phase(senders, notes, seconds - elapsed)
+            for sender in senders:
+                if isinstance(sender, HttpClient):
+                    latencies.extend(sender.latencies)
+                    sender.close()
+        finally:
+            server.close()
+        count += done
+        elapsed += took
+        phases.append(done / took)
+    result: dict[str, Any] = {"rate": count / elapsed, "round_trips": count, "seconds": elapsed, "phases": len(phases)}
+    if latencies:
+        latencies.sort()
+        result["p50_ms"] = latencies[len(latencies) // 2] / 1e6
+        result["p99_ms"] = latencies[int(len(latencies) * 0.99)] / 1e6
+        result["slow_40ms"] = sum(1 for ns in latencies if ns >= 35_000_000)
+        result["requests"] = len(latencies)
+    return result
+
+
+def run_phase(senders: list[Any], notes: int, budget: float) -> tuple[int, float]:
+    """Every sender does round trips on distinct notes until the budget or the notes run out."""
+    counter = itertools.count()
+    barrier = threading.Barrier(len(senders) + 1)
+    counts = [0] * len(senders)
+    errors: list[BaseException] = []
+    deadline = [0.0]
+
+    def work(k: int) -> None:
+        barrier.wait()
+        try:
+            while not errors:
+                i = next(counter)  # atomic under the GIL: each note goes to exactly one client
+                if i >= notes or time.perf_counter() >= deadline[0]:
+                    return
+                round_trip(senders[k].send, i)
+                counts[k] += 1
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,), daemon=True) for k in range(len(senders))]
+    for thread in threads:
+        thread.start()
+    start = time.perf_counter()
+    deadline[0] = start + budget
+    barrier.wait()
+    for thread in threads:
+        thread.join()
+    took = time.perf_counter() - start
+    if errors:
+        raise errors[0] if isinstance(errors[0], BenchError) else BenchError(f"client failed: {errors[0]!r}")
+    return sum(counts), took
+
+
+def first_answer_ms(kind: str, starts: int, pycache: str | None = None) -> list[float]:
+    """Milliseconds from Popen to the first server/discover answer (lesson fixture, no config)."""
+    times = []
+    for _ in range(starts):
+        start = time.perf_counter()
+        if kind == "stdio":
+            server: StdioServer | HttpServer = StdioServer(None, pycache)
+            try:
+                answer = server.send(DISCOVER, "server/discover")
+                took = (time.perf_counter() - start) * 1000
+            finally:
+                server.close()
+        else:
+            server = HttpServer(None, pycache)
+            try:
+                client = HttpClient(server.address)
+                answer = client.send(DISCOVER, "server/discover")
+                took = (time.perf_counter() - start) * 1000
+                client.close()
+            finally:
+                server.close()
+        if json.loads(answer).get("result", {}).get("resultType") != "complete":
+            raise BenchError(f"server/discover over {kind}: {answer[:200]!r}")
+        times.append(took)
+    return times
+
+
+def interpreter_ms(starts: int) -> float:
+    """Median milliseconds for `python3 -c pass` (the floor under any first answer)."""
+    times = []
+    for _ in range(starts):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def import_profile(top: int = 10) -> tuple[float, list[tuple[float, str]]]:
+    """`python3 -X importtime main.py serve --stdio` at EOF: total ms and the costliest imports."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", MAIN_PY, "serve", "--stdio"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=server_env(), timeout=60,
+    )
+    rows, total = [], 0.0
+    for line in done.stderr.decode("utf-8", "replace").splitlines():
+        parts = line.removeprefix("import time:").split("|")
+        if len(parts) == 3 and parts[1].strip().isdigit():
+            ms, name = int(parts[1]) / 1000, parts[2].rstrip()
+            total += ms if not name.startswith("  ") else 0.0  # a top-level cumulative includes its children
+            rows.append((ms, name))
+    return total, sorted(rows, key=lambda item: -item[0])[:top]
+
+
+def run_transports(args: argparse.Namespace, kinds: list[str]) -> dict[str, Any]:
+    """stdio and/or HTTP: round trips/s against started servers, then start-up time."""
+    figures: dict[str, Any] = {}
+    # A server process takes at most MAX_REPLAY_PER_PRINCIPAL confirmations from its one
+    # principal within the state TTL (the replay bound), so that is the most notes a
+    # server can delete for us; then the next server starts.
+    per_server = min(args.notes, main.MAX_REPLAY_PER_PRINCIPAL)
+    with tempfile.TemporaryDirectory(prefix="notes-bench-") as directory:
+        config = write_config(directory, per_server)
+        for kind in kinds:
+            if kind == "stdio":
+                section(f"stdio: one server process, one lean client ({per_server:,} notes per server)")
+                result = transport_rate("stdio", config, per_server, 1, args.seconds)
+                low = TARGET_STDIO_FACTOR * SDK_STDIO_RT[1]
+                row("full round trips/s", f"{result['rate']:,.0f}", f"{result['round_trips']:,} in {result['seconds']:.1f} s, {result['phases']} server(s)")
+                row("  vs official SDK server (80-95/s)", f"{result['rate'] / SDK_STDIO_RT[1]:.0f}-{result['rate'] / SDK_STDIO_RT[0]:.0f}x", f"target >= {TARGET_STDIO_FACTOR}x (>= {low:,}/s): {verdict(result['rate'] >= low)}")
+                figures["stdio"] = result
+            else:
+                low = TARGET_HTTP_FACTOR * SDK_HTTP_RT[1]
+                for clients in (1, 4, 8):
+                    label = "one keep-alive connection" if clients == 1 else f"{clients} parallel connections"
+                    section(f"HTTP: {label} ({per_server:,} notes per server)")
+                    result = transport_rate("http", config, per_server, clients, args.seconds)
+                    row("full round trips/s", f"{result['rate']:,.0f}", f"{result['round_trips']:,} in {result['seconds']:.1f} s, {result['phases']} server(s)")
+                    row("  vs official SDK server (75-90/s)", f"{result['rate'] / SDK_HTTP_RT[1]:.0f}-{result['rate'] / SDK_HTTP_RT[0]:.0f}x", f"target >= {TARGET_HTTP_FACTOR}x (>= {low:,}/s): {verdict(result['rate'] >= low)}")
+                    row("  request latency p50 / p99", f"{result['p50_ms']:.2f} / {result['p99_ms']:.2f} ms")
+                    stalls = result["slow_40ms"]
+                    if not stalls:
+                        note = "none: no 40 ms delayed-ACK stall"
+                    elif stalls * 100 < result["requests"]:
+                        note = "isolated outliers (scheduling), not the every-request 40 ms delayed-ACK stall"
+                    else:
+                        note = "STALLS: delayed ACK? headers and body must go in one write, or TCP_NODELAY"
+                    row("  requests >= 35 ms (delayed-ACK stalls)", f"{stalls:,} of {result['requests']:,}", note)
+                    figures[f"http{clients}"] = result
+
+        section("Start-up: process start to the first server/discover answer (median of 10)")
+        floor = interpreter_ms(10)
+        row("python3 -c pass (interpreter floor)", f"{floor:.0f} ms")
+        pycache = os.path.join(directory, "pycache")
+        for kind in kinds:
+            for cached in (False, True):
+                first_answer_ms(kind, 1, pycache) if cached else None  # fills the cache
+                times = first_answer_ms(kind, 10, pycache if cached else None)
+                median = statistics.median(times)
+                label = f"{kind}: first answer" + (", bytecode cached" if cached else ", as this shell runs it")
+                note = f"min {min(times):.0f} max {max(times):.0f}; target <= {TARGET_FIRST_ANSWER_MS:.0f} ms: {verdict(median <= TARGET_FIRST_ANSWER_MS)}"
+                row(label, f"{median:.0f} ms", note)
+                figures[f"first_{kind}" + ("_cached" if cached else "")] = median
+        row("  official SDK server (issue)", f"{SDK_FIRST_ANSWER_S[0] * 1000:,.0f}-{SDK_FIRST_ANSWER_S[1] * 1000:,.0f} ms")
+        total, heaviest = import_profile()
+        row("imports at start-up (-X importtime)", f"{total:.0f} ms", "costliest, cumulative (indent = import depth):")
+        for ms, name in heaviest:
+            row(f"    {name[:40]}", f"{ms:.1f} ms")
+    return figures
+
+
+
+# ---------------------------------------------------------------------------------- SQLite
+
+SQLITE_TTL_SECONDS = 2.0  # short, so one principal's confirmations never reach the replay bound
+
+
+def sqlite_worker(spec: str) -> int:
+    """Child process: round trips on notes k, k+step, ... against a shared database file."""
+    import sqlite_store  # only the SQLite mode needs it
+
+    path, k, step, notes, seconds, start_at = json.loads(spec)
+    principal = f"{PRINCIPAL}{k}"
+    store = sqlite_store.open_store(path, clock=time.time)
+    server = main.Server(
+        keys=[secrets.token_bytes(32)],
+        notes=store,
+        policy=main.AuthorizationPolicy({principal: [WORKSPACE]}),
+        state_ttl=SQLITE_TTL_SECONDS,
+        log=lambda line: None,
+    )
+    time.sleep(max(0.0, start_at - time.time()))  # every worker starts at the same moment
+    done, start = 0, time.perf_counter()
+    for i in range(k, notes, step):
+        if time.perf_counter() - start >= seconds:
+            break
+        round_trip(lambda raw: server.handle_bytes(raw, principal)[1] or b"", i)
+        done += 1
+    print(json.dumps({"count": done, "elapsed": time.perf_counter() - start}))
+    store.close()
+    return 0
+
+
+def sqlite_rate(directory: str, processes: int, notes: int, seconds: float) -> tuple[float, int, float]:
+    """(round trips/s, round trips, seconds) for `processes` processes sharing one new database."""
+    import sqlite_store
+
+    path = os.path.join(directory, f"bench-{processes}.db")
+    sqlite_store.open_store(path, clock=time.time, seed_notes=bench_notes(notes)).close()
+    start_at = time.time() + 1.0  # past every child's imports
+    children = [
+        spawn(
+            [sys.executable, os.path.abspath(__file__), "--sqlite-worker", json.dumps([path, k, processes, notes, seconds, start_at])],
+            stdout=subprocess.PIPE,
+        )
+        for k in range(processes)
+    ]
+    results = []
+    for child in children:
+        out, _ = child.communicate(timeout=seconds + 60)
+        stop(child)
+        if child.returncode != 0:
+            raise BenchError(f"SQLite worker exited with status {child.returncode}")
+        results.append(json.loads(out))
+    count = sum(r["count"] for r in results)
+    elapsed = max(r["elapsed"] for r in results)
+    return count / elapsed, count, elapsed
+
+
+def run_sqlite(args: argparse.Namespace) -> dict[str, Any]:
+    """Round trips/s over the SQLite store: one process, then two sharing one file."""
+    notes = args.notes
+    section(f"SQLite store (code/sqlite_store.py), in-process handle_bytes; {notes:,} notes seeded, not put back")
+    figures = {}
+    with tempfile.TemporaryDirectory(prefix="notes-bench-db-") as directory:
+        for processes in (1, 2):
+            rate, count, elapsed = sqlite_rate(directory, processes, notes, args.seconds)
+            label = "one process" if processes == 1 else "two processes, one database file"
+            row(f"{label}: round trips/s", f"{rate:,.0f}", f"{count:,} in {elapsed:.1f} s (all processes together)")
+            figures[processes] = rate
+    return figures
+
+
+# ---------------------------------------------------------------------------------- main
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line (see the module docstring)."""
+    parser = argparse.ArgumentParser(description="Benchmark the notes MCP server (a script, not a test).")
+    parser.add_argument("--mode", choices=["inprocess", "stdio", "http", "sqlite", "all"], default="all")
+    parser.add_argument("--seconds", type=float, default=5.0, help="measuring time per throughput figure (default 5)")
+    parser.add_argument("--notes", type=int, default=1000, help="notes in the workspace (default 1000)")
+    parser.add_argument("--flood", type=int, default=100_000, help="confirmations in the replay flood (default 100000)")
+    parser.add_argument("--profile", action="store_true", help="always print the cProfile of in-process round trips")
+    parser.add_argument("--sqlite-worker", metavar="SPEC", help=argparse.SUPPRESS)  # a child of --mode sqlite
+    args = parser.parse_args(argv)
+    if args.seconds <= 0 or args.notes < 1 or args.flood < 1:
+        parser.error("--seconds, --notes and --flood must be positive")
+    return args
+
+
+def machine() -> str:
+    """CPU count, Python version and platform, for the report header."""
+    return f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]} on {sys.platform}"
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the selected benchmarks and print the report; 1 if a round trip misbehaved."""
+    args = parse_args(argv)
+    if args.sqlite_worker:
+        return sqlite_worker(args.sqlite_worker)
+    print(f"notes MCP server benchmark, protocol {main.PROTOCOL_VERSION}; {machine()}")
+    try:
+        if args.mode in ("inprocess", "all"):
+            run_inprocess(args)
+        kinds = ["stdio", "http"] if args.mode == "all" else [args.mode] if args.mode in ("stdio", "http") else []
+        if kinds:
+            run_transports(args, kinds)
+        if args.mode == "sqlite":
+            run_sqlite(args)
+    except BenchError as exc:
+        print(f"\nFAILED: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\ninterrupted; every server this run started is stopped", file=sys.stderr)
+        return 130
+    finally:
+        stop_all()
+    return 0
+
+
+if __name__ == "__main__":
+    # SIGTERM becomes SystemExit, so the `finally` above still stops every server we started.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C even when started in the background
+    sys.exit(run())

@@ -1,0 +1,311 @@
+"""The notes store over real folders of Markdown files, with containment enforced by the OS.
+
+Exercise four of the lesson: point the server at a notes vault on disk. Each configured
+folder is a root; a note is a regular `*.md` file inside a root (sub-folders included).
+
+    nonces = sqlite_store.open_store("nonces.db", clock=time.time)
+    store = MarkdownNotesStore(["/home/alice/Notes"], nonces)
+    server = main.Server(keys=[key], notes=store, policy=AuthorizationPolicy({"alice": ["file:///home/alice/Notes"]}))
+
+A note is:
+  - id:       its path relative to its root, each component percent-encoded as in a
+              file URI and joined by "/" (`2025/TPS%20report.md`), so the id is always
+              ASCII, names the file exactly, and is the tail of the note's URI. Ids are
+              unique within a root; roots are disjoint (a root inside another is dropped),
+              and a confirmation names (id, version) where the version binds the full URI.
+  - title:    the first `# heading` in the first TITLE_SCAN_BYTES bytes, else the file name
+              without `.md`.
+  - uri:      file:// URI of the configured root's path plus the relative components.
+  - revision: a digest of the file's (device, inode, size, mtime_ns, ctime_ns), so
+              Note.version binds the path, the title and the exact file the user was shown.
+
+Nothing is resolved by string. The root path comes from the operator and is trusted;
+every component below it is opened with O_NOFOLLOW relative to its parent's descriptor,
+every entry is examined with lstat semantics, and a file is deleted with
+unlinkat(parent_fd, name) after re-checking it is the same regular file. Hidden names
+(leading ".") and names a file URI cannot spell are skipped. The nonce is claimed in the
+SQLite store's transaction around the unlink (see `MarkdownNotesStore.settle`).
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from collections.abc import Callable, Iterable
+from urllib.parse import quote, unquote
+
+import main
+import sqlite_store
+
+TITLE_SCAN_BYTES = 4096  # bytes read from the top of a note to find its `# heading`
+MAX_WALK_DEPTH = 16  # sub-folder levels below the workspace that are searched
+MAX_WALK_ENTRIES = 10_000  # directory entries examined by one listing; the rest are not offered
+NOTE_SUFFIX = ".md"
+
+# O_NOFOLLOW: a symlink as the final component fails (ELOOP) instead of being followed.
+# O_NONBLOCK: a file swapped for a FIFO after lstat cannot hang the open.
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+class MarkdownNotesStore:
+    """main.NotesStore over Markdown folders; nonces in an SQLite store's consumed_nonces table."""
+
+    def __init__(self, roots: Iterable[str], nonces: sqlite_store.SqliteNotesStore) -> None:
+        paths: list[main.Path] = []
+        for root in roots:
+            path = root_path(root)
+            if path not in paths:
+                paths.append(path)
+        # Disjoint roots: a file inside two roots would have two ids and could be offered twice.
+        self.roots = tuple(sorted(p for p in paths if not any(q != p and main.is_within(p, q) for q in paths)))
+        self.nonces = nonces
+
+    def workspace_uris(self) -> list[str]:
+        """The roots as canonical file URIs (what the policy must grant)."""
+        return [main.format_file_uri(root) for root in self.roots]
+
+    def candidates(self, workspace: main.Path, title: str) -> list[main.Note]:
+        """Notes in the folder `workspace` names, found by a bounded walk that follows no symlink."""
+        root = next((root for root in self.roots if main.is_within(workspace, root)), None)
+        if root is None:
+            return []
+        found: list[main.Note] = []
+        fd = open_below(root, workspace[len(root) :])
+        if fd is None:
+            return []
+        try:
+            Walk(root, title, workspace, found).folder(fd, workspace[len(root) :], 0)
+        finally:
+            os.close(fd)
+        return sorted(found, key=lambda note: (note.title.casefold(), note.id))
+
+    def is_consumed(self, nonce: str) -> bool:
+        """True when this confirmation was consumed by any instance sharing the nonce database."""
+        return self.nonces.is_consumed(nonce)
+
+    def settle(
+        self,
+        principal: str,
+        nonce: str,
+        expires_at: float,
+        target: tuple[str, str] | None,
+        recheck: Callable[[main.Note], bool],
+    ) -> main.Settlement:
+        """BEGIN IMMEDIATE; claim the nonce; re-walk, re-stat, re-check and unlink; COMMIT.
+
+        Crash between the unlink and the COMMIT: SQLite rolls the nonce row back, so the
+        file is gone but the confirmation is not recorded. A replay of that confirmation
+        re-walks, finds no file (or a file with another inode or ctime) and ends CHANGED:
+        isError, nothing deleted, the nonce committed then. The deletion itself was the
+        one the user confirmed, and a replay can delete nothing else.
+        """
+        return self.nonces.consume(principal, nonce, expires_at, lambda: self._unlink(target, recheck))
+
+    def _unlink(self, target: tuple[str, str] | None, recheck: Callable[[main.Note], bool]) -> main.Settlement:
+        if target is None:
+            return main.Settlement.CONSUMED
+        note_id, version = target
+        rel = id_path(note_id)
+        if rel is None:
+            return main.Settlement.CHANGED
+        for root in self.roots:
+            fd = open_below(root, rel[:-1])
+            if fd is None:
+                continue
+            try:
+                if self._unlink_in(fd, root, rel, version, recheck):
+                    return main.Settlement.DELETED
+            finally:
+                os.close(fd)
+        return main.Settlement.CHANGED
+
+    @staticmethod
+    def _unlink_in(fd: int, root: main.Path, rel: main.Path, version: str, recheck: Callable[[main.Note], bool]) -> bool:
+        """Unlink rel[-1] in the open folder `fd` if it is still the file the user confirmed."""
+        name = rel[-1]
+        loaded = load_note(fd, name, root, rel)
+        # The version binds path, title, inode, size, mtime and ctime: a file replaced by
+        # another with the same name, edited, or renamed here from elsewhere fails it.
+        if loaded is None or loaded[0].version != version or not recheck(loaded[0]):
+            return False
+        try:
+            now = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except OSError:
+            return False
+        # Re-stat just before the unlink: an entry swapped for a symlink or another file
+        # since the read is refused. unlinkat never follows a symlink in any case.
+        if not stat.S_ISREG(now.st_mode) or facts(now) != facts(loaded[1]):
+            return False
+        os.unlink(name, dir_fd=fd)
+        return True
+
+
+class Walk:
+    """One bounded, descriptor-relative listing of a workspace folder."""
+
+    def __init__(self, root: main.Path, title: str, workspace: main.Path, found: list[main.Note]) -> None:
+        self.root = root
+        self.query = title
+        self.workspace = workspace
+        self.found = found
+        self.budget = MAX_WALK_ENTRIES
+
+    def folder(self, fd: int, rel: main.Path, depth: int) -> None:
+        """List the open folder `fd` (path `rel` below the root); recurse into real sub-folders."""
+        names: list[str] = []
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                # A folder with millions of entries must not make one call unbounded.
+                if self.budget <= 0:
+                    break
+                self.budget -= 1
+                names.append(entry.name)
+        for name in names:
+            if not plain(name):
+                continue
+            try:
+                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except OSError:
+                continue  # removed since it was listed
+            if stat.S_ISDIR(info.st_mode):
+                if depth < MAX_WALK_DEPTH:
+                    self.subfolder(fd, name, rel, depth)
+            elif stat.S_ISREG(info.st_mode) and name.endswith(NOTE_SUFFIX):
+                loaded = load_note(fd, name, self.root, rel + (name,), info)
+                if loaded is not None and main.matches(loaded[0], self.workspace, self.query):
+                    self.found.append(loaded[0])
+            # Symlinks, FIFOs, sockets and devices are never listed or opened.
+
+    def subfolder(self, fd: int, name: str, rel: main.Path, depth: int) -> None:
+        """Open the sub-folder `name` of `fd` without following a link, and list it."""
+        try:
+            child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+        except OSError:
+            return  # swapped for a symlink since the lstat (ELOOP/ENOTDIR), or removed
+        try:
+            self.folder(child, rel + (name,), depth + 1)
+        finally:
+            os.close(child)
+
+
+def root_path(root: str) -> main.Path:
+    """An operator's folder as path components, or StoreError if it is no usable directory."""
+    if not isinstance(root, str) or not root or "\x00" in root:
+        raise sqlite_store.StoreError("notes folder must be a non-empty path")
+    absolute = os.path.abspath(root)
+    if not os.path.isdir(absolute):
+        raise sqlite_store.StoreError(f"notes folder {root} is not a directory")
+    try:
+        path = main.parse_file_uri(main.format_file_uri(tuple(p for p in absolute.split("/") if p)))
+    except (main.ScopeError, UnicodeEncodeError):
+        raise sqlite_store.StoreError(f"notes folder {root} cannot be named by a file:// URI") from None
+    return path
+
+
+def open_below(root: main.Path, below: main.Path) -> int | None:
+    """A descriptor for root/below, walking each component below the root with O_NOFOLLOW."""
+    try:
+        # The root is the operator's choice and may itself be (or pass through) a symlink.
+        fd = os.open("/" + "/".join(root), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    for name in below:
+        # `..` would climb out of the parent; a symlink would leave the tree. Both fail here.
+        if not plain(name):
+            os.close(fd)
+            return None
+        try:
+            child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+        except OSError:
+            os.close(fd)
+            return None
+        os.close(fd)
+        fd = child
+    return fd
+
+
+def plain(name: str) -> bool:
+    """A visible entry name that one file-URI component spells exactly (no `..`, `%`, `\\`, controls)."""
+    if not name or name.startswith(".") or "/" in name:
+        return False
+    try:
+        return main.parse_file_uri(main.format_file_uri((name,))) == (name,)
+    except (main.ScopeError, UnicodeEncodeError):
+        return False  # names that are not UTF-8 arrive with surrogate escapes
+
+
+def note_id(rel: main.Path) -> str:
+    """The id of the note at `rel` below its root: percent-encoded components joined by "/"."""
+    return "/".join(quote(name, safe="") for name in rel)
+
+
+def id_path(ident: str) -> main.Path | None:
+    """The inverse of note_id, or None for an id this store could not have issued."""
+    try:
+        rel = tuple(unquote(part, errors="strict") for part in ident.split("/"))
+    except UnicodeDecodeError:
+        return None
+    # One spelling per file: `a%2Fb`, `..` or a second encoding of the same name is refused.
+    if not all(plain(name) for name in rel) or note_id(rel) != ident:
+        return None
+    return rel
+
+
+def facts(info: os.stat_result) -> tuple[int, int, int, int, int]:
+    """What identifies one version of one file: device, inode, size, mtime_ns, ctime_ns."""
+    # ctime cannot be set from user space: a copy restored with the old mtime still differs.
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def load_note(
+    fd: int, name: str, root: main.Path, rel: main.Path, seen: os.stat_result | None = None
+) -> tuple[main.Note, os.stat_result] | None:
+    """Open `name` in folder `fd` without following links; the Note and its fstat, or None."""
+    if not name.endswith(NOTE_SUFFIX):
+        return None
+    try:
+        handle = os.open(name, _FILE_FLAGS, dir_fd=fd)
+    except OSError:
+        return None  # a symlink (ELOOP), or gone
+    try:
+        info = os.fstat(handle)
+        # The entry listed may have been swapped before the open: trust only what is open.
+        if not stat.S_ISREG(info.st_mode) or (seen is not None and facts(info)[:2] != facts(seen)[:2]):
+            return None
+        head = os.read(handle, TITLE_SCAN_BYTES)
+    except OSError:
+        return None
+    finally:
+        os.close(handle)
+    ident = note_id(rel)
+    revision = int.from_bytes(hashlib.sha256(repr(facts(info)).encode("ascii")).digest()[:8], "big")
+    note = main.Note(ident, heading(head) or shown(name[: -len(NOTE_SUFFIX)]) or shown(name), main.format_file_uri(root + rel), revision)
+    try:
+        main.check_note(note)  # e.g. an id over MAX_NOTE_ID_LENGTH or a URI over MAX_URI_LENGTH
+    except ValueError:
+        return None
+    return note, info
+
+
+def heading(head: bytes) -> str:
+    """The first complete level-one ATX heading line (`# Title`) outside code fences, or ""."""
+    if len(head) == TITLE_SCAN_BYTES:
+        head = head[: head.rfind(b"\n") + 1]  # a heading cut by the limit would show a wrong title
+    fenced = False
+    for line in head.decode("utf-8", errors="replace").splitlines():
+        text = line.strip()
+        if text.startswith(("```", "~~~")):
+            fenced = not fenced
+        elif not fenced and len(line) - len(line.lstrip(" ")) <= 3 and (text == "#" or text.startswith(("# ", "#\t"))):
+            return shown(text[1:])
+    return ""
+
+
+def shown(text: str) -> str:
+    """A title fit for a form: control and format characters blanked, at most MAX_TITLE_LENGTH."""
+    # A bidi override or an escape sequence in a heading could make a host show one
+    # name while the user confirms another.
+    return "".join(ch if ch.isprintable() else " " for ch in text).strip()[: main.MAX_TITLE_LENGTH].strip()

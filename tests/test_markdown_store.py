@@ -1,0 +1,388 @@
+"""Markdown folder store: the OS, not the URI string, keeps listing and deletion inside the folder."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import unittest
+from typing import Any
+
+from support import KEY, PRINCIPAL, Clock, Log, accept, call
+
+import main
+import markdown_store
+import sqlite_store
+from markdown_store import MarkdownNotesStore
+
+ALWAYS = lambda note: True  # noqa: E731 - a recheck that accepts every live note
+SECRET = "# TPS report (outside)\nmust survive\n"
+
+
+class FolderCase(unittest.TestCase):
+    """A temporary tree: base/ws is the notes folder, base/outside must never be touched."""
+
+    def setUp(self) -> None:
+        tmp = tempfile.TemporaryDirectory(prefix="md-store-")
+        self.addCleanup(tmp.cleanup)
+        self.base = tmp.name
+        self.ws = os.path.join(self.base, "ws")
+        self.outside = os.path.join(self.base, "outside")
+        os.makedirs(self.ws)
+        os.makedirs(self.outside)
+        self.secret = self.write_at(os.path.join(self.outside, "secret.md"), SECRET)
+        self.clock = Clock()
+        self.log = Log()
+
+    def write(self, rel: str, text: str = "") -> str:
+        return self.write_at(os.path.join(self.ws, rel), text)
+
+    @staticmethod
+    def write_at(path: str, text: str) -> str:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        return path
+
+    def store(self, roots: list[str] | None = None) -> MarkdownNotesStore:
+        nonces = sqlite_store.open_store(os.path.join(self.base, "nonces.db"), clock=self.clock)
+        self.addCleanup(nonces.close)
+        return MarkdownNotesStore(roots or [self.ws], nonces)
+
+    def server(self, store: MarkdownNotesStore | None = None) -> main.Server:
+        store = store or self.store()
+        return main.Server(
+            keys=[KEY],
+            notes=store,
+            policy=main.AuthorizationPolicy({PRINCIPAL: store.workspace_uris()}),
+            clock=self.clock,
+            log=self.log,
+        )
+
+    def uri(self, *below: str) -> str:
+        return main.format_file_uri(tuple(p for p in self.ws.split("/") if p) + below)
+
+    def listed(self, store: MarkdownNotesStore, title: str = "", *below: str) -> dict[str, str]:
+        """id -> title of every note offered for `title` in ws/below."""
+        workspace = main.parse_file_uri(self.uri(*below))
+        return {note.id: note.title for note in store.candidates(workspace, title)}
+
+    def ask(self, server: main.Server, title: str = "TPS", workspace: str | None = None) -> dict[str, Any]:
+        response = server.handle(call({"workspaceUri": workspace or self.uri(), "title": title}), PRINCIPAL)
+        assert response is not None
+        return response
+
+    def answer(self, server: main.Server, first: dict[str, Any], responses: dict[str, Any], title: str = "TPS") -> dict[str, Any]:
+        response = server.handle(
+            call(
+                {"workspaceUri": self.uri(), "title": title},
+                id=2,
+                requestState=first["result"]["requestState"],
+                inputResponses=responses,
+            ),
+            PRINCIPAL,
+        )
+        assert response is not None
+        return response
+
+    @staticmethod
+    def offered(first: dict[str, Any]) -> list[str]:
+        schema = first["result"]["inputRequests"][main.INPUT_KEY]["params"]["requestedSchema"]
+        return [option["const"] for option in schema["properties"]["note_id"]["oneOf"]]
+
+    def tree(self) -> set[str]:
+        """Every path (files, links, folders) under base except the nonce database."""
+        found = set()
+        for folder, dirs, files in os.walk(self.base):
+            for name in dirs + files:
+                rel = os.path.relpath(os.path.join(folder, name), self.base)
+                if not rel.startswith("nonces.db"):
+                    found.add(rel)
+        return found
+
+    def assertSecretIntact(self) -> None:
+        with open(self.secret, encoding="utf-8") as handle:
+            self.assertEqual(handle.read(), SECRET)
+
+
+class ListingTests(FolderCase):
+    def test_md_files_in_sub_folders_are_notes_titled_by_heading_or_file_name(self) -> None:
+        self.write("tps-2024.md", "intro\n\n# TPS report 2024\nbody")
+        self.write("2025/q1 TPS.md", "no heading here")
+        self.write("2025/readme.txt", "# TPS not a note")
+        self.assertEqual(self.listed(self.store()), {"tps-2024.md": "TPS report 2024", "2025/q1%20TPS.md": "q1 TPS"})
+
+    def test_note_id_is_the_uri_tail_below_the_folder_and_stable_across_listings(self) -> None:
+        self.write("Été/plan B.md", "# Plan")
+        store = self.store()
+        (note,) = store.candidates(main.parse_file_uri(self.uri()), "plan")
+        self.assertEqual(note.id, "%C3%89t%C3%A9/plan%20B.md")
+        self.assertEqual(note.uri, self.uri("Été", "plan B.md"))
+        self.assertEqual(store.candidates(main.parse_file_uri(self.uri()), "plan"), [note])
+
+    def test_a_sub_folder_workspace_lists_only_its_own_notes_with_the_same_ids(self) -> None:
+        self.write("a/TPS.md")
+        self.write("b/TPS.md")
+        self.assertEqual(self.listed(self.store(), "TPS", "a"), {"a/TPS.md": "TPS"})
+
+    def test_symlinks_to_outside_files_and_folders_are_never_listed(self) -> None:
+        self.write("real.md", "# TPS real")
+        os.symlink(self.secret, os.path.join(self.ws, "link.md"))
+        os.symlink(self.outside, os.path.join(self.ws, "linked-folder"))
+        self.assertEqual(self.listed(self.store()), {"real.md": "TPS real"})
+        self.assertSecretIntact()
+
+    def test_a_symlinked_folder_named_in_the_workspace_uri_is_refused(self) -> None:
+        os.symlink(self.outside, os.path.join(self.ws, "sub"))
+        self.assertEqual(self.listed(self.store(), "", "sub"), {})
+        response = self.ask(self.server(), "TPS", self.uri("sub"))
+        self.assertTrue(response["result"]["isError"])
+        self.assertNotIn("requestState", response["result"])
+
+    def test_fifos_hidden_entries_and_folders_named_md_are_not_notes(self) -> None:
+        self.write("note.md", "# Kept")
+        os.mkfifo(os.path.join(self.ws, "pipe.md"))  # opening it without O_NONBLOCK would hang
+        self.write(".hidden.md", "# Hidden")
+        self.write(".obsidian/workspace.md", "# Hidden folder")
+        os.makedirs(os.path.join(self.ws, "folder.md"))
+        self.assertEqual(self.listed(self.store()), {"note.md": "Kept"})
+
+    def test_names_a_file_uri_cannot_spell_are_skipped_and_the_rest_still_listed(self) -> None:
+        self.write("ok.md", "# OK")
+        for name in ("100%.md", "back\\slash.md", "new\nline.md"):
+            self.write(name, "# Bad")
+        fd = os.open(os.path.join(self.ws, "").encode() + b"caf\xe9.md", os.O_CREAT | os.O_WRONLY)  # not UTF-8
+        os.close(fd)
+        self.assertEqual(self.listed(self.store()), {"ok.md": "OK"})
+
+    def test_heading_is_read_only_from_the_scan_prefix(self) -> None:
+        line = "# Inside\n"
+        self.write("inside.md", "x" * (markdown_store.TITLE_SCAN_BYTES - len(line) - 1) + "\n" + line)
+        self.write("beyond.md", "x" * (markdown_store.TITLE_SCAN_BYTES - len(line)) + "\n" + line)  # its newline falls one byte past the prefix
+        self.assertEqual(self.listed(self.store()), {"inside.md": "Inside", "beyond.md": "beyond"})
+
+    def test_code_fences_sub_headings_and_hashtags_are_not_titles(self) -> None:
+        self.write("fenced.md", "```sh\n# comment\n```\n## Sub\n#tag\n# Real title\n")
+        self.assertEqual(self.listed(self.store()), {"fenced.md": "Real title"})
+
+    def test_control_and_bidi_characters_in_a_heading_are_blanked(self) -> None:
+        self.write("spoof.md", "# Shopping\u202e dm.secnarf\x1b[2J list\n")
+        (title,) = self.listed(self.store()).values()
+        self.assertEqual(title, "Shopping  dm.secnarf [2J list")
+
+    def test_note_id_length_limit_on_both_sides(self) -> None:
+        at = "a" * (main.MAX_NOTE_ID_LENGTH - 3) + ".md"
+        over = "b" * (main.MAX_NOTE_ID_LENGTH - 2) + ".md"
+        self.write(at)
+        self.write(over)
+        self.assertEqual(list(self.listed(self.store())), [at])
+
+    def test_walk_depth_limit_on_both_sides(self) -> None:
+        deepest = "/".join(f"d{i}" for i in range(markdown_store.MAX_WALK_DEPTH))
+        self.write(deepest + "/at.md")
+        self.write(deepest + "/d/over.md")
+        self.assertEqual(list(self.listed(self.store())), [deepest + "/at.md"])
+
+    def test_walk_entry_limit_on_both_sides(self) -> None:
+        for i in range(markdown_store.MAX_WALK_ENTRIES):
+            os.close(os.open(os.path.join(self.ws, f"m{i:05}.md"), os.O_CREAT | os.O_WRONLY))
+        store = self.store()
+        self.assertEqual(len(self.listed(store)), markdown_store.MAX_WALK_ENTRIES)
+        os.close(os.open(os.path.join(self.ws, "one-more.md"), os.O_CREAT | os.O_WRONLY))
+        # Which entry is cut depends on directory order; that one is cut does not.
+        self.assertEqual(len(self.listed(store)), markdown_store.MAX_WALK_ENTRIES)
+
+
+class DeletionTests(FolderCase):
+    def setUp(self) -> None:
+        super().setUp()
+        self.chosen = self.write("2025/tps.md", "# TPS report 2025\n")
+        self.other = self.write("tps-2024.md", "# TPS report 2024\n")
+
+    def test_full_mrtr_flow_over_a_real_folder_deletes_exactly_the_chosen_file(self) -> None:
+        server = self.server()
+        before = self.tree()
+        first = self.ask(server)
+        self.assertEqual(first["result"]["resultType"], "input_required")
+        self.assertEqual(self.offered(first), ["tps-2024.md", "2025/tps.md"])
+        done = self.answer(server, first, accept("2025/tps.md"))
+        self.assertEqual(done["result"]["structuredContent"], {"deleted": True, "noteId": "2025/tps.md"})
+        self.assertEqual(self.tree(), before - {"ws/2025/tps.md"})
+        replay = self.answer(server, first, accept("2025/tps.md"))
+        self.assertEqual(replay["error"]["code"], main.INVALID_PARAMS)
+        self.assertEqual(self.tree(), before - {"ws/2025/tps.md"})
+        self.assertSecretIntact()
+
+    def test_confirmed_file_swapped_for_a_symlink_to_an_outside_file_deletes_nothing(self) -> None:
+        server = self.server()
+        first = self.ask(server)
+        os.symlink(self.secret, self.chosen + ".tmp")
+        os.replace(self.chosen + ".tmp", self.chosen)
+        before = self.tree()
+        result = self.answer(server, first, accept("2025/tps.md"))["result"]
+        self.assertTrue(result["isError"])
+        self.assertEqual(self.tree(), before)
+        self.assertTrue(os.path.islink(self.chosen))
+        self.assertSecretIntact()
+        self.assertEqual(self.answer(server, first, accept("2025/tps.md"))["error"]["code"], main.INVALID_PARAMS)
+
+    def test_confirmed_file_replaced_by_an_identical_copy_with_the_same_mtime_deletes_nothing(self) -> None:
+        server = self.server()
+        first = self.ask(server)
+        old = os.stat(self.chosen)
+        self.write_at(self.chosen + ".tmp", "# TPS report 2025\n")
+        os.utime(self.chosen + ".tmp", ns=(old.st_atime_ns, old.st_mtime_ns))
+        os.replace(self.chosen + ".tmp", self.chosen)  # same name, size, mtime; new inode and ctime
+        before = self.tree()
+        self.assertTrue(self.answer(server, first, accept("2025/tps.md"))["result"]["isError"])
+        self.assertEqual(self.tree(), before)
+
+    def test_confirmed_folder_swapped_for_a_symlink_to_an_outside_folder_deletes_nothing(self) -> None:
+        server = self.server()
+        first = self.ask(server)
+        self.write_at(os.path.join(self.outside, "tps.md"), "# TPS report 2025\n")
+        os.rename(os.path.join(self.ws, "2025"), os.path.join(self.ws, "2025-moved"))
+        os.symlink(self.outside, os.path.join(self.ws, "2025"))
+        before = self.tree()
+        self.assertTrue(self.answer(server, first, accept("2025/tps.md"))["result"]["isError"])
+        self.assertEqual(self.tree(), before)
+        self.assertSecretIntact()
+
+    def test_a_symlink_is_not_deleted_even_with_a_version_forged_for_its_target(self) -> None:
+        os.symlink(self.secret, os.path.join(self.ws, "link.md"))
+        store = self.store()
+        root = store.roots[0]
+        # The version the outside file would have if the link were followed.
+        fd = os.open(self.outside, os.O_RDONLY | os.O_DIRECTORY)
+        self.addCleanup(os.close, fd)
+        loaded = markdown_store.load_note(fd, "secret.md", root, ("link.md",))
+        assert loaded is not None
+        before = self.tree()
+        outcome = store.settle(PRINCIPAL, "n1", self.clock.now + 60, ("link.md", loaded[0].version), ALWAYS)
+        self.assertIs(outcome, main.Settlement.CHANGED)
+        self.assertEqual(self.tree(), before)
+        self.assertSecretIntact()
+
+    def test_ids_this_store_could_not_have_issued_delete_nothing(self) -> None:
+        store = self.store()
+        before = self.tree()
+        for i, ident in enumerate(
+            ["../outside/secret.md", "2025/../../outside/secret.md", "%2e%2e/outside/secret.md", "2025%2Ftps.md",
+             "2025//tps.md", "./tps-2024.md", "", "tps-2024.md\x00", "%FF.md", "tps-2024%2Emd"]
+        ):
+            with self.subTest(ident=ident):
+                self.assertIs(store.settle(PRINCIPAL, f"n{i}", self.clock.now + 60, (ident, "v"), ALWAYS), main.Settlement.CHANGED)
+        self.assertEqual(self.tree(), before)
+
+    def test_file_deleted_between_form_and_accept_is_an_error_and_consumes_the_confirmation(self) -> None:
+        server = self.server()
+        first = self.ask(server)
+        os.unlink(self.chosen)
+        result = self.answer(server, first, accept("2025/tps.md"))["result"]
+        self.assertTrue(result["isError"])
+        self.assertTrue(os.path.exists(self.other))
+        self.assertEqual(self.answer(server, first, accept("tps-2024.md"))["error"]["code"], main.INVALID_PARAMS)
+        self.assertTrue(os.path.exists(self.other))
+
+    def test_edited_file_is_not_deleted(self) -> None:
+        server = self.server()
+        first = self.ask(server)
+        with open(self.chosen, "a", encoding="utf-8") as handle:
+            handle.write("added after the form was shown\n")
+        self.assertTrue(self.answer(server, first, accept("2025/tps.md"))["result"]["isError"])
+        self.assertTrue(os.path.exists(self.chosen))
+
+    def test_decline_consumes_the_confirmation_and_deletes_nothing(self) -> None:
+        server = self.server()
+        first = self.ask(server)
+        before = self.tree()
+        declined = self.answer(server, first, {main.INPUT_KEY: {"action": "decline"}})
+        self.assertEqual(declined["result"]["structuredContent"], {"deleted": False, "reason": "declined"})
+        self.assertEqual(self.answer(server, first, accept("2025/tps.md"))["error"]["code"], main.INVALID_PARAMS)
+        self.assertEqual(self.tree(), before)
+
+    def test_failed_recheck_deletes_nothing_and_consumes_the_nonce(self) -> None:
+        store = self.store()
+        (note,) = [n for n in store.candidates(main.parse_file_uri(self.uri()), "2025")]
+        outcome = store.settle(PRINCIPAL, "n1", self.clock.now + 60, (note.id, note.version), lambda live: False)
+        self.assertIs(outcome, main.Settlement.CHANGED)
+        self.assertTrue(os.path.exists(self.chosen))
+        self.assertTrue(store.is_consumed("n1"))
+
+    def test_crash_between_unlink_and_commit_loses_the_nonce_and_a_replay_deletes_nothing(self) -> None:
+        store = self.store()
+        (note,) = store.candidates(main.parse_file_uri(self.uri()), "2025")
+
+        def crash(stage: str) -> None:
+            if stage == "deleted":
+                raise KeyboardInterrupt("simulated death before COMMIT")
+
+        store.nonces._inside_transaction_hook = crash
+        with self.assertRaises(KeyboardInterrupt):
+            store.settle(PRINCIPAL, "n1", self.clock.now + 60, (note.id, note.version), ALWAYS)
+        store.nonces._inside_transaction_hook = None
+        self.assertFalse(os.path.exists(self.chosen))  # the unlink happened
+        self.assertFalse(store.is_consumed("n1"))  # the nonce row was rolled back
+        self.write_at(self.chosen, "# TPS report 2025\n")  # even a same-named file reappearing
+        before = self.tree()
+        self.assertIs(store.settle(PRINCIPAL, "n1", self.clock.now + 60, (note.id, note.version), ALWAYS), main.Settlement.CHANGED)
+        self.assertTrue(store.is_consumed("n1"))
+        self.assertEqual(self.tree(), before)
+
+
+class RequestNameTests(FolderCase):
+    def setUp(self) -> None:
+        super().setUp()
+        self.write("My Notes/café/TPS ü.md", "# TPS unicode\n")
+
+    def test_dot_dot_percent_encoded_dot_dot_and_nul_in_the_workspace_uri_are_refused(self) -> None:
+        server = self.server()
+        before = self.tree()
+        for suffix in ("/../outside", "/%2e%2e/outside", "/%2E%2E/outside", "/sub%00", "/%252e%252e/outside", "\\..\\outside"):
+            with self.subTest(suffix=suffix):
+                result = self.ask(server, "TPS", self.uri() + suffix)["result"]
+                self.assertTrue(result["isError"])
+                self.assertNotIn("requestState", result)
+        self.assertEqual(self.tree(), before)
+        self.assertSecretIntact()
+
+    def test_spaces_and_unicode_in_the_workspace_uri_reach_the_real_folder(self) -> None:
+        server = self.server()
+        workspace = self.uri("My Notes", "café")
+        self.assertIn("My%20Notes/caf%C3%A9", workspace)
+        first = self.ask(server, "TPS", workspace)
+        self.assertEqual(self.offered(first), ["My%20Notes/caf%C3%A9/TPS%20%C3%BC.md"])
+
+    def test_hostile_titles_match_nothing_and_touch_nothing(self) -> None:
+        server = self.server()
+        before = self.tree()
+        for title in ("../outside/secret", "%2e%2e", "TPS\x00", "/", "outside"):
+            with self.subTest(title=title):
+                result = self.ask(server, title)["result"]
+                self.assertTrue(result["isError"])
+        self.assertEqual(self.tree(), before)
+
+    def test_a_workspace_outside_every_notes_folder_lists_nothing(self) -> None:
+        store = self.store()
+        self.assertEqual(store.candidates(main.parse_file_uri(main.format_file_uri(tuple(self.outside.split("/")[1:]))), ""), [])
+
+
+class ConstructionTests(FolderCase):
+    def test_a_missing_folder_is_a_start_up_error(self) -> None:
+        with self.assertRaises(sqlite_store.StoreError):
+            self.store([os.path.join(self.base, "absent")])
+
+    def test_a_folder_a_file_uri_cannot_name_is_a_start_up_error(self) -> None:
+        bad = os.path.join(self.base, "50%")
+        os.makedirs(bad)
+        with self.assertRaises(sqlite_store.StoreError):
+            self.store([bad])
+
+    def test_a_folder_inside_another_is_merged_so_each_file_has_one_id(self) -> None:
+        self.write("sub/TPS.md")
+        store = self.store([os.path.join(self.ws, "sub"), self.ws])
+        self.assertEqual(store.workspace_uris(), [self.uri()])
+        self.assertEqual(self.listed(store, "TPS", "sub"), {"sub/TPS.md": "TPS"})
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,194 @@
+"""`serve --db` and `serve --notes-dir`: choosing the SQLite or Markdown store from the command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import tempfile
+import unittest
+from typing import Any
+
+import support
+import main
+import procs
+import transports
+from support import PRINCIPAL, accept, call, tps
+
+BOB_TOKEN = "bob-token-0123456789abcdef"
+DECLINE = {main.INPUT_KEY: {"action": "decline"}}
+
+
+def env(folder: str, **extra: str) -> dict[str, str]:
+    """The shared signing key, a state folder inside the test's temporary tree, and `extra`."""
+    return procs.server_env(NOTES_MCP_SECRET=procs.SECRET, XDG_STATE_HOME=os.path.join(folder, "state"), **extra)
+
+
+def offered(result: dict[str, Any]) -> list[str]:
+    schema = result["inputRequests"][main.INPUT_KEY]["params"]["requestedSchema"]
+    return [option["const"] for option in schema["properties"]["note_id"]["oneOf"]]
+
+
+def folder_uri(path: str) -> str:
+    return main.format_file_uri(tuple(part for part in path.split("/") if part))
+
+
+class CliCase(unittest.TestCase):
+    def setUp(self) -> None:
+        tmp = tempfile.TemporaryDirectory(prefix="store-cli-")
+        self.addCleanup(tmp.cleanup)
+        self.dir = tmp.name
+        self.db = os.path.join(self.dir, "notes.db")
+
+    def rows(self, sql: str) -> list[tuple[Any, ...]]:
+        conn = sqlite3.connect(self.db, timeout=procs.GUARD)
+        try:
+            return conn.execute(sql).fetchall()
+        finally:
+            conn.close()
+
+    def refused(self, *args: str) -> str:
+        """Run `serve` expecting exit 2; the one stderr line it printed."""
+        # Without --config the lesson principal's token comes from the environment (no extra line).
+        extra = {} if "--config" in args else {"NOTES_MCP_TOKEN": procs.TOKEN}
+        proc = procs.Process(self, ["--stdio", *args], env(self.dir, **extra))
+        self.assertEqual(proc.wait(), transports.EXIT_USAGE)
+        self.assertEqual(len(proc.stderr_lines), 1, proc.stderr_lines)
+        self.assertNotIn("Traceback", proc.stderr_text())
+        return proc.stderr_lines[0]
+
+    @staticmethod
+    def http_call(server: procs.HttpServer, test: unittest.TestCase, message: dict[str, Any], token: str = procs.TOKEN) -> dict[str, Any]:
+        _, _, body = procs.post(server.connect(test), message, procs.mcp_headers(message, token))
+        return json.loads(body)
+
+
+class SqliteCliTests(CliCase):
+    def test_db_creates_and_seeds_a_new_database_with_the_lesson_fixture(self) -> None:
+        server = procs.StdioServer(self, "--db", self.db, env=env(self.dir, NOTES_MCP_TOKEN=procs.TOKEN))
+        first = server.exchange(call(tps()))["result"]
+        self.assertEqual(offered(first), ["note-3", "note-7", "note-14"])
+        done = server.exchange(call(tps(), id=2, requestState=first["requestState"], inputResponses=accept("note-14")))
+        self.assertEqual(done["result"]["structuredContent"], {"deleted": True, "noteId": "note-14"})
+        server.close_stdin()
+        self.assertEqual(server.wait(), 0)
+        left = {note_id for (note_id,) in self.rows("SELECT id FROM notes")}
+        self.assertEqual(left, {note.id for note in main.lesson_notes()} - {"note-14"})
+        self.assertEqual(len(self.rows("SELECT nonce FROM consumed_nonces")), 1)
+
+    def test_the_config_db_key_seeds_the_config_notes(self) -> None:
+        config = procs.write_config(self, {
+            "principals": {"alice": {"token": procs.TOKEN, "workspaces": [support.WORKSPACE]}},
+            "notes": [{"id": "n1", "title": "TPS report from config", "uri": support.WORKSPACE + "/n1.md"}],
+            "db": self.db,
+        })
+        server = procs.StdioServer(self, "--config", config, env=env(self.dir))
+        self.assertEqual(offered(server.exchange(call(tps()))["result"]), ["n1"])
+        self.assertEqual(self.rows("SELECT id, title FROM notes"), [("n1", "TPS report from config")])
+
+    def test_a_file_that_is_not_sqlite_exits_2_with_one_line_and_is_left_alone(self) -> None:
+        with open(self.db, "wb") as handle:
+            handle.write(b"not a database at all" * 100)
+        line = self.refused("--db", self.db)
+        self.assertIn("is not an SQLite database", line)
+        with open(self.db, "rb") as handle:
+            self.assertEqual(handle.read(), b"not a database at all" * 100)
+
+
+class TwoInstanceTests(CliCase):
+    """Two HTTP processes, one database, one signing key: a confirmation is used once overall."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.a = procs.HttpServer(self, "--db", self.db, env=env(self.dir, NOTES_MCP_TOKEN=procs.TOKEN))
+        self.b = procs.HttpServer(self, "--db", self.db, env=env(self.dir, NOTES_MCP_TOKEN=procs.TOKEN))
+
+    def test_a_form_from_a_completes_on_b_and_the_replay_on_a_is_refused(self) -> None:
+        first = self.http_call(self.a, self, call(tps()))["result"]
+        retry = call(tps(), id=2, requestState=first["requestState"], inputResponses=accept("note-14"))
+        done = self.http_call(self.b, self, retry)
+        self.assertEqual(done["result"]["structuredContent"], {"deleted": True, "noteId": "note-14"})
+        replay = self.http_call(self.a, self, retry)
+        self.assertEqual(replay["error"]["code"], main.INVALID_PARAMS)
+        self.assertEqual(len(self.rows("SELECT id FROM notes")), len(main.lesson_notes()) - 1)
+
+    def test_a_decline_on_b_makes_a_refuse_the_accept(self) -> None:
+        first = self.http_call(self.a, self, call(tps()))["result"]
+        declined = self.http_call(self.b, self, call(tps(), id=2, requestState=first["requestState"], inputResponses=DECLINE))
+        self.assertEqual(declined["result"]["structuredContent"], {"deleted": False, "reason": "declined"})
+        accepted = self.http_call(self.a, self, call(tps(), id=3, requestState=first["requestState"], inputResponses=accept("note-14")))
+        self.assertEqual(accepted["error"]["code"], main.INVALID_PARAMS)
+        self.assertIn(("note-14",), self.rows("SELECT id FROM notes"))
+
+
+class NotesDirCliTests(CliCase):
+    def setUp(self) -> None:
+        super().setUp()
+        self.notes = os.path.join(self.dir, "Notes")
+        os.makedirs(os.path.join(self.notes, "2025"))
+        for rel, text in (("2025/tps.md", "# TPS report 2025\n"), ("tps-2024.md", "# TPS report 2024\n"), ("list.md", "# Shopping\n")):
+            with open(os.path.join(self.notes, rel), "w", encoding="utf-8") as handle:
+                handle.write(text)
+
+    def files(self, folder: str | None = None) -> set[str]:
+        root = folder or self.notes
+        return {os.path.relpath(os.path.join(d, f), root) for d, _, names in os.walk(root) for f in names}
+
+    def test_notes_dir_over_stdio_deletes_exactly_the_chosen_file(self) -> None:
+        server = procs.StdioServer(self, "--notes-dir", self.notes, env=env(self.dir, NOTES_MCP_TOKEN=procs.TOKEN))
+        args = tps(workspace=folder_uri(self.notes))
+        first = server.exchange(call(args))["result"]
+        self.assertEqual(offered(first), ["tps-2024.md", "2025/tps.md"])
+        done = server.exchange(call(args, id=2, requestState=first["requestState"], inputResponses=accept("2025/tps.md")))
+        self.assertEqual(done["result"]["structuredContent"], {"deleted": True, "noteId": "2025/tps.md"})
+        self.assertEqual(self.files(), {"tps-2024.md", "list.md"})
+        replay = server.exchange(call(args, id=3, requestState=first["requestState"], inputResponses=accept("2025/tps.md")))
+        self.assertEqual(replay["error"]["code"], main.INVALID_PARAMS)
+        # The confirmation was recorded in the default database under XDG_STATE_HOME.
+        self.assertTrue(os.path.isfile(os.path.join(self.dir, "state", "notes-mcp", "nonces.db")))
+
+    def test_the_lesson_workspace_is_not_served_from_the_fixture_when_folders_are_given(self) -> None:
+        server = procs.StdioServer(self, "--notes-dir", self.notes, env=env(self.dir, NOTES_MCP_TOKEN=procs.TOKEN))
+        self.assertTrue(server.exchange(call(tps()))["result"]["isError"])
+
+    def test_config_notes_dirs_are_per_principal_and_use_the_config_db_for_confirmations(self) -> None:
+        other = os.path.join(self.dir, "Bob")
+        os.makedirs(other)
+        with open(os.path.join(other, "tps.md"), "w", encoding="utf-8") as handle:
+            handle.write("# TPS bob\n")
+        config = procs.write_config(self, {
+            "principals": {
+                "alice": {"token": procs.TOKEN, "workspaces": [], "notesDirs": [self.notes]},
+                "bob": {"token": BOB_TOKEN, "workspaces": [], "notesDirs": [other]},
+            },
+            "stdioPrincipal": "alice",
+            "db": self.db,
+        })
+        server = procs.HttpServer(self, "--config", config, env=env(self.dir))
+        alice_args = tps(workspace=folder_uri(self.notes))
+        refused = self.http_call(server, self, call(alice_args), token=BOB_TOKEN)["result"]
+        self.assertTrue(refused["isError"])
+        self.assertNotIn("requestState", refused)
+        first = self.http_call(server, self, call(alice_args))["result"]
+        retry = call(alice_args, id=2, requestState=first["requestState"], inputResponses=accept("tps-2024.md"))
+        self.assertTrue(self.http_call(server, self, retry)["result"]["structuredContent"]["deleted"])
+        self.assertEqual(self.files(), {"2025/tps.md", "list.md"})
+        self.assertEqual(self.files(other), {"tps.md"})
+        self.assertEqual(len(self.rows("SELECT nonce FROM consumed_nonces")), 1)
+        self.assertEqual(self.rows("SELECT id FROM notes"), [])
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "state")))
+
+    def test_a_missing_notes_folder_exits_2_with_one_line(self) -> None:
+        self.assertIn("is not a directory", self.refused("--notes-dir", os.path.join(self.dir, "absent")))
+
+    def test_config_notes_and_notes_folders_together_exit_2(self) -> None:
+        config = procs.write_config(self, {
+            "principals": {"alice": {"token": procs.TOKEN, "workspaces": [], "notesDirs": [self.notes]}},
+            "notes": [{"id": "n1", "title": "TPS", "uri": support.WORKSPACE + "/n1.md"}],
+        })
+        self.assertIn("notes:", self.refused("--config", config))
+        self.assertEqual(self.files(), {"2025/tps.md", "tps-2024.md", "list.md"})
+
+
+if __name__ == "__main__":
+    unittest.main()
