@@ -92,7 +92,11 @@ class SqliteNotesStore:
             rows = self._conn.execute("SELECT id, title, uri, revision FROM notes").fetchall()
         # Containment is main's component-wise check on every row, never a SQL LIKE
         # prefix: `.../Notes%` would also match the look-alike folder `.../Notes-evil`.
-        found = [note for note in map(_note, rows) if note is not None and main.matches(note, workspace, title)]
+        needle = title.casefold()
+        # The title test first (cheap, in Python so casefolding matches the memory store),
+        # so only the few matching rows pay for being parsed and validated.
+        shown = (_note(row) for row in rows if isinstance(row[1], str) and needle in row[1].casefold())
+        found = [note for note in shown if note is not None and main.matches(note, workspace, title)]
         return sorted(found, key=lambda note: (note.title.casefold(), note.id))
 
     def is_consumed(self, nonce: str) -> bool:

@@ -40,8 +40,6 @@ from typing import Any
 import connect
 import legacy
 import main
-import markdown_store
-import sqlite_store
 
 # =====================================================================================
 # Limits and defaults (each bounds what one hostile client can make the server hold)
@@ -329,17 +327,30 @@ def lesson_config() -> dict[str, Any]:
 
 
 def build_store(config: dict[str, Any], args: argparse.Namespace) -> main.NotesStore:
-    """Markdown folders (any notesDirs), else SQLite ("db"), else memory; StoreError at start-up."""
+    """Markdown folders (any notesDirs), else SQLite ("db"), else memory; StartupError if unusable."""
     folders = [path for entry in config["principals"].values() for path in entry.get("notesDirs", [])]
-    if folders:
-        if "notes" in config:
-            raise ConfigError("notes", "cannot be combined with notesDirs or --notes-dir (the files are the notes)")
-        nonces = sqlite_store.open_store(config.get("db") or default_nonce_db(), clock=time.time)
-        return markdown_store.MarkdownNotesStore(folders, nonces)
-    if "db" in config:
+    if not folders and "db" not in config:
+        return main.MemoryNotesStore(config.get("notes", []), main.MemoryReplayStore(time.time))
+    if folders and "notes" in config:
+        raise ConfigError("notes", "cannot be combined with notesDirs or --notes-dir (the files are the notes)")
+    # Imported only when configured: serving from memory starts faster without them, and
+    # the folder store needs POSIX-only O_NOFOLLOW.
+    import sqlite_store
+
+    try:
+        if folders:
+            import markdown_store
+
+            nonces = sqlite_store.open_store(config.get("db") or default_nonce_db(), clock=time.time)
+            return markdown_store.MarkdownNotesStore(folders, nonces)
         # Seeded only when this creates the database: from "notes", or the lesson fixture without --config.
         return sqlite_store.open_store(config["db"], clock=time.time, seed_notes=config.get("notes", []))
-    return main.MemoryNotesStore(config.get("notes", []), main.MemoryReplayStore(time.time))
+    except sqlite_store.StoreError as exc:
+        raise StartupError(str(exc)) from None
+
+
+class StartupError(Exception):
+    """A store that cannot be opened at start-up; str() is one line for the operator."""
 
 
 def default_nonce_db() -> str:
@@ -351,17 +362,28 @@ def default_nonce_db() -> str:
     try:
         os.makedirs(folder, mode=0o700, exist_ok=True)
     except OSError as exc:
-        raise sqlite_store.StoreError(f"cannot create {folder} for the confirmation database: {exc.strerror}") from None
+        raise StartupError(f"cannot create {folder} for the confirmation database: {exc.strerror}") from None
     return os.path.join(folder, "nonces.db")
+
+
+def folder_grants(folders: Sequence[str]) -> list[str]:
+    """A principal's notes folders as the workspace URIs the folder store spells them with."""
+    if not folders:
+        return []
+    import markdown_store
+    import sqlite_store
+
+    try:
+        return [main.format_file_uri(markdown_store.root_path(path)) for path in folders]
+    except sqlite_store.StoreError as exc:
+        raise StartupError(str(exc)) from None
 
 
 def build_server(config: dict[str, Any], args: argparse.Namespace, keys: Sequence[bytes]) -> main.Server:
     """The core server for a validated config."""
     # A principal's notes folders are workspaces it may act on, spelled as the store spells them.
     grants = {
-        name: entry["workspaces"]
-        + [main.format_file_uri(markdown_store.root_path(path)) for path in entry.get("notesDirs", [])]
-        for name, entry in config["principals"].items()
+        name: entry["workspaces"] + folder_grants(entry.get("notesDirs", [])) for name, entry in config["principals"].items()
     }
     return main.Server(
         keys=keys,
@@ -908,7 +930,7 @@ def serve(argv: Sequence[str]) -> int:
         entry["notesDirs"] = entry.get("notesDirs", []) + args.notes_dir
     try:
         server = build_server(config, args, keys)
-    except (ConfigError, sqlite_store.StoreError) as exc:
+    except (ConfigError, StartupError) as exc:
         say(str(exc))
         return EXIT_USAGE
     pages = connect.install(server, {name: entry["token"] for name, entry in config["principals"].items()})
