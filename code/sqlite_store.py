@@ -63,7 +63,7 @@ class SqliteNotesStore:
 
     One connection plus a lock, not one connection per thread: SQLite admits one writer
     at a time anyway, so per-thread connections would buy nothing for `settle` while the
-    HTTP transport (a thread per request) would open a file handle per request. The lock
+    HTTP transport (a thread per connection) would open a file handle per connection. The lock
     is what stops two threads from interleaving statements in one transaction.
     """
 
