@@ -642,15 +642,25 @@ class MemoryNotesStore:
             self._notes[note.id] = dataclasses.replace(note, uri=normalize_file_uri(note.uri))
 
     def candidates(self, workspace: Path, title: str) -> list[Note]:
+        """Matching notes strictly inside `workspace`, sorted by title then id."""
         needle = title.casefold()  # `matches`, with the query folded once per lookup
         with self.replay.lock:
             found = [n for n in self._notes.values() if needle in n.folded_title and inside_workspace(n, workspace)]
-        return sorted(found, key=lambda note: (note.title.casefold(), note.id))
+        return sorted(found, key=lambda note: (note.folded_title, note.id))
 
     def is_consumed(self, nonce: str) -> bool:
+        """True when the replay store holds this nonce."""
         return self.replay.is_consumed(nonce)
 
-    def settle(self, principal, nonce, expires_at, target, recheck) -> Settlement:  # noqa: ANN001 (see NotesStore)
+    def settle(
+        self,
+        principal: str,
+        nonce: str,
+        expires_at: float,
+        target: tuple[str, str] | None,
+        recheck: Callable[[Note], bool],
+    ) -> Settlement:
+        """Under the one lock: claim the nonce; for `target` re-read the note, re-check, delete."""
         with self.transaction() as claim:
             outcome = claim(principal, nonce, expires_at)
             if outcome is not Claim.OK:

@@ -15,7 +15,7 @@ import support
 import main
 import procs
 import transports
-from support import accept, call, tps
+from support import Log, accept, call, tps
 
 ALICE = {"token": "a" * transports.MIN_TOKEN_LENGTH, "workspaces": [support.WORKSPACE]}
 BOB = {"token": "b" * transports.MIN_TOKEN_LENGTH, "workspaces": ["file:///Users/bob/Notes"]}
@@ -182,7 +182,9 @@ class EnvironmentTests(StartupRefusalCase):
         form = before.handle(call(tps()), main.LESSON_PRINCIPAL)["result"]
         retry = call(tps(), id=2, requestState=form["requestState"], inputResponses=accept("note-14"))
         dropped = transports.build_server(transports.lesson_config(), args, [new])
+        dropped.log = Log()  # keep the refusal's reason off the test output, and check it
         self.assertEqual(dropped.handle(retry, main.LESSON_PRINCIPAL)["error"]["code"], main.INVALID_PARAMS)
+        self.assertEqual(dropped.log, ["refused requestState: unknown key id"])
         rotated = transports.build_server(transports.lesson_config(), args, [new, old])
         self.assertEqual(rotated.handle(retry, main.LESSON_PRINCIPAL)["result"]["structuredContent"], {"deleted": True, "noteId": "note-14"})
         self.assertEqual([n.id for n in dropped.notes.all() if n.id == "note-14"], ["note-14"])  # type: ignore[attr-defined]
