@@ -1237,9 +1237,13 @@ def demo(out: Callable[[str], None] = print) -> None:
 
 
 def shorten(message: dict[str, Any]) -> str:
-    """One wire message for the demo, with the long state token and descriptor trimmed."""
-    text = json.dumps(message, separators=(",", ":"))
-    return text if len(text) <= 400 else text[:300] + f"... ({len(text)} bytes)"
+    """One wire message for the demo, exactly as sent except that requestState is elided."""
+    shown = copy.deepcopy(message)
+    for part in (shown.get("params"), shown.get("result")):
+        if isinstance(part, dict) and isinstance(part.get("requestState"), str):
+            token = part["requestState"]
+            part["requestState"] = f"{token[:20]}...({len(token)} chars, signed)"
+    return json.dumps(shown, separators=(",", ":"), ensure_ascii=False)
 
 
 # =====================================================================================
