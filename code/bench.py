@@ -270,7 +270,7 @@ def breakdown(notes: int) -> dict[str, float]:
         envelope = main.parse_envelope(retry_msg)
         meta = main.read_meta(envelope.params)
         main.check_version(meta)
-        args = main.read_delete_args(envelope.params["arguments"])
+        args = main.read_scope_args(envelope.params["arguments"])
         main.supports_form_elicitation(meta.capabilities)
         path = main.parse_file_uri(args.workspace_uri)
         server.policy.allows(PRINCIPAL, path)

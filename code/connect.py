@@ -477,11 +477,6 @@ def not_published(reason: str, text: str) -> dict[str, Any]:
 
 def choice_form(workspace_uri: str, title: str, notes: list[main.Note]) -> dict[str, Any]:
     """The form asking which of several matching notes to publish (a titled single-select)."""
-    seen = [note.title for note in notes]
-    options = [
-        {"const": note.id, "title": note.title if seen.count(note.title) == 1 else f"{note.title} ({note.id})"}
-        for note in notes
-    ]
     return {
         "method": "elicitation/create",
         "params": {
@@ -489,7 +484,7 @@ def choice_form(workspace_uri: str, title: str, notes: list[main.Note]) -> dict[
             "message": f"{len(notes)} notes match \"{title}\" in {workspace_uri}. Choose the note to publish.",
             "requestedSchema": {
                 "type": "object",
-                "properties": {"note_id": {"type": "string", "title": "Note to publish", "oneOf": options}},
+                "properties": {"note_id": {"type": "string", "title": "Note to publish", "oneOf": main.choice_options(notes)}},
                 "required": ["note_id"],
             },
         },
@@ -508,44 +503,34 @@ class NotesPublish:
         self, arguments: Any, meta: main.RequestMeta, principal: str, state: str | None, responses: dict[str, Any] | None
     ) -> dict[str, Any]:
         """First call: scope, look up, choose/connect/publish. Retry: verify, then act on the answer."""
-        try:
-            args = main.read_delete_args(arguments)
-        except main.McpError as exc:
-            raise main.McpError(exc.code, exc.message.replace(main.TOOL_NAME, TOOL_NAME)) from None
+        args = main.read_scope_args(arguments, TOOL_NAME)
         # Capability before any lookup, as for notes_delete: a client that cannot open the
         # page learns nothing about notes. Declarations count for this request only.
         if state is None and self.store.credential(principal) is None and not supports_url_elicitation(meta.capabilities):
             raise self.url_required()
-        try:
-            workspace = main.parse_file_uri(args.workspace_uri)
-        except main.ScopeError as exc:
-            return main.tool_result(f"workspaceUri {exc}.", is_error=True)
-        if not self.server.policy.allows(principal, workspace):
-            self.server.log(f"refused: principal {principal!r} is not authorized for {main.format_file_uri(workspace)}")
-            return main.tool_result("That workspace is not authorized for you.", is_error=True)
-        canonical = {"workspaceUri": main.format_file_uri(workspace), "title": args.title}
+        workspace, canonical = self.server.scope(principal, args)
         if state is None:
             return self.start(principal, workspace, canonical, meta)
         phase = self.phase_of(state)
         claims = self.server.verify_state(state, principal, TOOL_NAME, canonical, phase)
-        if self.server.notes.is_consumed(claims["nonce"]) or not self.one_target(claims, phase):
-            self.server.log("refused requestState: already used or malformed")
-            raise main.McpError(main.INVALID_PARAMS, "Invalid params: requestState is not valid")
-        answer = (responses or {}).get(CHOICE_KEY if phase == PHASE_CHOOSE else CONNECT_KEY)
+        if not self.one_target(claims, phase):
+            self.server.log("refused requestState: malformed candidates")
+            raise main.McpError(main.INVALID_PARAMS, main.STATE_INVALID)
+        key = CHOICE_KEY if phase == PHASE_CHOOSE else CONNECT_KEY
+        answer = (responses or {}).get(key)
         if answer is None:
             # Not answered: ask again (the same flow, while it lives) rather than fail.
             if phase == PHASE_CHOOSE:
                 return self.start(principal, workspace, canonical, meta)
             return self.connect(principal, workspace, canonical, tuple(claims["cands"][0]), meta, None, claims.get("flow"))
-        if not isinstance(answer, dict) or answer.get("action") not in ("accept", "decline", "cancel"):
-            key = CHOICE_KEY if phase == PHASE_CHOOSE else CONNECT_KEY
-            raise main.McpError(main.INVALID_PARAMS, f"Invalid params: inputResponses.{key} must be an elicitation result")
-        if answer["action"] == "cancel":
+        action = main.read_answer(answer, key)
+        if action == "cancel":
             # Dismissed, not refused: the same state may be answered again until it expires.
             return not_published("cancelled", "Cancelled; nothing was published.")
-        if answer["action"] == "decline":
+        if action == "decline":
             self.store.discard_flow(claims.get("flow"), principal)
-            return self.settle(principal, claims) or not_published("declined", "Declined; nothing was published.")
+            self.server.consume(principal, claims)
+            return not_published("declined", "Declined; nothing was published.")
         if phase == PHASE_CHOOSE:
             return self.chosen(principal, workspace, canonical, claims, answer, meta)
         return self.connect(principal, workspace, canonical, tuple(claims["cands"][0]), meta, claims, claims.get("flow"))
@@ -576,14 +561,7 @@ class NotesPublish:
 
     def start(self, principal: str, workspace: main.Path, canonical: dict[str, str], meta: main.RequestMeta) -> dict[str, Any]:
         """Look up candidates: none is an error, several ask which one, one goes on."""
-        found = self.server.notes.candidates(workspace, canonical["title"])
-        if not found:
-            return main.tool_result(f"No note titled like {canonical['title']!r} in that workspace.", is_error=True)
-        if len(found) > main.MAX_CANDIDATES:
-            return main.tool_result(
-                f"{len(found)} notes match; more than {main.MAX_CANDIDATES} cannot be offered. Use a more specific title.",
-                is_error=True,
-            )
+        found = self.server.lookup(workspace, canonical["title"])
         if len(found) == 1:
             return self.connect(principal, workspace, canonical, (found[0].id, found[0].version), meta, None, None)
         if not main.supports_form_elicitation(meta.capabilities):
@@ -592,11 +570,11 @@ class NotesPublish:
                 f"{len(found)} notes match; use a title that matches only one (this client cannot show a choice form).",
                 is_error=True,
             )
-        claims = self.claims(principal, canonical, PHASE_CHOOSE, [[n.id, n.version] for n in found])
+        cands = [[n.id, n.version] for n in found]
         return {
             "resultType": "input_required",
             "inputRequests": {CHOICE_KEY: choice_form(canonical["workspaceUri"], canonical["title"], found)},
-            "requestState": self.server.sealer.seal(claims),
+            "requestState": self.server.mint(principal, TOOL_NAME, canonical, PHASE_CHOOSE, cands),
         }
 
     def chosen(
@@ -630,9 +608,8 @@ class NotesPublish:
         flow = self.store.flow_state(handle, principal) if handle is not None else None
         if flow == DENIED:
             self.store.discard_flow(handle, principal)
-            return self.settle(principal, claims) or not_published(
-                "denied", f"The user denied connecting {SERVICE_NAME}; nothing was published."
-            )
+            self.consume(principal, claims)
+            return not_published("denied", f"The user denied connecting {SERVICE_NAME}; nothing was published.")
         if self.store.credential(principal) is not None:
             self.store.discard_flow(handle, principal)
             return self.publish(principal, workspace, canonical, target, claims)
@@ -644,8 +621,6 @@ class NotesPublish:
             if handle is None:
                 return main.tool_result("Too many connection requests are pending for you; finish one or try later.", is_error=True)
             self.server.log(f"connect flow started for principal {principal!r}")
-        next_claims = self.claims(principal, canonical, PHASE_CONNECT, [list(target)])
-        next_claims["flow"] = handle
         return {
             "resultType": "input_required",
             "inputRequests": {
@@ -654,16 +629,14 @@ class NotesPublish:
                     "params": {"mode": "url", "message": CONNECT_MESSAGE, "url": self.pages.flow_url(handle)},
                 }
             },
-            "requestState": self.server.sealer.seal(next_claims),
+            "requestState": self.server.mint(principal, TOOL_NAME, canonical, PHASE_CONNECT, [list(target)], {"flow": handle}),
         }
 
     def publish(
         self, principal: str, workspace: main.Path, canonical: dict[str, str], target: tuple[str, ...], claims: dict[str, Any] | None
     ) -> dict[str, Any]:
         """Consume the state (if any), re-read and re-check the note, publish it with the stored credential."""
-        refusal = self.settle(principal, claims)
-        if refusal is not None:
-            return refusal
+        self.consume(principal, claims)
         note_id, version = target
         # Time of check to time of use: the note may have changed, moved or the grant gone.
         live = [n for n in self.server.notes.candidates(workspace, canonical["title"]) if n.id == note_id and n.version == version]
@@ -676,34 +649,10 @@ class NotesPublish:
             {"published": True, "noteId": note_id, "reportId": report_id},
         )
 
-    def settle(self, principal: str, claims: dict[str, Any] | None) -> dict[str, Any] | None:
-        """Consume a state's nonce in the shared replay store; an error result if it cannot be."""
-        if claims is None:
-            return None  # a first call that completes at once has no state to consume
-        outcome = self.server.notes.settle(principal, claims["nonce"], claims["exp"], None, lambda note: False)
-        if outcome is main.Settlement.USED:
-            # Two retries racing with one state: only the first one completes.
-            self.server.log("refused requestState: already used or just expired")
-            raise main.McpError(main.INVALID_PARAMS, "Invalid params: requestState is not valid")
-        if outcome is main.Settlement.FULL:
-            self.server.log(f"refused: replay bound reached for principal {principal!r}")
-            return main.tool_result("Too many confirmations are pending for you; try again later.", is_error=True)
-        return None
-
-    def claims(self, principal: str, canonical: dict[str, str], phase: str, cands: list[list[str]]) -> dict[str, Any]:
-        """The signed claims for one step (no secret: the client can read every one)."""
-        now = self.server.clock()
-        return {
-            "sub": principal,
-            "method": "tools/call",
-            "tool": TOOL_NAME,
-            "args": main.digest(canonical),
-            "phase": phase,
-            "cands": cands,
-            "nonce": main.b64url_encode(secrets.token_bytes(16)),
-            "iat": now,
-            "exp": now + self.server.state_ttl,
-        }
+    def consume(self, principal: str, claims: dict[str, Any] | None) -> None:
+        """Consume a retry's state in the shared replay store (a first call has none)."""
+        if claims is not None:
+            self.server.consume(principal, claims)
 
 
 def install(

@@ -108,6 +108,7 @@ TOOL_NAME = "notes_delete"
 INPUT_KEY = "delete_choice"  # the key of our one elicitation in `inputRequests`
 PHASE_CONFIRM = "confirm_delete"
 STATE_VERSION = "v1"
+STATE_INVALID = "Invalid params: requestState is not valid"  # the one message for every state refusal
 
 # =====================================================================================
 # 2. The one error type and the one exception-to-response boundary
@@ -775,29 +776,33 @@ NOTES_DELETE_TOOL: dict[str, Any] = {
 
 
 @dataclasses.dataclass(frozen=True)
-class DeleteArgs:
-    """Validated `notes_delete` arguments (workspace already parsed, or the reason it failed)."""
+class ScopeArgs:
+    """Validated scope arguments: the workspace URI (not yet parsed) and the title query."""
 
     workspace_uri: str
     title: str
 
 
-def read_delete_args(arguments: Any) -> DeleteArgs:
-    """Check arguments against the inputSchema exactly, or -32602."""
+def read_scope_args(arguments: Any, tool: str = TOOL_NAME) -> ScopeArgs:
+    """Check `{workspaceUri, title}` against the inputSchema exactly, or -32602 naming `tool`."""
     if not isinstance(arguments, dict):
-        raise McpError(INVALID_PARAMS, f"Invalid arguments for tool {TOOL_NAME}: arguments must be an object")
+        raise McpError(INVALID_PARAMS, f"Invalid arguments for tool {tool}: arguments must be an object")
     unknown = sorted(set(arguments) - {"workspaceUri", "title"})
     if unknown:
-        raise McpError(INVALID_PARAMS, f"Invalid arguments for tool {TOOL_NAME}: unexpected property {unknown[0]!r}")
+        raise McpError(INVALID_PARAMS, f"Invalid arguments for tool {tool}: unexpected property {unknown[0]!r}")
     uri, title = arguments.get("workspaceUri"), arguments.get("title")
     if not isinstance(uri, str) or not 0 < len(uri) <= MAX_URI_LENGTH:
-        raise McpError(INVALID_PARAMS, f"Invalid arguments for tool {TOOL_NAME}: workspaceUri must be a URI string")
+        raise McpError(INVALID_PARAMS, f"Invalid arguments for tool {tool}: workspaceUri must be a URI string")
     if not isinstance(title, str) or not 0 < len(title) <= MAX_TITLE_LENGTH or not title.strip():
         raise McpError(
             INVALID_PARAMS,
-            f"Invalid arguments for tool {TOOL_NAME}: title must be 1..{MAX_TITLE_LENGTH} characters",
+            f"Invalid arguments for tool {tool}: title must be 1..{MAX_TITLE_LENGTH} characters",
         )
-    return DeleteArgs(uri, title)
+    return ScopeArgs(uri, title)
+
+
+class ToolError(Exception):
+    """A tool execution error: answered as an `isError: true` result the model can act on."""
 
 
 def tool_result(text: str, structured: dict[str, Any] | None = None, *, is_error: bool = False) -> dict[str, Any]:
@@ -814,14 +819,25 @@ def not_deleted(reason: str, text: str) -> dict[str, Any]:
     return tool_result(text, {"deleted": False, "reason": reason})
 
 
-def delete_form(workspace_uri: str, title: str, notes: list[Note]) -> dict[str, Any]:
-    """The elicitation: a titled single-select of the candidates and a confirm box."""
+def read_answer(answer: Any, key: str) -> str:
+    """The action of an elicitation result (accept, decline or cancel), or -32602."""
+    if not isinstance(answer, dict) or answer.get("action") not in ("accept", "decline", "cancel"):
+        raise McpError(INVALID_PARAMS, f"Invalid params: inputResponses.{key} must be an elicitation result")
+    return answer["action"]
+
+
+def choice_options(notes: list[Note]) -> list[dict[str, str]]:
+    """A titled single-select's options: each note's id, shown by the title a person knows."""
     seen = [note.title for note in notes]
-    options = [
-        # Two notes with the same title must still be told apart by the person choosing.
+    # Two notes with the same title must still be told apart by the person choosing.
+    return [
         {"const": note.id, "title": note.title if seen.count(note.title) == 1 else f"{note.title} ({note.id})"}
         for note in notes
     ]
+
+
+def delete_form(workspace_uri: str, title: str, notes: list[Note]) -> dict[str, Any]:
+    """The elicitation: a titled single-select of the candidates and a confirm box."""
     count = "1 note matches" if len(notes) == 1 else f"{len(notes)} notes match"
     return {
         "method": "elicitation/create",
@@ -834,7 +850,7 @@ def delete_form(workspace_uri: str, title: str, notes: list[Note]) -> dict[str, 
             "requestedSchema": {
                 "type": "object",
                 "properties": {
-                    "note_id": {"type": "string", "title": "Note to delete", "oneOf": options},
+                    "note_id": {"type": "string", "title": "Note to delete", "oneOf": choice_options(notes)},
                     "confirm": {
                         "type": "boolean",
                         "title": "Delete it permanently",
@@ -898,7 +914,12 @@ class Server:
         if has_state and not isinstance(params["inputResponses"], dict):
             raise McpError(INVALID_PARAMS, "Invalid params: inputResponses must be an object")
         _, run = self.tools[name]
-        result = run(params.get("arguments", {}), meta, principal, params.get("requestState"), params.get("inputResponses"))
+        try:
+            result = run(params.get("arguments", {}), meta, principal, params.get("requestState"), params.get("inputResponses"))
+        except ToolError as exc:
+            # Scope, lookup and store refusals are results, not protocol errors: the model
+            # reads them and can correct itself (a narrower title, another workspace).
+            result = tool_result(str(exc), is_error=True)
         result.setdefault("_meta", {META_SERVER_INFO: dict(SERVER_INFO)})
         return result
 
@@ -911,7 +932,7 @@ class Server:
         responses: dict[str, Any] | None,
     ) -> dict[str, Any]:
         """First call: scope, look up, ask. Retry: verify the state, then act on the answer."""
-        args = read_delete_args(arguments)
+        args = read_scope_args(arguments)
         # Capability before any lookup: a client that cannot show the form must not learn
         # which notes exist, and must never get a deletion without a form.
         if not supports_form_elicitation(meta.capabilities):
@@ -920,57 +941,74 @@ class Server:
                 "Server requires form elicitation for this request",
                 {"requiredCapabilities": {"elicitation": {"form": {}}}},
             )
-        try:
-            workspace = parse_file_uri(args.workspace_uri)
-        except ScopeError as exc:
-            return tool_result(f"workspaceUri {exc}.", is_error=True)
-        # 1. Authorization: the principal comes from the transport, never from arguments.
-        if not self.policy.allows(principal, workspace):
-            self.log(f"refused: principal {principal!r} is not authorized for {format_file_uri(workspace)}")
-            return tool_result("That workspace is not authorized for you.", is_error=True)
-        canonical = {"workspaceUri": format_file_uri(workspace), "title": args.title}
+        workspace, canonical = self.scope(principal, args)
         if state is None:
             return self.ask(principal, workspace, canonical)
         claims = self.verify_state(state, principal, TOOL_NAME, canonical, PHASE_CONFIRM)
-        if self.notes.is_consumed(claims["nonce"]):
-            self.log("refused requestState: confirmation already used")
-            raise McpError(INVALID_PARAMS, "Invalid params: requestState is not valid")
         answer = responses.get(INPUT_KEY) if responses is not None else None
         if answer is None:
             # The client did not answer our question: ask again rather than fail.
             return self.ask(principal, workspace, canonical)
         return self.act(principal, workspace, claims, answer)
 
-    def ask(self, principal: str, workspace: Path, canonical: dict[str, str]) -> dict[str, Any]:
-        """Look up candidates (2. containment is in `matches`) and return the form as MRTR."""
-        found = self.notes.candidates(workspace, canonical["title"])
+    def scope(self, principal: str, args: ScopeArgs) -> tuple[Path, dict[str, str]]:
+        """The parsed workspace after 1. authorization, and the canonical arguments a state binds."""
+        try:
+            workspace = parse_file_uri(args.workspace_uri)
+        except ScopeError as exc:
+            raise ToolError(f"workspaceUri {exc}.") from None
+        # The principal comes from the transport, never from arguments.
+        if not self.policy.allows(principal, workspace):
+            self.log(f"refused: principal {principal!r} is not authorized for {format_file_uri(workspace)}")
+            raise ToolError("That workspace is not authorized for you.")
+        return workspace, {"workspaceUri": format_file_uri(workspace), "title": args.title}
+
+    def lookup(self, workspace: Path, title: str) -> list[Note]:
+        """Candidates (2. containment is in `matches`); none, or more than a form can offer, is a tool error."""
+        found = self.notes.candidates(workspace, title)
         if not found:
-            return tool_result(f"No note titled like {canonical['title']!r} in that workspace.", is_error=True)
+            raise ToolError(f"No note titled like {title!r} in that workspace.")
         if len(found) > MAX_CANDIDATES:
-            return tool_result(
-                f"{len(found)} notes match; more than {MAX_CANDIDATES} cannot be offered. Use a more specific title.",
-                is_error=True,
-            )
+            raise ToolError(f"{len(found)} notes match; more than {MAX_CANDIDATES} cannot be offered. Use a more specific title.")
+        return found
+
+    def ask(self, principal: str, workspace: Path, canonical: dict[str, str]) -> dict[str, Any]:
+        """Look up candidates and return the form as MRTR, with a fresh sealed state."""
+        found = self.lookup(workspace, canonical["title"])
+        cands = [[note.id, note.version] for note in found]
+        return {
+            "resultType": "input_required",
+            "inputRequests": {INPUT_KEY: delete_form(canonical["workspaceUri"], canonical["title"], found)},
+            "requestState": self.mint(principal, TOOL_NAME, canonical, PHASE_CONFIRM, cands),
+        }
+
+    def mint(
+        self,
+        principal: str,
+        tool: str,
+        canonical: dict[str, str],
+        phase: str,
+        cands: list[list[str]],
+        extra: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Seal a state binding principal, tool, arguments, phase, candidates, a nonce and expiry."""
         now = self.clock()
         claims = {
+            **(extra or {}),
             "sub": principal,
             "method": "tools/call",
-            "tool": TOOL_NAME,
+            "tool": tool,
             "args": digest(canonical),
-            "phase": PHASE_CONFIRM,
-            "cands": [[note.id, note.version] for note in found],
+            "phase": phase,
+            "cands": cands,  # [id, version of the record shown] for every choice offered
             "nonce": b64url_encode(secrets.token_bytes(16)),
             "iat": now,
             "exp": now + self.state_ttl,
         }
-        return {
-            "resultType": "input_required",
-            "inputRequests": {INPUT_KEY: delete_form(canonical["workspaceUri"], canonical["title"], found)},
-            "requestState": self.sealer.seal(claims),
-        }
+        return self.sealer.seal(claims)
 
     def verify_state(self, token: Any, principal: str, tool: str, canonical: dict[str, Any], phase: str) -> dict[str, Any]:
-        """Open the state and check every binding; any failure is one fixed -32602."""
+        """Open the state, check every binding and that it is unused; any failure is one fixed -32602."""
         try:
             claims = self.sealer.open(token)
             expected = {
@@ -989,21 +1027,23 @@ class Server:
                 raise StateError("expired")
             if not isinstance(nonce, str) or not isinstance(cands, list):
                 raise StateError("malformed claims")
+            # Only a verified nonce reaches the store, so forged tokens cannot probe or fill it.
+            if self.notes.is_consumed(nonce):
+                raise StateError("confirmation already used")
             return claims
         except StateError as exc:
             self.log(f"refused requestState: {exc}")
-            raise McpError(INVALID_PARAMS, "Invalid params: requestState is not valid") from None
+            raise McpError(INVALID_PARAMS, STATE_INVALID) from None
 
     def act(self, principal: str, workspace: Path, claims: dict[str, Any], answer: Any) -> dict[str, Any]:
         """Act on the user's answer: cancel, decline, explicit no, or the atomic delete."""
-        if not isinstance(answer, dict) or answer.get("action") not in ("accept", "decline", "cancel"):
-            raise McpError(INVALID_PARAMS, f"Invalid params: inputResponses.{INPUT_KEY} must be an elicitation result")
-        action = answer["action"]
+        action = read_answer(answer, INPUT_KEY)
         if action == "cancel":
             # Dismissed, not refused: the same state may be answered again until it expires.
             return not_deleted("cancelled", "Cancelled; nothing was deleted.")
         if action == "decline":
-            return self.finish(principal, claims, None, "declined", "Declined; nothing was deleted.")
+            self.consume(principal, claims)
+            return not_deleted("declined", "Declined; nothing was deleted.")
         content = answer.get("content")
         shown = {note_id: version for note_id, version in claims["cands"]}
         if not isinstance(content, dict):
@@ -1013,40 +1053,34 @@ class Server:
         if not isinstance(note_id, str) or note_id not in shown or not isinstance(confirm, bool):
             raise McpError(INVALID_PARAMS, "Invalid params: the answer does not match the form")
         if not confirm:
-            return self.finish(principal, claims, None, "not_confirmed", "Not confirmed; nothing was deleted.")
+            self.consume(principal, claims)
+            return not_deleted("not_confirmed", "Not confirmed; nothing was deleted.")
 
         def recheck(live: Note) -> bool:
             # 1 and 2 again, inside the atomic step: grants and notes may have changed.
             return self.policy.allows(principal, workspace) and inside_workspace(live, workspace)
 
-        return self.finish(principal, claims, (note_id, shown[note_id]), None, "", recheck)
+        if self.consume(principal, claims, (note_id, shown[note_id]), recheck) is Settlement.CHANGED:
+            raise ToolError("The chosen note changed, moved or was deleted since the form was shown; nothing was deleted.")
+        return tool_result(f"Deleted note {note_id}.", {"deleted": True, "noteId": note_id})
 
-    def finish(
+    def consume(
         self,
         principal: str,
         claims: dict[str, Any],
-        target: tuple[str, str] | None,
-        reason: str | None,
-        text: str,
+        target: tuple[str, str] | None = None,
         recheck: Callable[[Note], bool] = lambda note: False,
-    ) -> dict[str, Any]:
-        """Consume the confirmation (and delete, for `target`) in one atomic store step."""
+    ) -> Settlement:
+        """Consume a verified state (and delete `target`) in one atomic store step."""
         outcome = self.notes.settle(principal, claims["nonce"], claims["exp"], target, recheck)
         if outcome is Settlement.USED:
+            # Two retries racing with one state, here or on another instance: one wins.
             self.log("refused requestState: confirmation already used or just expired")
-            raise McpError(INVALID_PARAMS, "Invalid params: requestState is not valid")
+            raise McpError(INVALID_PARAMS, STATE_INVALID)
         if outcome is Settlement.FULL:
             self.log(f"refused: replay bound reached for principal {principal!r}")
-            return tool_result("Too many confirmations are pending for you; try again later.", is_error=True)
-        if outcome is Settlement.CHANGED:
-            return tool_result(
-                "The chosen note changed, moved or was deleted since the form was shown; nothing was deleted.",
-                is_error=True,
-            )
-        if outcome is Settlement.DELETED:
-            note_id = target[0] if target else ""
-            return tool_result(f"Deleted note {note_id}.", {"deleted": True, "noteId": note_id})
-        return not_deleted(reason or "declined", text)
+            raise ToolError("Too many confirmations are pending for you; try again later.")
+        return outcome
 
     # ---------------------------------------------------------------- 10. server/discover
 
