@@ -290,19 +290,13 @@ PAGE_HEADERS: tuple[tuple[str, str], ...] = (
 GONE = "This link is not valid: it is unknown, already used or expired. Start again from your MCP client."
 
 
-def header_values(headers: Headers, name: str) -> list[str]:
-    """Every value of header `name` (case-insensitive), in order."""
-    return [value for key, value in headers if key.lower() == name]
-
-
 class ConnectPages:
     """GET /connect/<handle>, POST /connect/<handle>/sign-in and /connect/<handle>/decision."""
 
     def __init__(self, store: ConnectStore, tokens: Mapping[str, str], log: Callable[[str], None], base_url: str | None = None) -> None:
         self.store = store
         self.log = log
-        # Sign-in compares digests, never tokens: equal lengths, so compare_digest leaks nothing.
-        self._tokens = [(name, hashlib.sha256(token.encode("ascii")).digest()) for name, token in tokens.items()]
+        self.tokens = main.BearerTokens(tokens)  # sign-in uses the MCP bearer tokens
         self.base_url = base_url  # http://host:port of the listener; set by the transport once bound
 
     def flow_url(self, handle: str) -> str:
@@ -348,11 +342,11 @@ class ConnectPages:
 
     def check_post(self, headers: Headers, body: bytes) -> Response | None:
         """Cross-site form posts, odd media types and oversized bodies stop here."""
-        origins = header_values(headers, "origin")
+        origins = main.header_values(headers, "origin")
         # Login CSRF and forged decisions from another site: a browser names the page's origin.
         if origins and (len(origins) != 1 or self.base_url is None or origins[0].lower() != self.base_url.lower()):
             return self.page(403, "Forbidden", "This form may only be sent from this server's own page.")
-        types = header_values(headers, "content-type")
+        types = main.header_values(headers, "content-type")
         if len(types) != 1 or types[0].split(";")[0].strip().lower() != "application/x-www-form-urlencoded":
             return self.page(415, "Unsupported form", "Send the form from this server's page.")
         if len(body) > MAX_FORM_BYTES:
@@ -374,26 +368,17 @@ class ConnectPages:
     def cookie(headers: Headers) -> str | None:
         """Our session cookie's value if it appears exactly once, else None."""
         found = []
-        for header in header_values(headers, "cookie"):
+        for header in main.header_values(headers, "cookie"):
             for item in header.split(";"):
                 name, eq, value = item.strip().partition("=")
                 if eq and name == SESSION_COOKIE:
                     found.append(value)
         return found[0] if len(found) == 1 else None
 
-    def principal_for(self, token: str) -> str | None:
-        """The principal whose bearer token this is, in constant time over all principals."""
-        given = hashlib.sha256(token.encode("utf-8", "replace")).digest()
-        found = None
-        for name, digest in self._tokens:
-            if hmac.compare_digest(given, digest):
-                found = name
-        return found
-
     def sign_in(self, handle: str, flow: Flow, old_session: str | None, body: bytes) -> Response:
         """Check the token, bind a fresh session to its principal, go back to the flow page."""
         fields = self.form(body)
-        principal = self.principal_for(fields.get("token", "")) if fields is not None else None
+        principal = self.tokens.principal(fields.get("token", "")) if fields is not None else None
         if principal is None:
             return self.sign_in_page(handle, 403, "That token is not valid for this server.")
         if principal != flow.principal:

@@ -103,7 +103,7 @@ def required_modes(data: Any) -> str:
 
 def tool_error(text: str) -> dict[str, Any]:
     """A 2025-11-25 CallToolResult reporting a tool error."""
-    return {"content": [{"type": "text", "text": text}], "isError": True}
+    return legacy_result(main.tool_result(text, is_error=True))
 
 
 class _Abandoned(Exception):

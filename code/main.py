@@ -257,12 +257,17 @@ def supports_form_elicitation(capabilities: Mapping[str, Any]) -> bool:
 HeaderList = Sequence[tuple[str, str]]
 
 
+def header_values(headers: HeaderList, name: str) -> list[str]:
+    """Every value of header `name` (names compared case-insensitively), in order."""
+    return [value for key, value in headers if key.lower() == name.lower()]
+
+
 def check_http_headers(headers: HeaderList, method: str, params: dict[str, Any], meta: RequestMeta) -> None:
     """Streamable HTTP: MCP-Protocol-Version, Mcp-Method and Mcp-Name must match the body."""
     # A proxy or gateway routes on headers; a body that says something else would let a
     # request be authorized as one thing and executed as another.
     def only(name: str) -> str:
-        values = [value for key, value in headers if key.lower() == name.lower()]
+        values = header_values(headers, name)
         if len(values) != 1:
             raise McpError(HEADER_MISMATCH, f"Header mismatch: exactly one {name} header is required")
         return values[0]
@@ -358,6 +363,24 @@ def contains(workspace_uri: str, uri: str) -> bool:
         return is_within(parse_file_uri(uri), parse_file_uri(workspace_uri))
     except ScopeError:
         return False
+
+
+class BearerTokens:
+    """Who is asking: bearer token -> principal, for the transports that authenticate."""
+
+    def __init__(self, tokens: Mapping[str, str]) -> None:
+        # Digests, not tokens, are compared: equal lengths, so compare_digest leaks nothing.
+        self._digests = [(name, hashlib.sha256(token.encode("utf-8")).digest()) for name, token in tokens.items()]
+
+    def principal(self, token: str) -> str | None:
+        """The principal holding `token`, or None; constant time over every entry."""
+        given = hashlib.sha256(token.encode("utf-8", "replace")).digest()
+        found = None
+        for name, known in self._digests:
+            # No early exit: the timing says nothing about which token came close.
+            if hmac.compare_digest(given, known):
+                found = name
+        return found
 
 
 class AuthorizationPolicy:

@@ -19,8 +19,6 @@ from NOTES_MCP_SECRET (hex, comma-separated, newest first). Standard library onl
 from __future__ import annotations
 
 import argparse
-import hashlib
-import hmac
 import json
 import math
 import os
@@ -487,8 +485,7 @@ class HttpPolicy:
         allowed_origins: frozenset[str],
         request_timeout: float,
     ) -> None:
-        # Compare digests, not tokens: equal lengths, so compare_digest leaks nothing.
-        self._tokens = [(name, hashlib.sha256(token.encode("ascii")).digest()) for name, token in tokens.items()]
+        self.tokens = main.BearerTokens(tokens)
         self.no_auth_principal = no_auth_principal
         self.allowed_hosts = allowed_hosts
         self.allowed_origins = allowed_origins
@@ -498,14 +495,9 @@ class HttpPolicy:
         """The authenticated principal for this request, or a 401 refusal."""
         if self.no_auth_principal is not None:
             return self.no_auth_principal
-        values = header_values(headers, "authorization")
+        values = main.header_values(headers, "authorization")
         scheme, _, token = values[0].partition(" ") if len(values) == 1 else ("", "", "")
-        given = hashlib.sha256(token.strip().encode("latin-1")).digest()
-        found = None
-        for name, digest in self._tokens:
-            # Constant time, and no early exit: timing says nothing about which token is near.
-            if hmac.compare_digest(given, digest):
-                found = name
+        found = self.tokens.principal(token.strip())
         if scheme.lower() != "bearer" or found is None:
             raise HttpRefusal(401, "Unauthorized: a valid bearer token is required", [("WWW-Authenticate", "Bearer")])
         return found
@@ -515,10 +507,10 @@ class HttpPolicy:
         # A web page on evil.example whose name now resolves to 127.0.0.1 reaches us
         # with its own name in Host and its own origin in Origin: refuse both.
         if self.allowed_hosts is not None:
-            hosts = header_values(headers, "host")
+            hosts = main.header_values(headers, "host")
             if len(hosts) != 1 or hosts[0].lower() not in self.allowed_hosts:
                 raise HttpRefusal(403, "Forbidden: Host is not this server's loopback address")
-        origins = header_values(headers, "origin")
+        origins = main.header_values(headers, "origin")
         if not origins:
             return  # not a browser (or a same-origin GET): nothing to check
         origin = origins[0].lower()
@@ -526,14 +518,9 @@ class HttpPolicy:
             raise HttpRefusal(403, "Forbidden: Origin is not allowed")
 
 
-def header_values(headers: Sequence[tuple[str, str]], name: str) -> list[str]:
-    """Every value of header `name` (case-insensitive), in order."""
-    return [value for key, value in headers if key.lower() == name]
-
-
 def accepts_json(headers: Sequence[tuple[str, str]]) -> bool:
     """True when Accept is absent or admits application/json with a non-zero q."""
-    values = header_values(headers, "accept")
+    values = main.header_values(headers, "accept")
     if not values:
         return True
     for media_range in ",".join(values).split(","):
@@ -593,7 +580,7 @@ class Connection(socketserver.BaseRequestHandler):
         deadline = time.monotonic() + self.server.policy.request_timeout
         try:
             method, target, version, headers = self.read_head(deadline)
-            keep_alive = version == "HTTP/1.1" and "close" not in ",".join(header_values(headers, "connection")).lower()
+            keep_alive = version == "HTTP/1.1" and "close" not in ",".join(main.header_values(headers, "connection")).lower()
             if self.server.pages is not None and target.startswith(connect.PATH_PREFIX):
                 return self.serve_page(method, target, headers, deadline, keep_alive)
             raw, principal = self.admit(method, target, headers, deadline)
@@ -614,8 +601,8 @@ class Connection(socketserver.BaseRequestHandler):
     def serve_page(self, method: str, target: str, headers: list[tuple[str, str]], deadline: float, keep_alive: bool) -> bool:
         """A connect page (code/connect.py): Host, Origin and body framing here, the rest in the pages."""
         self.server.policy.check_origin(headers)
-        lengths = header_values(headers, "content-length")
-        if header_values(headers, "transfer-encoding") or len(lengths) > 1 or not all(v.isdigit() and v.isascii() for v in lengths):
+        lengths = main.header_values(headers, "content-length")
+        if main.header_values(headers, "transfer-encoding") or len(lengths) > 1 or not all(v.isdigit() and v.isascii() for v in lengths):
             raise HttpRefusal(400, "Bad Request: send a form with one plain Content-Length")
         length = int(lengths[0]) if lengths else 0
         if length > connect.MAX_FORM_BYTES:
@@ -636,22 +623,22 @@ class Connection(socketserver.BaseRequestHandler):
         if method != "POST":
             raise HttpRefusal(405, "Method Not Allowed: use POST", [("Allow", "POST")])
         principal = policy.principal(headers)
-        lengths = header_values(headers, "content-length")
+        lengths = main.header_values(headers, "content-length")
         # Chunked bodies have no size up front, and a request with both framings is the
         # classic smuggling vector: only one plain Content-Length is accepted.
-        if header_values(headers, "transfer-encoding") or not lengths:
+        if main.header_values(headers, "transfer-encoding") or not lengths:
             raise HttpRefusal(411, "Length Required: send the body with a Content-Length")
         if len(lengths) != 1 or not lengths[0].isdigit() or not lengths[0].isascii():
             raise HttpRefusal(400, "Bad Request: invalid Content-Length")
         length = int(lengths[0])
         if length > main.MAX_MESSAGE_BYTES:
             raise HttpRefusal(413, f"Content Too Large: the limit is {main.MAX_MESSAGE_BYTES} bytes")
-        types = header_values(headers, "content-type")
+        types = main.header_values(headers, "content-type")
         if len(types) != 1 or types[0].split(";")[0].strip().lower() != "application/json":
             raise HttpRefusal(415, "Unsupported Media Type: send application/json")
         if not accepts_json(headers):
             raise HttpRefusal(406, "Not Acceptable: this server answers with application/json")
-        if "100-continue" in ",".join(header_values(headers, "expect")).lower():
+        if "100-continue" in ",".join(main.header_values(headers, "expect")).lower():
             self.request.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
         return self.read_exact(length, deadline), principal
 
