@@ -653,6 +653,11 @@ def matches(note: Note, workspace: Path, title: str) -> bool:
     return title.casefold() in note.folded_title and inside_workspace(note, workspace)
 
 
+def form_order(notes: Iterable[Note]) -> list[Note]:
+    """Candidates in the order every store offers them: title (casefolded), then id."""
+    return sorted(notes, key=lambda note: (note.folded_title, note.id))
+
+
 class MemoryNotesStore:
     """Notes in a dict and nonces in a MemoryReplayStore, settled under one lock."""
 
@@ -670,7 +675,7 @@ class MemoryNotesStore:
         needle = title.casefold()  # `matches`, with the query folded once per lookup
         with self.replay.lock:
             found = [n for n in self._notes.values() if needle in n.folded_title and inside_workspace(n, workspace)]
-        return sorted(found, key=lambda note: (note.folded_title, note.id))
+        return form_order(found)
 
     def is_consumed(self, nonce: str) -> bool:
         """True when the replay store holds this nonce."""

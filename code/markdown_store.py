@@ -80,7 +80,7 @@ class MarkdownNotesStore:
             Walk(root, title, workspace, found).folder(fd, workspace[len(root) :], 0)
         finally:
             os.close(fd)
-        return sorted(found, key=lambda note: (note.title.casefold(), note.id))
+        return main.form_order(found)
 
     def is_consumed(self, nonce: str) -> bool:
         """True when this confirmation was consumed by any instance sharing the nonce database."""

@@ -90,14 +90,14 @@ class SqliteNotesStore:
         """Notes strictly inside `workspace` whose title contains `title` (casefolded), sorted."""
         with self._lock:
             rows = self._conn.execute("SELECT id, title, uri, revision FROM notes").fetchall()
-        # Containment is main's component-wise check on every row, never a SQL LIKE
-        # prefix: `.../Notes%` would also match the look-alike folder `.../Notes-evil`.
+        # main.matches, split in two: the title test first (cheap, and in Python so it
+        # casefolds like the memory store), so only matching rows are parsed and validated;
+        # then main's component-wise containment, never a SQL LIKE prefix (`.../Notes%`
+        # would also match the look-alike folder `.../Notes-evil`).
         needle = title.casefold()
-        # The title test first (cheap, in Python so casefolding matches the memory store),
-        # so only the few matching rows pay for being parsed and validated.
         shown = (_note(row) for row in rows if isinstance(row[1], str) and needle in row[1].casefold())
-        found = [note for note in shown if note is not None and main.matches(note, workspace, title)]
-        return sorted(found, key=lambda note: (note.title.casefold(), note.id))
+        found = [note for note in shown if note is not None and main.inside_workspace(note, workspace)]
+        return main.form_order(found)
 
     def is_consumed(self, nonce: str) -> bool:
         """True when this confirmation was consumed by any instance and not yet pruned."""
