@@ -134,14 +134,13 @@ class Ticker:
 def bench_server(notes: int, clock: Callable[[], float]) -> tuple[main.Server, main.MemoryNotesStore]:
     """A server over a memory store holding `notes` notes; one principal for the workspace."""
     store = main.MemoryNotesStore(bench_notes(notes), main.MemoryReplayStore(clock))
-    server = main.Server(
-        keys=[secrets.token_bytes(32)],
-        notes=store,
-        policy=main.AuthorizationPolicy({PRINCIPAL: [WORKSPACE]}),
-        clock=clock,
-        log=lambda line: None,
-    )
-    return server, store
+    return server_over(store, PRINCIPAL, clock=clock), store
+
+
+def server_over(store: main.NotesStore, principal: str, **options: Any) -> main.Server:
+    """A quiet server with a fresh key over `store`, `principal` granted the bench workspace."""
+    policy = main.AuthorizationPolicy({principal: [WORKSPACE]})
+    return main.Server(keys=[secrets.token_bytes(32)], notes=store, policy=policy, log=lambda line: None, **options)
 
 
 # ---------------------------------------------------------------------------------- timing
@@ -848,13 +847,7 @@ def sqlite_worker(spec: str) -> int:
     path, k, step, notes, seconds, start_at = json.loads(spec)
     principal = f"{PRINCIPAL}{k}"
     store = sqlite_store.open_store(path, clock=time.time)
-    server = main.Server(
-        keys=[secrets.token_bytes(32)],
-        notes=store,
-        policy=main.AuthorizationPolicy({principal: [WORKSPACE]}),
-        state_ttl=SQLITE_TTL_SECONDS,
-        log=lambda line: None,
-    )
+    server = server_over(store, principal, state_ttl=SQLITE_TTL_SECONDS)
     time.sleep(max(0.0, start_at - time.time()))  # every worker starts at the same moment
     done, start = 0, time.perf_counter()
     for i in range(k, notes, step):
