@@ -47,6 +47,7 @@ if CODE not in sys.path:
     sys.path.insert(0, CODE)
 
 import main  # noqa: E402
+import streamable_http  # noqa: E402
 
 PRINCIPAL = "alice"
 WORKSPACE = "file:///bench/ws"
@@ -213,7 +214,7 @@ def inprocess_round_trips(notes: int, seconds: float) -> tuple[float, float, flo
     def send(raw: bytes) -> bytes:
         nonlocal server_ns
         start = time.perf_counter_ns()
-        _, body = server.handle_bytes(raw, PRINCIPAL)
+        body = server.handle_bytes(raw, PRINCIPAL)
         server_ns += time.perf_counter_ns() - start
         assert body is not None
         return body
@@ -248,8 +249,8 @@ def breakdown(notes: int) -> dict[str, float]:
     i = notes // 2
     note = next(n for n in store.all() if n.id == note_id(i))
     first_raw = encode(first_call(i, 1))
-    status, first_body = server.handle_bytes(first_raw, PRINCIPAL)
-    assert status == 200 and first_body is not None
+    first_body = server.handle_bytes(first_raw, PRINCIPAL)
+    assert first_body is not None
     state = json.loads(first_body)["result"]["requestState"]
     retry_raw = encode(retry_call(i, 2, state))
     retry_msg = json.loads(retry_raw)
@@ -279,9 +280,9 @@ def breakdown(notes: int) -> dict[str, float]:
     def checks_http() -> None:
         checks()
         envelope = main.parse_envelope(retry_msg)
-        main.check_http_headers(headers, envelope.method, envelope.params, main.read_meta(envelope.params))
+        streamable_http.header_check(headers)(envelope, main.read_meta(envelope.params))
 
-    claims = {
+    payload = {
         "sub": PRINCIPAL,
         "method": "tools/call",
         "tool": main.TOOL_NAME,
@@ -292,8 +293,8 @@ def breakdown(notes: int) -> dict[str, float]:
         "iat": clock.now,
         "exp": clock.now + 300.0,
     }
-    sealer = server.sealer
-    token = sealer.seal(claims)
+    signer = server.confirmations.signer
+    token = signer.sign(payload)
 
     figures: dict[str, float] = {}
     figures["json_bytes"] = float(len(first_body))
@@ -311,9 +312,9 @@ def breakdown(notes: int) -> dict[str, float]:
     figures["lookup"] = median_us(lambda: store.candidates(workspace, note_title(i)))
     figures["form"] = median_us(lambda: main.delete_form(WORKSPACE, note_title(i), [note]))
     figures["digest"] = median_us(lambda: main.digest(canonical))
-    figures["seal"] = median_us(lambda: sealer.seal(claims))
-    figures["open"] = median_us(lambda: sealer.open(token))
-    figures["seal_open"] = median_us(lambda: sealer.open(sealer.seal(claims)))
+    figures["seal"] = median_us(lambda: signer.sign(payload))
+    figures["open"] = median_us(lambda: signer.verify(token))
+    figures["seal_open"] = median_us(lambda: signer.verify(signer.sign(payload)))
 
     # settle (accept -> DELETED): the note is put back and a fresh nonce drawn outside the timer.
     recheck = lambda live: server.policy.allows(PRINCIPAL, workspace) and main.inside_workspace(live, workspace)  # noqa: E731
@@ -326,7 +327,7 @@ def breakdown(notes: int) -> dict[str, float]:
                 nonce = secrets.token_hex(8)
                 clock.now += 1.0
                 start = time.perf_counter_ns()
-                outcome = store.settle(PRINCIPAL, nonce, clock.now + 300.0, (note.id, note.version), recheck)
+                outcome = store.consume(PRINCIPAL, nonce, clock.now + 300.0, (note.id, note.version), recheck)
                 total += time.perf_counter_ns() - start
                 if outcome is not main.Settlement.DELETED:
                     raise BenchError(f"settle returned {outcome}")
@@ -341,7 +342,7 @@ def breakdown(notes: int) -> dict[str, float]:
 
     def one() -> None:
         k = next(counter) % notes
-        round_trip(lambda raw: server.handle_bytes(raw, PRINCIPAL)[1] or b"", k)
+        round_trip(lambda raw: server.handle_bytes(raw, PRINCIPAL) or b"", k)
         store.put(originals[note_id(k)])
         clock.now += 1.0
 
@@ -375,7 +376,7 @@ def replay_flood(confirmations: int, principals: int) -> dict[str, Any]:
     for k in range(confirmations):
         principal = f"p{k % principals}"
         nonce = main.b64url_encode(secrets.token_bytes(16))  # what ask() mints
-        outcome = store.settle(principal, nonce, clock.now + ttl, None, lambda note: False)
+        outcome = store.consume(principal, nonce, clock.now + ttl, None, lambda note: False)
         counts[outcome] += 1
         if outcome is main.Settlement.CONSUMED:
             per_principal[principal] = per_principal.get(principal, 0) + 1
@@ -384,7 +385,7 @@ def replay_flood(confirmations: int, principals: int) -> dict[str, Any]:
     current, peak = tracemalloc.get_traced_memory()
     held = len(replay)
     clock.now += ttl + 1  # every state has expired
-    after = store.settle("p-late", "late-nonce", clock.now + ttl, None, lambda note: False)
+    after = store.consume("p-late", "late-nonce", clock.now + ttl, None, lambda note: False)
     pruned_len = len(replay)
     current_after = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
@@ -415,7 +416,7 @@ def profile_round_trips(notes: int, count: int = 3000, top: int = 18) -> str:
     profiler.enable()
     for k in range(count):
         i = k % notes
-        round_trip(lambda raw: server.handle_bytes(raw, PRINCIPAL)[1] or b"", i)
+        round_trip(lambda raw: server.handle_bytes(raw, PRINCIPAL) or b"", i)
         store.put(originals[note_id(i)])
         clock.now += 1.0
     profiler.disable()
@@ -524,7 +525,7 @@ def stop_all() -> None:
 
 # ---------------------------------------------------------------------------------- transports
 
-MAIN_PY = os.path.join(CODE, "main.py")
+SERVE_PY = os.path.join(CODE, "serve.py")
 URL_RE = re.compile(r"http://([^\s/:]+|\[[^\]\s]+\]):(\d+)/mcp")
 
 
@@ -533,7 +534,7 @@ def server_env(pycache: str | None = None) -> dict[str, str]:
 
     With `pycache`, bytecode is cached under that directory (as on a usual install);
     without it the inherited setting stands (this sandbox sets PYTHONDONTWRITEBYTECODE=1,
-    so every start compiles main.py and transports.py from source).
+    so every start compiles every module from source).
     """
     env = dict(os.environ)
     if pycache is not None:
@@ -585,10 +586,10 @@ class Drain(threading.Thread):
 
 
 class StdioServer:
-    """`main.py serve --stdio`; send() writes one line and reads one line."""
+    """`serve.py --stdio`; send() writes one line and reads one line."""
 
     def __init__(self, config: str | None, pycache: str | None = None) -> None:
-        argv = [sys.executable, MAIN_PY, "serve", "--stdio"] + (["--config", config] if config else [])
+        argv = [sys.executable, SERVE_PY, "--stdio"] + (["--config", config] if config else [])
         self.process = spawn(argv, env=server_env(pycache), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.drain = Drain(self.process.stderr)
         self.drain.start()
@@ -607,10 +608,10 @@ class StdioServer:
 
 
 class HttpServer:
-    """`main.py serve --http --port 0`; clients connect to `address` once it is printed."""
+    """`serve.py --http --port 0`; clients connect to `address` once it is printed."""
 
     def __init__(self, config: str | None, pycache: str | None = None, timeout: float = 30.0) -> None:
-        argv = [sys.executable, MAIN_PY, "serve", "--http", "--host", "127.0.0.1", "--port", "0"]
+        argv = [sys.executable, SERVE_PY, "--http", "--host", "127.0.0.1", "--port", "0"]
         argv += ["--config", config] if config else []
         self.process = spawn(argv, env=server_env(pycache), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self.drain = Drain(self.process.stderr)
@@ -762,9 +763,9 @@ def interpreter_ms(starts: int) -> float:
 
 
 def import_profile(top: int = 10) -> tuple[float, list[tuple[float, str]]]:
-    """`python3 -X importtime main.py serve --stdio` at EOF: total ms and the costliest imports."""
+    """`python3 -X importtime serve.py --stdio` at EOF: total ms and the costliest imports."""
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", MAIN_PY, "serve", "--stdio"],
+        [sys.executable, "-X", "importtime", SERVE_PY, "--stdio"],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=server_env(), timeout=60,
     )
     rows, total = [], 0.0

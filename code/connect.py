@@ -12,7 +12,7 @@ errors or URLs, and it is never logged.
     ConnectPages    the HTML pages: handle(method, path, headers, body) -> response,
                     framework-free, called by the HTTP transport and the stdio-side
                     loopback listener alike
-    NotesPublish    the `notes_publish` tool, installed into a main.Server
+    NotesPublish    the `notes_publish` tool, added with main.Server.add_tool
     install()       wires the three together
 
 `accept` on a URL-mode elicitation only means "the user agreed to open the page". On
@@ -34,6 +34,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 import main
+import streamable_http
 
 # =====================================================================================
 # Names and limits
@@ -293,10 +294,13 @@ GONE = "This link is not valid: it is unknown, already used or expired. Start ag
 class ConnectPages:
     """GET /connect/<handle>, POST /connect/<handle>/sign-in and /connect/<handle>/decision."""
 
+    prefix = PATH_PREFIX  # what the HTTP transport routes here
+    max_body = MAX_FORM_BYTES
+
     def __init__(self, store: ConnectStore, tokens: Mapping[str, str], log: Callable[[str], None], base_url: str | None = None) -> None:
         self.store = store
         self.log = log
-        self.tokens = main.BearerTokens(tokens)  # sign-in uses the MCP bearer tokens
+        self.tokens = streamable_http.BearerTokens(tokens)  # sign-in uses the MCP bearer tokens
         self.base_url = base_url  # http://host:port of the listener; set by the transport once bound
 
     def flow_url(self, handle: str) -> str:
@@ -342,11 +346,11 @@ class ConnectPages:
 
     def check_post(self, headers: Headers, body: bytes) -> Response | None:
         """Cross-site form posts, odd media types and oversized bodies stop here."""
-        origins = main.header_values(headers, "origin")
+        origins = streamable_http.header_values(headers, "origin")
         # Login CSRF and forged decisions from another site: a browser names the page's origin.
         if origins and (len(origins) != 1 or self.base_url is None or origins[0].lower() != self.base_url.lower()):
             return self.page(403, "Forbidden", "This form may only be sent from this server's own page.")
-        types = main.header_values(headers, "content-type")
+        types = streamable_http.header_values(headers, "content-type")
         if len(types) != 1 or types[0].split(";")[0].strip().lower() != "application/x-www-form-urlencoded":
             return self.page(415, "Unsupported form", "Send the form from this server's page.")
         if len(body) > MAX_FORM_BYTES:
@@ -368,7 +372,7 @@ class ConnectPages:
     def cookie(headers: Headers) -> str | None:
         """Our session cookie's value if it appears exactly once, else None."""
         found = []
-        for header in main.header_values(headers, "cookie"):
+        for header in streamable_http.header_values(headers, "cookie"):
             for item in header.split(";"):
                 name, eq, value = item.strip().partition("=")
                 if eq and name == SESSION_COOKIE:
@@ -477,167 +481,125 @@ def choice_form(workspace_uri: str, title: str, notes: list[main.Note]) -> dict[
 
 
 class NotesPublish:
-    """`notes_publish`: scope like notes_delete, then connect (URL mode) once, then publish."""
+    """`notes_publish`: scope like notes_delete, then connect (URL mode) once, then publish.
+
+    One flow, one consumption: every state issued for one request (the "which note?"
+    form's, and each connect state asked again while the page is unfinished) carries
+    the same nonce and expiry, so the flow's terminal outcome (published, declined,
+    denied on the page) consumes all of them at once, and none can publish again.
+    """
+
+    descriptor = PUBLISH_TOOL
 
     def __init__(self, server: main.Server, store: ConnectStore, pages: ConnectPages) -> None:
         self.server = server
         self.store = store
         self.pages = pages
 
-    def __call__(
-        self, arguments: Any, meta: main.RequestMeta, principal: str, state: str | None, responses: dict[str, Any] | None
-    ) -> dict[str, Any]:
+    def call(self, call: main.ToolCall) -> dict[str, Any]:
         """First call: scope, look up, choose/connect/publish. Retry: verify, then act on the answer."""
-        args = main.read_scope_args(arguments, TOOL_NAME)
+        args = main.read_scope_args(call.arguments, TOOL_NAME)
         # Capability before any lookup, as for notes_delete: a client that cannot open the
         # page learns nothing about notes. Declarations count for this request only.
-        if state is None and self.store.credential(principal) is None and not supports_url_elicitation(meta.capabilities):
-            raise self.url_required()
-        workspace, canonical = self.server.scope(principal, args)
-        if state is None:
-            return self.start(principal, workspace, canonical, meta)
-        phase = self.phase_of(state)
-        claims = self.server.verify_state(state, principal, TOOL_NAME, canonical, phase)
-        if not self.one_target(claims, phase):
-            self.server.log("refused requestState: malformed candidates")
+        if call.state is None and self.store.credential(call.principal) is None and not supports_url_elicitation(call.meta.capabilities):
+            raise url_required()
+        scope = main.authorize(self.server.policy, call.principal, args, self.server.log)
+        if call.state is None:
+            return self.start(call, scope)
+        state = self.server.confirmations.verify(call, scope, (PHASE_CHOOSE, PHASE_CONNECT))
+        choosing = state.phase == PHASE_CHOOSE
+        if not choosing and (len(state.cands) != 1 or not isinstance(state.extra.get("flow"), str)):
+            self.server.log("refused requestState: a connect state names one note and one flow")
             raise main.McpError(main.INVALID_PARAMS, main.STATE_INVALID)
-        key = CHOICE_KEY if phase == PHASE_CHOOSE else CONNECT_KEY
-        answer = (responses or {}).get(key)
-        if answer is None:
-            # Not answered: ask again (the same flow, while it lives) rather than fail.
-            if phase == PHASE_CHOOSE:
-                return self.start(principal, workspace, canonical, meta)
-            return self.connect(principal, workspace, canonical, tuple(claims["cands"][0]), meta, None, claims.get("flow"))
-        action = main.read_answer(answer, key)
-        if action == "cancel":
+        answer = main.read_answer(call.responses, CHOICE_KEY if choosing else CONNECT_KEY)
+        if answer is not None and answer.action == "cancel":
             # Dismissed, not refused: the same state may be answered again until it expires.
             return not_published("cancelled", "Cancelled; nothing was published.")
-        if action == "decline":
-            self.store.discard_flow(claims.get("flow"), principal)
-            self.server.consume(principal, claims)
+        if answer is not None and answer.action == "decline":
+            self.store.discard_flow(state.extra.get("flow"), call.principal)
+            self.server.confirmations.consume(call.principal, state)
             return not_published("declined", "Declined; nothing was published.")
-        if phase == PHASE_CHOOSE:
-            return self.chosen(principal, workspace, canonical, claims, answer, meta)
-        return self.connect(principal, workspace, canonical, tuple(claims["cands"][0]), meta, claims, claims.get("flow"))
+        if choosing:
+            if answer is None:
+                # Not answered: ask again, within the same flow (same nonce, same expiry).
+                return self.choose(call, scope, main.lookup(self.server.notes, scope), state)
+            return self.connect(call, scope, main.chosen(answer, state), state, None)
+        # A connect state, answered or not: the server's own records decide, never the answer.
+        return self.connect(call, scope, state.cands[0], state, state.extra["flow"])
 
-    @staticmethod
-    def url_required() -> main.McpError:
-        """-32021 naming exactly the URL-mode capability."""
-        return main.McpError(
-            main.MISSING_REQUIRED_CLIENT_CAPABILITY,
-            "Server requires URL-mode elicitation for this request",
-            {"requiredCapabilities": {"elicitation": {"url": {}}}},
-        )
-
-    def phase_of(self, token: str) -> str:
-        """The phase a MAC-valid state names; verify_state then checks it with every other claim."""
-        try:
-            phase = self.server.sealer.open(token).get("phase")
-        except main.StateError:
-            return PHASE_CONNECT  # verify_state refuses it with the one fixed -32602 and logs why
-        return phase if phase in (PHASE_CHOOSE, PHASE_CONNECT) else PHASE_CONNECT
-
-    @staticmethod
-    def one_target(claims: dict[str, Any], phase: str) -> bool:
-        """Every candidate is an [id, version] pair; a connect state names exactly one."""
-        cands = claims["cands"]
-        pairs = all(isinstance(c, list) and len(c) == 2 and all(isinstance(x, str) for x in c) for c in cands)
-        return pairs and (phase == PHASE_CHOOSE or (len(cands) == 1 and isinstance(claims.get("flow"), str)))
-
-    def start(self, principal: str, workspace: main.Path, canonical: dict[str, str], meta: main.RequestMeta) -> dict[str, Any]:
+    def start(self, call: main.ToolCall, scope: main.Scope) -> dict[str, Any]:
         """Look up candidates: none is an error, several ask which one, one goes on."""
-        found = self.server.lookup(workspace, canonical["title"])
+        found = main.lookup(self.server.notes, scope)
         if len(found) == 1:
-            return self.connect(principal, workspace, canonical, (found[0].id, found[0].version), meta, None, None)
-        if not main.supports_form_elicitation(meta.capabilities):
+            return self.connect(call, scope, (found[0].id, found[0].version), None, None)
+        if not main.supports_form_elicitation(call.meta.capabilities):
             # No guessing between notes: without a form the caller must name one.
-            return main.tool_result(
-                f"{len(found)} notes match; use a title that matches only one (this client cannot show a choice form).",
-                is_error=True,
-            )
-        cands = [[n.id, n.version] for n in found]
-        return {
-            "resultType": "input_required",
-            "inputRequests": {CHOICE_KEY: choice_form(canonical["workspaceUri"], canonical["title"], found)},
-            "requestState": self.server.mint(principal, TOOL_NAME, canonical, PHASE_CHOOSE, cands),
-        }
+            raise main.ToolError(f"{len(found)} notes match; use a title that matches only one (this client cannot show a choice form).")
+        return self.choose(call, scope, found, None)
 
-    def chosen(
-        self,
-        principal: str,
-        workspace: main.Path,
-        canonical: dict[str, str],
-        claims: dict[str, Any],
-        answer: dict[str, Any],
-        meta: main.RequestMeta,
-    ) -> dict[str, Any]:
-        """An accepted choice: only a note the user was shown, then connect or publish."""
-        content = answer.get("content")
-        shown = {note_id: version for note_id, version in claims["cands"]}
-        note_id = content.get("note_id") if isinstance(content, dict) else None
-        if not isinstance(note_id, str) or note_id not in shown:
-            raise main.McpError(main.INVALID_PARAMS, "Invalid params: the answer does not match the form")
-        return self.connect(principal, workspace, canonical, (note_id, shown[note_id]), meta, claims, None)
+    def choose(self, call: main.ToolCall, scope: main.Scope, found: list[main.Note], follows: main.StatePayload | None) -> dict[str, Any]:
+        """The "which note?" form."""
+        form = choice_form(scope.arguments["workspaceUri"], scope.arguments["title"], found)
+        cands = [(n.id, n.version) for n in found]
+        return self.server.confirmations.ask(call, scope, PHASE_CHOOSE, {CHOICE_KEY: form}, cands, follows=follows)
 
     def connect(
         self,
-        principal: str,
-        workspace: main.Path,
-        canonical: dict[str, str],
-        target: tuple[str, ...],
-        meta: main.RequestMeta,
-        claims: dict[str, Any] | None,
+        call: main.ToolCall,
+        scope: main.Scope,
+        target: tuple[str, str],
+        follows: main.StatePayload | None,
         handle: str | None,
     ) -> dict[str, Any]:
         """Decide from the server's own records: denied, connected (publish), pending (ask again), or a new flow."""
+        principal = call.principal
         flow = self.store.flow_state(handle, principal) if handle is not None else None
         if flow == DENIED:
             self.store.discard_flow(handle, principal)
-            self.consume(principal, claims)
+            self.consume(principal, follows)
             return not_published("denied", f"The user denied connecting {SERVICE_NAME}; nothing was published.")
         if self.store.credential(principal) is not None:
             self.store.discard_flow(handle, principal)
-            return self.publish(principal, workspace, canonical, target, claims)
+            return self.publish(principal, scope, target, follows)
         # A new URL elicitation needs URL mode declared on *this* request.
-        if not supports_url_elicitation(meta.capabilities):
-            raise self.url_required()
+        if not supports_url_elicitation(call.meta.capabilities):
+            raise url_required()
         if flow != PENDING:
             handle = self.store.start_flow(principal)  # first time, or the old link expired
             if handle is None:
-                return main.tool_result("Too many connection requests are pending for you; finish one or try later.", is_error=True)
+                raise main.ToolError("Too many connection requests are pending for you; finish one or try later.")
             self.server.log(f"connect flow started for principal {principal!r}")
-        return {
-            "resultType": "input_required",
-            "inputRequests": {
-                CONNECT_KEY: {
-                    "method": "elicitation/create",
-                    "params": {"mode": "url", "message": CONNECT_MESSAGE, "url": self.pages.flow_url(handle)},
-                }
-            },
-            "requestState": self.server.mint(principal, TOOL_NAME, canonical, PHASE_CONNECT, [list(target)], {"flow": handle}),
-        }
+        request = {"method": "elicitation/create", "params": {"mode": "url", "message": CONNECT_MESSAGE, "url": self.pages.flow_url(handle)}}
+        return self.server.confirmations.ask(call, scope, PHASE_CONNECT, {CONNECT_KEY: request}, [target], {"flow": handle}, follows=follows)
 
-    def publish(
-        self, principal: str, workspace: main.Path, canonical: dict[str, str], target: tuple[str, ...], claims: dict[str, Any] | None
-    ) -> dict[str, Any]:
-        """Consume the state (if any), re-read and re-check the note, publish it with the stored credential."""
-        self.consume(principal, claims)
+    def publish(self, principal: str, scope: main.Scope, target: tuple[str, str], follows: main.StatePayload | None) -> dict[str, Any]:
+        """Consume the flow (if any), re-read and re-check the note, publish it with the stored credential."""
+        self.consume(principal, follows)
         note_id, version = target
         # Time of check to time of use: the note may have changed, moved or the grant gone.
-        live = [n for n in self.server.notes.candidates(workspace, canonical["title"]) if n.id == note_id and n.version == version]
+        live = [n for n in self.server.notes.candidates(scope.workspace, scope.arguments["title"]) if n.id == note_id and n.version == version]
         credential = self.store.credential(principal)
-        if not live or credential is None or not self.server.policy.allows(principal, workspace):
-            return main.tool_result("The note changed, moved or was deleted; nothing was published.", is_error=True)
+        if not live or credential is None or not self.server.policy.allows(principal, scope.workspace):
+            raise main.ToolError("The note changed, moved or was deleted; nothing was published.")
         report_id = self.store.service.publish(credential, live[0])
         return main.tool_result(
             f"Published note {note_id} to the {SERVICE_NAME.lower()} as {report_id}.",
             {"published": True, "noteId": note_id, "reportId": report_id},
         )
 
-    def consume(self, principal: str, claims: dict[str, Any] | None) -> None:
-        """Consume a retry's state in the shared replay store (a first call has none)."""
-        if claims is not None:
-            self.server.consume(principal, claims)
+    def consume(self, principal: str, state: main.StatePayload | None) -> None:
+        """Consume the flow's nonce in the shared replay store (a first call has none)."""
+        if state is not None:
+            self.server.confirmations.consume(principal, state)
+
+
+def url_required() -> main.McpError:
+    """-32021 naming exactly the URL-mode capability."""
+    return main.McpError(
+        main.MISSING_REQUIRED_CLIENT_CAPABILITY,
+        "Server requires URL-mode elicitation for this request",
+        {"requiredCapabilities": {"elicitation": {"url": {}}}},
+    )
 
 
 def install(
@@ -646,5 +608,5 @@ def install(
     """Add `notes_publish` to the server; the pages that complete its flows (the transport sets base_url)."""
     store = ConnectStore(service or ReportService(), server.clock)
     pages = ConnectPages(store, tokens, server.log, base_url)
-    server.tools[TOOL_NAME] = (PUBLISH_TOOL, NotesPublish(server, store, pages))
+    server.add_tool(NotesPublish(server, store, pages))
     return pages

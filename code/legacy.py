@@ -138,12 +138,10 @@ class LegacyStdioSession:
         principal: str,
         write: Callable[[bytes], None],
         log: Callable[[str], None] = main.stderr_log,
-        enabled: bool = True,
         elicitation_timeout: float = ELICITATION_TIMEOUT_SECONDS,
     ) -> None:
         self.server = server
         self.principal = principal
-        self.enabled = enabled
         self.version: str | None = None  # the negotiated legacy version; None until initialize
         self.initialized = False  # notifications/initialized seen
         self._write = write
@@ -167,9 +165,6 @@ class LegacyStdioSession:
 
     def feed(self, line: bytes) -> None:
         """Serve one stdin line: core traffic exactly as the core answers it, legacy traffic here."""
-        if not self.enabled:
-            self._to_core(line)
-            return
         try:
             message = main.decode_message(line)
         except main.McpError:
@@ -192,7 +187,7 @@ class LegacyStdioSession:
             self._send(self._answer(request))
 
     def _to_core(self, line: bytes) -> None:
-        _, body = self.server.handle_bytes(line, self.principal)
+        body = self.server.handle_bytes(line, self.principal)
         if body is not None:
             self._send_bytes(body)
 
@@ -383,7 +378,7 @@ class LegacyStdioSession:
         """A failed first call of a workspaceUri tool, plus the suggested root if there is one."""
         name, arguments = params.get("name"), params.get("arguments")
         tool = self.server.tools.get(name) if isinstance(name, str) else None
-        if not result.get("isError") or tool is None or "workspaceUri" not in tool[0]["inputSchema"].get("properties", {}):
+        if not result.get("isError") or tool is None or "workspaceUri" not in tool.descriptor["inputSchema"].get("properties", {}):
             return result
         suggestion = self.suggested_workspace()
         try:

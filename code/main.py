@@ -8,33 +8,32 @@ arguments, the candidates shown and an expiry with an HMAC-signed `requestState`
 consumes that confirmation exactly once through a replay store shared by every server
 instance.
 
-Read it top to bottom; the section headers are the lesson's sections:
+Read it top to bottom beside the lesson; the section banners are the lesson's headings,
+in the lesson's order:
 
-    1. Protocol constants and named error codes
-    2. The one error type and the one exception-to-response boundary
-    3. JSON-RPC envelope
-    4. Request _meta
-    5. Scope: workspace URIs, containment, authorization
-    6. The sealed requestState
-    7. The in-memory TTL replay store
-    8. The in-memory notes store
-    9. The notes_delete tool
-   10. server/discover
-   11. tools/list
-   12. handle()
-   13. The demo
-   14. The CLI
+    1. The two problems, and explicit scope (Roots as a migration surface)
+    2. The three-layer rule: authorization, containment, sandbox
+    3. Elicitation delivered as input_required
+    4. Capability negotiation per request
+    5. Form mode
+    6. Response branches
+    7. Protecting destructive MRTR state: signing the state
+    8. Protecting destructive MRTR state: the replay store
+    9. Protecting destructive MRTR state: the live re-check
+   10. The protocol frame: the JSON-RPC envelope
+   11. The protocol frame: server/discover
+   12. The protocol frame: tools/list
+   13. The protocol frame: handle()
+   14. The demo
 
-Run `python3 code/main.py` for the scripted demo; `python3 code/main.py serve --help`
-for the real transports (stdio, Streamable HTTP), which live in `code/transports.py`.
+Run `python3 code/main.py` for the scripted demo. This file imports no other module of
+the project; serving it over stdio or Streamable HTTP is `python3 code/serve.py`.
 Standard library only.
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
-import copy
 import dataclasses
 import enum
 import functools
@@ -43,20 +42,18 @@ import heapq
 import hmac
 import json
 import math
-import os
 import secrets
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
 from urllib.parse import quote, unquote
 
-# =====================================================================================
-# 1. Protocol constants and named error codes
-# =====================================================================================
+# Names and limits used throughout. Each limit bounds what a hostile client can make the
+# server hold or compute, and each has a test on both sides.
 
 PROTOCOL_VERSION = "2026-07-28"
 SUPPORTED_VERSIONS: tuple[str, ...] = (PROTOCOL_VERSION,)
@@ -76,29 +73,15 @@ HEADER_MISMATCH = -32020
 MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 
-# HTTP status for each error code on Streamable HTTP (the outcome table in DESIGN.md).
-HTTP_OK = 200
-HTTP_ACCEPTED = 202
-HTTP_STATUS_FOR_ERROR: dict[int, int] = {
-    PARSE_ERROR: 400,
-    INVALID_REQUEST: 400,
-    METHOD_NOT_FOUND: 404,
-    INVALID_PARAMS: 400,
-    INTERNAL_ERROR: 500,
-    HEADER_MISMATCH: 400,
-    MISSING_REQUIRED_CLIENT_CAPABILITY: 400,
-    UNSUPPORTED_PROTOCOL_VERSION: 400,
-}
-
-# Limits. Each one bounds what a hostile client can make the server hold or compute.
 MAX_MESSAGE_BYTES = 64 * 1024  # one JSON-RPC message (stdio line, HTTP body)
 MAX_TITLE_LENGTH = 200  # characters in the `title` argument
 MAX_URI_LENGTH = 2048  # characters in the `workspaceUri` argument
 MAX_CANDIDATES = 25  # choices in one form; more matches must be narrowed by the caller
-MAX_NOTE_ID_LENGTH = 128  # characters in a note id (keeps the sealed state small)
+MAX_NOTE_ID_LENGTH = 128  # characters in a note id (keeps the signed state small)
 MAX_STATE_LENGTH = 8192  # characters of `requestState` accepted before any hashing
 DEFAULT_STATE_TTL_SECONDS = 300.0  # a confirmation is valid for five minutes
 MAX_STATE_TTL_SECONDS = 3600.0  # a server may not be configured to trust a form longer
+MAX_CLOCK_SKEW_SECONDS = 30.0  # a state issued further in the future than this is refused
 MAX_REPLAY_PER_PRINCIPAL = 1000  # unexpired consumed confirmations kept per principal
 MIN_KEY_BYTES = 32  # HMAC-SHA256 key length
 DISCOVER_TTL_MS = 3_600_000  # cache hints for server/discover and tools/list
@@ -106,656 +89,32 @@ TOOLS_TTL_MS = 3_600_000
 
 TOOL_NAME = "notes_delete"
 INPUT_KEY = "delete_choice"  # the key of our one elicitation in `inputRequests`
+CHOICE_FIELD = "note_id"  # the form's single-select: which note
+CONFIRM_FIELD = "confirm"  # the form's checkbox: delete it permanently
 PHASE_CONFIRM = "confirm_delete"
 STATE_VERSION = "v1"
 STATE_INVALID = "Invalid params: requestState is not valid"  # the one message for every state refusal
 
-# =====================================================================================
-# 2. The one error type and the one exception-to-response boundary
-# =====================================================================================
-
-
-class McpError(Exception):
-    """A protocol error the client is meant to see: a code, a short message, optional data."""
-
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
-
-
-def error_response(request_id: Any, error: McpError) -> dict[str, Any]:
-    """A JSON-RPC error response; `id` is omitted when it could not be read (never null)."""
-    body: dict[str, Any] = {"code": error.code, "message": error.message}
-    if error.data is not None:
-        body["data"] = error.data
-    response: dict[str, Any] = {"jsonrpc": "2.0"}
-    if request_id is not None:
-        response["id"] = request_id
-    response["error"] = body
-    return response
-
-
-def stderr_log(line: str) -> None:
-    """The default log sink: one line to stderr, never to the protocol stream."""
-    print(line, file=sys.stderr, flush=True)
-
-
-# The boundary itself is `Server.dispatch` (section 12): it is the only `except` that
-# turns an exception into a response. McpError keeps its code and message; anything else
-# becomes -32603 "Internal error" and its traceback goes to the log, never to the wire.
 
 # =====================================================================================
-# 3. JSON-RPC envelope
-# =====================================================================================
-
-
-@dataclasses.dataclass(frozen=True)
-class Envelope:
-    """A well-formed JSON-RPC message: `id` is None for a notification."""
-
-    id: str | int | None
-    method: str
-    params: Any  # validated per method; absent params arrive as None
-
-
-def read_id(message: Any) -> str | int | None:
-    """The message's id if it is a legal MCP id (string or integer, not bool/float/null)."""
-    if isinstance(message, dict):
-        value = message.get("id")
-        if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
-            return value
-    return None
-
-
-def parse_envelope(message: Any) -> Envelope:
-    """Validate the JSON-RPC 2.0 frame or raise -32600; batches (arrays) are refused."""
-    # MCP removed batching; an array would multiply the work one message can cause.
-    if not isinstance(message, dict):
-        raise McpError(INVALID_REQUEST, "Invalid Request: expected one JSON-RPC object")
-    if message.get("jsonrpc") != "2.0":
-        raise McpError(INVALID_REQUEST, "Invalid Request: jsonrpc must be \"2.0\"")
-    if "id" in message and read_id(message) is None:
-        # bool is an int subclass in Python and `true == 1`: refuse it, with floats and
-        # null, so two different wire ids can never collide in a client's table.
-        raise McpError(INVALID_REQUEST, "Invalid Request: id must be a string or an integer")
-    if not isinstance(message.get("method"), str):
-        raise McpError(INVALID_REQUEST, "Invalid Request: method must be a string")
-    return Envelope(read_id(message), message["method"], message.get("params"))
-
-
-def decode_message(raw: bytes) -> Any:
-    """Bytes to a JSON value, or -32700; size is checked first so a flood is cheap to refuse."""
-    if len(raw) > MAX_MESSAGE_BYTES:
-        raise McpError(INVALID_REQUEST, f"Invalid Request: message larger than {MAX_MESSAGE_BYTES} bytes")
-    try:
-        return json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        # RecursionError: `[[[[...` nested thousands deep must be a parse error, not a crash.
-        raise McpError(PARSE_ERROR, "Parse error: invalid JSON") from None
-
-
-def _refuse_constant(name: str) -> Any:
-    """NaN and Infinity are not JSON; refuse them rather than let them reach a comparison."""
-    raise ValueError(name)
-
-
-def encode_message(message: dict[str, Any]) -> bytes:
-    """Compact JSON, ASCII-escaped: one line, no embedded newline, no lone-surrogate crash."""
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=True).encode("ascii")
-
-
-# =====================================================================================
-# 4. Request _meta
-# =====================================================================================
-
-
-@dataclasses.dataclass(frozen=True)
-class RequestMeta:
-    """What a modern request declares about itself; nothing carries over between requests."""
-
-    protocol_version: str
-    capabilities: dict[str, Any]
-
-
-def read_meta(params: Any) -> RequestMeta:
-    """Check `params._meta` has a string version and an object of capabilities, or -32602."""
-    if not isinstance(params, dict):
-        raise McpError(INVALID_PARAMS, "Invalid params: params must be an object carrying _meta")
-    meta = params.get("_meta")
-    if not isinstance(meta, dict):
-        raise McpError(INVALID_PARAMS, "Invalid params: _meta is required")
-    version = meta.get(META_PROTOCOL_VERSION)
-    if not isinstance(version, str):
-        raise McpError(INVALID_PARAMS, f"Invalid params: _meta[{META_PROTOCOL_VERSION!r}] must be a string")
-    capabilities = meta.get(META_CLIENT_CAPABILITIES)
-    if not isinstance(capabilities, dict):
-        raise McpError(INVALID_PARAMS, f"Invalid params: _meta[{META_CLIENT_CAPABILITIES!r}] must be an object")
-    return RequestMeta(version, capabilities)
-
-
-def check_version(meta: RequestMeta) -> None:
-    """Refuse a version this server does not implement with -32022 and the exact data."""
-    if meta.protocol_version not in SUPPORTED_VERSIONS:
-        raise McpError(
-            UNSUPPORTED_PROTOCOL_VERSION,
-            "Unsupported protocol version",
-            {"supported": list(SUPPORTED_VERSIONS), "requested": meta.protocol_version},
-        )
-
-
-def supports_form_elicitation(capabilities: Mapping[str, Any]) -> bool:
-    """True when this request declares form elicitation: `{}` and `{"form": {}}` do."""
-    elicitation = capabilities.get("elicitation")
-    if not isinstance(elicitation, dict):
-        return False
-    # An empty object means form-only (backwards compatibility); `{"url": {}}` alone does not.
-    return not elicitation or isinstance(elicitation.get("form"), dict)
-
-
-HeaderList = Sequence[tuple[str, str]]
-
-
-def header_values(headers: HeaderList, name: str) -> list[str]:
-    """Every value of header `name` (names compared case-insensitively), in order."""
-    return [value for key, value in headers if key.lower() == name.lower()]
-
-
-def check_http_headers(headers: HeaderList, method: str, params: dict[str, Any], meta: RequestMeta) -> None:
-    """Streamable HTTP: MCP-Protocol-Version, Mcp-Method and Mcp-Name must match the body."""
-    # A proxy or gateway routes on headers; a body that says something else would let a
-    # request be authorized as one thing and executed as another.
-    def only(name: str) -> str:
-        values = header_values(headers, name)
-        if len(values) != 1:
-            raise McpError(HEADER_MISMATCH, f"Header mismatch: exactly one {name} header is required")
-        return values[0]
-
-    if only("MCP-Protocol-Version") != meta.protocol_version:
-        raise McpError(HEADER_MISMATCH, "Header mismatch: MCP-Protocol-Version does not match the body")
-    if only("Mcp-Method") != method:
-        raise McpError(HEADER_MISMATCH, "Header mismatch: Mcp-Method does not match the body")
-    if method == "tools/call":
-        if decode_header_value(only("Mcp-Name")) != params.get("name"):
-            raise McpError(HEADER_MISMATCH, "Header mismatch: Mcp-Name does not match the body")
-
-
-def decode_header_value(value: str) -> str:
-    """Decode a `=?base64?...?=` header value strictly (canonical base64, UTF-8), or -32020."""
-    if not (value.startswith("=?base64?") and value.endswith("?=")):
-        return value
-    encoded = value[len("=?base64?") : -len("?=")]
-    try:
-        decoded = base64.b64decode(encoded, validate=True)
-        if base64.b64encode(decoded).decode("ascii") != encoded:
-            raise ValueError("non-canonical base64")
-        return decoded.decode("utf-8")
-    except (ValueError, binascii.Error):
-        raise McpError(HEADER_MISMATCH, "Header mismatch: invalid base64 header value") from None
-
-
-# =====================================================================================
-# 5. Scope: workspace URIs, containment, authorization
-# =====================================================================================
-
-Path = tuple[str, ...]  # a normalized absolute path, one entry per component
-
-
-class ScopeError(ValueError):
-    """A URI that cannot name a local folder or file (the reason is safe to show)."""
-
-
-def parse_file_uri(uri: Any) -> Path:
-    """A `file://` URI to its path components, refusing every ambiguous spelling."""
-    if not isinstance(uri, str) or not uri or len(uri) > MAX_URI_LENGTH:
-        raise ScopeError("must be a file:// URI of at most %d characters" % MAX_URI_LENGTH)
-    scheme, sep, rest = uri.partition("://")
-    if not sep or scheme.lower() != "file":
-        raise ScopeError("must use the file:// scheme")
-    # `?` and `#` would make the same folder have many names, and no local path uses them.
-    if "?" in rest or "#" in rest:
-        raise ScopeError("must not have a query or fragment")
-    host, slash, encoded_path = rest.partition("/")
-    # Another host's files are not ours to scope; `file://localhost/` is `file:///`.
-    if host.lower() not in ("", "localhost") or not slash:
-        raise ScopeError("must name a local path (file:///... or file://localhost/...)")
-    try:
-        path = unquote(encoded_path, errors="strict")  # percent-decode exactly once
-    except UnicodeDecodeError:
-        raise ScopeError("must be valid UTF-8 after percent-decoding") from None
-    # A `%` left after one decode means double encoding (%252e -> %2e): a second decoder
-    # somewhere downstream would see `..`. One spelling per path, so refuse it.
-    if "%" in path:
-        raise ScopeError("must not contain double percent-encoding or a literal %")
-    # Backslash is a separator on Windows and NUL truncates C strings: both change
-    # which file the operating system opens without changing what a string check sees.
-    if "\\" in path or "\x00" in path or "\\" in uri:
-        raise ScopeError("must not contain backslashes or NUL")
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in path):
-        raise ScopeError("must not contain control characters")
-    parts = tuple(part for part in path.split("/") if part not in ("", "."))
-    # `..` is refused, not resolved: resolving it lexically disagrees with the file
-    # system as soon as a component is a symbolic link.
-    if ".." in parts:
-        raise ScopeError("must not contain .. components")
-    return parts
-
-
-def format_file_uri(path: Path) -> str:
-    """The one canonical spelling of a path as a URI (`file:///` plus encoded components)."""
-    return "file:///" + "/".join(quote(part, safe="") for part in path)
-
-
-def normalize_file_uri(uri: Any) -> str:
-    """Canonical spelling of a file URI, or ScopeError; equal folders get equal strings."""
-    return format_file_uri(parse_file_uri(uri))
-
-
-def is_within(path: Path, folder: Path) -> bool:
-    """Component-wise containment (inclusive): never a string prefix, so Notes-evil is out."""
-    return path[: len(folder)] == folder
-
-
-def contains(workspace_uri: str, uri: str) -> bool:
-    """True when `uri` names `workspace_uri` or something inside it; unparseable means no."""
-    try:
-        return is_within(parse_file_uri(uri), parse_file_uri(workspace_uri))
-    except ScopeError:
-        return False
-
-
-class BearerTokens:
-    """Who is asking: bearer token -> principal, for the transports that authenticate."""
-
-    def __init__(self, tokens: Mapping[str, str]) -> None:
-        # Digests, not tokens, are compared: equal lengths, so compare_digest leaks nothing.
-        self._digests = [(name, hashlib.sha256(token.encode("utf-8")).digest()) for name, token in tokens.items()]
-
-    def principal(self, token: str) -> str | None:
-        """The principal holding `token`, or None; constant time over every entry."""
-        given = hashlib.sha256(token.encode("utf-8", "replace")).digest()
-        found = None
-        for name, known in self._digests:
-            # No early exit: the timing says nothing about which token came close.
-            if hmac.compare_digest(given, known):
-                found = name
-        return found
-
-
-class AuthorizationPolicy:
-    """Principal -> workspaces they may act on; a sub-folder of one of them is also allowed."""
-
-    def __init__(self, grants: Mapping[str, Iterable[str]]) -> None:
-        self._grants: dict[str, tuple[Path, ...]] = {}
-        for principal, uris in grants.items():
-            if not isinstance(principal, str) or not principal:
-                raise ValueError("principal names must be non-empty strings")
-            if isinstance(uris, str):
-                raise ValueError(f"workspaces for {principal!r} must be a list of URIs")
-            paths = []
-            for uri in uris:
-                try:
-                    paths.append(parse_file_uri(uri))
-                except ScopeError as exc:
-                    raise ValueError(f"workspace {uri!r} for {principal!r} {exc}") from None
-            self._grants[principal] = tuple(paths)
-
-    def allows(self, principal: str, workspace: Path) -> bool:
-        """True when this principal was granted `workspace` or a folder that contains it."""
-        return any(is_within(workspace, granted) for granted in self._grants.get(principal, ()))
-
-    def workspaces(self, principal: str) -> list[str]:
-        """The principal's granted workspaces, canonical URIs (for hosts and adapters)."""
-        return [format_file_uri(path) for path in self._grants.get(principal, ())]
-
-
-# =====================================================================================
-# 6. The sealed requestState
+# 1. The two problems, and explicit scope (Roots as a migration surface)
 # =====================================================================================
 #
-#   v1.<key id>.<base64url(canonical JSON claims)>.<base64url(HMAC-SHA256 of what precedes)>
+# A destructive tool has two problems to solve before it may act:
 #
-# Signed, not encrypted: the client can read every claim, so a claim must never be a
-# secret. The MAC is checked (in constant time) before the JSON is parsed, so a forged
-# token costs one HMAC and never reaches the parser or the replay store.
+#   Scope: which folder may it touch? Roots (`roots/list`) were a hint from the client,
+#   never a sandbox, and 2026-07-28 deprecates them. So the scope is an explicit
+#   argument, `workspaceUri`, that the *server* authorizes (section 2). A legacy host's
+#   roots may at most suggest a value (code/legacy.py): a migration surface, not a gate.
+#
+#   Consent: which note, and does the person really mean it? The server asks the user
+#   with a form (sections 3-6) and must not trust the answer blindly: the protocol is
+#   stateless, so the question travels with a signed state (sections 7-9).
+
+
+class ToolError(Exception):
+    """A tool execution error: answered as an `isError: true` result the model can act on."""
 
-
-class StateError(Exception):
-    """requestState failed verification; the reason is logged, never sent."""
-
-
-def b64url_encode(data: bytes) -> str:
-    """Unpadded base64url."""
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
-_B64URL_ALPHABET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
-
-
-def b64url_decode(text: str) -> bytes:
-    """Strict unpadded base64url: exactly one spelling decodes (no padding, no spare bits)."""
-    if not text or not set(text) <= _B64URL_ALPHABET or len(text) % 4 == 1:
-        raise StateError("not canonical base64url")
-    data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    # Non-zero spare bits give a second spelling of the same bytes; re-encode to refuse it.
-    if b64url_encode(data) != text:
-        raise StateError("not canonical base64url")
-    return data
-
-
-def canonical_json(value: Any) -> bytes:
-    """Sorted keys, no spaces, ASCII: equal values give equal bytes (for MACs and digests)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
-
-
-def digest(value: Any) -> str:
-    """A short SHA-256 digest of a JSON value's canonical form."""
-    return hashlib.sha256(canonical_json(value)).hexdigest()[:32]
-
-
-class StateSealer:
-    """Seal and open requestState with a key ring: the first key signs, every key verifies."""
-
-    def __init__(self, keys: Sequence[bytes]) -> None:
-        if isinstance(keys, (bytes, bytearray)) or not keys:
-            raise ValueError("keys must be a non-empty list of byte strings")
-        self._ring: dict[str, bytes] = {}
-        for key in keys:
-            if not isinstance(key, (bytes, bytearray)) or len(key) < MIN_KEY_BYTES:
-                raise ValueError(f"every signing key must be at least {MIN_KEY_BYTES} bytes")
-            self._ring.setdefault(self.key_id(bytes(key)), bytes(key))
-        self._signing_id = self.key_id(bytes(keys[0]))
-
-    @staticmethod
-    def key_id(key: bytes) -> str:
-        """A public name for a key (a hash prefix), so rotation needs no extra configuration."""
-        return hashlib.sha256(b"notes-mcp key id\x00" + key).hexdigest()[:8]
-
-    def seal(self, claims: Mapping[str, Any]) -> str:
-        """Sign the claims with the newest key."""
-        head = f"{STATE_VERSION}.{self._signing_id}.{b64url_encode(canonical_json(dict(claims)))}"
-        mac = hmac.new(self._ring[self._signing_id], head.encode("ascii"), hashlib.sha256).digest()
-        return f"{head}.{b64url_encode(mac)}"
-
-    def open(self, token: Any) -> dict[str, Any]:
-        """Verify format, key and MAC, then parse; raises StateError, never anything else."""
-        if not isinstance(token, str) or len(token) > MAX_STATE_LENGTH:
-            raise StateError("missing or oversized")
-        pieces = token.split(".")
-        if len(pieces) != 4 or pieces[0] != STATE_VERSION:
-            raise StateError("bad format")
-        _, key_id, payload, mac_text = pieces
-        key = self._ring.get(key_id)
-        if key is None:
-            raise StateError("unknown key id")
-        mac = b64url_decode(mac_text)
-        head = token[: -(len(mac_text) + 1)]
-        expected = hmac.new(key, head.encode("ascii"), hashlib.sha256).digest()
-        if not hmac.compare_digest(mac, expected):
-            raise StateError("bad MAC")
-        try:
-            claims = json.loads(b64url_decode(payload))
-        except ValueError:
-            raise StateError("claims are not JSON") from None
-        if not isinstance(claims, dict):
-            raise StateError("claims are not an object")
-        return claims
-
-
-# =====================================================================================
-# 7. The in-memory TTL replay store
-# =====================================================================================
-
-
-class Claim(enum.Enum):
-    """The answer to "may this confirmation be consumed now?"."""
-
-    OK = "ok"
-    USED = "used"  # replay: this nonce was consumed before, here or on another instance
-    FULL = "full"  # this principal holds MAX_REPLAY_PER_PRINCIPAL unexpired confirmations
-
-
-class MemoryReplayStore:
-    """Consumed nonces until their state expires; bounded per principal; one lock."""
-
-    def __init__(self, clock: Callable[[], float], max_per_principal: int = MAX_REPLAY_PER_PRINCIPAL) -> None:
-        if max_per_principal < 1:
-            raise ValueError("max_per_principal must be at least 1")
-        self._clock = clock
-        self._limit = max_per_principal
-        self._owner: dict[str, str] = {}  # nonce -> principal
-        self._per_principal: dict[str, int] = {}
-        self._expiries: list[tuple[float, str]] = []  # heap of (expires at, nonce)
-        self.lock = threading.RLock()
-
-    def _prune(self) -> None:
-        """Forget nonces whose state has expired (the sealer refuses those states anyway)."""
-        now = self._clock()
-        while self._expiries and not now < self._expiries[0][0]:
-            _, nonce = heapq.heappop(self._expiries)
-            self._forget(nonce)
-
-    def _forget(self, nonce: str) -> None:
-        principal = self._owner.pop(nonce, None)
-        if principal is not None:
-            self._per_principal[principal] -= 1
-            if not self._per_principal[principal]:
-                del self._per_principal[principal]
-
-    def is_consumed(self, nonce: str) -> bool:
-        """True when this nonce has been consumed and its state has not yet expired."""
-        with self.lock:
-            self._prune()
-            return nonce in self._owner
-
-    def claim(self, principal: str, nonce: str, expires_at: float) -> Claim:
-        """Record `nonce` as consumed unless it already is or the principal is at the bound."""
-        with self.lock:
-            self._prune()
-            # A state verified just before its expiry can arrive here just after it, when
-            # the record of its earlier use has been pruned: refuse it as used, or a
-            # decline followed by a replayed accept at the edge would delete the note.
-            if nonce in self._owner or not self._clock() < expires_at:
-                return Claim.USED
-            # Without a bound, one principal confirming in a loop grows memory without
-            # limit; with a per-principal bound, they cannot block anybody else.
-            if self._per_principal.get(principal, 0) >= self._limit:
-                return Claim.FULL
-            self._owner[nonce] = principal
-            self._per_principal[principal] = self._per_principal.get(principal, 0) + 1
-            heapq.heappush(self._expiries, (expires_at, nonce))
-            return Claim.OK
-
-    def release(self, nonce: str) -> None:
-        """Undo a claim (rollback of a transaction that failed before it committed)."""
-        with self.lock:
-            self._forget(nonce)  # its heap entry is dropped harmlessly when it expires
-
-    def __len__(self) -> int:
-        with self.lock:
-            self._prune()
-            return len(self._owner)
-
-
-# =====================================================================================
-# 8. The in-memory notes store
-# =====================================================================================
-
-
-@dataclasses.dataclass(frozen=True)
-class Note:
-    """A note: stable id, title, where it lives, and a revision that changes on edit."""
-
-    id: str
-    title: str
-    uri: str  # canonical file URI
-    revision: int = 0
-
-    @functools.cached_property
-    def path(self) -> Path:
-        """The note's location as path components (parsed once per note object)."""
-        return parse_file_uri(self.uri)
-
-    @functools.cached_property
-    def folded_title(self) -> str:
-        """The title casefolded once, for case-insensitive matching on every lookup."""
-        return self.title.casefold()
-
-    @property
-    def version(self) -> str:
-        """A digest of everything the user was shown or that decides where the note is."""
-        return digest([self.id, self.title, self.uri, self.revision])
-
-
-class Settlement(enum.Enum):
-    """How the atomic step ended."""
-
-    DELETED = "deleted"  # nonce consumed, note deleted
-    CONSUMED = "consumed"  # nonce consumed, nothing deleted (decline, explicit "no")
-    CHANGED = "changed"  # nonce consumed, note vanished/changed/moved: nothing deleted
-    USED = "used"  # nonce was already consumed: nothing happened
-    FULL = "full"  # replay bound for this principal: nothing happened
-
-
-class NotesStore(Protocol):
-    """The seam every store implements (memory here; SQLite and Markdown folders later)."""
-
-    def candidates(self, workspace: Path, title: str) -> list[Note]:
-        """Notes strictly inside `workspace` whose title contains `title` (casefolded)."""
-        ...
-
-    def is_consumed(self, nonce: str) -> bool:
-        """True when this confirmation was already consumed (on any instance)."""
-        ...
-
-    def settle(
-        self,
-        principal: str,
-        nonce: str,
-        expires_at: float,
-        target: tuple[str, str] | None,
-        recheck: Callable[[Note], bool],
-    ) -> Settlement:
-        """Atomically: claim the nonce; if `target` (id, version) re-read it, re-check, delete."""
-        ...
-
-
-def inside_workspace(note: Note, workspace: Path) -> bool:
-    """The note lies strictly inside the workspace folder, compared by path components."""
-    path = note.path
-    return len(path) > len(workspace) and is_within(path, workspace)
-
-
-def matches(note: Note, workspace: Path, title: str) -> bool:
-    """Inside the workspace and the title contains the query (case-insensitive)."""
-    # Title first: it is the cheap test, and a lookup scans every note (see code/bench.py).
-    return title.casefold() in note.folded_title and inside_workspace(note, workspace)
-
-
-def form_order(notes: Iterable[Note]) -> list[Note]:
-    """Candidates in the order every store offers them: title (casefolded), then id."""
-    return sorted(notes, key=lambda note: (note.folded_title, note.id))
-
-
-class MemoryNotesStore:
-    """Notes in a dict and nonces in a MemoryReplayStore, settled under one lock."""
-
-    def __init__(self, notes: Iterable[Note], replay: MemoryReplayStore) -> None:
-        self.replay = replay
-        self._notes: dict[str, Note] = {}
-        for note in notes:
-            check_note(note)
-            if note.id in self._notes:
-                raise ValueError(f"duplicate note id {note.id!r}")
-            self._notes[note.id] = dataclasses.replace(note, uri=normalize_file_uri(note.uri))
-
-    def candidates(self, workspace: Path, title: str) -> list[Note]:
-        """Matching notes strictly inside `workspace`, sorted by title then id."""
-        needle = title.casefold()  # `matches`, with the query folded once per lookup
-        with self.replay.lock:
-            found = [n for n in self._notes.values() if needle in n.folded_title and inside_workspace(n, workspace)]
-        return form_order(found)
-
-    def is_consumed(self, nonce: str) -> bool:
-        """True when the replay store holds this nonce."""
-        return self.replay.is_consumed(nonce)
-
-    def settle(
-        self,
-        principal: str,
-        nonce: str,
-        expires_at: float,
-        target: tuple[str, str] | None,
-        recheck: Callable[[Note], bool],
-    ) -> Settlement:
-        """Under the one lock: claim the nonce; for `target` re-read the note, re-check, delete."""
-        with self.transaction() as claim:
-            outcome = claim(principal, nonce, expires_at)
-            if outcome is not Claim.OK:
-                return Settlement.USED if outcome is Claim.USED else Settlement.FULL
-            if target is None:
-                return Settlement.CONSUMED
-            note_id, version = target
-            live = self._notes.get(note_id)  # re-read the live record inside the lock
-            # Time of check to time of use: the form was shown minutes ago. Between then
-            # and now the note may have been edited, moved or the grant revoked.
-            if live is None or live.version != version or not recheck(live):
-                return Settlement.CHANGED
-            del self._notes[note_id]
-            return Settlement.DELETED
-
-    @contextmanager
-    def transaction(self) -> Iterator[Callable[[str, str, float], Claim]]:
-        """Hold the lock; if the body raises, the nonce it claimed is released (rollback)."""
-        claimed: list[str] = []
-
-        def claim(principal: str, nonce: str, expires_at: float) -> Claim:
-            outcome = self.replay.claim(principal, nonce, expires_at)
-            if outcome is Claim.OK:
-                claimed.append(nonce)
-            return outcome
-
-        with self.replay.lock:
-            try:
-                yield claim
-            except BaseException:
-                for nonce in claimed:
-                    self.replay.release(nonce)
-                raise
-
-    def all(self) -> list[Note]:
-        """Every note, in id order (for the demo, tests and admin views)."""
-        with self.replay.lock:
-            return sorted(self._notes.values(), key=lambda note: note.id)
-
-    def put(self, note: Note) -> None:
-        """Insert or replace a note (an edit elsewhere; used to show the re-check)."""
-        check_note(note)
-        with self.replay.lock:
-            self._notes[note.id] = dataclasses.replace(note, uri=normalize_file_uri(note.uri))
-
-    def remove(self, note_id: str) -> None:
-        """Delete a note outside any confirmation (another actor; used to show the re-check)."""
-        with self.replay.lock:
-            self._notes.pop(note_id, None)
-
-
-def check_note(note: Note) -> None:
-    """Refuse a note the server could not show safely: bad id, empty title, bad URI."""
-    if not isinstance(note.id, str) or not 0 < len(note.id) <= MAX_NOTE_ID_LENGTH:
-        raise ValueError(f"note id must be 1..{MAX_NOTE_ID_LENGTH} characters")
-    if not isinstance(note.title, str) or not note.title.strip():
-        raise ValueError(f"note {note.id!r} needs a non-empty title")
-    try:
-        parse_file_uri(note.uri)
-    except ScopeError as exc:
-        raise ValueError(f"note {note.id!r} uri {exc}") from None
-
-
-# =====================================================================================
-# 9. The notes_delete tool
-# =====================================================================================
 
 NOTES_DELETE_TOOL: dict[str, Any] = {
     "name": TOOL_NAME,
@@ -829,29 +188,317 @@ def read_scope_args(arguments: Any, tool: str = TOOL_NAME) -> ScopeArgs:
     return ScopeArgs(uri, title)
 
 
-class ToolError(Exception):
-    """A tool execution error: answered as an `isError: true` result the model can act on."""
+# =====================================================================================
+# 2. The three-layer rule: authorization, containment, sandbox
+# =====================================================================================
+#
+#   1. Authorization: is this authenticated principal allowed this workspace?
+#   2. Containment: is the note inside it, compared by path components?
+#   3. Sandbox: the operating system stops what lexical checks cannot (symlinks). The
+#      in-memory store has no files; the Markdown-folder store (code/markdown_store.py)
+#      opens every component with O_NOFOLLOW relative to a directory descriptor.
+#
+# Layers 1 and 2 run when the form is built and again inside the atomic step (section 9).
+
+Path = tuple[str, ...]  # a normalized absolute path, one entry per component
 
 
-def tool_result(text: str, structured: dict[str, Any] | None = None, *, is_error: bool = False) -> dict[str, Any]:
-    """A complete CallToolResult: text for people and models, structured for programs."""
-    result: dict[str, Any] = {"resultType": "complete", "content": [{"type": "text", "text": text}]}
-    if structured is not None:
-        result["structuredContent"] = structured
-    result["isError"] = is_error
-    return result
+class ScopeError(ValueError):
+    """A URI that cannot name a local folder or file (the reason is safe to show)."""
 
 
-def not_deleted(reason: str, text: str) -> dict[str, Any]:
-    """The complete, non-error answer when the user said no, declined or cancelled."""
-    return tool_result(text, {"deleted": False, "reason": reason})
+def parse_file_uri(uri: Any) -> Path:
+    """A `file://` URI to its path components, refusing every ambiguous spelling."""
+    if not isinstance(uri, str) or not uri or len(uri) > MAX_URI_LENGTH:
+        raise ScopeError("must be a file:// URI of at most %d characters" % MAX_URI_LENGTH)
+    scheme, sep, rest = uri.partition("://")
+    if not sep or scheme.lower() != "file":
+        raise ScopeError("must use the file:// scheme")
+    # `?` and `#` would make the same folder have many names, and no local path uses them.
+    if "?" in rest or "#" in rest:
+        raise ScopeError("must not have a query or fragment")
+    host, slash, encoded_path = rest.partition("/")
+    # Another host's files are not ours to scope; `file://localhost/` is `file:///`.
+    # Without the slash, `file://` and `file://localhost` would parse to the root.
+    if host.lower() not in ("", "localhost") or not slash:
+        raise ScopeError("must name a local path (file:///... or file://localhost/...)")
+    try:
+        path = unquote(encoded_path, errors="strict")  # percent-decode exactly once
+    except UnicodeDecodeError:
+        raise ScopeError("must be valid UTF-8 after percent-decoding") from None
+    # A `%` left after one decode means double encoding (%252e -> %2e): a second decoder
+    # somewhere downstream would see `..`. One spelling per path, so refuse it.
+    if "%" in path:
+        raise ScopeError("must not contain double percent-encoding or a literal %")
+    # Backslash is a separator on Windows and NUL truncates C strings: both change
+    # which file the operating system opens without changing what a string check sees.
+    if "\\" in path or "\x00" in path:
+        raise ScopeError("must not contain backslashes or NUL")
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in path):
+        raise ScopeError("must not contain control characters")
+    parts = tuple(part for part in path.split("/") if part not in ("", "."))
+    # `..` is refused, not resolved: resolving it lexically disagrees with the file
+    # system as soon as a component is a symbolic link.
+    if ".." in parts:
+        raise ScopeError("must not contain .. components")
+    return parts
 
 
-def read_answer(answer: Any, key: str) -> str:
-    """The action of an elicitation result (accept, decline or cancel), or -32602."""
-    if not isinstance(answer, dict) or answer.get("action") not in ("accept", "decline", "cancel"):
-        raise McpError(INVALID_PARAMS, f"Invalid params: inputResponses.{key} must be an elicitation result")
-    return answer["action"]
+def format_file_uri(path: Path) -> str:
+    """The one canonical spelling of a path as a URI (`file:///` plus encoded components)."""
+    return "file:///" + "/".join(quote(part, safe="") for part in path)
+
+
+def normalize_file_uri(uri: Any) -> str:
+    """Canonical spelling of a file URI, or ScopeError; equal folders get equal strings."""
+    return format_file_uri(parse_file_uri(uri))
+
+
+def is_within(path: Path, folder: Path) -> bool:
+    """Component-wise containment (inclusive): never a string prefix, so Notes-evil is out."""
+    return path[: len(folder)] == folder
+
+
+def contains(workspace_uri: str, uri: str) -> bool:
+    """True when `uri` names `workspace_uri` or something inside it; unparseable means no."""
+    try:
+        return is_within(parse_file_uri(uri), parse_file_uri(workspace_uri))
+    except ScopeError:
+        return False
+
+
+class AuthorizationPolicy:
+    """Principal -> workspaces they may act on; a sub-folder of one of them is also allowed."""
+
+    def __init__(self, grants: Mapping[str, Iterable[str]]) -> None:
+        self._grants: dict[str, tuple[Path, ...]] = {}
+        for principal, uris in grants.items():
+            if not isinstance(principal, str) or not principal:
+                raise ValueError("principal names must be non-empty strings")
+            if isinstance(uris, str):
+                raise ValueError(f"workspaces for {principal!r} must be a list of URIs")
+            paths = []
+            for uri in uris:
+                try:
+                    paths.append(parse_file_uri(uri))
+                except ScopeError as exc:
+                    raise ValueError(f"workspace {uri!r} for {principal!r} {exc}") from None
+            self._grants[principal] = tuple(paths)
+
+    def allows(self, principal: str, workspace: Path) -> bool:
+        """True when this principal was granted `workspace` or a folder that contains it."""
+        return any(is_within(workspace, granted) for granted in self._grants.get(principal, ()))
+
+    def workspaces(self, principal: str) -> list[str]:
+        """The principal's granted workspaces, canonical URIs (for hosts and adapters)."""
+        return [format_file_uri(path) for path in self._grants.get(principal, ())]
+
+
+@dataclasses.dataclass(frozen=True)
+class Scope:
+    """An authorized workspace and the canonical arguments a signed state binds."""
+
+    workspace: Path
+    arguments: dict[str, str]  # {"workspaceUri": canonical URI, "title": query}
+
+    @functools.cached_property
+    def digest(self) -> str:
+        """The digest of the canonical arguments (computed once per call)."""
+        return digest(self.arguments)
+
+
+def authorize(policy: AuthorizationPolicy, principal: str, args: ScopeArgs, log: Callable[[str], None]) -> Scope:
+    """Layer 1: parse the workspace and check the principal's grant, or a ToolError."""
+    try:
+        workspace = parse_file_uri(args.workspace_uri)
+    except ScopeError as exc:
+        raise ToolError(f"workspaceUri {exc}.") from None
+    # The principal comes from the transport, never from arguments.
+    if not policy.allows(principal, workspace):
+        log(f"refused: principal {principal!r} is not authorized for {format_file_uri(workspace)}")
+        raise ToolError("That workspace is not authorized for you.")
+    return Scope(workspace, {"workspaceUri": format_file_uri(workspace), "title": args.title})
+
+
+@dataclasses.dataclass(frozen=True)
+class Note:
+    """A note: stable id, title, where it lives, and a revision that changes on edit."""
+
+    id: str
+    title: str
+    uri: str  # canonical file URI
+    revision: int = 0
+
+    @functools.cached_property
+    def path(self) -> Path:
+        """The note's location as path components (parsed once per note object)."""
+        return parse_file_uri(self.uri)
+
+    @functools.cached_property
+    def folded_title(self) -> str:
+        """The title casefolded once, for case-insensitive matching on every lookup."""
+        return self.title.casefold()
+
+    @functools.cached_property
+    def version(self) -> str:
+        """A digest of everything the user was shown or that decides where the note is."""
+        return digest([self.id, self.title, self.uri, self.revision])
+
+
+def inside_workspace(note: Note, workspace: Path) -> bool:
+    """Layer 2: the note lies strictly inside the workspace folder, compared by components."""
+    path = note.path
+    return len(path) > len(workspace) and is_within(path, workspace)
+
+
+def matches(note: Note, workspace: Path, title: str) -> bool:
+    """Inside the workspace and the title contains the query (case-insensitive)."""
+    # Title first: it is the cheap test, and a lookup scans every note (see code/bench.py).
+    return title.casefold() in note.folded_title and inside_workspace(note, workspace)
+
+
+def form_order(notes: Iterable[Note]) -> list[Note]:
+    """Candidates in the order every store offers them: title (casefolded), then id."""
+    return sorted(notes, key=lambda note: (note.folded_title, note.id))
+
+
+def check_note(note: Note) -> None:
+    """Refuse a note the server could not show safely: bad id, empty title, bad URI."""
+    if not isinstance(note.id, str) or not 0 < len(note.id) <= MAX_NOTE_ID_LENGTH:
+        raise ValueError(f"note id must be 1..{MAX_NOTE_ID_LENGTH} characters")
+    if not isinstance(note.title, str) or not note.title.strip():
+        raise ValueError(f"note {note.id!r} needs a non-empty title")
+    try:
+        parse_file_uri(note.uri)
+    except ScopeError as exc:
+        raise ValueError(f"note {note.id!r} uri {exc}") from None
+
+
+def lookup(store: NotesStore, scope: Scope) -> list[Note]:
+    """Candidates inside the workspace (layer 2); none, or more than a form can offer, is a ToolError."""
+    title = scope.arguments["title"]
+    found = store.candidates(scope.workspace, title)
+    if not found:
+        raise ToolError(f"No note titled like {title!r} in that workspace.")
+    if len(found) > MAX_CANDIDATES:
+        raise ToolError(f"{len(found)} notes match; more than {MAX_CANDIDATES} cannot be offered. Use a more specific title.")
+    return found
+
+
+# =====================================================================================
+# 3. Elicitation delivered as input_required
+# =====================================================================================
+#
+# 2026-07-28 has no server-to-client request in flight. A tool that needs the user
+# answers its `tools/call` with `resultType: "input_required"`: the questions
+# (`inputRequests`, each an `elicitation/create`) and an opaque `requestState`. The
+# client asks the user, then sends the same `tools/call` again, with a fresh id, the
+# answers in `inputResponses` and the state echoed back. Any server instance may get
+# that retry, so everything the server needs must be in the state (sections 7-9).
+
+
+@dataclasses.dataclass(frozen=True)
+class ToolCall:
+    """One `tools/call` as a tool sees it: a first call (no state) or a retry with answers."""
+
+    name: str
+    arguments: Any
+    meta: RequestMeta
+    principal: str
+    state: str | None = None  # the echoed requestState, on a retry
+    responses: dict[str, Any] | None = None  # inputResponses, on a retry
+
+
+def read_tool_call(params: dict[str, Any], meta: RequestMeta, principal: str) -> ToolCall:
+    """The call's name, arguments and MRTR fields; a half or mistyped retry is -32602."""
+    name = params.get("name")
+    if not isinstance(name, str):
+        raise McpError(INVALID_PARAMS, "Unknown tool")
+    has_state, has_responses = "requestState" in params, "inputResponses" in params
+    if has_state != has_responses:
+        raise McpError(INVALID_PARAMS, "Invalid params: requestState and inputResponses go together")
+    if has_state and not isinstance(params["inputResponses"], dict):
+        raise McpError(INVALID_PARAMS, "Invalid params: inputResponses must be an object")
+    # `requestState: null` is not "no state": read as absent, it would turn a retry into
+    # a first call that ignores the answers. Verification refuses every non-string.
+    return ToolCall(name, params.get("arguments", {}), meta, principal, params.get("requestState"), params.get("inputResponses"))
+
+
+def input_required(requests: dict[str, Any], state: str) -> dict[str, Any]:
+    """An `input_required` result: the questions and the state the retry must echo."""
+    return {"resultType": "input_required", "inputRequests": requests, "requestState": state}
+
+
+# =====================================================================================
+# 4. Capability negotiation per request
+# =====================================================================================
+#
+# No `initialize`, no session: every request declares its protocol version and what
+# its client can do in `params._meta`, and nothing carries over to the next request.
+
+
+@dataclasses.dataclass(frozen=True)
+class RequestMeta:
+    """What a modern request declares about itself; nothing carries over between requests."""
+
+    protocol_version: str
+    capabilities: dict[str, Any]
+
+
+def read_meta(params: Any) -> RequestMeta:
+    """Check `params._meta` has a string version and an object of capabilities, or -32602."""
+    if not isinstance(params, dict):
+        raise McpError(INVALID_PARAMS, "Invalid params: params must be an object carrying _meta")
+    meta = params.get("_meta")
+    if not isinstance(meta, dict):
+        raise McpError(INVALID_PARAMS, "Invalid params: _meta is required")
+    version = meta.get(META_PROTOCOL_VERSION)
+    if not isinstance(version, str):
+        raise McpError(INVALID_PARAMS, f"Invalid params: _meta[{META_PROTOCOL_VERSION!r}] must be a string")
+    capabilities = meta.get(META_CLIENT_CAPABILITIES)
+    if not isinstance(capabilities, dict):
+        raise McpError(INVALID_PARAMS, f"Invalid params: _meta[{META_CLIENT_CAPABILITIES!r}] must be an object")
+    return RequestMeta(version, capabilities)
+
+
+def check_version(meta: RequestMeta) -> None:
+    """Refuse a version this server does not implement with -32022 and the exact data."""
+    if meta.protocol_version not in SUPPORTED_VERSIONS:
+        raise McpError(
+            UNSUPPORTED_PROTOCOL_VERSION,
+            "Unsupported protocol version",
+            {"supported": list(SUPPORTED_VERSIONS), "requested": meta.protocol_version},
+        )
+
+
+def supports_form_elicitation(capabilities: Mapping[str, Any]) -> bool:
+    """True when this request declares form elicitation: `{}` and `{"form": {}}` do."""
+    elicitation = capabilities.get("elicitation")
+    if not isinstance(elicitation, dict):
+        return False
+    # An empty object means form-only (backwards compatibility); `{"url": {}}` alone does not.
+    return not elicitation or isinstance(elicitation.get("form"), dict)
+
+
+def require_form_elicitation(meta: RequestMeta) -> None:
+    """-32021 naming exactly the form capability, unless this request declares it."""
+    # Checked before any lookup: a client that cannot show the form must not learn
+    # which notes exist, and must never get a deletion without a form.
+    if not supports_form_elicitation(meta.capabilities):
+        raise McpError(
+            MISSING_REQUIRED_CLIENT_CAPABILITY,
+            "Server requires form elicitation for this request",
+            {"requiredCapabilities": {"elicitation": {"form": {}}}},
+        )
+
+
+# =====================================================================================
+# 5. Form mode
+# =====================================================================================
+#
+# A form asks for data a person may see in the client: a choice between records and a
+# checkbox. Never a secret: for that, URL mode sends the user to the server's own page
+# (code/connect.py).
 
 
 def choice_options(notes: list[Note]) -> list[dict[str, str]]:
@@ -878,27 +525,738 @@ def delete_form(workspace_uri: str, title: str, notes: list[Note]) -> dict[str, 
             "requestedSchema": {
                 "type": "object",
                 "properties": {
-                    "note_id": {"type": "string", "title": "Note to delete", "oneOf": choice_options(notes)},
-                    "confirm": {
+                    CHOICE_FIELD: {"type": "string", "title": "Note to delete", "oneOf": choice_options(notes)},
+                    CONFIRM_FIELD: {
                         "type": "boolean",
                         "title": "Delete it permanently",
                         "description": "Tick to delete the chosen note. It cannot be undone.",
                         "default": False,
                     },
                 },
-                "required": ["note_id", "confirm"],
+                "required": [CHOICE_FIELD, CONFIRM_FIELD],
             },
         },
     }
 
 
 # =====================================================================================
-# 9-12. The server: the notes_delete tool, server/discover, tools/list, handle()
+# 6. Response branches
+# =====================================================================================
+#
+#   accept   the content is checked against the form; the choice must be one shown
+#   decline  an explicit no: nothing happens, and this confirmation is used up
+#   cancel   dismissed: nothing happens, and the same state may be answered again
+#   (none)   the client did not answer our question: ask again
+
+
+@dataclasses.dataclass(frozen=True)
+class Answer:
+    """The user's answer to one elicitation: the action and, for accept, the content."""
+
+    action: str  # "accept", "decline" or "cancel"
+    content: dict[str, Any]
+
+
+def read_answer(responses: dict[str, Any] | None, key: str) -> Answer | None:
+    """The answer under `key`, None when absent (ask again), or -32602 when malformed."""
+    answer = (responses or {}).get(key)
+    if answer is None:
+        return None
+    if not isinstance(answer, dict) or answer.get("action") not in ("accept", "decline", "cancel"):
+        raise McpError(INVALID_PARAMS, f"Invalid params: inputResponses.{key} must be an elicitation result")
+    content = answer.get("content")
+    if answer["action"] == "accept" and content is not None and not isinstance(content, dict):
+        raise McpError(INVALID_PARAMS, "Invalid params: accept needs the form's content")
+    return Answer(answer["action"], content or {})
+
+
+def chosen(answer: Answer, payload: StatePayload) -> tuple[str, str]:
+    """The (id, version) the user picked, which must be one the signed state offered, or -32602."""
+    note_id = answer.content.get(CHOICE_FIELD)
+    # Only a note the user was shown can be chosen: a client cannot swap in another id.
+    version = payload.offered().get(note_id) if isinstance(note_id, str) else None
+    if version is None:
+        raise McpError(INVALID_PARAMS, "Invalid params: the answer does not match the form")
+    return note_id, version
+
+
+def tool_result(text: str, structured: dict[str, Any] | None = None, *, is_error: bool = False) -> dict[str, Any]:
+    """A complete CallToolResult: text for people and models, structured for programs."""
+    result: dict[str, Any] = {"resultType": "complete", "content": [{"type": "text", "text": text}]}
+    if structured is not None:
+        result["structuredContent"] = structured
+    result["isError"] = is_error
+    return result
+
+
+def not_deleted(reason: str, text: str) -> dict[str, Any]:
+    """The complete, non-error answer when the user said no, declined or cancelled."""
+    return tool_result(text, {"deleted": False, "reason": reason})
+
+
+# =====================================================================================
+# 7. Protecting destructive MRTR state: signing the state
+# =====================================================================================
+#
+#   v1.<key id>.<base64url(canonical JSON payload)>.<base64url(HMAC-SHA256 of what precedes)>
+#
+# Signed, not encrypted: the client can read the whole payload, so it must never hold a
+# secret. The MAC is verified (in constant time) before the JSON is parsed, so a forged
+# state costs one HMAC and never reaches the parser or the replay store.
+
+
+class StateError(Exception):
+    """requestState failed verification; the reason is logged, never sent."""
+
+
+def b64url_encode(data: bytes) -> str:
+    """Unpadded base64url."""
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+_B64URL_ALPHABET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+
+
+def b64url_decode(text: str) -> bytes:
+    """Strict unpadded base64url: exactly one spelling decodes (no padding, no spare bits)."""
+    if not text or not set(text) <= _B64URL_ALPHABET or len(text) % 4 == 1:
+        raise StateError("not canonical base64url")
+    data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    # Non-zero spare bits give a second spelling of the same bytes; re-encode to refuse it.
+    if b64url_encode(data) != text:
+        raise StateError("not canonical base64url")
+    return data
+
+
+def canonical_json(value: Any) -> bytes:
+    """Sorted keys, no spaces, ASCII: equal values give equal bytes (for MACs and digests)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+
+
+def digest(value: Any) -> str:
+    """A short SHA-256 digest of a JSON value's canonical form."""
+    return hashlib.sha256(canonical_json(value)).hexdigest()[:32]
+
+
+class StateSigner:
+    """Sign and verify requestState with a key ring: the first key signs, every key verifies."""
+
+    def __init__(self, keys: Sequence[bytes]) -> None:
+        if isinstance(keys, (bytes, bytearray)) or not keys:
+            raise ValueError("keys must be a non-empty list of byte strings")
+        self._ring: dict[str, bytes] = {}
+        for key in keys:
+            if not isinstance(key, (bytes, bytearray)) or len(key) < MIN_KEY_BYTES:
+                raise ValueError(f"every signing key must be at least {MIN_KEY_BYTES} bytes")
+            self._ring.setdefault(self.key_id(bytes(key)), bytes(key))
+        self._signing_id = self.key_id(bytes(keys[0]))
+
+    @staticmethod
+    def key_id(key: bytes) -> str:
+        """A public name for a key (a hash prefix), so rotation needs no extra configuration."""
+        return hashlib.sha256(b"notes-mcp key id\x00" + key).hexdigest()[:8]
+
+    def sign(self, payload: Mapping[str, Any]) -> str:
+        """The payload as a state signed with the newest key."""
+        head = f"{STATE_VERSION}.{self._signing_id}.{b64url_encode(canonical_json(dict(payload)))}"
+        mac = hmac.new(self._ring[self._signing_id], head.encode("ascii"), hashlib.sha256).digest()
+        return f"{head}.{b64url_encode(mac)}"
+
+    def verify(self, token: Any) -> dict[str, Any]:
+        """Check format, key and MAC, then parse the payload; raises StateError, never anything else."""
+        # Only ASCII can be a state we signed; checked first, so a payload segment holding
+        # any other character is refused here rather than crashing the encoder below.
+        if not isinstance(token, str) or len(token) > MAX_STATE_LENGTH or not token.isascii():
+            raise StateError("missing, oversized or not ASCII")
+        pieces = token.split(".")
+        if len(pieces) != 4 or pieces[0] != STATE_VERSION:
+            raise StateError("bad format")
+        _, key_id, payload_text, mac_text = pieces
+        key = self._ring.get(key_id)
+        if key is None:
+            raise StateError("unknown key id")
+        mac = b64url_decode(mac_text)
+        head = token[: -(len(mac_text) + 1)]
+        expected = hmac.new(key, head.encode("ascii"), hashlib.sha256).digest()
+        if not hmac.compare_digest(mac, expected):
+            raise StateError("bad MAC")
+        # Past the MAC, the payload is one this server signed: canonical JSON of an object.
+        payload = json.loads(b64url_decode(payload_text))
+        if not isinstance(payload, dict):
+            raise StateError("payload is not an object")
+        return payload
+
+
+@dataclasses.dataclass(frozen=True)
+class StatePayload:
+    """What a signed state binds: who, which call, which step, what was shown, once, until when."""
+
+    sub: str  # the principal the form was shown to
+    tool: str
+    args: str  # digest of the canonical arguments
+    phase: str  # which step of the tool's flow this state answers
+    cands: tuple[tuple[str, str], ...]  # (id, version of the record shown) for every choice offered
+    nonce: str  # consumed exactly once, by the flow's terminal outcome
+    iat: float
+    exp: float
+    extra: dict[str, Any]  # a tool's own public values (never a secret)
+
+    def offered(self) -> dict[str, str]:
+        """Candidate id -> the version shown."""
+        return dict(self.cands)
+
+    @classmethod
+    def parse(cls, payload: dict[str, Any]) -> StatePayload:
+        """Every field present and well typed, or StateError."""
+        fields = {name: payload.get(name) for name in ("sub", "method", "tool", "args", "phase", "nonce", "iat", "exp", "cands")}
+        if not all(isinstance(fields[name], str) for name in ("sub", "method", "tool", "args", "phase", "nonce")):
+            raise StateError("malformed payload")
+        # Numbers checked positively: NaN, strings, booleans or a missing time all fail.
+        for name in ("iat", "exp"):
+            value = fields[name]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise StateError(f"malformed {name}")
+        cands = fields["cands"]
+        if not isinstance(cands, list) or not all(
+            isinstance(c, list) and len(c) == 2 and all(isinstance(x, str) for x in c) for c in cands
+        ):
+            raise StateError("malformed candidates")
+        extra = payload.get("extra", {})
+        if not isinstance(extra, dict):
+            raise StateError("malformed extra")
+        return cls(
+            fields["sub"], fields["tool"], fields["args"], fields["phase"],
+            tuple((c[0], c[1]) for c in cands), fields["nonce"], float(fields["iat"]), float(fields["exp"]), extra,
+        )  # fmt: skip
+
+
+# =====================================================================================
+# 8. Protecting destructive MRTR state: the replay store
+# =====================================================================================
+#
+# A signed state proves the server asked; it does not stop the client from answering
+# twice. Each state carries a random nonce, and its terminal answer claims that nonce in
+# a store every server instance shares: the second claim finds it and is refused.
+
+
+class ClaimOutcome(enum.Enum):
+    """The answer to "may this nonce be claimed now?"."""
+
+    OK = "ok"
+    USED = "used"  # replay: this nonce was consumed before, here or on another instance
+    FULL = "full"  # this principal holds MAX_REPLAY_PER_PRINCIPAL unexpired confirmations
+
+
+class MemoryReplayStore:
+    """Consumed nonces until their state expires; bounded per principal; one lock."""
+
+    def __init__(self, clock: Callable[[], float], max_per_principal: int = MAX_REPLAY_PER_PRINCIPAL) -> None:
+        if max_per_principal < 1:
+            raise ValueError("max_per_principal must be at least 1")
+        self._clock = clock
+        self._limit = max_per_principal
+        self._owner: dict[str, str] = {}  # nonce -> principal
+        self._per_principal: dict[str, int] = {}
+        self._expiries: list[tuple[float, str]] = []  # heap of (expires at, nonce)
+        self.lock = threading.RLock()
+
+    def _prune(self) -> None:
+        """Forget nonces whose state has expired (verification refuses those states anyway)."""
+        now = self._clock()
+        while self._expiries and not now < self._expiries[0][0]:
+            _, nonce = heapq.heappop(self._expiries)
+            self._forget(nonce)
+
+    def _forget(self, nonce: str) -> None:
+        principal = self._owner.pop(nonce, None)
+        if principal is not None:
+            self._per_principal[principal] -= 1
+            if not self._per_principal[principal]:
+                del self._per_principal[principal]
+
+    def is_consumed(self, nonce: str) -> bool:
+        """True when this nonce has been consumed and its state has not yet expired."""
+        with self.lock:
+            self._prune()
+            return nonce in self._owner
+
+    def claim(self, principal: str, nonce: str, expires_at: float) -> ClaimOutcome:
+        """Record `nonce` as consumed unless it already is or the principal is at the bound."""
+        with self.lock:
+            self._prune()
+            # A state verified just before its expiry can arrive here just after it, when
+            # the record of its earlier use has been pruned: refuse it as used, or a
+            # decline followed by a replayed accept at the edge would delete the note.
+            if nonce in self._owner or not self._clock() < expires_at:
+                return ClaimOutcome.USED
+            # Without a bound, one principal confirming in a loop grows memory without
+            # limit; with a per-principal bound, they cannot block anybody else.
+            if self._per_principal.get(principal, 0) >= self._limit:
+                return ClaimOutcome.FULL
+            self._owner[nonce] = principal
+            self._per_principal[principal] = self._per_principal.get(principal, 0) + 1
+            heapq.heappush(self._expiries, (expires_at, nonce))
+            return ClaimOutcome.OK
+
+    def release(self, nonce: str) -> None:
+        """Undo a claim (rollback of a transaction that failed before it committed)."""
+        with self.lock:
+            self._forget(nonce)  # its heap entry is dropped harmlessly when it expires
+
+    def __len__(self) -> int:
+        with self.lock:
+            self._prune()
+            return len(self._owner)
+
+
+# =====================================================================================
+# 9. Protecting destructive MRTR state: the live re-check
+# =====================================================================================
+#
+# Minutes pass between the form and the answer. The note may have been edited, moved
+# or deleted, and the grant revoked. So the terminal step is one atomic operation in the
+# store: claim the nonce, re-read the live record, run layers 1 and 2 again, delete. In
+# memory that is one lock; in SQLite one transaction (code/sqlite_store.py).
+
+
+class Settlement(enum.Enum):
+    """How the atomic step ended."""
+
+    DELETED = "deleted"  # nonce consumed, note deleted
+    CONSUMED = "consumed"  # nonce consumed, nothing deleted (decline, explicit "no")
+    CHANGED = "changed"  # nonce consumed, note vanished/changed/moved: nothing deleted
+    USED = "used"  # nonce was already consumed: nothing happened
+    FULL = "full"  # replay bound for this principal: nothing happened
+
+
+class NotesStore(Protocol):
+    """The seam every store implements (memory here; SQLite and Markdown folders beside it)."""
+
+    def candidates(self, workspace: Path, title: str) -> list[Note]:
+        """Notes strictly inside `workspace` whose title contains `title` (casefolded)."""
+        ...
+
+    def is_consumed(self, nonce: str) -> bool:
+        """True when this nonce was already consumed (on any instance)."""
+        ...
+
+    def consume(
+        self,
+        principal: str,
+        nonce: str,
+        expires_at: float,
+        target: tuple[str, str] | None,
+        recheck: Callable[[Note], bool],
+    ) -> Settlement:
+        """Atomically: claim the nonce; if `target` (id, version) re-read it, re-check, delete."""
+        ...
+
+
+class MemoryNotesStore:
+    """Notes in a dict and nonces in a MemoryReplayStore, consumed under one lock."""
+
+    def __init__(self, notes: Iterable[Note], replay: MemoryReplayStore) -> None:
+        self.replay = replay
+        self._notes: dict[str, Note] = {}
+        for note in notes:
+            check_note(note)
+            if note.id in self._notes:
+                raise ValueError(f"duplicate note id {note.id!r}")
+            self._notes[note.id] = dataclasses.replace(note, uri=normalize_file_uri(note.uri))
+
+    def candidates(self, workspace: Path, title: str) -> list[Note]:
+        """Matching notes strictly inside `workspace`, sorted by title then id."""
+        needle = title.casefold()  # `matches`, with the query folded once per lookup
+        with self.replay.lock:
+            found = [n for n in self._notes.values() if needle in n.folded_title and inside_workspace(n, workspace)]
+        return form_order(found)
+
+    def is_consumed(self, nonce: str) -> bool:
+        """True when the replay store holds this nonce."""
+        return self.replay.is_consumed(nonce)
+
+    def consume(
+        self,
+        principal: str,
+        nonce: str,
+        expires_at: float,
+        target: tuple[str, str] | None,
+        recheck: Callable[[Note], bool],
+    ) -> Settlement:
+        """Under the one lock: claim the nonce; for `target` re-read the note, re-check, delete."""
+        with self.transaction() as claim:
+            outcome = claim(principal, nonce, expires_at)
+            if outcome is not ClaimOutcome.OK:
+                return Settlement.USED if outcome is ClaimOutcome.USED else Settlement.FULL
+            if target is None:
+                return Settlement.CONSUMED
+            note_id, version = target
+            live = self._notes.get(note_id)  # re-read the live record inside the lock
+            # Time of check to time of use: the form was shown minutes ago.
+            if live is None or live.version != version or not recheck(live):
+                return Settlement.CHANGED
+            del self._notes[note_id]
+            return Settlement.DELETED
+
+    @contextmanager
+    def transaction(self) -> Iterator[Callable[[str, str, float], ClaimOutcome]]:
+        """Hold the lock; if the body raises, the nonce it claimed is released (rollback)."""
+        claimed: list[str] = []
+
+        def claim(principal: str, nonce: str, expires_at: float) -> ClaimOutcome:
+            outcome = self.replay.claim(principal, nonce, expires_at)
+            if outcome is ClaimOutcome.OK:
+                claimed.append(nonce)
+            return outcome
+
+        with self.replay.lock:
+            try:
+                yield claim
+            except BaseException:
+                for nonce in claimed:
+                    self.replay.release(nonce)
+                raise
+
+    def all(self) -> list[Note]:
+        """Every note, in id order (for the demo, tests and admin views)."""
+        with self.replay.lock:
+            return sorted(self._notes.values(), key=lambda note: note.id)
+
+    def put(self, note: Note) -> None:
+        """Insert or replace a note (an edit elsewhere; used to show the re-check)."""
+        check_note(note)
+        with self.replay.lock:
+            self._notes[note.id] = dataclasses.replace(note, uri=normalize_file_uri(note.uri))
+
+    def remove(self, note_id: str) -> None:
+        """Delete a note outside any confirmation (another actor; used to show the re-check)."""
+        with self.replay.lock:
+            self._notes.pop(note_id, None)
+
+
+class Confirmations:
+    """The one confirmation cycle every tool uses: sign a state, verify it, consume it once."""
+
+    def __init__(
+        self,
+        *,
+        keys: Sequence[bytes],
+        store: NotesStore,
+        clock: Callable[[], float],
+        ttl: float,
+        log: Callable[[str], None],
+    ) -> None:
+        if not (isinstance(ttl, (int, float)) and math.isfinite(ttl) and 0 < ttl <= MAX_STATE_TTL_SECONDS):
+            raise ValueError(f"state_ttl must be a finite number of seconds in (0, {MAX_STATE_TTL_SECONDS:g}]")
+        self.signer = StateSigner(keys)
+        self.store = store
+        self.clock = clock
+        self.ttl = float(ttl)
+        self.log = log
+
+    def ask(
+        self,
+        call: ToolCall,
+        scope: Scope,
+        phase: str,
+        requests: dict[str, Any],
+        cands: Iterable[tuple[str, str]],
+        extra: Mapping[str, Any] | None = None,
+        *,
+        follows: StatePayload | None = None,
+    ) -> dict[str, Any]:
+        """`input_required` with the questions and a freshly signed state binding this call.
+
+        A state that `follows` an earlier one (the same flow, asked again or one step on)
+        keeps its nonce and expiry: answering any of them consumes all of them.
+        """
+        now = self.clock()
+        # Without this, a flow asked twice would hold two live nonces, and the state the
+        # client kept from the first form could act again after the second one did.
+        nonce = follows.nonce if follows is not None else b64url_encode(secrets.token_bytes(16))
+        payload = {
+            "sub": call.principal,
+            "method": "tools/call",
+            "tool": call.name,
+            "args": scope.digest,
+            "phase": phase,
+            "cands": [list(c) for c in cands],
+            "nonce": nonce,
+            "iat": now,
+            "exp": follows.exp if follows is not None else now + self.ttl,
+        }
+        if extra:
+            payload["extra"] = dict(extra)
+        return input_required(requests, self.signer.sign(payload))
+
+    def verify(self, call: ToolCall, scope: Scope, phases: Collection[str]) -> StatePayload:
+        """Verify the echoed state binds this call and is unused and unexpired; else the one -32602."""
+        try:
+            payload = self.signer.verify(call.state)
+            state = StatePayload.parse(payload)
+            expected = {
+                "sub": call.principal,  # a state shown to another principal
+                "method": "tools/call",
+                "tool": call.name,  # a state signed for another tool
+                "args": scope.digest,  # the same state with another title or workspace
+            }
+            for name, value in expected.items():
+                if payload[name] != value:
+                    raise StateError(f"{name} does not match")
+            if state.phase not in phases:
+                raise StateError("phase does not match")  # a state from another step of a flow
+            now = self.clock()
+            if not now < state.exp:
+                raise StateError("expired")
+            # A state "issued" in the future comes from a server whose clock runs ahead:
+            # trusting it would stretch its lifetime past what the TTL promises.
+            if not state.iat <= now + MAX_CLOCK_SKEW_SECONDS:
+                raise StateError("issued in the future")
+            # Only a verified nonce reaches the store, so forged states cannot probe or fill it.
+            if self.store.is_consumed(state.nonce):
+                raise StateError("confirmation already used")
+            return state
+        except StateError as exc:
+            self.log(f"refused requestState: {exc}")
+            raise McpError(INVALID_PARAMS, STATE_INVALID) from None
+
+    def consume(
+        self,
+        principal: str,
+        state: StatePayload,
+        target: tuple[str, str] | None = None,
+        recheck: Callable[[Note], bool] = lambda note: False,
+    ) -> Settlement:
+        """Consume a verified state's nonce (and delete `target`) in one atomic store step."""
+        outcome = self.store.consume(principal, state.nonce, state.exp, target, recheck)
+        if outcome is Settlement.USED:
+            # Two retries racing with one state, here or on another instance: one wins.
+            self.log("refused requestState: confirmation already used or just expired")
+            raise McpError(INVALID_PARAMS, STATE_INVALID)
+        if outcome is Settlement.FULL:
+            self.log(f"refused: replay bound reached for principal {principal!r}")
+            raise ToolError("Too many confirmations are pending for you; try again later.")
+        return outcome
+
+
+class NotesDelete:
+    """`notes_delete`, the lesson's tool: scope, ask, then verify, re-check and delete once."""
+
+    descriptor = NOTES_DELETE_TOOL
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+
+    def call(self, call: ToolCall) -> dict[str, Any]:
+        """First call: scope, look up, ask. Retry: verify the state, then act on the answer."""
+        args = read_scope_args(call.arguments)
+        require_form_elicitation(call.meta)
+        scope = authorize(self.server.policy, call.principal, args, self.server.log)
+        if call.state is None:
+            return self.ask(call, scope)
+        state = self.server.confirmations.verify(call, scope, {PHASE_CONFIRM})
+        answer = read_answer(call.responses, INPUT_KEY)
+        if answer is None:
+            return self.ask(call, scope, follows=state)  # not answered: ask again, same flow
+        return self.act(call, scope, state, answer)
+
+    def ask(self, call: ToolCall, scope: Scope, follows: StatePayload | None = None) -> dict[str, Any]:
+        """The form over the live candidates, with a signed state (a new flow unless it `follows` one)."""
+        found = lookup(self.server.notes, scope)
+        form = delete_form(scope.arguments["workspaceUri"], scope.arguments["title"], found)
+        cands = [(n.id, n.version) for n in found]
+        return self.server.confirmations.ask(call, scope, PHASE_CONFIRM, {INPUT_KEY: form}, cands, follows=follows)
+
+    def act(self, call: ToolCall, scope: Scope, state: StatePayload, answer: Answer) -> dict[str, Any]:
+        """Cancel, decline, an explicit no, or the atomic re-check and delete."""
+        confirmations, principal = self.server.confirmations, call.principal
+        if answer.action == "cancel":
+            # Dismissed, not refused: the same state may be answered again until it expires.
+            return not_deleted("cancelled", "Cancelled; nothing was deleted.")
+        if answer.action == "decline":
+            confirmations.consume(principal, state)
+            return not_deleted("declined", "Declined; nothing was deleted.")
+        target = chosen(answer, state)
+        confirm = answer.content.get(CONFIRM_FIELD)
+        if not isinstance(confirm, bool):
+            raise McpError(INVALID_PARAMS, "Invalid params: the answer does not match the form")
+        if not confirm:
+            confirmations.consume(principal, state)
+            return not_deleted("not_confirmed", "Not confirmed; nothing was deleted.")
+
+        def recheck(live: Note) -> bool:
+            # Layers 1 and 2 again, inside the atomic step: grants and notes may have changed.
+            return self.server.policy.allows(principal, scope.workspace) and inside_workspace(live, scope.workspace)
+
+        if confirmations.consume(principal, state, target, recheck) is Settlement.CHANGED:
+            raise ToolError("The chosen note changed, moved or was deleted since the form was shown; nothing was deleted.")
+        return tool_result(f"Deleted note {target[0]}.", {"deleted": True, "noteId": target[0]})
+
+
+# =====================================================================================
+# 10. The protocol frame: the JSON-RPC envelope
 # =====================================================================================
 
 
+class McpError(Exception):
+    """A protocol error the client is meant to see: a code, a short message, optional data."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+def error_response(request_id: Any, error: McpError) -> dict[str, Any]:
+    """A JSON-RPC error response; `id` is omitted when it could not be read (never null)."""
+    body: dict[str, Any] = {"code": error.code, "message": error.message}
+    if error.data is not None:
+        body["data"] = error.data
+    response: dict[str, Any] = {"jsonrpc": "2.0"}
+    if request_id is not None:
+        response["id"] = request_id
+    response["error"] = body
+    return response
+
+
+def stderr_log(line: str) -> None:
+    """The default log sink: one line to stderr, never to the protocol stream."""
+    print(line, file=sys.stderr, flush=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class Envelope:
+    """A well-formed JSON-RPC message: `id` is None for a notification."""
+
+    id: str | int | None
+    method: str
+    params: Any  # validated per method; absent params arrive as None
+
+
+def read_id(message: Any) -> str | int | None:
+    """The message's id if it is a legal MCP id (string or integer, not bool/float/null)."""
+    if isinstance(message, dict):
+        value = message.get("id")
+        if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+            return value
+    return None
+
+
+def parse_envelope(message: Any) -> Envelope:
+    """Validate the JSON-RPC 2.0 frame or raise -32600; batches (arrays) are refused."""
+    # MCP removed batching; an array would multiply the work one message can cause.
+    if not isinstance(message, dict):
+        raise McpError(INVALID_REQUEST, "Invalid Request: expected one JSON-RPC object")
+    if message.get("jsonrpc") != "2.0":
+        raise McpError(INVALID_REQUEST, "Invalid Request: jsonrpc must be \"2.0\"")
+    if "id" in message and read_id(message) is None:
+        # bool is an int subclass in Python and `true == 1`: refuse it, with floats and
+        # null, so two different wire ids can never collide in a client's table.
+        raise McpError(INVALID_REQUEST, "Invalid Request: id must be a string or an integer")
+    if not isinstance(message.get("method"), str):
+        raise McpError(INVALID_REQUEST, "Invalid Request: method must be a string")
+    return Envelope(read_id(message), message["method"], message.get("params"))
+
+
+def decode_message(raw: bytes) -> Any:
+    """Bytes to a JSON value, or -32700; size is checked first so a flood is cheap to refuse."""
+    if len(raw) > MAX_MESSAGE_BYTES:
+        raise McpError(INVALID_REQUEST, f"Invalid Request: message larger than {MAX_MESSAGE_BYTES} bytes")
+    try:
+        return json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        # RecursionError: `[[[[...` nested thousands deep must be a parse error, not a crash.
+        raise McpError(PARSE_ERROR, "Parse error: invalid JSON") from None
+
+
+def _refuse_constant(name: str) -> Any:
+    """NaN and Infinity are not JSON; refuse them rather than let them reach a comparison."""
+    raise ValueError(name)
+
+
+def encode_message(message: dict[str, Any]) -> bytes:
+    """Compact JSON, ASCII-escaped: one line, no embedded newline, no lone-surrogate crash."""
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+
+
+# =====================================================================================
+# 11. The protocol frame: server/discover
+# =====================================================================================
+
+
+def discover(server: Server, request: Envelope, meta: RequestMeta, principal: str) -> dict[str, Any]:
+    """Versions, capabilities and identity: what a client needs before anything else."""
+    return {
+        "resultType": "complete",
+        "supportedVersions": list(SUPPORTED_VERSIONS),
+        "capabilities": server.capabilities(),
+        "instructions": (
+            "Pass the workspace folder explicitly as workspaceUri; deletions are confirmed by the user "
+            "in a form and each confirmation can be used once."
+        ),
+        "ttlMs": DISCOVER_TTL_MS,
+        "cacheScope": "public",
+        "_meta": {META_SERVER_INFO: dict(SERVER_INFO)},
+    }
+
+
+# =====================================================================================
+# 12. The protocol frame: tools/list
+# =====================================================================================
+
+
+def list_tools(server: Server, request: Envelope, meta: RequestMeta, principal: str) -> dict[str, Any]:
+    """Every tool, in registration order, as fresh objects (callers may mutate what they get)."""
+    if request.params.get("cursor") is not None:
+        # We never hand out a nextCursor, so any cursor is one we did not issue.
+        raise McpError(INVALID_PARAMS, "Invalid params: unknown cursor")
+    return {
+        "resultType": "complete",
+        "tools": [json.loads(descriptor) for descriptor in server.tool_descriptors()],
+        "ttlMs": TOOLS_TTL_MS,
+        "cacheScope": "public",
+        "_meta": {META_SERVER_INFO: dict(SERVER_INFO)},
+    }
+
+
+# =====================================================================================
+# 13. The protocol frame: handle()
+# =====================================================================================
+
+
+class Tool(Protocol):
+    """What `Server.add_tool` accepts: a descriptor for tools/list and a call for tools/call."""
+
+    descriptor: dict[str, Any]
+
+    def call(self, call: ToolCall) -> dict[str, Any]:
+        """A complete or input_required result; ToolError for isError, McpError for protocol errors."""
+        ...
+
+
+Handler = Callable[["Server", Envelope, RequestMeta, str], dict[str, Any]]
+Check = Callable[[Envelope, RequestMeta], None]  # a transport's own check, e.g. HTTP headers
+
+
+def call_tool(server: Server, request: Envelope, meta: RequestMeta, principal: str) -> dict[str, Any]:
+    """Find the tool and run it; unknown tools and malformed MRTR fields are -32602."""
+    call = read_tool_call(request.params, meta, principal)
+    tool = server.tools.get(call.name)
+    if tool is None:
+        raise McpError(INVALID_PARAMS, "Unknown tool")
+    try:
+        result = tool.call(call)
+    except ToolError as exc:
+        # Scope, lookup and store refusals are results, not protocol errors: the model
+        # reads them and can correct itself (a narrower title, another workspace).
+        result = tool_result(str(exc), is_error=True)
+    result.setdefault("_meta", {META_SERVER_INFO: dict(SERVER_INFO)})
+    return result
+
+
 class Server:
-    """The whole protocol as a pure function of (message, principal, headers)."""
+    """The protocol server: one dispatch table, one exception boundary, tools added through add_tool."""
 
     def __init__(
         self,
@@ -910,302 +1268,92 @@ class Server:
         state_ttl: float = DEFAULT_STATE_TTL_SECONDS,
         log: Callable[[str], None] = stderr_log,
     ) -> None:
-        if not (isinstance(state_ttl, (int, float)) and math.isfinite(state_ttl) and 0 < state_ttl <= MAX_STATE_TTL_SECONDS):
-            raise ValueError(f"state_ttl must be a finite number of seconds in (0, {MAX_STATE_TTL_SECONDS:g}]")
-        self.sealer = StateSealer(keys)
         self.notes = notes
         self.policy = policy
         self.clock = clock
-        self.state_ttl = float(state_ttl)
         self.log = log
-        # One dispatch table. discover's capabilities derive from it, so they cannot drift.
-        self.methods: dict[str, Callable[[Envelope, RequestMeta, str], dict[str, Any]]] = {
-            "server/discover": self.discover,
-            "tools/list": self.list_tools,
-            "tools/call": self.call_tool,
-        }
-        self.tools: dict[str, tuple[dict[str, Any], Callable[..., dict[str, Any]]]] = {
-            TOOL_NAME: (NOTES_DELETE_TOOL, self.notes_delete),
-        }
+        # The log is looked up on each line, so replacing server.log reaches the cycle too.
+        self.confirmations = Confirmations(keys=keys, store=notes, clock=clock, ttl=state_ttl, log=lambda line: self.log(line))
+        # One dispatch table; discover's capabilities derive from it, so they cannot drift.
+        self.methods: dict[str, Handler] = {"server/discover": discover, "tools/list": list_tools, "tools/call": call_tool}
+        self.tools: dict[str, Tool] = {}
+        self._descriptors: dict[str, str] = {}  # name -> the descriptor as JSON, frozen when added
+        self.add_tool(NotesDelete(self))
 
-    # ---------------------------------------------------------------- 9. The notes_delete tool: tools/call, ask, verify, act
+    def add_tool(self, tool: Tool) -> None:
+        """Register a tool under its descriptor's name (once); tools/list shows it from now on."""
+        name = tool.descriptor.get("name")
+        if not isinstance(name, str) or not name or name in self.tools:
+            raise ValueError(f"a tool needs a new, non-empty name (got {name!r})")
+        self.tools[name] = tool
+        self._descriptors[name] = json.dumps(tool.descriptor)
 
-    def call_tool(self, request: Envelope, meta: RequestMeta, principal: str) -> dict[str, Any]:
-        """Find the tool and run it; unknown tools and malformed MRTR fields are -32602."""
-        params = request.params
-        name = params.get("name")
-        if not isinstance(name, str) or name not in self.tools:
-            raise McpError(INVALID_PARAMS, "Unknown tool")
-        has_state, has_responses = "requestState" in params, "inputResponses" in params
-        if has_state != has_responses:
-            raise McpError(INVALID_PARAMS, "Invalid params: requestState and inputResponses go together")
-        if has_state and not isinstance(params["inputResponses"], dict):
-            raise McpError(INVALID_PARAMS, "Invalid params: inputResponses must be an object")
-        _, run = self.tools[name]
-        try:
-            result = run(params.get("arguments", {}), meta, principal, params.get("requestState"), params.get("inputResponses"))
-        except ToolError as exc:
-            # Scope, lookup and store refusals are results, not protocol errors: the model
-            # reads them and can correct itself (a narrower title, another workspace).
-            result = tool_result(str(exc), is_error=True)
-        result.setdefault("_meta", {META_SERVER_INFO: dict(SERVER_INFO)})
-        return result
+    def add_method(self, method: str, handler: Handler) -> None:
+        """Add one method to the dispatch table (an extension's own protocol feature)."""
+        if method in self.methods:
+            raise ValueError(f"method {method!r} is already handled")
+        self.methods[method] = handler
 
-    def notes_delete(
-        self,
-        arguments: Any,
-        meta: RequestMeta,
-        principal: str,
-        state: str | None,
-        responses: dict[str, Any] | None,
-    ) -> dict[str, Any]:
-        """First call: scope, look up, ask. Retry: verify the state, then act on the answer."""
-        args = read_scope_args(arguments)
-        # Capability before any lookup: a client that cannot show the form must not learn
-        # which notes exist, and must never get a deletion without a form.
-        if not supports_form_elicitation(meta.capabilities):
-            raise McpError(
-                MISSING_REQUIRED_CLIENT_CAPABILITY,
-                "Server requires form elicitation for this request",
-                {"requiredCapabilities": {"elicitation": {"form": {}}}},
-            )
-        workspace, canonical = self.scope(principal, args)
-        if state is None:
-            return self.ask(principal, workspace, canonical)
-        claims = self.verify_state(state, principal, TOOL_NAME, canonical, PHASE_CONFIRM)
-        answer = responses.get(INPUT_KEY) if responses is not None else None
-        if answer is None:
-            # The client did not answer our question: ask again rather than fail.
-            return self.ask(principal, workspace, canonical)
-        return self.act(principal, workspace, claims, answer)
+    def tool_descriptors(self) -> list[str]:
+        """Every tool's descriptor as JSON text, in registration order."""
+        return list(self._descriptors.values())
 
-    def scope(self, principal: str, args: ScopeArgs) -> tuple[Path, dict[str, str]]:
-        """The parsed workspace after 1. authorization, and the canonical arguments a state binds."""
-        try:
-            workspace = parse_file_uri(args.workspace_uri)
-        except ScopeError as exc:
-            raise ToolError(f"workspaceUri {exc}.") from None
-        # The principal comes from the transport, never from arguments.
-        if not self.policy.allows(principal, workspace):
-            self.log(f"refused: principal {principal!r} is not authorized for {format_file_uri(workspace)}")
-            raise ToolError("That workspace is not authorized for you.")
-        return workspace, {"workspaceUri": format_file_uri(workspace), "title": args.title}
+    def capabilities(self) -> dict[str, Any]:
+        """The server capabilities discover reports, derived from what is registered."""
+        return {"tools": {}} if self.tools else {}
 
-    def lookup(self, workspace: Path, title: str) -> list[Note]:
-        """Candidates (2. containment is in `matches`); none, or more than a form can offer, is a tool error."""
-        found = self.notes.candidates(workspace, title)
-        if not found:
-            raise ToolError(f"No note titled like {title!r} in that workspace.")
-        if len(found) > MAX_CANDIDATES:
-            raise ToolError(f"{len(found)} notes match; more than {MAX_CANDIDATES} cannot be offered. Use a more specific title.")
-        return found
-
-    def ask(self, principal: str, workspace: Path, canonical: dict[str, str]) -> dict[str, Any]:
-        """Look up candidates and return the form as MRTR, with a fresh sealed state."""
-        found = self.lookup(workspace, canonical["title"])
-        cands = [[note.id, note.version] for note in found]
-        return {
-            "resultType": "input_required",
-            "inputRequests": {INPUT_KEY: delete_form(canonical["workspaceUri"], canonical["title"], found)},
-            "requestState": self.mint(principal, TOOL_NAME, canonical, PHASE_CONFIRM, cands),
-        }
-
-    def mint(
-        self,
-        principal: str,
-        tool: str,
-        canonical: dict[str, str],
-        phase: str,
-        cands: list[list[str]],
-        extra: Mapping[str, Any] | None = None,
-    ) -> str:
-        """Seal a state binding principal, tool, arguments, phase, candidates, a nonce and expiry."""
-        now = self.clock()
-        claims = {
-            **(extra or {}),
-            "sub": principal,
-            "method": "tools/call",
-            "tool": tool,
-            "args": digest(canonical),
-            "phase": phase,
-            "cands": cands,  # [id, version of the record shown] for every choice offered
-            "nonce": b64url_encode(secrets.token_bytes(16)),
-            "iat": now,
-            "exp": now + self.state_ttl,
-        }
-        return self.sealer.seal(claims)
-
-    def verify_state(self, token: Any, principal: str, tool: str, canonical: dict[str, Any], phase: str) -> dict[str, Any]:
-        """Open the state, check every binding and that it is unused; any failure is one fixed -32602."""
-        try:
-            claims = self.sealer.open(token)
-            expected = {
-                "sub": principal,  # state presented by another principal
-                "method": "tools/call",
-                "tool": tool,  # state minted for another tool
-                "args": digest(canonical),  # same state, different title or workspace
-                "phase": phase,  # state from another step of a flow
-            }
-            for claim, value in expected.items():
-                if claims.get(claim) != value:
-                    raise StateError(f"{claim} does not match")
-            exp, nonce, cands = claims.get("exp"), claims.get("nonce"), claims.get("cands")
-            # Checked positively: NaN, strings or a missing expiry all fail `now < exp`.
-            if not isinstance(exp, (int, float)) or isinstance(exp, bool) or not self.clock() < exp:
-                raise StateError("expired")
-            if not isinstance(nonce, str) or not isinstance(cands, list):
-                raise StateError("malformed claims")
-            # Only a verified nonce reaches the store, so forged tokens cannot probe or fill it.
-            if self.notes.is_consumed(nonce):
-                raise StateError("confirmation already used")
-            return claims
-        except StateError as exc:
-            self.log(f"refused requestState: {exc}")
-            raise McpError(INVALID_PARAMS, STATE_INVALID) from None
-
-    def act(self, principal: str, workspace: Path, claims: dict[str, Any], answer: Any) -> dict[str, Any]:
-        """Act on the user's answer: cancel, decline, explicit no, or the atomic delete."""
-        action = read_answer(answer, INPUT_KEY)
-        if action == "cancel":
-            # Dismissed, not refused: the same state may be answered again until it expires.
-            return not_deleted("cancelled", "Cancelled; nothing was deleted.")
-        if action == "decline":
-            self.consume(principal, claims)
-            return not_deleted("declined", "Declined; nothing was deleted.")
-        content = answer.get("content")
-        shown = {note_id: version for note_id, version in claims["cands"]}
-        if not isinstance(content, dict):
-            raise McpError(INVALID_PARAMS, "Invalid params: accept needs the form's content")
-        note_id, confirm = content.get("note_id"), content.get("confirm")
-        # Only a note the user was shown can be chosen: a client cannot swap in another id.
-        if not isinstance(note_id, str) or note_id not in shown or not isinstance(confirm, bool):
-            raise McpError(INVALID_PARAMS, "Invalid params: the answer does not match the form")
-        if not confirm:
-            self.consume(principal, claims)
-            return not_deleted("not_confirmed", "Not confirmed; nothing was deleted.")
-
-        def recheck(live: Note) -> bool:
-            # 1 and 2 again, inside the atomic step: grants and notes may have changed.
-            return self.policy.allows(principal, workspace) and inside_workspace(live, workspace)
-
-        if self.consume(principal, claims, (note_id, shown[note_id]), recheck) is Settlement.CHANGED:
-            raise ToolError("The chosen note changed, moved or was deleted since the form was shown; nothing was deleted.")
-        return tool_result(f"Deleted note {note_id}.", {"deleted": True, "noteId": note_id})
-
-    def consume(
-        self,
-        principal: str,
-        claims: dict[str, Any],
-        target: tuple[str, str] | None = None,
-        recheck: Callable[[Note], bool] = lambda note: False,
-    ) -> Settlement:
-        """Consume a verified state (and delete `target`) in one atomic store step."""
-        outcome = self.notes.settle(principal, claims["nonce"], claims["exp"], target, recheck)
-        if outcome is Settlement.USED:
-            # Two retries racing with one state, here or on another instance: one wins.
-            self.log("refused requestState: confirmation already used or just expired")
-            raise McpError(INVALID_PARAMS, STATE_INVALID)
-        if outcome is Settlement.FULL:
-            self.log(f"refused: replay bound reached for principal {principal!r}")
-            raise ToolError("Too many confirmations are pending for you; try again later.")
-        return outcome
-
-    # ---------------------------------------------------------------- 10. server/discover
-
-    def discover(self, request: Envelope, meta: RequestMeta, principal: str) -> dict[str, Any]:
-        """Versions, capabilities and identity: what a client needs before anything else."""
-        capabilities = {"tools": {}} if self.tools else {}
-        return {
-            "resultType": "complete",
-            "supportedVersions": list(SUPPORTED_VERSIONS),
-            "capabilities": capabilities,
-            "instructions": (
-                "Pass the workspace folder explicitly as workspaceUri; deletions are confirmed by the user "
-                "in a form and each confirmation can be used once."
-            ),
-            "ttlMs": DISCOVER_TTL_MS,
-            "cacheScope": "public",
-            "_meta": {META_SERVER_INFO: dict(SERVER_INFO)},
-        }
-
-    # ---------------------------------------------------------------- 11. tools/list
-
-    def list_tools(self, request: Envelope, meta: RequestMeta, principal: str) -> dict[str, Any]:
-        """Every tool, in a fixed order, as fresh objects (callers may mutate what they get)."""
-        cursor = request.params.get("cursor")
-        if cursor is not None:
-            # We never hand out a nextCursor, so any cursor is one we did not issue.
-            raise McpError(INVALID_PARAMS, "Invalid params: unknown cursor")
-        return {
-            "resultType": "complete",
-            "tools": [copy.deepcopy(descriptor) for descriptor, _ in self.tools.values()],
-            "ttlMs": TOOLS_TTL_MS,
-            "cacheScope": "public",
-            "_meta": {META_SERVER_INFO: dict(SERVER_INFO)},
-        }
-
-    # ---------------------------------------------------------------- 12. handle()
-
-    def dispatch(self, message: Any, principal: str, headers: HeaderList | None = None) -> tuple[int, dict[str, Any] | None]:
-        """The one exception boundary: (HTTP status, response or None). headers=None is stdio."""
+    def handle(self, message: Any, principal: str, check: Check | None = None) -> dict[str, Any] | None:
+        """One decoded message in, its response out (None: no response); the one exception boundary."""
         request_id = read_id(message)
         try:
             request = parse_envelope(message)
             if request.id is None:
-                return self.notify(request, headers)
+                return self.notify(request)
             handler = self.methods.get(request.method)
             if handler is None:
-                raise self.unknown_method(request.method)
+                raise unknown_method(request.method)
             meta = read_meta(request.params)
-            if headers is not None:
-                check_http_headers(headers, request.method, request.params, meta)
+            if check is not None:
+                check(request, meta)  # after the -32602 meta checks, before the version check
             check_version(meta)
-            return HTTP_OK, {"jsonrpc": "2.0", "id": request.id, "result": handler(request, meta, principal)}
+            return {"jsonrpc": "2.0", "id": request.id, "result": handler(self, request, meta, principal)}
         except McpError as exc:
-            return HTTP_STATUS_FOR_ERROR.get(exc.code, 400), error_response(request_id, exc)
+            return error_response(request_id, exc)
         except Exception:  # noqa: BLE001 - this is the boundary
             self.log("internal error:\n" + traceback.format_exc())
-            return 500, error_response(request_id, McpError(INTERNAL_ERROR, "Internal error"))
+            return error_response(request_id, McpError(INTERNAL_ERROR, "Internal error"))
 
-    def notify(self, request: Envelope, headers: HeaderList | None) -> tuple[int, dict[str, Any] | None]:
-        """Id-less messages: notifications get no reply; an id-less request never runs."""
-        if request.method.startswith("notifications/"):
-            # notifications/cancelled: every request here completes synchronously, so
-            # there is never anything in flight to stop; unknown notifications are ignored.
-            return HTTP_ACCEPTED, None
-        self.log(f"ignored id-less request {request.method[:64]!r}: a request needs an id")
-        if headers is None:
-            return HTTP_ACCEPTED, None  # stdio: a notification never gets a response
-        return 400, error_response(None, McpError(INVALID_REQUEST, "Invalid Request: a request needs an id"))
+    def notify(self, request: Envelope) -> None:
+        """Id-less messages get no response; an id-less request is logged and never runs."""
+        # notifications/cancelled: every request here completes synchronously, so there is
+        # never anything in flight to stop; unknown notifications are ignored.
+        if not request.method.startswith("notifications/"):
+            self.log(f"ignored id-less request {request.method[:64]!r}: a request needs an id")
+        return None
 
-    @staticmethod
-    def unknown_method(method: str) -> McpError:
-        """-32601; for `initialize` the message names the versions a legacy client could use."""
-        if method == "initialize":
-            return McpError(
-                METHOD_NOT_FOUND,
-                "Method not found: initialize was removed in 2026-07-28; this server supports "
-                + ", ".join(SUPPORTED_VERSIONS),
-                {"supported": list(SUPPORTED_VERSIONS)},
-            )
-        return McpError(METHOD_NOT_FOUND, "Method not found")
-
-    def handle(self, message: Any, principal: str, headers: HeaderList | None = None) -> dict[str, Any] | None:
-        """One decoded JSON-RPC message in, its response (or None for no response) out."""
-        return self.dispatch(message, principal, headers)[1]
-
-    def handle_bytes(self, raw: bytes, principal: str, headers: HeaderList | None = None) -> tuple[int, bytes | None]:
-        """Bytes in, (HTTP status, bytes or None) out: stdio and HTTP share this exactly."""
+    def handle_bytes(self, raw: bytes, principal: str, check: Check | None = None) -> bytes | None:
+        """Bytes in, bytes out (None: no response): what every transport calls."""
         try:
             message = decode_message(raw)
         except McpError as exc:
-            return HTTP_STATUS_FOR_ERROR[exc.code], encode_message(error_response(None, exc))
-        status, response = self.dispatch(message, principal, headers)
-        return status, None if response is None else encode_message(response)
+            return encode_message(error_response(None, exc))
+        response = self.handle(message, principal, check)
+        return None if response is None else encode_message(response)
+
+
+def unknown_method(method: str) -> McpError:
+    """-32601; for `initialize` the message names the versions a legacy client could use."""
+    if method == "initialize":
+        return McpError(
+            METHOD_NOT_FOUND,
+            "Method not found: initialize was removed in 2026-07-28; this server supports " + ", ".join(SUPPORTED_VERSIONS),
+            {"supported": list(SUPPORTED_VERSIONS)},
+        )
+    return McpError(METHOD_NOT_FOUND, "Method not found")
 
 
 # =====================================================================================
-# 13. The demo
+# 14. The demo
 # =====================================================================================
 
 LESSON_PRINCIPAL = "alice"
@@ -1231,10 +1379,9 @@ def lesson_server(
     max_replay: int = MAX_REPLAY_PER_PRINCIPAL,
 ) -> Server:
     """A server over the lesson fixture with one principal (`alice`) and the given keys."""
-    replay = MemoryReplayStore(clock, max_replay)
     return Server(
         keys=keys,
-        notes=MemoryNotesStore(lesson_notes(), replay),
+        notes=MemoryNotesStore(lesson_notes(), MemoryReplayStore(clock, max_replay)),
         policy=AuthorizationPolicy({LESSON_PRINCIPAL: [LESSON_WORKSPACE]}),
         clock=clock,
         log=log,
@@ -1263,35 +1410,26 @@ def demo(out: Callable[[str], None] = print) -> None:
         out("<-- " + shorten(response))
         return response
 
+    def tools_call(request_id: int, **mrtr: Any) -> dict[str, Any]:
+        arguments = {"workspaceUri": LESSON_WORKSPACE, "title": "TPS report"}
+        params = {"_meta": request_meta(), "name": TOOL_NAME, "arguments": arguments, **mrtr}
+        return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
     out(f"Notes server demo, protocol {PROTOCOL_VERSION}, principal {LESSON_PRINCIPAL!r}")
     out(f"Workspace {LESSON_WORKSPACE} (notes outside it exist but must never be offered)")
     exchange("server/discover", {"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {"_meta": request_meta({})}})
     exchange("tools/list", {"jsonrpc": "2.0", "id": "list", "method": "tools/list", "params": {"_meta": request_meta({})}})
-    call = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {
-            "_meta": request_meta(),
-            "name": TOOL_NAME,
-            "arguments": {"workspaceUri": LESSON_WORKSPACE, "title": "TPS report"},
-        },
-    }
-    first = exchange("tools/call, id 1: the server asks instead of guessing", call)["result"]
+    first = exchange("tools/call, id 1: the server asks instead of guessing", tools_call(1))["result"]
     form = first["inputRequests"][INPUT_KEY]["params"]
     out("\n## The user sees the form")
     out("   " + form["message"])
-    for option in form["requestedSchema"]["properties"]["note_id"]["oneOf"]:
+    for option in form["requestedSchema"]["properties"][CHOICE_FIELD]["oneOf"]:
         out(f"   ( ) {option['title']}  [{option['const']}]")
     out("   User picks note-14 and ticks 'Delete it permanently'.")
-    retry = copy.deepcopy(call)
-    retry["id"] = 2
-    retry["params"]["requestState"] = first["requestState"]
-    retry["params"]["inputResponses"] = {INPUT_KEY: {"action": "accept", "content": {"note_id": "note-14", "confirm": True}}}
-    exchange("tools/call, id 2: retry with the answer and the echoed state", retry)
-    replay = copy.deepcopy(retry)
-    replay["id"] = 3
-    exchange("tools/call, id 3: the same answer replayed", replay)
+    answer = {INPUT_KEY: {"action": "accept", "content": {CHOICE_FIELD: "note-14", CONFIRM_FIELD: True}}}
+    retry = {"requestState": first["requestState"], "inputResponses": answer}
+    exchange("tools/call, id 2: retry with the answer and the echoed state", tools_call(2, **retry))
+    exchange("tools/call, id 3: the same answer replayed", tools_call(3, **retry))
     out("\n## Notes left")
     assert isinstance(server.notes, MemoryNotesStore)
     for note in server.notes.all():
@@ -1300,7 +1438,7 @@ def demo(out: Callable[[str], None] = print) -> None:
 
 def shorten(message: dict[str, Any]) -> str:
     """One wire message for the demo, exactly as sent except that requestState is elided."""
-    shown = copy.deepcopy(message)
+    shown = json.loads(json.dumps(message))
     for part in (shown.get("params"), shown.get("result")):
         if isinstance(part, dict) and isinstance(part.get("requestState"), str):
             token = part["requestState"]
@@ -1308,25 +1446,14 @@ def shorten(message: dict[str, Any]) -> str:
     return json.dumps(shown, separators=(",", ":"), ensure_ascii=False)
 
 
-# =====================================================================================
-# 14. The CLI
-# =====================================================================================
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    """`main.py` runs the demo; `main.py serve ...` runs a real transport (code/transports.py)."""
+    """`main.py` runs the demo; serving is `code/serve.py`."""
     args = list(sys.argv[1:] if argv is None else argv)
     if not args:
         demo()
         return 0
-    if args[0] == "serve":
-        # Imported only when serving, so the lesson core stays readable on its own.
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        import transports
-
-        return transports.serve(args[1:])
-    print("usage: main.py            run the scripted demo", file=sys.stderr)
-    print("       main.py serve ...  run the server (main.py serve --help)", file=sys.stderr)
+    print("usage: python3 code/main.py        run the scripted demo", file=sys.stderr)
+    print("       python3 code/serve.py ...   run the server (--stdio or --http; --help)", file=sys.stderr)
     return 2
 
 

@@ -24,7 +24,7 @@ every component below it is opened with O_NOFOLLOW relative to its parent's desc
 every entry is examined with lstat semantics, and a file is deleted with
 unlinkat(parent_fd, name) after re-checking it is the same regular file. Hidden names
 (leading ".") and names a file URI cannot spell are skipped. The nonce is claimed in the
-SQLite store's transaction around the unlink (see `MarkdownNotesStore.settle`).
+SQLite store's transaction around the unlink (see `MarkdownNotesStore.consume`).
 Standard library only.
 """
 
@@ -86,7 +86,7 @@ class MarkdownNotesStore:
         """True when this confirmation was consumed by any instance sharing the nonce database."""
         return self.nonces.is_consumed(nonce)
 
-    def settle(
+    def consume(
         self,
         principal: str,
         nonce: str,
@@ -102,7 +102,7 @@ class MarkdownNotesStore:
         isError, nothing deleted, the nonce committed then. The deletion itself was the
         one the user confirmed, and a replay can delete nothing else.
         """
-        return self.nonces.consume(principal, nonce, expires_at, lambda: self._unlink(target, recheck))
+        return self.nonces.consume_with(principal, nonce, expires_at, lambda: self._unlink(target, recheck))
 
     def _unlink(self, target: tuple[str, str] | None, recheck: Callable[[main.Note], bool]) -> main.Settlement:
         if target is None:

@@ -1,7 +1,7 @@
 """The notes store over one SQLite database, shared by any number of server processes.
 
 Exercises one and three of the lesson, built for real: the notes and the consumed
-confirmations live in one database file, and `settle` claims the nonce, re-reads the
+confirmations live in one database file, and `consume` claims the nonce, re-reads the
 chosen note, re-checks it and deletes it in ONE `BEGIN IMMEDIATE` transaction. The HMAC
 on requestState proves a confirmation was issued by us; only this transaction proves it
 is used once, because it is the one place every instance must pass through in turn.
@@ -35,7 +35,7 @@ import main
 
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_MS = 5000  # how long a writer waits for another instance's transaction
-PRUNE_BATCH = 64  # expired nonces deleted per settle(): bounded work, still drains faster than one insert a call
+PRUNE_BATCH = 64  # expired nonces deleted per consume(): bounded work, still drains faster than one insert a call
 
 _SCHEMA = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -62,7 +62,7 @@ class SqliteNotesStore:
     """main.NotesStore over one SQLite file: WAL, a busy timeout, one connection behind one lock.
 
     One connection plus a lock, not one connection per thread: SQLite admits one writer
-    at a time anyway, so per-thread connections would buy nothing for `settle` while the
+    at a time anyway, so per-thread connections would buy nothing for `consume` while the
     HTTP transport (a thread per connection) would open a file handle per connection. The lock
     is what stops two threads from interleaving statements in one transaction.
     """
@@ -78,7 +78,7 @@ class SqliteNotesStore:
         self._clock = clock
         self._limit = max_per_principal
         self._lock = threading.Lock()
-        # TEST-ONLY: called as hook(stage) inside the settle transaction, after the nonce
+        # TEST-ONLY: called as hook(stage) inside the consume transaction, after the nonce
         # insert ("claimed") and after the deletion ("deleted": the row, or the Markdown
         # store's unlink), before COMMIT.
         # The crash tests pause here and SIGKILL the process. None (the default) in service.
@@ -128,7 +128,7 @@ class SqliteNotesStore:
         with self._transaction():
             self._conn.execute("DELETE FROM notes WHERE id = ?", (note_id,))
 
-    def settle(
+    def consume(
         self,
         principal: str,
         nonce: str,
@@ -137,9 +137,9 @@ class SqliteNotesStore:
         recheck: Callable[[main.Note], bool],
     ) -> main.Settlement:
         """One transaction: claim the nonce; for `target` (id, version) re-read, re-check, delete."""
-        return self.consume(principal, nonce, expires_at, lambda: self._delete_row(target, recheck))
+        return self.consume_with(principal, nonce, expires_at, lambda: self._delete_row(target, recheck))
 
-    def consume(
+    def consume_with(
         self, principal: str, nonce: str, expires_at: float, act: Callable[[], main.Settlement]
     ) -> main.Settlement:
         """One BEGIN IMMEDIATE transaction: claim the nonce, run `act` (re-check, delete), COMMIT.
@@ -153,7 +153,7 @@ class SqliteNotesStore:
             conn.execute("BEGIN IMMEDIATE")  # the write lock first: every check below sees a frozen database
             try:
                 claim = self._claim(principal, nonce, expires_at)
-                if claim is main.Claim.OK:
+                if claim is main.ClaimOutcome.OK:
                     self._pause("claimed")
                     outcome = act()
                     if outcome is main.Settlement.DELETED:
@@ -162,14 +162,14 @@ class SqliteNotesStore:
                     return outcome
                 # USED and FULL write nothing, not even the pruning: a refusal mutates nothing.
                 conn.execute("ROLLBACK")
-                return main.Settlement.USED if claim is main.Claim.USED else main.Settlement.FULL
+                return main.Settlement.USED if claim is main.ClaimOutcome.USED else main.Settlement.FULL
             except BaseException:
                 # Half a deletion must never survive: the nonce goes with the note or not at all.
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
 
-    def _claim(self, principal: str, nonce: str, expires_at: float) -> main.Claim:
+    def _claim(self, principal: str, nonce: str, expires_at: float) -> main.ClaimOutcome:
         conn = self._conn
         now = self._clock()  # read after the lock is held; the same reading prunes and checks expiry
         conn.execute(
@@ -181,20 +181,20 @@ class SqliteNotesStore:
         # an earlier use may already be pruned, so an expired nonce is refused here, with
         # the clock reading that pruning used; otherwise a replay could slip in at the edge.
         if not now < expires_at:
-            return main.Claim.USED
+            return main.ClaimOutcome.USED
         inserted = conn.execute(
             "INSERT INTO consumed_nonces (nonce, principal, expires_at) VALUES (?, ?, ?) ON CONFLICT (nonce) DO NOTHING",
             (nonce, principal, expires_at),
         ).rowcount
         if inserted != 1:
-            return main.Claim.USED  # replay: another call, on any instance, committed it first
+            return main.ClaimOutcome.USED  # replay: another call, on any instance, committed it first
         # Without a bound one principal confirming in a loop grows the table without limit.
         # Counted in SQL over unexpired rows (this one included), so rows not yet pruned
         # never count and every instance enforces the same bound.
         (held,) = conn.execute(
             "SELECT COUNT(*) FROM consumed_nonces WHERE principal = ? AND expires_at > ?", (principal, now)
         ).fetchone()
-        return main.Claim.FULL if held > self._limit else main.Claim.OK
+        return main.ClaimOutcome.FULL if held > self._limit else main.ClaimOutcome.OK
 
     def _delete_row(self, target: tuple[str, str] | None, recheck: Callable[[main.Note], bool]) -> main.Settlement:
         if target is None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import support
 
-MAIN = os.path.join(support.CODE, "main.py")
+SERVE = os.path.join(support.CODE, "serve.py")
 GUARD = 60.0  # seconds; only a failure guard, never what a test asserts
 TOKEN = "alice-token-0123456789abcdef"
 SECRET = support.KEY.hex()
@@ -37,7 +37,7 @@ class Process:
 
     def __init__(self, test: Any, args: list[str], env: dict[str, str], stdin: Any = subprocess.DEVNULL) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, MAIN, "serve", *args],
+            [sys.executable, SERVE, *args],
             stdin=stdin,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -53,7 +53,7 @@ def main_loop(db_path: str) -> None:
 
         store._inside_transaction_hook = hook
         target = tuple(command["target"]) if command["target"] is not None else None
-        outcome = store.settle(
+        outcome = store.consume(
             command["principal"],
             command["nonce"],
             command["expires_at"],

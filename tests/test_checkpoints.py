@@ -34,6 +34,7 @@ class LessonCheckpoints(unittest.TestCase):
 
     def test_2_tools_list_describes_notes_delete_deterministically_and_resists_caller_mutation(self) -> None:
         first = self.server.handle(request("tools/list"), PRINCIPAL)["result"]
+        self.assertEqual(first["resultType"], "complete")
         (tool,) = first["tools"]
         schema = tool["inputSchema"]
         self.assertEqual(schema["type"], "object")

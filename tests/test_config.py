@@ -1,8 +1,7 @@
-"""`main.py serve` start-up: the config file, the environment and the command line."""
+"""`serve.py` start-up: the config file, the environment and the command line."""
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
 import json
@@ -14,11 +13,13 @@ from unittest import mock
 import support
 import main
 import procs
-import transports
+import config as configuration
+import serve
+import streamable_http
 from support import Log, accept, call, tps
 
-ALICE = {"token": "a" * transports.MIN_TOKEN_LENGTH, "workspaces": [support.WORKSPACE]}
-BOB = {"token": "b" * transports.MIN_TOKEN_LENGTH, "workspaces": ["file:///Users/bob/Notes"]}
+ALICE = {"token": "a" * configuration.MIN_TOKEN_LENGTH, "workspaces": [support.WORKSPACE]}
+BOB = {"token": "b" * configuration.MIN_TOKEN_LENGTH, "workspaces": ["file:///Users/bob/Notes"]}
 NOTE = {"id": "n1", "title": "TPS report", "uri": support.WORKSPACE + "/n1.md"}
 
 
@@ -40,17 +41,17 @@ class StartupRefusalCase(unittest.TestCase):
         with (
             mock.patch.dict(os.environ, clean, clear=True),
             contextlib.redirect_stderr(stderr),
-            mock.patch.object(transports, "serve_http", side_effect=started),
-            mock.patch.object(transports, "serve_stdio", side_effect=started),
+            mock.patch.object(serve, "serve_http", side_effect=started),
+            mock.patch.object(serve, "serve_stdio", side_effect=started),
         ):
-            status = transports.serve(list(argv))
+            status = serve.serve(list(argv))
         return status, stderr.getvalue().splitlines()
 
     def assert_refused(self, document: dict[str, Any] | str, field: str, *argv: str, **environ: str) -> None:
         """`serve --http --config` exits 2 with exactly one stderr line naming `field`."""
         path = procs.write_config(self, document)
         status, lines = self.serve("--http", "--port", "0", "--config", path, *argv, **environ)
-        self.assertEqual(status, transports.EXIT_USAGE)
+        self.assertEqual(status, serve.EXIT_USAGE)
         self.assertEqual(len(lines), 1, lines)
         self.assertIn(f"{field}:", lines[0])
 
@@ -71,14 +72,14 @@ class ConfigRejectionTests(StartupRefusalCase):
         self.assert_refused(config(principals={"alice": "token"}), "principals.alice")
 
     def test_tokens_outside_the_length_bounds_or_alphabet_are_refused(self) -> None:
-        for token in ("a" * (transports.MIN_TOKEN_LENGTH - 1), "a" * (transports.MAX_TOKEN_LENGTH + 1), "a b" * 10, 12345678901234567):
+        for token in ("a" * (configuration.MIN_TOKEN_LENGTH - 1), "a" * (configuration.MAX_TOKEN_LENGTH + 1), "a b" * 10, 12345678901234567):
             with self.subTest(token=token):
                 self.assert_refused(config(principals={"alice": dict(ALICE, token=token)}), "principals.alice.token")
 
     def test_tokens_at_the_length_bounds_are_accepted(self) -> None:
-        for token in ("a" * transports.MIN_TOKEN_LENGTH, "a" * transports.MAX_TOKEN_LENGTH):
+        for token in ("a" * configuration.MIN_TOKEN_LENGTH, "a" * configuration.MAX_TOKEN_LENGTH):
             with self.subTest(length=len(token)):
-                loaded = transports.parse_config(json.dumps(config(principals={"alice": dict(ALICE, token=token)})))
+                loaded = configuration.parse_config(json.dumps(config(principals={"alice": dict(ALICE, token=token)})))
                 self.assertEqual(loaded["principals"]["alice"]["token"], token)
 
     def test_duplicate_tokens_are_refused(self) -> None:
@@ -105,7 +106,7 @@ class ConfigRejectionTests(StartupRefusalCase):
         self.assert_refused(json.dumps(config())[:-1] + ', "stateTtlSeconds": 1e400}', "stateTtlSeconds")  # inf
 
     def test_a_state_ttl_at_the_maximum_is_accepted(self) -> None:
-        loaded = transports.parse_config(json.dumps(config(stateTtlSeconds=main.MAX_STATE_TTL_SECONDS)))
+        loaded = configuration.parse_config(json.dumps(config(stateTtlSeconds=main.MAX_STATE_TTL_SECONDS)))
         self.assertEqual(loaded["stateTtlSeconds"], main.MAX_STATE_TTL_SECONDS)
 
     def test_short_or_non_hex_keys_are_refused(self) -> None:
@@ -115,7 +116,7 @@ class ConfigRejectionTests(StartupRefusalCase):
                 self.assert_refused(config(keys=keys), field)
 
     def test_a_key_of_the_minimum_length_is_accepted(self) -> None:
-        loaded = transports.parse_config(json.dumps(config(keys=["ab" * main.MIN_KEY_BYTES])))
+        loaded = configuration.parse_config(json.dumps(config(keys=["ab" * main.MIN_KEY_BYTES])))
         self.assertEqual(loaded["keys"], [b"\xab" * main.MIN_KEY_BYTES])
 
     def test_a_stdio_principal_that_is_not_a_principal_is_refused(self) -> None:
@@ -137,7 +138,7 @@ class ConfigRejectionTests(StartupRefusalCase):
 
     def test_a_missing_config_file_is_refused(self) -> None:
         status, lines = self.serve("--stdio", "--config", "/nonexistent/notes-mcp.json")
-        self.assertEqual(status, transports.EXIT_USAGE)
+        self.assertEqual(status, serve.EXIT_USAGE)
         self.assertEqual(len(lines), 1)
         self.assertIn("config:", lines[0])
 
@@ -149,7 +150,7 @@ class ConfigRejectionTests(StartupRefusalCase):
             keys=["11" * 32, "22" * 40],
             allowedOrigins=["https://App.Example:8443"],
         )
-        loaded = transports.load_config(procs.write_config(self, document))
+        loaded = configuration.load_config(procs.write_config(self, document))
         self.assertEqual(loaded["stdioPrincipal"], "bob")
         self.assertEqual(loaded["keys"], [b"\x11" * 32, b"\x22" * 40])
         self.assertEqual(loaded["allowedOrigins"], frozenset({"https://app.example:8443"}))
@@ -163,7 +164,7 @@ class EnvironmentTests(StartupRefusalCase):
         for secret in ("ab" * (main.MIN_KEY_BYTES - 1), "not hex", "ab" * 32 + ",abc"):
             with self.subTest(secret=secret):
                 status, lines = self.serve("--stdio", NOTES_MCP_SECRET=secret)
-                self.assertEqual(status, transports.EXIT_USAGE)
+                self.assertEqual(status, serve.EXIT_USAGE)
                 self.assertEqual(len(lines), 1)
                 self.assertIn("NOTES_MCP_SECRET[", lines[0])
 
@@ -172,25 +173,24 @@ class EnvironmentTests(StartupRefusalCase):
 
     def test_a_short_token_in_the_environment_is_refused(self) -> None:
         status, lines = self.serve("--http", "--port", "0", NOTES_MCP_TOKEN="short", NOTES_MCP_SECRET="11" * 32)
-        self.assertEqual(status, transports.EXIT_USAGE)
+        self.assertEqual(status, serve.EXIT_USAGE)
         self.assertIn("NOTES_MCP_TOKEN:", lines[-1])
 
     def test_an_older_key_still_verifies_after_rotation_and_a_dropped_key_does_not(self) -> None:
         old, new = bytes(range(32)), bytes(range(1, 33))
-        args = argparse.Namespace()
-        before = transports.build_server(transports.lesson_config(), args, [old])
+        before = serve.build_server(configuration.lesson_config(), [old])
         form = before.handle(call(tps()), main.LESSON_PRINCIPAL)["result"]
         retry = call(tps(), id=2, requestState=form["requestState"], inputResponses=accept("note-14"))
-        dropped = transports.build_server(transports.lesson_config(), args, [new])
+        dropped = serve.build_server(configuration.lesson_config(), [new])
         dropped.log = Log()  # keep the refusal's reason off the test output, and check it
         self.assertEqual(dropped.handle(retry, main.LESSON_PRINCIPAL)["error"]["code"], main.INVALID_PARAMS)
         self.assertEqual(dropped.log, ["refused requestState: unknown key id"])
-        rotated = transports.build_server(transports.lesson_config(), args, [new, old])
+        rotated = serve.build_server(configuration.lesson_config(), [new, old])
         self.assertEqual(rotated.handle(retry, main.LESSON_PRINCIPAL)["result"]["structuredContent"], {"deleted": True, "noteId": "note-14"})
         self.assertEqual([n.id for n in dropped.notes.all() if n.id == "note-14"], ["note-14"])  # type: ignore[attr-defined]
 
     def test_secret_keys_are_comma_separated_newest_first(self) -> None:
-        self.assertEqual(transports.signing_keys({}, {"NOTES_MCP_SECRET": "11" * 32 + ", " + "22" * 32}), [b"\x11" * 32, b"\x22" * 32])
+        self.assertEqual(serve.signing_keys({}, {"NOTES_MCP_SECRET": "11" * 32 + ", " + "22" * 32}), [b"\x11" * 32, b"\x22" * 32])
 
 
 class CommandLineTests(StartupRefusalCase):
@@ -200,24 +200,24 @@ class CommandLineTests(StartupRefusalCase):
         for host in ("0.0.0.0", "192.0.2.1", "example.com", "::"):
             with self.subTest(host=host):
                 status, lines = self.serve("--http", "--host", host, "--port", "0", "--no-auth", NOTES_MCP_SECRET="11" * 32)
-                self.assertEqual(status, transports.EXIT_USAGE)
+                self.assertEqual(status, serve.EXIT_USAGE)
                 self.assertIn("loopback", lines[-1])
 
     def test_no_auth_is_refused_for_stdio(self) -> None:
         status, lines = self.serve("--stdio", "--no-auth")
-        self.assertEqual(status, transports.EXIT_USAGE)
+        self.assertEqual(status, serve.EXIT_USAGE)
         self.assertIn("--no-auth", lines[-1])
 
     def test_exactly_one_transport_must_be_chosen(self) -> None:
         for argv in ((), ("--stdio", "--http")):
             with self.subTest(argv=argv):
-                self.assertEqual(self.serve(*argv)[0], transports.EXIT_USAGE)
+                self.assertEqual(self.serve(*argv)[0], serve.EXIT_USAGE)
 
     def test_loopback_means_localhost_and_loopback_addresses_only(self) -> None:
         for host in ("127.0.0.1", "127.0.0.2", "::1", "[::1]", "localhost", "LOCALHOST"):
-            self.assertTrue(transports.is_loopback(host), host)
+            self.assertTrue(streamable_http.is_loopback(host), host)
         for host in ("0.0.0.0", "::", "192.168.1.10", "example.com", "localhost.example.com"):
-            self.assertFalse(transports.is_loopback(host), host)
+            self.assertFalse(streamable_http.is_loopback(host), host)
 
 
 class SubprocessExitStatusTests(unittest.TestCase):
@@ -226,14 +226,14 @@ class SubprocessExitStatusTests(unittest.TestCase):
     def test_a_bad_config_exits_2_with_one_line_naming_the_field(self) -> None:
         path = procs.write_config(self, config(stateTtlSeconds=-5))
         process = procs.Process(self, ["--http", "--port", "0", "--config", path], procs.server_env())
-        self.assertEqual(process.wait(), transports.EXIT_USAGE)
+        self.assertEqual(process.wait(), serve.EXIT_USAGE)
         self.assertEqual(len(process.stderr_lines), 1)
         self.assertIn("stateTtlSeconds:", process.stderr_lines[0])
         self.assertEqual(process.proc.stdout.read(), b"")  # type: ignore[union-attr]
 
     def test_no_auth_on_a_public_address_exits_2(self) -> None:
         process = procs.Process(self, ["--http", "--host", "0.0.0.0", "--port", "0", "--no-auth"], procs.server_env())
-        self.assertEqual(process.wait(), transports.EXIT_USAGE)
+        self.assertEqual(process.wait(), serve.EXIT_USAGE)
         self.assertIn("loopback", process.stderr_text())
 
 

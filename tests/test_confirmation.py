@@ -130,13 +130,13 @@ class LiveRecheck(unittest.TestCase):
         self.assertEqual(note_ids(self.server), ALL)
 
     def test_a_grant_revoked_inside_the_atomic_step_is_caught_by_the_recheck(self) -> None:
-        original = self.server.notes.settle
+        original = self.server.notes.consume
 
         def revoke_then_settle(*args, **kwargs):
             self.server.policy = main.AuthorizationPolicy({})  # revoked after the early check
             return original(*args, **kwargs)
 
-        self.server.notes.settle = revoke_then_settle  # type: ignore[method-assign]
+        self.server.notes.consume = revoke_then_settle  # type: ignore[method-assign]
         first, _ = self.accept_and_replay()
         self.assertIs(first["result"]["isError"], True)
         self.assertEqual(note_ids(self.server), ALL)
@@ -169,7 +169,7 @@ class Atomicity(unittest.TestCase):
         self.assertNotIn("secret", str(response))
         self.assertTrue(any("Traceback" in line and "/secret/path" in line for line in log))
         self.assertEqual(note_ids(server), ALL)
-        self.assertFalse(server.notes.is_consumed(main.StateSealer([KEY]).open(state)["nonce"]))
+        self.assertFalse(server.notes.is_consumed(main.StateSigner([KEY]).verify(state)["nonce"]))
 
 
 class ReplayBound(unittest.TestCase):
@@ -200,7 +200,7 @@ class ReplayBound(unittest.TestCase):
         refused = self.server.handle(call(tps(title="Memo 2"), id=201, requestState=state, inputResponses=answer), "alice")
         self.assertIs(refused["result"]["isError"], True)
         self.assertIn("n2", [n.id for n in self.server.notes.all()])
-        nonce = main.StateSealer([KEY]).open(state)["nonce"]
+        nonce = main.StateSigner([KEY]).verify(state)["nonce"]
         self.assertFalse(self.server.notes.is_consumed(nonce))
 
     def test_expired_confirmations_are_pruned_by_the_injected_clock(self) -> None:
@@ -215,19 +215,19 @@ class ReplayStoreUnit(unittest.TestCase):
     def test_claim_then_claim_again_is_used_and_release_undoes_a_claim(self) -> None:
         clock = Clock()
         store = main.MemoryReplayStore(clock, max_per_principal=1)
-        self.assertIs(store.claim("a", "n1", clock.now + 10), main.Claim.OK)
-        self.assertIs(store.claim("a", "n1", clock.now + 10), main.Claim.USED)
-        self.assertIs(store.claim("a", "n2", clock.now + 10), main.Claim.FULL)
+        self.assertIs(store.claim("a", "n1", clock.now + 10), main.ClaimOutcome.OK)
+        self.assertIs(store.claim("a", "n1", clock.now + 10), main.ClaimOutcome.USED)
+        self.assertIs(store.claim("a", "n2", clock.now + 10), main.ClaimOutcome.FULL)
         store.release("n1")
         self.assertFalse(store.is_consumed("n1"))
-        self.assertIs(store.claim("a", "n2", clock.now + 10), main.Claim.OK)
+        self.assertIs(store.claim("a", "n2", clock.now + 10), main.ClaimOutcome.OK)
 
     def test_a_claim_arriving_at_its_expiry_is_refused_even_after_pruning(self) -> None:
         clock = Clock()
         store = main.MemoryReplayStore(clock)
-        self.assertIs(store.claim("a", "n1", clock.now + 10), main.Claim.OK)  # the decline
+        self.assertIs(store.claim("a", "n1", clock.now + 10), main.ClaimOutcome.OK)  # the decline
         clock.now += 10  # the replayed accept was verified just before this instant
-        self.assertIs(store.claim("a", "n1", clock.now), main.Claim.USED)
+        self.assertIs(store.claim("a", "n1", clock.now), main.ClaimOutcome.USED)
         self.assertFalse(store.is_consumed("n1"))  # pruned, yet still refused
 
     def test_a_bound_below_one_is_refused(self) -> None:
@@ -238,8 +238,8 @@ class ReplayStoreUnit(unittest.TestCase):
         clock = Clock()
         store = main.MemoryReplayStore(clock, max_per_principal=main.MAX_REPLAY_PER_PRINCIPAL)
         outcomes = [store.claim("flooder", f"n{i}", clock.now + 60) for i in range(main.MAX_REPLAY_PER_PRINCIPAL + 500)]
-        self.assertEqual(outcomes.count(main.Claim.OK), main.MAX_REPLAY_PER_PRINCIPAL)
-        self.assertEqual(outcomes.count(main.Claim.FULL), 500)
+        self.assertEqual(outcomes.count(main.ClaimOutcome.OK), main.MAX_REPLAY_PER_PRINCIPAL)
+        self.assertEqual(outcomes.count(main.ClaimOutcome.FULL), 500)
         self.assertEqual(len(store), main.MAX_REPLAY_PER_PRINCIPAL)
 
 

@@ -15,7 +15,7 @@ import support
 import connect
 import main
 import procs
-import transports
+import config as configuration
 from procs import GUARD
 from support import KEY, WORKSPACE, Clock, Log, request, tps
 
@@ -299,9 +299,9 @@ class UrlElicitationTests(InProcess):
 
     def test_the_state_is_signed_and_carries_the_flow_handle_and_bindings(self) -> None:
         result = self.first()
-        claims = self.server.sealer.open(result["requestState"])
+        claims = self.server.confirmations.signer.verify(result["requestState"])
         handle = self.connect_path(result).rsplit("/", 1)[1]
-        self.assertEqual(claims["flow"], handle)
+        self.assertEqual(claims["extra"]["flow"], handle)
         self.assertEqual((claims["sub"], claims["tool"], claims["phase"]), ("alice", connect.TOOL_NAME, connect.PHASE_CONNECT))
         self.assertLess(self.clock.now, claims["exp"])
 
@@ -344,7 +344,9 @@ class RetryTests(InProcess):
         second = self.retry(first, answer("accept"))["result"]
         self.assertEqual(second["resultType"], "input_required")
         self.assertEqual(connect_request(second), connect_request(first))
-        self.assertNotEqual(second["requestState"], first["requestState"])
+        # Asked again within one flow: the same nonce and expiry, so one outcome consumes both.
+        signer = self.server.confirmations.signer
+        self.assertEqual(signer.verify(second["requestState"])["nonce"], signer.verify(first["requestState"])["nonce"])
         self.assertEqual(self.service.published("alice"), [])
         path = self.connect_path(second)
         self.signed_in(path).decide(path, "allow")
@@ -355,18 +357,19 @@ class RetryTests(InProcess):
         again = self.retry(first, {"unrelated": {"action": "accept"}})["result"]
         self.assertEqual(connect_request(again), connect_request(first))
 
-    def test_after_the_link_expires_a_retry_gets_a_fresh_link(self) -> None:
+    def test_a_flow_keeps_its_first_expiry_and_a_new_call_after_it_gets_a_fresh_link(self) -> None:
         first = self.first()
-        state = first
-        for _ in range(2):  # retried every 250 s: each answer renews the state, not the link
-            self.clock.now += 250
-            state = self.retry(state, answer("accept"))["result"]
-            self.assertEqual(connect_request(state), connect_request(first))
-        self.clock.now += 150  # 650 s > FLOW_TTL_SECONDS since the link was made
-        fresh = self.retry(state, answer("accept"))["result"]
+        self.clock.now += 250
+        again = self.retry(first, answer("accept"))["result"]  # asked again: same link, same expiry
+        self.assertEqual(connect_request(again), connect_request(first))
+        self.clock.now += main.DEFAULT_STATE_TTL_SECONDS - 250  # the flow's state has expired
+        self.assertEqual(self.retry(again, answer("accept"))["error"]["code"], main.INVALID_PARAMS)
+        self.clock.now += connect.FLOW_TTL_SECONDS  # and its link too
+        fresh = self.first()
         self.assertNotEqual(connect_request(fresh)["params"]["url"], connect_request(first)["params"]["url"])
         self.assertEqual(self.browser().get(self.connect_path(first))[0], 404)
         self.assertEqual(self.browser().get(self.connect_path(fresh))[0], 200)
+        self.assertEqual(self.service.published("alice"), [])
 
     def test_decline_completes_with_nothing_published_and_is_terminal(self) -> None:
         first = self.first()
@@ -531,7 +534,7 @@ class PageBindingTests(InProcess):
         self.assertEqual(status, 415)
 
     def test_every_page_is_escaped_plain_html_with_the_security_headers(self) -> None:
-        self.server.policy = main.AuthorizationPolicy({"<b>eve</b>": [WORKSPACE]})
+        self.server = support.server_over(notes(), self.clock, {"<b>eve</b>": [WORKSPACE]}, log=self.log)
         pages = connect.install(self.server, {"<b>eve</b>": ALICE_TOKEN}, base_url=BASE)
         self.pages = pages
         eve = Client(lambda message: self.server.handle(message, "<b>eve</b>"))
@@ -696,7 +699,7 @@ class HttpTransportTests(unittest.TestCase):
     """`serve --http --port 0`: the pages live beside /mcp on the same loopback server."""
 
     def setUp(self) -> None:
-        self.server = procs.HttpServer(self, "--config", config_file(self), env=procs.server_env())
+        self.server = procs.HttpServer(self, "--config", config_file(self, publish=True), env=procs.server_env())
         self.alice = self.client(ALICE_TOKEN)
         self.bob = self.client(BOB_TOKEN)
 
@@ -793,7 +796,7 @@ class StdioTransportTests(unittest.TestCase):
     """`serve --stdio`: a loopback listener serves only the pages, on the configured port."""
 
     def test_the_full_publish_flow_over_stdio_with_the_loopback_pages(self) -> None:
-        server = procs.StdioServer(self, "--config", config_file(self, connectPort=0), env=procs.server_env())
+        server = procs.StdioServer(self, "--config", config_file(self, connectPort=0, publish=True), env=procs.server_env())
         client = Client(server.exchange)
         first = client.call(tps("TPS report 2025"))["result"]
         url = urlsplit(connect_request(first)["params"]["url"])
@@ -813,10 +816,10 @@ class StdioTransportTests(unittest.TestCase):
         base = {"principals": {"alice": {"token": ALICE_TOKEN, "workspaces": [WORKSPACE]}}}
         for value in (-1, 65536, "8080", True, 1.5):
             with self.subTest(value=value):
-                with self.assertRaises(transports.ConfigError):
-                    transports.parse_config(json.dumps({**base, "connectPort": value}))
+                with self.assertRaises(configuration.ConfigError):
+                    configuration.parse_config(json.dumps({**base, "connectPort": value}))
         for value in (0, 65535):
-            self.assertEqual(transports.parse_config(json.dumps({**base, "connectPort": value}))["connectPort"], value)
+            self.assertEqual(configuration.parse_config(json.dumps({**base, "connectPort": value}))["connectPort"], value)
 
 
 if __name__ == "__main__":

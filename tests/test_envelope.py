@@ -9,12 +9,22 @@ import unittest
 from support import PRINCIPAL, accept, call, make_server, note_ids, request, tps
 
 import main
+import streamable_http
 
 
 def wire(server: main.Server, raw: bytes, headers=None) -> tuple[int, dict | None]:
-    """Bytes through handle_bytes, the response decoded (None when there is none)."""
-    status, body = server.handle_bytes(raw, PRINCIPAL, headers)
-    return status, None if body is None else json.loads(body)
+    """Bytes as HTTP carries them (with `headers`) or as stdio does; the HTTP status and decoded response."""
+    if headers is not None:
+        status, body = streamable_http.answer(server, raw, PRINCIPAL, headers)
+        return status, None if body is None else json.loads(body)
+    body = server.handle_bytes(raw, PRINCIPAL)
+    response = None if body is None else json.loads(body)
+    return streamable_http.status_of(response), response
+
+
+def dispatch(server: main.Server, message: dict, headers=None) -> tuple[int, dict | None]:
+    """One decoded message through the core, as `wire` carries it."""
+    return wire(server, main.encode_message(message), headers)
 
 
 def http_headers(message: dict, **override: str | None) -> list[tuple[str, str]]:
@@ -95,7 +105,7 @@ class MethodsAndNotifications(unittest.TestCase):
     def test_unknown_and_removed_methods_get_32601_and_http_404(self) -> None:
         for method in ("ping", "logging/setLevel", "resources/list", "nope", "tools/call/extra"):
             with self.subTest(method=method):
-                status, response = self.server.dispatch(request(method), PRINCIPAL)
+                status, response = dispatch(self.server, request(method))
                 self.assertEqual(response["error"]["code"], main.METHOD_NOT_FOUND)
                 self.assertEqual(status, 404)
 
@@ -108,16 +118,16 @@ class MethodsAndNotifications(unittest.TestCase):
     def test_notifications_get_no_response_known_or_unknown(self) -> None:
         for method in ("notifications/cancelled", "notifications/initialized", "notifications/whatever"):
             with self.subTest(method=method):
-                status, response = self.server.dispatch({"jsonrpc": "2.0", "method": method}, PRINCIPAL)
+                status, response = dispatch(self.server, {"jsonrpc": "2.0", "method": method})
                 self.assertIsNone(response)
-                self.assertEqual(status, main.HTTP_ACCEPTED)
+                self.assertEqual(status, 202)
 
     def test_id_less_request_is_never_executed_silent_on_stdio_and_400_on_http(self) -> None:
         state = self.server.handle(call(tps()), PRINCIPAL)["result"]["requestState"]
         message = call(tps(), requestState=state, inputResponses=accept())
         del message["id"]
-        self.assertEqual(self.server.dispatch(message, PRINCIPAL), (main.HTTP_ACCEPTED, None))
-        status, response = self.server.dispatch(message, PRINCIPAL, http_headers({**message, "id": 0}))
+        self.assertEqual(dispatch(self.server, message), (202, None))
+        status, response = dispatch(self.server, message, http_headers({**message, "id": 0}))
         self.assertEqual(status, 400)
         self.assertEqual(response["error"]["code"], main.INVALID_REQUEST)
         self.assertNotIn("id", response)
@@ -148,7 +158,7 @@ class RequestMeta(unittest.TestCase):
 
         for path in ("params", "params-list", "_meta", "_meta-string", "capabilities", "capabilities-list"):
             with self.subTest(missing=path):
-                status, response = self.server.dispatch(without(path), PRINCIPAL)
+                status, response = dispatch(self.server, without(path))
                 self.assertEqual(response["error"]["code"], main.INVALID_PARAMS)
                 self.assertEqual(status, 400)
 
@@ -182,12 +192,12 @@ class HttpHeaderChecks(unittest.TestCase):
         self.message = call(tps())
 
     def status_and_code(self, message: dict, headers: list[tuple[str, str]]) -> tuple[int, int | None]:
-        status, response = self.server.dispatch(message, PRINCIPAL, headers)
+        status, response = dispatch(self.server, message, headers)
         return status, response.get("error", {}).get("code")
 
     def test_matching_headers_are_accepted_with_names_in_any_case(self) -> None:
         headers = [(k.upper(), v) for k, v in http_headers(self.message)]
-        status, response = self.server.dispatch(self.message, PRINCIPAL, headers)
+        status, response = dispatch(self.server, self.message, headers)
         self.assertEqual(status, 200)
         self.assertEqual(response["result"]["resultType"], "input_required")
 
@@ -226,7 +236,7 @@ class HttpHeaderChecks(unittest.TestCase):
         self.assertEqual(self.status_and_code(old, http_headers(old)), (400, main.UNSUPPORTED_PROTOCOL_VERSION))
 
     def test_stdio_has_no_header_layer(self) -> None:
-        status, response = self.server.dispatch(self.message, PRINCIPAL, None)
+        status, response = dispatch(self.server, self.message, None)
         self.assertEqual(status, 200)
         self.assertEqual(response["result"]["resultType"], "input_required")
 

@@ -13,7 +13,8 @@ from typing import Any
 import support
 import main
 import procs
-import transports
+import serve
+import streamable_http
 from procs import GUARD, TOKEN, mcp_headers, post
 from support import accept, call, request, tps
 
@@ -303,7 +304,7 @@ class HttpLayerRefusalTests(SharedServer):
         message = request("server/discover")
         headers = list(mcp_headers(message).items())
         # http.client adds Host and Content-Length: count them towards the limit.
-        padding = transports.MAX_HEADER_COUNT - len(headers) - 2
+        padding = streamable_http.MAX_HEADER_COUNT - len(headers) - 2
         at_limit = headers + [(f"X-Pad-{i}", "1") for i in range(padding)]
         self.assertEqual(self.send(message, at_limit)[0], 200)
         over = at_limit + [("X-Pad-Extra", "1")]
@@ -318,7 +319,7 @@ class HttpLayerRefusalTests(SharedServer):
         for extra, expected in ((0, b"HTTP/1.1 200 "), (1, b"HTTP/1.1 431 ")):
             with self.subTest(extra=extra):
                 # The limit counts the request line and header lines, not the final blank line.
-                pad = "p" * (transports.MAX_HEADER_BYTES - len(head) + extra)
+                pad = "p" * (streamable_http.MAX_HEADER_BYTES - len(head) + extra)
                 reply = self.one_response((head + pad).encode() + b"\r\n\r\n" + data)
                 self.assertTrue(reply.startswith(expected), reply[:80])
 
@@ -447,7 +448,7 @@ class ConcurrencyTests(unittest.TestCase):
 
     def test_connections_up_to_the_cap_are_served_and_one_more_gets_503(self) -> None:
         server = procs.HttpServer(self, "--request-timeout", "600")
-        for index in range(transports.MAX_CONCURRENT_CONNECTIONS):
+        for index in range(streamable_http.MAX_CONCURRENT_CONNECTIONS):
             # Each connection is served (so its handler is running) and then held open.
             status, _, _ = post(server.connect(self), request("server/discover", id=index))
             self.assertEqual(status, 200)
@@ -485,15 +486,19 @@ class SlowClientTests(unittest.TestCase):
 class StartupTests(unittest.TestCase):
     """What the server prints, the tokens it accepts, and --no-auth."""
 
-    def test_without_a_token_a_random_one_is_printed_once_and_works(self) -> None:
-        server = procs.HttpServer(self, env=procs.server_env(NOTES_MCP_SECRET=procs.SECRET))
-        token_lines = [line for line in server.stderr_lines if "bearer token" in line]
-        self.assertEqual(len(token_lines), 1)
-        token = token_lines[0].rsplit(" ", 1)[1]
+    def test_without_a_token_or_config_http_refuses_to_start_and_prints_no_credential(self) -> None:
+        process = procs.Process(self, ["--http", "--port", "0"], procs.server_env(NOTES_MCP_SECRET=procs.SECRET))
+        self.assertEqual(process.wait(), serve.EXIT_USAGE)
+        self.assertEqual(len(process.stderr_lines), 1, process.stderr_lines)
+        self.assertIn("NOTES_MCP_TOKEN", process.stderr_lines[0])
+        self.assertNotIn("bearer token for", process.stderr_lines[0])
+
+    def test_the_token_from_the_environment_is_the_one_accepted_and_never_printed(self) -> None:
+        server = procs.HttpServer(self, env=procs.server_env(NOTES_MCP_SECRET=procs.SECRET, NOTES_MCP_TOKEN=TOKEN))
         message = request("server/discover")
-        self.assertEqual(post(server.connect(self), message, mcp_headers(message, token=token))[0], 200)
-        self.assertEqual(post(server.connect(self), message, mcp_headers(message, token=TOKEN))[0], 401)
-        self.assertEqual(sum("http://" in line for line in server.stderr_lines), 1)
+        self.assertEqual(post(server.connect(self), message, mcp_headers(message, token=TOKEN))[0], 200)
+        self.assertEqual(post(server.connect(self), message, mcp_headers(message, token=TOKEN + "x"))[0], 401)
+        self.assertFalse(any(TOKEN in line for line in server.stderr_lines))
 
     def test_no_auth_serves_without_a_token_as_the_stdio_principal_and_warns(self) -> None:
         server = procs.HttpServer(self, "--no-auth", env=procs.server_env(NOTES_MCP_SECRET=procs.SECRET))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import types
 import unittest
 from typing import Any
 
@@ -420,16 +421,16 @@ class LegacyCancellationTests(unittest.TestCase):
 def asking_tool(server: main.Server, name: str, mode: str = "form") -> None:
     """Register a test tool that asks `arguments.times` forms in turn (state is a plain counter)."""
 
-    def run(arguments: Any, meta: main.RequestMeta, principal: str, state: Any, responses: Any) -> dict[str, Any]:
-        asked = int(state or 0)
-        if asked >= arguments["times"]:
-            return main.tool_result(f"done after {asked}", {"answers": responses})
+    def run(call: main.ToolCall) -> dict[str, Any]:
+        asked = int(call.state or 0)
+        if asked >= call.arguments["times"]:
+            return main.tool_result(f"done after {asked}", {"answers": call.responses})
         params = {"mode": mode, "message": f"question {asked + 1}"}
         params.update({"requestedSchema": {"type": "object", "properties": {}}} if mode == "form" else {"url": "https://example.invalid/x"})
         return {"resultType": "input_required", "inputRequests": {"q": {"method": "elicitation/create", "params": params}}, "requestState": str(asked + 1)}
 
-    descriptor = {"name": name, "inputSchema": {"type": "object", "properties": {"times": {"type": "integer"}}}}
-    server.tools[name] = (descriptor, run)
+    tool = types.SimpleNamespace(descriptor={"name": name, "inputSchema": {"type": "object", "properties": {"times": {"type": "integer"}}}}, call=run)
+    server.add_tool(tool)
 
 
 class LegacyLimitsTests(unittest.TestCase):

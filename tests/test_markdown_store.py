@@ -257,7 +257,7 @@ class DeletionTests(FolderCase):
         loaded = markdown_store.load_note(fd, "secret.md", root, ("link.md",))
         assert loaded is not None
         before = self.tree()
-        outcome = store.settle(PRINCIPAL, "n1", self.clock.now + 60, ("link.md", loaded[0].version), ALWAYS)
+        outcome = store.consume(PRINCIPAL, "n1", self.clock.now + 60, ("link.md", loaded[0].version), ALWAYS)
         self.assertIs(outcome, main.Settlement.CHANGED)
         self.assertEqual(self.tree(), before)
         self.assertSecretIntact()
@@ -270,7 +270,7 @@ class DeletionTests(FolderCase):
              "2025//tps.md", "./tps-2024.md", "", "tps-2024.md\x00", "%FF.md", "tps-2024%2Emd"]
         ):
             with self.subTest(ident=ident):
-                self.assertIs(store.settle(PRINCIPAL, f"n{i}", self.clock.now + 60, (ident, "v"), ALWAYS), main.Settlement.CHANGED)
+                self.assertIs(store.consume(PRINCIPAL, f"n{i}", self.clock.now + 60, (ident, "v"), ALWAYS), main.Settlement.CHANGED)
         self.assertEqual(self.tree(), before)
 
     def test_file_deleted_between_form_and_accept_is_an_error_and_consumes_the_confirmation(self) -> None:
@@ -303,7 +303,7 @@ class DeletionTests(FolderCase):
     def test_failed_recheck_deletes_nothing_and_consumes_the_nonce(self) -> None:
         store = self.store()
         (note,) = [n for n in store.candidates(main.parse_file_uri(self.uri()), "2025")]
-        outcome = store.settle(PRINCIPAL, "n1", self.clock.now + 60, (note.id, note.version), lambda live: False)
+        outcome = store.consume(PRINCIPAL, "n1", self.clock.now + 60, (note.id, note.version), lambda live: False)
         self.assertIs(outcome, main.Settlement.CHANGED)
         self.assertTrue(os.path.exists(self.chosen))
         self.assertTrue(store.is_consumed("n1"))
@@ -318,13 +318,13 @@ class DeletionTests(FolderCase):
 
         store.nonces._inside_transaction_hook = crash
         with self.assertRaises(KeyboardInterrupt):
-            store.settle(PRINCIPAL, "n1", self.clock.now + 60, (note.id, note.version), ALWAYS)
+            store.consume(PRINCIPAL, "n1", self.clock.now + 60, (note.id, note.version), ALWAYS)
         store.nonces._inside_transaction_hook = None
         self.assertFalse(os.path.exists(self.chosen))  # the unlink happened
         self.assertFalse(store.is_consumed("n1"))  # the nonce row was rolled back
         self.write_at(self.chosen, "# TPS report 2025\n")  # even a same-named file reappearing
         before = self.tree()
-        self.assertIs(store.settle(PRINCIPAL, "n1", self.clock.now + 60, (note.id, note.version), ALWAYS), main.Settlement.CHANGED)
+        self.assertIs(store.consume(PRINCIPAL, "n1", self.clock.now + 60, (note.id, note.version), ALWAYS), main.Settlement.CHANGED)
         self.assertTrue(store.is_consumed("n1"))
         self.assertEqual(self.tree(), before)
 

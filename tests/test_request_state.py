@@ -22,12 +22,12 @@ def split(token: str) -> list[str]:
 
 class Sealing(unittest.TestCase):
     def test_seal_then_open_round_trips_the_claims(self) -> None:
-        sealer = main.StateSealer([KEY])
+        signer = main.StateSigner([KEY])
         claims = {"sub": "alice", "n": [1, "x"], "exp": 12.5}
-        self.assertEqual(sealer.open(sealer.seal(claims)), claims)
+        self.assertEqual(signer.verify(signer.sign(claims)), claims)
 
     def test_the_token_has_four_parts_and_its_claims_are_readable_not_secret(self) -> None:
-        token = main.StateSealer([KEY]).seal({"sub": "alice"})
+        token = main.StateSigner([KEY]).sign({"sub": "alice"})
         version, key_id, payload, mac = split(token)
         self.assertEqual(version, main.STATE_VERSION)
         self.assertEqual(json.loads(main.b64url_decode(payload)), {"sub": "alice"})
@@ -35,24 +35,24 @@ class Sealing(unittest.TestCase):
         self.assertNotIn(KEY.hex(), token)
 
     def test_keys_shorter_than_the_minimum_are_refused_and_the_minimum_is_accepted(self) -> None:
-        main.StateSealer([b"k" * main.MIN_KEY_BYTES])
+        main.StateSigner([b"k" * main.MIN_KEY_BYTES])
         for keys in ([b"k" * (main.MIN_KEY_BYTES - 1)], [], b"k" * 64, ["k" * 64], [KEY, b"short"]):
             with self.subTest(keys=str(keys)[:40]):
                 with self.assertRaises(ValueError):
-                    main.StateSealer(keys)
+                    main.StateSigner(keys)
 
     def test_rotation_newest_key_signs_and_every_listed_key_verifies(self) -> None:
-        old = main.StateSealer([OTHER_KEY])
-        rotated = main.StateSealer([KEY, OTHER_KEY])
-        old_token = old.seal({"a": 1})
-        self.assertEqual(rotated.open(old_token), {"a": 1})
-        self.assertEqual(split(rotated.seal({"a": 1}))[1], main.StateSealer.key_id(KEY))
+        old = main.StateSigner([OTHER_KEY])
+        rotated = main.StateSigner([KEY, OTHER_KEY])
+        old_token = old.sign({"a": 1})
+        self.assertEqual(rotated.verify(old_token), {"a": 1})
+        self.assertEqual(split(rotated.sign({"a": 1}))[1], main.StateSigner.key_id(KEY))
         with self.assertRaises(main.StateError):
-            main.StateSealer([KEY]).open(old_token)  # the retired key no longer verifies
+            main.StateSigner([KEY]).verify(old_token)  # the retired key no longer verifies
 
     def test_one_token_has_one_spelling(self) -> None:
-        sealer = main.StateSealer([KEY])
-        token = sealer.seal({"sub": "alice", "x": "yz"})
+        signer = main.StateSigner([KEY])
+        token = signer.sign({"sub": "alice", "x": "yz"})
         version, key_id, payload, mac = split(token)
         mac_bytes = main.b64url_decode(mac)
         variants = {
@@ -73,12 +73,12 @@ class Sealing(unittest.TestCase):
         for label, variant in variants.items():
             with self.subTest(label):
                 with self.assertRaises(main.StateError):
-                    sealer.open(variant)
+                    signer.verify(variant)
 
     def test_oversized_state_is_refused_before_any_hashing(self) -> None:
-        sealer = main.StateSealer([KEY])
+        signer = main.StateSigner([KEY])
         with self.assertRaises(main.StateError) as caught:
-            sealer.open("v1." + "a" * main.MAX_STATE_LENGTH)
+            signer.verify("v1." + "a" * main.MAX_STATE_LENGTH)
         self.assertIn("oversized", str(caught.exception))
 
 
@@ -90,7 +90,7 @@ class Bindings(unittest.TestCase):
         self.log = Log()
         self.server = make_server(clock=self.clock, log=self.log)
         self.state = self.server.handle(call(tps()), PRINCIPAL)["result"]["requestState"]
-        self.claims = main.StateSealer([KEY]).open(self.state)
+        self.claims = main.StateSigner([KEY]).verify(self.state)
 
     def retry(self, state, principal: str = PRINCIPAL, arguments: dict | None = None) -> dict:
         return self.server.handle(call(arguments or tps(), id=2, requestState=state, inputResponses=accept()), principal)
@@ -100,7 +100,7 @@ class Bindings(unittest.TestCase):
         self.assertEqual(len(note_ids(self.server)), ALL)
 
     def forged(self, **changes) -> str:
-        return main.StateSealer([KEY]).seal({**self.claims, **changes})
+        return main.StateSigner([KEY]).sign({**self.claims, **changes})
 
     def test_the_state_binds_principal_tool_method_arguments_phase_candidates_nonce_and_expiry(self) -> None:
         self.assertEqual(
@@ -118,7 +118,7 @@ class Bindings(unittest.TestCase):
         self.assert_refused(self.retry(tampered))
 
     def test_state_forged_with_another_key_is_refused(self) -> None:
-        self.assert_refused(self.retry(main.StateSealer([OTHER_KEY]).seal(self.claims)))
+        self.assert_refused(self.retry(main.StateSigner([OTHER_KEY]).sign(self.claims)))
 
     def test_state_presented_by_another_principal_is_refused(self) -> None:
         self.server.policy = main.AuthorizationPolicy({PRINCIPAL: [main.LESSON_WORKSPACE], "bob": [main.LESSON_WORKSPACE]})
@@ -135,12 +135,12 @@ class Bindings(unittest.TestCase):
                 self.assert_refused(self.retry(self.forged(**change)))
 
     def test_non_object_claims_are_refused(self) -> None:
-        sealer = main.StateSealer([KEY])
+        signer = main.StateSigner([KEY])
         for claims in ([1], "x"):
-            head = f"v1.{main.StateSealer.key_id(KEY)}.{main.b64url_encode(json.dumps(claims).encode())}"
+            head = f"v1.{main.StateSigner.key_id(KEY)}.{main.b64url_encode(json.dumps(claims).encode())}"
             mac = hmac.new(KEY, head.encode(), hashlib.sha256).digest()
             with self.assertRaises(main.StateError):
-                sealer.open(f"{head}.{main.b64url_encode(mac)}")
+                signer.verify(f"{head}.{main.b64url_encode(mac)}")
 
     def test_expiry_is_accepted_just_inside_and_refused_at_the_limit(self) -> None:
         self.clock.now = self.claims["exp"]
@@ -160,7 +160,7 @@ class Bindings(unittest.TestCase):
     def test_a_forged_state_never_reaches_the_replay_store(self) -> None:
         replay = self.server.notes.replay
         for _ in range(50):
-            self.retry(main.StateSealer([OTHER_KEY]).seal(self.claims))
+            self.retry(main.StateSigner([OTHER_KEY]).sign(self.claims))
         self.assertEqual(len(replay), 0)
 
 
@@ -172,7 +172,7 @@ class ServerConstruction(unittest.TestCase):
                 with self.assertRaises(ValueError):
                     main.Server(keys=[KEY], notes=lesson.notes, policy=lesson.policy, state_ttl=ttl)
         server = main.Server(keys=[KEY], notes=lesson.notes, policy=lesson.policy, state_ttl=main.MAX_STATE_TTL_SECONDS)
-        self.assertEqual(server.state_ttl, main.MAX_STATE_TTL_SECONDS)
+        self.assertEqual(server.confirmations.ttl, main.MAX_STATE_TTL_SECONDS)
 
     def test_the_signing_key_is_never_a_constant_in_the_source(self) -> None:
         source = inspect.getsource(main)

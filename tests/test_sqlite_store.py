@@ -19,6 +19,7 @@ from typing import Any
 from support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call, tps
 
 import main
+import streamable_http
 import sqlite_store
 from sqlite_store import StoreError, open_store
 
@@ -147,7 +148,7 @@ class SettleOutcomes(StoreCase):
 
     def test_a_decline_consumes_the_nonce_and_deletes_nothing(self) -> None:
         store = self.open()
-        self.assertIs(store.settle(PRINCIPAL, "n1", LATER, None, ALWAYS), main.Settlement.CONSUMED)
+        self.assertIs(store.consume(PRINCIPAL, "n1", LATER, None, ALWAYS), main.Settlement.CONSUMED)
         self.assertTrue(store.is_consumed("n1"))
         self.assertEqual(len(self.note_ids()), len(main.lesson_notes()))
 
@@ -156,7 +157,7 @@ class SettleOutcomes(StoreCase):
         target = self.target(store)
         edited = {note.id: note for note in store.all()}["note-14"]
         store.put(main.Note(edited.id, edited.title, edited.uri, edited.revision + 1))
-        self.assertIs(store.settle(PRINCIPAL, "n1", LATER, target, ALWAYS), main.Settlement.CHANGED)
+        self.assertIs(store.consume(PRINCIPAL, "n1", LATER, target, ALWAYS), main.Settlement.CHANGED)
         self.assertIn("note-14", self.note_ids())
         self.assertEqual(self.consumed(), {"n1"})
 
@@ -164,7 +165,7 @@ class SettleOutcomes(StoreCase):
         store = self.open()
         target = self.target(store)
         store.remove("note-14")
-        self.assertIs(store.settle(PRINCIPAL, "n1", LATER, target, ALWAYS), main.Settlement.CHANGED)
+        self.assertIs(store.consume(PRINCIPAL, "n1", LATER, target, ALWAYS), main.Settlement.CHANGED)
         self.assertEqual(self.consumed(), {"n1"})
 
     def test_a_failed_recheck_inside_the_transaction_deletes_nothing(self) -> None:
@@ -175,7 +176,7 @@ class SettleOutcomes(StoreCase):
             seen.append(note)
             return False
 
-        self.assertIs(store.settle(PRINCIPAL, "n1", LATER, self.target(store), revoked), main.Settlement.CHANGED)
+        self.assertIs(store.consume(PRINCIPAL, "n1", LATER, self.target(store), revoked), main.Settlement.CHANGED)
         self.assertEqual([note.id for note in seen], ["note-14"])  # it saw the live row
         self.assertIn("note-14", self.note_ids())
         self.assertEqual(self.consumed(), {"n1"})
@@ -187,11 +188,11 @@ class SettleOutcomes(StoreCase):
             raise RuntimeError("policy backend down")
 
         with self.assertRaises(RuntimeError):
-            store.settle(PRINCIPAL, "n1", LATER, self.target(store), broken)
+            store.consume(PRINCIPAL, "n1", LATER, self.target(store), broken)
         self.assertEqual(self.consumed(), set())
         self.assertIn("note-14", self.note_ids())
         # The connection is not left inside a transaction: the same nonce settles afterwards.
-        self.assertIs(store.settle(PRINCIPAL, "n1", LATER, self.target(store), ALWAYS), main.Settlement.DELETED)
+        self.assertIs(store.consume(PRINCIPAL, "n1", LATER, self.target(store), ALWAYS), main.Settlement.DELETED)
 
     def test_an_exception_after_the_delete_statement_rolls_back_note_and_nonce_together(self) -> None:
         store = self.open()
@@ -202,15 +203,15 @@ class SettleOutcomes(StoreCase):
 
         store._inside_transaction_hook = fail_after_delete
         with self.assertRaises(OSError):
-            store.settle(PRINCIPAL, "n1", LATER, self.target(store), ALWAYS)
+            store.consume(PRINCIPAL, "n1", LATER, self.target(store), ALWAYS)
         self.assertIn("note-14", self.note_ids())
         self.assertEqual(self.consumed(), set())
 
     def test_a_state_that_expired_before_the_transaction_is_refused_inside_it(self) -> None:
         store = self.open()
-        self.assertIs(store.settle(PRINCIPAL, "n1", self.clock.now, self.target(store), ALWAYS), main.Settlement.USED)
+        self.assertIs(store.consume(PRINCIPAL, "n1", self.clock.now, self.target(store), ALWAYS), main.Settlement.USED)
         self.assertIs(
-            store.settle(PRINCIPAL, "n2", self.clock.now + 0.001, self.target(store), ALWAYS), main.Settlement.DELETED
+            store.consume(PRINCIPAL, "n2", self.clock.now + 0.001, self.target(store), ALWAYS), main.Settlement.DELETED
         )
         self.assertEqual(self.consumed(), {"n2"})
 
@@ -225,7 +226,7 @@ class SettleOutcomes(StoreCase):
             try:
                 barrier.wait(GUARD_SECONDS)
                 for j in range(per_thread):
-                    outcomes.append(store.settle(f"p{index}", f"n{index}-{j}", LATER, None, ALWAYS))
+                    outcomes.append(store.consume(f"p{index}", f"n{index}-{j}", LATER, None, ALWAYS))
             except BaseException as exc:  # noqa: BLE001 - reported below
                 failures.append(exc)
 
@@ -243,9 +244,9 @@ class ReplayBoundInSql(StoreCase):
     def test_the_bound_admits_up_to_the_limit_and_refuses_at_it_writing_nothing(self) -> None:
         store = self.open(max_per_principal=3)
         for i in range(3):
-            self.assertIs(store.settle(PRINCIPAL, f"n{i}", LATER, None, ALWAYS), main.Settlement.CONSUMED)
+            self.assertIs(store.consume(PRINCIPAL, f"n{i}", LATER, None, ALWAYS), main.Settlement.CONSUMED)
         self.raw().execute("INSERT INTO consumed_nonces VALUES ('stale', 'old', ?)", (self.clock.now - 1,))
-        self.assertIs(store.settle(PRINCIPAL, "n3", LATER, None, ALWAYS), main.Settlement.FULL)
+        self.assertIs(store.consume(PRINCIPAL, "n3", LATER, None, ALWAYS), main.Settlement.FULL)
         self.assertFalse(store.is_consumed("n3"))
         self.assertEqual(self.consumed(), {"n0", "n1", "n2", "stale"})  # not even the pruning was kept
 
@@ -254,26 +255,26 @@ class ReplayBoundInSql(StoreCase):
             open_store(self.path, clock=self.clock, max_per_principal=0)
         self.assertFalse(os.path.exists(self.path))
         store = self.open(max_per_principal=1)
-        self.assertIs(store.settle(PRINCIPAL, "a1", LATER, None, ALWAYS), main.Settlement.CONSUMED)
+        self.assertIs(store.consume(PRINCIPAL, "a1", LATER, None, ALWAYS), main.Settlement.CONSUMED)
 
     def test_a_full_principal_does_not_block_another_principal(self) -> None:
         store = self.open(max_per_principal=1)
-        self.assertIs(store.settle(PRINCIPAL, "a1", LATER, None, ALWAYS), main.Settlement.CONSUMED)
-        self.assertIs(store.settle(PRINCIPAL, "a2", LATER, None, ALWAYS), main.Settlement.FULL)
-        self.assertIs(store.settle("bob", "b1", LATER, None, ALWAYS), main.Settlement.CONSUMED)
+        self.assertIs(store.consume(PRINCIPAL, "a1", LATER, None, ALWAYS), main.Settlement.CONSUMED)
+        self.assertIs(store.consume(PRINCIPAL, "a2", LATER, None, ALWAYS), main.Settlement.FULL)
+        self.assertIs(store.consume("bob", "b1", LATER, None, ALWAYS), main.Settlement.CONSUMED)
 
     def test_the_bound_is_shared_by_every_store_on_the_file(self) -> None:
         first, second = self.open(max_per_principal=2), self.open(max_per_principal=2)
-        self.assertIs(first.settle(PRINCIPAL, "a1", LATER, None, ALWAYS), main.Settlement.CONSUMED)
-        self.assertIs(second.settle(PRINCIPAL, "a2", LATER, None, ALWAYS), main.Settlement.CONSUMED)
-        self.assertIs(first.settle(PRINCIPAL, "a3", LATER, None, ALWAYS), main.Settlement.FULL)
+        self.assertIs(first.consume(PRINCIPAL, "a1", LATER, None, ALWAYS), main.Settlement.CONSUMED)
+        self.assertIs(second.consume(PRINCIPAL, "a2", LATER, None, ALWAYS), main.Settlement.CONSUMED)
+        self.assertIs(first.consume(PRINCIPAL, "a3", LATER, None, ALWAYS), main.Settlement.FULL)
 
     def test_expiry_frees_the_slot_and_pruning_removes_the_expired_rows(self) -> None:
         store = self.open(max_per_principal=1)
-        self.assertIs(store.settle(PRINCIPAL, "a1", self.clock.now + 10, None, ALWAYS), main.Settlement.CONSUMED)
-        self.assertIs(store.settle(PRINCIPAL, "a2", self.clock.now + 10, None, ALWAYS), main.Settlement.FULL)
+        self.assertIs(store.consume(PRINCIPAL, "a1", self.clock.now + 10, None, ALWAYS), main.Settlement.CONSUMED)
+        self.assertIs(store.consume(PRINCIPAL, "a2", self.clock.now + 10, None, ALWAYS), main.Settlement.FULL)
         self.clock.now += 10
-        self.assertIs(store.settle(PRINCIPAL, "a3", self.clock.now + 10, None, ALWAYS), main.Settlement.CONSUMED)
+        self.assertIs(store.consume(PRINCIPAL, "a3", self.clock.now + 10, None, ALWAYS), main.Settlement.CONSUMED)
         self.assertEqual(self.consumed(), {"a3"})
 
     def test_pruning_removes_at_most_one_batch_per_settle(self) -> None:
@@ -282,9 +283,9 @@ class ReplayBoundInSql(StoreCase):
         rows = [(f"old-{i}", "old", self.clock.now + 1) for i in range(sqlite_store.PRUNE_BATCH + extra)]
         self.raw().executemany("INSERT INTO consumed_nonces VALUES (?, ?, ?)", rows)
         self.clock.now += 2
-        store.settle(PRINCIPAL, "n1", LATER, None, ALWAYS)
+        store.consume(PRINCIPAL, "n1", LATER, None, ALWAYS)
         self.assertEqual(len([n for n in self.consumed() if n.startswith("old-")]), extra)
-        store.settle(PRINCIPAL, "n2", LATER, None, ALWAYS)
+        store.consume(PRINCIPAL, "n2", LATER, None, ALWAYS)
         self.assertEqual(self.consumed(), {"n1", "n2"})
 
 
@@ -292,9 +293,9 @@ class CrossInstance(StoreCase):
     def test_a_decline_on_one_store_makes_another_store_refuse_the_accept(self) -> None:
         first, second = self.open(), self.open()
         target = ("note-14", {note.id: note for note in first.all()}["note-14"].version)
-        self.assertIs(first.settle(PRINCIPAL, "n1", LATER, None, ALWAYS), main.Settlement.CONSUMED)
+        self.assertIs(first.consume(PRINCIPAL, "n1", LATER, None, ALWAYS), main.Settlement.CONSUMED)
         self.assertTrue(second.is_consumed("n1"))
-        self.assertIs(second.settle(PRINCIPAL, "n1", LATER, target, ALWAYS), main.Settlement.USED)
+        self.assertIs(second.consume(PRINCIPAL, "n1", LATER, target, ALWAYS), main.Settlement.USED)
         self.assertIn("note-14", self.note_ids())
 
     def test_a_decline_through_server_b_makes_server_a_refuse_the_accept(self) -> None:
@@ -403,9 +404,9 @@ class BadDatabaseFiles(StoreCase):
         retry = json.dumps(call(tps(), id=2, requestState=state, inputResponses=accept())).encode()
         holder = self.raw()
         holder.execute("BEGIN IMMEDIATE")  # another instance stuck inside its transaction
-        status, body = server.handle_bytes(retry, PRINCIPAL)
+        body = server.handle_bytes(retry, PRINCIPAL)
         holder.execute("ROLLBACK")
-        self.assertEqual(status, 500)
+        self.assertEqual(streamable_http.status_of(json.loads(body)), 500)
         internal = {"code": main.INTERNAL_ERROR, "message": "Internal error"}
         self.assertEqual(json.loads(body), {"jsonrpc": "2.0", "id": 2, "error": internal})
         for secret in (self.path.encode(), self.dir.encode(), b"Traceback", b"sqlite", b"locked"):
@@ -414,7 +415,7 @@ class BadDatabaseFiles(StoreCase):
         self.assertIn("note-14", self.note_ids())
         self.assertEqual(self.consumed(), set())
         # Nothing was spent, so the same confirmation completes once the lock is gone.
-        status, body = server.handle_bytes(retry, PRINCIPAL)
+        body = server.handle_bytes(retry, PRINCIPAL)
         self.assertEqual(json.loads(body)["result"]["structuredContent"], {"deleted": True, "noteId": "note-14"})
 
     def test_a_failure_after_the_delete_is_internal_error_on_the_wire_and_rolled_back(self) -> None:
@@ -427,10 +428,10 @@ class BadDatabaseFiles(StoreCase):
                 raise sqlite3.OperationalError(f"disk I/O error at {self.path}")
 
         store._inside_transaction_hook = fail_after_delete
-        status, body = server.handle_bytes(
+        body = server.handle_bytes(
             json.dumps(call(tps(), id=2, requestState=state, inputResponses=accept())).encode(), PRINCIPAL
         )
-        self.assertEqual(status, 500)
+        self.assertEqual(streamable_http.status_of(json.loads(body)), 500)
         self.assertEqual(json.loads(body)["error"], {"code": main.INTERNAL_ERROR, "message": "Internal error"})
         self.assertNotIn(self.path.encode(), body)
         self.assertIn("note-14", self.note_ids())

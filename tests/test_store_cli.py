@@ -12,8 +12,8 @@ from typing import Any
 import support
 import main
 import procs
-import transports
-from support import PRINCIPAL, accept, call, tps
+import serve
+from support import accept, call, tps
 
 BOB_TOKEN = "bob-token-0123456789abcdef"
 DECLINE = {main.INPUT_KEY: {"action": "decline"}}
@@ -52,7 +52,7 @@ class CliCase(unittest.TestCase):
         # Without --config the lesson principal's token comes from the environment (no extra line).
         extra = {} if "--config" in args else {"NOTES_MCP_TOKEN": procs.TOKEN}
         proc = procs.Process(self, ["--stdio", *args], env(self.dir, **extra))
-        self.assertEqual(proc.wait(), transports.EXIT_USAGE)
+        self.assertEqual(proc.wait(), serve.EXIT_USAGE)
         self.assertEqual(len(proc.stderr_lines), 1, proc.stderr_lines)
         self.assertNotIn("Traceback", proc.stderr_text())
         return proc.stderr_lines[0]

@@ -1,0 +1,279 @@
+"""Configuration: one JSON file, checked strictly at start-up, one validator per key.
+
+    {"principals": {"alice": {"token": "...", "workspaces": ["file:///..."], "notesDirs": ["..."]}},
+     "stdioPrincipal": "alice", "notes": [...], "db": "notes.db", "keys": ["<hex>"],
+     "stateTtlSeconds": 300, "allowedOrigins": [...], "connectPort": 0, "publish": false}
+
+CONFIG_FIELDS and PRINCIPAL_FIELDS list every key allowed; anything else is refused with
+one line naming the field. Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import main
+
+MIN_TOKEN_LENGTH = 16  # characters in a bearer token
+MAX_TOKEN_LENGTH = 512
+MAX_PRINCIPAL_NAME_LENGTH = 64
+
+# RFC 6750 b64token: what a bearer token may contain (no spaces, quotes or controls).
+_TOKEN_RE = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+_HEX_RE = re.compile(r"(?:[0-9a-fA-F]{2})+")
+# An origin is scheme://host[:port] with nothing after it.
+_ORIGIN_RE = re.compile(r"(https?)://([a-z0-9.\-]+|\[[0-9a-f:.]+\])(:[0-9]{1,5})?")
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used; str() is one line naming the field."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {' '.join(problem.split())}")
+
+
+def read_token(value: Any, field: str) -> str:
+    """A bearer token: RFC 6750 characters, MIN_TOKEN_LENGTH..MAX_TOKEN_LENGTH long."""
+    if not isinstance(value, str) or not _TOKEN_RE.fullmatch(value):
+        raise ConfigError(field, "must be a string of letters, digits and -._~+/ (RFC 6750)")
+    if not MIN_TOKEN_LENGTH <= len(value) <= MAX_TOKEN_LENGTH:
+        raise ConfigError(field, f"must be {MIN_TOKEN_LENGTH}..{MAX_TOKEN_LENGTH} characters")
+    return value
+
+
+def read_workspaces(value: Any, field: str) -> list[str]:
+    """A list of file:// workspace URIs, each one the core can parse."""
+    if not isinstance(value, list):
+        raise ConfigError(field, "must be a list of file:// URIs")
+    for index, uri in enumerate(value):
+        try:
+            main.parse_file_uri(uri)
+        except main.ScopeError as exc:
+            raise ConfigError(f"{field}[{index}]", str(exc)) from None
+    return list(value)
+
+
+def read_path(value: Any, field: str) -> str:
+    """A non-empty file system path (absolute is best: relative means the working directory)."""
+    if not isinstance(value, str) or not value or "\x00" in value:
+        raise ConfigError(field, "must be a non-empty path")
+    return value
+
+
+def read_paths(value: Any, field: str) -> list[str]:
+    """A list of paths (see read_path)."""
+    if not isinstance(value, list):
+        raise ConfigError(field, "must be a list of folder paths")
+    return [read_path(item, f"{field}[{index}]") for index, item in enumerate(value)]
+
+
+# The keys one principal entry may have; a later extension adds its own (e.g. "notesDirs").
+PRINCIPAL_FIELDS: dict[str, Callable[[Any, str], Any]] = {
+    "token": read_token,
+    "workspaces": read_workspaces,
+    "notesDirs": read_paths,  # Markdown folders this principal may delete notes in (code/markdown_store.py)
+}
+REQUIRED_PRINCIPAL_FIELDS = ("token", "workspaces")
+
+
+def read_principals(value: Any, field: str) -> dict[str, dict[str, Any]]:
+    """{name: {"token": ..., "workspaces": [...]}}, at least one principal."""
+    if not isinstance(value, dict) or not value:
+        raise ConfigError(field, "must be an object with at least one principal")
+    principals: dict[str, dict[str, Any]] = {}
+    for name, entry in value.items():
+        where = f"{field}.{name}"
+        if not name or len(name) > MAX_PRINCIPAL_NAME_LENGTH or not name.isprintable():
+            raise ConfigError(where, f"a principal name must be 1..{MAX_PRINCIPAL_NAME_LENGTH} printable characters")
+        principals[name] = read_object(entry, where, PRINCIPAL_FIELDS, REQUIRED_PRINCIPAL_FIELDS)
+    return principals
+
+
+def read_principal_name(value: Any, field: str) -> str:
+    """A principal's name (checked against `principals` once everything is read)."""
+    if not isinstance(value, str) or not value:
+        raise ConfigError(field, "must be the name of a principal")
+    return value
+
+
+def read_notes(value: Any, field: str) -> list[main.Note]:
+    """[{"id", "title", "uri", "revision"?}, ...] with unique ids."""
+    if not isinstance(value, list):
+        raise ConfigError(field, "must be a list of notes")
+    notes: list[main.Note] = []
+    seen: set[str] = set()
+    for index, entry in enumerate(value):
+        where = f"{field}[{index}]"
+        raw = read_object(entry, where, NOTE_FIELDS, ("id", "title", "uri"))
+        note = main.Note(raw["id"], raw["title"], raw["uri"], raw.get("revision", 0))
+        try:
+            main.check_note(note)
+        except ValueError as exc:
+            raise ConfigError(where, str(exc)) from None
+        if note.id in seen:
+            raise ConfigError(f"{where}.id", f"duplicate note id {note.id!r}")
+        seen.add(note.id)
+        notes.append(note)
+    return notes
+
+
+def read_string(value: Any, field: str) -> str:
+    """Any string (checked in depth by whoever uses it)."""
+    if not isinstance(value, str):
+        raise ConfigError(field, "must be a string")
+    return value
+
+
+def read_revision(value: Any, field: str) -> int:
+    """A non-negative integer."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ConfigError(field, "must be a non-negative integer")
+    return value
+
+
+NOTE_FIELDS: dict[str, Callable[[Any, str], Any]] = {
+    "id": read_string,
+    "title": read_string,
+    "uri": read_string,
+    "revision": read_revision,
+}
+
+
+def read_bool(value: Any, field: str) -> bool:
+    """true or false (JSON booleans only)."""
+    if not isinstance(value, bool):
+        raise ConfigError(field, "must be true or false")
+    return value
+
+
+def read_port(value: Any, field: str) -> int:
+    """A TCP port, 0..65535 (0 picks a free one)."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 65535:
+        raise ConfigError(field, "must be a port number 0..65535 (0 picks a free port)")
+    return value
+
+
+def read_ttl(value: Any, field: str) -> float:
+    """Seconds a confirmation stays valid: finite, > 0, at most main.MAX_STATE_TTL_SECONDS."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(field, "must be a number of seconds")
+    if not 0 < value <= main.MAX_STATE_TTL_SECONDS:
+        raise ConfigError(field, f"must be in (0, {main.MAX_STATE_TTL_SECONDS:g}]")
+    return float(value)
+
+
+def read_keys(value: Any, field: str) -> list[bytes]:
+    """Hex signing keys, newest first, each at least main.MIN_KEY_BYTES bytes."""
+    if not isinstance(value, list) or not value:
+        raise ConfigError(field, "must be a non-empty list of hex keys, newest first")
+    keys = []
+    for index, text in enumerate(value):
+        where = f"{field}[{index}]"
+        if not isinstance(text, str) or not _HEX_RE.fullmatch(text):
+            raise ConfigError(where, "must be an even number of hex digits")
+        key = bytes.fromhex(text)
+        if len(key) < main.MIN_KEY_BYTES:
+            raise ConfigError(where, f"is {len(key)} bytes; a signing key needs at least {main.MIN_KEY_BYTES}")
+        keys.append(key)
+    return keys
+
+
+def read_origins(value: Any, field: str) -> frozenset[str]:
+    """Extra browser origins allowed to call the endpoint, as scheme://host[:port]."""
+    if not isinstance(value, list):
+        raise ConfigError(field, "must be a list of origins like https://app.example")
+    for index, origin in enumerate(value):
+        if not isinstance(origin, str) or not _ORIGIN_RE.fullmatch(origin.lower()):
+            raise ConfigError(f"{field}[{index}]", "must be scheme://host[:port] with scheme http or https")
+    return frozenset(origin.lower() for origin in value)
+
+
+# Every key the config file may have. An extension adds one line here and reads its
+# value in serve.build_store() (e.g. "db": read_string for an SQLite file).
+CONFIG_FIELDS: dict[str, Callable[[Any, str], Any]] = {
+    "principals": read_principals,
+    "stdioPrincipal": read_principal_name,
+    "notes": read_notes,
+    "stateTtlSeconds": read_ttl,
+    "keys": read_keys,
+    "allowedOrigins": read_origins,
+    "publish": read_bool,  # serve notes_publish and its connect pages (code/connect.py); off by default
+    "connectPort": read_port,  # stdio with publish: the loopback port of the connect pages
+    "db": read_path,  # SQLite file: the notes store, or with notesDirs only the consumed confirmations
+}
+REQUIRED_CONFIG_FIELDS = ("principals",)
+
+
+def read_object(
+    value: Any, field: str, fields: dict[str, Callable[[Any, str], Any]], required: Sequence[str]
+) -> dict[str, Any]:
+    """Validate an object against a field table: unknown keys and missing required keys fail."""
+    prefix = f"{field}." if field else ""
+    if not isinstance(value, dict):
+        raise ConfigError(field or "config", "must be a JSON object")
+    for key in value:
+        if key not in fields:
+            raise ConfigError(prefix + key, f"unknown key (allowed: {', '.join(fields)})")
+    for key in required:
+        if key not in value:
+            raise ConfigError(prefix + key, "is required")
+    return {key: fields[key](item, prefix + key) for key, item in value.items()}
+
+
+def parse_config(text: str) -> dict[str, Any]:
+    """Parse and validate a config document; ConfigError names the first bad field."""
+    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        # Two spellings of one key: which one wins differs between JSON parsers.
+        seen: dict[str, Any] = {}
+        for key, item in pairs:
+            if key in seen:
+                raise ConfigError(key, "appears twice in one object")
+            seen[key] = item
+        return seen
+
+    def no_constant(name: str) -> Any:
+        raise ConfigError("config", f"{name} is not JSON")
+
+    try:
+        document = json.loads(text, object_pairs_hook=no_duplicates, parse_constant=no_constant)
+    except json.JSONDecodeError as exc:
+        raise ConfigError("config", f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    config = read_object(document, "", CONFIG_FIELDS, REQUIRED_CONFIG_FIELDS)
+    principals = config["principals"]
+    if "stdioPrincipal" not in config:
+        if len(principals) != 1:
+            raise ConfigError("stdioPrincipal", "is required when there is more than one principal")
+        config["stdioPrincipal"] = next(iter(principals))
+    if config["stdioPrincipal"] not in principals:
+        raise ConfigError("stdioPrincipal", f"{config['stdioPrincipal']!r} is not one of the principals")
+    owners: dict[str, str] = {}
+    for name, entry in principals.items():
+        # One token for two principals would make "who is calling" ambiguous.
+        if entry["token"] in owners:
+            raise ConfigError(f"principals.{name}.token", f"is the same as the token of {owners[entry['token']]!r}")
+        owners[entry["token"]] = name
+    return config
+
+
+def load_config(path: str) -> dict[str, Any]:
+    """Read and validate the config file at `path` (see parse_config)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError("config", f"cannot read {path}: {exc.__class__.__name__}") from None
+    return parse_config(text)
+
+
+def lesson_config() -> dict[str, Any]:
+    """The no-config setup: the lesson fixture, one principal (`alice`), no token yet."""
+    return {
+        "principals": {main.LESSON_PRINCIPAL: {"token": None, "workspaces": [main.LESSON_WORKSPACE]}},
+        "stdioPrincipal": main.LESSON_PRINCIPAL,
+        "notes": main.lesson_notes(),
+    }
+

@@ -1,0 +1,341 @@
+"""Serve the lesson server for real: `python3 code/serve.py --stdio | --http`.
+
+    python3 code/serve.py --stdio [--config FILE] [--no-legacy]
+    python3 code/serve.py --http [--host 127.0.0.1] [--port 8765] [--config FILE] [--no-auth]
+    ... [--db FILE]            notes and consumed confirmations in SQLite (code/sqlite_store.py)
+    ... [--notes-dir DIR]...   real Markdown folders (code/markdown_store.py)
+    ... [--publish]            also serve notes_publish and its connect pages (code/connect.py)
+
+This is the composition root: it reads the configuration (code/config.py), builds the
+store, the policy and the core server (code/main.py), adds what was asked for, and runs
+one transport (code/stdio_transport.py or code/streamable_http.py). Signing keys come
+from the config's `keys` or NOTES_MCP_SECRET (hex, comma-separated, newest first); the
+bearer token of the no-config setup from NOTES_MCP_TOKEN. No credential is ever printed.
+Extension modules are imported only when configured. Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import secrets
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import config as configuration
+import main
+import streamable_http
+from config import ConfigError
+
+LOG_PREFIX = "notes-mcp"
+EXIT_USAGE = 2  # bad command line, configuration or environment
+
+
+def say(line: str) -> None:
+    """One line to stderr, prefixed; stdout belongs to the protocol."""
+    print(f"{LOG_PREFIX}: {line}", file=sys.stderr, flush=True)
+
+
+class Stop(BaseException):
+    """SIGTERM or SIGINT: unwind and exit 0 (BaseException, so no `except Exception` eats it)."""
+
+
+class StartupError(Exception):
+    """A store that cannot be opened at start-up; str() is one line for the operator."""
+
+
+# =====================================================================================
+# Building the server
+# =====================================================================================
+
+
+def build_store(config: dict[str, Any]) -> main.NotesStore:
+    """Markdown folders (any notesDirs), else SQLite ("db"), else memory; StartupError if unusable."""
+    folders = [path for entry in config["principals"].values() for path in entry.get("notesDirs", [])]
+    if not folders and "db" not in config:
+        return main.MemoryNotesStore(config.get("notes", []), main.MemoryReplayStore(time.time))
+    if folders and "notes" in config:
+        raise ConfigError("notes", "cannot be combined with notesDirs or --notes-dir (the files are the notes)")
+    # Imported only when configured: serving from memory starts faster without them, and
+    # the folder store needs POSIX-only O_NOFOLLOW.
+    import sqlite_store
+
+    try:
+        if folders:
+            import markdown_store
+
+            nonces = sqlite_store.open_store(config.get("db") or default_nonce_db(), clock=time.time)
+            return markdown_store.MarkdownNotesStore(folders, nonces)
+        # Seeded only when this creates the database: from "notes", or the lesson fixture without --config.
+        return sqlite_store.open_store(config["db"], clock=time.time, seed_notes=config.get("notes", []))
+    except sqlite_store.StoreError as exc:
+        raise StartupError(str(exc)) from None
+
+
+def default_nonce_db() -> str:
+    """The Markdown store's confirmation database: $XDG_STATE_HOME/notes-mcp/nonces.db."""
+    state = os.environ.get("XDG_STATE_HOME", "")
+    if not os.path.isabs(state):
+        state = os.path.join(os.path.expanduser("~"), ".local", "state")
+    folder = os.path.join(state, "notes-mcp")
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise StartupError(f"cannot create {folder} for the confirmation database: {exc.strerror}") from None
+    return os.path.join(folder, "nonces.db")
+
+
+def folder_grants(folders: Sequence[str]) -> list[str]:
+    """A principal's notes folders as the workspace URIs the folder store spells them with."""
+    if not folders:
+        return []
+    import markdown_store
+    import sqlite_store
+
+    try:
+        return [main.format_file_uri(markdown_store.root_path(path)) for path in folders]
+    except sqlite_store.StoreError as exc:
+        raise StartupError(str(exc)) from None
+
+
+def build_server(config: dict[str, Any], keys: Sequence[bytes]) -> main.Server:
+    """The core server for a validated config."""
+    # A principal's notes folders are workspaces it may act on, spelled as the store spells them.
+    grants = {
+        name: entry["workspaces"] + folder_grants(entry.get("notesDirs", [])) for name, entry in config["principals"].items()
+    }
+    return main.Server(
+        keys=keys,
+        notes=build_store(config),
+        policy=main.AuthorizationPolicy(grants),
+        clock=time.time,
+        state_ttl=config.get("stateTtlSeconds", main.DEFAULT_STATE_TTL_SECONDS),
+        log=main.stderr_log,
+    )
+
+
+def signing_keys(config: dict[str, Any], environ: dict[str, str]) -> list[bytes]:
+    """Keys from the config or NOTES_MCP_SECRET (not both); none: a random per-process key."""
+    secret = environ.get("NOTES_MCP_SECRET", "")
+    if "keys" in config and secret:
+        raise ConfigError("keys", "set either the config's keys or NOTES_MCP_SECRET, not both")
+    if secret:
+        return configuration.read_keys([part.strip() for part in secret.split(",")], "NOTES_MCP_SECRET")
+    if "keys" in config:
+        return config["keys"]
+    say(
+        "warning: no signing key (NOTES_MCP_SECRET or the config's keys): using a random key for this "
+        "process; requestState from it will not survive a restart or work on another instance"
+    )
+    return [secrets.token_bytes(main.MIN_KEY_BYTES)]
+
+
+def lesson_token(environ: dict[str, str], why: str) -> str:
+    """NOTES_MCP_TOKEN for the no-config setup, or ConfigError saying why one is needed."""
+    token = environ.get("NOTES_MCP_TOKEN", "")
+    if not token:
+        # Never invented and printed: a credential in a host's log is a leaked credential.
+        raise ConfigError("NOTES_MCP_TOKEN", f"is required {why} (or give --config with tokens)")
+    return configuration.read_token(token, "NOTES_MCP_TOKEN")
+
+
+# =====================================================================================
+# Running a transport
+# =====================================================================================
+
+
+def serve_http(server: main.Server, config: dict[str, Any], args: argparse.Namespace, pages: Any) -> int:
+    """Listen, print the URL line, serve until a signal; returns the exit status."""
+    tokens: dict[str, str] = {}
+    if args.no_auth:
+        say(
+            f"warning: --no-auth: HTTP requests without a token act as principal {config['stdioPrincipal']!r}; "
+            "for local development and conformance tests only (loopback addresses only)"
+        )
+    else:
+        tokens = {name: entry["token"] for name, entry in config["principals"].items() if entry["token"]}
+    policy = streamable_http.HttpPolicy(
+        tokens,
+        config["stdioPrincipal"] if args.no_auth else None,
+        None,
+        config.get("allowedOrigins", frozenset()),
+        args.request_timeout,
+    )
+    try:
+        httpd = streamable_http.HttpServer((args.host.strip("[]"), args.port), server, policy, pages)
+    except OSError as exc:
+        say(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
+        return 1
+    if pages is not None:
+        pages.base_url = httpd.url("")
+    if streamable_http.is_loopback(args.host):
+        # Known only once bound (--port 0): the names a loopback client may put in Host.
+        port = httpd.server_address[1]
+        policy.allowed_hosts = frozenset(f"{name}:{port}" for name in streamable_http.LOOPBACK_NAMES)
+        if port == 80:
+            policy.allowed_hosts |= frozenset(streamable_http.LOOPBACK_NAMES)
+    say(f"listening on {httpd.url()}")
+    try:
+        httpd.serve_forever()
+    finally:
+        httpd.server_close()
+    return 0
+
+
+def serve_stdio(server: main.Server, config: dict[str, Any], args: argparse.Namespace, pages: Any) -> int:
+    """stdio; with --publish, plus a loopback-only listener that serves nothing but the connect pages."""
+    import stdio_transport
+
+    if pages is None:
+        return stdio_transport.serve_stdio(server, config["stdioPrincipal"], not args.no_legacy)
+    policy = streamable_http.HttpPolicy({}, None, None, frozenset(), args.request_timeout)
+    port = config.get("connectPort", 0)
+    try:
+        listener = streamable_http.HttpServer(("127.0.0.1", port), server, policy, pages, mcp_endpoint=False)
+    except OSError as exc:
+        say(f"cannot listen on 127.0.0.1:{port} for the connect pages: {exc.strerror or exc}")
+        return 1
+    port = listener.server_address[1]
+    policy.allowed_hosts = frozenset(f"{name}:{port}" for name in streamable_http.LOOPBACK_NAMES)
+    pages.base_url = listener.url("")
+    say(f"connect pages on {listener.url(pages.prefix)}")
+    thread = threading.Thread(target=listener.serve_forever, name="connect-pages", daemon=True)
+    thread.start()
+    try:
+        return stdio_transport.serve_stdio(server, config["stdioPrincipal"], not args.no_legacy)
+    finally:
+        listener.shutdown()
+        listener.server_close()
+        thread.join()
+
+
+# =====================================================================================
+# The command line
+# =====================================================================================
+
+
+def timeout_seconds(text: str) -> float:
+    """argparse type: a finite positive number of seconds, at most an hour."""
+    value = float(text)
+    if not (math.isfinite(value) and 0 < value <= 3600):
+        raise argparse.ArgumentTypeError("must be in (0, 3600]")
+    return value
+
+
+def port_number(text: str) -> int:
+    """argparse type: 0..65535 (0 picks a free port)."""
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError("must be 0..65535")
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    """The serving command line."""
+    endpoint = streamable_http.ENDPOINT
+    p = argparse.ArgumentParser(prog="serve.py", description="Serve the notes MCP server (protocol 2026-07-28).")
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--stdio", action="store_true", help="newline-delimited JSON-RPC on stdin/stdout")
+    mode.add_argument("--http", action="store_true", help=f"Streamable HTTP, POST http://HOST:PORT{endpoint}")
+    p.add_argument("--host", default=streamable_http.DEFAULT_HOST, help=f"HTTP listen address (default {streamable_http.DEFAULT_HOST})")
+    p.add_argument(
+        "--port", type=port_number, default=streamable_http.DEFAULT_PORT,
+        help=f"HTTP port, 0 = any free port (default {streamable_http.DEFAULT_PORT})",
+    )  # fmt: skip
+    p.add_argument("--config", metavar="FILE", help="JSON config: principals, tokens, workspaces, notes, keys")
+    p.add_argument(
+        "--no-auth",
+        action="store_true",
+        help="HTTP without bearer tokens, acting as the stdio principal (loopback hosts only; development and conformance tests)",
+    )
+    p.add_argument(
+        "--no-legacy",
+        action="store_true",
+        help="stdio: serve 2026-07-28 only (initialize gets -32601 naming the supported versions)",
+    )
+    p.add_argument("--db", metavar="FILE", help="SQLite database shared by instances (overrides the config's db)")
+    p.add_argument(
+        "--notes-dir",
+        metavar="DIR",
+        action="append",
+        default=[],
+        help="a folder of Markdown notes for the stdio principal (repeatable)",
+    )
+    p.add_argument("--publish", action="store_true", help="also serve notes_publish and its URL-mode connect pages")
+    # Testing only (docs/http.md, "Limits"): shortens the slow-client deadline so tests run fast.
+    p.add_argument("--request-timeout", type=timeout_seconds, default=streamable_http.REQUEST_TIMEOUT_SECONDS, help=argparse.SUPPRESS)
+    return p
+
+
+def serve(argv: Sequence[str]) -> int:
+    """Parse, load the config, build the server, run one transport; returns the exit status."""
+    try:
+        args = parser().parse_args(list(argv))
+    except SystemExit as exc:  # --help (0) or a usage error (2), already printed
+        return int(exc.code or 0)
+    if args.stdio and args.no_auth:
+        say("--no-auth applies to --http only (stdio has no tokens)")
+        return EXIT_USAGE
+    if args.http and args.no_legacy:
+        say("--no-legacy applies to --stdio only (HTTP serves 2026-07-28 only)")
+        return EXIT_USAGE
+    if args.http and args.no_auth and not streamable_http.is_loopback(args.host):
+        say(f"--no-auth refused: host {args.host!r} is not a loopback address")
+        return EXIT_USAGE
+    environ = dict(os.environ)
+    try:
+        config = configuration.load_config(args.config) if args.config else configuration.lesson_config()
+    except ConfigError as exc:
+        say(f"config {args.config}: {exc}")
+        return EXIT_USAGE
+    publish = args.publish or config.get("publish", False)
+    try:
+        if args.config and environ.get("NOTES_MCP_TOKEN"):
+            say("warning: NOTES_MCP_TOKEN is ignored when --config is given (tokens come from the config)")
+        if not args.config and args.http and not args.no_auth:
+            config["principals"][main.LESSON_PRINCIPAL]["token"] = lesson_token(environ, "for --http (the bearer token clients send)")
+        elif not args.config and publish:
+            # stdio and --no-auth: the connect pages still need a sign-in (code/connect.py).
+            config["principals"][main.LESSON_PRINCIPAL]["token"] = lesson_token(environ, "for --publish (the connect pages' sign-in)")
+        keys = signing_keys(config, environ)
+    except ConfigError as exc:
+        say(str(exc))
+        return EXIT_USAGE
+    if args.db:
+        config["db"] = args.db
+    if args.notes_dir:
+        if not args.config:
+            del config["notes"]  # the lesson fixture: with folders, the files are the notes
+        entry = config["principals"][config["stdioPrincipal"]]
+        entry["notesDirs"] = entry.get("notesDirs", []) + args.notes_dir
+    try:
+        server = build_server(config, keys)
+    except (ConfigError, StartupError) as exc:
+        say(str(exc))
+        return EXIT_USAGE
+    pages = None
+    if publish:
+        import connect
+
+        pages = connect.install(server, {name: entry["token"] for name, entry in config["principals"].items() if entry["token"]})
+
+    def stop(signum: int, frame: Any) -> None:
+        raise Stop()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    try:
+        if args.stdio:
+            return serve_stdio(server, config, args, pages)
+        return serve_http(server, config, args, pages)
+    except Stop:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(serve(sys.argv[1:]))

@@ -1,0 +1,93 @@
+"""The house: which module may import which, and what the served server offers by default."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+import unittest
+
+import support
+
+CODE_FILES = sorted(name for name in os.listdir(support.CODE) if name.endswith(".py"))
+OWN = {name[:-3] for name in CODE_FILES}
+
+
+def project_imports(filename: str) -> set[str]:
+    """The project modules `filename` imports, at module level or inside a function."""
+    with open(os.path.join(support.CODE, filename), encoding="utf-8") as handle:
+        tree = ast.parse(handle.read())
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module.split(".")[0])
+    return found & OWN
+
+
+def cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle in `graph`, as the list of modules along it, or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt] if nxt in path else [node, nxt]
+            if nxt not in state and (found := visit(nxt, path + [nxt])):
+                return found
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (found := visit(start, [start])):
+            return found
+    return None
+
+
+class ImportGraph(unittest.TestCase):
+    def test_the_code_folder_has_no_import_cycle(self) -> None:
+        graph = {name[:-3]: project_imports(name) for name in CODE_FILES}
+        self.assertIsNone(cycle(graph))
+
+    def test_the_cycle_finder_finds_a_cycle_when_there_is_one(self) -> None:
+        self.assertEqual(cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}), ["a", "b", "c", "a"])
+        self.assertIsNone(cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}))
+
+    def test_main_py_imports_no_other_module_of_the_project(self) -> None:
+        self.assertEqual(project_imports("main.py"), set())
+
+    def test_no_module_is_named_after_a_standard_library_module(self) -> None:
+        self.assertEqual(OWN & set(sys.stdlib_module_names), set())
+
+
+class ServedByDefault(unittest.TestCase):
+    """`serve.py --stdio` is the lesson's server unless more is asked for."""
+
+    def test_stdio_without_publish_loads_only_the_lesson_modules_and_opens_no_socket(self) -> None:
+        script = (
+            "import sys, socket, runpy\n"
+            "opened = []\n"
+            "real = socket.socket.bind\n"
+            "socket.socket.bind = lambda self, *a: (opened.append(a), real(self, *a))[1]\n"
+            "sys.argv = ['serve.py', '--stdio']\n"
+            "try:\n"
+            "    runpy.run_path(%r, run_name='__main__')\n"
+            "except SystemExit:\n"
+            "    pass\n"
+            "own = sorted(m for m in sys.modules if m in %r)\n"
+            "print(own, opened, file=sys.__stderr__)\n"
+        ) % (os.path.join(support.CODE, "serve.py"), OWN)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("NOTES_MCP_")}
+        env["NOTES_MCP_SECRET"] = support.KEY.hex()
+        request = b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}\n'
+        done = subprocess.run(
+            [sys.executable, "-c", script], input=request, capture_output=True, env=env, cwd=support.CODE, timeout=60
+        )
+        self.assertIn(b'"name":"notes_delete"', done.stdout)
+        self.assertNotIn(b"notes_publish", done.stdout)
+        last = done.stderr.decode().strip().splitlines()[-1]
+        self.assertNotIn("connect", last)
+        self.assertTrue(last.endswith("[]"), last)  # no socket was bound
