@@ -420,7 +420,9 @@ def read_tool_call(params: dict[str, Any], meta: RequestMeta, principal: str) ->
     if has_state and not isinstance(params["inputResponses"], dict):
         raise McpError(INVALID_PARAMS, "Invalid params: inputResponses must be an object")
     # `requestState: null` is not "no state": read as absent, it would turn a retry into
-    # a first call that ignores the answers. Verification refuses every non-string.
+    # a first call that ignores the answers.
+    if has_state and not isinstance(params["requestState"], str):
+        raise McpError(INVALID_PARAMS, STATE_INVALID)
     return ToolCall(name, params.get("arguments", {}), meta, principal, params.get("requestState"), params.get("inputResponses"))
 
 

@@ -142,6 +142,26 @@ class Bindings(unittest.TestCase):
             with self.assertRaises(main.StateError):
                 signer.verify(f"{head}.{main.b64url_encode(mac)}")
 
+    def test_a_state_whose_payload_holds_a_non_ascii_character_gets_the_one_32602(self) -> None:
+        version, key_id, payload, mac = split(self.state)
+        for odd in ("é", "\u2028", "\udc80"):
+            with self.subTest(odd=odd):
+                self.assert_refused(self.retry(f"{version}.{key_id}.{payload[:-1]}{odd}.{mac}"))
+        self.assertFalse(any("Traceback" in line or "internal error" in line for line in self.log))
+
+    def test_a_state_issued_in_the_future_beyond_the_skew_is_refused_and_within_it_accepted(self) -> None:
+        self.assert_refused(self.retry(self.forged(iat=self.clock.now + main.MAX_CLOCK_SKEW_SECONDS + 0.001)))
+        self.assertTrue(any("issued in the future" in line for line in self.log))
+        result = self.retry(self.forged(iat=self.clock.now + main.MAX_CLOCK_SKEW_SECONDS))["result"]
+        self.assertEqual(result["structuredContent"], {"deleted": True, "noteId": "note-14"})
+
+    def test_a_null_request_state_beside_answers_is_a_malformed_pairing_not_a_first_call(self) -> None:
+        response = self.server.handle(call(tps(), id=2, requestState=None, inputResponses=accept()), PRINCIPAL)
+        self.assert_refused(response)
+        for state in (5, ["x"], {"a": 1}, True):
+            with self.subTest(state=state):
+                self.assert_refused(self.server.handle(call(tps(), id=3, requestState=state, inputResponses=accept()), PRINCIPAL))
+
     def test_expiry_is_accepted_just_inside_and_refused_at_the_limit(self) -> None:
         self.clock.now = self.claims["exp"]
         self.assert_refused(self.retry(self.state))
