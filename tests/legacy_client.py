@@ -25,11 +25,15 @@ class Wire(Protocol):
 
 
 class MemoryWire:
-    """A LegacyStdioSession fed in this process; every line it writes is read back in order."""
+    """A LegacyStdioSession fed in this process; every line it writes is read back in order.
+
+    `log` stands for the real process's stderr: as in `serve --stdio`, the session logs to
+    the server's own sink when that is a support.Log (the test servers' default).
+    """
 
     def __init__(self, test: unittest.TestCase, server: main.Server, **kwargs: Any) -> None:
         self.lines: queue.Queue[bytes] = queue.Queue()
-        self.log = support.Log()
+        self.log = server.log if isinstance(server.log, support.Log) else support.Log()
         self.session = legacy.LegacyStdioSession(server, support.PRINCIPAL, self._write, self.log, **kwargs)
         test.addCleanup(self.session.close)
 

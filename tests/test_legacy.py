@@ -1,4 +1,4 @@
-"""The legacy 2025-11-25 adapter: a scripted legacy client over real stdio, and the session in memory."""
+"""The legacy 2025-11-25 adapter: the session driven in memory, plus the few facts only a real `serve --stdio` shows."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ EVIL_WORKSPACE = "file:///Users/alice/Documents/Notes-evil"
 
 
 def stdio_client(test: unittest.TestCase, *args: str) -> tuple[LegacyClient, procs.StdioServer]:
-    """A scripted client talking to a fresh `main.py serve --stdio` subprocess."""
+    """A scripted client talking to a fresh `main.py serve --stdio` subprocess (only where the process is the point)."""
     server = procs.StdioServer(test, *args)
     return LegacyClient(server), server
 
@@ -44,7 +44,7 @@ class LegacyHandshakeTests(unittest.TestCase):
     """initialize selects legacy semantics for the process; version negotiation per 2025-11-25."""
 
     def test_initialize_echoes_the_supported_version_with_server_info_and_no_result_type(self) -> None:
-        client, _ = stdio_client(self)
+        client, _, _ = memory_client(self)
         result = client.initialize(version="2025-11-25")
         self.assertEqual(result["protocolVersion"], "2025-11-25")
         self.assertEqual(result["serverInfo"], main.SERVER_INFO)
@@ -54,29 +54,29 @@ class LegacyHandshakeTests(unittest.TestCase):
             self.assertNotIn(key, result)
 
     def test_an_unknown_requested_version_gets_the_latest_legacy_version(self) -> None:
-        client, _ = stdio_client(self)
+        client, _, _ = memory_client(self)
         self.assertEqual(client.initialize(version="1999-01-01")["protocolVersion"], legacy.LATEST_LEGACY_VERSION)
         self.assertEqual(legacy.LATEST_LEGACY_VERSION, "2025-11-25")
 
     def test_ping_after_initialize_is_answered_with_an_empty_result(self) -> None:
-        client, _ = stdio_client(self)
+        client, _, _ = memory_client(self)
         client.initialize()
         self.assertEqual(client.call("ping"), {"jsonrpc": "2.0", "id": 2, "result": {}})
 
     def test_before_initialize_legacy_shaped_requests_get_the_cores_answers(self) -> None:
-        client, _ = stdio_client(self)
+        client, _, _ = memory_client(self)
         self.assertEqual(client.call("ping")["error"]["code"], main.METHOD_NOT_FOUND)
         self.assertEqual(client.call("tools/list")["error"]["code"], main.INVALID_PARAMS)
 
     def test_an_initialize_missing_its_fields_is_invalid_params_and_selects_nothing(self) -> None:
-        client, _ = stdio_client(self)
+        client, _, _ = memory_client(self)
         refused = client.call("initialize", {"protocolVersion": "2025-11-25"})
         self.assertEqual(refused["error"]["code"], main.INVALID_PARAMS)
         self.assertEqual(client.call("ping")["error"]["code"], main.METHOD_NOT_FOUND)  # still not legacy
         self.assertEqual(client.initialize()["protocolVersion"], "2025-11-25")
 
     def test_a_second_initialize_is_refused_and_the_first_capabilities_stay(self) -> None:
-        client, _ = stdio_client(self)
+        client, _, _ = memory_client(self)
         client.initialize(capabilities={})
         again = client.call("initialize", {"protocolVersion": "2025-11-25", "capabilities": FORM_CLIENT, "clientInfo": {"name": "x", "version": "1"}})
         self.assertEqual(again["error"]["code"], main.INVALID_REQUEST)
@@ -85,24 +85,19 @@ class LegacyHandshakeTests(unittest.TestCase):
         self.assertIn("elicitation", texts(result))
 
     def test_no_legacy_keeps_the_modern_method_not_found_naming_the_versions(self) -> None:
-        client, _ = stdio_client(self, "--no-legacy")
+        client, _, _ = memory_client(self, enabled=False)
         refused = client.call("initialize", {"protocolVersion": "2025-11-25", "capabilities": FORM_CLIENT, "clientInfo": {"name": "x", "version": "1"}})
         self.assertEqual(refused["error"]["code"], main.METHOD_NOT_FOUND)
         self.assertEqual(refused["error"]["data"], {"supported": list(main.SUPPORTED_VERSIONS)})
         self.assertIn(main.PROTOCOL_VERSION, refused["error"]["message"])
         self.assertEqual(client.call("ping")["error"]["code"], main.METHOD_NOT_FOUND)
 
-    def test_no_legacy_with_http_is_a_usage_error(self) -> None:
-        server = procs.Process(self, ["--http", "--port", "0", "--no-legacy"], procs.server_env(NOTES_MCP_TOKEN=procs.TOKEN))
-        self.assertEqual(server.wait(), 2)
-        self.assertIn("--no-legacy", server.stderr_text())
-
 
 class LegacyToolsTests(unittest.TestCase):
     """tools/list and tools/call in 2025-11-25 shapes, with a live server-initiated elicitation."""
 
     def setUp(self) -> None:
-        self.client, self.server = stdio_client(self)
+        self.client, self.wire, self.server = memory_client(self)
         self.client.initialize()
 
     def test_tools_list_has_the_legacy_shape_and_the_cores_tools(self) -> None:
@@ -192,7 +187,7 @@ class LegacyClientAnswerTests(unittest.TestCase):
     """Responses from the client: only the one awaited counts; anything else changes nothing."""
 
     def setUp(self) -> None:
-        self.client, self.server = stdio_client(self)
+        self.client, self.wire, self.server = memory_client(self)
         self.client.initialize()
 
     def test_unsolicited_and_malformed_responses_are_ignored_and_logged(self) -> None:
@@ -203,7 +198,7 @@ class LegacyClientAnswerTests(unittest.TestCase):
         self.client.send({"jsonrpc": "2.0", "id": 5})
         self.assertEqual(self.client.call("ping")["result"], {})
         self.assertEqual(self.client.held, [])  # none of them got a reply
-        self.assertIn("ignored a response", self.server.stderr_text())
+        self.assertTrue(any("ignored a response" in line for line in self.wire.log))
         call_id = self.client.delete()
         self.client.answer(self.client.server_request("elicitation/create"), accepted("note-7"))
         self.assertEqual(self.client.response(call_id)["result"]["structuredContent"], {"deleted": True, "noteId": "note-7"})
@@ -260,7 +255,7 @@ class DualEraTests(unittest.TestCase):
     """Modern requests are served by the core, statelessly, before and after a legacy initialize."""
 
     def test_a_modern_request_in_a_legacy_process_is_served_statelessly(self) -> None:
-        client, _ = stdio_client(self)
+        client, _, _ = memory_client(self)
         client.initialize(capabilities={})  # the legacy session has no elicitation...
         client.send(request("server/discover", id="d"))
         discovered = client.response("d")["result"]
@@ -274,7 +269,7 @@ class DualEraTests(unittest.TestCase):
         self.assertEqual(client.held, [])
 
     def test_a_modern_initialize_still_gets_the_cores_method_not_found(self) -> None:
-        client, _ = stdio_client(self)
+        client, _, _ = memory_client(self)
         client.send(request("initialize", id="i"))
         self.assertEqual(client.response("i")["error"]["code"], main.METHOD_NOT_FOUND)
         self.assertEqual(client.call("ping")["error"]["code"], main.METHOD_NOT_FOUND)  # legacy not selected
@@ -291,7 +286,7 @@ class LegacyRootsTests(unittest.TestCase):
         return client, wire, server
 
     def test_roots_are_asked_after_initialized_when_declared(self) -> None:
-        client, _ = stdio_client(self)
+        client, _, _ = memory_client(self)
         client.call("initialize", {"protocolVersion": "2025-11-25", "capabilities": {"roots": {}}, "clientInfo": {"name": "x", "version": "1"}})
         self.assertEqual(client.call("ping")["result"], {})
         self.assertEqual(client.held, [])  # nothing asked before notifications/initialized
@@ -407,16 +402,6 @@ class LegacyCancellationTests(unittest.TestCase):
         self.assertEqual(wire.written_after_close(), [])
         self.assertEqual(len(support.note_ids(server)), len(main.lesson_notes()))
 
-    def test_eof_while_a_form_is_pending_exits_zero_without_answering(self) -> None:
-        client, server = stdio_client(self)
-        client.initialize()
-        client.delete()
-        client.server_request("elicitation/create")
-        server.close_stdin()
-        self.assertEqual(server.wait(), 0)
-        self.assertEqual(server.remaining_stdout(), [])
-        self.assertNotIn("Traceback", server.stderr_text())
-
 
 def asking_tool(server: main.Server, name: str, mode: str = "form") -> None:
     """Register a test tool that asks `arguments.times` forms in turn (state is a plain counter)."""
@@ -526,6 +511,35 @@ class LegacyShapeTests(unittest.TestCase):
         self.assertEqual(legacy.core_capabilities({"elicitation": {}, "roots": {"listChanged": True}}), {"elicitation": {"form": {}}})
         self.assertEqual(legacy.core_capabilities({"elicitation": {"url": {}}}), {"elicitation": {"url": {}}})
         self.assertEqual(legacy.core_capabilities({"roots": {}, "sampling": {}}), {})
+
+
+class LegacyOverRealStdioTests(unittest.TestCase):
+    """What only the real `serve --stdio` process shows: the CLI wiring, pipes, EOF, exit status, stderr."""
+
+    def test_no_legacy_with_http_is_a_usage_error(self) -> None:
+        server = procs.Process(self, ["--http", "--port", "0", "--no-legacy"], procs.server_env(NOTES_MCP_TOKEN=procs.TOKEN))
+        self.assertEqual(server.wait(), 2)
+        self.assertIn("--no-legacy", server.stderr_text())
+
+    def test_the_no_legacy_flag_turns_the_adapter_off_in_the_process(self) -> None:
+        client, _ = stdio_client(self, "--no-legacy")
+        refused = client.call("initialize", {"protocolVersion": "2025-11-25", "capabilities": FORM_CLIENT, "clientInfo": {"name": "x", "version": "1"}})
+        self.assertEqual(refused["error"]["code"], main.METHOD_NOT_FOUND)
+        self.assertEqual(refused["error"]["data"], {"supported": list(main.SUPPORTED_VERSIONS)})
+        self.assertEqual(client.call("ping")["error"]["code"], main.METHOD_NOT_FOUND)
+
+    def test_eof_while_a_form_is_pending_exits_zero_without_answering(self) -> None:
+        client, server = stdio_client(self)
+        client.initialize()
+        # The adapter's log goes to the process's stderr (read below, once it is fully drained).
+        client.send({"jsonrpc": "2.0", "id": "nobody-asked", "result": {"action": "accept"}})
+        client.delete()
+        client.server_request("elicitation/create")
+        server.close_stdin()
+        self.assertEqual(server.wait(), 0)
+        self.assertEqual(server.remaining_stdout(), [])
+        self.assertNotIn("Traceback", server.stderr_text())
+        self.assertIn("ignored a response", server.stderr_text())
 
 
 if __name__ == "__main__":
