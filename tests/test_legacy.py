@@ -85,12 +85,14 @@ class LegacyHandshakeTests(unittest.TestCase):
         self.assertIn("elicitation", texts(result))
 
     def test_no_legacy_keeps_the_modern_method_not_found_naming_the_versions(self) -> None:
-        client, _, _ = memory_client(self, enabled=False)
-        refused = client.call("initialize", {"protocolVersion": "2025-11-25", "capabilities": FORM_CLIENT, "clientInfo": {"name": "x", "version": "1"}})
+        # Without the adapter, stdio lines go straight to the core (stdio_transport.serve_stdio).
+        server = support.make_server()
+        params = {"protocolVersion": "2025-11-25", "capabilities": FORM_CLIENT, "clientInfo": {"name": "x", "version": "1"}}
+        refused = server.handle({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}, support.PRINCIPAL)
         self.assertEqual(refused["error"]["code"], main.METHOD_NOT_FOUND)
         self.assertEqual(refused["error"]["data"], {"supported": list(main.SUPPORTED_VERSIONS)})
         self.assertIn(main.PROTOCOL_VERSION, refused["error"]["message"])
-        self.assertEqual(client.call("ping")["error"]["code"], main.METHOD_NOT_FOUND)
+        self.assertEqual(server.handle({"jsonrpc": "2.0", "id": 2, "method": "ping"}, support.PRINCIPAL)["error"]["code"], main.METHOD_NOT_FOUND)
 
 
 class LegacyToolsTests(unittest.TestCase):
