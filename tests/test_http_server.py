@@ -129,10 +129,11 @@ class IdleConnectionsTest(unittest.TestCase):
             self.addCleanup(sock.close)
         head = b"POST /mcp HTTP/1.1\r\nHost: x\r\n"
         statuses = []
+        keep_alive = Client(self, server)
         for i in range(40):
             for sock in tricklers:
                 sock.send(head[i % len(head) : i % len(head) + 1])  # one header byte each turn
-            client = Client(self, server) if i % 2 else keep_alive if i else (keep_alive := Client(self, server))
+            client = Client(self, server) if i % 2 else keep_alive  # half on new connections
             statuses.append(client.request("POST", "/mcp", b"{}", "Authorization: Bearer t\r\n").reply().status)
         self.assertEqual(statuses, [200] * 40)
         self.assertEqual(len(echo), 40)
@@ -323,7 +324,7 @@ class FramingTest(unittest.TestCase):
     def test_an_absolute_form_target_for_another_authority_is_400(self) -> None:
         server, echo, _, _ = start(self)
         host = "%s:%d" % server.address
-        for target in (f"http://evil.example/mcp", f"https://{host}/mcp", f"http://user@{host}/mcp", "*"):
+        for target in ("http://evil.example/mcp", f"https://{host}/mcp", f"http://user@{host}/mcp", "*"):
             with self.subTest(target=target):
                 raw = f"GET {target} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode()
                 self.assertEqual(refused(self, server, raw).status, 400)
