@@ -1,0 +1,775 @@
+"""A standard-library HTTP/1.1 server engine: one event loop for every connection, a pool for the app.
+
+Rules (each one stops an attack named where it is enforced):
+1. One thread (`serve_forever`) owns the listening socket and every connection. It
+   accepts, reads request heads and bodies, writes plain responses and enforces every
+   deadline, without a thread per connection, so an idle connection costs one socket and
+   a few hundred bytes, not a thread.
+2. A complete request goes to a bounded pool of worker threads that calls the app. While
+   it is processed, the connection's further bytes wait (no concurrent pipelining).
+3. Holding connections is cheap and bounded: at most `max_connections`; a request head
+   must arrive within `head_timeout` of the connection's start (or of the end of the
+   previous response), however slowly its bytes trickle in; a body within `body_timeout`.
+   When full, the longest-idle connection that is not being answered is evicted, so a
+   flood of silent connections cannot lock out a client that sends requests.
+4. Framing is strict and refused early: one plain Content-Length (ASCII digits, at most
+   MAX_CONTENT_LENGTH_DIGITS), CRLF line endings only, bounded head, a body size the app
+   declares per route (413 before the body is read). A refusal closes the connection
+   after the client could read it. No client byte can put a traceback in the log.
+5. `shutdown(grace)` stops accepting, closes idle connections, lets requests in flight
+   finish and send their responses within `grace` seconds, then returns.
+
+Interface:
+    Request(method, target, version, headers, body, peer, gone)   frozen; `target` is the
+        origin-form path (`/mcp?x=1`), also for an absolute-form request
+        (`POST http://127.0.0.1:8765/mcp`), whose authority must equal Host.
+        `gone` is set by the loop when the peer closes or resets during processing.
+    Response(status, headers, body)                 answered with a Content-Length.
+    StreamResponse(status, headers, stream)        `stream` yields bytes chunks; the worker
+        sends them with Transfer-Encoding: chunked and closes the iterator when the peer
+        goes away. A stream that waits for events must also wake when `request.gone` is set.
+    HttpServer(app, host, port, *, log, refuse, body_limit, limits)
+        app(request) -> Response | StreamResponse
+        refuse(status, message, target_or_None) -> Response   renders framing refusals
+        body_limit: int, or (method, target, headers) -> int  the largest body accepted
+        .address  .url(path)  .serve_forever()  .shutdown(grace)
+
+The engine adds Content-Length, Transfer-Encoding and Connection itself (the app's own
+values for them are dropped); an app header ("Connection", "close") ends the connection
+after the response. A request without Content-Length has an empty body: a route that
+needs a length answers 411 itself.
+
+Intended use, SIGTERM in the serving layer (shutdown blocks, so not in the handler):
+
+    server = HttpServer(app, "127.0.0.1", 8765, refuse=render_refusal, body_limit=limit)
+    signal.signal(signal.SIGTERM, lambda signum, frame: threading.Thread(target=server.shutdown).start())
+    server.serve_forever()   # returns once shutdown has sent the in-flight responses
+
+Standard library only; knows nothing about MCP.
+"""
+
+from __future__ import annotations
+
+import collections
+import queue
+import re
+import select
+import selectors
+import socket
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http import HTTPStatus
+
+# =====================================================================================
+# Limits (each bounds what one hostile client can make the server hold)
+# =====================================================================================
+
+MAX_CONNECTIONS = 4096  # open client connections; the longest-idle one is evicted beyond
+FD_RESERVE = 64  # file descriptors kept free for the app (files, databases) and the engine
+HEAD_TIMEOUT_SECONDS = 5.0  # a request head must arrive this soon after connect / last response
+BODY_TIMEOUT_SECONDS = 10.0  # the body must arrive this soon after its head
+WRITE_TIMEOUT_SECONDS = 10.0  # a response (or one stream chunk) must be taken this soon
+DRAIN_TIMEOUT_SECONDS = 2.0  # after a refusal, how long we read and drop what still comes
+MAX_DRAIN_BYTES = 256 * 1024  # ... and how much of it
+SHUTDOWN_GRACE_SECONDS = 10.0  # requests in flight get this long to finish on shutdown
+WORKER_THREADS = 16  # app calls at once (an open stream holds one)
+MAX_HEADER_BYTES = 16 * 1024  # request line plus every header line
+MAX_HEADER_COUNT = 64  # header lines in one request
+MAX_CONTENT_LENGTH_DIGITS = 10  # Content-Length characters: up to 9,999,999,999
+MAX_PENDING_BYTES = MAX_HEADER_BYTES  # bytes read ahead while a request is being processed
+DEFAULT_BODY_LIMIT = 64 * 1024  # when the app declares no body limit
+LISTEN_BACKLOG = 1024  # connections the kernel queues before accept
+TICK_SECONDS = 0.25  # how often deadlines are checked (at most; less with small deadlines)
+RECV_BYTES = 65536
+
+_TOKEN_RE = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 token: method, header name
+_HEADER_VALUE_BAD_RE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+_TARGET_RE = re.compile(rb"[\x21-\x7e]+")  # visible ASCII, no spaces or controls
+_BARE_LF_RE = re.compile(rb"(?<!\r)\n")
+_BARE_CR_RE = re.compile(rb"\r(?!\n)")
+_ABSOLUTE_RE = re.compile(r"http://([^/?#@]+)([/?].*)?", re.IGNORECASE)
+_ENGINE_HEADERS = frozenset({"content-length", "transfer-encoding", "connection"})
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The deadlines and bounds one server applies (defaults: the named constants)."""
+
+    max_connections: int = MAX_CONNECTIONS
+    head_timeout: float = HEAD_TIMEOUT_SECONDS
+    body_timeout: float = BODY_TIMEOUT_SECONDS
+    write_timeout: float = WRITE_TIMEOUT_SECONDS
+    drain_timeout: float = DRAIN_TIMEOUT_SECONDS
+    workers: int = WORKER_THREADS
+
+
+@dataclass(frozen=True)
+class Request:
+    """One complete request, as the app sees it."""
+
+    method: str
+    target: str
+    version: str
+    headers: list[tuple[str, str]]
+    body: bytes
+    peer: tuple[str, int]
+    gone: threading.Event = field(default_factory=threading.Event, compare=False)
+
+
+@dataclass(frozen=True)
+class Response:
+    """A complete response; the engine adds Content-Length and Connection."""
+
+    status: int
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    body: bytes = b""
+
+
+@dataclass(frozen=True)
+class StreamResponse:
+    """A response whose body is `stream`'s chunks, sent chunked by the worker."""
+
+    status: int
+    headers: list[tuple[str, str]]
+    stream: Iterator[bytes]
+
+
+class Refusal(Exception):
+    """A framing refusal decided by the engine: status and a fixed message (no client bytes)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def plain_refusal(status: int, message: str, target: str | None) -> Response:
+    """The default `refuse` hook: the message as text/plain."""
+    return Response(status, [("Content-Type", "text/plain; charset=utf-8")], message.encode("utf-8") + b"\n")
+
+
+def stderr_log(line: str) -> None:
+    """The default log: one line to stderr."""
+    print(line, file=sys.stderr, flush=True)
+
+
+def header_values(headers: list[tuple[str, str]], name: str) -> list[str]:
+    """Every value of header `name` (case-insensitive), in order."""
+    name = name.lower()
+    return [value for key, value in headers if key.lower() == name]
+
+
+def has_token(headers: list[tuple[str, str]], name: str, token: str) -> bool:
+    """True when the comma-separated header `name` lists `token` (case-insensitive)."""
+    return any(part.strip().lower() == token for value in header_values(headers, name) for part in value.split(","))
+
+
+# =====================================================================================
+# Parsing: pure functions, bytes in, a request head or a Refusal out
+# =====================================================================================
+
+
+def parse_head(head: bytes) -> tuple[str, str, str, list[tuple[str, str]]]:
+    """Request line and header lines (without the blank line): (method, target, version, headers)."""
+    request_line, *lines = head.split(b"\r\n")
+    if len(lines) > MAX_HEADER_COUNT:
+        raise Refusal(431, f"Request Header Fields Too Large: at most {MAX_HEADER_COUNT} headers")
+    parts = request_line.split(b" ")
+    if (
+        len(parts) != 3
+        or parts[2] not in (b"HTTP/1.1", b"HTTP/1.0")
+        or not _TOKEN_RE.fullmatch(parts[0])
+        or not _TARGET_RE.fullmatch(parts[1])
+    ):
+        raise Refusal(400, "Bad Request: malformed request line")
+    headers = []
+    for line in lines:
+        name, colon, value = line.partition(b":")
+        # No obsolete line folding, no space before the colon, no control characters:
+        # each is a way for two parsers (a proxy and us) to disagree where a header ends.
+        if not colon or not _TOKEN_RE.fullmatch(name) or _HEADER_VALUE_BAD_RE.search(value):
+            raise Refusal(400, "Bad Request: malformed header line")
+        headers.append((name.decode("ascii"), value.strip(b" \t").decode("latin-1")))
+    method, target, version = (part.decode("ascii") for part in parts)
+    hosts = header_values(headers, "host")
+    # RFC 9112 section 3.2: an HTTP/1.1 request has exactly one Host; two let a proxy
+    # and us route the same request to different sites.
+    if len(hosts) > 1 or (version == "HTTP/1.1" and not hosts):
+        raise Refusal(400, "Bad Request: exactly one Host header is required")
+    return method, origin_form(target, hosts[0] if hosts else None), version, headers
+
+
+def origin_form(target: str, host: str | None) -> str:
+    """The target as a path: absolute-form `http://host:port/p?q` becomes `/p?q` (authority must equal Host)."""
+    if target.startswith("/"):
+        return target
+    found = _ABSOLUTE_RE.fullmatch(target)
+    # A target naming another authority than Host is how a request meant for one site
+    # is passed off as another's: refuse instead of choosing one of the two.
+    if not found or host is None or found.group(1).lower() != host.lower():
+        raise Refusal(400, "Bad Request: the request target must be a path or http:// URL for this Host")
+    path = found.group(2) or "/"
+    return path if path.startswith("/") else "/" + path
+
+
+def content_length(headers: list[tuple[str, str]]) -> int:
+    """The body length the head declares (0 without one); Refusal for any other framing."""
+    lengths = header_values(headers, "content-length")
+    # Chunked bodies have no size up front, and a request with both framings is the
+    # classic smuggling vector (a proxy reads one framing, we the other).
+    if header_values(headers, "transfer-encoding"):
+        if lengths:
+            raise Refusal(400, "Bad Request: Transfer-Encoding and Content-Length together")
+        raise Refusal(411, "Length Required: send the body with a Content-Length")
+    if not lengths:
+        return 0
+    # Only ASCII digits, few of them: "+5", " 5", "5, 5", Unicode digits and a
+    # 5,000-digit number (int() refuses those with an exception) are all one answer.
+    value = lengths[0]
+    if len(lengths) != 1 or not (0 < len(value) <= MAX_CONTENT_LENGTH_DIGITS and value.isascii() and value.isdigit()):
+        raise Refusal(400, "Bad Request: invalid Content-Length")
+    return int(value)
+
+
+def encode_head(status: int, headers: list[tuple[str, str]], framing: list[tuple[str, str]]) -> bytes:
+    """Status line and headers; the app's framing headers are replaced by the engine's."""
+    lines = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}"]
+    for name, value in [*((n, v) for n, v in headers if n.lower() not in _ENGINE_HEADERS), *framing]:
+        # Response splitting: a CR or LF from the app would start a header of its own.
+        if "\r" in name or "\n" in name or "\r" in value or "\n" in value:
+            raise ValueError("a response header contains CR or LF")
+        lines.append(f"{name}: {value}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+# =====================================================================================
+# The engine
+# =====================================================================================
+
+READ_HEAD, READ_BODY, BUSY, WRITING, DRAINING = "head", "body", "busy", "writing", "draining"
+
+
+class _Conn:
+    """One client connection's state, owned by the loop thread."""
+
+    __slots__ = ("sock", "peer", "buffer", "state", "since", "deadline", "events", "out", "after",
+                 "length", "head", "request", "eof", "drained")
+
+    def __init__(self, sock: socket.socket, peer: tuple[str, int], now: float) -> None:
+        self.sock = sock
+        self.peer = peer
+        self.buffer = bytearray()
+        self.state = READ_HEAD
+        self.since = now  # when the wait for the current request head began
+        self.deadline = now
+        self.events = 0
+        self.out = b""  # response bytes still to write
+        self.after = "keep"  # once `out` is written: "keep", "close" or "drain"
+        self.length = 0
+        self.head: tuple[str, str, str, list[tuple[str, str]]] | None = None
+        self.request: Request | None = None
+        self.eof = False
+        self.drained = 0
+
+
+class HttpServer:
+    """An HTTP/1.1 server: event loop for connections, worker pool for the app (see the module docstring)."""
+
+    def __init__(
+        self,
+        app: Callable[[Request], Response | StreamResponse],
+        host: str,
+        port: int,
+        *,
+        log: Callable[[str], None] = stderr_log,
+        refuse: Callable[[int, str, str | None], Response] = plain_refusal,
+        body_limit: int | Callable[[str, str, list[tuple[str, str]]], int] = DEFAULT_BODY_LIMIT,
+        limits: Limits = Limits(),
+    ) -> None:
+        self.app = app
+        self.log = log
+        self.refuse = refuse
+        self.body_limit = body_limit
+        self.limits = limits
+        self.max_connections = max(1, min(limits.max_connections, _fd_limit() - FD_RESERVE))
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self._listener = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self._listener.bind((host, port))
+            self._listener.listen(LISTEN_BACKLOG)
+            self._listener.setblocking(False)
+        except OSError:
+            self._listener.close()
+            raise
+        self.address: tuple[str, int] = self._listener.getsockname()[:2]
+        self._selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._conns: dict[int, _Conn] = {}
+        # Connections not being answered, in the order their current wait began: the
+        # first one is the longest idle, the one evicted when the table is full.
+        self._idle: collections.OrderedDict[_Conn, None] = collections.OrderedDict()
+        self._jobs: queue.SimpleQueue[_Conn | None] = queue.SimpleQueue()
+        self._done: collections.deque[tuple[_Conn, bytes | None, str]] = collections.deque()
+        self._stopping = threading.Event()
+        self._stopped = threading.Event()
+        self._grace_deadline = 0.0
+        self._running = False
+        tick = min(TICK_SECONDS, limits.head_timeout / 4, limits.body_timeout / 4, limits.drain_timeout / 4)
+        self._tick = max(tick, 0.005)
+
+    def url(self, path: str = "/") -> str:
+        """The http:// URL of `path` on this server."""
+        host, port = self.address
+        return f"http://{f'[{host}]' if ':' in host else host}:{port}{path}"
+
+    # ----------------------------------------------------------------- life cycle
+
+    def serve_forever(self) -> None:
+        """Run the event loop until `shutdown` has finished (call once, from one thread)."""
+        self._running = True
+        workers = [threading.Thread(target=self._work, name=f"http-worker-{i}", daemon=True) for i in range(self.limits.workers)]
+        for worker in workers:
+            worker.start()
+        self._selector.register(self._listener, selectors.EVENT_READ, None)
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        try:
+            self._loop()
+        finally:
+            for conn in list(self._conns.values()):
+                if conn.request is not None:
+                    conn.request.gone.set()  # a stream past the grace period stops here
+                self._close(conn)
+            for _ in workers:
+                self._jobs.put(None)
+            self._selector.close()
+            self._listener.close()
+            self._wake_r.close()
+            self._wake_w.close()
+            self._stopped.set()
+
+    def shutdown(self, grace: float = SHUTDOWN_GRACE_SECONDS) -> None:
+        """Stop accepting, close idle connections, let requests in flight finish within `grace`, return."""
+        self._grace_deadline = time.monotonic() + max(grace, 0.0)
+        self._stopping.set()
+        if not self._running:
+            self._listener.close()
+            self._stopped.set()
+            return
+        self._wake()
+        self._stopped.wait()
+
+    def _wake(self) -> None:
+        try:
+            self._wake_w.send(b"\0")
+        except OSError:
+            pass  # buffer full (the loop is already awake) or closed (it has ended)
+
+    def _loop(self) -> None:
+        next_sweep = time.monotonic() + self._tick
+        accepting = True
+        while True:
+            if self._stopping.is_set():
+                if accepting:
+                    accepting = False
+                    self._stop_accepting()
+                if not self._conns or time.monotonic() >= self._grace_deadline:
+                    return
+            for key, events in self._selector.select(self._tick):
+                if key.fileobj is self._listener:
+                    self._accept()
+                elif key.fileobj is self._wake_r:
+                    try:
+                        while self._wake_r.recv(4096):
+                            pass
+                    except OSError:
+                        pass
+                else:
+                    conn = key.data
+                    if conn.sock.fileno() < 0:
+                        continue  # closed earlier in this batch
+                    if events & selectors.EVENT_WRITE:
+                        self._on_writable(conn)
+                    if events & selectors.EVENT_READ and conn.sock.fileno() >= 0:
+                        self._on_readable(conn)
+            while self._done:
+                self._finish(*self._done.popleft())
+            now = time.monotonic()
+            if now >= next_sweep:
+                next_sweep = now + self._tick
+                self._sweep(now)
+
+    def _stop_accepting(self) -> None:
+        self._selector.unregister(self._listener)
+        self._listener.close()
+        busy = 0
+        for conn in list(self._conns.values()):
+            if conn.state in (READ_HEAD, READ_BODY, DRAINING):
+                self._close(conn)
+            else:
+                busy += 1
+        self.log(f"shutting down: stopped accepting; {busy} request(s) in flight")
+
+    # ----------------------------------------------------------------- connections
+
+    def _accept(self) -> None:
+        for _ in range(64):
+            try:
+                sock, peer = self._listener.accept()
+            except BlockingIOError:
+                return
+            except OSError:
+                # Out of descriptors (EMFILE): free one by evicting, try again next turn.
+                self._evict()
+                return
+            sock.setblocking(False)
+            # Without TCP_NODELAY a small response can wait ~40 ms for the peer's delayed ACK.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if len(self._conns) >= self.max_connections and not self._evict():
+                self._send_and_close(sock, 503, "Service Unavailable: too many requests in progress")
+                continue
+            conn = _Conn(sock, peer[:2], time.monotonic())
+            conn.deadline = conn.since + self.limits.head_timeout
+            self._conns[sock.fileno()] = conn
+            self._idle[conn] = None
+            self._want(conn, selectors.EVENT_READ)
+
+    def _evict(self) -> bool:
+        """Close the longest-idle connection not being answered; False if every one is busy."""
+        # Silent connections opened by another process to fill the table: the oldest
+        # goes, so a client that actually sends requests always gets a slot.
+        if not self._idle:
+            return False
+        self._close(next(iter(self._idle)))
+        return True
+
+    def _send_and_close(self, sock: socket.socket, status: int, message: str) -> None:
+        try:
+            sock.send(self._refusal_bytes(status, message, None))
+        except OSError:
+            pass
+        sock.close()
+
+    def _want(self, conn: _Conn, events: int) -> None:
+        if events == conn.events:
+            return
+        if not conn.events:
+            self._selector.register(conn.sock, events, conn)
+        elif not events:
+            self._selector.unregister(conn.sock)
+        else:
+            self._selector.modify(conn.sock, events, conn)
+        conn.events = events
+
+    def _close(self, conn: _Conn) -> None:
+        if conn.sock.fileno() < 0:
+            return
+        self._want(conn, 0)
+        del self._conns[conn.sock.fileno()]
+        self._idle.pop(conn, None)
+        conn.sock.close()
+
+    def _on_readable(self, conn: _Conn) -> None:
+        try:
+            chunk = conn.sock.recv(RECV_BYTES)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""  # reset by the peer
+        if conn.state == WRITING:
+            self._want(conn, selectors.EVENT_WRITE)  # nothing is read while we write
+            if chunk:
+                conn.buffer += chunk
+            return
+        if conn.state == BUSY:
+            if chunk:
+                conn.buffer += chunk
+            if not chunk:
+                conn.eof = True
+                if conn.request is not None:
+                    conn.request.gone.set()
+            if not chunk or len(conn.buffer) >= MAX_PENDING_BYTES:
+                self._want(conn, 0)  # the rest waits in the kernel until this request is answered
+            return
+        if not chunk:
+            self._close(conn)
+            return
+        if conn.state == DRAINING:
+            conn.drained += len(chunk)
+            if conn.drained > MAX_DRAIN_BYTES:
+                self._close(conn)
+            return
+        conn.buffer += chunk
+        self._advance(conn)
+
+    def _advance(self, conn: _Conn) -> None:
+        """Parse what the buffer holds; hand a complete request to the pool or refuse."""
+        try:
+            if conn.state == READ_HEAD and not self._read_head(conn):
+                return
+            if conn.state == READ_BODY and len(conn.buffer) >= conn.length:
+                self._dispatch(conn)
+        except Refusal as refusal:
+            self._refuse(conn, refusal.status, refusal.message, conn.head[1] if conn.head else None)
+
+    def _read_head(self, conn: _Conn) -> bool:
+        """True once a head is parsed and the connection moved to READ_BODY."""
+        while conn.buffer.startswith(b"\r\n"):
+            del conn.buffer[:2]  # stray CRLF between requests (RFC 9112 section 2.2)
+        end = conn.buffer.find(b"\r\n\r\n", 0, MAX_HEADER_BYTES + 4)
+        scan = conn.buffer[: end + 2] if end >= 0 else conn.buffer[: MAX_HEADER_BYTES + 4]
+        # A bare LF (or CR) ends a line for some parsers and not others: answer at once
+        # rather than wait for a CRLF CRLF that a bare-LF client will never send.
+        if _BARE_LF_RE.search(scan) or _BARE_CR_RE.search(scan[:-1] if scan.endswith(b"\r") else scan):
+            raise Refusal(400, "Bad Request: lines must end with CRLF")
+        if end < 0:
+            # Room for a head of MAX_HEADER_BYTES and its blank line, and no blank line in it.
+            if len(conn.buffer) >= MAX_HEADER_BYTES + 4:
+                raise Refusal(431, f"Request Header Fields Too Large: the limit is {MAX_HEADER_BYTES} bytes")
+            return False
+        head = bytes(conn.buffer[:end])
+        del conn.buffer[: end + 4]
+        conn.head = method, target, version, headers = parse_head(head)
+        length = content_length(headers)
+        try:
+            limit = self.body_limit(method, target, headers) if callable(self.body_limit) else self.body_limit
+        except Exception:  # noqa: BLE001 - the app's hook failed: one line, then 500
+            self._app_error("body_limit", method)
+            raise Refusal(500, "Internal Server Error") from None
+        if length > limit:
+            raise Refusal(413, f"Content Too Large: the limit is {limit} bytes")
+        conn.length = length
+        conn.state = READ_BODY
+        conn.deadline = time.monotonic() + self.limits.body_timeout
+        if length > len(conn.buffer) and has_token(headers, "expect", "100-continue"):
+            self._send_now(conn, b"HTTP/1.1 100 Continue\r\n\r\n")
+        return True
+
+    def _send_now(self, conn: _Conn, data: bytes) -> None:
+        try:
+            conn.sock.send(data)  # tiny interim response: fits the empty send buffer
+        except OSError:
+            pass
+
+    def _dispatch(self, conn: _Conn) -> None:
+        assert conn.head is not None
+        method, target, version, headers = conn.head
+        body = bytes(conn.buffer[: conn.length])
+        del conn.buffer[: conn.length]
+        conn.request = Request(method, target, version, headers, body, conn.peer)
+        conn.state = BUSY
+        self._idle.pop(conn, None)
+        if len(conn.buffer) >= MAX_PENDING_BYTES:
+            self._want(conn, 0)
+        self._jobs.put(conn)
+
+    def _refuse(self, conn: _Conn, status: int, message: str, target: str | None) -> None:
+        """Answer a framing refusal, then drain: the client reads it before we close."""
+        # Refused before its body was read: the rest of the stream cannot be trusted.
+        conn.state = WRITING
+        conn.after = "drain"
+        conn.out = self._refusal_bytes(status, message, target)
+        self._idle.pop(conn, None)
+        conn.deadline = time.monotonic() + self.limits.write_timeout
+        self._on_writable(conn)
+
+    def _refusal_bytes(self, status: int, message: str, target: str | None) -> bytes:
+        try:
+            response = self.refuse(status, message, target)
+            return encode_head(response.status, response.headers, [("Content-Length", str(len(response.body))), ("Connection", "close")]) + response.body
+        except Exception:  # noqa: BLE001 - the refuse hook failed: answer plainly, say so once
+            self._app_error("refuse", str(status))
+            body = message.encode("utf-8")
+            return encode_head(status, [], [("Content-Length", str(len(body))), ("Connection", "close")]) + body
+
+    def _on_writable(self, conn: _Conn) -> None:
+        if conn.state == DRAINING:
+            return
+        try:
+            sent = conn.sock.send(conn.out)
+        except BlockingIOError:
+            sent = 0
+        except OSError:
+            self._close(conn)
+            return
+        conn.out = conn.out[sent:]
+        if conn.out:
+            self._want(conn, selectors.EVENT_WRITE)
+            return
+        self._after_response(conn)
+
+    def _after_response(self, conn: _Conn) -> None:
+        conn.request = None
+        conn.head = None
+        if conn.after == "close" and conn.eof:
+            self._close(conn)
+        elif conn.after in ("close", "drain"):
+            self._drain(conn)
+        else:
+            conn.state = READ_HEAD
+            conn.since = time.monotonic()
+            conn.deadline = conn.since + self.limits.head_timeout
+            self._idle[conn] = None
+            self._want(conn, selectors.EVENT_READ)
+            if conn.buffer:
+                self._advance(conn)  # a request the client sent ahead (pipelining)
+
+    def _drain(self, conn: _Conn) -> None:
+        """Half-close and drop what the client still sends (bounded), then close."""
+        # Closing with unread bytes makes the kernel send RST, and the client may lose
+        # the response it was about to read.
+        try:
+            conn.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            self._close(conn)
+            return
+        conn.state = DRAINING
+        conn.buffer.clear()
+        conn.deadline = time.monotonic() + self.limits.drain_timeout
+        self._idle[conn] = None
+        self._idle.move_to_end(conn, last=False)  # the first to go when the table is full
+        self._want(conn, selectors.EVENT_READ)
+
+    def _sweep(self, now: float) -> None:
+        """Deadlines: a head, body, write or drain that is late ends its connection."""
+        for conn in list(self._conns.values()):
+            if conn.state == BUSY or now < conn.deadline:
+                continue
+            if conn.state == READ_BODY or (conn.state == READ_HEAD and conn.buffer):
+                # Slow loris: however slowly the bytes come, the deadline does not move.
+                self._refuse(conn, 408, "Request Timeout", conn.head[1] if conn.head else None)
+            else:
+                self._close(conn)
+
+    # ----------------------------------------------------------------- workers
+
+    def _work(self) -> None:
+        while (conn := self._jobs.get()) is not None:
+            request = conn.request
+            assert request is not None
+            keep = request.version == "HTTP/1.1" and not has_token(request.headers, "connection", "close")
+            try:
+                response = self.app(request)
+                if isinstance(response, StreamResponse):
+                    after = self._stream(conn, request, response, keep)
+                    self._complete(conn, None, after)
+                    continue
+                keep = keep and not has_token(response.headers, "connection", "close")
+                data = self._encode(request, response, keep)
+            except Exception:  # noqa: BLE001 - the one boundary for app errors
+                self._app_error("app", request.method)
+                keep = False
+                data = self._refusal_bytes(500, "Internal Server Error", request.target)
+            self._complete(conn, data, "keep" if keep else "close")
+
+    def _complete(self, conn: _Conn, data: bytes | None, after: str) -> None:
+        self._done.append((conn, data, after))
+        self._wake()
+
+    def _encode(self, request: Request, response: Response, keep: bool) -> bytes:
+        keep = keep and not self._stopping.is_set()
+        framing = [("Content-Length", str(len(response.body)))] + ([] if keep else [("Connection", "close")])
+        head = encode_head(response.status, response.headers, framing)
+        return head if request.method == "HEAD" else head + response.body
+
+    def _finish(self, conn: _Conn, data: bytes | None, after: str) -> None:
+        """Loop side of a worker's answer: write it, or (after a stream) continue or close."""
+        if conn.sock.fileno() < 0:
+            return
+        if self._stopping.is_set() and after == "keep":
+            after = "close"
+        if data is None:  # the worker wrote a stream
+            conn.request = None
+            if after == "gone":
+                self._close(conn)
+                return
+            conn.after = after
+            conn.out = b""
+            self._after_response(conn)
+            return
+        conn.state = WRITING
+        conn.after = after
+        conn.out = data
+        conn.deadline = time.monotonic() + self.limits.write_timeout
+        self._on_writable(conn)
+
+    def _stream(self, conn: _Conn, request: Request, response: StreamResponse, keep: bool) -> str:
+        """Send a chunked stream from this worker; returns "keep", "close" or "gone"."""
+        chunked = request.version == "HTTP/1.1"
+        keep = keep and chunked and not self._stopping.is_set() and not has_token(response.headers, "connection", "close")
+        framing = [("Transfer-Encoding", "chunked")] if chunked else []
+        framing += [] if keep else [("Connection", "close")]
+        iterator = iter(response.stream)
+        try:
+            head = encode_head(response.status, response.headers, framing)  # an app error: 500 below
+        except Exception:
+            getattr(iterator, "close", lambda: None)()
+            raise
+        try:
+            self._write(conn, request, head)
+            while request.method != "HEAD":
+                try:
+                    chunk = next(iterator)
+                except StopIteration:
+                    self._write(conn, request, b"0\r\n\r\n" if chunked else b"")
+                    break
+                except Exception:  # noqa: BLE001 - the app's stream failed mid-body: cut it short
+                    self._app_error("stream", request.method)
+                    return "gone"
+                if chunk:
+                    self._write(conn, request, b"%x\r\n%b\r\n" % (len(chunk), chunk) if chunked else chunk)
+            return "keep" if keep else "close"
+        except (OSError, ValueError, _Gone):
+            request.gone.set()
+            return "gone"
+        finally:
+            close = getattr(iterator, "close", None)
+            if close is not None:
+                close()  # the app's generator runs its `finally` (unsubscribe, release)
+
+    def _write(self, conn: _Conn, request: Request, data: bytes) -> None:
+        """Blocking write of `data` from a worker, within the write deadline, or raise."""
+        view = memoryview(data)
+        deadline = time.monotonic() + self.limits.write_timeout
+        poller = select.poll()
+        poller.register(conn.sock.fileno(), select.POLLOUT)
+        while view:
+            if request.gone.is_set():
+                raise _Gone()
+            remaining = deadline - time.monotonic()
+            # A client that stops reading a stream holds a worker: not past this deadline.
+            if remaining <= 0 or not poller.poll(min(remaining, 0.5) * 1000):
+                if remaining <= 0:
+                    raise _Gone()
+                continue
+            try:
+                view = view[conn.sock.send(view):]
+            except BlockingIOError:
+                continue
+
+    def _app_error(self, where: str, what: str) -> None:
+        """The one exception boundary's log: a line, then the app's traceback (never a client's)."""
+        kind = sys.exc_info()[0]
+        self.log(f"internal error in {where} ({what}): {kind.__name__ if kind else 'unknown'}")
+        self.log(traceback.format_exc().rstrip())
+
+
+class _Gone(Exception):
+    """The peer went away, or stopped reading, while a worker was writing to it."""
+
+
+def _fd_limit() -> int:
+    """The soft limit on open file descriptors (a large number where it cannot be read)."""
+    try:
+        import resource  # POSIX only
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        return soft if soft != resource.RLIM_INFINITY else 1 << 20
+    except (ImportError, OSError, ValueError):
+        return 1 << 20
