@@ -150,7 +150,7 @@ def lesson_token(environ: dict[str, str], why: str) -> str:
 
 
 def serve_http(server: main.Server, config: dict[str, Any], args: argparse.Namespace, pages: Any) -> int:
-    """Listen, print the URL line, serve until a signal; returns the exit status."""
+    """Listen, print the URL line, serve until SIGTERM or SIGINT, then finish what is in flight."""
     tokens: dict[str, str] = {}
     if args.no_auth:
         say(
@@ -160,14 +160,11 @@ def serve_http(server: main.Server, config: dict[str, Any], args: argparse.Names
     else:
         tokens = {name: entry["token"] for name, entry in config["principals"].items() if entry["token"]}
     policy = streamable_http.HttpPolicy(
-        tokens,
-        config["stdioPrincipal"] if args.no_auth else None,
-        None,
-        config.get("allowedOrigins", frozenset()),
-        args.request_timeout,
+        tokens, config["stdioPrincipal"] if args.no_auth else None, None, config.get("allowedOrigins", frozenset())
     )
+    endpoint = streamable_http.McpEndpoint(server, policy, pages)
     try:
-        httpd = streamable_http.HttpServer((args.host.strip("[]"), args.port), server, policy, pages)
+        httpd = streamable_http.listen(args.host.strip("[]"), args.port, endpoint, main.stderr_log, args.request_timeout)
     except OSError as exc:
         say(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
         return 1
@@ -175,15 +172,20 @@ def serve_http(server: main.Server, config: dict[str, Any], args: argparse.Names
         pages.base_url = httpd.url("")
     if streamable_http.is_loopback(args.host):
         # Known only once bound (--port 0): the names a loopback client may put in Host.
-        port = httpd.server_address[1]
+        port = httpd.address[1]
         policy.allowed_hosts = frozenset(f"{name}:{port}" for name in streamable_http.LOOPBACK_NAMES)
         if port == 80:
             policy.allowed_hosts |= frozenset(streamable_http.LOOPBACK_NAMES)
-    say(f"listening on {httpd.url()}")
-    try:
-        httpd.serve_forever()
-    finally:
-        httpd.server_close()
+
+    def stop(signum: int, frame: Any) -> None:
+        # Stop accepting, let requests in flight finish and send their responses, then
+        # return from serve_forever: a deletion that committed is never left unanswered.
+        threading.Thread(target=httpd.shutdown, name="shutdown", daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    say(f"listening on {httpd.url(streamable_http.ENDPOINT)}")
+    httpd.serve_forever()
     return 0
 
 
@@ -193,14 +195,15 @@ def serve_stdio(server: main.Server, config: dict[str, Any], args: argparse.Name
 
     if pages is None:
         return stdio_transport.serve_stdio(server, config["stdioPrincipal"], not args.no_legacy)
-    policy = streamable_http.HttpPolicy({}, None, None, frozenset(), args.request_timeout)
+    policy = streamable_http.HttpPolicy({}, None, None, frozenset())
+    endpoint = streamable_http.McpEndpoint(server, policy, pages, mcp_endpoint=False)
     port = config.get("connectPort", 0)
     try:
-        listener = streamable_http.HttpServer(("127.0.0.1", port), server, policy, pages, mcp_endpoint=False)
+        listener = streamable_http.listen("127.0.0.1", port, endpoint, main.stderr_log, args.request_timeout)
     except OSError as exc:
         say(f"cannot listen on 127.0.0.1:{port} for the connect pages: {exc.strerror or exc}")
         return 1
-    port = listener.server_address[1]
+    port = listener.address[1]
     policy.allowed_hosts = frozenset(f"{name}:{port}" for name in streamable_http.LOOPBACK_NAMES)
     pages.base_url = listener.url("")
     say(f"connect pages on {listener.url(pages.prefix)}")
@@ -209,8 +212,7 @@ def serve_stdio(server: main.Server, config: dict[str, Any], args: argparse.Name
     try:
         return stdio_transport.serve_stdio(server, config["stdioPrincipal"], not args.no_legacy)
     finally:
-        listener.shutdown()
-        listener.server_close()
+        listener.shutdown(0)
         thread.join()
 
 
@@ -335,6 +337,15 @@ def serve(argv: Sequence[str]) -> int:
         return serve_http(server, config, args, pages)
     except Stop:
         return 0
+    finally:
+        close_store(server.notes)
+
+
+def close_store(store: Any) -> None:
+    """Close the store on every exit path (SQLite checkpoints its log into the database file)."""
+    close = getattr(store, "close", None)
+    if close is not None:
+        close()
 
 
 if __name__ == "__main__":

@@ -20,30 +20,19 @@ import binascii
 import hashlib
 import hmac
 import re
-import socket
-import socketserver
-import threading
-import time
-import traceback
-from collections.abc import Mapping, Sequence
-from http import HTTPStatus
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+import http_server
 import main
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 ENDPOINT = "/mcp"
-MAX_HEADER_BYTES = 16 * 1024  # request line plus every header line, before the body
-MAX_HEADER_COUNT = 64  # header lines in one request
-MAX_CONCURRENT_CONNECTIONS = 64  # connection handler threads; one more gets 503 at once
-REQUEST_TIMEOUT_SECONDS = 10.0  # a whole request (or an idle keep-alive gap) must arrive in this
-LISTEN_BACKLOG = 128  # pending connections the kernel queues before accept (50+ clients at once)
+REQUEST_TIMEOUT_SECONDS = http_server.BODY_TIMEOUT_SECONDS  # a request's body must arrive in this
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 
 _LOCAL_ORIGIN_RE = re.compile(r"https?://(localhost|127\.0\.0\.1|\[::1\])(:[0-9]{1,5})?")
-_HEADER_NAME_RE = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_HEADER_VALUE_BAD_RE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 
 Headers = Sequence[tuple[str, str]]
 
@@ -166,12 +155,8 @@ class HttpRefusal(Exception):
         self.headers = list(headers)
 
 
-class ClientGone(Exception):
-    """The peer closed the connection or let it idle past the deadline."""
-
-
 class HttpPolicy:
-    """Who may call (tokens, or --no-auth), from where (Host, Origin), and the time bound."""
+    """Who may call (tokens, or --no-auth) and from where (Host, Origin)."""
 
     def __init__(
         self,
@@ -179,15 +164,13 @@ class HttpPolicy:
         no_auth_principal: str | None,
         allowed_hosts: frozenset[str] | None,
         allowed_origins: frozenset[str],
-        request_timeout: float,
     ) -> None:
         self.tokens = BearerTokens(tokens)
         self.no_auth_principal = no_auth_principal
         self.allowed_hosts = allowed_hosts
         self.allowed_origins = allowed_origins
-        self.request_timeout = request_timeout
 
-    def principal(self, headers: Sequence[tuple[str, str]]) -> str:
+    def principal(self, headers: Headers) -> str:
         """The authenticated principal for this request, or a 401 refusal."""
         if self.no_auth_principal is not None:
             return self.no_auth_principal
@@ -198,14 +181,18 @@ class HttpPolicy:
             raise HttpRefusal(401, "Unauthorized: a valid bearer token is required", [("WWW-Authenticate", "Bearer")])
         return found
 
-    def check_origin(self, headers: Sequence[tuple[str, str]]) -> None:
-        """DNS rebinding: the Host must be our loopback name and any Origin a local page."""
+    def check_host(self, headers: Headers) -> None:
+        """DNS rebinding: the Host must be one of our loopback names (when bound to loopback)."""
         # A web page on evil.example whose name now resolves to 127.0.0.1 reaches us
-        # with its own name in Host and its own origin in Origin: refuse both.
+        # with its own name in Host: refuse it.
         if self.allowed_hosts is not None:
             hosts = header_values(headers, "host")
             if len(hosts) != 1 or hosts[0].lower() not in self.allowed_hosts:
                 raise HttpRefusal(403, "Forbidden: Host is not this server's loopback address")
+
+    def check_origin(self, headers: Headers) -> None:
+        """DNS rebinding and cross-site calls: Host checked, and any Origin must be a local page."""
+        self.check_host(headers)
         origins = header_values(headers, "origin")
         if not origins:
             return  # not a browser (or a same-origin GET): nothing to check
@@ -214,7 +201,7 @@ class HttpPolicy:
             raise HttpRefusal(403, "Forbidden: Origin is not allowed")
 
 
-def accepts_json(headers: Sequence[tuple[str, str]]) -> bool:
+def accepts_json(headers: Headers) -> bool:
     """True when Accept is absent or admits application/json with a non-zero q."""
     values = header_values(headers, "accept")
     if not values:
@@ -237,237 +224,91 @@ def json_error_body(message: str) -> bytes:
     return main.encode_message(main.error_response(None, main.McpError(main.INVALID_REQUEST, message)))
 
 
-def http_response(
-    status: int, body: bytes | None, headers: Sequence[tuple[str, str]] = (), close: bool = False, json_body: bool = True
-) -> bytes:
-    """A complete HTTP/1.1 response as one byte string (headers and body in one write)."""
-    lines = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}"]
-    if body is not None and json_body:
-        lines.append("Content-Type: application/json")
-    lines.append(f"Content-Length: {len(body) if body is not None else 0}")
-    lines.extend(f"{name}: {value}" for name, value in headers)
-    if close:
-        lines.append("Connection: close")
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body or b"")
+JSON = [("Content-Type", "application/json")]
 
 
-BUSY_RESPONSE = http_response(503, json_error_body("Server busy: too many connections"), [("Retry-After", "1")], close=True)
+class McpEndpoint:
+    """The HTTP application: POST /mcp to the core, the pages' prefix to the pages, nothing else."""
 
+    def __init__(self, server: main.Server, policy: HttpPolicy, pages: Pages | None = None, mcp_endpoint: bool = True) -> None:
+        self.server = server
+        self.policy = policy
+        self.pages = pages  # the connect pages under their prefix, when served here
+        self.mcp_endpoint = mcp_endpoint  # False: a pages-only listener (serve --stdio --publish)
 
-class Connection(socketserver.BaseRequestHandler):
-    """One client connection: requests in sequence (HTTP/1.1 keep-alive) until close or timeout."""
+    def is_page(self, target: str | None) -> bool:
+        """True when `target` belongs to the pages."""
+        return self.pages is not None and target is not None and target.startswith(self.pages.prefix)
 
-    server: HttpServer
+    def body_limit(self, method: str, target: str, headers: Headers) -> int:
+        """The largest body accepted on this route (checked by the engine before reading it)."""
+        if self.is_page(target):
+            assert self.pages is not None
+            return self.pages.max_body
+        return main.MAX_MESSAGE_BYTES
 
-    def setup(self) -> None:
-        # Without TCP_NODELAY a small response can wait ~40 ms for the peer's delayed ACK.
-        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.buffer = bytearray()
+    def refuse(self, status: int, message: str, target: str | None, headers: Sequence[tuple[str, str]] = ()) -> http_server.Response:
+        """A refusal in the route's own language: an HTML page under the pages, JSON elsewhere."""
+        if self.is_page(target):
+            assert self.pages is not None
+            refusal = getattr(self.pages, "refusal", None)
+            if refusal is not None:
+                page_status, page_headers, body = refusal(status, message)
+                return http_server.Response(page_status, [*page_headers, *headers], body)
+        return http_server.Response(status, [*JSON, *headers], json_error_body(message))
 
-    def handle(self) -> None:
+    def __call__(self, request: http_server.Request) -> http_server.Response:
+        """One complete request to its response; client input never raises out of here."""
         try:
-            while self.serve_one():
-                pass
-        except (ClientGone, OSError):
-            pass  # timeouts, resets and closes end the connection quietly
-
-    def serve_one(self) -> bool:
-        """Read one request and answer it; False when the connection must end."""
-        deadline = time.monotonic() + self.server.policy.request_timeout
-        try:
-            method, target, version, headers = self.read_head(deadline)
-            keep_alive = version == "HTTP/1.1" and "close" not in ",".join(header_values(headers, "connection")).lower()
-            if self.server.pages is not None and target.startswith(self.server.pages.prefix):
-                return self.serve_page(method, target, headers, deadline, keep_alive)
-            raw, principal = self.admit(method, target, headers, deadline)
+            if self.is_page(request.target):
+                return self.page(request)
+            return self.mcp(request)
         except HttpRefusal as refusal:
-            # Refused before its body was read: the rest of the stream cannot be trusted.
-            self.request.sendall(http_response(refusal.status, json_error_body(refusal.message), refusal.headers, close=True))
-            self.drain(deadline)
-            return False
-        mcp_headers = [(name, value) for name, value in headers if name.lower() != "authorization"]
-        try:
-            status, reply = answer(self.server.mcp, raw, principal, mcp_headers)
-        except Exception:  # noqa: BLE001 - the core has its own boundary; this is a last resort
-            self.server.mcp.log("internal error in the HTTP transport:\n" + traceback.format_exc())
-            status, reply, keep_alive = 500, json_error_body("Internal error"), False
-        self.request.sendall(http_response(status, reply, close=not keep_alive))
-        return keep_alive
+            # Refused at the HTTP layer: the rest of the stream is not trusted.
+            return self.refuse(refusal.status, refusal.message, request.target, [*refusal.headers, ("Connection", "close")])
 
-    def serve_page(self, method: str, target: str, headers: list[tuple[str, str]], deadline: float, keep_alive: bool) -> bool:
-        """A connect page (code/connect.py): Host, Origin and body framing here, the rest in the pages."""
-        self.server.policy.check_origin(headers)
-        lengths = header_values(headers, "content-length")
-        if header_values(headers, "transfer-encoding") or len(lengths) > 1 or not all(v.isdigit() and v.isascii() for v in lengths):
+    def page(self, request: http_server.Request) -> http_server.Response:
+        """A connect page: Host and Origin here, the rest in the pages."""
+        assert self.pages is not None
+        self.policy.check_origin(request.headers)
+        if header_values(request.headers, "transfer-encoding"):
             raise HttpRefusal(400, "Bad Request: send a form with one plain Content-Length")
-        length = int(lengths[0]) if lengths else 0
-        if length > self.server.pages.max_body:
-            raise HttpRefusal(413, f"Content Too Large: a form is at most {self.server.pages.max_body} bytes")
-        pages = self.server.pages
-        assert pages is not None
-        status, page_headers, page = pages.handle(method, target, headers, self.read_exact(length, deadline))
-        keep_alive = keep_alive and method in ("GET", "POST")  # a HEAD answer carries a body here: end after it
-        self.request.sendall(http_response(status, page, page_headers, close=not keep_alive, json_body=False))
-        return keep_alive
+        status, headers, body = self.pages.handle(request.method, request.target, request.headers, request.body)
+        return http_server.Response(status, headers, body)
 
-    def admit(
-        self, method: str, target: str, headers: list[tuple[str, str]], deadline: float
-    ) -> tuple[bytes, str]:
-        """The HTTP-layer checks, in order; returns (body, principal) or raises HttpRefusal."""
-        policy = self.server.policy
-        policy.check_origin(headers)
-        if target.partition("?")[0] != ENDPOINT or not self.server.mcp_endpoint:
+    def mcp(self, request: http_server.Request) -> http_server.Response:
+        """The HTTP-layer checks in order, then the body through the core."""
+        headers = request.headers
+        self.policy.check_origin(headers)
+        if request.target.partition("?")[0] != ENDPOINT or not self.mcp_endpoint:
             raise HttpRefusal(404, f"Not Found: the MCP endpoint is {ENDPOINT}")
-        if method != "POST":
+        if request.method != "POST":
             raise HttpRefusal(405, "Method Not Allowed: use POST", [("Allow", "POST")])
-        principal = policy.principal(headers)
-        lengths = header_values(headers, "content-length")
-        # Chunked bodies have no size up front, and a request with both framings is the
-        # classic smuggling vector: only one plain Content-Length is accepted.
-        if header_values(headers, "transfer-encoding") or not lengths:
+        principal = self.policy.principal(headers)
+        # Chunked bodies have no size up front (the engine refuses them); a body without a
+        # length is refused here rather than read as empty.
+        if not header_values(headers, "content-length"):
             raise HttpRefusal(411, "Length Required: send the body with a Content-Length")
-        if len(lengths) != 1 or not lengths[0].isdigit() or not lengths[0].isascii():
-            raise HttpRefusal(400, "Bad Request: invalid Content-Length")
-        length = int(lengths[0])
-        if length > main.MAX_MESSAGE_BYTES:
-            raise HttpRefusal(413, f"Content Too Large: the limit is {main.MAX_MESSAGE_BYTES} bytes")
         types = header_values(headers, "content-type")
         if len(types) != 1 or types[0].split(";")[0].strip().lower() != "application/json":
             raise HttpRefusal(415, "Unsupported Media Type: send application/json")
         if not accepts_json(headers):
             raise HttpRefusal(406, "Not Acceptable: this server answers with application/json")
-        if "100-continue" in ",".join(header_values(headers, "expect")).lower():
-            self.request.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
-        return self.read_exact(length, deadline), principal
-
-    def drain(self, deadline: float) -> None:
-        """After a refusal: half-close, then drop what the client still sends (bounded)."""
-        # Closing with unread bytes makes the kernel send RST, and the client may lose
-        # the refusal it was about to read. Read at most one body's worth, before the deadline.
-        try:
-            self.request.shutdown(socket.SHUT_WR)
-            dropped = 0
-            while dropped <= main.MAX_MESSAGE_BYTES + MAX_HEADER_BYTES:
-                self.fill(deadline)
-                dropped += len(self.buffer)
-                self.buffer.clear()
-        except (ClientGone, OSError):
-            pass
-
-    def fill(self, deadline: float) -> None:
-        """Receive more bytes before the deadline, or raise ClientGone."""
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise ClientGone()
-        # The deadline covers the whole request: a client trickling one byte at a time
-        # (slow loris) is dropped as surely as one that stops sending.
-        self.request.settimeout(remaining)
-        chunk = self.request.recv(65536)
-        if not chunk:
-            raise ClientGone()
-        self.buffer += chunk
-
-    def read_head(self, deadline: float) -> tuple[str, str, str, list[tuple[str, str]]]:
-        """Request line and headers, bounded by MAX_HEADER_BYTES and MAX_HEADER_COUNT."""
-        while True:
-            while self.buffer.startswith(b"\r\n"):
-                del self.buffer[:2]  # stray CRLF between requests (RFC 9112 section 2.2)
-            end = self.buffer.find(b"\r\n\r\n")
-            if 0 <= end <= MAX_HEADER_BYTES:
-                break
-            if end > MAX_HEADER_BYTES or len(self.buffer) > MAX_HEADER_BYTES:
-                raise HttpRefusal(431, f"Request Header Fields Too Large: the limit is {MAX_HEADER_BYTES} bytes")
-            self.fill(deadline)
-        head = bytes(self.buffer[:end])
-        del self.buffer[: end + 4]
-        request_line, *lines = head.split(b"\r\n")
-        if len(lines) > MAX_HEADER_COUNT:
-            raise HttpRefusal(431, f"Request Header Fields Too Large: at most {MAX_HEADER_COUNT} headers")
-        parts = request_line.split(b" ")
-        if len(parts) != 3 or parts[2] not in (b"HTTP/1.1", b"HTTP/1.0") or not _HEADER_NAME_RE.fullmatch(parts[0]):
-            raise HttpRefusal(400, "Bad Request: malformed request line")
-        headers = []
-        for line in lines:
-            name, colon, value = line.partition(b":")
-            # No obsolete line folding, no space before the colon, no control characters:
-            # each is a way for two parsers to disagree about where a header ends.
-            if not colon or not _HEADER_NAME_RE.fullmatch(name) or _HEADER_VALUE_BAD_RE.search(value):
-                raise HttpRefusal(400, "Bad Request: malformed header line")
-            headers.append((name.decode("ascii"), value.strip(b" \t").decode("latin-1")))
-        method, target, version = (part.decode("latin-1") for part in parts)
-        return method, target, version, headers
-
-    def read_exact(self, length: int, deadline: float) -> bytes:
-        """Exactly `length` body bytes before the deadline."""
-        while len(self.buffer) < length:
-            self.fill(deadline)
-        body = bytes(self.buffer[:length])
-        del self.buffer[:length]
-        return body
+        mcp_headers = [(name, value) for name, value in headers if name.lower() != "authorization"]
+        status, body = answer(self.server, request.body, principal, mcp_headers)
+        return http_server.Response(status, JSON if body is not None else [], body or b"")
 
 
-class HttpServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
-    """A thread per connection, at most MAX_CONCURRENT_CONNECTIONS at once (503 beyond)."""
-
-    daemon_threads = True
-    block_on_close = False
-    allow_reuse_address = True
-    request_queue_size = LISTEN_BACKLOG
-
-    def __init__(
-        self,
-        address: tuple[str, int],
-        mcp: main.Server,
-        policy: HttpPolicy,
-        pages: Pages | None = None,
-        mcp_endpoint: bool = True,
-    ) -> None:
-        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
-        self.mcp = mcp
-        self.policy = policy
-        self.pages = pages  # the connect pages under /connect/, when served here
-        self.mcp_endpoint = mcp_endpoint  # False: a pages-only listener (serve --stdio)
-        self.slots = threading.BoundedSemaphore(MAX_CONCURRENT_CONNECTIONS)
-        super().__init__(address, Connection)
-
-    def process_request(self, request: socket.socket, client_address: Any) -> None:
-        # Decided in the accept loop without blocking: a flood of connections gets an
-        # immediate 503 instead of one thread each.
-        if not self.slots.acquire(blocking=False):
-            refuse_busy(request)
-            return
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self.slots.release()
-            raise
-
-    def process_request_thread(self, request: socket.socket, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self.slots.release()
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        self.mcp.log("error in the HTTP transport:\n" + traceback.format_exc())
-
-    def url(self, path: str = ENDPOINT) -> str:
-        """The URL of `path` on this server (by default the endpoint clients use)."""
-        host, port = self.server_address[:2]
-        return f"http://{f'[{host}]' if ':' in host else host}:{port}{path}"
-
-
-def refuse_busy(request: socket.socket) -> None:
-    """Send the canned 503 without blocking, drop whatever the client already sent, close."""
-    try:
-        request.setblocking(False)
-        request.send(BUSY_RESPONSE)
-        while request.recv(65536):
-            pass  # unread bytes at close() would turn our FIN into a RST and lose the 503
-    except OSError:
-        pass
-    finally:
-        request.close()
+def listen(
+    host: str, port: int, endpoint: McpEndpoint, log: Callable[[str], None], request_timeout: float = REQUEST_TIMEOUT_SECONDS
+) -> http_server.HttpServer:
+    """An engine serving `endpoint` on host:port (OSError if it cannot bind)."""
+    limits = http_server.Limits(
+        head_timeout=min(http_server.HEAD_TIMEOUT_SECONDS, request_timeout), body_timeout=request_timeout
+    )
+    return http_server.HttpServer(
+        endpoint, host, port, log=log, refuse=endpoint.refuse, body_limit=endpoint.body_limit, limits=limits
+    )
 
 
 def is_loopback(host: str) -> bool:

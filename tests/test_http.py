@@ -11,6 +11,7 @@ import unittest
 from typing import Any
 
 import support
+import http_server
 import main
 import procs
 import serve
@@ -293,18 +294,21 @@ class HttpLayerRefusalTests(SharedServer):
                     headers["Accept"] = accept_value
                 self.assertEqual(self.send(message, headers)[0], 200)
 
-    def test_a_chunked_or_unframed_body_gets_411(self) -> None:
+    def test_a_chunked_or_unframed_body_gets_411_and_both_framings_400(self) -> None:
         base = f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{self.server.port}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
-        for label, extra in (("chunked", "Transfer-Encoding: chunked\r\n"), ("no length", ""), ("both", "Transfer-Encoding: chunked\r\nContent-Length: 2\r\n")):
+        for label, extra in (("chunked", "Transfer-Encoding: chunked\r\n"), ("no length", "")):
             with self.subTest(label):
                 reply = procs.raw_exchange(self.server.port, (base + extra + "\r\n").encode())
                 self.assertTrue(reply.startswith(b"HTTP/1.1 411 "), reply[:80])
+        # Both framings at once is the request-smuggling shape: refused outright (RFC 9112 6.3).
+        reply = procs.raw_exchange(self.server.port, (base + "Transfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n").encode())
+        self.assertTrue(reply.startswith(b"HTTP/1.1 400 "), reply[:80])
 
     def test_headers_up_to_the_count_limit_are_accepted_and_one_more_gets_431(self) -> None:
         message = request("server/discover")
         headers = list(mcp_headers(message).items())
         # http.client adds Host and Content-Length: count them towards the limit.
-        padding = streamable_http.MAX_HEADER_COUNT - len(headers) - 2
+        padding = http_server.MAX_HEADER_COUNT - len(headers) - 2
         at_limit = headers + [(f"X-Pad-{i}", "1") for i in range(padding)]
         self.assertEqual(self.send(message, at_limit)[0], 200)
         over = at_limit + [("X-Pad-Extra", "1")]
@@ -319,7 +323,7 @@ class HttpLayerRefusalTests(SharedServer):
         for extra, expected in ((0, b"HTTP/1.1 200 "), (1, b"HTTP/1.1 431 ")):
             with self.subTest(extra=extra):
                 # The limit counts the request line and header lines, not the final blank line.
-                pad = "p" * (streamable_http.MAX_HEADER_BYTES - len(head) + extra)
+                pad = "p" * (http_server.MAX_HEADER_BYTES - len(head) + extra)
                 reply = self.one_response((head + pad).encode() + b"\r\n\r\n" + data)
                 self.assertTrue(reply.startswith(expected), reply[:80])
 
@@ -446,16 +450,56 @@ class ConcurrencyTests(unittest.TestCase):
         status, _, body = post(server.connect(self), call(tps("report"), id=3))
         self.assertTrue(json.loads(body)["result"]["isError"])  # nothing is left to offer
 
-    def test_connections_up_to_the_cap_are_served_and_one_more_gets_503(self) -> None:
-        server = procs.HttpServer(self, "--request-timeout", "600")
-        for index in range(streamable_http.MAX_CONCURRENT_CONNECTIONS):
-            # Each connection is served (so its handler is running) and then held open.
-            status, _, _ = post(server.connect(self), request("server/discover", id=index))
+    IDLE = 200
+
+    def test_two_hundred_idle_and_trickling_connections_never_crowd_out_a_client_that_sends_requests(self) -> None:
+        server = procs.HttpServer(self)
+        held = []
+        for index in range(self.IDLE):
+            idle = socket.create_connection(("127.0.0.1", server.port), timeout=GUARD)
+            self.addCleanup(idle.close)
+            if index % 4 == 0:
+                idle.sendall(b"P")  # one header byte, then nothing: a trickler
+            held.append(idle)
+        for index in range(20):
+            conn = server.connect(self)  # a fresh connection each time, while all of them are held
+            message = request("server/discover", id=index)
+            status, _, _ = post(conn, message, mcp_headers(message))
             self.assertEqual(status, 200)
-        with socket.create_connection(("127.0.0.1", server.port), timeout=GUARD) as extra:
-            reply = extra.recv(65536)  # refused at once, before it sends anything
-        self.assertTrue(reply.startswith(b"HTTP/1.1 503 "), reply[:80])
-        self.assertIn(b"Retry-After: 1", reply)
+        self.assertNotIn("Traceback", server.stderr_text())
+
+
+class ClientBytesNeverCrashTheServer(unittest.TestCase):
+    """Hostile framing over the real process: a fixed status at once, and nothing in the log."""
+
+    def setUp(self) -> None:
+        self.server = procs.HttpServer(self)
+
+    def exchange(self, raw: bytes) -> bytes:
+        return procs.raw_exchange(self.server.port, raw)
+
+    def test_a_content_length_of_thousands_of_digits_gets_400_and_no_traceback(self) -> None:
+        for target in ("/mcp", "/connect/x"):
+            with self.subTest(target=target):
+                head = f"POST {target} HTTP/1.1\r\nHost: 127.0.0.1:{self.server.port}\r\nContent-Length: {'9' * 4400}\r\n\r\n"
+                self.assertTrue(self.exchange(head.encode()).startswith(b"HTTP/1.1 400 "))
+        message = request("server/discover")
+        self.assertEqual(post(self.server.connect(self), message, mcp_headers(message))[0], 200)
+        self.assertNotIn("Traceback", self.server.stderr_text())
+
+    def test_bare_lf_line_endings_get_400_at_once(self) -> None:
+        raw = f"POST /mcp HTTP/1.1\nHost: 127.0.0.1:{self.server.port}\nContent-Length: 2\n\n{{}}".encode()
+        self.assertTrue(self.exchange(raw).startswith(b"HTTP/1.1 400 "))
+
+    def test_an_absolute_form_target_is_served_like_its_path(self) -> None:
+        message = request("server/discover")
+        body = json.dumps(message).encode()
+        headers = "".join(f"{k}: {v}\r\n" for k, v in mcp_headers(message).items())
+        authority = f"127.0.0.1:{self.server.port}"
+        raw = f"POST http://{authority}/mcp HTTP/1.1\r\nHost: {authority}\r\n{headers}Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        reply = self.exchange(raw.encode() + body)
+        self.assertTrue(reply.startswith(b"HTTP/1.1 200 "), reply[:80])
+        self.assertIn(b'"supportedVersions"', reply)
 
 
 class SlowClientTests(unittest.TestCase):
@@ -468,7 +512,7 @@ class SlowClientTests(unittest.TestCase):
         loris.sendall(f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nContent-Len".encode())
         status, _, _ = post(server.connect(self), request("server/discover"))
         self.assertEqual(status, 200)  # served while the slow client is stalled
-        self.assertEqual(loris.recv(65536), b"")  # then the server hangs up on it
+        self.assertTrue(read_to_end(loris).startswith(b"HTTP/1.1 408 "))  # then told so and hung up on
 
     def test_a_client_that_stalls_inside_the_body_is_dropped(self) -> None:
         server = procs.HttpServer(self, "--request-timeout", "1")
@@ -480,7 +524,15 @@ class SlowClientTests(unittest.TestCase):
         loris = socket.create_connection(("127.0.0.1", server.port), timeout=GUARD)
         self.addCleanup(loris.close)
         loris.sendall(head.encode() + data[:10])
-        self.assertEqual(loris.recv(65536), b"")
+        self.assertTrue(read_to_end(loris).startswith(b"HTTP/1.1 408 "))
+
+
+def read_to_end(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes the connection."""
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    return data
 
 
 class StartupTests(unittest.TestCase):
