@@ -171,20 +171,21 @@ class ScopeArgs:
 
 
 def read_scope_args(arguments: Any, tool: str = TOOL_NAME) -> ScopeArgs:
-    """Check `{workspaceUri, title}` against the inputSchema exactly, or -32602 naming `tool`."""
+    """`{workspaceUri, title}` checked against the inputSchema exactly.
+
+    Arguments that are not an object make a malformed request (-32602); an object that
+    fails the schema is a tool execution error the model can correct (`isError: true`).
+    """
     if not isinstance(arguments, dict):
-        raise McpError(INVALID_PARAMS, f"Invalid arguments for tool {tool}: arguments must be an object")
+        raise McpError(INVALID_PARAMS, f"Invalid params: arguments for tool {tool} must be an object")
     unknown = sorted(set(arguments) - {"workspaceUri", "title"})
     if unknown:
-        raise McpError(INVALID_PARAMS, f"Invalid arguments for tool {tool}: unexpected property {unknown[0]!r}")
+        raise ToolError(f"Invalid arguments for tool {tool}: unexpected property {unknown[0]!r}.")
     uri, title = arguments.get("workspaceUri"), arguments.get("title")
     if not isinstance(uri, str) or not 0 < len(uri) <= MAX_URI_LENGTH:
-        raise McpError(INVALID_PARAMS, f"Invalid arguments for tool {tool}: workspaceUri must be a URI string")
+        raise ToolError(f"Invalid arguments for tool {tool}: workspaceUri must be a file:// URI string of 1..{MAX_URI_LENGTH} characters.")
     if not isinstance(title, str) or not 0 < len(title) <= MAX_TITLE_LENGTH or not title.strip():
-        raise McpError(
-            INVALID_PARAMS,
-            f"Invalid arguments for tool {tool}: title must be 1..{MAX_TITLE_LENGTH} characters",
-        )
+        raise ToolError(f"Invalid arguments for tool {tool}: title must be 1..{MAX_TITLE_LENGTH} characters, not only spaces.")
     return ScopeArgs(uri, title)
 
 

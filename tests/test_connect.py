@@ -228,11 +228,12 @@ class ScopeTests(InProcess):
         self.assertEqual(tools[1]["inputSchema"], main.NOTES_DELETE_TOOL["inputSchema"])
         self.assertFalse(tools[1]["annotations"]["destructiveHint"])
 
-    def test_bad_arguments_are_invalid_params_naming_notes_publish(self) -> None:
-        error = self.alice.call({"workspaceUri": WORKSPACE})["error"]
-        self.assertEqual(error["code"], main.INVALID_PARAMS)
-        self.assertIn(connect.TOOL_NAME, error["message"])
-        self.assertNotIn(main.TOOL_NAME, error["message"])
+    def test_bad_arguments_are_an_is_error_result_naming_notes_publish(self) -> None:
+        result = self.alice.call({"workspaceUri": WORKSPACE})["result"]
+        self.assertIs(result["isError"], True)
+        self.assertIn(connect.TOOL_NAME, result["content"][0]["text"])
+        self.assertNotIn(main.TOOL_NAME, result["content"][0]["text"])
+        self.assertEqual(self.log.count("connect flow started for principal 'alice'"), 0)
 
     def test_unauthorized_and_escaping_workspaces_are_errors_that_start_no_flow(self) -> None:
         for workspace in (BOB_WORKSPACE, "file:///Users/alice/Documents/Notes-evil", f"{WORKSPACE}/%2e%2e/Notes-evil", "https://x/"):

@@ -255,24 +255,42 @@ class ToolArguments(unittest.TestCase):
                 message["params"]["name"] = name
                 self.assertEqual(self.code(message), main.INVALID_PARAMS)
 
-    def test_arguments_that_do_not_match_the_input_schema_are_invalid_params(self) -> None:
-        bad = [
-            [],
-            "x",
-            {"workspaceUri": main.LESSON_WORKSPACE},
-            {"title": "TPS report"},
-            {**tps(), "extra": 1},
-            tps(title=""),
-            tps(title="   "),
-            tps(title=7),
-            tps(title="x" * (main.MAX_TITLE_LENGTH + 1)),
-            tps(workspace=None),
-            tps(workspace="f" * (main.MAX_URI_LENGTH + 1)),
-        ]
-        for arguments in bad:
-            with self.subTest(arguments=str(arguments)[:60]):
+    def test_arguments_that_are_not_an_object_are_invalid_params(self) -> None:
+        for arguments in ([], "x", 5, None):
+            with self.subTest(arguments=arguments):
                 self.assertEqual(self.code(call(arguments)), main.INVALID_PARAMS)
         self.assertEqual(len(note_ids(self.server)), 6)
+
+    def test_an_object_that_fails_the_input_schema_is_an_is_error_result_saying_what_is_wrong(self) -> None:
+        bad = {
+            "title": {"workspaceUri": main.LESSON_WORKSPACE},
+            "workspaceUri": {"title": "TPS report"},
+            "'extra'": {**tps(), "extra": 1},
+            "title must be": tps(title=""),
+            "not only spaces": tps(title="   "),
+            "title must be 1": tps(title=7),
+            "title must be 1..": tps(title="x" * (main.MAX_TITLE_LENGTH + 1)),
+            "workspaceUri must": tps(workspace=None),
+            "workspaceUri must be": tps(workspace="f" * (main.MAX_URI_LENGTH + 1)),
+            "workspaceUri ": tps(workspace=""),
+        }
+        for said, arguments in bad.items():
+            with self.subTest(arguments=str(arguments)[:60]):
+                response = self.server.handle(call(arguments), PRINCIPAL)
+                self.assertNotIn("error", response)
+                result = response["result"]
+                self.assertIs(result["isError"], True)
+                self.assertIn("Invalid arguments for tool notes_delete", result["content"][0]["text"])
+                self.assertIn(said.strip("'"), result["content"][0]["text"])
+        # An absent `arguments` is an empty object: it fails the schema the same way.
+        message = call(tps())
+        del message["params"]["arguments"]
+        self.assertIs(self.server.handle(message, PRINCIPAL)["result"]["isError"], True)
+        self.assertEqual(len(note_ids(self.server)), 6)
+
+    def test_input_validation_comes_before_the_capability_check(self) -> None:
+        result = self.server.handle(call({}, capabilities={}), PRINCIPAL)["result"]
+        self.assertIs(result["isError"], True)
 
     def test_title_length_limit_is_inclusive(self) -> None:
         result = self.server.handle(call(tps(title="x" * main.MAX_TITLE_LENGTH)), PRINCIPAL)["result"]

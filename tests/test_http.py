@@ -15,7 +15,7 @@ import http_server
 import main
 import procs
 import serve
-import streamable_http
+
 from procs import GUARD, TOKEN, mcp_headers, post
 from support import accept, call, request, tps
 

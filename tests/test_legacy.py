@@ -153,9 +153,10 @@ class LegacyToolsTests(unittest.TestCase):
         self.client.send(request("tools/list", id="count"))
         return self.client.response("count")["result"]["tools"]
 
-    def test_invalid_arguments_get_the_cores_invalid_params_error(self) -> None:
+    def test_invalid_arguments_get_the_cores_is_error_result(self) -> None:
         response = self.client.call("tools/call", {"name": main.TOOL_NAME, "arguments": {"workspaceUri": support.WORKSPACE}})
-        self.assertEqual(response["error"]["code"], main.INVALID_PARAMS)
+        self.assertIs(response["result"]["isError"], True)
+        self.assertIn("Invalid arguments", response["result"]["content"][0]["text"])
 
     def test_unknown_legacy_methods_get_method_not_found(self) -> None:
         self.assertEqual(self.client.call("resources/list")["error"]["code"], main.METHOD_NOT_FOUND)

@@ -136,7 +136,7 @@ class Authorization(unittest.TestCase):
         message["params"]["_meta"]["io.modelcontextprotocol/clientInfo"] = {"name": "alice", "version": "1"}
         message["params"]["arguments"]["principal"] = "alice"
         response = server.handle(message, "mallory")
-        self.assertEqual(response["error"]["code"], main.INVALID_PARAMS)  # unknown argument
+        self.assertIn("unexpected property 'principal'", response["result"]["content"][0]["text"])  # unknown argument
         del message["params"]["arguments"]["principal"]
         self.assertIs(server.handle(message, "mallory")["result"]["isError"], True)
 
