@@ -398,6 +398,9 @@ def lookup(store: NotesStore, scope: Scope) -> list[Note]:
 # that retry, so everything the server needs must be in the state (sections 7-9).
 
 
+Notify = Callable[[dict[str, Any]], None]  # sends one JSON-RPC notification to the client
+
+
 @dataclasses.dataclass(frozen=True)
 class ToolCall:
     """One `tools/call` as a tool sees it: a first call (no state) or a retry with answers."""
@@ -408,6 +411,7 @@ class ToolCall:
     principal: str
     state: str | None = None  # the echoed requestState, on a retry
     responses: dict[str, Any] | None = None  # inputResponses, on a retry
+    notify: Notify | None = None  # notifications ahead of the response, where the transport carries them
 
 
 def read_tool_call(params: dict[str, Any], meta: RequestMeta, principal: str) -> ToolCall:
@@ -1188,7 +1192,7 @@ def encode_message(message: dict[str, Any]) -> bytes:
 # =====================================================================================
 
 
-def discover(server: Server, request: Envelope, meta: RequestMeta, principal: str) -> dict[str, Any]:
+def discover(server: Server, request: Envelope, meta: RequestMeta, principal: str, notify: Notify | None) -> dict[str, Any]:
     """Versions, capabilities and identity: what a client needs before anything else."""
     return {
         "resultType": "complete",
@@ -1209,7 +1213,7 @@ def discover(server: Server, request: Envelope, meta: RequestMeta, principal: st
 # =====================================================================================
 
 
-def list_tools(server: Server, request: Envelope, meta: RequestMeta, principal: str) -> dict[str, Any]:
+def list_tools(server: Server, request: Envelope, meta: RequestMeta, principal: str, notify: Notify | None) -> dict[str, Any]:
     """Every tool, in registration order, as fresh objects (callers may mutate what they get)."""
     if request.params.get("cursor") is not None:
         # We never hand out a nextCursor, so any cursor is one we did not issue.
@@ -1238,13 +1242,13 @@ class Tool(Protocol):
         ...
 
 
-Handler = Callable[["Server", Envelope, RequestMeta, str], dict[str, Any]]
+Handler = Callable[["Server", Envelope, RequestMeta, str, "Notify | None"], dict[str, Any]]
 Check = Callable[[Envelope, RequestMeta], None]  # a transport's own check, e.g. HTTP headers
 
 
-def call_tool(server: Server, request: Envelope, meta: RequestMeta, principal: str) -> dict[str, Any]:
+def call_tool(server: Server, request: Envelope, meta: RequestMeta, principal: str, notify: Notify | None) -> dict[str, Any]:
     """Find the tool and run it; unknown tools and malformed MRTR fields are -32602."""
-    call = read_tool_call(request.params, meta, principal)
+    call = dataclasses.replace(read_tool_call(request.params, meta, principal), notify=notify)
     tool = server.tools.get(call.name)
     if tool is None:
         raise McpError(INVALID_PARAMS, "Unknown tool")
@@ -1305,8 +1309,14 @@ class Server:
         """The server capabilities discover reports, derived from what is registered."""
         return {"tools": {}} if self.tools else {}
 
-    def handle(self, message: Any, principal: str, check: Check | None = None) -> dict[str, Any] | None:
-        """One decoded message in, its response out (None: no response); the one exception boundary."""
+    def handle(
+        self, message: Any, principal: str, check: Check | None = None, notify: Notify | None = None
+    ) -> dict[str, Any] | None:
+        """One decoded message in, its response out (None: no response); the one exception boundary.
+
+        `notify`, when the transport can carry them, sends notifications about this request
+        (progress, log messages) ahead of its response.
+        """
         request_id = read_id(message)
         try:
             request = parse_envelope(message)
@@ -1319,7 +1329,7 @@ class Server:
             if check is not None:
                 check(request, meta)  # after the -32602 meta checks, before the version check
             check_version(meta)
-            return {"jsonrpc": "2.0", "id": request.id, "result": handler(self, request, meta, principal)}
+            return {"jsonrpc": "2.0", "id": request.id, "result": handler(self, request, meta, principal, notify)}
         except McpError as exc:
             return error_response(request_id, exc)
         except Exception:  # noqa: BLE001 - this is the boundary

@@ -109,13 +109,15 @@ def decode_header_value(value: str) -> str:
         raise main.McpError(main.HEADER_MISMATCH, "Header mismatch: invalid base64 header value") from None
 
 
-def answer(server: main.Server, raw: bytes, principal: str, headers: Headers) -> tuple[int, bytes | None]:
+def answer(
+    server: main.Server, raw: bytes, principal: str, headers: Headers, notify: main.Notify | None = None
+) -> tuple[int, bytes | None]:
     """One POSTed body through the core: (HTTP status, response body or None for 202)."""
     try:
         message = main.decode_message(raw)
     except main.McpError as exc:
         return HTTP_STATUS_FOR_ERROR[exc.code], main.encode_message(main.error_response(None, exc))
-    response = server.handle(message, principal, header_check(headers))
+    response = server.handle(message, principal, header_check(headers), notify)
     if response is None:
         method = message.get("method") if isinstance(message, dict) else None
         if isinstance(method, str) and not method.startswith("notifications/"):
@@ -203,12 +205,16 @@ class HttpPolicy:
 
 def accepts_json(headers: Headers) -> bool:
     """True when Accept is absent or admits application/json with a non-zero q."""
+    return not header_values(headers, "accept") or accepts(headers, "application/json")
+
+
+def accepts(headers: Headers, media_type: str) -> bool:
+    """True when Accept admits `media_type` (exactly, by its type's wildcard or */*) with a non-zero q."""
     values = header_values(headers, "accept")
-    if not values:
-        return True
+    admitted = (media_type, media_type.split("/")[0] + "/*", "*/*")
     for media_range in ",".join(values).split(","):
         media, *params = [part.strip().lower() for part in media_range.split(";")]
-        if media not in ("application/json", "application/*", "*/*"):
+        if media not in admitted:
             continue
         q = next((p[2:].strip() for p in params if p.startswith("q=")), "1")
         try:
@@ -225,6 +231,12 @@ def json_error_body(message: str) -> bytes:
 
 
 JSON = [("Content-Type", "application/json")]
+SSE = [("Content-Type", "text/event-stream"), ("Cache-Control", "no-store")]
+
+
+def sse_event(data: bytes) -> bytes:
+    """One Server-Sent Event carrying one JSON-RPC message (single-line JSON, so one data line)."""
+    return b"event: message\ndata: " + data + b"\n\n"
 
 
 class McpEndpoint:
@@ -295,7 +307,14 @@ class McpEndpoint:
         if not accepts_json(headers):
             raise HttpRefusal(406, "Not Acceptable: this server answers with application/json")
         mcp_headers = [(name, value) for name, value in headers if name.lower() != "authorization"]
-        status, body = answer(self.server, request.body, principal, mcp_headers)
+        # A client that accepts an event stream may get notifications about its request
+        # (progress, log messages) ahead of the response; one that does not, never does.
+        events: list[dict[str, Any]] = []
+        notify = events.append if accepts(headers, "text/event-stream") else None
+        status, body = answer(self.server, request.body, principal, mcp_headers, notify)
+        if events and body is not None:
+            stream = b"".join(sse_event(main.encode_message(event)) for event in events) + sse_event(body)
+            return http_server.Response(status, SSE, stream)
         return http_server.Response(status, JSON if body is not None else [], body or b"")
 
 
