@@ -61,6 +61,13 @@ def build_store(config: dict[str, Any]) -> main.NotesStore:
         return main.MemoryNotesStore(config.get("notes", []), main.MemoryReplayStore(time.time))
     if folders and "notes" in config:
         raise ConfigError("notes", "cannot be combined with notesDirs or --notes-dir (the files are the notes)")
+    if not folders and config["db"].startswith(("postgresql://", "postgres://")):
+        import postgres_store  # only here: psycopg is an optional dependency
+
+        try:
+            return postgres_store.open_store(config["db"], clock=time.time, seed_notes=config.get("notes", []))
+        except postgres_store.StoreError as exc:
+            raise StartupError(str(exc)) from None
     # Imported only when configured: serving from memory starts faster without them, and
     # the folder store needs POSIX-only O_NOFOLLOW.
     import sqlite_store
@@ -260,7 +267,7 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="stdio: serve 2026-07-28 only (initialize gets -32601 naming the supported versions)",
     )
-    p.add_argument("--db", metavar="FILE", help="SQLite database shared by instances (overrides the config's db)")
+    p.add_argument("--db", metavar="FILE|URL", help="SQLite file or postgresql:// URL shared by instances (overrides the config's db)")
     p.add_argument(
         "--notes-dir",
         metavar="DIR",

@@ -1,0 +1,442 @@
+"""The notes store over one PostgreSQL database, shared by server instances on several hosts.
+
+The same seam as code/sqlite_store.py, for when the instances do not share a disk: the
+notes and the consumed confirmations live in one PostgreSQL database, and `consume`
+claims the nonce, re-reads the chosen note, re-checks it and deletes it in ONE
+transaction. The HMAC on requestState proves a confirmation was issued by us; only this
+transaction proves it is used once.
+
+    store = open_store("postgresql://notes@db.internal/notes", clock=time.time, seed_notes=main.lesson_notes())
+    server = main.Server(keys=[key], notes=store, policy=policy)
+
+Schema (version SCHEMA_VERSION, recorded in the `meta` table):
+
+    meta(key PRIMARY KEY, value)                      -- ("schema_version", "1")
+    notes(id PRIMARY KEY, title, uri, revision)       -- uri is the canonical file URI
+    consumed_nonces(nonce PRIMARY KEY, principal, expires_at)
+    clock_high_water(only PRIMARY KEY, seen)          -- one row: the highest clock reading seen
+    index consumed_by_principal(principal, expires_at)  -- the replay bound, in SQL
+    index consumed_by_expiry(expires_at)                -- bounded pruning
+
+Every consume transaction starts by raising `clock_high_water.seen` to this host's clock
+and using the result as "now". That row lock also puts every consume, on every host, in
+one order, so the per-principal count and the expiry check never race each other.
+
+Threading: one connection per store behind one lock, reopened on the next call after it
+breaks. psycopg 3 is the only third-party import of the project, and only here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import main
+
+try:  # the optional dependency: `pip install .[postgres]`
+    import psycopg
+except ImportError:  # reported by open_store, so importing this module never fails
+    psycopg = None  # type: ignore[assignment]
+
+SCHEMA_VERSION = 1
+PRUNE_BATCH = 64  # expired nonces deleted per consume(): bounded work, drains faster than one insert a call
+STATEMENT_TIMEOUT_MS = 5000  # one statement; past it the call fails as StoreBusy and rolls back
+LOCK_TIMEOUT_MS = 2000  # waiting for a row another instance holds (a consume in flight)
+IDLE_IN_TRANSACTION_TIMEOUT_MS = 10_000  # the server aborts a transaction whose host went silent
+CONNECT_TIMEOUT_SECONDS = 5  # reaching the server at all
+KEEPALIVE_IDLE_SECONDS = 10  # TCP keepalives: notice a server host that vanished
+INSTALL_HINT = "psycopg 3 is not installed; run: pip install 'psycopg[binary]>=3.2'  (or: pip install .[postgres])"
+BUSY_MESSAGE = "The notes database is busy; nothing was changed. Try again."
+UNREACHABLE_MESSAGE = "The notes database cannot be reached right now. Try again shortly."
+_SCHEMA_LOCK = 0x6E6F7465  # advisory lock key taken while creating the schema ("note")
+
+_SCHEMA = (
+    "CREATE TABLE meta (key text PRIMARY KEY, value text NOT NULL)",
+    # CHECKs keep a hand-edited row from reaching the server as an empty title or long id.
+    "CREATE TABLE notes ("
+    " id text PRIMARY KEY CHECK (length(id) BETWEEN 1 AND %d),"
+    " title text NOT NULL CHECK (length(btrim(title)) > 0),"
+    " uri text NOT NULL,"
+    " revision bigint NOT NULL)" % main.MAX_NOTE_ID_LENGTH,
+    "CREATE TABLE consumed_nonces ("
+    " nonce text PRIMARY KEY,"
+    " principal text NOT NULL,"
+    " expires_at double precision NOT NULL)",
+    "CREATE INDEX consumed_by_principal ON consumed_nonces (principal, expires_at)",
+    "CREATE INDEX consumed_by_expiry ON consumed_nonces (expires_at)",
+    "CREATE TABLE clock_high_water (only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row), seen double precision NOT NULL)",
+    "INSERT INTO clock_high_water (seen) VALUES (0)",
+)
+_OUR_TABLES = ("meta", "notes", "consumed_nonces", "clock_high_water")
+
+
+class StoreError(Exception):
+    """The database cannot be used (start-up failure); the message is one line for the operator."""
+
+
+class StoreBusy(Exception):
+    """A call failed for a reason that passes (timeout, lock, server restart); str() is one retryable line."""
+
+
+class PostgresNotesStore:
+    """main.NotesStore over one PostgreSQL database: one connection behind one lock, reopened when broken."""
+
+    def __init__(self, connect: Callable[[], Any], *, clock: Callable[[], float], max_per_principal: int) -> None:
+        self._connect = connect
+        self._conn: Any = None
+        self._clock = clock
+        self._limit = max_per_principal
+        self._lock = threading.Lock()
+        # TEST-ONLY: called as hook(stage) inside the consume transaction, after the nonce
+        # insert ("claimed") and after the deletion ("deleted"), before COMMIT. The crash
+        # tests pause here and SIGKILL the process. None (the default) in service.
+        self._inside_transaction_hook: Callable[[str], None] | None = None
+
+    # ---------------------------------------------------------------- reads
+
+    def candidates(self, workspace: main.Path, title: str) -> list[main.Note]:
+        """Notes strictly inside `workspace` whose title contains `title` (casefolded), sorted."""
+        rows = self._run(lambda conn: conn.execute("SELECT id, title, uri, revision FROM notes").fetchall())
+        # The title test in Python (it casefolds like the memory store), then main's
+        # component-wise containment, never a SQL LIKE prefix (`.../Notes%` would also
+        # match the look-alike folder `.../Notes-evil`).
+        needle = title.casefold()
+        shown = (_note(row) for row in rows if isinstance(row[1], str) and needle in row[1].casefold())
+        return main.form_order(n for n in shown if n is not None and main.inside_workspace(n, workspace))
+
+    def is_consumed(self, nonce: str) -> bool:
+        """True when this confirmation was consumed by any instance and not yet pruned."""
+        row = self._run(lambda conn: conn.execute("SELECT 1 FROM consumed_nonces WHERE nonce = %s", (nonce,)).fetchone())
+        return row is not None
+
+    def all(self) -> list[main.Note]:
+        """Every note, in id order (for tests, the benchmark and admin views)."""
+        rows = self._run(lambda conn: conn.execute("SELECT id, title, uri, revision FROM notes ORDER BY id").fetchall())
+        return [note for note in map(_note, rows) if note is not None]
+
+    # ---------------------------------------------------------------- writes
+
+    def put(self, note: main.Note) -> None:
+        """Insert or replace a note (an edit by another actor; used to show the re-check)."""
+        main.check_note(note)
+        note = dataclasses.replace(note, uri=main.normalize_file_uri(note.uri))
+        self._run(
+            lambda conn: conn.execute(
+                "INSERT INTO notes (id, title, uri, revision) VALUES (%s, %s, %s, %s)"
+                " ON CONFLICT (id) DO UPDATE SET title = EXCLUDED.title, uri = EXCLUDED.uri, revision = EXCLUDED.revision",
+                (note.id, note.title, note.uri, note.revision),
+            )
+        )
+
+    def remove(self, note_id: str) -> None:
+        """Delete a note outside any confirmation (another actor; used to show the re-check)."""
+        self._run(lambda conn: conn.execute("DELETE FROM notes WHERE id = %s", (note_id,)))
+
+    def consume(
+        self,
+        principal: str,
+        nonce: str,
+        expires_at: float,
+        target: tuple[str, str] | None,
+        recheck: Callable[[main.Note], bool],
+    ) -> main.Settlement:
+        """One transaction: claim the nonce; for `target` (id, version) re-read, re-check, delete; COMMIT.
+
+        USED and FULL roll back (a refusal mutates nothing); any exception rolls back the
+        claim with the deletion. A connection or timeout failure raises StoreBusy.
+        """
+        return self._run(lambda conn: self._consume(conn, principal, nonce, expires_at, target, recheck), transaction=True)
+
+
+    def _consume(
+        self,
+        conn: Any,
+        principal: str,
+        nonce: str,
+        expires_at: float,
+        target: tuple[str, str] | None,
+        recheck: Callable[[main.Note], bool],
+    ) -> main.Settlement | None:
+        # Time must never run backwards: a host whose clock steps back (NTP, a VM restored
+        # from a snapshot) would otherwise find a pruned nonce "unexpired" and accept a
+        # replay of a state that was already used. `now` is the highest reading any host
+        # has committed; the row lock also orders every consume on every host.
+        (now,) = conn.execute(
+            "UPDATE clock_high_water SET seen = GREATEST(seen, %s) RETURNING seen", (float(self._clock()),)
+        ).fetchone()
+        conn.execute(
+            "DELETE FROM consumed_nonces WHERE nonce IN"
+            " (SELECT nonce FROM consumed_nonces WHERE expires_at <= %s ORDER BY expires_at LIMIT %s)",
+            (now, PRUNE_BATCH),
+        )
+        # A state verified just before its expiry may reach us just after it, when its
+        # record of an earlier use may already be pruned: refuse it, with the reading the
+        # pruning used, or a decline followed by a replayed accept could delete the note.
+        if not now < expires_at:
+            return _rollback(main.Settlement.USED)
+        claimed = conn.execute(
+            "INSERT INTO consumed_nonces (nonce, principal, expires_at) VALUES (%s, %s, %s)"
+            " ON CONFLICT (nonce) DO NOTHING RETURNING nonce",
+            (nonce, principal, expires_at),
+        ).fetchone()
+        if claimed is None:
+            return _rollback(main.Settlement.USED)  # replay: another call, on any host, committed it first
+        # Without a bound one principal confirming in a loop grows the table without limit;
+        # counted in SQL over unexpired rows (this one included) so every host agrees.
+        (held,) = conn.execute(
+            "SELECT COUNT(*) FROM consumed_nonces WHERE principal = %s AND expires_at > %s", (principal, now)
+        ).fetchone()
+        if held > self._limit:
+            return _rollback(main.Settlement.FULL)
+        self._pause("claimed")
+        if target is None:
+            return main.Settlement.CONSUMED
+        note_id, version = target
+        row = conn.execute("SELECT id, title, uri, revision FROM notes WHERE id = %s FOR UPDATE", (note_id,)).fetchone()
+        live = _note(row) if row is not None else None
+        # Time of check to time of use: the form was shown minutes ago; the note may have
+        # been edited, moved out of the workspace, or the grant revoked since then.
+        if live is None or live.version != version or not recheck(live):
+            return main.Settlement.CHANGED
+        conn.execute("DELETE FROM notes WHERE id = %s", (note_id,))
+        self._pause("deleted")
+        return main.Settlement.DELETED
+
+    def _pause(self, stage: str) -> None:
+        if self._inside_transaction_hook is not None:
+            self._inside_transaction_hook(stage)
+
+    # ---------------------------------------------------------------- connection handling
+
+    def _run(self, work: Callable[[Any], Any], *, transaction: bool = False) -> Any:
+        """Run `work(conn)` under the lock (inside BEGIN/COMMIT if asked); psycopg failures become StoreBusy."""
+        with self._lock:
+            conn = self._connection()
+            try:
+                if not transaction:
+                    return work(conn)
+                conn.execute("BEGIN")
+                try:
+                    outcome = work(conn)
+                except _Rollback as refusal:
+                    conn.execute("ROLLBACK")
+                    return refusal.outcome
+                except BaseException:
+                    # Half a deletion must never survive: the nonce goes with the note or not at all.
+                    if not (conn.closed or conn.broken):
+                        conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+                return outcome
+            except psycopg.Error as exc:
+                raise self._busy(conn, exc) from None
+
+    def _connection(self) -> Any:
+        if self._conn is not None and not self._conn.closed and not self._conn.broken:
+            return self._conn
+        self._discard()
+        try:
+            self._conn = self._connect()
+        except psycopg.Error:
+            raise StoreBusy(UNREACHABLE_MESSAGE) from None
+        return self._conn
+
+    def _busy(self, conn: Any, exc: Exception) -> Exception:
+        """The exception to raise for a psycopg failure; a broken connection is dropped and reopened next call."""
+        if conn.closed or conn.broken or isinstance(exc, psycopg.OperationalError) and _connection_lost(exc):
+            self._discard()
+            return StoreBusy(UNREACHABLE_MESSAGE)
+        if isinstance(exc, psycopg.OperationalError):  # statement or lock timeout, serialization, shutdown
+            try:
+                if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                    conn.execute("ROLLBACK")
+            except psycopg.Error:
+                self._discard()
+            return StoreBusy(BUSY_MESSAGE)
+        # Anything else is a bug or a hand-edited database: not retryable, so not StoreBusy.
+        self._discard()
+        return StoreError(f"notes database error {getattr(exc, 'sqlstate', None) or type(exc).__name__}")
+
+    def _discard(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except Exception:  # noqa: BLE001 - a dead connection may fail to close; it is gone either way
+                pass
+        self._conn = None
+
+    def close(self) -> None:
+        """Close the connection; later calls reconnect (the store itself has nothing else to free)."""
+        with self._lock:
+            self._discard()
+
+
+class _Rollback(Exception):
+    """Raised inside a consume transaction for a refusal: roll back, then return `outcome`."""
+
+    def __init__(self, outcome: main.Settlement) -> None:
+        self.outcome = outcome
+
+
+def _rollback(outcome: main.Settlement) -> main.Settlement:
+    raise _Rollback(outcome)
+
+
+def _connection_lost(exc: Exception) -> bool:
+    """True for the SQLSTATEs that mean the session is gone (admin shutdown, crash, cannot connect)."""
+    state = getattr(exc, "sqlstate", None)
+    return state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03")
+
+
+def _note(row: tuple[object, ...]) -> main.Note | None:
+    """A row as a Note, or None when the row could not be shown safely (edited by hand)."""
+    note_id, title, uri, revision = row
+    if not (isinstance(note_id, str) and isinstance(title, str) and isinstance(uri, str) and isinstance(revision, int)):
+        return None
+    note = main.Note(note_id, title, uri, revision)
+    try:
+        main.check_note(note)
+    except ValueError:
+        return None
+    return note
+
+
+def redact(url: str) -> str:
+    """The URL with any password replaced by ***, for messages an operator reads."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        netloc = parts.netloc.rsplit("@", 1)
+        user = (parts.username or "") + ":***"
+        return urlunsplit(parts._replace(netloc=f"{user}@{netloc[1]}"))
+    except ValueError:
+        return "the configured PostgreSQL URL"
+
+
+def is_postgres_url(value: str) -> bool:
+    """True for the URLs this store takes (postgresql:// or postgres://)."""
+    return value.startswith(("postgresql://", "postgres://"))
+
+
+def open_store(
+    url: str,
+    *,
+    clock: Callable[[], float],
+    seed_notes: Iterable[main.Note] = (),
+    max_per_principal: int = main.MAX_REPLAY_PER_PRINCIPAL,
+    statement_timeout_ms: int = STATEMENT_TIMEOUT_MS,
+    lock_timeout_ms: int = LOCK_TIMEOUT_MS,
+    idle_in_transaction_timeout_ms: int = IDLE_IN_TRANSACTION_TIMEOUT_MS,
+) -> PostgresNotesStore:
+    """Connect, create (and seed) or check the schema, and return the store; StoreError with one line if not.
+
+    `seed_notes` are inserted only when this call creates the schema; an existing
+    database is never re-seeded (that would bring back notes users deleted).
+    """
+    if psycopg is None:
+        raise StoreError(INSTALL_HINT)
+    if max_per_principal < 1:
+        raise StoreError("max_per_principal must be at least 1")
+    for name, value in (
+        ("statement_timeout_ms", statement_timeout_ms),
+        ("lock_timeout_ms", lock_timeout_ms),
+        ("idle_in_transaction_timeout_ms", idle_in_transaction_timeout_ms),
+    ):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise StoreError(f"{name} must be a positive integer")
+    seed = _checked_seed(seed_notes)
+    where = redact(url)
+    settings = {
+        "statement_timeout": str(statement_timeout_ms),
+        "lock_timeout": str(lock_timeout_ms),
+        "idle_in_transaction_session_timeout": str(idle_in_transaction_timeout_ms),
+    }
+
+    def connect() -> Any:
+        conn = psycopg.connect(
+            url,
+            autocommit=True,
+            connect_timeout=CONNECT_TIMEOUT_SECONDS,
+            keepalives=1,
+            keepalives_idle=KEEPALIVE_IDLE_SECONDS,
+            keepalives_interval=KEEPALIVE_IDLE_SECONDS,
+            keepalives_count=3,
+        )
+        try:
+            for setting, value in settings.items():
+                conn.execute("SELECT set_config(%s, %s, false)", (setting, value))
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    try:
+        conn = connect()
+    except psycopg.Error as exc:
+        raise StoreError(f"cannot connect to {where}: {_first_line(exc)}") from None
+    try:
+        _prepare(conn, where, seed)
+    except psycopg.Error as exc:
+        raise StoreError(f"cannot use {where}: {_first_line(exc)}") from None
+    finally:
+        conn.close()
+    return PostgresNotesStore(connect, clock=clock, max_per_principal=max_per_principal)
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__
+
+
+def _checked_seed(notes: Iterable[main.Note]) -> list[main.Note]:
+    """Seed notes validated like MemoryNotesStore does, URIs canonical, ids unique."""
+    seed: dict[str, main.Note] = {}
+    for note in notes:
+        try:
+            main.check_note(note)
+        except ValueError as exc:
+            raise StoreError(f"seed notes: {exc}") from None
+        if note.id in seed:
+            raise StoreError(f"seed notes: duplicate note id {note.id!r}")
+        seed[note.id] = dataclasses.replace(note, uri=main.normalize_file_uri(note.uri))
+    return list(seed.values())
+
+
+def _prepare(conn: Any, where: str, seed: list[main.Note]) -> None:
+    """Create and seed a new schema, or check an existing one's version; one transaction."""
+    with conn.transaction():
+        # Two instances starting together on an empty database: the second waits here,
+        # then finds the schema the first one committed.
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+        present = {
+            name
+            for name in _OUR_TABLES
+            if conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()[0] is not None
+        }
+        if not present:
+            for statement in _SCHEMA:
+                conn.execute(statement)
+            conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', %s)", (str(SCHEMA_VERSION),))
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO notes (id, title, uri, revision) VALUES (%s, %s, %s, %s)",
+                    [(note.id, note.title, note.uri, note.revision) for note in seed],
+                )
+            return
+        # Never guess at a layout we did not write: a newer schema may mean something else.
+        row = None
+        if "meta" in present:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if row is None:
+            raise StoreError(f"database {where} has tables named like ours but is not a notes store (no schema version)")
+        if row[0] != str(SCHEMA_VERSION):
+            raise StoreError(
+                f"database {where} has schema version {str(row[0])[:20]!r}; this server reads version {SCHEMA_VERSION} only"
+            )
+        missing = set(_OUR_TABLES) - present
+        if missing:
+            raise StoreError(f"database {where} is a notes store missing table(s) {', '.join(sorted(missing))}")

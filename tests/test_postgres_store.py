@@ -1,0 +1,426 @@
+"""PostgreSQL store: schema, timeouts, restarts, crashes and races on a throwaway cluster."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+from typing import Any
+
+import procs
+from support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call, tps
+
+import main
+import pg_cluster
+import postgres_store
+from postgres_store import StoreBusy, StoreError
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKER = os.path.join(HERE, "pg_worker.py")
+GUARD_SECONDS = 60.0  # failure guard for a worker that hangs; never the assertion itself
+RACE_ROUNDS = 50
+LOAD_NOTES = 12  # confirmations the load thread settles across a server restart
+ALWAYS = lambda note: True  # noqa: E731 - a recheck that accepts every live note
+LATER = 10_000_000.0  # an expiry far after every Clock() reading used here
+
+cluster: pg_cluster.Cluster | None = None
+
+
+def setUpModule() -> None:
+    global cluster
+    cluster = pg_cluster.start_or_skip()  # SkipTest with one line when psycopg or the binaries are missing
+
+
+def tearDownModule() -> None:
+    if cluster is not None:
+        cluster.destroy()
+
+
+def race_notes(count: int) -> list[main.Note]:
+    """Notes race-000... inside the lesson workspace, one per round."""
+    return [main.Note(f"race-{i:03d}", f"Race {i:03d}", f"{WORKSPACE}/race-{i:03d}.md") for i in range(count)]
+
+
+class PgCase(unittest.TestCase):
+    """A fresh database per test, a raw connection to inspect it, and helpers."""
+
+    def setUp(self) -> None:
+        assert cluster is not None
+        self.url = cluster.new_database()
+        self.clock = Clock()
+
+    def open(self, **kwargs: Any) -> postgres_store.PostgresNotesStore:
+        kwargs.setdefault("clock", self.clock)
+        kwargs.setdefault("seed_notes", main.lesson_notes())
+        store = postgres_store.open_store(self.url, **kwargs)
+        self.addCleanup(store.close)
+        return store
+
+    def raw(self) -> Any:
+        conn = pg_cluster.psycopg.connect(self.url, autocommit=True)
+        self.addCleanup(conn.close)
+        return conn
+
+    def note_ids(self) -> list[str]:
+        with pg_cluster.psycopg.connect(self.url) as conn:
+            return [row[0] for row in conn.execute("SELECT id FROM notes ORDER BY id")]
+
+    def consumed(self) -> set[str]:
+        with pg_cluster.psycopg.connect(self.url) as conn:
+            return {row[0] for row in conn.execute("SELECT nonce FROM consumed_nonces")}
+
+    def target(self, store: postgres_store.PostgresNotesStore, note_id: str) -> tuple[str, str]:
+        return (note_id, {note.id: note for note in store.all()}[note_id].version)
+
+
+class SchemaAndSeeding(PgCase):
+    def test_a_new_database_records_its_schema_version_and_is_seeded(self) -> None:
+        self.open()
+        version = self.raw().execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        self.assertEqual(version, (str(postgres_store.SCHEMA_VERSION),))
+        self.assertEqual(self.note_ids(), sorted(note.id for note in main.lesson_notes()))
+
+    def test_an_existing_database_is_never_reseeded_even_when_empty(self) -> None:
+        store = self.open()
+        for note in store.all():
+            store.remove(note.id)
+        store.close()
+        self.open(seed_notes=main.lesson_notes())
+        self.assertEqual(self.note_ids(), [])
+
+    def test_another_schema_version_is_refused_in_one_line_and_nothing_is_changed(self) -> None:
+        self.open().close()
+        self.raw().execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+        before = self.note_ids()
+        with self.assertRaises(StoreError) as caught:
+            postgres_store.open_store(self.url, clock=self.clock, seed_notes=race_notes(1))
+        message = str(caught.exception)
+        self.assertIn("schema version '2'", message)
+        self.assertIn(f"version {postgres_store.SCHEMA_VERSION} only", message)
+        self.assertNotIn("\n", message)
+        self.assertEqual(self.note_ids(), before)
+        self.assertEqual(self.raw().execute("SELECT value FROM meta").fetchall(), [("2",)])
+
+    def test_a_database_with_our_table_names_but_no_schema_version_is_refused(self) -> None:
+        self.raw().execute("CREATE TABLE notes (id text)")
+        with self.assertRaisesRegex(StoreError, "not a notes store"):
+            postgres_store.open_store(self.url, clock=self.clock)
+        self.assertIsNone(self.raw().execute("SELECT to_regclass('meta')").fetchone()[0])
+
+    def test_two_instances_creating_one_new_schema_together_seed_it_once(self) -> None:
+        barrier = threading.Barrier(2)
+        opened: list[Any] = []
+
+        def start() -> None:
+            barrier.wait(GUARD_SECONDS)
+            try:
+                opened.append(postgres_store.open_store(self.url, clock=self.clock, seed_notes=main.lesson_notes()))
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                opened.append(exc)
+
+        threads = [threading.Thread(target=start) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(GUARD_SECONDS)
+        for store in opened:
+            if isinstance(store, postgres_store.PostgresNotesStore):
+                self.addCleanup(store.close)
+        self.assertTrue(all(isinstance(store, postgres_store.PostgresNotesStore) for store in opened), opened)
+        self.assertEqual(self.note_ids(), sorted(note.id for note in main.lesson_notes()))
+
+    def test_an_unreachable_server_fails_start_up_in_one_line_without_the_password(self) -> None:
+        folder = tempfile.mkdtemp(prefix="no-pg-")
+        self.addCleanup(os.rmdir, folder)
+        url = f"postgresql://notes:s3cret-pw@/notes?host={folder}"
+        with self.assertRaises(StoreError) as caught:
+            postgres_store.open_store(url, clock=self.clock)
+        self.assertIn("cannot connect to postgresql://notes:***@", str(caught.exception))
+        self.assertNotIn("s3cret-pw", str(caught.exception))
+        self.assertNotIn("\n", str(caught.exception))
+
+
+class TimeoutsAreRetryable(PgCase):
+    def hold_the_consume_lock(self) -> Any:
+        """Another instance stuck inside its consume transaction, holding the high-water row."""
+        holder = self.raw()
+        holder.execute("BEGIN")
+        holder.execute("SELECT seen FROM clock_high_water FOR UPDATE")
+        return holder
+
+    def test_a_lock_held_past_the_lock_timeout_is_store_busy_and_mutates_nothing(self) -> None:
+        store = self.open(lock_timeout_ms=50)
+        target = self.target(store, "note-14")
+        holder = self.hold_the_consume_lock()
+        with self.assertRaises(StoreBusy) as caught:
+            store.consume(PRINCIPAL, "n1", LATER, target, ALWAYS)
+        holder.execute("ROLLBACK")
+        self.assertEqual(str(caught.exception), postgres_store.BUSY_MESSAGE)
+        self.assertEqual(self.consumed(), set())
+        self.assertIn("note-14", self.note_ids())
+        self.assertIs(store.consume(PRINCIPAL, "n1", LATER, target, ALWAYS), main.Settlement.DELETED)
+
+    def test_a_statement_past_the_statement_timeout_is_store_busy_and_mutates_nothing(self) -> None:
+        store = self.open(statement_timeout_ms=50, lock_timeout_ms=60_000)
+        target = self.target(store, "note-14")
+        holder = self.hold_the_consume_lock()
+        with self.assertRaises(StoreBusy) as caught:
+            store.consume(PRINCIPAL, "n1", LATER, target, ALWAYS)
+        holder.execute("ROLLBACK")
+        self.assertEqual(str(caught.exception), postgres_store.BUSY_MESSAGE)
+        self.assertEqual(self.consumed(), set())
+        self.assertIs(store.consume(PRINCIPAL, "n1", LATER, target, ALWAYS), main.Settlement.DELETED)
+
+    def test_timeouts_below_one_millisecond_are_refused_at_start_up(self) -> None:
+        for name in ("statement_timeout_ms", "lock_timeout_ms", "idle_in_transaction_timeout_ms"):
+            with self.subTest(name=name), self.assertRaisesRegex(StoreError, name):
+                postgres_store.open_store(self.url, clock=self.clock, **{name: 0})
+        self.assertIsNone(self.raw().execute("SELECT to_regclass('meta')").fetchone()[0])
+
+
+class ClockAndPruning(PgCase):
+    def test_one_instance_with_a_slow_clock_obeys_the_highest_clock_another_committed(self) -> None:
+        ahead, behind = Clock(2_000.0), Clock(1_000.0)
+        fast = self.open(clock=ahead)
+        slow = self.open(clock=behind)
+        self.assertIs(fast.consume(PRINCIPAL, "n0", LATER, None, ALWAYS), main.Settlement.CONSUMED)
+        # Valid by the slow host's clock, expired by the highest reading seen: refused.
+        self.assertIs(slow.consume(PRINCIPAL, "n1", 1_500.0, self.target(slow, "note-14"), ALWAYS), main.Settlement.USED)
+        self.assertIn("note-14", self.note_ids())
+        self.assertIs(slow.consume(PRINCIPAL, "n2", 2_000.5, self.target(slow, "note-14"), ALWAYS), main.Settlement.DELETED)
+
+    def test_one_consume_prunes_at_most_one_batch_of_expired_nonces(self) -> None:
+        store = self.open()
+        with self.raw().cursor() as cur:
+            cur.executemany(
+                "INSERT INTO consumed_nonces VALUES (%s, 'someone', %s)",
+                [(f"old-{i}", self.clock.now - 1) for i in range(postgres_store.PRUNE_BATCH + 1)],
+            )
+        store.consume(PRINCIPAL, "n1", LATER, None, ALWAYS)
+        left = self.consumed() - {"n1"}
+        self.assertEqual(len(left), 1)  # PRUNE_BATCH pruned, exactly one left for the next call
+        self.assertTrue(left <= {f"old-{i}" for i in range(postgres_store.PRUNE_BATCH + 1)})
+        store.consume(PRINCIPAL, "n2", LATER, None, ALWAYS)
+        self.assertEqual(self.consumed(), {"n1", "n2"})
+
+
+class ServerRestart(PgCase):
+    def test_while_the_server_is_down_calls_are_store_busy_and_the_next_call_after_restart_works(self) -> None:
+        assert cluster is not None
+        store = self.open()
+        self.assertTrue(store.all())  # connected
+        cluster.stop()
+        self.addCleanup(self.ensure_running)
+        stderr = io.StringIO()
+        with contextlib.redirect_stderr(stderr):
+            for call_ in (lambda: store.all(), lambda: store.is_consumed("n1"), lambda: store.consume(PRINCIPAL, "n1", LATER, None, ALWAYS)):
+                with self.assertRaises(StoreBusy) as caught:
+                    call_()
+                self.assertEqual(str(caught.exception), postgres_store.UNREACHABLE_MESSAGE)
+        self.assertEqual(stderr.getvalue(), "")  # no traceback, no driver warning
+        cluster.start()
+        self.assertIs(store.consume(PRINCIPAL, "n1", LATER, self.target(store, "note-14"), ALWAYS), main.Settlement.DELETED)
+
+    def ensure_running(self) -> None:
+        assert cluster is not None
+        try:
+            cluster.start()
+        except RuntimeError:
+            pass  # already running
+
+    def test_a_restart_under_load_leaves_every_confirmation_whole_deleted_exactly_when_consumed(self) -> None:
+        assert cluster is not None
+        store = self.open(seed_notes=race_notes(LOAD_NOTES), clock=time.time)
+        targets = [self.target(store, f"race-{i:03d}") for i in range(LOAD_NOTES)]
+        halfway, saw_busy, restarted = threading.Event(), threading.Event(), threading.Event()
+        outcomes: list[tuple[int, str]] = []
+        failures: list[BaseException] = []
+
+        def load() -> None:
+            try:
+                for index, target in enumerate(targets):
+                    if index == LOAD_NOTES // 2:
+                        halfway.set()
+                    while True:
+                        try:
+                            outcome = store.consume(PRINCIPAL, f"load-{index}", time.time() + 600, target, ALWAYS)
+                        except StoreBusy:
+                            outcomes.append((index, "busy"))
+                            saw_busy.set()
+                            restarted.wait(GUARD_SECONDS)
+                            continue
+                        outcomes.append((index, outcome.value))
+                        break
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                failures.append(exc)
+                saw_busy.set()
+
+        stderr = io.StringIO()
+        with contextlib.redirect_stderr(stderr):
+            thread = threading.Thread(target=load)
+            thread.start()
+            self.assertTrue(halfway.wait(GUARD_SECONDS))
+            cluster.stop("immediate")  # a crash, mid-load: recovery on start
+            self.addCleanup(self.ensure_running)
+            self.assertTrue(saw_busy.wait(GUARD_SECONDS))
+            cluster.start()
+            restarted.set()
+            thread.join(GUARD_SECONDS)
+        self.assertEqual(failures, [])
+        self.assertEqual(stderr.getvalue(), "")
+        self.assertIn("busy", [outcome for _, outcome in outcomes])
+        finals = {index: outcome for index, outcome in outcomes if outcome != "busy"}
+        self.assertEqual(sorted(finals), list(range(LOAD_NOTES)))
+        # A commit cut by the crash may have landed (the retry then finds it used) or not
+        # (the retry deletes): either way each note is gone exactly when its nonce is spent.
+        self.assertTrue(set(finals.values()) <= {"deleted", "used"}, finals)
+        self.assertEqual(self.note_ids(), [])
+        self.assertEqual(self.consumed(), {f"load-{i}" for i in range(LOAD_NOTES)})
+
+
+class Worker:
+    """One tests/pg_worker.py process: lines in on stdin, lines out through a reader thread."""
+
+    def __init__(self, case: unittest.TestCase, url: str) -> None:
+        self.case = case
+        self.stderr = tempfile.TemporaryFile()
+        case.addCleanup(self.stderr.close)
+        self.process = subprocess.Popen(
+            [sys.executable, WORKER, url], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True
+        )
+        case.addCleanup(self.stop)
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        self.expect("ready")
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def next_line(self) -> str:
+        try:
+            line = self.lines.get(timeout=GUARD_SECONDS)
+        except queue.Empty:
+            line = None
+        if line is None:
+            self.stderr.seek(0)
+            self.case.fail("worker produced no line; its stderr:\n" + self.stderr.read()[-4000:].decode(errors="replace"))
+        return line
+
+    def expect(self, wanted: str) -> None:
+        self.case.assertEqual(self.next_line(), wanted)
+
+    def send(self, line: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+
+    def arm(self, command: dict[str, Any]) -> None:
+        self.send(json.dumps(command))
+        self.expect("armed")
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(GUARD_SECONDS)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(GUARD_SECONDS)
+        for stream in (self.process.stdin, self.process.stdout):
+            if stream is not None:
+                stream.close()
+        self.reader.join(GUARD_SECONDS)
+
+
+def go(*workers: Worker) -> list[str]:
+    """Release every armed worker together, collect one line from each."""
+    for worker in workers:
+        worker.send("go")
+    return [worker.next_line() for worker in workers]
+
+
+def consume_command(note: main.Note, nonce: str, pause: str | None = None) -> dict[str, Any]:
+    return {
+        "op": "consume",
+        "principal": PRINCIPAL,
+        "nonce": nonce,
+        "expires_at": time.time() + 3600,
+        "target": [note.id, note.version],
+        "pause": pause,
+    }
+
+
+class TwoProcessRace(PgCase):
+    def test_two_processes_racing_one_consume_give_one_deleted_and_one_used_every_round(self) -> None:
+        store = self.open(seed_notes=race_notes(RACE_ROUNDS))
+        notes = {note.id: note for note in store.all()}
+        workers = [Worker(self, self.url), Worker(self, self.url)]
+        for round_ in range(RACE_ROUNDS):
+            with self.subTest(round=round_):
+                command = consume_command(notes[f"race-{round_:03d}"], f"race-nonce-{round_}")
+                before = self.note_ids()
+                for worker in workers:
+                    worker.arm(command)
+                outcomes = sorted(json.loads(line)["settlement"] for line in go(*workers))
+                self.assertEqual(outcomes, ["deleted", "used"])
+                self.assertEqual(self.note_ids(), [i for i in before if i != f"race-{round_:03d}"])
+                self.assertIn(f"race-nonce-{round_}", self.consumed())
+
+
+class CrashSafety(PgCase):
+    ROUNDS = 2
+
+    def test_a_process_killed_inside_the_transaction_leaves_neither_the_nonce_nor_the_deletion(self) -> None:
+        store = self.open(seed_notes=race_notes(2 * self.ROUNDS))
+        notes = {note.id: note for note in store.all()}
+        index = 0
+        for stage in ("claimed", "deleted"):
+            for _ in range(self.ROUNDS):
+                with self.subTest(stage=stage, round=index):
+                    worker = Worker(self, self.url)
+                    worker.arm(consume_command(notes[f"race-{index:03d}"], f"crash-{index}", stage))
+                    self.assertEqual(go(worker), [f"inside {stage}"])
+                    worker.kill()
+                    self.assertFalse(store.is_consumed(f"crash-{index}"))
+                    self.assertIn(f"race-{index:03d}", self.note_ids())
+                    # The dead session's locks go with it: the same confirmation completes now.
+                    target = (f"race-{index:03d}", notes[f"race-{index:03d}"].version)
+                    self.assertIs(store.consume(PRINCIPAL, f"crash-{index}", time.time() + 60, target, ALWAYS), main.Settlement.DELETED)
+                index += 1
+
+
+class TwoHttpServers(PgCase):
+    def test_two_server_processes_on_one_database_complete_each_others_forms_once(self) -> None:
+        env = procs.server_env(NOTES_MCP_TOKEN=procs.TOKEN, NOTES_MCP_SECRET=procs.SECRET)
+        servers = [procs.HttpServer(self, "--db", self.url, env=env) for _ in range(2)]
+        conns = [server.connect(self) for server in servers]
+        for asker, answerer, title, note_id in ((0, 1, "TPS report", "note-14"), (1, 0, "TPS report", "note-7")):
+            with self.subTest(asked_on=asker):
+                status, _, body = procs.post(conns[asker], call(tps(title)))
+                state = json.loads(body)["result"]["requestState"]
+                retry = call(tps(title), id=2, requestState=state, inputResponses=accept(note_id))
+                status, _, body = procs.post(conns[answerer], retry)
+                self.assertEqual(json.loads(body)["result"]["structuredContent"], {"deleted": True, "noteId": note_id})
+                status, _, body = procs.post(conns[asker], retry)  # the replay, on the other host
+                self.assertEqual(json.loads(body)["error"]["code"], main.INVALID_PARAMS)
+                self.assertNotIn(note_id, self.note_ids())
+        self.assertEqual(len(self.note_ids()), len(main.lesson_notes()) - 2)
+        for server in servers:
+            self.assertNotIn("Traceback", server.stderr_text())
+
+
+if __name__ == "__main__":
+    unittest.main()
