@@ -600,14 +600,23 @@ class Connection(socketserver.BaseRequestHandler):
 
     def serve_page(self, method: str, target: str, headers: list[tuple[str, str]], deadline: float, keep_alive: bool) -> bool:
         """A connect page (code/connect.py): Host, Origin and body framing here, the rest in the pages."""
-        self.server.policy.check_origin(headers)
-        lengths = main.header_values(headers, "content-length")
-        if main.header_values(headers, "transfer-encoding") or len(lengths) > 1 or not all(v.isdigit() and v.isascii() for v in lengths):
-            raise HttpRefusal(400, "Bad Request: send a form with one plain Content-Length")
-        length = int(lengths[0]) if lengths else 0
-        if length > connect.MAX_FORM_BYTES:
-            raise HttpRefusal(413, f"Content Too Large: a form is at most {connect.MAX_FORM_BYTES} bytes")
-        status, page_headers, page = self.server.pages.handle(method, target, headers, self.read_exact(length, deadline))  # type: ignore[union-attr]
+        pages: connect.ConnectPages = self.server.pages  # type: ignore[assignment]
+        try:
+            self.server.policy.check_origin(headers)
+            lengths = main.header_values(headers, "content-length")
+            if main.header_values(headers, "transfer-encoding") or len(lengths) > 1 or not all(v.isdigit() and v.isascii() for v in lengths):
+                raise HttpRefusal(400, "Bad Request: send a form with one plain Content-Length")
+            length = int(lengths[0]) if lengths else 0
+            if length > connect.MAX_FORM_BYTES:
+                raise HttpRefusal(413, f"Content Too Large: a form is at most {connect.MAX_FORM_BYTES} bytes")
+        except HttpRefusal as refusal:
+            # A person's browser reads this: an HTML page with the pages' headers, never JSON.
+            # Refused before the body was read, so the connection ends as for /mcp.
+            status, page_headers, page = pages.refusal(refusal.status, refusal.message)
+            self.request.sendall(http_response(status, page, [*page_headers, *refusal.headers], close=True, json_body=False))
+            self.drain(deadline)
+            return False
+        status, page_headers, page = pages.handle(method, target, headers, self.read_exact(length, deadline))
         keep_alive = keep_alive and method in ("GET", "POST")  # a HEAD answer carries a body here: end after it
         self.request.sendall(http_response(status, page, page_headers, close=not keep_alive, json_body=False))
         return keep_alive
