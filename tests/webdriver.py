@@ -20,7 +20,7 @@ from typing import Any
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER_NAMES = ("/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver")
-ELEMENT_KEY = "element-6066-11e4-a52f-4f735466cecf"  # the W3C web element identifier
+ELEMENT_KEY = "element-6066-11e4-a52e-4f735466cecf"  # the W3C web element identifier
 STARTUP_GUARD_SECONDS = 30.0  # only a failure guard for chromedriver to listen
 COMMAND_GUARD_SECONDS = 60.0  # only a failure guard for one WebDriver command
 CHROME_ARGS = (
