@@ -17,8 +17,8 @@ if not webdriver.available():
 
 import connect  # noqa: E402
 import procs  # noqa: E402
-from support import WORKSPACE, tps  # noqa: E402
-from test_connect import ALICE_TOKEN, BOB_TOKEN, BOB_WORKSPACE, Client, answer, config_file, connect_request  # noqa: E402
+from support import tps  # noqa: E402
+from test_connect import ALICE_TOKEN, BOB_TOKEN, Client, answer, config_file, connect_request  # noqa: E402
 
 SCREENSHOTS = os.path.join(support.ROOT, "docs", "img")
 PROBE = "<!DOCTYPE html><title>probe</title><p id=p>script off</p><script>document.getElementById('p').textContent='script on'</script>"

@@ -137,10 +137,6 @@ class Driver:
         """The element id of the first match for a CSS selector (WebDriverError if none)."""
         return self._session("POST", "/element", {"using": "css selector", "value": css})[ELEMENT_KEY]
 
-    def find_all(self, css: str) -> list[str]:
-        """Element ids of every match (possibly none)."""
-        return [item[ELEMENT_KEY] for item in self._session("POST", "/elements", {"using": "css selector", "value": css})]
-
     def send_keys(self, element: str, text: str) -> None:
         """Type text into an element."""
         self._session("POST", f"/element/{element}/value", {"text": text})
@@ -148,14 +144,6 @@ class Driver:
     def click(self, element: str) -> None:
         """Click an element (a submit button waits for the navigation it starts)."""
         self._session("POST", f"/element/{element}/click", {})
-
-    def text(self, element: str) -> str:
-        """An element's rendered text."""
-        return self._session("GET", f"/element/{element}/text")
-
-    def execute(self, script: str, *args: Any) -> Any:
-        """Run a synchronous script in the page (needs JavaScript enabled)."""
-        return self._session("POST", "/execute/sync", {"script": script, "args": list(args)})
 
     def switch_to_frame(self, index: int | None) -> None:
         """Enter the index-th child frame, or the top document with None."""
