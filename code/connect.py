@@ -22,6 +22,8 @@ so it asks again for the same flow until that flow expires. Standard library onl
 
 from __future__ import annotations
 
+import base64
+import collections
 import copy
 import dataclasses
 import hashlib
@@ -30,6 +32,7 @@ import html
 import secrets
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -49,6 +52,8 @@ SERVICE_NAME = "Report service"
 CONNECT_MESSAGE = "Connect the report service to continue."
 PATH_PREFIX = "/connect/"
 SESSION_COOKIE = "connect_session"
+LOGIN_COOKIE = "connect_login"  # the pre-session that the sign-in form's login token is bound to
+DISCONNECT_PATH = f"{PATH_PREFIX}disconnect"
 
 FLOW_TTL_SECONDS = 600.0  # a connect link works for ten minutes, then a fresh one is issued
 SESSION_TTL_SECONDS = 900.0  # a browser sign-in lasts fifteen minutes
@@ -56,6 +61,7 @@ MAX_PENDING_FLOWS_PER_PRINCIPAL = 20  # unfinished connect links one principal m
 MAX_SESSIONS_PER_PRINCIPAL = 8  # browser sessions per principal; the oldest is dropped beyond
 MAX_FORM_BYTES = 4096  # one urlencoded form body (sign-in or decision)
 MAX_FORM_FIELDS = 8  # fields in one form body
+MAX_REPORTS_KEPT_PER_PRINCIPAL = 100  # publications the service remembers per account; the oldest go
 HANDLE_LENGTH = 43  # characters of secrets.token_urlsafe(32): flow handles and session ids
 
 _URLSAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
@@ -115,7 +121,10 @@ class ReportService:
 
     def __init__(self) -> None:
         self._accounts: dict[str, str] = {}  # fingerprint(credential) -> principal
-        self._published: dict[str, list[dict[str, Any]]] = {}
+        # A long-running server publishing in a loop must not grow without bound: only the
+        # newest MAX_REPORTS_KEPT_PER_PRINCIPAL are kept, while report numbers keep counting.
+        self._published: dict[str, collections.deque[dict[str, Any]]] = {}
+        self._issued: dict[str, int] = {}  # principal -> reports ever published
         self._lock = threading.Lock()
 
     def authorize(self, principal: str) -> str:
@@ -125,21 +134,27 @@ class ReportService:
             self._accounts[fingerprint(credential)] = principal
         return credential
 
+    def revoke(self, credential: str) -> None:
+        """The credential stops working (Disconnect, or replaced by a newer Allow)."""
+        with self._lock:
+            self._accounts.pop(fingerprint(credential), None)
+
     def publish(self, credential: str, note: main.Note) -> str:
         """Record `note` for the account the credential belongs to; the new report id."""
         with self._lock:
             principal = self._accounts.get(fingerprint(credential))
             if principal is None:
                 raise PermissionError("unknown credential")
-            reports = self._published.setdefault(principal, [])
-            report_id = f"report-{len(reports) + 1}"
+            reports = self._published.setdefault(principal, collections.deque(maxlen=MAX_REPORTS_KEPT_PER_PRINCIPAL))
+            self._issued[principal] = self._issued.get(principal, 0) + 1
+            report_id = f"report-{self._issued[principal]}"
             reports.append({"reportId": report_id, "noteId": note.id, "title": note.title, "revision": note.revision})
             return report_id
 
     def published(self, principal: str) -> list[dict[str, Any]]:
-        """Copies of what `principal` has published, oldest first."""
+        """Copies of the newest MAX_REPORTS_KEPT_PER_PRINCIPAL publications of `principal`, oldest first."""
         with self._lock:
-            return copy.deepcopy(self._published.get(principal, []))
+            return copy.deepcopy(list(self._published.get(principal, ())))
 
 
 # =====================================================================================
@@ -157,6 +172,8 @@ class Flow:
     created: float
     expires: float
     state: str = PENDING
+    tool: str = TOOL_NAME  # the MCP request that asked, shown on the consent page
+    note_title: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -187,8 +204,8 @@ class ConnectStore:
 
     # ---------------------------------------------------------------- flows (MCP side)
 
-    def start_flow(self, principal: str) -> str | None:
-        """A new pending flow's handle, or None when the principal holds too many pending ones."""
+    def start_flow(self, principal: str, tool: str = TOOL_NAME, note_title: str = "") -> str | None:
+        """A new pending flow's handle (remembering which request asked), or None when the principal holds too many."""
         with self._lock:
             now = self.clock()
             self._prune(now)
@@ -197,7 +214,7 @@ class ConnectStore:
             if pending >= MAX_PENDING_FLOWS_PER_PRINCIPAL:
                 return None
             handle = secrets.token_urlsafe(32)
-            self._flows[handle] = Flow(principal, now, now + FLOW_TTL_SECONDS)
+            self._flows[handle] = Flow(principal, now, now + FLOW_TTL_SECONDS, tool=tool, note_title=note_title)
             return handle
 
     def flow_state(self, handle: Any, principal: str) -> str | None:
@@ -239,9 +256,21 @@ class ConnectStore:
             if flow is None or flow.state != PENDING or flow.principal != principal:
                 return False
             if allow:
+                old = self._credentials.get(principal)
                 self._credentials[principal] = self.service.authorize(principal)
+                if old is not None:
+                    self.service.revoke(old)  # one live credential per principal, not one per Allow
             flow.state = ALLOWED if allow else DENIED
             return True
+
+    def disconnect(self, principal: str) -> bool:
+        """Remove and revoke the stored credential; False if there was none."""
+        with self._lock:
+            credential = self._credentials.pop(principal, None)
+        if credential is None:
+            return False
+        self.service.revoke(credential)
+        return True
 
     # ---------------------------------------------------------------- sessions
 
@@ -280,19 +309,44 @@ class ConnectStore:
 Headers = Sequence[tuple[str, str]]
 Response = tuple[int, list[tuple[str, str]], bytes]
 
+# Readable at phone width; inline, allowed by the CSP through its hash alone (no external sheet).
+STYLE = (
+    "body{font:17px/1.5 system-ui,sans-serif;max-width:34rem;margin:0 auto;padding:1rem;color:#1b1b1b;background:#fff}"
+    "h1{font-size:1.45rem;margin:.5rem 0 1rem}"
+    "label{display:block;font-weight:600}"
+    "input[type=password]{display:block;width:100%;box-sizing:border-box;font-size:1rem;padding:.6rem;margin:.3rem 0 .8rem}"
+    "button{font-size:1rem;padding:.6rem 1.2rem;margin:.2rem .5rem .2rem 0;border-radius:.35rem;border:1px solid #555;background:#f2f2f2;color:#1b1b1b}"
+    "button.primary{background:#0b5cad;border-color:#0b5cad;color:#fff}"
+    ".request{background:#f3f5f8;border-left:4px solid #0b5cad;padding:.4rem .9rem;margin:1rem 0}"
+    ".hint{color:#444;font-size:.95rem;margin:.2rem 0}"
+    ".alert{color:#9b0000;font-weight:600}"
+    "hr{border:0;border-top:1px solid #ccc;margin:1.5rem 0}"
+)
+STYLE_HASH = "'sha256-" + base64.b64encode(hashlib.sha256(STYLE.encode("utf-8")).digest()).decode("ascii") + "'"
+CONTENT_SECURITY_POLICY = (
+    # Nothing loads from anywhere (no script at all); the one stylesheet is pinned by hash.
+    f"default-src 'none'; style-src {STYLE_HASH}; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
 PAGE_HEADERS: tuple[tuple[str, str], ...] = (
     ("Content-Type", "text/html; charset=utf-8"),
     ("X-Frame-Options", "DENY"),  # clickjacking: no one may frame the Allow button
-    ("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'; form-action 'self'"),
+    ("Content-Security-Policy", CONTENT_SECURITY_POLICY),
     ("Cache-Control", "no-store"),  # a shared or back-button cache must not keep the CSRF token
-    ("Referrer-Policy", "no-referrer"),  # the flow handle in our URL never leaves in a Referer
+    # The flow handle in our URL never leaves in a Referer to another origin, while our own
+    # form posts still carry our real Origin (no-referrer made browsers send `Origin: null`).
+    ("Referrer-Policy", "same-origin"),
     ("X-Content-Type-Options", "nosniff"),
 )
 GONE = "This link is not valid: it is unknown, already used or expired. Start again from your MCP client."
+WRONG_ACCOUNT = "This connection request was started by another account. Sign in as that account; nothing was changed."
+NULL_ORIGIN = (
+    "Your browser sent this form as `Origin: null` (from a sandboxed frame, a local file or a page that hides its origin), "
+    "so it cannot be told apart from a forged one. Open the link directly in a browser tab and try again."
+)
 
 
 class ConnectPages:
-    """GET /connect/<handle>, POST /connect/<handle>/sign-in and /connect/<handle>/decision."""
+    """GET /connect/<handle>; POST /connect/<handle>/sign-in, /connect/<handle>/decision and /connect/disconnect."""
 
     prefix = PATH_PREFIX  # what the HTTP transport routes here
     max_body = MAX_FORM_BYTES
@@ -302,6 +356,7 @@ class ConnectPages:
         self.log = log
         self.tokens = streamable_http.BearerTokens(tokens)  # sign-in uses the MCP bearer tokens
         self.base_url = base_url  # http://host:port of the listener; set by the transport once bound
+        self._login_key = secrets.token_bytes(32)  # MACs login tokens; never leaves this object
 
     def flow_url(self, handle: str) -> str:
         """The absolute link for a flow (the server's own page, nothing else in it)."""
@@ -312,6 +367,10 @@ class ConnectPages:
     def handle(self, method: str, path: str, headers: Headers, body: bytes) -> Response:
         """One HTTP request under /connect/ to (status, headers, body); never raises for client input."""
         parts = path.partition("?")[0].split("/")
+        if path.partition("?")[0] == DISCONNECT_PATH:
+            if method != "POST":
+                return self.page(405, "Method not allowed", "Use the Disconnect button.", [("Allow", "POST")])
+            return self.check_post(headers, body) or self.disconnect(headers, body)
         # ["", "connect", handle] or ["", "connect", handle, action]
         if len(parts) not in (3, 4) or parts[1] != PATH_PREFIX.strip("/") or not is_handle(parts[2]):
             return self.page(404, "Not found", GONE)
@@ -329,27 +388,31 @@ class ConnectPages:
         if flow is None:
             # Forged, replayed (already decided) and expired handles all read the same.
             return self.page(404, "Link not valid", GONE)
-        session_id = self.cookie(headers)
+        session_id = self.cookie(headers, SESSION_COOKIE)
         session = self.store.session(session_id)
         if action == "sign-in":
-            return self.sign_in(handle, flow, session_id, body)
+            return self.sign_in(handle, flow, headers, session_id, body)
         if session is None:
             # A decision without a live session: sign in first (and nothing is stored).
-            return self.sign_in_page(handle) if action == "" else self.sign_in_page(handle, 403, "Sign in first.")
+            return self.sign_in_page(handle, headers) if action == "" else self.sign_in_page(handle, headers, 403, "Sign in first.")
         # The URL alone grants nothing: the browser must be signed in as the flow's principal.
         if session.principal != flow.principal:
             self.log(f"connect page: principal {session.principal!r} refused on another principal's flow")
-            return self.page(403, "Wrong account", "This connection request was started by another account. Sign in as that account.")
+            return self.page(403, "Wrong account", WRONG_ACCOUNT)
         if action == "":
-            return self.consent_page(handle, session)
+            return self.consent_page(handle, flow, session)
         return self.decision(handle, session, body)
 
     def check_post(self, headers: Headers, body: bytes) -> Response | None:
         """Cross-site form posts, odd media types and oversized bodies stop here."""
         origins = streamable_http.header_values(headers, "origin")
         # Login CSRF and forged decisions from another site: a browser names the page's origin.
+        # `Origin: null` is refused too: a forging page can make its browser send exactly that
+        # (sandboxed frame, data: URL, its own no-referrer policy), while our pages' same-origin
+        # policy makes a browser name our origin. A request without Origin is left to the tokens.
         if origins and (len(origins) != 1 or self.base_url is None or origins[0].lower() != self.base_url.lower()):
-            return self.page(403, "Forbidden", "This form may only be sent from this server's own page.")
+            self.log("connect page: form refused: foreign or opaque Origin")
+            return self.refusal(403, NULL_ORIGIN if origins == ["null"] else "This form may only be sent from this server's own page.")
         types = streamable_http.header_values(headers, "content-type")
         if len(types) != 1 or types[0].split(";")[0].strip().lower() != "application/x-www-form-urlencoded":
             return self.page(415, "Unsupported form", "Send the form from this server's page.")
@@ -369,37 +432,52 @@ class ConnectPages:
         return fields if len(fields) == len(pairs) else None
 
     @staticmethod
-    def cookie(headers: Headers) -> str | None:
-        """Our session cookie's value if it appears exactly once, else None."""
+    def cookie(headers: Headers, name: str = SESSION_COOKIE) -> str | None:
+        """The named cookie's value if it appears exactly once, else None."""
         found = []
         for header in streamable_http.header_values(headers, "cookie"):
             for item in header.split(";"):
-                name, eq, value = item.strip().partition("=")
-                if eq and name == SESSION_COOKIE:
+                key, eq, value = item.strip().partition("=")
+                if eq and key == name:
                     found.append(value)
         return found[0] if len(found) == 1 else None
 
-    def sign_in(self, handle: str, flow: Flow, old_session: str | None, body: bytes) -> Response:
-        """Check the token, bind a fresh session to its principal, go back to the flow page."""
-        fields = self.form(body)
-        principal = self.tokens.principal(fields.get("token", "")) if fields is not None else None
+    def login_token(self, pre_session: str, handle: str) -> str:
+        """The sign-in form's token: a MAC over the browser's pre-session cookie and this link."""
+        return hmac.new(self._login_key, f"{pre_session}\n{handle}".encode("ascii"), hashlib.sha256).hexdigest()
+
+    def sign_in(self, handle: str, flow: Flow, headers: Headers, old_session: str | None, body: bytes) -> Response:
+        """Check the login token and the bearer token, bind a fresh session to its principal, go back to the flow page."""
+        fields = self.form(body) or {}
+        pre_session = self.cookie(headers, LOGIN_COOKIE)
+        expected = self.login_token(pre_session, handle) if pre_session is not None and is_handle(pre_session) else ""
+        # Login CSRF: another page could otherwise sign this browser in as the attacker's
+        # account. Only our sign-in page, read with this browser's pre-session cookie, has the token.
+        if not expected or not hmac.compare_digest(fields.get("login", "").encode("utf-8", "replace"), expected.encode("ascii")):
+            self.log("connect page: sign-in refused: missing or wrong login token")
+            return self.sign_in_page(handle, headers, 403, "The sign-in form expired or did not come from this page. Try again.")
+        principal = self.tokens.principal(fields.get("token", "")) if "token" in fields else None
         if principal is None:
-            return self.sign_in_page(handle, 403, "That token is not valid for this server.")
+            return self.sign_in_page(handle, headers, 403, "That token is not valid for this server.")
         if principal != flow.principal:
             self.log(f"connect page: sign-in as {principal!r} refused on another principal's flow")
-            return self.page(403, "Wrong account", "This connection request was started by another account. Sign in as that account.")
+            return self.page(403, "Wrong account", WRONG_ACCOUNT)
         # Session fixation: whatever id the browser had is dropped and a new one issued.
         self.store.sign_out(old_session)
         session_id = self.store.sign_in(principal)
         cookie = f"{SESSION_COOKIE}={session_id}; Path={PATH_PREFIX}; Max-Age={int(SESSION_TTL_SECONDS)}; HttpOnly; SameSite=Strict"
         return self.page(303, "Signed in", "Continue to the connection request.", [("Location", f"{PATH_PREFIX}{handle}"), ("Set-Cookie", cookie)])
 
+    def csrf_ok(self, session: Session, fields: dict[str, str] | None) -> bool:
+        """The form carries this session's CSRF token (compared in constant time)."""
+        given = fields.get("csrf", "") if fields is not None else ""
+        return hmac.compare_digest(given.encode("utf-8", "replace"), session.csrf.encode("ascii"))
+
     def decision(self, handle: str, session: Session, body: bytes) -> Response:
         """Allow or Deny, only with this session's CSRF token."""
         fields = self.form(body)
-        given = fields.get("csrf", "") if fields is not None else ""
         # Cross-site request forgery: only our own page knows this session's token.
-        if not hmac.compare_digest(given.encode("utf-8", "replace"), session.csrf.encode("ascii")):
+        if not self.csrf_ok(session, fields):
             self.log("connect page: decision refused: missing or wrong CSRF token")
             return self.page(403, "Forbidden", "The form expired or did not come from this page. Reload it and try again.")
         choice = fields.get("decision") if fields is not None else None
@@ -409,39 +487,100 @@ class ConnectPages:
             return self.page(404, "Link not valid", GONE)
         self.log(f"connect flow for principal {session.principal!r}: {'allowed' if choice == 'allow' else 'denied'}")
         if choice == "allow":
-            return self.page(200, "Connected", f"{SERVICE_NAME} is connected. Return to your MCP client to continue.")
+            return self.connected_page(session)
         return self.page(200, "Not connected", f"You denied the request; {SERVICE_NAME} was not connected. Return to your MCP client.")
+
+    def disconnect(self, headers: Headers, body: bytes) -> Response:
+        """Remove the signed-in principal's stored credential, only with the session's CSRF token."""
+        session = self.store.session(self.cookie(headers, SESSION_COOKIE))
+        if session is None:
+            return self.page(403, "Sign in first", "Your sign-in here has expired. Nothing was changed.")
+        if not self.csrf_ok(session, self.form(body)):
+            self.log("connect page: disconnect refused: missing or wrong CSRF token")
+            return self.page(403, "Forbidden", "The form expired or did not come from this page. Nothing was changed.")
+        removed = self.store.disconnect(session.principal)
+        if removed:
+            self.log(f"connect: principal {session.principal!r} disconnected the report service")
+        who, service = html.escape(session.principal), html.escape(SERVICE_NAME)
+        text = (
+            f"<p><strong>{service}</strong> is no longer connected to <strong>{who}</strong>. "
+            "The next publish will ask you to connect again.</p>"
+            if removed
+            else f"<p><strong>{service}</strong> was not connected to <strong>{who}</strong>; nothing was changed.</p>"
+        )
+        return self.page(200, "Disconnected", "", raw=text)
 
     # ---------------------------------------------------------------- rendering
 
-    def sign_in_page(self, handle: str, status: int = 200, error: str = "") -> Response:
-        """The sign-in form (it names neither the principal nor anything about the flow)."""
+    def sign_in_page(self, handle: str, headers: Headers, status: int = 200, error: str = "") -> Response:
+        """The sign-in form (it names neither the principal nor anything about the flow) and its pre-session cookie."""
+        pre_session = self.cookie(headers, LOGIN_COOKIE)
+        if pre_session is None or not is_handle(pre_session):
+            pre_session = secrets.token_urlsafe(32)
         action = html.escape(f"{PATH_PREFIX}{handle}/sign-in")
         body = (
-            (f'<p role="alert"><strong>{html.escape(error)}</strong></p>' if error else "")
-            + f"<p>Sign in to this notes server to connect {html.escape(SERVICE_NAME)}. "
-            "This link alone grants nothing: you must be the person who asked.</p>"
+            (f'<p class="alert" role="alert">{html.escape(error)}</p>' if error else "")
+            + f"<p>To connect <strong>{html.escape(SERVICE_NAME)}</strong>, first sign in to this notes server.</p>"
             f'<form method="post" action="{action}">'
-            '<p><label>Access token <input type="password" name="token" autocomplete="off" required></label></p>'
-            '<p><button type="submit">Sign in</button></p></form>'
+            '<label for="token">Access token</label>'
+            '<p class="hint" id="token-hint">Paste the bearer token this server\'s operator gave you for MCP: '
+            "the same token your MCP client sends.</p>"
+            '<input type="password" name="token" id="token" aria-describedby="token-hint" autocomplete="off" required>'
+            f'<input type="hidden" name="login" value="{self.login_token(pre_session, handle)}">'
+            '<button type="submit" class="primary">Sign in</button></form>'
+            "<p class=\"hint\">This link alone grants nothing: only the account that asked can continue.</p>"
         )
-        return self.page(status, "Sign in", "", raw=body)
+        cookie = f"{LOGIN_COOKIE}={pre_session}; Path={PATH_PREFIX}; Max-Age={int(FLOW_TTL_SECONDS)}; HttpOnly; SameSite=Strict"
+        return self.page(status, "Sign in", "", [("Set-Cookie", cookie)], raw=body)
 
-    def consent_page(self, handle: str, session: Session) -> Response:
-        """Which principal, which service, Allow or Deny (with the session's CSRF token)."""
+    def disconnect_form(self, session: Session) -> str:
+        """The Disconnect button (a CSRF-protected POST)."""
+        return (
+            f'<form method="post" action="{html.escape(DISCONNECT_PATH)}">'
+            f'<input type="hidden" name="csrf" value="{html.escape(session.csrf)}">'
+            '<button type="submit" name="disconnect" value="1">Disconnect</button></form>'
+        )
+
+    def consent_page(self, handle: str, flow: Flow, session: Session) -> Response:
+        """Which service, which principal, which request asked, what Allow means; Allow or Deny."""
         action = html.escape(f"{PATH_PREFIX}{handle}/decision")
         who, service = html.escape(session.principal), html.escape(SERVICE_NAME)
+        note = f" the note <strong>&ldquo;{html.escape(flow.note_title)}&rdquo;</strong>" if flow.note_title else " a note"
+        connected = self.store.credential(session.principal) is not None
         body = (
             f"<p>Signed in as <strong>{who}</strong>.</p>"
-            f"<p>The notes server asks to connect <strong>{service}</strong> to the account <strong>{who}</strong>, "
-            "so that it can publish notes there for you. The access it receives stays on the server; "
-            "your MCP client never sees it.</p>"
+            f'<div class="request"><p>Your MCP client called the tool <strong>{html.escape(flow.tool)}</strong> '
+            f"to publish{note} to <strong>{service}</strong>.</p></div>"
+            f"<p><strong>Allow</strong> connects <strong>{service}</strong> to the account <strong>{who}</strong>. "
+            "This is a standing connection: later publishes need no new prompt, until you disconnect it. "
+            "The access it receives stays on this server; your MCP client never sees it.</p>"
             f'<form method="post" action="{action}">'
             f'<input type="hidden" name="csrf" value="{html.escape(session.csrf)}">'
-            '<p><button type="submit" name="decision" value="allow">Allow</button> '
-            '<button type="submit" name="decision" value="deny">Deny</button></p></form>'
+            '<button type="submit" name="decision" value="allow" class="primary">Allow</button>'
+            '<button type="submit" name="decision" value="deny">Deny</button></form>'
         )
+        if connected:
+            body += f"<hr><p>{service} is already connected for {who}. To remove that connection:</p>" + self.disconnect_form(session)
         return self.page(200, f"Connect {SERVICE_NAME}", "", raw=body)
+
+    def connected_page(self, session: Session) -> Response:
+        """After Allow: what now, what it means, and the Disconnect button."""
+        who, service = html.escape(session.principal), html.escape(SERVICE_NAME)
+        body = (
+            f"<p><strong>{service}</strong> is connected to <strong>{who}</strong>. "
+            "Return to your MCP client to continue: it will publish the note.</p>"
+            "<p>Later publishes need no new prompt. To revoke this connection now:</p>" + self.disconnect_form(session)
+        )
+        return self.page(200, "Connected", "", raw=body)
+
+    @staticmethod
+    def refusal(status: int, message: str) -> Response:
+        """The HTML page for any refusal under /connect/ (transport or page): a pure function of status and message."""
+        try:
+            title = HTTPStatus(status).phrase
+        except ValueError:
+            title = "Refused"
+        return ConnectPages.page(status, title, message)
 
     @staticmethod
     def page(status: int, title: str, text: str, extra: Sequence[tuple[str, str]] = (), raw: str = "") -> Response:
@@ -449,7 +588,9 @@ class ConnectPages:
         content = raw or f"<p>{html.escape(text)}</p>"
         document = (
             '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-            f"<title>{html.escape(title)}</title></head><body><h1>{html.escape(title)}</h1>{content}</body></html>"
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{html.escape(title)}</title><style>{STYLE}</style></head>"
+            f"<body><h1>{html.escape(title)}</h1>{content}</body></html>"
         )
         return status, [*PAGE_HEADERS, *extra], document.encode("utf-8")
 
@@ -565,7 +706,9 @@ class NotesPublish:
         if not supports_url_elicitation(call.meta.capabilities):
             raise url_required()
         if flow != PENDING:
-            handle = self.store.start_flow(principal)  # first time, or the old link expired
+            # First time, or the old link expired. The page names the note that will be published.
+            chosen = [n.title for n in self.server.notes.candidates(scope.workspace, scope.arguments["title"]) if n.id == target[0]]
+            handle = self.store.start_flow(principal, TOOL_NAME, chosen[0] if chosen else scope.arguments["title"])
             if handle is None:
                 raise main.ToolError("Too many connection requests are pending for you; finish one or try later.")
             self.server.log(f"connect flow started for principal {principal!r}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import http.client
 import json
 import re
@@ -30,11 +32,12 @@ URL_REQUIRED = {"requiredCapabilities": {"elicitation": {"url": {}}}}
 EXPECTED_PAGE_HEADERS = {
     "content-type": "text/html; charset=utf-8",
     "x-frame-options": "DENY",
-    "content-security-policy": "default-src 'none'; frame-ancestors 'none'; form-action 'self'",
+    "content-security-policy": connect.CONTENT_SECURITY_POLICY,
     "cache-control": "no-store",
-    "referrer-policy": "no-referrer",
+    "referrer-policy": "same-origin",
 }
 FORM_TYPE = ("Content-Type", "application/x-www-form-urlencoded")
+STYLE_RE = re.compile(r"<style>(.*?)</style>", re.S)
 Send = Callable[[str, str, list[tuple[str, str]], bytes], tuple[int, list[tuple[str, str]], bytes]]
 
 
@@ -88,21 +91,39 @@ class Browser:
 
     def __init__(self, send: Send) -> None:
         self.send = send
-        self.cookie: str | None = None
+        self.jar: dict[str, str] = {}
         self.pages: list[tuple[int, dict[str, str], str]] = []
+        self.set_cookies: list[str] = []  # every Set-Cookie value received
 
-    def open(self, method: str, path: str, fields: list[tuple[str, str]] | None = None, headers: list[tuple[str, str]] | None = None) -> tuple[int, dict[str, str], str]:
+    @property
+    def cookie(self) -> str | None:
+        """The session cookie as sent ("connect_session=..."), or None before a sign-in."""
+        value = self.jar.get(connect.SESSION_COOKIE)
+        return None if value is None else f"{connect.SESSION_COOKIE}={value}"
+
+    @cookie.setter
+    def cookie(self, text: str) -> None:
+        name, _, value = text.partition("=")
+        self.jar[name] = value
+
+    def open(
+        self, method: str, path: str, fields: list[tuple[str, str]] | None = None, headers: list[tuple[str, str]] | None = None, omit: str = ""
+    ) -> tuple[int, dict[str, str], str]:
         sent = list(headers or [])
         body = b""
         if fields is not None:
             body = urlencode(fields).encode("ascii")
             sent.append(FORM_TYPE)
-        if self.cookie is not None:
-            sent.append(("Cookie", self.cookie))
+        cookies = "; ".join(f"{name}={value}" for name, value in self.jar.items() if name != omit)
+        if cookies:
+            sent.append(("Cookie", cookies))
         status, raw_headers, data = self.send(method, path, sent, body)
+        for name, value in raw_headers:
+            if name.lower() == "set-cookie":
+                self.set_cookies.append(value)
+                key, _, rest = value.split(";")[0].partition("=")
+                self.jar[key] = rest
         got = {name.lower(): value for name, value in raw_headers}
-        if "set-cookie" in got:
-            self.cookie = got["set-cookie"].split(";")[0]
         page = (status, got, data.decode("utf-8"))
         self.pages.append(page)
         return page
@@ -110,8 +131,17 @@ class Browser:
     def get(self, path: str) -> tuple[int, dict[str, str], str]:
         return self.open("GET", path)
 
-    def sign_in(self, path: str, token: str) -> int:
-        return self.open("POST", f"{path}/sign-in", [("token", token)])[0]
+    def login_token(self, path: str) -> str:
+        """Load the sign-in page as this browser would (without its session) and read its login token."""
+        status, _, text = self.open("GET", path, omit=connect.SESSION_COOKIE)
+        match = re.search(r'name="login" value="([^"]+)"', text)
+        assert status == 200 and match, (status, text)
+        return match.group(1)
+
+    def sign_in(self, path: str, token: str, headers: list[tuple[str, str]] | None = None) -> int:
+        """Open the sign-in page, paste the token, submit: the status of the POST."""
+        login = self.login_token(path)
+        return self.open("POST", f"{path}/sign-in", [("token", token), ("login", login)], headers)[0]
 
     def csrf(self, path: str) -> str:
         """The CSRF token from the consent page (the page must be showing it)."""
@@ -175,10 +205,9 @@ class InProcess(unittest.TestCase):
         found = [ALICE_TOKEN, BOB_TOKEN]
         found += [c for c in (self.store.credential("alice"), self.store.credential("bob")) if c]
         for browser in browsers:
-            for _, headers, text in browser.pages:
-                if "set-cookie" in headers:
-                    found.append(headers["set-cookie"].split(";")[0].split("=", 1)[1])
-                found += re.findall(r'name="csrf" value="([^"]+)"', text)
+            found += [value.split(";")[0].split("=", 1)[1] for value in browser.set_cookies]
+            for _, _, text in browser.pages:
+                found += re.findall(r'name="(?:csrf|login)" value="([^"]+)"', text)
         return found
 
 
@@ -436,7 +465,9 @@ class PageBindingTests(InProcess):
         self.assertEqual(status, 200)
         self.assertIn('type="password" name="token"', text)
         self.assertNotIn("alice", text)
-        self.assertNotIn("set-cookie", headers)
+        self.assertNotIn("TPS report", text)
+        self.assertTrue(headers["set-cookie"].startswith(f"{connect.LOGIN_COOKIE}="))  # a pre-session, not a session
+        self.assertNotIn(connect.SESSION_COOKIE, headers["set-cookie"])
 
     def test_a_wrong_token_is_refused_without_a_session(self) -> None:
         path = self.connect_path(self.first())
@@ -451,6 +482,7 @@ class PageBindingTests(InProcess):
         browser = self.browser()
         browser.sign_in(path, ALICE_TOKEN)
         cookie = browser.pages[-1][1]["set-cookie"]
+        self.assertTrue(cookie.startswith(f"{connect.SESSION_COOKIE}="))
         for attribute in ("HttpOnly", "SameSite=Strict", f"Path={connect.PATH_PREFIX}"):
             self.assertIn(attribute, cookie)
         old = browser.cookie
@@ -554,6 +586,149 @@ class PageBindingTests(InProcess):
                 self.assertNotRegex(text, r"(src|href)=")  # no external resources, no links
 
 
+class ReadablePageTests(InProcess):
+    """A person can tell what is asked, by whom, what Allow means and which token to paste."""
+
+    def test_the_consent_page_names_service_principal_tool_and_note_and_says_the_connection_stands(self) -> None:
+        path = self.connect_path(self.first())
+        text = self.signed_in(path).get(path)[2]
+        for part in ("<strong>alice</strong>", f"<strong>{connect.SERVICE_NAME}</strong>", f"<strong>{connect.TOOL_NAME}</strong>",
+                     "&ldquo;TPS report 2025&rdquo;", "standing connection", "until you disconnect it"):
+            self.assertIn(part, text)
+        self.assertNotIn("Disconnect</button>", text)  # nothing to disconnect yet
+
+    def test_the_sign_in_page_says_which_token_to_paste(self) -> None:
+        text = self.browser().get(self.connect_path(self.first()))[2]
+        self.assertIn("bearer token this server's operator gave you for MCP", text)
+        self.assertIn("the same token your MCP client sends", text)
+
+    def test_a_flow_started_without_request_details_still_renders(self) -> None:
+        handle = self.store.start_flow("alice")
+        self.assertIsNotNone(handle)
+        path = f"{connect.PATH_PREFIX}{handle}"
+        text = self.signed_in(path).get(path)[2]
+        self.assertIn(f"<strong>{connect.TOOL_NAME}</strong> to publish a note", text)
+
+    def test_the_only_style_is_inline_and_pinned_by_its_hash_in_the_csp(self) -> None:
+        text = self.browser().get(self.connect_path(self.first()))[2]
+        styles = STYLE_RE.findall(text)
+        self.assertEqual(styles, [connect.STYLE])
+        digest = base64.b64encode(hashlib.sha256(styles[0].encode()).digest()).decode()
+        self.assertIn(f"style-src 'sha256-{digest}'", connect.CONTENT_SECURITY_POLICY)
+        for loose in ("unsafe-inline", "http:", "https:", "*", "script-src"):
+            self.assertNotIn(loose, connect.CONTENT_SECURITY_POLICY)
+        self.assertIn("default-src 'none'", connect.CONTENT_SECURITY_POLICY)
+        self.assertIn('name="viewport"', text)
+
+
+class LoginCsrfTests(InProcess):
+    """The sign-in form needs a login token bound to this browser's pre-session cookie and this link."""
+
+    def test_a_sign_in_without_a_matching_login_token_is_refused_and_makes_no_session(self) -> None:
+        path = self.connect_path(self.first())
+        other_path = self.connect_path(self.first(title="TPS report 2024"))
+        browser, other = self.browser(), self.browser()
+        login, foreign = browser.login_token(path), other.login_token(path)
+        for fields in ([("token", ALICE_TOKEN)], [("token", ALICE_TOKEN), ("login", foreign)], [("token", ALICE_TOKEN), ("login", login + "0")]):
+            with self.subTest(fields=fields):
+                self.assertEqual(browser.open("POST", f"{path}/sign-in", fields)[0], 403)
+        self.assertEqual(browser.open("POST", f"{other_path}/sign-in", [("token", ALICE_TOKEN), ("login", login)])[0], 403)
+        cookieless = self.browser()
+        self.assertEqual(cookieless.open("POST", f"{path}/sign-in", [("token", ALICE_TOKEN), ("login", login)])[0], 403)
+        self.assertIsNone(browser.cookie)
+        self.assertIsNone(cookieless.cookie)
+        self.assertEqual(browser.open("POST", f"{path}/sign-in", [("token", ALICE_TOKEN), ("login", login)])[0], 303)
+
+    def test_origin_null_is_refused_with_an_html_page_and_an_absent_origin_is_left_to_the_tokens(self) -> None:
+        path = self.connect_path(self.first())
+        browser = self.browser()
+        self.assertEqual(browser.sign_in(path, ALICE_TOKEN, [("Origin", "null")]), 403)
+        self.assertIsNone(browser.cookie)
+        status, headers, text = browser.pages[-1]
+        self.assertIn("Origin: null", text)
+        for name, value in EXPECTED_PAGE_HEADERS.items():
+            self.assertEqual(headers[name], value)
+        self.assertEqual(browser.sign_in(path, ALICE_TOKEN, [("Origin", BASE)]), 303)
+        csrf = browser.csrf(path)
+        self.assertEqual(browser.decide(path, "allow", csrf=csrf, headers=[("Origin", "null")]), 403)
+        self.assertIsNone(self.store.credential("alice"))
+        self.assertEqual(browser.decide(path, "allow", csrf=csrf), 200)  # no Origin at all: the CSRF token decides
+
+
+class DisconnectTests(InProcess):
+    """Allow is a standing connection; Disconnect (POST with CSRF) removes and revokes it."""
+
+    def connected(self) -> tuple[str, Browser, str]:
+        path = self.connect_path(self.first())
+        browser = self.signed_in(path)
+        self.assertEqual(browser.decide(path, "allow"), 200)
+        return path, browser, re.findall(r'name="csrf" value="([^"]+)"', browser.pages[-1][2])[0]
+
+    def test_the_connected_page_offers_disconnect_and_disconnect_revokes_and_the_next_publish_asks_again(self) -> None:
+        path, browser, csrf = self.connected()
+        self.assertIn(f'action="{connect.DISCONNECT_PATH}"', browser.pages[-1][2])
+        credential = self.store.credential("alice")
+        self.assertTrue(self.alice.call(tps("TPS report 2023"), {})["result"]["structuredContent"]["published"])
+        status, _, text = browser.open("POST", connect.DISCONNECT_PATH, [("csrf", csrf)])
+        self.assertEqual((status, "no longer connected" in text), (200, True))
+        self.assertIsNone(self.store.credential("alice"))
+        with self.assertRaises(PermissionError):
+            self.service.publish(credential, main.lesson_notes()[0])  # revoked at the service too
+        self.assertEqual(len(self.service.published("alice")), 1)
+        self.assertEqual(self.first()["resultType"], "input_required")
+        self.assertTrue(any("disconnected" in line for line in self.log))
+
+    def test_disconnect_without_session_or_csrf_or_by_get_changes_nothing(self) -> None:
+        _, browser, csrf = self.connected()
+        credential = self.store.credential("alice")
+        self.assertEqual(browser.open("POST", connect.DISCONNECT_PATH, [("csrf", csrf + "x")])[0], 403)
+        self.assertEqual(browser.open("POST", connect.DISCONNECT_PATH, [])[0], 403)
+        self.assertEqual(browser.open("POST", connect.DISCONNECT_PATH, [("csrf", csrf)], [("Origin", "https://evil.example")])[0], 403)
+        self.assertEqual(self.browser().open("POST", connect.DISCONNECT_PATH, [("csrf", csrf)])[0], 403)
+        self.assertEqual(browser.open("GET", connect.DISCONNECT_PATH)[0], 405)
+        self.assertEqual(self.store.credential("alice"), credential)
+
+    def test_bobs_disconnect_leaves_alice_connected(self) -> None:
+        self.connected()
+        bob_path = self.connect_path(self.first(self.bob, "TPS report bob"))
+        bob = self.signed_in(bob_path, BOB_TOKEN)
+        status, _, text = bob.open("POST", connect.DISCONNECT_PATH, [("csrf", bob.csrf(bob_path))])
+        self.assertEqual((status, "nothing was changed" in text), (200, True))
+        self.assertIsNotNone(self.store.credential("alice"))
+
+    def test_the_consent_page_of_a_connected_principal_offers_disconnect_and_a_new_allow_revokes_the_old_credential(self) -> None:
+        _, _, _ = self.connected()
+        old = self.store.credential("alice")
+        handle = self.store.start_flow("alice", connect.TOOL_NAME, "TPS report 2024")
+        path = f"{connect.PATH_PREFIX}{handle}"
+        browser = self.signed_in(path)
+        self.assertIn("Disconnect</button>", browser.get(path)[2])
+        self.assertEqual(browser.decide(path, "allow"), 200)
+        self.assertNotEqual(self.store.credential("alice"), old)
+        with self.assertRaises(PermissionError):
+            self.service.publish(old, main.lesson_notes()[0])
+
+
+class RefusalPageTests(unittest.TestCase):
+    """ConnectPages.refusal: any status and message as a complete, escaped page with the page headers."""
+
+    def test_refusal_is_an_html_page_with_the_page_headers_for_every_status(self) -> None:
+        for status in (400, 403, 413, 431, 599):
+            with self.subTest(status=status):
+                code, headers, body = connect.ConnectPages.refusal(status, "<b>no</b> & more")
+                self.assertEqual(code, status)
+                got = {name.lower(): value for name, value in headers}
+                for name, value in EXPECTED_PAGE_HEADERS.items():
+                    self.assertEqual(got[name], value)
+                text = body.decode("utf-8")
+                self.assertTrue(text.startswith("<!DOCTYPE html>"))
+                self.assertIn("&lt;b&gt;no&lt;/b&gt; &amp; more", text)
+                self.assertNotIn("<b>no", text)
+
+    def test_refusal_is_the_same_for_the_same_input(self) -> None:
+        self.assertEqual(connect.ConnectPages.refusal(403, "x"), connect.ConnectPages.refusal(403, "x"))
+
+
 class SecretTests(InProcess):
     """The credential stays server-side: never in an MCP message, a URL, a log line or a later page."""
 
@@ -635,24 +810,45 @@ class LimitTests(InProcess):
 
     def test_form_body_size_at_the_limit_and_one_byte_over(self) -> None:
         path = self.connect_path(self.first())
-        fields = f"token={ALICE_TOKEN}&pad="
+        browser = self.browser()
+        fields = f"token={ALICE_TOKEN}&login={browser.login_token(path)}&pad="
         exact = (fields + "x" * (connect.MAX_FORM_BYTES - len(fields))).encode()
         self.assertEqual(len(exact), connect.MAX_FORM_BYTES)
-        self.assertEqual(self.pages.handle("POST", f"{path}/sign-in", [FORM_TYPE], exact)[0], 303)
-        self.assertEqual(self.pages.handle("POST", f"{path}/sign-in", [FORM_TYPE], exact + b"x")[0], 413)
+        cookie = ("Cookie", f"{connect.LOGIN_COOKIE}={browser.jar[connect.LOGIN_COOKIE]}")
+        self.assertEqual(self.pages.handle("POST", f"{path}/sign-in", [FORM_TYPE, cookie], exact + b"x")[0], 413)
+        self.assertEqual(self.pages.handle("POST", f"{path}/sign-in", [FORM_TYPE, cookie], exact)[0], 303)
 
     def test_form_field_count_at_the_limit_and_one_over(self) -> None:
         path = self.connect_path(self.first())
-        pad = [(f"p{i}", "") for i in range(connect.MAX_FORM_FIELDS - 1)]
-        self.assertEqual(self.browser().open("POST", f"{path}/sign-in", [("token", ALICE_TOKEN), *pad])[0], 303)
+        pad = [(f"p{i}", "") for i in range(connect.MAX_FORM_FIELDS - 2)]
         browser = self.browser()
-        self.assertEqual(browser.open("POST", f"{path}/sign-in", [("token", ALICE_TOKEN), *pad, ("p", "")])[0], 403)
+        login = ("login", browser.login_token(path))
+        self.assertEqual(browser.open("POST", f"{path}/sign-in", [("token", ALICE_TOKEN), login, *pad, ("p", "")])[0], 403)
         self.assertIsNone(browser.cookie)
+        self.assertEqual(browser.open("POST", f"{path}/sign-in", [("token", ALICE_TOKEN), login, *pad])[0], 303)
+
+    def test_reports_kept_per_principal_up_to_the_bound_then_the_oldest_is_dropped(self) -> None:
+        service = connect.ReportService()
+        alice, bob = service.authorize("alice"), service.authorize("bob")
+        note = main.lesson_notes()[0]
+        for _ in range(connect.MAX_REPORTS_KEPT_PER_PRINCIPAL):
+            service.publish(alice, note)
+        kept = service.published("alice")
+        self.assertEqual(len(kept), connect.MAX_REPORTS_KEPT_PER_PRINCIPAL)
+        self.assertEqual(kept[0]["reportId"], "report-1")
+        self.assertEqual(service.publish(alice, note), f"report-{connect.MAX_REPORTS_KEPT_PER_PRINCIPAL + 1}")
+        kept = service.published("alice")
+        self.assertEqual(len(kept), connect.MAX_REPORTS_KEPT_PER_PRINCIPAL)
+        self.assertEqual(kept[0]["reportId"], "report-2")
+        self.assertEqual(kept[-1]["reportId"], f"report-{connect.MAX_REPORTS_KEPT_PER_PRINCIPAL + 1}")
+        self.assertEqual(service.published("bob"), [])
+        self.assertEqual(service.publish(bob, note), "report-1")  # numbering is per account
 
     def test_a_repeated_form_field_is_refused(self) -> None:
         path = self.connect_path(self.first())
         browser = self.browser()
-        self.assertEqual(browser.open("POST", f"{path}/sign-in", [("token", BOB_TOKEN), ("token", ALICE_TOKEN)])[0], 403)
+        login = ("login", browser.login_token(path))
+        self.assertEqual(browser.open("POST", f"{path}/sign-in", [("token", BOB_TOKEN), ("token", ALICE_TOKEN), login])[0], 403)
         self.assertIsNone(browser.cookie)
 
 
@@ -698,6 +894,14 @@ def dataclass_note(note: main.Note) -> dict[str, Any]:
 
 class HttpTransportTests(unittest.TestCase):
     """`serve --http --port 0`: the pages live beside /mcp on the same loopback server."""
+
+    def assertRefusalPage(self, headers: list[tuple[str, str]], body: bytes) -> None:
+        """A transport refusal under /connect/ is an HTML page with every page header, and ends the connection."""
+        got = {name.lower(): value for name, value in headers}
+        for name, value in EXPECTED_PAGE_HEADERS.items():
+            self.assertEqual(got[name], value, name)
+        self.assertEqual(got["connection"], "close")
+        self.assertTrue(body.startswith(b"<!DOCTYPE html>"), body[:80])
 
     def setUp(self) -> None:
         self.server = procs.HttpServer(self, "--config", config_file(self, publish=True), env=procs.server_env())
@@ -775,11 +979,14 @@ class HttpTransportTests(unittest.TestCase):
     def test_the_transport_refuses_an_oversized_form_before_reading_it(self) -> None:
         first = self.alice.call(tps("TPS report 2025"))["result"]
         path = self.path_of(first)
-        send = http_pages(self, self.server.port)
-        exact = f"token={ALICE_TOKEN}&pad=".encode()
+        browser = Browser(http_pages(self, self.server.port))
+        exact = f"token={ALICE_TOKEN}&login={browser.login_token(path)}&pad=".encode()
         exact += b"x" * (connect.MAX_FORM_BYTES - len(exact))
-        self.assertEqual(send("POST", f"{path}/sign-in", [FORM_TYPE], exact)[0], 303)
-        self.assertEqual(http_pages(self, self.server.port)("POST", f"{path}/sign-in", [FORM_TYPE], exact + b"x")[0], 413)
+        cookie = ("Cookie", f"{connect.LOGIN_COOKIE}={browser.jar[connect.LOGIN_COOKIE]}")
+        status, headers, body = http_pages(self, self.server.port)("POST", f"{path}/sign-in", [FORM_TYPE, cookie], exact + b"x")
+        self.assertEqual(status, 413)
+        self.assertRefusalPage(headers, body)
+        self.assertEqual(http_pages(self, self.server.port)("POST", f"{path}/sign-in", [FORM_TYPE, cookie], exact)[0], 303)
 
     def test_a_foreign_host_header_is_refused_on_the_pages(self) -> None:
         path = self.path_of(self.alice.call(tps("TPS report 2025"))["result"])
@@ -789,8 +996,39 @@ class HttpTransportTests(unittest.TestCase):
         conn.putrequest("GET", path, skip_host=True)
         conn.putheader("Host", f"evil.example:{self.server.port}")
         conn.endheaders()
-        self.assertEqual(conn.getresponse().status, 403)
+        response = conn.getresponse()
+        self.assertEqual(response.status, 403)
+        self.assertRefusalPage(response.getheaders(), response.read())
         self.assertEqual(send("GET", path, [], b"")[0], 200)
+
+    def test_origin_null_and_bad_framing_get_html_refusals_and_change_nothing(self) -> None:
+        path = self.path_of(self.alice.call(tps("TPS report 2025"))["result"])
+        browser = Browser(http_pages(self, self.server.port))
+        login = browser.login_token(path)
+        cookie = ("Cookie", f"{connect.LOGIN_COOKIE}={browser.jar[connect.LOGIN_COOKIE]}")
+        form = urlencode([("token", ALICE_TOKEN), ("login", login)]).encode()
+        status, headers, body = http_pages(self, self.server.port)("POST", f"{path}/sign-in", [FORM_TYPE, cookie, ("Origin", "null")], form)
+        self.assertEqual(status, 403)
+        self.assertRefusalPage(headers, body)
+        self.assertFalse(any(value.startswith(connect.SESSION_COOKIE) for name, value in headers if name.lower() == "set-cookie"))
+        raw = procs.raw_exchange(self.server.port, (
+            f"POST {path}/sign-in HTTP/1.1\r\nHost: 127.0.0.1:{self.server.port}\r\nTransfer-Encoding: chunked\r\n"
+            "Content-Type: application/x-www-form-urlencoded\r\n\r\n0\r\n\r\n"
+        ).encode())
+        head, _, page = raw.partition(b"\r\n\r\n")
+        self.assertTrue(head.startswith(b"HTTP/1.1 411 "), head)  # a chunked body has no length up front
+        self.assertIn(b"Content-Type: text/html; charset=utf-8", head)
+        self.assertTrue(page.startswith(b"<!DOCTYPE html>"))
+        self.assertEqual(browser.sign_in(path, ALICE_TOKEN, [("Origin", f"http://127.0.0.1:{self.server.port}")]), 303)  # still usable
+
+    def test_refusals_on_the_mcp_endpoint_stay_json(self) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", self.server.port, timeout=GUARD)
+        self.addCleanup(conn.close)
+        message = request("server/discover")
+        status, headers, body = procs.post(conn, message, {**procs.mcp_headers(message, token=ALICE_TOKEN), "Origin": "null"})
+        self.assertEqual(status, 403)
+        self.assertEqual(headers["content-type"], "application/json")
+        self.assertEqual(json.loads(body)["error"]["code"], main.INVALID_REQUEST)
 
 
 class StdioTransportTests(unittest.TestCase):

@@ -1,0 +1,192 @@
+"""A minimal W3C WebDriver client (http.client only) driving headless Chromium through chromedriver.
+
+Only what the browser tests need: start chromedriver on a free loopback port, open one
+session, navigate, find by CSS, type, click, read the source and URL, switch into a
+frame, take a PNG screenshot, and tear everything down (session, driver, profile dir).
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from typing import Any
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER_NAMES = ("/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver")
+ELEMENT_KEY = "element-6066-11e4-a52e-4f735466cecf"  # the W3C web element identifier
+STARTUP_GUARD_SECONDS = 30.0  # only a failure guard for chromedriver to listen
+COMMAND_GUARD_SECONDS = 60.0  # only a failure guard for one WebDriver command
+NAVIGATION_POLL_SECONDS = 0.02  # how often submit() asks whether the new page has replaced the old
+CHROME_ARGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",  # containers often have a tiny /dev/shm
+)
+JAVASCRIPT_OFF = {"profile.managed_default_content_settings.javascript": 2}
+
+
+def chromedriver() -> str | None:
+    """The chromedriver executable, or None when it is not installed."""
+    return next((path for path in CHROMEDRIVER_NAMES if os.access(path, os.X_OK)), None)
+
+
+def available() -> bool:
+    """True when both Chromium and chromedriver are installed."""
+    return os.access(CHROMIUM, os.X_OK) and chromedriver() is not None
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on right now (chromedriver cannot be told port 0)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class WebDriverError(Exception):
+    """A WebDriver command failed: the W3C error name and message."""
+
+
+class Driver:
+    """chromedriver plus one browser session; `close()` ends both and removes the profile."""
+
+    def __init__(self, prefs: dict[str, Any] | None = None, window: tuple[int, int] = (412, 915)) -> None:
+        self.profile = tempfile.mkdtemp(prefix="webdriver-profile-")
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = subprocess.Popen(
+            [chromedriver() or "chromedriver", f"--port={self.port}", "--allowed-ips=127.0.0.1"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        self.session: str | None = None
+        self.listening = threading.Event()
+        self._reader = threading.Thread(target=self._drain, daemon=True)
+        self._reader.start()
+        try:
+            self._wait_listening()
+            options: dict[str, Any] = {
+                "binary": CHROMIUM,
+                "args": [*CHROME_ARGS, f"--user-data-dir={self.profile}", f"--window-size={window[0]},{window[1]}"],
+            }
+            if prefs:
+                options["prefs"] = prefs
+            value = self._command("POST", "/session", {"capabilities": {"alwaysMatch": {"goog:chromeOptions": options}}})
+            self.session = value["sessionId"]
+        except BaseException:
+            self.close()
+            raise
+
+    def _drain(self) -> None:
+        assert self.process is not None and self.process.stdout is not None
+        for line in self.process.stdout:
+            if b"started successfully" in line:
+                self.listening.set()
+        self.listening.set()  # EOF: it exited (the next command then fails loudly)
+
+    def _wait_listening(self) -> None:
+        if not self.listening.wait(STARTUP_GUARD_SECONDS) or self.process is None or self.process.poll() is not None:
+            raise WebDriverError("chromedriver did not start listening")
+
+    def _command(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=COMMAND_GUARD_SECONDS)
+        try:
+            data = json.dumps(body).encode() if body is not None else None
+            headers = {"Content-Type": "application/json; charset=utf-8"} if data is not None else {}
+            conn.request(method, path, data, headers)
+            response = conn.getresponse()
+            payload = json.loads(response.read() or b"{}")
+        finally:
+            conn.close()
+        value = payload.get("value")
+        if response.status != 200:
+            detail = value if isinstance(value, dict) else {}
+            raise WebDriverError(f"{detail.get('error', response.status)}: {str(detail.get('message', ''))[:200]}")
+        return value
+
+    def _session(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        if self.session is None:
+            raise WebDriverError("no session")
+        return self._command(method, f"/session/{self.session}{path}", body)
+
+    # ------------------------------------------------------------------ commands
+
+    def get(self, url: str) -> None:
+        """Navigate and wait for the page load."""
+        self._session("POST", "/url", {"url": url})
+
+    def current_url(self) -> str:
+        """The top-level browsing context's URL."""
+        return self._session("GET", "/url")
+
+    def source(self) -> str:
+        """The current document's serialized DOM."""
+        return self._session("GET", "/source")
+
+    def find(self, css: str) -> str:
+        """The element id of the first match for a CSS selector (WebDriverError if none)."""
+        return self._session("POST", "/element", {"using": "css selector", "value": css})[ELEMENT_KEY]
+
+    def send_keys(self, element: str, text: str) -> None:
+        """Type text into an element."""
+        self._session("POST", f"/element/{element}/value", {"text": text})
+
+    def click(self, element: str) -> None:
+        """Click an element."""
+        self._session("POST", f"/element/{element}/click", {})
+
+    def submit(self, button: str) -> None:
+        """Click a form's submit button and wait until the page it leads to is the current document.
+
+        A click may return before the navigation it starts has replaced the document
+        (chromedriver does not always wait for a form POST). The old document's root
+        element goes stale once the new one is loaded, which needs no JavaScript to see.
+        """
+        old_root = self.find("html")
+        self.click(button)
+        deadline = time.monotonic() + COMMAND_GUARD_SECONDS
+        while self.find("html") == old_root:
+            if time.monotonic() > deadline:
+                raise WebDriverError("the form was submitted but no new page arrived")
+            time.sleep(NAVIGATION_POLL_SECONDS)
+
+    def switch_to_frame(self, index: int | None) -> None:
+        """Enter the index-th child frame, or the top document with None."""
+        self._session("POST", "/frame", {"id": index})
+
+    def screenshot(self) -> bytes:
+        """A PNG of the viewport."""
+        return base64.b64decode(self._session("GET", "/screenshot"))
+
+    def close(self) -> None:
+        """Delete the session, stop chromedriver, remove the profile directory (idempotent)."""
+        if self.session is not None:
+            try:
+                self._command("DELETE", f"/session/{self.session}")
+            except (OSError, WebDriverError):
+                pass
+            self.session = None
+        if self.process is not None:
+            if self.process.poll() is None:
+                self.process.terminate()
+                try:
+                    self.process.wait(STARTUP_GUARD_SECONDS)
+                except subprocess.TimeoutExpired:
+                    self.process.kill()
+                    self.process.wait(STARTUP_GUARD_SECONDS)
+            self.process.stdout.close()  # type: ignore[union-attr]
+            self._reader.join(STARTUP_GUARD_SECONDS)
+            self.process = None
+        shutil.rmtree(self.profile, ignore_errors=True)
