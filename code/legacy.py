@@ -1,4 +1,8 @@
-"""Legacy 2025-11-25 adapter for stdio: `initialize`-era hosts on the modern, stateless core.
+"""Legacy 2025-11-25 adapter: `initialize`-era hosts on the modern, stateless core.
+
+`LegacySession` is the transport-neutral session (initialize, tools/list shaping, the
+call loop translating input_required <-> elicitation/create, roots hints); its carriers
+are `LegacyStdioSession` below and the HTTP sessions of code/legacy_http.py.
 
 A dual-era stdio process (2026-07-28 versioning: "An `initialize` request selects legacy
 semantics, scoped to the stdio process"). Until a legacy `initialize` arrives, the core
@@ -16,7 +20,7 @@ translated here (a message without `method` is then a response from the client):
                       with the echoed `requestState`, until the core's result is complete
 
 The legacy session (negotiated version, the client's capabilities, its roots, calls in
-flight, requests this adapter sent) lives in one LegacyStdioSession; the core keeps none
+flight, requests this adapter sent) lives in one LegacySession; the core keeps none
 of it and cannot tell a translated call from a modern client's.
 
 Roots are hints only. If the client declares `roots`, its roots are asked for after
