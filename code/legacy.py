@@ -1,4 +1,8 @@
-"""Legacy 2025-11-25 adapter for stdio: `initialize`-era hosts on the modern, stateless core.
+"""Legacy 2025-11-25 adapter: `initialize`-era hosts on the modern, stateless core.
+
+`LegacySession` is the transport-neutral session (initialize, tools/list shaping, the
+call loop translating input_required <-> elicitation/create, roots hints); its carriers
+are `LegacyStdioSession` below and the HTTP sessions of code/legacy_http.py.
 
 A dual-era stdio process (2026-07-28 versioning: "An `initialize` request selects legacy
 semantics, scoped to the stdio process"). Until a legacy `initialize` arrives, the core
@@ -16,7 +20,7 @@ translated here (a message without `method` is then a response from the client):
                       with the echoed `requestState`, until the core's result is complete
 
 The legacy session (negotiated version, the client's capabilities, its roots, calls in
-flight, requests this adapter sent) lives in one LegacyStdioSession; the core keeps none
+flight, requests this adapter sent) lives in one LegacySession; the core keeps none
 of it and cannot tell a translated call from a modern client's.
 
 Roots are hints only. If the client declares `roots`, its roots are asked for after
@@ -33,8 +37,9 @@ import dataclasses
 import itertools
 import secrets
 import threading
+import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import Any
 
 import main
@@ -49,6 +54,8 @@ MAX_CONCURRENT_LEGACY_CALLS = 4  # tools/call worker threads; each holds at most
 ELICITATION_TIMEOUT_SECONDS = main.DEFAULT_STATE_TTL_SECONDS  # a form unanswered this long is given up
 MAX_ELICITATION_ROUNDS = 3  # input_required rounds relayed for one tools/call
 MAX_ROOTS = 64  # roots accepted from one roots/list answer (a longer list is ignored)
+MAX_PENDING_ELICITATIONS = MAX_CONCURRENT_LEGACY_CALLS  # forms awaiting an answer in one session
+GONE_POLL_SECONDS = 0.25  # how often a wait checks whether the carrier's peer went away
 CLOSE_GRACE_SECONDS = 5.0  # close() waits this long for each worker to finish
 
 INTERNAL_ID_PREFIX = "legacy-internal-"  # ids of the requests the adapter hands the core
@@ -61,6 +68,7 @@ NEEDS_ELICITATION = (
     "This tool asks the user through elicitation ({modes} mode), which this client did not declare in "
     "initialize; nothing was changed. Use a client that supports it."
 )
+BUSY_FORMS = f"Too many forms are waiting for an answer in this session (at most {MAX_PENDING_ELICITATIONS}); nothing was changed."
 BUSY = f"Too many tool calls are in progress (at most {MAX_CONCURRENT_LEGACY_CALLS}); nothing was changed. Try again."
 
 
@@ -107,7 +115,7 @@ def tool_error(text: str) -> dict[str, Any]:
 
 
 class _Abandoned(Exception):
-    """The call was cancelled by the client or the session closed: send nothing for it."""
+    """The call was cancelled by the client, its carrier is gone or the session closed: send nothing for it."""
 
 
 @dataclasses.dataclass
@@ -121,7 +129,7 @@ class Outgoing:
 
 @dataclasses.dataclass
 class LegacyCall:
-    """A legacy tools/call in flight on its worker thread."""
+    """A legacy tools/call in flight (on a stdio worker thread or an HTTP event stream)."""
 
     id: str | int
     thread: threading.Thread | None = None
@@ -129,14 +137,28 @@ class LegacyCall:
     waiting_on: str | None = None  # the id of the elicitation/create it waits for
 
 
-class LegacyStdioSession:
-    """One stdio process's legacy session; feed() every stdin line, close() at the end."""
+# What a carrier drives: each yielded message goes to the client before the generator is
+# resumed; the return value is the call's JSON-RPC response, or None to send nothing.
+CallSteps = Generator[dict[str, Any], None, "dict[str, Any] | None"]
+
+
+class LegacySession:
+    """The transport-neutral legacy session: initialize, tools/list, the call loop, roots hints.
+
+    A carrier (stdio lines, HTTP event streams) decodes messages and routes them here:
+    `answer()` for requests other than tools/call, `on_notification()`, `on_response()`,
+    and `begin_call()` + `run_call()` + `end_call()` for tools/call. A carrier that can
+    push a message to the client at any time (stdio) sets PUSH and implements `_push()`;
+    one that cannot (HTTP without a standalone stream) gets roots/list asked inside the
+    call that needs them.
+    """
+
+    PUSH = False  # True: _push() can send a server-initiated request at any moment
 
     def __init__(
         self,
         server: main.Server,
         principal: str,
-        write: Callable[[bytes], None],
         log: Callable[[str], None] = main.stderr_log,
         elicitation_timeout: float = ELICITATION_TIMEOUT_SECONDS,
     ) -> None:
@@ -144,66 +166,24 @@ class LegacyStdioSession:
         self.principal = principal
         self.version: str | None = None  # the negotiated legacy version; None until initialize
         self.initialized = False  # notifications/initialized seen
-        self._write = write
         self._log = log
         self._timeout = elicitation_timeout
-        self._write_lock = threading.Lock()  # one whole line at a time, from any thread
         self._lock = threading.Lock()  # everything below
         self._capabilities: dict[str, Any] = {}  # what the core is told, derived from initialize
         self._wants_roots = False
         self._roots: tuple[main.Path, ...] = ()
         self._roots_request: str | None = None
         self._roots_stale = False
+        self._roots_due = False  # no PUSH: roots/list is to be asked by the next call that can use them
         self._outgoing: dict[str, Outgoing] = {}
         self._calls: dict[str | int, LegacyCall] = {}
-        self._slots = threading.BoundedSemaphore(MAX_CONCURRENT_LEGACY_CALLS)
         self._ids = itertools.count(1)
         self._sent: dict[str, int] = {}  # outgoing id base -> times used (bases are ours, so few)
         self._closed = False
 
-    # ------------------------------------------------------------------ dispatch
+    # ------------------------------------------------------------------ requests, notifications, responses
 
-    def feed(self, line: bytes) -> None:
-        """Serve one stdin line: core traffic exactly as the core answers it, legacy traffic here."""
-        try:
-            message = main.decode_message(line)
-        except main.McpError:
-            self._to_core(line)  # the core reports parse and size errors
-            return
-        if isinstance(message, dict) and self.version is not None and "method" not in message:
-            self._on_response(message)
-            return
-        request = self._legacy_request(message)
-        if request is None:
-            # Decoded once: handle() is handle_bytes() without the decoding.
-            response = self.server.handle(message, self.principal)
-            if response is not None:
-                self._send(response)
-        elif request.id is None:
-            self._on_notification(request)
-        elif request.method == "tools/call":
-            self._start_call(request)
-        else:
-            self._send(self._answer(request))
-
-    def _to_core(self, line: bytes) -> None:
-        body = self.server.handle_bytes(line, self.principal)
-        if body is not None:
-            self._send_bytes(body)
-
-    def _legacy_request(self, message: Any) -> main.Envelope | None:
-        """A valid legacy request or notification for this adapter, or None for the core."""
-        if not isinstance(message, dict) or is_modern(message):
-            return None
-        try:
-            request = main.parse_envelope(message)
-        except main.McpError:
-            return None  # the core reports envelope errors, in either era
-        if self.version is None and not (request.method == "initialize" and request.id is not None):
-            return None  # before initialize, legacy-shaped traffic gets the core's answers
-        return request
-
-    def _answer(self, request: main.Envelope) -> dict[str, Any]:
+    def answer(self, request: main.Envelope) -> dict[str, Any]:
         """The response to a legacy request other than tools/call."""
         handlers: dict[str, Callable[[Any], dict[str, Any]]] = {
             "initialize": self._initialize,
@@ -220,6 +200,54 @@ class LegacyStdioSession:
         except Exception:  # noqa: BLE001 - the adapter's own boundary, like the core's
             self._log("legacy: internal error:\n" + traceback.format_exc())
             return main.error_response(request.id, main.McpError(main.INTERNAL_ERROR, "Internal error"))
+
+    def on_notification(self, request: main.Envelope) -> None:
+        """A legacy notification: initialized and roots/list_changed (roots), cancelled; anything else is ignored."""
+        if request.method == "notifications/initialized" and not self.initialized:
+            self.initialized = True
+            self._ask_roots()
+        elif request.method == "notifications/roots/list_changed":
+            self._ask_roots()
+        elif request.method == "notifications/cancelled":
+            self._cancel(request.params)
+        elif not request.method.startswith("notifications/"):
+            self._log(f"legacy: ignored id-less request {request.method[:64]!r}: a request needs an id")
+
+    def on_response(self, message: dict[str, Any]) -> None:
+        """A response from the client: it completes the request it answers, or it is ignored."""
+        request_id = main.read_id(message)
+        with self._lock:
+            outgoing = self._outgoing.pop(request_id, None) if isinstance(request_id, str) else None
+        if outgoing is None:
+            # Unknown, duplicate, late or id-less: nobody waits for it, and answering a
+            # response is not allowed, so it is dropped without touching any state.
+            self._log(f"legacy: ignored a response to no pending request (id {str(request_id)[:64]!r})")
+            return
+        body = message.get("result", message.get("error"))
+        if message.get("jsonrpc") != "2.0" or ("result" in message) == ("error" in message) or not isinstance(body, dict):
+            self._log(f"legacy: malformed response to {outgoing.method} {request_id!r}; treated as a refusal")
+        else:
+            outgoing.response = message
+        if outgoing.method == "roots/list":
+            self._take_roots(outgoing.response)
+        outgoing.answered.set()
+
+    def _cancel(self, params: Any) -> None:
+        """notifications/cancelled: a legacy call in flight stops waiting and will not be answered."""
+        request_id = main.read_id({"id": params.get("requestId")}) if isinstance(params, dict) else None
+        with self._lock:
+            call = self._calls.get(request_id) if request_id is not None else None
+            if call is None:
+                return  # unknown or finished: ignored, as the spec says
+            call.cancelled = True
+            outgoing = self._outgoing.get(call.waiting_on) if call.waiting_on else None
+        if outgoing is not None:
+            outgoing.answered.set()
+
+    def pending(self) -> int:
+        """How many requests to the client await an answer (forms and roots/list)."""
+        with self._lock:
+            return len(self._outgoing)
 
     def _modern(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """Run one request through the core as a modern client with this session's capabilities."""
@@ -242,6 +270,10 @@ class LegacyStdioSession:
         """
         count = self._sent[base] = self._sent.get(base, 0) + 1
         return base if count == 1 else f"{base}#{count}"
+
+    def _push(self, message: dict[str, Any]) -> bool:
+        """Send a server-initiated message now (carriers with PUSH only); False if it could not be sent."""
+        raise NotImplementedError
 
     # ------------------------------------------------------------------ initialize, tools/list
 
@@ -284,66 +316,23 @@ class LegacyStdioSession:
         result["tools"] = [{key: value for key, value in tool.items() if key in LEGACY_TOOL_KEYS} for tool in result["tools"]]
         return result
 
-    # ------------------------------------------------------------------ notifications and responses
-
-    def _on_notification(self, request: main.Envelope) -> None:
-        """initialized, roots/list_changed and cancelled act; anything else is ignored."""
-        if request.method == "notifications/initialized" and not self.initialized:
-            self.initialized = True
-            self._ask_roots()
-        elif request.method == "notifications/roots/list_changed":
-            self._ask_roots()
-        elif request.method == "notifications/cancelled":
-            self._cancel(request.params)
-        elif not request.method.startswith("notifications/"):
-            self._log(f"legacy: ignored id-less request {request.method[:64]!r}: a request needs an id")
-
-    def _on_response(self, message: dict[str, Any]) -> None:
-        """A response from the client: it completes the request it answers, or it is ignored."""
-        request_id = main.read_id(message)
-        with self._lock:
-            outgoing = self._outgoing.pop(request_id, None) if isinstance(request_id, str) else None
-        if outgoing is None:
-            # Unknown, duplicate, late or id-less: nobody waits for it, and answering a
-            # response is not allowed, so it is dropped without touching any state.
-            self._log(f"legacy: ignored a response to no pending request (id {str(request_id)[:64]!r})")
-            return
-        body = message.get("result", message.get("error"))
-        if message.get("jsonrpc") != "2.0" or ("result" in message) == ("error" in message) or not isinstance(body, dict):
-            self._log(f"legacy: malformed response to {outgoing.method} {request_id!r}; treated as a refusal")
-        else:
-            outgoing.response = message
-        if outgoing.method == "roots/list":
-            self._take_roots(outgoing.response)
-        else:
-            outgoing.answered.set()
-
-    def _cancel(self, params: Any) -> None:
-        """notifications/cancelled: a legacy call in flight stops waiting and will not be answered."""
-        request_id = main.read_id({"id": params.get("requestId")}) if isinstance(params, dict) else None
-        with self._lock:
-            call = self._calls.get(request_id) if request_id is not None else None
-            if call is None:
-                return  # unknown or finished: ignored, as the spec says
-            call.cancelled = True
-            outgoing = self._outgoing.get(call.waiting_on) if call.waiting_on else None
-        if outgoing is not None:
-            outgoing.answered.set()
-
     # ------------------------------------------------------------------ roots (hints only)
 
     def _ask_roots(self) -> None:
-        """Send roots/list if the client declared roots; one at a time, re-asked if stale."""
+        """Ask roots/list if the client declared roots: now (PUSH), else in the next call that can use them."""
         if not (self._wants_roots and self.initialized):
             return
         with self._lock:
             if self._roots_request is not None:
                 self._roots_stale = True  # ask again once the pending answer is in
                 return
+            if not self.PUSH:
+                self._roots_due = True
+                return
             request_id = self._outgoing_id("roots/list")
             self._outgoing[request_id] = Outgoing("roots/list")
             self._roots_request = request_id
-        self._send({"jsonrpc": "2.0", "id": request_id, "method": "roots/list"})
+        self._push({"jsonrpc": "2.0", "id": request_id, "method": "roots/list"})
 
     def _take_roots(self, response: dict[str, Any] | None) -> None:
         """Keep the parseable file:// roots of an answer; an error or oversized list leaves none."""
@@ -365,6 +354,24 @@ class LegacyStdioSession:
         if stale:
             self._ask_roots()
 
+    def _fetch_roots(self, gone: threading.Event | None) -> CallSteps:
+        """Without PUSH: ask a due roots/list on this call's carrier and wait (bounded) for the answer."""
+        with self._lock:
+            if not self._roots_due or self._roots_request is not None or self._closed:
+                return None
+            self._roots_due = False
+            request_id = self._outgoing_id("roots/list")
+            outgoing = self._outgoing[request_id] = Outgoing("roots/list")
+            self._roots_request = request_id
+        try:
+            yield {"jsonrpc": "2.0", "id": request_id, "method": "roots/list"}
+            self._wait(outgoing, gone)
+        finally:
+            with self._lock:
+                if self._outgoing.pop(request_id, None) is not None:
+                    self._roots_request = None  # unanswered: the next list_changed may ask again
+        return None
+
     def suggested_workspace(self) -> str | None:
         """The client's one root that this principal is authorized for, if exactly one is."""
         with self._lock:
@@ -374,13 +381,18 @@ class LegacyStdioSession:
         usable = {main.format_file_uri(path) for path in roots if self.server.policy.allows(self.principal, path)}
         return usable.pop() if len(usable) == 1 else None
 
+    def _hint_applies(self, result: dict[str, Any], params: dict[str, Any]) -> bool:
+        """True for a failed call of a tool taking workspaceUri: the one place a root may be suggested."""
+        name = params.get("name")
+        tool = self.server.tools.get(name) if isinstance(name, str) else None
+        return bool(result.get("isError")) and tool is not None and "workspaceUri" in tool.descriptor["inputSchema"].get("properties", {})
+
     def _with_hint(self, result: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
         """A failed first call of a workspaceUri tool, plus the suggested root if there is one."""
-        name, arguments = params.get("name"), params.get("arguments")
-        tool = self.server.tools.get(name) if isinstance(name, str) else None
-        if not result.get("isError") or tool is None or "workspaceUri" not in tool.descriptor["inputSchema"].get("properties", {}):
+        if not self._hint_applies(result, params):
             return result
         suggestion = self.suggested_workspace()
+        arguments = params.get("arguments")
         try:
             given = main.normalize_file_uri(arguments.get("workspaceUri") if isinstance(arguments, dict) else None)
         except main.ScopeError:
@@ -392,45 +404,40 @@ class LegacyStdioSession:
 
     # ------------------------------------------------------------------ tools/call
 
-    def _start_call(self, request: main.Envelope) -> None:
-        """Run a legacy tools/call on a worker thread, or refuse it at once (duplicate id, busy)."""
+    def begin_call(self, request_id: str | int) -> LegacyCall | None:
+        """Register a call in flight, or None when a call with this id is already in flight."""
         with self._lock:
-            duplicate = request.id in self._calls
-        if duplicate:
             # Cancellation is by id: two calls in flight with one id could not be told apart.
-            self._send(main.error_response(request.id, main.McpError(main.INVALID_REQUEST, "Invalid Request: id is in use by a call in progress")))
-            return
-        if not self._slots.acquire(blocking=False):
-            self._send({"jsonrpc": "2.0", "id": request.id, "result": tool_error(BUSY)})
-            return
-        assert request.id is not None
-        call = LegacyCall(request.id)
-        call.thread = threading.Thread(target=self._run_call, args=(call, request.params), name="legacy-tools-call", daemon=True)
-        with self._lock:
-            self._calls[request.id] = call
-        call.thread.start()
+            if request_id in self._calls or self._closed:
+                return None
+            call = self._calls[request_id] = LegacyCall(request_id)
+            return call
 
-    def _run_call(self, call: LegacyCall, params: Any) -> None:
-        """Worker: the whole call; its one response unless it was cancelled or the session closed."""
-        response: dict[str, Any] | None = None
+    def end_call(self, call: LegacyCall) -> bool:
+        """Forget a finished call; True when its response may still be sent (not cancelled, session open)."""
+        with self._lock:
+            if self._calls.get(call.id) is call:
+                del self._calls[call.id]
+            return not call.cancelled and not self._closed
+
+    def run_call(self, call: LegacyCall, params: Any, gone: threading.Event | None = None) -> CallSteps:
+        """The whole call as steps: yields each message for the client, returns the response (None: send nothing).
+
+        `gone` (the carrier's peer went away) is checked while waiting for an answer.
+        Closing the generator at a yield abandons the call: nothing pending stays behind.
+        """
         try:
-            response = {"jsonrpc": "2.0", "id": call.id, "result": self._call_tool(call, params)}
+            result = yield from self._call_tool(call, params, gone)
+            return {"jsonrpc": "2.0", "id": call.id, "result": result}
         except main.McpError as exc:
-            response = main.error_response(call.id, exc)
+            return main.error_response(call.id, exc)
         except _Abandoned:
-            response = None
-        except Exception:  # noqa: BLE001 - the worker's boundary
+            return None
+        except Exception:  # noqa: BLE001 - the call's boundary
             self._log("legacy: internal error in tools/call:\n" + traceback.format_exc())
-            response = main.error_response(call.id, main.McpError(main.INTERNAL_ERROR, "Internal error"))
-        with self._lock:
-            self._calls.pop(call.id, None)
-            send = response is not None and not call.cancelled and not self._closed
-        self._slots.release()
-        if send:
-            assert response is not None
-            self._send_from_worker(response)
+            return main.error_response(call.id, main.McpError(main.INTERNAL_ERROR, "Internal error"))
 
-    def _call_tool(self, call: LegacyCall, params: Any) -> dict[str, Any]:
+    def _call_tool(self, call: LegacyCall, params: Any, gone: threading.Event | None) -> Generator[dict[str, Any], None, dict[str, Any]]:
         """The core's tools/call, relaying each input_required form to the client; McpError passes."""
         if not isinstance(params, dict):
             raise main.McpError(main.INVALID_PARAMS, "Invalid params: params must be an object")
@@ -450,17 +457,21 @@ class LegacyStdioSession:
             result = response["result"]
             if result.get("resultType") != "input_required":
                 shaped = legacy_result(result)
-                return self._with_hint(shaped, base) if round_number == 0 else shaped
+                if round_number:
+                    return shaped
+                if self._hint_applies(shaped, base):
+                    yield from self._fetch_roots(gone)
+                return self._with_hint(shaped, base)
             if round_number == MAX_ELICITATION_ROUNDS:
                 return tool_error(f"The tool still needed input after {MAX_ELICITATION_ROUNDS} forms; nothing was changed.")
-            answers = self._ask_client(call, result.get("inputRequests"))
+            answers = yield from self._ask_client(call, result.get("inputRequests"), gone)
             if isinstance(answers, str):
                 return tool_error(answers)
             retry = {**base, "requestState": result.get("requestState"), "inputResponses": answers}
             response = self._modern("tools/call", retry)
         raise AssertionError("unreachable")
 
-    def _ask_client(self, call: LegacyCall, requests: Any) -> dict[str, Any] | str:
+    def _ask_client(self, call: LegacyCall, requests: Any, gone: threading.Event | None) -> Generator[dict[str, Any], None, dict[str, Any] | str]:
         """Each form in inputRequests asked as a live elicitation/create: the answers, or why not."""
         if not isinstance(requests, dict) or not requests:
             return "The tool asked for input it did not describe; nothing was changed."
@@ -483,35 +494,40 @@ class LegacyStdioSession:
                     "url": params.get("url"),
                     "elicitationId": elicitation_id if isinstance(elicitation_id, str) else secrets.token_urlsafe(16),
                 }
-            answer = self._elicit(call, key, legacy_params)
+            answer = yield from self._elicit(call, key, legacy_params, gone)
             if isinstance(answer, str):
                 return answer
             answers[key] = answer
         return answers
 
-    def _elicit(self, call: LegacyCall, key: str, params: dict[str, Any]) -> dict[str, Any] | str:
+    def _elicit(self, call: LegacyCall, key: str, params: dict[str, Any], gone: threading.Event | None) -> Generator[dict[str, Any], None, dict[str, Any] | str]:
         """Send one elicitation/create and wait (bounded) for it: an ElicitResult, or why not."""
         with self._lock:
             if call.cancelled or self._closed:
                 raise _Abandoned()
+            waiting = sum(1 for outgoing in self._outgoing.values() if outgoing.method == "elicitation/create")
+            if waiting >= MAX_PENDING_ELICITATIONS:
+                # Each waiting form holds a table entry and (on HTTP) a stream: a client that
+                # never answers cannot make the session hold more than this.
+                return BUSY_FORMS
             request_id = self._outgoing_id(key)
             outgoing = self._outgoing[request_id] = Outgoing("elicitation/create")
             call.waiting_on = request_id
-        if not self._send_from_worker({"jsonrpc": "2.0", "id": request_id, "method": "elicitation/create", "params": params}):
+        try:
+            yield {"jsonrpc": "2.0", "id": request_id, "method": "elicitation/create", "params": params}
+            answered = self._wait(outgoing, gone)
+        finally:
             with self._lock:
-                self._outgoing.pop(request_id, None)
-            raise _Abandoned()
-        outgoing.answered.wait(self._timeout)
+                call.waiting_on = None
+                self._outgoing.pop(request_id, None)  # from now on a late answer is unknown and ignored
         with self._lock:
-            call.waiting_on = None
-            self._outgoing.pop(request_id, None)  # from now on a late answer is unknown and ignored
             abandoned, closed = call.cancelled, self._closed
         if closed:
             raise _Abandoned()
-        if abandoned or not outgoing.answered.is_set():
+        if abandoned or not answered:
             # Tell the client to take the form down: nobody will read its answer.
             reason = "the tool call was cancelled" if abandoned else "the form timed out"
-            self._send_from_worker({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id, "reason": reason}})
+            yield {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id, "reason": reason}}
             if abandoned:
                 raise _Abandoned()
             return "The form was not answered in time; nothing was changed."
@@ -529,7 +545,133 @@ class LegacyStdioSession:
             answer["content"] = result["content"]
         return answer
 
-    # ------------------------------------------------------------------ output and shutdown
+    def _wait(self, outgoing: Outgoing, gone: threading.Event | None) -> bool:
+        """Wait for the client's answer at most the session's timeout: True if answered (or woken).
+
+        With `gone`, the wait also ends when the carrier's peer goes away (_Abandoned):
+        a client that disconnects mid-form leaves no waiter behind.
+        """
+        deadline = time.monotonic() + self._timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            step = remaining if gone is None else min(remaining, GONE_POLL_SECONDS)
+            if outgoing.answered.wait(max(step, 0.0)):
+                return True
+            if gone is not None and gone.is_set():
+                raise _Abandoned()
+            if remaining <= 0:
+                return False
+
+    def close(self) -> None:
+        """End the session: no new call starts, and every waiting call wakes (none is answered)."""
+        with self._lock:
+            self._closed = True
+            for outgoing in self._outgoing.values():
+                outgoing.answered.set()
+
+    @property
+    def closed(self) -> bool:
+        """True once close() was called."""
+        return self._closed
+
+
+class LegacyStdioSession(LegacySession):
+    """The stdio carrier: one process's legacy session; feed() every stdin line, close() at the end."""
+
+    PUSH = True
+
+    def __init__(
+        self,
+        server: main.Server,
+        principal: str,
+        write: Callable[[bytes], None],
+        log: Callable[[str], None] = main.stderr_log,
+        elicitation_timeout: float = ELICITATION_TIMEOUT_SECONDS,
+    ) -> None:
+        super().__init__(server, principal, log, elicitation_timeout)
+        self._write = write
+        self._write_lock = threading.Lock()  # one whole line at a time, from any thread
+        self._slots = threading.BoundedSemaphore(MAX_CONCURRENT_LEGACY_CALLS)
+
+    def feed(self, line: bytes) -> None:
+        """Serve one stdin line: core traffic exactly as the core answers it, legacy traffic here."""
+        try:
+            message = main.decode_message(line)
+        except main.McpError:
+            self._to_core(line)  # the core reports parse and size errors
+            return
+        if isinstance(message, dict) and self.version is not None and "method" not in message:
+            self.on_response(message)
+            return
+        request = self._legacy_request(message)
+        if request is None:
+            # Decoded once: handle() is handle_bytes() without the decoding.
+            response = self.server.handle(message, self.principal)
+            if response is not None:
+                self._send(response)
+        elif request.id is None:
+            self.on_notification(request)
+        elif request.method == "tools/call":
+            self._start_call(request)
+        else:
+            self._send(self.answer(request))
+
+    def _to_core(self, line: bytes) -> None:
+        body = self.server.handle_bytes(line, self.principal)
+        if body is not None:
+            self._send_bytes(body)
+
+    def _legacy_request(self, message: Any) -> main.Envelope | None:
+        """A valid legacy request or notification for this adapter, or None for the core."""
+        if not isinstance(message, dict) or is_modern(message):
+            return None
+        try:
+            request = main.parse_envelope(message)
+        except main.McpError:
+            return None  # the core reports envelope errors, in either era
+        if self.version is None and not (request.method == "initialize" and request.id is not None):
+            return None  # before initialize, legacy-shaped traffic gets the core's answers
+        return request
+
+    def _start_call(self, request: main.Envelope) -> None:
+        """Run a legacy tools/call on a worker thread, or refuse it at once (duplicate id, busy)."""
+        assert request.id is not None
+        with self._lock:
+            duplicate = request.id in self._calls
+        if duplicate:
+            self._send(main.error_response(request.id, main.McpError(main.INVALID_REQUEST, "Invalid Request: id is in use by a call in progress")))
+            return
+        if not self._slots.acquire(blocking=False):
+            self._send({"jsonrpc": "2.0", "id": request.id, "result": tool_error(BUSY)})
+            return
+        call = self.begin_call(request.id)
+        if call is None:  # closed meanwhile
+            self._slots.release()
+            return
+        call.thread = threading.Thread(target=self._run_call, args=(call, request.params), name="legacy-tools-call", daemon=True)
+        call.thread.start()
+
+    def _run_call(self, call: LegacyCall, params: Any) -> None:
+        """Worker: drive the call's steps on stdout; its one response unless it was cancelled or the session closed."""
+        steps = self.run_call(call, params)
+        response: dict[str, Any] | None = None
+        try:
+            message = next(steps)
+            while True:
+                if not self._send_from_worker(message):
+                    steps.close()  # the client is gone: abandon the call, nothing pending stays
+                    break
+                message = next(steps)
+        except StopIteration as stop:
+            response = stop.value
+        send = self.end_call(call) and response is not None
+        self._slots.release()
+        if send:
+            assert response is not None
+            self._send_from_worker(response)
+
+    def _push(self, message: dict[str, Any]) -> bool:
+        return self._send_from_worker(message)
 
     def _send(self, message: dict[str, Any]) -> None:
         self._send_bytes(main.encode_message(message))
@@ -550,10 +692,8 @@ class LegacyStdioSession:
     def close(self) -> None:
         """End the session: wake every waiting call (none is answered) and let the workers finish."""
         with self._lock:
-            self._closed = True
             calls = list(self._calls.values())
-            for outgoing in self._outgoing.values():
-                outgoing.answered.set()
+        super().close()
         for call in calls:
             if call.thread is not None:
                 call.thread.join(CLOSE_GRACE_SECONDS)

@@ -1,7 +1,7 @@
 """Serve the lesson server for real: `python3 code/serve.py --stdio | --http`.
 
     python3 code/serve.py --stdio [--config FILE] [--no-legacy]
-    python3 code/serve.py --http [--host 127.0.0.1] [--port 8765] [--config FILE] [--no-auth]
+    python3 code/serve.py --http [--host 127.0.0.1] [--port 8765] [--config FILE] [--no-auth] [--no-legacy]
     ... [--db FILE]            notes and consumed confirmations in SQLite (code/sqlite_store.py)
     ... [--notes-dir DIR]...   real Markdown folders (code/markdown_store.py)
     ... [--publish]            also serve notes_publish and its connect pages (code/connect.py)
@@ -170,6 +170,12 @@ def serve_http(server: main.Server, config: dict[str, Any], args: argparse.Names
         tokens, config["stdioPrincipal"] if args.no_auth else None, None, config.get("allowedOrigins", frozenset())
     )
     endpoint = streamable_http.McpEndpoint(server, policy, pages)
+    sessions = None
+    if not args.no_legacy:
+        # Imported only when on: `--no-legacy` leaves `initialize` to the core's -32601.
+        import legacy_http
+
+        sessions = legacy_http.install(endpoint, server, log=main.stderr_log)
     try:
         httpd = streamable_http.listen(args.host.strip("[]"), args.port, endpoint, main.stderr_log, args.request_timeout)
     except OSError as exc:
@@ -187,7 +193,13 @@ def serve_http(server: main.Server, config: dict[str, Any], args: argparse.Names
     def stop(signum: int, frame: Any) -> None:
         # Stop accepting, let requests in flight finish and send their responses, then
         # return from serve_forever: a deletion that committed is never left unanswered.
-        threading.Thread(target=httpd.shutdown, name="shutdown", daemon=True).start()
+        # Legacy sessions end first, so a stream waiting for a form does not hold shutdown.
+        def finish() -> None:
+            if sessions is not None:
+                sessions.close()
+            httpd.shutdown()
+
+        threading.Thread(target=finish, name="shutdown", daemon=True).start()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
@@ -265,7 +277,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--no-legacy",
         action="store_true",
-        help="stdio: serve 2026-07-28 only (initialize gets -32601 naming the supported versions)",
+        help="serve 2026-07-28 only, on stdio and HTTP (initialize gets -32601 naming the supported versions)",
     )
     p.add_argument("--db", metavar="FILE|URL", help="SQLite file or postgresql:// URL shared by instances (overrides the config's db)")
     p.add_argument(
@@ -289,9 +301,6 @@ def serve(argv: Sequence[str]) -> int:
         return int(exc.code or 0)
     if args.stdio and args.no_auth:
         say("--no-auth applies to --http only (stdio has no tokens)")
-        return EXIT_USAGE
-    if args.http and args.no_legacy:
-        say("--no-legacy applies to --stdio only (HTTP serves 2026-07-28 only)")
         return EXIT_USAGE
     if args.http and args.no_auth and not streamable_http.is_loopback(args.host):
         say(f"--no-auth refused: host {args.host!r} is not a loopback address")

@@ -247,6 +247,9 @@ class McpEndpoint:
         self.policy = policy
         self.pages = pages  # the connect pages under their prefix, when served here
         self.mcp_endpoint = mcp_endpoint  # False: a pages-only listener (serve --stdio --publish)
+        # 2025-11-25 sessions beside the modern path (code/legacy_http.py): given an
+        # authenticated request, its legacy answer, or None for the modern path.
+        self.legacy: Callable[[http_server.Request, str], http_server.Response | http_server.StreamResponse | None] | None = None
 
     def is_page(self, target: str | None) -> bool:
         """True when `target` belongs to the pages."""
@@ -269,7 +272,7 @@ class McpEndpoint:
                 return http_server.Response(page_status, [*page_headers, *headers], body)
         return http_server.Response(status, [*JSON, *headers], json_error_body(message))
 
-    def __call__(self, request: http_server.Request) -> http_server.Response:
+    def __call__(self, request: http_server.Request) -> http_server.Response | http_server.StreamResponse:
         """One complete request to its response; client input never raises out of here."""
         try:
             if self.is_page(request.target):
@@ -288,12 +291,16 @@ class McpEndpoint:
         status, headers, body = self.pages.handle(request.method, request.target, request.headers, request.body)
         return http_server.Response(status, headers, body)
 
-    def mcp(self, request: http_server.Request) -> http_server.Response:
+    def mcp(self, request: http_server.Request) -> http_server.Response | http_server.StreamResponse:
         """The HTTP-layer checks in order, then the body through the core."""
         headers = request.headers
         self.policy.check_origin(headers)
         if request.target.partition("?")[0] != ENDPOINT or not self.mcp_endpoint:
             raise HttpRefusal(404, f"Not Found: the MCP endpoint is {ENDPOINT}")
+        if request.method == "DELETE" and self.legacy is not None and header_values(headers, "mcp-session-id"):
+            ended = self.legacy(request, self.policy.principal(headers))  # a legacy session's end
+            if ended is not None:
+                return ended
         if request.method != "POST":
             raise HttpRefusal(405, "Method Not Allowed: use POST", [("Allow", "POST")])
         principal = self.policy.principal(headers)
@@ -306,6 +313,8 @@ class McpEndpoint:
             raise HttpRefusal(415, "Unsupported Media Type: send application/json")
         if not accepts_json(headers):
             raise HttpRefusal(406, "Not Acceptable: this server answers with application/json")
+        if self.legacy is not None and (routed := self.legacy(request, principal)) is not None:
+            return routed
         mcp_headers = [(name, value) for name, value in headers if name.lower() != "authorization"]
         # A client that accepts an event stream may get notifications about its request
         # (progress, log messages) ahead of the response; one that does not, never does.

@@ -130,3 +130,109 @@ def choices(form: dict[str, Any]) -> list[str]:
 def accepted(note_id: str = "note-14", confirm: bool = True) -> dict[str, Any]:
     """The ElicitResult of a user who chose `note_id` and ticked (or not) the confirm box."""
     return {"action": "accept", "content": {"note_id": note_id, "confirm": confirm}}
+
+
+# ------------------------------------------------------------------ 2025-11-25 over HTTP
+
+LEGACY_VERSION_HEADER = "MCP-Protocol-Version"
+
+
+class SseReader:
+    """The events of one open text/event-stream response, read one at a time."""
+
+    def __init__(self, response: Any) -> None:
+        self.response = response
+
+    def event(self) -> dict[str, Any] | None:
+        """The next event's JSON message, or None at the end of the stream."""
+        data: list[bytes] = []
+        while True:
+            line = self.response.readline()
+            if not line:
+                return None
+            line = line.rstrip(b"\r\n")
+            if not line:
+                if data:
+                    return json.loads(b"\n".join(data))
+                continue
+            field, _, value = line.partition(b":")
+            if field == b"data":
+                data.append(value.removeprefix(b" "))
+
+    def rest(self) -> list[dict[str, Any]]:
+        """Every further event until the server ends the stream."""
+        events = []
+        while (event := self.event()) is not None:
+            events.append(event)
+        return events
+
+
+class HttpLegacyClient:
+    """A 2025-11-25 Streamable HTTP client written by hand: a session id, JSON or SSE answers."""
+
+    def __init__(self, test: unittest.TestCase, port: int, token: str | None = procs.TOKEN) -> None:
+        self.test = test
+        self.port = port
+        self.token = token
+        self.session_id: str | None = None
+        self._ids = itertools.count(1)
+
+    def headers(self, session: bool = True) -> dict[str, str]:
+        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        if self.token is not None:
+            headers["Authorization"] = f"Bearer {self.token}"
+        if session and self.session_id is not None:
+            headers["Mcp-Session-Id"] = self.session_id
+            headers[LEGACY_VERSION_HEADER] = legacy.LATEST_LEGACY_VERSION
+        return headers
+
+    def connection(self) -> Any:
+        import http.client
+
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=procs.GUARD)
+        self.test.addCleanup(conn.close)
+        return conn
+
+    def post(self, message: dict[str, Any] | bytes, headers: dict[str, str] | None = None, method: str = "POST") -> tuple[int, dict[str, str], bytes]:
+        """One request on a fresh connection: (status, lower-cased headers, whole body)."""
+        return procs.post(self.connection(), message, self.headers() if headers is None else headers, method=method)
+
+    def open(self, message: dict[str, Any]) -> tuple[int, dict[str, str], Any]:
+        """Send a request and return as soon as the response head is in: (status, headers, response)."""
+        conn = self.connection()
+        conn.request("POST", "/mcp", json.dumps(message).encode(), self.headers())
+        response = conn.getresponse()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, response
+
+    def request(self, method: str, params: Any = None) -> dict[str, Any]:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": next(self._ids), "method": method}
+        if params is not None:
+            message["params"] = params
+        return message
+
+    def call(self, method: str, params: Any = None) -> dict[str, Any]:
+        """A request answered with JSON (200): the response."""
+        status, headers, body = self.post(self.request(method, params))
+        self.test.assertEqual((status, headers.get("content-type")), (200, "application/json"), body)
+        return json.loads(body)
+
+    def initialize(self, capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
+        """initialize (a new session; its id kept), then notifications/initialized (202): the result."""
+        params = {"protocolVersion": legacy.LATEST_LEGACY_VERSION, "capabilities": FORM_CLIENT if capabilities is None else capabilities, "clientInfo": CLIENT_INFO}
+        status, headers, body = self.post(self.request("initialize", params), self.headers(session=False))
+        self.test.assertEqual(status, 200, body)
+        self.session_id = headers["mcp-session-id"]
+        status, _, _ = self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        self.test.assertEqual(status, 202)
+        return json.loads(body)["result"]
+
+    def delete(self, title: str = "TPS report", workspace: str = support.WORKSPACE) -> tuple[dict[str, Any], SseReader]:
+        """A tools/call notes_delete expected to open a stream: (the request, its event reader)."""
+        message = self.request("tools/call", {"name": main.TOOL_NAME, "arguments": {"workspaceUri": workspace, "title": title}})
+        status, headers, response = self.open(message)
+        self.test.assertEqual((status, headers.get("content-type")), (200, "text/event-stream"))
+        return message, SseReader(response)
+
+    def answer(self, asked: dict[str, Any], result: Any) -> int:
+        """POST the client's response to a server-initiated request: the HTTP status."""
+        return self.post({"jsonrpc": "2.0", "id": asked["id"], "result": result})[0]

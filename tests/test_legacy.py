@@ -519,11 +519,6 @@ class LegacyShapeTests(unittest.TestCase):
 class LegacyOverRealStdioTests(unittest.TestCase):
     """What only the real `serve --stdio` process shows: the CLI wiring, pipes, EOF, exit status, stderr."""
 
-    def test_no_legacy_with_http_is_a_usage_error(self) -> None:
-        server = procs.Process(self, ["--http", "--port", "0", "--no-legacy"], procs.server_env(NOTES_MCP_TOKEN=procs.TOKEN))
-        self.assertEqual(server.wait(), 2)
-        self.assertIn("--no-legacy", server.stderr_text())
-
     def test_the_no_legacy_flag_turns_the_adapter_off_in_the_process(self) -> None:
         client, _ = stdio_client(self, "--no-legacy")
         refused = client.call("initialize", {"protocolVersion": "2025-11-25", "capabilities": FORM_CLIENT, "clientInfo": {"name": "x", "version": "1"}})

@@ -1,0 +1,490 @@
+"""Legacy 2025-11-25 Streamable HTTP sessions: real `serve.py --http` processes for the wire, in process for the bounds."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import unittest
+from typing import Any
+
+import support
+import main
+import http_server
+import legacy
+import legacy_http
+import procs
+from legacy_client import FORM_CLIENT, HttpLegacyClient, accepted, choices
+from support import call, request, tps
+
+BOB_TOKEN = "bob-token-0123456789abcdefgh"
+BOB_WORKSPACE = "file:///Users/bob/Notes"
+ALL_LESSON_NOTES = ["note-3", "note-7", "note-14"]
+
+
+def modern_choices(port: int, test: unittest.TestCase, token: str = procs.TOKEN) -> list[str]:
+    """The notes a modern, stateless tools/call would offer now (nothing is consumed)."""
+    message = call(tps(), id="count")
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=procs.GUARD)
+    test.addCleanup(conn.close)
+    status, _, body = procs.post(conn, message, procs.mcp_headers(message, token=token))
+    test.assertEqual(status, 200)
+    return choices(json.loads(body)["result"]["inputRequests"][main.INPUT_KEY])
+
+
+def texts(result: dict[str, Any]) -> str:
+    return " ".join(block["text"] for block in result["content"])
+
+
+class LegacyHttpFlowTests(unittest.TestCase):
+    """initialize → initialized → tools/list → tools/call → elicitation on the stream → POSTed answer → result."""
+
+    def setUp(self) -> None:
+        self.server = procs.HttpServer(self)
+        self.client = HttpLegacyClient(self, self.server.port)
+        result = self.client.initialize()
+        self.assertEqual(result["protocolVersion"], legacy.LATEST_LEGACY_VERSION)
+        self.assertNotIn("resultType", result)
+
+    def ask(self) -> tuple[dict[str, Any], Any, dict[str, Any]]:
+        """tools/list, then a delete call whose first event must be the form."""
+        tools = self.client.call("tools/list")["result"]["tools"]
+        self.assertIn(main.TOOL_NAME, [tool["name"] for tool in tools])
+        message, stream = self.client.delete()
+        form = stream.event()
+        self.assertEqual((form["method"], form["id"]), ("elicitation/create", main.INPUT_KEY))
+        self.assertEqual(choices(form), ALL_LESSON_NOTES)
+        return message, stream, form
+
+    def test_accept_deletes_exactly_the_chosen_note(self) -> None:
+        message, stream, form = self.ask()
+        self.assertEqual(self.client.answer(form, accepted("note-14")), 202)
+        response = stream.event()
+        self.assertEqual(response["id"], message["id"])
+        self.assertEqual(response["result"]["structuredContent"], {"deleted": True, "noteId": "note-14"})
+        self.assertNotIn("resultType", response["result"])
+        self.assertIsNone(stream.event())  # the stream ends with the result
+        self.assertEqual(modern_choices(self.server.port, self), ["note-3", "note-7"])
+
+    def test_decline_deletes_nothing(self) -> None:
+        _, stream, form = self.ask()
+        self.assertEqual(self.client.answer(form, {"action": "decline"}), 202)
+        self.assertEqual(stream.event()["result"]["structuredContent"], {"deleted": False, "reason": "declined"})
+        self.assertEqual(modern_choices(self.server.port, self), ALL_LESSON_NOTES)
+
+    def test_cancel_deletes_nothing(self) -> None:
+        _, stream, form = self.ask()
+        self.assertEqual(self.client.answer(form, {"action": "cancel"}), 202)
+        self.assertEqual(stream.event()["result"]["structuredContent"], {"deleted": False, "reason": "cancelled"})
+        self.assertEqual(modern_choices(self.server.port, self), ALL_LESSON_NOTES)
+
+    def test_a_replayed_answer_is_ignored_and_one_note_is_deleted(self) -> None:
+        _, stream, form = self.ask()
+        self.assertEqual(self.client.answer(form, accepted("note-14")), 202)
+        self.assertTrue(stream.event()["result"]["structuredContent"]["deleted"])
+        # The same JSON-RPC response once more, then aimed at another note: nobody waits for it.
+        self.assertEqual(self.client.answer(form, accepted("note-14")), 202)
+        self.assertEqual(self.client.answer(form, accepted("note-7")), 202)
+        self.assertEqual(self.client.call("ping")["result"], {})
+        self.assertEqual(modern_choices(self.server.port, self), ["note-3", "note-7"])
+        self.assertIn("ignored a response to no pending request", self.server.stderr_text())
+
+    def test_a_call_needing_no_form_is_answered_with_json(self) -> None:
+        response = self.client.call("tools/call", {"name": main.TOOL_NAME, "arguments": {"workspaceUri": support.WORKSPACE}})
+        self.assertTrue(response["result"]["isError"])
+        self.assertEqual(modern_choices(self.server.port, self), ALL_LESSON_NOTES)
+
+    def test_a_client_without_elicitation_gets_a_tool_error_and_nothing_is_deleted(self) -> None:
+        bare = HttpLegacyClient(self, self.server.port)
+        bare.initialize(capabilities={})
+        result = bare.call("tools/call", {"name": main.TOOL_NAME, "arguments": tps()})["result"]
+        self.assertTrue(result["isError"])
+        self.assertIn("did not declare", texts(result))
+        self.assertEqual(modern_choices(self.server.port, self), ALL_LESSON_NOTES)
+
+
+class LegacyHttpSessionTests(unittest.TestCase):
+    """Session ids: minted at random, required, bound to the principal, ended by DELETE."""
+
+    def setUp(self) -> None:
+        path = procs.write_config(self, {
+            "principals": {
+                "alice": {"token": procs.TOKEN, "workspaces": [support.WORKSPACE]},
+                "bob": {"token": BOB_TOKEN, "workspaces": [BOB_WORKSPACE]},
+            },
+            "stdioPrincipal": "alice",
+            "notes": [{"id": "a1", "title": "TPS report", "uri": support.WORKSPACE + "/a1.md"}],
+            "keys": [procs.SECRET],
+        })  # fmt: skip
+        self.server = procs.HttpServer(self, "--config", path, env=procs.server_env())
+        self.client = HttpLegacyClient(self, self.server.port)
+        self.client.initialize()
+
+    def test_each_initialize_mints_a_new_unguessable_session_id(self) -> None:
+        other = HttpLegacyClient(self, self.server.port)
+        other.initialize()
+        ids = {self.client.session_id, other.session_id}
+        self.assertEqual(len(ids), 2)
+        for session_id in ids:
+            assert session_id is not None
+            self.assertGreaterEqual(len(session_id), 43)  # 32 random bytes
+            self.assertTrue(all(0x21 <= ord(char) <= 0x7E for char in session_id))
+
+    def test_another_principals_token_on_a_session_gets_404_and_changes_nothing(self) -> None:
+        headers = self.client.headers() | {"Authorization": f"Bearer {BOB_TOKEN}"}
+        status, _, body = self.client.post(self.client.request("tools/call", {"name": main.TOOL_NAME, "arguments": tps()}), headers)
+        self.assertEqual(status, 404)
+        self.assertEqual(json.loads(body)["error"]["code"], main.INVALID_REQUEST)
+        status, _, _ = self.client.post(b"", headers, method="DELETE")
+        self.assertEqual(status, 404)  # nor can bob end it
+        self.assertEqual(self.client.call("ping")["result"], {})  # still alice's, still live
+        unknown = self.client.headers() | {"Mcp-Session-Id": "no-such-session"}
+        self.assertEqual(self.client.post(self.client.request("ping"), unknown)[0], 404)  # told apart from nothing
+
+    def test_a_deleted_session_gets_404_and_a_new_initialize_works(self) -> None:
+        status, _, _ = self.client.post(b"", method="DELETE")
+        self.assertEqual(status, 200)
+        status, _, _ = self.client.post(self.client.request("ping"))
+        self.assertEqual(status, 404)
+        self.assertEqual(self.client.post(b"", method="DELETE")[0], 404)  # ended once
+        self.client.initialize()
+        self.assertEqual(self.client.call("ping")["result"], {})
+
+    def test_a_legacy_request_without_a_session_id_is_400(self) -> None:
+        headers = self.client.headers(session=False) | {"MCP-Protocol-Version": legacy.LATEST_LEGACY_VERSION}
+        status, _, body = self.client.post(self.client.request("tools/list"), headers)
+        self.assertEqual((status, json.loads(body)["error"]["code"]), (400, main.INVALID_REQUEST))
+        self.assertIn(b"Mcp-Session-Id", body)
+        status, _, _ = self.client.post({"jsonrpc": "2.0", "id": main.INPUT_KEY, "result": accepted("a1")}, self.client.headers(session=False))
+        self.assertEqual(status, 400)
+
+    def test_two_session_ids_are_400(self) -> None:
+        headers = [*self.client.headers().items(), ("Mcp-Session-Id", "another")]
+        status, _, _ = procs.post(self.client.connection(), self.client.request("ping"), headers)
+        self.assertEqual(status, 400)
+
+    def test_a_wrong_protocol_version_header_on_a_session_is_400(self) -> None:
+        headers = self.client.headers() | {"MCP-Protocol-Version": "2025-06-18"}
+        self.assertEqual(self.client.post(self.client.request("ping"), headers)[0], 400)
+
+    def test_a_get_for_a_standalone_stream_is_405(self) -> None:
+        status, headers, _ = self.client.post(b"", method="GET")
+        self.assertEqual(status, 405)
+        self.assertEqual(headers["allow"], "POST")
+
+    def test_a_bad_token_is_401_before_any_session_lookup(self) -> None:
+        headers = self.client.headers() | {"Authorization": "Bearer wrong-token-0123456789abcdef"}
+        self.assertEqual(self.client.post(self.client.request("ping"), headers)[0], 401)
+
+
+class DualEraHttpTests(unittest.TestCase):
+    """Legacy sessions and modern requests on one endpoint: the modern wire is unchanged."""
+
+    def test_modern_requests_ignore_a_session_id_while_a_legacy_form_is_open(self) -> None:
+        server = procs.HttpServer(self)
+        client = HttpLegacyClient(self, server.port)
+        client.initialize()
+        _, stream = client.delete()
+        form = stream.event()
+        # A modern request that carries the legacy session id: served statelessly, no id minted.
+        modern = request("server/discover", id="d")
+        status, headers, body = procs.post(server.connect(self), modern, procs.mcp_headers(modern) | {"Mcp-Session-Id": client.session_id})
+        self.assertEqual(status, 200)
+        self.assertNotIn("mcp-session-id", headers)
+        self.assertEqual(json.loads(body)["result"]["resultType"], "complete")
+        # A modern MRTR delete completes beside it.
+        first = call(tps(), id="m1")
+        status, _, body = procs.post(server.connect(self), first, procs.mcp_headers(first) | {"Mcp-Session-Id": client.session_id})
+        state = json.loads(body)["result"]["requestState"]
+        retry = call(tps(), id="m2", requestState=state, inputResponses=support.accept("note-3"))
+        status, _, body = procs.post(server.connect(self), retry)
+        self.assertEqual(json.loads(body)["result"]["structuredContent"], {"deleted": True, "noteId": "note-3"})
+        # The legacy form offered note-3 before; choosing it now deletes nothing more.
+        self.assertEqual(client.answer(form, accepted("note-3")), 202)
+        result = stream.event()["result"]
+        self.assertTrue(result["isError"])
+        self.assertIn("nothing was deleted", texts(result))
+        self.assertEqual(modern_choices(server.port, self), ["note-7", "note-14"])
+
+    def test_a_modern_initialize_still_gets_404_method_not_found(self) -> None:
+        server = procs.HttpServer(self)
+        message = request("initialize", id="i")
+        status, headers, body = procs.post(server.connect(self), message)
+        self.assertEqual((status, json.loads(body)["error"]["code"]), (404, main.METHOD_NOT_FOUND))
+        self.assertNotIn("mcp-session-id", headers)
+
+
+class NoLegacyHttpTests(unittest.TestCase):
+    """--no-legacy: HTTP serves 2026-07-28 only."""
+
+    def test_initialize_gets_404_method_not_found_naming_the_supported_version(self) -> None:
+        server = procs.HttpServer(self, "--no-legacy")
+        client = HttpLegacyClient(self, server.port)
+        params = {"protocolVersion": legacy.LATEST_LEGACY_VERSION, "capabilities": FORM_CLIENT, "clientInfo": {"name": "x", "version": "1"}}
+        status, headers, body = client.post(client.request("initialize", params), client.headers(session=False))
+        error = json.loads(body)["error"]
+        self.assertEqual((status, error["code"]), (404, main.METHOD_NOT_FOUND))
+        self.assertEqual(error["data"], {"supported": list(main.SUPPORTED_VERSIONS)})
+        self.assertNotIn("mcp-session-id", headers)
+        client.session_id = "made-up"
+        status, _, body = client.post(client.request("ping"))
+        self.assertEqual(json.loads(body)["error"]["code"], main.METHOD_NOT_FOUND)  # the core's, not a session's
+
+
+class LegacyStreamsDoNotStarveTests(unittest.TestCase):
+    """With every legacy stream slot held by an open form, modern requests and form answers still get through."""
+
+    def test_modern_requests_are_served_while_the_stream_limit_is_reached(self) -> None:
+        self.assertLess(legacy_http.MAX_LEGACY_STREAMS, http_server.WORKER_THREADS)
+        server = procs.HttpServer(self)
+        open_forms = []
+        per_session = legacy_http.MAX_PENDING_PER_SESSION
+        for _ in range(-(-legacy_http.MAX_LEGACY_STREAMS // per_session)):
+            client = HttpLegacyClient(self, server.port)
+            client.initialize()
+            for _ in range(min(per_session, legacy_http.MAX_LEGACY_STREAMS - len(open_forms))):
+                _, stream = client.delete()
+                open_forms.append((client, stream, stream.event()))
+        self.assertEqual(len(open_forms), legacy_http.MAX_LEGACY_STREAMS)
+        extra = HttpLegacyClient(self, server.port)
+        extra.initialize()
+        busy = extra.call("tools/call", {"name": main.TOOL_NAME, "arguments": tps()})["result"]
+        self.assertTrue(busy["isError"])
+        self.assertIn("Too many forms are open", texts(busy))
+        self.assertEqual(modern_choices(server.port, self), ALL_LESSON_NOTES)  # modern: not starved
+        for client, stream, form in open_forms:
+            self.assertEqual(client.answer(form, {"action": "cancel"}), 202)
+            self.assertFalse(stream.event()["result"]["structuredContent"]["deleted"])
+        _, stream = extra.delete()  # slots are free again
+        self.assertEqual(stream.event()["method"], "elicitation/create")
+
+
+# ------------------------------------------------------------------ in process: the bounds and the clean-up
+
+
+class InProcess:
+    """A LegacyHttp over an in-memory lesson server, driven with engine Request objects."""
+
+    def __init__(self, test: unittest.TestCase, answer_timeout: float = procs.GUARD) -> None:
+        self.clock = support.Clock()  # the sessions' idle clock; the core keeps its own
+        self.server = support.make_server()
+        self.sessions = legacy_http.LegacyHttp(self.server, clock=self.clock, answer_timeout=answer_timeout, log=support.Log())
+        test.addCleanup(self.sessions.close)
+        self.test = test
+        self.ids = 0
+
+    def route(self, message: dict[str, Any] | bytes, session_id: str | None = None, principal: str = support.PRINCIPAL, method: str = "POST") -> Any:
+        headers = [("Content-Type", "application/json")]
+        if session_id is not None:
+            headers.append(("Mcp-Session-Id", session_id))
+        body = message if isinstance(message, bytes) else json.dumps(message).encode()
+        self.last = http_server.Request(method, "/mcp", "HTTP/1.1", headers, body, ("127.0.0.1", 1))
+        return self.sessions.route(self.last, principal)
+
+    def initialize(self, principal: str = support.PRINCIPAL) -> str:
+        params = {"protocolVersion": legacy.LATEST_LEGACY_VERSION, "capabilities": FORM_CLIENT, "clientInfo": {"name": "t", "version": "1"}}
+        response = self.route({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}, principal=principal)
+        session_id = dict(response.headers)["Mcp-Session-Id"]
+        self.test.assertEqual(self.route({"jsonrpc": "2.0", "method": "notifications/initialized"}, session_id, principal).status, 202)
+        return session_id
+
+    def ping(self, session_id: str, principal: str = support.PRINCIPAL) -> int:
+        return self.route({"jsonrpc": "2.0", "id": "p", "method": "ping"}, session_id, principal).status
+
+    def open_form(self, session_id: str) -> tuple[Any, dict[str, Any]]:
+        """A delete call that must become a stream: (the stream, its first event's message)."""
+        self.ids += 1
+        message = {"jsonrpc": "2.0", "id": self.ids, "method": "tools/call", "params": {"name": main.TOOL_NAME, "arguments": tps()}}
+        response = self.route(message, session_id)
+        self.test.assertIsInstance(response, http_server.StreamResponse)
+        self.test.addCleanup(response.stream.close)
+        return response.stream, event(next(response.stream))
+
+    def call_result(self, session_id: str) -> dict[str, Any]:
+        """A delete call expected to be answered at once with JSON: its result."""
+        self.ids += 1
+        message = {"jsonrpc": "2.0", "id": self.ids, "method": "tools/call", "params": {"name": main.TOOL_NAME, "arguments": tps()}}
+        response = self.route(message, session_id)
+        self.test.assertIsInstance(response, http_server.Response)
+        return json.loads(response.body)["result"]
+
+
+def event(chunk: bytes) -> dict[str, Any]:
+    """The message of one SSE event chunk (exactly `event: message`, one data line, a blank line)."""
+    head, data, blank = chunk.split(b"\n", 2)[0], chunk.split(b"\n")[1], chunk[-2:]
+    assert head == b"event: message" and data.startswith(b"data: ") and blank == b"\n\n", chunk
+    return json.loads(data[len(b"data: "):])
+
+
+class SessionBoundsTests(unittest.TestCase):
+    """Sessions per principal and idle expiry, each on both sides."""
+
+    def test_sessions_up_to_the_per_principal_limit_all_stay_live(self) -> None:
+        legacy_side = InProcess(self)
+        ids = [legacy_side.initialize() for _ in range(legacy_http.MAX_SESSIONS_PER_PRINCIPAL)]
+        self.assertEqual([legacy_side.ping(session_id) for session_id in ids], [200] * len(ids))
+        self.assertEqual(legacy_side.sessions.session_count(support.PRINCIPAL), legacy_http.MAX_SESSIONS_PER_PRINCIPAL)
+
+    def test_one_session_over_the_limit_evicts_the_least_recently_used_of_that_principal_only(self) -> None:
+        side = InProcess(self)
+        bobs = side.initialize(principal="bob")
+        ids = []
+        for _ in range(legacy_http.MAX_SESSIONS_PER_PRINCIPAL):
+            ids.append(side.initialize())
+            side.clock.now += 1
+        self.assertEqual(side.ping(ids[0]), 200)  # the first is now the most recently used
+        side.clock.now += 1
+        newest = side.initialize()
+        self.assertEqual(side.ping(ids[1]), 404)  # evicted
+        self.assertEqual([side.ping(session_id) for session_id in [ids[0], *ids[2:], newest]], [200] * legacy_http.MAX_SESSIONS_PER_PRINCIPAL)
+        self.assertEqual(side.ping(bobs, principal="bob"), 200)
+        self.assertEqual(side.sessions.session_count(support.PRINCIPAL), legacy_http.MAX_SESSIONS_PER_PRINCIPAL)
+
+    def test_a_session_idle_exactly_the_limit_is_still_live(self) -> None:
+        side = InProcess(self)
+        session_id = side.initialize()
+        side.clock.now += legacy_http.SESSION_IDLE_SECONDS
+        self.assertEqual(side.ping(session_id), 200)
+
+    def test_a_session_idle_past_the_limit_is_404_and_gone(self) -> None:
+        side = InProcess(self)
+        session_id = side.initialize()
+        core = side.sessions.session(session_id)
+        side.clock.now += legacy_http.SESSION_IDLE_SECONDS + 1
+        self.assertEqual(side.ping(session_id), 404)
+        self.assertIsNone(side.sessions.session(session_id))
+        self.assertTrue(core.closed)
+
+    def test_a_session_with_a_form_open_does_not_expire(self) -> None:
+        side = InProcess(self)
+        session_id = side.initialize()
+        stream, form = side.open_form(session_id)
+        side.clock.now += legacy_http.SESSION_IDLE_SECONDS + 1
+        side.initialize()  # sweeps expired sessions
+        self.assertEqual(side.route({"jsonrpc": "2.0", "id": form["id"], "result": accepted("note-7")}, session_id).status, 202)
+        self.assertEqual(event(next(stream))["result"]["structuredContent"], {"deleted": True, "noteId": "note-7"})
+
+
+class StreamBoundsTests(unittest.TestCase):
+    """Forms waiting per session and legacy streams per server, each on both sides."""
+
+    def test_forms_up_to_the_per_session_limit_each_get_a_stream(self) -> None:
+        side = InProcess(self)
+        session_id = side.initialize()
+        forms = [side.open_form(session_id)[1] for _ in range(legacy_http.MAX_PENDING_PER_SESSION)]
+        self.assertEqual(len({form["id"] for form in forms}), legacy_http.MAX_PENDING_PER_SESSION)
+        self.assertEqual(side.sessions.session(session_id).pending(), legacy_http.MAX_PENDING_PER_SESSION)
+
+    def test_one_form_over_the_per_session_limit_is_a_tool_error_and_asks_nothing(self) -> None:
+        side = InProcess(self)
+        session_id = side.initialize()
+        for _ in range(legacy_http.MAX_PENDING_PER_SESSION):
+            side.open_form(session_id)
+        result = side.call_result(session_id)
+        self.assertTrue(result["isError"])
+        self.assertIn("Too many forms are waiting", texts(result))
+        self.assertEqual(side.sessions.session(session_id).pending(), legacy_http.MAX_PENDING_PER_SESSION)
+        self.assertEqual(len(support.note_ids(side.server)), len(main.lesson_notes()))
+
+    def test_streams_up_to_the_server_limit_open_and_one_more_is_refused_until_one_ends(self) -> None:
+        side = InProcess(self)
+        streams = []
+        while len(streams) < legacy_http.MAX_LEGACY_STREAMS:
+            session_id = side.initialize()
+            for _ in range(min(legacy_http.MAX_PENDING_PER_SESSION, legacy_http.MAX_LEGACY_STREAMS - len(streams))):
+                streams.append(side.open_form(session_id)[0])
+        fresh = side.initialize()
+        busy = side.call_result(fresh)
+        self.assertIn("Too many forms are open", texts(busy))
+        self.assertEqual(side.sessions.session(fresh).pending(), 0)
+        streams[0].close()  # as the engine does when the client goes away
+        self.assertEqual(side.open_form(fresh)[1]["method"], "elicitation/create")
+
+
+class AbandonedFormTests(unittest.TestCase):
+    """An unanswered form, a vanished client and a DELETE mid-form: nothing consumed, nothing left behind."""
+
+    def test_an_unanswered_form_ends_the_stream_with_a_tool_error_and_frees_everything(self) -> None:
+        side = InProcess(self, answer_timeout=0)
+        session_id = side.initialize()
+        stream, form = side.open_form(session_id)
+        withdrawn = event(next(stream))
+        self.assertEqual((withdrawn["method"], withdrawn["params"]["requestId"]), ("notifications/cancelled", form["id"]))
+        result = event(next(stream))["result"]
+        self.assertTrue(result["isError"])
+        self.assertIn("form was not answered", texts(result))
+        self.assertEqual(list(stream), [])  # the stream ends
+        core = side.sessions.session(session_id)
+        self.assertEqual(core.pending(), 0)
+        self.assertEqual(side.route({"jsonrpc": "2.0", "id": form["id"], "result": accepted()}, session_id).status, 202)
+        self.assertEqual(len(support.note_ids(side.server)), len(main.lesson_notes()))  # the late answer consumed nothing
+
+    def test_a_client_gone_mid_form_ends_the_stream_unanswered_and_frees_everything(self) -> None:
+        side = InProcess(self)
+        session_id = side.initialize()
+        stream, form = side.open_form(session_id)
+        side.last.gone.set()  # what the engine does when the peer closes its connection
+        self.assertEqual(list(stream), [])  # no result: nobody is there to read it
+        stream.close()
+        self.assertEqual(side.sessions.session(session_id).pending(), 0)
+        self.assertEqual(side.route({"jsonrpc": "2.0", "id": form["id"], "result": accepted()}, session_id).status, 202)
+        self.assertEqual(len(support.note_ids(side.server)), len(main.lesson_notes()))
+
+    def test_the_engine_closing_a_stream_abandons_its_form(self) -> None:
+        side = InProcess(self)
+        session_id = side.initialize()
+        stream, form = side.open_form(session_id)
+        stream.close()
+        stream.close()  # idempotent: the slot is given back once
+        self.assertEqual(side.sessions.session(session_id).pending(), 0)
+        side.route({"jsonrpc": "2.0", "id": form["id"], "result": accepted()}, session_id)
+        self.assertEqual(len(support.note_ids(side.server)), len(main.lesson_notes()))
+
+    def test_delete_mid_form_ends_its_stream_unanswered(self) -> None:
+        side = InProcess(self)
+        session_id = side.initialize()
+        stream, _ = side.open_form(session_id)
+        self.assertEqual(side.route(b"", session_id, method="DELETE").status, 200)
+        self.assertEqual(list(stream), [])
+        self.assertEqual(side.ping(session_id), 404)
+        self.assertEqual(len(support.note_ids(side.server)), len(main.lesson_notes()))
+
+
+class RoutingTests(unittest.TestCase):
+    """Which messages are legacy: decided without touching the modern path's answers."""
+
+    def test_modern_and_sessionless_messages_are_left_to_the_core(self) -> None:
+        side = InProcess(self)
+        session_id = side.initialize()
+        self.assertIsNone(side.route(request("server/discover"), session_id))  # modern _meta wins
+        self.assertIsNone(side.route(request("initialize")))
+        self.assertIsNone(side.route({"jsonrpc": "2.0", "id": 1, "method": "ping"}))  # no session, no legacy header
+        self.assertIsNone(side.route(b"{not json", session_id))  # the core's parse error
+        self.assertIsNone(side.route(b"", method="DELETE"))  # the core's 405
+
+    def test_a_failed_initialize_creates_no_session(self) -> None:
+        side = InProcess(self)
+        response = side.route({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25"}})
+        self.assertEqual(json.loads(response.body)["error"]["code"], main.INVALID_PARAMS)
+        self.assertNotIn("Mcp-Session-Id", dict(response.headers))
+        self.assertEqual(side.sessions.session_count(), 0)
+
+    def test_roots_are_asked_on_the_stream_of_a_failing_call_and_only_suggest(self) -> None:
+        side = InProcess(self)
+        params = {"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}, "roots": {}}, "clientInfo": {"name": "t", "version": "1"}}
+        session_id = dict(side.route({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}).headers)["Mcp-Session-Id"]
+        side.route({"jsonrpc": "2.0", "method": "notifications/initialized"}, session_id)
+        evil = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": main.TOOL_NAME, "arguments": tps(workspace=support.WORKSPACE + "-evil")}}
+        stream = side.route(evil, session_id).stream
+        self.addCleanup(stream.close)
+        asked = event(next(stream))
+        self.assertEqual((asked["method"], asked["id"]), ("roots/list", "roots/list"))
+        answer = {"jsonrpc": "2.0", "id": "roots/list", "result": {"roots": [{"uri": support.WORKSPACE}]}}
+        self.assertEqual(side.route(answer, session_id).status, 202)
+        result = event(next(stream))["result"]
+        self.assertTrue(result["isError"])
+        self.assertIn(f"roots include {support.WORKSPACE},", texts(result))
+        self.assertIn("evil-1", support.note_ids(side.server))  # the hint ran nothing
+
+
+if __name__ == "__main__":
+    unittest.main()
