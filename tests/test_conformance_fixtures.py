@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
+import sys
 import unittest
 from typing import Any
 from unittest import mock
@@ -95,6 +97,11 @@ class LessonServerUnchangedTests(FixtureCase):
         self.assertEqual(tools[0], main.NOTES_DELETE_TOOL)
         self.assertEqual(len({t["name"] for t in tools}), len(tools))
         self.assertTrue(all(t["description"] and t["inputSchema"]["type"] == "object" for t in tools))
+
+    def test_serving_without_the_flag_never_imports_the_fixtures(self) -> None:
+        probe = "import sys, serve; serve.parser(); print('conformance_fixtures' in sys.modules)"
+        done = subprocess.run([sys.executable, "-c", probe], cwd=support.CODE, capture_output=True, text=True, timeout=60)
+        self.assertEqual((done.returncode, done.stdout.strip()), (0, "False"))
 
     def test_the_flag_is_refused_with_stdio(self) -> None:
         with mock.patch("sys.stderr"):
