@@ -543,7 +543,9 @@ def complete_argument(server: main.Server, request: main.Envelope, meta: main.Re
     ref, argument_ = request.params.get("ref"), request.params.get("argument")
     if not isinstance(ref, dict) or ref.get("type") != "ref/prompt" or not isinstance(argument_, dict):
         raise main.McpError(main.INVALID_PARAMS, "Invalid params: ref must be a ref/prompt and argument an object")
-    known = COMPLETIONS.get((ref.get("name"), argument_.get("name")))  # type: ignore[arg-type]
+    key = (ref.get("name"), argument_.get("name"))
+    # Strings only: a list or object as a name must not reach the dict lookup.
+    known = COMPLETIONS.get(key) if all(isinstance(part, str) for part in key) else None  # type: ignore[arg-type]
     typed = argument_.get("value")
     if known is None or not isinstance(typed, str):
         raise main.McpError(main.INVALID_PARAMS, "Invalid params: no completions for that prompt argument")

@@ -100,7 +100,9 @@ def header_check(headers: Headers, tools: Mapping[str, main.Tool] | None = None)
         field = NAME_FIELD.get(request.method)
         if field is not None and decode_header_value(only("Mcp-Name")) != request.params.get(field):
             raise main.McpError(main.HEADER_MISMATCH, "Header mismatch: Mcp-Name does not match the body")
-        tool = (tools or {}).get(request.params.get("name")) if request.method == "tools/call" else None
+        name = request.params.get("name")
+        # Only a string can name a tool; a list or object here must not reach a dict lookup.
+        tool = (tools or {}).get(name) if request.method == "tools/call" and isinstance(name, str) else None
         if tool is not None:
             check_param_headers(headers, tool.descriptor, request.params.get("arguments"))
 

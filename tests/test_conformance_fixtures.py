@@ -499,6 +499,8 @@ class CompletionTests(FixtureCase):
             ({"type": "ref/resource", "uri": "test://static-text"}, {"name": "arg1", "value": ""}),
             ({"type": "ref/prompt", "name": "test_prompt_with_arguments"}, {"name": "arg1", "value": 5}),
             ("ref", {"name": "arg1", "value": ""}),
+            ({"type": "ref/prompt", "name": ["test_prompt_with_arguments"]}, {"name": "arg1", "value": ""}),
+            ({"type": "ref/prompt", "name": "test_prompt_with_arguments"}, {"name": {"arg": 1}, "value": ""}),
         ]
         for ref, argument in bad:
             with self.subTest(ref=ref, argument=argument):
@@ -554,6 +556,15 @@ class HeaderTests(FixtureCase):
         response = self.region(None)
         self.assertEqual(response["status"], 200)
         self.assertTrue(response["result"]["isError"])  # the schema requires region: a tool error, not a header one
+
+    def test_a_tool_name_that_is_not_a_string_is_refused_never_an_internal_error(self) -> None:
+        for name in (["test_header_param"], {"n": 1}):
+            with self.subTest(name=name):
+                response = self.post("tools/call", {"name": name, "arguments": {}}, Mcp_Name="test_header_param")
+                self.assertEqual(response["error"]["code"], main.HEADER_MISMATCH)
+                response = self.post("tools/call", {"name": name, "arguments": {}}, Mcp_Name=json.dumps(name))
+                self.assertIn(response["error"]["code"], (main.HEADER_MISMATCH, main.INVALID_PARAMS))
+        self.assertEqual([line for line in self.server.log if "internal error" in line], [])  # type: ignore[attr-defined]
 
     def test_header_values_compare_by_the_body_values_type(self) -> None:
         self.assertTrue(streamable_http.header_matches("true", True))
