@@ -412,6 +412,7 @@ class ToolCall:
     state: str | None = None  # the echoed requestState, on a retry
     responses: dict[str, Any] | None = None  # inputResponses, on a retry
     notify: Notify | None = None  # notifications ahead of the response, where the transport carries them
+    progress_token: str | int | None = None  # `_meta.progressToken`, echoed by progress notifications
 
 
 def read_tool_call(params: dict[str, Any], meta: RequestMeta, principal: str) -> ToolCall:
@@ -1248,7 +1249,8 @@ Check = Callable[[Envelope, RequestMeta], None]  # a transport's own check, e.g.
 
 def call_tool(server: Server, request: Envelope, meta: RequestMeta, principal: str, notify: Notify | None) -> dict[str, Any]:
     """Find the tool and run it; unknown tools and malformed MRTR fields are -32602."""
-    call = dataclasses.replace(read_tool_call(request.params, meta, principal), notify=notify)
+    call = read_tool_call(request.params, meta, principal)
+    call = dataclasses.replace(call, notify=notify, progress_token=progress_token(request.params))
     tool = server.tools.get(call.name)
     if tool is None:
         raise McpError(INVALID_PARAMS, "Unknown tool")
@@ -1260,6 +1262,12 @@ def call_tool(server: Server, request: Envelope, meta: RequestMeta, principal: s
         result = tool_result(str(exc), is_error=True)
     result.setdefault("_meta", {META_SERVER_INFO: dict(SERVER_INFO)})
     return result
+
+
+def progress_token(params: dict[str, Any]) -> str | int | None:
+    """The request's `_meta.progressToken` when it is a legal token (string or integer), else None."""
+    token = params["_meta"].get("progressToken")  # read_meta has checked `_meta` is an object
+    return token if isinstance(token, str) or (isinstance(token, int) and not isinstance(token, bool)) else None
 
 
 class Server:
@@ -1284,6 +1292,7 @@ class Server:
         # One dispatch table; discover's capabilities derive from it, so they cannot drift.
         self.methods: dict[str, Handler] = {"server/discover": discover, "tools/list": list_tools, "tools/call": call_tool}
         self.tools: dict[str, Tool] = {}
+        self._capabilities: dict[str, dict[str, Any]] = {}  # what added methods declare (prompts, ...)
         self._descriptors: dict[str, str] = {}  # name -> the descriptor as JSON, frozen when added
         self.add_tool(NotesDelete(self))
 
@@ -1295,11 +1304,17 @@ class Server:
         self.tools[name] = tool
         self._descriptors[name] = json.dumps(tool.descriptor)
 
-    def add_method(self, method: str, handler: Handler) -> None:
-        """Add one method to the dispatch table (an extension's own protocol feature)."""
+    def add_method(self, method: str, handler: Handler, capability: str | None = None) -> None:
+        """Add one method to the dispatch table (an extension's own protocol feature).
+
+        `capability` names the server capability the method belongs to (e.g. "prompts");
+        discover reports it from then on.
+        """
         if method in self.methods:
             raise ValueError(f"method {method!r} is already handled")
         self.methods[method] = handler
+        if capability is not None:
+            self._capabilities.setdefault(capability, {})
 
     def tool_descriptors(self) -> list[str]:
         """Every tool's descriptor as JSON text, in registration order."""
@@ -1307,7 +1322,8 @@ class Server:
 
     def capabilities(self) -> dict[str, Any]:
         """The server capabilities discover reports, derived from what is registered."""
-        return {"tools": {}} if self.tools else {}
+        declared = {"tools": {}} if self.tools else {}
+        return declared | {name: dict(value) for name, value in self._capabilities.items()}
 
     def handle(
         self, message: Any, principal: str, check: Check | None = None, notify: Notify | None = None

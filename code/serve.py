@@ -288,6 +288,11 @@ def parser() -> argparse.ArgumentParser:
         help="a folder of Markdown notes for the stdio principal (repeatable)",
     )
     p.add_argument("--publish", action="store_true", help="also serve notes_publish and its URL-mode connect pages")
+    p.add_argument(
+        "--conformance-fixtures",
+        action="store_true",
+        help="HTTP: also serve the conformance suite's test tools, prompts and resources (testing only; docs/conformance.md)",
+    )
     # Testing only (docs/http.md, "Limits"): shortens the slow-client deadline so tests run fast.
     p.add_argument("--request-timeout", type=timeout_seconds, default=streamable_http.REQUEST_TIMEOUT_SECONDS, help=argparse.SUPPRESS)
     return p
@@ -301,6 +306,9 @@ def serve(argv: Sequence[str]) -> int:
         return int(exc.code or 0)
     if args.stdio and args.no_auth:
         say("--no-auth applies to --http only (stdio has no tokens)")
+        return EXIT_USAGE
+    if args.stdio and args.conformance_fixtures:
+        say("--conformance-fixtures applies to --http only (the suite drives HTTP)")
         return EXIT_USAGE
     if args.http and args.no_auth and not streamable_http.is_loopback(args.host):
         say(f"--no-auth refused: host {args.host!r} is not a loopback address")
@@ -336,6 +344,10 @@ def serve(argv: Sequence[str]) -> int:
     except (ConfigError, StartupError) as exc:
         say(str(exc))
         return EXIT_USAGE
+    if args.conformance_fixtures:
+        import conformance_fixtures  # imported only when asked for: test fixtures are not the product
+
+        conformance_fixtures.install(server)
     pages = None
     if publish:
         import connect

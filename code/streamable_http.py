@@ -32,6 +32,7 @@ ENDPOINT = "/mcp"
 REQUEST_TIMEOUT_SECONDS = http_server.BODY_TIMEOUT_SECONDS  # a request's body must arrive in this
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 
+_INTEGER_RE = re.compile(r"-?[0-9]{1,20}")
 _LOCAL_ORIGIN_RE = re.compile(r"https?://(localhost|127\.0\.0\.1|\[::1\])(:[0-9]{1,5})?")
 
 Headers = Sequence[tuple[str, str]]
@@ -72,8 +73,16 @@ class BearerTokens:
         return found
 
 
-def header_check(headers: Headers) -> main.Check:
-    """The core's per-transport check for this request: its MCP headers must match the body."""
+# The body field each method's Mcp-Name header mirrors.
+NAME_FIELD = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+
+def header_check(headers: Headers, tools: Mapping[str, main.Tool] | None = None) -> main.Check:
+    """The core's per-transport check for this request: its MCP headers must match the body.
+
+    With `tools`, a tools/call must also carry a matching `Mcp-Param-{H}` header for each
+    argument its tool annotates with `x-mcp-header: H`.
+    """
 
     def check(request: main.Envelope, meta: main.RequestMeta) -> None:
         # A proxy or gateway routes on headers; a body that says something else would let a
@@ -88,11 +97,44 @@ def header_check(headers: Headers) -> main.Check:
             raise main.McpError(main.HEADER_MISMATCH, "Header mismatch: MCP-Protocol-Version does not match the body")
         if only("Mcp-Method") != request.method:
             raise main.McpError(main.HEADER_MISMATCH, "Header mismatch: Mcp-Method does not match the body")
-        if request.method == "tools/call":
-            if decode_header_value(only("Mcp-Name")) != request.params.get("name"):
-                raise main.McpError(main.HEADER_MISMATCH, "Header mismatch: Mcp-Name does not match the body")
+        field = NAME_FIELD.get(request.method)
+        if field is not None and decode_header_value(only("Mcp-Name")) != request.params.get(field):
+            raise main.McpError(main.HEADER_MISMATCH, "Header mismatch: Mcp-Name does not match the body")
+        name = request.params.get("name")
+        # Only a string can name a tool; a list or object here must not reach a dict lookup.
+        tool = (tools or {}).get(name) if request.method == "tools/call" and isinstance(name, str) else None
+        if tool is not None:
+            check_param_headers(headers, tool.descriptor, request.params.get("arguments"))
 
     return check
+
+
+def check_param_headers(headers: Headers, descriptor: Mapping[str, Any], arguments: Any) -> None:
+    """Each `x-mcp-header` argument must be mirrored, exactly once and equal, in `Mcp-Param-{H}`; else -32020."""
+    properties = (descriptor.get("inputSchema") or {}).get("properties") or {}
+    values = arguments if isinstance(arguments, dict) else {}
+    for name, schema in properties.items():
+        header = schema.get("x-mcp-header") if isinstance(schema, dict) else None
+        if not isinstance(header, str):
+            continue
+        sent = header_values(headers, "Mcp-Param-" + header)
+        value = values.get(name)
+        # Routed on the header, executed on the body: the two must say the same thing, and a
+        # header for an absent value (or a value without its header) is a mismatch too.
+        if value is None and not sent:
+            continue
+        if value is None or len(sent) != 1 or not header_matches(decode_header_value(sent[0]), value):
+            raise main.McpError(main.HEADER_MISMATCH, f"Header mismatch: Mcp-Param-{header} does not match the body")
+
+
+def header_matches(text: str, value: Any) -> bool:
+    """A decoded header value against its body value: strings exactly, booleans as true/false, integers numerically."""
+    if isinstance(value, bool):
+        return text == ("true" if value else "false")
+    if isinstance(value, int):
+        # One decimal spelling only: int() alone would also take " 5", "+5" and "5_0".
+        return _INTEGER_RE.fullmatch(text) is not None and int(text) == value
+    return isinstance(value, str) and text == value
 
 
 def decode_header_value(value: str) -> str:
@@ -117,7 +159,7 @@ def answer(
         message = main.decode_message(raw)
     except main.McpError as exc:
         return HTTP_STATUS_FOR_ERROR[exc.code], main.encode_message(main.error_response(None, exc))
-    response = server.handle(message, principal, header_check(headers), notify)
+    response = server.handle(message, principal, header_check(headers, server.tools), notify)
     if response is None:
         method = message.get("method") if isinstance(message, dict) else None
         if isinstance(method, str) and not method.startswith("notifications/"):
