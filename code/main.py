@@ -309,16 +309,26 @@ class Scope:
 
 
 def authorize(policy: AuthorizationPolicy, principal: str, args: ScopeArgs, log: Callable[[str], None]) -> Scope:
-    """Layer 1: parse the workspace and check the principal's grant, or a ToolError."""
+    """Layer 1: parse the workspace and check the principal's grant, or a ToolError naming their own."""
     try:
         workspace = parse_file_uri(args.workspace_uri)
     except ScopeError as exc:
-        raise ToolError(f"workspaceUri {exc}.") from None
+        raise ToolError(f"workspaceUri {exc}. {your_workspaces(policy, principal)}") from None
     # The principal comes from the transport, never from arguments.
     if not policy.allows(principal, workspace):
         log(f"refused: principal {principal!r} is not authorized for {format_file_uri(workspace)}")
-        raise ToolError("That workspace is not authorized for you.")
+        raise ToolError(f"That workspace is not authorized for you. {your_workspaces(policy, principal)}")
     return Scope(workspace, {"workspaceUri": format_file_uri(workspace), "title": args.title})
+
+
+def your_workspaces(policy: AuthorizationPolicy, principal: str) -> str:
+    """The sentence that tells a model which workspaceUri values this principal may pass."""
+    # Only the caller's own grants, and the same text whatever notes exist: it tells the
+    # model where it may look, and nothing about anyone else or about what is inside.
+    granted = policy.workspaces(principal)
+    if not granted:
+        return "You have no authorized workspaces."
+    return "Your workspaces: " + ", ".join(granted) + "."
 
 
 @dataclasses.dataclass(frozen=True)
@@ -766,11 +776,19 @@ class MemoryReplayStore:
         self._owner: dict[str, str] = {}  # nonce -> principal
         self._per_principal: dict[str, int] = {}
         self._expiries: list[tuple[float, str]] = []  # heap of (expires at, nonce)
+        self._latest = -math.inf  # the highest clock reading seen
         self.lock = threading.RLock()
+
+    def _now(self) -> float:
+        """The clock, never earlier than any reading before it."""
+        # A clock stepped back (NTP, a VM restored) after a declined state's record was
+        # pruned would make that state look unexpired and unused: its accept would delete.
+        self._latest = max(self._latest, self._clock())
+        return self._latest
 
     def _prune(self) -> None:
         """Forget nonces whose state has expired (verification refuses those states anyway)."""
-        now = self._clock()
+        now = self._now()
         while self._expiries and not now < self._expiries[0][0]:
             _, nonce = heapq.heappop(self._expiries)
             self._forget(nonce)
@@ -795,7 +813,7 @@ class MemoryReplayStore:
             # A state verified just before its expiry can arrive here just after it, when
             # the record of its earlier use has been pruned: refuse it as used, or a
             # decline followed by a replayed accept at the edge would delete the note.
-            if nonce in self._owner or not self._clock() < expires_at:
+            if nonce in self._owner or not self._now() < expires_at:
                 return ClaimOutcome.USED
             # Without a bound, one principal confirming in a loop grows memory without
             # limit; with a per-principal bound, they cannot block anybody else.

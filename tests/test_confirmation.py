@@ -230,6 +230,19 @@ class ReplayStoreUnit(unittest.TestCase):
         self.assertIs(store.claim("a", "n1", clock.now), main.ClaimOutcome.USED)
         self.assertFalse(store.is_consumed("n1"))  # pruned, yet still refused
 
+    def test_a_clock_stepped_back_after_pruning_cannot_revive_a_declined_state(self) -> None:
+        clock = Clock()
+        server = make_server(clock=clock)
+        first = server.handle(call(tps()), PRINCIPAL)["result"]
+        decline = {main.INPUT_KEY: {"action": "decline"}}
+        self.assertEqual(server.handle(call(tps(), id=2, requestState=first["requestState"], inputResponses=decline), PRINCIPAL)["result"]["structuredContent"]["reason"], "declined")
+        clock.now += main.DEFAULT_STATE_TTL_SECONDS + 1
+        self.assertEqual(len(server.notes.replay), 0)  # the decline's record is pruned
+        clock.now -= main.DEFAULT_STATE_TTL_SECONDS  # the wall clock steps back before the state's expiry
+        replay = server.handle(call(tps(), id=3, requestState=first["requestState"], inputResponses=accept()), PRINCIPAL)
+        self.assertEqual(replay["error"]["code"], main.INVALID_PARAMS)
+        self.assertIn("note-14", note_ids(server))
+
     def test_a_bound_below_one_is_refused(self) -> None:
         with self.assertRaises(ValueError):
             main.MemoryReplayStore(Clock(), max_per_principal=0)

@@ -308,7 +308,7 @@ class LegacyRootsTests(unittest.TestCase):
         for workspace in (EVIL_WORKSPACE, "file:///tmp"):
             result = client.response(client.delete(workspace=workspace))["result"]
             self.assertTrue(result["isError"])
-            self.assertEqual(texts(result), "That workspace is not authorized for you.")
+            self.assertEqual(texts(result), "That workspace is not authorized for you. Your workspaces: " + support.WORKSPACE + ".")
         self.assertEqual(wire.written_after_close(), [])  # no form was shown
         self.assertEqual(support.note_ids(server), sorted(note.id for note in main.lesson_notes()))
 
@@ -329,14 +329,14 @@ class LegacyRootsTests(unittest.TestCase):
     def test_a_root_above_the_authorized_workspace_is_not_suggested(self) -> None:
         client, _, _ = self.with_roots(["file:///Users/alice"])
         result = client.response(client.delete(workspace="file:///Users/alice"))["result"]
-        self.assertEqual(texts(result), "That workspace is not authorized for you.")
+        self.assertEqual(texts(result), "That workspace is not authorized for you. Your workspaces: " + support.WORKSPACE + ".")
 
     def test_two_authorized_roots_give_no_suggestion(self) -> None:
         other = "file:///Users/alice/Work"
         server = support.server_over(main.lesson_notes(), grants={support.PRINCIPAL: [support.WORKSPACE, other]})
         client, _, _ = self.with_roots([support.WORKSPACE, other], server)
         result = client.response(client.delete(workspace=EVIL_WORKSPACE))["result"]
-        self.assertEqual(texts(result), "That workspace is not authorized for you.")
+        self.assertEqual(texts(result), f"That workspace is not authorized for you. Your workspaces: {support.WORKSPACE}, {other}.")
 
     def test_roots_are_asked_again_after_list_changed_and_the_new_list_is_used(self) -> None:
         client, _, _ = self.with_roots([])
@@ -361,7 +361,7 @@ class LegacyRootsTests(unittest.TestCase):
         filler = [f"file:///Users/alice/Other/{n}" for n in range(legacy.MAX_ROOTS)]
         client, wire, _ = self.with_roots([*filler, support.WORKSPACE])
         result = client.response(client.delete(workspace=EVIL_WORKSPACE))["result"]
-        self.assertEqual(texts(result), "That workspace is not authorized for you.")
+        self.assertEqual(texts(result), "That workspace is not authorized for you. Your workspaces: " + support.WORKSPACE + ".")
         self.assertTrue(any("roots/list answer ignored" in line for line in wire.log))
 
 

@@ -7,6 +7,7 @@ import unittest
 from support import PRINCIPAL, WORKSPACE, accept, call, make_server, note_ids, server_over, tps
 
 import main
+import support
 
 
 class UriNormalization(unittest.TestCase):
@@ -98,6 +99,26 @@ class Containment(unittest.TestCase):
 
 
 class Authorization(unittest.TestCase):
+    def test_a_refusal_names_the_callers_own_workspaces_and_nobody_elses_whatever_notes_exist(self) -> None:
+        bob_ws = "file:///Users/bob/Notes"
+        grants = {PRINCIPAL: [main.LESSON_WORKSPACE], "bob": [bob_ws, "file:///Users/bob/Work"]}
+        full = support.server_over(main.lesson_notes(), grants=grants)
+        empty = support.server_over([], grants=grants)
+        cases = {
+            PRINCIPAL: (tps(workspace=bob_ws), f"Your workspaces: {main.LESSON_WORKSPACE}."),
+            "bob": (tps(), f"Your workspaces: {bob_ws}, file:///Users/bob/Work."),
+            "mallory": (tps(), "You have no authorized workspaces."),
+        }
+        for principal, (arguments, said) in cases.items():
+            for label, server in (("notes", full), ("no notes", empty)):
+                with self.subTest(principal=principal, store=label):
+                    text = server.handle(call(arguments), principal)["result"]["content"][0]["text"]
+                    self.assertEqual(text, f"That workspace is not authorized for you. {said}")
+        alice_text = full.handle(call(tps(workspace="https://x/")), PRINCIPAL)["result"]["content"][0]["text"]
+        self.assertIn(f"Your workspaces: {main.LESSON_WORKSPACE}.", alice_text)  # an unknown workspace too
+        self.assertNotIn("bob", alice_text)
+        self.assertEqual(len(note_ids(full)), 6)
+
     def test_a_principal_without_the_grant_gets_is_error_and_learns_nothing(self) -> None:
         server = make_server()
         for principal in ("bob", "", "ALICE"):
