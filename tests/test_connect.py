@@ -345,6 +345,60 @@ class UrlElicitationTests(InProcess):
         self.assertEqual(self.retry(first, answer("accept"), title="TPS report 2023")["error"]["code"], main.INVALID_PARAMS)
 
 
+class AtMostOnce(InProcess):
+    """One consent, one flow, at most one publication: every state of a finished flow is refused."""
+
+    def allow(self, result: dict[str, Any]) -> None:
+        path = self.connect_path(result)
+        self.assertEqual(self.signed_in(path).decide(path, "allow"), 200)
+
+    def assert_refused(self, response: dict[str, Any]) -> None:
+        self.assertEqual(response["error"], {"code": main.INVALID_PARAMS, "message": main.STATE_INVALID})
+
+    def test_answer_less_retries_after_allow_publish_once_and_then_every_state_is_refused(self) -> None:
+        first = self.first()
+        self.allow(first)
+        done = self.retry(first, {})["result"]  # no answer: the server's own record says connected
+        self.assertEqual(done["structuredContent"]["reportId"], "report-1")
+        for responses in ({}, {}, answer("accept")):
+            self.assert_refused(self.retry(first, responses))
+        self.assertEqual([r["reportId"] for r in self.service.published("alice")], ["report-1"])
+
+    def test_an_earlier_state_of_the_same_flow_cannot_publish_again(self) -> None:
+        first = self.first()
+        second = self.retry(first, answer("accept"))["result"]  # accepted before the page was finished
+        self.assertEqual(connect_request(second), connect_request(first))
+        self.allow(second)
+        self.assertTrue(self.retry(second, answer("accept"))["result"]["structuredContent"]["published"])
+        self.assert_refused(self.retry(first, answer("accept")))
+        self.assertEqual(len(self.service.published("alice")), 1)
+
+    def test_the_choice_forms_state_is_consumed_with_the_flow_it_started(self) -> None:
+        choice = self.alice.call(tps("TPS report"))["result"]
+        connect_state = self.retry(choice, answer("accept", connect.CHOICE_KEY, {"note_id": "note-14"}), "TPS report")["result"]
+        self.allow(connect_state)
+        done = self.retry(connect_state, answer("accept"), "TPS report")["result"]
+        self.assertEqual(done["structuredContent"]["noteId"], "note-14")
+        self.assert_refused(self.retry(choice, answer("accept", connect.CHOICE_KEY, {"note_id": "note-7"}), "TPS report"))
+        self.assertEqual([r["noteId"] for r in self.service.published("alice")], ["note-14"])
+
+    def test_a_denial_on_the_page_ends_the_flow_for_every_state_it_issued(self) -> None:
+        first = self.first()
+        second = self.retry(first, answer("accept"))["result"]
+        path = self.connect_path(second)
+        self.assertEqual(self.signed_in(path).decide(path, "deny"), 200)
+        self.assertEqual(self.retry(second, answer("accept"))["result"]["structuredContent"]["reason"], "denied")
+        self.assert_refused(self.retry(first, answer("accept")))
+        self.assertEqual(self.service.published("alice"), [])
+
+    def test_a_flow_past_its_expiry_is_refused_even_after_allow(self) -> None:
+        first = self.first()
+        self.allow(first)
+        self.clock.now += main.DEFAULT_STATE_TTL_SECONDS
+        self.assert_refused(self.retry(first, answer("accept")))
+        self.assertEqual(self.service.published("alice"), [])
+
+
 class RetryTests(InProcess):
     """accept only means "the user agreed to open the page"; the server reads its own record."""
 
