@@ -33,7 +33,14 @@ class ConfigError(ValueError):
     """A configuration value that cannot be used; str() is one line naming the field."""
 
     def __init__(self, field: str, problem: str) -> None:
-        super().__init__(f"{field}: {' '.join(problem.split())}")
+        super().__init__(one_line(f"{field}: {' '.join(problem.split())}"))
+
+
+def one_line(text: str) -> str:
+    """`text` with every non-printable character escaped, so it can never become two log lines."""
+    # A config key or principal name holding a newline would otherwise print a second
+    # line of the attacker's choosing (one that reads like "listening on ...").
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
 
 
 def read_token(value: Any, field: str) -> str:
@@ -242,6 +249,13 @@ def parse_config(text: str) -> dict[str, Any]:
         document = json.loads(text, object_pairs_hook=no_duplicates, parse_constant=no_constant)
     except json.JSONDecodeError as exc:
         raise ConfigError("config", f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except ConfigError:
+        raise  # a duplicate key or a NaN, found by the hooks above
+    except RecursionError:
+        raise ConfigError("config", "is nested too deeply") from None
+    except ValueError:
+        # Python refuses to convert integers of more than 4,300 digits: no config needs one.
+        raise ConfigError("config", "holds a number too large to read") from None
     config = read_object(document, "", CONFIG_FIELDS, REQUIRED_CONFIG_FIELDS)
     principals = config["principals"]
     if "stdioPrincipal" not in config:

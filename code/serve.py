@@ -37,8 +37,8 @@ EXIT_USAGE = 2  # bad command line, configuration or environment
 
 
 def say(line: str) -> None:
-    """One line to stderr, prefixed; stdout belongs to the protocol."""
-    print(f"{LOG_PREFIX}: {line}", file=sys.stderr, flush=True)
+    """One line to stderr, prefixed and escaped; stdout belongs to the protocol."""
+    print(f"{LOG_PREFIX}: {configuration.one_line(line)}", file=sys.stderr, flush=True)
 
 
 class Stop(BaseException):
@@ -300,25 +300,54 @@ def parser() -> argparse.ArgumentParser:
 
 def serve(argv: Sequence[str]) -> int:
     """Parse, load the config, build the server, run one transport; returns the exit status."""
+
+    def stop(signum: int, frame: Any) -> None:
+        raise Stop()
+
+    # Set before anything can block (a locked database at start-up): SIGINT then ends
+    # the start-up with one line, never a KeyboardInterrupt traceback.
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    try:
+        server, config, args, pages = start(argv)
+    except Stop:
+        say("interrupted during start-up; nothing was served")
+        return EXIT_USAGE
+    except StartupRefused as refused:
+        return refused.status
+    try:
+        if args.stdio:
+            return serve_stdio(server, config, args, pages)
+        return serve_http(server, config, args, pages)
+    except Stop:
+        return 0
+    finally:
+        close_store(server.notes)
+
+
+class StartupRefused(Exception):
+    """Start-up stopped with this exit status (the reason is already on stderr)."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+def start(argv: Sequence[str]) -> tuple[main.Server, dict[str, Any], argparse.Namespace, Any]:
+    """Everything before serving: arguments, config, keys, store, server, extensions; or StartupRefused."""
     try:
         args = parser().parse_args(list(argv))
     except SystemExit as exc:  # --help (0) or a usage error (2), already printed
-        return int(exc.code or 0)
-    if args.stdio and args.no_auth:
-        say("--no-auth applies to --http only (stdio has no tokens)")
-        return EXIT_USAGE
-    if args.stdio and args.conformance_fixtures:
-        say("--conformance-fixtures applies to --http only (the suite drives HTTP)")
-        return EXIT_USAGE
-    if args.http and args.no_auth and not streamable_http.is_loopback(args.host):
-        say(f"--no-auth refused: host {args.host!r} is not a loopback address")
-        return EXIT_USAGE
+        raise StartupRefused(int(exc.code or 0)) from None
+    status = refuse_flags(args)
+    if status is not None:
+        raise StartupRefused(status)
     environ = dict(os.environ)
     try:
         config = configuration.load_config(args.config) if args.config else configuration.lesson_config()
     except ConfigError as exc:
         say(f"config {args.config}: {exc}")
-        return EXIT_USAGE
+        raise StartupRefused(EXIT_USAGE) from None
     publish = args.publish or config.get("publish", False)
     try:
         if args.config and environ.get("NOTES_MCP_TOKEN"):
@@ -329,11 +358,11 @@ def serve(argv: Sequence[str]) -> int:
             # stdio and --no-auth: the connect pages still need a sign-in (code/connect.py).
             config["principals"][main.LESSON_PRINCIPAL]["token"] = lesson_token(environ, "for --publish (the connect pages' sign-in)")
         keys = signing_keys(config, environ)
+        if args.db is not None:
+            config["db"] = configuration.read_path(args.db, "--db")
     except ConfigError as exc:
         say(str(exc))
-        return EXIT_USAGE
-    if args.db:
-        config["db"] = args.db
+        raise StartupRefused(EXIT_USAGE) from None
     if args.notes_dir:
         if not args.config:
             del config["notes"]  # the lesson fixture: with folders, the files are the notes
@@ -343,7 +372,7 @@ def serve(argv: Sequence[str]) -> int:
         server = build_server(config, keys)
     except (ConfigError, StartupError) as exc:
         say(str(exc))
-        return EXIT_USAGE
+        raise StartupRefused(EXIT_USAGE) from None
     if args.conformance_fixtures:
         import conformance_fixtures  # imported only when asked for: test fixtures are not the product
 
@@ -353,20 +382,21 @@ def serve(argv: Sequence[str]) -> int:
         import connect
 
         pages = connect.install(server, {name: entry["token"] for name, entry in config["principals"].items() if entry["token"]})
+    return server, config, args, pages
 
-    def stop(signum: int, frame: Any) -> None:
-        raise Stop()
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    try:
-        if args.stdio:
-            return serve_stdio(server, config, args, pages)
-        return serve_http(server, config, args, pages)
-    except Stop:
-        return 0
-    finally:
-        close_store(server.notes)
+def refuse_flags(args: argparse.Namespace) -> int | None:
+    """The exit status for a combination of flags that cannot work, after saying why; else None."""
+    if args.stdio and args.no_auth:
+        say("--no-auth applies to --http only (stdio has no tokens)")
+        return EXIT_USAGE
+    if args.stdio and args.conformance_fixtures:
+        say("--conformance-fixtures applies to --http only (the suite drives HTTP)")
+        return EXIT_USAGE
+    if args.http and args.no_auth and not streamable_http.is_loopback(args.host):
+        say(f"--no-auth refused: host {args.host!r} is not a loopback address")
+        return EXIT_USAGE
+    return None
 
 
 def close_store(store: Any) -> None:

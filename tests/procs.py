@@ -44,6 +44,8 @@ class Process:
             env=env,
         )
         self.stderr_lines: list[str] = []
+        self._line_added = threading.Condition()
+        self._stderr_done = False
         self.url_seen = threading.Event()
         self.url: str | None = None
         self._stderr = threading.Thread(target=self._drain_stderr, daemon=True)
@@ -53,12 +55,23 @@ class Process:
     def _drain_stderr(self) -> None:
         for raw in self.proc.stderr:  # type: ignore[union-attr]
             line = raw.decode("utf-8", "replace").rstrip("\n")
-            self.stderr_lines.append(line)
+            with self._line_added:
+                self.stderr_lines.append(line)
+                self._line_added.notify_all()
             match = _URL_RE.search(line)
             if match and self.url is None:
                 self.url = match.group(0)
                 self.url_seen.set()
         self.url_seen.set()  # EOF: the process ended (possibly before listening)
+        with self._line_added:
+            self._stderr_done = True
+            self._line_added.notify_all()
+
+    def wait_for_line(self, text: str) -> bool:
+        """Block until a stderr line contains `text` (True) or stderr ends without one (False)."""
+        with self._line_added:
+            self._line_added.wait_for(lambda: self._stderr_done or any(text in line for line in self.stderr_lines), GUARD)
+            return any(text in line for line in self.stderr_lines)
 
     def stop(self) -> None:
         """Terminate (then kill) the process, close its pipes, join the reader thread."""

@@ -6,6 +6,10 @@ import contextlib
 import io
 import json
 import os
+import signal
+import sqlite3
+import subprocess
+import tempfile
 import unittest
 from typing import Any
 from unittest import mock
@@ -136,6 +140,30 @@ class ConfigRejectionTests(StartupRefusalCase):
         self.assert_refused('{"principals": {"alice": {"token": "aaaaaaaaaaaaaaaa", "workspaces": []}}, "stateTtlSeconds": NaN}', "config")
         self.assert_refused("[]", "config")
 
+    def test_a_deeply_nested_config_or_a_huge_integer_is_one_line_and_exit_2(self) -> None:
+        self.assert_refused("[" * 100_000 + "]" * 100_000, "config")
+        self.assert_refused('{"principals": {"alice": {"token": "aaaaaaaaaaaaaaaa", "workspaces": []}}, "connectPort": ' + "9" * 5000 + "}", "config")
+
+    def test_a_newline_in_a_key_or_principal_name_cannot_split_the_error_line(self) -> None:
+        for document in (
+            config(**{"bogus\nnotes-mcp: listening on http://127.0.0.1:1/mcp": 1}),
+            config(principals={"eve\nnotes-mcp: listening on http://127.0.0.1:1/mcp": dict(ALICE)}),
+        ):
+            with self.subTest(document=list(document)):
+                path = procs.write_config(self, document)
+                status, lines = self.serve("--http", "--port", "0", "--config", path)
+                self.assertEqual(status, serve.EXIT_USAGE)
+                self.assertEqual(len(lines), 1, lines)
+                self.assertIn("\\n", lines[0])  # escaped, visibly
+                self.assertFalse(lines[0].startswith("notes-mcp: listening"))
+
+    def test_an_empty_db_argument_is_refused_like_an_empty_db_in_the_config(self) -> None:
+        status, lines = self.serve("--stdio", "--db", "", NOTES_MCP_SECRET="11" * 32)
+        self.assertEqual(status, serve.EXIT_USAGE)
+        self.assertEqual(len(lines), 1, lines)
+        self.assertIn("--db:", lines[0])
+        self.assert_refused(config(db=""), "db")
+
     def test_a_missing_config_file_is_refused(self) -> None:
         status, lines = self.serve("--stdio", "--config", "/nonexistent/notes-mcp.json")
         self.assertEqual(status, serve.EXIT_USAGE)
@@ -222,6 +250,24 @@ class CommandLineTests(StartupRefusalCase):
 
 class SubprocessExitStatusTests(unittest.TestCase):
     """The real process: exit status 2 and one stderr line, nothing on stdout."""
+
+    def test_sigint_while_start_up_waits_on_a_locked_database_is_one_line_and_exit_2(self) -> None:
+        folder = tempfile.TemporaryDirectory()
+        self.addCleanup(folder.cleanup)
+        db = os.path.join(folder.name, "locked.db")
+        holder = sqlite3.connect(db, isolation_level=None)
+        self.addCleanup(holder.close)
+        holder.execute("CREATE TABLE t (x)")
+        holder.execute("BEGIN EXCLUSIVE")  # another instance stuck inside its transaction
+        process = procs.Process(self, ["--stdio", "--db", db], procs.server_env(), stdin=subprocess.PIPE)
+        # The key warning comes after the signal handlers are set and before the store opens.
+        self.assertTrue(process.wait_for_line("no signing key"), process.stderr_text())
+        process.proc.send_signal(signal.SIGINT)
+        self.assertEqual(process.wait(), serve.EXIT_USAGE)
+        text = process.stderr_text()
+        self.assertNotIn("Traceback", text)
+        self.assertNotIn("KeyboardInterrupt", text)
+        self.assertIn("interrupted during start-up", process.stderr_lines[-1])
 
     def test_a_bad_config_exits_2_with_one_line_naming_the_field(self) -> None:
         path = procs.write_config(self, config(stateTtlSeconds=-5))
