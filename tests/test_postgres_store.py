@@ -241,7 +241,7 @@ class ServerRestart(PgCase):
         assert cluster is not None
         store = self.open(seed_notes=race_notes(LOAD_NOTES), clock=time.time)
         targets = [self.target(store, f"race-{i:03d}") for i in range(LOAD_NOTES)]
-        halfway, saw_busy, restarted = threading.Event(), threading.Event(), threading.Event()
+        halfway, stopped, saw_busy, restarted = threading.Event(), threading.Event(), threading.Event(), threading.Event()
         outcomes: list[tuple[int, str]] = []
         failures: list[BaseException] = []
 
@@ -250,6 +250,7 @@ class ServerRestart(PgCase):
                 for index, target in enumerate(targets):
                     if index == LOAD_NOTES // 2:
                         halfway.set()
+                        stopped.wait(GUARD_SECONDS)  # the rest of the load meets a server that is down
                     while True:
                         try:
                             outcome = store.consume(PRINCIPAL, f"load-{index}", time.time() + 600, target, ALWAYS)
@@ -271,6 +272,7 @@ class ServerRestart(PgCase):
             self.assertTrue(halfway.wait(GUARD_SECONDS))
             cluster.stop("immediate")  # a crash, mid-load: recovery on start
             self.addCleanup(self.ensure_running)
+            stopped.set()
             self.assertTrue(saw_busy.wait(GUARD_SECONDS))
             cluster.start()
             restarted.set()
