@@ -5,7 +5,7 @@ Usage: python3 tests/sqlite_worker.py DB_PATH   (prints "ready" once the store i
 Commands arrive on stdin as JSON lines; each is acknowledged with "armed", then the
 worker blocks until a line "go" arrives (the race barrier), runs it and prints one line:
   {"op": "handle", "message": {...}, "principal": "alice"}  -> the JSON-RPC response
-  {"op": "settle", "principal": ..., "nonce": ..., "expires_at": ..., "target": [id, version] | null,
+  {"op": "consume", "principal": ..., "nonce": ..., "expires_at": ..., "target": [id, version] | null,
    "pause": "claimed" | "deleted" | null}                   -> {"settlement": "deleted" | ...}
 With "pause", the store's test-only hook prints "inside <stage>" at that point of the
 transaction and waits there until the test kills the process.
@@ -35,6 +35,14 @@ def main_loop(db_path: str) -> None:
     )
     workspace = main.parse_file_uri(support.WORKSPACE)
     say("ready")
+    try:
+        serve(store, server, workspace)
+    finally:
+        store.close()
+
+
+def serve(store: sqlite_store.SqliteNotesStore, server: main.Server, workspace: main.Path) -> None:
+    """Run commands from stdin until it closes."""
     while line := sys.stdin.readline():
         command = json.loads(line)
         say("armed")
@@ -53,7 +61,7 @@ def main_loop(db_path: str) -> None:
 
         store._inside_transaction_hook = hook
         target = tuple(command["target"]) if command["target"] is not None else None
-        outcome = store.settle(
+        outcome = store.consume(
             command["principal"],
             command["nonce"],
             command["expires_at"],
