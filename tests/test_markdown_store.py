@@ -519,6 +519,23 @@ class NameAndSizeTests(FolderCase):
         self.assertIn(nfc + ".md", listed)  # the NFC name is its own id; the NFD one is percent-encoded
         self.assertIn(main.format_file_uri((nfd + ".md",))[len("file:///") :], listed)
 
+    def test_a_note_with_a_percent_encoded_id_is_deleted_by_that_id(self) -> None:
+        nfd = unicodedata.normalize("NFD", "Café plan") + ".md"
+        path = self.write(nfd, "# plan\n")
+        store = self.store()
+        (note,) = store.candidates(main.parse_file_uri(self.uri()), "plan")
+        self.assertIn("%", note.id)
+        self.assertIs(store.consume(PRINCIPAL, "n1", self.clock.now + 60, (note.id, note.version), ALWAYS), main.Settlement.DELETED)
+        self.assertFalse(os.path.exists(path))
+
+    def test_id_path_accepts_one_spelling_per_file_and_nothing_else(self) -> None:
+        nfd = unicodedata.normalize("NFD", "é")
+        self.assertEqual(markdown_store.id_path("会議/議事録.md"), ("会議", "議事録.md"))
+        self.assertEqual(markdown_store.id_path("Cafe%CC%81.md"), (unicodedata.normalize("NFD", "Café.md"),))
+        for ident in ("tps%2D2024.md", "%E4%BC%9A%E8%AD%B0/x.md", nfd + ".md", "a/../b.md", "a%2Fb.md", "%FF.md", ".hidden.md"):
+            with self.subTest(ident=ident):
+                self.assertIsNone(markdown_store.id_path(ident))
+
     def test_invisible_characters_in_a_name_stay_percent_encoded_in_the_id(self) -> None:
         self.write("a\u202egpj.md", "# TPS bidi\n")
         self.assertEqual(list(self.listed(self.store(), "bidi")), ["a%E2%80%AEgpj.md"])
