@@ -464,6 +464,7 @@ class BusyDatabase(StoreCase):
         writer = threading.Thread(target=lambda: written.append(store.consume(PRINCIPAL, "n1", LATER, None, ALWAYS)))
         writer.start()
         self.addCleanup(writer.join, GUARD_SECONDS)
+        self.addCleanup(lambda: holder.in_transaction and holder.execute("ROLLBACK"))  # runs first: frees the writer
         self.assertTrue(waiting.wait(GUARD_SECONDS))  # the writer holds this store's write lock now
         read: list[Any] = []
         reader = threading.Thread(
