@@ -845,6 +845,14 @@ class MemoryReplayStore:
 # memory that is one lock; in SQLite one transaction (code/sqlite_store.py).
 
 
+class StoreUnavailable(ToolError):
+    """The store cannot act now (busy, refused by the OS, too large): nothing changed; the message says why."""
+
+
+class StoreLost(StoreUnavailable):
+    """The store can no longer be trusted (its database was replaced): every change is refused from now on."""
+
+
 class Settlement(enum.Enum):
     """How the atomic step ended."""
 

@@ -8,13 +8,16 @@ folder is a root; a note is a regular `*.md` file inside a root (sub-folders inc
     server = main.Server(keys=[key], notes=store, policy=AuthorizationPolicy({"alice": ["file:///home/alice/Notes"]}))
 
 A note is:
-  - id:       its path relative to its root, each component percent-encoded as in a
-              file URI and joined by "/" (`2025/TPS%20report.md`), so the id is always
-              ASCII, names the file exactly, and is the tail of the note's URI. Ids are
+  - id:       its path relative to its root, components joined by "/". A component is
+              spelled as it is (`2025/TPS report.md`, `会議/議事録.md`) when it is in NFC
+              form and every character is printable; otherwise it is percent-encoded
+              whole as in a file URI (`Cafe%CC%81.md`). No plain name contains "%", so
+              each id names exactly one path, and a name renders as only one id: two
+              names that look alike (NFC and NFD) get visibly different ids. Ids are
               unique within a root; roots are disjoint (a root inside another is dropped),
               and a confirmation names (id, version) where the version binds the full URI.
-  - title:    the first `# heading` in the first TITLE_SCAN_BYTES bytes, else the file name
-              without `.md`.
+  - title:    the first `# heading` in the first TITLE_SCAN_BYTES bytes (a UTF-8 byte-order
+              mark before it is ignored), else the file name without `.md`.
   - uri:      file:// URI of the configured root's path plus the relative components.
   - revision: a digest of the file's (device, inode, size, mtime_ns, ctime_ns), so
               Note.version binds the path, the title and the exact file the user was shown.
@@ -33,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import unicodedata
 from collections.abc import Callable, Iterable
 from urllib.parse import quote, unquote
 
@@ -41,7 +45,7 @@ import sqlite_store
 
 TITLE_SCAN_BYTES = 4096  # bytes read from the top of a note to find its `# heading`
 MAX_WALK_DEPTH = 16  # sub-folder levels below the workspace that are searched
-MAX_WALK_ENTRIES = 10_000  # directory entries examined by one listing; the rest are not offered
+MAX_WALK_ENTRIES = 100_000  # directory entries examined by one listing; beyond it the listing fails, saying so
 NOTE_SUFFIX = ".md"
 
 # O_NOFOLLOW: a symlink as the final component fails (ELOOP) instead of being followed.
@@ -50,10 +54,26 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
+class StoreRefused(main.StoreUnavailable):
+    """The OS refused to delete the confirmed file: the confirmation was rolled back, nothing deleted."""
+
+    def __init__(self) -> None:
+        super().__init__("The chosen note could not be deleted (the folder does not allow it); nothing was deleted.")
+
+
+class FolderTooLarge(main.StoreUnavailable):
+    """A listing met more entries than it may examine: it fails rather than offer a partial list."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"That folder holds more than {limit:,} entries; choose a sub-folder as the workspace.")
+
+
 class MarkdownNotesStore:
     """main.NotesStore over Markdown folders; nonces in an SQLite store's consumed_nonces table."""
 
-    def __init__(self, roots: Iterable[str], nonces: sqlite_store.SqliteNotesStore) -> None:
+    def __init__(
+        self, roots: Iterable[str], nonces: sqlite_store.SqliteNotesStore, max_walk_entries: int = MAX_WALK_ENTRIES
+    ) -> None:
         paths: list[main.Path] = []
         for root in roots:
             path = root_path(root)
@@ -62,6 +82,7 @@ class MarkdownNotesStore:
         # Disjoint roots: a file inside two roots would have two ids and could be offered twice.
         self.roots = tuple(sorted(p for p in paths if not any(q != p and main.is_within(p, q) for q in paths)))
         self.nonces = nonces
+        self.max_walk_entries = max_walk_entries
 
     def workspace_uris(self) -> list[str]:
         """The roots as canonical file URIs (what the policy must grant)."""
@@ -77,7 +98,7 @@ class MarkdownNotesStore:
         if fd is None:
             return []
         try:
-            Walk(root, title, workspace, found).folder(fd, workspace[len(root) :], 0)
+            Walk(root, title, workspace, found, self.max_walk_entries).folder(fd, workspace[len(root) :], 0)
         finally:
             os.close(fd)
         return main.form_order(found)
@@ -85,6 +106,10 @@ class MarkdownNotesStore:
     def is_consumed(self, nonce: str) -> bool:
         """True when this confirmation was consumed by any instance sharing the nonce database."""
         return self.nonces.is_consumed(nonce)
+
+    def close(self) -> None:
+        """Close the nonce database (checkpointing it); later calls do nothing."""
+        self.nonces.close()
 
     def consume(
         self,
@@ -103,6 +128,7 @@ class MarkdownNotesStore:
         one the user confirmed, and a replay can delete nothing else.
         """
         return self.nonces.consume_with(principal, nonce, expires_at, lambda: self._unlink(target, recheck))
+
 
     def _unlink(self, target: tuple[str, str] | None, recheck: Callable[[main.Note], bool]) -> main.Settlement:
         if target is None:
@@ -139,28 +165,39 @@ class MarkdownNotesStore:
         # since the read is refused. unlinkat never follows a symlink in any case.
         if not stat.S_ISREG(now.st_mode) or facts(now) != facts(loaded[1]):
             return False
-        os.unlink(name, dir_fd=fd)
+        try:
+            os.unlink(name, dir_fd=fd)
+        except FileNotFoundError:
+            return False  # removed by someone else since the re-stat: CHANGED, as for any vanished note
+        except OSError:
+            # EPERM/EACCES/EROFS (an append-only folder, a read-only mount): raising rolls
+            # the nonce claim back, so the user may retry once the folder allows it.
+            raise StoreRefused() from None
         return True
 
 
 class Walk:
     """One bounded, descriptor-relative listing of a workspace folder."""
 
-    def __init__(self, root: main.Path, title: str, workspace: main.Path, found: list[main.Note]) -> None:
+    def __init__(
+        self, root: main.Path, title: str, workspace: main.Path, found: list[main.Note], limit: int = MAX_WALK_ENTRIES
+    ) -> None:
         self.root = root
         self.query = title
         self.workspace = workspace
         self.found = found
-        self.budget = MAX_WALK_ENTRIES
+        self.limit = limit
+        self.budget = limit
 
     def folder(self, fd: int, rel: main.Path, depth: int) -> None:
         """List the open folder `fd` (path `rel` below the root); recurse into real sub-folders."""
         names: list[str] = []
         with os.scandir(fd) as entries:
             for entry in entries:
-                # A folder with millions of entries must not make one call unbounded.
+                # A folder with millions of entries must not make one call unbounded; and a
+                # cut listing must say so, never answer "no note" for a note it did not reach.
                 if self.budget <= 0:
-                    break
+                    raise FolderTooLarge(self.limit)
                 self.budget -= 1
                 names.append(entry.name)
         for name in names:
@@ -238,14 +275,25 @@ def plain(name: str) -> bool:
 
 
 def note_id(rel: main.Path) -> str:
-    """The id of the note at `rel` below its root: percent-encoded components joined by "/"."""
-    return "/".join(quote(name, safe="") for name in rel)
+    """The id of the note at `rel` below its root: components joined by "/", each as is or percent-encoded."""
+    return "/".join(id_part(name) for name in rel)
+
+
+def id_part(name: str) -> str:
+    """A plain name as itself when NFC and printable (a CJK name costs 1 per character), else percent-encoded."""
+    # Percent-encoding every non-ASCII name cost 9 id characters per CJK character, so a
+    # 14-character Japanese name overran MAX_NOTE_ID_LENGTH and was never offered. An
+    # NFD, bidi-control or other invisible spelling stays encoded: the id a person sees
+    # in a form must not look like another note's id.
+    if unicodedata.is_normalized("NFC", name) and name.isprintable():
+        return name
+    return quote(name, safe="")
 
 
 def id_path(ident: str) -> main.Path | None:
     """The inverse of note_id, or None for an id this store could not have issued."""
     try:
-        rel = tuple(unquote(part, errors="strict") for part in ident.split("/"))
+        rel = tuple(unquote(part, errors="strict") if "%" in part else part for part in ident.split("/"))
     except UnicodeDecodeError:
         return None
     # One spelling per file: `a%2Fb`, `..` or a second encoding of the same name is refused.
@@ -295,7 +343,8 @@ def heading(head: bytes) -> str:
     if len(head) == TITLE_SCAN_BYTES:
         head = head[: head.rfind(b"\n") + 1]  # a heading cut by the limit would show a wrong title
     fenced = False
-    for line in head.decode("utf-8", errors="replace").splitlines():
+    # utf-8-sig: editors on Windows start files with a byte-order mark, which is no heading text.
+    for line in head.decode("utf-8-sig", errors="replace").splitlines():
         text = line.strip()
         if text.startswith(("```", "~~~")):
             fenced = not fenced

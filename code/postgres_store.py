@@ -77,7 +77,7 @@ class StoreError(Exception):
     """The database cannot be used (start-up failure); the message is one line for the operator."""
 
 
-class StoreBusy(Exception):
+class StoreBusy(main.StoreUnavailable):
     """A call failed for a reason that passes (timeout, lock, server restart); str() is one retryable line."""
 
 

@@ -49,6 +49,44 @@ class StartupError(Exception):
     """A store that cannot be opened at start-up; str() is one line for the operator."""
 
 
+EXIT_STORE_LOST = 1  # the store reported itself lost while serving (its database file was replaced)
+
+
+class StopOnLoss:
+    """The store seam, delegated; the first time the store reports itself lost, say so once and stop serving."""
+
+    def __init__(self, store: main.NotesStore) -> None:
+        self.store = store
+        self.lost = False
+
+    def candidates(self, workspace: main.Path, title: str) -> list[main.Note]:
+        """As the store's, stopping the process on loss."""
+        return self._guard(self.store.candidates, workspace, title)
+
+    def is_consumed(self, nonce: str) -> bool:
+        """As the store's, stopping the process on loss."""
+        return self._guard(self.store.is_consumed, nonce)
+
+    def consume(self, *args: Any) -> main.Settlement:
+        """As the store's, stopping the process on loss."""
+        return self._guard(self.store.consume, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)  # all(), put(), close(): the store's own
+
+    def _guard(self, method: Any, *args: Any) -> Any:
+        try:
+            return method(*args)
+        except main.StoreLost as exc:
+            # The client gets the store's isError result; the operator gets one line, and
+            # the process ends non-zero so a supervisor restarts it on the right file.
+            if not self.lost:
+                self.lost = True
+                say(str(exc))
+                signal.raise_signal(signal.SIGTERM)
+            raise
+
+
 # =====================================================================================
 # Building the server
 # =====================================================================================
@@ -116,9 +154,10 @@ def build_server(config: dict[str, Any], keys: Sequence[bytes]) -> main.Server:
     grants = {
         name: entry["workspaces"] + folder_grants(entry.get("notesDirs", [])) for name, entry in config["principals"].items()
     }
+    store = build_store(config)
     return main.Server(
         keys=keys,
-        notes=build_store(config),
+        notes=store if isinstance(store, main.MemoryNotesStore) else StopOnLoss(store),
         policy=main.AuthorizationPolicy(grants),
         clock=time.time,
         state_ttl=config.get("stateTtlSeconds", main.DEFAULT_STATE_TTL_SECONDS),
@@ -317,12 +356,14 @@ def serve(argv: Sequence[str]) -> int:
         return refused.status
     try:
         if args.stdio:
-            return serve_stdio(server, config, args, pages)
-        return serve_http(server, config, args, pages)
+            status = serve_stdio(server, config, args, pages)
+        else:
+            status = serve_http(server, config, args, pages)
     except Stop:
-        return 0
+        status = 0
     finally:
         close_store(server.notes)
+    return EXIT_STORE_LOST if getattr(server.notes, "lost", False) else status
 
 
 class StartupRefused(Exception):

@@ -11,13 +11,15 @@ is used once, because it is the one place every instance must pass through in tu
 
 Schema (version SCHEMA_VERSION, recorded in the `meta` table):
 
-    meta(key PRIMARY KEY, value)                     -- ("schema_version", "1")
+    meta(key PRIMARY KEY, value)                     -- ("schema_version", "2")
     notes(id PRIMARY KEY, title, uri, revision)      -- uri is the canonical file URI
     consumed_nonces(nonce PRIMARY KEY, principal, expires_at)
     index consumed_by_principal(principal, expires_at)  -- the replay bound, in SQL
     index consumed_by_expiry(expires_at)                -- bounded pruning
+    high_water(one = 1, seen)                        -- highest clock reading committed (v2)
 
-Threading: one connection per store, guarded by one lock (see SqliteNotesStore).
+Threading: a writer connection behind one lock, a reader connection behind another
+(see SqliteNotesStore). Call close() at shutdown: it checkpoints the WAL into the file.
 Standard library only.
 """
 
@@ -28,14 +30,21 @@ import os
 import sqlite3
 import stat
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
 import main
 
-SCHEMA_VERSION = 1
-BUSY_TIMEOUT_MS = 5000  # how long a writer waits for another instance's transaction
+SCHEMA_VERSION = 2
+BUSY_TIMEOUT_MS = 5000  # one write's whole wait: for this process's other writers and for other instances
 PRUNE_BATCH = 64  # expired nonces deleted per consume(): bounded work, still drains faster than one insert a call
+
+# Version 2 added this table; a version 1 database gains it when first opened.
+_HIGH_WATER = (
+    "CREATE TABLE high_water (one INTEGER PRIMARY KEY CHECK (one = 1), seen REAL NOT NULL)",
+    "INSERT INTO high_water (one, seen) VALUES (1, 0)",
+)
 
 _SCHEMA = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -51,6 +60,7 @@ _SCHEMA = (
     " expires_at REAL NOT NULL)",
     "CREATE INDEX consumed_by_principal ON consumed_nonces (principal, expires_at)",
     "CREATE INDEX consumed_by_expiry ON consumed_nonces (expires_at)",
+    *_HIGH_WATER,
 )
 
 
@@ -58,38 +68,69 @@ class StoreError(Exception):
     """The database cannot be used (start-up failure); the message is one line for the operator."""
 
 
-class SqliteNotesStore:
-    """main.NotesStore over one SQLite file: WAL, a busy timeout, one connection behind one lock.
+class StoreBusy(main.StoreUnavailable):
+    """Another writer held the database past this write's budget: nothing changed, a retry may succeed."""
 
-    One connection plus a lock, not one connection per thread: SQLite admits one writer
-    at a time anyway, so per-thread connections would buy nothing for `consume` while the
-    HTTP transport (a thread per connection) would open a file handle per connection. The lock
-    is what stops two threads from interleaving statements in one transaction.
+    def __init__(self) -> None:
+        super().__init__("The notes database is busy; nothing was changed. Try again in a moment.")
+
+
+class StoreGone(main.StoreLost):
+    """The database file was unlinked or replaced while serving: every later mutation is refused."""
+
+    def __init__(self) -> None:
+        super().__init__("The notes database file was removed or replaced while serving; refusing every change.")
+
+
+class SqliteNotesStore:
+    """main.NotesStore over one SQLite file in WAL mode: a writer connection and a reader connection.
+
+    Writes share one connection behind one lock: SQLite admits one writer at a time
+    anyway, and the lock stops two threads from interleaving statements in one
+    transaction. Each write has ONE budget (busy_timeout_ms) covering both its wait for
+    that lock and SQLite's wait for another instance's transaction, so writers queued
+    behind a stalled instance all fail with StoreBusy after about one budget, not one
+    budget each in turn. Reads use their own connection and lock: in WAL mode a reader
+    never needs the write lock, so a stalled writer elsewhere delays no lookup.
     """
 
     def __init__(
         self,
-        connection: sqlite3.Connection,
+        path: str,
+        writer: sqlite3.Connection,
+        reader: sqlite3.Connection,
         *,
         clock: Callable[[], float],
         max_per_principal: int,
+        busy_timeout_ms: int,
     ) -> None:
-        self._conn = connection
+        self._path = path
+        self._conn = writer
+        self._reader = reader
         self._clock = clock
         self._limit = max_per_principal
+        self._budget = busy_timeout_ms / 1000
         self._lock = threading.Lock()
-        # TEST-ONLY: called as hook(stage) inside the consume transaction, after the nonce
-        # insert ("claimed") and after the deletion ("deleted": the row, or the Markdown
-        # store's unlink), before COMMIT.
+        self._read_lock = threading.Lock()
+        self._identity = _identity(path)
+        self._gone = False
+        self._closed = False
+        # TEST-ONLY: called as hook(stage) with the write lock held: "waiting" just before
+        # BEGIN IMMEDIATE, "claimed" after the nonce insert and "deleted" after the
+        # deletion (the row, or the Markdown store's unlink), both before COMMIT.
         # The crash tests pause here and SIGKILL the process. None (the default) in service.
         self._inside_transaction_hook: Callable[[str], None] | None = None
 
     # ---------------------------------------------------------------- reads
 
+    def _read(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+        """Rows from the reader connection; never waits for the write lock."""
+        with self._read_lock:
+            return self._reader.execute(sql, params).fetchall()
+
     def candidates(self, workspace: main.Path, title: str) -> list[main.Note]:
         """Notes strictly inside `workspace` whose title contains `title` (casefolded), sorted."""
-        with self._lock:
-            rows = self._conn.execute("SELECT id, title, uri, revision FROM notes").fetchall()
+        rows = self._read("SELECT id, title, uri, revision FROM notes")
         # main.matches, split in two: the title test first (cheap, and in Python so it
         # casefolds like the memory store), so only matching rows are parsed and validated;
         # then main's component-wise containment, never a SQL LIKE prefix (`.../Notes%`
@@ -101,14 +142,11 @@ class SqliteNotesStore:
 
     def is_consumed(self, nonce: str) -> bool:
         """True when this confirmation was consumed by any instance and not yet pruned."""
-        with self._lock:
-            row = self._conn.execute("SELECT 1 FROM consumed_nonces WHERE nonce = ?", (nonce,)).fetchone()
-        return row is not None
+        return bool(self._read("SELECT 1 FROM consumed_nonces WHERE nonce = ?", (nonce,)))
 
     def all(self) -> list[main.Note]:
         """Every note, in id order (for tests, the benchmark and admin views)."""
-        with self._lock:
-            rows = self._conn.execute("SELECT id, title, uri, revision FROM notes ORDER BY id").fetchall()
+        rows = self._read("SELECT id, title, uri, revision FROM notes ORDER BY id")
         return [note for note in map(_note, rows) if note is not None]
 
     # ---------------------------------------------------------------- writes
@@ -117,16 +155,18 @@ class SqliteNotesStore:
         """Insert or replace a note (an edit by another actor; used to show the re-check)."""
         main.check_note(note)
         note = dataclasses.replace(note, uri=main.normalize_file_uri(note.uri))
-        with self._transaction():
-            self._conn.execute(
+        with self._transaction() as conn:
+            conn.execute(
                 "INSERT OR REPLACE INTO notes (id, title, uri, revision) VALUES (?, ?, ?, ?)",
                 (note.id, note.title, note.uri, note.revision),
             )
+            conn.execute("COMMIT")
 
     def remove(self, note_id: str) -> None:
         """Delete a note outside any confirmation (another actor; used to show the re-check)."""
-        with self._transaction():
-            self._conn.execute("DELETE FROM notes WHERE id = ?", (note_id,))
+        with self._transaction() as conn:
+            conn.execute("DELETE FROM notes WHERE id = ?", (note_id,))
+            conn.execute("COMMIT")
 
     def consume(
         self,
@@ -139,39 +179,38 @@ class SqliteNotesStore:
         """One transaction: claim the nonce; for `target` (id, version) re-read, re-check, delete."""
         return self.consume_with(principal, nonce, expires_at, lambda: self._delete_row(target, recheck))
 
+
     def consume_with(
         self, principal: str, nonce: str, expires_at: float, act: Callable[[], main.Settlement]
     ) -> main.Settlement:
         """One BEGIN IMMEDIATE transaction: claim the nonce, run `act` (re-check, delete), COMMIT.
 
         `act` runs only after a successful claim, inside the transaction and under the
-        lock; it returns CONSUMED, CHANGED or DELETED. The Markdown folder store passes an
-        `act` that unlinks a file, so its nonce shares this table and this transaction.
+        lock; it returns CONSUMED, CHANGED or DELETED, or raises to roll everything back.
+        The Markdown folder store passes an `act` that unlinks a file, so its nonce
+        shares this table and this transaction. Raises StoreBusy or StoreGone, nothing written.
         """
-        with self._lock:
-            conn = self._conn
-            conn.execute("BEGIN IMMEDIATE")  # the write lock first: every check below sees a frozen database
-            try:
-                claim = self._claim(principal, nonce, expires_at)
-                if claim is main.ClaimOutcome.OK:
-                    self._pause("claimed")
-                    outcome = act()
-                    if outcome is main.Settlement.DELETED:
-                        self._pause("deleted")
-                    conn.execute("COMMIT")
-                    return outcome
+        with self._transaction() as conn:
+            claim = self._claim(principal, nonce, expires_at)
+            if claim is not main.ClaimOutcome.OK:
                 # USED and FULL write nothing, not even the pruning: a refusal mutates nothing.
-                conn.execute("ROLLBACK")
                 return main.Settlement.USED if claim is main.ClaimOutcome.USED else main.Settlement.FULL
-            except BaseException:
-                # Half a deletion must never survive: the nonce goes with the note or not at all.
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+            self._pause("claimed")
+            outcome = act()
+            if outcome is main.Settlement.DELETED:
+                self._pause("deleted")
+            conn.execute("COMMIT")
+            return outcome
 
     def _claim(self, principal: str, nonce: str, expires_at: float) -> main.ClaimOutcome:
         conn = self._conn
-        now = self._clock()  # read after the lock is held; the same reading prunes and checks expiry
+        # A clock stepped back (NTP, a VM restored, another instance's skewed clock) would
+        # make a pruned nonce look unexpired again, and its replay would be accepted. So
+        # time never runs backwards here: the highest reading any instance committed is
+        # kept in the database, and it is committed with every prune that relied on it.
+        (seen,) = conn.execute("SELECT seen FROM high_water").fetchone()
+        now = max(float(seen), self._clock())
+        conn.execute("UPDATE high_water SET seen = ?", (now,))
         conn.execute(
             "DELETE FROM consumed_nonces WHERE nonce IN"
             " (SELECT nonce FROM consumed_nonces WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)",
@@ -215,20 +254,70 @@ class SqliteNotesStore:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """Hold the lock and a BEGIN IMMEDIATE transaction: commit on success, else roll back."""
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
+        """The write lock and BEGIN IMMEDIATE within one budget; rolled back unless the body COMMITs.
+
+        Raises StoreBusy when the budget runs out first, StoreGone when the path no
+        longer names the file this store opened; in both cases nothing was written.
+        """
+        deadline = time.monotonic() + self._budget
+        if not self._lock.acquire(timeout=self._budget):
+            raise StoreBusy()
+        try:
+            conn = self._conn
+            # What is left of this write's budget is all SQLite may wait for another instance.
+            conn.execute(f"PRAGMA busy_timeout = {max(0, int((deadline - time.monotonic()) * 1000))}")
+            self._check_file()  # before BEGIN too: SQLite reports an unlinked file as a disk I/O error
+            self._pause("waiting")
             try:
-                yield self._conn
-                self._conn.execute("COMMIT")
+                conn.execute("BEGIN IMMEDIATE")  # the write lock first: every check below sees a frozen database
+            except sqlite3.OperationalError as exc:
+                if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
+                    raise StoreBusy() from None
+                raise
+            try:
+                self._check_file()  # again under the write lock: the file may have been swapped while we waited
+                yield conn
             finally:
-                if self._conn.in_transaction:
-                    self._conn.execute("ROLLBACK")
+                # Half a deletion must never survive: the nonce goes with the note or not at all.
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+        finally:
+            self._lock.release()
+
+    def _check_file(self) -> None:
+        """Raise StoreGone unless the path still names the file opened (device and inode)."""
+        # A database unlinked or replaced under a running server (a restore, a cleanup job,
+        # `mv other.db notes.db`) would take this instance's commits where no other
+        # instance sees them: confirmations consumed here could be replayed there.
+        if not self._gone and _identity(self._path) != self._identity:
+            self._gone = True
+        if self._gone:
+            raise StoreGone()
 
     def close(self) -> None:
-        """Close the connection; later calls raise (and become -32603 at the server boundary)."""
-        with self._lock:
-            self._conn.close()
+        """Checkpoint the WAL into the database file (TRUNCATE), then close; later calls do nothing."""
+        with self._lock, self._read_lock:
+            if self._closed:
+                return
+            self._closed = True
+            try:
+                # Until checkpointed, deletions live only in the -wal file: a copy of the
+                # .db file alone (a naive backup) would still hold the deleted notes.
+                # Not into a file that is no longer at the path: that -wal is another's now.
+                if _identity(self._path) == self._identity:
+                    self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            finally:
+                self._reader.close()
+                self._conn.close()
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """(device, inode) of the file at `path` now, or None when nothing is there."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino)
 
 
 def _note(row: tuple[object, ...]) -> main.Note | None:
@@ -269,12 +358,13 @@ def open_store(
     write_bits = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
     if os.path.exists(path) and (not os.access(path, os.W_OK) or not os.stat(path).st_mode & write_bits):
         raise StoreError(f"database {path} is read-only; the store must write to consume confirmations")
+    path = os.path.abspath(path)  # compared by stat on every write: a later chdir must not matter
     try:
-        conn = sqlite3.connect(path, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False)
+        conn = _connect(path, busy_timeout_ms)
     except sqlite3.Error as exc:
         raise StoreError(f"cannot open database {path}: {exc}") from None
+    reader = None
     try:
-        conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
         _prepare(conn, path, seed)
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if mode != "wal":
@@ -282,13 +372,25 @@ def open_store(
         # FULL: a commit is on disk before "deleted: true" is sent, so a power cut cannot
         # bring back a note the user was told is gone (or a confirmation already used).
         conn.execute("PRAGMA synchronous = FULL")
-    except StoreError:
-        conn.close()
-        raise
-    except sqlite3.Error as exc:
-        conn.close()
+        reader = _connect(path, busy_timeout_ms)
+        reader.execute("PRAGMA query_only = ON")
+        return SqliteNotesStore(
+            path, conn, reader, clock=clock, max_per_principal=max_per_principal, busy_timeout_ms=busy_timeout_ms
+        )
+    except (StoreError, sqlite3.Error) as exc:
+        for opened in (reader, conn):
+            if opened is not None:
+                opened.close()
+        if isinstance(exc, StoreError):
+            raise
         raise StoreError(_describe(path, exc, busy_timeout_ms)) from None
-    return SqliteNotesStore(conn, clock=clock, max_per_principal=max_per_principal)
+
+
+def _connect(path: str, busy_timeout_ms: int) -> sqlite3.Connection:
+    """An autocommit connection usable from any thread (each store guards its own with a lock)."""
+    conn = sqlite3.connect(path, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False)
+    conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
+    return conn
 
 
 def _checked_seed(notes: Iterable[main.Note]) -> list[main.Note]:
@@ -327,7 +429,11 @@ def _prepare(conn: sqlite3.Connection, path: str, seed: list[main.Note]) -> None
             row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         if row is None:
             raise StoreError(f"database {path} is an SQLite file but not a notes store (no schema version)")
-        if row[0] != str(SCHEMA_VERSION):
+        if row[0] == "1":
+            for statement in _HIGH_WATER:
+                conn.execute(statement)
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+        elif row[0] != str(SCHEMA_VERSION):
             raise StoreError(
                 f"database {path} has schema version {str(row[0])[:20]!r}; this server reads version {SCHEMA_VERSION} only"
             )

@@ -5,7 +5,7 @@ Usage: python3 tests/sqlite_worker.py DB_PATH   (prints "ready" once the store i
 Commands arrive on stdin as JSON lines; each is acknowledged with "armed", then the
 worker blocks until a line "go" arrives (the race barrier), runs it and prints one line:
   {"op": "handle", "message": {...}, "principal": "alice"}  -> the JSON-RPC response
-  {"op": "settle", "principal": ..., "nonce": ..., "expires_at": ..., "target": [id, version] | null,
+  {"op": "consume", "principal": ..., "nonce": ..., "expires_at": ..., "target": [id, version] | null,
    "pause": "claimed" | "deleted" | null}                   -> {"settlement": "deleted" | ...}
 With "pause", the store's test-only hook prints "inside <stage>" at that point of the
 transaction and waits there until the test kills the process.
@@ -35,6 +35,14 @@ def main_loop(db_path: str) -> None:
     )
     workspace = main.parse_file_uri(support.WORKSPACE)
     say("ready")
+    try:
+        serve(store, server, workspace)
+    finally:
+        store.close()
+
+
+def serve(store: sqlite_store.SqliteNotesStore, server: main.Server, workspace: main.Path) -> None:
+    """Run commands from stdin until it closes."""
     while line := sys.stdin.readline():
         command = json.loads(line)
         say("armed")

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import os
+import shutil
+import sqlite3
 import tempfile
+import unicodedata
 import unittest
+from collections.abc import Callable
 from typing import Any
+from unittest import mock
 
 from support import KEY, PRINCIPAL, Clock, Log, accept, call
 
@@ -109,13 +114,13 @@ class ListingTests(FolderCase):
         self.write("tps-2024.md", "intro\n\n# TPS report 2024\nbody")
         self.write("2025/q1 TPS.md", "no heading here")
         self.write("2025/readme.txt", "# TPS not a note")
-        self.assertEqual(self.listed(self.store()), {"tps-2024.md": "TPS report 2024", "2025/q1%20TPS.md": "q1 TPS"})
+        self.assertEqual(self.listed(self.store()), {"tps-2024.md": "TPS report 2024", "2025/q1 TPS.md": "q1 TPS"})
 
-    def test_note_id_is_the_uri_tail_below_the_folder_and_stable_across_listings(self) -> None:
+    def test_note_id_is_the_path_below_the_folder_and_stable_across_listings(self) -> None:
         self.write("Été/plan B.md", "# Plan")
         store = self.store()
         (note,) = store.candidates(main.parse_file_uri(self.uri()), "plan")
-        self.assertEqual(note.id, "%C3%89t%C3%A9/plan%20B.md")
+        self.assertEqual(note.id, "Été/plan B.md")
         self.assertEqual(note.uri, self.uri("Été", "plan B.md"))
         self.assertEqual(store.candidates(main.parse_file_uri(self.uri()), "plan"), [note])
 
@@ -181,15 +186,6 @@ class ListingTests(FolderCase):
         self.write(deepest + "/at.md")
         self.write(deepest + "/d/over.md")
         self.assertEqual(list(self.listed(self.store())), [deepest + "/at.md"])
-
-    def test_walk_entry_limit_on_both_sides(self) -> None:
-        for i in range(markdown_store.MAX_WALK_ENTRIES):
-            os.close(os.open(os.path.join(self.ws, f"m{i:05}.md"), os.O_CREAT | os.O_WRONLY))
-        store = self.store()
-        self.assertEqual(len(self.listed(store)), markdown_store.MAX_WALK_ENTRIES)
-        os.close(os.open(os.path.join(self.ws, "one-more.md"), os.O_CREAT | os.O_WRONLY))
-        # Which entry is cut depends on directory order; that one is cut does not.
-        self.assertEqual(len(self.listed(store)), markdown_store.MAX_WALK_ENTRIES)
 
 
 class DeletionTests(FolderCase):
@@ -267,7 +263,7 @@ class DeletionTests(FolderCase):
         before = self.tree()
         for i, ident in enumerate(
             ["../outside/secret.md", "2025/../../outside/secret.md", "%2e%2e/outside/secret.md", "2025%2Ftps.md",
-             "2025//tps.md", "./tps-2024.md", "", "tps-2024.md\x00", "%FF.md", "tps-2024%2Emd"]
+             "2025//tps.md", "./tps-2024.md", "", "tps-2024.md\x00", "%FF.md", "tps-2024%2Emd", "2025/tp%73.md", "tps%2D2024.md"]
         ):
             with self.subTest(ident=ident):
                 self.assertIs(store.consume(PRINCIPAL, f"n{i}", self.clock.now + 60, (ident, "v"), ALWAYS), main.Settlement.CHANGED)
@@ -350,7 +346,7 @@ class RequestNameTests(FolderCase):
         workspace = self.uri("My Notes", "café")
         self.assertIn("My%20Notes/caf%C3%A9", workspace)
         first = self.ask(server, "TPS", workspace)
-        self.assertEqual(self.offered(first), ["My%20Notes/caf%C3%A9/TPS%20%C3%BC.md"])
+        self.assertEqual(self.offered(first), ["My Notes/café/TPS ü.md"])
 
     def test_hostile_titles_match_nothing_and_touch_nothing(self) -> None:
         server = self.server()
@@ -382,6 +378,186 @@ class ConstructionTests(FolderCase):
         store = self.store([os.path.join(self.ws, "sub"), self.ws])
         self.assertEqual(store.workspace_uris(), [self.uri()])
         self.assertEqual(self.listed(store, "TPS", "sub"), {"sub/TPS.md": "TPS"})
+
+
+class SeamAndShutdownTests(FolderCase):
+    def test_close_checkpoints_the_nonce_database_and_is_idempotent(self) -> None:
+        store = self.store()
+        other = sqlite3.connect(os.path.join(self.base, "nonces.db"))  # another instance shares it
+        self.addCleanup(other.close)
+        other.execute("SELECT COUNT(*) FROM consumed_nonces").fetchone()
+        self.assertIs(store.consume(PRINCIPAL, "n1", self.clock.now + 60, None, ALWAYS), main.Settlement.CONSUMED)
+        store.close()
+        store.close()
+        copy = os.path.join(self.base, "copy.db")
+        shutil.copyfile(os.path.join(self.base, "nonces.db"), copy)
+        conn = sqlite3.connect(copy)
+        self.addCleanup(conn.close)
+        self.assertEqual(conn.execute("SELECT nonce FROM consumed_nonces").fetchall(), [("n1",)])
+
+
+class ClockStepBackTests(FolderCase):
+    def test_an_accept_replayed_after_the_clock_steps_back_deletes_nothing(self) -> None:
+        chosen = self.write("tps.md", "# TPS report\n")
+        store = self.store()
+        (note,) = store.candidates(main.parse_file_uri(self.uri()), "TPS")
+        expires = self.clock.now + 60
+        self.assertIs(store.consume(PRINCIPAL, "n1", expires, None, ALWAYS), main.Settlement.CONSUMED)
+        self.clock.now = expires + 1
+        self.assertIs(store.consume("bob", "later", self.clock.now + 60, None, ALWAYS), main.Settlement.CONSUMED)
+        self.assertFalse(store.is_consumed("n1"))  # pruned
+        self.clock.now = expires - 30
+        self.assertIs(store.consume(PRINCIPAL, "n1", expires, (note.id, note.version), ALWAYS), main.Settlement.USED)
+        self.assertTrue(os.path.exists(chosen))
+        self.assertFalse(store.is_consumed("n1"))
+
+
+class OsRefusalTests(FolderCase):
+    def setUp(self) -> None:
+        super().setUp()
+        self.chosen = self.write("2025/tps.md", "# TPS report 2025\n")
+        self.write("tps-2024.md", "# TPS report 2024\n")
+
+    def target(self, store: MarkdownNotesStore) -> tuple[str, str]:
+        (note,) = store.candidates(main.parse_file_uri(self.uri()), "2025")
+        return (note.id, note.version)
+
+    def test_a_delete_the_os_refuses_rolls_back_the_confirmation_and_deletes_nothing(self) -> None:
+        store = self.store()
+        target = self.target(store)
+        before = self.tree()
+        # What an append-only (chattr +a) folder or a read-only mount answers to unlinkat.
+        with mock.patch.object(markdown_store.os, "unlink", side_effect=PermissionError(1, "Operation not permitted")):
+            with self.assertRaises(markdown_store.StoreRefused) as caught:
+                store.consume(PRINCIPAL, "n1", self.clock.now + 60, target, ALWAYS)
+        self.assertNotIn("\n", str(caught.exception))
+        self.assertNotIn(self.base, str(caught.exception))
+        self.assertIn("could not be deleted", str(caught.exception))
+        self.assertEqual(self.tree(), before)
+        self.assertFalse(store.is_consumed("n1"))
+        # Nothing was spent: once the folder allows it, the same confirmation deletes the file.
+        self.assertIs(store.consume(PRINCIPAL, "n1", self.clock.now + 60, target, ALWAYS), main.Settlement.DELETED)
+        self.assertEqual(self.tree(), before - {"ws/2025/tps.md"})
+
+    def real_stat_then(self, action: Callable[[], None]) -> Callable[..., os.stat_result]:
+        """os.stat that runs `action` first when the re-check before the unlink stats the chosen file."""
+        real = os.stat
+        fired: list[bool] = []
+
+        def stat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+            if path == "tps.md" and kwargs.get("dir_fd") is not None and not fired:
+                fired.append(True)
+                action()
+            return real(path, *args, **kwargs)
+
+        return stat
+
+    def test_entry_replaced_between_the_lookup_and_the_unlink_is_not_deleted(self) -> None:
+        store = self.store()
+        target = self.target(store)
+
+        def replace() -> None:
+            self.write_at(self.chosen + ".tmp", "# substitute\n")
+            os.replace(self.chosen + ".tmp", self.chosen)
+
+        before = self.tree()
+        with mock.patch.object(markdown_store.os, "stat", self.real_stat_then(replace)):
+            outcome = store.consume(PRINCIPAL, "n1", self.clock.now + 60, target, ALWAYS)
+        self.assertIs(outcome, main.Settlement.CHANGED)
+        self.assertEqual(self.tree(), before)
+        with open(self.chosen, encoding="utf-8") as handle:
+            self.assertEqual(handle.read(), "# substitute\n")
+        self.assertTrue(store.is_consumed("n1"))
+
+    def test_entry_removed_between_the_lookup_and_the_unlink_is_reported_changed(self) -> None:
+        store = self.store()
+        target = self.target(store)
+        with mock.patch.object(markdown_store.os, "stat", self.real_stat_then(lambda: os.unlink(self.chosen))):
+            before = self.tree() - {"ws/2025/tps.md"}
+            outcome = store.consume(PRINCIPAL, "n1", self.clock.now + 60, target, ALWAYS)
+        self.assertIs(outcome, main.Settlement.CHANGED)
+        self.assertEqual(self.tree(), before)
+        self.assertTrue(store.is_consumed("n1"))
+
+    def test_entry_removed_between_the_re_stat_and_the_unlink_is_reported_changed(self) -> None:
+        store = self.store()
+        target = self.target(store)
+        real = os.unlink
+
+        def gone_first(name: Any, *args: Any, **kwargs: Any) -> None:
+            real(self.chosen)  # another actor wins the race by a hair
+            real(name, *args, **kwargs)
+
+        with mock.patch.object(markdown_store.os, "unlink", gone_first):
+            outcome = store.consume(PRINCIPAL, "n1", self.clock.now + 60, target, ALWAYS)
+        self.assertIs(outcome, main.Settlement.CHANGED)
+        self.assertTrue(store.is_consumed("n1"))
+
+
+class NameAndSizeTests(FolderCase):
+    def test_a_40_character_japanese_name_fits_the_id_bound_and_deletes_end_to_end(self) -> None:
+        name = ("議事録" * 14)[:40] + ".md"
+        path = self.write("会議/" + name, "# 議事録 TPS\n")
+        server = self.server()
+        first = self.ask(server, "議事録")
+        self.assertEqual(self.offered(first), ["会議/" + name])
+        done = self.answer(server, first, accept("会議/" + name), title="議事録")
+        self.assertEqual(done["result"]["structuredContent"], {"deleted": True, "noteId": "会議/" + name})
+        self.assertFalse(os.path.exists(path))
+
+    def test_titles_that_render_alike_nfc_and_nfd_are_both_offered_with_ids_that_differ_when_rendered(self) -> None:
+        nfc, nfd = unicodedata.normalize("NFC", "Café plan"), unicodedata.normalize("NFD", "Café plan")
+        self.assertNotEqual(nfc, nfd)
+        self.write(nfc + ".md", f"# {nfc}\n")
+        self.write(nfd + ".md", f"# {nfd}\n")
+        listed = self.listed(self.store(), "plan")
+        self.assertEqual(sorted(listed.values()), sorted([nfc, nfd]))
+        self.assertEqual(len({unicodedata.normalize("NFC", ident) for ident in listed}), 2)
+        self.assertIn(nfc + ".md", listed)  # the NFC name is its own id; the NFD one is percent-encoded
+        self.assertIn(main.format_file_uri((nfd + ".md",))[len("file:///") :], listed)
+
+    def test_a_note_with_a_percent_encoded_id_is_deleted_by_that_id(self) -> None:
+        nfd = unicodedata.normalize("NFD", "Café plan") + ".md"
+        path = self.write(nfd, "# plan\n")
+        store = self.store()
+        (note,) = store.candidates(main.parse_file_uri(self.uri()), "plan")
+        self.assertIn("%", note.id)
+        self.assertIs(store.consume(PRINCIPAL, "n1", self.clock.now + 60, (note.id, note.version), ALWAYS), main.Settlement.DELETED)
+        self.assertFalse(os.path.exists(path))
+
+    def test_id_path_accepts_one_spelling_per_file_and_nothing_else(self) -> None:
+        nfd = unicodedata.normalize("NFD", "é")
+        self.assertEqual(markdown_store.id_path("会議/議事録.md"), ("会議", "議事録.md"))
+        self.assertEqual(markdown_store.id_path("Cafe%CC%81.md"), (unicodedata.normalize("NFD", "Café.md"),))
+        for ident in ("tps%2D2024.md", "%E4%BC%9A%E8%AD%B0/x.md", nfd + ".md", "a/../b.md", "a%2Fb.md", "%FF.md", ".hidden.md"):
+            with self.subTest(ident=ident):
+                self.assertIsNone(markdown_store.id_path(ident))
+
+    def test_invisible_characters_in_a_name_stay_percent_encoded_in_the_id(self) -> None:
+        self.write("a\u202egpj.md", "# TPS bidi\n")
+        self.assertEqual(list(self.listed(self.store(), "bidi")), ["a%E2%80%AEgpj.md"])
+
+    def test_a_byte_order_mark_before_the_heading_is_ignored(self) -> None:
+        with open(os.path.join(self.ws, "bom.md"), "wb") as handle:
+            handle.write(b"\xef\xbb\xbf# Budget 2025\nbody\n")
+        self.assertEqual(self.listed(self.store()), {"bom.md": "Budget 2025"})
+
+    def test_the_default_entry_bound_is_the_named_constant(self) -> None:
+        self.assertEqual(self.store().max_walk_entries, markdown_store.MAX_WALK_ENTRIES)
+        self.assertGreaterEqual(markdown_store.MAX_WALK_ENTRIES, 100_000)
+
+    def test_walk_entry_limit_on_both_sides_and_over_it_the_listing_says_the_folder_is_too_large(self) -> None:
+        limit = 12
+        for i in range(limit - 2):
+            self.write(f"m{i:02}.md", "# TPS\n")
+        self.write("sub/a.md", "# TPS\n")  # the folder entry and the file both count
+        store = MarkdownNotesStore([self.ws], self.store().nonces, max_walk_entries=limit)
+        self.assertEqual(len(self.listed(store, "TPS")), limit - 1)
+        self.write("one-more.md", "# unrelated\n")
+        with self.assertRaises(markdown_store.FolderTooLarge) as caught:
+            store.candidates(main.parse_file_uri(self.uri()), "TPS")
+        self.assertIn(f"more than {limit:,} entries", str(caught.exception))
+        self.assertNotIn(self.base, str(caught.exception))
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ GUARD_SECONDS = 60.0  # failure guard for a worker that hangs; never the asserti
 RACE_ROUNDS = 50
 ALWAYS = lambda note: True  # noqa: E731 - a recheck that accepts every live note
 LATER = 10_000_000.0  # an expiry far after every Clock() reading used here
+SMALL_BUDGET_MS = 50  # a write's busy budget small enough to keep the busy tests fast
 
 
 def race_notes(count: int) -> list[main.Note]:
@@ -141,7 +142,7 @@ class SeamParity(StoreCase):
         self.assertEqual(self.consumed(), {nonce_of(state)})
 
 
-class SettleOutcomes(StoreCase):
+class ConsumeOutcomes(StoreCase):
     def target(self, store: sqlite_store.SqliteNotesStore, note_id: str = "note-14") -> tuple[str, str]:
         live = {note.id: note for note in store.all()}[note_id]
         return (note_id, live.version)
@@ -277,7 +278,7 @@ class ReplayBoundInSql(StoreCase):
         self.assertIs(store.consume(PRINCIPAL, "a3", self.clock.now + 10, None, ALWAYS), main.Settlement.CONSUMED)
         self.assertEqual(self.consumed(), {"a3"})
 
-    def test_pruning_removes_at_most_one_batch_per_settle(self) -> None:
+    def test_pruning_removes_at_most_one_batch_per_consume(self) -> None:
         store = self.open()
         extra = 3
         rows = [(f"old-{i}", "old", self.clock.now + 1) for i in range(sqlite_store.PRUNE_BATCH + extra)]
@@ -355,11 +356,12 @@ class SchemaAndSeeding(StoreCase):
 
     def test_a_newer_schema_version_is_refused_without_touching_the_file(self) -> None:
         self.open().close()
-        self.raw().execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+        newer = str(sqlite_store.SCHEMA_VERSION + 1)
+        self.raw().execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (newer,))
         before = self.file_bytes()
         with self.assertRaises(StoreError) as caught:
             open_store(self.path, clock=self.clock)
-        self.assertIn("schema version '2'", str(caught.exception))
+        self.assertIn(f"schema version '{newer}'", str(caught.exception))
         self.assertIn(f"version {sqlite_store.SCHEMA_VERSION} only", str(caught.exception))
         self.assertNotIn("\n", str(caught.exception))
         self.assertEqual(self.file_bytes(), before)
@@ -397,7 +399,9 @@ class BadDatabaseFiles(StoreCase):
         holder.execute("ROLLBACK")
         self.open(busy_timeout_ms=20)  # and starts once the lock is gone
 
-    def test_a_lock_held_past_the_busy_timeout_during_an_accept_is_internal_error_with_nothing_mutated(self) -> None:
+    def test_a_lock_held_past_the_budget_during_an_accept_leaks_nothing_and_spends_nothing(self) -> None:
+        # How StoreBusy reaches the wire (today -32603, an isError result once the core
+        # maps it) is the core's to test; here: no leak, no mutation, the retry works.
         log = Log()
         server = self.server(self.open(busy_timeout_ms=20), log)
         state = self.first_call(server)["requestState"]
@@ -406,12 +410,11 @@ class BadDatabaseFiles(StoreCase):
         holder.execute("BEGIN IMMEDIATE")  # another instance stuck inside its transaction
         body = server.handle_bytes(retry, PRINCIPAL)
         holder.execute("ROLLBACK")
-        self.assertEqual(streamable_http.status_of(json.loads(body)), 500)
-        internal = {"code": main.INTERNAL_ERROR, "message": "Internal error"}
-        self.assertEqual(json.loads(body), {"jsonrpc": "2.0", "id": 2, "error": internal})
+        result = json.loads(body)["result"]  # a busy store is a tool error the model can retry
+        self.assertIs(result["isError"], True)
+        self.assertIn("busy", result["content"][0]["text"])
         for secret in (self.path.encode(), self.dir.encode(), b"Traceback", b"sqlite", b"locked"):
             self.assertNotIn(secret, body)
-        self.assertTrue(any("Traceback" in line and "database is locked" in line for line in log))
         self.assertIn("note-14", self.note_ids())
         self.assertEqual(self.consumed(), set())
         # Nothing was spent, so the same confirmation completes once the lock is gone.
@@ -436,6 +439,213 @@ class BadDatabaseFiles(StoreCase):
         self.assertNotIn(self.path.encode(), body)
         self.assertIn("note-14", self.note_ids())
         self.assertEqual(self.consumed(), set())
+
+
+class BusyDatabase(StoreCase):
+    """Another instance stalled inside its transaction (SIGSTOP): reads go on, writes fail within one budget."""
+
+    def hold_write_lock(self) -> sqlite3.Connection:
+        holder = self.raw()
+        holder.execute("BEGIN IMMEDIATE")
+        self.addCleanup(lambda: holder.in_transaction and holder.execute("ROLLBACK"))
+        return holder
+
+    def test_reads_complete_while_a_writer_waits_for_another_instances_write_lock(self) -> None:
+        store = self.open(busy_timeout_ms=int(GUARD_SECONDS * 1000))  # the writer waits as long as the test lets it
+        holder = self.hold_write_lock()
+        waiting = threading.Event()
+        store._inside_transaction_hook = lambda stage: waiting.set() if stage == "waiting" else None
+        written: list[main.Settlement] = []
+        writer = threading.Thread(target=lambda: written.append(store.consume(PRINCIPAL, "n1", LATER, None, ALWAYS)))
+        writer.start()
+        self.addCleanup(writer.join, GUARD_SECONDS)
+        self.addCleanup(lambda: holder.in_transaction and holder.execute("ROLLBACK"))  # runs first: frees the writer
+        self.assertTrue(waiting.wait(GUARD_SECONDS))  # the writer holds this store's write lock now
+        read: list[Any] = []
+        reader = threading.Thread(
+            target=lambda: read.append((store.is_consumed("n1"), [n.id for n in store.all()], store.candidates(
+                main.parse_file_uri(WORKSPACE), "TPS report"))),
+        )
+        reader.start()
+        reader.join(GUARD_SECONDS)
+        self.assertTrue(holder.in_transaction)  # the reads finished while the lock was still held
+        self.assertEqual(len(read), 1)
+        consumed, ids, found = read[0]
+        self.assertFalse(consumed)
+        self.assertEqual(ids, sorted(note.id for note in main.lesson_notes()))
+        self.assertEqual([note.id for note in found], ["note-3", "note-7", "note-14"])
+        self.assertEqual(written, [])  # the writer is still waiting
+        holder.execute("ROLLBACK")
+        writer.join(GUARD_SECONDS)
+        self.assertEqual(written, [main.Settlement.CONSUMED])
+
+    def test_writers_queued_behind_a_stalled_instance_each_fail_busy_and_write_nothing(self) -> None:
+        store = self.open(busy_timeout_ms=SMALL_BUDGET_MS)
+        target = ("note-14", {note.id: note for note in store.all()}["note-14"].version)
+        self.hold_write_lock()
+        writers = 4
+        barrier = threading.Barrier(writers)
+        results: list[object] = []
+
+        def work(index: int) -> None:
+            barrier.wait(GUARD_SECONDS)
+            try:
+                results.append(store.consume(PRINCIPAL, f"n{index}", LATER, target, ALWAYS))
+            except Exception as exc:  # noqa: BLE001 - the outcome under test
+                results.append(exc)
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(writers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(GUARD_SECONDS)
+        self.assertEqual([type(result) for result in results], [sqlite_store.StoreBusy] * writers)
+        self.assertNotIn("\n", str(results[0]))
+        self.assertIn("Try again", str(results[0]))
+        self.assertIn("note-14", self.note_ids())
+        self.assertEqual(self.consumed(), set())
+        with self.assertRaises(sqlite_store.StoreBusy):
+            store.put(main.Note("note-new", "New", f"{WORKSPACE}/new.md"))
+        self.assertNotIn("note-new", self.note_ids())
+
+    def test_a_writer_queued_behind_this_processes_own_writer_fails_busy_within_its_budget(self) -> None:
+        store = self.open(busy_timeout_ms=SMALL_BUDGET_MS)
+        inside, release = threading.Event(), threading.Event()
+
+        def stall(stage: str) -> None:
+            if stage == "claimed":
+                inside.set()
+                release.wait(GUARD_SECONDS)
+
+        store._inside_transaction_hook = stall
+        first: list[main.Settlement] = []
+        thread = threading.Thread(target=lambda: first.append(store.consume(PRINCIPAL, "n1", LATER, None, ALWAYS)))
+        thread.start()
+        self.addCleanup(thread.join, GUARD_SECONDS)
+        self.addCleanup(release.set)
+        self.assertTrue(inside.wait(GUARD_SECONDS))
+        store._inside_transaction_hook = None
+        with self.assertRaises(sqlite_store.StoreBusy):
+            store.consume(PRINCIPAL, "n2", LATER, None, ALWAYS)
+        release.set()
+        thread.join(GUARD_SECONDS)
+        self.assertEqual(first, [main.Settlement.CONSUMED])
+        self.assertEqual(self.consumed(), {"n1"})
+
+    def test_the_same_confirmation_completes_once_the_other_instance_lets_go(self) -> None:
+        store = self.open(busy_timeout_ms=SMALL_BUDGET_MS)
+        target = ("note-14", {note.id: note for note in store.all()}["note-14"].version)
+        holder = self.hold_write_lock()
+        with self.assertRaises(sqlite_store.StoreBusy):
+            store.consume(PRINCIPAL, "n1", LATER, target, ALWAYS)
+        holder.execute("ROLLBACK")
+        self.assertIs(store.consume(PRINCIPAL, "n1", LATER, target, ALWAYS), main.Settlement.DELETED)
+        self.assertNotIn("note-14", self.note_ids())
+
+
+class ClockStepBack(StoreCase):
+    def decline_then_prune(self, store: sqlite_store.SqliteNotesStore, expires: float) -> None:
+        self.assertIs(store.consume(PRINCIPAL, "n1", expires, None, ALWAYS), main.Settlement.CONSUMED)
+        self.clock.now = expires + 1
+        self.assertIs(store.consume("bob", "later", LATER, None, ALWAYS), main.Settlement.CONSUMED)  # prunes n1
+        self.assertFalse(store.is_consumed("n1"))
+
+    def test_an_accept_replayed_after_the_clock_steps_back_is_refused(self) -> None:
+        store = self.open()
+        target = ("note-14", {note.id: note for note in store.all()}["note-14"].version)
+        expires = self.clock.now + 60
+        self.decline_then_prune(store, expires)
+        self.clock.now = expires - 30  # NTP steps the clock back before the state's expiry
+        self.assertIs(store.consume(PRINCIPAL, "n1", expires, target, ALWAYS), main.Settlement.USED)
+        self.assertIn("note-14", self.note_ids())
+        self.assertEqual(self.consumed(), {"later"})
+
+    def test_another_instance_with_a_slower_clock_refuses_the_replay_too(self) -> None:
+        first = self.open()
+        expires = self.clock.now + 60
+        self.decline_then_prune(first, expires)
+        second = self.open(clock=Clock(expires - 30))
+        target = ("note-14", {note.id: note for note in second.all()}["note-14"].version)
+        self.assertIs(second.consume(PRINCIPAL, "n1", expires, target, ALWAYS), main.Settlement.USED)
+        self.assertIn("note-14", self.note_ids())
+
+    def test_the_highest_reading_is_kept_in_the_database(self) -> None:
+        store = self.open()
+        store.consume(PRINCIPAL, "n1", LATER, None, ALWAYS)
+        self.clock.now -= 100
+        store.consume(PRINCIPAL, "n2", LATER, None, ALWAYS)
+        self.assertEqual(self.raw().execute("SELECT seen FROM high_water").fetchall(), [(self.clock.now + 100,)])
+
+    def test_a_version_1_database_gains_the_high_water_table_and_keeps_its_data(self) -> None:
+        self.open().close()
+        raw = self.raw()
+        raw.execute("DROP TABLE high_water")
+        raw.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+        raw.execute("INSERT INTO consumed_nonces VALUES ('old', 'alice', ?)", (LATER,))
+        store = self.open()
+        self.assertTrue(store.is_consumed("old"))
+        self.assertEqual(raw.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone(), (str(sqlite_store.SCHEMA_VERSION),))
+        self.assertIs(store.consume(PRINCIPAL, "n1", LATER, None, ALWAYS), main.Settlement.CONSUMED)
+        self.assertEqual(raw.execute("SELECT seen FROM high_water").fetchall(), [(self.clock.now,)])
+        self.assertEqual(len(self.note_ids()), len(main.lesson_notes()))
+
+
+class Shutdown(StoreCase):
+    def test_close_checkpoints_so_a_copy_of_the_db_file_alone_lacks_a_deleted_note(self) -> None:
+        store = self.open()
+        other = self.raw()  # another instance still has the database open
+        self.assertEqual(other.execute("SELECT COUNT(*) FROM notes").fetchone(), (len(main.lesson_notes()),))
+        target = ("note-14", {note.id: note for note in store.all()}["note-14"].version)
+        self.assertIs(store.consume(PRINCIPAL, "n1", LATER, target, ALWAYS), main.Settlement.DELETED)
+        store.close()
+        copy = os.path.join(self.dir, "copy.db")
+        shutil.copyfile(self.path, copy)  # the naive backup: the .db file without its -wal
+        self.assertNotIn("note-14", self.note_ids(copy))
+        self.assertIn("note-3", self.note_ids(copy))
+        self.assertEqual(self.consumed(copy), {"n1"})
+
+    def test_close_is_idempotent_and_a_closed_store_writes_nothing(self) -> None:
+        store = self.open()
+        store.close()
+        store.close()
+        with self.assertRaises(sqlite3.ProgrammingError):
+            store.consume(PRINCIPAL, "n1", LATER, None, ALWAYS)
+        self.assertEqual(self.consumed(), set())
+
+
+class FileReplaced(StoreCase):
+    def test_an_unlinked_database_refuses_every_mutation_and_writes_nothing(self) -> None:
+        store = self.open()
+        target = ("note-14", {note.id: note for note in store.all()}["note-14"].version)
+        os.unlink(self.path)
+        with self.assertRaises(sqlite_store.StoreGone) as caught:
+            store.consume(PRINCIPAL, "n1", LATER, target, ALWAYS)
+        self.assertNotIn("\n", str(caught.exception))
+        self.assertNotIn(self.dir, str(caught.exception))
+        self.assertFalse(store.is_consumed("n1"))
+        self.assertIn("note-14", [note.id for note in store.all()])
+        self.assertFalse(os.path.exists(self.path))
+        for mutation in (lambda: store.remove("note-3"), lambda: store.consume(PRINCIPAL, "n2", LATER, None, ALWAYS)):
+            with self.assertRaises(sqlite_store.StoreGone):
+                mutation()
+        self.assertIn("note-3", [note.id for note in store.all()])
+
+    def test_another_database_moved_over_the_path_is_refused_and_left_untouched(self) -> None:
+        store = self.open()
+        target = ("note-14", {note.id: note for note in store.all()}["note-14"].version)
+        other = os.path.join(self.dir, "other.db")
+        self.open(other).close()
+        os.replace(other, self.path)
+        before = self.note_ids()
+        with self.assertRaises(sqlite_store.StoreGone):
+            store.consume(PRINCIPAL, "n1", LATER, target, ALWAYS)
+        # Refused for good, even if the original file came back: this instance cannot know what it missed.
+        self.assertEqual(self.note_ids(), before)
+        self.assertIn("note-14", before)
+        self.assertEqual(self.consumed(), set())
+        with self.assertRaises(sqlite_store.StoreGone):
+            store.put(main.Note("note-new", "New", f"{WORKSPACE}/new.md"))
+        self.assertNotIn("note-new", self.note_ids())
 
 
 class Worker:
@@ -535,14 +745,14 @@ class TwoProcessRace(StoreCase):
                 self.assertNotIn(f"race-{round_:03d}", self.note_ids())
                 self.assertIn(nonce_of(state), self.consumed())
 
-    def test_two_processes_racing_one_settle_give_one_deleted_and_one_used_every_round(self) -> None:
-        # Straight into settle, with no is_consumed pre-check: only the transaction decides.
+    def test_two_processes_racing_one_consume_give_one_deleted_and_one_used_every_round(self) -> None:
+        # Straight into consume, with no is_consumed pre-check: only the transaction decides.
         notes = {note.id: note for note in self.store.all()}
         for round_ in range(RACE_ROUNDS, 2 * RACE_ROUNDS):
             with self.subTest(round=round_):
                 note = notes[f"race-{round_:03d}"]
                 command = {
-                    "op": "settle",
+                    "op": "consume",
                     "principal": PRINCIPAL,
                     "nonce": f"race-nonce-{round_}",
                     "expires_at": time.time() + 3600,
@@ -565,10 +775,10 @@ class CrashSafety(StoreCase):
         self.open(seed_notes=race_notes(self.ROUNDS * 3)).close()
         self.notes = {note.id: note for note in race_notes(self.ROUNDS * 3)}
 
-    def settle_command(self, index: int, pause: str | None) -> dict[str, Any]:
+    def consume_command(self, index: int, pause: str | None) -> dict[str, Any]:
         note = self.notes[f"race-{index:03d}"]
         return {
-            "op": "settle",
+            "op": "consume",
             "principal": PRINCIPAL,
             "nonce": f"crash-{index}",
             "expires_at": time.time() + 3600,
@@ -588,7 +798,7 @@ class CrashSafety(StoreCase):
             for _ in range(self.ROUNDS):
                 with self.subTest(stage=stage, round=index):
                     worker = Worker(self, self.path, f"crash-{index}")
-                    worker.arm(self.settle_command(index, stage))
+                    worker.arm(self.consume_command(index, stage))
                     self.assertEqual(go(worker), [f"inside {stage}"])
                     worker.kill()
                     store = self.reopened()
@@ -600,7 +810,7 @@ class CrashSafety(StoreCase):
         for index in range(2 * self.ROUNDS, 3 * self.ROUNDS):
             with self.subTest(round=index):
                 worker = Worker(self, self.path, f"commit-{index}")
-                worker.arm(self.settle_command(index, None))
+                worker.arm(self.consume_command(index, None))
                 self.assertEqual(go(worker), [json.dumps({"settlement": "deleted"})])
                 worker.kill()
                 store = self.reopened()

@@ -95,6 +95,44 @@ class SqliteCliTests(CliCase):
             self.assertEqual(handle.read(), b"not a database at all" * 100)
 
 
+class ServingFaultTests(CliCase):
+    """What the serving process does when its database is replaced, and when it is told to stop."""
+
+    def test_a_replaced_database_refuses_the_change_logs_one_line_and_the_process_exits_1(self) -> None:
+        server = procs.HttpServer(self, "--db", self.db, env=env(self.dir, NOTES_MCP_TOKEN=procs.TOKEN))
+        first = self.http_call(server, self, call(tps()))["result"]
+        os.replace(self.db, self.db + ".moved")  # a restore or cleanup job moves the file away...
+        sqlite3.connect(self.db).close()  # ...and something else creates a fresh one in its place
+        retry = call(tps(), id=2, requestState=first["requestState"], inputResponses=accept("note-14"))
+        result = self.http_call(server, self, retry)["result"]
+        self.assertIs(result["isError"], True)
+        self.assertIn("removed or replaced", result["content"][0]["text"])
+        self.assertEqual(server.wait(), serve.EXIT_STORE_LOST)
+        lost = [line for line in server.stderr_lines if "removed or replaced" in line]
+        self.assertEqual(len(lost), 1, server.stderr_lines)
+        self.assertNotIn("Traceback", server.stderr_text())
+        moved = sqlite3.connect(self.db + ".moved")
+        self.addCleanup(moved.close)
+        self.assertIn(("note-14",), moved.execute("SELECT id FROM notes").fetchall())  # nothing deleted anywhere
+
+    def test_sigterm_closes_the_store_so_the_database_file_alone_holds_every_deletion(self) -> None:
+        server = procs.HttpServer(self, "--db", self.db, env=env(self.dir, NOTES_MCP_TOKEN=procs.TOKEN))
+        for index, note_id in enumerate(("note-3", "note-7", "note-14")):
+            first = self.http_call(server, self, call(tps(), id=10 * index))["result"]
+            retry = call(tps(), id=10 * index + 1, requestState=first["requestState"], inputResponses=accept(note_id))
+            self.assertIs(self.http_call(server, self, retry)["result"]["isError"], False)
+        server.proc.terminate()
+        self.assertEqual(server.wait(), 0)
+        self.assertFalse(os.path.exists(self.db + "-wal") and os.path.getsize(self.db + "-wal") > 0)
+        copy = os.path.join(self.dir, "copy.db")
+        with open(self.db, "rb") as source, open(copy, "wb") as target:
+            target.write(source.read())  # the main file alone, as a naive backup takes it
+        conn = sqlite3.connect(copy)
+        self.addCleanup(conn.close)
+        left = {note_id for (note_id,) in conn.execute("SELECT id FROM notes")}
+        self.assertEqual(left & {"note-3", "note-7", "note-14"}, set())
+
+
 class TwoInstanceTests(CliCase):
     """Two HTTP processes, one database, one signing key: a confirmation is used once overall."""
 

@@ -169,7 +169,6 @@ class StoreContract:
 
 
 class SqliteContract(StoreContract, unittest.TestCase):
-
     def open_store(self, clock: Clock, max_per_principal: int = main.MAX_REPLAY_PER_PRINCIPAL) -> Any:
         folder = tempfile.mkdtemp(prefix="contract-")
         self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
@@ -178,11 +177,6 @@ class SqliteContract(StoreContract, unittest.TestCase):
         )
         self.addCleanup(store.close)
         return store
-
-    # The SQLite store reads the host clock directly: it has no highest-clock-seen row yet.
-    @unittest.expectedFailure
-    def test_a_clock_stepped_back_cannot_revive_a_pruned_confirmation(self) -> None:
-        super().test_a_clock_stepped_back_cannot_revive_a_pruned_confirmation()
 
 
 _cluster: pg_cluster.Cluster | None = None
