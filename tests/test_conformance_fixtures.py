@@ -447,7 +447,7 @@ class ResourceTests(FixtureCase):
 
     def test_resources_list_puts_a_readable_text_resource_first_with_cache_hints(self) -> None:
         result = self.result("resources/list", {})
-        self.assertEqual([r["uri"] for r in result["resources"]], ["test://static-text", "test://static-binary"])
+        self.assertEqual([r["uri"] for r in result["resources"]], ["test://static-text", "test://static-binary", "test://watched-resource"])
         self.assertEqual((result["ttlMs"], result["cacheScope"]), (fixtures.LIST_TTL_MS, "public"))
         self.assertIn("text", self.read(result["resources"][0]["uri"])["result"]["contents"][0])
 

@@ -510,10 +510,11 @@ class LegacyShapeTests(unittest.TestCase):
         self.assertEqual(legacy.legacy_result(modern), {"content": [], "_meta": {"x/y": 1}})
         self.assertEqual(json.dumps(modern["_meta"][main.META_SERVER_INFO]), "{}")  # the input is not mutated
 
-    def test_core_capabilities_carry_elicitation_modes_and_never_roots(self) -> None:
+    def test_core_capabilities_carry_elicitation_modes_and_sampling_and_never_roots(self) -> None:
         self.assertEqual(legacy.core_capabilities({"elicitation": {}, "roots": {"listChanged": True}}), {"elicitation": {"form": {}}})
         self.assertEqual(legacy.core_capabilities({"elicitation": {"url": {}}}), {"elicitation": {"url": {}}})
-        self.assertEqual(legacy.core_capabilities({"roots": {}, "sampling": {}}), {})
+        self.assertEqual(legacy.core_capabilities({"roots": {}, "sampling": {"tools": {}}}), {"sampling": {}})
+        self.assertEqual(legacy.core_capabilities({"roots": {}, "sampling": True}), {})
 
 
 class LegacyOverRealStdioTests(unittest.TestCase):
