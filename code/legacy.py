@@ -82,6 +82,10 @@ NEEDS_ELICITATION = (
     "This tool asks the user through elicitation ({modes} mode), which this client did not declare in "
     "initialize; nothing was changed. Use a client that supports it."
 )
+NEEDS_CAPABILITY = (
+    "This tool needs the client's {names} capability, which this client did not declare in initialize; "
+    "nothing was changed. Use a client that supports it."
+)
 BUSY_FORMS = f"Too many forms are waiting for an answer in this session (at most {MAX_PENDING_ELICITATIONS}); nothing was changed."
 BUSY = f"Too many tool calls are in progress (at most {MAX_CONCURRENT_LEGACY_CALLS}); nothing was changed. Try again."
 
@@ -124,6 +128,14 @@ def required_modes(data: Any) -> str:
     required = data.get("requiredCapabilities") if isinstance(data, dict) else None
     elicitation = required.get("elicitation") if isinstance(required, dict) else None
     return " or ".join(sorted(elicitation)) if isinstance(elicitation, dict) and elicitation else "form"
+
+
+def needs_text(data: Any) -> str:
+    """The tool error text for a -32021: the elicitation modes, or the other capabilities it names."""
+    required = data.get("requiredCapabilities") if isinstance(data, dict) else None
+    if isinstance(required, dict) and required and "elicitation" not in required:
+        return NEEDS_CAPABILITY.format(names=" and ".join(sorted(map(str, required))))
+    return NEEDS_ELICITATION.format(modes=required_modes(data))
 
 
 def tool_error(text: str) -> dict[str, Any]:
@@ -555,7 +567,7 @@ class LegacySession:
             if "error" in response:
                 error = response["error"]
                 if error["code"] == main.MISSING_REQUIRED_CLIENT_CAPABILITY:
-                    return tool_error(NEEDS_ELICITATION.format(modes=required_modes(error.get("data"))))
+                    return tool_error(needs_text(error.get("data")))
                 if round_number:
                     # The arguments were fine; the confirmation was not (expired, or an
                     # answer outside the form). A refusal changes nothing.
