@@ -29,6 +29,7 @@ LIST_TTL_MS = 3_600_000  # cache hints for prompts/list, resources/list, templat
 MAX_COMPLETIONS = 100  # CompleteResult.completion.values may hold at most this many
 MAX_TEMPLATE_ID_LENGTH = 64  # characters of `{id}` in test://template/{id}/data
 MAX_ANSWER_TEXT = 1000  # characters of one sampled or elicited answer a fixture keeps in its state
+MAX_ANSWER_ITEMS = 16  # items of one multi-select answer a fixture keeps in its state
 
 # 1x1 PNG and a 44-byte WAV header: the smallest valid payloads of each kind.
 PNG_BASE64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
@@ -78,6 +79,8 @@ def schema_errors(schema: Mapping[str, Any], value: Any, root: Mapping[str, Any]
         "string": lambda v: isinstance(v, str),
         "boolean": lambda v: isinstance(v, bool),
         "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+        "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+        "array": lambda v: isinstance(v, list),
     }
     if kind in checks and not checks[kind](value):
         return [f"must be a {kind}"]
@@ -95,6 +98,11 @@ def schema_errors(schema: Mapping[str, Any], value: Any, root: Mapping[str, Any]
                 errors += [f"{name} {e}" for e in schema_errors(properties[name], item, root)]
             elif schema.get("additionalProperties") is False:
                 errors.append(f"unexpected property {name!r}")
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for item in value:
+            errors += [f"item {e}" for e in schema_errors(schema["items"], item, root)]
+    if "oneOf" in schema and sum(not schema_errors(part, value, root) for part in schema["oneOf"]) != 1:
+        errors.append("must match exactly one of the alternatives")
     for part in schema.get("allOf", []):
         errors += schema_errors(part, value, root)
     if "anyOf" in schema and all(schema_errors(part, value, root) for part in schema["anyOf"]):
@@ -234,7 +242,14 @@ class Question:
 
 def form(key: str, message: str, field: str, kind: str = "string") -> Question:
     """A one-field form elicitation."""
-    schema = {"type": "object", "properties": {field: {"type": kind}}, "required": [field]}
+    return form_of(key, message, {field: {"type": kind}}, [field])
+
+
+def form_of(key: str, message: str, properties: dict[str, Any], required: list[str] | None = None) -> Question:
+    """A form elicitation with these field schemas (and these required fields)."""
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
     return Question(key, {"method": "elicitation/create", "params": {"mode": "form", "message": message, "requestedSchema": schema}})
 
 
@@ -270,12 +285,13 @@ def read_response(responses: dict[str, Any] | None, question: Question) -> Any:
         answer = main.read_answer(responses, question.key)  # the core's one elicitation reader
         if answer is None or answer.action != "accept":
             return None if answer is None else answer.action
-        field = next(iter(question.request["params"]["requestedSchema"]["properties"]))
-        value = answer.content.get(field)
-        kind = question.request["params"]["requestedSchema"]["properties"][field]["type"]
-        if (kind == "boolean" and not isinstance(value, bool)) or (kind == "string" and not isinstance(value, str)):
+        schema = question.request["params"]["requestedSchema"]
+        # Only the form's own fields are kept, each checked against its schema and cut to
+        # a bound: what a client adds or inflates never reaches the signed state.
+        content = {name: value for name, value in answer.content.items() if name in schema["properties"]}
+        if schema_errors(schema, content, schema):
             raise main.McpError(main.INVALID_PARAMS, "Invalid params: the answer does not match the form")
-        return {field: value[:MAX_ANSWER_TEXT] if isinstance(value, str) else value}
+        return {name: bounded(value) for name, value in content.items()}
     answer = (responses or {}).get(question.key)
     if answer is None:
         return None
@@ -290,12 +306,25 @@ def read_response(responses: dict[str, Any] | None, question: Question) -> Any:
     return {"uris": [r["uri"][: main.MAX_URI_LENGTH] for r in found[: main.MAX_CANDIDATES]]}
 
 
+def bounded(value: Any) -> Any:
+    """A form value cut to the fixtures' bounds (text to MAX_ANSWER_TEXT, lists to MAX_ANSWER_ITEMS)."""
+    if isinstance(value, str):
+        return value[:MAX_ANSWER_TEXT]
+    if isinstance(value, list):
+        return [bounded(item) for item in value[:MAX_ANSWER_ITEMS]]
+    return value
+
+
+Rounds = list[list[Question]] | Callable[[dict[str, Any]], list[list[Question]]]
+
+
 class AskingTool:
     """A tool that asks one or more rounds of questions, then answers from what it was told.
 
     Round n's answers travel to round n+1 in the signed state (`extra`), so a client never
     resends them; the final round consumes the state's nonce, so its answer counts once.
-    With `only_declared`, a round asks only what this request's client can answer.
+    With `only_declared`, a round asks only what this request's client can answer. The
+    rounds may be a function of the validated arguments (which the state is bound to).
     """
 
     def __init__(
@@ -303,20 +332,21 @@ class AskingTool:
         server: main.Server,
         name: str,
         description: str,
-        rounds: list[list[Question]],
+        rounds: Rounds,
         finish: Callable[[dict[str, Any]], str],
         *,
         only_declared: bool = False,
+        schema: dict[str, Any] | None = None,
     ) -> None:
         self.server = server
-        self.descriptor = {"name": name, "description": description, "inputSchema": EMPTY_SCHEMA}
+        self.descriptor = {"name": name, "description": description, "inputSchema": schema or EMPTY_SCHEMA}
         self.rounds = rounds
         self.finish = finish
         self.only_declared = only_declared
 
-    def questions(self, call: main.ToolCall, index: int) -> list[Question]:
+    def questions(self, call: main.ToolCall, rounds: list[list[Question]], index: int) -> list[Question]:
         """Round `index`'s questions for this request's client, or -32021 naming what it lacks."""
-        wanted = self.rounds[index]
+        wanted = rounds[index]
         usable = [q for q in wanted if declares(call.meta.capabilities, q.method)]
         if self.only_declared and usable:
             return usable
@@ -330,31 +360,34 @@ class AskingTool:
 
     def call(self, call: main.ToolCall) -> dict[str, Any]:
         """First call: ask round 0. Retry: verify the state, then ask again, ask on, or finish."""
-        arguments = read_arguments(call, EMPTY_SCHEMA)
+        arguments = read_arguments(call, self.descriptor["inputSchema"])
+        rounds = self.rounds(arguments) if callable(self.rounds) else self.rounds
         scope = main.Scope((), {"arguments": main.digest(arguments)})
         if call.state is None:
-            return self.ask(call, scope, 0, {})
-        phases = {f"round-{i}" for i in range(len(self.rounds))}
+            return self.ask(call, scope, rounds, 0, {})
+        phases = {f"round-{i}" for i in range(len(rounds))}
         state = self.server.confirmations.verify(call, scope, phases)  # tampered, replayed, foreign: -32602
         index = int(state.phase.removeprefix("round-"))
-        asked = self.questions(call, index)
+        asked = self.questions(call, rounds, index)
         told = dict(state.extra)
         for question in asked:
             answer = read_response(call.responses, question)
             if answer is None:
-                return self.ask(call, scope, index, told, follows=state)  # not answered: ask again
+                return self.ask(call, scope, rounds, index, told, follows=state)  # not answered: ask again
             if isinstance(answer, str):  # declined or cancelled: the flow ends here
                 self.server.confirmations.consume(call.principal, state)
                 return complete([text(f"The user chose {answer}; nothing further was done.")])
             told[question.key] = answer
-        if index + 1 < len(self.rounds):
-            return self.ask(call, scope, index + 1, told, follows=state)
+        if index + 1 < len(rounds):
+            return self.ask(call, scope, rounds, index + 1, told, follows=state)
         self.server.confirmations.consume(call.principal, state)
         return complete([text(self.finish(told))])
 
-    def ask(self, call: main.ToolCall, scope: main.Scope, index: int, told: dict[str, Any], follows: main.StatePayload | None = None) -> dict[str, Any]:
+    def ask(
+        self, call: main.ToolCall, scope: main.Scope, rounds: list[list[Question]], index: int, told: dict[str, Any], follows: main.StatePayload | None = None
+    ) -> dict[str, Any]:
         """input_required with round `index`'s questions and a signed state carrying what was told."""
-        requests = {q.key: q.request for q in self.questions(call, index)}
+        requests = {q.key: q.request for q in self.questions(call, rounds, index)}
         return self.server.confirmations.ask(call, scope, f"round-{index}", requests, [], told, follows=follows)
 
 
@@ -387,6 +420,86 @@ def asking_tools(server: main.Server) -> list[AskingTool]:
             lambda t: "Answered: " + ", ".join(sorted(t)), only_declared=True),
         ask("test_streaming_elicitation", "Asks the user's name as input_required, never as a request on the stream.", [[name]],
             lambda t: f"Hello, {t['user_name']['name']}!"),
+    ]  # fmt: skip
+
+
+# =====================================================================================
+# Tools the 2025-11-25 suite calls: live requests there, input_required here
+# =====================================================================================
+#
+# These ask through input_required like the tools above; the legacy adapter turns each
+# question into a live sampling/createMessage or elicitation/create on the call's stream
+# and its answer into inputResponses, so both eras go through one confirmation cycle.
+
+LOG_STEPS = ("Tool execution started", "Tool processing data", "Tool execution completed")
+
+
+def with_logging(call: main.ToolCall, args: dict[str, Any]) -> dict[str, Any]:
+    """Three info log messages ahead of the result, where the transport carries notifications.
+
+    The core passes no per-request log level to tools, so the level is applied where it
+    is known: by the legacy session (logging/setLevel) before it relays them.
+    """
+    if call.notify is not None:
+        for step in LOG_STEPS:
+            params = {"level": "info", "logger": "test_tool_with_logging", "data": step}
+            call.notify({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
+    return complete([text("Logging complete: 3 messages sent.")])
+
+
+def string_argument(name: str, description: str) -> dict[str, Any]:
+    """An inputSchema taking one required string argument."""
+    return {"type": "object", "properties": {name: {"type": "string", "description": description}}, "required": [name], "additionalProperties": False}
+
+
+def titled(prefix: str, titles: list[str]) -> list[dict[str, str]]:
+    """`[{const: prefix1, title: titles[0]}, ...]` for titled single- and multi-selects."""
+    return [{"const": f"{prefix}{i}", "title": title} for i, title in enumerate(titles, 1)]
+
+
+DEFAULTS_FORM = {
+    "name": {"type": "string", "default": "John Doe"},
+    "age": {"type": "integer", "default": 30},
+    "score": {"type": "number", "default": 95.5},
+    "status": {"type": "string", "enum": ["active", "inactive", "pending"], "default": "active"},
+    "verified": {"type": "boolean", "default": True},
+}
+ENUMS_FORM = {
+    "untitledSingle": {"type": "string", "enum": ["option1", "option2", "option3"]},
+    "titledSingle": {"type": "string", "oneOf": titled("value", ["First Option", "Second Option", "Third Option"])},
+    "legacyEnum": {"type": "string", "enum": ["opt1", "opt2", "opt3"], "enumNames": ["Option One", "Option Two", "Option Three"]},
+    "untitledMulti": {"type": "array", "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+    "titledMulti": {"type": "array", "items": {"anyOf": titled("value", ["First Choice", "Second Choice", "Third Choice"])}},
+}
+USER_INFO_FORM = {
+    "username": {"type": "string", "description": "User's response"},
+    "email": {"type": "string", "description": "User's email address"},
+}
+
+
+def completed(key: str) -> Callable[[dict[str, Any]], str]:
+    """The finishing text of a form fixture: the accepted content, as the suite describes it."""
+    return lambda told: f"Elicitation completed: action=accept, content={json.dumps(told[key], sort_keys=True)}"
+
+
+def legacy_era_tools(server: main.Server) -> list[Fixture | AskingTool]:
+    """The tools only the 2025-11-25 suite calls (listed in both eras, like every fixture)."""
+    def ask(tool_name: str, description: str, rounds: Rounds, finish: Callable[[dict[str, Any]], str], **kw: Any) -> AskingTool:
+        return AskingTool(server, tool_name, description, rounds, finish, **kw)
+
+    return [
+        tool("test_tool_with_logging", "Sends three info log messages, then completes.", with_logging),
+        ask("test_sampling", "Asks the client's model the given prompt.",
+            lambda a: [[sample("llm_answer", a["prompt"][:MAX_ANSWER_TEXT], 100)]],
+            lambda t: "LLM response: " + t["llm_answer"]["text"], schema=string_argument("prompt", "The prompt to send to the LLM")),
+        ask("test_elicitation", "Asks the user for a username and an email address.",
+            lambda a: [[form_of("user_info", a["message"][:MAX_ANSWER_TEXT], USER_INFO_FORM, ["username", "email"])]],
+            lambda t: f"User response: action=accept, content={json.dumps(t['user_info'], sort_keys=True)}",
+            schema=string_argument("message", "The message to show the user")),
+        ask("test_elicitation_sep1034_defaults", "Asks a form whose every field has a default.",
+            [[form_of("defaults", "Please review the defaults", DEFAULTS_FORM)]], completed("defaults")),
+        ask("test_elicitation_sep1330_enums", "Asks a form with every kind of enum field.",
+            [[form_of("enums", "Please pick your options", ENUMS_FORM)]], completed("enums")),
     ]  # fmt: skip
 
 
@@ -488,6 +601,11 @@ RESOURCES: dict[str, dict[str, Any]] = {
         "listing": {"uri": "test://static-binary", "name": "static-binary", "description": "A static PNG image.", "mimeType": "image/png"},
         "contents": {"uri": "test://static-binary", "mimeType": "image/png", "blob": PNG_BASE64},
     },
+    # The resource the 2025-11-25 suite subscribes to (its content never changes).
+    "test://watched-resource": {
+        "listing": {"uri": "test://watched-resource", "name": "watched-resource", "description": "A resource to subscribe to.", "mimeType": "text/plain"},
+        "contents": {"uri": "test://watched-resource", "mimeType": "text/plain", "text": "Watched resource content."},
+    },
 }
 TEMPLATE = {
     "uriTemplate": "test://template/{id}/data",
@@ -560,7 +678,7 @@ def complete_argument(server: main.Server, request: main.Envelope, meta: main.Re
 
 def install(server: main.Server) -> None:
     """Register every fixture tool, prompt, resource and completion on `server`."""
-    for fixture in [*plain_tools(), *asking_tools(server)]:
+    for fixture in [*plain_tools(), *asking_tools(server), *legacy_era_tools(server)]:
         server.add_tool(fixture)
     server.add_method("prompts/list", list_prompts, capability="prompts")
     server.add_method("prompts/get", get_prompt, capability="prompts")

@@ -12,12 +12,19 @@ translated here (a message without `method` is then a response from the client):
 
     initialize        the negotiated version, the core's capabilities and instructions
     ping              {}
+    logging/setLevel  {}; the level is kept by the session and filters relayed log messages
+    resources/(un)subscribe  {} for a resource the core can read; nothing is tracked, since
+                      no resource of the core ever changes (no update is ever due)
     tools/list        the core's tools/list without resultType, cache hints or modern _meta
     tools/call        the core's tools/call on a worker thread; each `input_required` form
-                      becomes a live `elicitation/create` request to the client (its id is
-                      the inputRequests key, `delete_choice`, then `delete_choice#2`, ...),
-                      and the client's answer goes back to the core as `inputResponses`
-                      with the echoed `requestState`, until the core's result is complete
+                      or sampling request becomes a live `elicitation/create` or
+                      `sampling/createMessage` request to the client (its id is the
+                      inputRequests key, `delete_choice`, then `delete_choice#2`, ...), and
+                      the client's answer goes back to the core as `inputResponses` with
+                      the echoed `requestState`, until the core's result is complete; the
+                      tool's progress and log notifications go to the client before it
+    any other method  of the core's dispatch table (prompts/*, resources/*, completion/...):
+                      forwarded as a modern request, its result shaped like tools/list's
 
 The legacy session (negotiated version, the client's capabilities, its roots, calls in
 flight, requests this adapter sent) lives in one LegacySession; the core keeps none
@@ -59,6 +66,13 @@ GONE_POLL_SECONDS = 0.25  # how often a wait checks whether the carrier's peer w
 CLOSE_GRACE_SECONDS = 5.0  # close() waits this long for each worker to finish
 
 INTERNAL_ID_PREFIX = "legacy-internal-"  # ids of the requests the adapter hands the core
+# Never forwarded: 2025-11-25 has initialize instead of discover, and no listen stream.
+MODERN_ONLY_METHODS = ("server/discover", "subscriptions/listen")
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")  # least severe first
+RELAYED_NOTIFICATIONS = ("notifications/progress", "notifications/message")  # what a tool may send ahead of its result
+SAMPLING_KEYS = ("messages", "modelPreferences", "systemPrompt", "includeContext", "temperature", "maxTokens", "stopSequences", "metadata")
+SAMPLING_RESULT_KEYS = ("role", "content", "model", "stopReason")
+ASKED_WHAT = {"elicitation/create": "form", "sampling/createMessage": "sampling request"}
 MODERN_ONLY_RESULT_KEYS = ("resultType", "ttlMs", "cacheScope")
 LEGACY_TOOL_KEYS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations", "icons", "execution", "_meta")
 RESERVED_META_PREFIX = "io.modelcontextprotocol/"
@@ -67,6 +81,10 @@ ELICIT_ACTIONS = ("accept", "decline", "cancel")
 NEEDS_ELICITATION = (
     "This tool asks the user through elicitation ({modes} mode), which this client did not declare in "
     "initialize; nothing was changed. Use a client that supports it."
+)
+NEEDS_CAPABILITY = (
+    "This tool needs the client's {names} capability, which this client did not declare in initialize; "
+    "nothing was changed. Use a client that supports it."
 )
 BUSY_FORMS = f"Too many forms are waiting for an answer in this session (at most {MAX_PENDING_ELICITATIONS}); nothing was changed."
 BUSY = f"Too many tool calls are in progress (at most {MAX_CONCURRENT_LEGACY_CALLS}); nothing was changed. Try again."
@@ -80,15 +98,18 @@ def is_modern(message: dict[str, Any]) -> bool:
 
 
 def core_capabilities(declared: dict[str, Any]) -> dict[str, Any]:
-    """The modern clientCapabilities for a legacy client's declared ones: elicitation modes only."""
+    """The modern clientCapabilities for a legacy client's declared ones: elicitation modes and sampling."""
     elicitation = declared.get("elicitation")
     modes: dict[str, Any] = {}
     if main.supports_form_elicitation(declared):
         modes["form"] = {}  # `{}` means form, in 2025-11-25 as in 2026-07-28
     if isinstance(elicitation, dict) and isinstance(elicitation.get("url"), dict):
         modes["url"] = {}
+    capabilities: dict[str, Any] = {"elicitation": modes} if modes else {}
+    if isinstance(declared.get("sampling"), dict):
+        capabilities["sampling"] = {}  # this adapter relays the request's basic fields only
     # Roots are not passed on: the core never sees them, so they cannot steer it.
-    return {"elicitation": modes} if modes else {}
+    return capabilities
 
 
 def legacy_result(result: dict[str, Any]) -> dict[str, Any]:
@@ -107,6 +128,14 @@ def required_modes(data: Any) -> str:
     required = data.get("requiredCapabilities") if isinstance(data, dict) else None
     elicitation = required.get("elicitation") if isinstance(required, dict) else None
     return " or ".join(sorted(elicitation)) if isinstance(elicitation, dict) and elicitation else "form"
+
+
+def needs_text(data: Any) -> str:
+    """The tool error text for a -32021: the elicitation modes, or the other capabilities it names."""
+    required = data.get("requiredCapabilities") if isinstance(data, dict) else None
+    if isinstance(required, dict) and required and "elicitation" not in required:
+        return NEEDS_CAPABILITY.format(names=" and ".join(sorted(map(str, required))))
+    return NEEDS_ELICITATION.format(modes=required_modes(data))
 
 
 def tool_error(text: str) -> dict[str, Any]:
@@ -170,6 +199,7 @@ class LegacySession:
         self._timeout = elicitation_timeout
         self._lock = threading.Lock()  # everything below
         self._capabilities: dict[str, Any] = {}  # what the core is told, derived from initialize
+        self.log_level: str | None = None  # set by logging/setLevel; None: every log message is relayed
         self._wants_roots = False
         self._roots: tuple[main.Path, ...] = ()
         self._roots_request: str | None = None
@@ -189,9 +219,14 @@ class LegacySession:
             "initialize": self._initialize,
             "ping": lambda params: {},
             "tools/list": self._list_tools,
+            "logging/setLevel": self._set_level,
+            "resources/subscribe": self._subscribe,
+            "resources/unsubscribe": self._unsubscribe,
         }
         try:
             handler = handlers.get(request.method)
+            if handler is None and self._forwards(request.method):
+                handler = lambda params: self._forward(request.method, params)  # noqa: E731
             if handler is None:
                 raise main.McpError(main.METHOD_NOT_FOUND, "Method not found")
             return {"jsonrpc": "2.0", "id": request.id, "result": handler(request.params)}
@@ -249,16 +284,22 @@ class LegacySession:
         with self._lock:
             return len(self._outgoing)
 
-    def _modern(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """Run one request through the core as a modern client with this session's capabilities."""
+    def _modern(self, method: str, params: dict[str, Any], progress: Any = None, notify: main.Notify | None = None) -> dict[str, Any]:
+        """Run one request through the core as a modern client with this session's capabilities.
+
+        `progress` is the client's progressToken (the same `_meta` key in both eras);
+        `notify` receives the notifications the core sends about this request.
+        """
         meta = {
             main.META_PROTOCOL_VERSION: main.PROTOCOL_VERSION,
             main.META_CLIENT_CAPABILITIES: copy.deepcopy(self._capabilities),
         }
+        if isinstance(progress, str) or (isinstance(progress, int) and not isinstance(progress, bool)):
+            meta["progressToken"] = progress
         with self._lock:
             request_id = f"{INTERNAL_ID_PREFIX}{next(self._ids)}"
         message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {**params, "_meta": meta}}
-        response = self.server.handle(message, self.principal)
+        response = self.server.handle(message, self.principal, notify=notify)
         assert response is not None  # a request with an id always gets a response
         return response
 
@@ -315,6 +356,79 @@ class LegacySession:
         result = legacy_result(response["result"])
         result["tools"] = [{key: value for key, value in tool.items() if key in LEGACY_TOOL_KEYS} for tool in result["tools"]]
         return result
+
+    # ------------------------------------------------------------------ logging, subscriptions, forwarding
+
+    def _set_level(self, params: Any) -> dict[str, Any]:
+        """logging/setLevel: keep the session's minimum level for relayed log messages."""
+        level = params.get("level") if isinstance(params, dict) else None
+        if level not in LOG_LEVELS:
+            raise main.McpError(main.INVALID_PARAMS, "Invalid params: level must be one of " + ", ".join(LOG_LEVELS))
+        with self._lock:
+            self.log_level = level
+        return {}
+
+    def _loud_enough(self, level: Any) -> bool:
+        """True when a log message at `level` passes the session's level (an unknown level never does)."""
+        with self._lock:
+            minimum = self.log_level
+        return level in LOG_LEVELS and (minimum is None or LOG_LEVELS.index(level) >= LOG_LEVELS.index(minimum))
+
+    def _subscribe(self, params: Any) -> dict[str, Any]:
+        """resources/subscribe: {} for a resource the core can read (its own error otherwise)."""
+        self._forward("resources/read", {"uri": self._subscription_uri(params)})
+        # Nothing is kept: no resource of the core changes, so no update is ever due, and a
+        # client subscribing in a loop makes this session hold nothing.
+        return {}
+
+    def _unsubscribe(self, params: Any) -> dict[str, Any]:
+        """resources/unsubscribe: {} (nothing is tracked, so there is nothing to remove)."""
+        self._subscription_uri(params)
+        return {}
+
+    def _subscription_uri(self, params: Any) -> str:
+        """The uri of a (un)subscribe; -32601 without core resources, -32602 without a uri."""
+        if "resources/read" not in self.server.methods:
+            raise main.McpError(main.METHOD_NOT_FOUND, "Method not found")
+        uri = params.get("uri") if isinstance(params, dict) else None
+        if not isinstance(uri, str) or not 0 < len(uri) <= main.MAX_URI_LENGTH:
+            raise main.McpError(main.INVALID_PARAMS, f"Invalid params: uri must be a string of 1..{main.MAX_URI_LENGTH} characters")
+        return uri
+
+    def _forwards(self, method: str) -> bool:
+        """True for a core method this session serves by forwarding (not tools/*, not modern-only)."""
+        return method in self.server.methods and method not in MODERN_ONLY_METHODS and not method.startswith("tools/")
+
+    def _forward(self, method: str, params: Any) -> dict[str, Any]:
+        """A core method run as a modern request, its result in 2025-11-25 shape; core errors pass."""
+        if params is not None and not isinstance(params, dict):
+            raise main.McpError(main.INVALID_PARAMS, "Invalid params: params must be an object")
+        params = params or {}
+        meta = params.get("_meta")
+        # The client's own _meta never reaches the core: reserved keys in it could claim
+        # capabilities or a version this session did not negotiate. Only progressToken,
+        # the same key in both eras, is carried over (by _modern, after checking it).
+        body = {key: value for key, value in params.items() if key != "_meta"}
+        response = self._modern(method, body, meta.get("progressToken") if isinstance(meta, dict) else None)
+        if "error" in response:
+            error = response["error"]
+            raise main.McpError(error["code"], error["message"], error.get("data"))
+        result = response["result"]
+        if result.get("resultType") == "input_required":
+            # Only tools/call has a loop that asks the client: a prompt that needs input
+            # cannot be answered on this era's one request/response.
+            raise main.McpError(main.INVALID_REQUEST, f"Invalid Request: {method} needs input, which this server asks for in tools/call only")
+        return legacy_result(result)
+
+    def _relayed(self, notes: list[dict[str, Any]]) -> Generator[dict[str, Any], None, None]:
+        """The core's notifications about a call, in 2025-11-25 shape; log messages below the session's level are dropped."""
+        for note in notes:
+            params = note.get("params")
+            if note.get("method") not in RELAYED_NOTIFICATIONS or not isinstance(params, dict):
+                continue
+            if note["method"] == "notifications/message" and not self._loud_enough(params.get("level")):
+                continue
+            yield {"jsonrpc": "2.0", "method": note["method"], "params": legacy_result(params)}
 
     # ------------------------------------------------------------------ roots (hints only)
 
@@ -443,12 +557,17 @@ class LegacySession:
             raise main.McpError(main.INVALID_PARAMS, "Invalid params: params must be an object")
         # Only name and arguments: a legacy client does not drive the MRTR fields itself.
         base = {key: params[key] for key in ("name", "arguments") if key in params}
-        response = self._modern("tools/call", base)
+        meta = params.get("_meta")
+        progress = meta.get("progressToken") if isinstance(meta, dict) else None
+        notes: list[dict[str, Any]] = []
+        response = self._modern("tools/call", base, progress, notes.append)
         for round_number in itertools.count():
+            yield from self._relayed(notes)
+            notes.clear()
             if "error" in response:
                 error = response["error"]
                 if error["code"] == main.MISSING_REQUIRED_CLIENT_CAPABILITY:
-                    return tool_error(NEEDS_ELICITATION.format(modes=required_modes(error.get("data"))))
+                    return tool_error(needs_text(error.get("data")))
                 if round_number:
                     # The arguments were fine; the confirmation was not (expired, or an
                     # answer outside the form). A refusal changes nothing.
@@ -468,22 +587,24 @@ class LegacySession:
             if isinstance(answers, str):
                 return tool_error(answers)
             retry = {**base, "requestState": result.get("requestState"), "inputResponses": answers}
-            response = self._modern("tools/call", retry)
+            response = self._modern("tools/call", retry, progress, notes.append)
         raise AssertionError("unreachable")
 
     def _ask_client(self, call: LegacyCall, requests: Any, gone: threading.Event | None) -> Generator[dict[str, Any], None, dict[str, Any] | str]:
-        """Each form in inputRequests asked as a live elicitation/create: the answers, or why not."""
+        """Each form or sampling request in inputRequests asked live: the answers, or why not."""
         if not isinstance(requests, dict) or not requests:
             return "The tool asked for input it did not describe; nothing was changed."
         answers: dict[str, Any] = {}
         declared = self._capabilities.get("elicitation", {})
         for key, asked in requests.items():
+            method = asked.get("method") if isinstance(asked, dict) else None
             params = asked.get("params") if isinstance(asked, dict) else None
-            mode = params.get("mode", "form") if isinstance(params, dict) else None
-            if mode not in declared or asked.get("method") != "elicitation/create":  # type: ignore[union-attr]
+            mode = params.get("mode", "form") if isinstance(params, dict) and method == "elicitation/create" else None
+            if method == "sampling/createMessage" and "sampling" in self._capabilities and isinstance(params, dict):
+                legacy_params = {name: params[name] for name in SAMPLING_KEYS if name in params}
+            elif mode not in declared:
                 return "The tool needs input this adapter cannot ask this client for; nothing was changed."
-            assert isinstance(params, dict)
-            if mode == "form":
+            elif mode == "form":
                 legacy_params = {"mode": "form", "message": params.get("message"), "requestedSchema": params.get("requestedSchema")}
             else:
                 # 2025-11-25 requires an elicitationId on URL mode; 2026-07-28 makes it optional.
@@ -494,27 +615,28 @@ class LegacySession:
                     "url": params.get("url"),
                     "elicitationId": elicitation_id if isinstance(elicitation_id, str) else secrets.token_urlsafe(16),
                 }
-            answer = yield from self._elicit(call, key, legacy_params, gone)
+            answer = yield from self._ask(call, key, method, legacy_params, gone)
             if isinstance(answer, str):
                 return answer
             answers[key] = answer
         return answers
 
-    def _elicit(self, call: LegacyCall, key: str, params: dict[str, Any], gone: threading.Event | None) -> Generator[dict[str, Any], None, dict[str, Any] | str]:
-        """Send one elicitation/create and wait (bounded) for it: an ElicitResult, or why not."""
+    def _ask(self, call: LegacyCall, key: str, method: str, params: dict[str, Any], gone: threading.Event | None) -> Generator[dict[str, Any], None, dict[str, Any] | str]:
+        """Send one elicitation/create or sampling/createMessage and wait (bounded): its result, or why not."""
+        what = ASKED_WHAT[method]
         with self._lock:
             if call.cancelled or self._closed:
                 raise _Abandoned()
-            waiting = sum(1 for outgoing in self._outgoing.values() if outgoing.method == "elicitation/create")
+            waiting = sum(1 for outgoing in self._outgoing.values() if outgoing.method in ASKED_WHAT)
             if waiting >= MAX_PENDING_ELICITATIONS:
                 # Each waiting form holds a table entry and (on HTTP) a stream: a client that
                 # never answers cannot make the session hold more than this.
                 return BUSY_FORMS
             request_id = self._outgoing_id(key)
-            outgoing = self._outgoing[request_id] = Outgoing("elicitation/create")
+            outgoing = self._outgoing[request_id] = Outgoing(method)
             call.waiting_on = request_id
         try:
-            yield {"jsonrpc": "2.0", "id": request_id, "method": "elicitation/create", "params": params}
+            yield {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
             answered = self._wait(outgoing, gone)
         finally:
             with self._lock:
@@ -526,20 +648,27 @@ class LegacySession:
             raise _Abandoned()
         if abandoned or not answered:
             # Tell the client to take the form down: nobody will read its answer.
-            reason = "the tool call was cancelled" if abandoned else "the form timed out"
+            reason = "the tool call was cancelled" if abandoned else f"the {what} timed out"
             yield {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id, "reason": reason}}
             if abandoned:
                 raise _Abandoned()
-            return "The form was not answered in time; nothing was changed."
+            return f"The {what} was not answered in time; nothing was changed."
         response = outgoing.response
+        malformed = f"The client's answer to the {what} was malformed; nothing was changed."
         if response is None:
-            return "The client's answer to the form was malformed; nothing was changed."
+            return malformed
         if "error" in response:
-            self._log(f"legacy: the client refused elicitation/create {request_id}: {repr(response['error'])[:200]}")
-            return "The client could not show the form; nothing was changed."
+            self._log(f"legacy: the client refused {method} {request_id}: {repr(response['error'])[:200]}")
+            return f"The client could not answer the {what}; nothing was changed."
         result = response["result"]
+        if method == "sampling/createMessage":
+            # The core checks the content it needs; here only the shape, and only the
+            # result's own fields go on (no _meta from the client reaches the core).
+            if not isinstance(result.get("content"), (dict, list)):
+                return malformed
+            return {name: result[name] for name in SAMPLING_RESULT_KEYS if name in result}
         if result.get("action") not in ELICIT_ACTIONS or ("content" in result and not isinstance(result["content"], dict)):
-            return "The client's answer to the form was malformed; nothing was changed."
+            return malformed
         answer = {"action": result["action"]}
         if "content" in result:
             answer["content"] = result["content"]

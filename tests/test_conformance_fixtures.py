@@ -386,6 +386,68 @@ class InputRequiredTests(FixtureCase):
 
 
 # =====================================================================================
+# Tools the 2025-11-25 suite calls (asked as input_required here, live by the legacy adapter)
+# =====================================================================================
+
+
+class LegacyEraToolTests(FixtureCase):
+    def retry_with(self, name: str, arguments: dict[str, Any], responses: dict[str, Any]) -> dict[str, Any]:
+        """First call, then its retry with these answers: the retry's whole response."""
+        first = self.call(name, arguments)
+        extra = {"inputResponses": responses, "requestState": first["requestState"]}
+        return self.send("tools/call", {"name": name, "arguments": arguments, **extra})
+
+    def test_the_logging_tool_sends_three_info_messages_through_notify(self) -> None:
+        self.assertFalse(self.call("test_tool_with_logging", {})["isError"])
+        self.assertEqual([(e["method"], e["params"]["level"], e["params"]["data"]) for e in self.events],
+                         [("notifications/message", "info", step) for step in fixtures.LOG_STEPS])  # fmt: skip
+
+    def test_sampling_asks_the_callers_prompt_cut_to_the_limit(self) -> None:
+        for length, kept in ((fixtures.MAX_ANSWER_TEXT, fixtures.MAX_ANSWER_TEXT), (fixtures.MAX_ANSWER_TEXT + 1, fixtures.MAX_ANSWER_TEXT)):
+            with self.subTest(length=length):
+                first = self.call("test_sampling", {"prompt": "p" * length})
+                asked = first["inputRequests"]["llm_answer"]["params"]
+                self.assertEqual((asked["messages"][0]["content"]["text"], asked["maxTokens"]), ("p" * kept, 100))
+        final = self.retry_with("test_sampling", {"prompt": "Q"}, {"llm_answer": sampled("A")})["result"]
+        self.assertEqual(final["content"][0]["text"], "LLM response: A")
+
+    def test_a_state_for_one_prompt_is_refused_for_another(self) -> None:
+        first = self.call("test_sampling", {"prompt": "one"})
+        extra = {"inputResponses": {"llm_answer": sampled("A")}, "requestState": first["requestState"]}
+        error = self.error("tools/call", {"name": "test_sampling", "arguments": {"prompt": "two"}, **extra})
+        self.assertEqual(error["code"], main.INVALID_PARAMS)
+
+    def test_the_tools_with_arguments_need_them(self) -> None:
+        for name in ("test_sampling", "test_elicitation"):
+            with self.subTest(name=name):
+                self.assertIs(self.call(name, {})["isError"], True)
+
+    def test_the_defaults_form_keeps_every_typed_field_and_drops_others(self) -> None:
+        content = {"name": "Jane", "age": 25, "score": 88.5, "status": "inactive", "verified": False}
+        final = self.retry_with("test_elicitation_sep1034_defaults", {}, {"defaults": accept({**content, "extra": "x" * 50})})
+        self.assertEqual(final["result"]["content"][0]["text"], "Elicitation completed: action=accept, content=" + json.dumps(content, sort_keys=True))
+
+    def test_a_defaults_answer_of_the_wrong_type_is_invalid_params(self) -> None:
+        for bad in ({"age": 2.5}, {"age": True}, {"score": "high"}, {"status": "gone"}, {"verified": "yes"}):
+            with self.subTest(bad=bad):
+                self.assertEqual(self.retry_with("test_elicitation_sep1034_defaults", {}, {"defaults": accept(bad)})["error"]["code"], main.INVALID_PARAMS)
+
+    def test_the_enums_form_accepts_each_enum_kind_and_refuses_values_outside_them(self) -> None:
+        good = {"untitledSingle": "option1", "titledSingle": "value1", "legacyEnum": "opt1", "untitledMulti": ["option1", "option2"], "titledMulti": ["value1", "value2"]}
+        self.assertIn("result", self.retry_with("test_elicitation_sep1330_enums", {}, {"enums": accept(good)}))
+        for bad in ({"titledSingle": "value9"}, {"untitledMulti": ["option9"]}, {"titledMulti": "value1"}, {"legacyEnum": "Option One"}):
+            with self.subTest(bad=bad):
+                self.assertEqual(self.retry_with("test_elicitation_sep1330_enums", {}, {"enums": accept(bad)})["error"]["code"], main.INVALID_PARAMS)
+
+    def test_a_multi_select_answer_longer_than_the_limit_is_cut_to_the_limit(self) -> None:
+        for length, kept in ((fixtures.MAX_ANSWER_ITEMS, fixtures.MAX_ANSWER_ITEMS), (fixtures.MAX_ANSWER_ITEMS + 1, fixtures.MAX_ANSWER_ITEMS)):
+            with self.subTest(length=length):
+                final = self.retry_with("test_elicitation_sep1330_enums", {}, {"enums": accept({"untitledMulti": ["option1"] * length})})
+                text = final["result"]["content"][0]["text"]
+                self.assertEqual(json.loads(text.split("content=", 1)[1]), {"untitledMulti": ["option1"] * kept})
+
+
+# =====================================================================================
 # Prompts, resources and completions
 # =====================================================================================
 
@@ -447,7 +509,7 @@ class ResourceTests(FixtureCase):
 
     def test_resources_list_puts_a_readable_text_resource_first_with_cache_hints(self) -> None:
         result = self.result("resources/list", {})
-        self.assertEqual([r["uri"] for r in result["resources"]], ["test://static-text", "test://static-binary"])
+        self.assertEqual([r["uri"] for r in result["resources"]], ["test://static-text", "test://static-binary", "test://watched-resource"])
         self.assertEqual((result["ttlMs"], result["cacheScope"]), (fixtures.LIST_TTL_MS, "public"))
         self.assertIn("text", self.read(result["resources"][0]["uri"])["result"]["contents"][0])
 

@@ -8,6 +8,7 @@ import unittest
 from typing import Any
 
 import support
+import conformance_fixtures as fixtures
 import main
 import legacy
 import procs
@@ -510,10 +511,222 @@ class LegacyShapeTests(unittest.TestCase):
         self.assertEqual(legacy.legacy_result(modern), {"content": [], "_meta": {"x/y": 1}})
         self.assertEqual(json.dumps(modern["_meta"][main.META_SERVER_INFO]), "{}")  # the input is not mutated
 
-    def test_core_capabilities_carry_elicitation_modes_and_never_roots(self) -> None:
+    def test_core_capabilities_carry_elicitation_modes_and_sampling_and_never_roots(self) -> None:
         self.assertEqual(legacy.core_capabilities({"elicitation": {}, "roots": {"listChanged": True}}), {"elicitation": {"form": {}}})
         self.assertEqual(legacy.core_capabilities({"elicitation": {"url": {}}}), {"elicitation": {"url": {}}})
-        self.assertEqual(legacy.core_capabilities({"roots": {}, "sampling": {}}), {})
+        self.assertEqual(legacy.core_capabilities({"roots": {}, "sampling": {"tools": {}}}), {"sampling": {}})
+        self.assertEqual(legacy.core_capabilities({"roots": {}, "sampling": True}), {})
+
+
+# ------------------------------------------------------------------ the core's other methods, logging, notifications, sampling
+
+SUITE_CLIENT = {"sampling": {}, "elicitation": {}}  # what the 2025-11-25 suite's client declares
+MODERN_ONLY_KEYS = ("resultType", "ttlMs", "cacheScope", "_meta")
+
+
+def fixtures_client(test: unittest.TestCase, capabilities: dict[str, Any] | None = None) -> tuple[LegacyClient, MemoryWire, main.Server]:
+    """An initialized legacy client of a server with the conformance fixtures installed."""
+    server = support.make_server()
+    fixtures.install(server)
+    client, wire, _ = memory_client(test, server)
+    client.initialize(capabilities=SUITE_CLIENT if capabilities is None else capabilities)
+    return client, wire, server
+
+
+def sampled(text: str) -> dict[str, Any]:
+    """A 2025-11-25 CreateMessageResult."""
+    return {"role": "assistant", "content": {"type": "text", "text": text}, "model": "test-model", "stopReason": "endTurn"}
+
+
+class LegacyForwardingTests(unittest.TestCase):
+    """Methods of the core's dispatch table are forwarded as modern requests and shaped to 2025-11-25."""
+
+    def setUp(self) -> None:
+        self.client, self.wire, self.server = fixtures_client(self)
+
+    def modern(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        self.client.send(request(method, params, id="modern", capabilities=SUITE_CLIENT))
+        return self.client.response("modern")["result"]
+
+    def test_each_forwarded_result_is_the_cores_without_modern_keys(self) -> None:
+        completion = {"ref": {"type": "ref/prompt", "name": "test_prompt_with_arguments"}, "argument": {"name": "arg1", "value": "test"}}
+        for method, params in (
+            ("prompts/list", {}),
+            ("prompts/get", {"name": "test_prompt_with_arguments", "arguments": {"arg1": "a", "arg2": "b"}}),
+            ("resources/list", {}),
+            ("resources/read", {"uri": "test://static-binary"}),
+            ("resources/templates/list", {}),
+            ("completion/complete", completion),
+        ):
+            with self.subTest(method=method):
+                shaped = self.client.call(method, params)["result"]
+                modern = self.modern(method, params)
+                self.assertEqual(modern["resultType"], "complete")  # the core's own answer is unchanged
+                self.assertEqual(shaped, {key: value for key, value in modern.items() if key not in MODERN_ONLY_KEYS})
+
+    def test_a_core_error_reaches_the_client_unchanged(self) -> None:
+        error = self.client.call("resources/read", {"uri": "test://nope"})["error"]
+        self.assertEqual((error["code"], error["data"]), (main.INVALID_PARAMS, {"uri": "test://nope"}))
+
+    def test_the_clients_own_meta_never_claims_capabilities_for_it(self) -> None:
+        client, _, _ = fixtures_client(self, capabilities={})
+        # (With the protocol version too, the request would be modern and answered statelessly.)
+        claimed = {main.META_CLIENT_CAPABILITIES: {"elicitation": {}}}
+        error = client.call("prompts/get", {"name": "test_input_required_result_prompt", "_meta": claimed})["error"]
+        self.assertEqual(error["code"], main.MISSING_REQUIRED_CLIENT_CAPABILITY)
+
+    def test_a_forwarded_request_that_needs_input_is_refused_and_asks_nothing(self) -> None:
+        error = self.client.call("prompts/get", {"name": "test_input_required_result_prompt"})["error"]
+        self.assertEqual(error["code"], main.INVALID_REQUEST)
+        self.assertEqual((self.client.held, self.wire.session.pending()), ([], 0))
+
+    def test_modern_only_methods_are_not_forwarded(self) -> None:
+        for method in ("server/discover", "subscriptions/listen"):
+            with self.subTest(method=method):
+                self.assertEqual(self.client.call(method, {})["error"]["code"], main.METHOD_NOT_FOUND)
+
+    def test_params_that_are_not_an_object_are_invalid_params(self) -> None:
+        self.assertEqual(self.client.call("prompts/list", ["x"])["error"]["code"], main.INVALID_PARAMS)
+
+
+class LegacySubscriptionTests(unittest.TestCase):
+    """resources/subscribe and unsubscribe: {} for a resource the core can read, nothing kept."""
+
+    def test_subscribe_and_unsubscribe_to_a_readable_resource_answer_empty(self) -> None:
+        client, _, _ = fixtures_client(self)
+        self.assertEqual(client.call("resources/subscribe", {"uri": "test://watched-resource"})["result"], {})
+        self.assertEqual(client.call("resources/unsubscribe", {"uri": "test://watched-resource"})["result"], {})
+
+    def test_subscribing_to_an_unknown_resource_is_the_cores_invalid_params(self) -> None:
+        client, _, _ = fixtures_client(self)
+        error = client.call("resources/subscribe", {"uri": "test://nope"})["error"]
+        self.assertEqual((error["code"], error["data"]), (main.INVALID_PARAMS, {"uri": "test://nope"}))
+
+    def test_a_uri_up_to_the_limit_is_looked_up_and_a_longer_one_is_refused_unread(self) -> None:
+        client, _, _ = fixtures_client(self)
+        at_limit = "test://" + "a" * (main.MAX_URI_LENGTH - len("test://"))
+        self.assertEqual(client.call("resources/subscribe", {"uri": at_limit})["error"]["data"], {"uri": at_limit})
+        for method in ("resources/subscribe", "resources/unsubscribe"):
+            for params in ({"uri": at_limit + "a"}, {}, {"uri": 5}):
+                with self.subTest(method=method, params=params):
+                    error = client.call(method, params)["error"]
+                    self.assertEqual(error["code"], main.INVALID_PARAMS)
+                    self.assertNotIn("data", error)  # refused before the core was asked
+
+    def test_without_core_resources_subscribe_is_method_not_found(self) -> None:
+        client, _, _ = memory_client(self)
+        client.initialize()
+        for method in ("resources/subscribe", "resources/unsubscribe"):
+            with self.subTest(method=method):
+                self.assertEqual(client.call(method, {"uri": "test://watched-resource"})["error"]["code"], main.METHOD_NOT_FOUND)
+
+
+class LegacyLoggingTests(unittest.TestCase):
+    """logging/setLevel is the session's: it answers {} and filters the log messages a tool sends."""
+
+    def test_set_level_answers_empty_and_keeps_the_level_for_the_session(self) -> None:
+        client, wire, _ = fixtures_client(self)
+        self.assertIsNone(wire.session.log_level)
+        self.assertEqual(client.call("logging/setLevel", {"level": "debug"})["result"], {})
+        self.assertEqual(wire.session.log_level, "debug")
+
+    def test_an_unknown_level_is_invalid_params_and_the_level_stays(self) -> None:
+        client, wire, _ = fixtures_client(self)
+        client.call("logging/setLevel", {"level": "warning"})
+        for params in ({"level": "loud"}, {"level": "WARNING"}, {}, None):
+            with self.subTest(params=params):
+                self.assertEqual(client.call("logging/setLevel", params)["error"]["code"], main.INVALID_PARAMS)
+        self.assertEqual(wire.session.log_level, "warning")
+
+    def test_a_tools_log_messages_reach_the_client_in_order_before_its_result(self) -> None:
+        client, wire, _ = fixtures_client(self)
+        client.call("logging/setLevel", {"level": "debug"})
+        call_id = client.request("tools/call", {"name": "test_tool_with_logging", "arguments": {}})
+        arrived = [wire.receive() for _ in range(4)]
+        self.assertEqual([m.get("method") for m in arrived], ["notifications/message"] * 3 + [None])
+        self.assertEqual([m["params"]["data"] for m in arrived[:3]], list(fixtures.LOG_STEPS))
+        self.assertEqual(arrived[3]["id"], call_id)
+        self.assertNotIn("resultType", arrived[3]["result"])
+
+    def test_messages_at_the_level_are_relayed_and_below_it_are_dropped(self) -> None:
+        for level, relayed in (("info", 3), ("notice", 0)):
+            with self.subTest(level=level):
+                client, _, _ = fixtures_client(self)
+                client.call("logging/setLevel", {"level": level})
+                result = client.call("tools/call", {"name": "test_tool_with_logging", "arguments": {}})["result"]
+                self.assertFalse(result["isError"])
+                self.assertEqual(len(client.held), relayed)
+
+
+class LegacyProgressTests(unittest.TestCase):
+    """Progress a tool sends with the client's progressToken is relayed before the result."""
+
+    def test_progress_carries_the_clients_token_before_the_result(self) -> None:
+        client, _, _ = fixtures_client(self)
+        response = client.call("tools/call", {"name": "test_tool_with_progress", "arguments": {}, "_meta": {"progressToken": "progress-test-1"}})
+        self.assertFalse(response["result"]["isError"])
+        self.assertEqual([m["method"] for m in client.held], ["notifications/progress"] * 3)
+        self.assertEqual([(m["params"]["progressToken"], m["params"]["progress"]) for m in client.held], [("progress-test-1", p) for p in (0, 50, 100)])
+
+    def test_no_progress_without_a_token_or_with_an_illegal_one(self) -> None:
+        client, _, _ = fixtures_client(self)
+        for meta in ({}, {"progressToken": True}, {"progressToken": 1.5}):
+            with self.subTest(meta=meta):
+                client.call("tools/call", {"name": "test_tool_with_progress", "arguments": {}, "_meta": meta})
+                self.assertEqual(client.held, [])
+
+
+class LegacyLiveRequestTests(unittest.TestCase):
+    """A fixture's input_required sampling or form becomes a live request; its answer completes the call."""
+
+    def test_sampling_is_asked_live_and_the_answer_completes_the_call(self) -> None:
+        client, wire, _ = fixtures_client(self)
+        call_id = client.request("tools/call", {"name": "test_sampling", "arguments": {"prompt": "Test prompt for sampling"}})
+        asked = client.server_request("sampling/createMessage")
+        self.assertEqual(asked["params"], {"messages": [{"role": "user", "content": {"type": "text", "text": "Test prompt for sampling"}}], "maxTokens": 100})
+        client.answer(asked, sampled("This is a test response from the client"))
+        result = client.response(call_id)["result"]
+        self.assertEqual(texts(result), "LLM response: This is a test response from the client")
+        self.assertEqual(wire.session.pending(), 0)
+
+    def test_a_client_without_sampling_gets_a_tool_error_and_is_asked_nothing(self) -> None:
+        client, _, _ = fixtures_client(self, capabilities={"elicitation": {}})
+        result = client.call("tools/call", {"name": "test_sampling", "arguments": {"prompt": "p"}})["result"]
+        self.assertIs(result["isError"], True)
+        self.assertIn("sampling", texts(result))
+        self.assertIn("did not declare", texts(result))
+        self.assertEqual(client.held, [])
+
+    def test_a_refused_or_malformed_sampling_answer_is_a_tool_error(self) -> None:
+        client, wire, _ = fixtures_client(self)
+        for answer in ({"error": {"code": -1, "message": "no"}}, {"result": {"content": "text"}}):
+            with self.subTest(answer=answer):
+                call_id = client.request("tools/call", {"name": "test_sampling", "arguments": {"prompt": "p"}})
+                client.answer(client.server_request("sampling/createMessage"), **answer)
+                result = client.response(call_id)["result"]
+                self.assertIs(result["isError"], True)
+                self.assertIn("nothing was changed", texts(result))
+        self.assertEqual(wire.session.pending(), 0)
+
+    def test_a_form_with_defaults_is_asked_live_and_the_accepted_content_comes_back(self) -> None:
+        client, _, _ = fixtures_client(self)
+        call_id = client.request("tools/call", {"name": "test_elicitation_sep1034_defaults", "arguments": {}})
+        form = client.server_request("elicitation/create")
+        self.assertEqual((form["params"]["mode"], form["params"]["requestedSchema"]["properties"]), ("form", fixtures.DEFAULTS_FORM))
+        content = {"name": "Jane Smith", "age": 25, "score": 88, "status": "inactive", "verified": False}
+        client.answer(form, {"action": "accept", "content": content})
+        self.assertEqual(texts(client.response(call_id)["result"]), "Elicitation completed: action=accept, content=" + json.dumps(content, sort_keys=True))
+
+    def test_the_elicitation_fixture_shows_the_callers_message(self) -> None:
+        client, _, _ = fixtures_client(self)
+        call_id = client.request("tools/call", {"name": "test_elicitation", "arguments": {"message": "Please provide your information"}})
+        form = client.server_request("elicitation/create")
+        self.assertEqual(form["params"]["message"], "Please provide your information")
+        self.assertEqual(form["params"]["requestedSchema"]["required"], ["username", "email"])
+        client.answer(form, {"action": "decline"})
+        result = client.response(call_id)["result"]
+        self.assertFalse(result["isError"])
+        self.assertIn("decline", texts(result))
 
 
 class LegacyOverRealStdioTests(unittest.TestCase):

@@ -8,6 +8,7 @@ import unittest
 from typing import Any
 
 import support
+import conformance_fixtures as fixtures
 import main
 import http_server
 import legacy
@@ -264,9 +265,9 @@ class LegacyStreamsDoNotStarveTests(unittest.TestCase):
 class InProcess:
     """A LegacyHttp over an in-memory lesson server, driven with engine Request objects."""
 
-    def __init__(self, test: unittest.TestCase, answer_timeout: float = procs.GUARD) -> None:
+    def __init__(self, test: unittest.TestCase, answer_timeout: float = procs.GUARD, server: main.Server | None = None) -> None:
         self.clock = support.Clock()  # the sessions' idle clock; the core keeps its own
-        self.server = support.make_server()
+        self.server = server or support.make_server()
         self.sessions = legacy_http.LegacyHttp(self.server, clock=self.clock, answer_timeout=answer_timeout, log=support.Log())
         test.addCleanup(self.sessions.close)
         self.test = test
@@ -280,8 +281,8 @@ class InProcess:
         self.last = http_server.Request(method, "/mcp", "HTTP/1.1", headers, body, ("127.0.0.1", 1))
         return self.sessions.route(self.last, principal)
 
-    def initialize(self, principal: str = support.PRINCIPAL) -> str:
-        params = {"protocolVersion": legacy.LATEST_LEGACY_VERSION, "capabilities": FORM_CLIENT, "clientInfo": {"name": "t", "version": "1"}}
+    def initialize(self, principal: str = support.PRINCIPAL, capabilities: dict[str, Any] = FORM_CLIENT) -> str:
+        params = {"protocolVersion": legacy.LATEST_LEGACY_VERSION, "capabilities": capabilities, "clientInfo": {"name": "t", "version": "1"}}
         response = self.route({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}, principal=principal)
         session_id = dict(response.headers)["Mcp-Session-Id"]
         self.test.assertEqual(self.route({"jsonrpc": "2.0", "method": "notifications/initialized"}, session_id, principal).status, 202)
@@ -488,3 +489,55 @@ class RoutingTests(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class FixtureStreamTests(unittest.TestCase):
+    """With the conformance fixtures: notifications and live sampling on the POST's stream, other methods as JSON."""
+
+    def setUp(self) -> None:
+        server = support.make_server()
+        fixtures.install(server)
+        self.app = InProcess(self, server=server)
+        self.session_id = self.app.initialize(capabilities={"sampling": {}, "elicitation": {}})
+
+    def open(self, name: str, arguments: dict[str, Any], **meta: Any) -> Any:
+        """A tools/call that must become a stream: the stream."""
+        message = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": name, "arguments": arguments, "_meta": meta}}
+        response = self.app.route(message, self.session_id)
+        self.assertIsInstance(response, http_server.StreamResponse)
+        self.addCleanup(response.stream.close)
+        return response.stream
+
+    def test_a_tools_progress_goes_on_its_stream_ahead_of_the_result(self) -> None:
+        events = [event(chunk) for chunk in self.open("test_tool_with_progress", {}, progressToken="t-1")]
+        self.assertEqual([e.get("method") for e in events], ["notifications/progress"] * 3 + [None])
+        self.assertEqual({e["params"]["progressToken"] for e in events[:3]}, {"t-1"})
+        self.assertEqual(events[3]["id"], 9)
+        self.assertNotIn("resultType", events[3]["result"])
+
+    def test_a_call_without_notifications_is_still_plain_json(self) -> None:
+        message = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "test_tool_with_progress", "arguments": {}}}
+        response = self.app.route(message, self.session_id)
+        self.assertIsInstance(response, http_server.Response)
+        self.assertEqual(json.loads(response.body)["result"]["content"][0]["text"], "Progress complete.")
+
+    def test_sampling_is_asked_on_the_calls_stream_and_answered_by_a_post(self) -> None:
+        stream = self.open("test_sampling", {"prompt": "Test prompt for sampling"})
+        asked = event(next(stream))
+        self.assertEqual((asked["method"], asked["params"]["maxTokens"]), ("sampling/createMessage", 100))
+        answer = {"role": "assistant", "content": {"type": "text", "text": "Hi"}, "model": "m", "stopReason": "endTurn"}
+        self.assertEqual(self.app.route({"jsonrpc": "2.0", "id": asked["id"], "result": answer}, self.session_id).status, 202)
+        final = event(next(stream))
+        self.assertEqual(final["result"]["content"][0]["text"], "LLM response: Hi")
+        self.assertEqual(list(stream), [])
+        self.assertEqual(self.app.sessions.session(self.session_id).pending(), 0)  # type: ignore[union-attr]
+
+    def test_forwarded_methods_and_set_level_are_answered_with_json(self) -> None:
+        for method, params, expected in (
+            ("logging/setLevel", {"level": "info"}, {}),
+            ("resources/subscribe", {"uri": "test://watched-resource"}, {}),
+            ("prompts/get", {"name": "test_simple_prompt"}, {"description": "A prompt without arguments.", "messages": [{"role": "user", "content": {"type": "text", "text": "This is a simple prompt for testing."}}]}),
+        ):
+            with self.subTest(method=method):
+                response = self.app.route({"jsonrpc": "2.0", "id": 3, "method": method, "params": params}, self.session_id)
+                self.assertEqual((response.status, json.loads(response.body)["result"]), (200, expected))
