@@ -47,6 +47,7 @@ import sys
 import threading
 import time
 import traceback
+import unicodedata
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
@@ -521,11 +522,12 @@ def require_form_elicitation(meta: RequestMeta) -> None:
 
 def choice_options(notes: list[Note]) -> list[dict[str, str]]:
     """A titled single-select's options: each note's id, shown by the title a person knows."""
-    seen = [note.title for note in notes]
-    # Two notes with the same title must still be told apart by the person choosing.
+    # Two notes whose titles render the same (equal, or equal once Unicode-normalized:
+    # "Café" typed as é or as e + combining accent) must still be told apart by the person.
+    shown = [unicodedata.normalize("NFC", note.title) for note in notes]
     return [
-        {"const": note.id, "title": note.title if seen.count(note.title) == 1 else f"{note.title} ({note.id})"}
-        for note in notes
+        {"const": note.id, "title": note.title if shown.count(looks) == 1 else f"{note.title} ({note.id})"}
+        for note, looks in zip(notes, shown)
     ]
 
 

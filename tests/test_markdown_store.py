@@ -515,6 +515,9 @@ class NameAndSizeTests(FolderCase):
         self.assertEqual(len({unicodedata.normalize("NFC", ident) for ident in listed}), 2)
         self.assertIn(nfc + ".md", listed)  # the NFC name is its own id; the NFD one is percent-encoded
         self.assertIn(main.format_file_uri((nfd + ".md",))[len("file:///") :], listed)
+        # In the form, each is shown with its id, as exact duplicates are.
+        options = main.choice_options(self.store().candidates(main.parse_file_uri(self.uri()), "plan"))
+        self.assertEqual([option["title"] for option in options], [f"{listed[option['const']]} ({option['const']})" for option in options])
 
     def test_a_note_with_a_percent_encoded_id_is_deleted_by_that_id(self) -> None:
         nfd = unicodedata.normalize("NFD", "Café plan") + ".md"

@@ -157,10 +157,17 @@ class Driver:
         old_root = self.find("html")
         self.click(button)
         deadline = time.monotonic() + COMMAND_GUARD_SECONDS
-        while self.find("html") == old_root:
+        while self.current_root() in (old_root, None):
             if time.monotonic() > deadline:
                 raise WebDriverError("the form was submitted but no new page arrived")
             time.sleep(NAVIGATION_POLL_SECONDS)
+
+    def current_root(self) -> str | None:
+        """The current document's root element, or None while a navigation has no document yet."""
+        try:
+            return self.find("html")
+        except WebDriverError:
+            return None
 
     def switch_to_frame(self, index: int | None) -> None:
         """Enter the index-th child frame, or the top document with None."""
