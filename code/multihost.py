@@ -295,8 +295,9 @@ def _demonstrate(ns: dict[str, str], state: dict[str, Any]) -> int:
         if answer.get("result", {}).get("structuredContent", {}).get("deleted") is True:
             outcomes.append("deleted")
             break
-        outcomes.append(str(answer.get("error", {}).get("code", answer.get("result", {}).get("content")))[:40])
-    say(f"host B retried the same accept: {' '.join(outcomes)}  (-32603 = store busy while A's session held the lock)")
+        result = answer.get("result", {})
+        outcomes.append("busy" if result.get("isError") else str(answer.get("error", {}).get("code", "?")))
+    say(f"host B retried the same accept: {' '.join(outcomes)}  (busy = an isError result while A's session held the lock)")
     check(outcomes[-1:] == ["deleted"] and not present("cutoff-1"), "host B completed the confirmation once the server aborted A's silent transaction")
     run("ip", "link", "set", links["a"][0], "up", ns=ns["pg"])
     agents["a"].send("continue")
