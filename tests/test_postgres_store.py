@@ -6,10 +6,6 @@ import contextlib
 import io
 import json
 import os
-import queue
-import signal
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -17,15 +13,16 @@ import unittest
 from typing import Any
 
 import procs
-from support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call, tps
+from support import PRINCIPAL, WORKSPACE, Clock, accept, call, tps
 
 import main
+import store_workers
 import pg_cluster
 import postgres_store
 from postgres_store import StoreBusy, StoreError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-WORKER = os.path.join(HERE, "pg_worker.py")
+WORKER = os.path.join(HERE, "store_worker.py")
 GUARD_SECONDS = 60.0  # failure guard for a worker that hangs; never the assertion itself
 RACE_ROUNDS = 50
 LOAD_NOTES = 12  # confirmations the load thread settles across a server restart
@@ -289,71 +286,6 @@ class ServerRestart(PgCase):
         self.assertEqual(self.consumed(), {f"load-{i}" for i in range(LOAD_NOTES)})
 
 
-class Worker:
-    """One tests/pg_worker.py process: lines in on stdin, lines out through a reader thread."""
-
-    def __init__(self, case: unittest.TestCase, url: str) -> None:
-        self.case = case
-        self.stderr = tempfile.TemporaryFile()
-        case.addCleanup(self.stderr.close)
-        self.process = subprocess.Popen(
-            [sys.executable, WORKER, url], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True
-        )
-        case.addCleanup(self.stop)
-        self.lines: queue.Queue[str | None] = queue.Queue()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-        self.expect("ready")
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.put(line.rstrip("\n"))
-        self.lines.put(None)
-
-    def next_line(self) -> str:
-        try:
-            line = self.lines.get(timeout=GUARD_SECONDS)
-        except queue.Empty:
-            line = None
-        if line is None:
-            self.stderr.seek(0)
-            self.case.fail("worker produced no line; its stderr:\n" + self.stderr.read()[-4000:].decode(errors="replace"))
-        return line
-
-    def expect(self, wanted: str) -> None:
-        self.case.assertEqual(self.next_line(), wanted)
-
-    def send(self, line: str) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(line + "\n")
-        self.process.stdin.flush()
-
-    def arm(self, command: dict[str, Any]) -> None:
-        self.send(json.dumps(command))
-        self.expect("armed")
-
-    def kill(self) -> None:
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(GUARD_SECONDS)
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait(GUARD_SECONDS)
-        for stream in (self.process.stdin, self.process.stdout):
-            if stream is not None:
-                stream.close()
-        self.reader.join(GUARD_SECONDS)
-
-
-def go(*workers: Worker) -> list[str]:
-    """Release every armed worker together, collect one line from each."""
-    for worker in workers:
-        worker.send("go")
-    return [worker.next_line() for worker in workers]
-
-
 def consume_command(note: main.Note, nonce: str, pause: str | None = None) -> dict[str, Any]:
     return {
         "op": "consume",
@@ -369,14 +301,14 @@ class TwoProcessRace(PgCase):
     def test_two_processes_racing_one_consume_give_one_deleted_and_one_used_every_round(self) -> None:
         store = self.open(seed_notes=race_notes(RACE_ROUNDS))
         notes = {note.id: note for note in store.all()}
-        workers = [Worker(self, self.url), Worker(self, self.url)]
+        workers = [store_workers.Worker(self, WORKER, self.url), store_workers.Worker(self, WORKER, self.url)]
         for round_ in range(RACE_ROUNDS):
             with self.subTest(round=round_):
                 command = consume_command(notes[f"race-{round_:03d}"], f"race-nonce-{round_}")
                 before = self.note_ids()
                 for worker in workers:
                     worker.arm(command)
-                outcomes = sorted(json.loads(line)["settlement"] for line in go(*workers))
+                outcomes = sorted(json.loads(line)["settlement"] for line in store_workers.go(*workers))
                 self.assertEqual(outcomes, ["deleted", "used"])
                 self.assertEqual(self.note_ids(), [i for i in before if i != f"race-{round_:03d}"])
                 self.assertIn(f"race-nonce-{round_}", self.consumed())
@@ -392,9 +324,9 @@ class CrashSafety(PgCase):
         for stage in ("claimed", "deleted"):
             for _ in range(self.ROUNDS):
                 with self.subTest(stage=stage, round=index):
-                    worker = Worker(self, self.url)
+                    worker = store_workers.Worker(self, WORKER, self.url)
                     worker.arm(consume_command(notes[f"race-{index:03d}"], f"crash-{index}", stage))
-                    self.assertEqual(go(worker), [f"inside {stage}"])
+                    self.assertEqual(store_workers.go(worker), [f"inside {stage}"])
                     worker.kill()
                     self.assertFalse(store.is_consumed(f"crash-{index}"))
                     self.assertIn(f"race-{index:03d}", self.note_ids())

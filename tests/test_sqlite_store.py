@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import shutil
-import signal
 import sqlite3
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -19,12 +15,13 @@ from typing import Any
 from support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call, tps
 
 import main
+import store_workers
 import streamable_http
 import sqlite_store
 from sqlite_store import StoreError, open_store
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-WORKER = os.path.join(HERE, "sqlite_worker.py")
+WORKER = os.path.join(HERE, "store_worker.py")
 GUARD_SECONDS = 60.0  # failure guard for a worker that hangs; never the assertion itself
 RACE_ROUNDS = 50
 ALWAYS = lambda note: True  # noqa: E731 - a recheck that accepts every live note
@@ -648,81 +645,11 @@ class FileReplaced(StoreCase):
         self.assertNotIn("note-new", self.note_ids())
 
 
-class Worker:
-    """One tests/sqlite_worker.py process: lines in on stdin, lines out through a reader thread."""
-
-    def __init__(self, case: unittest.TestCase, db_path: str, name: str) -> None:
-        self.case = case
-        self.stderr_path = os.path.join(os.path.dirname(db_path), f"{name}.stderr")
-        self.stderr = open(self.stderr_path, "wb")
-        case.addCleanup(self.stderr.close)
-        self.process = subprocess.Popen(
-            [sys.executable, WORKER, db_path],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self.stderr,
-            text=True,
-        )
-        case.addCleanup(self.stop)
-        self.lines: queue.Queue[str | None] = queue.Queue()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-        self.expect("ready")
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.put(line.rstrip("\n"))
-        self.lines.put(None)
-
-    def next_line(self) -> str:
-        try:
-            line = self.lines.get(timeout=GUARD_SECONDS)
-        except queue.Empty:
-            line = None
-        if line is None:
-            with open(self.stderr_path, encoding="utf-8", errors="replace") as handle:
-                self.case.fail(f"worker produced no line; its stderr:\n{handle.read()[-4000:]}")
-        return line
-
-    def expect(self, wanted: str) -> None:
-        self.case.assertEqual(self.next_line(), wanted)
-
-    def send(self, line: str) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(line + "\n")
-        self.process.stdin.flush()
-
-    def arm(self, command: dict[str, Any]) -> None:
-        self.send(json.dumps(command))
-        self.expect("armed")
-
-    def kill(self) -> None:
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(GUARD_SECONDS)
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait(GUARD_SECONDS)
-        for stream in (self.process.stdin, self.process.stdout):
-            if stream is not None:
-                stream.close()
-        self.reader.join(GUARD_SECONDS)
-
-
-def go(*workers: Worker) -> list[str]:
-    """Release every armed worker together (they all block on one stdin line), collect one line each."""
-    for worker in workers:
-        worker.send("go")
-    return [worker.next_line() for worker in workers]
-
-
 class TwoProcessRace(StoreCase):
     def setUp(self) -> None:
         super().setUp()
         self.store = self.open(seed_notes=race_notes(2 * RACE_ROUNDS))
-        self.workers = [Worker(self, self.path, "worker-a"), Worker(self, self.path, "worker-b")]
+        self.workers = [store_workers.Worker(self, WORKER, self.path), store_workers.Worker(self, WORKER, self.path)]
 
     def test_two_servers_racing_one_accepted_confirmation_delete_exactly_once_every_round(self) -> None:
         # The first call happens here; both worker servers share the signing key and the file.
@@ -736,7 +663,7 @@ class TwoProcessRace(StoreCase):
                 before = len(self.note_ids())
                 for worker in self.workers:
                     worker.arm({"op": "handle", "message": retry, "principal": PRINCIPAL})
-                responses = [json.loads(line) for line in go(*self.workers)]
+                responses = [json.loads(line) for line in store_workers.go(*self.workers)]
                 done = {"deleted": True, "noteId": f"race-{round_:03d}"}
                 deleted = [r for r in responses if r.get("result", {}).get("structuredContent") == done]
                 refused = [r for r in responses if r.get("error", {}).get("code") == main.INVALID_PARAMS]
@@ -761,7 +688,7 @@ class TwoProcessRace(StoreCase):
                 before = len(self.note_ids())
                 for worker in self.workers:
                     worker.arm(command)
-                outcomes = sorted(json.loads(line)["settlement"] for line in go(*self.workers))
+                outcomes = sorted(json.loads(line)["settlement"] for line in store_workers.go(*self.workers))
                 self.assertEqual(outcomes, ["deleted", "used"])
                 self.assertEqual(len(self.note_ids()), before - 1)
                 self.assertIn(f"race-nonce-{round_}", self.consumed())
@@ -797,9 +724,9 @@ class CrashSafety(StoreCase):
         for stage in ("claimed", "deleted"):
             for _ in range(self.ROUNDS):
                 with self.subTest(stage=stage, round=index):
-                    worker = Worker(self, self.path, f"crash-{index}")
+                    worker = store_workers.Worker(self, WORKER, self.path)
                     worker.arm(self.consume_command(index, stage))
-                    self.assertEqual(go(worker), [f"inside {stage}"])
+                    self.assertEqual(store_workers.go(worker), [f"inside {stage}"])
                     worker.kill()
                     store = self.reopened()
                     self.assertFalse(store.is_consumed(f"crash-{index}"))
@@ -809,9 +736,9 @@ class CrashSafety(StoreCase):
     def test_a_process_killed_just_after_commit_leaves_both_the_nonce_and_the_deletion(self) -> None:
         for index in range(2 * self.ROUNDS, 3 * self.ROUNDS):
             with self.subTest(round=index):
-                worker = Worker(self, self.path, f"commit-{index}")
+                worker = store_workers.Worker(self, WORKER, self.path)
                 worker.arm(self.consume_command(index, None))
-                self.assertEqual(go(worker), [json.dumps({"settlement": "deleted"})])
+                self.assertEqual(store_workers.go(worker), [json.dumps({"settlement": "deleted"})])
                 worker.kill()
                 store = self.reopened()
                 self.assertTrue(store.is_consumed(f"crash-{index}"))

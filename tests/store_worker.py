@@ -1,6 +1,7 @@
-"""A server process over a shared SQLite database, driven by tests/test_sqlite_store.py.
+"""A server process over a shared database, driven by the cross-process store tests.
 
-Usage: python3 tests/sqlite_worker.py DB_PATH   (prints "ready" once the store is open)
+Usage: python3 tests/store_worker.py TARGET   (a SQLite file path, or a postgresql:// URL;
+prints "ready" once the store is open)
 
 Commands arrive on stdin as JSON lines; each is acknowledged with "armed", then the
 worker blocks until a line "go" arrives (the race barrier), runs it and prints one line:
@@ -17,16 +18,27 @@ import json
 import os
 import sys
 import time
+from typing import Any
 
 import support  # puts code/ on sys.path
 
 import main
-import sqlite_store
 
 
-def main_loop(db_path: str) -> None:
+def open_store(target: str) -> Any:
+    """The store the target names (PostgreSQL only when asked for: psycopg is optional)."""
+    if target.startswith("postgresql://"):
+        import postgres_store
+
+        return postgres_store.open_store(target, clock=time.time)
+    import sqlite_store
+
+    return sqlite_store.open_store(target, clock=time.time)
+
+
+def main_loop(target: str) -> None:
     """Serve commands until stdin closes."""
-    store = sqlite_store.open_store(db_path, clock=time.time)
+    store = open_store(target)
     server = main.Server(
         keys=[support.KEY],
         notes=store,
@@ -41,7 +53,7 @@ def main_loop(db_path: str) -> None:
         store.close()
 
 
-def serve(store: sqlite_store.SqliteNotesStore, server: main.Server, workspace: main.Path) -> None:
+def serve(store: Any, server: main.Server, workspace: main.Path) -> None:
     """Run commands from stdin until it closes."""
     while line := sys.stdin.readline():
         command = json.loads(line)

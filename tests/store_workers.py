@@ -1,0 +1,91 @@
+"""Store worker processes for the cross-process tests: lines in on stdin, lines out through a reader thread.
+
+The worker script (tests/store_worker.py) opens one store, prints
+"ready", and then runs one JSON command per stdin line. Commands are armed first and
+released together with "go", so two processes race one confirmation for real.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import unittest
+from typing import Any
+
+GUARD_SECONDS = 60.0  # failure guard for a worker that hangs; never the assertion itself
+
+
+class Worker:
+    """One worker process running `script` against `target` (a database path or URL)."""
+
+    def __init__(self, case: unittest.TestCase, script: str, target: str) -> None:
+        self.case = case
+        self.stderr = tempfile.TemporaryFile()
+        case.addCleanup(self.stderr.close)
+        self.process = subprocess.Popen(
+            [sys.executable, script, target], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True
+        )
+        case.addCleanup(self.stop)
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        self.expect("ready")
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def next_line(self) -> str:
+        """The worker's next output line; the test fails (showing its stderr) if there is none."""
+        try:
+            line = self.lines.get(timeout=GUARD_SECONDS)
+        except queue.Empty:
+            line = None
+        if line is None:
+            self.stderr.seek(0)
+            self.case.fail("worker produced no line; its stderr:\n" + self.stderr.read()[-4000:].decode(errors="replace"))
+        return line
+
+    def expect(self, wanted: str) -> None:
+        """The next line must be exactly `wanted`."""
+        self.case.assertEqual(self.next_line(), wanted)
+
+    def send(self, line: str) -> None:
+        """One line to the worker's stdin."""
+        assert self.process.stdin is not None
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+
+    def arm(self, command: dict[str, Any]) -> None:
+        """Hand the worker a command; it runs on "go"."""
+        self.send(json.dumps(command))
+        self.expect("armed")
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would."""
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(GUARD_SECONDS)
+
+    def stop(self) -> None:
+        """Kill if still running, close the pipes, join the reader."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(GUARD_SECONDS)
+        for stream in (self.process.stdin, self.process.stdout):
+            if stream is not None:
+                stream.close()
+        self.reader.join(GUARD_SECONDS)
+
+
+def go(*workers: Worker) -> list[str]:
+    """Release every armed worker together (they all block on one stdin line), collect one line each."""
+    for worker in workers:
+        worker.send("go")
+    return [worker.next_line() for worker in workers]
