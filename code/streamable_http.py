@@ -26,8 +26,6 @@ from typing import Any, Protocol
 import http_server
 import main
 
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8765
 ENDPOINT = "/mcp"
 REQUEST_TIMEOUT_SECONDS = http_server.BODY_TIMEOUT_SECONDS  # a request's body must arrive in this
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
