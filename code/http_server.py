@@ -5,7 +5,8 @@ Rules (each one stops an attack named where it is enforced):
    accepts, reads request heads and bodies, writes plain responses and enforces every
    deadline, without a thread per connection, so an idle connection costs one socket and
    a few hundred bytes, not a thread.
-2. A complete request goes to a bounded pool of worker threads that calls the app. While
+2. A complete request goes to a bounded pool of worker threads that calls the app and
+   sends what of the response the socket takes at once; the loop writes any rest. While
    it is processed, the connection's further bytes wait (no concurrent pipelining).
 3. Holding connections is cheap and bounded: at most `max_connections`; a request head
    must arrive within `head_timeout` of the connection's start (or of the end of the
@@ -669,6 +670,13 @@ class HttpServer:
             self._complete(conn, data, "keep" if keep else "close")
 
     def _complete(self, conn: _Conn, data: bytes | None, after: str) -> None:
+        if data:
+            # Most responses fit the socket's send buffer: send them from here, so the client
+            # has its answer without waiting for the loop to wake; the loop writes the rest.
+            try:
+                data = data[conn.sock.send(data) :]
+            except OSError:
+                pass  # would block, or the peer is gone: the loop writes or closes, as before
         self._done.append((conn, data, after))
         self._wake()
 

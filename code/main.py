@@ -900,8 +900,8 @@ class MemoryNotesStore:
         self.replay = replay
         self._notes: dict[str, Note] = {}
         # Casefolded title trigram -> ids of the notes whose title holds it: a title that
-        # contains the query holds every trigram of the query, so the rarest one narrows
-        # the scan to a few notes instead of all of them (`matches` still decides).
+        # contains the query holds every trigram of the query, so intersecting their sets
+        # narrows the scan to a few notes instead of all of them (`matches` still decides).
         self._by_trigram: dict[str, set[str]] = {}
         for note in notes:
             if note.id in self._notes:
@@ -933,8 +933,8 @@ class MemoryNotesStore:
             grams = trigrams(needle)
             pool: Iterable[Note] = self._notes.values()
             if grams:
-                rarest = min((self._by_trigram.get(gram, set()) for gram in grams), key=len)
-                pool = [self._notes[note_id] for note_id in rarest]
+                postings = sorted((self._by_trigram.get(gram, set()) for gram in grams), key=len)
+                pool = [self._notes[note_id] for note_id in set.intersection(*postings)]  # smallest first
             found = [n for n in pool if needle in n.folded_title and inside_workspace(n, workspace)]
         return form_order(found)
 
