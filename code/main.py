@@ -179,9 +179,9 @@ def read_scope_args(arguments: Any, tool: str = TOOL_NAME) -> ScopeArgs:
     """
     if not isinstance(arguments, dict):
         raise McpError(INVALID_PARAMS, f"Invalid params: arguments for tool {tool} must be an object")
-    unknown = sorted(set(arguments) - {"workspaceUri", "title"})
+    unknown = arguments.keys() - {"workspaceUri", "title"}
     if unknown:
-        raise ToolError(f"Invalid arguments for tool {tool}: unexpected property {unknown[0]!r}.")
+        raise ToolError(f"Invalid arguments for tool {tool}: unexpected property {min(unknown)!r}.")
     uri, title = arguments.get("workspaceUri"), arguments.get("title")
     if not isinstance(uri, str) or not 0 < len(uri) <= MAX_URI_LENGTH:
         raise ToolError(f"Invalid arguments for tool {tool}: workspaceUri must be a file:// URI string of 1..{MAX_URI_LENGTH} characters.")
@@ -251,7 +251,9 @@ def parse_file_uri(uri: Any) -> Path:
 
 def format_file_uri(path: Path) -> str:
     """The one canonical spelling of a path as a URI (`file:///` plus encoded components)."""
-    return "file:///" + "/".join(quote(part, safe="") for part in path)
+    # One quote over the joined path, "/" kept: no component holds a "/" (parse_file_uri
+    # splits on it, and file names cannot contain one), so this encodes each component.
+    return "file:///" + quote("/".join(path), safe="/")
 
 
 def normalize_file_uri(uri: Any) -> str:
