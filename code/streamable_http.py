@@ -50,7 +50,8 @@ HTTP_STATUS_FOR_ERROR: dict[int, int] = {
 
 def header_values(headers: Headers, name: str) -> list[str]:
     """Every value of header `name` (names compared case-insensitively), in order."""
-    return [value for key, value in headers if key.lower() == name.lower()]
+    name = name.lower()
+    return [value for key, value in headers if key.lower() == name]
 
 
 class BearerTokens:
