@@ -453,15 +453,15 @@ def run_inprocess(args: argparse.Namespace) -> dict[str, Any]:
 
     section("Where the time goes (µs per op, median of 7 repetitions)")
     f = breakdown(args.notes)
-    row(f"(a) JSON decode+encode, {f['json_bytes']:.0f} B message", f"{f['json']:.1f}", "issue context: ~35 µs")
+    row(f"(a) decode+encode, {f['json_bytes']:.0f} B message", f"{f['json']:.1f}", "issue context: ~35 µs")
     row("    server JSON per round trip (2 in, 2 out)", f"{f['json_rt']:.1f}")
     row("(b) checks: envelope, _meta, args, URI, authz", f"{f['checks']:.1f}", "per request (stdio)")
     row("    the same plus HTTP header checks", f"{f['checks_http']:.1f}", "per request (HTTP)")
     row(f"    candidate lookup ({args.notes} notes, 1 match)", f"{f['lookup']:.1f}", "first call only")
     row("    form (elicitation) build", f"{f['form']:.1f}", "first call only")
     row("    argument digest (state binding)", f"{f['digest']:.1f}", "once per call")
-    row("(c) seal + open a requestState", f"{f['seal_open']:.1f}", f"seal {f['seal']:.1f} + open {f['open']:.1f}; issue context: ~43 µs")
-    row("(d) settle (claim nonce, re-check, delete)", f"{f['settle']:.1f}")
+    row("(c) sign + verify a requestState", f"{f['seal_open']:.1f}", f"sign {f['seal']:.1f} + verify {f['open']:.1f}; issue context: ~43 µs")
+    row("(d) consume (claim nonce, re-check, delete)", f"{f['settle']:.1f}")
     row("first call through handle_bytes", f"{f['first']:.1f}")
     row("total: one full round trip (client included)", f"{f['round_trip']:.1f}", f"= {1e6 / f['round_trip']:,.0f}/s")
     parts = f["json_rt"] + 2 * f["checks"] + f["lookup"] + f["form"] + 2 * f["digest"] + f["seal_open"] + f["settle"]

@@ -689,7 +689,7 @@ class StateSigner:
     def sign(self, payload: Mapping[str, Any]) -> str:
         """The payload as a state signed with the newest key."""
         head = f"{STATE_VERSION}.{self._signing_id}.{b64url_encode(canonical_json(dict(payload)))}"
-        mac = hmac.new(self._ring[self._signing_id], head.encode("ascii"), hashlib.sha256).digest()
+        mac = hmac.digest(self._ring[self._signing_id], head.encode("ascii"), "sha256")
         return f"{head}.{b64url_encode(mac)}"
 
     def verify(self, token: Any) -> dict[str, Any]:
@@ -707,7 +707,7 @@ class StateSigner:
             raise StateError("unknown key id")
         mac = b64url_decode(mac_text)
         head = token[: -(len(mac_text) + 1)]
-        expected = hmac.new(key, head.encode("ascii"), hashlib.sha256).digest()
+        expected = hmac.digest(key, head.encode("ascii"), "sha256")
         if not hmac.compare_digest(mac, expected):
             raise StateError("bad MAC")
         # Past the MAC, the payload is one this server signed: canonical JSON of an object.
