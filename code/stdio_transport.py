@@ -53,7 +53,7 @@ def serve_stdio(server: main.Server, principal: str, legacy: bool = True) -> int
             import legacy as legacy_adapter
 
             session = legacy_adapter.LegacyStdioSession(server, principal, write, server.log)
-            session.feed(line)  # the adapter decodes this one line again: once per process
+            session.feed_message(message)
             return
         reply = server.handle(message, principal)  # decoded once: handle_bytes() without the decoding
         if reply is not None:
