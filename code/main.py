@@ -655,12 +655,12 @@ def b64url_decode(text: str) -> bytes:
     return data
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True)  # built once, not per call
+
+
 def canonical_json(value: Any) -> bytes:
     """Sorted keys, no spaces, ASCII: equal values give equal bytes (for MACs and digests)."""
     return _CANONICAL.encode(value).encode("ascii")
-
-
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True)  # built once, not per call
 
 
 def digest(value: Any) -> str:
