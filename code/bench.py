@@ -1,6 +1,9 @@
 """Benchmark: full MRTR round trips per second, where the time goes, replay-store memory.
 
-    python3 code/bench.py [--mode inprocess|stdio|http|all] [--seconds N] [--notes N]
+    python3 code/bench.py [--mode inprocess|stdio|http|sqlite|all] [--seconds N] [--notes N]
+    python3 code/bench.py --mode scaling [--seconds N]   round trips/s at 10..100,000 notes, three stores
+    python3 code/bench.py --mode latency [--seconds N]   HTTP p50/p99 at 1, 4 and 16 keep-alive clients
+    python3 code/bench.py --mode idle [--seconds N]      HTTP while 1,000 idle connections are held
 
 A script, not a test: it prints a readable report and exits 0 (1 if a round trip ever
 returns something other than the expected protocol answer). One round trip is the whole
@@ -55,7 +58,7 @@ TOKEN = "bench-" + secrets.token_hex(16)
 META = main.request_meta()  # what a modern client sends: version, clientInfo, form elicitation
 
 # Context from the issues (this kind of machine, 2 cores).
-TARGET_INPROCESS_RT = 4000  # round trips/s; ~8,000 is the floor of what the stdlib allows
+TARGET_INPROCESS_RT = {10: 10_000, 1000: 7_000}  # round trips/s by notes in the workspace
 SDK_STDIO_RT = (80, 95)  # the official SDK server, lean client
 SDK_HTTP_RT = (75, 90)
 SDK_FIRST_ANSWER_S = (1.3, 1.7)
@@ -90,9 +93,12 @@ def bench_notes(count: int) -> list[main.Note]:
     return notes
 
 
+_CLIENT_JSON = json.JSONEncoder(separators=(",", ":"))  # built once, as a lean client would
+
+
 def encode(message: dict[str, Any]) -> bytes:
     """What a lean client sends: compact JSON."""
-    return json.dumps(message, separators=(",", ":")).encode("utf-8")
+    return _CLIENT_JSON.encode(message).encode("utf-8")
 
 
 def first_call(i: int, request_id: int) -> dict[str, Any]:
@@ -222,23 +228,29 @@ def inprocess_round_trips(notes: int, seconds: float) -> tuple[float, float, flo
     counter = itertools.count()
 
     def run_for(budget: float) -> tuple[int, float]:
-        done = 0
-        start = time.perf_counter()
-        deadline = start + budget
-        while True:
+        done, elapsed = 0, 0.0
+        while elapsed < budget:
             i = next(counter) % notes
+            start = time.perf_counter()
             round_trip(send, i)
-            store.put(originals[note_id(i)])  # put the note back: the store size stays constant
+            elapsed += time.perf_counter() - start
+            # Outside the clock: put the note back, so the store size stays constant.
+            store.put(originals[note_id(i)])
             clock.now += 1.0  # ~300 unexpired confirmations in the replay store at any time
             done += 1
-            if done % 64 == 0 and time.perf_counter() >= deadline:
-                return done, time.perf_counter() - start
+        return done, elapsed
 
     run_for(min(0.5, seconds / 4))  # warm-up
     server_ns = 0
-    total_start = time.perf_counter_ns()
-    median, low, high = rate_runs(run_for, seconds)
-    share = server_ns / (time.perf_counter_ns() - total_start)
+    timed: list[float] = []
+
+    def counted(budget: float) -> tuple[int, float]:
+        done, elapsed = run_for(budget)
+        timed.append(elapsed)
+        return done, elapsed
+
+    median, low, high = rate_runs(counted, seconds)
+    share = server_ns / 1e9 / sum(timed)
     return median, low, high, share
 
 
@@ -428,29 +440,31 @@ def profile_round_trips(notes: int, count: int = 3000, top: int = 18) -> str:
 
 def run_inprocess(args: argparse.Namespace) -> dict[str, Any]:
     """Round trips/s, the time breakdown, lookup scaling and the replay flood, printed."""
-    section("In-process: full round trips through handle_bytes (each deleted note is put back)")
+    section("In-process: full round trips through handle_bytes (each deleted note is put back, off the clock)")
     sizes = sorted({10, args.notes, 20_000})
     rates: dict[int, float] = {}
     for size in sizes:
         with gc_paused():
             median, low, high, share = inprocess_round_trips(size, args.seconds)
         rates[size] = median
-        note = f"min {low:,.0f} max {high:,.0f}; {share:.0%} in handle_bytes; target >= {TARGET_INPROCESS_RT:,}: {verdict(median >= TARGET_INPROCESS_RT)}"
+        target = TARGET_INPROCESS_RT.get(size)
+        goal = f"; target >= {target:,}: {verdict(median >= target)}" if target else ""
+        note = f"min {low:,.0f} max {high:,.0f}; {share:.0%} in handle_bytes, so {median / share:,.0f}/s server-only{goal}"
         row(f"{size:,} notes in the workspace: round trips/s", f"{median:,.0f}", note)
     median = rates[args.notes]
-    ok = median >= TARGET_INPROCESS_RT
+    ok = median >= TARGET_INPROCESS_RT.get(args.notes, 0)
 
     section("Where the time goes (µs per op, median of 7 repetitions)")
     f = breakdown(args.notes)
-    row(f"(a) JSON decode+encode, {f['json_bytes']:.0f} B message", f"{f['json']:.1f}", "issue context: ~35 µs")
+    row(f"(a) decode+encode, {f['json_bytes']:.0f} B message", f"{f['json']:.1f}", "issue context: ~35 µs")
     row("    server JSON per round trip (2 in, 2 out)", f"{f['json_rt']:.1f}")
     row("(b) checks: envelope, _meta, args, URI, authz", f"{f['checks']:.1f}", "per request (stdio)")
     row("    the same plus HTTP header checks", f"{f['checks_http']:.1f}", "per request (HTTP)")
     row(f"    candidate lookup ({args.notes} notes, 1 match)", f"{f['lookup']:.1f}", "first call only")
     row("    form (elicitation) build", f"{f['form']:.1f}", "first call only")
     row("    argument digest (state binding)", f"{f['digest']:.1f}", "once per call")
-    row("(c) seal + open a requestState", f"{f['seal_open']:.1f}", f"seal {f['seal']:.1f} + open {f['open']:.1f}; issue context: ~43 µs")
-    row("(d) settle (claim nonce, re-check, delete)", f"{f['settle']:.1f}")
+    row("(c) sign + verify a requestState", f"{f['seal_open']:.1f}", f"sign {f['seal']:.1f} + verify {f['open']:.1f}; issue context: ~43 µs")
+    row("(d) consume (claim nonce, re-check, delete)", f"{f['settle']:.1f}")
     row("first call through handle_bytes", f"{f['first']:.1f}")
     row("total: one full round trip (client included)", f"{f['round_trip']:.1f}", f"= {1e6 / f['round_trip']:,.0f}/s")
     parts = f["json_rt"] + 2 * f["checks"] + f["lookup"] + f["form"] + 2 * f["digest"] + f["seal_open"] + f["settle"]
@@ -459,7 +473,7 @@ def run_inprocess(args: argparse.Namespace) -> dict[str, Any]:
     section("Lookup cost as the in-memory store grows (µs per candidates() call, one match)")
     scaling = lookup_scaling(sizes)
     for size, micros in scaling:
-        row(f"{size:,} notes", f"{micros:,.1f}", f"{micros * 1000 / size:.0f} ns a note (a linear scan)")
+        row(f"{size:,} notes", f"{micros:,.1f}", f"{micros * 1000 / size:.0f} ns a note (trigram index)")
 
     section("Replay store after a flood of confirmations (injected clock)")
     flood = replay_flood(args.flood, 4)
@@ -854,7 +868,7 @@ def sqlite_worker(spec: str) -> int:
     for i in range(k, notes, step):
         if time.perf_counter() - start >= seconds:
             break
-        round_trip(lambda raw: server.handle_bytes(raw, principal)[1] or b"", i)
+        round_trip(lambda raw: server.handle_bytes(raw, principal) or b"", i)
         done += 1
     print(json.dumps({"count": done, "elapsed": time.perf_counter() - start}))
     store.close()
@@ -901,13 +915,134 @@ def run_sqlite(args: argparse.Namespace) -> dict[str, Any]:
     return figures
 
 
+# ---------------------------------------------------------------------------------- scaling
+
+SCALING_SIZES = (10, 1_000, 10_000, 100_000)
+SCALING_MIN_ROUND_TRIPS = 3  # even a slow store gets this many timed round trips
+
+
+def store_round_trip(server: main.Server, workspace: str, title: str) -> str:
+    """One full MRTR flow (accept) for the one note titled `title`; returns the deleted note's id."""
+    arguments = {"workspaceUri": workspace, "title": title}
+    params: dict[str, Any] = {"_meta": META, "name": main.TOOL_NAME, "arguments": arguments}
+    first = json.loads(server.handle_bytes(encode({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}), PRINCIPAL) or b"{}")
+    result = first.get("result") or {}
+    if result.get("resultType") != "input_required":
+        raise BenchError(f"first call for {title!r}: expected input_required, got {str(first)[:300]}")
+    (choice,) = result["inputRequests"][main.INPUT_KEY]["params"]["requestedSchema"]["properties"][main.CHOICE_FIELD]["oneOf"]
+    answer = {"action": "accept", "content": {main.CHOICE_FIELD: choice["const"], main.CONFIRM_FIELD: True}}
+    retry = dict(params, requestState=result["requestState"], inputResponses={main.INPUT_KEY: answer})
+    final = json.loads(server.handle_bytes(encode({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": retry}), PRINCIPAL) or b"{}")
+    if (final.get("result") or {}).get("structuredContent") != {"deleted": True, "noteId": choice["const"]}:
+        raise BenchError(f"retry for {title!r}: expected deleted, got {str(final)[:300]}")
+    return choice["const"]
+
+
+def scaling_store(kind: str, size: int, directory: str, clock: Callable[[], float]) -> tuple[main.NotesStore, str, Callable[[int], None]]:
+    """A store of `kind` holding `size` bench notes: (store, workspace URI, put note i back)."""
+    if kind == "memory":
+        store = main.MemoryNotesStore(bench_notes(size), main.MemoryReplayStore(clock))
+        originals = {note.id: note for note in store.all()}
+        return store, WORKSPACE, lambda i: store.put(originals[note_id(i)])
+    import sqlite_store  # only these two stores need it
+
+    if kind == "sqlite":
+        notes = bench_notes(size)
+        db = sqlite_store.open_store(os.path.join(directory, f"scale-{size}.db"), clock=clock, seed_notes=notes)
+        return db, WORKSPACE, lambda i: db.put(notes[i])
+    import markdown_store
+
+    folder = os.path.join(directory, f"notes-{size}")
+    os.mkdir(folder)
+
+    def write_note(i: int) -> None:
+        with open(os.path.join(folder, f"n{i:06d}.md"), "w", encoding="utf-8") as handle:
+            handle.write(f"# {note_title(i)}\n\nbody\n")
+
+    for i in range(size):
+        write_note(i)
+    nonces = sqlite_store.open_store(os.path.join(directory, f"nonces-{size}.db"), clock=clock)
+    folder_store = markdown_store.MarkdownNotesStore([folder], nonces)
+    return folder_store, folder_store.workspace_uris()[0], write_note
+
+
+def scaling_rate(kind: str, size: int, directory: str, seconds: float) -> float:
+    """In-process round trips/s over a `kind` store of `size` notes (each deleted note put back)."""
+    clock = Ticker()
+    store, workspace, put_back = scaling_store(kind, size, directory, clock)
+    try:
+        policy = main.AuthorizationPolicy({PRINCIPAL: [workspace]})
+        server = main.Server(keys=[secrets.token_bytes(32)], notes=store, policy=policy, clock=clock, log=lambda line: None)
+        done, elapsed = 0, 0.0
+        while elapsed < seconds or done < SCALING_MIN_ROUND_TRIPS:
+            i = (done * 7919) % size  # spread over the store, not only its first notes
+            start = time.perf_counter()
+            store_round_trip(server, workspace, note_title(i))
+            elapsed += time.perf_counter() - start
+            put_back(i)  # outside the clock: the store size stays constant
+            clock.now += 1.0
+            done += 1
+        return done / elapsed
+    finally:
+        close = getattr(store, "close", None) or getattr(getattr(store, "nonces", None), "close", None)
+        if close is not None:
+            close()
+
+
+def run_scaling(args: argparse.Namespace) -> dict[str, Any]:
+    """Round trips/s as the store grows, for the memory, SQLite and folder stores: one table."""
+    section("How the cost grows with the work: in-process round trips/s (handle_bytes, accept)")
+    kinds = ("memory", "sqlite", "folder")
+    print(f"  {'notes':>9}" + "".join(f"{kind:>14}" for kind in kinds))
+    table: dict[int, dict[str, float | None]] = {}
+    with tempfile.TemporaryDirectory(prefix="notes-bench-scale-") as directory:
+        for size in SCALING_SIZES:
+            table[size] = {}
+            for kind in kinds:
+                # The folder store examines at most MAX_WALK_ENTRIES entries per lookup: a
+                # larger folder is beyond what it offers, so there is no figure to give.
+                if kind == "folder" and size > _walk_limit():
+                    table[size][kind] = None
+                    continue
+                with gc_paused():  # as in --mode inprocess: the collector's pauses are not the store's cost
+                    table[size][kind] = scaling_rate(kind, size, directory, args.seconds)
+            cells = "".join(f"{value:>14,.1f}" if value is not None else f"{'(bounded)':>14}" for value in table[size].values())
+            print(f"  {size:>9,}" + cells, flush=True)
+    print(f"  (bounded): the folder store examines at most {_walk_limit():,} directory entries per lookup")
+    return table
+
+
+def _walk_limit() -> int:
+    import markdown_store
+
+    return markdown_store.MAX_WALK_ENTRIES
+
+
+# ---------------------------------------------------------------------------------- latency
+
+
+def run_latency(args: argparse.Namespace) -> dict[str, Any]:
+    """HTTP p50/p99 per request and round trips/s at 1, 4 and 16 keep-alive clients."""
+    per_server = min(args.notes, main.MAX_REPLAY_PER_PRINCIPAL)
+    section(f"HTTP latency by concurrency: keep-alive clients, one server ({per_server:,} notes per server)")
+    print(f"  {'clients':>8}{'round trips/s':>16}{'p50 ms':>10}{'p99 ms':>10}{'requests':>10}")
+    figures = {}
+    with tempfile.TemporaryDirectory(prefix="notes-bench-") as directory:
+        config = write_config(directory, per_server)
+        for clients in (1, 4, 16):
+            result = transport_rate("http", config, per_server, clients, args.seconds)
+            print(f"  {clients:>8}{result['rate']:>16,.0f}{result['p50_ms']:>10.2f}{result['p99_ms']:>10.2f}{result['requests']:>10,}", flush=True)
+            figures[clients] = result
+    return figures
+
+
 # ---------------------------------------------------------------------------------- main
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The command line (see the module docstring)."""
     parser = argparse.ArgumentParser(description="Benchmark the notes MCP server (a script, not a test).")
-    parser.add_argument("--mode", choices=["inprocess", "stdio", "http", "sqlite", "all"], default="all")
+    parser.add_argument("--mode", choices=["inprocess", "stdio", "http", "sqlite", "scaling", "latency", "all"], default="all")
     parser.add_argument("--seconds", type=float, default=5.0, help="measuring time per throughput figure (default 5)")
     parser.add_argument("--notes", type=int, default=1000, help="notes in the workspace (default 1000)")
     parser.add_argument("--flood", type=int, default=100_000, help="confirmations in the replay flood (default 100000)")
@@ -938,6 +1073,10 @@ def run(argv: list[str] | None = None) -> int:
             run_transports(args, kinds)
         if args.mode == "sqlite":
             run_sqlite(args)
+        if args.mode == "scaling":
+            run_scaling(args)
+        if args.mode == "latency":
+            run_latency(args)
     except BenchError as exc:
         print(f"\nFAILED: {exc}", file=sys.stderr)
         return 1

@@ -726,9 +726,14 @@ class LegacyStdioSession(LegacySession):
         """Serve one stdin line: core traffic exactly as the core answers it, legacy traffic here."""
         try:
             message = main.decode_message(line)
-        except main.McpError:
-            self._to_core(line)  # the core reports parse and size errors
+        except main.McpError as exc:
+            # The core's answer to a line it cannot decode (handle_bytes), without decoding it twice.
+            self._send(main.error_response(None, exc))
             return
+        self.feed_message(message)
+
+    def feed_message(self, message: Any) -> None:
+        """Serve one stdin message a transport has already decoded (feed() without the decoding)."""
         if isinstance(message, dict) and self.version is not None and "method" not in message:
             self.on_response(message)
             return
@@ -744,11 +749,6 @@ class LegacyStdioSession(LegacySession):
             self._start_call(request)
         else:
             self._send(self.answer(request))
-
-    def _to_core(self, line: bytes) -> None:
-        body = self.server.handle_bytes(line, self.principal)
-        if body is not None:
-            self._send_bytes(body)
 
     def _legacy_request(self, message: Any) -> main.Envelope | None:
         """A valid legacy request or notification for this adapter, or None for the core."""

@@ -42,6 +42,7 @@ import heapq
 import hmac
 import json
 import math
+import re
 import secrets
 import sys
 import threading
@@ -179,9 +180,9 @@ def read_scope_args(arguments: Any, tool: str = TOOL_NAME) -> ScopeArgs:
     """
     if not isinstance(arguments, dict):
         raise McpError(INVALID_PARAMS, f"Invalid params: arguments for tool {tool} must be an object")
-    unknown = sorted(set(arguments) - {"workspaceUri", "title"})
+    unknown = arguments.keys() - {"workspaceUri", "title"}
     if unknown:
-        raise ToolError(f"Invalid arguments for tool {tool}: unexpected property {unknown[0]!r}.")
+        raise ToolError(f"Invalid arguments for tool {tool}: unexpected property {min(unknown)!r}.")
     uri, title = arguments.get("workspaceUri"), arguments.get("title")
     if not isinstance(uri, str) or not 0 < len(uri) <= MAX_URI_LENGTH:
         raise ToolError(f"Invalid arguments for tool {tool}: workspaceUri must be a file:// URI string of 1..{MAX_URI_LENGTH} characters.")
@@ -207,6 +208,9 @@ Path = tuple[str, ...]  # a normalized absolute path, one entry per component
 
 class ScopeError(ValueError):
     """A URI that cannot name a local folder or file (the reason is safe to show)."""
+
+
+_CONTROL_RE = re.compile("[\x00-\x1f\x7f]")
 
 
 def parse_file_uri(uri: Any) -> Path:
@@ -236,7 +240,7 @@ def parse_file_uri(uri: Any) -> Path:
     # which file the operating system opens without changing what a string check sees.
     if "\\" in path or "\x00" in path:
         raise ScopeError("must not contain backslashes or NUL")
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in path):
+    if _CONTROL_RE.search(path):
         raise ScopeError("must not contain control characters")
     parts = tuple(part for part in path.split("/") if part not in ("", "."))
     # `..` is refused, not resolved: resolving it lexically disagrees with the file
@@ -248,7 +252,9 @@ def parse_file_uri(uri: Any) -> Path:
 
 def format_file_uri(path: Path) -> str:
     """The one canonical spelling of a path as a URI (`file:///` plus encoded components)."""
-    return "file:///" + "/".join(quote(part, safe="") for part in path)
+    # One quote over the joined path, "/" kept: no component holds a "/" (parse_file_uri
+    # splits on it, and file names cannot contain one), so this encodes each component.
+    return "file:///" + quote("/".join(path), safe="/")
 
 
 def normalize_file_uri(uri: Any) -> str:
@@ -426,7 +432,9 @@ class ToolCall:
     progress_token: str | int | None = None  # `_meta.progressToken`, echoed by progress notifications
 
 
-def read_tool_call(params: dict[str, Any], meta: RequestMeta, principal: str) -> ToolCall:
+def read_tool_call(
+    params: dict[str, Any], meta: RequestMeta, principal: str, notify: Notify | None = None, progress: str | int | None = None
+) -> ToolCall:
     """The call's name, arguments and MRTR fields; a half or mistyped retry is -32602."""
     name = params.get("name")
     if not isinstance(name, str):
@@ -440,7 +448,8 @@ def read_tool_call(params: dict[str, Any], meta: RequestMeta, principal: str) ->
     # a first call that ignores the answers.
     if has_state and not isinstance(params["requestState"], str):
         raise McpError(INVALID_PARAMS, STATE_INVALID)
-    return ToolCall(name, params.get("arguments", {}), meta, principal, params.get("requestState"), params.get("inputResponses"))
+    state, responses = params.get("requestState"), params.get("inputResponses")
+    return ToolCall(name, params.get("arguments", {}), meta, principal, state, responses, notify, progress)
 
 
 def input_required(requests: dict[str, Any], state: str) -> dict[str, Any]:
@@ -634,12 +643,12 @@ def b64url_encode(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
-_B64URL_ALPHABET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+_B64URL_RE = re.compile("[A-Za-z0-9_-]+")
 
 
 def b64url_decode(text: str) -> bytes:
     """Strict unpadded base64url: exactly one spelling decodes (no padding, no spare bits)."""
-    if not text or not set(text) <= _B64URL_ALPHABET or len(text) % 4 == 1:
+    if not _B64URL_RE.fullmatch(text) or len(text) % 4 == 1:
         raise StateError("not canonical base64url")
     data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
     # Non-zero spare bits give a second spelling of the same bytes; re-encode to refuse it.
@@ -648,9 +657,12 @@ def b64url_decode(text: str) -> bytes:
     return data
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True)  # built once, not per call
+
+
 def canonical_json(value: Any) -> bytes:
     """Sorted keys, no spaces, ASCII: equal values give equal bytes (for MACs and digests)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+    return _CANONICAL.encode(value).encode("ascii")
 
 
 def digest(value: Any) -> str:
@@ -679,7 +691,7 @@ class StateSigner:
     def sign(self, payload: Mapping[str, Any]) -> str:
         """The payload as a state signed with the newest key."""
         head = f"{STATE_VERSION}.{self._signing_id}.{b64url_encode(canonical_json(dict(payload)))}"
-        mac = hmac.new(self._ring[self._signing_id], head.encode("ascii"), hashlib.sha256).digest()
+        mac = hmac.digest(self._ring[self._signing_id], head.encode("ascii"), "sha256")
         return f"{head}.{b64url_encode(mac)}"
 
     def verify(self, token: Any) -> dict[str, Any]:
@@ -697,7 +709,7 @@ class StateSigner:
             raise StateError("unknown key id")
         mac = b64url_decode(mac_text)
         head = token[: -(len(mac_text) + 1)]
-        expected = hmac.new(key, head.encode("ascii"), hashlib.sha256).digest()
+        expected = hmac.digest(key, head.encode("ascii"), "sha256")
         if not hmac.compare_digest(mac, expected):
             raise StateError("bad MAC")
         # Past the MAC, the payload is one this server signed: canonical JSON of an object.
@@ -888,23 +900,54 @@ class NotesStore(Protocol):
         ...
 
 
+def trigrams(text: str) -> set[str]:
+    """Every three-character piece of `text` (none when it is shorter)."""
+    return {text[k : k + 3] for k in range(len(text) - 2)}
+
+
 class MemoryNotesStore:
     """Notes in a dict and nonces in a MemoryReplayStore, consumed under one lock."""
 
     def __init__(self, notes: Iterable[Note], replay: MemoryReplayStore) -> None:
         self.replay = replay
         self._notes: dict[str, Note] = {}
+        # Casefolded title trigram -> ids of the notes whose title holds it: a title that
+        # contains the query holds every trigram of the query, so intersecting their sets
+        # narrows the scan to a few notes instead of all of them (`matches` still decides).
+        self._by_trigram: dict[str, set[str]] = {}
         for note in notes:
-            check_note(note)
             if note.id in self._notes:
                 raise ValueError(f"duplicate note id {note.id!r}")
-            self._notes[note.id] = dataclasses.replace(note, uri=normalize_file_uri(note.uri))
+            self._insert(note)
+
+    def _insert(self, note: Note) -> None:
+        """Add or replace a note (its URI made canonical) and index its title; lock held or not yet shared."""
+        check_note(note)
+        uri = normalize_file_uri(note.uri)
+        self._drop(note.id)
+        self._notes[note.id] = note if uri == note.uri else dataclasses.replace(note, uri=uri)
+        for gram in trigrams(note.folded_title):
+            self._by_trigram.setdefault(gram, set()).add(note.id)
+
+    def _drop(self, note_id: str) -> None:
+        """Remove a note and its index entries, if it is there."""
+        note = self._notes.pop(note_id, None)
+        for gram in trigrams(note.folded_title) if note is not None else ():
+            ids = self._by_trigram[gram]
+            ids.discard(note_id)
+            if not ids:
+                del self._by_trigram[gram]
 
     def candidates(self, workspace: Path, title: str) -> list[Note]:
         """Matching notes strictly inside `workspace`, sorted by title then id."""
         needle = title.casefold()  # `matches`, with the query folded once per lookup
         with self.replay.lock:
-            found = [n for n in self._notes.values() if needle in n.folded_title and inside_workspace(n, workspace)]
+            grams = trigrams(needle)
+            pool: Iterable[Note] = self._notes.values()
+            if grams:
+                postings = sorted((self._by_trigram.get(gram, set()) for gram in grams), key=len)
+                pool = [self._notes[note_id] for note_id in set.intersection(*postings)]  # smallest first
+            found = [n for n in pool if needle in n.folded_title and inside_workspace(n, workspace)]
         return form_order(found)
 
     def is_consumed(self, nonce: str) -> bool:
@@ -931,7 +974,7 @@ class MemoryNotesStore:
             # Time of check to time of use: the form was shown minutes ago.
             if live is None or live.version != version or not recheck(live):
                 return Settlement.CHANGED
-            del self._notes[note_id]
+            self._drop(note_id)
             return Settlement.DELETED
 
     @contextmanager
@@ -960,14 +1003,13 @@ class MemoryNotesStore:
 
     def put(self, note: Note) -> None:
         """Insert or replace a note (an edit elsewhere; used to show the re-check)."""
-        check_note(note)
         with self.replay.lock:
-            self._notes[note.id] = dataclasses.replace(note, uri=normalize_file_uri(note.uri))
+            self._insert(note)
 
     def remove(self, note_id: str) -> None:
         """Delete a note outside any confirmation (another actor; used to show the re-check)."""
         with self.replay.lock:
-            self._notes.pop(note_id, None)
+            self._drop(note_id)
 
 
 class Confirmations:
@@ -1200,7 +1242,7 @@ def decode_message(raw: bytes) -> Any:
     if len(raw) > MAX_MESSAGE_BYTES:
         raise McpError(INVALID_REQUEST, f"Invalid Request: message larger than {MAX_MESSAGE_BYTES} bytes")
     try:
-        return json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
+        return _DECODER.decode(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
         # RecursionError: `[[[[...` nested thousands deep must be a parse error, not a crash.
         raise McpError(PARSE_ERROR, "Parse error: invalid JSON") from None
@@ -1211,9 +1253,14 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(name)
 
 
+# Built once: json.loads/dumps with options build a new decoder or encoder on every call.
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True)
+
+
 def encode_message(message: dict[str, Any]) -> bytes:
     """Compact JSON, ASCII-escaped: one line, no embedded newline, no lone-surrogate crash."""
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+    return _COMPACT.encode(message).encode("ascii")
 
 
 # =====================================================================================
@@ -1277,8 +1324,7 @@ Check = Callable[[Envelope, RequestMeta], None]  # a transport's own check, e.g.
 
 def call_tool(server: Server, request: Envelope, meta: RequestMeta, principal: str, notify: Notify | None) -> dict[str, Any]:
     """Find the tool and run it; unknown tools and malformed MRTR fields are -32602."""
-    call = read_tool_call(request.params, meta, principal)
-    call = dataclasses.replace(call, notify=notify, progress_token=progress_token(request.params))
+    call = read_tool_call(request.params, meta, principal, notify, progress_token(request.params))
     tool = server.tools.get(call.name)
     if tool is None:
         raise McpError(INVALID_PARAMS, "Unknown tool")

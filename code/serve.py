@@ -29,11 +29,15 @@ from typing import Any
 
 import config as configuration
 import main
-import streamable_http
 from config import ConfigError
+
+# streamable_http (and its engine) is imported only where HTTP is served: stdio starts
+# without compiling either.
 
 LOG_PREFIX = "notes-mcp"
 EXIT_USAGE = 2  # bad command line, configuration or environment
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
 
 
 def say(line: str) -> None:
@@ -197,6 +201,8 @@ def lesson_token(environ: dict[str, str], why: str) -> str:
 
 def serve_http(server: main.Server, config: dict[str, Any], args: argparse.Namespace, pages: Any) -> int:
     """Listen, print the URL line, serve until SIGTERM or SIGINT, then finish what is in flight."""
+    import streamable_http
+
     tokens: dict[str, str] = {}
     if args.no_auth:
         say(
@@ -216,7 +222,7 @@ def serve_http(server: main.Server, config: dict[str, Any], args: argparse.Names
 
         sessions = legacy_http.install(endpoint, server, log=main.stderr_log)
     try:
-        httpd = streamable_http.listen(args.host.strip("[]"), args.port, endpoint, main.stderr_log, args.request_timeout)
+        httpd = streamable_http.listen(args.host.strip("[]"), args.port, endpoint, main.stderr_log, args.request_timeout or streamable_http.REQUEST_TIMEOUT_SECONDS)
     except OSError as exc:
         say(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
         return 1
@@ -253,11 +259,13 @@ def serve_stdio(server: main.Server, config: dict[str, Any], args: argparse.Name
 
     if pages is None:
         return stdio_transport.serve_stdio(server, config["stdioPrincipal"], not args.no_legacy)
+    import streamable_http
+
     policy = streamable_http.HttpPolicy({}, None, None, frozenset())
     endpoint = streamable_http.McpEndpoint(server, policy, pages, mcp_endpoint=False)
     port = config.get("connectPort", 0)
     try:
-        listener = streamable_http.listen("127.0.0.1", port, endpoint, main.stderr_log, args.request_timeout)
+        listener = streamable_http.listen("127.0.0.1", port, endpoint, main.stderr_log, args.request_timeout or streamable_http.REQUEST_TIMEOUT_SECONDS)
     except OSError as exc:
         say(f"cannot listen on 127.0.0.1:{port} for the connect pages: {exc.strerror or exc}")
         return 1
@@ -297,15 +305,14 @@ def port_number(text: str) -> int:
 
 def parser() -> argparse.ArgumentParser:
     """The serving command line."""
-    endpoint = streamable_http.ENDPOINT
     p = argparse.ArgumentParser(prog="serve.py", description="Serve the notes MCP server (protocol 2026-07-28).")
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--stdio", action="store_true", help="newline-delimited JSON-RPC on stdin/stdout")
-    mode.add_argument("--http", action="store_true", help=f"Streamable HTTP, POST http://HOST:PORT{endpoint}")
-    p.add_argument("--host", default=streamable_http.DEFAULT_HOST, help=f"HTTP listen address (default {streamable_http.DEFAULT_HOST})")
+    mode.add_argument("--http", action="store_true", help="Streamable HTTP, POST to the endpoint URL printed at start")
+    p.add_argument("--host", default=DEFAULT_HOST, help=f"HTTP listen address (default {DEFAULT_HOST})")
     p.add_argument(
-        "--port", type=port_number, default=streamable_http.DEFAULT_PORT,
-        help=f"HTTP port, 0 = any free port (default {streamable_http.DEFAULT_PORT})",
+        "--port", type=port_number, default=DEFAULT_PORT,
+        help=f"HTTP port, 0 = any free port (default {DEFAULT_PORT})",
     )  # fmt: skip
     p.add_argument("--config", metavar="FILE", help="JSON config: principals, tokens, workspaces, notes, keys")
     p.add_argument(
@@ -333,7 +340,8 @@ def parser() -> argparse.ArgumentParser:
         help="HTTP: also serve the conformance suite's test tools, prompts and resources (testing only; docs/conformance.md)",
     )
     # Testing only (docs/http.md, "Limits"): shortens the slow-client deadline so tests run fast.
-    p.add_argument("--request-timeout", type=timeout_seconds, default=streamable_http.REQUEST_TIMEOUT_SECONDS, help=argparse.SUPPRESS)
+    # Default (None): streamable_http.REQUEST_TIMEOUT_SECONDS, read where HTTP is served.
+    p.add_argument("--request-timeout", type=timeout_seconds, default=None, help=argparse.SUPPRESS)
     return p
 
 
@@ -434,9 +442,12 @@ def refuse_flags(args: argparse.Namespace) -> int | None:
     if args.stdio and args.conformance_fixtures:
         say("--conformance-fixtures applies to --http only (the suite drives HTTP)")
         return EXIT_USAGE
-    if args.http and args.no_auth and not streamable_http.is_loopback(args.host):
-        say(f"--no-auth refused: host {args.host!r} is not a loopback address")
-        return EXIT_USAGE
+    if args.http and args.no_auth:
+        import streamable_http
+
+        if not streamable_http.is_loopback(args.host):
+            say(f"--no-auth refused: host {args.host!r} is not a loopback address")
+            return EXIT_USAGE
     return None
 
 

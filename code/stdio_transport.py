@@ -1,7 +1,8 @@
 """stdio for the core: one JSON-RPC message per line on stdin, one response per line on stdout.
 
-Thin by design: each line goes to `main.Server.handle_bytes()` (or, when the legacy
-adapter is on, through `code/legacy.py`, which hands modern lines to the core unchanged).
+Thin by design: each line is decoded once and goes to `main.Server.handle()`; when the
+legacy adapter is on, a client's first `initialize` starts `code/legacy.py`, which from
+then on takes every line (and hands modern ones to the core unchanged).
 Nothing but protocol messages may reach stdout; logs go to stderr. Standard library only.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import main
 
@@ -34,19 +35,31 @@ def serve_stdio(server: main.Server, principal: str, legacy: bool = True) -> int
             os.dup2(os.open(os.devnull, os.O_WRONLY), stdout.fileno())
             raise
 
-    if legacy:
-        # Imported only when on: `--no-legacy` takes the adapter out of the stdio path.
-        import legacy as legacy_adapter
-
-        session = legacy_adapter.LegacyStdioSession(server, principal, write, server.log)
-        return run_lines(stdin, session.feed, session.close)
+    session: Any = None  # the legacy adapter's session, once a client sends `initialize`
 
     def feed(line: bytes) -> None:
-        reply = server.handle_bytes(line, principal)
-        if reply is not None:
-            write(reply + b"\n")
+        nonlocal session
+        if session is not None:
+            session.feed(line)
+            return
+        try:
+            message = main.decode_message(line)
+        except main.McpError as exc:
+            write(main.encode_message(main.error_response(None, exc)) + b"\n")
+            return
+        if legacy and isinstance(message, dict) and message.get("method") == "initialize":
+            # Imported and started only now: until a legacy client's `initialize`, the adapter
+            # hands every line to the core unchanged, so a modern client never loads it.
+            import legacy as legacy_adapter
 
-    return run_lines(stdin, feed, lambda: None)
+            session = legacy_adapter.LegacyStdioSession(server, principal, write, server.log)
+            session.feed_message(message)
+            return
+        reply = server.handle(message, principal)  # decoded once: handle_bytes() without the decoding
+        if reply is not None:
+            write(main.encode_message(reply) + b"\n")
+
+    return run_lines(stdin, feed, lambda: session.close() if session is not None else None)
 
 
 def run_lines(stdin: BinaryIO, feed: Callable[[bytes], None], close: Callable[[], None]) -> int:

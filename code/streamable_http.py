@@ -26,8 +26,6 @@ from typing import Any, Protocol
 import http_server
 import main
 
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8765
 ENDPOINT = "/mcp"
 REQUEST_TIMEOUT_SECONDS = http_server.BODY_TIMEOUT_SECONDS  # a request's body must arrive in this
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
@@ -52,7 +50,8 @@ HTTP_STATUS_FOR_ERROR: dict[int, int] = {
 
 def header_values(headers: Headers, name: str) -> list[str]:
     """Every value of header `name` (names compared case-insensitively), in order."""
-    return [value for key, value in headers if key.lower() == name.lower()]
+    name = name.lower()
+    return [value for key, value in headers if key.lower() == name]
 
 
 class BearerTokens:
