@@ -7,13 +7,7 @@ Rules (each one stops an attack named where it is enforced):
    a few hundred bytes, not a thread.
 2. A complete request goes to a bounded pool of worker threads that calls the app and
    sends what of the response the socket takes at once; the loop writes any rest. While
-   it is processed, the connection's further bytes wait (no concurrent pipelining). A
-   worker that answered a keep-alive request while no other request waits lingers up to
-   LINGER_SECONDS on that connection: a complete, well-formed next request arriving in
-   that time is served by the same worker, without two thread hand-offs; anything else
-   (a partial or malformed request, the end of the stream) goes back to the loop, which
-   parses it again and answers exactly as it would have. The loop notices a peer that
-   leaves during such a request at its next turn (at most TICK_SECONDS later).
+   it is processed, the connection's further bytes wait (no concurrent pipelining).
 3. Holding connections is cheap and bounded: at most `max_connections`; a request head
    must arrive within `head_timeout` of the connection's start (or of the end of the
    previous response), however slowly its bytes trickle in; a body within `body_timeout`.
@@ -91,7 +85,6 @@ MAX_PENDING_BYTES = MAX_HEADER_BYTES  # bytes read ahead while a request is bein
 DEFAULT_BODY_LIMIT = 64 * 1024  # when the app declares no body limit
 LISTEN_BACKLOG = 1024  # connections the kernel queues before accept
 TICK_SECONDS = 0.25  # how often deadlines are checked (at most; less with small deadlines)
-LINGER_SECONDS = 0.002  # a worker waits this long on its keep-alive connection for the next request
 RECV_BYTES = 65536
 
 _TOKEN_RE = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 token: method, header name
@@ -265,7 +258,7 @@ class _Conn:
     """One client connection's state, owned by the loop thread."""
 
     __slots__ = ("sock", "peer", "buffer", "state", "since", "deadline", "events", "out", "after",
-                 "length", "head", "request", "eof", "drained", "lingering")
+                 "length", "head", "request", "eof", "drained")
 
     def __init__(self, sock: socket.socket, peer: tuple[str, int], now: float) -> None:
         self.sock = sock
@@ -282,7 +275,6 @@ class _Conn:
         self.request: Request | None = None
         self.eof = False
         self.drained = 0
-        self.lingering = False  # a worker reads this (BUSY) connection itself: the loop keeps off
 
 
 class HttpServer:
@@ -326,7 +318,6 @@ class HttpServer:
         self._idle: collections.OrderedDict[_Conn, None] = collections.OrderedDict()
         self._jobs: queue.SimpleQueue[_Conn | None] = queue.SimpleQueue()
         self._done: collections.deque[tuple[_Conn, bytes | None, str]] = collections.deque()
-        self._rearm: collections.deque[_Conn] = collections.deque()  # taken by a lingering worker: watch again
         self._stopping = threading.Event()
         self._stopped = threading.Event()
         self._grace_deadline = 0.0
@@ -408,10 +399,6 @@ class HttpServer:
                         self._on_writable(conn)
                     if events & selectors.EVENT_READ and conn.sock.fileno() >= 0:
                         self._on_readable(conn)
-            while self._rearm:
-                conn = self._rearm.popleft()
-                if conn.state == BUSY and not conn.lingering and not conn.eof and conn.sock.fileno() >= 0:
-                    self._want(conn, selectors.EVENT_READ)  # its end is noticed again (request.gone)
             while self._done:
                 self._finish(*self._done.popleft())
             now = time.monotonic()
@@ -490,9 +477,6 @@ class HttpServer:
         conn.sock.close()
 
     def _on_readable(self, conn: _Conn) -> None:
-        if conn.lingering:
-            self._want(conn, 0)  # a worker is reading it (see _linger); watched again when it is done
-            return
         try:
             chunk = conn.sock.recv(RECV_BYTES)
         except BlockingIOError:
@@ -668,11 +652,10 @@ class HttpServer:
 
     def _work(self) -> None:
         while (conn := self._jobs.get()) is not None:
-            while conn is not None:
-                conn = self._serve(conn)
+            self._serve(conn)
 
-    def _serve(self, conn: _Conn) -> _Conn | None:
-        """Answer the connection's request; the connection again if its next request came while lingering."""
+    def _serve(self, conn: _Conn) -> None:
+        """Answer the connection's request (or stream its response)."""
         request = conn.request
         assert request is not None
         keep = request.version == "HTTP/1.1" and not has_token(request.headers, "connection", "close")
@@ -681,7 +664,7 @@ class HttpServer:
             if isinstance(response, StreamResponse):
                 after = self._stream(conn, request, response, keep)
                 self._complete(conn, None, after)
-                return None
+                return
             keep = keep and not has_token(response.headers, "connection", "close")
             data = self._encode(request, response, keep)
         except Exception:  # noqa: BLE001 - the one boundary for app errors
@@ -694,72 +677,11 @@ class HttpServer:
             data = data[conn.sock.send(data) :]
         except OSError:
             pass  # would block, or the peer is gone: the loop writes or closes, as before
-        if not data and keep and self._linger(conn):
-            return conn
         self._complete(conn, data, "keep" if keep else "close")
-        return None
 
     def _complete(self, conn: _Conn, data: bytes | None, after: str) -> None:
         self._done.append((conn, data, after))
         self._wake()
-
-    def _linger(self, conn: _Conn) -> bool:
-        """Wait briefly for the next request on this connection; True once it is conn.request."""
-        # Only while nobody else waits for a worker, never past the head deadline, and only
-        # while the table is at most half full: a lingering connection is busy, not idle, so
-        # it cannot be evicted for a newcomer.
-        if conn.eof or self._stopping.is_set() or not self._jobs.empty() or 2 * len(self._conns) > self.max_connections:
-            return False
-        conn.lingering = True
-        poller = select.poll()
-        poller.register(conn.sock.fileno(), select.POLLIN)
-        deadline = time.monotonic() + min(LINGER_SECONDS, self.limits.head_timeout)
-        try:
-            while (request := self._whole_request(conn)) is None:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or not poller.poll(remaining * 1000):
-                    return False
-                try:
-                    chunk = conn.sock.recv(RECV_BYTES)
-                except BlockingIOError:
-                    continue
-                except OSError:
-                    return False  # reset: the loop sees it too
-                if not chunk:
-                    return False  # the end of the stream stays readable: the loop closes
-                conn.buffer += chunk
-        finally:
-            conn.lingering = False
-        conn.request = request
-        # The loop watches it again (and sets request.gone if it ends) at its next turn: the
-        # next event or tick, not a wake of its own, which would cost what lingering saves.
-        self._rearm.append(conn)
-        return True
-
-    def _whole_request(self, conn: _Conn) -> Request | None:
-        """The buffer's next request if it is complete and passes every check the loop makes, else None."""
-        # Anything the loop would refuse, wait for or treat specially stays in the buffer
-        # for the loop: it parses it again and answers as it always does.
-        buffer = conn.buffer
-        end = buffer.find(b"\r\n\r\n", 0, MAX_HEADER_BYTES + 4)
-        if end <= 0:
-            return None
-        head = bytes(buffer[:end])
-        if _BARE_LF_RE.search(head) or _BARE_CR_RE.search(head):
-            return None
-        try:
-            method, target, version, headers = parse_head(head)
-            length = content_length(headers)
-            limit = self.body_limit(method, target, headers) if callable(self.body_limit) else self.body_limit
-        except Exception:  # noqa: BLE001 - a Refusal, or the app's hook failing: the loop's to answer
-            return None
-        if length > limit or len(buffer) < end + 4 + length:
-            return None
-        body = bytes(buffer[end + 4 : end + 4 + length])
-        del buffer[: end + 4 + length]
-        conn.head = (method, target, version, headers)
-        conn.length = length
-        return Request(method, target, version, headers, body, conn.peer)
 
     def _encode(self, request: Request, response: Response, keep: bool) -> bytes:
         keep = keep and not self._stopping.is_set()
