@@ -4,17 +4,19 @@
     python3 code/bench.py --mode scaling [--seconds N]   round trips/s at 10..100,000 notes, three stores
     python3 code/bench.py --mode latency [--seconds N]   HTTP p50/p99 at 1, 4 and 16 keep-alive clients
     python3 code/bench.py --mode idle [--seconds N]      HTTP while 1,000 idle connections are held
+    python3 code/bench.py --mode postgres [--seconds N] [--notes N]
+                                          1, 2 and 4 server processes on one PostgreSQL database,
+                                          beside one SQLite file (psycopg and the server binaries needed)
 
 A script, not a test: it prints a readable report and exits 0 (1 if a round trip ever
 returns something other than the expected protocol answer). One round trip is the whole
-lesson flow: `tools/call notes_delete` -> `input_required` (the form and a sealed
+lesson flow: `tools/call notes_delete` -> `input_required` (the form and a signed
 requestState), then the retry with `inputResponses.delete_choice = accept` and the echoed
 state -> `deleted`. Both legs go through bytes: the client encodes JSON, the server runs
 `handle_bytes`, the client decodes the answer.
 
 Workload: one workspace holding `--notes` notes with unique, fixed-width titles, so each
-title query matches exactly one note. The in-memory store looks candidates up by scanning
-every note, so the store size is part of the cost: in-process, every deleted note is put
+title query matches exactly one note. The store size is part of the cost of a lookup: in-process, every deleted note is put
 back (`store.put`) so the size stays constant; over stdio and HTTP the server is started
 on a config with `--notes` notes and restarted when they run out (start-up excluded).
 Standard library only.
@@ -855,13 +857,22 @@ def run_transports(args: argparse.Namespace, kinds: list[str]) -> dict[str, Any]
 SQLITE_TTL_SECONDS = 2.0  # short, so one principal's confirmations never reach the replay bound
 
 
-def sqlite_worker(spec: str) -> int:
-    """Child process: round trips on notes k, k+step, ... against a shared database file."""
-    import sqlite_store  # only the SQLite mode needs it
+def open_target(target: str, seed: list[main.Note] | None = None) -> Any:
+    """The store a target names: a postgresql:// URL (psycopg needed) or an SQLite file path."""
+    if target.startswith("postgresql://"):
+        import postgres_store  # only the PostgreSQL mode needs it (and psycopg)
 
-    path, k, step, notes, seconds, start_at = json.loads(spec)
+        return postgres_store.open_store(target, clock=time.time, seed_notes=seed or ())
+    import sqlite_store  # only the SQLite modes need it
+
+    return sqlite_store.open_store(target, clock=time.time, seed_notes=seed or ())
+
+
+def store_worker(spec: str) -> int:
+    """Child process: round trips on notes k, k+step, ... against a shared database."""
+    target, k, step, notes, seconds, start_at = json.loads(spec)
     principal = f"{PRINCIPAL}{k}"
-    store = sqlite_store.open_store(path, clock=time.time)
+    store = open_target(target)
     server = server_over(store, principal, state_ttl=SQLITE_TTL_SECONDS)
     time.sleep(max(0.0, start_at - time.time()))  # every worker starts at the same moment
     done, start = 0, time.perf_counter()
@@ -875,30 +886,61 @@ def sqlite_worker(spec: str) -> int:
     return 0
 
 
-def sqlite_rate(directory: str, processes: int, notes: int, seconds: float) -> tuple[float, int, float]:
-    """(round trips/s, round trips, seconds) for `processes` processes sharing one new database."""
-    import sqlite_store
-
-    path = os.path.join(directory, f"bench-{processes}.db")
-    sqlite_store.open_store(path, clock=time.time, seed_notes=bench_notes(notes)).close()
-    start_at = time.time() + 1.0  # past every child's imports
+def store_rate(target: str, processes: int, notes: int, seconds: float) -> tuple[float, int, float]:
+    """(round trips/s, round trips, seconds) for `processes` processes sharing one new database at `target`."""
+    open_target(target, bench_notes(notes)).close()  # created and seeded once, before the race
+    start_at = time.time() + 1.5  # past every child's imports and connection
     children = [
         spawn(
-            [sys.executable, os.path.abspath(__file__), "--sqlite-worker", json.dumps([path, k, processes, notes, seconds, start_at])],
+            [sys.executable, os.path.abspath(__file__), "--store-worker", json.dumps([target, k, processes, notes, seconds, start_at])],
             stdout=subprocess.PIPE,
         )
         for k in range(processes)
     ]
     results = []
     for child in children:
-        out, _ = child.communicate(timeout=seconds + 60)
+        out, _ = child.communicate(timeout=seconds + 120)
         stop(child)
         if child.returncode != 0:
-            raise BenchError(f"SQLite worker exited with status {child.returncode}")
+            raise BenchError(f"store worker exited with status {child.returncode}")
         results.append(json.loads(out))
     count = sum(r["count"] for r in results)
     elapsed = max(r["elapsed"] for r in results)
     return count / elapsed, count, elapsed
+
+
+def sqlite_rate(directory: str, processes: int, notes: int, seconds: float) -> tuple[float, int, float]:
+    """(round trips/s, round trips, seconds) for `processes` processes sharing one new SQLite file."""
+    return store_rate(os.path.join(directory, f"bench-{processes}.db"), processes, notes, seconds)
+
+
+POSTGRES_PROCESS_COUNTS = (1, 2, 4)
+
+
+def run_postgres(args: argparse.Namespace) -> dict[str, dict[int, float]]:
+    """Round trips/s with 1, 2 and 4 server processes on one PostgreSQL database, beside one SQLite file."""
+    import postgres_cluster  # a throwaway, durable cluster in a temporary folder
+
+    reason = postgres_cluster.missing()
+    if reason is not None:
+        raise BenchError(reason)
+    figures: dict[str, dict[int, float]] = {"postgresql": {}, "sqlite": {}}
+    cluster = postgres_cluster.Cluster(durable=True)
+    try:
+        cluster.start()
+        section(f"Store seam, consume path (first call + accept), {args.notes:,} notes seeded, not put back")
+        for processes in POSTGRES_PROCESS_COUNTS:
+            rate, count, elapsed = store_rate(cluster.new_database(), processes, args.notes, args.seconds)
+            figures["postgresql"][processes] = rate
+            row(f"PostgreSQL, {processes} process(es): round trips/s", f"{rate:,.0f}", f"{count:,} in {elapsed:.1f} s")
+        with tempfile.TemporaryDirectory(prefix="notes-bench-db-") as directory:
+            for processes in POSTGRES_PROCESS_COUNTS:
+                rate, count, elapsed = sqlite_rate(directory, processes, args.notes, args.seconds)
+                figures["sqlite"][processes] = rate
+                row(f"SQLite, {processes} process(es): round trips/s", f"{rate:,.0f}", f"{count:,} in {elapsed:.1f} s")
+    finally:
+        cluster.destroy()
+    return figures
 
 
 def run_sqlite(args: argparse.Namespace) -> dict[str, Any]:
@@ -1042,12 +1084,12 @@ def run_latency(args: argparse.Namespace) -> dict[str, Any]:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The command line (see the module docstring)."""
     parser = argparse.ArgumentParser(description="Benchmark the notes MCP server (a script, not a test).")
-    parser.add_argument("--mode", choices=["inprocess", "stdio", "http", "sqlite", "scaling", "latency", "all"], default="all")
+    parser.add_argument("--mode", choices=["inprocess", "stdio", "http", "sqlite", "postgres", "scaling", "latency", "all"], default="all")
     parser.add_argument("--seconds", type=float, default=5.0, help="measuring time per throughput figure (default 5)")
     parser.add_argument("--notes", type=int, default=1000, help="notes in the workspace (default 1000)")
     parser.add_argument("--flood", type=int, default=100_000, help="confirmations in the replay flood (default 100000)")
     parser.add_argument("--profile", action="store_true", help="always print the cProfile of in-process round trips")
-    parser.add_argument("--sqlite-worker", metavar="SPEC", help=argparse.SUPPRESS)  # a child of --mode sqlite
+    parser.add_argument("--store-worker", metavar="SPEC", help=argparse.SUPPRESS)  # a child of --mode sqlite/postgres
     args = parser.parse_args(argv)
     if args.seconds <= 0 or args.notes < 1 or args.flood < 1:
         parser.error("--seconds, --notes and --flood must be positive")
@@ -1062,8 +1104,8 @@ def machine() -> str:
 def run(argv: list[str] | None = None) -> int:
     """Run the selected benchmarks and print the report; 1 if a round trip misbehaved."""
     args = parse_args(argv)
-    if args.sqlite_worker:
-        return sqlite_worker(args.sqlite_worker)
+    if args.store_worker:
+        return store_worker(args.store_worker)
     print(f"notes MCP server benchmark, protocol {main.PROTOCOL_VERSION}; {machine()}")
     try:
         if args.mode in ("inprocess", "all"):
@@ -1073,6 +1115,8 @@ def run(argv: list[str] | None = None) -> int:
             run_transports(args, kinds)
         if args.mode == "sqlite":
             run_sqlite(args)
+        if args.mode == "postgres":
+            run_postgres(args)
         if args.mode == "scaling":
             run_scaling(args)
         if args.mode == "latency":

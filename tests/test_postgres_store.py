@@ -17,7 +17,7 @@ from support import PRINCIPAL, WORKSPACE, Clock, accept, call, tps
 
 import main
 import store_workers
-import pg_cluster
+import postgres_cluster
 import postgres_store
 from postgres_store import StoreBusy, StoreError
 
@@ -29,12 +29,12 @@ LOAD_NOTES = 12  # confirmations the load thread settles across a server restart
 ALWAYS = lambda note: True  # noqa: E731 - a recheck that accepts every live note
 LATER = 10_000_000.0  # an expiry far after every Clock() reading used here
 
-cluster: pg_cluster.Cluster | None = None
+cluster: postgres_cluster.Cluster | None = None
 
 
 def setUpModule() -> None:
     global cluster
-    cluster = pg_cluster.start_or_skip()  # SkipTest with one line when psycopg or the binaries are missing
+    cluster = postgres_cluster.start_or_skip()  # SkipTest with one line when psycopg or the binaries are missing
 
 
 def tearDownModule() -> None:
@@ -63,16 +63,16 @@ class PgCase(unittest.TestCase):
         return store
 
     def raw(self) -> Any:
-        conn = pg_cluster.psycopg.connect(self.url, autocommit=True)
+        conn = postgres_cluster.psycopg.connect(self.url, autocommit=True)
         self.addCleanup(conn.close)
         return conn
 
     def note_ids(self) -> list[str]:
-        with pg_cluster.psycopg.connect(self.url) as conn:
+        with postgres_cluster.psycopg.connect(self.url) as conn:
             return [row[0] for row in conn.execute("SELECT id FROM notes ORDER BY id")]
 
     def consumed(self) -> set[str]:
-        with pg_cluster.psycopg.connect(self.url) as conn:
+        with postgres_cluster.psycopg.connect(self.url) as conn:
             return {row[0] for row in conn.execute("SELECT nonce FROM consumed_nonces")}
 
     def target(self, store: postgres_store.PostgresNotesStore, note_id: str) -> tuple[str, str]:

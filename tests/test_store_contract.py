@@ -11,7 +11,7 @@ from typing import Any
 from support import PRINCIPAL, WORKSPACE, Clock
 
 import main
-import pg_cluster
+import postgres_cluster
 import postgres_store
 import sqlite_store
 
@@ -179,14 +179,14 @@ class SqliteContract(StoreContract, unittest.TestCase):
         return store
 
 
-_cluster: pg_cluster.Cluster | None = None
+_cluster: postgres_cluster.Cluster | None = None
 _cluster_missing: str | None = None
 
 
 def setUpModule() -> None:
     global _cluster, _cluster_missing
     try:
-        _cluster = pg_cluster.start_or_skip()
+        _cluster = postgres_cluster.start_or_skip()
     except unittest.SkipTest as exc:
         _cluster_missing = str(exc)  # only the PostgreSQL class skips; SQLite still runs
 

@@ -1,14 +1,16 @@
-"""A throwaway PostgreSQL cluster for the PostgreSQL store tests: temp folder, Unix socket only.
+"""A throwaway PostgreSQL cluster for the store's tests and benchmark: temp folder, Unix socket only.
 
-    cluster = pg_cluster.start_or_skip()        # in setUpModule; SkipTest names what is missing
+    cluster = postgres_cluster.start_or_skip()  # in setUpModule; SkipTest names what is missing
     url = cluster.new_database()                # a fresh, empty database per test
     cluster.stop(); cluster.start()             # a server restart under load
     cluster.destroy()                           # in tearDownModule: stop and remove the folder
 
 The cluster is initialised with `initdb` into a temporary folder and started with
 `pg_ctl`, listening on a Unix socket in that folder and on no TCP port. As root the
-binaries run as the `postgres` user (PostgreSQL refuses to run as root). fsync is off:
-nothing here must survive a power cut, and the tests run on a shared machine.
+binaries run as the `postgres` user (PostgreSQL refuses to run as root). For the tests
+fsync is off (nothing there must survive a power cut); the benchmark asks for a durable
+cluster, so its figures include the commit's flush. psycopg is optional: only the
+functions that talk to the server need it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import pwd
 import shutil
 import subprocess
 import tempfile
-import unittest
+from typing import Any
 from urllib.parse import quote
 
 GUARD_SECONDS = 60  # failure guard for pg_ctl; never an assertion
@@ -57,7 +59,8 @@ def missing() -> str | None:
 class Cluster:
     """One initdb'd cluster in a temp folder; Unix socket in that folder, no TCP."""
 
-    def __init__(self) -> None:
+    def __init__(self, durable: bool = False) -> None:
+        self.durable = durable
         self.bin = find_binaries()
         assert self.bin is not None
         self.root = tempfile.mkdtemp(prefix="pg-")
@@ -85,7 +88,7 @@ class Cluster:
 
     def start(self) -> None:
         """Start (or restart after stop) the server; returns once it accepts connections."""
-        options = f"-k {self.root} -c listen_addresses='' -F -c max_connections=60"
+        options = f"-k {self.root} -c listen_addresses='' {'' if self.durable else '-F '}-c max_connections=60"
         self._run("pg_ctl", "-D", self.data, "-l", self.log, "-w", "-t", str(GUARD_SECONDS), "-o", options, "start")
 
     def stop(self, mode: str = "fast") -> None:
@@ -96,7 +99,7 @@ class Cluster:
         """A postgresql:// URL for `database` over the Unix socket."""
         return f"postgresql:///{database}?host={quote(self.root, safe='')}&user={SUPERUSER}"
 
-    def admin(self) -> psycopg.Connection:
+    def admin(self) -> Any:
         """An autocommit superuser connection to the maintenance database."""
         return psycopg.connect(self.url(), autocommit=True)
 
@@ -122,15 +125,20 @@ def _unprivileged_user() -> pwd.struct_passwd:
             return pwd.getpwnam(name)
         except KeyError:
             continue
-    raise unittest.SkipTest("running as root and neither a 'postgres' nor a 'nobody' user exists to run PostgreSQL")
+    raise LookupError("running as root and neither a 'postgres' nor a 'nobody' user exists to run PostgreSQL")
 
 
 def start_or_skip() -> Cluster:
     """A running throwaway cluster, or SkipTest with one line naming what is missing."""
+    import unittest
+
     reason = missing()
     if reason is not None:
         raise unittest.SkipTest(reason)
-    cluster = Cluster()
+    try:
+        cluster = Cluster()
+    except LookupError as exc:
+        raise unittest.SkipTest(str(exc)) from None
     try:
         cluster.start()
     except BaseException:
