@@ -392,6 +392,18 @@ def check_note(note: Note) -> None:
         raise ValueError(f"note {note.id!r} uri {exc}") from None
 
 
+def checked_notes(notes: Iterable[Note]) -> list[Note]:
+    """Notes a store may hold: each passes check_note, ids are unique, URIs canonical; else ValueError."""
+    checked: dict[str, Note] = {}
+    for note in notes:
+        check_note(note)
+        if note.id in checked:
+            raise ValueError(f"duplicate note id {note.id!r}")
+        uri = normalize_file_uri(note.uri)
+        checked[note.id] = note if uri == note.uri else dataclasses.replace(note, uri=uri)
+    return list(checked.values())
+
+
 def lookup(store: NotesStore, scope: Scope) -> list[Note]:
     """Candidates inside the workspace (layer 2); none, or more than a form can offer, is a ToolError."""
     title = scope.arguments["title"]
@@ -915,9 +927,7 @@ class MemoryNotesStore:
         # contains the query holds every trigram of the query, so intersecting their sets
         # narrows the scan to a few notes instead of all of them (`matches` still decides).
         self._by_trigram: dict[str, set[str]] = {}
-        for note in notes:
-            if note.id in self._notes:
-                raise ValueError(f"duplicate note id {note.id!r}")
+        for note in checked_notes(notes):
             self._insert(note)
 
     def _insert(self, note: Note) -> None:

@@ -393,17 +393,11 @@ def _first_line(exc: Exception) -> str:
 
 
 def _checked_seed(notes: Iterable[main.Note]) -> list[main.Note]:
-    """Seed notes validated like MemoryNotesStore does, URIs canonical, ids unique."""
-    seed: dict[str, main.Note] = {}
-    for note in notes:
-        try:
-            main.check_note(note)
-        except ValueError as exc:
-            raise StoreError(f"seed notes: {exc}") from None
-        if note.id in seed:
-            raise StoreError(f"seed notes: duplicate note id {note.id!r}")
-        seed[note.id] = dataclasses.replace(note, uri=main.normalize_file_uri(note.uri))
-    return list(seed.values())
+    """Seed notes validated as every store validates them (main.checked_notes); StoreError if not."""
+    try:
+        return main.checked_notes(notes)
+    except ValueError as exc:
+        raise StoreError(f"seed notes: {exc}") from None
 
 
 def _prepare(conn: Any, where: str, seed: list[main.Note]) -> None:
