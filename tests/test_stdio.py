@@ -54,6 +54,12 @@ class StdioFramingTests(unittest.TestCase):
         self.assertEqual(response["id"], "edge")
         self.assertIn("result", response)
 
+    def test_a_crlf_line_at_the_limit_is_served_like_an_lf_line_and_one_byte_more_is_refused(self) -> None:
+        self.server.send(padded(request("server/discover", id="crlf"), main.MAX_MESSAGE_BYTES) + b"\r\n")
+        self.assertIn("result", self.server.receive())
+        self.server.send(padded(request("server/discover", id="over"), main.MAX_MESSAGE_BYTES + 1) + b"\r\n")
+        self.assertEqual(self.server.receive()["error"]["code"], main.INVALID_REQUEST)
+
     def test_a_non_json_line_gets_a_parse_error_without_id(self) -> None:
         self.server.send(b"this is not json\n")
         self.assertEqual(self.server.receive(), {"jsonrpc": "2.0", "error": {"code": main.PARSE_ERROR, "message": "Parse error: invalid JSON"}})
