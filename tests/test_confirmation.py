@@ -85,6 +85,8 @@ class Answers(unittest.TestCase):
         self.assertIsNone(main.read_answer(None, main.INPUT_KEY))
         self.assertIsNone(main.read_answer({}, main.INPUT_KEY))
         self.assertEqual(main.read_answer({main.INPUT_KEY: {"action": "decline"}}, main.INPUT_KEY), main.Answer("decline", {}))
+        # A URL-mode accept carries no content: that is an answer, not a malformed one.
+        self.assertEqual(main.read_answer({main.INPUT_KEY: {"action": "accept"}}, main.INPUT_KEY), main.Answer("accept", {}))
 
     def test_unrecognized_extra_answers_are_ignored(self) -> None:
         responses = {**accept(), "other_key": {"action": "accept", "content": {"x": 1}}}

@@ -345,7 +345,8 @@ class ToolArguments(unittest.TestCase):
 
     def test_title_length_limit_is_inclusive(self) -> None:
         result = self.server.handle(call(tps(title="x" * main.MAX_TITLE_LENGTH)), PRINCIPAL)["result"]
-        self.assertIs(result["isError"], True)  # valid arguments, just no such note
+        self.assertIs(result["isError"], True)
+        self.assertIn("No note titled like", result["content"][0]["text"])  # valid arguments, just no such note
 
     def test_request_state_and_input_responses_must_come_together(self) -> None:
         state = self.server.handle(call(tps()), PRINCIPAL)["result"]["requestState"]
