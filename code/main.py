@@ -215,7 +215,7 @@ _CONTROL_RE = re.compile("[\x00-\x1f\x7f]")
 
 def parse_file_uri(uri: Any) -> Path:
     """A `file://` URI to its path components, refusing every ambiguous spelling."""
-    if not isinstance(uri, str) or not uri or len(uri) > MAX_URI_LENGTH:
+    if not isinstance(uri, str) or len(uri) > MAX_URI_LENGTH:
         raise ScopeError("must be a file:// URI of at most %d characters" % MAX_URI_LENGTH)
     scheme, sep, rest = uri.partition("://")
     if not sep or scheme.lower() != "file":
@@ -238,8 +238,9 @@ def parse_file_uri(uri: Any) -> Path:
         raise ScopeError("must not contain double percent-encoding or a literal %")
     # Backslash is a separator on Windows and NUL truncates C strings: both change
     # which file the operating system opens without changing what a string check sees.
-    if "\\" in path or "\x00" in path:
-        raise ScopeError("must not contain backslashes or NUL")
+    if "\\" in path:
+        raise ScopeError("must not contain backslashes")
+    # NUL is below 0x20: this one check refuses it along with every other control character.
     if _CONTROL_RE.search(path):
         raise ScopeError("must not contain control characters")
     parts = tuple(part for part in path.split("/") if part not in ("", "."))
@@ -1034,7 +1035,8 @@ class Confirmations:
         ttl: float,
         log: Callable[[str], None],
     ) -> None:
-        if not (isinstance(ttl, (int, float)) and math.isfinite(ttl) and 0 < ttl <= MAX_STATE_TTL_SECONDS):
+        # NaN and infinity fail the chained comparison, so it alone keeps the lifetime finite.
+        if not (isinstance(ttl, (int, float)) and 0 < ttl <= MAX_STATE_TTL_SECONDS):
             raise ValueError(f"state_ttl must be a finite number of seconds in (0, {MAX_STATE_TTL_SECONDS:g}]")
         self.signer = StateSigner(keys)
         self.store = store
@@ -1174,6 +1176,7 @@ class NotesDelete:
 
         def recheck(live: Note) -> bool:
             # Layers 1 and 2 again, inside the atomic step: grants and notes may have changed.
+            # (Containment stays as defence in depth: the version also covers the URI.)
             return self.server.policy.allows(principal, scope.workspace) and inside_workspace(live, scope.workspace)
 
         if confirmations.consume(principal, state, target, recheck) is Settlement.CHANGED:

@@ -45,6 +45,7 @@ class LessonCheckpoints(unittest.TestCase):
         self.assertEqual(schema["properties"]["title"]["minLength"], 1)
         self.assertEqual(schema["properties"]["title"]["maxLength"], main.MAX_TITLE_LENGTH)
         self.assertEqual(tool["outputSchema"]["required"], ["deleted"])
+        self.assertIs(tool["outputSchema"]["additionalProperties"], False)
         self.assertEqual(
             {k: tool["annotations"][k] for k in ("destructiveHint", "readOnlyHint", "idempotentHint", "openWorldHint")},
             {"destructiveHint": True, "readOnlyHint": False, "idempotentHint": False, "openWorldHint": False},

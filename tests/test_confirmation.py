@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 import unittest
 
 from support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call, make_server, note_ids, server_over, tps
@@ -55,6 +56,8 @@ class Answers(unittest.TestCase):
         bad = [
             {"delete_choice": {"action": "accept"}},
             {"delete_choice": {"action": "accept", "content": []}},
+            {"delete_choice": {"action": "accept", "content": ["note-14"]}},
+            {"delete_choice": {"action": "accept", "content": "note-14"}},
             {"delete_choice": {"action": "accept", "content": {"note_id": "note-14"}}},
             {"delete_choice": {"action": "accept", "content": {"confirm": True}}},
             {"delete_choice": {"action": "accept", "content": {"note_id": "note-14", "confirm": "true"}}},
@@ -70,6 +73,20 @@ class Answers(unittest.TestCase):
                 self.assertEqual(self.answer(responses)["error"]["code"], main.INVALID_PARAMS)
         self.assertEqual(note_ids(self.server), ALL)
         self.assertIs(self.answer(accept())["result"]["structuredContent"]["deleted"], True)
+
+    def test_decline_and_cancel_ignore_stray_content(self) -> None:
+        cancelled = self.answer({"delete_choice": {"action": "cancel", "content": "x"}})["result"]
+        self.assertEqual(cancelled["structuredContent"], {"deleted": False, "reason": "cancelled"})
+        declined = self.answer({"delete_choice": {"action": "decline", "content": ["x"]}})["result"]
+        self.assertEqual(declined["structuredContent"], {"deleted": False, "reason": "declined"})
+        self.assertEqual(note_ids(self.server), ALL)
+
+    def test_read_answer_reads_absent_responses_as_no_answer(self) -> None:
+        self.assertIsNone(main.read_answer(None, main.INPUT_KEY))
+        self.assertIsNone(main.read_answer({}, main.INPUT_KEY))
+        self.assertEqual(main.read_answer({main.INPUT_KEY: {"action": "decline"}}, main.INPUT_KEY), main.Answer("decline", {}))
+        # A URL-mode accept carries no content: that is an answer, not a malformed one.
+        self.assertEqual(main.read_answer({main.INPUT_KEY: {"action": "accept"}}, main.INPUT_KEY), main.Answer("accept", {}))
 
     def test_unrecognized_extra_answers_are_ignored(self) -> None:
         responses = {**accept(), "other_key": {"action": "accept", "content": {"x": 1}}}
@@ -172,6 +189,49 @@ class Atomicity(unittest.TestCase):
         self.assertFalse(server.notes.is_consumed(main.StateSigner([KEY]).verify(state)["nonce"]))
 
 
+class ConsumeContract(unittest.TestCase):
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.server = make_server(clock=self.clock)
+        self.store = self.server.notes
+        self.note = {n.id: n for n in self.store.all()}["note-14"]
+
+    def test_the_store_reports_consumed_deleted_and_changed_outcomes(self) -> None:
+        exp = self.clock.now + 60
+        self.assertIs(self.store.consume(PRINCIPAL, "n1", exp, None, lambda note: True), main.Settlement.CONSUMED)
+        target = (self.note.id, self.note.version)
+        self.assertIs(self.store.consume(PRINCIPAL, "n2", exp, target, lambda note: False), main.Settlement.CHANGED)
+        self.assertIn("note-14", note_ids(self.server))
+        self.assertIs(self.store.consume(PRINCIPAL, "n3", exp, target, lambda note: True), main.Settlement.DELETED)
+        self.assertNotIn("note-14", note_ids(self.server))
+        self.assertIs(self.store.consume(PRINCIPAL, "n3", exp, None, lambda note: True), main.Settlement.USED)
+
+    def test_consuming_with_a_target_but_no_recheck_never_deletes(self) -> None:
+        state = self.server.handle(call(tps()), PRINCIPAL)["result"]["requestState"]
+        payload = main.StatePayload.parse(main.StateSigner([KEY]).verify(state))
+        outcome = self.server.confirmations.consume(PRINCIPAL, payload, (self.note.id, self.note.version))
+        self.assertIs(outcome, main.Settlement.CHANGED)  # the default re-check refuses
+        self.assertEqual(note_ids(self.server), ALL)
+
+    def test_a_racing_replay_on_one_nonce_deletes_once_and_the_other_is_used(self) -> None:
+        barrier = threading.Barrier(2)
+        outcomes: list[main.Settlement] = []
+        target = (self.note.id, self.note.version)
+
+        def race() -> None:
+            barrier.wait()
+            outcomes.append(self.store.consume(PRINCIPAL, "one-nonce", self.clock.now + 60, target, lambda note: True))
+
+        threads = [threading.Thread(target=race) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        self.assertEqual(sorted(o.value for o in outcomes), ["deleted", "used"])
+        self.assertEqual(len(note_ids(self.server)), len(ALL) - 1)
+        self.assertEqual(len(self.store.replay), 1)
+
+
 class ReplayBound(unittest.TestCase):
     def setUp(self) -> None:
         self.clock = Clock()
@@ -242,6 +302,36 @@ class ReplayStoreUnit(unittest.TestCase):
         replay = server.handle(call(tps(), id=3, requestState=first["requestState"], inputResponses=accept()), PRINCIPAL)
         self.assertEqual(replay["error"]["code"], main.INVALID_PARAMS)
         self.assertIn("note-14", note_ids(server))
+
+    def test_pruning_with_mixed_expiries_frees_exactly_the_expired_claims(self) -> None:
+        clock = Clock()
+        store = main.MemoryReplayStore(clock, max_per_principal=3)
+        # Claimed out of expiry order, so the heap's last entry is not its latest.
+        for nonce, ttl in (("mid", 20), ("early", 10), ("late", 30)):
+            self.assertIs(store.claim("a", nonce, clock.now + ttl), main.ClaimOutcome.OK)
+        self.assertIs(store.claim("a", "over", clock.now + 40), main.ClaimOutcome.FULL)
+        clock.now += 15  # "early" has expired, the other two have not
+        self.assertEqual(len(store), 2)
+        self.assertFalse(store.is_consumed("early"))
+        self.assertTrue(store.is_consumed("mid") and store.is_consumed("late"))
+        # Exactly one slot was freed: one new claim succeeds and the next is refused.
+        self.assertIs(store.claim("a", "new-1", clock.now + 40), main.ClaimOutcome.OK)
+        self.assertIs(store.claim("a", "new-2", clock.now + 40), main.ClaimOutcome.FULL)
+        clock.now += 10  # "mid" expires too
+        self.assertEqual(len(store), 2)
+        self.assertIs(store.claim("a", "new-2", clock.now + 40), main.ClaimOutcome.OK)
+        self.assertIs(store.claim("a", "new-3", clock.now + 40), main.ClaimOutcome.FULL)
+        self.assertEqual(len(store), 3)
+
+    def test_after_everything_expires_exactly_the_bounds_worth_of_new_claims_succeed(self) -> None:
+        clock = Clock()
+        store = main.MemoryReplayStore(clock, max_per_principal=3)
+        for i, ttl in enumerate((30, 10, 20)):
+            store.claim("a", f"old-{i}", clock.now + ttl)
+        clock.now += 30
+        outcomes = [store.claim("a", f"new-{i}", clock.now + 60) for i in range(4)]
+        self.assertEqual(outcomes, [main.ClaimOutcome.OK] * 3 + [main.ClaimOutcome.FULL])
+        self.assertEqual(len(store), 3)
 
     def test_a_bound_below_one_is_refused(self) -> None:
         with self.assertRaises(ValueError):

@@ -179,6 +179,20 @@ class RequestMeta(unittest.TestCase):
                 error = self.server.handle(call(arguments, capabilities={}), PRINCIPAL)["error"]
                 self.assertEqual(error["code"], main.MISSING_REQUIRED_CLIENT_CAPABILITY)
 
+    def test_form_elicitation_is_declared_by_an_empty_elicitation_or_a_form_object_only(self) -> None:
+        declared = {
+            "empty elicitation": ({"elicitation": {}}, True),
+            "form": ({"elicitation": {"form": {}}}, True),
+            "form and url": ({"elicitation": {"form": {}, "url": {}}}, True),
+            "url only": ({"elicitation": {"url": {}}}, False),
+            "form not an object": ({"elicitation": {"form": True}}, False),
+            "elicitation not an object": ({"elicitation": True}, False),
+            "nothing": ({}, False),
+        }
+        for label, (capabilities, expected) in declared.items():
+            with self.subTest(label):
+                self.assertIs(main.supports_form_elicitation(capabilities), expected)
+
     def test_tools_list_refuses_a_cursor_it_never_issued(self) -> None:
         for cursor in ("", "abc", 5):
             with self.subTest(cursor=cursor):
@@ -226,6 +240,22 @@ class HttpHeaderChecks(unittest.TestCase):
         status, code = self.status_and_code(self.message, http_headers(self.message, **{"Mcp-Name": encoded}))
         self.assertEqual((status, code), (200, None))
 
+    def test_a_half_wrapped_or_non_canonical_base64_name_is_a_mismatch(self) -> None:
+        encoded = base64.b64encode(b"notes_delete").decode()
+        cases = {
+            "no closing": "=?base64?" + encoded,
+            "no opening": encoded + "?=",
+            "upper-case marker": "=?BASE64?" + encoded + "?=",
+            "extra padding": "=?base64?" + encoded + "==?=",
+            "one padding character": "=?base64?" + encoded + "=?=",
+            "empty": "=?base64??=",
+            "not utf-8": "=?base64?" + base64.b64encode(b"\xff").decode() + "?=",
+        }
+        for label, value in cases.items():
+            with self.subTest(label):
+                self.assertEqual(self.status_and_code(self.message, http_headers(self.message, **{"Mcp-Name": value})), (400, main.HEADER_MISMATCH))
+        self.assertEqual(len(note_ids(self.server)), 6)
+
     def test_header_check_runs_after_meta_checks_and_before_the_version_check(self) -> None:
         broken_meta = call(tps())
         del broken_meta["params"]["_meta"][main.META_CLIENT_CAPABILITIES]
@@ -241,6 +271,27 @@ class HttpHeaderChecks(unittest.TestCase):
         self.assertEqual(response["result"]["resultType"], "input_required")
 
 
+class ToolRegistration(unittest.TestCase):
+    def test_a_tool_needs_a_new_non_empty_string_name(self) -> None:
+        server = make_server()
+
+        class Named:
+            def __init__(self, name: object) -> None:
+                self.descriptor = {"name": name, "inputSchema": {"type": "object"}}
+
+            def call(self, call: main.ToolCall) -> dict:
+                return main.tool_result("called")
+
+        for name in ("", None, 7, main.TOOL_NAME):
+            with self.subTest(name=name):
+                with self.assertRaises(ValueError):
+                    server.add_tool(Named(name))
+        self.assertIsInstance(server.tools[main.TOOL_NAME], main.NotesDelete)  # not replaced
+        self.assertEqual(len(server.tool_descriptors()), 1)
+        server.add_tool(Named("notes_echo"))
+        self.assertEqual(list(server.tools), [main.TOOL_NAME, "notes_echo"])
+
+
 class ToolArguments(unittest.TestCase):
     def setUp(self) -> None:
         self.server = make_server()
@@ -249,7 +300,7 @@ class ToolArguments(unittest.TestCase):
         return self.server.handle(message, PRINCIPAL).get("error", {}).get("code")
 
     def test_unknown_tool_is_invalid_params(self) -> None:
-        for name in ("notes_remove", None, 5, ""):
+        for name in ("notes_remove", None, 5, "", [], ["notes_delete"], {}):
             with self.subTest(name=name):
                 message = call(tps())
                 message["params"]["name"] = name
@@ -294,7 +345,8 @@ class ToolArguments(unittest.TestCase):
 
     def test_title_length_limit_is_inclusive(self) -> None:
         result = self.server.handle(call(tps(title="x" * main.MAX_TITLE_LENGTH)), PRINCIPAL)["result"]
-        self.assertIs(result["isError"], True)  # valid arguments, just no such note
+        self.assertIs(result["isError"], True)
+        self.assertIn("No note titled like", result["content"][0]["text"])  # valid arguments, just no such note
 
     def test_request_state_and_input_responses_must_come_together(self) -> None:
         state = self.server.handle(call(tps()), PRINCIPAL)["result"]["requestState"]

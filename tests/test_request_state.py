@@ -75,6 +75,40 @@ class Sealing(unittest.TestCase):
                 with self.assertRaises(main.StateError):
                     signer.verify(variant)
 
+    def test_base64url_decoding_takes_exactly_the_canonical_unpadded_spelling(self) -> None:
+        alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+        self.assertEqual(main.b64url_encode(main.b64url_decode(alphabet)), alphabet)  # all 64 characters
+        self.assertEqual(main.b64url_decode("AA"), b"\x00")
+        for label, text in {
+            "empty": "",
+            "length 1 mod 4": "AAAAA",
+            "a single character": "A",
+            "bang": "AAA!",
+            "padding": "AA==",
+            "plus": "AA+A",
+            "slash": "AA/A",
+            "space": "AA A",
+            "spare bits": "AB",
+        }.items():
+            with self.subTest(label):
+                with self.assertRaises(main.StateError):
+                    main.b64url_decode(text)
+
+    def test_a_state_in_another_format_version_is_refused_even_with_a_valid_mac(self) -> None:
+        # The day a v2 format exists, a v1 verifier must not read a v2 state as v1.
+        head = f"v2.{main.StateSigner.key_id(KEY)}.{main.b64url_encode(main.canonical_json({'sub': 'alice'}))}"
+        mac = hmac.new(KEY, head.encode(), hashlib.sha256).digest()
+        with self.assertRaises(main.StateError):
+            main.StateSigner([KEY]).verify(f"{head}.{main.b64url_encode(mac)}")
+
+    def test_a_state_of_exactly_the_length_limit_verifies(self) -> None:
+        signer = main.StateSigner([KEY])
+        pad = 0
+        while len(token := signer.sign({"pad": "x" * pad})) < main.MAX_STATE_LENGTH:
+            pad += 1
+        self.assertEqual(len(token), main.MAX_STATE_LENGTH)  # reachable: the payload grows 4 chars per 3 bytes
+        self.assertEqual(signer.verify(token), {"pad": "x" * pad})
+
     def test_oversized_state_is_refused_before_any_hashing(self) -> None:
         signer = main.StateSigner([KEY])
         with self.assertRaises(main.StateError) as caught:
@@ -134,6 +168,41 @@ class Bindings(unittest.TestCase):
             with self.subTest(change=change):
                 self.assert_refused(self.retry(self.forged(**change)))
 
+    def test_a_mac_segment_that_is_not_strict_base64url_gets_the_one_32602_without_a_traceback(self) -> None:
+        version, key_id, payload, mac = split(self.state)
+        for label, bad in {"length 1 mod 4": mac + "AA", "bang": mac[:-1] + "!", "padding": mac[:-2] + "=="}.items():
+            with self.subTest(label):
+                self.assert_refused(self.retry(f"{version}.{key_id}.{payload}.{bad}"))
+        self.assertFalse(any("Traceback" in line or "internal error" in line for line in self.log))
+
+    def test_malformed_payload_fields_are_refused_one_by_one(self) -> None:
+        good = dict(self.claims)
+        self.assertEqual(main.StatePayload.parse(good).nonce, good["nonce"])
+        bad = {
+            "iat true": {"iat": True},
+            "iat infinite": {"iat": float("-inf")},
+            "exp infinite": {"exp": float("inf")},
+            "exp nan": {"exp": float("nan")},
+            "cands an object": {"cands": {}},
+            "cands a string": {"cands": ""},
+            "a candidate as a string": {"cands": ["ab"]},
+            "a candidate of one": {"cands": [["note-14"]]},
+            "a candidate of three": {"cands": [["note-14", "v", "x"]]},
+            "a candidate version not a string": {"cands": [["note-14", 1]]},
+            "extra not an object": {"extra": [1]},
+            "no method": {"method": None},
+        }
+        for label, change in bad.items():
+            with self.subTest(label):
+                with self.assertRaises(main.StateError):
+                    main.StatePayload.parse({**good, **change})
+
+    def test_a_state_whose_issue_time_is_a_boolean_or_whose_expiry_is_infinite_is_refused(self) -> None:
+        # A boolean is a number to Python (True == 1.0) and infinity never expires.
+        for change in ({"iat": True}, {"exp": float("inf")}):
+            with self.subTest(change=change):
+                self.assert_refused(self.retry(self.forged(**change)))
+
     def test_non_object_claims_are_refused(self) -> None:
         signer = main.StateSigner([KEY])
         for claims in ([1], "x"):
@@ -169,6 +238,22 @@ class Bindings(unittest.TestCase):
         result = self.retry(self.state)["result"]
         self.assertEqual(result["structuredContent"], {"deleted": True, "noteId": "note-14"})
 
+    def test_an_expired_state_answered_cancel_or_not_answered_is_refused_at_and_after_expiry(self) -> None:
+        # Cancel and "no answer" act on nothing, yet an expired state must not keep a flow
+        # alive: "no answer" would sign a fresh form onto a dead confirmation.
+        answers = {"cancel": {main.INPUT_KEY: {"action": "cancel"}}, "no answer": {}}
+        for offset in (0.0, 1.0):
+            self.clock.now = self.claims["exp"] + offset
+            for label, responses in answers.items():
+                with self.subTest(label, after=offset):
+                    response = self.server.handle(call(tps(), id=5, requestState=self.state, inputResponses=responses), PRINCIPAL)
+                    self.assert_refused(response)
+                    self.assertNotIn("result", response)
+        self.assertEqual(len(self.server.notes.replay), 0)
+
+    def test_the_nonce_carries_128_random_bits(self) -> None:
+        self.assertEqual(len(main.b64url_decode(self.claims["nonce"])), 16)
+
     def test_default_lifetime_is_the_named_ttl(self) -> None:
         self.assertEqual(self.claims["exp"] - self.claims["iat"], main.DEFAULT_STATE_TTL_SECONDS)
 
@@ -191,8 +276,9 @@ class ServerConstruction(unittest.TestCase):
             with self.subTest(ttl=ttl):
                 with self.assertRaises(ValueError):
                     main.Server(keys=[KEY], notes=lesson.notes, policy=lesson.policy, state_ttl=ttl)
-        server = main.Server(keys=[KEY], notes=lesson.notes, policy=lesson.policy, state_ttl=main.MAX_STATE_TTL_SECONDS)
-        self.assertEqual(server.confirmations.ttl, main.MAX_STATE_TTL_SECONDS)
+        for ttl in (main.MAX_STATE_TTL_SECONDS, 0.5):  # the top of (0, MAX] and a lifetime under a second
+            server = main.Server(keys=[KEY], notes=lesson.notes, policy=lesson.policy, state_ttl=ttl)
+            self.assertEqual(server.confirmations.ttl, ttl)
 
     def test_the_signing_key_is_never_a_constant_in_the_source(self) -> None:
         source = inspect.getsource(main)

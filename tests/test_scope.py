@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import unittest
 
 from support import PRINCIPAL, WORKSPACE, accept, call, make_server, note_ids, server_over, tps
 
+import config
 import main
 import support
 
@@ -61,6 +63,24 @@ class UriNormalization(unittest.TestCase):
     def test_uri_length_limit_is_inclusive(self) -> None:
         at_limit = "file:///" + "a" * (main.MAX_URI_LENGTH - len("file:///"))
         self.assertEqual(len(main.parse_file_uri(at_limit)), 1)
+        with self.assertRaises(main.ScopeError):
+            main.parse_file_uri(at_limit + "a")
+
+    def test_a_file_uri_without_a_path_is_refused_rather_than_read_as_the_root(self) -> None:
+        # `file://` and `file://localhost` have no path at all; read as `/` they would
+        # authorize (or, as a grant, hand out) the whole file system.
+        for uri in ("file://", "file://localhost", "FILE://LOCALHOST"):
+            with self.subTest(uri=uri):
+                with self.assertRaises(main.ScopeError):
+                    main.parse_file_uri(uri)
+        self.assertEqual(main.parse_file_uri("file:///"), ())  # the root, spelled with its slash
+
+    def test_delete_and_unit_separator_controls_are_refused_and_their_neighbours_accepted(self) -> None:
+        for encoded in ("%7F", "%1F", "\x7f", "\x1f"):
+            with self.subTest(encoded=encoded):
+                with self.assertRaises(main.ScopeError):
+                    main.parse_file_uri(f"file:///a/x{encoded}y")
+        self.assertEqual(main.parse_file_uri("file:///a/x%7Ey%20z"), ("a", "x~y z"))
 
 
 class Containment(unittest.TestCase):
@@ -99,6 +119,42 @@ class Containment(unittest.TestCase):
 
 
 class Authorization(unittest.TestCase):
+    def test_a_workspace_uri_without_a_path_is_refused_as_an_argument_and_as_a_grant(self) -> None:
+        server = server_over(main.lesson_notes(), grants={PRINCIPAL: ["file:///"]})  # alice may see everything
+        for uri in ("file://", "file://localhost"):
+            with self.subTest(uri=uri):
+                result = server.handle(call(tps(workspace=uri)), PRINCIPAL)["result"]
+                self.assertIs(result["isError"], True)
+                self.assertIn("must name a local path", result["content"][0]["text"])
+                self.assertNotIn("inputRequests", result)
+                with self.assertRaises(ValueError):
+                    main.AuthorizationPolicy({PRINCIPAL: [uri]})
+        self.assertEqual(len(note_ids(server)), 6)
+
+    def test_an_empty_workspace_uri_is_an_is_error_result_not_a_form(self) -> None:
+        server = make_server()
+        result = server.handle(call(tps(workspace="")), PRINCIPAL)["result"]
+        self.assertIs(result["isError"], True)
+        self.assertIn("workspaceUri must be a file:// URI string", result["content"][0]["text"])
+        self.assertNotIn("inputRequests", result)
+
+    def test_a_workspace_uri_of_exactly_the_limit_passes_the_schema_and_one_more_character_does_not(self) -> None:
+        at_limit = WORKSPACE + "/" + "a" * (main.MAX_URI_LENGTH - len(WORKSPACE) - 1)
+        self.assertEqual(len(at_limit), main.MAX_URI_LENGTH)
+        server = make_server()
+        inside = server.handle(call(tps(workspace=at_limit)), PRINCIPAL)["result"]
+        self.assertIn("No note titled like", inside["content"][0]["text"])  # authorized and searched
+        over = server.handle(call(tps(workspace=at_limit + "a")), PRINCIPAL)["result"]
+        self.assertIn(f"workspaceUri must be a file:// URI string of 1..{main.MAX_URI_LENGTH}", over["content"][0]["text"])
+        # One character is inside the schema's bounds: it fails later, as an unparseable URI.
+        short = server.handle(call(tps(workspace="x")), PRINCIPAL)["result"]
+        self.assertIn("workspaceUri must use the file:// scheme", short["content"][0]["text"])
+        self.assertEqual(len(note_ids(server)), 6)
+
+    def test_a_one_character_title_is_accepted(self) -> None:
+        result = make_server().handle(call(tps(title="T")), PRINCIPAL)["result"]
+        self.assertEqual(result["resultType"], "input_required")
+
     def test_a_refusal_names_the_callers_own_workspaces_and_nobody_elses_whatever_notes_exist(self) -> None:
         bob_ws = "file:///Users/bob/Notes"
         grants = {PRINCIPAL: [main.LESSON_WORKSPACE], "bob": [bob_ws, "file:///Users/bob/Work"]}
@@ -146,10 +202,14 @@ class Authorization(unittest.TestCase):
     def test_grants_are_normalized_at_construction_and_bad_ones_refused(self) -> None:
         policy = main.AuthorizationPolicy({"alice": ["file://localhost/Users/alice/Documents/Notes/"]})
         self.assertEqual(policy.workspaces("alice"), [WORKSPACE])
-        for grants in ({"alice": ["http://x/y"]}, {"alice": "file:///a"}, {"": ["file:///a"]}):
+        for grants in ({"alice": ["http://x/y"]}, {"alice": "file:///a"}, {"": ["file:///a"]}, {7: ["file:///a"]}, {None: []}):
             with self.subTest(grants=grants):
                 with self.assertRaises(ValueError):
                     main.AuthorizationPolicy(grants)
+        # A bare string would be read one character at a time; the operator is told why.
+        with self.assertRaises(ValueError) as caught:
+            main.AuthorizationPolicy({"alice": "file:///a"})
+        self.assertIn("must be a list of URIs", str(caught.exception))
 
     def test_the_principal_comes_from_the_transport_not_the_arguments_or_client_info(self) -> None:
         server = make_server()
@@ -194,6 +254,57 @@ class Authorization(unittest.TestCase):
         form = server.handle(call(tps(title="Same")), PRINCIPAL)["result"]["inputRequests"]["delete_choice"]
         titles = [o["title"] for o in form["params"]["requestedSchema"]["properties"]["note_id"]["oneOf"]]
         self.assertEqual(len(set(titles)), 2)
+
+
+class ConfiguredNotes(unittest.TestCase):
+    """A notes list from an operator is checked once, at start-up, before anything is served."""
+
+    BAD = {
+        "empty id": main.Note("", "TPS report", f"{WORKSPACE}/a.md"),
+        "numeric id": main.Note(7, "TPS report", f"{WORKSPACE}/a.md"),  # type: ignore[arg-type]
+        "id over the limit": main.Note("x" * (main.MAX_NOTE_ID_LENGTH + 1), "TPS report", f"{WORKSPACE}/a.md"),
+        "empty title": main.Note("a", "", f"{WORKSPACE}/a.md"),
+        "blank title": main.Note("a", "  ", f"{WORKSPACE}/a.md"),
+        "numeric title": main.Note("a", 7, f"{WORKSPACE}/a.md"),  # type: ignore[arg-type]
+        "foreign uri": main.Note("a", "TPS report", "http://x/a.md"),
+        "traversal uri": main.Note("a", "TPS report", f"{WORKSPACE}/%2e%2e/a.md"),
+    }
+
+    def test_each_malformed_note_is_refused_by_the_check_and_by_the_memory_store(self) -> None:
+        for label, note in self.BAD.items():
+            with self.subTest(label):
+                with self.assertRaises(ValueError):
+                    main.check_note(note)
+                with self.assertRaises(ValueError):
+                    main.MemoryNotesStore([note], main.MemoryReplayStore(support.Clock()))
+
+    def test_a_note_id_of_exactly_the_limit_is_accepted(self) -> None:
+        note = main.Note("x" * main.MAX_NOTE_ID_LENGTH, "T", f"{WORKSPACE}/a.md")
+        main.check_note(note)
+        store = main.MemoryNotesStore([note], main.MemoryReplayStore(support.Clock()))
+        self.assertEqual([n.id for n in store.all()], [note.id])
+
+    def test_duplicate_note_ids_are_refused_and_the_first_is_not_silently_replaced(self) -> None:
+        first = main.Note("a", "TPS report", f"{WORKSPACE}/a.md")
+        with self.assertRaises(ValueError):
+            main.MemoryNotesStore([first, main.Note("a", "Other", f"{WORKSPACE}/b.md")], main.MemoryReplayStore(support.Clock()))
+
+    def test_the_config_file_refuses_duplicate_empty_and_non_string_ids_and_titles(self) -> None:
+        good = {"id": "n1", "title": "TPS report", "uri": f"{WORKSPACE}/n1.md"}
+        principals = {PRINCIPAL: {"token": "a" * config.MIN_TOKEN_LENGTH, "workspaces": [WORKSPACE]}}
+        cases = {
+            "duplicate id": [good, dict(good, title="Other")],
+            "empty id": [dict(good, id="")],
+            "numeric id": [dict(good, id=7)],
+            "empty title": [dict(good, title="")],
+            "numeric title": [dict(good, title=7)],
+        }
+        for label, notes in cases.items():
+            with self.subTest(label):
+                with self.assertRaises(config.ConfigError):
+                    config.parse_config(json.dumps({"principals": principals, "notes": notes}))
+        loaded = config.parse_config(json.dumps({"principals": principals, "notes": [good]}))
+        self.assertEqual([note.id for note in loaded["notes"]], ["n1"])
 
 
 if __name__ == "__main__":
