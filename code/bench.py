@@ -59,7 +59,7 @@ WORKSPACE = "file:///bench/ws"
 TOKEN = "bench-" + secrets.token_hex(16)
 META = main.request_meta()  # what a modern client sends: version, clientInfo, form elicitation
 
-# Context from the issues (this kind of machine, 2 cores).
+# Reference figures for this kind of machine (2 cores) and the targets the report checks.
 TARGET_INPROCESS_RT = {10: 10_000, 1000: 7_000}  # round trips/s by notes in the workspace
 SDK_STDIO_RT = (80, 95)  # the official SDK server, lean client
 SDK_HTTP_RT = (75, 90)
@@ -326,9 +326,9 @@ def breakdown(notes: int) -> dict[str, float]:
     figures["lookup"] = median_us(lambda: store.candidates(workspace, note_title(i)))
     figures["form"] = median_us(lambda: main.delete_form(WORKSPACE, note_title(i), [note]))
     figures["digest"] = median_us(lambda: main.digest(canonical))
-    figures["seal"] = median_us(lambda: signer.sign(payload))
-    figures["open"] = median_us(lambda: signer.verify(token))
-    figures["seal_open"] = median_us(lambda: signer.verify(signer.sign(payload)))
+    figures["sign"] = median_us(lambda: signer.sign(payload))
+    figures["verify"] = median_us(lambda: signer.verify(token))
+    figures["sign_verify"] = median_us(lambda: signer.verify(signer.sign(payload)))
 
     # settle (accept -> DELETED): the note is put back and a fresh nonce drawn outside the timer.
     recheck = lambda live: server.policy.allows(PRINCIPAL, workspace) and main.inside_workspace(live, workspace)  # noqa: E731
@@ -458,18 +458,18 @@ def run_inprocess(args: argparse.Namespace) -> dict[str, Any]:
 
     section("Where the time goes (µs per op, median of 7 repetitions)")
     f = breakdown(args.notes)
-    row(f"(a) decode+encode, {f['json_bytes']:.0f} B message", f"{f['json']:.1f}", "issue context: ~35 µs")
+    row(f"(a) decode+encode, {f['json_bytes']:.0f} B message", f"{f['json']:.1f}")
     row("    server JSON per round trip (2 in, 2 out)", f"{f['json_rt']:.1f}")
     row("(b) checks: envelope, _meta, args, URI, authz", f"{f['checks']:.1f}", "per request (stdio)")
     row("    the same plus HTTP header checks", f"{f['checks_http']:.1f}", "per request (HTTP)")
     row(f"    candidate lookup ({args.notes} notes, 1 match)", f"{f['lookup']:.1f}", "first call only")
     row("    form (elicitation) build", f"{f['form']:.1f}", "first call only")
     row("    argument digest (state binding)", f"{f['digest']:.1f}", "once per call")
-    row("(c) sign + verify a requestState", f"{f['seal_open']:.1f}", f"sign {f['seal']:.1f} + verify {f['open']:.1f}; issue context: ~43 µs")
+    row("(c) sign + verify a requestState", f"{f['sign_verify']:.1f}", f"sign {f['sign']:.1f} + verify {f['verify']:.1f}")
     row("(d) consume (claim nonce, re-check, delete)", f"{f['settle']:.1f}")
     row("first call through handle_bytes", f"{f['first']:.1f}")
     row("total: one full round trip (client included)", f"{f['round_trip']:.1f}", f"= {1e6 / f['round_trip']:,.0f}/s")
-    parts = f["json_rt"] + 2 * f["checks"] + f["lookup"] + f["form"] + 2 * f["digest"] + f["seal_open"] + f["settle"]
+    parts = f["json_rt"] + 2 * f["checks"] + f["lookup"] + f["form"] + 2 * f["digest"] + f["sign_verify"] + f["settle"]
     row("sum of the server-side parts above", f"{parts:.1f}", "(a)+2(b)+lookup+form+2 digests+(c)+(d)")
 
     section("Lookup cost as the in-memory store grows (µs per candidates() call, one match)")
@@ -843,7 +843,7 @@ def run_transports(args: argparse.Namespace, kinds: list[str]) -> dict[str, Any]
                 note = f"min {min(times):.0f} max {max(times):.0f}; target <= {TARGET_FIRST_ANSWER_MS:.0f} ms: {verdict(median <= TARGET_FIRST_ANSWER_MS)}"
                 row(label, f"{median:.0f} ms", note)
                 figures[f"first_{kind}" + ("_cached" if cached else "")] = median
-        row("  official SDK server (issue)", f"{SDK_FIRST_ANSWER_S[0] * 1000:,.0f}-{SDK_FIRST_ANSWER_S[1] * 1000:,.0f} ms")
+        row("  official SDK server (reference)", f"{SDK_FIRST_ANSWER_S[0] * 1000:,.0f}-{SDK_FIRST_ANSWER_S[1] * 1000:,.0f} ms")
         total, heaviest = import_profile()
         row("imports at start-up (-X importtime)", f"{total:.0f} ms", "costliest, cumulative (indent = import depth):")
         for ms, name in heaviest:

@@ -1,4 +1,4 @@
-"""Start real `main.py serve` subprocesses for transport tests, and always stop them."""
+"""Start real `serve.py` subprocesses for transport tests, and always stop them."""
 
 from __future__ import annotations
 

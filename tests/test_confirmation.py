@@ -149,11 +149,11 @@ class LiveRecheck(unittest.TestCase):
     def test_a_grant_revoked_inside_the_atomic_step_is_caught_by_the_recheck(self) -> None:
         original = self.server.notes.consume
 
-        def revoke_then_settle(*args, **kwargs):
+        def revoke_then_consume(*args, **kwargs):
             self.server.policy = main.AuthorizationPolicy({})  # revoked after the early check
             return original(*args, **kwargs)
 
-        self.server.notes.consume = revoke_then_settle  # type: ignore[method-assign]
+        self.server.notes.consume = revoke_then_consume  # type: ignore[method-assign]
         first, _ = self.accept_and_replay()
         self.assertIs(first["result"]["isError"], True)
         self.assertEqual(note_ids(self.server), ALL)

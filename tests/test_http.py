@@ -1,4 +1,4 @@
-"""The Streamable HTTP transport, through a real `main.py serve --http --port 0` subprocess."""
+"""The Streamable HTTP transport, through a real `serve.py --http --port 0` subprocess."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ EVIL_WORKSPACE = "file:///Users/alice/Documents/Notes-evil"
 
 
 def stdio_client(test: unittest.TestCase, *args: str) -> tuple[LegacyClient, procs.StdioServer]:
-    """A scripted client talking to a fresh `main.py serve --stdio` subprocess (only where the process is the point)."""
+    """A scripted client talking to a fresh `serve.py --stdio` subprocess (only where the process is the point)."""
     server = procs.StdioServer(test, *args)
     return LegacyClient(server), server
 

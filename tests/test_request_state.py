@@ -1,4 +1,4 @@
-"""The sealed requestState: strict format, key ring, every binding, expiry at the edge."""
+"""The signed requestState: strict format, key ring, every binding, expiry at the edge."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The stdio transport, through a real `main.py serve --stdio` subprocess."""
+"""The stdio transport, through a real `serve.py --stdio` subprocess."""
 
 from __future__ import annotations
 
