@@ -318,6 +318,7 @@ class HttpServer:
         self._idle: collections.OrderedDict[_Conn, None] = collections.OrderedDict()
         self._jobs: queue.SimpleQueue[_Conn | None] = queue.SimpleQueue()
         self._done: collections.deque[tuple[_Conn, bytes | None, str]] = collections.deque()
+        self._answering = threading.Lock()  # a worker's send and its report to the loop, as one step
         self._stopping = threading.Event()
         self._stopped = threading.Event()
         self._grace_deadline = 0.0
@@ -443,6 +444,15 @@ class HttpServer:
 
     def _evict(self) -> bool:
         """Close the longest-idle connection not being answered; False if every one is busy."""
+        # A worker sends its response before the loop learns it is done: take in the
+        # finished answers first (a worker between its send and its report holds the
+        # lock), or a connection whose client already has its reply would still count as
+        # busy and a newcomer would be refused for nothing.
+        with self._answering:
+            finished = list(self._done)
+            self._done.clear()
+        for done in finished:
+            self._finish(*done)
         # Silent connections opened by another process to fill the table: the oldest
         # goes, so a client that actually sends requests always gets a slot.
         if not self._idle:
@@ -673,11 +683,14 @@ class HttpServer:
             data = self._refusal_bytes(500, "Internal Server Error", request.target)
         # Most responses fit the socket's send buffer: send them from here, so the client
         # has its answer without waiting for the loop to wake; the loop writes the rest.
-        try:
-            data = data[conn.sock.send(data) :]
-        except OSError:
-            pass  # would block, or the peer is gone: the loop writes or closes, as before
-        self._complete(conn, data, "keep" if keep else "close")
+        # Sending and reporting done happen under one lock (see _evict).
+        with self._answering:
+            try:
+                data = data[conn.sock.send(data) :]
+            except OSError:
+                pass  # would block, or the peer is gone: the loop writes or closes, as before
+            self._done.append((conn, data, "keep" if keep else "close"))
+        self._wake()
 
     def _complete(self, conn: _Conn, data: bytes | None, after: str) -> None:
         self._done.append((conn, data, after))
