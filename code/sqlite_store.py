@@ -295,7 +295,7 @@ class SqliteNotesStore:
             raise StoreGone()
 
     def close(self) -> None:
-        """Checkpoint the WAL into the database file (TRUNCATE), then close; later calls do nothing."""
+        """Checkpoint the WAL into the database file, then close; later calls do nothing."""
         with self._lock, self._read_lock:
             if self._closed:
                 return
@@ -304,8 +304,10 @@ class SqliteNotesStore:
                 # Until checkpointed, deletions live only in the -wal file: a copy of the
                 # .db file alone (a naive backup) would still hold the deleted notes.
                 # Not into a file that is no longer at the path: that -wal is another's now.
+                # PASSIVE copies every frame no reader still needs and never waits, so an
+                # instance shutting down beside others is not held for a busy timeout.
                 if _identity(self._path) == self._identity:
-                    self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                    self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
             finally:
                 self._reader.close()
                 self._conn.close()
