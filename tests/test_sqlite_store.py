@@ -370,6 +370,32 @@ class SchemaAndSeeding(StoreCase):
 
 
 class BadDatabaseFiles(StoreCase):
+    def test_a_begin_that_fails_for_another_reason_than_busy_raises_and_nothing_runs_outside_a_transaction(self) -> None:
+        store = self.open()
+        note = next(n for n in store.all() if n.id == "note-14")
+        real = store._conn
+
+        class FailingBegin:
+            """The store's connection, except that BEGIN fails as a disk error would."""
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(real, name)
+
+            def execute(self, sql: str, *args: Any) -> Any:
+                if sql.startswith("BEGIN"):
+                    error = sqlite3.OperationalError("disk I/O error")
+                    error.sqlite_errorcode = sqlite3.SQLITE_IOERR
+                    raise error
+                return real.execute(sql, *args)
+
+        store._conn = FailingBegin()  # type: ignore[assignment]
+        # Without a transaction, the claim and the delete would each commit on their own.
+        with self.assertRaises(sqlite3.OperationalError):
+            store.consume(PRINCIPAL, "n1", LATER, (note.id, note.version), ALWAYS)
+        store._conn = real
+        self.assertEqual(self.consumed(), set())
+        self.assertIn("note-14", self.note_ids())
+
     def test_a_file_that_is_not_sqlite_fails_start_up_and_stays_untouched(self) -> None:
         with open(self.path, "wb") as handle:
             handle.write(b"these are my notes, not a database\n" * 200)
