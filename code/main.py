@@ -405,6 +405,20 @@ def checked_notes(notes: Iterable[Note]) -> list[Note]:
     return list(checked.values())
 
 
+def stored_note(row: tuple[object, ...]) -> Note | None:
+    """A database row (id, title, uri, revision) as a Note, or None when it could not be shown safely."""
+    # A row edited by hand outside the server may hold anything: skip it, never repair it.
+    note_id, title, uri, revision = row
+    if not (isinstance(note_id, str) and isinstance(title, str) and isinstance(uri, str) and isinstance(revision, int)):
+        return None
+    note = Note(note_id, title, uri, revision)
+    try:
+        check_note(note)
+    except ValueError:
+        return None
+    return note
+
+
 def lookup(store: NotesStore, scope: Scope) -> list[Note]:
     """Candidates inside the workspace (layer 2); none, or more than a form can offer, is a ToolError."""
     title = scope.arguments["title"]

@@ -104,7 +104,7 @@ class PostgresNotesStore:
         # component-wise containment, never a SQL LIKE prefix (`.../Notes%` would also
         # match the look-alike folder `.../Notes-evil`).
         needle = title.casefold()
-        shown = (_note(row) for row in rows if isinstance(row[1], str) and needle in row[1].casefold())
+        shown = (main.stored_note(row) for row in rows if isinstance(row[1], str) and needle in row[1].casefold())
         return main.form_order(n for n in shown if n is not None and main.inside_workspace(n, workspace))
 
     def is_consumed(self, nonce: str) -> bool:
@@ -115,7 +115,7 @@ class PostgresNotesStore:
     def all(self) -> list[main.Note]:
         """Every note, in id order (for tests, the benchmark and admin views)."""
         rows = self._run(lambda conn: conn.execute("SELECT id, title, uri, revision FROM notes ORDER BY id").fetchall())
-        return [note for note in map(_note, rows) if note is not None]
+        return [note for note in map(main.stored_note, rows) if note is not None]
 
     # ---------------------------------------------------------------- writes
 
@@ -196,7 +196,7 @@ class PostgresNotesStore:
             return main.Settlement.CONSUMED
         note_id, version = target
         row = conn.execute("SELECT id, title, uri, revision FROM notes WHERE id = %s FOR UPDATE", (note_id,)).fetchone()
-        live = _note(row) if row is not None else None
+        live = main.stored_note(row) if row is not None else None
         # Time of check to time of use: the form was shown minutes ago; the note may have
         # been edited, moved out of the workspace, or the grant revoked since then.
         if live is None or live.version != version or not recheck(live):
@@ -289,19 +289,6 @@ def _connection_lost(exc: Exception) -> bool:
     """True for the SQLSTATEs that mean the session is gone (admin shutdown, crash, cannot connect)."""
     state = getattr(exc, "sqlstate", None)
     return state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03")
-
-
-def _note(row: tuple[object, ...]) -> main.Note | None:
-    """A row as a Note, or None when the row could not be shown safely (edited by hand)."""
-    note_id, title, uri, revision = row
-    if not (isinstance(note_id, str) and isinstance(title, str) and isinstance(uri, str) and isinstance(revision, int)):
-        return None
-    note = main.Note(note_id, title, uri, revision)
-    try:
-        main.check_note(note)
-    except ValueError:
-        return None
-    return note
 
 
 def redact(url: str) -> str:

@@ -136,7 +136,7 @@ class SqliteNotesStore:
         # then main's component-wise containment, never a SQL LIKE prefix (`.../Notes%`
         # would also match the look-alike folder `.../Notes-evil`).
         needle = title.casefold()
-        shown = (_note(row) for row in rows if isinstance(row[1], str) and needle in row[1].casefold())
+        shown = (main.stored_note(row) for row in rows if isinstance(row[1], str) and needle in row[1].casefold())
         found = [note for note in shown if note is not None and main.inside_workspace(note, workspace)]
         return main.form_order(found)
 
@@ -147,7 +147,7 @@ class SqliteNotesStore:
     def all(self) -> list[main.Note]:
         """Every note, in id order (for tests, the benchmark and admin views)."""
         rows = self._read("SELECT id, title, uri, revision FROM notes ORDER BY id")
-        return [note for note in map(_note, rows) if note is not None]
+        return [note for note in map(main.stored_note, rows) if note is not None]
 
     # ---------------------------------------------------------------- writes
 
@@ -240,7 +240,7 @@ class SqliteNotesStore:
             return main.Settlement.CONSUMED
         note_id, version = target
         row = self._conn.execute("SELECT id, title, uri, revision FROM notes WHERE id = ?", (note_id,)).fetchone()
-        live = _note(row) if row is not None else None
+        live = main.stored_note(row) if row is not None else None
         # Time of check to time of use: the form was shown minutes ago; the note may have
         # been edited, moved out of the workspace, or the grant revoked since then.
         if live is None or live.version != version or not recheck(live):
@@ -320,19 +320,6 @@ def _identity(path: str) -> tuple[int, int] | None:
     except OSError:
         return None
     return (info.st_dev, info.st_ino)
-
-
-def _note(row: tuple[object, ...]) -> main.Note | None:
-    """A row as a Note, or None when the row could not be shown safely (edited by hand)."""
-    note_id, title, uri, revision = row
-    if not (isinstance(note_id, str) and isinstance(title, str) and isinstance(uri, str) and isinstance(revision, int)):
-        return None
-    note = main.Note(note_id, title, uri, revision)
-    try:
-        main.check_note(note)
-    except ValueError:
-        return None
-    return note
 
 
 def open_store(
