@@ -256,6 +256,43 @@ class Authorization(unittest.TestCase):
         self.assertEqual(len(set(titles)), 2)
 
 
+class MemoryLookup(unittest.TestCase):
+    """The memory store's title index finds exactly what the definition (`main.matches`) finds."""
+
+    def store(self, notes: list[main.Note]) -> main.MemoryNotesStore:
+        return main.MemoryNotesStore(notes, main.MemoryReplayStore(support.Clock()))
+
+    def brute(self, notes: list[main.Note], workspace: main.Path, query: str) -> list[str]:
+        return [n.id for n in main.form_order(n for n in notes if main.matches(n, workspace, query))]
+
+    def test_every_query_finds_what_a_scan_of_every_note_finds(self) -> None:
+        import random
+
+        rng = random.Random(7)  # fixed: the same titles and queries on every run
+        words = ["TPS", "report", "Straße", "STRASSE", "café", "CAFÉ", "plan", "x", "ab", "İstanbul", "ﬁle"]
+        notes = [
+            main.Note(f"n{i}", " ".join(rng.choice(words) for _ in range(rng.randint(1, 3))), f"{WORKSPACE}/{i}.md")
+            for i in range(60)
+        ]
+        store = self.store(notes)
+        workspace = main.parse_file_uri(WORKSPACE)
+        queries = ["t", "ab", "x", "strasse", "ße", "SS", "café plan", "report tps", "fi", "ﬁle", "zzz", "i̇st"]
+        queries += [rng.choice(notes).title[rng.randint(0, 2):][:rng.randint(1, 8)] or "a" for _ in range(40)]
+        for query in queries:
+            with self.subTest(query=query):
+                self.assertEqual([n.id for n in store.candidates(workspace, query)], self.brute(notes, workspace, query))
+
+    def test_an_edited_or_removed_note_is_found_by_its_new_title_only_and_leaves_no_index_behind(self) -> None:
+        store = self.store([main.Note("n1", "Quarterly plan", f"{WORKSPACE}/n1.md")])
+        workspace = main.parse_file_uri(WORKSPACE)
+        store.put(main.Note("n1", "Budget memo", f"{WORKSPACE}/n1.md", 1))
+        self.assertEqual(store.candidates(workspace, "plan"), [])
+        self.assertEqual([n.id for n in store.candidates(workspace, "memo")], ["n1"])
+        store.remove("n1")
+        self.assertEqual(store.candidates(workspace, "memo"), [])
+        self.assertEqual(store._by_trigram, {})  # nothing of a removed note is kept
+
+
 class ConfiguredNotes(unittest.TestCase):
     """A notes list from an operator is checked once, at start-up, before anything is served."""
 
