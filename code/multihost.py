@@ -71,22 +71,10 @@ def unavailable() -> str | None:
         return "multihost: `ip netns` is not available here; nothing was done"
     if shutil.which("runuser") is None:
         return "multihost: runuser is missing (PostgreSQL must run as a non-root user); nothing was done"
-    try:
-        import psycopg  # noqa: F401
-    except ImportError:
-        return "multihost: psycopg is not installed (pip install 'psycopg[binary]>=3.2'); nothing was done"
-    if pg_bin() is None:
-        return "multihost: PostgreSQL server binaries (initdb, pg_ctl) not found; nothing was done"
-    return None
+    import postgres_cluster  # psycopg and the server binaries, checked in one place
 
-
-def pg_bin() -> str | None:
-    import glob
-
-    if shutil.which("initdb") and shutil.which("pg_ctl"):
-        return os.path.dirname(shutil.which("initdb"))  # type: ignore[arg-type]
-    folders = sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)
-    return folders[0] if folders else None
+    reason = postgres_cluster.missing()
+    return f"multihost: {reason}; nothing was done" if reason is not None else None
 
 
 class Agent:
@@ -162,9 +150,7 @@ def demonstrate() -> int:
 
 
 def _demonstrate(ns: dict[str, str], state: dict[str, Any]) -> int:
-    import psycopg
-    from psycopg import sql
-
+    import postgres_cluster
     import postgres_store
 
     folder, procs = state["folder"], state["procs"]
@@ -193,7 +179,7 @@ def _demonstrate(ns: dict[str, str], state: dict[str, Any]) -> int:
     os.chown(folder, owner.pw_uid, owner.pw_gid)
     os.chmod(folder, 0o700)
     data, password = os.path.join(folder, "data"), secrets.token_urlsafe(24)
-    binary = pg_bin()
+    binary = postgres_cluster.find_binaries()
     assert binary is not None
     run(os.path.join(binary, "initdb"), "-D", data, "-U", "admin", "-A", "trust", "--no-sync", "--no-instructions", user=user)
     with open(os.path.join(data, "pg_hba.conf"), "w", encoding="utf-8") as hba:
@@ -204,9 +190,7 @@ def _demonstrate(ns: dict[str, str], state: dict[str, Any]) -> int:
     run(os.path.join(binary, "pg_ctl"), "-D", data, "-l", os.path.join(folder, "log"), "-w", "-o", options, "start", ns=ns["pg"], user=user)
     state["pg_started"] = True
     state["pg_ctl"] = (os.path.join(binary, "pg_ctl"), data, ns["pg"], user)
-    with psycopg.connect(f"postgresql:///postgres?host={folder}&user=admin", autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(sql.Identifier(DB_USER), sql.Literal(password)))
-        admin.execute(f"CREATE DATABASE {DB_NAME} OWNER {DB_USER}")
+    postgres_cluster.create_login(f"postgresql:///postgres?host={folder}&user=admin", DB_USER, password, DB_NAME)
     say(f"postgresql: throwaway cluster listening on {PG_A}:5432 and {PG_B}:5432 only, scram-sha-256 for {SUBNET}")
 
     # ---------------------------------------------------------------- the two server hosts

@@ -45,6 +45,15 @@ def find_binaries() -> str | None:
     return None
 
 
+def create_login(admin_url: str, role: str, password: str, database: str) -> None:
+    """A login role with a password and a database it owns (for clients that connect over TCP)."""
+    from psycopg import sql
+
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(sql.Identifier(role), sql.Literal(password)))
+        admin.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(database), sql.Identifier(role)))
+
+
 def missing() -> str | None:
     """One line naming what is missing to run the PostgreSQL tests, or None."""
     if psycopg is None:
