@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import http.server
-import json
 import os
 import threading
 import unittest
@@ -18,7 +17,7 @@ if not webdriver.available():
 import connect  # noqa: E402
 import procs  # noqa: E402
 from support import tps  # noqa: E402
-from test_connect import ALICE_TOKEN, BOB_TOKEN, Client, answer, config_file, connect_request  # noqa: E402
+from test_connect import ALICE_TOKEN, BOB_TOKEN, RealHttpServer, answer, connect_request  # noqa: E402
 
 SCREENSHOTS = os.path.join(support.ROOT, "docs", "img")
 PROBE = "<!DOCTYPE html><title>probe</title><p id=p>script off</p><script>document.getElementById('p').textContent='script on'</script>"
@@ -56,21 +55,8 @@ class PagesHandler(http.server.BaseHTTPRequestHandler):
         pass
 
 
-class BrowserFlowTests(unittest.TestCase):
+class BrowserFlowTests(RealHttpServer, unittest.TestCase):
     """A person with a browser completes, refuses or is refused the connect flow."""
-
-    def setUp(self) -> None:
-        self.server = procs.HttpServer(self, "--config", config_file(self, publish=True), env=procs.server_env())
-        self.alice = self.client(ALICE_TOKEN)
-        self.bob = self.client(BOB_TOKEN)
-
-    def client(self, token: str) -> Client:
-        conn = self.server.connect(self)
-
-        def send(message: dict[str, Any]) -> dict[str, Any]:
-            return json.loads(procs.post(conn, message, procs.mcp_headers(message, token=token))[2])
-
-        return Client(send)
 
     def driver(self, prefs: dict[str, Any] | None = None) -> webdriver.Driver:
         driver = webdriver.Driver(prefs)

@@ -946,16 +946,8 @@ def dataclass_note(note: main.Note) -> dict[str, Any]:
     return {"id": note.id, "title": note.title, "uri": note.uri}
 
 
-class HttpTransportTests(unittest.TestCase):
-    """`serve --http --port 0`: the pages live beside /mcp on the same loopback server."""
-
-    def assertRefusalPage(self, headers: list[tuple[str, str]], body: bytes) -> None:
-        """A transport refusal under /connect/ is an HTML page with every page header, and ends the connection."""
-        got = {name.lower(): value for name, value in headers}
-        for name, value in EXPECTED_PAGE_HEADERS.items():
-            self.assertEqual(got[name], value, name)
-        self.assertEqual(got["connection"], "close")
-        self.assertTrue(body.startswith(b"<!DOCTYPE html>"), body[:80])
+class RealHttpServer:
+    """Mixed into a TestCase: a real `serve.py --http --publish` process and an MCP client for alice and bob."""
 
     def setUp(self) -> None:
         self.server = procs.HttpServer(self, "--config", config_file(self, publish=True), env=procs.server_env())
@@ -970,6 +962,18 @@ class HttpTransportTests(unittest.TestCase):
             return json.loads(body)
 
         return Client(send)
+
+
+class HttpTransportTests(RealHttpServer, unittest.TestCase):
+    """`serve --http --port 0`: the pages live beside /mcp on the same loopback server."""
+
+    def assertRefusalPage(self, headers: list[tuple[str, str]], body: bytes) -> None:
+        """A transport refusal under /connect/ is an HTML page with every page header, and ends the connection."""
+        got = {name.lower(): value for name, value in headers}
+        for name, value in EXPECTED_PAGE_HEADERS.items():
+            self.assertEqual(got[name], value, name)
+        self.assertEqual(got["connection"], "close")
+        self.assertTrue(body.startswith(b"<!DOCTYPE html>"), body[:80])
 
     def path_of(self, result: dict[str, Any]) -> str:
         url = urlsplit(connect_request(result)["params"]["url"])
