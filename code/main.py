@@ -78,6 +78,7 @@ UNSUPPORTED_PROTOCOL_VERSION = -32022
 MAX_MESSAGE_BYTES = 64 * 1024  # one JSON-RPC message (stdio line, HTTP body)
 MAX_TITLE_LENGTH = 200  # characters in the `title` argument
 MAX_URI_LENGTH = 2048  # characters in the `workspaceUri` argument
+PARSED_URI_CACHE_SIZE = 256  # parsed file URIs kept (each at most MAX_URI_LENGTH characters)
 MAX_CANDIDATES = 25  # choices in one form; more matches must be narrowed by the caller
 MAX_NOTE_ID_LENGTH = 128  # characters in a note id (keeps the signed state small)
 MAX_STATE_LENGTH = 8192  # characters of `requestState` accepted before any hashing
@@ -217,6 +218,13 @@ def parse_file_uri(uri: Any) -> Path:
     """A `file://` URI to its path components, refusing every ambiguous spelling."""
     if not isinstance(uri, str) or len(uri) > MAX_URI_LENGTH:
         raise ScopeError("must be a file:// URI of at most %d characters" % MAX_URI_LENGTH)
+    return _parse_file_uri(uri)
+
+
+# The same workspace arrives on every call: its parse is kept, in a bounded cache of
+# immutable tuples. A refusal is never cached; it is worked out again each time.
+@functools.lru_cache(maxsize=PARSED_URI_CACHE_SIZE)
+def _parse_file_uri(uri: str) -> Path:
     scheme, sep, rest = uri.partition("://")
     if not sep or scheme.lower() != "file":
         raise ScopeError("must use the file:// scheme")
@@ -670,20 +678,6 @@ def b64url_encode(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
-_B64URL_RE = re.compile("[A-Za-z0-9_-]+")
-
-
-def b64url_decode(text: str) -> bytes:
-    """Strict unpadded base64url: exactly one spelling decodes (no padding, no spare bits)."""
-    if not _B64URL_RE.fullmatch(text) or len(text) % 4 == 1:
-        raise StateError("not canonical base64url")
-    data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    # Non-zero spare bits give a second spelling of the same bytes; re-encode to refuse it.
-    if b64url_encode(data) != text:
-        raise StateError("not canonical base64url")
-    return data
-
-
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True)  # built once, not per call
 
 
@@ -734,13 +728,18 @@ class StateSigner:
         key = self._ring.get(key_id)
         if key is None:
             raise StateError("unknown key id")
-        mac = b64url_decode(mac_text)
         head = token[: -(len(mac_text) + 1)]
-        expected = hmac.digest(key, head.encode("ascii"), "sha256")
-        if not hmac.compare_digest(mac, expected):
+        expected = b64url_encode(hmac.digest(key, head.encode("ascii"), "sha256"))
+        # Compared as text: only the one canonical spelling of the right MAC matches (no
+        # padding, no spare bits), so no second token carries the same signature.
+        if not hmac.compare_digest(mac_text, expected):
             raise StateError("bad MAC")
-        # Past the MAC, the payload is one this server signed: canonical JSON of an object.
-        payload = json.loads(b64url_decode(payload_text))
+        # Past the MAC, these are the very characters this server signed: canonical base64url
+        # of canonical JSON, so they are decoded without a second check of their spelling.
+        try:
+            payload = _DECODER.decode(base64.urlsafe_b64decode(payload_text + "=" * (-len(payload_text) % 4)).decode("ascii"))
+        except ValueError:  # NaN or Infinity, which only a signing bug could have put there
+            raise StateError("payload is not JSON") from None
         if not isinstance(payload, dict):
             raise StateError("payload is not an object")
         return payload
@@ -767,26 +766,24 @@ class StatePayload:
     @classmethod
     def parse(cls, payload: dict[str, Any]) -> StatePayload:
         """Every field present and well typed, or StateError."""
-        fields = {name: payload.get(name) for name in ("sub", "method", "tool", "args", "phase", "nonce", "iat", "exp", "cands")}
-        if not all(isinstance(fields[name], str) for name in ("sub", "method", "tool", "args", "phase", "nonce")):
+        get = payload.get
+        sub, tool, args, phase, nonce, iat, exp, cands = (
+            get("sub"), get("tool"), get("args"), get("phase"), get("nonce"), get("iat"), get("exp"), get("cands")
+        )
+        if not all(isinstance(text, str) for text in (sub, get("method"), tool, args, phase, nonce)):
             raise StateError("malformed payload")
         # Numbers checked positively: NaN, strings, booleans or a missing time all fail.
-        for name in ("iat", "exp"):
-            value = fields[name]
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise StateError(f"malformed {name}")
-        cands = fields["cands"]
+        for value in (iat, exp):
+            if type(value) not in (int, float) or not math.isfinite(value):
+                raise StateError("malformed iat or exp")
         if not isinstance(cands, list) or not all(
-            isinstance(c, list) and len(c) == 2 and all(isinstance(x, str) for x in c) for c in cands
+            type(c) is list and len(c) == 2 and type(c[0]) is str and type(c[1]) is str for c in cands
         ):
             raise StateError("malformed candidates")
-        extra = payload.get("extra", {})
+        extra = get("extra", {})
         if not isinstance(extra, dict):
             raise StateError("malformed extra")
-        return cls(
-            fields["sub"], fields["tool"], fields["args"], fields["phase"],
-            tuple((c[0], c[1]) for c in cands), fields["nonce"], float(fields["iat"]), float(fields["exp"]), extra,
-        )  # fmt: skip
+        return cls(sub, tool, args, phase, tuple((c[0], c[1]) for c in cands), nonce, float(iat), float(exp), extra)
 
 
 # =====================================================================================
@@ -939,8 +936,8 @@ class MemoryNotesStore:
         self.replay = replay
         self._notes: dict[str, Note] = {}
         # Casefolded title trigram -> ids of the notes whose title holds it: a title that
-        # contains the query holds every trigram of the query, so intersecting their sets
-        # narrows the scan to a few notes instead of all of them (`matches` still decides).
+        # contains the query holds every trigram of the query, so the notes under any one
+        # of them are all that need scanning (`matches` still decides).
         self._by_trigram: dict[str, set[str]] = {}
         for note in checked_notes(notes):
             self._insert(note)
@@ -970,8 +967,9 @@ class MemoryNotesStore:
             grams = trigrams(needle)
             pool: Iterable[Note] = self._notes.values()
             if grams:
-                postings = sorted((self._by_trigram.get(gram, set()) for gram in grams), key=len)
-                pool = [self._notes[note_id] for note_id in set.intersection(*postings)]  # smallest first
+                # Only notes holding the query's rarest trigram can match: a handful, not all.
+                rarest = min((self._by_trigram.get(gram, ()) for gram in grams), key=len)
+                pool = [self._notes[note_id] for note_id in rarest]
             found = [n for n in pool if needle in n.folded_title and inside_workspace(n, workspace)]
         return form_order(found)
 

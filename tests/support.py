@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import sys
 from typing import Any
@@ -18,6 +20,16 @@ OTHER_KEY = bytes(range(100, 132))
 WORKSPACE = main.LESSON_WORKSPACE
 PRINCIPAL = main.LESSON_PRINCIPAL
 FORM = {"elicitation": {"form": {}}}
+
+
+def unb64(text: str) -> bytes:
+    """Unpadded base64url to bytes (reading a requestState's parts; not a check)."""
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def claims_of(state: str) -> dict[str, Any]:
+    """The signed (not encrypted) claims of a requestState."""
+    return json.loads(unb64(state.split(".")[2]))
 
 
 class Clock:

@@ -9,7 +9,7 @@ import inspect
 import json
 import unittest
 
-from support import KEY, OTHER_KEY, PRINCIPAL, Clock, Log, accept, call, make_server, note_ids, tps
+from support import KEY, claims_of, unb64, OTHER_KEY, PRINCIPAL, Clock, Log, accept, call, make_server, note_ids, tps
 
 import main
 
@@ -30,8 +30,8 @@ class Sealing(unittest.TestCase):
         token = main.StateSigner([KEY]).sign({"sub": "alice"})
         version, key_id, payload, mac = split(token)
         self.assertEqual(version, main.STATE_VERSION)
-        self.assertEqual(json.loads(main.b64url_decode(payload)), {"sub": "alice"})
-        self.assertEqual(len(main.b64url_decode(mac)), 32)
+        self.assertEqual(json.loads(unb64(payload)), {"sub": "alice"})
+        self.assertEqual(len(unb64(mac)), 32)
         self.assertNotIn(KEY.hex(), token)
 
     def test_keys_shorter_than_the_minimum_are_refused_and_the_minimum_is_accepted(self) -> None:
@@ -54,7 +54,7 @@ class Sealing(unittest.TestCase):
         signer = main.StateSigner([KEY])
         token = signer.sign({"sub": "alice", "x": "yz"})
         version, key_id, payload, mac = split(token)
-        mac_bytes = main.b64url_decode(mac)
+        mac_bytes = unb64(mac)
         variants = {
             "padded mac": f"{version}.{key_id}.{payload}.{mac}=",
             "standard alphabet": token.replace("-", "+").replace("_", "/") if ("-" in token or "_" in token) else token + "+",
@@ -74,25 +74,6 @@ class Sealing(unittest.TestCase):
             with self.subTest(label):
                 with self.assertRaises(main.StateError):
                     signer.verify(variant)
-
-    def test_base64url_decoding_takes_exactly_the_canonical_unpadded_spelling(self) -> None:
-        alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
-        self.assertEqual(main.b64url_encode(main.b64url_decode(alphabet)), alphabet)  # all 64 characters
-        self.assertEqual(main.b64url_decode("AA"), b"\x00")
-        for label, text in {
-            "empty": "",
-            "length 1 mod 4": "AAAAA",
-            "a single character": "A",
-            "bang": "AAA!",
-            "padding": "AA==",
-            "plus": "AA+A",
-            "slash": "AA/A",
-            "space": "AA A",
-            "spare bits": "AB",
-        }.items():
-            with self.subTest(label):
-                with self.assertRaises(main.StateError):
-                    main.b64url_decode(text)
 
     def test_a_state_in_another_format_version_is_refused_even_with_a_valid_mac(self) -> None:
         # The day a v2 format exists, a v1 verifier must not read a v2 state as v1.
@@ -146,7 +127,7 @@ class Bindings(unittest.TestCase):
 
     def test_tampered_state_is_refused(self) -> None:
         version, key_id, payload, mac = split(self.state)
-        claims = json.loads(main.b64url_decode(payload))
+        claims = json.loads(unb64(payload))
         claims["cands"].append(["evil-1", "0" * 32])
         tampered = f"{version}.{key_id}.{main.b64url_encode(main.canonical_json(claims))}.{mac}"
         self.assert_refused(self.retry(tampered))
@@ -252,7 +233,7 @@ class Bindings(unittest.TestCase):
         self.assertEqual(len(self.server.notes.replay), 0)
 
     def test_the_nonce_carries_128_random_bits(self) -> None:
-        self.assertEqual(len(main.b64url_decode(self.claims["nonce"])), 16)
+        self.assertEqual(len(unb64(self.claims["nonce"])), 16)
 
     def test_default_lifetime_is_the_named_ttl(self) -> None:
         self.assertEqual(self.claims["exp"] - self.claims["iat"], main.DEFAULT_STATE_TTL_SECONDS)

@@ -66,6 +66,25 @@ class UriNormalization(unittest.TestCase):
         with self.assertRaises(main.ScopeError):
             main.parse_file_uri(at_limit + "a")
 
+    def test_parsed_uris_are_kept_up_to_the_cache_bound_and_a_refusal_is_never_kept(self) -> None:
+        cache = main._parse_file_uri
+        cache.cache_clear()
+        self.addCleanup(cache.cache_clear)
+        first = main.parse_file_uri("file:///w/0")
+        self.assertIs(main.parse_file_uri("file:///w/0"), first)  # the second parse is the kept one
+        for k in range(1, main.PARSED_URI_CACHE_SIZE):
+            main.parse_file_uri(f"file:///w/{k}")
+        self.assertEqual(cache.cache_info().currsize, main.PARSED_URI_CACHE_SIZE)
+        self.assertIs(main.parse_file_uri("file:///w/0"), first)  # at the bound, still kept
+        main.parse_file_uri("file:///w/one-more")
+        self.assertEqual(cache.cache_info().currsize, main.PARSED_URI_CACHE_SIZE)  # the least recent went
+        self.assertEqual(main.parse_file_uri("file:///w/1"), ("w", "1"))  # evicted, parsed again, same
+        for _ in range(2):
+            with self.assertRaises(main.ScopeError):
+                main.parse_file_uri("file:///w/../etc")
+        self.assertEqual(cache.cache_info().currsize, main.PARSED_URI_CACHE_SIZE)
+        self.assertEqual(cache.cache_info().hits, 2)
+
     def test_a_file_uri_without_a_path_is_refused_rather_than_read_as_the_root(self) -> None:
         # `file://` and `file://localhost` have no path at all; read as `/` they would
         # authorize (or, as a grant, hand out) the whole file system.

@@ -12,7 +12,7 @@ import time
 import unittest
 from typing import Any
 
-from support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call, tps
+from support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call, claims_of, tps
 
 import main
 import store_workers
@@ -92,7 +92,7 @@ class StoreCase(unittest.TestCase):
 
 def nonce_of(state: str) -> str:
     """The nonce inside a requestState (claims are signed, not encrypted)."""
-    return json.loads(main.b64url_decode(state.split(".")[2]))["nonce"]
+    return claims_of(state)["nonce"]
 
 
 class SeamParity(StoreCase):
