@@ -8,6 +8,10 @@ Rules (each one stops an attack named where it is enforced):
 2. A complete request goes to a bounded pool of worker threads that calls the app and
    sends what of the response the socket takes at once; the loop writes any rest. While
    it is processed, the connection's further bytes wait (no concurrent pipelining).
+   A request the app says it answers without waiting (`inline`) is answered on the loop
+   itself: no hand-off to a worker and back, which is most of a small request's cost.
+   Such a request must get a `Response` (a stream there is an app error: 500), and the
+   loop serves nobody else meanwhile, so only work bounded in CPU may be declared so.
 3. Holding connections is cheap and bounded: at most `max_connections`; a request head
    must arrive within `head_timeout` of the connection's start (or of the end of the
    previous response), however slowly its bytes trickle in; a body within `body_timeout`.
@@ -29,8 +33,9 @@ Interface:
     StreamResponse(status, headers, stream)        `stream` yields bytes chunks; the worker
         sends them with Transfer-Encoding: chunked and closes the iterator when the peer
         goes away. A stream that waits for events must also wake when `request.gone` is set.
-    HttpServer(app, host, port, *, log, refuse, body_limit, limits)
+    HttpServer(app, host, port, *, log, refuse, body_limit, limits, inline)
         app(request) -> Response | StreamResponse
+        inline(request) -> bool   True: call the app on the loop thread (see rule 2)
         refuse(status, message, target_or_None) -> Response   renders framing refusals
         body_limit: int, or (method, target, headers) -> int  the largest body accepted
         .address  .url(path)  .serve_forever()  .shutdown(grace)
@@ -290,8 +295,10 @@ class HttpServer:
         refuse: Callable[[int, str, str | None], Response] = plain_refusal,
         body_limit: int | Callable[[str, str, list[tuple[str, str]]], int] = DEFAULT_BODY_LIMIT,
         limits: Limits = Limits(),
+        inline: Callable[[Request], bool] | None = None,
     ) -> None:
         self.app = app
+        self.inline = inline
         self.log = log
         self.refuse = refuse
         self.body_limit = body_limit
@@ -318,6 +325,10 @@ class HttpServer:
         self._idle: collections.OrderedDict[_Conn, None] = collections.OrderedDict()
         self._jobs: queue.SimpleQueue[_Conn | None] = queue.SimpleQueue()
         self._done: collections.deque[tuple[_Conn, bytes | None, str]] = collections.deque()
+        # Connections whose next request is already buffered (pipelined) once their response
+        # is written: parsed by the loop on its next turn, one request each per turn, so an
+        # answer given on the loop never recurses into the next one.
+        self._ready: collections.deque[_Conn] = collections.deque()
         self._answering = threading.Lock()  # a worker's send and its report to the loop, as one step
         self._stopping = threading.Event()
         self._stopped = threading.Event()
@@ -361,7 +372,8 @@ class HttpServer:
         self._grace_deadline = time.monotonic() + max(grace, 0.0)
         self._stopping.set()
         if not self._running:
-            self._listener.close()
+            for resource in (self._listener, self._wake_r, self._wake_w, self._selector):
+                resource.close()
             self._stopped.set()
             return
         self._wake()
@@ -383,7 +395,7 @@ class HttpServer:
                     self._stop_accepting()
                 if not self._conns or time.monotonic() >= self._grace_deadline:
                     return
-            for key, events in self._selector.select(self._tick):
+            for key, events in self._selector.select(0 if self._ready else self._tick):
                 if key.fileobj is self._listener:
                     self._accept()
                 elif key.fileobj is self._wake_r:
@@ -402,6 +414,10 @@ class HttpServer:
                         self._on_readable(conn)
             while self._done:
                 self._finish(*self._done.popleft())
+            for _ in range(len(self._ready)):
+                conn = self._ready.popleft()
+                if conn.sock.fileno() >= 0 and conn.state == READ_HEAD:
+                    self._advance(conn)
             now = time.monotonic()
             if now >= next_sweep:
                 next_sweep = now + self._tick
@@ -576,6 +592,10 @@ class HttpServer:
         conn.request = Request(method, target, version, headers, body, conn.peer)
         conn.state = BUSY
         self._idle.pop(conn, None)
+        if self.inline is not None and self._inline(conn.request):
+            data, keep = self._call_app(conn.request, on_loop=True)
+            self._finish(conn, data, "keep" if keep else "close")
+            return
         if len(conn.buffer) >= MAX_PENDING_BYTES:
             self._want(conn, 0)
         self._jobs.put(conn)
@@ -629,7 +649,7 @@ class HttpServer:
             self._idle[conn] = None
             self._want(conn, selectors.EVENT_READ)
             if conn.buffer:
-                self._advance(conn)  # a request the client sent ahead (pipelining)
+                self._ready.append(conn)  # a request the client sent ahead (pipelining)
 
     def _drain(self, conn: _Conn) -> None:
         """Half-close and drop what the client still sends (bounded), then close."""
@@ -664,23 +684,44 @@ class HttpServer:
         while (conn := self._jobs.get()) is not None:
             self._serve(conn)
 
-    def _serve(self, conn: _Conn) -> None:
-        """Answer the connection's request (or stream its response)."""
-        request = conn.request
-        assert request is not None
+    def _inline(self, request: Request) -> bool:
+        assert self.inline is not None
+        try:
+            return self.inline(request)
+        except Exception:  # noqa: BLE001 - the app's hook failed: say so, and use a worker
+            self._app_error("inline", request.method)
+            return False
+
+    def _call_app(self, request: Request, on_loop: bool = False) -> tuple[bytes | StreamResponse, bool]:
+        """The app's answer as bytes (or a stream, on a worker) and whether the connection stays open."""
         keep = request.version == "HTTP/1.1" and not has_token(request.headers, "connection", "close")
         try:
             response = self.app(request)
             if isinstance(response, StreamResponse):
-                after = self._stream(conn, request, response, keep)
-                self._complete(conn, None, after)
-                return
+                if not on_loop:
+                    return response, keep
+                getattr(response.stream, "close", lambda: None)()
+                raise TypeError("a request declared inline was answered with a stream")
             keep = keep and not has_token(response.headers, "connection", "close")
-            data = self._encode(request, response, keep)
+            return self._encode(request, response, keep), keep
         except Exception:  # noqa: BLE001 - the one boundary for app errors
             self._app_error("app", request.method)
-            keep = False
-            data = self._refusal_bytes(500, "Internal Server Error", request.target)
+            return self._refusal_bytes(500, "Internal Server Error", request.target), False
+
+    def _serve(self, conn: _Conn) -> None:
+        """Answer the connection's request (or stream its response) from a worker."""
+        request = conn.request
+        assert request is not None
+        data, keep = self._call_app(request)
+        if isinstance(data, StreamResponse):
+            try:
+                after = self._stream(conn, request, data, keep)
+            except Exception:  # noqa: BLE001 - the app's stream head was unusable
+                self._app_error("app", request.method)
+                keep, data = False, self._refusal_bytes(500, "Internal Server Error", request.target)
+            else:
+                self._complete(conn, None, after)
+                return
         # Most responses fit the socket's send buffer: send them from here, so the client
         # has its answer without waiting for the loop to wake; the loop writes the rest.
         # Sending and reporting done happen under one lock (see _evict).

@@ -169,6 +169,11 @@ def build_server(config: dict[str, Any], keys: Sequence[bytes]) -> main.Server:
     )
 
 
+def store_waits(store: main.NotesStore) -> bool:
+    """False only for the memory store: its calls take microseconds and never wait on a disk, a lock or a peer."""
+    return not isinstance(store, main.MemoryNotesStore)
+
+
 def signing_keys(config: dict[str, Any], environ: dict[str, str]) -> list[bytes]:
     """Keys from the config or NOTES_MCP_SECRET (not both); none: a random per-process key."""
     secret = environ.get("NOTES_MCP_SECRET", "")
@@ -222,7 +227,14 @@ def serve_http(server: main.Server, config: dict[str, Any], args: argparse.Names
 
         sessions = legacy_http.install(endpoint, server, log=main.stderr_log)
     try:
-        httpd = streamable_http.listen(args.host.strip("[]"), args.port, endpoint, main.stderr_log, args.request_timeout or streamable_http.REQUEST_TIMEOUT_SECONDS)
+        httpd = streamable_http.listen(
+            args.host.strip("[]"),
+            args.port,
+            endpoint,
+            main.stderr_log,
+            args.request_timeout or streamable_http.REQUEST_TIMEOUT_SECONDS,
+            store_waits=store_waits(server.notes),
+        )
     except OSError as exc:
         say(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
         return 1

@@ -296,6 +296,19 @@ class McpEndpoint:
         """True when `target` belongs to the pages."""
         return self.pages is not None and target is not None and target.startswith(self.pages.prefix)
 
+    def answers_at_once(self, request: http_server.Request) -> bool:
+        """True for a request this app answers without waiting on anything (given a store that never waits).
+
+        A modern POST, or a legacy one without a session (initialize, or a refusal): the
+        core's work and nothing else. A legacy session's request may hold a form open and
+        a page may be slow to render, so those go to the engine's workers.
+        """
+        return (
+            request.method == "POST"
+            and not self.is_page(request.target)
+            and not header_values(request.headers, "mcp-session-id")
+        )
+
     def body_limit(self, method: str, target: str, headers: Headers) -> int:
         """The largest body accepted on this route (checked by the engine before reading it)."""
         if self.is_page(target):
@@ -369,14 +382,31 @@ class McpEndpoint:
 
 
 def listen(
-    host: str, port: int, endpoint: McpEndpoint, log: Callable[[str], None], request_timeout: float = REQUEST_TIMEOUT_SECONDS
+    host: str,
+    port: int,
+    endpoint: McpEndpoint,
+    log: Callable[[str], None],
+    request_timeout: float = REQUEST_TIMEOUT_SECONDS,
+    store_waits: bool = True,
 ) -> http_server.HttpServer:
-    """An engine serving `endpoint` on host:port (OSError if it cannot bind)."""
+    """An engine serving `endpoint` on host:port (OSError if it cannot bind).
+
+    With a store that never waits (`store_waits=False`: the memory store), the core's
+    requests are answered on the engine's loop (`McpEndpoint.answers_at_once`); a store
+    that may wait on a disk, a lock or a network keeps every request on a worker.
+    """
     limits = http_server.Limits(
         head_timeout=min(http_server.HEAD_TIMEOUT_SECONDS, request_timeout), body_timeout=request_timeout
     )
     return http_server.HttpServer(
-        endpoint, host, port, log=log, refuse=endpoint.refuse, body_limit=endpoint.body_limit, limits=limits
+        endpoint,
+        host,
+        port,
+        log=log,
+        refuse=endpoint.refuse,
+        body_limit=endpoint.body_limit,
+        limits=limits,
+        inline=None if store_waits else endpoint.answers_at_once,
     )
 
 

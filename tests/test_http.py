@@ -5,7 +5,10 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import os
+import shutil
 import socket
+import tempfile
 import threading
 import unittest
 from typing import Any
@@ -15,6 +18,8 @@ import http_server
 import main
 import procs
 import serve
+import sqlite_store
+import streamable_http
 
 from procs import GUARD, TOKEN, mcp_headers, post
 from support import accept, call, request, tps
@@ -533,6 +538,49 @@ def read_to_end(sock: socket.socket) -> bytes:
     while chunk := sock.recv(65536):
         data += chunk
     return data
+
+
+class AnsweredOnTheLoopTests(unittest.TestCase):
+    """Which requests the engine answers on its loop (no worker hand-off), and with which stores."""
+
+    class Pages:
+        prefix = "/connect/"
+        max_body = 1024
+
+    def endpoint(self) -> streamable_http.McpEndpoint:
+        policy = streamable_http.HttpPolicy({}, "alice", None, frozenset())
+        return streamable_http.McpEndpoint(support.make_server(), policy, self.Pages())
+
+    def request(self, method: str = "POST", target: str = "/mcp", *headers: tuple[str, str]) -> http_server.Request:
+        return http_server.Request(method, target, "HTTP/1.1", [("Host", "x"), *headers], b"", ("127.0.0.1", 1))
+
+    def test_a_post_without_a_session_is_answered_at_once_and_a_session_page_or_other_method_is_not(self) -> None:
+        endpoint = self.endpoint()
+        self.assertTrue(endpoint.answers_at_once(self.request()))
+        self.assertTrue(endpoint.answers_at_once(self.request("POST", "/elsewhere")))  # a 404, also at once
+        self.assertFalse(endpoint.answers_at_once(self.request("POST", "/mcp", ("Mcp-Session-Id", "abc"))))
+        self.assertFalse(endpoint.answers_at_once(self.request("POST", "/mcp", ("mcp-session-id", ""))))
+        self.assertFalse(endpoint.answers_at_once(self.request("GET")))
+        self.assertFalse(endpoint.answers_at_once(self.request("DELETE")))
+        self.assertFalse(endpoint.answers_at_once(self.request("POST", "/connect/x")))
+
+    def test_only_a_store_that_never_waits_gets_answers_on_the_loop(self) -> None:
+        endpoint = self.endpoint()
+        on_loop = streamable_http.listen("127.0.0.1", 0, endpoint, lambda line: None, store_waits=False)
+        self.addCleanup(on_loop.shutdown, 0)
+        workers = streamable_http.listen("127.0.0.1", 0, endpoint, lambda line: None)
+        self.addCleanup(workers.shutdown, 0)
+        self.assertEqual(on_loop.inline, endpoint.answers_at_once)
+        self.assertIsNone(workers.inline)
+
+    def test_the_memory_store_never_waits_and_a_database_store_may(self) -> None:
+        self.assertFalse(serve.store_waits(support.make_server().notes))
+        folder = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, folder)
+        store = sqlite_store.open_store(os.path.join(folder, "notes.db"), clock=support.Clock())
+        self.addCleanup(store.close)
+        self.assertTrue(serve.store_waits(store))
+        self.assertTrue(serve.store_waits(serve.StopOnLoss(store)))
 
 
 class StartupTests(unittest.TestCase):

@@ -484,6 +484,100 @@ class StreamTest(unittest.TestCase):
         self.assertEqual(log[0], "internal error in stream (GET): ValueError")
 
 
+class InlineTest(unittest.TestCase):
+    """Requests the app declares `inline` are answered on the loop thread, the rest on workers."""
+
+    def threads_app(self) -> tuple[list[str], Any]:
+        seen: list[str] = []
+
+        def app(request: Request) -> Response:
+            seen.append(threading.current_thread().name)
+            return Response(200, [], request.target.encode())
+
+        return seen, app
+
+    def test_an_inline_request_is_answered_on_the_loop_and_any_other_on_a_worker(self) -> None:
+        seen, app = self.threads_app()
+        server, _, _, _ = start(self, app, inline=lambda request: request.target == "/quick")
+        client = Client(self, server)
+        self.assertEqual(client.request("GET", "/quick").reply().body, b"/quick")
+        self.assertEqual(client.request("GET", "/slow").reply().body, b"/slow")
+        self.assertEqual(client.request("GET", "/quick").reply().body, b"/quick")
+        self.assertTrue(seen[0].endswith("(serve_forever)"), seen[0])  # the thread running the loop
+        self.assertTrue(seen[1].startswith("http-worker-"))
+        self.assertEqual(seen[2], seen[0])
+
+    def test_without_the_hook_every_request_goes_to_a_worker(self) -> None:
+        seen, app = self.threads_app()
+        server, _, _, _ = start(self, app)
+        Client(self, server).request("GET", "/quick").reply()
+        self.assertTrue(seen[0].startswith("http-worker-"))
+
+    def test_a_thousand_pipelined_inline_requests_are_answered_in_order_without_recursion(self) -> None:
+        # Answered on the loop, each response's end would start the next request: with a
+        # thousand of them buffered, a recursive loop would hit Python's recursion limit.
+        server, echo, _, log = start(self, inline=lambda request: True)
+        client = Client(self, server)
+        count = 1000
+        client.send(b"".join(f"GET /{k} HTTP/1.1\r\nHost: x\r\n\r\n".encode() for k in range(count)))
+        bodies = [client.reply().body for _ in range(count)]
+        self.assertEqual(bodies, [f"GET /{k} ".encode() for k in range(count)])
+        self.assertEqual(log, [])
+
+    def test_a_slow_pipelining_client_does_not_delay_another_client_behind_its_whole_batch(self) -> None:
+        # One request per connection per turn of the loop: the second client is answered
+        # while the first one's batch is still being worked through.
+        order: list[str] = []
+        first_started = threading.Event()
+        release = threading.Event()
+
+        def app(request: Request) -> Response:
+            order.append(request.target)
+            if request.target == "/a0":
+                first_started.set()
+                release.wait(GUARD)  # holds the loop: the batch and the other client queue up
+            return Response(200, [], b"")
+
+        server, _, _, _ = start(self, app, inline=lambda request: True)
+        a, b = Client(self, server), Client(self, server)
+        a.send(b"".join(f"GET /a{k} HTTP/1.1\r\nHost: x\r\n\r\n".encode() for k in range(50)))
+        self.assertTrue(first_started.wait(GUARD))
+        b.request("GET", "/b")
+        release.set()
+        self.assertEqual(b.reply().status, 200)
+        for _ in range(50):
+            a.reply()
+        self.assertLess(order.index("/b"), order.index("/a49"))
+
+    def test_a_stream_given_to_an_inline_request_is_a_500_and_the_stream_is_closed(self) -> None:
+        closed = threading.Event()
+
+        def events():
+            try:
+                yield b"never"
+            finally:
+                closed.set()
+
+        stream = events()
+        next(stream, None)  # started, so that closing it runs its `finally`
+        server, _, refusals, log = start(self, lambda request: StreamResponse(200, [], stream), inline=lambda request: True)
+        reply = refused(self, server, b"GET /s HTTP/1.1\r\nHost: x\r\n\r\n")
+        self.assertEqual(reply.status, 500)
+        self.assertTrue(closed.is_set())
+        self.assertEqual(log[0], "internal error in app (GET): TypeError")
+
+    def test_an_inline_hook_that_fails_is_logged_and_the_request_still_answered_by_a_worker(self) -> None:
+        seen, app = self.threads_app()
+
+        def hook(request: Request) -> bool:
+            raise KeyError("hook bug")
+
+        server, _, _, log = start(self, app, inline=hook)
+        self.assertEqual(Client(self, server).request("GET", "/x").reply().status, 200)
+        self.assertTrue(seen[0].startswith("http-worker-"))
+        self.assertEqual(log[0], "internal error in inline (GET): KeyError")
+
+
 class ShutdownTest(unittest.TestCase):
     def test_a_request_in_flight_gets_its_full_response_and_new_connections_are_refused(self) -> None:
         entered, release = threading.Event(), threading.Event()
