@@ -25,7 +25,8 @@ Rules (each one stops an attack named where it is enforced):
    finish and send their responses within `grace` seconds, then returns.
 
 Interface:
-    Request(method, target, version, headers, body, peer, gone)   frozen; `target` is the
+    Request(method, target, version, headers, body, peer, gone)   frozen; header names are
+        lower-cased (they are case-insensitive; values are as sent); `target` is the
         origin-form path (`/mcp?x=1`), also for an absolute-form request
         (`POST http://127.0.0.1:8765/mcp`), whose authority must equal Host.
         `gone` is set by the loop when the peer closes or resets during processing.
@@ -66,7 +67,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
 
@@ -163,15 +164,16 @@ def stderr_log(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def header_values(headers: list[tuple[str, str]], name: str) -> list[str]:
-    """Every value of header `name` (case-insensitive), in order."""
+def header_values(headers: Sequence[tuple[str, str]], name: str) -> list[str]:
+    """Every value of header `name`, in order (names as the engine gives them: lower case)."""
     name = name.lower()
-    return [value for key, value in headers if key.lower() == name]
+    return [value for key, value in headers if key == name]
 
 
-def has_token(headers: list[tuple[str, str]], name: str, token: str) -> bool:
-    """True when the comma-separated header `name` lists `token` (case-insensitive)."""
-    return any(part.strip().lower() == token for value in header_values(headers, name) for part in value.split(","))
+def has_token(headers: Sequence[tuple[str, str]], name: str, token: str) -> bool:
+    """True when the comma-separated header `name` lists `token` (both case-insensitive; an app's names too)."""
+    name = name.lower()
+    return any(part.strip().lower() == token for key, value in headers if key.lower() == name for part in value.split(","))
 
 
 # =====================================================================================
@@ -199,7 +201,8 @@ def parse_head(head: bytes) -> tuple[str, str, str, list[tuple[str, str]]]:
         # each is a way for two parsers (a proxy and us) to disagree where a header ends.
         if not colon or not _TOKEN_RE.fullmatch(name) or _HEADER_VALUE_BAD_RE.search(value):
             raise Refusal(400, "Bad Request: malformed header line")
-        headers.append((name.decode("ascii"), value.strip(b" \t").decode("latin-1")))
+        # Names are case-insensitive: lower-cased once here, so every lookup is a plain compare.
+        headers.append((name.decode("ascii").lower(), value.strip(b" \t").decode("latin-1")))
     method, target, version = (part.decode("ascii") for part in parts)
     hosts = header_values(headers, "host")
     # RFC 9112 section 3.2: an HTTP/1.1 request has exactly one Host; two let a proxy

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 import http_server
 import main
+from http_server import header_values
 
 ENDPOINT = "/mcp"
 REQUEST_TIMEOUT_SECONDS = http_server.BODY_TIMEOUT_SECONDS  # a request's body must arrive in this
@@ -46,12 +47,6 @@ HTTP_STATUS_FOR_ERROR: dict[int, int] = {
     main.MISSING_REQUIRED_CLIENT_CAPABILITY: 400,
     main.UNSUPPORTED_PROTOCOL_VERSION: 400,
 }
-
-
-def header_values(headers: Headers, name: str) -> list[str]:
-    """Every value of header `name` (names compared case-insensitively), in order."""
-    name = name.lower()
-    return [value for key, value in headers if key.lower() == name]
 
 
 class BearerTokens:
@@ -369,7 +364,7 @@ class McpEndpoint:
             raise HttpRefusal(406, "Not Acceptable: this server answers with application/json")
         if self.legacy is not None and (routed := self.legacy(request, principal)) is not None:
             return routed
-        mcp_headers = [(name, value) for name, value in headers if name.lower() != "authorization"]
+        mcp_headers = [(name, value) for name, value in headers if name != "authorization"]
         # A client that accepts an event stream may get notifications about its request
         # (progress, log messages) ahead of the response; one that does not, never does.
         events: list[dict[str, Any]] = []

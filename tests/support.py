@@ -32,6 +32,11 @@ def claims_of(state: str) -> dict[str, Any]:
     return json.loads(unb64(state.split(".")[2]))
 
 
+def engine_headers(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Header pairs as the HTTP engine hands them to an app: names lower-cased, values as sent."""
+    return [(name.lower(), value) for name, value in pairs]
+
+
 class Clock:
     """An injected clock the test moves by hand (no sleeps)."""
 

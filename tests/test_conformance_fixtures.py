@@ -586,7 +586,7 @@ class HeaderTests(FixtureCase):
         """One body through streamable_http.answer with the standard headers plus `headers`."""
         message = support.request(method, params, capabilities=ALL)
         base = {"MCP-Protocol-Version": main.PROTOCOL_VERSION, "Mcp-Method": method}
-        pairs = [(k.replace("_", "-"), v) for k, v in {**base, **headers}.items()]
+        pairs = [(k.replace("_", "-").lower(), v) for k, v in {**base, **headers}.items()]
         status, body = streamable_http.answer(self.server, json.dumps(message).encode(), support.PRINCIPAL, pairs)
         response = json.loads(body or b"{}")
         response["status"] = status

@@ -173,7 +173,7 @@ class InProcess(unittest.TestCase):
 
     def browser(self) -> Browser:
         def send(method: str, path: str, headers: list[tuple[str, str]], body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
-            return self.pages.handle(method, path, headers, body)
+            return self.pages.handle(method, path, support.engine_headers(headers), body)
 
         return Browser(send)
 
@@ -617,7 +617,7 @@ class PageBindingTests(InProcess):
         self.assertEqual(browser.open("POST", path, [])[0], 405)
         self.assertEqual(browser.open("GET", f"{path}/decision")[0], 405)
         self.assertEqual(browser.open("DELETE", path)[0], 405)
-        status = self.pages.handle("POST", f"{path}/sign-in", [("Content-Type", "application/json")], b'{"token":"x"}')[0]
+        status = self.pages.handle("POST", f"{path}/sign-in", [("content-type", "application/json")], b'{"token":"x"}')[0]
         self.assertEqual(status, 415)
 
     def test_every_page_is_escaped_plain_html_with_the_security_headers(self) -> None:
@@ -869,8 +869,8 @@ class LimitTests(InProcess):
         exact = (fields + "x" * (connect.MAX_FORM_BYTES - len(fields))).encode()
         self.assertEqual(len(exact), connect.MAX_FORM_BYTES)
         cookie = ("Cookie", f"{connect.LOGIN_COOKIE}={browser.jar[connect.LOGIN_COOKIE]}")
-        self.assertEqual(self.pages.handle("POST", f"{path}/sign-in", [FORM_TYPE, cookie], exact + b"x")[0], 413)
-        self.assertEqual(self.pages.handle("POST", f"{path}/sign-in", [FORM_TYPE, cookie], exact)[0], 303)
+        self.assertEqual(self.pages.handle("POST", f"{path}/sign-in", support.engine_headers([FORM_TYPE, cookie]), exact + b"x")[0], 413)
+        self.assertEqual(self.pages.handle("POST", f"{path}/sign-in", support.engine_headers([FORM_TYPE, cookie]), exact)[0], 303)
 
     def test_form_field_count_at_the_limit_and_one_over(self) -> None:
         path = self.connect_path(self.first())

@@ -127,6 +127,12 @@ class ProtocolStatusTests(SharedServer):
 
 
 class HeaderRuleTests(SharedServer):
+    def test_header_names_in_any_case_are_accepted(self) -> None:
+        message = call(tps())
+        status, _, body = self.send(message, {name.upper(): value for name, value in mcp_headers(message).items()})
+        self.assertEqual(status, 200)
+        self.assertEqual(json.loads(body)["result"]["resultType"], "input_required")
+
     """MCP-Protocol-Version, Mcp-Method and Mcp-Name against the body (-32020), in table order."""
 
     def assert_header_mismatch(self, message: dict[str, Any], headers: Any) -> None:
@@ -552,7 +558,7 @@ class AnsweredOnTheLoopTests(unittest.TestCase):
         return streamable_http.McpEndpoint(support.make_server(), policy, self.Pages())
 
     def request(self, method: str = "POST", target: str = "/mcp", *headers: tuple[str, str]) -> http_server.Request:
-        return http_server.Request(method, target, "HTTP/1.1", [("Host", "x"), *headers], b"", ("127.0.0.1", 1))
+        return http_server.Request(method, target, "HTTP/1.1", support.engine_headers([("Host", "x"), *headers]), b"", ("127.0.0.1", 1))
 
     def test_a_post_without_a_session_is_answered_at_once_and_a_session_page_or_other_method_is_not(self) -> None:
         endpoint = self.endpoint()

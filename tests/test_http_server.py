@@ -484,6 +484,13 @@ class StreamTest(unittest.TestCase):
         self.assertEqual(log[0], "internal error in stream (GET): ValueError")
 
 
+class HeaderNamesTest(unittest.TestCase):
+    def test_the_app_gets_header_names_lower_cased_and_values_as_sent(self) -> None:
+        server, echo, _, _ = start(self)
+        Client(self, server).send(b"GET / HTTP/1.1\r\nHOST: x\r\nX-Mixed-Case: Some Value\r\n\r\n").reply()
+        self.assertEqual(echo[0].headers, [("host", "x"), ("x-mixed-case", "Some Value")])
+
+
 class InlineTest(unittest.TestCase):
     """Requests the app declares `inline` are answered on the loop thread, the rest on workers."""
 

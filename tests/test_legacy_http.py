@@ -278,7 +278,7 @@ class InProcess:
         if session_id is not None:
             headers.append(("Mcp-Session-Id", session_id))
         body = message if isinstance(message, bytes) else json.dumps(message).encode()
-        self.last = http_server.Request(method, "/mcp", "HTTP/1.1", headers, body, ("127.0.0.1", 1))
+        self.last = http_server.Request(method, "/mcp", "HTTP/1.1", support.engine_headers(headers), body, ("127.0.0.1", 1))
         return self.sessions.route(self.last, principal)
 
     def initialize(self, principal: str = support.PRINCIPAL, capabilities: dict[str, Any] = FORM_CLIENT) -> str:

@@ -6,7 +6,7 @@ import json
 import types
 import unittest
 
-import support  # noqa: F401 - puts code/ on the import path
+import support
 import http_server
 import main
 import streamable_http
@@ -39,7 +39,7 @@ class StreamedNotifications(unittest.TestCase):
             ("Content-Type", "application/json"), ("Accept", accept), ("Content-Length", str(len(body))),
             ("MCP-Protocol-Version", main.PROTOCOL_VERSION), ("Mcp-Method", "tools/call"), ("Mcp-Name", "chatty"),
         ]  # fmt: skip
-        return self.endpoint(http_server.Request("POST", "/mcp", "HTTP/1.1", headers, body, ("127.0.0.1", 1)))
+        return self.endpoint(http_server.Request("POST", "/mcp", "HTTP/1.1", support.engine_headers(headers), body, ("127.0.0.1", 1)))
 
     def test_a_client_accepting_an_event_stream_gets_the_notifications_then_the_response(self) -> None:
         response = self.post("application/json, text/event-stream")
@@ -60,7 +60,7 @@ class StreamedNotifications(unittest.TestCase):
         body = json.dumps(message).encode()
         headers = [("Content-Type", "application/json"), ("Accept", "application/json, text/event-stream"),
                    ("MCP-Protocol-Version", main.PROTOCOL_VERSION), ("Mcp-Method", "server/discover"), ("Content-Length", str(len(body)))]
-        response = self.endpoint(http_server.Request("POST", "/mcp", "HTTP/1.1", headers, body, ("127.0.0.1", 1)))
+        response = self.endpoint(http_server.Request("POST", "/mcp", "HTTP/1.1", support.engine_headers(headers), body, ("127.0.0.1", 1)))
         self.assertIn(("Content-Type", "application/json"), response.headers)
 
 
