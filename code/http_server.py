@@ -93,11 +93,11 @@ LISTEN_BACKLOG = 1024  # connections the kernel queues before accept
 TICK_SECONDS = 0.25  # how often deadlines are checked (at most; less with small deadlines)
 RECV_BYTES = 65536
 
-_TOKEN_RE = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 token: method, header name
-_HEADER_VALUE_BAD_RE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+_TOKEN = rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"  # RFC 9110 token: method, header name
+_TOKEN_RE = re.compile(_TOKEN)
+_HEADER_LINE = _TOKEN + rb":[^\x00-\x08\x0a-\x1f\x7f]*"  # a name, a colon, a value without controls but tab
+_HEADER_BLOCK_RE = re.compile(_HEADER_LINE + rb"(?:\r\n" + _HEADER_LINE + rb")*")
 _TARGET_RE = re.compile(rb"[\x21-\x7e]+")  # visible ASCII, no spaces or controls
-_BARE_LF_RE = re.compile(rb"(?<!\r)\n")
-_BARE_CR_RE = re.compile(rb"\r(?!\n)")
 _ABSOLUTE_RE = re.compile(r"http://([^/?#@]+)([/?].*)?", re.IGNORECASE)
 _ENGINE_HEADERS = frozenset({"content-length", "transfer-encoding", "connection"})
 
@@ -183,7 +183,8 @@ def has_token(headers: Sequence[tuple[str, str]], name: str, token: str) -> bool
 
 def parse_head(head: bytes) -> tuple[str, str, str, list[tuple[str, str]]]:
     """Request line and header lines (without the blank line): (method, target, version, headers)."""
-    request_line, *lines = head.split(b"\r\n")
+    request_line, _, block = head.partition(b"\r\n")
+    lines = block.decode("latin-1").split("\r\n") if block else []
     if len(lines) > MAX_HEADER_COUNT:
         raise Refusal(431, f"Request Header Fields Too Large: at most {MAX_HEADER_COUNT} headers")
     parts = request_line.split(b" ")
@@ -194,15 +195,16 @@ def parse_head(head: bytes) -> tuple[str, str, str, list[tuple[str, str]]]:
         or not _TARGET_RE.fullmatch(parts[1])
     ):
         raise Refusal(400, "Bad Request: malformed request line")
+    # Every line `token:value`: no obsolete line folding, no space before the colon, no
+    # control characters. Each is a way for two parsers (a proxy and us) to disagree
+    # where a header ends. One expression checks the whole block at once.
+    if block and not _HEADER_BLOCK_RE.fullmatch(block):
+        raise Refusal(400, "Bad Request: malformed header line")
     headers = []
     for line in lines:
-        name, colon, value = line.partition(b":")
-        # No obsolete line folding, no space before the colon, no control characters:
-        # each is a way for two parsers (a proxy and us) to disagree where a header ends.
-        if not colon or not _TOKEN_RE.fullmatch(name) or _HEADER_VALUE_BAD_RE.search(value):
-            raise Refusal(400, "Bad Request: malformed header line")
+        name, _, value = line.partition(":")
         # Names are case-insensitive: lower-cased once here, so every lookup is a plain compare.
-        headers.append((name.decode("ascii").lower(), value.strip(b" \t").decode("latin-1")))
+        headers.append((name.lower(), value.strip(" \t")))
     method, target, version = (part.decode("ascii") for part in parts)
     hosts = header_values(headers, "host")
     # RFC 9112 section 3.2: an HTTP/1.1 request has exactly one Host; two let a proxy
@@ -210,6 +212,13 @@ def parse_head(head: bytes) -> tuple[str, str, str, list[tuple[str, str]]]:
     if len(hosts) > 1 or (version == "HTTP/1.1" and not hosts):
         raise Refusal(400, "Bad Request: exactly one Host header is required")
     return method, origin_form(target, hosts[0] if hosts else None), version, headers
+
+
+def has_bare_line_ending(data: bytes) -> bool:
+    """True when `data` holds an LF or CR outside a CRLF (a CR at the very end may be half of one)."""
+    # Every CRLF holds one CR and one LF, so any more of either is a bare one.
+    crlf = data.count(b"\r\n")
+    return data.count(b"\n") != crlf or data.count(b"\r") - data.endswith(b"\r") != crlf
 
 
 def origin_form(target: str, host: str | None) -> str:
@@ -556,7 +565,7 @@ class HttpServer:
         scan = conn.buffer[: end + 2] if end >= 0 else conn.buffer[: MAX_HEADER_BYTES + 4]
         # A bare LF (or CR) ends a line for some parsers and not others: answer at once
         # rather than wait for a CRLF CRLF that a bare-LF client will never send.
-        if _BARE_LF_RE.search(scan) or _BARE_CR_RE.search(scan[:-1] if scan.endswith(b"\r") else scan):
+        if has_bare_line_ending(scan):
             raise Refusal(400, "Bad Request: lines must end with CRLF")
         if end < 0:
             # Room for a head of MAX_HEADER_BYTES and its blank line, and no blank line in it.

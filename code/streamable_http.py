@@ -239,26 +239,26 @@ class HttpPolicy:
             raise HttpRefusal(403, "Forbidden: Origin is not allowed")
 
 
-def accepts_json(headers: Headers) -> bool:
-    """True when Accept is absent or admits application/json with a non-zero q."""
-    return not header_values(headers, "accept") or accepts(headers, "application/json")
-
-
-def accepts(headers: Headers, media_type: str) -> bool:
-    """True when Accept admits `media_type` (exactly, by its type's wildcard or */*) with a non-zero q."""
+def accepted_ranges(headers: Headers) -> frozenset[str] | None:
+    """The media ranges Accept admits with a non-zero q (lower case), or None without an Accept header."""
     values = header_values(headers, "accept")
-    admitted = (media_type, media_type.split("/")[0] + "/*", "*/*")
+    if not values:
+        return None
+    admitted = set()
     for media_range in ",".join(values).split(","):
         media, *params = [part.strip().lower() for part in media_range.split(";")]
-        if media not in admitted:
-            continue
         q = next((p[2:].strip() for p in params if p.startswith("q=")), "1")
         try:
             if float(q) > 0:
-                return True
+                admitted.add(media)
         except ValueError:
             continue
-    return False
+    return frozenset(admitted)
+
+
+def admits(ranges: frozenset[str] | None, media_type: str) -> bool:
+    """True when `ranges` name `media_type` exactly, by its type's wildcard or by */*."""
+    return ranges is not None and not ranges.isdisjoint((media_type, media_type.split("/")[0] + "/*", "*/*"))
 
 
 def json_error_body(message: str) -> bytes:
@@ -360,7 +360,8 @@ class McpEndpoint:
         types = header_values(headers, "content-type")
         if len(types) != 1 or types[0].split(";")[0].strip().lower() != "application/json":
             raise HttpRefusal(415, "Unsupported Media Type: send application/json")
-        if not accepts_json(headers):
+        accepted = accepted_ranges(headers)  # read once: JSON is required, an event stream optional
+        if accepted is not None and not admits(accepted, "application/json"):
             raise HttpRefusal(406, "Not Acceptable: this server answers with application/json")
         if self.legacy is not None and (routed := self.legacy(request, principal)) is not None:
             return routed
@@ -368,7 +369,7 @@ class McpEndpoint:
         # A client that accepts an event stream may get notifications about its request
         # (progress, log messages) ahead of the response; one that does not, never does.
         events: list[dict[str, Any]] = []
-        notify = events.append if accepts(headers, "text/event-stream") else None
+        notify = events.append if admits(accepted, "text/event-stream") else None
         status, body = answer(self.server, request.body, principal, mcp_headers, notify)
         if events and body is not None:
             stream = b"".join(sse_event(main.encode_message(event)) for event in events) + sse_event(body)

@@ -308,6 +308,14 @@ class FramingTest(unittest.TestCase):
         self.assertEqual(refusals, [(400, "Bad Request: lines must end with CRLF", None)])
         self.assertEqual((log, echo), ([], []))
 
+    def test_a_line_ending_is_bare_exactly_when_an_lf_or_cr_stands_outside_a_crlf(self) -> None:
+        for data in (b"", b"a\r\nb\r\n", b"a\r\nb\r", b"\r\n\r\n", b"a\r"):
+            with self.subTest(data=data):
+                self.assertFalse(hs.has_bare_line_ending(data))
+        for data in (b"a\nb", b"a\rb", b"a\r\r\n", b"a\r\n\n", b"\n\r", b"a\r\r", b"\n"):
+            with self.subTest(data=data):
+                self.assertTrue(hs.has_bare_line_ending(data))
+
     def test_a_bare_cr_is_400_at_once(self) -> None:
         server, echo, _, _ = start(self, limits=Limits(head_timeout=600))
         self.assertEqual(refused(self, server, b"GET / HTTP/1.1\rHost: x").status, 400)
@@ -367,6 +375,17 @@ class FramingTest(unittest.TestCase):
             with self.subTest(raw=raw):
                 self.assertEqual(refused(self, server, raw).status, 400)
         self.assertEqual((log, echo), ([], []))
+
+    def test_a_header_line_is_a_token_a_colon_and_a_value_without_controls_but_tab(self) -> None:
+        start_line = b"GET / HTTP/1.1\r\nHost: x\r\n"
+        self.assertEqual(hs.parse_head(start_line + b"X-A: a\tb")[3][1], ("x-a", "a\tb"))
+        self.assertEqual(hs.parse_head(start_line + b"X-A: caf\xe9")[3][1], ("x-a", "caf\xe9"))  # obs-text, as latin-1
+        self.assertEqual(hs.parse_head(start_line + b"X-A:")[3][1], ("x-a", ""))
+        for line in (b":b", b"X-A", b"X A: b", b"X-A: b\x7f", b"X-A: b\x1f", b"X-A: b\rc", b"X-\xe9: b"):
+            with self.subTest(line=line):
+                with self.assertRaises(hs.Refusal) as caught:
+                    hs.parse_head(start_line + line)
+                self.assertEqual(caught.exception.status, 400)
 
     def test_http_1_0_without_host_is_served_and_closed(self) -> None:
         server, echo, _, _ = start(self)
