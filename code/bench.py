@@ -15,6 +15,10 @@ requestState), then the retry with `inputResponses.delete_choice = accept` and t
 state -> `deleted`. Both legs go through bytes: the client encodes JSON, the server runs
 `handle_bytes`, the client decodes the answer.
 
+Over stdio and HTTP the server runs beside a canned responder (CEILING below) that answers
+the same client with fixed text: the server's round trips/s and its start-up are reported
+as a share and a multiple of that responder's, measured in turns within the same run.
+
 Workload: one workspace holding `--notes` notes with unique, fixed-width titles, so each
 title query matches exactly one note. The store size is part of the cost of a lookup: in-process, every deleted note is put
 back (`store.put`) so the size stays constant; over stdio and HTTP the server is started
@@ -64,9 +68,8 @@ TARGET_INPROCESS_RT = {10: 10_000, 1000: 7_000}  # round trips/s by notes in the
 SDK_STDIO_RT = (80, 95)  # the official SDK server, lean client
 SDK_HTTP_RT = (75, 90)
 SDK_FIRST_ANSWER_S = (1.3, 1.7)
-TARGET_STDIO_FACTOR = 20
-TARGET_HTTP_FACTOR = 10
-TARGET_FIRST_ANSWER_MS = 150.0
+TARGET_CEILING_SHARE = 0.80  # of the canned responder's round trips/s, same client, same run
+TARGET_START_FACTOR = 1.6  # first answer, at most this many times the canned responder's
 
 
 class BenchError(RuntimeError):
@@ -578,6 +581,58 @@ def write_config(directory: str, notes: int) -> str:
 
 DISCOVER = encode({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": main.request_meta({})}})
 
+# The ceiling: a canned responder that answers this client's requests with fixed text of
+# the server's shapes and sizes (a one-choice form, a 402-character state), checking and
+# keeping nothing. What it reaches is what this client, the pipe or socket and the
+# machine allow; the server's figures are reported as a share of it, measured in the same
+# run. `python3 -c CEILING stdio|http`; http prints its URL the way serve.py does.
+CEILING = r"""
+import json, socket, socketserver, sys
+INFO = {"io.modelcontextprotocol/serverInfo": {"name": "ceiling", "version": "0"}}
+DISCOVER = {"resultType": "complete", "supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}, "_meta": INFO}
+CHOICE = {"type": "string", "title": "Note to delete", "oneOf": [{"const": "b0", "title": "Bench note 000000"}]}
+CONFIRM = {"type": "boolean", "title": "Delete it permanently", "description": "Tick to delete it.", "default": False}
+FORM = {"resultType": "input_required", "inputRequests": {"delete_choice": {"method": "elicitation/create", "params": {
+    "mode": "form", "message": "1 note matches. Choose the note to delete and confirm. Deletion cannot be undone.",
+    "requestedSchema": {"type": "object", "properties": {"note_id": CHOICE, "confirm": CONFIRM},
+                        "required": ["note_id", "confirm"]}}}}, "requestState": "v1." + "s" * 399, "_meta": INFO}
+
+def answer(raw):
+    message = json.loads(raw)
+    params = message.get("params") or {}
+    if message.get("method") != "tools/call":
+        result = DISCOVER
+    elif "requestState" not in params:
+        result = FORM
+    else:
+        chosen = params["inputResponses"]["delete_choice"]["content"]["note_id"]
+        result = {"resultType": "complete", "content": [{"type": "text", "text": "Deleted note %s." % chosen}],
+                  "structuredContent": {"deleted": True, "noteId": chosen}, "isError": False, "_meta": INFO}
+    return json.dumps({"jsonrpc": "2.0", "id": message.get("id"), "result": result}).encode()
+
+class Connection(socketserver.StreamRequestHandler):
+    def handle(self):
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        while self.rfile.readline():
+            length = 0
+            while (line := self.rfile.readline()) not in (b"\r\n", b""):
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            body = answer(self.rfile.read(length))
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+
+if sys.argv[1] == "stdio":
+    for line in sys.stdin.buffer:
+        sys.stdout.buffer.write(answer(line) + b"\n")
+        sys.stdout.buffer.flush()
+else:
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Connection)
+    server.daemon_threads = True
+    print("listening on http://127.0.0.1:%d/mcp" % server.server_address[1], file=sys.stderr, flush=True)
+    server.serve_forever()
+"""
+
 
 class Drain(threading.Thread):
     """Reads a server's stderr so it never blocks on a full pipe; keeps the last lines."""
@@ -601,11 +656,21 @@ class Drain(threading.Thread):
         self.url.set()  # EOF: whoever waits learns the server is gone
 
 
-class StdioServer:
-    """`serve.py --stdio`; send() writes one line and reads one line."""
+def server_argv(kind: str, config: str | None) -> list[str]:
+    """`serve.py --stdio` or `--http` on 127.0.0.1, a free port, with `config` when given."""
+    argv = [sys.executable, SERVE_PY, "--stdio"] if kind == "stdio" else [sys.executable, SERVE_PY, "--http", "--host", "127.0.0.1", "--port", "0"]
+    return argv + (["--config", config] if config else [])
 
-    def __init__(self, config: str | None, pycache: str | None = None) -> None:
-        argv = [sys.executable, SERVE_PY, "--stdio"] + (["--config", config] if config else [])
+
+def ceiling_argv(kind: str) -> list[str]:
+    """The canned responder (CEILING) for `kind`."""
+    return [sys.executable, "-c", CEILING, kind]
+
+
+class StdioServer:
+    """A stdio server process (`server_argv` or `ceiling_argv`); send() writes one line and reads one line."""
+
+    def __init__(self, argv: list[str], pycache: str | None = None) -> None:
         self.process = spawn(argv, env=server_env(pycache), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.drain = Drain(self.process.stderr)
         self.drain.start()
@@ -624,11 +689,9 @@ class StdioServer:
 
 
 class HttpServer:
-    """`serve.py --http --port 0`; clients connect to `address` once it is printed."""
+    """An HTTP server process on a free port; clients connect to `address` once it is printed."""
 
-    def __init__(self, config: str | None, pycache: str | None = None, timeout: float = 30.0) -> None:
-        argv = [sys.executable, SERVE_PY, "--http", "--host", "127.0.0.1", "--port", "0"]
-        argv += ["--config", config] if config else []
+    def __init__(self, argv: list[str], pycache: str | None = None, timeout: float = 30.0) -> None:
         self.process = spawn(argv, env=server_env(pycache), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self.drain = Drain(self.process.stderr)
         self.drain.start()
@@ -671,15 +734,15 @@ class HttpClient:
         self.connection.close()
 
 
-def transport_rate(kind: str, config: str, notes: int, clients: int, seconds: float) -> dict[str, Any]:
-    """Round trips/s over a real transport; a fresh server whenever its notes run out.
+def transport_rate(kind: str, argv: list[str], notes: int, clients: int, seconds: float) -> dict[str, Any]:
+    """Round trips/s over a real transport to the server `argv` starts; a fresh one whenever its notes run out.
 
     Only the time clients spend on round trips counts: server start-up and the first
     connection are outside the clock. Each phase deletes notes 0..notes-1 at most once.
     """
     count, elapsed, phases, latencies = 0, 0.0, [], []
     while elapsed < seconds:
-        server: StdioServer | HttpServer = StdioServer(config) if kind == "stdio" else HttpServer(config)
+        server: StdioServer | HttpServer = StdioServer(argv) if kind == "stdio" else HttpServer(argv)
         try:
             senders: list[Any] = [server] if isinstance(server, StdioServer) else [HttpClient(server.address) for _ in range(clients)]
             # One discover per client opens the connection (and warms the server) off the clock.
@@ -741,20 +804,20 @@ def run_phase(senders: list[Any], notes: int, budget: float) -> tuple[int, float
     return sum(counts), took
 
 
-def first_answer_ms(kind: str, starts: int, pycache: str | None = None) -> list[float]:
-    """Milliseconds from Popen to the first server/discover answer (lesson fixture, no config)."""
+def first_answer_ms(kind: str, argv: list[str], starts: int, pycache: str | None = None) -> list[float]:
+    """Milliseconds from Popen of `argv` to the first server/discover answer."""
     times = []
     for _ in range(starts):
         start = time.perf_counter()
         if kind == "stdio":
-            server: StdioServer | HttpServer = StdioServer(None, pycache)
+            server: StdioServer | HttpServer = StdioServer(argv, pycache)
             try:
                 answer = server.send(DISCOVER, "server/discover")
                 took = (time.perf_counter() - start) * 1000
             finally:
                 server.close()
         else:
-            server = HttpServer(None, pycache)
+            server = HttpServer(argv, pycache)
             try:
                 client = HttpClient(server.address)
                 answer = client.send(DISCOVER, "server/discover")
@@ -794,62 +857,86 @@ def import_profile(top: int = 10) -> tuple[float, list[tuple[float, str]]]:
     return total, sorted(rows, key=lambda item: -item[0])[:top]
 
 
+def side_by_side(kind: str, config: str, notes: int, seconds: float, rounds: int = 2) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(ceiling, server) over one keep-alive client, measured in turns so drift on the machine hits both alike."""
+    runs: dict[str, list[dict[str, Any]]] = {"ceiling": [], "server": []}
+    for _ in range(rounds):
+        runs["ceiling"].append(transport_rate(kind, ceiling_argv(kind), notes, 1, seconds / rounds))
+        runs["server"].append(transport_rate(kind, server_argv(kind, config), notes, 1, seconds / rounds))
+
+    def merged(results: list[dict[str, Any]]) -> dict[str, Any]:
+        count, took = sum(r["round_trips"] for r in results), sum(r["seconds"] for r in results)
+        return {**results[-1], "rate": count / took, "round_trips": count, "seconds": took}
+
+    return merged(runs["ceiling"]), merged(runs["server"])
+
+
+def stall_note(result: dict[str, Any]) -> str:
+    """What the count of requests over 35 ms says about delayed-ACK stalls."""
+    stalls = result["slow_40ms"]
+    if not stalls:
+        return "none: no 40 ms delayed-ACK stall"
+    if stalls * 100 < result["requests"]:
+        return "isolated outliers (scheduling), not the every-request 40 ms delayed-ACK stall"
+    return "STALLS: delayed ACK? headers and body must go in one write, or TCP_NODELAY"
+
+
 def run_transports(args: argparse.Namespace, kinds: list[str]) -> dict[str, Any]:
-    """stdio and/or HTTP: round trips/s against started servers, then start-up time."""
+    """stdio and/or HTTP: round trips/s beside the canned responder (CEILING), then start-up beside it."""
     figures: dict[str, Any] = {}
     # A server process takes at most MAX_REPLAY_PER_PRINCIPAL confirmations from its one
     # principal within the state TTL (the replay bound), so that is the most notes a
     # server can delete for us; then the next server starts.
     per_server = min(args.notes, main.MAX_REPLAY_PER_PRINCIPAL)
+    sdk = {"stdio": SDK_STDIO_RT, "http": SDK_HTTP_RT}
     with tempfile.TemporaryDirectory(prefix="notes-bench-") as directory:
         config = write_config(directory, per_server)
         for kind in kinds:
-            if kind == "stdio":
-                section(f"stdio: one server process, one lean client ({per_server:,} notes per server)")
-                result = transport_rate("stdio", config, per_server, 1, args.seconds)
-                low = TARGET_STDIO_FACTOR * SDK_STDIO_RT[1]
+            section(f"{kind}: the server beside the canned responder, one lean client ({per_server:,} notes per server)")
+            ceiling, result = side_by_side(kind, config, per_server, args.seconds)
+            share = result["rate"] / ceiling["rate"]
+            row("canned responder (the ceiling): round trips/s", f"{ceiling['rate']:,.0f}", f"{ceiling['round_trips']:,} in {ceiling['seconds']:.1f} s")
+            row(f"serve.py --{kind}: round trips/s", f"{result['rate']:,.0f}", f"{result['round_trips']:,} in {result['seconds']:.1f} s, {result['phases']} server(s)")
+            row("  share of the ceiling", f"{share:.0%}", f"target >= {TARGET_CEILING_SHARE:.0%}: {verdict(share >= TARGET_CEILING_SHARE)}")
+            row(f"  per round trip above the ceiling", f"{(1 / result['rate'] - 1 / ceiling['rate']) * 1e6:,.0f} µs")
+            low, high = sdk[kind]
+            row(f"  vs official SDK server ({low}-{high}/s)", f"{result['rate'] / high:.0f}-{result['rate'] / low:.0f}x")
+            if kind == "http":
+                row("  request latency p50 / p99", f"{result['p50_ms']:.2f} / {result['p99_ms']:.2f} ms", f"ceiling {ceiling['p50_ms']:.2f} / {ceiling['p99_ms']:.2f} ms")
+                row("  requests >= 35 ms (delayed-ACK stalls)", f"{result['slow_40ms']:,} of {result['requests']:,}", stall_note(result))
+            figures[kind] = {"ceiling": ceiling, "server": result, "share": share}
+        if "http" in kinds:
+            for clients in (4, 8):
+                section(f"HTTP: {clients} parallel keep-alive connections ({per_server:,} notes per server)")
+                result = transport_rate("http", server_argv("http", config), per_server, clients, args.seconds)
                 row("full round trips/s", f"{result['rate']:,.0f}", f"{result['round_trips']:,} in {result['seconds']:.1f} s, {result['phases']} server(s)")
-                row("  vs official SDK server (80-95/s)", f"{result['rate'] / SDK_STDIO_RT[1]:.0f}-{result['rate'] / SDK_STDIO_RT[0]:.0f}x", f"target >= {TARGET_STDIO_FACTOR}x (>= {low:,}/s): {verdict(result['rate'] >= low)}")
-                figures["stdio"] = result
-            else:
-                low = TARGET_HTTP_FACTOR * SDK_HTTP_RT[1]
-                for clients in (1, 4, 8):
-                    label = "one keep-alive connection" if clients == 1 else f"{clients} parallel connections"
-                    section(f"HTTP: {label} ({per_server:,} notes per server)")
-                    result = transport_rate("http", config, per_server, clients, args.seconds)
-                    row("full round trips/s", f"{result['rate']:,.0f}", f"{result['round_trips']:,} in {result['seconds']:.1f} s, {result['phases']} server(s)")
-                    row("  vs official SDK server (75-90/s)", f"{result['rate'] / SDK_HTTP_RT[1]:.0f}-{result['rate'] / SDK_HTTP_RT[0]:.0f}x", f"target >= {TARGET_HTTP_FACTOR}x (>= {low:,}/s): {verdict(result['rate'] >= low)}")
-                    row("  request latency p50 / p99", f"{result['p50_ms']:.2f} / {result['p99_ms']:.2f} ms")
-                    stalls = result["slow_40ms"]
-                    if not stalls:
-                        note = "none: no 40 ms delayed-ACK stall"
-                    elif stalls * 100 < result["requests"]:
-                        note = "isolated outliers (scheduling), not the every-request 40 ms delayed-ACK stall"
-                    else:
-                        note = "STALLS: delayed ACK? headers and body must go in one write, or TCP_NODELAY"
-                    row("  requests >= 35 ms (delayed-ACK stalls)", f"{stalls:,} of {result['requests']:,}", note)
-                    figures[f"http{clients}"] = result
+                row("  request latency p50 / p99", f"{result['p50_ms']:.2f} / {result['p99_ms']:.2f} ms")
+                row("  requests >= 35 ms (delayed-ACK stalls)", f"{result['slow_40ms']:,} of {result['requests']:,}", stall_note(result))
+                figures[f"http{clients}"] = result
 
         section("Start-up: process start to the first server/discover answer (median of 10)")
         floor = interpreter_ms(10)
         row("python3 -c pass (interpreter floor)", f"{floor:.0f} ms")
         pycache = os.path.join(directory, "pycache")
         for kind in kinds:
+            canned = statistics.median(first_answer_ms(kind, ceiling_argv(kind), 10))
+            row(f"{kind}: canned responder", f"{canned:.0f} ms")
             for cached in (False, True):
-                first_answer_ms(kind, 1, pycache) if cached else None  # fills the cache
-                times = first_answer_ms(kind, 10, pycache if cached else None)
+                if cached:
+                    first_answer_ms(kind, server_argv(kind, None), 1, pycache)  # fills the cache
+                times = first_answer_ms(kind, server_argv(kind, None), 10, pycache if cached else None)
                 median = statistics.median(times)
-                label = f"{kind}: first answer" + (", bytecode cached" if cached else ", as this shell runs it")
-                note = f"min {min(times):.0f} max {max(times):.0f}; target <= {TARGET_FIRST_ANSWER_MS:.0f} ms: {verdict(median <= TARGET_FIRST_ANSWER_MS)}"
+                label = f"{kind}: serve.py" + (", bytecode cached" if cached else ", as this shell runs it")
+                factor = median / canned
+                note = f"{factor:.2f}x the canned responder (min {min(times):.0f} max {max(times):.0f}); target <= {TARGET_START_FACTOR}x: {verdict(factor <= TARGET_START_FACTOR)}"
                 row(label, f"{median:.0f} ms", note)
-                figures[f"first_{kind}" + ("_cached" if cached else "")] = median
+                figures[f"first_{kind}" + ("_cached" if cached else "")] = {"ms": median, "canned_ms": canned, "factor": factor}
         row("  official SDK server (reference)", f"{SDK_FIRST_ANSWER_S[0] * 1000:,.0f}-{SDK_FIRST_ANSWER_S[1] * 1000:,.0f} ms")
         total, heaviest = import_profile()
-        row("imports at start-up (-X importtime)", f"{total:.0f} ms", "costliest, cumulative (indent = import depth):")
+        row("imports at start-up, --stdio (-X importtime)", f"{total:.0f} ms", "costliest, cumulative (indent = import depth):")
         for ms, name in heaviest:
             row(f"    {name[:40]}", f"{ms:.1f} ms")
     return figures
-
 
 
 # ---------------------------------------------------------------------------------- SQLite
@@ -1072,7 +1159,7 @@ def run_latency(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="notes-bench-") as directory:
         config = write_config(directory, per_server)
         for clients in (1, 4, 16):
-            result = transport_rate("http", config, per_server, clients, args.seconds)
+            result = transport_rate("http", server_argv("http", config), per_server, clients, args.seconds)
             print(f"  {clients:>8}{result['rate']:>16,.0f}{result['p50_ms']:>10.2f}{result['p99_ms']:>10.2f}{result['requests']:>10,}", flush=True)
             figures[clients] = result
     return figures
