@@ -106,11 +106,10 @@ class LegacyHttp:
         session_ids = header_values(request.headers, SESSION_HEADER)
         if request.method == "DELETE":
             return self._delete(session_ids, principal) if session_ids else None
+        if not streamable_http.may_be_legacy(request):
+            return None  # decided before decoding anything: the modern hot path
         versions = header_values(request.headers, VERSION_HEADER)
         legacy_version = any(value in legacy.LEGACY_VERSIONS for value in versions)
-        # Cheap before decoding: the modern hot path has none of these.
-        if not session_ids and not legacy_version and b"initialize" not in request.body:
-            return None
         try:
             message = main.decode_message(request.body)
         except main.McpError:

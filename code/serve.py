@@ -204,6 +204,31 @@ def lesson_token(environ: dict[str, str], why: str) -> str:
 # =====================================================================================
 
 
+class LegacyOnDemand:
+    """2025-11-25 HTTP sessions, loaded with the first request that may be one (as stdio loads them at `initialize`)."""
+
+    def __init__(self, endpoint: Any, server: main.Server) -> None:
+        self.endpoint = endpoint
+        self.server = server
+        self.sessions: Any = None
+        self.lock = threading.Lock()
+
+    def route(self, request: Any, principal: str) -> Any:
+        """legacy_http's answer; the first call imports it and hands the endpoint its router."""
+        with self.lock:
+            if self.sessions is None:
+                import legacy_http
+
+                self.sessions = legacy_http.install(self.endpoint, self.server, log=main.stderr_log)
+        return self.sessions.route(request, principal)
+
+    def close(self) -> None:
+        """End every legacy session (there are none if no legacy client came)."""
+        with self.lock:
+            if self.sessions is not None:
+                self.sessions.close()
+
+
 def serve_http(server: main.Server, config: dict[str, Any], args: argparse.Namespace, pages: Any) -> int:
     """Listen, print the URL line, serve until SIGTERM or SIGINT, then finish what is in flight."""
     import streamable_http
@@ -222,10 +247,9 @@ def serve_http(server: main.Server, config: dict[str, Any], args: argparse.Names
     endpoint = streamable_http.McpEndpoint(server, policy, pages)
     sessions = None
     if not args.no_legacy:
-        # Imported only when on: `--no-legacy` leaves `initialize` to the core's -32601.
-        import legacy_http
-
-        sessions = legacy_http.install(endpoint, server, log=main.stderr_log)
+        # `--no-legacy` leaves `initialize` to the core's -32601.
+        sessions = LegacyOnDemand(endpoint, server)
+        endpoint.legacy = sessions.route
     try:
         httpd = streamable_http.listen(
             args.host.strip("[]"),

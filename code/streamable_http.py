@@ -239,6 +239,17 @@ class HttpPolicy:
             raise HttpRefusal(403, "Forbidden: Origin is not allowed")
 
 
+def may_be_legacy(request: http_server.Request) -> bool:
+    """Cheap, before the body is decoded: might this be a 2025-11-25 request? (a superset: legacy_http decides)"""
+    # The modern hot path has a session id, another era's version header and an
+    # `initialize` all absent, so it never reaches (nor loads) the legacy router.
+    return (
+        bool(header_values(request.headers, "mcp-session-id"))
+        or any(version not in main.SUPPORTED_VERSIONS for version in header_values(request.headers, "mcp-protocol-version"))
+        or b"initialize" in request.body
+    )
+
+
 def accepted_ranges(headers: Headers) -> frozenset[str] | None:
     """The media ranges Accept admits with a non-zero q (lower case), or None without an Accept header."""
     values = header_values(headers, "accept")
@@ -363,7 +374,7 @@ class McpEndpoint:
         accepted = accepted_ranges(headers)  # read once: JSON is required, an event stream optional
         if accepted is not None and not admits(accepted, "application/json"):
             raise HttpRefusal(406, "Not Acceptable: this server answers with application/json")
-        if self.legacy is not None and (routed := self.legacy(request, principal)) is not None:
+        if self.legacy is not None and may_be_legacy(request) and (routed := self.legacy(request, principal)) is not None:
             return routed
         mcp_headers = [(name, value) for name, value in headers if name != "authorization"]
         # A client that accepts an event stream may get notifications about its request

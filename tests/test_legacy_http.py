@@ -14,6 +14,7 @@ import http_server
 import legacy
 import legacy_http
 import procs
+import streamable_http
 from legacy_client import FORM_CLIENT, HttpLegacyClient, accepted, choices
 from support import call, request, tps
 
@@ -212,6 +213,38 @@ class DualEraHttpTests(unittest.TestCase):
         status, headers, body = procs.post(server.connect(self), message)
         self.assertEqual((status, json.loads(body)["error"]["code"]), (404, main.METHOD_NOT_FOUND))
         self.assertNotIn("mcp-session-id", headers)
+
+
+class LoadedOnDemandTests(unittest.TestCase):
+    """Like stdio, HTTP loads the legacy adapter with the first request that may be legacy, not at start."""
+
+    VERBOSE = "import 'legacy_http'"  # what PYTHONVERBOSE=1 prints to stderr when the module loads
+
+    def server(self) -> procs.HttpServer:
+        return procs.HttpServer(self, env=procs.server_env(NOTES_MCP_TOKEN=procs.TOKEN, NOTES_MCP_SECRET=procs.SECRET, PYTHONVERBOSE="1"))
+
+    def test_modern_requests_never_load_the_legacy_adapter(self) -> None:
+        server = self.server()
+        self.assertEqual(modern_choices(server.port, self), ALL_LESSON_NOTES)
+        server.stop()  # every stderr line is in once the process has ended
+        self.assertFalse(any(self.VERBOSE in line for line in server.stderr_lines))
+        self.assertTrue(any("import 'streamable_http'" in line for line in server.stderr_lines))  # the probe works
+
+    def test_the_first_initialize_loads_it_and_opens_a_session(self) -> None:
+        server = self.server()
+        self.assertEqual(HttpLegacyClient(self, server.port).initialize()["protocolVersion"], legacy.LATEST_LEGACY_VERSION)
+        self.assertTrue(server.wait_for_line(self.VERBOSE))
+
+    def test_a_gate_passes_exactly_what_may_be_legacy(self) -> None:
+        def request(body: bytes, *headers: tuple[str, str]) -> http_server.Request:
+            return http_server.Request("POST", "/mcp", "HTTP/1.1", support.engine_headers(list(headers)), body, ("127.0.0.1", 1))
+
+        modern = json.dumps(call(tps())).encode()
+        self.assertFalse(streamable_http.may_be_legacy(request(modern, ("MCP-Protocol-Version", main.PROTOCOL_VERSION))))
+        self.assertFalse(streamable_http.may_be_legacy(request(modern)))
+        self.assertTrue(streamable_http.may_be_legacy(request(modern, ("Mcp-Session-Id", "s"))))
+        self.assertTrue(streamable_http.may_be_legacy(request(modern, ("MCP-Protocol-Version", legacy.LATEST_LEGACY_VERSION))))
+        self.assertTrue(streamable_http.may_be_legacy(request(b'{"method":"initialize"}')))
 
 
 class NoLegacyHttpTests(unittest.TestCase):
