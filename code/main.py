@@ -34,7 +34,6 @@ Standard library only.
 from __future__ import annotations
 
 import base64
-import dataclasses
 import enum
 import functools
 import hashlib
@@ -51,7 +50,7 @@ import traceback
 import unicodedata
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 from urllib.parse import quote, unquote
 
 # Names and limits used throughout. Each limit bounds what a hostile client can make the
@@ -79,6 +78,7 @@ MAX_MESSAGE_BYTES = 64 * 1024  # one JSON-RPC message (stdio line, HTTP body)
 MAX_TITLE_LENGTH = 200  # characters in the `title` argument
 MAX_URI_LENGTH = 2048  # characters in the `workspaceUri` argument
 PARSED_URI_CACHE_SIZE = 256  # parsed file URIs kept (each at most MAX_URI_LENGTH characters)
+NOTE_VERSION_CACHE_SIZE = 1024  # note versions kept (a note's fields and a 32-character digest)
 MAX_CANDIDATES = 25  # choices in one form; more matches must be narrowed by the caller
 MAX_NOTE_ID_LENGTH = 128  # characters in a note id (keeps the signed state small)
 MAX_STATE_LENGTH = 8192  # characters of `requestState` accepted before any hashing
@@ -165,8 +165,7 @@ NOTES_DELETE_TOOL: dict[str, Any] = {
 }
 
 
-@dataclasses.dataclass(frozen=True)
-class ScopeArgs:
+class ScopeArgs(NamedTuple):
     """Validated scope arguments: the workspace URI (not yet parsed) and the title query."""
 
     workspace_uri: str
@@ -311,16 +310,15 @@ class AuthorizationPolicy:
         return [format_file_uri(path) for path in self._grants.get(principal, ())]
 
 
-@dataclasses.dataclass(frozen=True)
-class Scope:
+class Scope(NamedTuple):
     """An authorized workspace and the canonical arguments a signed state binds."""
 
     workspace: Path
     arguments: dict[str, str]  # {"workspaceUri": canonical URI, "title": query}
 
-    @functools.cached_property
+    @property
     def digest(self) -> str:
-        """The digest of the canonical arguments (computed once per call)."""
+        """The digest of the canonical arguments (a call signs or checks it once)."""
         return digest(self.arguments)
 
 
@@ -347,8 +345,7 @@ def your_workspaces(policy: AuthorizationPolicy, principal: str) -> str:
     return "Your workspaces: " + ", ".join(granted) + "."
 
 
-@dataclasses.dataclass(frozen=True)
-class Note:
+class Note(NamedTuple):
     """A note: stable id, title, where it lives, and a revision that changes on edit."""
 
     id: str
@@ -356,20 +353,28 @@ class Note:
     uri: str  # canonical file URI
     revision: int = 0
 
-    @functools.cached_property
+    @property
     def path(self) -> Path:
-        """The note's location as path components (parsed once per note object)."""
+        """The note's location as path components (kept by parse_file_uri's cache)."""
         return parse_file_uri(self.uri)
 
-    @functools.cached_property
+    @property
     def folded_title(self) -> str:
-        """The title casefolded once, for case-insensitive matching on every lookup."""
+        """The title casefolded, for case-insensitive matching."""
         return self.title.casefold()
 
-    @functools.cached_property
+    @property
     def version(self) -> str:
         """A digest of everything the user was shown or that decides where the note is."""
-        return digest([self.id, self.title, self.uri, self.revision])
+        return note_version(self)
+
+
+# A note is offered in a form and re-checked when the answer comes: its version is
+# worked out once and kept, in a bounded cache keyed by the note's (immutable) fields.
+@functools.lru_cache(maxsize=NOTE_VERSION_CACHE_SIZE)
+def note_version(note: Note) -> str:
+    """`Note.version`: the digest of the note's id, title, URI and revision."""
+    return digest([note.id, note.title, note.uri, note.revision])
 
 
 def inside_workspace(note: Note, workspace: Path) -> bool:
@@ -409,7 +414,7 @@ def checked_notes(notes: Iterable[Note]) -> list[Note]:
         if note.id in checked:
             raise ValueError(f"duplicate note id {note.id!r}")
         uri = normalize_file_uri(note.uri)
-        checked[note.id] = note if uri == note.uri else dataclasses.replace(note, uri=uri)
+        checked[note.id] = note if uri == note.uri else note._replace(uri=uri)
     return list(checked.values())
 
 
@@ -453,8 +458,7 @@ def lookup(store: NotesStore, scope: Scope) -> list[Note]:
 Notify = Callable[[dict[str, Any]], None]  # sends one JSON-RPC notification to the client
 
 
-@dataclasses.dataclass(frozen=True)
-class ToolCall:
+class ToolCall(NamedTuple):
     """One `tools/call` as a tool sees it: a first call (no state) or a retry with answers."""
 
     name: str
@@ -500,8 +504,7 @@ def input_required(requests: dict[str, Any], state: str) -> dict[str, Any]:
 # its client can do in `params._meta`, and nothing carries over to the next request.
 
 
-@dataclasses.dataclass(frozen=True)
-class RequestMeta:
+class RequestMeta(NamedTuple):
     """What a modern request declares about itself; nothing carries over between requests."""
 
     protocol_version: str
@@ -613,8 +616,7 @@ def delete_form(workspace_uri: str, title: str, notes: list[Note]) -> dict[str, 
 #   (none)   the client did not answer our question: ask again
 
 
-@dataclasses.dataclass(frozen=True)
-class Answer:
+class Answer(NamedTuple):
     """The user's answer to one elicitation: the action and, for accept, the content."""
 
     action: str  # "accept", "decline" or "cancel"
@@ -745,8 +747,7 @@ class StateSigner:
         return payload
 
 
-@dataclasses.dataclass(frozen=True)
-class StatePayload:
+class StatePayload(NamedTuple):
     """What a signed state binds: who, which call, which step, what was shown, once, until when."""
 
     sub: str  # the principal the form was shown to
@@ -947,7 +948,7 @@ class MemoryNotesStore:
         check_note(note)
         uri = normalize_file_uri(note.uri)
         self._drop(note.id)
-        self._notes[note.id] = note if uri == note.uri else dataclasses.replace(note, uri=uri)
+        self._notes[note.id] = note if uri == note.uri else note._replace(uri=uri)
         for gram in trigrams(note.folded_title):
             self._by_trigram.setdefault(gram, set()).add(note.id)
 
@@ -1228,8 +1229,7 @@ def stderr_log(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-@dataclasses.dataclass(frozen=True)
-class Envelope:
+class Envelope(NamedTuple):
     """A well-formed JSON-RPC message: `id` is None for a notification."""
 
     id: str | int | None

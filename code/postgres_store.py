@@ -28,7 +28,6 @@ breaks. psycopg 3 is the only third-party import of the project, and only here.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -122,7 +121,7 @@ class PostgresNotesStore:
     def put(self, note: main.Note) -> None:
         """Insert or replace a note (an edit by another actor; used to show the re-check)."""
         main.check_note(note)
-        note = dataclasses.replace(note, uri=main.normalize_file_uri(note.uri))
+        note = note._replace(uri=main.normalize_file_uri(note.uri))
         self._run(
             lambda conn: conn.execute(
                 "INSERT INTO notes (id, title, uri, revision) VALUES (%s, %s, %s, %s)"

@@ -25,7 +25,6 @@ Standard library only.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sqlite3
 import stat
@@ -154,7 +153,7 @@ class SqliteNotesStore:
     def put(self, note: main.Note) -> None:
         """Insert or replace a note (an edit by another actor; used to show the re-check)."""
         main.check_note(note)
-        note = dataclasses.replace(note, uri=main.normalize_file_uri(note.uri))
+        note = note._replace(uri=main.normalize_file_uri(note.uri))
         with self._transaction() as conn:
             conn.execute(
                 "INSERT OR REPLACE INTO notes (id, title, uri, revision) VALUES (?, ?, ?, ?)",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import unittest
 
@@ -132,12 +131,12 @@ class LiveRecheck(unittest.TestCase):
 
     def test_a_note_edited_since_the_form_is_not_deleted(self) -> None:
         note = next(n for n in self.server.notes.all() if n.id == "note-14")
-        self.server.notes.put(dataclasses.replace(note, title="TPS report 2025 (final)"))
+        self.server.notes.put(note._replace(title="TPS report 2025 (final)"))
         self.assert_changed_and_consumed(ALL)
 
     def test_a_note_moved_outside_the_workspace_since_the_form_is_not_deleted(self) -> None:
         note = next(n for n in self.server.notes.all() if n.id == "note-14")
-        self.server.notes.put(dataclasses.replace(note, uri="file:///tmp/tps-2025.md"))
+        self.server.notes.put(note._replace(uri="file:///tmp/tps-2025.md"))
         self.assert_changed_and_consumed(ALL)
 
     def test_a_grant_revoked_since_the_form_refuses_the_deletion(self) -> None:

@@ -275,6 +275,26 @@ class Authorization(unittest.TestCase):
         self.assertEqual(len(set(titles)), 2)
 
 
+class NoteVersions(unittest.TestCase):
+    def test_versions_are_kept_up_to_the_cache_bound_and_an_edit_is_a_new_version(self) -> None:
+        cache = main.note_version
+        cache.cache_clear()
+        self.addCleanup(cache.cache_clear)
+        notes = [main.Note(f"n{k}", f"t{k}", f"file:///w/n{k}.md") for k in range(main.NOTE_VERSION_CACHE_SIZE)]
+        first = notes[0].version
+        self.assertIs(notes[0].version, first)  # the kept one, not worked out again
+        for note in notes[1:]:
+            self.assertEqual(len(note.version), 32)
+        self.assertEqual(cache.cache_info().currsize, main.NOTE_VERSION_CACHE_SIZE)
+        self.assertIs(notes[0].version, first)  # at the bound, still kept
+        self.assertEqual(len(main.Note("one-more", "t", "file:///w/x.md").version), 32)
+        self.assertEqual(cache.cache_info().currsize, main.NOTE_VERSION_CACHE_SIZE)  # the least recent went
+        self.assertEqual(main.Note("n0", "t0", "file:///w/n0.md").version, first)  # equal fields, equal version
+        for edited in (notes[0]._replace(title="t0 (edited)"), notes[0]._replace(revision=1), notes[0]._replace(uri="file:///w/m.md")):
+            with self.subTest(edited=edited):
+                self.assertNotEqual(edited.version, first)
+
+
 class MemoryLookup(unittest.TestCase):
     """The memory store's title index finds exactly what the definition (`main.matches`) finds."""
 
