@@ -299,7 +299,7 @@ def breakdown(notes: int) -> dict[str, float]:
         # What the engine and the endpoint do around the core for one request.
         method, target, version, headers = http_server.parse_head(head)
         http_server.content_length(headers)
-        response = endpoint(http_server.Request(method, target, version, headers, DISCOVER, ("127.0.0.1", 1)))
+        response = endpoint(http_server.Request(method, target, version, headers, DISCOVER, ("127.0.0.1", 1), threading.Event()))
         assert response.status == 200, response
         return http_server.encode_head(response.status, response.headers, [("Content-Length", str(len(response.body)))])
 

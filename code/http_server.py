@@ -5,7 +5,8 @@ Rules (each one stops an attack named where it is enforced):
    accepts, reads request heads and bodies, writes plain responses and enforces every
    deadline, without a thread per connection, so an idle connection costs one socket and
    a few hundred bytes, not a thread.
-2. A complete request goes to a bounded pool of worker threads that calls the app and
+2. A complete request goes to a bounded pool of worker threads (started as requests need
+   them) that calls the app and
    sends what of the response the socket takes at once; the loop writes any rest. While
    it is processed, the connection's further bytes wait (no concurrent pipelining).
    A request the app says it answers without waiting (`inline`) is answered on the loop
@@ -25,7 +26,7 @@ Rules (each one stops an attack named where it is enforced):
    finish and send their responses within `grace` seconds, then returns.
 
 Interface:
-    Request(method, target, version, headers, body, peer, gone)   frozen; header names are
+    Request(method, target, version, headers, body, peer, gone)   immutable; header names are
         lower-cased (they are case-insensitive; values are as sent); `target` is the
         origin-form path (`/mcp?x=1`), also for an absolute-form request
         (`POST http://127.0.0.1:8765/mcp`), whose authority must equal Host.
@@ -68,8 +69,8 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from http import HTTPStatus
+from typing import NamedTuple
 
 # =====================================================================================
 # Limits (each bounds what one hostile client can make the server hold)
@@ -102,8 +103,7 @@ _ABSOLUTE_RE = re.compile(r"http://([^/?#@]+)([/?].*)?", re.IGNORECASE)
 _ENGINE_HEADERS = frozenset({"content-length", "transfer-encoding", "connection"})
 
 
-@dataclass(frozen=True)
-class Limits:
+class Limits(NamedTuple):
     """The deadlines and bounds one server applies (defaults: the named constants)."""
 
     max_connections: int = MAX_CONNECTIONS
@@ -114,30 +114,27 @@ class Limits:
     workers: int = WORKER_THREADS
 
 
-@dataclass(frozen=True)
-class Request:
+class Request(NamedTuple):
     """One complete request, as the app sees it."""
 
     method: str
     target: str
     version: str
-    headers: list[tuple[str, str]]
+    headers: list[tuple[str, str]]  # names lower-cased, values as sent
     body: bytes
     peer: tuple[str, int]
-    gone: threading.Event = field(default_factory=threading.Event, compare=False)
+    gone: threading.Event  # set by the loop when the peer closes or resets while this is answered
 
 
-@dataclass(frozen=True)
-class Response:
+class Response(NamedTuple):
     """A complete response; the engine adds Content-Length and Connection."""
 
     status: int
-    headers: list[tuple[str, str]] = field(default_factory=list)
+    headers: Sequence[tuple[str, str]] = ()
     body: bytes = b""
 
 
-@dataclass(frozen=True)
-class StreamResponse:
+class StreamResponse(NamedTuple):
     """A response whose body is `stream`'s chunks, sent chunked by the worker."""
 
     status: int
@@ -336,6 +333,8 @@ class HttpServer:
         # first one is the longest idle, the one evicted when the table is full.
         self._idle: collections.OrderedDict[_Conn, None] = collections.OrderedDict()
         self._jobs: queue.SimpleQueue[_Conn | None] = queue.SimpleQueue()
+        self._workers: list[threading.Thread] = []  # started on demand, at most limits.workers
+        self._idle_workers = threading.Semaphore(0)  # released by a worker as it finishes each job
         self._done: collections.deque[tuple[_Conn, bytes | None, str]] = collections.deque()
         # Connections whose next request is already buffered (pipelined) once their response
         # is written: parsed by the loop on its next turn, one request each per turn, so an
@@ -359,9 +358,6 @@ class HttpServer:
     def serve_forever(self) -> None:
         """Run the event loop until `shutdown` has finished (call once, from one thread)."""
         self._running = True
-        workers = [threading.Thread(target=self._work, name=f"http-worker-{i}", daemon=True) for i in range(self.limits.workers)]
-        for worker in workers:
-            worker.start()
         self._selector.register(self._listener, selectors.EVENT_READ, None)
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         try:
@@ -371,7 +367,7 @@ class HttpServer:
                 if conn.request is not None:
                     conn.request.gone.set()  # a stream past the grace period stops here
                 self._close(conn)
-            for _ in workers:
+            for _ in self._workers:
                 self._jobs.put(None)
             self._selector.close()
             self._listener.close()
@@ -601,7 +597,7 @@ class HttpServer:
         method, target, version, headers = conn.head
         body = bytes(conn.buffer[: conn.length])
         del conn.buffer[: conn.length]
-        conn.request = Request(method, target, version, headers, body, conn.peer)
+        conn.request = Request(method, target, version, headers, body, conn.peer, threading.Event())
         conn.state = BUSY
         self._idle.pop(conn, None)
         if self.inline is not None and self._inline(conn.request):
@@ -610,7 +606,7 @@ class HttpServer:
             return
         if len(conn.buffer) >= MAX_PENDING_BYTES:
             self._want(conn, 0)
-        self._jobs.put(conn)
+        self._hand_off(conn)
 
     def _refuse(self, conn: _Conn, status: int, message: str, target: str | None) -> None:
         """Answer a framing refusal, then drain: the client reads it before we close."""
@@ -692,6 +688,21 @@ class HttpServer:
 
     # ----------------------------------------------------------------- workers
 
+    @property
+    def workers(self) -> int:
+        """How many worker threads have been started (they are started as requests need them)."""
+        return len(self._workers)
+
+    def _hand_off(self, conn: _Conn) -> None:
+        """Queue the request for a worker; start one if none is idle and the pool is not full."""
+        self._jobs.put(conn)
+        # A worker that finished its last job takes this one. Only the loop starts workers,
+        # so a server whose requests are all answered on the loop starts none.
+        if not self._idle_workers.acquire(blocking=False) and len(self._workers) < self.limits.workers:
+            worker = threading.Thread(target=self._work, name=f"http-worker-{len(self._workers)}", daemon=True)
+            self._workers.append(worker)
+            worker.start()
+
     def _work(self) -> None:
         while (conn := self._jobs.get()) is not None:
             self._serve(conn)
@@ -732,8 +743,12 @@ class HttpServer:
                 self._app_error("app", request.method)
                 keep, data = False, self._refusal_bytes(500, "Internal Server Error", request.target)
             else:
+                self._idle_workers.release()
                 self._complete(conn, None, after)
                 return
+        # Counted idle before the client can see its answer: a next request it sends at
+        # once then finds this worker instead of starting another.
+        self._idle_workers.release()
         # Most responses fit the socket's send buffer: send them from here, so the client
         # has its answer without waiting for the loop to wake; the loop writes the rest.
         # Sending and reporting done happen under one lock (see _evict).

@@ -558,7 +558,7 @@ class AnsweredOnTheLoopTests(unittest.TestCase):
         return streamable_http.McpEndpoint(support.make_server(), policy, self.Pages())
 
     def request(self, method: str = "POST", target: str = "/mcp", *headers: tuple[str, str]) -> http_server.Request:
-        return http_server.Request(method, target, "HTTP/1.1", support.engine_headers([("Host", "x"), *headers]), b"", ("127.0.0.1", 1))
+        return http_server.Request(method, target, "HTTP/1.1", support.engine_headers([("Host", "x"), *headers]), b"", ("127.0.0.1", 1), threading.Event())
 
     def test_a_post_without_a_session_is_answered_at_once_and_a_session_page_or_other_method_is_not(self) -> None:
         endpoint = self.endpoint()

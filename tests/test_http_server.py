@@ -604,6 +604,55 @@ class InlineTest(unittest.TestCase):
         self.assertEqual(log[0], "internal error in inline (GET): KeyError")
 
 
+class WorkerPoolTest(unittest.TestCase):
+    def test_a_server_that_answers_everything_on_the_loop_starts_no_worker(self) -> None:
+        server, echo, _, _ = start(self, inline=lambda request: True)
+        client = Client(self, server)
+        for k in range(5):
+            self.assertEqual(client.request("GET", f"/{k}").reply().status, 200)
+        self.assertEqual((server.workers, len(echo)), (0, 5))
+
+    def test_requests_one_after_another_are_answered_by_one_worker(self) -> None:
+        seen: list[str] = []
+
+        def app(request: Request) -> Response:
+            seen.append(threading.current_thread().name)
+            return Response(200, [], b"")
+
+        server, _, _, _ = start(self, app)
+        client = Client(self, server)
+        for k in range(10):
+            self.assertEqual(client.request("GET", f"/{k}").reply().status, 200)
+        self.assertEqual((server.workers, len(set(seen))), (1, 1))
+
+    def test_workers_start_as_requests_wait_and_never_beyond_the_limit(self) -> None:
+        inside = threading.Semaphore(0)
+        release = threading.Event()
+
+        def app(request: Request) -> Response:
+            inside.release()
+            release.wait(GUARD)
+            return Response(200, [], request.target.encode())
+
+        dispatched = threading.Semaphore(0)
+
+        def to_a_worker(request: Request) -> bool:
+            dispatched.release()  # called by the loop just before it hands the request over
+            return False
+
+        server, _, _, _ = start(self, app, limits=Limits(workers=2), inline=to_a_worker)
+        self.assertEqual(server.workers, 0)
+        clients = [Client(self, server) for _ in range(3)]
+        for k, client in enumerate(clients):
+            client.request("GET", f"/{k}")
+        self.assertTrue(all(dispatched.acquire(timeout=GUARD) for _ in range(3)))
+        self.assertTrue(inside.acquire(timeout=GUARD) and inside.acquire(timeout=GUARD))  # two requests in the app
+        self.assertEqual(server.workers, 2)  # the third, handed over while both were busy, waits: no third thread
+        release.set()
+        self.assertEqual(sorted(client.reply().body for client in clients), [b"/0", b"/1", b"/2"])
+        self.assertEqual(server.workers, 2)
+
+
 class ShutdownTest(unittest.TestCase):
     def test_a_request_in_flight_gets_its_full_response_and_new_connections_are_refused(self) -> None:
         entered, release = threading.Event(), threading.Event()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import threading
 import unittest
 from typing import Any
 
@@ -237,7 +238,7 @@ class LoadedOnDemandTests(unittest.TestCase):
 
     def test_a_gate_passes_exactly_what_may_be_legacy(self) -> None:
         def request(body: bytes, *headers: tuple[str, str]) -> http_server.Request:
-            return http_server.Request("POST", "/mcp", "HTTP/1.1", support.engine_headers(list(headers)), body, ("127.0.0.1", 1))
+            return http_server.Request("POST", "/mcp", "HTTP/1.1", support.engine_headers(list(headers)), body, ("127.0.0.1", 1), threading.Event())
 
         modern = json.dumps(call(tps())).encode()
         self.assertFalse(streamable_http.may_be_legacy(request(modern, ("MCP-Protocol-Version", main.PROTOCOL_VERSION))))
@@ -311,7 +312,7 @@ class InProcess:
         if session_id is not None:
             headers.append(("Mcp-Session-Id", session_id))
         body = message if isinstance(message, bytes) else json.dumps(message).encode()
-        self.last = http_server.Request(method, "/mcp", "HTTP/1.1", support.engine_headers(headers), body, ("127.0.0.1", 1))
+        self.last = http_server.Request(method, "/mcp", "HTTP/1.1", support.engine_headers(headers), body, ("127.0.0.1", 1), threading.Event())
         return self.sessions.route(self.last, principal)
 
     def initialize(self, principal: str = support.PRINCIPAL, capabilities: dict[str, Any] = FORM_CLIENT) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import types
 import unittest
 
@@ -39,7 +40,7 @@ class StreamedNotifications(unittest.TestCase):
             ("Content-Type", "application/json"), ("Accept", accept), ("Content-Length", str(len(body))),
             ("MCP-Protocol-Version", main.PROTOCOL_VERSION), ("Mcp-Method", "tools/call"), ("Mcp-Name", "chatty"),
         ]  # fmt: skip
-        return self.endpoint(http_server.Request("POST", "/mcp", "HTTP/1.1", support.engine_headers(headers), body, ("127.0.0.1", 1)))
+        return self.endpoint(http_server.Request("POST", "/mcp", "HTTP/1.1", support.engine_headers(headers), body, ("127.0.0.1", 1), threading.Event()))
 
     def test_a_client_accepting_an_event_stream_gets_the_notifications_then_the_response(self) -> None:
         response = self.post("application/json, text/event-stream")
@@ -60,7 +61,7 @@ class StreamedNotifications(unittest.TestCase):
         body = json.dumps(message).encode()
         headers = [("Content-Type", "application/json"), ("Accept", "application/json, text/event-stream"),
                    ("MCP-Protocol-Version", main.PROTOCOL_VERSION), ("Mcp-Method", "server/discover"), ("Content-Length", str(len(body)))]
-        response = self.endpoint(http_server.Request("POST", "/mcp", "HTTP/1.1", support.engine_headers(headers), body, ("127.0.0.1", 1)))
+        response = self.endpoint(http_server.Request("POST", "/mcp", "HTTP/1.1", support.engine_headers(headers), body, ("127.0.0.1", 1), threading.Event()))
         self.assertIn(("Content-Type", "application/json"), response.headers)
 
 
