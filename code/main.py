@@ -48,8 +48,7 @@ import threading
 import time
 import traceback
 import unicodedata
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 from urllib.parse import quote, unquote
 
@@ -680,7 +679,9 @@ def b64url_encode(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True)  # built once, not per call
+# Built once, not per call. What is encoded is decoded JSON or built from it, so it cannot
+# hold a reference cycle: check_circular would only cost time.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True, check_circular=False)
 
 
 def canonical_json(value: Any) -> bytes:
@@ -987,37 +988,22 @@ class MemoryNotesStore:
         recheck: Callable[[Note], bool],
     ) -> Settlement:
         """Under the one lock: claim the nonce; for `target` re-read the note, re-check, delete."""
-        with self.transaction() as claim:
-            outcome = claim(principal, nonce, expires_at)
+        with self.replay.lock:
+            outcome = self.replay.claim(principal, nonce, expires_at)
             if outcome is not ClaimOutcome.OK:
                 return Settlement.USED if outcome is ClaimOutcome.USED else Settlement.FULL
             if target is None:
                 return Settlement.CONSUMED
-            note_id, version = target
-            live = self._notes.get(note_id)  # re-read the live record inside the lock
-            # Time of check to time of use: the form was shown minutes ago.
-            if live is None or live.version != version or not recheck(live):
-                return Settlement.CHANGED
-            self._drop(note_id)
-            return Settlement.DELETED
-
-    @contextmanager
-    def transaction(self) -> Iterator[Callable[[str, str, float], ClaimOutcome]]:
-        """Hold the lock; if the body raises, the nonce it claimed is released (rollback)."""
-        claimed: list[str] = []
-
-        def claim(principal: str, nonce: str, expires_at: float) -> ClaimOutcome:
-            outcome = self.replay.claim(principal, nonce, expires_at)
-            if outcome is ClaimOutcome.OK:
-                claimed.append(nonce)
-            return outcome
-
-        with self.replay.lock:
             try:
-                yield claim
+                note_id, version = target
+                live = self._notes.get(note_id)  # re-read the live record inside the lock
+                # Time of check to time of use: the form was shown minutes ago.
+                if live is None or live.version != version or not recheck(live):
+                    return Settlement.CHANGED
+                self._drop(note_id)
+                return Settlement.DELETED
             except BaseException:
-                for nonce in claimed:
-                    self.replay.release(nonce)
+                self.replay.release(nonce)  # a failed re-check is a rollback: the state stays usable
                 raise
 
     def all(self) -> list[Note]:
@@ -1280,7 +1266,7 @@ def _refuse_constant(name: str) -> Any:
 
 # Built once: json.loads/dumps with options build a new decoder or encoder on every call.
 _DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
-_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True)
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, check_circular=False)
 
 
 def encode_message(message: dict[str, Any]) -> bytes:

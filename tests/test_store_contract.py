@@ -1,4 +1,4 @@
-"""The store contract: every durable store answers the seam's calls alike (SQLite and PostgreSQL)."""
+"""The store contract: every store answers the seam's calls alike (memory, SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -166,6 +166,11 @@ class StoreContract:
         self.assertIs(self.step(PRINCIPAL, "n1", expires, target), main.Settlement.USED)
         self.assertIn("n-b", self.ids())
         self.assertFalse(self.store.is_consumed("n1"))
+
+
+class MemoryContract(StoreContract, unittest.TestCase):
+    def open_store(self, clock: Clock, max_per_principal: int = main.MAX_REPLAY_PER_PRINCIPAL) -> Any:
+        return main.MemoryNotesStore(contract_notes(), main.MemoryReplayStore(clock, max_per_principal))
 
 
 class SqliteContract(StoreContract, unittest.TestCase):
