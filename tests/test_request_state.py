@@ -170,6 +170,8 @@ class Bindings(unittest.TestCase):
             "a candidate of one": {"cands": [["note-14"]]},
             "a candidate of three": {"cands": [["note-14", "v", "x"]]},
             "a candidate version not a string": {"cands": [["note-14", 1]]},
+            "a candidate id not a string": {"cands": [[14, "v"]]},
+            "a candidate of two non-strings": {"cands": [[14, 1]]},
             "extra not an object": {"extra": [1]},
             "no method": {"method": None},
         }
