@@ -769,15 +769,16 @@ class StatePayload(NamedTuple):
     def parse(cls, payload: dict[str, Any]) -> StatePayload:
         """Every field present and well typed, or StateError."""
         get = payload.get
-        sub, tool, args, phase, nonce, iat, exp, cands = (
-            get("sub"), get("tool"), get("args"), get("phase"), get("nonce"), get("iat"), get("exp"), get("cands")
-        )
+        sub, tool, args, phase, nonce = get("sub"), get("tool"), get("args"), get("phase"), get("nonce")
         if not all(isinstance(text, str) for text in (sub, get("method"), tool, args, phase, nonce)):
             raise StateError("malformed payload")
-        # Numbers checked positively: NaN, strings, booleans or a missing time all fail.
+        # Numbers checked positively: NaN, strings, booleans (type() is not int for them)
+        # or a missing time all fail.
+        iat, exp = get("iat"), get("exp")
         for value in (iat, exp):
             if type(value) not in (int, float) or not math.isfinite(value):
                 raise StateError("malformed iat or exp")
+        cands = get("cands")
         if not isinstance(cands, list) or not all(
             type(c) is list and len(c) == 2 and type(c[0]) is str and type(c[1]) is str for c in cands
         ):
@@ -1239,13 +1240,14 @@ def parse_envelope(message: Any) -> Envelope:
         raise McpError(INVALID_REQUEST, "Invalid Request: expected one JSON-RPC object")
     if message.get("jsonrpc") != "2.0":
         raise McpError(INVALID_REQUEST, "Invalid Request: jsonrpc must be \"2.0\"")
-    if "id" in message and read_id(message) is None:
+    request_id = read_id(message)
+    if request_id is None and "id" in message:
         # bool is an int subclass in Python and `true == 1`: refuse it, with floats and
         # null, so two different wire ids can never collide in a client's table.
         raise McpError(INVALID_REQUEST, "Invalid Request: id must be a string or an integer")
     if not isinstance(message.get("method"), str):
         raise McpError(INVALID_REQUEST, "Invalid Request: method must be a string")
-    return Envelope(read_id(message), message["method"], message.get("params"))
+    return Envelope(request_id, message["method"], message.get("params"))
 
 
 def decode_message(raw: bytes) -> Any:

@@ -369,6 +369,10 @@ class FramingTest(unittest.TestCase):
             b"GET / HTTP/1.1\r\nHost: x\r\nX-A: b\r\n folded\r\n\r\n",
             b"GET / HTTP/1.1\r\nHost: x\r\nX-A: b\x00c\r\n\r\n",
             b"GET  / HTTP/1.1\r\nHost: x\r\n\r\n",
+            b"GET / HTTP/1.1 extra\r\nHost: x\r\n\r\n",  # four parts
+            b"GET /\r\nHost: x\r\n\r\n",  # two parts
+            b"GET /a\x7fb HTTP/1.1\r\nHost: x\r\n\r\n",  # a control character in the target
+            b"GET /caf\xe9 HTTP/1.1\r\nHost: x\r\n\r\n",  # a byte outside ASCII in the target
             b"GET / HTTP/2.0\r\nHost: x\r\n\r\n",
             b"G@T / HTTP/1.1\r\nHost: x\r\n\r\n",
         ):
