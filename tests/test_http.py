@@ -298,7 +298,7 @@ class HttpLayerRefusalTests(SharedServer):
 
     def test_an_absent_or_wildcard_accept_is_fine(self) -> None:
         message = request("server/discover")
-        for accept_value in (None, "*/*", "application/*;q=0.5"):
+        for accept_value in (None, "*/*", "application/*;q=0.5", "application/json;q=1", "text/html, application/json; q=0.8"):
             with self.subTest(accept=accept_value):
                 headers = {k: v for k, v in mcp_headers(message).items() if k != "Accept"}
                 if accept_value:

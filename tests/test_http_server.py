@@ -444,7 +444,8 @@ class AppErrorTest(unittest.TestCase):
         def app(request: Request) -> Response:
             raise RuntimeError("boom")
 
-        server, _, refusals, log = start(self, app)
+        # A head deadline far beyond the guard: only the engine's own close ends the connection.
+        server, _, refusals, log = start(self, app, limits=Limits(head_timeout=600))
         reply = refused(self, server, b"GET /x HTTP/1.1\r\nHost: x\r\n\r\n")
         self.assertEqual((reply.status, reply.body), (500, b"refused 500"))
         self.assertEqual(refusals, [(500, "Internal Server Error", "/x")])
@@ -457,6 +458,29 @@ class AppErrorTest(unittest.TestCase):
         reply = refused(self, server, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
         self.assertEqual(reply.status, 500)
         self.assertNotIn("set-cookie", reply.headers)
+
+    def test_a_stream_whose_headers_would_split_the_response_is_a_500_that_closes_the_connection(self) -> None:
+        closed = threading.Event()
+
+        def events():
+            try:
+                yield b"never sent"
+            finally:
+                closed.set()
+
+        def app(request: Request) -> StreamResponse:
+            stream = events()
+            next(stream)  # started, so that closing it runs its `finally`
+            return StreamResponse(200, [("X-A", "b\r\nSet-Cookie: x=1")], stream)
+
+        # A head deadline far beyond the guard: only the engine's own close ends the connection.
+        server, _, refusals, log = start(self, app, limits=Limits(head_timeout=600))
+        reply = refused(self, server, b"GET /s HTTP/1.1\r\nHost: x\r\n\r\n")
+        self.assertEqual((reply.status, reply.body), (500, b"refused 500"))
+        self.assertNotIn("set-cookie", reply.headers)
+        self.assertEqual(refusals, [(500, "Internal Server Error", "/s")])
+        self.assertTrue(closed.is_set())
+        self.assertEqual(log[0], "internal error in app (GET): ValueError")
 
 
 class StreamTest(unittest.TestCase):
@@ -590,7 +614,9 @@ class InlineTest(unittest.TestCase):
 
         stream = events()
         next(stream, None)  # started, so that closing it runs its `finally`
-        server, _, refusals, log = start(self, lambda request: StreamResponse(200, [], stream), inline=lambda request: True)
+        server, _, refusals, log = start(
+            self, lambda request: StreamResponse(200, [], stream), inline=lambda request: True, limits=Limits(head_timeout=600)
+        )
         reply = refused(self, server, b"GET /s HTTP/1.1\r\nHost: x\r\n\r\n")
         self.assertEqual(reply.status, 500)
         self.assertTrue(closed.is_set())

@@ -173,6 +173,9 @@ class LegacyHttpSessionTests(unittest.TestCase):
         status, headers, _ = self.client.post(b"", method="GET")
         self.assertEqual(status, 405)
         self.assertEqual(headers["allow"], "POST")
+        # Even carrying a request the session would answer: only DELETE and POST reach it.
+        self.assertEqual(self.client.post(self.client.request("ping"), method="GET")[0], 405)
+        self.assertEqual(self.client.post(self.client.request("ping"))[0], 200)  # the session is still there
 
     def test_a_bad_token_is_401_before_any_session_lookup(self) -> None:
         headers = self.client.headers() | {"Authorization": "Bearer wrong-token-0123456789abcdef"}
@@ -263,6 +266,7 @@ class NoLegacyHttpTests(unittest.TestCase):
         client.session_id = "made-up"
         status, _, body = client.post(client.request("ping"))
         self.assertEqual(json.loads(body)["error"]["code"], main.METHOD_NOT_FOUND)  # the core's, not a session's
+        self.assertEqual(client.post(b"", method="DELETE")[0], 405)  # no session to end: the plain 405
 
 
 class LegacyStreamsDoNotStarveTests(unittest.TestCase):
