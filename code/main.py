@@ -939,8 +939,8 @@ class MemoryNotesStore:
         self.replay = replay
         self._notes: dict[str, Note] = {}
         # Casefolded title trigram -> ids of the notes whose title holds it: a title that
-        # contains the query holds every trigram of the query, so the notes under any one
-        # of them are all that need scanning (`matches` still decides).
+        # contains the query holds every trigram of the query, so only the notes under all
+        # of them need scanning (`matches` still decides).
         self._by_trigram: dict[str, set[str]] = {}
         for note in checked_notes(notes):
             self._insert(note)
@@ -970,9 +970,11 @@ class MemoryNotesStore:
             grams = trigrams(needle)
             pool: Iterable[Note] = self._notes.values()
             if grams:
-                # Only notes holding the query's rarest trigram can match: a handful, not all.
-                rarest = min((self._by_trigram.get(gram, ()) for gram in grams), key=len)
-                pool = [self._notes[note_id] for note_id in rarest]
+                # Only notes holding both of the query's two rarest trigrams can match: a
+                # handful even among 100,000 notes (one trigram alone can leave hundreds).
+                rarest = sorted((self._by_trigram.get(gram, frozenset()) for gram in grams), key=len)
+                ids = rarest[0] & rarest[1] if len(rarest) > 1 else rarest[0]
+                pool = [self._notes[note_id] for note_id in ids]
             found = [n for n in pool if needle in n.folded_title and inside_workspace(n, workspace)]
         return form_order(found)
 

@@ -419,8 +419,8 @@ def listen(
 
 def is_loopback(host: str) -> bool:
     """True for localhost and loopback IP literals (127.0.0.0/8, ::1)."""
-    if host.lower() == "localhost":
-        return True
+    if host.lower() in ("localhost", "127.0.0.1", "::1", "[::1]"):
+        return True  # the usual spellings, without loading ipaddress for them
     import ipaddress  # only the HTTP transport needs it
 
     try:
