@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import threading
 import unittest
+from collections.abc import Iterator
 from typing import Any
 
 import support  # noqa: F401 - puts code/ on sys.path
@@ -96,6 +97,20 @@ class Client:
     def at_eof(self) -> bool:
         """True when the server has closed the connection (reads until then, guarded)."""
         return self.file.read() == b""
+
+
+def started_stream(closed: threading.Event) -> Iterator[bytes]:
+    """A stream already started, so that closing it runs its `finally`, which sets `closed`."""
+
+    def events() -> Iterator[bytes]:
+        try:
+            yield b"never sent"
+        finally:
+            closed.set()
+
+    stream = events()
+    next(stream)
+    return stream
 
 
 def start(test: unittest.TestCase, app: Any = None, **options: Any) -> tuple[HttpServer, Echo, Refusals, Log]:
@@ -462,16 +477,8 @@ class AppErrorTest(unittest.TestCase):
     def test_a_stream_whose_headers_would_split_the_response_is_a_500_that_closes_the_connection(self) -> None:
         closed = threading.Event()
 
-        def events():
-            try:
-                yield b"never sent"
-            finally:
-                closed.set()
-
         def app(request: Request) -> StreamResponse:
-            stream = events()
-            next(stream)  # started, so that closing it runs its `finally`
-            return StreamResponse(200, [("X-A", "b\r\nSet-Cookie: x=1")], stream)
+            return StreamResponse(200, [("X-A", "b\r\nSet-Cookie: x=1")], started_stream(closed))
 
         # A head deadline far beyond the guard: only the engine's own close ends the connection.
         server, _, refusals, log = start(self, app, limits=Limits(head_timeout=600))
@@ -605,17 +612,11 @@ class InlineTest(unittest.TestCase):
 
     def test_a_stream_given_to_an_inline_request_is_a_500_and_the_stream_is_closed(self) -> None:
         closed = threading.Event()
-
-        def events():
-            try:
-                yield b"never"
-            finally:
-                closed.set()
-
-        stream = events()
-        next(stream, None)  # started, so that closing it runs its `finally`
         server, _, refusals, log = start(
-            self, lambda request: StreamResponse(200, [], stream), inline=lambda request: True, limits=Limits(head_timeout=600)
+            self,
+            lambda request: StreamResponse(200, [], started_stream(closed)),
+            inline=lambda request: True,
+            limits=Limits(head_timeout=600),
         )
         reply = refused(self, server, b"GET /s HTTP/1.1\r\nHost: x\r\n\r\n")
         self.assertEqual(reply.status, 500)
