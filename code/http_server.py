@@ -67,7 +67,6 @@ import socket
 import sys
 import threading
 import time
-import traceback
 from collections.abc import Callable, Iterator, Sequence
 from http import HTTPStatus
 from typing import NamedTuple
@@ -849,6 +848,8 @@ class HttpServer:
         """The one exception boundary's log: a line, then the app's traceback (never a client's)."""
         kind = sys.exc_info()[0]
         self.log(f"internal error in {where} ({what}): {kind.__name__ if kind else 'unknown'}")
+        import traceback  # loaded at the first app error: most processes never have one
+
         self.log(traceback.format_exc().rstrip())
 
 

@@ -46,7 +46,6 @@ import secrets
 import sys
 import threading
 import time
-import traceback
 import unicodedata
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
@@ -1438,6 +1437,8 @@ class Server:
         except McpError as exc:
             return error_response(request_id, exc)
         except Exception:  # noqa: BLE001 - this is the boundary
+            import traceback  # loaded at the first internal error: most processes never have one
+
             self.log("internal error:\n" + traceback.format_exc())
             return error_response(request_id, McpError(INTERNAL_ERROR, "Internal error"))
 
