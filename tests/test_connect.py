@@ -936,13 +936,13 @@ def config_file(test: unittest.TestCase, **extra: Any) -> str:
             "bob": {"token": BOB_TOKEN, "workspaces": [BOB_WORKSPACE]},
         },
         "stdioPrincipal": "alice",
-        "notes": [dataclass_note(note) for note in notes()],
+        "notes": [note_entry(note) for note in notes()],
         "keys": [KEY.hex()],
         **extra,
     })
 
 
-def dataclass_note(note: main.Note) -> dict[str, Any]:
+def note_entry(note: main.Note) -> dict[str, Any]:
     return {"id": note.id, "title": note.title, "uri": note.uri}
 
 
@@ -955,10 +955,10 @@ class RealHttpServer:
         self.bob = self.client(BOB_TOKEN)
 
     def client(self, token: str) -> Client:
-        conn = self.server.connect(self)
-
         def send(message: dict[str, Any]) -> dict[str, Any]:
-            status, _, body = procs.post(conn, message, procs.mcp_headers(message, token=token))
+            # A connection per message, as a client that may wait minutes between calls
+            # must: the server closes a keep-alive connection idle past its head deadline.
+            status, _, body = procs.post(self.server.connect(self), message, procs.mcp_headers(message, token=token))
             return json.loads(body)
 
         return Client(send)
