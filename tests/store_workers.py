@@ -89,3 +89,26 @@ def go(*workers: Worker) -> list[str]:
     for worker in workers:
         worker.send("go")
     return [worker.next_line() for worker in workers]
+
+
+def open_together(case: unittest.TestCase, open_one: Any, count: int = 2) -> list[Any]:
+    """Call `open_one()` from `count` threads released at once; each store (or the exception) it gave, closed at cleanup."""
+    barrier = threading.Barrier(count)
+    opened: list[Any] = []
+
+    def start() -> None:
+        barrier.wait(GUARD_SECONDS)
+        try:
+            opened.append(open_one())
+        except BaseException as exc:  # noqa: BLE001 - the caller asserts on it
+            opened.append(exc)
+
+    threads = [threading.Thread(target=start) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(GUARD_SECONDS)
+    for store in opened:
+        if not isinstance(store, BaseException):
+            case.addCleanup(store.close)
+    return opened

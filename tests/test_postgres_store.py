@@ -23,7 +23,7 @@ from postgres_store import StoreBusy, StoreError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "store_worker.py")
-GUARD_SECONDS = 60.0  # failure guard for a worker that hangs; never the assertion itself
+GUARD_SECONDS = store_workers.GUARD_SECONDS  # failure guard for a worker that hangs; never the assertion itself
 RACE_ROUNDS = 50
 LOAD_NOTES = 12  # confirmations the load thread settles across a server restart
 ALWAYS = lambda note: True  # noqa: E731 - a recheck that accepts every live note
@@ -114,24 +114,7 @@ class SchemaAndSeeding(PgCase):
         self.assertIsNone(self.raw().execute("SELECT to_regclass('meta')").fetchone()[0])
 
     def test_two_instances_creating_one_new_schema_together_seed_it_once(self) -> None:
-        barrier = threading.Barrier(2)
-        opened: list[Any] = []
-
-        def start() -> None:
-            barrier.wait(GUARD_SECONDS)
-            try:
-                opened.append(postgres_store.open_store(self.url, clock=self.clock, seed_notes=main.lesson_notes()))
-            except BaseException as exc:  # noqa: BLE001 - reported below
-                opened.append(exc)
-
-        threads = [threading.Thread(target=start) for _ in range(2)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(GUARD_SECONDS)
-        for store in opened:
-            if isinstance(store, postgres_store.PostgresNotesStore):
-                self.addCleanup(store.close)
+        opened = store_workers.open_together(self, lambda: postgres_store.open_store(self.url, clock=self.clock, seed_notes=main.lesson_notes()))
         self.assertTrue(all(isinstance(store, postgres_store.PostgresNotesStore) for store in opened), opened)
         self.assertEqual(self.note_ids(), sorted(note.id for note in main.lesson_notes()))
 

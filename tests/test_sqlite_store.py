@@ -22,7 +22,7 @@ from sqlite_store import StoreError, open_store
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "store_worker.py")
-GUARD_SECONDS = 60.0  # failure guard for a worker that hangs; never the assertion itself
+GUARD_SECONDS = store_workers.GUARD_SECONDS  # failure guard for a worker that hangs; never the assertion itself
 RACE_ROUNDS = 50
 ALWAYS = lambda note: True  # noqa: E731 - a recheck that accepts every live note
 LATER = 10_000_000.0  # an expiry far after every Clock() reading used here
@@ -324,24 +324,7 @@ class SchemaAndSeeding(StoreCase):
         self.assertEqual(self.note_ids(), [])  # deletions survive a restart
 
     def test_two_instances_creating_one_new_database_together_seed_it_once(self) -> None:
-        barrier = threading.Barrier(2)
-        opened: list[Any] = []
-
-        def start() -> None:
-            barrier.wait(GUARD_SECONDS)
-            try:
-                opened.append(open_store(self.path, clock=self.clock, seed_notes=main.lesson_notes()))
-            except BaseException as exc:  # noqa: BLE001 - reported below
-                opened.append(exc)
-
-        threads = [threading.Thread(target=start) for _ in range(2)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(GUARD_SECONDS)
-        for store in opened:
-            if isinstance(store, sqlite_store.SqliteNotesStore):
-                self.addCleanup(store.close)
+        opened = store_workers.open_together(self, lambda: open_store(self.path, clock=self.clock, seed_notes=main.lesson_notes()))
         self.assertTrue(all(isinstance(store, sqlite_store.SqliteNotesStore) for store in opened), opened)
         self.assertEqual(self.note_ids(), sorted(note.id for note in main.lesson_notes()))
 
