@@ -590,6 +590,14 @@ DISCOVER = encode({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "para
 # keeping nothing. What it reaches is what this client, the pipe or socket and the
 # machine allow; the server's figures are reported as a share of it, measured in the same
 # run. `python3 -c CEILING stdio|http`; http prints its URL the way serve.py does.
+#
+# With a third argument, the folder holding main.py, it becomes the floor: the same
+# canned answers plus the state work this design requires of every request, done with
+# main.py's own code. The first call signs a state binding the principal, the argument
+# digest, the candidate and a fresh nonce; the retry verifies the MAC, compares the
+# digest and expiry, and claims the nonce once. Nothing else the server does (the
+# envelope and argument checks, authorization, the lookup, the form, the re-check and
+# the delete) is there, so no server built on this design can be faster than the floor.
 CEILING = r"""
 import json, socket, socketserver, sys
 INFO = {"io.modelcontextprotocol/serverInfo": {"name": "ceiling", "version": "0"}}
@@ -601,13 +609,38 @@ FORM = {"resultType": "input_required", "inputRequests": {"delete_choice": {"met
     "requestedSchema": {"type": "object", "properties": {"note_id": CHOICE, "confirm": CONFIRM},
                         "required": ["note_id", "confirm"]}}}}, "requestState": "v1." + "s" * 399, "_meta": INFO}
 
+FLOOR = len(sys.argv) > 2
+if FLOOR:
+    sys.path.insert(0, sys.argv[2])
+    import secrets, time, main
+    SIGNER, REPLAY = main.StateSigner([b"floor-key-" * 4]), main.MemoryReplayStore(time.time)
+    VERSION = main.digest(["b0", "Bench note 000000", "file:///bench/ws/n0.md", 0])
+
+def signed_form(params):
+    now = time.time()
+    state = SIGNER.sign({"sub": "alice", "method": "tools/call", "tool": params["name"], "args": main.digest(params["arguments"]),
+                         "phase": main.PHASE_CONFIRM, "cands": [["b0", VERSION]], "nonce": main.b64url_encode(secrets.token_bytes(16)),
+                         "iat": now, "exp": now + 300})
+    return dict(FORM, requestState=state)
+
+def settled(params):
+    try:
+        payload = SIGNER.verify(params["requestState"])
+    except main.StateError:
+        return False
+    if payload["args"] != main.digest(params["arguments"]) or not time.time() < payload["exp"]:
+        return False
+    return REPLAY.claim(payload["sub"], payload["nonce"], payload["exp"]) is main.ClaimOutcome.OK
+
 def answer(raw):
     message = json.loads(raw)
     params = message.get("params") or {}
     if message.get("method") != "tools/call":
         result = DISCOVER
     elif "requestState" not in params:
-        result = FORM
+        result = signed_form(params) if FLOOR else FORM
+    elif FLOOR and not settled(params):
+        return json.dumps({"jsonrpc": "2.0", "id": message.get("id"), "error": {"code": -32602, "message": "Invalid params"}}).encode()
     else:
         chosen = params["inputResponses"]["delete_choice"]["content"]["note_id"]
         result = {"resultType": "complete", "content": [{"type": "text", "text": "Deleted note %s." % chosen}],
@@ -669,6 +702,11 @@ def server_argv(kind: str, config: str | None) -> list[str]:
 def ceiling_argv(kind: str) -> list[str]:
     """The canned responder (CEILING) for `kind`."""
     return [sys.executable, "-c", CEILING, kind]
+
+
+def floor_argv(kind: str) -> list[str]:
+    """The canned responder plus the state work the design requires (CEILING's floor) for `kind`."""
+    return ceiling_argv(kind) + [CODE]
 
 
 class StdioServer:
@@ -861,18 +899,19 @@ def import_profile(top: int = 10) -> tuple[float, list[tuple[float, str]]]:
     return total, sorted(rows, key=lambda item: -item[0])[:top]
 
 
-def side_by_side(kind: str, config: str, notes: int, seconds: float, rounds: int = 2) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(ceiling, server) over one keep-alive client, measured in turns so drift on the machine hits both alike."""
-    runs: dict[str, list[dict[str, Any]]] = {"ceiling": [], "server": []}
+def side_by_side(kind: str, config: str, notes: int, seconds: float, rounds: int = 2) -> dict[str, dict[str, Any]]:
+    """Ceiling, floor and server over one keep-alive client, measured in turns so drift on the machine hits all alike."""
+    argvs = {"ceiling": ceiling_argv(kind), "floor": floor_argv(kind), "server": server_argv(kind, config)}
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in argvs}
     for _ in range(rounds):
-        runs["ceiling"].append(transport_rate(kind, ceiling_argv(kind), notes, 1, seconds / rounds))
-        runs["server"].append(transport_rate(kind, server_argv(kind, config), notes, 1, seconds / rounds))
+        for name, argv in argvs.items():
+            runs[name].append(transport_rate(kind, argv, notes, 1, seconds / rounds))
 
     def merged(results: list[dict[str, Any]]) -> dict[str, Any]:
         count, took = sum(r["round_trips"] for r in results), sum(r["seconds"] for r in results)
         return {**results[-1], "rate": count / took, "round_trips": count, "seconds": took}
 
-    return merged(runs["ceiling"]), merged(runs["server"])
+    return {name: merged(results) for name, results in runs.items()}
 
 
 def stall_note(result: dict[str, Any]) -> str:
@@ -897,18 +936,21 @@ def run_transports(args: argparse.Namespace, kinds: list[str]) -> dict[str, Any]
         config = write_config(directory, per_server)
         for kind in kinds:
             section(f"{kind}: the server beside the canned responder, one lean client ({per_server:,} notes per server)")
-            ceiling, result = side_by_side(kind, config, per_server, args.seconds)
+            measured = side_by_side(kind, config, per_server, args.seconds)
+            ceiling, floor, result = measured["ceiling"], measured["floor"], measured["server"]
             share = result["rate"] / ceiling["rate"]
             row("canned responder (the ceiling): round trips/s", f"{ceiling['rate']:,.0f}", f"{ceiling['round_trips']:,} in {ceiling['seconds']:.1f} s")
+            row("floor (canned + sign, verify, claim): round trips/s", f"{floor['rate']:,.0f}", f"{floor['rate'] / ceiling['rate']:.0%} of the ceiling: the most this design allows")
             row(f"serve.py --{kind}: round trips/s", f"{result['rate']:,.0f}", f"{result['round_trips']:,} in {result['seconds']:.1f} s, {result['phases']} server(s)")
             row("  share of the ceiling", f"{share:.0%}", f"target >= {TARGET_CEILING_SHARE:.0%}: {verdict(share >= TARGET_CEILING_SHARE)}")
+            row("  share of the floor", f"{result['rate'] / floor['rate']:.0%}", "what the checks, lookup, form and delete cost")
             row(f"  per round trip above the ceiling", f"{(1 / result['rate'] - 1 / ceiling['rate']) * 1e6:,.0f} µs")
             low, high = sdk[kind]
             row(f"  vs official SDK server ({low}-{high}/s)", f"{result['rate'] / high:.0f}-{result['rate'] / low:.0f}x")
             if kind == "http":
                 row("  request latency p50 / p99", f"{result['p50_ms']:.2f} / {result['p99_ms']:.2f} ms", f"ceiling {ceiling['p50_ms']:.2f} / {ceiling['p99_ms']:.2f} ms")
                 row("  requests >= 35 ms (delayed-ACK stalls)", f"{result['slow_40ms']:,} of {result['requests']:,}", stall_note(result))
-            figures[kind] = {"ceiling": ceiling, "server": result, "share": share}
+            figures[kind] = {"ceiling": ceiling, "floor": floor, "server": result, "share": share}
         if "http" in kinds:
             for clients in (4, 8):
                 section(f"HTTP: {clients} parallel keep-alive connections ({per_server:,} notes per server)")
@@ -919,8 +961,8 @@ def run_transports(args: argparse.Namespace, kinds: list[str]) -> dict[str, Any]
                 figures[f"http{clients}"] = result
 
         section("Start-up: process start to the first server/discover answer (median of 10)")
-        floor = interpreter_ms(10)
-        row("python3 -c pass (interpreter floor)", f"{floor:.0f} ms")
+        bare = interpreter_ms(10)
+        row("python3 -c pass (the bare interpreter)", f"{bare:.0f} ms")
         pycache = os.path.join(directory, "pycache")
         for kind in kinds:
             canned = statistics.median(first_answer_ms(kind, ceiling_argv(kind), 10))

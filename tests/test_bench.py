@@ -8,9 +8,10 @@ import tempfile
 import unittest
 from typing import Any
 
-import support  # noqa: F401 - puts code/ on sys.path
+import support
 
 import bench
+import main
 
 
 def shape(value: Any) -> Any:
@@ -50,6 +51,49 @@ class CannedResponderTests(unittest.TestCase):
         # A state for one candidate; the canned one is as long (give or take the digits of
         # the times in it), so both ask the client to carry and parse the same bytes.
         self.assertAlmostEqual(len(canned["result"]["requestState"]), len(served["result"]["requestState"]), delta=8)
+
+
+class FloorTests(unittest.TestCase):
+    """The floor is the canned responder plus the state work: it must really do that work."""
+
+    def floor(self) -> bench.StdioServer:
+        server = bench.StdioServer(bench.floor_argv("stdio"))
+        self.addCleanup(server.close)
+        return server
+
+    def test_it_answers_the_clients_full_round_trips_over_stdio_and_http(self) -> None:
+        http = bench.HttpServer(bench.floor_argv("http"))
+        self.addCleanup(http.close)
+        client = bench.HttpClient(http.address)
+        self.addCleanup(client.close)
+        for send in (self.floor().send, client.send):
+            for i in range(3):
+                bench.round_trip(send, i)
+
+    def test_each_state_is_signed_anew_and_a_retry_is_settled_only_once(self) -> None:
+        floor = self.floor()
+        states = [json.loads(floor.send(bench.encode(bench.first_call(0, k))))["result"]["requestState"] for k in (1, 2)]
+        self.assertNotEqual(states[0], states[1])  # a fresh nonce and time in each
+        retry = bench.encode(bench.retry_call(0, 3, states[0]))
+        self.assertIn("result", json.loads(floor.send(retry)))
+        replayed = json.loads(floor.send(retry))
+        self.assertEqual(replayed["error"]["code"], main.INVALID_PARAMS)
+        # The other state is untouched by that claim; a forged MAC and other arguments are refused.
+        forged = states[1][:-2] + ("AA" if not states[1].endswith("AA") else "BB")
+        self.assertEqual(json.loads(floor.send(bench.encode(bench.retry_call(0, 4, forged))))["error"]["code"], main.INVALID_PARAMS)
+        self.assertEqual(json.loads(floor.send(bench.encode(bench.retry_call(1, 5, states[1]))))["error"]["code"], main.INVALID_PARAMS)
+        self.assertIn("result", json.loads(floor.send(bench.encode(bench.retry_call(0, 6, states[1])))))
+
+    def test_its_state_binds_what_the_servers_binds(self) -> None:
+        folder = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, folder)
+        served = CannedResponderTests.first_answers(self, bench.server_argv("stdio", bench.write_config(folder, 1)))
+        floored = json.loads(self.floor().send(bench.encode(bench.first_call(0, 1))))
+        fresh = ("nonce", "iat", "exp")  # new with every state
+        floor_claims, server_claims = (support.claims_of(answer["result"]["requestState"]) for answer in (floored, served))
+        self.assertEqual(floor_claims.keys(), server_claims.keys())
+        self.assertEqual({k: v for k, v in floor_claims.items() if k not in fresh}, {k: v for k, v in server_claims.items() if k not in fresh})
+        self.assertAlmostEqual(len(floored["result"]["requestState"]), len(served["result"]["requestState"]), delta=8)
 
 
 if __name__ == "__main__":
