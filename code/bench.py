@@ -602,6 +602,7 @@ CEILING = r"""
 import json, socket, socketserver, sys
 INFO = {"io.modelcontextprotocol/serverInfo": {"name": "ceiling", "version": "0"}}
 DISCOVER = {"resultType": "complete", "supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}, "_meta": INFO}
+TOOLS = {"resultType": "complete", "tools": [{"name": "notes_delete", "inputSchema": {"type": "object"}}], "_meta": INFO}
 CHOICE = {"type": "string", "title": "Note to delete", "oneOf": [{"const": "b0", "title": "Bench note 000000"}]}
 CONFIRM = {"type": "boolean", "title": "Delete it permanently", "description": "Tick to delete it.", "default": False}
 FORM = {"resultType": "input_required", "inputRequests": {"delete_choice": {"method": "elicitation/create", "params": {
@@ -635,12 +636,17 @@ def settled(params):
 def answer(raw):
     message = json.loads(raw)
     params = message.get("params") or {}
-    if message.get("method") != "tools/call":
+    if message.get("method") == "tools/list":
+        result = TOOLS
+    elif message.get("method") != "tools/call":
         result = DISCOVER
     elif "requestState" not in params:
         result = signed_form(params) if FLOOR else FORM
     elif FLOOR and not settled(params):
         return json.dumps({"jsonrpc": "2.0", "id": message.get("id"), "error": {"code": -32602, "message": "Invalid params"}}).encode()
+    elif params["inputResponses"]["delete_choice"]["action"] != "accept":
+        result = {"resultType": "complete", "content": [{"type": "text", "text": "Declined; nothing was deleted."}],
+                  "structuredContent": {"deleted": False, "reason": "declined"}, "isError": False, "_meta": INFO}
     else:
         chosen = params["inputResponses"]["delete_choice"]["content"]["note_id"]
         result = {"resultType": "complete", "content": [{"type": "text", "text": "Deleted note %s." % chosen}],

@@ -41,6 +41,16 @@ class CannedResponderTests(unittest.TestCase):
                 bench.round_trip(send, i)  # raises BenchError on any answer the client would refuse
             self.assertEqual(json.loads(send(bench.DISCOVER, "server/discover"))["result"]["resultType"], "complete")
 
+    def test_it_and_the_floor_answer_a_decline_as_the_server_does_deleting_nothing(self) -> None:
+        for argv in (bench.ceiling_argv("stdio"), bench.floor_argv("stdio")):
+            server = bench.StdioServer(argv)
+            self.addCleanup(server.close)
+            state = json.loads(server.send(bench.encode(bench.first_call(0, 1))))["result"]["requestState"]
+            retry = bench.retry_call(0, 2, state)
+            retry["params"]["inputResponses"][main.INPUT_KEY] = {"action": "decline"}
+            result = json.loads(server.send(bench.encode(retry)))["result"]
+            self.assertEqual(result["structuredContent"], {"deleted": False, "reason": "declined"})
+
     def test_its_form_has_the_servers_shape_and_a_state_of_the_servers_length(self) -> None:
         folder = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, folder)
