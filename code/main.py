@@ -78,6 +78,7 @@ MAX_URI_LENGTH = 2048  # characters in the `workspaceUri` argument
 PARSED_URI_CACHE_SIZE = 256  # parsed file URIs kept (each at most MAX_URI_LENGTH characters)
 NOTE_VERSION_CACHE_SIZE = 1024  # note versions kept (a note's fields and a 32-character digest)
 MAX_CANDIDATES = 25  # choices in one form; more matches must be narrowed by the caller
+SCAN_UP_TO_NOTES = 32  # a memory store this small is scanned: faster than asking its index
 MAX_NOTE_ID_LENGTH = 128  # characters in a note id (keeps the signed state small)
 MAX_STATE_LENGTH = 8192  # characters of `requestState` accepted before any hashing
 DEFAULT_STATE_TTL_SECONDS = 300.0  # a confirmation is valid for five minutes
@@ -711,9 +712,9 @@ class StateSigner:
         """A public name for a key (a hash prefix), so rotation needs no extra configuration."""
         return hashlib.sha256(b"notes-mcp key id\x00" + key).hexdigest()[:8]
 
-    def sign(self, payload: Mapping[str, Any]) -> str:
+    def sign(self, payload: dict[str, Any]) -> str:
         """The payload as a state signed with the newest key."""
-        head = f"{STATE_VERSION}.{self._signing_id}.{b64url_encode(canonical_json(dict(payload)))}"
+        head = f"{STATE_VERSION}.{self._signing_id}.{b64url_encode(canonical_json(payload))}"
         mac = hmac.digest(self._ring[self._signing_id], head.encode("ascii"), "sha256")
         return f"{head}.{b64url_encode(mac)}"
 
@@ -966,8 +967,8 @@ class MemoryNotesStore:
         """Matching notes strictly inside `workspace`, sorted by title then id."""
         needle = title.casefold()  # `matches`, with the query folded once per lookup
         with self.replay.lock:
-            grams = trigrams(needle)
             pool: Iterable[Note] = self._notes.values()
+            grams = trigrams(needle) if len(self._notes) > SCAN_UP_TO_NOTES else set()
             if grams:
                 # Only notes holding both of the query's two rarest trigrams can match: a
                 # handful even among 100,000 notes (one trigram alone can leave hundreds).

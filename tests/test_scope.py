@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import unittest
+from unittest import mock
 
 from support import PRINCIPAL, WORKSPACE, accept, call, make_server, note_ids, server_over, tps
 
@@ -309,17 +310,27 @@ class MemoryLookup(unittest.TestCase):
 
         rng = random.Random(7)  # fixed: the same titles and queries on every run
         words = ["TPS", "report", "Straße", "STRASSE", "café", "CAFÉ", "plan", "x", "ab", "İstanbul", "ﬁle"]
-        notes = [
-            main.Note(f"n{i}", " ".join(rng.choice(words) for _ in range(rng.randint(1, 3))), f"{WORKSPACE}/{i}.md")
-            for i in range(60)
-        ]
-        store = self.store(notes)
         workspace = main.parse_file_uri(WORKSPACE)
-        queries = ["t", "ab", "x", "strasse", "ße", "SS", "café plan", "report tps", "fi", "ﬁle", "zzz", "i̇st"]
-        queries += [rng.choice(notes).title[rng.randint(0, 2):][:rng.randint(1, 8)] or "a" for _ in range(40)]
-        for query in queries:
-            with self.subTest(query=query):
-                self.assertEqual([n.id for n in store.candidates(workspace, query)], self.brute(notes, workspace, query))
+        # A store of SCAN_UP_TO_NOTES notes is scanned; a larger one asks its index.
+        for size in (main.SCAN_UP_TO_NOTES, 60):
+            notes = [
+                main.Note(f"n{i}", " ".join(rng.choice(words) for _ in range(rng.randint(1, 3))), f"{WORKSPACE}/{i}.md")
+                for i in range(size)
+            ]
+            store = self.store(notes)
+            queries = ["t", "ab", "x", "strasse", "ße", "SS", "café plan", "report tps", "fi", "ﬁle", "zzz", "i̇st"]
+            queries += [rng.choice(notes).title[rng.randint(0, 2):][:rng.randint(1, 8)] or "a" for _ in range(40)]
+            for query in queries:
+                with self.subTest(size=size, query=query):
+                    self.assertEqual([n.id for n in store.candidates(workspace, query)], self.brute(notes, workspace, query))
+
+    def test_a_store_of_up_to_scan_up_to_notes_is_scanned_and_a_larger_one_asks_its_index(self) -> None:
+        workspace = main.parse_file_uri(WORKSPACE)
+        for size, indexed in ((main.SCAN_UP_TO_NOTES, False), (main.SCAN_UP_TO_NOTES + 1, True)):
+            store = self.store([main.Note(f"n{i}", f"Plan {i:03d}", f"{WORKSPACE}/{i}.md") for i in range(size)])
+            with self.subTest(size=size), mock.patch.object(main, "trigrams", wraps=main.trigrams) as spy:
+                self.assertEqual([n.id for n in store.candidates(workspace, "plan 007")], ["n7"])
+                self.assertEqual(spy.called, indexed)
 
     def test_an_edited_or_removed_note_is_found_by_its_new_title_only_and_leaves_no_index_behind(self) -> None:
         store = self.store([main.Note("n1", "Quarterly plan", f"{WORKSPACE}/n1.md")])
