@@ -15,6 +15,7 @@ import sys
 import tempfile
 import threading
 import unittest
+from collections.abc import Callable
 from typing import Any
 
 GUARD_SECONDS = 60.0  # failure guard for a worker that hangs; never the assertion itself
@@ -91,23 +92,29 @@ def go(*workers: Worker) -> list[str]:
     return [worker.next_line() for worker in workers]
 
 
-def open_together(case: unittest.TestCase, open_one: Any, count: int = 2) -> list[Any]:
-    """Call `open_one()` from `count` threads released at once; each store (or the exception) it gave, closed at cleanup."""
+def together(count: int, call: Callable[[int], Any]) -> list[Any]:
+    """Run `call(index)` in `count` threads released at once; what each returned (or raised), in finishing order."""
     barrier = threading.Barrier(count)
-    opened: list[Any] = []
+    results: list[Any] = []
 
-    def start() -> None:
+    def start(index: int) -> None:
         barrier.wait(GUARD_SECONDS)
         try:
-            opened.append(open_one())
+            results.append(call(index))
         except BaseException as exc:  # noqa: BLE001 - the caller asserts on it
-            opened.append(exc)
+            results.append(exc)
 
-    threads = [threading.Thread(target=start) for _ in range(count)]
+    threads = [threading.Thread(target=start, args=(index,)) for index in range(count)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(GUARD_SECONDS)
+    return results
+
+
+def open_together(case: unittest.TestCase, open_one: Callable[[], Any], count: int = 2) -> list[Any]:
+    """Call `open_one()` from `count` threads released at once; each store (or the exception) it gave, closed at cleanup."""
+    opened = together(count, lambda _: open_one())
     for store in opened:
         if not isinstance(store, BaseException):
             case.addCleanup(store.close)

@@ -23,12 +23,14 @@ def shape(value: Any) -> Any:
     return type(value).__name__
 
 
-class CannedResponderTests(unittest.TestCase):
-    def first_answers(self, argv: list[str]) -> dict[str, Any]:
-        server = bench.StdioServer(argv)
-        self.addCleanup(server.close)
-        return json.loads(server.send(bench.encode(bench.first_call(0, 1))))
+def first_answer(case: unittest.TestCase, argv: list[str]) -> dict[str, Any]:
+    """The answer of a stdio server started from `argv` to the first call for note 0 (stopped at cleanup)."""
+    server = bench.StdioServer(argv)
+    case.addCleanup(server.close)
+    return json.loads(server.send(bench.encode(bench.first_call(0, 1))))
 
+
+class CannedResponderTests(unittest.TestCase):
     def test_it_answers_the_clients_full_round_trips_over_stdio_and_http(self) -> None:
         stdio = bench.StdioServer(bench.ceiling_argv("stdio"))
         self.addCleanup(stdio.close)
@@ -54,8 +56,8 @@ class CannedResponderTests(unittest.TestCase):
     def test_its_form_has_the_servers_shape_and_a_state_of_the_servers_length(self) -> None:
         folder = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, folder)
-        served = self.first_answers(bench.server_argv("stdio", bench.write_config(folder, 1)))
-        canned = self.first_answers(bench.ceiling_argv("stdio"))
+        served = first_answer(self, bench.server_argv("stdio", bench.write_config(folder, 1)))
+        canned = first_answer(self, bench.ceiling_argv("stdio"))
         self.assertEqual(canned["result"].keys(), served["result"].keys())
         self.assertEqual(shape(canned["result"]["inputRequests"]), shape(served["result"]["inputRequests"]))
         # A state for one candidate; the canned one is as long (give or take the digits of
@@ -97,8 +99,8 @@ class FloorTests(unittest.TestCase):
     def test_its_state_binds_what_the_servers_binds(self) -> None:
         folder = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, folder)
-        served = CannedResponderTests.first_answers(self, bench.server_argv("stdio", bench.write_config(folder, 1)))
-        floored = json.loads(self.floor().send(bench.encode(bench.first_call(0, 1))))
+        served = first_answer(self, bench.server_argv("stdio", bench.write_config(folder, 1)))
+        floored = first_answer(self, bench.floor_argv("stdio"))
         fresh = ("nonce", "iat", "exp")  # new with every state
         floor_claims, server_claims = (support.claims_of(answer["result"]["requestState"]) for answer in (floored, served))
         self.assertEqual(floor_claims.keys(), server_claims.keys())

@@ -216,23 +216,9 @@ class ConsumeOutcomes(StoreCase):
     def test_threads_sharing_one_store_never_interleave_transactions(self) -> None:
         store = self.open()
         threads, per_thread = 6, 10
-        barrier = threading.Barrier(threads)
-        outcomes: list[main.Settlement] = []
-        failures: list[BaseException] = []
-
-        def work(index: int) -> None:
-            try:
-                barrier.wait(GUARD_SECONDS)
-                for j in range(per_thread):
-                    outcomes.append(store.consume(f"p{index}", f"n{index}-{j}", LATER, None, ALWAYS))
-            except BaseException as exc:  # noqa: BLE001 - reported below
-                failures.append(exc)
-
-        workers = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
-        for worker in workers:
-            worker.start()
-        for worker in workers:
-            worker.join(GUARD_SECONDS)
+        results = store_workers.together(threads, lambda i: [store.consume(f"p{i}", f"n{i}-{j}", LATER, None, ALWAYS) for j in range(per_thread)])
+        failures = [result for result in results if isinstance(result, BaseException)]
+        outcomes = [outcome for result in results if not isinstance(result, BaseException) for outcome in result]
         self.assertEqual(failures, [])
         self.assertEqual(outcomes, [main.Settlement.CONSUMED] * threads * per_thread)
         self.assertEqual(len(self.consumed()), threads * per_thread)
@@ -490,21 +476,7 @@ class BusyDatabase(StoreCase):
         target = ("note-14", {note.id: note for note in store.all()}["note-14"].version)
         self.hold_write_lock()
         writers = 4
-        barrier = threading.Barrier(writers)
-        results: list[object] = []
-
-        def work(index: int) -> None:
-            barrier.wait(GUARD_SECONDS)
-            try:
-                results.append(store.consume(PRINCIPAL, f"n{index}", LATER, target, ALWAYS))
-            except Exception as exc:  # noqa: BLE001 - the outcome under test
-                results.append(exc)
-
-        threads = [threading.Thread(target=work, args=(i,)) for i in range(writers)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(GUARD_SECONDS)
+        results = store_workers.together(writers, lambda i: store.consume(PRINCIPAL, f"n{i}", LATER, target, ALWAYS))
         self.assertEqual([type(result) for result in results], [sqlite_store.StoreBusy] * writers)
         self.assertNotIn("\n", str(results[0]))
         self.assertIn("Try again", str(results[0]))
