@@ -359,8 +359,8 @@ class Note(NamedTuple):
 
     @property
     def folded_title(self) -> str:
-        """The title casefolded, for case-insensitive matching."""
-        return self.title.casefold()
+        """The title as matching compares it (see fold_title)."""
+        return fold_title(self.title)
 
     @property
     def version(self) -> str:
@@ -376,6 +376,12 @@ def note_version(note: Note) -> str:
     return digest([note.id, note.title, note.uri, note.revision])
 
 
+def fold_title(text: str) -> str:
+    """A title or query as matching compares it: Unicode NFC, then casefolded."""
+    # "café" typed (composed) must find "café" stored decomposed, as macOS names often are.
+    return unicodedata.normalize("NFC", text).casefold()
+
+
 def inside_workspace(note: Note, workspace: Path) -> bool:
     """Layer 2: the note lies strictly inside the workspace folder, compared by components."""
     path = note.path
@@ -385,7 +391,7 @@ def inside_workspace(note: Note, workspace: Path) -> bool:
 def matches(note: Note, workspace: Path, title: str) -> bool:
     """Inside the workspace and the title contains the query (case-insensitive)."""
     # Title first: it is the cheap test, and a lookup scans every note (see code/bench.py).
-    return title.casefold() in note.folded_title and inside_workspace(note, workspace)
+    return fold_title(title) in note.folded_title and inside_workspace(note, workspace)
 
 
 def form_order(notes: Iterable[Note]) -> list[Note]:
@@ -965,7 +971,7 @@ class MemoryNotesStore:
 
     def candidates(self, workspace: Path, title: str) -> list[Note]:
         """Matching notes strictly inside `workspace`, sorted by title then id."""
-        needle = title.casefold()  # `matches`, with the query folded once per lookup
+        needle = fold_title(title)  # `matches`, with the query folded once per lookup
         with self.replay.lock:
             pool: Iterable[Note] = self._notes.values()
             grams = trigrams(needle) if len(self._notes) > SCAN_UP_TO_NOTES else set()

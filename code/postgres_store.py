@@ -102,8 +102,8 @@ class PostgresNotesStore:
         # The title test in Python (it casefolds like the memory store), then main's
         # component-wise containment, never a SQL LIKE prefix (`.../Notes%` would also
         # match the look-alike folder `.../Notes-evil`).
-        needle = title.casefold()
-        shown = (main.stored_note(row) for row in rows if isinstance(row[1], str) and needle in row[1].casefold())
+        needle = main.fold_title(title)
+        shown = (main.stored_note(row) for row in rows if isinstance(row[1], str) and needle in main.fold_title(row[1]))
         return main.form_order(n for n in shown if n is not None and main.inside_workspace(n, workspace))
 
     def is_consumed(self, nonce: str) -> bool:

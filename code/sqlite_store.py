@@ -134,8 +134,8 @@ class SqliteNotesStore:
         # casefolds like the memory store), so only matching rows are parsed and validated;
         # then main's component-wise containment, never a SQL LIKE prefix (`.../Notes%`
         # would also match the look-alike folder `.../Notes-evil`).
-        needle = title.casefold()
-        shown = (main.stored_note(row) for row in rows if isinstance(row[1], str) and needle in row[1].casefold())
+        needle = main.fold_title(title)
+        shown = (main.stored_note(row) for row in rows if isinstance(row[1], str) and needle in main.fold_title(row[1]))
         found = [note for note in shown if note is not None and main.inside_workspace(note, workspace)]
         return main.form_order(found)
 

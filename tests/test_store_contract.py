@@ -25,7 +25,7 @@ BOUND = 2  # the replay bound the bound tests open their store with
 def contract_notes() -> list[main.Note]:
     """Notes inside the workspace, one in a look-alike folder, one outside; titles out of order."""
     return [
-        main.Note("n-b", "beta report", f"{WORKSPACE}/b.md"),
+        main.Note("n-b", "be\u0301ta report", f"{WORKSPACE}/b.md"),  # stored decomposed (NFD), as macOS writes names
         main.Note("n-a2", "Alpha report", f"{WORKSPACE}/sub/a2.md"),
         main.Note("n-a1", "alpha report", f"{WORKSPACE}/a1.md"),
         main.Note("evil", "alpha report", f"{WORKSPACE}-evil/a.md"),
@@ -70,6 +70,11 @@ class StoreContract:
     def test_candidates_come_in_form_order_title_casefolded_then_id(self) -> None:
         found = [note.id for note in self.store.candidates(self.workspace, "REPORT")]
         self.assertEqual(found, ["n-a1", "n-a2", "n-b"])
+
+    def test_a_title_stored_decomposed_is_found_by_the_composed_query_and_the_other_way(self) -> None:
+        self.assertEqual([n.id for n in self.store.candidates(self.workspace, "B\u00c9TA")], ["n-b"])
+        self.assertEqual([n.id for n in self.store.candidates(self.workspace, "be\u0301ta")], ["n-b"])
+        self.assertEqual(self.store.candidates(self.workspace, "beta"), [])  # the accent still counts
 
     # ---------------------------------------------------------------- the atomic step
 
