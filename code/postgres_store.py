@@ -11,8 +11,12 @@ transaction proves it is used once.
 
 Schema (version SCHEMA_VERSION, recorded in the `meta` table):
 
-    meta(key PRIMARY KEY, value)                      -- ("schema_version", "1")
-    notes(id PRIMARY KEY, title, uri, revision)       -- uri is the canonical file URI
+    meta(key PRIMARY KEY, value)                      -- ("schema_version", "2")
+    notes(id PRIMARY KEY, title, uri, revision, folded)  -- uri is the canonical file URI;
+                                                      -- folded = main.fold_title(title) (v2), NULL: scanned
+    index notes_by_uri(uri COLLATE "C")               -- the workspace's rows, by URI range (v2)
+    index notes_unindexed(id) WHERE folded IS NULL    -- rows written by another program (v2)
+    index notes_by_title USING gin (folded gin_trgm_ops)  -- titles by substring, when pg_trgm is there
     consumed_nonces(nonce PRIMARY KEY, principal, expires_at)
     clock_high_water(only PRIMARY KEY, seen)          -- one row: the highest clock reading seen
     index consumed_by_principal(principal, expires_at)  -- the replay bound, in SQL
@@ -34,13 +38,14 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import main
+import title_index
 
 try:  # the optional dependency: `pip install .[postgres]`
     import psycopg
 except ImportError:  # reported by open_store, so importing this module never fails
     psycopg = None  # type: ignore[assignment]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 PRUNE_BATCH = 64  # expired nonces deleted per consume(): bounded work, drains faster than one insert a call
 STATEMENT_TIMEOUT_MS = 5000  # one statement; past it the call fails as StoreBusy and rolls back
 LOCK_TIMEOUT_MS = 2000  # waiting for a row another instance holds (a consume in flight)
@@ -59,7 +64,8 @@ _SCHEMA = (
     " id text PRIMARY KEY CHECK (length(id) BETWEEN 1 AND %d),"
     " title text NOT NULL CHECK (length(btrim(title)) > 0),"
     " uri text NOT NULL,"
-    " revision bigint NOT NULL)" % main.MAX_NOTE_ID_LENGTH,
+    " revision bigint NOT NULL,"
+    " folded text)" % main.MAX_NOTE_ID_LENGTH,
     "CREATE TABLE consumed_nonces ("
     " nonce text PRIMARY KEY,"
     " principal text NOT NULL,"
@@ -70,6 +76,25 @@ _SCHEMA = (
     "INSERT INTO clock_high_water (seen) VALUES (0)",
 )
 _OUR_TABLES = ("meta", "notes", "consumed_nonces", "clock_high_water")
+# Version 2 added the lookup indexes. A row another program inserts has no folded title
+# (NULL), and one whose title or URI another program changes loses it: such rows are read
+# by every lookup (notes_unindexed) and tested exactly, so they are never missed.
+_LOOKUP = (
+    'CREATE INDEX notes_by_uri ON notes (uri COLLATE "C")',
+    "CREATE INDEX notes_unindexed ON notes (id) WHERE folded IS NULL",
+    "CREATE FUNCTION notes_edited_elsewhere() RETURNS trigger LANGUAGE plpgsql AS"
+    " $$ BEGIN IF NEW.folded IS NOT DISTINCT FROM OLD.folded THEN NEW.folded := NULL; END IF; RETURN NEW; END $$",
+    "CREATE TRIGGER notes_edited_elsewhere BEFORE UPDATE OF title, uri ON notes"
+    " FOR EACH ROW EXECUTE FUNCTION notes_edited_elsewhere()",
+)
+_TITLES = "CREATE INDEX IF NOT EXISTS notes_by_title ON notes USING gin (folded gin_trgm_ops)"
+_ROW = "SELECT id, title, uri, revision FROM notes"
+# The planner picks the URI range (B-tree, byte order) or the title's trigrams (GIN) or
+# both; LIKE is re-checked on every row it returns, so the index only narrows.
+_LOOKUP_QUERY = (
+    f'{_ROW} WHERE uri COLLATE "C" >= %s AND uri COLLATE "C" < %s AND folded LIKE %s'
+    f" UNION ALL {_ROW} WHERE folded IS NULL"
+)
 
 
 class StoreError(Exception):
@@ -83,8 +108,11 @@ class StoreBusy(main.StoreUnavailable):
 class PostgresNotesStore:
     """main.NotesStore over one PostgreSQL database: one connection behind one lock, reopened when broken."""
 
-    def __init__(self, connect: Callable[[], Any], *, clock: Callable[[], float], max_per_principal: int) -> None:
+    def __init__(
+        self, connect: Callable[[], Any], *, clock: Callable[[], float], max_per_principal: int, titles_missing: str | None = None
+    ) -> None:
         self._connect = connect
+        self._titles_missing = titles_missing
         self._conn: Any = None
         self._clock = clock
         self._limit = max_per_principal
@@ -97,14 +125,24 @@ class PostgresNotesStore:
     # ---------------------------------------------------------------- reads
 
     def candidates(self, workspace: main.Path, title: str) -> list[main.Note]:
-        """Notes strictly inside `workspace` whose title contains `title` (casefolded), sorted."""
-        rows = self._run(lambda conn: conn.execute("SELECT id, title, uri, revision FROM notes").fetchall())
-        # The title test in Python (it casefolds like the memory store), then main's
-        # component-wise containment, never a SQL LIKE prefix (`.../Notes%` would also
-        # match the look-alike folder `.../Notes-evil`).
+        """Notes strictly inside `workspace` whose title contains `title` (folded), sorted."""
         needle = main.fold_title(title)
-        shown = (main.stored_note(row) for row in rows if isinstance(row[1], str) and needle in main.fold_title(row[1]))
-        return main.form_order(n for n in shown if n is not None and main.inside_workspace(n, workspace))
+        low, high = title_index.uri_range(workspace)
+        # `%`, `_` and the escape itself are literal in a title: escaped, LIKE is a plain substring test.
+        pattern = "%" + needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        rows = self._run(lambda conn: conn.execute(_LOOKUP_QUERY, (low, high, pattern)).fetchall())
+        # The indexes narrow; the exact test decides (never a SQL LIKE on the URI string:
+        # `.../Notes%` would also match the look-alike folder `.../Notes-evil`).
+        return title_index.exact(rows, workspace, needle)
+
+    def describe(self) -> str:
+        """One line for the start-up report: how lookups find rows."""
+        if self._titles_missing is None:
+            return (
+                "PostgreSQL: workspace rows by URI index, titles by pg_trgm index"
+                f" (queries under {title_index.MIN_INDEXED_QUERY} characters read the workspace's rows)"
+            )
+        return f"PostgreSQL: workspace rows by URI index; no title index ({self._titles_missing}): lookups read the workspace's rows"
 
     def is_consumed(self, nonce: str) -> bool:
         """True when this confirmation was consumed by any instance and not yet pruned."""
@@ -122,13 +160,7 @@ class PostgresNotesStore:
         """Insert or replace a note (an edit by another actor; used to show the re-check)."""
         main.check_note(note)
         note = note._replace(uri=main.normalize_file_uri(note.uri))
-        self._run(
-            lambda conn: conn.execute(
-                "INSERT INTO notes (id, title, uri, revision) VALUES (%s, %s, %s, %s)"
-                " ON CONFLICT (id) DO UPDATE SET title = EXCLUDED.title, uri = EXCLUDED.uri, revision = EXCLUDED.revision",
-                (note.id, note.title, note.uri, note.revision),
-            )
-        )
+        self._run(lambda conn: _replace(conn, note), transaction=True)
 
     def remove(self, note_id: str) -> None:
         """Delete a note outside any confirmation (another actor; used to show the re-check)."""
@@ -273,6 +305,17 @@ class PostgresNotesStore:
             self._discard()
 
 
+def _replace(conn: Any, note: main.Note) -> None:
+    """DELETE then INSERT (inside the caller's transaction): the row and its folded title change together."""
+    conn.execute("DELETE FROM notes WHERE id = %s", (note.id,))
+    conn.execute("INSERT INTO notes (id, title, uri, revision, folded) VALUES (%s, %s, %s, %s, %s)", _row(note))
+
+
+def _row(note: main.Note) -> tuple[object, ...]:
+    """The notes row for `note`: its four fields and the folded title the indexes keep."""
+    return (note.id, note.title, note.uri, note.revision, title_index.index_key(note))
+
+
 class _Rollback(Exception):
     """Raised inside a consume transaction for a refusal: roll back, then return `outcome`."""
 
@@ -365,12 +408,12 @@ def open_store(
     except psycopg.Error as exc:
         raise StoreError(f"cannot connect to {where}: {_first_line(exc)}") from None
     try:
-        _prepare(conn, where, seed)
+        titles_missing = _prepare(conn, where, seed)
     except psycopg.Error as exc:
         raise StoreError(f"cannot use {where}: {_first_line(exc)}") from None
     finally:
         conn.close()
-    return PostgresNotesStore(connect, clock=clock, max_per_principal=max_per_principal)
+    return PostgresNotesStore(connect, clock=clock, max_per_principal=max_per_principal, titles_missing=titles_missing)
 
 
 def _first_line(exc: Exception) -> str:
@@ -386,8 +429,8 @@ def _checked_seed(notes: Iterable[main.Note]) -> list[main.Note]:
         raise StoreError(f"seed notes: {exc}") from None
 
 
-def _prepare(conn: Any, where: str, seed: list[main.Note]) -> None:
-    """Create and seed a new schema, or check an existing one's version; one transaction."""
+def _prepare(conn: Any, where: str, seed: list[main.Note]) -> str | None:
+    """Create and seed, or check (and migrate) an existing schema; one transaction. Why there is no title index, or None."""
     with conn.transaction():
         # Two instances starting together on an empty database: the second waits here,
         # then finds the schema the first one committed.
@@ -398,25 +441,59 @@ def _prepare(conn: Any, where: str, seed: list[main.Note]) -> None:
             if conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()[0] is not None
         }
         if not present:
-            for statement in _SCHEMA:
+            for statement in _SCHEMA + _LOOKUP:
                 conn.execute(statement)
             conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', %s)", (str(SCHEMA_VERSION),))
             with conn.cursor() as cur:
-                cur.executemany(
-                    "INSERT INTO notes (id, title, uri, revision) VALUES (%s, %s, %s, %s)",
-                    [(note.id, note.title, note.uri, note.revision) for note in seed],
-                )
-            return
+                cur.executemany("INSERT INTO notes (id, title, uri, revision, folded) VALUES (%s, %s, %s, %s, %s)", [_row(n) for n in seed])
+            missing = _title_index(conn)
+            conn.execute("ANALYZE notes")  # the planner's row counts, so it picks the indexes from the first lookup
+            return missing
         # Never guess at a layout we did not write: a newer schema may mean something else.
         row = None
         if "meta" in present:
             row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         if row is None:
             raise StoreError(f"database {where} has tables named like ours but is not a notes store (no schema version)")
-        if row[0] != str(SCHEMA_VERSION):
+        if row[0] not in ("1", str(SCHEMA_VERSION)):
             raise StoreError(
                 f"database {where} has schema version {str(row[0])[:20]!r}; this server reads version {SCHEMA_VERSION} only"
             )
         missing = set(_OUR_TABLES) - present
         if missing:
             raise StoreError(f"database {where} is a notes store missing table(s) {', '.join(sorted(missing))}")
+        if row[0] == "1":
+            try:
+                with conn.transaction():  # a savepoint: a failure leaves the message, then all rolls back
+                    _migrate(conn)
+            except psycopg.Error as exc:
+                raise StoreError(
+                    f"database {where} (schema version 1) cannot be migrated to version {SCHEMA_VERSION}"
+                    f" ({_first_line(exc)}); it was left unchanged"
+                ) from None
+        return _title_index(conn)
+
+
+def _migrate(conn: Any) -> None:
+    """Bring a version 1 schema to SCHEMA_VERSION, inside the caller's transaction."""
+    conn.execute("ALTER TABLE notes ADD COLUMN folded text")
+    rows = conn.execute("SELECT id, title, uri, revision FROM notes").fetchall()
+    with conn.cursor() as cur:
+        cur.executemany("UPDATE notes SET folded = %s WHERE id = %s", [(title_index.index_key(main.Note(*r)), r[0]) for r in rows])
+    for statement in _LOOKUP:
+        conn.execute(statement)
+    conn.execute("UPDATE meta SET value = %s WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+    conn.execute("ANALYZE notes")
+
+
+def _title_index(conn: Any) -> str | None:
+    """Create the pg_trgm title index if it is missing and can be; None when it is there, else why not."""
+    try:
+        # A savepoint: without pg_trgm (not installed, or no right to create it) the
+        # store still serves, reading the workspace's rows, and says so at start-up.
+        with conn.transaction():
+            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+            conn.execute(_TITLES)
+    except psycopg.Error as exc:
+        return f"pg_trgm unavailable: {_first_line(exc)}"
+    return None

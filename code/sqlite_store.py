@@ -11,8 +11,12 @@ is used once, because it is the one place every instance must pass through in tu
 
 Schema (version SCHEMA_VERSION, recorded in the `meta` table):
 
-    meta(key PRIMARY KEY, value)                     -- ("schema_version", "2")
-    notes(id PRIMARY KEY, title, uri, revision)      -- uri is the canonical file URI
+    meta(key PRIMARY KEY, value)                     -- ("schema_version", "3")
+    notes(id PRIMARY KEY, title, uri, revision, folded)  -- uri is the canonical file URI;
+                                                     -- folded = main.fold_title(title) (v3), NULL: scanned
+    index notes_by_uri(uri)                          -- the workspace's rows, by URI range (v3)
+    index notes_unindexed(id) WHERE folded IS NULL   -- rows written by another program (v3)
+    note_titles: FTS5(folded, tokenize trigram)      -- titles by substring, rowid = notes.rowid (v3)
     consumed_nonces(nonce PRIMARY KEY, principal, expires_at)
     index consumed_by_principal(principal, expires_at)  -- the replay bound, in SQL
     index consumed_by_expiry(expires_at)                -- bounded pruning
@@ -34,8 +38,9 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
 import main
+import title_index
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 BUSY_TIMEOUT_MS = 5000  # one write's whole wait: for this process's other writers and for other instances
 PRUNE_BATCH = 64  # expired nonces deleted per consume(): bounded work, still drains faster than one insert a call
 
@@ -45,6 +50,36 @@ _HIGH_WATER = (
     "INSERT INTO high_water (one, seen) VALUES (1, 0)",
 )
 
+# Version 3 added the lookup indexes. A row that another program inserts has no folded
+# title (NULL), and one whose title or URI another program changes loses it: such rows
+# are read by every lookup (notes_unindexed) and tested exactly, so they are never missed.
+_LOOKUP = (
+    "CREATE INDEX notes_by_uri ON notes (uri)",
+    "CREATE INDEX notes_unindexed ON notes (id) WHERE folded IS NULL",
+    "CREATE TRIGGER notes_edited_elsewhere AFTER UPDATE OF title, uri ON notes WHEN new.folded IS old.folded"
+    " BEGIN UPDATE notes SET folded = NULL WHERE rowid = new.rowid; END",
+)
+# The title index: an FTS5 table of folded titles, kept in step with `notes` by triggers
+# (so a deletion inside consume's transaction drops its entry in the same commit). The
+# triggers read the row as it is now, whatever order SQLite fires them in.
+_TITLES = (
+    "CREATE VIRTUAL TABLE note_titles USING fts5(folded, tokenize = 'trigram')",
+    "INSERT INTO note_titles (rowid, folded) SELECT rowid, folded FROM notes WHERE folded IS NOT NULL",
+    "CREATE TRIGGER note_titles_add AFTER INSERT ON notes BEGIN"
+    " INSERT INTO note_titles (rowid, folded) SELECT rowid, folded FROM notes WHERE rowid = new.rowid AND folded IS NOT NULL; END",
+    "CREATE TRIGGER note_titles_drop AFTER DELETE ON notes BEGIN DELETE FROM note_titles WHERE rowid = old.rowid; END",
+    "CREATE TRIGGER note_titles_change AFTER UPDATE ON notes BEGIN DELETE FROM note_titles WHERE rowid = old.rowid;"
+    " INSERT INTO note_titles (rowid, folded) SELECT rowid, folded FROM notes WHERE rowid = new.rowid AND folded IS NOT NULL; END",
+)
+_ROW = "SELECT id, title, uri, revision FROM notes"
+# Long queries: the title index, then the workspace's URI range, plus the unindexed rows.
+_BY_TITLE = (
+    f"{_ROW} WHERE rowid IN (SELECT rowid FROM note_titles WHERE note_titles MATCH ?) AND uri >= ? AND uri < ?"
+    f" UNION ALL {_ROW} WHERE folded IS NULL"
+)
+# Short queries (or no title index): the workspace's URI range alone, plus the unindexed rows.
+_BY_FOLDER = f"{_ROW} WHERE uri >= ? AND uri < ? AND instr(folded, ?) > 0 UNION ALL {_ROW} WHERE folded IS NULL"
+
 _SCHEMA = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     # CHECKs keep a hand-edited row from reaching the server as a non-string title or id.
@@ -52,7 +87,8 @@ _SCHEMA = (
     " id TEXT PRIMARY KEY CHECK (typeof(id) = 'text' AND length(id) BETWEEN 1 AND %d),"
     " title TEXT NOT NULL CHECK (typeof(title) = 'text' AND length(trim(title)) > 0),"
     " uri TEXT NOT NULL CHECK (typeof(uri) = 'text'),"
-    " revision INTEGER NOT NULL CHECK (typeof(revision) = 'integer'))" % main.MAX_NOTE_ID_LENGTH,
+    " revision INTEGER NOT NULL CHECK (typeof(revision) = 'integer'),"
+    " folded TEXT)" % main.MAX_NOTE_ID_LENGTH,
     "CREATE TABLE consumed_nonces ("
     " nonce TEXT PRIMARY KEY CHECK (typeof(nonce) = 'text'),"
     " principal TEXT NOT NULL,"
@@ -60,7 +96,20 @@ _SCHEMA = (
     "CREATE INDEX consumed_by_principal ON consumed_nonces (principal, expires_at)",
     "CREATE INDEX consumed_by_expiry ON consumed_nonces (expires_at)",
     *_HIGH_WATER,
+    *_LOOKUP,
 )
+
+
+def trigram_support() -> str | None:
+    """None when this SQLite has FTS5 with the trigram tokenizer (3.34 and later); else why not, in words."""
+    probe = sqlite3.connect(":memory:")
+    try:
+        probe.execute("CREATE VIRTUAL TABLE probe USING fts5(x, tokenize = 'trigram')")
+    except sqlite3.Error:
+        return f"SQLite {sqlite3.sqlite_version} has no FTS5 trigram tokenizer (needs 3.34 or later, built with FTS5)"
+    finally:
+        probe.close()
+    return None
 
 
 class StoreError(Exception):
@@ -119,6 +168,8 @@ class SqliteNotesStore:
         # deletion (the row, or the Markdown store's unlink), both before COMMIT.
         # The crash tests pause here and SIGKILL the process. None (the default) in service.
         self._inside_transaction_hook: Callable[[str], None] | None = None
+        self._titles_missing = trigram_support()
+        self._titles = self._titles_missing is None
 
     # ---------------------------------------------------------------- reads
 
@@ -128,16 +179,26 @@ class SqliteNotesStore:
             return self._reader.execute(sql, params).fetchall()
 
     def candidates(self, workspace: main.Path, title: str) -> list[main.Note]:
-        """Notes strictly inside `workspace` whose title contains `title` (casefolded), sorted."""
-        rows = self._read("SELECT id, title, uri, revision FROM notes")
-        # main.matches, split in two: the title test first (cheap, and in Python so it
-        # casefolds like the memory store), so only matching rows are parsed and validated;
-        # then main's component-wise containment, never a SQL LIKE prefix (`.../Notes%`
-        # would also match the look-alike folder `.../Notes-evil`).
+        """Notes strictly inside `workspace` whose title contains `title` (folded), sorted."""
         needle = main.fold_title(title)
-        shown = (main.stored_note(row) for row in rows if isinstance(row[1], str) and needle in main.fold_title(row[1]))
-        found = [note for note in shown if note is not None and main.inside_workspace(note, workspace)]
-        return main.form_order(found)
+        low, high = title_index.uri_range(workspace)
+        if self._titles and title_index.uses_title_index(needle):
+            # The FTS5 phrase is the needle quoted whole: nothing in it is query syntax.
+            rows = self._read(_BY_TITLE, ('"' + needle.replace('"', '""') + '"', low, high))
+        else:
+            rows = self._read(_BY_FOLDER, (low, high, needle))
+        # The indexes narrow; the exact test decides (never a SQL LIKE on the URI string:
+        # `.../Notes%` would also match the look-alike folder `.../Notes-evil`).
+        return title_index.exact(rows, workspace, needle)
+
+    def describe(self) -> str:
+        """One line for the start-up report: how lookups find rows."""
+        if self._titles:
+            return (
+                f"SQLite {sqlite3.sqlite_version}: workspace rows by URI index, titles by FTS5 trigram index"
+                f" (queries under {title_index.MIN_INDEXED_QUERY} characters read the workspace's rows)"
+            )
+        return f"SQLite: workspace rows by URI index; no title index ({self._titles_missing}): lookups read the workspace's rows"
 
     def is_consumed(self, nonce: str) -> bool:
         """True when this confirmation was consumed by any instance and not yet pruned."""
@@ -155,10 +216,10 @@ class SqliteNotesStore:
         main.check_note(note)
         note = note._replace(uri=main.normalize_file_uri(note.uri))
         with self._transaction() as conn:
-            conn.execute(
-                "INSERT OR REPLACE INTO notes (id, title, uri, revision) VALUES (?, ?, ?, ?)",
-                (note.id, note.title, note.uri, note.revision),
-            )
+            # DELETE then INSERT, not INSERT OR REPLACE: a REPLACE deletes without firing
+            # the trigger that drops the old title from the index.
+            conn.execute("DELETE FROM notes WHERE id = ?", (note.id,))
+            conn.execute("INSERT INTO notes (id, title, uri, revision, folded) VALUES (?, ?, ?, ?, ?)", _row(note))
             conn.execute("COMMIT")
 
     def remove(self, note_id: str) -> None:
@@ -399,10 +460,10 @@ def _prepare(conn: sqlite3.Connection, path: str, seed: list[main.Note]) -> None
             for statement in _SCHEMA:
                 conn.execute(statement)
             conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            conn.executemany(
-                "INSERT INTO notes (id, title, uri, revision) VALUES (?, ?, ?, ?)",
-                [(note.id, note.title, note.uri, note.revision) for note in seed],
-            )
+            if trigram_support() is None:
+                for statement in _TITLES:
+                    conn.execute(statement)
+            conn.executemany("INSERT INTO notes (id, title, uri, revision, folded) VALUES (?, ?, ?, ?, ?)", map(_row, seed))
             conn.execute("COMMIT")
             return
         # Never guess at a layout we did not write: a newer schema may mean something else.
@@ -411,19 +472,59 @@ def _prepare(conn: sqlite3.Connection, path: str, seed: list[main.Note]) -> None
             row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         if row is None:
             raise StoreError(f"database {path} is an SQLite file but not a notes store (no schema version)")
-        if row[0] == "1":
-            for statement in _HIGH_WATER:
-                conn.execute(statement)
-            conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
-        elif row[0] != str(SCHEMA_VERSION):
+        if row[0] not in ("1", "2", str(SCHEMA_VERSION)):
             raise StoreError(
                 f"database {path} has schema version {str(row[0])[:20]!r}; this server reads version {SCHEMA_VERSION} only"
             )
+        if row[0] != str(SCHEMA_VERSION):
+            try:
+                _migrate(conn, row[0])
+            except sqlite3.Error as exc:
+                # Rolled back below: the file is as it was, and says why in one line.
+                reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raise StoreError(
+                    f"database {path} (schema version {row[0]}) cannot be migrated to version {SCHEMA_VERSION}"
+                    f" ({reason}); it was left unchanged"
+                ) from None
+        _check_titles(conn, path)
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+def _row(note: main.Note) -> tuple[object, ...]:
+    """The notes row for `note`: its four fields and the folded title the indexes keep."""
+    return (note.id, note.title, note.uri, note.revision, title_index.index_key(note))
+
+
+def _migrate(conn: sqlite3.Connection, version: str) -> None:
+    """Bring a version 1 or 2 database to SCHEMA_VERSION, inside the caller's transaction."""
+    if version == "1":
+        for statement in _HIGH_WATER:
+            conn.execute(statement)
+    conn.execute("ALTER TABLE notes ADD COLUMN folded TEXT")
+    rows = conn.execute("SELECT rowid, id, title, uri, revision FROM notes").fetchall()
+    conn.executemany(
+        "UPDATE notes SET folded = ? WHERE rowid = ?",
+        [(title_index.index_key(main.Note(*row[1:])), row[0]) for row in rows],
+    )
+    for statement in _LOOKUP:
+        conn.execute(statement)
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+
+
+def _check_titles(conn: sqlite3.Connection, path: str) -> None:
+    """Build the title index when this SQLite can and the file lacks it; refuse one this SQLite cannot keep."""
+    present = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'note_titles'").fetchone() is not None
+    missing = trigram_support()
+    if present and missing is not None:
+        # Its triggers would fail every write to the notes table.
+        raise StoreError(f"database {path} has an FTS5 trigram title index, but {missing}")
+    if not present and missing is None:
+        for statement in _TITLES:
+            conn.execute(statement)
 
 
 def _describe(path: str, exc: sqlite3.Error, busy_timeout_ms: int) -> str:

@@ -28,6 +28,7 @@ RACE_ROUNDS = 50
 LOAD_NOTES = 12  # confirmations the load thread settles across a server restart
 ALWAYS = lambda note: True  # noqa: E731 - a recheck that accepts every live note
 LATER = 10_000_000.0  # an expiry far after every Clock() reading used here
+NEWER = str(postgres_store.SCHEMA_VERSION + 1)  # a schema version this server does not read
 
 cluster: postgres_cluster.Cluster | None = None
 
@@ -96,16 +97,16 @@ class SchemaAndSeeding(PgCase):
 
     def test_another_schema_version_is_refused_in_one_line_and_nothing_is_changed(self) -> None:
         self.open().close()
-        self.raw().execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+        self.raw().execute("UPDATE meta SET value = %s WHERE key = 'schema_version'", (NEWER,))
         before = self.note_ids()
         with self.assertRaises(StoreError) as caught:
             postgres_store.open_store(self.url, clock=self.clock, seed_notes=race_notes(1))
         message = str(caught.exception)
-        self.assertIn("schema version '2'", message)
+        self.assertIn(f"schema version '{NEWER}'", message)
         self.assertIn(f"version {postgres_store.SCHEMA_VERSION} only", message)
         self.assertNotIn("\n", message)
         self.assertEqual(self.note_ids(), before)
-        self.assertEqual(self.raw().execute("SELECT value FROM meta").fetchall(), [("2",)])
+        self.assertEqual(self.raw().execute("SELECT value FROM meta").fetchall(), [(NEWER,)])
 
     def test_a_database_with_our_table_names_but_no_schema_version_is_refused(self) -> None:
         self.raw().execute("CREATE TABLE notes (id text)")

@@ -15,6 +15,7 @@ from typing import Any
 from support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call, claims_of, tps
 
 import main
+import old_schemas
 import store_workers
 import streamable_http
 import sqlite_store
@@ -120,7 +121,7 @@ class SeamParity(StoreCase):
 
     def test_a_hand_edited_row_that_is_not_a_valid_note_is_never_offered(self) -> None:
         store = self.open()
-        self.raw().execute("INSERT INTO notes VALUES ('bad-1', 'TPS report', 'http://example.com/x', 0)")
+        self.raw().execute("INSERT INTO notes (id, title, uri, revision) VALUES ('bad-1', 'TPS report', 'http://example.com/x', 0)")
         found = [note.id for note in store.candidates(main.parse_file_uri("file:///"), "TPS")]
         self.assertNotIn("bad-1", found)
         self.assertNotIn("bad-1", [note.id for note in store.all()])
@@ -555,10 +556,8 @@ class ClockStepBack(StoreCase):
         self.assertEqual(self.raw().execute("SELECT seen FROM high_water").fetchall(), [(self.clock.now + 100,)])
 
     def test_a_version_1_database_gains_the_high_water_table_and_keeps_its_data(self) -> None:
-        self.open().close()
+        old_schemas.old_sqlite(self.path, main.lesson_notes(), version=1)
         raw = self.raw()
-        raw.execute("DROP TABLE high_water")
-        raw.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
         raw.execute("INSERT INTO consumed_nonces VALUES ('old', 'alice', ?)", (LATER,))
         store = self.open()
         self.assertTrue(store.is_consumed("old"))

@@ -1,0 +1,65 @@
+"""What the indexed lookups of the SQL stores share: the workspace key range and the exact test.
+
+An index only narrows the rows a lookup reads; it never decides. Every row it returns
+passes the same test a plain scan applies (main.fold_title containment, then main's
+component-wise workspace containment), so an index that is stale or too generous can
+cost time, never a wrong candidate.
+
+The workspace key is the note's canonical file URI (main.format_file_uri). Components
+are percent-encoded one by one and never hold a "/", so "strictly inside the folder
+W" is exactly "the URI starts with W's URI plus '/'": `file:///A/Notes-evil/x.md` does
+not start with `file:///A/Notes/`. That prefix is one range of an ordinary B-tree on
+the URI (byte order: SQLite's BINARY, PostgreSQL's COLLATE "C"), from the prefix up to
+the same prefix with its final "/" replaced by "0", the next byte.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import main
+
+MIN_INDEXED_QUERY = 3  # characters (after folding) a trigram index can serve; shorter queries scan the workspace's rows
+
+
+def uri_range(workspace: main.Path) -> tuple[str, str]:
+    """[low, high) of the canonical URIs strictly inside `workspace` (byte order)."""
+    low = main.format_file_uri(workspace)
+    if not low.endswith("/"):
+        low += "/"  # the separator: without it `.../Notes` would take in `.../Notes-evil`
+    return low, low[:-1] + "0"  # "0" is the byte after "/"
+
+
+def uses_title_index(needle: str) -> bool:
+    """True when the folded query is long enough for a trigram index to narrow the rows."""
+    return len(needle) >= MIN_INDEXED_QUERY
+
+
+def exact(rows: Iterable[tuple[object, ...]], workspace: main.Path, needle: str) -> list[main.Note]:
+    """The rows (id, title, uri, revision) a plain scan would offer for the folded `needle`, in form order."""
+    found: dict[str, main.Note] = {}
+    for row in rows:
+        # The title test first (cheap, and in Python so it folds exactly like the memory
+        # store), then main's component-wise containment: the index's range is only a hint.
+        if isinstance(row[1], str) and needle in main.fold_title(row[1]):
+            note = main.stored_note(row)
+            if note is not None and main.inside_workspace(note, workspace):
+                found[note.id] = note
+    return main.form_order(found.values())
+
+
+def index_key(note: main.Note) -> str | None:
+    """The folded title an index keeps for `note`, or None when its URI is not canonical (then it is scanned)."""
+    # A row whose URI is spelled otherwise than main.format_file_uri would fall outside
+    # the workspace's key range: None keeps it on the always-scanned list instead.
+    try:
+        canonical = main.normalize_file_uri(note.uri) == note.uri
+    except main.ScopeError:
+        canonical = False
+    return main.fold_title(note.title) if canonical and isinstance(note.title, str) else None
+
+
+def trigrams(text: str) -> set[str]:
+    """Every three-character piece of `text` (none when it is shorter)."""
+    return {text[k : k + 3] for k in range(len(text) - 2)}

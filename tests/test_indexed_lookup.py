@@ -1,0 +1,415 @@
+"""Indexed lookups in the SQL stores: the same candidates as a plain scan, read through indexes, from migrated files too."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import sqlite3
+import tempfile
+import unicodedata
+import unittest
+from typing import Any
+from unittest import mock
+
+import test_store_contract
+from support import PRINCIPAL, WORKSPACE, Clock
+from test_store_contract import StoreContract, contract_notes
+
+import main
+import old_schemas
+import postgres_store
+import sqlite_store
+import title_index
+
+ALWAYS = lambda note: True  # noqa: E731 - a recheck that accepts every live note
+PROPERTY_SEED = 20261201  # seeded: every run checks the same random cases
+PROPERTY_NOTES = 80  # notes per random store
+PROPERTY_QUERIES = 150  # lookups compared per store
+PROPERTY_EDITS = 40  # puts and removals between two rounds of lookups
+ROOT = "file:///Users/alice"
+FOLDERS = ("Notes", "Notes-evil", "Notes/sub", "Notes/sub/deeper", "Notesx", "Other", "Notes/Notes")
+WORKSPACES = ("Notes", "Notes-evil", "Notes/sub", "Notes/sub/deeper", "Other", "Notes/Notes")
+# Pieces of titles: cased, composed and decomposed accents, ß (folds to "ss"), the final
+# sigma, LIKE and FTS5 syntax characters, spaces.
+PIECES = ("a", "B", "c", "é", "e\u0301", "ß", "SS", "Σ", "ς", "%", "_", "\\", '"', " ", "x", "7", "Ω", "ǅ")
+
+
+def setUpModule() -> None:
+    test_store_contract.setUpModule()  # the throwaway cluster, or the reason the PostgreSQL classes skip
+
+
+def tearDownModule() -> None:
+    test_store_contract.tearDownModule()
+    test_store_contract._cluster = None
+
+
+def plain_scan(notes: list[main.Note], workspace: main.Path, title: str) -> list[main.Note]:
+    """What a lookup must answer: main.matches over every note, in form order."""
+    return main.form_order(note for note in notes if main.matches(note, workspace, title))
+
+
+def random_title(rng: random.Random) -> str:
+    return "".join(rng.choice(PIECES) for _ in range(rng.randint(1, 8))).strip() or "t"
+
+
+def random_query(rng: random.Random, titles: list[str]) -> str:
+    """A piece of a title (any spelling of it) half the time, else random characters; 1 to 5 long."""
+    if rng.random() < 0.5:
+        title = rng.choice(titles)
+        start = rng.randrange(len(title))
+        query = title[start : start + rng.randint(1, 5)]
+        return rng.choice((query, query.upper(), query.lower(), unicodedata.normalize("NFD", query)))
+    return "".join(rng.choice(PIECES) for _ in range(rng.randint(1, 3)))
+
+
+class SqliteCase(unittest.TestCase):
+    def setUp(self) -> None:
+        self.dir = tempfile.mkdtemp(prefix="indexed-")
+        self.addCleanup(shutil.rmtree, self.dir, ignore_errors=True)
+        self.path = os.path.join(self.dir, "notes.db")
+        self.clock = Clock()
+
+    def open(self, seed: list[main.Note] | None = None) -> sqlite_store.SqliteNotesStore:
+        store = sqlite_store.open_store(self.path, clock=self.clock, seed_notes=seed)
+        self.addCleanup(store.close)
+        return store
+
+    def raw(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None)
+        self.addCleanup(conn.close)
+        return conn
+
+    def file_bytes(self) -> bytes:
+        with open(self.path, "rb") as handle:
+            return handle.read()
+
+
+# ---------------------------------------------------------------- the contract, both sides of the short-query limit
+
+
+def every_query_is_short(case: unittest.TestCase) -> None:
+    """Raise the trigram limit past every contract query: each one takes the workspace-range path."""
+    patcher = mock.patch.object(title_index, "MIN_INDEXED_QUERY", 100)
+    patcher.start()
+    case.addCleanup(patcher.stop)
+
+
+class SqliteContractShortQueries(test_store_contract.SqliteContract):
+    def setUp(self) -> None:
+        every_query_is_short(self)
+        super().setUp()
+
+
+class SqliteContractWithoutTrigramTokenizer(test_store_contract.SqliteContract):
+    def setUp(self) -> None:
+        patcher = mock.patch.object(sqlite_store, "trigram_support", lambda: "no FTS5 here")
+        patcher.start()
+        self.addCleanup(patcher.stop)
+        super().setUp()
+
+    def test_the_start_up_line_says_lookups_read_the_workspaces_rows_and_why(self) -> None:
+        line = self.store.describe()
+        self.assertIn("no title index (no FTS5 here)", line)
+        self.assertNotIn("\n", line)
+
+
+class PostgresContractShortQueries(test_store_contract.PostgresContract):
+    def setUp(self) -> None:
+        every_query_is_short(self)
+        super().setUp()
+
+
+class ShortQueries(SqliteCase):
+    def test_one_and_two_character_queries_find_what_a_scan_finds(self) -> None:
+        notes = contract_notes()
+        store = self.open(notes)
+        workspace = main.parse_file_uri(WORKSPACE)
+        for query in ("a", "AL", "é", "e\u0301", "t", "zz", "ß"):
+            with self.subTest(query=query):
+                self.assertEqual(store.candidates(workspace, query), plain_scan(notes, workspace, query))
+        self.assertEqual([n.id for n in store.candidates(workspace, "A")], ["n-a1", "n-a2", "n-b"])
+
+    def test_the_limit_is_three_folded_characters(self) -> None:
+        self.assertEqual(title_index.MIN_INDEXED_QUERY, 3)
+        self.assertFalse(title_index.uses_title_index("ab"))
+        self.assertTrue(title_index.uses_title_index("abc"))
+        self.assertTrue(title_index.uses_title_index(main.fold_title("aß")))  # "ass": folding can lengthen a query
+
+
+# ---------------------------------------------------------------- the workspace key
+
+
+class WorkspaceKey(unittest.TestCase):
+    def test_the_range_holds_the_workspaces_notes_and_never_the_look_alike_folder(self) -> None:
+        low, high = title_index.uri_range(main.parse_file_uri("file:///A/Notes"))
+        self.assertEqual((low, high), ("file:///A/Notes/", "file:///A/Notes0"))
+        inside = ("file:///A/Notes/x.md", "file:///A/Notes/sub/y.md", "file:///A/Notes/%C3%A9.md")
+        outside = ("file:///A/Notes-evil/x.md", "file:///A/Notes", "file:///A/Notesx/y.md", "file:///A/Notes0/y.md", "file:///A/N/x.md")
+        self.assertTrue(all(low <= uri < high for uri in inside))
+        self.assertFalse(any(low <= uri < high for uri in outside))
+
+    def test_the_root_workspace_takes_every_canonical_uri(self) -> None:
+        self.assertEqual(title_index.uri_range(()), ("file:///", "file://0"))
+
+    def test_a_row_with_a_uri_spelled_otherwise_gets_no_index_key_and_is_scanned(self) -> None:
+        self.assertEqual(title_index.index_key(main.Note("a", "ÉTÉ", "file:///A/x.md")), "été")
+        self.assertIsNone(title_index.index_key(main.Note("a", "T", "file://localhost/A/x.md")))
+        self.assertIsNone(title_index.index_key(main.Note("a", "T", "http://example.com/x")))
+
+
+# ---------------------------------------------------------------- property: indexed lookups equal a plain scan
+
+
+class PropertyCheck:
+    """Mixed in: random notes in look-alike folders, random queries; the store must answer as the scan does."""
+
+    def open_with(self, notes: list[main.Note]) -> Any:
+        raise NotImplementedError
+
+    def test_indexed_lookups_equal_a_plain_scan_on_random_titles_and_workspaces(self) -> None:
+        rng = random.Random(PROPERTY_SEED)
+        notes = [
+            main.Note(f"p{i}", random_title(rng), f"{ROOT}/{rng.choice(FOLDERS)}/f{i}.md", rng.randint(0, 3))
+            for i in range(PROPERTY_NOTES)
+        ]
+        store = self.open_with(notes)
+        live = {note.id: note for note in main.checked_notes(notes)}
+        for round_ in range(2):
+            titles = [note.title for note in live.values()]
+            for _ in range(PROPERTY_QUERIES):
+                workspace = main.parse_file_uri(f"{ROOT}/{rng.choice(WORKSPACES)}") if rng.random() < 0.9 else ()
+                query = random_query(rng, titles)
+                with self.subTest(round=round_, workspace=workspace, query=query):  # type: ignore[attr-defined]
+                    self.assertEqual(store.candidates(workspace, query), plain_scan(list(live.values()), workspace, query))  # type: ignore[attr-defined]
+            for _ in range(PROPERTY_EDITS):  # edits through the store: the index follows them
+                note_id = f"p{rng.randrange(PROPERTY_NOTES)}"
+                if rng.random() < 0.3:
+                    store.remove(note_id)
+                    live.pop(note_id, None)
+                else:
+                    edited = main.Note(note_id, random_title(rng), f"{ROOT}/{rng.choice(FOLDERS)}/f{note_id}.md", rng.randint(0, 3))
+                    store.put(edited)
+                    live[note_id] = edited
+
+
+class SqliteProperty(PropertyCheck, SqliteCase):
+    def open_with(self, notes: list[main.Note]) -> Any:
+        return self.open(notes)
+
+
+class SqliteShortProperty(PropertyCheck, SqliteCase):
+    def open_with(self, notes: list[main.Note]) -> Any:
+        every_query_is_short(self)
+        return self.open(notes)
+
+
+# ---------------------------------------------------------------- the indexes are used
+
+
+class SqliteQueryPlans(SqliteCase):
+    def plan(self, sql: str, params: tuple[Any, ...]) -> str:
+        return " | ".join(row[-1] for row in self.raw().execute("EXPLAIN QUERY PLAN " + sql, params))
+
+    def assertNoTableScan(self, plan: str) -> None:
+        # The partial index holds only the rows another program wrote: reading it whole is the point.
+        whole = [step for step in plan.split(" | ") if step.startswith("SCAN notes") and step != "SCAN notes USING INDEX notes_unindexed"]
+        self.assertEqual(whole, [])
+
+    def test_a_long_query_reads_the_title_index_and_the_uri_range_never_the_whole_table(self) -> None:
+        self.open(contract_notes())
+        plan = self.plan(sqlite_store._BY_TITLE, ('"alp"', "file:///a/", "file:///a0"))
+        self.assertIn("note_titles VIRTUAL TABLE", plan)
+        self.assertIn("SEARCH notes USING INTEGER PRIMARY KEY (rowid=?)", plan)
+        self.assertIn("USING INDEX notes_unindexed", plan)
+        self.assertNoTableScan(plan)
+
+    def test_a_short_query_reads_the_workspaces_uri_range(self) -> None:
+        self.open(contract_notes())
+        plan = self.plan(sqlite_store._BY_FOLDER, ("file:///a/", "file:///a0", "al"))
+        self.assertIn("USING INDEX notes_by_uri (uri>? AND uri<?)", plan)
+        self.assertNoTableScan(plan)
+
+    def test_the_start_up_line_names_the_title_index(self) -> None:
+        line = self.open(contract_notes()).describe()
+        self.assertIn("FTS5 trigram", line)
+        self.assertIn(sqlite3.sqlite_version, line)
+
+
+# ---------------------------------------------------------------- rows another program writes
+
+
+class RowsWrittenElsewhere(SqliteCase):
+    def test_a_row_inserted_by_another_program_without_a_folded_title_is_still_found(self) -> None:
+        store = self.open(contract_notes())
+        self.raw().execute("INSERT INTO notes (id, title, uri, revision) VALUES ('hand', 'Gamma plan', ?, 0)", (f"{WORKSPACE}/g.md",))
+        workspace = main.parse_file_uri(WORKSPACE)
+        self.assertEqual([n.id for n in store.candidates(workspace, "gamma")], ["hand"])
+        self.assertEqual([n.id for n in store.candidates(workspace, "ga")], ["hand"])
+        self.assertEqual(store.candidates(main.parse_file_uri(f"{WORKSPACE}-evil"), "gamma"), [])
+
+    def test_a_title_changed_by_another_program_is_found_by_its_new_title_only(self) -> None:
+        store = self.open(contract_notes())
+        raw = self.raw()
+        raw.execute("UPDATE notes SET title = 'Delta memo' WHERE id = 'n-a1'")
+        self.assertEqual(raw.execute("SELECT folded FROM notes WHERE id = 'n-a1'").fetchone(), (None,))
+        workspace = main.parse_file_uri(WORKSPACE)
+        self.assertEqual([n.id for n in store.candidates(workspace, "delta")], ["n-a1"])
+        self.assertEqual([n.id for n in store.candidates(workspace, "alpha")], ["n-a2"])
+        self.assertEqual(raw.execute("SELECT folded FROM notes WHERE id = 'n-a2'").fetchone(), ("alpha report",))
+
+    def test_a_deletion_inside_consume_drops_the_title_from_the_index_in_the_same_commit(self) -> None:
+        store = self.open(contract_notes())
+        target = ("n-b", {n.id: n for n in store.all()}["n-b"].version)
+        self.assertIs(store.consume(PRINCIPAL, "n1", self.clock.now + 60, target, ALWAYS), main.Settlement.DELETED)
+        raw = self.raw()
+        self.assertEqual(raw.execute("SELECT count(*) FROM note_titles").fetchone(), raw.execute("SELECT count(*) FROM notes").fetchone())
+        self.assertEqual(raw.execute("SELECT rowid FROM note_titles WHERE note_titles MATCH '\"béta\"'").fetchall(), [])
+
+
+# ---------------------------------------------------------------- migration
+
+
+class SqliteMigration(SqliteCase):
+    def test_a_version_2_database_is_migrated_in_place_once_and_answers_as_before(self) -> None:
+        notes = contract_notes()
+        old_schemas.old_sqlite(self.path, notes)
+        self.raw().execute("INSERT INTO consumed_nonces VALUES ('kept', 'alice', ?)", (self.clock.now + 60,))
+        store = self.open(seed=[main.Note("seed", "Seed", f"{WORKSPACE}/s.md")])  # an existing file is never seeded
+        raw = self.raw()
+        self.assertEqual(raw.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone(), (str(sqlite_store.SCHEMA_VERSION),))
+        self.assertEqual(store.all(), sorted(notes, key=lambda n: n.id))  # same rows, same versions
+        self.assertTrue(store.is_consumed("kept"))
+        self.assertEqual(raw.execute("SELECT count(*) FROM note_titles").fetchone(), (len(notes),))
+        for query in ("alpha", "REPORT", "B\u00c9TA", "al", "t"):
+            workspace = main.parse_file_uri(WORKSPACE)
+            self.assertEqual(store.candidates(workspace, query), plain_scan(notes, workspace, query))
+        store.close()
+        again = self.open()  # once: the second opening finds version 3 and changes nothing
+        self.assertEqual(again.all(), sorted(notes, key=lambda n: n.id))
+
+    def test_a_database_that_cannot_be_migrated_is_refused_in_one_line_and_left_untouched(self) -> None:
+        old_schemas.old_sqlite(self.path, contract_notes())
+        self.raw().execute("ALTER TABLE notes ADD COLUMN folded BLOB")  # an operator's own column, in our way
+        before = self.file_bytes()
+        with self.assertRaises(sqlite_store.StoreError) as caught:
+            sqlite_store.open_store(self.path, clock=self.clock)
+        message = str(caught.exception)
+        self.assertIn("(schema version 2) cannot be migrated to version 3", message)
+        self.assertIn("left unchanged", message)
+        self.assertNotIn("\n", message)
+        self.assertEqual(self.file_bytes(), before)
+        self.assertEqual(self.raw().execute("SELECT value FROM meta").fetchall(), [("2",)])
+        self.assertIsNone(self.raw().execute("SELECT 1 FROM sqlite_master WHERE name = 'notes_by_uri'").fetchone())
+
+    def test_a_file_with_a_title_index_this_sqlite_cannot_keep_is_refused_untouched(self) -> None:
+        self.open(contract_notes()).close()
+        before = self.file_bytes()
+        with mock.patch.object(sqlite_store, "trigram_support", lambda: "SQLite 3.31 has no FTS5 trigram tokenizer"):
+            with self.assertRaises(sqlite_store.StoreError) as caught:
+                sqlite_store.open_store(self.path, clock=self.clock)
+        self.assertIn("has an FTS5 trigram title index, but SQLite 3.31", str(caught.exception))
+        self.assertEqual(self.file_bytes(), before)
+
+    def test_a_file_made_without_the_title_index_gains_it_when_this_sqlite_has_it(self) -> None:
+        with mock.patch.object(sqlite_store, "trigram_support", lambda: "none"):
+            self.open(contract_notes()).close()
+        self.assertIsNone(self.raw().execute("SELECT 1 FROM sqlite_master WHERE name = 'note_titles'").fetchone())
+        store = self.open()
+        self.assertEqual(self.raw().execute("SELECT count(*) FROM note_titles").fetchone(), (len(contract_notes()),))
+        self.assertEqual([n.id for n in store.candidates(main.parse_file_uri(WORKSPACE), "alpha")], ["n-a1", "n-a2"])
+
+
+# ---------------------------------------------------------------- PostgreSQL
+
+
+class PostgresCase(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls) -> None:
+        test_store_contract.PostgresContract.setUpClass()
+
+    def setUp(self) -> None:
+        assert test_store_contract._cluster is not None
+        self.url = test_store_contract._cluster.new_database()
+        self.clock = Clock()
+
+    def open(self, seed: list[main.Note] | None = None) -> postgres_store.PostgresNotesStore:
+        store = postgres_store.open_store(self.url, clock=self.clock, seed_notes=seed or ())
+        self.addCleanup(store.close)
+        return store
+
+    def raw(self) -> Any:
+        conn = postgres_store.psycopg.connect(self.url, autocommit=True)
+        self.addCleanup(conn.close)
+        return conn
+
+
+class PostgresProperty(PropertyCheck, PostgresCase):
+    def open_with(self, notes: list[main.Note]) -> Any:
+        return self.open(notes)
+
+
+class PostgresIndexes(PostgresCase):
+    def plan(self, workspace: str, query: str) -> str:
+        conn = self.raw()
+        conn.execute("SET enable_seqscan = off")  # a table this small would be read whole otherwise
+        low, high = title_index.uri_range(main.parse_file_uri(workspace))
+        rows = conn.execute("EXPLAIN " + postgres_store._LOOKUP_QUERY, (low, high, f"%{query}%")).fetchall()
+        return " | ".join(row[0] for row in rows)
+
+    def test_lookups_read_the_uri_and_title_indexes_and_the_line_names_pg_trgm(self) -> None:
+        store = self.open(contract_notes())
+        plan = self.plan(WORKSPACE, "alpha")
+        self.assertTrue("notes_by_uri" in plan or "notes_by_title" in plan, plan)
+        self.assertIn("notes_unindexed", plan)
+        self.assertIn("pg_trgm", store.describe())
+        index = self.raw().execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'notes_by_title'").fetchone()
+        self.assertIn("gin_trgm_ops", index[0])
+
+    def test_without_pg_trgm_the_store_serves_and_says_why_in_its_start_up_line(self) -> None:
+        real = postgres_store._TITLES
+        self.addCleanup(setattr, postgres_store, "_TITLES", real)
+        postgres_store._TITLES = "CREATE INDEX notes_by_title ON notes USING gin (folded no_such_ops)"
+        store = self.open(contract_notes())
+        self.assertIn("no title index (pg_trgm unavailable:", store.describe())
+        self.assertEqual([n.id for n in store.candidates(main.parse_file_uri(WORKSPACE), "alpha")], ["n-a1", "n-a2"])
+
+    def test_a_row_inserted_or_retitled_by_another_program_is_still_found(self) -> None:
+        store = self.open(contract_notes())
+        raw = self.raw()
+        raw.execute("INSERT INTO notes (id, title, uri, revision) VALUES ('hand', 'Gamma plan', %s, 0)", (f"{WORKSPACE}/g.md",))
+        raw.execute("UPDATE notes SET title = 'Delta memo' WHERE id = 'n-a1'")
+        workspace = main.parse_file_uri(WORKSPACE)
+        self.assertEqual([n.id for n in store.candidates(workspace, "gamma")], ["hand"])
+        self.assertEqual([n.id for n in store.candidates(workspace, "delta")], ["n-a1"])
+        self.assertEqual([n.id for n in store.candidates(workspace, "alpha")], ["n-a2"])
+
+    def test_a_version_1_schema_is_migrated_in_place_once_and_answers_as_before(self) -> None:
+        notes = contract_notes()
+        old_schemas.old_postgres(self.raw(), notes)
+        store = self.open(seed=[main.Note("seed", "Seed", f"{WORKSPACE}/s.md")])
+        raw = self.raw()
+        self.assertEqual(raw.execute("SELECT value FROM meta").fetchall(), [(str(postgres_store.SCHEMA_VERSION),)])
+        self.assertEqual(store.all(), sorted(notes, key=lambda n: n.id))
+        workspace = main.parse_file_uri(WORKSPACE)
+        for query in ("alpha", "REPORT", "B\u00c9TA", "al"):
+            self.assertEqual(store.candidates(workspace, query), plain_scan(notes, workspace, query))
+        store.close()
+        self.assertEqual(self.open().all(), sorted(notes, key=lambda n: n.id))
+
+    def test_a_schema_that_cannot_be_migrated_is_refused_in_one_line_and_left_untouched(self) -> None:
+        old_schemas.old_postgres(self.raw(), contract_notes())
+        self.raw().execute("ALTER TABLE notes ADD COLUMN folded bytea")
+        with self.assertRaises(postgres_store.StoreError) as caught:
+            postgres_store.open_store(self.url, clock=self.clock)
+        message = str(caught.exception)
+        self.assertIn("(schema version 1) cannot be migrated to version 2", message)
+        self.assertNotIn("\n", message)
+        raw = self.raw()
+        self.assertEqual(raw.execute("SELECT value FROM meta").fetchall(), [("1",)])
+        self.assertIsNone(raw.execute("SELECT to_regclass('notes_by_uri')").fetchone()[0])
+        self.assertEqual(raw.execute("SELECT count(*) FROM notes").fetchone(), (len(contract_notes()),))
+
+
+if __name__ == "__main__":
+    unittest.main()
