@@ -33,19 +33,29 @@ Standard library only.
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import math
 import os
 import stat
+import threading
+import time
 import unicodedata
+from array import array
 from collections.abc import Callable, Iterable
 from urllib.parse import quote, unquote
 
+import change_watch
 import main
 import sqlite_store
+import title_index
 
 TITLE_SCAN_BYTES = 4096  # bytes read from the top of a note to find its `# heading`
-MAX_WALK_DEPTH = 16  # sub-folder levels below the workspace that are searched
-MAX_WALK_ENTRIES = 100_000  # directory entries examined by one listing; beyond it the listing fails, saying so
+MAX_WALK_DEPTH = 16  # sub-folder levels below a notes folder that are indexed
+MAX_WALK_ENTRIES = 1_000_000  # directory entries one notes folder may hold, sub-folders included; beyond it lookups fail, saying so
+MAX_WATCHED_FOLDERS = 65_536  # folders watched per notes folder; past it (or the kernel's limit) the index rescans instead
+RESCAN_SECONDS = 2.0  # without change notification: the longest a lookup relies on the last rescan
+COMPACT_AFTER = 4096  # dropped title slots tolerated (or as many as live ones) before the slot table is rebuilt
 NOTE_SUFFIX = ".md"
 
 # O_NOFOLLOW: a symlink as the final component fails (ELOOP) instead of being followed.
@@ -72,7 +82,14 @@ class MarkdownNotesStore:
     """main.NotesStore over Markdown folders; nonces in an SQLite store's consumed_nonces table."""
 
     def __init__(
-        self, roots: Iterable[str], nonces: sqlite_store.SqliteNotesStore, max_walk_entries: int = MAX_WALK_ENTRIES
+        self,
+        roots: Iterable[str],
+        nonces: sqlite_store.SqliteNotesStore,
+        max_walk_entries: int = MAX_WALK_ENTRIES,
+        *,
+        watch: bool = True,
+        max_watches: int = MAX_WATCHED_FOLDERS,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         paths: list[main.Path] = []
         for root in roots:
@@ -83,32 +100,43 @@ class MarkdownNotesStore:
         self.roots = tuple(sorted(p for p in paths if not any(q != p and main.is_within(p, q) for q in paths)))
         self.nonces = nonces
         self.max_walk_entries = max_walk_entries
+        # One title index per root, built at its first lookup. No thread is started:
+        # change events are drained at each lookup (a sandbox may confine the process
+        # after construction, and it must be applied before any thread exists).
+        self.indexes = {
+            root: FolderIndex(root, limit=max_walk_entries, watch=watch, max_watches=max_watches, clock=clock) for root in self.roots
+        }
 
     def workspace_uris(self) -> list[str]:
         """The roots as canonical file URIs (what the policy must grant)."""
         return [main.format_file_uri(root) for root in self.roots]
 
     def candidates(self, workspace: main.Path, title: str) -> list[main.Note]:
-        """Notes in the folder `workspace` names, found by a bounded walk that follows no symlink."""
+        """Notes in the folder `workspace` names, found through the root's title index and re-read live."""
         root = next((root for root in self.roots if main.is_within(workspace, root)), None)
         if root is None:
             return []
-        found: list[main.Note] = []
+        # The workspace itself is opened as the deletion will open it: a symlinked folder
+        # named in the URI, or one that is gone, lists nothing.
         fd = open_below(root, workspace[len(root) :])
         if fd is None:
             return []
-        try:
-            Walk(root, title, workspace, found, self.max_walk_entries).folder(fd, workspace[len(root) :], 0)
-        finally:
-            os.close(fd)
-        return main.form_order(found)
+        os.close(fd)
+        return self.indexes[root].candidates(workspace, title)
+
+    def describe(self) -> str:
+        """One line for the start-up report: how the folder index learns of changes."""
+        modes = sorted({index.mode() for index in self.indexes.values()})
+        return f"Markdown folders ({len(self.roots)}): title index kept per file, built at the first lookup; " + "; ".join(modes)
 
     def is_consumed(self, nonce: str) -> bool:
         """True when this confirmation was consumed by any instance sharing the nonce database."""
         return self.nonces.is_consumed(nonce)
 
     def close(self) -> None:
-        """Close the nonce database (checkpointing it); later calls do nothing."""
+        """Stop watching the folders and close the nonce database (checkpointing it); later calls do nothing."""
+        for index in self.indexes.values():
+            index.close()
         self.nonces.close()
 
     def consume(
@@ -176,56 +204,332 @@ class MarkdownNotesStore:
         return True
 
 
-class Walk:
-    """One bounded, descriptor-relative listing of a workspace folder."""
+class _TooLarge(Exception):
+    """Raised inside the index when a notes folder holds more entries than it may examine."""
 
-    def __init__(
-        self, root: main.Path, title: str, workspace: main.Path, found: list[main.Note], limit: int = MAX_WALK_ENTRIES
-    ) -> None:
+
+class _Folder:
+    """One indexed folder: its identity, its watch, and the names it held when last listed."""
+
+    __slots__ = ("ident", "wd", "names")
+
+    def __init__(self, ident: tuple[int, int], wd: int | None, names: set[str]) -> None:
+        self.ident = ident
+        self.wd = wd
+        self.names = names
+
+
+class FolderIndex:
+    """The notes of one root folder: titles read once per file version, kept in memory, told of changes.
+
+    A file's entry is keyed by facts() of its last read (device, inode, size, mtime_ns,
+    ctime_ns): it is read again only when those change. Titles are found by their folded
+    trigrams (the rarest trigram of the query names the few slots to test), queries under
+    title_index.MIN_INDEXED_QUERY characters test every title of the workspace.
+
+    Changes arrive from Linux inotify, drained (without blocking, without a thread) at
+    each lookup; where inotify is missing, refused, or out of watches, a full rescan
+    (stat only, files re-read only when their facts changed) runs at a lookup once the
+    last one is RESCAN_SECONDS old. The index only says where to look: the few notes it
+    names are re-read through descriptors before they are offered, and the deletion
+    re-checks the file itself (MarkdownNotesStore._unlink_in), so a stale index can
+    only leave a note out or make the server ask again, never delete another file.
+    """
+
+    def __init__(self, root: main.Path, *, limit: int, watch: bool, max_watches: int, clock: Callable[[], float]) -> None:
         self.root = root
-        self.query = title
-        self.workspace = workspace
-        self.found = found
+        self.path = "/" + "/".join(root)
         self.limit = limit
-        self.budget = limit
+        self.max_watches = max_watches
+        self.clock = clock
+        self.lock = threading.Lock()
+        self.watch: change_watch.Inotify | None = None
+        self.reason = "change notification off"
+        if watch:
+            try:
+                self.watch = change_watch.Inotify()
+            except OSError as exc:
+                self.reason = f"inotify unavailable: {exc.strerror or exc}"
+        self.built = False
+        self.too_large = False
+        self.scanned_at = -math.inf
+        self._reset()
 
-    def folder(self, fd: int, rel: main.Path, depth: int) -> None:
-        """List the open folder `fd` (path `rel` below the root); recurse into real sub-folders."""
-        names: list[str] = []
+    def _reset(self) -> None:
+        self.folders: dict[main.Path, _Folder] = {}
+        self.by_wd: dict[int, main.Path] = {}
+        self.files: dict[main.Path, tuple[tuple[int, int, int, int, int], int]] = {}  # path -> (facts, slot)
+        self.entries = 0
+        self.slot_path: list[main.Path | None] = []
+        self.slot_title: list[str] = []
+        self.slot_folded: list[str] = []
+        self.grams: dict[str, array[int]] = {}
+        self.dead = 0
+
+    def mode(self) -> str:
+        """How this index learns of changes, in words."""
+        if self.watch is not None:
+            return "changes learnt from Linux inotify"
+        return f"changes found by a rescan at most every {RESCAN_SECONDS:g} s ({self.reason})"
+
+    # ---------------------------------------------------------------- lookups
+
+    def candidates(self, workspace: main.Path, title: str) -> list[main.Note]:
+        """Notes strictly inside `workspace` (below this root) whose title contains `title`, in form order."""
+        needle = main.fold_title(title)
+        below = workspace[len(self.root) :]
+        with self.lock:
+            self._update()
+            if self.too_large:
+                raise FolderTooLarge(self.limit)
+            hits = [self._indexed(k) for k in self._hits(below, needle)]
+        if len(hits) > main.MAX_CANDIDATES:
+            return main.form_order(hits)  # too many for one form either way: no need to read them
+        # The few the index names are read again, as the deletion will read them: the
+        # offer shows each file as it is now, and a file changed since it was indexed
+        # is offered (or not) for what it now says.
+        live = (self._live(note.path[len(self.root) :]) for note in hits)
+        return main.form_order(note for note in live if note is not None and main.matches(note, workspace, title))
+
+    def _hits(self, below: main.Path, needle: str) -> list[int]:
+        pool: Iterable[int] = range(len(self.slot_path))
+        if title_index.uses_title_index(needle):
+            postings = [self.grams.get(gram) for gram in title_index.trigrams(needle)]
+            if not all(postings):
+                return []
+            pool = min(postings, key=len)  # type: ignore[arg-type]
+        n = len(below)
+        paths, folded = self.slot_path, self.slot_folded
+        return [k for k in pool if (p := paths[k]) is not None and len(p) > n and p[:n] == below and needle in folded[k]]
+
+    def _indexed(self, slot: int) -> main.Note:
+        path = self.slot_path[slot]
+        assert path is not None
+        return main.Note(note_id(path), self.slot_title[slot], main.format_file_uri(self.root + path), revision(self.files[path][0]))
+
+    def _live(self, path: main.Path) -> main.Note | None:
+        fd = open_below(self.root, path[:-1])
+        if fd is None:
+            return None
+        try:
+            loaded = load_note(fd, path[-1], self.root, path)
+        finally:
+            os.close(fd)
+        return loaded[0] if loaded is not None else None
+
+    # ---------------------------------------------------------------- keeping up
+
+    def _update(self) -> None:
+        """Bring the index up to what is known now: drain the events, or rescan when one is due."""
+        try:
+            if self.watch is not None and self.built and not self.too_large:
+                self._drain()
+            elif not self.built or self.clock() - self.scanned_at >= RESCAN_SECONDS:
+                self._rebuild()
+            if self.dead > max(COMPACT_AFTER, len(self.files)):
+                self._compact()
+        except _TooLarge:
+            self._forget()
+
+    def _forget(self) -> None:
+        """Past the entry limit: drop the index and its watches; a rebuild is tried once RESCAN_SECONDS pass."""
+        self.too_large = True
+        self._unwatch(list(self.by_wd))
+        self._reset()
+
+    def _rebuild(self) -> None:
+        """List the whole tree again; a file whose facts did not change keeps its title unread."""
+        known = {path: (facts_, self.slot_title[slot]) for path, (facts_, slot) in self.files.items()}
+        self._reset()
+        self.too_large = False
+        self.built = True
+        self.scanned_at = self.clock()
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # the root may be a symlink: the operator's choice
+        except OSError:
+            return  # gone: nothing to offer until it is back
+        try:
+            self._folder(fd, (), known)
+        finally:
+            os.close(fd)
+
+    def _folder(self, fd: int, rel: main.Path, known: dict[main.Path, tuple[tuple[int, ...], str]]) -> None:
+        """Watch, then list the open folder `fd` at `rel`; index its notes and sub-folders."""
+        info = os.fstat(fd)
+        wd = self._watch(rel)  # before the listing: a change made while it runs is not missed
+        names: set[str] = set()
         with os.scandir(fd) as entries:
             for entry in entries:
                 # A folder with millions of entries must not make one call unbounded; and a
-                # cut listing must say so, never answer "no note" for a note it did not reach.
-                if self.budget <= 0:
-                    raise FolderTooLarge(self.limit)
-                self.budget -= 1
-                names.append(entry.name)
+                # cut index must say so, never answer "no note" for a note it did not reach.
+                self.entries += 1
+                if self.entries > self.limit:
+                    raise _TooLarge()
+                names.add(entry.name)
+        self.folders[rel] = _Folder((info.st_dev, info.st_ino), wd, names)
         for name in names:
-            if not plain(name):
-                continue
-            try:
-                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            except OSError:
-                continue  # removed since it was listed
-            if stat.S_ISDIR(info.st_mode):
-                if depth < MAX_WALK_DEPTH:
-                    self.subfolder(fd, name, rel, depth)
-            elif stat.S_ISREG(info.st_mode) and name.endswith(NOTE_SUFFIX):
-                loaded = load_note(fd, name, self.root, rel + (name,), info)
-                if loaded is not None and main.matches(loaded[0], self.workspace, self.query):
-                    self.found.append(loaded[0])
-            # Symlinks, FIFOs, sockets and devices are never listed or opened.
+            self._entry(fd, rel, name, known)
 
-    def subfolder(self, fd: int, name: str, rel: main.Path, depth: int) -> None:
-        """Open the sub-folder `name` of `fd` without following a link, and list it."""
+    def _entry(self, fd: int, rel: main.Path, name: str, known: dict[main.Path, tuple[tuple[int, ...], str]]) -> None:
+        """Index the entry `name` of the open folder `fd` (a note, or a sub-folder within the depth limit)."""
+        if not plain(name):
+            return
         try:
-            child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
         except OSError:
-            return  # swapped for a symlink since the lstat (ELOOP/ENOTDIR), or removed
+            return  # removed since it was listed
+        path = rel + (name,)
+        if stat.S_ISDIR(info.st_mode):
+            if len(rel) < MAX_WALK_DEPTH and path not in self.folders:
+                try:
+                    child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except OSError:
+                    return  # swapped for a symlink since the lstat (ELOOP/ENOTDIR), or removed
+                try:
+                    self._folder(child, path, known)
+                finally:
+                    os.close(child)
+        elif stat.S_ISREG(info.st_mode) and name.endswith(NOTE_SUFFIX):
+            seen = known.get(path)
+            if seen is not None and seen[0] == facts(info):
+                self._put(path, facts(info), seen[1])
+                return
+            loaded = load_note(fd, name, self.root, path, info)
+            if loaded is not None:
+                self._put(path, facts(loaded[1]), loaded[0].title)
+        # Symlinks, FIFOs, sockets and devices are never indexed or opened.
+
+    def _drain(self) -> None:
+        """Apply every queued inotify event: each names one entry of one folder to look at again."""
+        assert self.watch is not None
+        changed: dict[tuple[main.Path, str], None] = {}
+        for wd, mask, name in self.watch.drain():
+            rel = self.by_wd.get(wd)
+            if mask & change_watch.IN_Q_OVERFLOW or (rel == () and mask & (change_watch.IN_DELETE_SELF | change_watch.IN_MOVE_SELF)):
+                self._rebuild()  # events were lost, or the root itself moved: look at everything again
+                return
+            if rel is None:
+                continue  # a folder this index no longer holds
+            if mask & change_watch.IN_IGNORED:
+                del self.by_wd[wd]
+                continue
+            if name:
+                changed[(rel, name)] = None
+        for rel, name in changed:
+            self._refresh(rel, name)
+
+    def _refresh(self, rel: main.Path, name: str) -> None:
+        """Look again at the entry `name` of the indexed folder `rel`: added, changed, replaced or gone."""
+        folder = self.folders.get(rel)
+        fd = open_below(self.root, rel) if folder is not None else None
+        if folder is None or fd is None:
+            return  # the folder itself went; its parent's event drops it
         try:
-            self.folder(child, rel + (name,), depth + 1)
+            try:
+                info: os.stat_result | None = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except OSError:
+                info = None
+            if info is None and name in folder.names:
+                folder.names.discard(name)
+                self.entries -= 1
+            elif info is not None and name not in folder.names:
+                folder.names.add(name)
+                self.entries += 1
+                if self.entries > self.limit:
+                    raise _TooLarge()
+            path = rel + (name,)
+            held = self.folders.get(path)
+            if held is not None and not (info is not None and stat.S_ISDIR(info.st_mode) and held.ident == (info.st_dev, info.st_ino)):
+                self._drop_folder(path)  # removed, moved away, or replaced by another folder or a link
+            if path in self.files:
+                if info is not None and stat.S_ISREG(info.st_mode) and self.files[path][0] == facts(info):
+                    return  # the same version of the same file: nothing to read again
+                self._drop_file(path)
+            if info is not None:
+                self._entry(fd, rel, name, {})
         finally:
-            os.close(child)
+            os.close(fd)
+
+    # ---------------------------------------------------------------- watches
+
+    def _watch(self, rel: main.Path) -> int | None:
+        """Watch the folder at `rel`; None (and rescan mode from now on) past the watch limit."""
+        if self.watch is None:
+            return None
+        if len(self.by_wd) >= self.max_watches:
+            self._stop_watching(f"more than {self.max_watches:,} folders to watch")
+            return None
+        try:
+            # By path, as inotify takes it: if a component was swapped for a link meanwhile,
+            # the watch only brings events (hints); every read still goes through the
+            # descriptors opened with O_NOFOLLOW from the root.
+            wd = self.watch.add("/".join((self.path.rstrip("/"), *rel)) or "/")
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.ENOMEM):
+                self._stop_watching("the system's inotify watch limit is reached")
+            return None  # ENOENT/ENOTDIR: gone or swapped since it was opened; its parent's event says so
+        self.by_wd[wd] = rel
+        return wd
+
+    def _stop_watching(self, reason: str) -> None:
+        """Fall back to rescanning for good: close inotify (every watch goes with it) and say why."""
+        if self.watch is not None:
+            self.watch.close()
+        self.watch = None
+        self.reason = reason
+        self.by_wd.clear()
+        self.scanned_at = self.clock()
+
+    def _unwatch(self, wds: list[int]) -> None:
+        for wd in wds:
+            self.by_wd.pop(wd, None)
+            if self.watch is not None:
+                self.watch.remove(wd)
+
+    def close(self) -> None:
+        """Stop watching; the index serves on by rescanning if it is used again."""
+        with self.lock:
+            if self.watch is not None:
+                self._stop_watching("closed")
+
+    # ---------------------------------------------------------------- slots
+
+    def _put(self, path: main.Path, key: tuple[int, int, int, int, int], title: str) -> None:
+        """Index `path` with `title`; a previous version of it is dropped."""
+        if path in self.files:
+            self._drop_file(path)
+        slot = len(self.slot_path)
+        folded = main.fold_title(title)
+        self.slot_path.append(path)
+        self.slot_title.append(title)
+        self.slot_folded.append(folded)
+        for gram in title_index.trigrams(folded):
+            self.grams.setdefault(gram, array("l")).append(slot)
+        self.files[path] = (key, slot)
+
+    def _drop_file(self, path: main.Path) -> None:
+        _, slot = self.files.pop(path)
+        self.slot_path[slot] = None  # its posting entries go at the next compaction
+        self.slot_title[slot] = self.slot_folded[slot] = ""
+        self.dead += 1
+
+    def _drop_folder(self, rel: main.Path) -> None:
+        """Forget the folder `rel` and everything below it, watches included."""
+        n = len(rel)
+        for path in [p for p in self.folders if p[:n] == rel]:
+            folder = self.folders.pop(path)
+            self.entries -= len(folder.names)
+            if folder.wd is not None:
+                self._unwatch([folder.wd])
+        for path in [p for p in self.files if p[:n] == rel]:
+            self._drop_file(path)
+
+    def _compact(self) -> None:
+        """Rebuild the slot table and postings from the live files (drops what _drop_file left)."""
+        entries = [(path, key, self.slot_title[slot]) for path, (key, slot) in self.files.items()]
+        self.files, self.slot_path, self.slot_title, self.slot_folded, self.grams, self.dead = {}, [], [], [], {}, 0
+        for path, key, title in entries:
+            self._put(path, key, title)
 
 
 def root_path(root: str) -> main.Path:
@@ -308,6 +612,11 @@ def facts(info: os.stat_result) -> tuple[int, int, int, int, int]:
     return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
+def revision(key: tuple[int, int, int, int, int]) -> int:
+    """A note's revision: a digest of its file's facts(), so any change to the file changes the version."""
+    return int.from_bytes(hashlib.sha256(repr(key).encode("ascii")).digest()[:8], "big")
+
+
 def load_note(
     fd: int, name: str, root: main.Path, rel: main.Path, seen: os.stat_result | None = None
 ) -> tuple[main.Note, os.stat_result] | None:
@@ -329,8 +638,8 @@ def load_note(
     finally:
         os.close(handle)
     ident = note_id(rel)
-    revision = int.from_bytes(hashlib.sha256(repr(facts(info)).encode("ascii")).digest()[:8], "big")
-    note = main.Note(ident, heading(head) or shown(name[: -len(NOTE_SUFFIX)]) or shown(name), main.format_file_uri(root + rel), revision)
+    title = heading(head) or shown(name[: -len(NOTE_SUFFIX)]) or shown(name)
+    note = main.Note(ident, title, main.format_file_uri(root + rel), revision(facts(info)))
     try:
         main.check_note(note)  # e.g. an id over MAX_NOTE_ID_LENGTH or a URI over MAX_URI_LENGTH
     except ValueError:

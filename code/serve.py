@@ -159,6 +159,8 @@ def build_server(config: dict[str, Any], keys: Sequence[bytes]) -> main.Server:
         name: entry["workspaces"] + folder_grants(entry.get("notesDirs", [])) for name, entry in config["principals"].items()
     }
     store = build_store(config)
+    if hasattr(store, "describe"):
+        say(f"notes store: {store.describe()}")  # e.g. which lookup indexes serve, or why a fallback does
     return main.Server(
         keys=keys,
         notes=store if isinstance(store, main.MemoryNotesStore) else StopOnLoss(store),

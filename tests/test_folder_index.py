@@ -1,0 +1,245 @@
+"""The Markdown folder store's title index: read once per file version, kept current, never trusted for a deletion."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import unittest
+from typing import Any
+from unittest import mock
+
+from support import PRINCIPAL, accept
+from test_markdown_store import FolderCase
+
+import main
+import markdown_store
+import sqlite_store
+from markdown_store import MarkdownNotesStore
+
+CHANGED_TEXT = "changed, moved or was deleted since the form was shown"
+
+
+class IndexCase(FolderCase):
+    """A folder store with the index's clock in the test's hands."""
+
+    watch = True
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.ticks = [0.0]
+
+    def indexed(self, **options: Any) -> MarkdownNotesStore:
+        nonces = sqlite_store.open_store(os.path.join(self.base, "nonces.db"), clock=self.clock)
+        options.setdefault("watch", self.watch)
+        store = MarkdownNotesStore([self.ws], nonces, clock=lambda: self.ticks[0], **options)
+        self.addCleanup(store.close)
+        return store
+
+    def index(self, store: MarkdownNotesStore) -> markdown_store.FolderIndex:
+        (index,) = store.indexes.values()
+        return index
+
+    def server(self, store: MarkdownNotesStore | None = None) -> main.Server:
+        return super().server(store or self.indexed())
+
+    def refused_as_changed(self, done: dict[str, Any]) -> None:
+        self.assertTrue(done["result"]["isError"])
+        self.assertIn(CHANGED_TEXT, done["result"]["content"][0]["text"])
+
+    def indexed_facts(self, store: MarkdownNotesStore, *rel: str) -> tuple[int, ...] | None:
+        held = self.index(store).files.get(rel)
+        return held[0] if held is not None else None
+
+
+class ChangeNotification(IndexCase):
+    def test_the_start_up_line_says_changes_come_from_inotify(self) -> None:
+        line = self.indexed().describe()
+        self.assertIn("changes learnt from Linux inotify", line)
+        self.assertNotIn("\n", line)
+
+    def test_a_note_added_edited_or_removed_is_seen_at_the_next_lookup_and_only_it_is_read(self) -> None:
+        self.write("a.md", "# TPS a\n")
+        self.write("sub/b.md", "# TPS b\n")
+        store = self.indexed()
+        self.assertEqual(self.listed(store, "TPS"), {"a.md": "TPS a", "sub/b.md": "TPS b"})
+        real = markdown_store.load_note
+        read: list[str] = []
+
+        def counting(fd: int, name: str, *args: Any) -> Any:
+            read.append(name)
+            return real(fd, name, *args)
+
+        self.write("sub/c.md", "# TPS c\n")
+        self.write("a.md", "# Budget\n")
+        os.unlink(os.path.join(self.ws, "sub", "b.md"))
+        with mock.patch.object(markdown_store, "load_note", counting):
+            self.assertEqual(self.listed(store, "zzz"), {})  # no candidate: only the index is consulted
+        self.assertEqual(sorted(read), ["a.md", "c.md"])
+        self.assertEqual(self.listed(store, "TPS"), {"sub/c.md": "TPS c"})
+        self.assertEqual(self.listed(store, "budget"), {"a.md": "Budget"})
+
+    def test_a_folder_created_renamed_and_removed_is_followed(self) -> None:
+        store = self.indexed()
+        self.assertEqual(self.listed(store, "TPS"), {})
+        self.write("2025/q1/tps.md", "# TPS q1\n")
+        self.assertEqual(self.listed(store, "TPS"), {"2025/q1/tps.md": "TPS q1"})
+        os.rename(os.path.join(self.ws, "2025"), os.path.join(self.ws, "2026"))
+        self.assertEqual(self.listed(store, "TPS"), {"2026/q1/tps.md": "TPS q1"})
+        self.write("2026/q1/more.md", "# TPS more\n")  # the moved folder is still watched
+        self.assertEqual(self.listed(store, "TPS"), {"2026/q1/tps.md": "TPS q1", "2026/q1/more.md": "TPS more"})
+        shutil.rmtree(os.path.join(self.ws, "2026"))
+        self.assertEqual(self.listed(store, "TPS"), {})
+        self.assertEqual(self.index(store).folders.keys(), {()})
+
+    def test_a_note_swapped_for_a_symlink_leaves_the_index_and_the_outside_file_is_never_listed(self) -> None:
+        path = self.write("tps.md", "# TPS\n")
+        store = self.indexed()
+        self.assertEqual(list(self.listed(store, "TPS")), ["tps.md"])
+        os.unlink(path)
+        os.symlink(self.secret, path)
+        self.assertEqual(self.listed(store, "TPS"), {})
+        self.assertNotIn(("tps.md",), self.index(store).files)
+
+    def test_no_thread_is_started_by_building_or_keeping_the_index(self) -> None:
+        before = threading.active_count()
+        self.write("a.md", "# TPS a\n")
+        store = self.indexed()
+        self.listed(store, "TPS")
+        self.write("b.md", "# TPS b\n")
+        self.listed(store, "TPS")
+        self.assertEqual(threading.active_count(), before)
+
+    def test_the_watch_limit_on_both_sides(self) -> None:
+        self.write("one/a.md", "# TPS a\n")
+        self.write("two/b.md", "# TPS b\n")  # three folders: the root, one and two
+        at_limit = self.indexed(max_watches=3)
+        self.assertEqual(len(self.listed(at_limit, "TPS")), 2)
+        self.assertIsNotNone(self.index(at_limit).watch)
+        over = self.indexed(max_watches=2)
+        self.assertEqual(len(self.listed(over, "TPS")), 2)
+        self.assertIsNone(self.index(over).watch)
+        self.assertIn("changes found by a rescan at most every 2 s (more than 2 folders to watch)", over.describe())
+        self.assertEqual(markdown_store.MAX_WATCHED_FOLDERS, 65_536)
+
+    def test_past_the_entry_limit_lookups_fail_then_serve_again_once_it_is_back_under(self) -> None:
+        for i in range(4):
+            self.write(f"m{i}.md", "# TPS\n")
+        store = self.indexed(max_walk_entries=4)
+        self.assertEqual(len(self.listed(store, "TPS")), 4)
+        extra = self.write("m4.md", "# TPS\n")
+        with self.assertRaises(markdown_store.FolderTooLarge):
+            self.listed(store, "TPS")
+        os.unlink(extra)
+        with self.assertRaises(markdown_store.FolderTooLarge):
+            self.listed(store, "TPS")  # not retried before RESCAN_SECONDS: a huge folder is not walked per call
+        self.ticks[0] += markdown_store.RESCAN_SECONDS
+        self.assertEqual(len(self.listed(store, "TPS")), 4)
+
+
+class RescanFallback(IndexCase):
+    watch = False
+
+    def test_the_start_up_line_says_the_index_rescans_and_why(self) -> None:
+        self.assertIn("changes found by a rescan at most every 2 s (change notification off)", self.indexed().describe())
+
+    def test_without_inotify_the_index_rescans_when_due_and_reads_only_changed_files(self) -> None:
+        self.write("a.md", "# TPS a\n")
+        store = self.indexed()
+        self.assertEqual(list(self.listed(store, "TPS")), ["a.md"])
+        self.write("b.md", "# TPS b\n")
+        self.assertEqual(list(self.listed(store, "TPS")), ["a.md"])  # not due yet: b is not known
+        self.ticks[0] += markdown_store.RESCAN_SECONDS
+        with mock.patch.object(markdown_store, "load_note", wraps=markdown_store.load_note) as reads:
+            self.assertEqual(self.listed(store, "zzz"), {})
+        self.assertEqual([call.args[1] for call in reads.call_args_list], ["b.md"])
+        self.assertEqual(sorted(self.listed(store, "TPS")), ["a.md", "b.md"])
+
+    def test_a_title_edited_before_the_rescan_is_offered_for_what_the_file_says_now(self) -> None:
+        path = self.write("a.md", "# TPS a\n")
+        store = self.indexed()
+        self.listed(store, "TPS")
+        self.write_at(path, "# Budget\n")
+        self.assertEqual(self.listed(store, "TPS"), {})  # the index still says TPS; the file is read again
+        self.assertNotEqual(self.indexed_facts(store, "a.md"), markdown_store.facts(os.stat(path)))  # not yet updated
+
+    def test_inotify_that_cannot_start_falls_back_to_rescanning_and_says_why(self) -> None:
+        with mock.patch.object(markdown_store.change_watch, "Inotify", side_effect=OSError(24, "Too many open files")):
+            store = self.indexed(watch=True)
+        self.assertIn("(inotify unavailable: Too many open files)", store.describe())
+        self.write("a.md", "# TPS a\n")
+        self.assertEqual(list(self.listed(store, "TPS")), ["a.md"])
+
+
+class StaleIndexAtTheAccept(IndexCase):
+    """Between the form and the accept the file changes; the index has not caught up. Nothing else is ever deleted."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.chosen = self.write("2025/tps.md", "# TPS report 2025\n")
+        self.other = self.write("tps-2024.md", "# TPS report 2024\n")
+        self.store_ = self.indexed()
+        self.server_ = self.server(self.store_)
+        self.first = self.ask(self.server_)
+        self.assertEqual(self.offered(self.first), ["tps-2024.md", "2025/tps.md"])
+        self.shown = self.indexed_facts(self.store_, "2025", "tps.md")
+
+    def accept_chosen(self) -> dict[str, Any]:
+        # No lookup ran since the change: the index still holds what the form showed.
+        self.assertEqual(self.indexed_facts(self.store_, "2025", "tps.md"), self.shown)
+        return self.answer(self.server_, self.first, accept("2025/tps.md"))
+
+    def test_a_title_edited_is_not_deleted(self) -> None:
+        self.write_at(self.chosen, "# Quarterly numbers\n")
+        before = self.tree()
+        self.refused_as_changed(self.accept_chosen())
+        self.assertEqual(self.tree(), before)
+        with open(self.chosen, encoding="utf-8") as handle:
+            self.assertEqual(handle.read(), "# Quarterly numbers\n")
+
+    def test_a_file_renamed_away_deletes_nothing_under_either_name(self) -> None:
+        os.rename(self.chosen, os.path.join(self.ws, "2025", "renamed.md"))
+        self.write_at(self.chosen + ".txt", "not a note\n")
+        before = self.tree()
+        self.refused_as_changed(self.accept_chosen())
+        self.assertEqual(self.tree(), before)
+
+    def test_a_file_replaced_by_another_note_of_the_same_title_is_not_deleted(self) -> None:
+        os.rename(self.other, self.chosen)  # the other note now sits at the chosen name
+        before = self.tree()
+        self.refused_as_changed(self.accept_chosen())
+        self.assertEqual(self.tree(), before)
+        with open(self.chosen, encoding="utf-8") as handle:
+            self.assertEqual(handle.read(), "# TPS report 2024\n")
+
+    def test_a_file_swapped_for_a_symlink_to_outside_deletes_neither_the_link_nor_its_target(self) -> None:
+        os.unlink(self.chosen)
+        os.symlink(self.secret, self.chosen)
+        before = self.tree()
+        self.refused_as_changed(self.accept_chosen())
+        self.assertEqual(self.tree(), before)
+        self.assertTrue(os.path.islink(self.chosen))
+        self.assertSecretIntact()
+
+    def test_after_the_refusal_the_next_lookup_offers_the_live_files_and_the_chosen_one_can_be_deleted(self) -> None:
+        self.write_at(self.chosen, "# TPS report 2025 (revised)\n")
+        self.refused_as_changed(self.accept_chosen())
+        again = self.ask(self.server_)  # asks again: the index catches up, the form shows the file as it is
+        self.assertEqual(self.offered(again), ["tps-2024.md", "2025/tps.md"])
+        done = self.answer(self.server_, again, accept("2025/tps.md"))
+        self.assertEqual(done["result"]["structuredContent"], {"deleted": True, "noteId": "2025/tps.md"})
+        self.assertTrue(os.path.exists(self.other))
+
+
+class StaleIndexAtTheAcceptWhileRescanning(StaleIndexAtTheAccept):
+    watch = False  # the rescan is not due: the clock does not move
+
+
+class Bounds(unittest.TestCase):
+    def test_a_folder_of_100000_notes_is_within_the_entry_limit(self) -> None:
+        # 100,000 notes in 1,000 sub-folders: 101,000 entries, and room for ten times more.
+        self.assertGreaterEqual(markdown_store.MAX_WALK_ENTRIES, 1_000_000)
+
+
+if __name__ == "__main__":
+    unittest.main()
