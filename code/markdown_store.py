@@ -75,7 +75,7 @@ class FolderTooLarge(main.StoreUnavailable):
     """A listing met more entries than it may examine: it fails rather than offer a partial list."""
 
     def __init__(self, limit: int) -> None:
-        super().__init__(f"That folder holds more than {limit:,} entries; choose a sub-folder as the workspace.")
+        super().__init__(f"That notes folder holds more than {limit:,} entries; serve a smaller folder (a sub-folder) instead.")
 
 
 class MarkdownNotesStore:
@@ -282,22 +282,23 @@ class FolderIndex:
             self._update()
             if self.too_large:
                 raise FolderTooLarge(self.limit)
-            hits = [self._indexed(k) for k in self._hits(below, needle)]
+            hits = [(self.slot_path[k], self._indexed(k)) for k in self._hits(below, needle)]
         if len(hits) > main.MAX_CANDIDATES:
-            return main.form_order(hits)  # too many for one form either way: no need to read them
+            return main.form_order(note for _, note in hits)  # too many for one form either way: no need to read them
         # The few the index names are read again, as the deletion will read them: the
         # offer shows each file as it is now, and a file changed since it was indexed
         # is offered (or not) for what it now says.
-        live = (self._live(note.path[len(self.root) :]) for note in hits)
+        live = (self._live(path) for path, _ in hits)
         return main.form_order(note for note in live if note is not None and main.matches(note, workspace, title))
 
     def _hits(self, below: main.Path, needle: str) -> list[int]:
+        """Slots of the notes strictly inside `below` whose folded title holds `needle`."""
         pool: Iterable[int] = range(len(self.slot_path))
         if title_index.uses_title_index(needle):
-            postings = [self.grams.get(gram) for gram in title_index.trigrams(needle)]
-            if not all(postings):
-                return []
-            pool = min(postings, key=len)  # type: ignore[arg-type]
+            postings = sorted((self.grams.get(gram, ()) for gram in title_index.trigrams(needle)), key=len)
+            # A title holding the query holds each of its trigrams: the two rarest lists
+            # together leave a handful of slots even among 100,000 notes.
+            pool = set(postings[0]).intersection(postings[1]) if len(postings) > 1 else postings[0]
         n = len(below)
         paths, folded = self.slot_path, self.slot_folded
         return [k for k in pool if (p := paths[k]) is not None and len(p) > n and p[:n] == below and needle in folded[k]]

@@ -108,5 +108,33 @@ class FloorTests(unittest.TestCase):
         self.assertAlmostEqual(len(floored["result"]["requestState"]), len(served["result"]["requestState"]), delta=8)
 
 
+class ScalingModeTests(unittest.TestCase):
+    """--mode scaling serves each store over stdio and each round trip is one choice, then a decline."""
+
+    def test_each_store_and_the_many_workspaces_layout_answer_the_round_trips_over_stdio(self) -> None:
+        folder = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, folder)
+        for workspaces in (1, 10):
+            notes, workspace, pick = bench.scaling_notes(30, workspaces)
+            for kind in ("memory", "sqlite", "folder"):  # PostgreSQL: the same config path, with a cluster
+                with self.subTest(kind=kind, workspaces=workspaces):
+                    config, uri = bench.scaling_config(folder, kind, notes, workspace, None)
+                    rate, first_ms = bench.scaling_rate(config, uri, pick, 0.01)
+                    self.assertGreater(rate, 0)
+                    self.assertGreater(first_ms, 0)
+
+    def test_the_caller_of_the_many_workspaces_row_asks_only_for_notes_of_its_workspace(self) -> None:
+        notes, workspace, pick = bench.scaling_notes(3000, 1000)
+        mine = {note.id for note in notes if main.contains(workspace, note.uri)}
+        self.assertEqual(mine, {"b7", "b1007", "b2007"})
+        self.assertTrue(all(bench.note_id(pick(k)) in mine for k in range(20)))
+        twins = [note for note in notes if "w0007-evil" in note.uri]  # same titles, look-alike folder
+        self.assertEqual(sorted(note.title for note in twins), sorted(bench.note_title(int(i[1:])) for i in mine))
+
+    def test_the_goal_share_is_half_of_the_ten_note_rate(self) -> None:
+        self.assertEqual(bench.SCALING_TARGET_SHARE, 0.5)
+        self.assertEqual(bench.SCALING_SIZES, (10, 1_000, 10_000, 100_000))
+
+
 if __name__ == "__main__":
     unittest.main()

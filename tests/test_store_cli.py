@@ -76,6 +76,15 @@ class SqliteCliTests(CliCase):
         self.assertEqual(left, {note.id for note in main.lesson_notes()} - {"note-14"})
         self.assertEqual(len(self.rows("SELECT nonce FROM consumed_nonces")), 1)
 
+    def test_the_start_up_report_says_in_one_line_which_indexes_serve_lookups(self) -> None:
+        server = procs.StdioServer(self, "--db", self.db, env=env(self.dir, NOTES_MCP_TOKEN=procs.TOKEN))
+        self.assertEqual(offered(server.exchange(call(tps()))["result"]), ["note-3", "note-7", "note-14"])
+        server.close_stdin()
+        self.assertEqual(server.wait(), 0)
+        lines = [line for line in server.stderr_lines if "notes store:" in line]
+        self.assertEqual(len(lines), 1, server.stderr_lines)
+        self.assertIn("workspace rows by URI index, titles by FTS5 trigram index", lines[0])
+
     def test_the_config_db_key_seeds_the_config_notes(self) -> None:
         config = procs.write_config(self, {
             "principals": {"alice": {"token": procs.TOKEN, "workspaces": [support.WORKSPACE]}},
@@ -93,6 +102,22 @@ class SqliteCliTests(CliCase):
         self.assertIn("is not an SQLite database", line)
         with open(self.db, "rb") as handle:
             self.assertEqual(handle.read(), b"not a database at all" * 100)
+
+
+class FolderStartUpTests(CliCase):
+    def test_the_start_up_report_says_how_the_folder_index_learns_of_changes(self) -> None:
+        folder = os.path.join(self.dir, "Notes")
+        os.makedirs(folder)
+        with open(os.path.join(folder, "tps.md"), "w", encoding="utf-8") as handle:
+            handle.write("# TPS report\n")
+        server = procs.StdioServer(self, "--notes-dir", folder, "--db", self.db, env=env(self.dir, NOTES_MCP_TOKEN=procs.TOKEN))
+        first = server.exchange(call(tps(workspace=folder_uri(os.path.realpath(folder)))))["result"]
+        self.assertEqual(offered(first), ["tps.md"])
+        server.close_stdin()
+        self.assertEqual(server.wait(), 0)
+        lines = [line for line in server.stderr_lines if "notes store:" in line]
+        self.assertEqual(len(lines), 1, server.stderr_lines)
+        self.assertIn("title index kept per file, built at the first lookup; changes learnt from Linux inotify", lines[0])
 
 
 class ServingFaultTests(CliCase):
