@@ -323,7 +323,7 @@ class FolderIndex:
     def _update(self) -> None:
         """Bring the index up to what is known now: drain the events, or rescan when one is due."""
         try:
-            if self.watch is not None and self.built and not self.too_large:
+            if self.watch is not None and () in self.folders:  # built, and the root is there and watched
                 self._drain()
             elif not self.built or self.clock() - self.scanned_at >= RESCAN_SECONDS:
                 self._rebuild()
@@ -345,6 +345,9 @@ class FolderIndex:
         self.too_large = False
         self.built = True
         self.scanned_at = self.clock()
+        # Watches are added by path with IN_DONT_FOLLOW: the root, which may be a link
+        # (the operator's choice, followed when it is opened), is resolved first.
+        self.watch_base = os.path.realpath(self.path).rstrip("/")
         try:
             fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # the root may be a symlink: the operator's choice
         except OSError:
@@ -464,7 +467,7 @@ class FolderIndex:
             # By path, as inotify takes it: if a component was swapped for a link meanwhile,
             # the watch only brings events (hints); every read still goes through the
             # descriptors opened with O_NOFOLLOW from the root.
-            wd = self.watch.add("/".join((self.path.rstrip("/"), *rel)) or "/")
+            wd = self.watch.add("/".join((self.watch_base, *rel)) or "/")
         except OSError as exc:
             if exc.errno in (errno.ENOSPC, errno.ENOMEM):
                 self._stop_watching("the system's inotify watch limit is reached")

@@ -33,6 +33,7 @@ breaks. psycopg 3 is the only third-party import of the project, and only here.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -95,6 +96,18 @@ _LOOKUP_QUERY = (
     f'{_ROW} WHERE uri COLLATE "C" >= %s AND uri COLLATE "C" < %s AND folded LIKE %s'
     f" UNION ALL {_ROW} WHERE folded IS NULL"
 )
+# Long queries: `folded LIKE '%abc%'` for the query's two rarest trigrams is what the GIN
+# index is asked (one trigram each to pg_trgm; the whole query would make it read the
+# long lists of its common trigrams, 14 ms at 100,000 titles), and the whole query is a
+# filter on the rows they return (`folded || ''` is no indexed expression).
+_BY_TITLE = (
+    f'{_ROW} WHERE uri COLLATE "C" >= %s AND uri COLLATE "C" < %s AND folded LIKE %s AND folded LIKE %s'
+    " AND (folded || '') LIKE %s"
+    f" UNION ALL {_ROW} WHERE folded IS NULL"
+)
+QUERY_TRIGRAMS = 2  # the rarest trigrams of a query the title index is asked for (any of them finds every match)
+TRIGRAM_COUNTS_SECONDS = 600.0  # how long the counts that rank a query's trigrams are used before being sampled again
+TRIGRAM_SAMPLE_TITLES = 10_000  # titles sampled (TABLESAMPLE SYSTEM) to rank trigrams
 
 
 class StoreError(Exception):
@@ -113,6 +126,8 @@ class PostgresNotesStore:
     ) -> None:
         self._connect = connect
         self._titles_missing = titles_missing
+        self._counts: dict[str, int] = {}
+        self._counted_at = -float("inf")
         self._conn: Any = None
         self._clock = clock
         self._limit = max_per_principal
@@ -128,12 +143,29 @@ class PostgresNotesStore:
         """Notes strictly inside `workspace` whose title contains `title` (folded), sorted."""
         needle = main.fold_title(title)
         low, high = title_index.uri_range(workspace)
-        # `%`, `_` and the escape itself are literal in a title: escaped, LIKE is a plain substring test.
-        pattern = "%" + needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        rows = self._run(lambda conn: conn.execute(_LOOKUP_QUERY, (low, high, pattern)).fetchall())
+        if self._titles_missing is None and title_index.uses_title_index(needle):
+            grams = title_index.rarest(needle, self._trigram_counts(), QUERY_TRIGRAMS)
+            sql, params = _BY_TITLE, (low, high, *map(_contains, (grams + grams)[:2]), _contains(needle))
+        else:
+            sql, params = _LOOKUP_QUERY, (low, high, _contains(needle))
+        # Never prepared: a generic plan cannot see the pattern, and reads the table whole.
+        rows = self._run(lambda conn: conn.execute(sql, params, prepare=False).fetchall())
         # The indexes narrow; the exact test decides (never a SQL LIKE on the URI string:
         # `.../Notes%` would also match the look-alike folder `.../Notes-evil`).
         return title_index.exact(rows, workspace, needle)
+
+    def _trigram_counts(self) -> dict[str, int]:
+        """Trigram counts over a sample of titles, at most TRIGRAM_COUNTS_SECONDS old (they only rank; stale costs time)."""
+        now = time.monotonic()
+        if now - self._counted_at >= TRIGRAM_COUNTS_SECONDS:
+            def sample(conn: Any) -> list[tuple[str]]:
+                (rows,) = conn.execute("SELECT greatest(reltuples, 1) FROM pg_class WHERE oid = 'notes'::regclass").fetchone()
+                share = min(100.0, 100.0 * TRIGRAM_SAMPLE_TITLES / rows)
+                return conn.execute("SELECT folded FROM notes TABLESAMPLE SYSTEM (%s) WHERE folded IS NOT NULL", (share,)).fetchall()
+
+            self._counts = title_index.trigram_counts(title for (title,) in self._run(sample))
+            self._counted_at = now
+        return self._counts
 
     def describe(self) -> str:
         """One line for the start-up report: how lookups find rows."""
@@ -303,6 +335,11 @@ class PostgresNotesStore:
         """Close the connection; later calls reconnect (the store itself has nothing else to free)."""
         with self._lock:
             self._discard()
+
+
+def _contains(text: str) -> str:
+    """A LIKE pattern true exactly when the value contains `text` (`%`, `_` and the escape are literal)."""
+    return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
 def _replace(conn: Any, note: main.Note) -> None:

@@ -63,3 +63,17 @@ def index_key(note: main.Note) -> str | None:
 def trigrams(text: str) -> set[str]:
     """Every three-character piece of `text` (none when it is shorter)."""
     return {text[k : k + 3] for k in range(len(text) - 2)}
+
+
+def rarest(needle: str, counts: dict[str, int], k: int) -> list[str]:
+    """The `k` trigrams of `needle` the fewest titles hold by `counts` (unknown ones first); any of them finds every match."""
+    return sorted(trigrams(needle), key=lambda gram: (counts.get(gram, 0), gram))[:k]
+
+
+def trigram_counts(titles: Iterable[str]) -> dict[str, int]:
+    """How many of `titles` (folded) hold each trigram."""
+    counts: dict[str, int] = {}
+    for title in titles:
+        for gram in trigrams(title):
+            counts[gram] = counts.get(gram, 0) + 1
+    return counts

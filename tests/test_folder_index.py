@@ -101,6 +101,42 @@ class ChangeNotification(IndexCase):
         self.assertEqual(self.listed(store, "TPS"), {})
         self.assertNotIn(("tps.md",), self.index(store).files)
 
+    def test_a_notes_folder_configured_through_a_symlink_is_watched_at_its_target(self) -> None:
+        link = os.path.join(self.base, "link-to-ws")
+        os.symlink(self.ws, link)
+        nonces = sqlite_store.open_store(os.path.join(self.base, "nonces.db"), clock=self.clock)
+        store = MarkdownNotesStore([link], nonces, clock=lambda: self.ticks[0])
+        self.addCleanup(store.close)
+        root = main.parse_file_uri(store.workspace_uris()[0])
+        self.assertEqual(store.candidates(root, "TPS"), [])
+        self.write("sub/new.md", "# TPS new\n")
+        self.assertEqual([n.id for n in store.candidates(root, "TPS")], ["sub/new.md"])  # seen without a rescan
+        self.assertIsNotNone(self.index(store).watch)
+
+    def test_a_notes_folder_removed_then_made_again_is_indexed_again_once_a_rescan_is_due(self) -> None:
+        self.write("a.md", "# TPS a\n")
+        store = self.indexed()
+        self.assertEqual(list(self.listed(store, "TPS")), ["a.md"])
+        shutil.rmtree(self.ws)
+        workspace = main.parse_file_uri(self.uri())
+        self.assertEqual(self.index(store).candidates(workspace, "TPS"), [])  # its removal was seen: nothing left
+        os.makedirs(self.ws)
+        self.write("b.md", "# TPS b\n")
+        self.assertEqual(self.index(store).candidates(workspace, "TPS"), [])  # nothing watches the new folder yet
+        self.ticks[0] += markdown_store.RESCAN_SECONDS
+        self.assertEqual(list(self.listed(store, "TPS")), ["b.md"])
+        self.write("c.md", "# TPS c\n")
+        self.assertEqual(sorted(self.listed(store, "TPS")), ["b.md", "c.md"])  # and now it is watched
+
+    def test_a_notes_folder_replaced_while_watched_is_listed_again_at_the_next_lookup(self) -> None:
+        self.write("a.md", "# TPS a\n")
+        store = self.indexed()
+        self.listed(store, "TPS")
+        shutil.rmtree(self.ws)
+        os.makedirs(self.ws)
+        self.write("b.md", "# TPS b\n")
+        self.assertEqual(list(self.listed(store, "TPS")), ["b.md"])
+
     def test_no_thread_is_started_by_building_or_keeping_the_index(self) -> None:
         before = threading.active_count()
         self.write("a.md", "# TPS a\n")

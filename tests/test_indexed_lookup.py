@@ -7,6 +7,7 @@ import random
 import shutil
 import sqlite3
 import tempfile
+import time
 import unicodedata
 import unittest
 from typing import Any
@@ -156,6 +157,28 @@ class WorkspaceKey(unittest.TestCase):
         self.assertEqual(title_index.index_key(main.Note("a", "ÉTÉ", "file:///A/x.md")), "été")
         self.assertIsNone(title_index.index_key(main.Note("a", "T", "file://localhost/A/x.md")))
         self.assertIsNone(title_index.index_key(main.Note("a", "T", "http://example.com/x")))
+
+
+class TrigramRanking(unittest.TestCase):
+    def test_the_rarest_trigrams_come_first_and_unknown_ones_before_every_counted_one(self) -> None:
+        counts = title_index.trigram_counts(["abcd", "abce", "xbcd"])
+        self.assertEqual(counts, {"abc": 2, "bcd": 2, "bce": 1, "xbc": 1})
+        self.assertEqual(title_index.rarest("abce", counts, 1), ["bce"])
+        self.assertEqual(title_index.rarest("abcq", counts, 2), ["bcq", "abc"])
+        self.assertEqual(title_index.rarest("ab", counts, 2), [])
+
+
+class StaleCountsLoseNoMatch(SqliteCase):
+    def test_whatever_the_counts_say_every_match_is_found(self) -> None:
+        notes = contract_notes()
+        store = self.open(notes)
+        workspace = main.parse_file_uri(WORKSPACE)
+        rng = random.Random(PROPERTY_SEED)
+        for _ in range(20):
+            store._counts = {gram: rng.randrange(5) for note in notes for gram in title_index.trigrams(note.folded_title)}
+            store._counted_at = time.monotonic()  # counted now: used, not read again
+            for query in ("alpha", "report", "BÉTA rep", "ha r"):
+                self.assertEqual(store.candidates(workspace, query), plain_scan(notes, workspace, query))
 
 
 # ---------------------------------------------------------------- property: indexed lookups equal a plain scan
