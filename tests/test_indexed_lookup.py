@@ -325,6 +325,23 @@ class SqliteMigration(SqliteCase):
         self.assertEqual(self.raw().execute("SELECT value FROM meta").fetchall(), [("2",)])
         self.assertIsNone(self.raw().execute("SELECT 1 FROM sqlite_master WHERE name = 'notes_by_uri'").fetchone())
 
+    def test_a_row_whose_title_is_not_text_migrates_unindexed_and_is_never_offered(self) -> None:
+        # A notes table made by hand without the CHECKs: a BLOB title, an integer id.
+        conn = sqlite3.connect(self.path, isolation_level=None)
+        for statement in old_schemas.SQLITE_V2[:1] + old_schemas.SQLITE_V2[2:] + old_schemas.SQLITE_HIGH_WATER:
+            conn.execute(statement)
+        conn.execute("CREATE TABLE notes (id, title, uri, revision)")
+        conn.execute("INSERT INTO meta VALUES ('schema_version', '2')")
+        conn.execute("INSERT INTO notes VALUES ('blob', x'414c504841', ?, 0)", (f"{WORKSPACE}/b.md",))
+        conn.execute("INSERT INTO notes VALUES (7, 'alpha seven', ?, 0)", (f"{WORKSPACE}/s.md",))
+        conn.execute("INSERT INTO notes VALUES ('ok', 'alpha ok', ?, 0)", (f"{WORKSPACE}/o.md",))
+        conn.close()
+        store = self.open()
+        self.assertEqual(self.raw().execute("SELECT id, folded FROM notes ORDER BY rowid").fetchall(), [("blob", None), (7, "alpha seven"), ("ok", "alpha ok")])
+        workspace = main.parse_file_uri(WORKSPACE)
+        for query in ("alpha", "al", "x"):
+            self.assertEqual([n.id for n in store.candidates(workspace, query)], ["ok"] if query != "x" else [])
+
     def test_a_file_with_a_title_index_this_sqlite_cannot_keep_is_refused_untouched(self) -> None:
         self.open(contract_notes()).close()
         before = self.file_bytes()
