@@ -1104,7 +1104,7 @@ SCALING_KINDS = ("memory", "sqlite", "postgres", "folder")
 SCALING_MIN_ROUND_TRIPS = 3  # even a slow store gets this many timed round trips
 SCALING_WORKSPACES = 1_000  # the shared-server row: SCALING_SIZES[-1] notes over this many workspaces
 SCALING_PER_FOLDER = 100  # notes per sub-folder (the workspace's sub-folders, or each caller's workspace)
-SCALING_TTL_SECONDS = 0.6  # short, so declined confirmations expire soon; past the replay bound the client waits (ReplayBoundReached)
+SCALING_TTL_SECONDS = 2.0  # short, so declined confirmations expire soon; past the replay bound the client waits (ReplayBoundReached)
 SCALING_TARGET_SHARE = 0.50  # goal: at 100,000 notes a store keeps this share of its own 10-note rate
 SCALING_TURNS = 6  # slices each server's measuring time is cut into, the servers of one store taking turns
 

@@ -199,6 +199,29 @@ class RescanFallback(IndexCase):
         self.assertEqual(self.listed(store, "TPS"), {})  # the index still says TPS; the file is read again
         self.assertNotEqual(self.indexed_facts(store, "a.md"), markdown_store.facts(os.stat(path)))  # not yet updated
 
+    def test_a_note_removed_before_the_rescan_is_not_offered(self) -> None:
+        path = self.write("a.md", "# TPS a\n")
+        self.write("b.md", "# TPS b\n")
+        store = self.indexed()
+        self.assertEqual(len(self.listed(store, "TPS")), 2)
+        os.unlink(path)
+        self.assertEqual(list(self.listed(store, "TPS")), ["b.md"])  # the index still holds a.md; reading it finds nothing
+
+    def test_more_matches_than_a_form_can_offer_are_counted_from_the_index_without_reading_them(self) -> None:
+        count = main.MAX_CANDIDATES + 1
+        for i in range(count):
+            self.write(f"n{i:02}.md", f"# TPS {i:02}\n")
+        store = self.indexed()
+        self.listed(store, "zzz")  # built
+        with mock.patch.object(markdown_store, "load_note", wraps=markdown_store.load_note) as reads:
+            self.assertEqual(len(self.listed(store, "TPS")), count)
+        self.assertEqual(reads.call_count, 0)
+        self.write("n00.md", "# Budget\n")  # at the limit: each is read again, and offered for what it says now
+        self.ticks[0] += markdown_store.RESCAN_SECONDS
+        with mock.patch.object(markdown_store, "load_note", wraps=markdown_store.load_note) as reads:
+            self.assertEqual(len(self.listed(store, "TPS")), main.MAX_CANDIDATES)
+        self.assertEqual(reads.call_count, main.MAX_CANDIDATES + 1)  # n00 read by the rescan, the 25 before the offer
+
     def test_inotify_that_cannot_start_falls_back_to_rescanning_and_says_why(self) -> None:
         with mock.patch.object(markdown_store.change_watch, "Inotify", side_effect=OSError(24, "Too many open files")):
             store = self.indexed(watch=True)
