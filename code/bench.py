@@ -1267,8 +1267,8 @@ def run_scaling(args: argparse.Namespace) -> dict[str, Any]:
     """Round trips/s over stdio as the store grows, four stores, plus one shared server of many workspaces."""
     import postgres_cluster
 
-    kinds = list(SCALING_KINDS)
-    missing = postgres_cluster.missing()
+    kinds = [kind for kind in SCALING_KINDS if kind in args.kinds.split(",")]
+    missing = postgres_cluster.missing() if "postgres" in kinds else None
     if missing is not None:
         kinds.remove("postgres")
         print(f"  PostgreSQL left out: {missing}")
@@ -1310,6 +1310,8 @@ def run_scaling(args: argparse.Namespace) -> dict[str, Any]:
             row(f"share of the 10-note rate kept at {large}", shares, f"goal >= {SCALING_TARGET_SHARE:.0%}: {verdict(ok)}")
             for label in (small, large):
                 row(f"first tools/call after start-up, {label} notes (ms)", "  ".join(f"{k} {first_ms[label][k]:,.0f}" for k in kinds))
+            if "folder" not in kinds:
+                return {"rates": table, "first_ms": first_ms}
             per_note, built = folder_index_bytes_per_note(directory, SCALING_SIZES[-1])
             row(f"folder index: memory per note ({large} notes, tracemalloc)", f"{per_note:,.0f} bytes", f"built in {built:.1f} s")
     finally:
@@ -1346,6 +1348,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=5.0, help="measuring time per throughput figure (default 5)")
     parser.add_argument("--notes", type=int, default=1000, help="notes in the workspace (default 1000)")
     parser.add_argument("--flood", type=int, default=100_000, help="confirmations in the replay flood (default 100000)")
+    parser.add_argument("--kinds", default=",".join(SCALING_KINDS), help="--mode scaling: the stores, comma-separated (default all)")
     parser.add_argument("--profile", action="store_true", help="always print the cProfile of in-process round trips")
     parser.add_argument("--store-worker", metavar="SPEC", help=argparse.SUPPRESS)  # a child of --mode sqlite/postgres
     args = parser.parse_args(argv)
