@@ -1,0 +1,284 @@
+"""The Landlock sandbox: a compromised server stays inside its folders and ports; no Landlock, no pretending."""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import json
+import os
+import signal
+import socket
+import tempfile
+import threading
+import unittest
+from typing import Any
+
+import support  # noqa: F401 - puts code/ on the import path
+import main
+import procs
+import sandbox
+import serve
+from support import accept, call, tps
+
+PROBE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox_probe")
+ATTEMPTS = ("read-outside", "list-root", "write-outside", "symlink-out", "bind-other-port", "connect-test-port")
+SECRET_TEXT = "not for the server\n"
+KERNEL_ABI = sandbox.kernel_abi()
+
+
+def skip_without_landlock(minimum: int = 1) -> None:
+    """SkipTest with one line where this kernel lacks Landlock (or the ABI the test needs)."""
+    if isinstance(KERNEL_ABI, str):
+        raise unittest.SkipTest(f"Landlock {KERNEL_ABI}")
+    if KERNEL_ABI < minimum:
+        raise unittest.SkipTest(f"Landlock ABI {KERNEL_ABI} here; TCP rules need ABI {minimum}")
+
+
+def folder_uri(path: str) -> str:
+    return main.format_file_uri(tuple(part for part in path.split("/") if part))
+
+
+def probe_results(line: str) -> dict[str, str]:
+    """`probe main: read-outside=denied(EACCES) ...` as {attempt: outcome}."""
+    return dict(item.split("=", 1) for item in line.split(": ", 1)[1].split())
+
+
+class FakeLibc:
+    """libc for a kernel reporting `abi` (or failing with `error`); records every Landlock call instead of making it."""
+
+    def __init__(self, abi: int = 0, error: int = 0) -> None:
+        self.abi = abi
+        self.error = error
+        self.calls: list[tuple[Any, ...]] = []
+
+    def syscall(self, number: Any, *args: Any) -> int:
+        if self.error:
+            ctypes.set_errno(self.error)
+            return -1
+        if number.value == 444 and args[0] is None:
+            self.calls.append(("version",))
+            return self.abi
+        if number.value == 444:
+            attr = args[0]._obj
+            self.calls.append(("create", attr.handled_access_fs, attr.handled_access_net, attr.scoped, args[1].value))
+            return os.open(os.devnull, os.O_RDONLY)  # a descriptor for confine to close
+        if number.value == 445:
+            rule = args[2]._obj
+            if args[1].value == sandbox.LANDLOCK_RULE_PATH_BENEATH:
+                self.calls.append(("path", os.readlink(f"/proc/self/fd/{rule.parent_fd}"), rule.allowed_access))
+            else:
+                self.calls.append(("port", rule.port, rule.allowed_access))
+            return 0
+        self.calls.append(("restrict", args[0].value > 0))
+        return 0
+
+    def prctl(self, option: Any, *args: Any) -> int:
+        self.calls.append(("prctl", option.value, args[0].value))
+        return 0
+
+    def kinds(self) -> list[str]:
+        return [call[0] for call in self.calls]
+
+
+class NoLandlockTests(unittest.TestCase):
+    """Kernels without Landlock: nothing is changed, the reason is named, and `--sandbox require` refuses."""
+
+    def test_a_kernel_without_the_syscalls_is_left_unconfined_and_named_enosys(self) -> None:
+        libc = FakeLibc(error=errno.ENOSYS)
+        status = sandbox.confine(sandbox.Plan(), libc, machine="x86_64", system="Linux")
+        self.assertFalse(status.on)
+        self.assertEqual(status.describe(), "sandbox: unavailable (this kernel has no Landlock: ENOSYS); serving unconfined")
+        self.assertEqual(libc.calls, [])  # no prctl, no ruleset: the process is as it was
+
+    def test_landlock_disabled_at_boot_is_told_apart_from_a_kernel_without_it(self) -> None:
+        status = sandbox.confine(sandbox.Plan(), FakeLibc(error=errno.EOPNOTSUPP), machine="aarch64", system="Linux")
+        self.assertFalse(status.on)
+        self.assertIn("disabled at boot: EOPNOTSUPP", status.describe())
+
+    def test_other_systems_and_machines_make_no_syscall(self) -> None:
+        libc = FakeLibc(abi=7)
+        self.assertIn("Linux-only; this is Darwin", sandbox.confine(sandbox.Plan(), libc, system="Darwin").describe())
+        self.assertIn("for riscv64", sandbox.confine(sandbox.Plan(), libc, machine="riscv64", system="Linux").describe())
+        self.assertEqual(libc.calls, [])
+
+    def test_require_on_a_kernel_without_landlock_exits_2_with_one_line_before_opening_the_store(self) -> None:
+        folder = self.enterContext(tempfile.TemporaryDirectory())
+        db = os.path.join(folder, "notes.db")
+        env = procs.server_env(NOTES_MCP_SECRET=procs.SECRET, PYTHONPATH=PROBE_DIR, NOTES_MCP_TEST_NO_LANDLOCK="1")
+        proc = procs.Process(self, ["--stdio", "--db", db, "--sandbox", "require"], env)
+        self.assertEqual(proc.wait(), serve.EXIT_USAGE)
+        self.assertEqual(proc.stderr_lines, ["notes-mcp: sandbox: required, but unavailable (this kernel has no Landlock: ENOSYS); not serving"])
+        self.assertFalse(os.path.exists(db))
+
+    def test_by_default_a_kernel_without_landlock_serves_unconfined_and_says_so(self) -> None:
+        env = procs.server_env(NOTES_MCP_SECRET=procs.SECRET, PYTHONPATH=PROBE_DIR, NOTES_MCP_TEST_NO_LANDLOCK="1")
+        server = procs.StdioServer(self, env=env)
+        first = server.exchange(call(tps()))["result"]
+        self.assertEqual(first["resultType"], "input_required")
+        self.assertIn("notes-mcp: sandbox: unavailable (this kernel has no Landlock: ENOSYS); serving unconfined", server.stderr_lines)
+
+    def test_require_and_no_sandbox_cannot_be_combined(self) -> None:
+        proc = procs.Process(self, ["--stdio", "--sandbox", "require", "--no-sandbox"], procs.server_env(NOTES_MCP_SECRET=procs.SECRET))
+        self.assertEqual(proc.wait(), serve.EXIT_USAGE)
+        self.assertIn("not allowed with argument", proc.stderr_text())
+
+
+class RulesetTests(unittest.TestCase):
+    """What confine asks of the kernel, per ABI version, recorded by a fake libc."""
+
+    def setUp(self) -> None:
+        folder = self.enterContext(tempfile.TemporaryDirectory())
+        self.notes = os.path.join(folder, "notes")
+        os.mkdir(self.notes)
+        self.plan = sandbox.Plan(
+            read=[("code folder", os.path.dirname(sandbox.__file__)), ("file", "/etc/absent-here")],
+            write=[("notes folder", self.notes), ("device", os.devnull)],
+            bind=[8765],
+            connect=[5432],
+        )
+
+    def confined(self, abi: int) -> FakeLibc:
+        libc = FakeLibc(abi=abi)
+        sandbox._apply(self.plan, libc, sandbox.SYSCALLS["x86_64"], abi)
+        return libc
+
+    def test_rights_a_kernel_lacks_are_masked_and_the_struct_is_the_size_it_knows(self) -> None:
+        expected = {  # abi: (handled fs rights, net, scoped, struct size)
+            1: ((1 << 13) - 1, 0, 0, 8),
+            2: (((1 << 13) - 1) | sandbox.FS_REFER, 0, 0, 8),
+            3: (((1 << 13) - 1) | sandbox.FS_REFER | sandbox.FS_TRUNCATE, 0, 0, 8),
+            4: ((1 << 15) - 1, 3, 0, 16),
+            5: ((1 << 16) - 1, 3, 0, 16),
+            6: ((1 << 16) - 1, 3, 3, 24),
+            7: ((1 << 16) - 1, 3, 3, 24),
+        }
+        for abi, (fs, net, scoped, size) in expected.items():
+            with self.subTest(abi=abi):
+                self.assertEqual(self.confined(abi).calls[0], ("create", fs, net, scoped, size))
+
+    def test_folders_get_their_rights_files_only_file_rights_and_absent_paths_no_rule(self) -> None:
+        rules = [call for call in self.confined(7).calls if call[0] == "path"]
+        self.assertEqual(
+            rules,
+            [
+                ("path", os.path.dirname(sandbox.__file__), sandbox.FS_READ_FILE | sandbox.FS_READ_DIR),
+                ("path", self.notes, sandbox.WRITE),
+                ("path", os.devnull, sandbox.FS_READ_FILE | sandbox.FS_WRITE_FILE | sandbox.FS_TRUNCATE),
+            ],
+        )
+        self.assertFalse(sandbox.WRITE & (sandbox.FS_EXECUTE | sandbox.FS_MAKE_SYM | sandbox.FS_MAKE_SOCK | sandbox.FS_IOCTL_DEV))
+
+    def test_ports_are_ruled_only_from_abi_4_and_no_new_privs_comes_before_restrict(self) -> None:
+        self.assertEqual(self.confined(3).kinds(), ["create", "path", "path", "path", "prctl", "restrict"])
+        calls = self.confined(4).calls
+        self.assertIn(("port", 8765, sandbox.NET_BIND_TCP), calls)
+        self.assertIn(("port", 5432, sandbox.NET_CONNECT_TCP), calls)
+        self.assertEqual(calls[-2:], [("prctl", sandbox.PR_SET_NO_NEW_PRIVS, 1), ("restrict", True)])
+
+    def test_a_thread_already_running_stops_confinement_before_any_rule(self) -> None:
+        release = threading.Event()
+        thread = threading.Thread(target=release.wait)
+        thread.start()
+        self.addCleanup(thread.join)
+        self.addCleanup(release.set)
+        libc = FakeLibc(abi=7)
+        status = sandbox.confine(self.plan, libc, machine="x86_64", system="Linux")
+        self.assertFalse(status.on)
+        self.assertIn("threads already running", status.describe())
+        self.assertEqual(libc.kinds(), ["version"])
+
+    def test_the_database_url_names_the_ports_to_connect_to(self) -> None:
+        self.assertEqual(sandbox.postgres_endpoints("postgresql://u:pw@db1:5433,[::1]:6000/notes"), (["db1", "::1"], [5433, 6000]))
+        self.assertEqual(sandbox.postgres_endpoints("postgresql:///notes?host=%2Frun%2Fpg&port=5444"), (["/run/pg"], [5444]))
+
+
+class CompromisedServerTests(unittest.TestCase):
+    """Code running inside the server after start-up (sitecustomize, tests/sandbox_probe) tries to escape."""
+
+    def setUp(self) -> None:
+        folder = self.enterContext(tempfile.TemporaryDirectory(prefix="sandbox-"))
+        self.notes = os.path.join(folder, "Notes")
+        self.outside = os.path.join(folder, "outside")
+        os.makedirs(self.notes)
+        os.makedirs(self.outside)
+        for name, text in (("tps.md", "# TPS report\n"), ("list.md", "# Shopping\n")):
+            with open(os.path.join(self.notes, name), "w", encoding="utf-8") as handle:
+                handle.write(text)
+        self.secret = os.path.join(self.outside, "secret.txt")
+        with open(self.secret, "w", encoding="utf-8") as handle:
+            handle.write(SECRET_TEXT)
+        self.link = os.path.join(self.notes, "escape")
+        os.symlink(self.secret, self.link)
+        listener = socket.socket()
+        self.addCleanup(listener.close)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(4)
+        spec = {"secret": self.secret, "outside": self.outside, "link": self.link, "port": listener.getsockname()[1]}
+        self.env = procs.server_env(
+            NOTES_MCP_TOKEN=procs.TOKEN,
+            NOTES_MCP_SECRET=procs.SECRET,
+            XDG_STATE_HOME=os.path.join(folder, "state"),
+            PYTHONPATH=PROBE_DIR,
+            NOTES_MCP_TEST_PROBE=json.dumps(spec),
+        )
+
+    def probe_line(self, server: procs.Process, where: str) -> dict[str, str]:
+        prefix = f"probe {where}: "
+        self.assertTrue(server.wait_for_line(prefix), server.stderr_text())
+        return probe_results(next(line for line in server.stderr_lines if line.startswith(prefix)))
+
+    def http_probe(self, *flags: str) -> tuple[procs.HttpServer, dict[str, str], dict[str, str]]:
+        """Serve the notes folder over HTTP, probe the main thread and a worker, then delete tps.md; the probes' results."""
+        server = procs.HttpServer(self, "--notes-dir", self.notes, *flags, env=self.env)
+        os.kill(server.proc.pid, signal.SIGUSR1)
+        in_main = self.probe_line(server, "main")
+        args = tps(workspace=folder_uri(self.notes))
+        conn = server.connect(self)
+        # The first tools/call waits on the folder store, so the engine hands it to a worker thread.
+        _, _, body = procs.post(conn, call(args))
+        first = json.loads(body)["result"]
+        in_worker = self.probe_line(server, "worker")
+        retry = call(args, id=2, requestState=first["requestState"], inputResponses=accept("tps.md"))
+        _, _, body = procs.post(conn, retry)
+        self.assertEqual(json.loads(body)["result"]["structuredContent"], {"deleted": True, "noteId": "tps.md"})
+        self.assertEqual(sorted(os.listdir(self.notes)), ["escape", "list.md"])
+        return server, in_main, in_worker
+
+    def test_inside_the_sandbox_every_escape_fails_in_the_main_thread_and_a_worker_and_the_deletion_completes(self) -> None:
+        skip_without_landlock(sandbox.NET_FROM_ABI)
+        server, in_main, in_worker = self.http_probe()
+        denied = dict.fromkeys(ATTEMPTS, "denied(EACCES)")
+        self.assertEqual(in_main, denied)
+        self.assertEqual(in_worker, denied)
+        self.assertEqual(os.listdir(self.outside), ["secret.txt"])  # nothing written outside
+        with open(self.secret, encoding="utf-8") as handle:
+            self.assertEqual(handle.read(), SECRET_TEXT)
+        self.assertTrue(any(line.startswith(f"notes-mcp: sandbox: on (Landlock ABI {KERNEL_ABI}): ") for line in server.stderr_lines))
+        server.proc.terminate()
+        self.assertEqual(server.wait(), 0)  # graceful shutdown works inside the sandbox
+        self.assertNotIn("Traceback", server.stderr_text())
+
+    def test_with_no_sandbox_the_same_probe_escapes_so_the_test_above_can_fail(self) -> None:
+        server, in_main, in_worker = self.http_probe("--no-sandbox")
+        allowed = dict.fromkeys(ATTEMPTS, "allowed")
+        self.assertEqual(in_main, allowed)
+        self.assertEqual(in_worker, allowed)
+        self.assertEqual(sorted(os.listdir(self.outside)), ["secret.txt", "written-by-main", "written-by-worker"])
+        self.assertIn("notes-mcp: sandbox: off (--no-sandbox); serving unconfined", server.stderr_lines)
+
+    def test_on_stdio_the_sandbox_binds_no_port_and_still_deletes(self) -> None:
+        skip_without_landlock(sandbox.NET_FROM_ABI)
+        server = procs.StdioServer(self, "--notes-dir", self.notes, env=self.env)
+        args = tps(workspace=folder_uri(self.notes))
+        first = server.exchange(call(args))["result"]  # served: the sandbox is in place
+        os.kill(server.proc.pid, signal.SIGUSR1)
+        self.assertEqual(self.probe_line(server, "main"), dict.fromkeys(ATTEMPTS, "denied(EACCES)"))
+        self.assertIn("TCP bind none, connect none", server.stderr_text())
+        done = server.exchange(call(args, id=2, requestState=first["requestState"], inputResponses=accept("tps.md")))
+        self.assertEqual(done["result"]["structuredContent"], {"deleted": True, "noteId": "tps.md"})
+        server.close_stdin()
+        self.assertEqual(server.wait(), 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
