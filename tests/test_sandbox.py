@@ -15,6 +15,7 @@ from typing import Any
 
 import support  # noqa: F401 - puts code/ on the import path
 import main
+import postgres_cluster
 import procs
 import sandbox
 import serve
@@ -278,6 +279,89 @@ class CompromisedServerTests(unittest.TestCase):
         self.assertEqual(done["result"]["structuredContent"], {"deleted": True, "noteId": "tps.md"})
         server.close_stdin()
         self.assertEqual(server.wait(), 0)
+
+
+class SqliteAndMountsTests(unittest.TestCase):
+    """SQLite's -wal and -shm beside the database, and a notes folder on another mount, inside the sandbox."""
+
+    def test_notes_on_another_mount_and_confirmations_in_sqlite_wal_survive_confinement_and_shutdown(self) -> None:
+        skip_without_landlock()
+        state = self.enterContext(tempfile.TemporaryDirectory(prefix="sandbox-state-"))
+        if not os.path.isdir("/dev/shm") or os.stat("/dev/shm").st_dev == os.stat(state).st_dev:
+            self.skipTest("no /dev/shm mount apart from the temporary folder's")
+        notes = self.enterContext(tempfile.TemporaryDirectory(prefix="sandbox-notes-", dir="/dev/shm"))
+        with open(os.path.join(notes, "tps.md"), "w", encoding="utf-8") as handle:
+            handle.write("# TPS report\n")
+        db = os.path.join(state, "confirmations.db")
+        config = procs.write_config(self, {
+            "principals": {"alice": {"token": procs.TOKEN, "workspaces": [], "notesDirs": [notes]}},
+            "stdioPrincipal": "alice",
+            "db": db,
+        })  # fmt: skip
+        server = procs.StdioServer(self, "--config", config, env=procs.server_env(NOTES_MCP_SECRET=procs.SECRET))
+        args = tps(workspace=folder_uri(notes))
+        first = server.exchange(call(args))["result"]
+        done = server.exchange(call(args, id=2, requestState=first["requestState"], inputResponses=accept("tps.md")))
+        self.assertEqual(done["result"]["structuredContent"], {"deleted": True, "noteId": "tps.md"})
+        self.assertEqual(os.listdir(notes), [])
+        self.assertTrue(os.path.exists(db + "-wal") and os.path.exists(db + "-shm"))  # written inside the sandbox
+        self.assertIn("read-write 1 device, 1 notes folder, 1 state folder", server.stderr_text())
+        server.close_stdin()
+        self.assertEqual(server.wait(), 0)
+        # Closing checkpointed the log into the database and removed it: the folder stayed writable to the end.
+        self.assertFalse(os.path.exists(db + "-wal"))
+        self.assertNotIn("Traceback", server.stderr_text())
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on right now (for the PostgreSQL cluster's TCP listener)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class PostgresInsideTests(unittest.TestCase):
+    """A confined server on PostgreSQL, over the Unix socket and over TCP, reconnecting after its connection is cut."""
+
+    cluster: postgres_cluster.Cluster
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        skip_without_landlock(sandbox.NET_FROM_ABI)
+        cls.cluster = postgres_cluster.start_or_skip(tcp_port=free_port())
+        cls.addClassCleanup(cls.cluster.destroy)
+
+    def backends(self, database: str) -> set[int]:
+        with self.cluster.admin() as admin:
+            rows = admin.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s", (database,)).fetchall()
+        return {row[0] for row in rows}
+
+    def deletes_and_reconnects(self, url: str, database: str) -> None:
+        server = procs.HttpServer(self, "--db", url)
+        self.assertIn(f"connect {self.cluster.tcp_port}", next(line for line in server.stderr_lines if "sandbox: on" in line))
+        conn = server.connect(self)
+        first = json.loads(procs.post(conn, call(tps()))[2])["result"]
+        before = self.backends(database)
+        with self.cluster.admin() as admin:
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (database,))
+        retry = call(tps(), id=2, requestState=first["requestState"], inputResponses=accept("note-14"))
+        # The first call after the cut may meet the dead connection (isError, nothing consumed); the next reconnects.
+        for _ in range(2):
+            result = json.loads(procs.post(conn, retry)[2])["result"]
+            if not result.get("isError"):
+                break
+        self.assertEqual(result["structuredContent"], {"deleted": True, "noteId": "note-14"})
+        after = self.backends(database)
+        self.assertTrue(after and not after & before, (before, after))  # a new connection, made inside the sandbox
+        self.assertNotIn("Traceback", server.stderr_text())
+
+    def test_over_the_unix_socket(self) -> None:
+        url = self.cluster.new_database()
+        self.deletes_and_reconnects(url, url.split("?")[0].rsplit("/", 1)[1])
+
+    def test_over_tcp(self) -> None:
+        database = self.cluster.new_database().split("?")[0].rsplit("/", 1)[1]
+        self.deletes_and_reconnects(self.cluster.tcp_url(database), database)
 
 
 if __name__ == "__main__":
