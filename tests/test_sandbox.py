@@ -6,8 +6,12 @@ import ctypes
 import errno
 import json
 import os
+import re
+import shutil
 import signal
 import socket
+import subprocess
+import sys
 import tempfile
 import threading
 import unittest
@@ -24,6 +28,8 @@ from support import accept, call, tps
 PROBE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox_probe")
 ATTEMPTS = ("read-outside", "list-root", "write-outside", "symlink-out", "bind-other-port", "connect-test-port")
 SECRET_TEXT = "not for the server\n"
+SECURITY_DOC = os.path.join(support.ROOT, "docs", "security.md")
+MAX_SYSTEMD_EXPOSURE = 25  # systemd-analyze's --threshold counts tenths: "2.5" on its 0-10 scale
 KERNEL_ABI = sandbox.kernel_abi()
 
 
@@ -362,6 +368,124 @@ class PostgresInsideTests(unittest.TestCase):
     def test_over_tcp(self) -> None:
         database = self.cluster.new_database().split("?")[0].rsplit("/", 1)[1]
         self.deletes_and_reconnects(self.cluster.tcp_url(database), database)
+
+
+def recipe(kind: str, first: str) -> str:
+    """The body of docs/security.md's ```kind block whose text starts with `first`."""
+    with open(SECURITY_DOC, encoding="utf-8") as handle:
+        text = handle.read()
+    for body in re.findall(r"^```" + kind + r"\n(.*?)^```", text, re.DOTALL | re.MULTILINE):
+        if body.startswith(first):
+            return body
+    raise AssertionError(f"docs/security.md has no ```{kind} block starting with {first!r}")
+
+
+def descendant_running(pid: int, program: str) -> int:
+    """The pid of a descendant of `pid` running `program` (bwrap runs the server as a grandchild)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as handle:
+                    parents[int(entry)] = int(handle.read().rsplit(b")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    for child, parent in parents.items():
+        ancestor = parent
+        while ancestor not in (pid, 0, 1) and ancestor in parents:
+            ancestor = parents[ancestor]
+        if ancestor == pid:
+            try:
+                with open(f"/proc/{child}/cmdline", "rb") as handle:
+                    if handle.read().split(b"\0")[0] == os.fsencode(program):
+                        return child
+            except OSError:
+                continue
+    raise AssertionError(f"no process under {pid} runs {program}")
+
+
+class OuterLayerTests(unittest.TestCase):
+    """The operator recipes of docs/security.md: the bwrap command line is started, the systemd unit checked."""
+
+    def test_the_bwrap_command_line_serves_a_deletion_and_the_probe_inside_sees_nothing_outside(self) -> None:
+        if shutil.which("bwrap") is None:
+            self.skipTest("bwrap is not installed (apt-get install bubblewrap; .ci/run installs it)")
+        skip_without_landlock(sandbox.NET_FROM_ABI)  # the recipe says --sandbox require
+        folder = self.enterContext(tempfile.TemporaryDirectory(prefix="bwrap-"))
+        notes, state, outside = (os.path.join(folder, name) for name in ("notes", "state", "outside"))
+        for path in (notes, state, outside):
+            os.mkdir(path)
+        with open(os.path.join(notes, "tps.md"), "w", encoding="utf-8") as handle:
+            handle.write("# TPS report\n")
+        secret = os.path.join(outside, "secret.txt")
+        with open(secret, "w", encoding="utf-8") as handle:
+            handle.write(SECRET_TEXT)
+        os.symlink(secret, os.path.join(notes, "escape"))
+        listener = self.enterContext(socket.socket())
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        spec = {"secret": secret, "outside": outside, "link": "/data/notes/escape", "port": listener.getsockname()[1]}
+        # The documented command, plus (test only) the probe's folder bound in and put on PYTHONPATH.
+        command = recipe("sh", "bwrap ").replace(
+            '"$PYTHON" ', '--ro-bind "$PROBE" /probe --setenv PYTHONPATH /probe --setenv NOTES_MCP_TEST_PROBE "$PROBE_SPEC" "$PYTHON" ', 1
+        )
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "APP": support.ROOT,
+            "NOTES": notes,
+            "STATE": state,
+            "PYTHON": os.path.realpath(sys.executable),
+            "PYTHON_PREFIX": sys.base_prefix,
+            "NOTES_MCP_SECRET": procs.SECRET,
+            "PROBE": PROBE_DIR,
+            "PROBE_SPEC": json.dumps(spec),
+        }
+        proc = subprocess.Popen(["sh", "-c", "exec " + command], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        guard = threading.Timer(procs.GUARD, proc.kill)  # a failure guard only: a hung server must not hang the suite
+        guard.start()
+        self.addCleanup(guard.cancel)
+
+        def exchange(message: dict[str, Any]) -> dict[str, Any]:
+            proc.stdin.write(json.dumps(message).encode() + b"\n")  # type: ignore[union-attr]
+            proc.stdin.flush()  # type: ignore[union-attr]
+            return json.loads(proc.stdout.readline())  # type: ignore[union-attr]
+
+        args = tps(workspace="file:///data/notes")
+        first = exchange(call(args))["result"]
+        os.kill(descendant_running(proc.pid, env["PYTHON"]), signal.SIGUSR1)
+        done = exchange(call(args, id=2, requestState=first["requestState"], inputResponses=accept("tps.md")))
+        proc.stdin.close()  # type: ignore[union-attr]
+        stderr = proc.stderr.read().decode()  # type: ignore[union-attr]
+        self.assertEqual(proc.wait(), 0, stderr)
+        proc.stdout.close()  # type: ignore[union-attr]
+        proc.stderr.close()  # type: ignore[union-attr]
+        self.assertEqual(done["result"]["structuredContent"], {"deleted": True, "noteId": "tps.md"})
+        self.assertEqual(sorted(os.listdir(notes)), ["escape"])
+        self.assertIn("notes-mcp: sandbox: on (Landlock ABI", stderr)
+        results = probe_results(next(line for line in stderr.splitlines() if line.startswith("probe main: ")))
+        self.assertEqual(set(results), set(ATTEMPTS))
+        self.assertNotIn("allowed", results.values())
+        # Outside the bound folders nothing even exists for the process: the outer layer alone hides it.
+        self.assertEqual(results["read-outside"], "denied(ENOENT)")
+        self.assertEqual(results["symlink-out"], "denied(ENOENT)")
+        self.assertEqual(os.listdir(outside), ["secret.txt"])
+
+    def test_the_systemd_unit_verifies_and_its_exposure_is_at_most_2_5(self) -> None:
+        tool = shutil.which("systemd-analyze")
+        if tool is None:
+            self.skipTest("systemd-analyze is not installed")
+        folder = self.enterContext(tempfile.TemporaryDirectory(prefix="unit-"))
+        unit = os.path.join(folder, "notes-mcp.service")
+        with open(unit, "w", encoding="utf-8") as handle:
+            handle.write(recipe("ini", "[Unit]"))
+        verify = subprocess.run([tool, "verify", unit], capture_output=True, text=True, timeout=procs.GUARD)
+        self.assertEqual((verify.returncode, verify.stderr), (0, ""))
+        security = subprocess.run(
+            [tool, "security", "--offline=true", f"--threshold={MAX_SYSTEMD_EXPOSURE}", unit], capture_output=True, text=True, timeout=procs.GUARD
+        )
+        self.assertEqual(security.returncode, 0, security.stdout[-500:] + security.stderr)
+        self.assertIn("Overall exposure level for notes-mcp.service", security.stdout)
+        self.assertIn("✓ NoNewPrivileges=", security.stdout)
 
 
 if __name__ == "__main__":
