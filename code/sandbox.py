@@ -99,7 +99,7 @@ class Status:
     """The outcome of `confine`: on (with the ABI and what stays allowed), off, or unavailable and why."""
 
     on: bool
-    reason: str  # why not, when not on: "unavailable (...)", "off (--no-sandbox)"
+    reason: str  # why not, when not on: "unavailable (...)" or "not applied (...)"
     abi: int = 0
     allowed: str = ""
 
@@ -149,9 +149,14 @@ def _check(result: int, what: str) -> int:
     return result
 
 
+def _syscall(libc: Any, what: str, number: int, *args: Any) -> int:
+    return _check(libc.syscall(ctypes.c_long(number), *args), what)
+
+
 def abi_version(libc: Any, numbers: tuple[int, int, int]) -> int:
     """The running kernel's Landlock ABI, or Failed naming why there is none (ENOSYS, EOPNOTSUPP)."""
-    return _check(libc.syscall(ctypes.c_long(numbers[0]), None, ctypes.c_size_t(0), ctypes.c_uint32(LANDLOCK_CREATE_RULESET_VERSION)), "landlock_create_ruleset")
+    version = ctypes.c_uint32(LANDLOCK_CREATE_RULESET_VERSION)
+    return _syscall(libc, "landlock_create_ruleset", numbers[0], None, ctypes.c_size_t(0), version)
 
 
 def unavailable_reason(exc: Failed) -> str:
@@ -184,14 +189,14 @@ def confine(plan: Plan, libc: Any = None, machine: str | None = None, system: st
     `libc`, `machine` and `system` default to the running ones (tests inject a kernel without Landlock).
     Refuses (Status off) if another thread already runs: it would stay unconfined.
     """
-    libc = libc or _libc()
     abi = kernel_abi(libc, machine, system)
     if isinstance(abi, str):
         return off(abi)
+    libc = libc or _libc()
     threads = _thread_count()
     if threads > 1:
         # A thread already running would keep every right: refuse rather than pretend.
-        return off(f"not applied ({threads} threads already running; only threads started after confinement are covered)")
+        return off(f"not applied ({threads} threads already running; it covers only threads started after it)")
     try:
         _apply(plan, libc, SYSCALLS[machine or platform.machine()], abi)
     except Failed as exc:
@@ -205,6 +210,7 @@ def _thread_count() -> int:
     except OSError:
         return 1  # no /proc: nothing to count with
 
+
 def _apply(plan: Plan, libc: Any, numbers: tuple[int, int, int], abi: int) -> None:
     create, add_rule, restrict = numbers
     fs_mask = FS_BY_ABI[max(v for v in FS_BY_ABI if v <= abi)]
@@ -212,7 +218,7 @@ def _apply(plan: Plan, libc: Any, numbers: tuple[int, int, int], abi: int) -> No
     attr = _RulesetAttr(fs_mask, net, SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= SCOPE_FROM_ABI else 0)
     # The struct grew with the ABI: pass only the fields this kernel knows.
     size = 24 if abi >= SCOPE_FROM_ABI else 16 if abi >= NET_FROM_ABI else 8
-    ruleset = _check(libc.syscall(ctypes.c_long(create), ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0)), "landlock_create_ruleset")
+    ruleset = _syscall(libc, "landlock_create_ruleset", create, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
     try:
         for rights, entries in ((READ, plan.read), (WRITE, plan.write)):
             for _, path in entries:
@@ -220,12 +226,14 @@ def _apply(plan: Plan, libc: Any, numbers: tuple[int, int, int], abi: int) -> No
         if net:
             for rights, ports in ((NET_BIND_TCP, plan.bind), (NET_CONNECT_TCP, plan.connect)):
                 for port in sorted(set(ports)):
-                    rule = _NetPortAttr(rights, port)
-                    _check(libc.syscall(ctypes.c_long(add_rule), ctypes.c_int(ruleset), ctypes.c_int(LANDLOCK_RULE_NET_PORT), ctypes.byref(rule), ctypes.c_uint32(0)), f"landlock_add_rule port {port}")
+                    rule = ctypes.byref(_NetPortAttr(rights, port))
+                    kind = ctypes.c_int(LANDLOCK_RULE_NET_PORT)
+                    _syscall(libc, f"landlock_add_rule port {port}", add_rule, ctypes.c_int(ruleset), kind, rule, ctypes.c_uint32(0))
         # Without no_new_privs an unprivileged process may not restrict itself, and a
         # set-uid program it executed could otherwise shed the domain's limits.
-        _check(libc.prctl(ctypes.c_int(PR_SET_NO_NEW_PRIVS), ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)), "prctl(PR_SET_NO_NEW_PRIVS)")
-        _check(libc.syscall(ctypes.c_long(restrict), ctypes.c_int(ruleset), ctypes.c_uint32(0)), "landlock_restrict_self")
+        no_new_privs = (ctypes.c_int(PR_SET_NO_NEW_PRIVS), ctypes.c_ulong(1), *[ctypes.c_ulong(0)] * 3)
+        _check(libc.prctl(*no_new_privs), "prctl(PR_SET_NO_NEW_PRIVS)")
+        _syscall(libc, "landlock_restrict_self", restrict, ctypes.c_int(ruleset), ctypes.c_uint32(0))
     finally:
         os.close(ruleset)
 
@@ -238,8 +246,9 @@ def _add_path(libc: Any, add_rule: int, ruleset: int, path: str, rights: int) ->
     try:
         if not stat.S_ISDIR(os.fstat(fd).st_mode):
             rights &= FILE_RIGHTS
-        rule = _PathBeneathAttr(rights, fd)
-        _check(libc.syscall(ctypes.c_long(add_rule), ctypes.c_int(ruleset), ctypes.c_int(LANDLOCK_RULE_PATH_BENEATH), ctypes.byref(rule), ctypes.c_uint32(0)), "landlock_add_rule")
+        rule = ctypes.byref(_PathBeneathAttr(rights, fd))
+        kind = ctypes.c_int(LANDLOCK_RULE_PATH_BENEATH)
+        _syscall(libc, "landlock_add_rule", add_rule, ctypes.c_int(ruleset), kind, rule, ctypes.c_uint32(0))
     finally:
         os.close(fd)
 

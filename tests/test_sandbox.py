@@ -273,6 +273,20 @@ class CompromisedServerTests(unittest.TestCase):
         self.assertEqual(sorted(os.listdir(self.outside)), ["secret.txt", "written-by-main", "written-by-worker"])
         self.assertIn("notes-mcp: sandbox: off (--no-sandbox); serving unconfined", server.stderr_lines)
 
+    def test_every_serving_mode_is_confined_so_no_thread_started_before_the_sandbox(self) -> None:
+        # A thread started before confinement (a store's background thread, say) would make
+        # confine refuse; in auto mode the server would then serve unconfined, so say it here.
+        skip_without_landlock()
+        modes = {
+            "stdio": procs.StdioServer(self, "--notes-dir", self.notes, env=self.env),
+            "stdio --publish": procs.StdioServer(self, "--notes-dir", self.notes, "--publish", env=self.env),
+            "http --publish": procs.HttpServer(self, "--notes-dir", self.notes, "--publish", env=self.env),
+        }
+        for mode, server in modes.items():
+            with self.subTest(mode=mode):
+                self.assertTrue(server.wait_for_line("sandbox: "), server.stderr_text())
+                self.assertIn("notes-mcp: sandbox: on (Landlock ABI", server.stderr_text())
+
     def test_on_stdio_the_sandbox_binds_no_port_and_still_deletes(self) -> None:
         skip_without_landlock(sandbox.NET_FROM_ABI)
         server = procs.StdioServer(self, "--notes-dir", self.notes, env=self.env)
