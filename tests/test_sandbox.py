@@ -15,6 +15,7 @@ import sys
 import tempfile
 import threading
 import unittest
+import unittest.mock
 from typing import Any
 
 import support  # noqa: F401 - puts code/ on the import path
@@ -76,7 +77,7 @@ class FakeLibc:
             else:
                 self.calls.append(("port", rule.port, rule.allowed_access))
             return 0
-        self.calls.append(("restrict", args[0].value > 0))
+        self.calls.append(("restrict", args[0].value > 0, args[1].value))
         return 0
 
     def prctl(self, option: Any, *args: Any) -> int:
@@ -180,7 +181,7 @@ class RulesetTests(unittest.TestCase):
         calls = self.confined(4).calls
         self.assertIn(("port", 8765, sandbox.NET_BIND_TCP), calls)
         self.assertIn(("port", 5432, sandbox.NET_CONNECT_TCP), calls)
-        self.assertEqual(calls[-2:], [("prctl", sandbox.PR_SET_NO_NEW_PRIVS, 1), ("restrict", True)])
+        self.assertEqual(calls[-2:], [("prctl", sandbox.PR_SET_NO_NEW_PRIVS, 1), ("restrict", True, 0)])
 
     def test_a_thread_already_running_stops_confinement_before_any_rule(self) -> None:
         release = threading.Event()
@@ -197,6 +198,34 @@ class RulesetTests(unittest.TestCase):
     def test_the_database_url_names_the_ports_to_connect_to(self) -> None:
         self.assertEqual(sandbox.postgres_endpoints("postgresql://u:pw@db1:5433,[::1]:6000/notes"), (["db1", "::1"], [5433, 6000]))
         self.assertEqual(sandbox.postgres_endpoints("postgresql:///notes?host=%2Frun%2Fpg&port=5444"), (["/run/pg"], [5444]))
+        with unittest.mock.patch.dict(os.environ, {"PGPORT": "", "PGHOST": ""}):
+            self.assertEqual(sandbox.postgres_endpoints("postgresql://db/notes"), (["db"], [5432]))
+            self.assertEqual(sandbox.postgres_endpoints("postgresql:///notes"), (["/var/run/postgresql", "/tmp"], [5432]))
+        with unittest.mock.patch.dict(os.environ, {"PGPORT": "6543", "PGHOST": "pg.internal"}):
+            self.assertEqual(sandbox.postgres_endpoints("postgresql:///notes"), (["pg.internal"], [6543]))
+
+    def test_a_rule_the_kernel_refuses_leaves_the_process_unconfined_and_names_the_call(self) -> None:
+        # In a fresh single-threaded process (confine refuses in this one, which runs threads).
+        script = (
+            "import ctypes, errno, sys\n"
+            f"sys.path[:0] = [{support.CODE!r}, {os.path.dirname(os.path.abspath(__file__))!r}]\n"
+            "import sandbox, test_sandbox\n"
+            "class Refusing(test_sandbox.FakeLibc):\n"
+            "    def syscall(self, number, *args):\n"
+            "        if number.value == 445:\n"
+            "            ctypes.set_errno(errno.EINVAL)\n"
+            "            return -1\n"
+            "        return super().syscall(number, *args)\n"
+            "libc = Refusing(abi=7)\n"
+            "status = sandbox.confine(sandbox.Plan(read=[('code folder', sys.path[0])]), libc, machine='x86_64', system='Linux')\n"
+            "print(status.describe()); print([call[0] for call in libc.calls])\n"
+        )
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=procs.GUARD)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(
+            done.stdout.splitlines(),
+            ["sandbox: not applied (landlock_add_rule failed: EINVAL); serving unconfined", "['version', 'create']"],
+        )
 
 
 class CompromisedServerTests(unittest.TestCase):
