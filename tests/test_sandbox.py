@@ -361,6 +361,27 @@ class SqliteAndMountsTests(unittest.TestCase):
         self.assertFalse(os.path.exists(db + "-wal"))
         self.assertNotIn("Traceback", server.stderr_text())
 
+    def test_a_sort_that_outgrows_the_cache_works_inside_the_sandbox(self) -> None:
+        skip_without_landlock()
+        state = self.enterContext(tempfile.TemporaryDirectory(prefix="sandbox-sort-"))
+        # In a fresh single-threaded process: confinement lasts as long as the process.
+        script = (
+            "import sys\n"
+            f"sys.path.insert(0, {support.CODE!r})\n"
+            "import sandbox, sqlite_store\n"
+            f"db = {os.path.join(state, 'sort.db')!r}\n"
+            "conn = sqlite_store._connect(db, 1000)\n"
+            "conn.execute('CREATE TABLE t (a TEXT)')\n"
+            "conn.execute(\"WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 5000) \"\n"
+            "             \"INSERT INTO t SELECT printf('%.200d', i) FROM n\")\n"
+            f"status = sandbox.confine(sandbox.server_plan({support.CODE!r}, [], db, None, None, []))\n"
+            "conn.execute('PRAGMA cache_size = 1')  # every sort spills\n"
+            "print(status.on, len(conn.execute('SELECT a FROM t ORDER BY a DESC').fetchall()))\n"
+        )
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=procs.GUARD)
+        self.assertEqual((done.stdout, done.stderr), ("True 5000\n", ""))
+        self.assertEqual(os.listdir(state), ["sort.db"])
+
 
 def free_port() -> int:
     """A TCP port nothing listens on right now (for the PostgreSQL cluster's TCP listener)."""
