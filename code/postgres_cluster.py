@@ -113,8 +113,8 @@ class Cluster:
         return f"postgresql:///{database}?host={quote(self.root, safe='')}&user={SUPERUSER}{port}"
 
     def tcp_url(self, database: str) -> str:
-        """A postgresql:// URL for `database` over TCP on 127.0.0.1 (a cluster started with tcp_port)."""
-        return f"postgresql://{SUPERUSER}@127.0.0.1:{self.tcp_port}/{database}"
+        """A postgresql:// URL for `database` over TCP to localhost, a name to resolve (a cluster started with tcp_port)."""
+        return f"postgresql://{SUPERUSER}@localhost:{self.tcp_port}/{database}"
 
     def admin(self) -> Any:
         """An autocommit superuser connection to the maintenance database."""
