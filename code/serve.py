@@ -271,8 +271,10 @@ def serve_http(server: main.Server, config: dict[str, Any], args: argparse.Names
         if port == 80:
             policy.allowed_hosts |= frozenset(streamable_http.LOOPBACK_NAMES)
 
-    if not confine(config, args, [httpd.address[1]]):
+    confined = confine(config, args, [httpd.address[1]])
+    if confined is None:
         return EXIT_USAGE
+    say(confined)
 
     def stop(signum: int, frame: Any) -> None:
         # Stop accepting, let requests in flight finish and send their responses, then
@@ -297,8 +299,10 @@ def serve_stdio(server: main.Server, config: dict[str, Any], args: argparse.Name
     import stdio_transport
 
     if pages is None:
-        if not confine(config, args, []):
+        confined = confine(config, args, [])
+        if confined is None:
             return EXIT_USAGE
+        say(confined)
         return stdio_transport.serve_stdio(server, config["stdioPrincipal"], not args.no_legacy)
     import streamable_http
 
@@ -314,8 +318,10 @@ def serve_stdio(server: main.Server, config: dict[str, Any], args: argparse.Name
     policy.allowed_hosts = frozenset(f"{name}:{port}" for name in streamable_http.LOOPBACK_NAMES)
     pages.base_url = listener.url("")
     say(f"connect pages on {listener.url(pages.prefix)}")
-    if not confine(config, args, [port]):
+    confined = confine(config, args, [port])
+    if confined is None:
         return EXIT_USAGE
+    say(confined)
     thread = threading.Thread(target=listener.serve_forever, name="connect-pages", daemon=True)
     thread.start()
     try:
@@ -325,14 +331,14 @@ def serve_stdio(server: main.Server, config: dict[str, Any], args: argparse.Name
         thread.join()
 
 
-def confine(config: dict[str, Any], args: argparse.Namespace, ports: Sequence[int]) -> bool:
-    """Confine the process as --sandbox asks (code/sandbox.py) and say so; False if required and impossible.
+def confine(config: dict[str, Any], args: argparse.Namespace, ports: Sequence[int]) -> str | None:
+    """Confine the process as --sandbox asks (code/sandbox.py); the start-up line saying how, or None if required and impossible.
 
-    Called once the store is open and the listener bound, before any thread starts.
+    Called once the store is open and the listener bound, before any thread starts and
+    before the line that says the server listens (clients may connect from then on).
     """
     if args.sandbox == "off":
-        say("sandbox: off (--no-sandbox); serving unconfined")
-        return True
+        return "sandbox: off (--no-sandbox); serving unconfined"
     import sandbox
 
     folders = [path for entry in config["principals"].values() for path in entry.get("notesDirs", [])]
@@ -343,9 +349,8 @@ def confine(config: dict[str, Any], args: argparse.Namespace, ports: Sequence[in
     status = sandbox.confine(sandbox.server_plan(here, folders, state, url, args.config, ports))
     if args.sandbox == "require" and not status.on:
         say(f"sandbox: required, but {status.reason}; not serving")
-        return False
-    say(status.describe())
-    return True
+        return None
+    return status.describe()
 
 
 # =====================================================================================
