@@ -49,6 +49,11 @@ def skip_unless_landlock_numbers() -> None:
         raise unittest.SkipTest(f"Landlock syscall numbers are known for Linux on {', '.join(sandbox.SYSCALLS)} only")
 
 
+def shown(folder: str) -> list[str]:
+    """A notes folder's entries as a user sees them: hidden entries (the store's own) left out."""
+    return sorted(name for name in os.listdir(folder) if not name.startswith("."))
+
+
 def folder_uri(path: str) -> str:
     return main.format_file_uri(tuple(part for part in path.split("/") if part))
 
@@ -287,7 +292,7 @@ class CompromisedServerTests(unittest.TestCase):
         retry = call(args, id=2, requestState=first["requestState"], inputResponses=accept("tps.md"))
         _, _, body = procs.post(conn, retry)
         self.assertEqual(json.loads(body)["result"]["structuredContent"], {"deleted": True, "noteId": "tps.md"})
-        self.assertEqual(sorted(os.listdir(self.notes)), ["escape", "list.md"])
+        self.assertEqual(shown(self.notes), ["escape", "list.md"])
         return server, in_main, in_worker
 
     def test_inside_the_sandbox_every_escape_fails_in_the_main_thread_and_a_worker_and_the_deletion_completes(self) -> None:
@@ -362,7 +367,7 @@ class SqliteAndMountsTests(unittest.TestCase):
         first = server.exchange(call(args))["result"]
         done = server.exchange(call(args, id=2, requestState=first["requestState"], inputResponses=accept("tps.md")))
         self.assertEqual(done["result"]["structuredContent"], {"deleted": True, "noteId": "tps.md"})
-        self.assertEqual(os.listdir(notes), [])
+        self.assertEqual(shown(notes), [])
         self.assertTrue(os.path.exists(db + "-wal") and os.path.exists(db + "-shm"))  # written inside the sandbox
         self.assertTrue(server.wait_for_line("sandbox: "))  # stderr is drained by its own thread
         self.assertIn("read-write 1 device, 1 notes folder, 1 state folder", server.stderr_text())
@@ -535,7 +540,7 @@ class OuterLayerTests(unittest.TestCase):
         proc.stdout.close()  # type: ignore[union-attr]
         proc.stderr.close()  # type: ignore[union-attr]
         self.assertEqual(done["result"]["structuredContent"], {"deleted": True, "noteId": "tps.md"})
-        self.assertEqual(sorted(os.listdir(notes)), ["escape"])
+        self.assertEqual(shown(notes), ["escape"])
         self.assertIn("notes-mcp: sandbox: on (Landlock ABI", stderr)
         results = probe_results(next(line for line in stderr.splitlines() if line.startswith("probe main: ")))
         self.assertEqual(set(results), set(ATTEMPTS))
