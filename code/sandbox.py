@@ -30,7 +30,7 @@ import platform
 import stat
 import sys
 import sysconfig
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -198,7 +198,7 @@ def confine(plan: Plan, libc: Any = None, machine: str | None = None, system: st
         # A thread already running would keep every right: refuse rather than pretend.
         return off(f"not applied ({threads} threads already running; it covers only threads started after it)")
     try:
-        _apply(plan, libc, SYSCALLS[machine or platform.machine()], abi)
+        restrict(plan, libc, SYSCALLS[machine or platform.machine()], abi)
     except Failed as exc:
         return off(f"not applied ({exc})")
     return Status(True, "", abi, summary(plan, abi))
@@ -211,7 +211,8 @@ def _thread_count() -> int:
         return 1  # no /proc: nothing to count with
 
 
-def _apply(plan: Plan, libc: Any, numbers: tuple[int, int, int], abi: int) -> None:
+def restrict(plan: Plan, libc: Any, numbers: tuple[int, int, int], abi: int) -> None:
+    """Build the ruleset for `plan` with the rights `abi` knows, then restrict the calling thread; Failed if a call fails."""
     create, add_rule, restrict = numbers
     fs_mask = FS_BY_ABI[max(v for v in FS_BY_ABI if v <= abi)]
     net = NET_BIND_TCP | NET_CONNECT_TCP if abi >= NET_FROM_ABI else 0
@@ -333,8 +334,8 @@ def server_plan(
     return plan
 
 
-def postgres_endpoints(url: str) -> tuple[list[str], list[int]]:
-    """The hosts (names or socket folders) and TCP ports a postgresql:// URL connects to."""
+def postgres_endpoints(url: str, environ: Mapping[str, str] = os.environ) -> tuple[list[str], list[int]]:
+    """The hosts (names or socket folders) and TCP ports a postgresql:// URL connects to (PGHOST, PGPORT if it names none)."""
     from urllib.parse import parse_qs, unquote, urlsplit
 
     parts = urlsplit(url)
@@ -356,10 +357,10 @@ def postgres_endpoints(url: str) -> tuple[list[str], list[int]]:
     for value in query.get("port", []):
         ports += [int(p) for p in value.split(",") if p.isdigit()]
     if not ports:
-        env_port = os.environ.get("PGPORT", "")
+        env_port = environ.get("PGPORT", "")
         ports.append(int(env_port) if env_port.isdigit() else 5432)
     if not hosts:
-        hosts = [h for h in os.environ.get("PGHOST", "").split(",") if h] or ["/var/run/postgresql", "/tmp"]
+        hosts = [h for h in environ.get("PGHOST", "").split(",") if h] or ["/var/run/postgresql", "/tmp"]
     return hosts, ports
 
 

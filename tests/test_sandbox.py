@@ -16,7 +16,6 @@ import sys
 import tempfile
 import threading
 import unittest
-import unittest.mock
 from typing import Any
 
 import support  # noqa: F401 - puts code/ on the import path
@@ -162,7 +161,7 @@ class RulesetTests(unittest.TestCase):
 
     def confined(self, abi: int) -> FakeLibc:
         libc = FakeLibc(abi=abi)
-        sandbox._apply(self.plan, libc, sandbox.SYSCALLS["x86_64"], abi)
+        sandbox.restrict(self.plan, libc, sandbox.SYSCALLS["x86_64"], abi)
         return libc
 
     def test_rights_a_kernel_lacks_are_masked_and_the_struct_is_the_size_it_knows(self) -> None:
@@ -211,13 +210,12 @@ class RulesetTests(unittest.TestCase):
         self.assertEqual(libc.kinds(), ["version"])
 
     def test_the_database_url_names_the_ports_to_connect_to(self) -> None:
-        self.assertEqual(sandbox.postgres_endpoints("postgresql://u:pw@db1:5433,[::1]:6000/notes"), (["db1", "::1"], [5433, 6000]))
-        self.assertEqual(sandbox.postgres_endpoints("postgresql:///notes?host=%2Frun%2Fpg&port=5444"), (["/run/pg"], [5444]))
-        with unittest.mock.patch.dict(os.environ, {"PGPORT": "", "PGHOST": ""}):
-            self.assertEqual(sandbox.postgres_endpoints("postgresql://db/notes"), (["db"], [5432]))
-            self.assertEqual(sandbox.postgres_endpoints("postgresql:///notes"), (["/var/run/postgresql", "/tmp"], [5432]))
-        with unittest.mock.patch.dict(os.environ, {"PGPORT": "6543", "PGHOST": "pg.internal"}):
-            self.assertEqual(sandbox.postgres_endpoints("postgresql:///notes"), (["pg.internal"], [6543]))
+        endpoints = sandbox.postgres_endpoints
+        self.assertEqual(endpoints("postgresql://u:pw@db1:5433,[::1]:6000/notes", {}), (["db1", "::1"], [5433, 6000]))
+        self.assertEqual(endpoints("postgresql:///notes?host=%2Frun%2Fpg&port=5444", {}), (["/run/pg"], [5444]))
+        self.assertEqual(endpoints("postgresql://db/notes", {}), (["db"], [5432]))
+        self.assertEqual(endpoints("postgresql:///notes", {}), (["/var/run/postgresql", "/tmp"], [5432]))
+        self.assertEqual(endpoints("postgresql:///notes", {"PGPORT": "6543", "PGHOST": "pg.internal"}), (["pg.internal"], [6543]))
 
     def test_a_rule_the_kernel_refuses_leaves_the_process_unconfined_and_names_the_call(self) -> None:
         # In a fresh single-threaded process (confine refuses in this one, which runs threads).
