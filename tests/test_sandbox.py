@@ -19,6 +19,8 @@ import unittest
 from typing import Any
 
 import support  # noqa: F401 - puts code/ on the import path
+import legacy
+import legacy_client
 import main
 import postgres_cluster
 import procs
@@ -328,6 +330,15 @@ class CompromisedServerTests(unittest.TestCase):
             with self.subTest(mode=mode):
                 self.assertTrue(server.wait_for_line("sandbox: "), server.stderr_text())
                 self.assertIn("notes-mcp: sandbox: on (Landlock ABI", server.stderr_text())
+
+    def test_the_legacy_adapter_is_imported_after_confinement_and_serves(self) -> None:
+        skip_without_landlock()
+        server = procs.StdioServer(self, "--notes-dir", self.notes, env=self.env)
+        self.assertTrue(server.wait_for_line("sandbox: on"), server.stderr_text())
+        self.assertEqual(legacy_client.LegacyClient(server).initialize()["protocolVersion"], legacy.LATEST_LEGACY_VERSION)
+        server.close_stdin()
+        self.assertEqual(server.wait(), 0)
+        self.assertNotIn("Traceback", server.stderr_text())
 
     def test_on_stdio_the_sandbox_binds_no_port_and_still_deletes(self) -> None:
         skip_without_landlock(sandbox.NET_FROM_ABI)
