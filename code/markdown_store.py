@@ -446,8 +446,9 @@ class FolderIndex:
             if held is not None and not (info is not None and stat.S_ISDIR(info.st_mode) and held.ident == (info.st_dev, info.st_ino)):
                 self._drop_folder(path)  # removed, moved away, or replaced by another folder or a link
             if path in self.files:
-                if info is not None and stat.S_ISREG(info.st_mode) and self.files[path][0] == facts(info):
-                    return  # the same version of the same file: nothing to read again
+                # Read again even when its facts look the same: an edit that keeps the size
+                # within one tick of the file system's clock leaves them equal, and the
+                # event is the better witness.
                 self._drop_file(path)
             if info is not None:
                 self._entry(fd, rel, name, {})
@@ -523,7 +524,9 @@ class FolderIndex:
         for path in [p for p in self.folders if p[:n] == rel]:
             folder = self.folders.pop(path)
             self.entries -= len(folder.names)
-            if folder.wd is not None:
+            # Its watch, unless the watch now serves another path: a folder moved onto a
+            # name keeps its watch descriptor, already taken over for the new name.
+            if folder.wd is not None and self.by_wd.get(folder.wd) == path:
                 self._unwatch([folder.wd])
         for path in [p for p in self.files if p[:n] == rel]:
             self._drop_file(path)

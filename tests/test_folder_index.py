@@ -92,6 +92,32 @@ class ChangeNotification(IndexCase):
         self.assertEqual(self.listed(store, "TPS"), {})
         self.assertEqual(self.index(store).folders.keys(), {()})
 
+    def test_a_folder_replaced_by_another_folder_of_the_same_name_is_listed_anew(self) -> None:
+        self.write("2025/old.md", "# TPS old\n")
+        self.write("staging/new.md", "# TPS new\n")
+        store = self.indexed()
+        self.assertEqual(sorted(self.listed(store, "TPS")), ["2025/old.md", "staging/new.md"])
+        shutil.rmtree(os.path.join(self.ws, "2025"))
+        os.rename(os.path.join(self.ws, "staging"), os.path.join(self.ws, "2025"))
+        self.assertEqual(sorted(self.listed(store, "TPS")), ["2025/new.md"])
+        self.write("2025/more.md", "# TPS more\n")  # the folder now at that name is the one watched
+        self.assertEqual(sorted(self.listed(store, "TPS")), ["2025/more.md", "2025/new.md"])
+
+    def test_dropped_title_slots_are_compacted_and_lookups_answer_the_same(self) -> None:
+        for i in range(3):
+            self.write(f"n{i}.md", f"# TPS {i}\n")
+        store = self.indexed()
+        index = self.index(store)
+        self.listed(store, "TPS")  # built
+        with mock.patch.object(markdown_store, "COMPACT_AFTER", 2), mock.patch.object(index, "_compact", wraps=index._compact) as compact:
+            for round_ in range(4):  # each edit drops a slot and adds one
+                for i in range(3):
+                    self.write(f"n{i}.md", f"# TPS {i} v{round_}\n")
+                self.assertEqual(sorted(self.listed(store, "TPS").values()), [f"TPS {i} v{round_}" for i in range(3)])
+                self.assertLessEqual(index.dead, 3)  # compacted once more than max(COMPACT_AFTER, live) are dropped
+                self.assertEqual(len(index.slot_path), len(index.files) + index.dead)
+        self.assertGreaterEqual(compact.call_count, 2)
+
     def test_a_note_swapped_for_a_symlink_leaves_the_index_and_the_outside_file_is_never_listed(self) -> None:
         path = self.write("tps.md", "# TPS\n")
         store = self.indexed()
