@@ -184,6 +184,20 @@ class ChangeNotification(IndexCase):
         self.assertIn("changes found by a rescan at most every 2 s (more than 2 folders to watch)", over.describe())
         self.assertEqual(markdown_store.MAX_WATCHED_FOLDERS, 65_536)
 
+    def test_the_entry_count_follows_each_change_so_the_limit_holds_between_rebuilds(self) -> None:
+        for i in range(4):
+            self.write(f"m{i}.md", "# TPS\n")
+        store = self.indexed(max_walk_entries=5)
+        self.assertEqual(len(self.listed(store, "TPS")), 4)
+        os.unlink(os.path.join(self.ws, "m0.md"))
+        self.write("n1.md", "# TPS\n")
+        self.write("n2.md", "# TPS\n")  # 5 entries: at the limit, served
+        self.assertEqual(len(self.listed(store, "TPS")), 5)
+        self.assertEqual(self.index(store).entries, 5)
+        self.write("n3.md", "# TPS\n")  # 6: over it
+        with self.assertRaises(markdown_store.FolderTooLarge):
+            self.listed(store, "TPS")
+
     def test_past_the_entry_limit_lookups_fail_then_serve_again_once_it_is_back_under(self) -> None:
         for i in range(4):
             self.write(f"m{i}.md", "# TPS\n")
@@ -247,6 +261,16 @@ class RescanFallback(IndexCase):
         with mock.patch.object(markdown_store, "load_note", wraps=markdown_store.load_note) as reads:
             self.assertEqual(len(self.listed(store, "TPS")), main.MAX_CANDIDATES)
         self.assertEqual(reads.call_count, main.MAX_CANDIDATES + 1)  # n00 read by the rescan, the 25 before the offer
+
+    def test_more_matches_than_a_form_can_offer_still_come_from_the_workspace_only(self) -> None:
+        for i in range(main.MAX_CANDIDATES + 1):
+            self.write(f"n{i:02}.md", f"# TPS {i:02}\n")
+            self.write(f"sub/s{i:02}.md", f"# TPS sub {i:02}\n")
+        store = self.indexed()
+        found = self.listed(store, "TPS", "sub")
+        self.assertEqual(len(found), main.MAX_CANDIDATES + 1)
+        self.assertTrue(all(ident.startswith("sub/") for ident in found))
+        self.assertEqual(len(self.listed(store, "TPS")), 2 * (main.MAX_CANDIDATES + 1))
 
     def test_inotify_that_cannot_start_falls_back_to_rescanning_and_says_why(self) -> None:
         with mock.patch.object(markdown_store.change_watch, "Inotify", side_effect=OSError(24, "Too many open files")):
