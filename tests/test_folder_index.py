@@ -264,7 +264,7 @@ class RescanFallback(IndexCase):
 
     def test_more_matches_than_a_form_can_offer_still_come_from_the_workspace_only(self) -> None:
         for i in range(main.MAX_CANDIDATES + 1):
-            self.write(f"n{i:02}.md", f"# TPS {i:02}\n")
+            self.write(f"other/n{i:02}.md", f"# TPS {i:02}\n")  # as deep as the workspace's own
             self.write(f"sub/s{i:02}.md", f"# TPS sub {i:02}\n")
         store = self.indexed()
         found = self.listed(store, "TPS", "sub")
