@@ -537,6 +537,21 @@ class SlowClientTests(unittest.TestCase):
         loris.sendall(head.encode() + data[:10])
         self.assertTrue(read_to_end(loris).startswith(b"HTTP/1.1 408 "))
 
+    def test_a_stray_crlf_flood_without_a_token_is_refused_and_others_are_served(self) -> None:
+        server = procs.HttpServer(self)
+        flood = []
+        for _ in range(16):
+            sock = socket.create_connection(("127.0.0.1", server.port), timeout=GUARD)
+            self.addCleanup(sock.close)
+            sock.sendall(b"\r\n" * 32768)  # 64 KiB of empty lines each, no request line
+            flood.append(sock)
+        status, _, _ = post(server.connect(self), request("server/discover"))
+        self.assertEqual(status, 200)
+        for sock in flood:
+            # Refused after a few lines (not dropped silently at the head deadline).
+            self.assertTrue(read_to_end(sock).startswith(b"HTTP/1.1 400 "))
+        self.assertNotIn("Traceback", server.stderr_text())
+
 
 def read_to_end(sock: socket.socket) -> bytes:
     """Everything the server sends until it closes the connection."""

@@ -419,6 +419,40 @@ class FramingTest(unittest.TestCase):
         self.assertEqual(Client(self, server).send(b"\r\n\r\nGET /s HTTP/1.1\r\nHost: x\r\n\r\n").reply().status, 200)
         self.assertEqual(echo[0].target, "/s")
 
+    def test_up_to_the_empty_line_limit_is_ignored_even_split_across_reads_and_one_more_is_400(self) -> None:
+        server, echo, refusals, _ = start(self)
+        request = b"GET /s HTTP/1.1\r\nHost: x\r\n\r\n"
+        client = Client(self, server)
+        for _ in range(hs.MAX_EMPTY_LINES):
+            client.send(b"\r\n")  # one read each, most likely: the count carries over
+        self.assertEqual(client.send(request).reply().status, 200)
+        # The count starts again for the next request on the same connection.
+        self.assertEqual(client.send(b"\r\n" * hs.MAX_EMPTY_LINES + request).reply().status, 200)
+        reply = refused(self, server, b"\r\n" * (hs.MAX_EMPTY_LINES + 1) + request)
+        self.assertEqual(reply.status, 400)
+        self.assertEqual(len(echo), 2)
+        self.assertEqual(refusals, [(400, f"Bad Request: more than {hs.MAX_EMPTY_LINES} empty lines before the request line", None)])
+
+    def test_a_stray_crlf_flood_is_refused_at_once_and_not_read_through(self) -> None:
+        server, echo, refusals, _ = start(self)
+        client = Client(self, server)
+        client.sock.sendall(b"\r\n" * 32768)  # 64 KiB of empty lines and nothing else
+        self.assertEqual(client.reply().status, 400)  # answered without waiting for the head deadline
+        self.assertEqual(echo, [])
+        self.assertEqual([status for status, _, _ in refusals], [400])
+
+    def test_skipped_empty_lines_count_toward_the_head_size_limit(self) -> None:
+        server, echo, _, _ = start(self)
+        lines = b"\r\n" * hs.MAX_EMPTY_LINES
+
+        def head(size: int) -> bytes:
+            start_ = b"GET / HTTP/1.1\r\nHost: x\r\nX-Pad: "
+            return start_ + b"p" * (size - len(start_)) + b"\r\n\r\n"
+
+        self.assertEqual(Client(self, server).send(lines + head(hs.MAX_HEADER_BYTES - len(lines))).reply().status, 200)
+        self.assertEqual(refused(self, server, lines + head(hs.MAX_HEADER_BYTES - len(lines) + 1)).status, 431)
+        self.assertEqual(len(echo), 1)
+
     def test_pipelined_requests_are_answered_in_order_one_at_a_time(self) -> None:
         active, most = [0], [0]
         lock = threading.Lock()
