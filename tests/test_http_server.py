@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import socket
+import sys
 import threading
+import time
 import unittest
 from collections.abc import Iterator
 from typing import Any
@@ -667,6 +669,52 @@ class InlineTest(unittest.TestCase):
         self.assertEqual(Client(self, server).request("GET", "/x").reply().status, 200)
         self.assertTrue(seen[0].startswith("http-worker-"))
         self.assertEqual(log[0], "internal error in inline (GET): KeyError")
+
+
+def wait_until(condition: Any) -> bool:
+    """Poll `condition` (state only the loop thread changes) until true or GUARD passes."""
+    deadline = time.monotonic() + GUARD
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+class ReadAheadTest(unittest.TestCase):
+    """What the engine holds per connection: bounded by the connection's state, not by a recv size."""
+
+    def test_bytes_sent_ahead_during_a_request_are_held_only_up_to_the_pending_limit(self) -> None:
+        inside, release = threading.Event(), threading.Event()
+
+        def app(request: Request) -> Response:
+            inside.set()
+            release.wait(GUARD)
+            return Response(200, [], request.target.encode())
+
+        server, _, _, _ = start(self, app)
+        self.addCleanup(release.set)
+        client = Client(self, server)
+        pipelined = b"GET /next HTTP/1.1\r\nHost: x\r\n\r\n"
+        client.send(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n" + pipelined * 3000)  # ~100 kB sent ahead
+        self.assertTrue(inside.wait(GUARD))
+        (conn,) = server._conns.values()
+        # The loop stops reading once the pending bytes reach the limit; the rest stays in the kernel.
+        self.assertTrue(wait_until(lambda: conn.events == 0))
+        self.assertLessEqual(len(conn.buffer), hs.MAX_PENDING_BYTES)
+        self.assertGreater(len(conn.buffer), 0)  # it did read ahead (EOF would be seen)
+        release.set()
+        self.assertEqual(client.reply().body, b"/slow")
+        self.assertEqual(client.reply().body, b"/next")  # nothing sent ahead was lost
+
+    def test_after_a_large_body_the_connection_keeps_a_small_buffer(self) -> None:
+        server, echo, _, _ = start(self, body_limit=70000)
+        client = Client(self, server)
+        self.assertEqual(client.request("POST", "/big", body=b"b" * 65536).reply().status, 200)
+        self.assertEqual(len(echo[0].body), 65536)
+        (conn,) = server._conns.values()
+        self.assertTrue(wait_until(lambda: conn.state == hs.READ_HEAD))
+        self.assertLess(sys.getsizeof(conn.buffer), 1024)
 
 
 class WorkerPoolTest(unittest.TestCase):
