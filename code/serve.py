@@ -282,8 +282,7 @@ def serve_http(server: main.Server, config: dict[str, Any], args: argparse.Names
 
         threading.Thread(target=finish, name="shutdown", daemon=True).start()
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    stop_on_signals(stop)
     say(f"listening on {httpd.url(streamable_http.ENDPOINT)}")
     httpd.serve_forever()
     return 0
@@ -389,8 +388,7 @@ def serve(argv: Sequence[str]) -> int:
 
     # Set before anything can block (a locked database at start-up): SIGINT then ends
     # the start-up with one line, never a KeyboardInterrupt traceback.
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    stop_on_signals(stop)
     try:
         server, config, args, pages = start(argv)
     except Stop:
@@ -408,6 +406,17 @@ def serve(argv: Sequence[str]) -> int:
     finally:
         close_store(server.notes)
     return EXIT_STORE_LOST if getattr(server.notes, "lost", False) else status
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def stop_on_signals(handler: Any) -> None:
+    """Install `handler` for every signal that stops the server: SIGTERM, SIGINT and SIGHUP alike."""
+    # SIGHUP (a closed terminal, a supervisor's reload) killed the process outright: no
+    # graceful shutdown, no store close. It now ends the server exactly as SIGTERM does.
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, handler)
 
 
 class StartupRefused(Exception):

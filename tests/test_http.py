@@ -7,6 +7,7 @@ import http.client
 import json
 import os
 import shutil
+import signal
 import socket
 import tempfile
 import threading
@@ -550,6 +551,24 @@ class SlowClientTests(unittest.TestCase):
         for sock in flood:
             # Refused after a few lines (not dropped silently at the head deadline).
             self.assertTrue(read_to_end(sock).startswith(b"HTTP/1.1 400 "))
+        self.assertNotIn("Traceback", server.stderr_text())
+
+
+class SignalTests(unittest.TestCase):
+    """The signals that stop an HTTP server all stop it gracefully."""
+
+    def test_sighup_shuts_down_like_sigterm_closing_the_store_and_exiting_zero(self) -> None:
+        folder = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, folder)
+        db = os.path.join(folder, "notes.db")
+        server = procs.HttpServer(self, "--db", db)
+        status, _, _ = post(server.connect(self), call(tps()))
+        self.assertEqual(status, 200)
+        self.assertTrue(os.path.exists(db + "-wal"))  # open and serving
+        server.proc.send_signal(signal.SIGHUP)
+        self.assertEqual(server.wait(), 0)
+        self.assertIn("shutting down", server.stderr_text())  # the graceful path, not a kill
+        self.assertFalse(os.path.exists(db + "-wal"))  # the store was closed (checkpointed)
         self.assertNotIn("Traceback", server.stderr_text())
 
 
