@@ -43,6 +43,9 @@ MAX_PENDING_PER_SESSION = legacy.MAX_PENDING_ELICITATIONS  # forms awaiting an a
 # An open stream holds one engine worker; legacy streams may take at most half of them,
 # so modern requests (and the POSTs that answer the forms) always find a free worker.
 MAX_LEGACY_STREAMS = http_server.WORKER_THREADS // 2
+# One principal's share of them: a principal holding unanswered forms cannot lock every
+# other principal out of legacy notes_delete (the server-wide slots would be all theirs).
+MAX_LEGACY_STREAMS_PER_PRINCIPAL = MAX_LEGACY_STREAMS - MAX_LEGACY_STREAMS // 4
 STREAM_ANSWER_TIMEOUT_SECONDS = 120.0  # a POST's stream waits this long for the client's answer
 SESSION_ID_BYTES = 32  # randomness in a session id (token_urlsafe: 43 visible ASCII characters)
 
@@ -51,6 +54,10 @@ VERSION_HEADER = "MCP-Protocol-Version"
 
 STREAMS_BUSY = (
     f"Too many forms are open on this server (at most {MAX_LEGACY_STREAMS}); nothing was changed. Try again."
+)
+PRINCIPAL_STREAMS_BUSY = (
+    f"Too many of your forms are open (at most {MAX_LEGACY_STREAMS_PER_PRINCIPAL}); "
+    "nothing was changed. Answer or cancel one, then try again."
 )
 
 
@@ -98,6 +105,7 @@ class LegacyHttp:
         self._lock = threading.Lock()
         self._sessions: dict[str, _Session] = {}
         self._streams = threading.BoundedSemaphore(MAX_LEGACY_STREAMS)
+        self._streams_of: dict[str, int] = {}  # open stream slots per principal (none: absent)
 
     # ------------------------------------------------------------------ routing
 
@@ -248,11 +256,12 @@ class LegacyHttp:
         assert envelope.id is not None
         core = session.core
         # Each call may become a stream holding a worker: bounded before any work is done.
-        if not self._streams.acquire(blocking=False):
-            return _json({"jsonrpc": "2.0", "id": envelope.id, "result": legacy.tool_error(STREAMS_BUSY)})
+        refusal = self._take_stream(core.principal)
+        if refusal is not None:
+            return _json({"jsonrpc": "2.0", "id": envelope.id, "result": legacy.tool_error(refusal)})
         call = core.begin_call(envelope.id)
         if call is None:
-            self._streams.release()
+            self._give_stream(core.principal)
             refusal = main.McpError(main.INVALID_REQUEST, "Invalid Request: id is in use by a call in progress")
             return _json(main.error_response(envelope.id, refusal))
         stream = CallStream(self, session, call, core.run_call(call, envelope.params, gone))
@@ -266,6 +275,28 @@ class LegacyHttp:
             stream.close()
             return _json(response) if response is not None else _refusal(404, NO_SESSION)  # ended meanwhile
         return http_server.StreamResponse(200, list(SSE), stream)
+
+
+    def _take_stream(self, principal: str) -> str | None:
+        """Take a stream slot for `principal`: None, or why not (its share, or the server's slots, are taken)."""
+        with self._lock:
+            mine = self._streams_of.get(principal, 0)
+            if mine >= MAX_LEGACY_STREAMS_PER_PRINCIPAL:
+                return PRINCIPAL_STREAMS_BUSY
+            if not self._streams.acquire(blocking=False):
+                return STREAMS_BUSY
+            self._streams_of[principal] = mine + 1
+        return None
+
+    def _give_stream(self, principal: str) -> None:
+        """Give back a slot taken by _take_stream."""
+        with self._lock:
+            left = self._streams_of[principal] - 1
+            if left:
+                self._streams_of[principal] = left
+            else:
+                del self._streams_of[principal]  # the table holds principals with a stream open only
+            self._streams.release()
 
 
 class CallStream:
@@ -329,7 +360,7 @@ class CallStream:
         self._steps.close()  # a pending form leaves the session's table here
         if not self._done:
             self._session.core.end_call(self._call)
-        self._owner._streams.release()
+        self._owner._give_stream(self._session.core.principal)
         self._owner._release(self._session)
 
 
