@@ -52,6 +52,23 @@ def read_token(value: Any, field: str) -> str:
     return value
 
 
+MIN_TOKEN_BITS = 64  # below this estimate a token is reported as guessable at start-up
+MIN_KEY_BITS = 128  # ... and a signing key
+
+
+def estimated_bits(secret: str | bytes) -> float:
+    """A rough strength estimate: length times the Shannon entropy of the symbols' frequencies."""
+    # Catches what a person types instead of a random value ("aaaa...", an all-zero key,
+    # "password1234567890"); a random value of the required length is far above the bounds.
+    import math
+
+    counts: dict[Any, int] = {}
+    for symbol in secret:
+        counts[symbol] = counts.get(symbol, 0) + 1
+    total = len(secret)
+    return -sum(n * math.log2(n / total) for n in counts.values())
+
+
 def read_workspaces(value: Any, field: str) -> list[str]:
     """A list of file:// workspace URIs, each one the core can parse."""
     if not isinstance(value, list):

@@ -190,6 +190,16 @@ def signing_keys(config: dict[str, Any], environ: dict[str, str]) -> list[bytes]
     return [secrets.token_bytes(main.MIN_KEY_BYTES)]
 
 
+def warn_weak_secrets(config: dict[str, Any], keys: Sequence[bytes]) -> None:
+    """One warning line per token or signing key that looks typed rather than random (never the value)."""
+    for name, entry in config["principals"].items():
+        if entry.get("token") and configuration.estimated_bits(entry["token"]) < configuration.MIN_TOKEN_BITS:
+            say(f"warning: the token of principal {name!r} looks easy to guess; use a random one, e.g. secrets.token_urlsafe(32)")
+    for index, key in enumerate(keys):
+        if configuration.estimated_bits(key) < configuration.MIN_KEY_BITS:
+            say(f"warning: signing key {index} looks easy to guess (repeated bytes); use a random one, e.g. secrets.token_hex(32)")
+
+
 def lesson_token(environ: dict[str, str], why: str) -> str:
     """NOTES_MCP_TOKEN for the no-config setup, or ConfigError saying why one is needed."""
     token = environ.get("NOTES_MCP_TOKEN", "")
@@ -476,6 +486,7 @@ def start(argv: Sequence[str]) -> tuple[main.Server, dict[str, Any], argparse.Na
         import connect
 
         pages = connect.install(server, {name: entry["token"] for name, entry in config["principals"].items() if entry["token"]})
+    warn_weak_secrets(config, keys)  # once start-up has succeeded: a refusal stays one line
     return server, config, args, pages
 
 

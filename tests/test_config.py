@@ -277,6 +277,27 @@ class SubprocessExitStatusTests(unittest.TestCase):
         self.assertIn("stateTtlSeconds:", process.stderr_lines[0])
         self.assertEqual(process.proc.stdout.read(), b"")  # type: ignore[union-attr]
 
+    def test_a_guessable_token_or_key_is_warned_about_at_start_up_without_printing_it(self) -> None:
+        weak_key = "00" * main.MIN_KEY_BYTES
+        path = procs.write_config(self, config(keys=[weak_key, procs.SECRET], principals={"alice": dict(ALICE), "bob": {**BOB, "token": "bob-" + procs.TOKEN}}, stdioPrincipal="alice"))
+        process = procs.HttpServer(self, "--config", path, env=procs.server_env())
+        self.assertTrue(process.wait_for_line("listening on"))
+        text = process.stderr_text()
+        warnings = [line for line in process.stderr_lines if "easy to guess" in line]
+        self.assertEqual(len(warnings), 2, text)  # alice's "aaaa..." and key 0, not bob's token nor key 1
+        self.assertIn("principal 'alice'", warnings[0])
+        self.assertIn("signing key 0", warnings[1])
+        self.assertNotIn(ALICE["token"], text)
+        self.assertNotIn(weak_key, text)
+
+    def test_strength_estimates_separate_typed_values_from_random_ones(self) -> None:
+        self.assertEqual(configuration.estimated_bits("a" * 64), 0)
+        self.assertEqual(configuration.estimated_bits(bytes(32)), 0)
+        self.assertLess(configuration.estimated_bits("abababababababab"), configuration.MIN_TOKEN_BITS)
+        self.assertGreaterEqual(configuration.estimated_bits(procs.TOKEN), configuration.MIN_TOKEN_BITS)
+        self.assertGreaterEqual(configuration.estimated_bits(support.KEY), configuration.MIN_KEY_BITS)
+        self.assertGreaterEqual(configuration.estimated_bits(bytes.fromhex(procs.SECRET)), configuration.MIN_KEY_BITS)
+
     def test_no_auth_on_a_public_address_exits_2(self) -> None:
         process = procs.Process(self, ["--http", "--host", "0.0.0.0", "--port", "0", "--no-auth"], procs.server_env())
         self.assertEqual(process.wait(), serve.EXIT_USAGE)
