@@ -447,8 +447,9 @@ def start(argv: Sequence[str]) -> tuple[main.Server, dict[str, Any], argparse.Na
     if status is not None:
         raise StartupRefused(status)
     environ = dict(os.environ)
+    later: list[str] = []  # warnings said once start-up has succeeded: a refusal stays one line
     try:
-        config = configuration.load_config(args.config) if args.config else configuration.lesson_config()
+        config = configuration.load_config(args.config, later.append) if args.config else configuration.lesson_config()
     except ConfigError as exc:
         say(f"config {args.config}: {exc}")
         raise StartupRefused(EXIT_USAGE) from None
@@ -486,6 +487,8 @@ def start(argv: Sequence[str]) -> tuple[main.Server, dict[str, Any], argparse.Na
         import connect
 
         pages = connect.install(server, {name: entry["token"] for name, entry in config["principals"].items() if entry["token"]})
+    for line in later:
+        say(line)
     warn_weak_secrets(config, keys)  # once start-up has succeeded: a refusal stays one line
     return server, config, args, pages
 
