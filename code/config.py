@@ -134,7 +134,7 @@ def read_notes(value: Any, field: str) -> list[main.Note]:
     for index, entry in enumerate(value):
         where = f"{field}[{index}]"
         raw = read_object(entry, where, NOTE_FIELDS, ("id", "title", "uri"))
-        note = main.Note(raw["id"], raw["title"], raw["uri"], raw.get("revision", 0))
+        note = main.Note(raw["id"], main.blank_controls(raw["title"]), raw["uri"], raw.get("revision", 0))
         try:
             main.check_note(note)
         except ValueError as exc:

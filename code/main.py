@@ -411,6 +411,12 @@ def check_note(note: Note) -> None:
         raise ValueError(f"note {note.id!r} uri {exc}") from None
 
 
+def blank_controls(title: str) -> str:
+    """`title` with every non-printable character (controls, format characters such as bidi overrides) as a space."""
+    # "\u202egnp.exe plan" shows as "plan exe.png": a user would confirm one name and delete another.
+    return title if title.isprintable() else "".join(ch if ch.isprintable() else " " for ch in title)
+
+
 def checked_notes(notes: Iterable[Note]) -> list[Note]:
     """Notes a store may hold: each passes check_note, ids are unique, URIs canonical; else ValueError."""
     checked: dict[str, Note] = {}
@@ -429,7 +435,7 @@ def stored_note(row: tuple[object, ...]) -> Note | None:
     note_id, title, uri, revision = row
     if not (isinstance(note_id, str) and isinstance(title, str) and isinstance(uri, str) and isinstance(revision, int)):
         return None
-    note = Note(note_id, title, uri, revision)
+    note = Note(note_id, blank_controls(title), uri, revision)
     try:
         check_note(note)
     except ValueError:
@@ -954,9 +960,9 @@ class MemoryNotesStore:
     def _insert(self, note: Note) -> None:
         """Add or replace a note (its URI made canonical) and index its title; lock held or not yet shared."""
         check_note(note)
-        uri = normalize_file_uri(note.uri)
+        note = note._replace(uri=normalize_file_uri(note.uri), title=blank_controls(note.title))
         self._drop(note.id)
-        self._notes[note.id] = note if uri == note.uri else note._replace(uri=uri)
+        self._notes[note.id] = note
         for gram in trigrams(note.folded_title):
             self._by_trigram.setdefault(gram, set()).add(note.id)
 

@@ -357,4 +357,4 @@ def shown(text: str) -> str:
     """A title fit for a form: control and format characters blanked, at most MAX_TITLE_LENGTH."""
     # A bidi override or an escape sequence in a heading could make a host show one
     # name while the user confirms another.
-    return "".join(ch if ch.isprintable() else " " for ch in text).strip()[: main.MAX_TITLE_LENGTH].strip()
+    return main.blank_controls(text).strip()[: main.MAX_TITLE_LENGTH].strip()

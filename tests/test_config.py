@@ -224,6 +224,11 @@ class ConfigRejectionTests(StartupRefusalCase):
         self.assertEqual(len(warned), 1)
         self.assertIn("readable by group or others (mode 0640)", warned[0])
 
+    def test_control_and_format_characters_in_a_note_title_are_blanked_and_a_title_of_only_them_refused(self) -> None:
+        loaded = configuration.load_config(procs.write_config(self, config(notes=[dict(NOTE, title="\u202egnp.exe plan\x1b[0m")])))
+        self.assertEqual(loaded["notes"][0].title, " gnp.exe plan [0m")
+        self.assert_refused(config(notes=[dict(NOTE, title="\u202e\u200b\t")]), "notes[0]")
+
     def test_a_full_config_loads_every_field(self) -> None:
         document = config(
             principals={"alice": ALICE, "bob": BOB},
