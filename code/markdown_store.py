@@ -321,7 +321,10 @@ def load_note(
     try:
         info = os.fstat(handle)
         # The entry listed may have been swapped before the open: trust only what is open.
-        if not stat.S_ISREG(info.st_mode) or (seen is not None and facts(info)[:2] != facts(seen)[:2]):
+        # A file with a second hard link may be a file outside the folder linked in (its
+        # heading would be shown as a title, and deleting it here would not delete it):
+        # not offered, and not deleted.
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1 or (seen is not None and facts(info)[:2] != facts(seen)[:2]):
             return None
         head = os.read(handle, TITLE_SCAN_BYTES)
     except OSError:
