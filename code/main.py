@@ -1116,6 +1116,10 @@ class Confirmations:
             # trusting it would stretch its lifetime past what the TTL promises.
             if not state.iat <= now + MAX_CLOCK_SKEW_SECONDS:
                 raise StateError("issued in the future")
+            # Signed with our key yet living longer than the TTL (a ten-year state): its
+            # nonce would have to be kept that long. We only ever sign exp = iat + ttl.
+            if not state.exp <= state.iat + self.ttl:
+                raise StateError("lifetime longer than the TTL")
             # Only a verified nonce reaches the store, so forged states cannot probe or fill it.
             if self.store.is_consumed(state.nonce):
                 raise StateError("confirmation already used")
