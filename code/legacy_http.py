@@ -69,6 +69,15 @@ class _Session:
         self.core = core
         self.last_used = now
         self.active = 0  # requests and streams in flight (the session does not expire under them)
+        self.used = False  # served more than the handshake (initialize, notifications/initialized)
+
+
+def eviction_order(session: _Session) -> tuple[bool, bool, float]:
+    """Sort key of a principal's sessions, the first to end first: idle ones that never did more than initialize, oldest first."""
+    # Short command-line runs that initialize and exit without DELETE must not push out a
+    # host's long-lived session: sessions in use (a call in flight, or ever served a
+    # request) go only after every handshake-only one, then least recently used first.
+    return (session.active > 0, session.used, session.last_used)
 
 
 def _refusal(status: int, message: str) -> http_server.Response:
@@ -145,6 +154,8 @@ class LegacyHttp:
     def _serve(self, session: _Session, message: dict[str, Any], gone: threading.Event) -> http_server.Response | http_server.StreamResponse:
         """One legacy message on its session."""
         core = session.core
+        if message.get("method") != "notifications/initialized":
+            session.used = True
         if "method" not in message:
             core.on_response(message)
             return ACCEPTED
@@ -177,9 +188,9 @@ class LegacyHttp:
         evicted: list[_Session] = []
         with self._lock:
             evicted += self._expired_locked()
-            mine = sorted((s for s in self._sessions.values() if s.core.principal == principal), key=lambda s: s.last_used)
+            mine = sorted((s for s in self._sessions.values() if s.core.principal == principal), key=eviction_order)
             # A client that crashes never sends DELETE: refusing new sessions would lock its
-            # principal out until expiry, so the least recently used one gives way instead.
+            # principal out until expiry, so one gives way instead (see eviction_order).
             while len(mine) >= MAX_SESSIONS_PER_PRINCIPAL:
                 evicted.append(self._sessions.pop(mine.pop(0).id))
             self._sessions[session.id] = session

@@ -412,6 +412,32 @@ class SessionBoundsTests(unittest.TestCase):
         self.assertEqual(side.ping(bobs, principal="bob"), 200)
         self.assertEqual(side.sessions.session_count(support.PRINCIPAL), legacy_http.MAX_SESSIONS_PER_PRINCIPAL)
 
+    def test_a_long_lived_session_outlasts_sixteen_handshake_only_sessions_of_its_principal(self) -> None:
+        side = InProcess(self)
+        host = side.initialize()
+        self.assertEqual(side.ping(host), 200)  # in use
+        side.clock.now += 60
+        runs = []
+        for _ in range(legacy_http.MAX_SESSIONS_PER_PRINCIPAL):  # short runs: initialize, exit without DELETE
+            side.clock.now += 1
+            runs.append(side.initialize())
+        self.assertEqual(side.ping(host), 200)  # still live, though least recently used
+        self.assertEqual(side.ping(runs[0]), 404)  # the oldest handshake-only session gave way
+        self.assertEqual([side.ping(session_id) for session_id in runs[1:]], [200] * (len(runs) - 1))
+        self.assertEqual(side.sessions.session_count(support.PRINCIPAL), legacy_http.MAX_SESSIONS_PER_PRINCIPAL)
+
+    def test_when_every_session_was_used_the_least_recently_used_gives_way(self) -> None:
+        side = InProcess(self)
+        used = []
+        for _ in range(legacy_http.MAX_SESSIONS_PER_PRINCIPAL):
+            used.append(side.initialize())
+            self.assertEqual(side.ping(used[-1]), 200)
+            side.clock.now += 1
+        self.assertEqual(side.ping(used[0]), 200)  # now the most recently used
+        side.initialize()
+        self.assertEqual(side.ping(used[1]), 404)
+        self.assertEqual(side.ping(used[0]), 200)
+
     def test_a_session_idle_exactly_the_limit_is_still_live(self) -> None:
         side = InProcess(self)
         session_id = side.initialize()
