@@ -4,6 +4,10 @@
     python3 code/bench.py --mode scaling [--seconds N]   round trips/s at 10..100,000 notes, three stores
     python3 code/bench.py --mode latency [--seconds N]   HTTP p50/p99 at 1, 4 and 16 keep-alive clients
     python3 code/bench.py --mode idle [--seconds N]      HTTP while 1,000 idle connections are held
+    python3 code/bench.py --mode flood [--seconds N] [--connections N]
+                                          a client's p50/p99 while 1,024 connections send only CRLFs
+    python3 code/bench.py --mode readahead [--connections N]
+                                          server memory while 4,000 connections send ahead, never read
     python3 code/bench.py --mode postgres [--seconds N] [--notes N]
                                           1, 2 and 4 server processes on one PostgreSQL database,
                                           beside one SQLite file (psycopg and the server binaries needed)
@@ -1596,12 +1600,7 @@ def run_hostile(argv: list[str]) -> int:
     finally:
         for process in (attacker, server):
             if process is not None:
-                process.terminate()
-                try:
-                    process.wait(15)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+                stop(process)
         shutil.rmtree(folder, ignore_errors=True)
 
 if __name__ == "__main__":
