@@ -593,13 +593,18 @@ class TokenGuessTests(unittest.TestCase):
         self.assertEqual(len(tokens.throttle), 0)  # the right token forgot the wrong ones
         self.assertIsNone(tokens.principal_from("wrong", "192.0.2.1"))  # ... so this one is free again
 
-    def test_wrong_tokens_are_forgotten_after_a_quiet_period(self) -> None:
+    def test_wrong_tokens_are_forgotten_after_a_quiet_period_and_not_before(self) -> None:
         clock = support.Clock()
         tokens = streamable_http.BearerTokens({"alice": TOKEN}, clock)
-        for _ in range(streamable_http.MAX_FREE_GUESSES - 1):
-            tokens.principal_from("wrong", "192.0.2.1")
-        clock.now += streamable_http.GUESS_MEMORY_SECONDS + 1
-        tokens.principal_from("wrong", "192.0.2.1")  # counted from zero again: no wait
+        for peer in ("192.0.2.1", "192.0.2.2"):
+            for _ in range(streamable_http.MAX_FREE_GUESSES - 1):
+                tokens.principal_from("wrong", peer)
+        clock.now += streamable_http.GUESS_MEMORY_SECONDS
+        tokens.principal_from("wrong", "192.0.2.2")  # exactly the memory: still counted, the wait starts
+        with self.assertRaises(streamable_http.Throttled):
+            tokens.principal_from(TOKEN, "192.0.2.2")
+        clock.now += 1
+        tokens.principal_from("wrong", "192.0.2.1")  # past it: counted from zero again, no wait
         self.assertEqual(tokens.principal_from(TOKEN, "192.0.2.1"), "alice")
 
     def test_memory_is_bounded_by_forgetting_the_least_recently_wrong_peer(self) -> None:
