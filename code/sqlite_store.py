@@ -101,6 +101,7 @@ _WRITE_FAILURES = frozenset({sqlite3.SQLITE_READONLY, sqlite3.SQLITE_IOERR, sqli
 # ... and for a file that is no longer the database this store opened (overwritten in place).
 _NOT_OURS = frozenset({sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT})
 SIDE_FILES = ("-wal", "-shm")  # checked like the database file itself while serving
+_KEPT_OPEN: list[sqlite3.Connection] = []  # connections over a -shm that could not be restored
 
 
 class SqliteNotesStore:
@@ -137,9 +138,12 @@ class SqliteNotesStore:
         # The write-ahead log and its shared-memory index exist while any connection is
         # open (the reader keeps them so): remembered like the file, checked like it.
         self._side = side_identities(path)
+        self._shm_size = _size(path + "-shm")  # SQLite maps it: it may grow, never shrink under us
         self._store_id = store_id(writer)
         self._gone = False
         self._broken = False  # lost because the writer could not be reopened
+        self._shm_shrunk = False  # lost because the -shm file shrank under us: no read or write touches it again
+        self._shm_cut = False  # ... and it could not be grown back: its map must never be touched again
         self._closed = False
         # TEST-ONLY: called as hook(stage) with the write lock held: "waiting" just before
         # BEGIN IMMEDIATE, "claimed" after the nonce insert and "deleted" after the
@@ -152,6 +156,7 @@ class SqliteNotesStore:
     def _read(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
         """Rows from the reader connection; never waits for the write lock."""
         with self._read_lock:
+            self._check_shm()
             try:
                 return self._reader.execute(sql, params).fetchall()
             except sqlite3.DatabaseError as exc:
@@ -366,8 +371,25 @@ class SqliteNotesStore:
         # while another instance starts a new one, and each accepts what the other declined.
         if not self._gone and (_identity(self._path) != self._identity or side_identities(self._path) != self._side):
             self._gone = True
+        self._check_shm()
         if self._gone:
             raise StoreBroken() if self._broken else StoreGone()
+
+    def _check_shm(self) -> None:
+        """Raise StoreGone if the -shm file shrank (truncated by someone else) before SQLite touches its map."""
+        # SQLite memory-maps the -shm file: pages cut off by a truncation fault on the next
+        # access (SIGBUS) and kill the process. Checked before every read and write; a
+        # truncation between this check and the access is still a crash.
+        if not self._shm_shrunk and _shrunk(self._path + "-shm", self._side[1], self._shm_size):
+            self._shm_shrunk = self._gone = True
+            # Zeros back up to the size SQLite mapped, so that closing the connections (at
+            # exit, too) cannot fault: SQLite rebuilds that index from the -wal itself.
+            try:
+                os.truncate(self._path + "-shm", self._shm_size)
+            except OSError:
+                self._shm_cut = True  # then the connections are never closed (see close)
+        if self._shm_shrunk:
+            raise StoreGone()
 
     def _check_content(self) -> None:
         """Raise StoreGone unless the file still holds the store id read at open (write lock held)."""
@@ -389,6 +411,10 @@ class SqliteNotesStore:
             if self._closed:
                 return
             self._closed = True
+            if self._shm_cut:
+                # Closing would touch the cut map (SIGBUS): kept open for the process's life.
+                _KEPT_OPEN.extend((self._reader, self._conn))
+                return
             try:
                 # Until checkpointed, deletions live only in the -wal file: a copy of the
                 # .db file alone (a naive backup) would still hold the deleted notes.
@@ -411,6 +437,24 @@ def store_id(conn: sqlite3.Connection) -> str | None:
     """The random id this database was given when first opened by this version (meta 'store_id')."""
     row = conn.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()
     return row[0] if row is not None else None
+
+
+def _size(path: str) -> int:
+    """The size of the file at `path` now (0 when nothing is there)."""
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _shrunk(path: str, identity: tuple[int, int] | None, size: int) -> bool:
+    """True when `path` is still the file `identity` names and is now smaller than `size` (truncated)."""
+    # Removed or replaced is another check's business (and harmless to the map of the old file).
+    try:
+        info = os.stat(path)
+    except OSError:
+        return False
+    return (info.st_dev, info.st_ino) == identity and info.st_size < size
 
 
 def _identity(path: str) -> tuple[int, int] | None:

@@ -131,6 +131,19 @@ class ServingFaultTests(CliCase):
         self.addCleanup(conn.close)
         self.assertIn(("note-14",), conn.execute("SELECT id FROM notes").fetchall())  # nothing deleted
 
+    def test_a_truncated_shm_file_is_store_lost_and_exit_1_not_a_bus_error(self) -> None:
+        server = procs.HttpServer(self, "--db", self.db, env=env(self.dir, NOTES_MCP_TOKEN=procs.TOKEN))
+        first = self.http_call(server, self, call(tps()))["result"]
+        os.truncate(self.db + "-shm", 0)  # SQLite's memory map of it would fault on the next access
+        retry = call(tps(), id=2, requestState=first["requestState"], inputResponses=accept("note-14"))
+        result = self.http_call(server, self, retry)["result"]
+        self.assertIs(result["isError"], True)
+        self.assertEqual(server.wait(), serve.EXIT_STORE_LOST)  # not -SIGBUS
+        self.assertNotIn("Traceback", server.stderr_text())
+        conn = sqlite3.connect(self.db)
+        self.addCleanup(conn.close)
+        self.assertIn(("note-14",), conn.execute("SELECT id FROM notes").fetchall())
+
     def test_a_failed_write_is_a_retryable_refusal_and_the_same_accept_succeeds_once_writes_work(self) -> None:
         server = procs.HttpServer(self, "--db", self.db, env=env(self.dir, NOTES_MCP_TOKEN=procs.TOKEN))
         first = self.http_call(server, self, call(tps()))["result"]
