@@ -390,7 +390,7 @@ def inside_workspace(note: Note, workspace: Path) -> bool:
 
 def matches(note: Note, workspace: Path, title: str) -> bool:
     """Inside the workspace and the title contains the query (case-insensitive)."""
-    # Title first: it is the cheap test, and a lookup scans every note (see code/bench.py).
+    # Title first: it is the cheap test, and a lookup scans every note (see code/scripts/bench.py).
     return fold_title(title) in note.folded_title and inside_workspace(note, workspace)
 
 

@@ -94,6 +94,10 @@ class PostgresNotesStore:
         # tests pause here and SIGKILL the process. None (the default) in service.
         self._inside_transaction_hook: Callable[[str], None] | None = None
 
+    def pause_inside_transaction(self, hook: Callable[[str], None] | None) -> None:
+        """Call hook(stage) inside each consume transaction before COMMIT (demonstrations; None in service)."""
+        self._inside_transaction_hook = hook
+
     # ---------------------------------------------------------------- reads
 
     def candidates(self, workspace: main.Path, title: str) -> list[main.Note]:

@@ -1,4 +1,4 @@
-"""Shared test helpers: import path for code/, a controllable clock, request builders."""
+"""Shared test helpers: import path for code/ and code/scripts/, a controllable clock, request builders."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CODE = os.path.join(ROOT, "code")
-if CODE not in sys.path:
-    sys.path.insert(0, CODE)
+SCRIPTS = os.path.join(CODE, "scripts")  # benchmarks and test-only helpers, apart from the server
+for _folder in (SCRIPTS, CODE):
+    if _folder not in sys.path:
+        sys.path.insert(0, _folder)
 
 import main  # noqa: E402
 

@@ -1,10 +1,10 @@
 """Benchmark: full MRTR round trips per second, where the time goes, replay-store memory.
 
-    python3 code/bench.py [--mode inprocess|stdio|http|sqlite|all] [--seconds N] [--notes N]
-    python3 code/bench.py --mode scaling [--seconds N]   round trips/s at 10..100,000 notes, three stores
-    python3 code/bench.py --mode latency [--seconds N]   HTTP p50/p99 at 1, 4 and 16 keep-alive clients
-    python3 code/bench.py --mode idle [--seconds N]      HTTP while 1,000 idle connections are held
-    python3 code/bench.py --mode postgres [--seconds N] [--notes N]
+    python3 code/scripts/bench.py [--mode inprocess|stdio|http|sqlite|all] [--seconds N] [--notes N]
+    python3 code/scripts/bench.py --mode scaling [--seconds N]   round trips/s at 10..100,000 notes, three stores
+    python3 code/scripts/bench.py --mode latency [--seconds N]   HTTP p50/p99 at 1, 4 and 16 keep-alive clients
+    python3 code/scripts/bench.py --mode idle [--seconds N]      HTTP while 1,000 idle connections are held
+    python3 code/scripts/bench.py --mode postgres [--seconds N] [--notes N]
                                           1, 2 and 4 server processes on one PostgreSQL database,
                                           beside one SQLite file (psycopg and the server binaries needed)
 
@@ -51,9 +51,12 @@ import tracemalloc
 from collections.abc import Callable, Iterator
 from typing import Any
 
-CODE = os.path.dirname(os.path.abspath(__file__))
-if CODE not in sys.path:
-    sys.path.insert(0, CODE)
+# A script beside the server, not part of it: the server's modules are one folder up.
+SCRIPTS = os.path.dirname(os.path.abspath(__file__))
+CODE = os.path.dirname(SCRIPTS)
+for folder in (CODE, SCRIPTS):
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
 
 import http_server  # noqa: E402
 import main  # noqa: E402
@@ -1277,7 +1280,7 @@ def run(argv: list[str] | None = None) -> int:
 # IDLE_CONNECTIONS open (most silent, some trickling a header byte, each reopened when
 # dropped). Self-contained: its own command line, server and clients.
 #
-#     python3 code/bench.py --mode idle [--seconds N] [--idle N]
+#     python3 code/scripts/bench.py --mode idle [--seconds N] [--idle N]
 # =====================================================================================
 
 IDLE_CONNECTIONS = 1000  # held by the attacking process
