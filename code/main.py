@@ -78,7 +78,6 @@ MAX_URI_LENGTH = 2048  # characters in the `workspaceUri` argument
 PARSED_URI_CACHE_SIZE = 256  # parsed file URIs kept (each at most MAX_URI_LENGTH characters)
 NOTE_VERSION_CACHE_SIZE = 1024  # note versions kept (a note's fields and a 32-character digest)
 MAX_CANDIDATES = 25  # choices in one form; more matches must be narrowed by the caller
-SCAN_UP_TO_NOTES = 32  # a memory store this small is scanned: faster than asking its index
 MAX_NOTE_ID_LENGTH = 128  # characters in a note id (keeps the signed state small)
 MAX_STATE_LENGTH = 8192  # characters of `requestState` accepted before any hashing
 DEFAULT_STATE_TTL_SECONDS = 300.0  # a confirmation is valid for five minutes
@@ -274,14 +273,6 @@ def is_within(path: Path, folder: Path) -> bool:
     return path[: len(folder)] == folder
 
 
-def contains(workspace_uri: str, uri: str) -> bool:
-    """True when `uri` names `workspace_uri` or something inside it; unparseable means no."""
-    try:
-        return is_within(parse_file_uri(uri), parse_file_uri(workspace_uri))
-    except ScopeError:
-        return False
-
-
 class AuthorizationPolicy:
     """Principal -> workspaces they may act on; a sub-folder of one of them is also allowed."""
 
@@ -388,12 +379,6 @@ def inside_workspace(note: Note, workspace: Path) -> bool:
     return len(path) > len(workspace) and is_within(path, workspace)
 
 
-def matches(note: Note, workspace: Path, title: str) -> bool:
-    """Inside the workspace and the title contains the query (case-insensitive)."""
-    # Title first: it is the cheap test, and a lookup scans every note (see code/scripts/bench.py).
-    return fold_title(title) in note.folded_title and inside_workspace(note, workspace)
-
-
 def form_order(notes: Iterable[Note]) -> list[Note]:
     """Candidates in the order every store offers them: title (casefolded), then id."""
     return sorted(notes, key=lambda note: (note.folded_title, note.id))
@@ -421,20 +406,6 @@ def checked_notes(notes: Iterable[Note]) -> list[Note]:
         uri = normalize_file_uri(note.uri)
         checked[note.id] = note if uri == note.uri else note._replace(uri=uri)
     return list(checked.values())
-
-
-def stored_note(row: tuple[object, ...]) -> Note | None:
-    """A database row (id, title, uri, revision) as a Note, or None when it could not be shown safely."""
-    # A row edited by hand outside the server may hold anything: skip it, never repair it.
-    note_id, title, uri, revision = row
-    if not (isinstance(note_id, str) and isinstance(title, str) and isinstance(uri, str) and isinstance(revision, int)):
-        return None
-    note = Note(note_id, title, uri, revision)
-    try:
-        check_note(note)
-    except ValueError:
-        return None
-    return note
 
 
 def lookup(store: NotesStore, scope: Scope) -> list[Note]:
@@ -892,14 +863,6 @@ class MemoryReplayStore:
 # memory that is one lock; in SQLite one transaction (code/sqlite_store.py).
 
 
-class StoreUnavailable(ToolError):
-    """The store cannot act now (busy, refused by the OS, too large): nothing changed; the message says why."""
-
-
-class StoreLost(StoreUnavailable):
-    """The store can no longer be trusted (its database was replaced): every change is refused from now on."""
-
-
 class Settlement(enum.Enum):
     """How the atomic step ended."""
 
@@ -933,55 +896,18 @@ class NotesStore(Protocol):
         ...
 
 
-def trigrams(text: str) -> set[str]:
-    """Every three-character piece of `text` (none when it is shorter)."""
-    return {text[k : k + 3] for k in range(len(text) - 2)}
-
-
 class MemoryNotesStore:
-    """Notes in a dict and nonces in a MemoryReplayStore, consumed under one lock."""
+    """Notes in a dict and nonces in a MemoryReplayStore, consumed under one lock; a lookup scans."""
 
     def __init__(self, notes: Iterable[Note], replay: MemoryReplayStore) -> None:
         self.replay = replay
-        self._notes: dict[str, Note] = {}
-        # Casefolded title trigram -> ids of the notes whose title holds it: a title that
-        # contains the query holds every trigram of the query, so only the notes under all
-        # of them need scanning (`matches` still decides).
-        self._by_trigram: dict[str, set[str]] = {}
-        for note in checked_notes(notes):
-            self._insert(note)
-
-    def _insert(self, note: Note) -> None:
-        """Add or replace a note (its URI made canonical) and index its title; lock held or not yet shared."""
-        check_note(note)
-        uri = normalize_file_uri(note.uri)
-        self._drop(note.id)
-        self._notes[note.id] = note if uri == note.uri else note._replace(uri=uri)
-        for gram in trigrams(note.folded_title):
-            self._by_trigram.setdefault(gram, set()).add(note.id)
-
-    def _drop(self, note_id: str) -> None:
-        """Remove a note and its index entries, if it is there."""
-        note = self._notes.pop(note_id, None)
-        for gram in trigrams(note.folded_title) if note is not None else ():
-            ids = self._by_trigram[gram]
-            ids.discard(note_id)
-            if not ids:
-                del self._by_trigram[gram]
+        self._notes: dict[str, Note] = {note.id: note for note in checked_notes(notes)}
 
     def candidates(self, workspace: Path, title: str) -> list[Note]:
-        """Matching notes strictly inside `workspace`, sorted by title then id."""
-        needle = fold_title(title)  # `matches`, with the query folded once per lookup
+        """Notes strictly inside `workspace` whose title contains `title`, sorted by title then id."""
+        needle = fold_title(title)
         with self.replay.lock:
-            pool: Iterable[Note] = self._notes.values()
-            grams = trigrams(needle) if len(self._notes) > SCAN_UP_TO_NOTES else set()
-            if grams:
-                # Only notes holding both of the query's two rarest trigrams can match: a
-                # handful even among 100,000 notes (one trigram alone can leave hundreds).
-                rarest = sorted((self._by_trigram.get(gram, frozenset()) for gram in grams), key=len)
-                ids = rarest[0] & rarest[1] if len(rarest) > 1 else rarest[0]
-                pool = [self._notes[note_id] for note_id in ids]
-            found = [n for n in pool if needle in n.folded_title and inside_workspace(n, workspace)]
+            found = [n for n in self._notes.values() if needle in n.folded_title and inside_workspace(n, workspace)]
         return form_order(found)
 
     def is_consumed(self, nonce: str) -> bool:
@@ -1009,7 +935,7 @@ class MemoryNotesStore:
                 # Time of check to time of use: the form was shown minutes ago.
                 if live is None or live.version != version or not recheck(live):
                     return Settlement.CHANGED
-                self._drop(note_id)
+                del self._notes[note_id]
                 return Settlement.DELETED
             except BaseException:
                 self.replay.release(nonce)  # a failed re-check is a rollback: the state stays usable
@@ -1022,13 +948,14 @@ class MemoryNotesStore:
 
     def put(self, note: Note) -> None:
         """Insert or replace a note (an edit elsewhere; used to show the re-check)."""
+        (checked,) = checked_notes([note])
         with self.replay.lock:
-            self._insert(note)
+            self._notes[checked.id] = checked
 
     def remove(self, note_id: str) -> None:
         """Delete a note outside any confirmation (another actor; used to show the re-check)."""
         with self.replay.lock:
-            self._drop(note_id)
+            self._notes.pop(note_id, None)
 
 
 class Confirmations:
@@ -1458,7 +1385,11 @@ class Server:
         return None
 
     def handle_bytes(self, raw: bytes, principal: str, check: Check | None = None) -> bytes | None:
-        """Bytes in, bytes out (None: no response): what every transport calls."""
+        """Bytes in, bytes out (None: no response): handle() with the JSON decoding and encoding.
+
+        The transports decode once themselves (they look at the message first) and call
+        handle(); this is for callers that hold raw bytes, such as the benchmarks.
+        """
         try:
             message = decode_message(raw)
         except McpError as exc:

@@ -29,6 +29,7 @@ from typing import Any
 
 import config as configuration
 import main
+import stores
 from config import ConfigError
 
 # streamable_http (and its engine) is imported only where HTTP is served: stdio starts
@@ -81,7 +82,7 @@ class StopOnLoss:
     def _guard(self, method: Any, *args: Any) -> Any:
         try:
             return method(*args)
-        except main.StoreLost as exc:
+        except stores.StoreLost as exc:
             # The client gets the store's isError result; the operator gets one line, and
             # the process ends non-zero so a supervisor restarts it on the right file.
             if not self.lost:

@@ -88,6 +88,14 @@ def note_ids(server: main.Server) -> list[str]:
     return [note.id for note in server.notes.all()]  # type: ignore[attr-defined]
 
 
+def contained(workspace_uri: str, uri: str) -> bool:
+    """Containment as the server decides it: both parse, and `uri` is the workspace or inside it."""
+    try:
+        return main.is_within(main.parse_file_uri(uri), main.parse_file_uri(workspace_uri))
+    except main.ScopeError:
+        return False
+
+
 def server_over(notes: list[main.Note], clock: Clock | None = None, grants: dict[str, list[str]] | None = None, **kwargs: Any) -> main.Server:
     """A server over the given notes in memory; alice is granted the lesson workspace by default."""
     clock = clock or Clock()

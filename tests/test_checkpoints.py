@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import unittest
 
-from support import FORM, KEY, PRINCIPAL, WORKSPACE, Clock, accept, call, make_server, note_ids, request, tps
+from support import FORM, KEY, PRINCIPAL, WORKSPACE, Clock, accept, call, contained, make_server, note_ids, request, tps
 
 import main
 
@@ -111,11 +111,11 @@ class LessonCheckpoints(unittest.TestCase):
         ]
         for uri in escapes:
             with self.subTest(uri=uri):
-                self.assertFalse(main.contains(WORKSPACE, uri))
+                self.assertFalse(contained(WORKSPACE, uri))
                 result = self.server.handle(call(tps(workspace=uri)), PRINCIPAL)["result"]
                 self.assertIs(result["isError"], True)
                 self.assertNotIn("inputRequests", result)
-        self.assertTrue(main.contains(WORKSPACE, WORKSPACE + "/sub/x.md"))
+        self.assertTrue(contained(WORKSPACE, WORKSPACE + "/sub/x.md"))
         self.assertEqual(note_ids(self.server), LESSON_IDS)
 
     def test_6_a_changed_title_or_workspace_cannot_reuse_the_confirmation_state(self) -> None:
