@@ -5,7 +5,7 @@ folder is a root; a note is a regular `*.md` file inside a root (sub-folders inc
 
     nonces = sqlite_store.open_store("nonces.db", clock=time.time)
     store = MarkdownNotesStore(["/home/alice/Notes"], nonces)
-    server = main.Server(keys=[key], notes=store, policy=AuthorizationPolicy({"alice": ["file:///home/alice/Notes"]}))
+    server = main.notes_server(keys=[key], notes=store, policy=AuthorizationPolicy({"alice": ["file:///home/alice/Notes"]}))
 
 A note is:
   - id:       its path relative to its root, components joined by "/". A component is

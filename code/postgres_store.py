@@ -7,7 +7,7 @@ transaction. The HMAC on requestState proves a confirmation was issued by us; on
 transaction proves it is used once.
 
     store = open_store("postgresql://notes@db.internal/notes", clock=time.time, seed_notes=main.lesson_notes())
-    server = main.Server(keys=[key], notes=store, policy=policy)
+    server = main.notes_server(keys=[key], notes=store, policy=policy)
 
 Schema (version SCHEMA_VERSION, recorded in the `meta` table):
 

@@ -7,7 +7,7 @@ on requestState proves a confirmation was issued by us; only this transaction pr
 is used once, because it is the one place every instance must pass through in turn.
 
     store = open_store("notes.db", clock=time.time, seed_notes=main.lesson_notes())
-    server = main.Server(keys=[key], notes=store, policy=policy)
+    server = main.notes_server(keys=[key], notes=store, policy=policy)
 
 Schema (version SCHEMA_VERSION, recorded in the `meta` table):
 

@@ -99,7 +99,7 @@ def contained(workspace_uri: str, uri: str) -> bool:
 def server_over(notes: list[main.Note], clock: Clock | None = None, grants: dict[str, list[str]] | None = None, **kwargs: Any) -> main.Server:
     """A server over the given notes in memory; alice is granted the lesson workspace by default."""
     clock = clock or Clock()
-    return main.Server(
+    return main.notes_server(
         keys=[KEY],
         notes=main.MemoryNotesStore(notes, main.MemoryReplayStore(clock, kwargs.pop("max_replay", main.MAX_REPLAY_PER_PRINCIPAL))),
         policy=main.AuthorizationPolicy(grants or {PRINCIPAL: [WORKSPACE]}),

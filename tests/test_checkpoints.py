@@ -141,7 +141,7 @@ class LessonCheckpoints(unittest.TestCase):
     def test_8_two_servers_sharing_stores_cannot_both_execute_one_confirmation(self) -> None:
         clock = Clock()
         first = make_server(clock=clock)
-        second = main.Server(keys=[KEY], notes=first.notes, policy=first.policy, clock=clock, log=first.log)
+        second = main.notes_server(keys=[KEY], notes=first.notes, policy=first.policy, clock=clock, log=first.log)
         state = first.handle(call(tps(), id=1), PRINCIPAL)["result"]["requestState"]
         barrier = threading.Barrier(2)
         answers: list[dict] = []

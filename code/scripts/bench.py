@@ -156,7 +156,7 @@ def bench_server(notes: int, clock: Callable[[], float]) -> tuple[main.Server, m
 def server_over(store: main.NotesStore, principal: str, **options: Any) -> main.Server:
     """A quiet server with a fresh key over `store`, `principal` granted the bench workspace."""
     policy = main.AuthorizationPolicy({principal: [WORKSPACE]})
-    return main.Server(keys=[secrets.token_bytes(32)], notes=store, policy=policy, log=lambda line: None, **options)
+    return main.notes_server(keys=[secrets.token_bytes(32)], notes=store, policy=policy, log=lambda line: None, **options)
 
 
 # ---------------------------------------------------------------------------------- timing
@@ -1156,7 +1156,7 @@ def scaling_rate(kind: str, size: int, directory: str, seconds: float) -> float:
     store, workspace, put_back = scaling_store(kind, size, directory, clock)
     try:
         policy = main.AuthorizationPolicy({PRINCIPAL: [workspace]})
-        server = main.Server(keys=[secrets.token_bytes(32)], notes=store, policy=policy, clock=clock, log=lambda line: None)
+        server = main.notes_server(keys=[secrets.token_bytes(32)], notes=store, policy=policy, clock=clock, log=lambda line: None)
         done, elapsed = 0, 0.0
         while elapsed < seconds or done < SCALING_MIN_ROUND_TRIPS:
             i = (done * 7919) % size  # spread over the store, not only its first notes
