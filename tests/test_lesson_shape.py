@@ -230,6 +230,42 @@ class FileShape(unittest.TestCase):
         self.assertTrue(any("ZeroDivisionError" in line for line in server.log))
 
 
+LIST_IDS = (
+    "import sys, unittest\n"
+    "def ids(suite):\n"
+    "    for test in suite:\n"
+    "        yield from ids(test) if isinstance(test, unittest.TestSuite) else [test.id()]\n"
+    "print('\\n'.join(sorted(ids(unittest.defaultTestLoader.discover(sys.argv[1])))))\n"
+)
+
+
+def discovered(cwd: str, start: str) -> list[str]:
+    """The ids of every test `python3 -m unittest discover START` finds from `cwd`, module prefix dropped."""
+    done = subprocess.run([sys.executable, "-c", LIST_IDS, start], capture_output=True, text=True, timeout=120, cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    return sorted(line.removeprefix("tests.") for line in done.stdout.splitlines())
+
+
+class LessonCommands(unittest.TestCase):
+    """The commands the lesson types work as typed."""
+
+    def test_the_lessons_cd_code_command_runs_the_checkpoints_in_the_lessons_order_and_they_pass(self) -> None:
+        done = subprocess.run(
+            [sys.executable, "-m", "unittest", "discover", "tests", "-v", "-k", "LessonCheckpoints"],
+            capture_output=True, text=True, timeout=120, cwd=CODE,
+        )
+        self.assertEqual(done.returncode, 0, done.stderr[-2000:])
+        ran = re.findall(r"^test_(\d+)_\w+ \(.*\) \.\.\. ok$", done.stderr, re.MULTILINE)
+        self.assertEqual([int(number) for number in ran], list(range(1, 12)))
+        self.assertIn("Ran 11 tests", done.stderr)
+
+    def test_the_lessons_cd_code_command_discovers_the_same_suite_as_the_root_command(self) -> None:
+        from_code = discovered(CODE, "tests")
+        from_root = discovered(ROOT, ".")
+        self.assertGreater(len(from_root), 500)
+        self.assertEqual(from_code, from_root)
+
+
 class ShippedSkill(unittest.TestCase):
     def test_the_skill_covers_scope_authorization_mrtr_branches_binding_and_its_refusals(self) -> None:
         with open(os.path.join(ROOT, "outputs", "skill-elicitation-form-designer.md"), encoding="utf-8") as handle:
