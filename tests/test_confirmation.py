@@ -443,3 +443,38 @@ class OneAnswerEntry(unittest.TestCase):
                         self.assertIn(".answer(", source)
                         for reading in ("read_answer", "'cancel'", "'decline'", "'accept'", ".action"):
                             self.assertNotIn(reading, source)
+
+
+class TheAnswerEntryItself(unittest.TestCase):
+    """Confirmations.answer called directly: what it returns, and that reading consumes nothing."""
+
+    def setUp(self) -> None:
+        self.server = make_server()
+        self.state_text = self.server.handle(call(tps()), PRINCIPAL)["result"]["requestState"]
+        self.state = main.StatePayload.parse(main.StateSigner([KEY]).verify(self.state_text))
+
+    def tool_call(self, responses: dict | None) -> main.ToolCall:
+        meta = main.RequestMeta(main.PROTOCOL_VERSION, {"elicitation": {"form": {}}})
+        return main.ToolCall(main.TOOL_NAME, tps(), meta, PRINCIPAL, self.state_text, responses)
+
+    def test_no_responses_at_all_is_no_answer_to_a_form_or_to_any_other_question(self) -> None:
+        for forms in (None, set()):
+            with self.subTest(forms=forms):
+                answered = self.server.confirmations.answer(self.tool_call(None), self.state, ["q"], forms=forms)
+                self.assertEqual(answered, main.Answered(main.Reply.ASK_AGAIN, {}, None))
+        self.assertFalse(self.server.notes.is_consumed(self.state.nonce))
+
+    def test_a_choice_is_read_from_the_first_question_and_must_be_one_the_state_offered(self) -> None:
+        responses = {
+            "a": {"action": "accept", "content": {"note_id": "note-14"}},
+            "b": {"action": "accept", "content": {"note_id": "evil-1"}},
+        }
+        answered = self.server.confirmations.answer(self.tool_call(responses), self.state, ["a", "b"], choice="note_id")
+        self.assertEqual(answered.reply, main.Reply.ACCEPTED)
+        self.assertEqual(answered.chosen, ("note-14", self.state.offered()["note-14"]))
+        self.assertEqual(answered.content, {"a": {"note_id": "note-14"}, "b": {"note_id": "evil-1"}})
+        with self.assertRaises(main.McpError) as refused:
+            self.server.confirmations.answer(self.tool_call(responses), self.state, ["b", "a"], choice="note_id")
+        self.assertEqual(refused.exception.code, main.INVALID_PARAMS)
+        self.assertFalse(self.server.notes.is_consumed(self.state.nonce))
+        self.assertEqual(note_ids(self.server), ALL)
