@@ -1052,14 +1052,17 @@ class MemoryNotesStore:
 
     def __init__(self, notes: Iterable[Note], replay: MemoryReplayStore) -> None:
         self.replay = replay
-        self._notes: dict[str, Note] = {note.id: note for note in checked_notes(notes)}
+        self._notes: dict[str, Note] = {}
+        self._titles: dict[str, str] = {}  # id -> folded title, folded once per note, not per lookup
+        for note in checked_notes(notes):
+            self._notes[note.id], self._titles[note.id] = note, note.folded_title
 
     def candidates(self, workspace: Path, title: str) -> list[Note]:
         """Notes strictly inside `workspace` whose title contains `title`, sorted by title then id."""
         needle = fold_title(title)
         with self.replay.lock:
-            found = [n for n in self._notes.values() if needle in n.folded_title and inside_workspace(n, workspace)]
-        return form_order(found)
+            titled = [self._notes[note_id] for note_id, folded in self._titles.items() if needle in folded]
+        return form_order(n for n in titled if inside_workspace(n, workspace))
 
     def is_consumed(self, nonce: str) -> bool:
         """True when the replay store holds this nonce."""
@@ -1087,7 +1090,7 @@ class MemoryNotesStore:
                 # or no longer allowed ends the confirmation: the nonce stays consumed.
                 if live is None or live.version != version or not recheck(live):
                     return Settlement.CHANGED
-                del self._notes[note_id]
+                del self._notes[note_id], self._titles[note_id]
                 return Settlement.DELETED
             except BaseException:
                 # The step itself failed (a check or the store raised): roll the claim back,
@@ -1104,12 +1107,13 @@ class MemoryNotesStore:
         """Insert or replace a note (an edit elsewhere; used to show the re-check)."""
         (checked,) = checked_notes([note])
         with self.replay.lock:
-            self._notes[checked.id] = checked
+            self._notes[checked.id], self._titles[checked.id] = checked, checked.folded_title
 
     def remove(self, note_id: str) -> None:
         """Delete a note outside any confirmation (another actor; used to show the re-check)."""
         with self.replay.lock:
             self._notes.pop(note_id, None)
+            self._titles.pop(note_id, None)
 
 
 def refuse_every_note(note: Note) -> bool:
