@@ -372,7 +372,7 @@ def fill_streams(side: InProcess, principals: list[str], streams: list[Any], tot
 
 def shared_workspace_server(principals: list[str]) -> main.Server:
     """The lesson server with every one of `principals` allowed on the lesson workspace."""
-    return main.Server(
+    return main.notes_server(
         keys=[support.KEY],
         notes=main.MemoryNotesStore(main.lesson_notes(), main.MemoryReplayStore(support.Clock())),
         policy=main.AuthorizationPolicy({name: [support.WORKSPACE] for name in principals}),

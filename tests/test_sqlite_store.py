@@ -19,6 +19,7 @@ import main
 import store_workers
 import streamable_http
 import sqlite_store
+import stores
 from sqlite_store import StoreError, open_store
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -72,7 +73,7 @@ class StoreCase(unittest.TestCase):
             conn.close()
 
     def server(self, store: main.NotesStore, log: Log | None = None) -> main.Server:
-        return main.Server(
+        return main.notes_server(
             keys=[KEY],
             notes=store,
             policy=main.AuthorizationPolicy({PRINCIPAL: [WORKSPACE]}),
@@ -699,8 +700,8 @@ class WriteFailures(StoreCase):
                 store.consume(PRINCIPAL, "n1", LATER, (note.id, note.version), ALWAYS)
         finally:
             lift()
-        self.assertIsInstance(caught.exception, main.StoreUnavailable)
-        self.assertNotIsInstance(caught.exception, main.StoreLost)
+        self.assertIsInstance(caught.exception, stores.StoreUnavailable)
+        self.assertNotIsInstance(caught.exception, stores.StoreLost)
         self.assertIsNot(store._conn, writer)  # reopened
         self.assertFalse(store.is_consumed("n1"))
         self.assertIn("note-14", self.note_ids())
@@ -718,7 +719,7 @@ class WriteFailures(StoreCase):
                 store.consume(PRINCIPAL, "n1", LATER, None, ALWAYS)
         finally:
             lift()
-        with self.assertRaises(main.StoreLost):
+        with self.assertRaises(stores.StoreLost):
             store.consume(PRINCIPAL, "n2", LATER, None, ALWAYS)
 
     def test_through_the_server_a_failed_write_is_an_is_error_result_with_no_traceback(self) -> None:
