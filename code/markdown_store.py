@@ -5,7 +5,7 @@ folder is a root; a note is a regular `*.md` file inside a root (sub-folders inc
 
     nonces = sqlite_store.open_store("nonces.db", clock=time.time)
     store = MarkdownNotesStore(["/home/alice/Notes"], nonces)
-    server = main.Server(keys=[key], notes=store, policy=AuthorizationPolicy({"alice": ["file:///home/alice/Notes"]}))
+    server = main.notes_server(keys=[key], notes=store, policy=AuthorizationPolicy({"alice": ["file:///home/alice/Notes"]}))
 
 A note is:
   - id:       its path relative to its root, components joined by "/". A component is
@@ -47,6 +47,7 @@ from urllib.parse import quote, unquote
 
 import change_watch
 import main
+import stores
 import sqlite_store
 import title_index
 
@@ -64,14 +65,14 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
-class StoreRefused(main.StoreUnavailable):
+class StoreRefused(stores.StoreUnavailable):
     """The OS refused to delete the confirmed file: the confirmation was rolled back, nothing deleted."""
 
     def __init__(self) -> None:
         super().__init__("The chosen note could not be deleted (the folder does not allow it); nothing was deleted.")
 
 
-class FolderTooLarge(main.StoreUnavailable):
+class FolderTooLarge(stores.StoreUnavailable):
     """A listing met more entries than it may examine: it fails rather than offer a partial list."""
 
     def __init__(self, limit: int) -> None:
@@ -289,7 +290,7 @@ class FolderIndex:
         # offer shows each file as it is now, and a file changed since it was indexed
         # is offered (or not) for what it now says.
         live = (self._live(path) for path, _ in hits)
-        return main.form_order(note for note in live if note is not None and main.matches(note, workspace, title))
+        return main.form_order(note for note in live if note is not None and needle in note.folded_title and main.inside_workspace(note, workspace))
 
     def _hits(self, below: main.Path, needle: str) -> list[int]:
         """Slots of the notes strictly inside `below` whose folded title holds `needle`."""
@@ -637,7 +638,10 @@ def load_note(
     try:
         info = os.fstat(handle)
         # The entry listed may have been swapped before the open: trust only what is open.
-        if not stat.S_ISREG(info.st_mode) or (seen is not None and facts(info)[:2] != facts(seen)[:2]):
+        # A file with a second hard link may be a file outside the folder linked in (its
+        # heading would be shown as a title, and deleting it here would not delete it):
+        # not offered, and not deleted.
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1 or (seen is not None and facts(info)[:2] != facts(seen)[:2]):
             return None
         head = os.read(handle, TITLE_SCAN_BYTES)
     except OSError:
@@ -673,4 +677,4 @@ def shown(text: str) -> str:
     """A title fit for a form: control and format characters blanked, at most MAX_TITLE_LENGTH."""
     # A bidi override or an escape sequence in a heading could make a host show one
     # name while the user confirms another.
-    return "".join(ch if ch.isprintable() else " " for ch in text).strip()[: main.MAX_TITLE_LENGTH].strip()
+    return main.blank_controls(text).strip()[: main.MAX_TITLE_LENGTH].strip()

@@ -29,6 +29,7 @@ from typing import Any
 
 import config as configuration
 import main
+import stores
 from config import ConfigError
 
 # streamable_http (and its engine) is imported only where HTTP is served: stdio starts
@@ -81,7 +82,7 @@ class StopOnLoss:
     def _guard(self, method: Any, *args: Any) -> Any:
         try:
             return method(*args)
-        except main.StoreLost as exc:
+        except stores.StoreLost as exc:
             # The client gets the store's isError result; the operator gets one line, and
             # the process ends non-zero so a supervisor restarts it on the right file.
             if not self.lost:
@@ -153,7 +154,7 @@ def folder_grants(folders: Sequence[str]) -> list[str]:
 
 
 def build_server(config: dict[str, Any], keys: Sequence[bytes]) -> main.Server:
-    """The core server for a validated config."""
+    """The core server for a validated config, serving notes_delete (other tools are added by the caller)."""
     # A principal's notes folders are workspaces it may act on, spelled as the store spells them.
     grants = {
         name: entry["workspaces"] + folder_grants(entry.get("notesDirs", [])) for name, entry in config["principals"].items()
@@ -161,7 +162,7 @@ def build_server(config: dict[str, Any], keys: Sequence[bytes]) -> main.Server:
     store = build_store(config)
     if hasattr(store, "describe"):
         say(f"notes store: {store.describe()}")  # e.g. which lookup indexes serve, or why a fallback does
-    return main.Server(
+    return main.notes_server(
         keys=keys,
         notes=store if isinstance(store, main.MemoryNotesStore) else StopOnLoss(store),
         policy=main.AuthorizationPolicy(grants),
@@ -190,6 +191,16 @@ def signing_keys(config: dict[str, Any], environ: dict[str, str]) -> list[bytes]
         "process; requestState from it will not survive a restart or work on another instance"
     )
     return [secrets.token_bytes(main.MIN_KEY_BYTES)]
+
+
+def warn_weak_secrets(config: dict[str, Any], keys: Sequence[bytes]) -> None:
+    """One warning line per token or signing key that looks typed rather than random (never the value)."""
+    for name, entry in config["principals"].items():
+        if entry.get("token") and configuration.estimated_bits(entry["token"]) < configuration.MIN_TOKEN_BITS:
+            say(f"warning: the token of principal {name!r} looks easy to guess; use a random one, e.g. secrets.token_urlsafe(32)")
+    for index, key in enumerate(keys):
+        if configuration.estimated_bits(key) < configuration.MIN_KEY_BITS:
+            say(f"warning: signing key {index} looks easy to guess (repeated bytes); use a random one, e.g. secrets.token_hex(32)")
 
 
 def lesson_token(environ: dict[str, str], why: str) -> str:
@@ -289,8 +300,7 @@ def serve_http(server: main.Server, config: dict[str, Any], args: argparse.Names
 
         threading.Thread(target=finish, name="shutdown", daemon=True).start()
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    stop_on_signals(stop)
     say(f"listening on {httpd.url(streamable_http.ENDPOINT)}")
     httpd.serve_forever()
     return 0
@@ -432,8 +442,7 @@ def serve(argv: Sequence[str]) -> int:
 
     # Set before anything can block (a locked database at start-up): SIGINT then ends
     # the start-up with one line, never a KeyboardInterrupt traceback.
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    stop_on_signals(stop)
     try:
         server, config, args, pages = start(argv)
     except Stop:
@@ -451,6 +460,17 @@ def serve(argv: Sequence[str]) -> int:
     finally:
         close_store(server.notes)
     return EXIT_STORE_LOST if getattr(server.notes, "lost", False) else status
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def stop_on_signals(handler: Any) -> None:
+    """Install `handler` for every signal that stops the server: SIGTERM, SIGINT and SIGHUP alike."""
+    # SIGHUP (a closed terminal, a supervisor's reload) killed the process outright: no
+    # graceful shutdown, no store close. It now ends the server exactly as SIGTERM does.
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, handler)
 
 
 class StartupRefused(Exception):
@@ -471,8 +491,9 @@ def start(argv: Sequence[str]) -> tuple[main.Server, dict[str, Any], argparse.Na
     if status is not None:
         raise StartupRefused(status)
     environ = dict(os.environ)
+    later: list[str] = []  # warnings said once start-up has succeeded: a refusal stays one line
     try:
-        config = configuration.load_config(args.config) if args.config else configuration.lesson_config()
+        config = configuration.load_config(args.config, later.append) if args.config else configuration.lesson_config()
     except ConfigError as exc:
         say(f"config {args.config}: {exc}")
         raise StartupRefused(EXIT_USAGE) from None
@@ -510,6 +531,9 @@ def start(argv: Sequence[str]) -> tuple[main.Server, dict[str, Any], argparse.Na
         import connect
 
         pages = connect.install(server, {name: entry["token"] for name, entry in config["principals"].items() if entry["token"]})
+    for line in later:
+        say(line)
+    warn_weak_secrets(config, keys)  # once start-up has succeeded: a refusal stays one line
     return server, config, args, pages
 
 

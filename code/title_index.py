@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import main
+import stores
 
 MIN_INDEXED_QUERY = 3  # characters (after folding) a trigram index can serve; shorter queries scan the workspace's rows
 
@@ -43,7 +44,7 @@ def exact(rows: Iterable[tuple[object, ...]], workspace: main.Path, needle: str)
         # The title test first (cheap, and in Python so it folds exactly like the memory
         # store), then main's component-wise containment: the index's range is only a hint.
         if isinstance(row[1], str) and needle in main.fold_title(row[1]):
-            note = main.stored_note(row)
+            note = stores.stored_note(row)
             if note is not None and main.inside_workspace(note, workspace):
                 found[note.id] = note
     return main.form_order(found.values())

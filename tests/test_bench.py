@@ -125,7 +125,8 @@ class ScalingModeTests(unittest.TestCase):
 
     def test_the_caller_of_the_many_workspaces_row_asks_only_for_notes_of_its_workspace(self) -> None:
         notes, workspace, pick = bench.scaling_notes(3000, 1000)
-        mine = {note.id for note in notes if main.contains(workspace, note.uri)}
+        inside = main.parse_file_uri(workspace)
+        mine = {note.id for note in notes if main.inside_workspace(note, inside)}
         self.assertEqual(mine, {"b7", "b1007", "b2007"})
         self.assertTrue(all(bench.note_id(pick(k)) in mine for k in range(20)))
         twins = [note for note in notes if "w0007-evil" in note.uri]  # same titles, look-alike folder

@@ -46,8 +46,9 @@ def tearDownModule() -> None:
 
 
 def plain_scan(notes: list[main.Note], workspace: main.Path, title: str) -> list[main.Note]:
-    """What a lookup must answer: main.matches over every note, in form order."""
-    return main.form_order(note for note in notes if main.matches(note, workspace, title))
+    """What a lookup must answer: every note whose folded title holds the folded query, strictly inside, in form order."""
+    needle = main.fold_title(title)
+    return main.form_order(note for note in notes if needle in note.folded_title and main.inside_workspace(note, workspace))
 
 
 def random_title(rng: random.Random) -> str:

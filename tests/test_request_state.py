@@ -136,7 +136,7 @@ class Bindings(unittest.TestCase):
         self.assert_refused(self.retry(main.StateSigner([OTHER_KEY]).sign(self.claims)))
 
     def test_state_presented_by_another_principal_is_refused(self) -> None:
-        self.server.policy = main.AuthorizationPolicy({PRINCIPAL: [main.LESSON_WORKSPACE], "bob": [main.LESSON_WORKSPACE]})
+        self.server.tools[main.TOOL_NAME].policy = main.AuthorizationPolicy({PRINCIPAL: [main.LESSON_WORKSPACE], "bob": [main.LESSON_WORKSPACE]})
         self.assert_refused(self.retry(self.state, principal="bob"))
 
     def test_state_for_another_tool_method_or_phase_is_refused(self) -> None:
@@ -207,6 +207,17 @@ class Bindings(unittest.TestCase):
         result = self.retry(self.forged(iat=self.clock.now + main.MAX_CLOCK_SKEW_SECONDS))["result"]
         self.assertEqual(result["structuredContent"], {"deleted": True, "noteId": "note-14"})
 
+    def test_a_state_living_longer_than_the_ttl_is_refused_even_when_signed_with_the_key(self) -> None:
+        ttl = main.DEFAULT_STATE_TTL_SECONDS
+        self.assertEqual(self.claims["exp"] - self.claims["iat"], ttl)  # what the server signs
+        for exp in (self.claims["iat"] + ttl + 0.001, self.claims["iat"] + 10 * 365 * 86400):
+            with self.subTest(exp=exp):
+                self.assert_refused(self.retry(self.forged(exp=exp)))
+        self.assertTrue(any("lifetime longer than the TTL" in line for line in self.log))
+        self.assertEqual(len(note_ids(self.server)), ALL)  # nothing was deleted
+        result = self.retry(self.forged(exp=self.claims["iat"] + ttl))["result"]
+        self.assertEqual(result["structuredContent"], {"deleted": True, "noteId": "note-14"})
+
     def test_a_null_request_state_beside_answers_is_a_malformed_pairing_not_a_first_call(self) -> None:
         response = self.server.handle(call(tps(), id=2, requestState=None, inputResponses=accept()), PRINCIPAL)
         self.assert_refused(response)
@@ -258,16 +269,16 @@ class ServerConstruction(unittest.TestCase):
         for ttl in (0, -1, float("nan"), float("inf"), main.MAX_STATE_TTL_SECONDS + 1, "300"):
             with self.subTest(ttl=ttl):
                 with self.assertRaises(ValueError):
-                    main.Server(keys=[KEY], notes=lesson.notes, policy=lesson.policy, state_ttl=ttl)
+                    main.notes_server(keys=[KEY], notes=lesson.notes, policy=lesson.policy, state_ttl=ttl)
         for ttl in (main.MAX_STATE_TTL_SECONDS, 0.5):  # the top of (0, MAX] and a lifetime under a second
-            server = main.Server(keys=[KEY], notes=lesson.notes, policy=lesson.policy, state_ttl=ttl)
+            server = main.notes_server(keys=[KEY], notes=lesson.notes, policy=lesson.policy, state_ttl=ttl)
             self.assertEqual(server.confirmations.ttl, ttl)
 
     def test_the_signing_key_is_never_a_constant_in_the_source(self) -> None:
         source = inspect.getsource(main)
         self.assertNotIn("keys=[b", source.replace(" ", ""))
         with self.assertRaises(TypeError):
-            main.Server(notes=make_server().notes, policy=make_server().policy)  # type: ignore[call-arg]
+            main.notes_server(notes=make_server().notes, policy=make_server().policy)  # type: ignore[call-arg]
         self.assertIn("secrets.token_bytes(32)", inspect.getsource(main.demo))
 
 
