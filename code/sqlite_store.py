@@ -695,8 +695,6 @@ def _check_titles(conn: sqlite3.Connection, path: str) -> None:
     if not present and missing is None:
         for statement in _TITLES:
             conn.execute(statement)
-    elif present and conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'note_title_grams'").fetchone() is None:
-        conn.execute(_TITLES[1])
 def _add_store_id(conn: sqlite3.Connection) -> None:
     """Give the database a random id once (kept ever after; a copy of the file shares it)."""
     import secrets

@@ -352,6 +352,13 @@ class SqliteMigration(SqliteCase):
         self.assertIn("has an FTS5 trigram title index, but SQLite 3.31", str(caught.exception))
         self.assertEqual(self.file_bytes(), before)
 
+    def test_an_sqlite_without_the_trigram_tokenizer_reopens_a_file_made_without_the_index(self) -> None:
+        with mock.patch.object(sqlite_store, "trigram_support", lambda: "none"):
+            self.open(contract_notes()).close()
+            store = self.open()  # not refused: there is no index it cannot keep
+            self.assertEqual([n.id for n in store.candidates(main.parse_file_uri(WORKSPACE), "alpha")], ["n-a1", "n-a2"])
+        self.assertIsNone(self.raw().execute("SELECT 1 FROM sqlite_master WHERE name = 'note_titles'").fetchone())
+
     def test_a_file_made_without_the_title_index_gains_it_when_this_sqlite_has_it(self) -> None:
         with mock.patch.object(sqlite_store, "trigram_support", lambda: "none"):
             self.open(contract_notes()).close()
