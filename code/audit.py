@@ -137,7 +137,8 @@ def context_of(request: main.Envelope) -> AuditContext:
     except main.ScopeError:
         workspace = None
     tool = params.get("name") if isinstance(params.get("name"), str) else None
-    return AuditContext(clip(tool), clip(request.id), clip(name), workspace, answered_as(params.get("inputResponses")))
+    request_id = None if request.id is None else json.dumps(request.id)  # 4 and "4" are different ids
+    return AuditContext(clip(tool), clip(request_id), clip(name), workspace, answered_as(params.get("inputResponses")))
 
 
 def answered_as(responses: Any) -> str:

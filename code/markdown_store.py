@@ -33,7 +33,6 @@ Standard library only.
 
 from __future__ import annotations
 
-import calendar
 import ctypes
 import errno
 import hashlib
@@ -149,8 +148,6 @@ class MarkdownNotesStore:
         (interrupted; the confirmation stays used, the note stays). A file the OS
         refuses to move releases the claim and the entry: the user may answer again.
         """
-        if target is None:
-            return self.nonces.consume_with(principal, nonce, expires_at, lambda record: main.Settlement.CONSUMED)[0]
         chosen: list[tuple[main.Path, main.Path, tuple[int, ...], str]] = []
         settlement, entry = self.nonces.consume_with(
             principal, nonce, expires_at, lambda record: self._check(target, recheck, record, chosen)
@@ -171,12 +168,14 @@ class MarkdownNotesStore:
 
     def _check(
         self,
-        target: tuple[str, str],
+        target: tuple[str, str] | None,
         recheck: Callable[[main.Note], bool],
         record: sqlite_store.Record,
         chosen: list[tuple[main.Path, main.Path, tuple[int, ...], str]],
     ) -> main.Settlement:
-        """Inside the claim transaction: re-walk, re-read and re-check; DELETED (pending) or CHANGED."""
+        """Inside the claim transaction: re-walk, re-read and re-check; DELETED (pending), CHANGED or CONSUMED."""
+        if target is None:
+            return main.Settlement.CONSUMED
         note_id, version = target
         rel = id_path(note_id)
         for root in self.roots if rel is not None else ():
@@ -306,7 +305,7 @@ class MarkdownNotesStore:
 
 def trash_name_for(name: str, now: float) -> str:
     """A name in the trash no other deletion can take: UTC time, 48 random bits, the original name."""
-    prefix = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now)) + "-" + secrets.token_hex(6)
+    prefix = trash_stamp(now) + "-" + secrets.token_hex(6)
     full = f"{prefix}-{name}"
     # NAME_MAX is 255 bytes: a long name is dropped, the audit entry keeps where it came from.
     return full if len(os.fsencode(full)) <= 255 else prefix + NOTE_SUFFIX
@@ -315,12 +314,9 @@ def trash_name_for(name: str, now: float) -> str:
 _TRASHED_RE = re.compile(r"(\d{8}T\d{6}Z)-[0-9a-f]{12}[-.]")
 
 
-def trashed_at(name: str) -> float | None:
-    """When a trash entry was trashed, from its name; None for a name the server did not give."""
-    match = _TRASHED_RE.match(name)
-    if match is None:
-        return None
-    return float(calendar.timegm(time.strptime(match.group(1), "%Y%m%dT%H%M%SZ")))
+def trash_stamp(at: float) -> str:
+    """The time a trash name starts with (UTC, to the second): names sort in the order they were trashed."""
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(at))
 
 
 def open_trash(root: main.Path, create: bool) -> int | None:
@@ -422,10 +418,13 @@ def empty(trash: int, cutoff: float, budget: int, limit: int) -> int:
             if len(names) >= limit:
                 break
             names.append(entry.name)
+    last = trash_stamp(cutoff)
     for name in sorted(names):
-        at = trashed_at(name)
-        if budget <= 0 or at is None or at > cutoff:
-            continue
+        match = _TRASHED_RE.match(name)
+        if match is None:
+            continue  # a name the server did not give: never ours to remove
+        if budget <= 0 or match.group(1) > last:
+            break  # names sort by time: every later one is younger
         try:
             if stat.S_ISREG(os.stat(name, dir_fd=trash, follow_symlinks=False).st_mode):
                 os.unlink(name, dir_fd=trash)  # unlinkat in the trash: never a folder, never a link's target

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import audit
 import main
 
 try:  # the optional dependency: `pip install .[postgres]`
@@ -72,6 +73,9 @@ _SCHEMA = (
 _OUR_TABLES = ("meta", "notes", "consumed_nonces", "clock_high_water")
 
 
+_AUDIT = audit.AuditSql("%s")
+
+
 class StoreError(Exception):
     """The database cannot be used (start-up failure); the message is one line for the operator."""
 
@@ -83,8 +87,16 @@ class StoreBusy(main.StoreUnavailable):
 class PostgresNotesStore:
     """main.NotesStore over one PostgreSQL database: one connection behind one lock, reopened when broken."""
 
-    def __init__(self, connect: Callable[[], Any], *, clock: Callable[[], float], max_per_principal: int) -> None:
+    def __init__(
+        self,
+        connect: Callable[[], Any],
+        *,
+        clock: Callable[[], float],
+        max_per_principal: int,
+        retention: audit.Retention = audit.Retention(),
+    ) -> None:
         self._connect = connect
+        self.retention = retention  # deletion mode, trash and audit bounds (code/audit.py)
         self._conn: Any = None
         self._clock = clock
         self._limit = max_per_principal
@@ -192,6 +204,7 @@ class PostgresNotesStore:
             return _rollback(main.Settlement.FULL)
         self._pause("claimed")
         if target is None:
+            self._record(conn, now, principal, main.Settlement.CONSUMED, audit.Facts())
             return main.Settlement.CONSUMED
         note_id, version = target
         row = conn.execute("SELECT id, title, uri, revision FROM notes WHERE id = %s FOR UPDATE", (note_id,)).fetchone()
@@ -199,10 +212,35 @@ class PostgresNotesStore:
         # Time of check to time of use: the form was shown minutes ago; the note may have
         # been edited, moved out of the workspace, or the grant revoked since then.
         if live is None or live.version != version or not recheck(live):
+            self._record(conn, now, principal, main.Settlement.CHANGED, audit.Facts(note_id))
             return main.Settlement.CHANGED
-        conn.execute("DELETE FROM notes WHERE id = %s", (note_id,))
+        trash = self.retention.trash
+        facts = audit.Facts(live.id, live.title, live.uri, audit.SQL_TRASH if trash else None)
+        entry = self._record(conn, now, principal, main.Settlement.DELETED, facts)
+        if trash:
+            _AUDIT.trash_row(conn, entry, live, now)
+        else:
+            conn.execute("DELETE FROM notes WHERE id = %s", (note_id,))
         self._pause("deleted")
         return main.Settlement.DELETED
+
+    def _record(self, conn: Any, now: float, principal: str, settlement: main.Settlement, facts: audit.Facts) -> int:
+        """This consumption's audit entry, in its transaction (code/audit.py)."""
+        return _AUDIT.record(conn, self, now, principal, audit.outcome_of(settlement), facts, self.retention)
+
+    # ---------------------------------------------------------------- the audit (code/audit.py)
+
+    def audit_entries(self, principal: str | None = None, since: float | None = None, outcome: str | None = None) -> list[dict[str, Any]]:
+        """Audit entries matching every filter given, oldest first."""
+        return self._run(lambda conn: _AUDIT.entries(conn, principal, since, outcome))
+
+    def complete_audit(self, entry_id: int, outcome: str, expected: str) -> None:
+        """Set an entry's outcome if it still says `expected` (consumed)."""
+        self._run(lambda conn: _AUDIT.complete(conn, entry_id, outcome, expected), transaction=True)
+
+    def restore(self, entry_id: int) -> dict[str, Any]:
+        """Put the note a `deleted` entry trashed back, with its id and title, and audit it; or RestoreRefused."""
+        return self._run(lambda conn: _AUDIT.entry(conn, _AUDIT.restore_row(conn, entry_id, self._clock())), transaction=True)
 
     def _pause(self, stage: str) -> None:
         if self._inside_transaction_hook is not None:
@@ -317,6 +355,7 @@ def open_store(
     statement_timeout_ms: int = STATEMENT_TIMEOUT_MS,
     lock_timeout_ms: int = LOCK_TIMEOUT_MS,
     idle_in_transaction_timeout_ms: int = IDLE_IN_TRANSACTION_TIMEOUT_MS,
+    retention: audit.Retention = audit.Retention(),
 ) -> PostgresNotesStore:
     """Connect, create (and seed) or check the schema, and return the store; StoreError with one line if not.
 
@@ -370,7 +409,7 @@ def open_store(
         raise StoreError(f"cannot use {where}: {_first_line(exc)}") from None
     finally:
         conn.close()
-    return PostgresNotesStore(connect, clock=clock, max_per_principal=max_per_principal)
+    return PostgresNotesStore(connect, clock=clock, max_per_principal=max_per_principal, retention=retention)
 
 
 def _first_line(exc: Exception) -> str:
@@ -406,6 +445,7 @@ def _prepare(conn: Any, where: str, seed: list[main.Note]) -> None:
                     "INSERT INTO notes (id, title, uri, revision) VALUES (%s, %s, %s, %s)",
                     [(note.id, note.title, note.uri, note.revision) for note in seed],
                 )
+            _audit_tables(conn)
             return
         # Never guess at a layout we did not write: a newer schema may mean something else.
         row = None
@@ -420,3 +460,10 @@ def _prepare(conn: Any, where: str, seed: list[main.Note]) -> None:
         missing = set(_OUR_TABLES) - present
         if missing:
             raise StoreError(f"database {where} is a notes store missing table(s) {', '.join(sorted(missing))}")
+        _audit_tables(conn)
+
+
+def _audit_tables(conn: Any) -> None:
+    """The audit and deleted-notes tables, added to a database that lacks them (older servers ignore them)."""
+    for statement in audit.POSTGRES_TABLES:
+        conn.execute(statement)

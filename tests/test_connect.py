@@ -1098,7 +1098,7 @@ class StdioTransportTests(unittest.TestCase):
         first = client.call(tps("TPS report 2025"))["result"]
         url = urlsplit(connect_request(first)["params"]["url"])
         self.assertEqual(url.hostname, "127.0.0.1")
-        self.assertTrue(any(f"connect pages on http://127.0.0.1:{url.port}/connect/" in line for line in server.stderr_lines))
+        self.assertTrue(server.wait_for_line(f"connect pages on http://127.0.0.1:{url.port}/connect/"))  # drained by a thread
         browser = Browser(http_pages(self, url.port))  # type: ignore[arg-type]
         self.assertEqual(browser.sign_in(url.path, ALICE_TOKEN), 303)
         self.assertEqual(browser.decide(url.path, "allow"), 200)

@@ -1,0 +1,604 @@
+"""The audit of consumed confirmations and the trash, for SQLite, PostgreSQL and folders; the operator command."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import unittest
+from typing import Any
+from unittest import mock
+
+import procs
+from support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call
+
+import audit
+import main
+import markdown_store
+import postgres_cluster
+import postgres_store
+import sqlite_store
+
+LATER = 10_000_000.0  # added to the clock: an expiry no test reaches
+DECLINE = {main.INPUT_KEY: {"action": "decline"}}
+CLIENT = "lesson-client"  # the clientInfo.name support.call sends (main.request_meta)
+
+
+class AuditContract:
+    """Mixed into a TestCase per store; the subclass says how to open one and how to look inside it."""
+
+    chosen = ("", "")  # (id, title) of the note the tests delete
+    crash_stages: tuple[str, ...] = ()  # hook stages inside the claim transaction
+
+    def open(self, retention: audit.Retention = audit.Retention()) -> Any:
+        """Another instance over the same backing store (or the same one after a restart)."""
+        raise NotImplementedError
+
+    def rows(self, sql: str) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    def present(self, note_id: str) -> bool:
+        raise NotImplementedError
+
+    def trashed(self, entry: dict[str, Any]) -> bool:
+        raise NotImplementedError
+
+    def trash_size(self) -> int:
+        raise NotImplementedError
+
+    # ---------------------------------------------------------------- helpers
+
+    workspace = WORKSPACE
+    query = "TPS report"
+
+    def server(self, store: Any) -> main.Server:
+        server = main.Server(
+            keys=[KEY], notes=store, policy=main.AuthorizationPolicy({PRINCIPAL: [self.workspace]}), clock=self.clock, log=Log()
+        )
+        audit.install(server)
+        return server
+
+    def args(self) -> dict[str, str]:
+        return {"workspaceUri": self.workspace, "title": self.query}
+
+    def ask(self, server: main.Server) -> dict[str, Any]:
+        response = server.handle(call(self.args()), PRINCIPAL)
+        assert response is not None
+        return response["result"]
+
+    def answer(self, server: main.Server, first: dict[str, Any], responses: dict[str, Any], id: Any = "req-2") -> dict[str, Any]:
+        message = call(self.args(), id=id, requestState=first["requestState"], inputResponses=responses)
+        response = server.handle(message, PRINCIPAL)
+        assert response is not None
+        return response
+
+    @staticmethod
+    def offered(first: dict[str, Any]) -> list[str]:
+        schema = first["inputRequests"][main.INPUT_KEY]["params"]["requestedSchema"]
+        return [option["const"] for option in schema["properties"][main.CHOICE_FIELD]["oneOf"]]
+
+    def target(self, store: Any) -> tuple[str, str]:
+        (note,) = [n for n in store.candidates(main.parse_file_uri(self.workspace), self.query) if n.id == self.chosen[0]]
+        return (note.id, note.version)
+
+    def outcomes(self, store: Any) -> list[str]:
+        return [entry["outcome"] for entry in store.audit_entries()]
+
+    def delete_chosen(self, store: Any) -> dict[str, Any]:
+        server = self.server(store)
+        first = self.ask(server)
+        done = self.answer(server, first, accept(self.chosen[0]))
+        self.assertTrue(done["result"]["structuredContent"]["deleted"], done)
+        return store.audit_entries()[-1]
+
+    # ---------------------------------------------------------------- one entry per consumed confirmation
+
+    def test_an_accepted_deletion_leaves_one_entry_with_every_field_and_the_note_in_the_trash(self) -> None:
+        store = self.open()
+        server = self.server(store)
+        first = self.ask(server)
+        done = self.answer(server, first, accept(self.chosen[0]))
+        self.assertEqual(done["result"]["structuredContent"], {"deleted": True, "noteId": self.chosen[0]})
+        (entry,) = store.audit_entries()
+        self.assertEqual(
+            {key: entry[key] for key in ("principal", "tool", "outcome", "note_id", "title", "workspace", "request_id", "client_name", "restores")},
+            {
+                "principal": PRINCIPAL, "tool": main.TOOL_NAME, "outcome": audit.DELETED, "note_id": self.chosen[0],
+                "title": self.chosen[1], "workspace": main.normalize_file_uri(self.workspace), "request_id": '"req-2"',
+                "client_name": CLIENT, "restores": None,
+            },
+        )  # fmt: skip
+        self.assertEqual(entry["at"], self.clock.now)
+        self.assertFalse(self.present(self.chosen[0]))
+        self.assertTrue(self.trashed(entry))
+        self.assertEqual(self.trash_size(), 1)
+        # Never the state, its nonce or its MAC: nothing a replay could use.
+        nonce = main.StatePayload.parse(main.StateSigner([KEY]).verify(first["requestState"])).nonce
+        for value in entry.values():
+            self.assertNotIn(nonce, str(value))
+            self.assertNotIn(first["requestState"].split(".")[2][:16], str(value))
+
+    def test_the_trash_is_never_offered_in_a_form(self) -> None:
+        store = self.open()
+        self.delete_chosen(store)
+        self.assertNotIn(self.chosen[0], self.offered(self.ask(self.server(store))))
+        self.assertNotIn(self.chosen[0], [n.id for n in store.candidates(main.parse_file_uri(self.workspace), "")])
+
+    def test_a_decline_leaves_one_declined_entry_and_nothing_moved(self) -> None:
+        store = self.open()
+        server = self.server(store)
+        first = self.ask(server)
+        declined = self.answer(server, first, DECLINE)
+        self.assertEqual(declined["result"]["structuredContent"]["reason"], "declined")
+        (entry,) = store.audit_entries()
+        self.assertEqual((entry["outcome"], entry["note_id"], entry["trash"], entry["client_name"]), (audit.DECLINED, None, None, CLIENT))
+        self.assertTrue(self.present(self.chosen[0]))
+        self.assertEqual(self.trash_size(), 0)
+
+    def test_an_unticked_box_is_not_confirmed_and_moves_nothing(self) -> None:
+        store = self.open()
+        server = self.server(store)
+        self.answer(server, self.ask(server), accept(self.chosen[0], confirm=False))
+        self.assertEqual(self.outcomes(store), [audit.NOT_CONFIRMED])
+        self.assertTrue(self.present(self.chosen[0]))
+
+    def test_a_replay_adds_no_entry(self) -> None:
+        store = self.open()
+        server = self.server(store)
+        first = self.ask(server)
+        self.answer(server, first, accept(self.chosen[0]))
+        replay = self.answer(server, first, accept(self.chosen[0]), id=3)
+        self.assertEqual(replay["error"]["code"], main.INVALID_PARAMS)
+        self.assertEqual(self.outcomes(store), [audit.DELETED])
+
+    def test_a_note_changed_since_the_form_is_refused_in_the_audit_and_not_moved(self) -> None:
+        store = self.open()
+        target = self.target(store)
+        outcome = store.consume(PRINCIPAL, "n1", self.clock.now + LATER, target, lambda note: False)  # grant revoked
+        self.assertIs(outcome, main.Settlement.CHANGED)
+        (entry,) = store.audit_entries()
+        self.assertEqual((entry["outcome"], entry["note_id"], entry["trash"]), (audit.REFUSED, self.chosen[0], None))
+        self.assertTrue(self.present(self.chosen[0]))
+        self.assertEqual(self.trash_size(), 0)
+
+    def test_two_instances_sharing_a_store_write_each_confirmation_s_entry_once(self) -> None:
+        a, b = self.open(), self.open()
+        server_a, server_b = self.server(a), self.server(b)
+        first = self.ask(server_a)
+        self.assertTrue(self.answer(server_b, first, accept(self.chosen[0]))["result"]["structuredContent"]["deleted"])
+        self.assertEqual(self.answer(server_a, first, accept(self.chosen[0]), id=3)["error"]["code"], main.INVALID_PARAMS)
+        declined = self.ask(server_b)
+        self.answer(server_a, declined, DECLINE)
+        self.assertEqual(self.answer(server_b, declined, DECLINE, id=4)["error"]["code"], main.INVALID_PARAMS)
+        self.assertEqual(self.outcomes(a), [audit.DELETED, audit.DECLINED])
+        self.assertEqual(self.outcomes(b), [audit.DELETED, audit.DECLINED])
+
+    # ---------------------------------------------------------------- restore
+
+    def test_a_restore_brings_the_note_back_with_its_id_and_title_and_is_audited(self) -> None:
+        store = self.open()
+        deleted = self.delete_chosen(store)
+        restored = self.open().restore(deleted["id"])
+        self.assertEqual(
+            (restored["outcome"], restored["restores"], restored["principal"], restored["note_id"], restored["title"]),
+            (audit.RESTORED, deleted["id"], audit.OPERATOR, self.chosen[0], self.chosen[1]),
+        )
+        self.assertEqual(restored["workspace"], deleted["workspace"])
+        self.assertTrue(self.present(self.chosen[0]))
+        self.assertFalse(self.trashed(deleted))
+        (note,) = [n for n in store.candidates(main.parse_file_uri(self.workspace), self.query) if n.id == self.chosen[0]]
+        self.assertEqual(note.title, self.chosen[1])
+        self.assertEqual(self.outcomes(store), [audit.DELETED, audit.RESTORED])
+        # Once back, it is gone from the trash: a second restore is refused and records nothing.
+        with self.assertRaises(audit.RestoreRefused):
+            store.restore(deleted["id"])
+        self.assertEqual(self.outcomes(store), [audit.DELETED, audit.RESTORED])
+
+    def test_a_restore_is_refused_when_a_note_now_exists_at_that_place(self) -> None:
+        store = self.open()
+        deleted = self.delete_chosen(store)
+        self.recreate(store)
+        with self.assertRaisesRegex(audit.RestoreRefused, "now exists"):
+            store.restore(deleted["id"])
+        self.assertTrue(self.trashed(deleted))
+        self.assertEqual(self.outcomes(store), [audit.DELETED])
+
+    def test_a_restore_of_an_entry_that_trashed_nothing_is_refused(self) -> None:
+        store = self.open()
+        server = self.server(store)
+        self.answer(server, self.ask(server), DECLINE)
+        (entry,) = store.audit_entries()
+        for entry_id in (entry["id"], entry["id"] + 100):
+            with self.assertRaises(audit.RestoreRefused):
+                store.restore(entry_id)
+        self.assertEqual(self.outcomes(store), [audit.DECLINED])
+
+    def recreate(self, store: Any) -> None:
+        """Put a new note where the chosen one was."""
+        raise NotImplementedError
+
+    # ---------------------------------------------------------------- unlink mode
+
+    def test_unlink_mode_deletes_as_before_and_has_nothing_to_restore(self) -> None:
+        store = self.open(audit.Retention(deletion=audit.DELETION_UNLINK))
+        entry = self.delete_chosen(store)
+        self.assertEqual((entry["outcome"], entry["trash"]), (audit.DELETED, None))
+        self.assertFalse(self.present(self.chosen[0]))
+        self.assertEqual(self.trash_size(), 0)
+        with self.assertRaises(audit.RestoreRefused):
+            store.restore(entry["id"])
+        self.assertFalse(self.present(self.chosen[0]))
+
+    # ---------------------------------------------------------------- bounds
+
+    def test_entries_are_pruned_by_count_keeping_the_newest(self) -> None:
+        store = self.open(audit.Retention(max_entries=3))
+        for k in range(3):
+            store.consume(PRINCIPAL, f"n{k}", self.clock.now + LATER, None, bool)
+        first_ids = [entry["id"] for entry in store.audit_entries()]
+        self.assertEqual(len(first_ids), 3)  # at the bound: all kept
+        store.consume(PRINCIPAL, "n3", self.clock.now + LATER, None, bool)
+        self.assertEqual([entry["id"] for entry in store.audit_entries()], first_ids[1:] + [first_ids[2] + 1])
+
+    def test_entries_are_pruned_by_age_on_the_injected_clock(self) -> None:
+        day = audit.DAY_SECONDS
+        store = self.open(audit.Retention(audit_seconds=10 * day))
+        store.consume(PRINCIPAL, "old", self.clock.now + LATER, None, bool)
+        self.clock.now += 10 * day - 1
+        store.consume(PRINCIPAL, "mid", self.clock.now + LATER, None, bool)
+        self.assertEqual(len(store.audit_entries()), 2)  # one second short of the age: kept
+        self.clock.now += 1
+        store.consume(PRINCIPAL, "new", self.clock.now + LATER, None, bool)
+        self.assertEqual([entry["at"] for entry in store.audit_entries()], [self.clock.now - 1, self.clock.now])
+
+    def test_the_trash_is_emptied_by_age_on_the_injected_clock(self) -> None:
+        store = self.open(audit.Retention(trash_seconds=30 * audit.DAY_SECONDS))
+        deleted = self.delete_chosen(store)
+        self.clock.now += 30 * audit.DAY_SECONDS - 1
+        store.consume(PRINCIPAL, "later", self.clock.now + LATER, None, bool)
+        self.assertTrue(self.trashed(deleted))  # one second short: kept
+        self.clock.now += 1
+        store.consume(PRINCIPAL, "latest", self.clock.now + LATER, None, bool)
+        self.assertFalse(self.trashed(deleted))
+        self.assertEqual(self.trash_size(), 0)
+        with self.assertRaises(audit.RestoreRefused):
+            store.restore(deleted["id"])
+        self.assertFalse(self.present(self.chosen[0]))
+
+
+class SqlAuditContract(AuditContract):
+    """The SQL stores: the row moves to deleted_notes in the claim's transaction."""
+
+    chosen = ("note-14", "TPS report 2025")
+
+    def present(self, note_id: str) -> bool:
+        return bool(self.rows(f"SELECT 1 FROM notes WHERE id = '{note_id}'"))
+
+    def trashed(self, entry: dict[str, Any]) -> bool:
+        return entry["trash"] == audit.SQL_TRASH and bool(self.rows(f"SELECT 1 FROM deleted_notes WHERE audit_id = {int(entry['id'])}"))
+
+    def trash_size(self) -> int:
+        return len(self.rows("SELECT audit_id FROM deleted_notes"))
+
+    def recreate(self, store: Any) -> None:
+        store.put(main.Note(self.chosen[0], "A new note", f"{WORKSPACE}/new.md"))
+
+    def test_a_restore_is_refused_when_another_note_now_has_the_same_place(self) -> None:
+        store = self.open()
+        deleted = self.delete_chosen(store)
+        store.put(main.Note("note-new", "Another", f"{WORKSPACE}/tps-2025.md"))
+        with self.assertRaisesRegex(audit.RestoreRefused, "now exists"):
+            store.restore(deleted["id"])
+        self.assertFalse(self.present(self.chosen[0]))
+
+    def test_a_crash_inside_the_claim_transaction_rolls_back_the_entry_with_the_move(self) -> None:
+        for stage in ("claimed", "deleted"):
+            with self.subTest(stage=stage):
+                store = self.open()
+
+                def crash(at: str) -> None:
+                    if at == stage:
+                        raise KeyboardInterrupt("simulated death before COMMIT")
+
+                store._inside_transaction_hook = crash
+                with self.assertRaises(KeyboardInterrupt):
+                    store.consume(PRINCIPAL, "n1", self.clock.now + LATER, self.target(store), bool)
+                restarted = self.open()
+                self.assertEqual(restarted.audit_entries(), [])
+                self.assertTrue(self.present(self.chosen[0]))
+                self.assertEqual(self.trash_size(), 0)
+                self.assertFalse(restarted.is_consumed("n1"))
+
+
+class SqliteAudit(SqlAuditContract, unittest.TestCase):
+    def setUp(self) -> None:
+        tmp = tempfile.TemporaryDirectory(prefix="audit-sqlite-")
+        self.addCleanup(tmp.cleanup)
+        self.path = os.path.join(tmp.name, "notes.db")
+        self.clock = Clock()
+
+    def open(self, retention: audit.Retention = audit.Retention()) -> Any:
+        store = sqlite_store.open_store(self.path, clock=self.clock, seed_notes=main.lesson_notes(), retention=retention)
+        self.addCleanup(store.close)
+        return store
+
+    def rows(self, sql: str) -> list[tuple[Any, ...]]:
+        conn = sqlite3.connect(self.path)
+        try:
+            return conn.execute(sql).fetchall()
+        finally:
+            conn.close()
+
+    def test_a_database_from_before_the_audit_gains_its_tables_when_opened(self) -> None:
+        self.open().close()
+        conn = sqlite3.connect(self.path)
+        conn.execute("DROP TABLE audit")
+        conn.execute("DROP TABLE deleted_notes")
+        conn.commit()
+        conn.close()
+        self.assertEqual(self.delete_chosen(self.open())["outcome"], audit.DELETED)
+
+
+_cluster: postgres_cluster.Cluster | None = None
+_cluster_missing: str | None = None
+
+
+def setUpModule() -> None:
+    global _cluster, _cluster_missing
+    try:
+        _cluster = postgres_cluster.start_or_skip()
+    except unittest.SkipTest as exc:
+        _cluster_missing = str(exc)  # only the PostgreSQL class skips
+
+
+def tearDownModule() -> None:
+    if _cluster is not None:
+        _cluster.destroy()
+
+
+class PostgresAudit(SqlAuditContract, unittest.TestCase):
+    @classmethod
+    def setUpClass(cls) -> None:
+        if _cluster is None:
+            raise unittest.SkipTest(_cluster_missing or "PostgreSQL cluster not started")
+
+    def setUp(self) -> None:
+        assert _cluster is not None
+        self.url = _cluster.new_database()
+        self.clock = Clock()
+
+    def open(self, retention: audit.Retention = audit.Retention()) -> Any:
+        store = postgres_store.open_store(self.url, clock=self.clock, seed_notes=main.lesson_notes(), retention=retention)
+        self.addCleanup(store.close)
+        return store
+
+    def rows(self, sql: str) -> list[tuple[Any, ...]]:
+        with postgres_cluster.psycopg.connect(self.url) as conn:
+            return conn.execute(sql).fetchall()
+
+
+class FolderAudit(AuditContract, unittest.TestCase):
+    chosen = ("tps-2025.md", "TPS report 2025")
+
+    def setUp(self) -> None:
+        tmp = tempfile.TemporaryDirectory(prefix="audit-folder-")
+        self.addCleanup(tmp.cleanup)
+        self.base = tmp.name
+        self.ws = os.path.join(self.base, "Notes")
+        self.outside = os.path.join(self.base, "outside")
+        os.makedirs(self.outside)
+        self.write("tps-2025.md", "# TPS report 2025\nbody\n")
+        self.write("tps-2024.md", "# TPS report 2024\n")
+        self.workspace = main.format_file_uri(tuple(p for p in self.ws.split("/") if p))
+        self.clock = Clock()
+
+    def write(self, rel: str, text: str) -> None:
+        path = os.path.join(self.ws, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+
+    def open(self, retention: audit.Retention = audit.Retention()) -> Any:
+        nonces = sqlite_store.open_store(os.path.join(self.base, "nonces.db"), clock=self.clock)
+        self.addCleanup(nonces.close)
+        return markdown_store.MarkdownNotesStore([self.ws], nonces, retention=retention)
+
+    def rows(self, sql: str) -> list[tuple[Any, ...]]:
+        conn = sqlite3.connect(os.path.join(self.base, "nonces.db"))
+        try:
+            return conn.execute(sql).fetchall()
+        finally:
+            conn.close()
+
+    @property
+    def trash(self) -> str:
+        return os.path.join(self.ws, markdown_store.TRASH_DIR)
+
+    def present(self, note_id: str) -> bool:
+        return os.path.isfile(os.path.join(self.ws, note_id))
+
+    def trashed(self, entry: dict[str, Any]) -> bool:
+        return bool(entry["trash"]) and os.path.isfile(os.path.join(self.trash, entry["trash"]))
+
+    def trash_size(self) -> int:
+        return len(os.listdir(self.trash)) if os.path.isdir(self.trash) else 0
+
+    def recreate(self, store: Any) -> None:
+        self.write(self.chosen[0], "# A new note\n")
+
+    def test_the_trashed_file_keeps_its_content_and_its_name_says_when_and_what(self) -> None:
+        entry = self.delete_chosen(self.open())
+        self.assertRegex(entry["trash"], r"^19700112T134640Z-[0-9a-f]{12}-tps-2025\.md$")  # Clock() starts at 1,000,000 s
+        with open(os.path.join(self.trash, entry["trash"]), encoding="utf-8") as handle:
+            self.assertEqual(handle.read(), "# TPS report 2025\nbody\n")
+        self.assertEqual(entry["uri"], self.workspace + "/tps-2025.md")
+
+    def test_a_trash_note_matching_the_title_is_never_offered_nor_deletable_by_id(self) -> None:
+        self.write(".trash/TPS report 2026.md", "# TPS report 2026\n")
+        store = self.open()
+        self.assertEqual(self.offered(self.ask(self.server(store))), ["tps-2024.md", "tps-2025.md"])
+        outcome = store.consume(PRINCIPAL, "n1", self.clock.now + LATER, (".trash/TPS report 2026.md", "v"), lambda n: True)
+        self.assertIs(outcome, main.Settlement.CHANGED)
+        self.assertTrue(os.path.isfile(os.path.join(self.trash, "TPS report 2026.md")))
+
+    def assert_refused_and_nothing_moved(self, store: Any) -> None:
+        with self.assertRaises(markdown_store.TrashRefused) as caught:
+            store.consume(PRINCIPAL, "n1", self.clock.now + LATER, self.target(store), lambda n: True)
+        self.assertNotIn(self.base, str(caught.exception))
+        self.assertTrue(self.present(self.chosen[0]))
+        self.assertFalse(store.is_consumed("n1"))  # released: the user may answer again once it is fixed
+        self.assertEqual(store.audit_entries(), [])
+        self.assertEqual(os.listdir(self.outside), [])
+
+    def test_a_trash_that_is_a_symlink_is_refused_and_nothing_moved(self) -> None:
+        os.symlink(self.outside, self.trash)
+        self.assert_refused_and_nothing_moved(self.open())
+
+    def test_a_trash_that_is_a_file_is_refused_and_nothing_moved(self) -> None:
+        self.write(markdown_store.TRASH_DIR, "not a folder")
+        self.assert_refused_and_nothing_moved(self.open())
+
+    def test_a_trash_replaced_by_a_symlink_during_the_move_puts_the_file_back_and_is_refused(self) -> None:
+        store = self.open()
+        os.makedirs(self.trash)
+        real = markdown_store.rename_noreplace
+        moves: list[str] = []
+
+        def swap_then_move(src_fd: int, src: str, dst_fd: int, dst: str) -> None:
+            real(src_fd, src, dst_fd, dst)
+            moves.append(dst)
+            if len(moves) == 1:  # the move into the trash: another actor swaps the trash for a link
+                os.rename(self.trash, os.path.join(self.base, "old-trash"))
+                os.symlink(self.outside, self.trash)
+
+        with mock.patch.object(markdown_store, "rename_noreplace", swap_then_move):
+            self.assert_refused_and_nothing_moved(store)
+        self.assertEqual(moves[1], self.chosen[0])  # moved back
+        self.assertEqual(os.listdir(os.path.join(self.base, "old-trash")), [])
+
+    def test_emptying_the_trash_touches_only_expired_regular_files_inside_it(self) -> None:
+        store = self.open(audit.Retention(trash_seconds=audit.DAY_SECONDS))
+        os.makedirs(self.trash)
+        with open(os.path.join(self.outside, "keep.md"), "w", encoding="utf-8") as handle:
+            handle.write("outside")
+        old = "19700101T000000Z-0123456789ab-"
+        os.symlink(os.path.join(self.outside, "keep.md"), os.path.join(self.trash, old + "link.md"))
+        os.makedirs(os.path.join(self.trash, old + "folder"))
+        self.write(f".trash/{old}folder/inner.md", "inner")
+        self.write(".trash/a name the server did not give.md", "mine")
+        self.write(f".trash/{old}expired.md", "old")
+        store.consume(PRINCIPAL, "n1", self.clock.now + LATER, None, bool)
+        self.assertEqual(
+            sorted(os.listdir(self.trash)), sorted([old + "link.md", old + "folder", "a name the server did not give.md"])
+        )
+        self.assertTrue(os.path.isfile(os.path.join(self.trash, old + "folder", "inner.md")))
+        self.assertEqual(os.listdir(self.outside), ["keep.md"])
+
+    def test_a_restore_refuses_when_the_note_s_folder_is_gone(self) -> None:
+        self.write("sub/TPS sub.md", "# TPS sub\n")
+        self.chosen, self.query = ("sub/TPS sub.md", "TPS sub"), "TPS sub"
+        store = self.open()
+        deleted = self.delete_chosen(store)
+        os.rmdir(os.path.join(self.ws, "sub"))
+        with self.assertRaisesRegex(audit.RestoreRefused, "folder no longer exists"):
+            store.restore(deleted["id"])
+        self.assertTrue(self.trashed(deleted))
+
+
+class ContextTests(unittest.TestCase):
+    def test_hostile_context_fields_are_clipped_and_a_bad_workspace_is_left_out(self) -> None:
+        message = call({"workspaceUri": "file:///a/../b", "title": "x"}, id="r" * 1000)
+        message["params"]["_meta"]["io.modelcontextprotocol/clientInfo"] = {"name": "n" * 1000 + "\n"}
+        context = audit.context_of(main.parse_envelope(message))
+        self.assertEqual(len(context.request_id or ""), audit.MAX_FIELD_CHARS)
+        self.assertEqual(context.client_name, "n" * audit.MAX_FIELD_CHARS)
+        self.assertIsNone(context.workspace)
+        self.assertEqual(context.tool, main.TOOL_NAME)
+
+    def test_a_client_name_that_is_not_a_string_is_not_recorded(self) -> None:
+        message = call({"workspaceUri": WORKSPACE, "title": "x"})
+        message["params"]["_meta"]["io.modelcontextprotocol/clientInfo"] = {"name": ["x"]}
+        self.assertIsNone(audit.context_of(main.parse_envelope(message)).client_name)
+
+    def test_the_table_escapes_control_characters_so_one_entry_is_one_line(self) -> None:
+        entry = dict.fromkeys(audit.COLUMNS)
+        entry.update(id=1, at=0.0, principal="p", outcome=audit.DELETED, title="evil\nID  TIME", client_name="\x1b[31m")
+        lines = audit.table([entry])
+        self.assertEqual(len(lines), 2)
+        self.assertIn("evil\\nID", lines[1])
+        self.assertIn("\\x1b[31m", lines[1])
+
+    def test_since_reads_relative_and_absolute_times_and_refuses_others(self) -> None:
+        self.assertEqual(audit.when("2h", 10_000.0), 10_000.0 - 7200)
+        self.assertEqual(audit.when("1970-01-02", 0.0), 86_400.0)
+        self.assertEqual(audit.when("1970-01-01T00:01:00Z", 0.0), 60.0)
+        for text in ("yesterday", "2h ago", "-1d", ""):
+            with self.assertRaises(Exception):
+                audit.when(text, 0.0)
+
+
+class OperatorCommand(unittest.TestCase):
+    """`serve.py audit` against a real database that a real `serve.py --stdio` wrote."""
+
+    def setUp(self) -> None:
+        tmp = tempfile.TemporaryDirectory(prefix="audit-cli-")
+        self.addCleanup(tmp.cleanup)
+        self.dir = tmp.name
+        self.db = os.path.join(self.dir, "notes.db")
+        self.env = procs.server_env(NOTES_MCP_SECRET=procs.SECRET, XDG_STATE_HOME=os.path.join(self.dir, "state"))
+
+    def command(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, procs.SERVE, "audit", *args], env=self.env, capture_output=True, text=True, timeout=procs.GUARD
+        )
+
+    def session(self) -> None:
+        """Delete note-14, decline a form, delete note-3, over stdio."""
+        server = procs.StdioServer(self, "--stdio", "--db", self.db, env=self.env)
+        args = {"workspaceUri": WORKSPACE, "title": "TPS report"}
+        for request_id, responses in ((2, accept("note-14")), (4, DECLINE), (6, accept("note-3"))):
+            first = server.exchange(call(args, id=request_id - 1))["result"]
+            server.exchange(call(args, id=request_id, requestState=first["requestState"], inputResponses=responses))
+        server.close_stdin()
+        self.assertEqual(server.wait(), 0)
+
+    def test_list_filters_and_restore_over_a_real_session(self) -> None:
+        self.session()
+        listed = self.command("--db", self.db, "list")
+        self.assertEqual(listed.returncode, 0, listed.stderr)
+        header, *lines = listed.stdout.splitlines()
+        self.assertIn("CLIENT (self-reported)", header)
+        self.assertEqual([line.split()[4] for line in lines], ["deleted", "declined", "deleted"])
+        self.assertIn("TPS report 2025", lines[0])
+        declined = self.command("--db", self.db, "list", "--outcome", "declined", "--json")
+        (entry,) = [json.loads(line) for line in declined.stdout.splitlines()]
+        self.assertEqual((entry["principal"], entry["request_id"], entry["client_name"]), (PRINCIPAL, "4", CLIENT))
+        self.assertEqual(self.command("--db", self.db, "list", "--principal", "bob").stdout.splitlines()[1:], [])
+        self.assertEqual(len(self.command("--db", self.db, "list", "--since", "1d").stdout.splitlines()), 4)
+        self.assertEqual(len(self.command("--db", self.db, "list", "--since", "2999-01-01").stdout.splitlines()), 1)
+        restored = self.command("--db", self.db, "restore", lines[0].split()[0])
+        self.assertEqual(restored.returncode, 0, restored.stderr)
+        self.assertIn("note note-14 (TPS report 2025), recorded as entry 4", restored.stdout)
+        again = self.command("--db", self.db, "restore", lines[0].split()[0])
+        self.assertEqual((again.returncode, again.stdout.startswith("refused: ")), (1, True))
+        conn = sqlite3.connect(self.db)
+        self.addCleanup(conn.close)
+        self.assertEqual(conn.execute("SELECT title FROM notes WHERE id = 'note-14'").fetchall(), [("TPS report 2025",)])
+        last = self.command("--db", self.db, "list").stdout.splitlines()[-1].split()
+        self.assertEqual((last[0], last[2], last[4], last[5]), ("4", audit.OPERATOR, "restored", "#1"))
+
+    def test_a_missing_database_or_the_memory_store_is_refused_and_nothing_is_created(self) -> None:
+        missing = self.command("--db", self.db, "list")
+        self.assertEqual((missing.returncode, missing.stderr.count("\n")), (2, 1))
+        self.assertFalse(os.path.exists(self.db))
+        memory = self.command("list")
+        self.assertEqual(memory.returncode, 2)
+        self.assertIn("memory store keeps no audit", memory.stderr)
+        self.assertNotIn("Traceback", memory.stderr + missing.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
