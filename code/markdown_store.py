@@ -36,6 +36,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import hashlib
+import math
 import os
 import re
 import secrets
@@ -54,6 +55,7 @@ MAX_WALK_DEPTH = 16  # sub-folder levels below the workspace that are searched
 MAX_WALK_ENTRIES = 100_000  # directory entries examined by one listing; beyond it the listing fails, saying so
 NOTE_SUFFIX = ".md"
 TRASH_DIR = ".trash"  # in each notes folder; hidden, so never walked or offered, and no id can name it
+EMPTY_INTERVAL_SECONDS = 3600.0  # an instance lists its trash folders for expired notes at most this often
 
 # O_NOFOLLOW: a symlink as the final component fails (ELOOP) instead of being followed.
 # O_NONBLOCK: a file swapped for a FIFO after lstat cannot hang the open.
@@ -103,6 +105,7 @@ class MarkdownNotesStore:
         self.max_walk_entries = max_walk_entries
         self.retention = retention or nonces.retention
         nonces.retention = self.retention  # the confirmations database prunes the audit with the same bounds
+        self._emptied_at = -math.inf  # when this instance last emptied its trash folders (store clock)
         self.recover()
 
     def workspace_uris(self) -> list[str]:
@@ -163,7 +166,11 @@ class MarkdownNotesStore:
             self.nonces._pause("moved")
             self.nonces.complete_audit(entry, audit.DELETED if moved else audit.REFUSED, audit.PENDING)
             settlement = main.Settlement.DELETED if moved else main.Settlement.CHANGED
-        self.empty_trash()
+        # Listing a trash costs time in proportion to what it holds: not on every call.
+        now = self.nonces.now()
+        if not now - self._emptied_at < EMPTY_INTERVAL_SECONDS:
+            self._emptied_at = now
+            self.empty_trash()
         return settlement
 
     def _check(

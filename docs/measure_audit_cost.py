@@ -48,7 +48,7 @@ def folder_run(deletion: str) -> float:
     return elapsed
 
 
-for name, run in (("sqlite", sqlite_run), ("folder", folder_run)):
+for name, run in (("sqlite", sqlite_run), ("folder", folder_run))[int(sys.argv[1:] == ["folder"]):]:
     for deletion in audit.DELETION_MODES:
         seconds = run(deletion)
         print(f"{name:6} {deletion:6} {COUNT} accepts: {seconds:.2f} s, {seconds / COUNT * 1000:.2f} ms each")

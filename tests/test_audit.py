@@ -261,6 +261,7 @@ class AuditContract:
         store.consume(PRINCIPAL, "later", self.clock.now + LATER, None, bool)
         self.assertTrue(self.trashed(deleted))  # one second short: kept
         self.clock.now += 1
+        store = self.open(audit.Retention(trash_seconds=30 * audit.DAY_SECONDS))  # a folder store empties once an interval
         store.consume(PRINCIPAL, "latest", self.clock.now + LATER, None, bool)
         self.assertFalse(self.trashed(deleted))
         self.assertEqual(self.trash_size(), 0)
@@ -497,6 +498,17 @@ class FolderAudit(AuditContract, unittest.TestCase):
         self.assertTrue(os.path.isfile(os.path.join(self.trash, old + "folder", "inner.md")))
         self.assertEqual(os.listdir(self.outside), ["keep.md"])
 
+    def test_an_instance_empties_its_trash_folders_at_most_once_an_interval(self) -> None:
+        store = self.open(audit.Retention(trash_seconds=60))
+        store.consume(PRINCIPAL, "first", self.clock.now + LATER, None, bool)  # empties (nothing yet)
+        deleted = self.delete_chosen(store)
+        self.clock.now += markdown_store.EMPTY_INTERVAL_SECONDS - 1
+        store.consume(PRINCIPAL, "n1", self.clock.now + LATER, None, bool)
+        self.assertTrue(self.trashed(deleted))  # expired, but this instance emptied less than an interval ago
+        self.clock.now += 1
+        store.consume(PRINCIPAL, "n2", self.clock.now + LATER, None, bool)
+        self.assertFalse(self.trashed(deleted))
+
     def test_a_restore_refuses_when_the_note_s_folder_is_gone(self) -> None:
         self.write("sub/TPS sub.md", "# TPS sub\n")
         self.chosen, self.query = ("sub/TPS sub.md", "TPS sub"), "TPS sub"
@@ -538,6 +550,26 @@ class ContextTests(unittest.TestCase):
         for text in ("yesterday", "2h ago", "-1d", ""):
             with self.assertRaises(Exception):
                 audit.when(text, 0.0)
+
+
+class ServeWiring(unittest.TestCase):
+    def test_the_config_s_deletion_and_bounds_reach_each_store_and_the_audit_wraps_tools_call(self) -> None:
+        import serve
+
+        with tempfile.TemporaryDirectory(prefix="audit-wiring-") as folder:
+            grants = {"alice": {"token": None, "workspaces": [WORKSPACE]}}
+            config = {"principals": grants, "stdioPrincipal": "alice", "db": os.path.join(folder, "n.db"),
+                      "deletion": "unlink", "trashDays": 2.0, "auditMaxEntries": 7}  # fmt: skip
+            server = serve.build_server(config, [KEY])
+            self.addCleanup(serve.close_store, server.notes)
+            self.assertEqual(server.notes.retention, audit.Retention("unlink", 2 * audit.DAY_SECONDS, max_entries=7))
+            self.assertIsNot(server.methods["tools/call"], main.call_tool)
+            grants["alice"]["notesDirs"] = [folder]
+            folders = serve.build_store(config)
+            self.addCleanup(folders.close)
+            self.assertEqual((folders.retention, folders.nonces.retention), (server.notes.retention,) * 2)
+            memory = serve.build_server({"principals": {"alice": {"token": None, "workspaces": []}}, "stdioPrincipal": "alice"}, [KEY])
+            self.assertIs(memory.methods["tools/call"], main.call_tool)
 
 
 class OperatorCommand(unittest.TestCase):
