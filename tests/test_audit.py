@@ -13,9 +13,11 @@ from typing import Any
 from unittest import mock
 
 import procs
+import test_connect
 from support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call
 
 import audit
+import connect
 import main
 import markdown_store
 import postgres_cluster
@@ -550,6 +552,47 @@ class ContextTests(unittest.TestCase):
         for text in ("yesterday", "2h ago", "-1d", ""):
             with self.assertRaises(Exception):
                 audit.when(text, 0.0)
+
+
+class PublishAudit(test_connect.InProcess):
+    """notes_publish over an SQLite store: the outcome only the tool knows is completed from its result."""
+
+    def setUp(self) -> None:
+        tmp = tempfile.TemporaryDirectory(prefix="audit-publish-")
+        self.addCleanup(tmp.cleanup)
+        self.clock, self.log = Clock(), Log()
+        self.notes = sqlite_store.open_store(os.path.join(tmp.name, "n.db"), clock=self.clock, seed_notes=test_connect.notes())
+        self.addCleanup(self.notes.close)
+        policy = main.AuthorizationPolicy(test_connect.grants())
+        self.server = main.Server(keys=[KEY], notes=self.notes, policy=policy, clock=self.clock, log=self.log)
+        audit.install(self.server)
+        tokens = {"alice": test_connect.ALICE_TOKEN, "bob": test_connect.BOB_TOKEN}
+        self.pages = connect.install(self.server, tokens, base_url=test_connect.BASE)
+        self.store = self.pages.store
+        self.service = self.store.service
+        self.alice = test_connect.Client(lambda message: self.server.handle(message, "alice"))
+        self.bob = test_connect.Client(lambda message: self.server.handle(message, "bob"))
+
+    def decide(self, decision: str) -> dict[str, Any]:
+        first = self.first()
+        path = self.connect_path(first)
+        self.assertEqual(self.signed_in(path).decide(path, decision), 200)
+        return self.retry(first, test_connect.answer("accept"))["result"]
+
+    def test_a_publication_is_recorded_as_published(self) -> None:
+        self.assertTrue(self.decide("allow")["structuredContent"]["published"])
+        (entry,) = self.notes.audit_entries()
+        self.assertEqual((entry["tool"], entry["outcome"], entry["principal"]), (connect.TOOL_NAME, audit.PUBLISHED, "alice"))
+        self.assertIn("note-14", [note.id for note in self.notes.all()])  # publishing moves nothing
+
+    def test_a_denial_on_the_page_is_recorded_as_denied(self) -> None:
+        self.assertEqual(self.decide("deny")["structuredContent"]["reason"], "denied")
+        self.assertEqual([e["outcome"] for e in self.notes.audit_entries()], [audit.DENIED])
+
+    def test_a_declined_publication_is_declined_in_the_claim_s_own_transaction(self) -> None:
+        with mock.patch.object(self.notes, "complete_audit", side_effect=AssertionError("no completion needed")):
+            self.retry(self.first(), test_connect.answer("decline"))
+        self.assertEqual([e["outcome"] for e in self.notes.audit_entries()], [audit.DECLINED])
 
 
 class ServeWiring(unittest.TestCase):
