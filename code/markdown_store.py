@@ -24,10 +24,12 @@ A note is:
 
 Nothing is resolved by string. The root path comes from the operator and is trusted;
 every component below it is opened with O_NOFOLLOW relative to its parent's descriptor,
-every entry is examined with lstat semantics, and a file is deleted with
-unlinkat(parent_fd, name) after re-checking it is the same regular file. Hidden names
-(leading ".") and names a file URI cannot spell are skipped. The nonce is claimed in the
-SQLite store's transaction around the unlink (see `MarkdownNotesStore.consume`).
+every entry is examined with lstat semantics, and a file is moved into the folder's
+`.trash` with renameat2(parent_fd, name, trash_fd, ..., RENAME_NOREPLACE) (or, in
+"unlink" mode, unlinked with unlinkat) after re-checking it is the same regular file.
+Hidden names (leading ".") and names a file URI cannot spell are skipped, so the trash is
+never walked. The nonce is claimed, with a pending audit entry, in the SQLite store's
+transaction before the move (see `MarkdownNotesStore.consume`).
 Standard library only.
 """
 
@@ -282,7 +284,7 @@ class MarkdownNotesStore:
 
     def restore(self, entry_id: int) -> dict[str, object]:
         """Move a trashed file back to where it was, refusing if anything is there now; audited."""
-        (entry,) = [e for e in self.nonces.audit_entries() if e["id"] == entry_id] or [None]
+        entry = self.nonces.audit_entry(entry_id)
         trash_name = entry["trash"] if entry is not None and entry["outcome"] == audit.DELETED else None
         located = self.locate(str(entry["uri"])) if trash_name else None
         if entry is None or not trash_name or located is None:

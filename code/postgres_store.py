@@ -17,6 +17,7 @@ Schema (version SCHEMA_VERSION, recorded in the `meta` table):
     clock_high_water(only PRIMARY KEY, seen)          -- one row: the highest clock reading seen
     index consumed_by_principal(principal, expires_at)  -- the replay bound, in SQL
     index consumed_by_expiry(expires_at)                -- bounded pruning
+    audit, deleted_notes                              -- as in code/sqlite_store.py (code/audit.py)
 
 Every consume transaction starts by raising `clock_high_water.seen` to this host's clock
 and using the result as "now". That row lock also puts every consume, on every host, in

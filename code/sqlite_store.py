@@ -17,6 +17,12 @@ Schema (version SCHEMA_VERSION, recorded in the `meta` table):
     index consumed_by_principal(principal, expires_at)  -- the replay bound, in SQL
     index consumed_by_expiry(expires_at)                -- bounded pruning
     high_water(one = 1, seen)                        -- highest clock reading committed (v2)
+    audit(id, at, principal, tool, outcome, ...)     -- one entry per consumed confirmation (code/audit.py)
+    deleted_notes(audit_id PRIMARY KEY, id, title, uri, revision, deleted_at)  -- the trash
+
+The last two are added to any database that lacks them, whatever its version: a server
+from before them ignores them. `consume` writes the entry, and moves a deleted note's row
+to deleted_notes (unless the deletion mode is "unlink"), in its one transaction.
 
 Threading: a writer connection behind one lock, a reader connection behind another
 (see SqliteNotesStore). Call close() at shutdown: it checkpoints the WAL into the file.
@@ -281,6 +287,11 @@ class SqliteNotesStore:
         """Audit entries matching every filter given, oldest first (the reader connection)."""
         with self._read_lock:
             return _AUDIT.entries(self._reader, principal, since, outcome)
+
+    def audit_entry(self, entry_id: int) -> dict[str, object] | None:
+        """One audit entry by id, or None (the reader connection)."""
+        with self._read_lock:
+            return _AUDIT.entry(self._reader, entry_id)
 
     def complete_audit(self, entry_id: int, outcome: str, expected: str) -> None:
         """Set an entry's outcome if it still says `expected` (pending or consumed); one transaction."""

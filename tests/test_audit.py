@@ -335,6 +335,16 @@ class SqliteAudit(SqlAuditContract, unittest.TestCase):
         finally:
             conn.close()
 
+    def test_one_consume_prunes_at_most_one_batch_of_expired_entries(self) -> None:
+        store = self.open(audit.Retention(audit_seconds=100))
+        for k in range(audit.PRUNE_BATCH + 2):
+            store.consume(PRINCIPAL, f"n{k}", self.clock.now + LATER, None, bool)
+        self.clock.now += 100
+        store.consume(PRINCIPAL, "late", self.clock.now + LATER, None, bool)
+        self.assertEqual(len(store.audit_entries()), 2 + 1)  # a batch went; two old entries wait for the next call
+        store.consume(PRINCIPAL, "later", self.clock.now + LATER, None, bool)
+        self.assertEqual([entry["at"] for entry in store.audit_entries()], [self.clock.now] * 2)
+
     def test_a_database_from_before_the_audit_gains_its_tables_when_opened(self) -> None:
         self.open().close()
         conn = sqlite3.connect(self.path)
@@ -531,6 +541,11 @@ class ContextTests(unittest.TestCase):
         self.assertEqual(context.client_name, "n" * audit.MAX_FIELD_CHARS)
         self.assertIsNone(context.workspace)
         self.assertEqual(context.tool, main.TOOL_NAME)
+
+    def test_a_field_of_exactly_the_limit_is_kept_whole(self) -> None:
+        self.assertEqual(audit.clip("n" * audit.MAX_FIELD_CHARS), "n" * audit.MAX_FIELD_CHARS)
+        self.assertEqual(audit.clip("n" * (audit.MAX_FIELD_CHARS + 1)), "n" * audit.MAX_FIELD_CHARS)
+        self.assertEqual((audit.clip(None), audit.clip(7)), (None, "7"))
 
     def test_a_client_name_that_is_not_a_string_is_not_recorded(self) -> None:
         message = call({"workspaceUri": WORKSPACE, "title": "x"})
