@@ -165,13 +165,18 @@ def read_port(value: Any, field: str) -> int:
     return value
 
 
+def read_positive(value: Any, field: str, limit: float, unit: str) -> float:
+    """A finite number in (0, limit] of `unit` (JSON numbers only, never a boolean)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(field, f"must be a number of {unit}")
+    if not 0 < value <= limit:
+        raise ConfigError(field, f"must be in (0, {limit:g}]")
+    return float(value)
+
+
 def read_ttl(value: Any, field: str) -> float:
     """Seconds a confirmation stays valid: finite, > 0, at most main.MAX_STATE_TTL_SECONDS."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ConfigError(field, "must be a number of seconds")
-    if not 0 < value <= main.MAX_STATE_TTL_SECONDS:
-        raise ConfigError(field, f"must be in (0, {main.MAX_STATE_TTL_SECONDS:g}]")
-    return float(value)
+    return read_positive(value, field, main.MAX_STATE_TTL_SECONDS, "seconds")
 
 
 def read_keys(value: Any, field: str) -> list[bytes]:
@@ -209,11 +214,7 @@ def read_deletion(value: Any, field: str) -> str:
 
 def read_days(value: Any, field: str) -> float:
     """A retention in days: a finite number in (0, audit.MAX_RETENTION_DAYS]."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ConfigError(field, "must be a number of days")
-    if not 0 < value <= audit.MAX_RETENTION_DAYS:
-        raise ConfigError(field, f"must be in (0, {audit.MAX_RETENTION_DAYS:g}] days")
-    return float(value)
+    return read_positive(value, field, audit.MAX_RETENTION_DAYS, "days")
 
 
 def read_entries(value: Any, field: str) -> int:

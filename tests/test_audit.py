@@ -13,6 +13,7 @@ from typing import Any
 from unittest import mock
 
 import procs
+import store_workers
 import test_connect
 from support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call
 
@@ -27,6 +28,15 @@ import sqlite_store
 LATER = 10_000_000.0  # added to the clock: an expiry no test reaches
 DECLINE = {main.INPUT_KEY: {"action": "decline"}}
 CLIENT = "lesson-client"  # the clientInfo.name support.call sends (main.request_meta)
+
+
+def sqlite_rows(path: str, sql: str) -> list[tuple[Any, ...]]:
+    """Rows of one query on a connection of the test's own."""
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
 
 
 class AuditContract:
@@ -329,11 +339,7 @@ class SqliteAudit(SqlAuditContract, unittest.TestCase):
         return store
 
     def rows(self, sql: str) -> list[tuple[Any, ...]]:
-        conn = sqlite3.connect(self.path)
-        try:
-            return conn.execute(sql).fetchall()
-        finally:
-            conn.close()
+        return sqlite_rows(self.path, sql)
 
     def test_one_consume_prunes_at_most_one_batch_of_expired_entries(self) -> None:
         store = self.open(audit.Retention(audit_seconds=100))
@@ -355,32 +361,17 @@ class SqliteAudit(SqlAuditContract, unittest.TestCase):
         self.assertEqual(self.delete_chosen(self.open())["outcome"], audit.DELETED)
 
 
-_cluster: postgres_cluster.Cluster | None = None
-_cluster_missing: str | None = None
-
-
-def setUpModule() -> None:
-    global _cluster, _cluster_missing
-    try:
-        _cluster = postgres_cluster.start_or_skip()
-    except unittest.SkipTest as exc:
-        _cluster_missing = str(exc)  # only the PostgreSQL class skips
-
-
-def tearDownModule() -> None:
-    if _cluster is not None:
-        _cluster.destroy()
+PG = store_workers.OptionalCluster()
+setUpModule, tearDownModule = PG.start, PG.stop
 
 
 class PostgresAudit(SqlAuditContract, unittest.TestCase):
     @classmethod
     def setUpClass(cls) -> None:
-        if _cluster is None:
-            raise unittest.SkipTest(_cluster_missing or "PostgreSQL cluster not started")
+        PG.require()
 
     def setUp(self) -> None:
-        assert _cluster is not None
-        self.url = _cluster.new_database()
+        self.url = PG.require().new_database()
         self.clock = Clock()
 
     def open(self, retention: audit.Retention = audit.Retention()) -> Any:
@@ -420,11 +411,7 @@ class FolderAudit(AuditContract, unittest.TestCase):
         return markdown_store.MarkdownNotesStore([self.ws], nonces, retention=retention)
 
     def rows(self, sql: str) -> list[tuple[Any, ...]]:
-        conn = sqlite3.connect(os.path.join(self.base, "nonces.db"))
-        try:
-            return conn.execute(sql).fetchall()
-        finally:
-            conn.close()
+        return sqlite_rows(os.path.join(self.base, "nonces.db"), sql)
 
     @property
     def trash(self) -> str:
