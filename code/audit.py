@@ -393,17 +393,23 @@ def table(entries: Sequence[dict[str, Any]]) -> list[str]:
 
 def parser() -> argparse.ArgumentParser:
     """`serve.py audit list|restore`: the store options serve.py takes, then the command's own."""
+    def store_options(parser: argparse.ArgumentParser, default: Any) -> argparse.ArgumentParser:
+        parser.add_argument("--config", metavar="FILE", default=default, help="the server's JSON config (its db and notesDirs)")
+        parser.add_argument("--db", metavar="FILE|URL", default=default, help="SQLite file or postgresql:// URL (overrides the config's db)")
+        parser.add_argument("--notes-dir", metavar="DIR", action="append", default=default, help="a Markdown folder (repeatable)")
+        return parser
+
+    # The store options go before or after the command: `audit --db F list` and `audit list --db F`.
+    after = store_options(argparse.ArgumentParser(add_help=False), argparse.SUPPRESS)
     p = argparse.ArgumentParser(prog="serve.py audit", description="List the audit of consumed confirmations, or restore a trashed note.")
-    p.add_argument("--config", metavar="FILE", help="the server's JSON config (its db and notesDirs)")
-    p.add_argument("--db", metavar="FILE|URL", help="SQLite file or postgresql:// URL (overrides the config's db)")
-    p.add_argument("--notes-dir", metavar="DIR", action="append", default=[], help="a Markdown folder (repeatable)")
+    store_options(p, None)
     commands = p.add_subparsers(dest="command", required=True)
-    listing = commands.add_parser("list", help="print entries, oldest first")
+    listing = commands.add_parser("list", parents=[after], help="print entries, oldest first")
     listing.add_argument("--principal", help="only this principal's entries")
     listing.add_argument("--since", metavar="WHEN", help="only entries at or after WHEN (30m, 12h, 7d, 2026-12-01, ...)")
     listing.add_argument("--outcome", choices=OUTCOMES, help="only entries with this outcome")
     listing.add_argument("--json", action="store_true", help="one JSON object per line instead of the table")
-    restore = commands.add_parser("restore", help="bring back the note a `deleted` entry moved to the trash")
+    restore = commands.add_parser("restore", parents=[after], help="bring back the note a `deleted` entry moved to the trash")
     restore.add_argument("entry", type=int, help="the id of the deletion's audit entry")
     return p
 

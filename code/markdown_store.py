@@ -157,9 +157,10 @@ class MarkdownNotesStore:
         settlement, entry = self.nonces.consume_with(
             principal, nonce, expires_at, lambda record: self._check(target, recheck, record, chosen)
         )
-        if settlement is main.Settlement.DELETED and entry is not None:
+        if settlement is main.Settlement.DELETED:
+            assert entry is not None  # a claim that settled always wrote its entry
             self.nonces._pause("committed")
-            root, rel, seen, trash_name = chosen[0]
+            ((root, rel, seen, trash_name),) = chosen
             try:
                 moved = self._move(root, rel, seen, trash_name)
             except main.StoreUnavailable:

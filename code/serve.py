@@ -361,7 +361,11 @@ def port_number(text: str) -> int:
 
 def parser() -> argparse.ArgumentParser:
     """The serving command line."""
-    p = argparse.ArgumentParser(prog="serve.py", description="Serve the notes MCP server (protocol 2026-07-28).")
+    p = argparse.ArgumentParser(
+        prog="serve.py",
+        description="Serve the notes MCP server (protocol 2026-07-28).",
+        epilog="serve.py audit --help: list consumed confirmations, restore a trashed note.",
+    )
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--stdio", action="store_true", help="newline-delimited JSON-RPC on stdin/stdout")
     mode.add_argument("--http", action="store_true", help="Streamable HTTP, POST to the endpoint URL printed at start")
@@ -510,7 +514,7 @@ def audit_command(argv: Sequence[str]) -> int:
     except ConfigError as exc:
         say(str(exc))
         return EXIT_USAGE
-    add_notes_dirs(config, args.notes_dir, bool(args.config))
+    add_notes_dirs(config, args.notes_dir or [], bool(args.config))
     folders = any(entry.get("notesDirs") for entry in config["principals"].values())
     db = config.get("db") or (default_nonce_db() if folders else None)
     if db is None:

@@ -650,7 +650,7 @@ class OperatorCommand(unittest.TestCase):
         self.assertIn("CLIENT (self-reported)", header)
         self.assertEqual([line.split()[4] for line in lines], ["deleted", "declined", "deleted"])
         self.assertIn("TPS report 2025", lines[0])
-        declined = self.command("--db", self.db, "list", "--outcome", "declined", "--json")
+        declined = self.command("list", "--outcome", "declined", "--json", "--db", self.db)  # store options after the command too
         (entry,) = [json.loads(line) for line in declined.stdout.splitlines()]
         self.assertEqual((entry["principal"], entry["request_id"], entry["client_name"]), (PRINCIPAL, "4", CLIENT))
         self.assertEqual(self.command("--db", self.db, "list", "--principal", "bob").stdout.splitlines()[1:], [])
