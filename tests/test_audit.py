@@ -188,6 +188,14 @@ class AuditContract:
         self.assertEqual(self.outcomes(a), [audit.DELETED, audit.DECLINED])
         self.assertEqual(self.outcomes(b), [audit.DELETED, audit.DECLINED])
 
+    def test_two_instances_racing_one_confirmation_write_one_entry_and_move_once(self) -> None:
+        a, b = self.open(), self.open()
+        target = self.target(a)
+        results = store_workers.together(2, lambda k: (a, b)[k].consume(PRINCIPAL, "n1", self.clock.now + LATER, target, bool))
+        self.assertEqual(sorted(r.value for r in results), ["deleted", "used"])
+        self.assertEqual(self.outcomes(a), [audit.DELETED])
+        self.assertEqual(self.trash_size(), 1)
+
     # ---------------------------------------------------------------- restore
 
     def test_a_restore_brings_the_note_back_with_its_id_and_title_and_is_audited(self) -> None:
