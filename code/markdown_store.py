@@ -108,7 +108,10 @@ class MarkdownNotesStore:
         self.retention = retention or nonces.retention
         nonces.retention = self.retention  # the confirmations database prunes the audit with the same bounds
         self._emptied_at = -math.inf  # when this instance last emptied its trash folders (store clock)
-        self.recover()
+        try:
+            self.recover()
+        except main.StoreUnavailable:
+            pass  # the database is busy now: the next listing (or start) completes what a crash left
 
     def workspace_uris(self) -> list[str]:
         """The roots as canonical file URIs (what the policy must grant)."""
@@ -387,7 +390,10 @@ def move_to_trash(root: main.Path, fd: int, name: str, trash_name: str) -> bool:
         # The trash swapped for another folder or a link while the file moved: the file went
         # to a folder that is no longer the trash. Put it back and refuse.
         if not same_trash(root, trash):
-            rename_noreplace(trash, trash_name, fd, name)
+            try:
+                rename_noreplace(trash, trash_name, fd, name)
+            except OSError:
+                pass  # the name was taken meanwhile: the file stays in the displaced folder, nothing overwritten
             raise TrashRefused()
         return True
     finally:

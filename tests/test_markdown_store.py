@@ -365,6 +365,18 @@ class DeletionTests(FolderCase):
         self.assertEqual(self.store().restore(entry["id"])["outcome"], audit.RESTORED)
         self.assertEqual(self.tree(), before)
 
+    def test_a_store_opened_while_another_instance_writes_starts_and_completes_the_entry_later(self) -> None:
+        self.crash_at(self.store(), "moved")
+        nonces = sqlite_store.open_store(os.path.join(self.base, "nonces.db"), clock=self.clock, busy_timeout_ms=50)
+        self.addCleanup(nonces.close)
+        holder = sqlite3.connect(os.path.join(self.base, "nonces.db"), isolation_level=None)
+        self.addCleanup(holder.close)
+        holder.execute("BEGIN IMMEDIATE")  # another instance inside its consume transaction
+        store = MarkdownNotesStore([self.ws], nonces)  # does not fail: the pending entry waits
+        self.assertEqual([e["outcome"] for e in nonces.audit_entries()], [audit.PENDING])
+        holder.execute("ROLLBACK")
+        self.assertEqual([e["outcome"] for e in store.audit_entries()], [audit.DELETED])
+
 
 class RequestNameTests(FolderCase):
     def setUp(self) -> None:
