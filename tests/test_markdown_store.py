@@ -326,6 +326,28 @@ class DeletionTests(FolderCase):
             store.consume(PRINCIPAL, "n1", self.clock.now + main.DEFAULT_STATE_TTL_SECONDS, (note.id, note.version), ALWAYS)
         store.nonces._inside_transaction_hook = None
 
+    def between_claim_and_move(self, action: Callable[[], None]) -> MarkdownNotesStore:
+        """Consume the chosen note with `action` run after the claim commits, before the move; the store."""
+        store = self.store()
+        (note,) = store.candidates(main.parse_file_uri(self.uri()), "2025")
+        store.nonces._inside_transaction_hook = lambda stage: action() if stage == "committed" else None
+        outcome = store.consume(PRINCIPAL, "n1", self.clock.now + 60, (note.id, note.version), ALWAYS)
+        store.nonces._inside_transaction_hook = None
+        self.assertIs(outcome, main.Settlement.CHANGED)
+        self.assertEqual(self.trashed(), [])
+        self.assertEqual([e["outcome"] for e in store.audit_entries()], [audit.REFUSED])
+        self.assertTrue(store.is_consumed("n1"))
+        return store
+
+    def test_a_file_removed_between_the_claim_and_the_move_is_refused_in_the_audit(self) -> None:
+        self.between_claim_and_move(lambda: os.unlink(self.chosen))
+        self.assertFalse(os.path.exists(self.chosen))
+
+    def test_a_folder_moved_away_between_the_claim_and_the_move_is_refused_and_its_file_kept(self) -> None:
+        away = os.path.join(self.ws, "moved")
+        self.between_claim_and_move(lambda: os.rename(os.path.dirname(self.chosen), away))
+        self.assertTrue(os.path.isfile(os.path.join(away, "tps.md")))
+
     def test_a_crash_inside_the_claim_transaction_records_nothing_and_moves_nothing(self) -> None:
         store = self.store()
         before = self.tree()
