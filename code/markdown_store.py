@@ -57,6 +57,7 @@ MAX_WALK_DEPTH = 16  # sub-folder levels below the workspace that are searched
 MAX_WALK_ENTRIES = 100_000  # directory entries examined by one listing; beyond it the listing fails, saying so
 NOTE_SUFFIX = ".md"
 TRASH_DIR = ".trash"  # in each notes folder; hidden, so never walked or offered, and no id can name it
+NAME_MAX = 255  # bytes in one file name (Linux, macOS)
 EMPTY_INTERVAL_SECONDS = 3600.0  # an instance lists its trash folders for expired notes at most this often
 
 # O_NOFOLLOW: a symlink as the final component fails (ELOOP) instead of being followed.
@@ -320,8 +321,8 @@ def trash_name_for(name: str, now: float) -> str:
     """A name in the trash no other deletion can take: UTC time, 48 random bits, the original name."""
     prefix = trash_stamp(now) + "-" + secrets.token_hex(6)
     full = f"{prefix}-{name}"
-    # NAME_MAX is 255 bytes: a long name is dropped, the audit entry keeps where it came from.
-    return full if len(os.fsencode(full)) <= 255 else prefix + NOTE_SUFFIX
+    # A name longer than NAME_MAX is dropped; the audit entry keeps where the note came from.
+    return full if len(os.fsencode(full)) <= NAME_MAX else prefix + NOTE_SUFFIX
 
 
 _TRASHED_RE = re.compile(r"(\d{8}T\d{6}Z)-[0-9a-f]{12}[-.]")

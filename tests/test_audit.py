@@ -444,6 +444,25 @@ class FolderAudit(AuditContract, unittest.TestCase):
             self.assertEqual(handle.read(), "# TPS report 2025\nbody\n")
         self.assertEqual(entry["uri"], self.workspace + "/tps-2025.md")
 
+    def test_a_trash_name_keeps_the_original_name_while_it_fits_name_max(self) -> None:
+        prefix = len("19700112T134640Z-0123456789ab-")
+        fits = "n" * (markdown_store.NAME_MAX - prefix - 3) + ".md"
+        kept = markdown_store.trash_name_for(fits, self.clock.now)
+        self.assertEqual((len(os.fsencode(kept)), kept.endswith("-" + fits)), (markdown_store.NAME_MAX, True))
+        dropped = markdown_store.trash_name_for("n" + fits, self.clock.now)
+        self.assertRegex(dropped, r"^19700112T134640Z-[0-9a-f]{12}\.md$")
+
+    def test_a_note_whose_trash_name_would_be_too_long_is_trashed_and_restored_by_its_entry(self) -> None:
+        name = "議" * 80 + ".md"  # 243 bytes: a legal name, an 83-character id, too long with the prefix
+        self.write(name, "# TPS long\n")
+        self.chosen, self.query = (name, "TPS long"), "TPS long"
+        store = self.open()
+        deleted = self.delete_chosen(store)
+        self.assertRegex(deleted["trash"], r"^\d{8}T\d{6}Z-[0-9a-f]{12}\.md$")
+        self.assertTrue(self.trashed(deleted))
+        self.assertEqual(store.restore(deleted["id"])["note_id"], name)
+        self.assertTrue(self.present(name))
+
     def test_a_trash_note_matching_the_title_is_never_offered_nor_deletable_by_id(self) -> None:
         self.write(".trash/TPS report 2026.md", "# TPS report 2026\n")
         store = self.open()
