@@ -442,6 +442,7 @@ class FolderAudit(AuditContract, unittest.TestCase):
         self.assertRegex(entry["trash"], r"^19700112T134640Z-[0-9a-f]{12}-tps-2025\.md$")  # Clock() starts at 1,000,000 s
         with open(os.path.join(self.trash, entry["trash"]), encoding="utf-8") as handle:
             self.assertEqual(handle.read(), "# TPS report 2025\nbody\n")
+        self.assertEqual(os.stat(self.trash).st_mode & 0o777, 0o700)  # the owner's alone
         self.assertEqual(entry["uri"], self.workspace + "/tps-2025.md")
 
     def test_a_trash_name_keeps_the_original_name_while_it_fits_name_max(self) -> None:
@@ -487,6 +488,36 @@ class FolderAudit(AuditContract, unittest.TestCase):
     def test_a_trash_that_is_a_file_is_refused_and_nothing_moved(self) -> None:
         self.write(markdown_store.TRASH_DIR, "not a folder")
         self.assert_refused_and_nothing_moved(self.open())
+
+    def test_a_trash_removed_between_its_creation_and_its_opening_is_refused_and_nothing_moved(self) -> None:
+        with mock.patch.object(markdown_store.os, "mkdir"):  # made, then removed at once by another actor
+            self.assert_refused_and_nothing_moved(self.open())
+
+    def test_a_trash_the_os_will_not_create_refuses_the_deletion_and_releases_the_claim(self) -> None:
+        store = self.open()
+        with mock.patch.object(markdown_store.os, "mkdir", side_effect=PermissionError(13, "Permission denied")):
+            with self.assertRaises(markdown_store.StoreRefused):
+                store.consume(PRINCIPAL, "n1", self.clock.now + LATER, self.target(store), lambda n: True)
+        self.assertTrue(self.present(self.chosen[0]))
+        self.assertFalse(store.is_consumed("n1"))
+        self.assertEqual((store.audit_entries(), self.trash_size()), ([], 0))
+
+    def test_with_the_notes_folder_gone_the_trash_is_looked_for_nowhere_else(self) -> None:
+        store = self.open(audit.Retention(trash_seconds=1))
+        deleted = self.delete_chosen(store)
+        elsewhere = os.path.join(self.base, "cwd")
+        decoy = os.path.join(elsewhere, markdown_store.TRASH_DIR, "19700101T000000Z-0123456789ab-decoy.md")
+        os.makedirs(os.path.dirname(decoy))
+        with open(decoy, "w", encoding="utf-8") as handle:
+            handle.write("not the server's")
+        os.rename(self.ws, os.path.join(self.base, "gone"))
+        self.addCleanup(os.chdir, os.getcwd())
+        os.chdir(elsewhere)  # a relative lookup would land here
+        self.clock.now += markdown_store.EMPTY_INTERVAL_SECONDS
+        store.empty_trash()
+        with self.assertRaises(audit.RestoreRefused):
+            store.restore(deleted["id"])
+        self.assertTrue(os.path.isfile(decoy))
 
     def test_a_trash_replaced_by_a_symlink_during_the_move_puts_the_file_back_and_is_refused(self) -> None:
         store = self.open()
