@@ -537,6 +537,24 @@ class FolderAudit(AuditContract, unittest.TestCase):
         self.assertEqual(moves[1], self.chosen[0])  # moved back
         self.assertEqual(os.listdir(os.path.join(self.base, "old-trash")), [])
 
+    def test_the_trash_is_the_same_only_while_dot_trash_names_the_very_folder_opened(self) -> None:
+        self.delete_chosen(self.open())
+        root = markdown_store.root_path(self.ws)
+        fd = markdown_store.open_trash(root, create=False)
+        assert fd is not None
+        self.addCleanup(os.close, fd)
+        self.assertTrue(markdown_store.same_trash(root, fd))
+        old = os.path.join(self.base, "old-trash")
+        os.rename(self.trash, old)
+        self.assertFalse(markdown_store.same_trash(root, fd))  # nothing named .trash
+        os.symlink(old, self.trash)
+        self.assertFalse(markdown_store.same_trash(root, fd))  # a link to that very folder is still a link
+        os.unlink(self.trash)
+        os.rename(old, self.trash)
+        self.assertTrue(markdown_store.same_trash(root, fd))
+        os.rename(self.ws, os.path.join(self.base, "gone"))
+        self.assertFalse(markdown_store.same_trash(root, fd))  # no notes folder at all
+
     def test_emptying_the_trash_touches_only_expired_regular_files_inside_it(self) -> None:
         store = self.open(audit.Retention(trash_seconds=audit.DAY_SECONDS))
         os.makedirs(self.trash)
