@@ -372,7 +372,8 @@ def same_trash(root: main.Path, trash: int) -> bool:
     finally:
         os.close(fd)
     opened = os.fstat(trash)
-    return stat.S_ISDIR(now.st_mode) and (now.st_dev, now.st_ino) == (opened.st_dev, opened.st_ino)
+    # lstat: a link to that very folder has an inode of its own, so it never compares equal.
+    return (now.st_dev, now.st_ino) == (opened.st_dev, opened.st_ino)
 
 
 def move_to_trash(root: main.Path, fd: int, name: str, trash_name: str) -> bool:

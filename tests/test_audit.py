@@ -550,10 +550,45 @@ class FolderAudit(AuditContract, unittest.TestCase):
         os.symlink(old, self.trash)
         self.assertFalse(markdown_store.same_trash(root, fd))  # a link to that very folder is still a link
         os.unlink(self.trash)
+        os.makedirs(self.trash)
+        self.assertFalse(markdown_store.same_trash(root, fd))  # another real folder
+        os.rmdir(self.trash)
         os.rename(old, self.trash)
         self.assertTrue(markdown_store.same_trash(root, fd))
         os.rename(self.ws, os.path.join(self.base, "gone"))
         self.assertFalse(markdown_store.same_trash(root, fd))  # no notes folder at all
+
+    def test_a_trash_swapped_before_the_move_moves_nothing_at_all(self) -> None:
+        store = self.open()
+        real_open, real_rename = markdown_store.open_trash, markdown_store.rename_noreplace
+        renames: list[str] = []
+
+        def open_then_swap(root: Any, create: bool) -> int | None:
+            fd = real_open(root, create)
+            os.rename(self.trash, os.path.join(self.base, "old-trash"))
+            os.makedirs(self.trash)  # another real folder now answers to .trash
+            return fd
+
+        def counted(*args: Any) -> None:
+            renames.append(args[1])
+            real_rename(*args)
+
+        with mock.patch.object(markdown_store, "open_trash", open_then_swap), mock.patch.object(markdown_store, "rename_noreplace", counted):
+            self.assert_refused_and_nothing_moved(store)
+        self.assertEqual(renames, [])
+
+    def test_one_emptying_removes_at_most_a_batch_and_lists_at_most_the_walk_bound(self) -> None:
+        old = "19700101T000000Z-0123456789ab-"
+        for k in range(audit.PRUNE_BATCH + 2):
+            self.write(f".trash/{old}{k:03d}.md", "old")
+        store = self.open(audit.Retention(trash_seconds=1))
+        store.empty_trash()
+        self.assertEqual(self.trash_size(), 2)
+        nonces = sqlite_store.open_store(os.path.join(self.base, "nonces.db"), clock=self.clock)
+        self.addCleanup(nonces.close)
+        narrow = markdown_store.MarkdownNotesStore([self.ws], nonces, max_walk_entries=1, retention=audit.Retention(trash_seconds=1))
+        narrow.empty_trash()
+        self.assertEqual(self.trash_size(), 1)  # one name listed, one removed
 
     def test_emptying_the_trash_touches_only_expired_regular_files_inside_it(self) -> None:
         store = self.open(audit.Retention(trash_seconds=audit.DAY_SECONDS))
