@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import json
 import os
 import sqlite3
@@ -589,6 +591,49 @@ class FolderAudit(AuditContract, unittest.TestCase):
         narrow = markdown_store.MarkdownNotesStore([self.ws], nonces, max_walk_entries=1, retention=audit.Retention(trash_seconds=1))
         narrow.empty_trash()
         self.assertEqual(self.trash_size(), 1)  # one name listed, one removed
+
+    def test_one_emptying_goes_through_every_notes_folder_s_trash(self) -> None:
+        other = os.path.join(self.base, "Other")
+        old = "19700101T000000Z-0123456789ab-"
+        for folder in (self.ws, other):
+            os.makedirs(os.path.join(folder, markdown_store.TRASH_DIR), exist_ok=True)
+            with open(os.path.join(folder, markdown_store.TRASH_DIR, old + "a.md"), "w", encoding="utf-8") as handle:
+                handle.write("old")
+        nonces = sqlite_store.open_store(os.path.join(self.base, "nonces.db"), clock=self.clock)
+        self.addCleanup(nonces.close)
+        markdown_store.MarkdownNotesStore([self.ws, other], nonces, retention=audit.Retention(trash_seconds=1)).empty_trash()
+        self.assertEqual((self.trash_size(), os.listdir(os.path.join(other, markdown_store.TRASH_DIR))), (0, []))
+
+    def fake_renameat2(self, error: int) -> Any:
+        """A renameat2 that fails with `error`, as on a file system or kernel without RENAME_NOREPLACE."""
+
+        def fail(*args: Any) -> int:
+            ctypes.set_errno(error)
+            return -1
+
+        return mock.patch.object(markdown_store, "_RENAMEAT2", fail)
+
+    def test_without_rename_noreplace_the_move_and_the_restore_still_never_replace(self) -> None:
+        for error in (errno.EINVAL, errno.ENOSYS):
+            with self.subTest(error=error):
+                store = self.open()
+                with self.fake_renameat2(error):
+                    deleted = self.delete_chosen(store)
+                    self.assertTrue(self.trashed(deleted) and not self.present(self.chosen[0]))
+                    self.recreate(store)
+                    with self.assertRaisesRegex(audit.RestoreRefused, "now exists"):
+                        store.restore(deleted["id"])
+                    self.assertTrue(self.trashed(deleted))
+                os.unlink(os.path.join(self.ws, self.chosen[0]))
+                store.restore(deleted["id"])
+                self.assertTrue(self.present(self.chosen[0]))
+
+    def test_a_move_renameat2_refuses_for_another_reason_is_refused_and_nothing_moved(self) -> None:
+        store = self.open()
+        with self.fake_renameat2(errno.EXDEV), self.assertRaises(markdown_store.StoreRefused):
+            store.consume(PRINCIPAL, "n1", self.clock.now + LATER, self.target(store), lambda n: True)
+        self.assertTrue(self.present(self.chosen[0]))
+        self.assertEqual((self.trash_size(), store.audit_entries()), (0, []))
 
     def test_emptying_the_trash_touches_only_expired_regular_files_inside_it(self) -> None:
         store = self.open(audit.Retention(trash_seconds=audit.DAY_SECONDS))
