@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import errno
 import json
@@ -708,7 +709,7 @@ class ContextTests(unittest.TestCase):
         self.assertEqual(audit.when("1970-01-02", 0.0), 86_400.0)
         self.assertEqual(audit.when("1970-01-01T00:01:00Z", 0.0), 60.0)
         for text in ("yesterday", "2h ago", "-1d", ""):
-            with self.assertRaises(Exception):
+            with self.assertRaises(argparse.ArgumentTypeError):
                 audit.when(text, 0.0)
 
 
