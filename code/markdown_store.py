@@ -303,6 +303,10 @@ class MarkdownNotesStore:
             if trash is None:
                 raise audit.RestoreRefused(f"entry {entry_id}: the note is no longer in the trash")
             try:
+                # Only the regular file the server put there: a link left in its place would
+                # make the "restored" note point anywhere on the system.
+                if not stat.S_ISREG(os.stat(str(trash_name), dir_fd=trash, follow_symlinks=False).st_mode):
+                    raise audit.RestoreRefused(f"entry {entry_id}: the trash holds something else than the note; nothing restored")
                 rename_noreplace(trash, str(trash_name), parent, rel[-1])
             except FileExistsError:
                 raise audit.RestoreRefused(f"entry {entry_id}: a note now exists at its place; nothing restored") from None

@@ -665,6 +665,17 @@ class FolderAudit(AuditContract, unittest.TestCase):
         store.consume(PRINCIPAL, "n2", self.clock.now + LATER, None, bool)
         self.assertFalse(self.trashed(deleted))
 
+    def test_a_restore_refuses_a_link_left_in_the_note_s_place_in_the_trash(self) -> None:
+        store = self.open()
+        deleted = self.delete_chosen(store)
+        trashed = os.path.join(self.trash, deleted["trash"])
+        os.unlink(trashed)
+        os.symlink(os.path.join(self.outside, "secret.md"), trashed)
+        with self.assertRaisesRegex(audit.RestoreRefused, "something else"):
+            store.restore(deleted["id"])
+        self.assertFalse(os.path.lexists(os.path.join(self.ws, self.chosen[0])))
+        self.assertTrue(os.path.islink(trashed))
+
     def test_a_restore_refuses_when_the_note_s_folder_is_gone(self) -> None:
         self.write("sub/TPS sub.md", "# TPS sub\n")
         self.chosen, self.query = ("sub/TPS sub.md", "TPS sub"), "TPS sub"
