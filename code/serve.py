@@ -291,6 +291,11 @@ def serve_http(server: main.Server, config: dict[str, Any], args: argparse.Names
         if port == 80:
             policy.allowed_hosts |= frozenset(streamable_http.LOOPBACK_NAMES)
 
+    confined = confine(config, args, [httpd.address[1]])
+    if confined is None:
+        return EXIT_USAGE
+    say(confined)
+
     def stop(signum: int, frame: Any) -> None:
         # Stop accepting, let requests in flight finish and send their responses, then
         # return from serve_forever: a deletion that committed is never left unanswered.
@@ -314,6 +319,10 @@ def serve_stdio(server: main.Server, config: dict[str, Any], args: argparse.Name
     import stdio_transport
 
     if pages is None:
+        confined = confine(config, args, [])
+        if confined is None:
+            return EXIT_USAGE
+        say(confined)
         return stdio_transport.serve_stdio(server, config["stdioPrincipal"], not args.no_legacy)
     import streamable_http
 
@@ -329,6 +338,10 @@ def serve_stdio(server: main.Server, config: dict[str, Any], args: argparse.Name
     policy.allowed_hosts = frozenset(f"{name}:{port}" for name in streamable_http.LOOPBACK_NAMES)
     pages.base_url = listener.url("")
     say(f"connect pages on {listener.url(pages.prefix)}")
+    confined = confine(config, args, [port])
+    if confined is None:
+        return EXIT_USAGE
+    say(confined)
     thread = threading.Thread(target=listener.serve_forever, name="connect-pages", daemon=True)
     thread.start()
     try:
@@ -336,6 +349,28 @@ def serve_stdio(server: main.Server, config: dict[str, Any], args: argparse.Name
     finally:
         listener.shutdown(0)
         thread.join()
+
+
+def confine(config: dict[str, Any], args: argparse.Namespace, ports: Sequence[int]) -> str | None:
+    """Confine the process as --sandbox asks (code/sandbox.py); the start-up line saying how, or None if required and impossible.
+
+    Called once the store is open and the listener bound, before any thread starts and
+    before the line that says the server listens (clients may connect from then on).
+    """
+    if args.sandbox == "off":
+        return "sandbox: off (--no-sandbox); serving unconfined"
+    import sandbox
+
+    folders = [path for entry in config["principals"].values() for path in entry.get("notesDirs", [])]
+    db = config.get("db")
+    url = db if db and db.startswith(("postgresql://", "postgres://")) else None
+    state = None if url else db or (default_nonce_db() if folders else None)
+    here = os.path.dirname(os.path.abspath(__file__))
+    status = sandbox.confine(sandbox.server_plan(here, folders, state, url, args.config, ports))
+    if args.sandbox == "require" and not status.on:
+        say(f"sandbox: required, but {status.reason}; not serving")
+        return None
+    return status.describe()
 
 
 # =====================================================================================
@@ -399,6 +434,12 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="HTTP: also serve the conformance suite's test tools, prompts and resources (testing only; docs/conformance.md)",
     )
+    confinement = p.add_mutually_exclusive_group()
+    confinement.add_argument(
+        "--sandbox", choices=("auto", "require"), default="auto",
+        help="Landlock confinement after start-up: auto (default: on where the kernel has it) or require (refuse to start without it)",
+    )  # fmt: skip
+    confinement.add_argument("--no-sandbox", dest="sandbox", action="store_const", const="off", help="do not confine the process")
     # Testing only (docs/http.md, "Limits"): shortens the slow-client deadline so tests run fast.
     # Default (None): streamable_http.REQUEST_TIMEOUT_SECONDS, read where HTTP is served.
     p.add_argument("--request-timeout", type=timeout_seconds, default=None, help=argparse.SUPPRESS)
@@ -546,6 +587,13 @@ def refuse_flags(args: argparse.Namespace) -> int | None:
     if args.stdio and args.conformance_fixtures:
         say("--conformance-fixtures applies to --http only (the suite drives HTTP)")
         return EXIT_USAGE
+    if args.sandbox == "require":
+        import sandbox
+
+        abi = sandbox.kernel_abi()
+        if isinstance(abi, str):
+            say(f"sandbox: required, but {abi}; not serving")
+            return EXIT_USAGE
     if args.http and args.no_auth:
         import streamable_http
 

@@ -461,6 +461,9 @@ def _connect(path: str, busy_timeout_ms: int) -> sqlite3.Connection:
     """An autocommit connection usable from any thread (each store guards its own with a lock)."""
     conn = sqlite3.connect(path, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False)
     conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
+    # Sorts and temporary tables that outgrow the cache spill to memory, not to a file in
+    # /var/tmp or /tmp: the sandbox (code/sandbox.py) lets the process write nowhere else.
+    conn.execute("PRAGMA temp_store = MEMORY")
     return conn
 
 
