@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import main
+import stores
 
 DELETION_TRASH = "trash"
 DELETION_UNLINK = "unlink"
@@ -207,7 +208,7 @@ def install(server: main.Server) -> None:
             if outcome is not None:
                 try:
                     store.complete_audit(entry_id, outcome, CONSUMED)
-                except main.StoreUnavailable:
+                except stores.StoreUnavailable:
                     pass  # the tool's result stands; the entry keeps saying "consumed"
         return result
 

@@ -5,7 +5,7 @@ folder is a root; a note is a regular `*.md` file inside a root (sub-folders inc
 
     nonces = sqlite_store.open_store("nonces.db", clock=time.time)
     store = MarkdownNotesStore(["/home/alice/Notes"], nonces)
-    server = main.Server(keys=[key], notes=store, policy=AuthorizationPolicy({"alice": ["file:///home/alice/Notes"]}))
+    server = main.notes_server(keys=[key], notes=store, policy=AuthorizationPolicy({"alice": ["file:///home/alice/Notes"]}))
 
 A note is:
   - id:       its path relative to its root, components joined by "/". A component is
@@ -50,6 +50,7 @@ from urllib.parse import quote, unquote
 
 import audit
 import main
+import stores
 import sqlite_store
 
 TITLE_SCAN_BYTES = 4096  # bytes read from the top of a note to find its `# heading`
@@ -66,21 +67,21 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
-class StoreRefused(main.StoreUnavailable):
+class StoreRefused(stores.StoreUnavailable):
     """The OS refused to delete the confirmed file: the confirmation was rolled back, nothing deleted."""
 
     def __init__(self) -> None:
         super().__init__("The chosen note could not be deleted (the folder does not allow it); nothing was deleted.")
 
 
-class TrashRefused(main.StoreUnavailable):
+class TrashRefused(stores.StoreUnavailable):
     """The notes folder's trash is a link, not a folder, or was replaced during the move: nothing deleted."""
 
     def __init__(self) -> None:
         super().__init__(f"The notes folder's trash ({TRASH_DIR}) is not a plain folder; nothing was deleted.")
 
 
-class FolderTooLarge(main.StoreUnavailable):
+class FolderTooLarge(stores.StoreUnavailable):
     """A listing met more entries than it may examine: it fails rather than offer a partial list."""
 
     def __init__(self, limit: int) -> None:
@@ -111,7 +112,7 @@ class MarkdownNotesStore:
         self._emptied_at = -math.inf  # when this instance last emptied its trash folders (store clock)
         try:
             self.recover()
-        except main.StoreUnavailable:
+        except stores.StoreUnavailable:
             pass  # the database is busy now: the next listing (or start) completes what a crash left
 
     def workspace_uris(self) -> list[str]:
@@ -163,14 +164,14 @@ class MarkdownNotesStore:
         )
         if settlement is main.Settlement.DELETED:
             assert entry is not None  # a claim that settled always wrote its entry
-            self.nonces._pause("committed")
+            self.nonces.stage("committed")
             ((root, rel, seen, trash_name),) = chosen
             try:
                 moved = self._move(root, rel, seen, trash_name)
-            except main.StoreUnavailable:
+            except stores.StoreUnavailable:
                 self.nonces.release(nonce, entry)
                 raise
-            self.nonces._pause("moved")
+            self.nonces.stage("moved")
             self.nonces.complete_audit(entry, audit.DELETED if moved else audit.REFUSED, audit.PENDING)
             settlement = main.Settlement.DELETED if moved else main.Settlement.CHANGED
         # Listing a trash costs time in proportion to what it holds: not on every call.
@@ -483,7 +484,7 @@ class Walk:
         self, root: main.Path, title: str, workspace: main.Path, found: list[main.Note], limit: int = MAX_WALK_ENTRIES
     ) -> None:
         self.root = root
-        self.query = title
+        self.query = main.fold_title(title)  # folded once per listing, as titles are compared
         self.workspace = workspace
         self.found = found
         self.limit = limit
@@ -512,7 +513,7 @@ class Walk:
                     self.subfolder(fd, name, rel, depth)
             elif stat.S_ISREG(info.st_mode) and name.endswith(NOTE_SUFFIX):
                 loaded = load_note(fd, name, self.root, rel + (name,), info)
-                if loaded is not None and main.matches(loaded[0], self.workspace, self.query):
+                if loaded is not None and self.query in loaded[0].folded_title and main.inside_workspace(loaded[0], self.workspace):
                     self.found.append(loaded[0])
             # Symlinks, FIFOs, sockets and devices are never listed or opened.
 

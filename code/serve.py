@@ -32,6 +32,7 @@ from typing import Any
 import audit
 import config as configuration
 import main
+import stores
 from config import ConfigError
 
 # streamable_http (and its engine) is imported only where HTTP is served: stdio starts
@@ -84,7 +85,7 @@ class StopOnLoss:
     def _guard(self, method: Any, *args: Any) -> Any:
         try:
             return method(*args)
-        except main.StoreLost as exc:
+        except stores.StoreLost as exc:
             # The client gets the store's isError result; the operator gets one line, and
             # the process ends non-zero so a supervisor restarts it on the right file.
             if not self.lost:
@@ -170,13 +171,13 @@ def folder_grants(folders: Sequence[str]) -> list[str]:
 
 
 def build_server(config: dict[str, Any], keys: Sequence[bytes]) -> main.Server:
-    """The core server for a validated config."""
+    """The core server for a validated config, serving notes_delete (other tools are added by the caller)."""
     # A principal's notes folders are workspaces it may act on, spelled as the store spells them.
     grants = {
         name: entry["workspaces"] + folder_grants(entry.get("notesDirs", [])) for name, entry in config["principals"].items()
     }
     store = build_store(config)
-    server = main.Server(
+    server = main.notes_server(
         keys=keys,
         notes=store if isinstance(store, main.MemoryNotesStore) else StopOnLoss(store),
         policy=main.AuthorizationPolicy(grants),
@@ -572,7 +573,7 @@ def audit_command(argv: Sequence[str]) -> int:
         return EXIT_USAGE
     try:
         return audit.run(store, args, print)
-    except main.StoreUnavailable as exc:
+    except stores.StoreUnavailable as exc:
         say(str(exc))
         return 1
     finally:

@@ -70,7 +70,7 @@ class AuditContract:
     query = "TPS report"
 
     def server(self, store: Any) -> main.Server:
-        server = main.Server(
+        server = main.notes_server(
             keys=[KEY], notes=store, policy=main.AuthorizationPolicy({PRINCIPAL: [self.workspace]}), clock=self.clock, log=Log()
         )
         audit.install(server)
@@ -734,7 +734,7 @@ class PublishAudit(test_connect.InProcess):
         self.notes = sqlite_store.open_store(os.path.join(tmp.name, "n.db"), clock=self.clock, seed_notes=test_connect.notes())
         self.addCleanup(self.notes.close)
         policy = main.AuthorizationPolicy(test_connect.grants())
-        self.server = main.Server(keys=[KEY], notes=self.notes, policy=policy, clock=self.clock, log=self.log)
+        self.server = main.notes_server(keys=[KEY], notes=self.notes, policy=policy, clock=self.clock, log=self.log)
         audit.install(self.server)
         tokens = {"alice": test_connect.ALICE_TOKEN, "bob": test_connect.BOB_TOKEN}
         self.pages = connect.install(self.server, tokens, base_url=test_connect.BASE)
