@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import audit
 import main
 
 MIN_TOKEN_LENGTH = 16  # characters in a bearer token
@@ -186,13 +187,18 @@ def read_port(value: Any, field: str) -> int:
     return value
 
 
+def read_positive(value: Any, field: str, limit: float, unit: str) -> float:
+    """A finite number in (0, limit] of `unit` (JSON numbers only, never a boolean)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(field, f"must be a number of {unit}")
+    if not 0 < value <= limit:
+        raise ConfigError(field, f"must be in (0, {limit:g}]")
+    return float(value)
+
+
 def read_ttl(value: Any, field: str) -> float:
     """Seconds a confirmation stays valid: finite, > 0, at most main.MAX_STATE_TTL_SECONDS."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ConfigError(field, "must be a number of seconds")
-    if not 0 < value <= main.MAX_STATE_TTL_SECONDS:
-        raise ConfigError(field, f"must be in (0, {main.MAX_STATE_TTL_SECONDS:g}]")
-    return float(value)
+    return read_positive(value, field, main.MAX_STATE_TTL_SECONDS, "seconds")
 
 
 def read_keys(value: Any, field: str) -> list[bytes]:
@@ -221,6 +227,25 @@ def read_origins(value: Any, field: str) -> frozenset[str]:
     return frozenset(origin.lower() for origin in value)
 
 
+def read_deletion(value: Any, field: str) -> str:
+    """How a confirmed deletion is done: "trash" (the default: undoable) or "unlink"."""
+    if value not in audit.DELETION_MODES:
+        raise ConfigError(field, f"must be one of {', '.join(audit.DELETION_MODES)}")
+    return value
+
+
+def read_days(value: Any, field: str) -> float:
+    """A retention in days: a finite number in (0, audit.MAX_RETENTION_DAYS]."""
+    return read_positive(value, field, audit.MAX_RETENTION_DAYS, "days")
+
+
+def read_entries(value: Any, field: str) -> int:
+    """A count bound: an integer in 1..audit.MAX_AUDIT_ENTRIES."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= audit.MAX_AUDIT_ENTRIES:
+        raise ConfigError(field, f"must be an integer 1..{audit.MAX_AUDIT_ENTRIES}")
+    return value
+
+
 # Every key the config file may have. An extension adds one line here and reads its
 # value in serve.build_store() (e.g. "db": read_string for an SQLite file).
 CONFIG_FIELDS: dict[str, Callable[[Any, str], Any]] = {
@@ -233,6 +258,10 @@ CONFIG_FIELDS: dict[str, Callable[[Any, str], Any]] = {
     "publish": read_bool,  # serve notes_publish and its connect pages (code/connect.py); off by default
     "connectPort": read_port,  # stdio with publish: the loopback port of the connect pages
     "db": read_path,  # SQLite file: the notes store, or with notesDirs only the consumed confirmations
+    "deletion": read_deletion,  # "trash" (default) or "unlink" (code/audit.py)
+    "trashDays": read_days,  # how long a trashed note is kept (default audit.DEFAULT_TRASH_DAYS)
+    "auditDays": read_days,  # how long an audit entry is kept (default audit.DEFAULT_AUDIT_DAYS)
+    "auditMaxEntries": read_entries,  # how many audit entries are kept (default audit.DEFAULT_AUDIT_MAX_ENTRIES)
 }
 REQUIRED_CONFIG_FIELDS = ("principals",)
 

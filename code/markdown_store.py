@@ -24,19 +24,24 @@ A note is:
 
 Nothing is resolved by string. The root path comes from the operator and is trusted;
 every component below it is opened with O_NOFOLLOW relative to its parent's descriptor,
-every entry is examined with lstat semantics, and a file is deleted with
-unlinkat(parent_fd, name) after re-checking it is the same regular file. Hidden names
-(leading ".") and names a file URI cannot spell are skipped. The nonce is claimed in the
-SQLite store's transaction around the unlink (see `MarkdownNotesStore.consume`).
+every entry is examined with lstat semantics, and a file is moved into the folder's
+`.trash` with renameat2(parent_fd, name, trash_fd, ..., RENAME_NOREPLACE) (or, in
+"unlink" mode, unlinked with unlinkat) after re-checking it is the same regular file.
+Hidden names (leading ".") and names a file URI cannot spell are skipped, so the trash is
+never walked. The nonce is claimed, with a pending audit entry, in the SQLite store's
+transaction before the move (see `MarkdownNotesStore.consume`).
 Standard library only.
 """
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import hashlib
 import math
 import os
+import re
+import secrets
 import stat
 import threading
 import time
@@ -45,6 +50,7 @@ from array import array
 from collections.abc import Callable, Iterable
 from urllib.parse import quote, unquote
 
+import audit
 import change_watch
 import main
 import stores
@@ -58,6 +64,9 @@ MAX_WATCHED_FOLDERS = 65_536  # folders watched per notes folder; past it (or th
 RESCAN_SECONDS = 2.0  # without change notification: the longest a lookup relies on the last rescan
 COMPACT_AFTER = 4096  # dropped title slots tolerated (or as many as live ones) before the slot table is rebuilt
 NOTE_SUFFIX = ".md"
+TRASH_DIR = ".trash"  # in each notes folder; hidden, so never walked or offered, and no id can name it
+NAME_MAX = 255  # bytes in one file name (Linux, macOS)
+EMPTY_INTERVAL_SECONDS = 3600.0  # an instance lists its trash folders for expired notes at most this often
 
 # O_NOFOLLOW: a symlink as the final component fails (ELOOP) instead of being followed.
 # O_NONBLOCK: a file swapped for a FIFO after lstat cannot hang the open.
@@ -70,6 +79,13 @@ class StoreRefused(stores.StoreUnavailable):
 
     def __init__(self) -> None:
         super().__init__("The chosen note could not be deleted (the folder does not allow it); nothing was deleted.")
+
+
+class TrashRefused(stores.StoreUnavailable):
+    """The notes folder's trash is a link, not a folder, or was replaced during the move: nothing deleted."""
+
+    def __init__(self) -> None:
+        super().__init__(f"The notes folder's trash ({TRASH_DIR}) is not a plain folder; nothing was deleted.")
 
 
 class FolderTooLarge(stores.StoreUnavailable):
@@ -87,6 +103,7 @@ class MarkdownNotesStore:
         roots: Iterable[str],
         nonces: sqlite_store.SqliteNotesStore,
         max_walk_entries: int = MAX_WALK_ENTRIES,
+        retention: audit.Retention | None = None,
         *,
         watch: bool = True,
         max_watches: int = MAX_WATCHED_FOLDERS,
@@ -107,6 +124,13 @@ class MarkdownNotesStore:
         self.indexes = {
             root: FolderIndex(root, limit=max_walk_entries, watch=watch, max_watches=max_watches, clock=clock) for root in self.roots
         }
+        self.retention = retention or nonces.retention
+        nonces.retention = self.retention  # the confirmations database prunes the audit with the same bounds
+        self._emptied_at = -math.inf  # when this instance last emptied its trash folders (store clock)
+        try:
+            self.recover()
+        except stores.StoreUnavailable:
+            pass  # the database is busy now: the next listing (or start) completes what a crash left
 
     def workspace_uris(self) -> list[str]:
         """The roots as canonical file URIs (what the policy must grant)."""
@@ -148,61 +172,331 @@ class MarkdownNotesStore:
         target: tuple[str, str] | None,
         recheck: Callable[[main.Note], bool],
     ) -> main.Settlement:
-        """BEGIN IMMEDIATE; claim the nonce; re-walk, re-stat, re-check and unlink; COMMIT.
+        """Claim and re-check in one transaction with a pending audit entry; COMMIT; move (or unlink); complete.
 
-        Crash between the unlink and the COMMIT: SQLite rolls the nonce row back, so the
-        file is gone but the confirmation is not recorded. A replay of that confirmation
-        re-walks, finds no file (or a file with another inode or ctime) and ends CHANGED:
-        isError, nothing deleted, the nonce committed then. The deletion itself was the
-        one the user confirmed, and a replay can delete nothing else.
+        The claim and the entry saying which file goes where are committed before the
+        file is touched, so every crash leaves a record that `recover()` completes when
+        a store is next opened: the file is in the trash (deleted), or was never moved
+        (interrupted; the confirmation stays used, the note stays). A file the OS
+        refuses to move releases the claim and the entry: the user may answer again.
         """
-        return self.nonces.consume_with(principal, nonce, expires_at, lambda: self._unlink(target, recheck))
+        chosen: list[tuple[main.Path, main.Path, tuple[int, ...], str]] = []
+        settlement, entry = self.nonces.consume_with(
+            principal, nonce, expires_at, lambda record: self._check(target, recheck, record, chosen)
+        )
+        if settlement is main.Settlement.DELETED:
+            assert entry is not None  # a claim that settled always wrote its entry
+            self.nonces.stage("committed")
+            ((root, rel, seen, trash_name),) = chosen
+            try:
+                moved = self._move(root, rel, seen, trash_name)
+            except stores.StoreUnavailable:
+                self.nonces.release(nonce, entry)
+                raise
+            self.nonces.stage("moved")
+            self.nonces.complete_audit(entry, audit.DELETED if moved else audit.REFUSED, audit.PENDING)
+            settlement = main.Settlement.DELETED if moved else main.Settlement.CHANGED
+        # Listing a trash costs time in proportion to what it holds: not on every call.
+        now = self.nonces.now()
+        if not now - self._emptied_at < EMPTY_INTERVAL_SECONDS:
+            self._emptied_at = now
+            self.empty_trash()
+        return settlement
 
-
-    def _unlink(self, target: tuple[str, str] | None, recheck: Callable[[main.Note], bool]) -> main.Settlement:
+    def _check(
+        self,
+        target: tuple[str, str] | None,
+        recheck: Callable[[main.Note], bool],
+        record: sqlite_store.Record,
+        chosen: list[tuple[main.Path, main.Path, tuple[int, ...], str]],
+    ) -> main.Settlement:
+        """Inside the claim transaction: re-walk, re-read and re-check; DELETED (pending), CHANGED or CONSUMED."""
         if target is None:
             return main.Settlement.CONSUMED
         note_id, version = target
         rel = id_path(note_id)
-        if rel is None:
-            return main.Settlement.CHANGED
-        for root in self.roots:
+        for root in self.roots if rel is not None else ():
             fd = open_below(root, rel[:-1])
             if fd is None:
                 continue
             try:
-                if self._unlink_in(fd, root, rel, version, recheck):
-                    return main.Settlement.DELETED
+                loaded = load_note(fd, rel[-1], root, rel)
             finally:
                 os.close(fd)
+            # The version binds path, title, inode, size, mtime and ctime: a file replaced by
+            # another with the same name, edited, or renamed here from elsewhere fails it.
+            if loaded is None or loaded[0].version != version or not recheck(loaded[0]):
+                continue
+            note, info = loaded
+            trash_name = trash_name_for(rel[-1], self.nonces.now()) if self.retention.trash else ""
+            chosen.append((root, rel, facts(info), trash_name))
+            record(main.Settlement.DELETED, audit.Facts(note.id, note.title, note.uri, trash_name or None), pending=True)
+            return main.Settlement.DELETED
+        record(main.Settlement.CHANGED, audit.Facts(note_id))
         return main.Settlement.CHANGED
 
-    @staticmethod
-    def _unlink_in(fd: int, root: main.Path, rel: main.Path, version: str, recheck: Callable[[main.Note], bool]) -> bool:
-        """Unlink rel[-1] in the open folder `fd` if it is still the file the user confirmed."""
+    def _move(self, root: main.Path, rel: main.Path, seen: tuple[int, ...], trash_name: str) -> bool:
+        """Move (or unlink) rel[-1] if it is still the file the user confirmed; False when it is not."""
+        fd = open_below(root, rel[:-1])
+        if fd is None:
+            return False
         name = rel[-1]
-        loaded = load_note(fd, name, root, rel)
-        # The version binds path, title, inode, size, mtime and ctime: a file replaced by
-        # another with the same name, edited, or renamed here from elsewhere fails it.
-        if loaded is None or loaded[0].version != version or not recheck(loaded[0]):
-            return False
         try:
-            now = os.stat(name, dir_fd=fd, follow_symlinks=False)
-        except OSError:
-            return False
-        # Re-stat just before the unlink: an entry swapped for a symlink or another file
-        # since the read is refused. unlinkat never follows a symlink in any case.
-        if not stat.S_ISREG(now.st_mode) or facts(now) != facts(loaded[1]):
-            return False
+            try:
+                now = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except OSError:
+                return False
+            # Re-stat just before the move: an entry swapped for a symlink or another file
+            # since the read is refused. Neither renameat nor unlinkat follows a symlink.
+            if not stat.S_ISREG(now.st_mode) or facts(now) != seen:
+                return False
+            if trash_name:
+                return move_to_trash(root, fd, name, trash_name)
+            try:
+                os.unlink(name, dir_fd=fd)
+            except FileNotFoundError:
+                return False  # removed by someone else since the re-stat: CHANGED, as for any vanished note
+            except OSError:
+                # EPERM/EACCES/EROFS (an append-only folder, a read-only mount): the claim is
+                # released, so the user may retry once the folder allows it.
+                raise StoreRefused() from None
+            return True
+        finally:
+            os.close(fd)
+
+    # ---------------------------------------------------------------- the trash and the audit
+
+    def locate(self, uri: str | None) -> tuple[main.Path, main.Path] | None:
+        """(root, path below it) of a note URI inside one of the roots, or None."""
         try:
-            os.unlink(name, dir_fd=fd)
+            path = main.parse_file_uri(uri)
+        except main.ScopeError:
+            return None
+        root = next((root for root in self.roots if len(path) > len(root) and main.is_within(path, root)), None)
+        return None if root is None else (root, path[len(root) :])
+
+    def recover(self) -> None:
+        """Complete pending entries a stopped server left: deleted if the move happened, else interrupted."""
+        now = self.nonces.now()
+        for entry in self.nonces.audit_entries(outcome=audit.PENDING):
+            located = self.locate(entry["uri"])
+            done = located is not None and (
+                in_trash(located[0], str(entry["trash"])) if entry["trash"] else not present(*located)
+            )
+            if done:
+                self.nonces.complete_audit(entry["id"], audit.DELETED, audit.PENDING)
+            elif now - float(entry["at"]) >= audit.PENDING_GRACE_SECONDS:  # not another instance's move in flight
+                self.nonces.complete_audit(entry["id"], audit.INTERRUPTED, audit.PENDING)
+
+    def empty_trash(self) -> None:
+        """Unlink up to PRUNE_BATCH trashed files older than the retention, in each root's trash only."""
+        cutoff = self.nonces.now() - self.retention.trash_seconds
+        budget = audit.PRUNE_BATCH
+        for root in self.roots:
+            trash = open_trash(root, create=False)
+            if trash is None:
+                continue
+            try:
+                budget = empty(trash, cutoff, budget, self.max_walk_entries)
+            finally:
+                os.close(trash)
+
+    def audit_entries(self, principal: str | None = None, since: float | None = None, outcome: str | None = None) -> list[dict[str, object]]:
+        """The confirmations database's audit entries (pending ones completed first where they can be)."""
+        self.recover()
+        return self.nonces.audit_entries(principal, since, outcome)
+
+    def complete_audit(self, entry_id: int, outcome: str, expected: str) -> None:
+        """As the confirmations database's."""
+        self.nonces.complete_audit(entry_id, outcome, expected)
+
+    def restore(self, entry_id: int) -> dict[str, object]:
+        """Move a trashed file back to where it was, refusing if anything is there now; audited."""
+        entry = self.nonces.audit_entry(entry_id)
+        trash_name = entry["trash"] if entry is not None and entry["outcome"] == audit.DELETED else None
+        located = self.locate(str(entry["uri"])) if trash_name else None
+        if entry is None or not trash_name or located is None:
+            raise audit.RestoreRefused(f"entry {entry_id} is not a deletion into the trash of a folder served here")
+        root, rel = located
+        parent = open_below(root, rel[:-1])
+        if parent is None:
+            raise audit.RestoreRefused(f"entry {entry_id}: the note's folder no longer exists; nothing restored")
+        try:
+            trash = open_trash(root, create=False)
+            if trash is None:
+                raise audit.RestoreRefused(f"entry {entry_id}: the note is no longer in the trash")
+            try:
+                # Only the regular file the server put there: a link left in its place would
+                # make the "restored" note point anywhere on the system.
+                if not stat.S_ISREG(os.stat(str(trash_name), dir_fd=trash, follow_symlinks=False).st_mode):
+                    raise audit.RestoreRefused(f"entry {entry_id}: the trash holds something else than the note; nothing restored")
+                rename_noreplace(trash, str(trash_name), parent, rel[-1])
+            except FileExistsError:
+                raise audit.RestoreRefused(f"entry {entry_id}: a note now exists at its place; nothing restored") from None
+            except FileNotFoundError:
+                raise audit.RestoreRefused(f"entry {entry_id}: the note is no longer in the trash (restored or emptied)") from None
+            except OSError:
+                raise audit.RestoreRefused(f"entry {entry_id}: the folder does not allow the move; nothing restored") from None
+            finally:
+                os.close(trash)
+        finally:
+            os.close(parent)
+        return self.nonces.record_restore(entry_id, audit.Facts(str(entry["note_id"]), entry["title"], entry["uri"], str(trash_name)))  # type: ignore[arg-type]
+
+
+def trash_name_for(name: str, now: float) -> str:
+    """A name in the trash no other deletion can take: UTC time, 48 random bits, the original name."""
+    prefix = trash_stamp(now) + "-" + secrets.token_hex(6)
+    full = f"{prefix}-{name}"
+    # A name longer than NAME_MAX is dropped; the audit entry keeps where the note came from.
+    return full if len(os.fsencode(full)) <= NAME_MAX else prefix + NOTE_SUFFIX
+
+
+_TRASHED_RE = re.compile(r"(\d{8}T\d{6}Z)-[0-9a-f]{12}[-.]")
+
+
+def trash_stamp(at: float) -> str:
+    """The time a trash name starts with (UTC, to the second): names sort in the order they were trashed."""
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(at))
+
+
+def open_trash(root: main.Path, create: bool) -> int | None:
+    """A descriptor for root/.trash, made if asked; None when absent; TrashRefused if it is not a plain folder."""
+    fd = open_below(root, ())
+    if fd is None:
+        return None
+    try:
+        if create:
+            try:
+                os.mkdir(TRASH_DIR, 0o700, dir_fd=fd)
+            except FileExistsError:
+                pass
+            except OSError:
+                raise StoreRefused() from None
+        try:
+            return os.open(TRASH_DIR, _DIR_FLAGS, dir_fd=fd)
         except FileNotFoundError:
-            return False  # removed by someone else since the re-stat: CHANGED, as for any vanished note
+            if create:
+                raise TrashRefused() from None
+            return None
         except OSError:
-            # EPERM/EACCES/EROFS (an append-only folder, a read-only mount): raising rolls
-            # the nonce claim back, so the user may retry once the folder allows it.
-            raise StoreRefused() from None
+            # A symlink (ELOOP) or a file (ENOTDIR) where the trash should be: following it
+            # would move notes out of the notes folder, wherever the link points.
+            raise TrashRefused() from None
+    finally:
+        os.close(fd)
+
+
+def same_trash(root: main.Path, trash: int) -> bool:
+    """True when root/.trash is still the folder `trash` was opened on (not replaced since)."""
+    fd = open_below(root, ())
+    if fd is None:
+        return False
+    try:
+        now = os.stat(TRASH_DIR, dir_fd=fd, follow_symlinks=False)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    opened = os.fstat(trash)
+    # lstat: a link to that very folder has an inode of its own, so it never compares equal.
+    return (now.st_dev, now.st_ino) == (opened.st_dev, opened.st_ino)
+
+
+def move_to_trash(root: main.Path, fd: int, name: str, trash_name: str) -> bool:
+    """renameat(fd, name, trash, trash_name) into root/.trash, opened without following links; False if gone."""
+    trash = open_trash(root, create=True)
+    assert trash is not None
+    try:
+        if not same_trash(root, trash):
+            raise TrashRefused()
+        try:
+            rename_noreplace(fd, name, trash, trash_name)
+        except FileNotFoundError:
+            return False  # removed by someone else since the re-stat
+        except OSError:
+            raise StoreRefused() from None  # EPERM, EROFS, EXDEV (a sub-folder on another file system)
+        # The trash swapped for another folder or a link while the file moved: the file went
+        # to a folder that is no longer the trash. Put it back and refuse.
+        if not same_trash(root, trash):
+            try:
+                rename_noreplace(trash, trash_name, fd, name)
+            except OSError:
+                pass  # the name was taken meanwhile: the file stays in the displaced folder, nothing overwritten
+            raise TrashRefused()
         return True
+    finally:
+        os.close(trash)
+
+
+def in_trash(root: main.Path, trash_name: str) -> bool:
+    """True when root/.trash holds a regular file named `trash_name`."""
+    trash = open_trash(root, create=False) if trash_name else None
+    if trash is None:
+        return False
+    try:
+        return stat.S_ISREG(os.stat(trash_name, dir_fd=trash, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+    finally:
+        os.close(trash)
+
+
+def present(root: main.Path, rel: main.Path) -> bool:
+    """True when root/rel is (still) a regular file."""
+    fd = open_below(root, rel[:-1])
+    if fd is None:
+        return False
+    try:
+        return stat.S_ISREG(os.stat(rel[-1], dir_fd=fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def empty(trash: int, cutoff: float, budget: int, limit: int) -> int:
+    """Unlink trashed regular files named before `cutoff`, at most `budget`; what is left of it."""
+    names = []
+    with os.scandir(trash) as entries:
+        for entry in entries:
+            if len(names) >= limit:
+                break
+            names.append(entry.name)
+    last = trash_stamp(cutoff)
+    for name in sorted(names):
+        match = _TRASHED_RE.match(name)
+        if match is None:
+            continue  # a name the server did not give: never ours to remove
+        if budget <= 0 or match.group(1) > last:
+            break  # names sort by time: every later one is younger
+        try:
+            if stat.S_ISREG(os.stat(name, dir_fd=trash, follow_symlinks=False).st_mode):
+                os.unlink(name, dir_fd=trash)  # unlinkat in the trash: never a folder, never a link's target
+                budget -= 1
+        except OSError:
+            continue
+    return budget
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_RENAMEAT2 = getattr(_LIBC, "renameat2", None)
+if _RENAMEAT2 is not None:
+    _RENAMEAT2.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
+RENAME_NOREPLACE = 1
+
+
+def rename_noreplace(src_fd: int, src: str, dst_fd: int, dst: str) -> None:
+    """renameat2(..., RENAME_NOREPLACE): FileExistsError when `dst` exists, never a replacement."""
+    if _RENAMEAT2 is not None:
+        if _RENAMEAT2(src_fd, os.fsencode(src), dst_fd, os.fsencode(dst), RENAME_NOREPLACE) == 0:
+            return
+        err = ctypes.get_errno()
+        if err not in (errno.EINVAL, errno.ENOSYS):  # the file system has no RENAME_NOREPLACE
+            raise OSError(err, os.strerror(err))
+    # link() refuses an existing name as renameat2 would; then the old name goes.
+    os.link(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd, follow_symlinks=False)
+    os.unlink(src, dir_fd=src_fd)
 
 
 class _TooLarge(Exception):

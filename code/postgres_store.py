@@ -21,6 +21,7 @@ Schema (version SCHEMA_VERSION, recorded in the `meta` table):
     clock_high_water(only PRIMARY KEY, seen)          -- one row: the highest clock reading seen
     index consumed_by_principal(principal, expires_at)  -- the replay bound, in SQL
     index consumed_by_expiry(expires_at)                -- bounded pruning
+    audit, deleted_notes                              -- as in code/sqlite_store.py (code/audit.py)
 
 Every consume transaction starts by raising `clock_high_water.seen` to this host's clock
 and using the result as "now". That row lock also puts every consume, on every host, in
@@ -41,6 +42,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import audit
 import main
 import title_index
 import stores
@@ -114,6 +116,9 @@ TRIGRAM_COUNTS_SECONDS = 600.0  # how long the counts that rank a query's trigra
 TRIGRAM_SAMPLE_TITLES = 10_000  # titles sampled (TABLESAMPLE SYSTEM) to rank trigrams
 
 
+_AUDIT = audit.AuditSql("%s")
+
+
 class StoreError(Exception):
     """The database cannot be used (start-up failure); the message is one line for the operator."""
 
@@ -133,11 +138,13 @@ class PostgresNotesStore:
         max_per_principal: int,
         lock_timeout_ms: int = LOCK_TIMEOUT_MS,
         titles_missing: str | None = None,
+        retention: audit.Retention = audit.Retention(),
     ) -> None:
         self._connect = connect
         self._titles_missing = titles_missing
         self._counts: dict[str, int] = {}
         self._counted_at = -float("inf")
+        self.retention = retention  # deletion mode, trash and audit bounds (code/audit.py)
         self._conn: Any = None
         self._clock = clock
         self._limit = max_per_principal
@@ -275,6 +282,7 @@ class PostgresNotesStore:
             return _rollback(main.Settlement.FULL)
         self._pause("claimed")
         if target is None:
+            self._record(conn, now, principal, main.Settlement.CONSUMED, audit.Facts())
             return main.Settlement.CONSUMED
         note_id, version = target
         row = conn.execute("SELECT id, title, uri, revision FROM notes WHERE id = %s FOR UPDATE", (note_id,)).fetchone()
@@ -282,10 +290,35 @@ class PostgresNotesStore:
         # Time of check to time of use: the form was shown minutes ago; the note may have
         # been edited, moved out of the workspace, or the grant revoked since then.
         if live is None or live.version != version or not recheck(live):
+            self._record(conn, now, principal, main.Settlement.CHANGED, audit.Facts(note_id))
             return main.Settlement.CHANGED
-        conn.execute("DELETE FROM notes WHERE id = %s", (note_id,))
+        trash = self.retention.trash
+        facts = audit.Facts(live.id, live.title, live.uri, audit.SQL_TRASH if trash else None)
+        entry = self._record(conn, now, principal, main.Settlement.DELETED, facts)
+        if trash:
+            _AUDIT.trash_row(conn, entry, live, now)
+        else:
+            conn.execute("DELETE FROM notes WHERE id = %s", (note_id,))
         self._pause("deleted")
         return main.Settlement.DELETED
+
+    def _record(self, conn: Any, now: float, principal: str, settlement: main.Settlement, facts: audit.Facts) -> int:
+        """This consumption's audit entry, in its transaction (code/audit.py)."""
+        return _AUDIT.record(conn, self, now, principal, audit.outcome_of(settlement), facts, self.retention)
+
+    # ---------------------------------------------------------------- the audit (code/audit.py)
+
+    def audit_entries(self, principal: str | None = None, since: float | None = None, outcome: str | None = None) -> list[dict[str, Any]]:
+        """Audit entries matching every filter given, oldest first."""
+        return self._read(lambda conn: _AUDIT.entries(conn, principal, since, outcome))
+
+    def complete_audit(self, entry_id: int, outcome: str, expected: str) -> None:
+        """Set an entry's outcome if it still says `expected` (consumed)."""
+        self._run(lambda conn: _AUDIT.complete(conn, entry_id, outcome, expected), transaction=True)
+
+    def restore(self, entry_id: int) -> dict[str, Any]:
+        """Put the note a `deleted` entry trashed back, with its id and title, and audit it; or RestoreRefused."""
+        return self._run(lambda conn: _AUDIT.entry(conn, _AUDIT.restore_row(conn, entry_id, self._clock())), transaction=True)
 
     def _pause(self, stage: str) -> None:
         if self._inside_transaction_hook is not None:
@@ -440,6 +473,7 @@ def open_store(
     statement_timeout_ms: int = STATEMENT_TIMEOUT_MS,
     lock_timeout_ms: int = LOCK_TIMEOUT_MS,
     idle_in_transaction_timeout_ms: int = IDLE_IN_TRANSACTION_TIMEOUT_MS,
+    retention: audit.Retention = audit.Retention(),
 ) -> PostgresNotesStore:
     """Connect, create (and seed) or check the schema, and return the store; StoreError with one line if not.
 
@@ -494,7 +528,12 @@ def open_store(
     finally:
         conn.close()
     return PostgresNotesStore(
-        connect, clock=clock, max_per_principal=max_per_principal, lock_timeout_ms=lock_timeout_ms, titles_missing=titles_missing
+        connect,
+        clock=clock,
+        max_per_principal=max_per_principal,
+        lock_timeout_ms=lock_timeout_ms,
+        titles_missing=titles_missing,
+        retention=retention,
     )
 
 
@@ -528,6 +567,7 @@ def _prepare(conn: Any, where: str, seed: list[main.Note]) -> str | None:
             conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', %s)", (str(SCHEMA_VERSION),))
             with conn.cursor() as cur:
                 cur.executemany("INSERT INTO notes (id, title, uri, revision, folded) VALUES (%s, %s, %s, %s, %s)", [_row(n) for n in seed])
+            _audit_tables(conn)
             missing = _title_index(conn)
             conn.execute("ANALYZE notes")  # the planner's row counts, so it picks the indexes from the first lookup
             return missing
@@ -553,6 +593,7 @@ def _prepare(conn: Any, where: str, seed: list[main.Note]) -> str | None:
                     f"database {where} (schema version 1) cannot be migrated to version {SCHEMA_VERSION}"
                     f" ({_first_line(exc)}); it was left unchanged"
                 ) from None
+        _audit_tables(conn)
         return _title_index(conn)
 
 
@@ -579,3 +620,9 @@ def _title_index(conn: Any) -> str | None:
     except psycopg.Error as exc:
         return f"pg_trgm unavailable: {_first_line(exc)}"
     return None
+
+
+def _audit_tables(conn: Any) -> None:
+    """The audit and deleted-notes tables, added to a database that lacks them (older servers ignore them)."""
+    for statement in audit.POSTGRES_TABLES:
+        conn.execute(statement)

@@ -5,6 +5,8 @@
     ... [--db FILE]            notes and consumed confirmations in SQLite (code/sqlite_store.py)
     ... [--notes-dir DIR]...   real Markdown folders (code/markdown_store.py)
     ... [--publish]            also serve notes_publish and its connect pages (code/connect.py)
+    python3 code/serve.py audit [--config FILE | --db FILE|URL | --notes-dir DIR] list|restore ...
+                               the audit of consumed confirmations; restore a trashed note (code/audit.py)
 
 This is the composition root: it reads the configuration (code/config.py), builds the
 store, the policy and the core server (code/main.py), adds what was asked for, and runs
@@ -27,6 +29,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import audit
 import config as configuration
 import main
 import stores
@@ -108,7 +111,9 @@ def build_store(config: dict[str, Any]) -> main.NotesStore:
         import postgres_store  # only here: psycopg is an optional dependency
 
         try:
-            return postgres_store.open_store(config["db"], clock=time.time, seed_notes=config.get("notes", []))
+            return postgres_store.open_store(
+                config["db"], clock=time.time, seed_notes=config.get("notes", []), retention=retention(config)
+            )
         except postgres_store.StoreError as exc:
             raise StartupError(str(exc)) from None
     # Imported only when configured: serving from memory starts faster without them, and
@@ -120,11 +125,23 @@ def build_store(config: dict[str, Any]) -> main.NotesStore:
             import markdown_store
 
             nonces = sqlite_store.open_store(config.get("db") or default_nonce_db(), clock=time.time)
-            return markdown_store.MarkdownNotesStore(folders, nonces)
+            return markdown_store.MarkdownNotesStore(folders, nonces, retention=retention(config))
         # Seeded only when this creates the database: from "notes", or the lesson fixture without --config.
-        return sqlite_store.open_store(config["db"], clock=time.time, seed_notes=config.get("notes", []))
+        return sqlite_store.open_store(
+            config["db"], clock=time.time, seed_notes=config.get("notes", []), retention=retention(config)
+        )
     except sqlite_store.StoreError as exc:
         raise StartupError(str(exc)) from None
+
+
+def retention(config: dict[str, Any]) -> audit.Retention:
+    """The deletion mode and the trash and audit bounds of a validated config (defaults in code/audit.py)."""
+    return audit.Retention(
+        config.get("deletion", audit.DELETION_TRASH),
+        config.get("trashDays", audit.DEFAULT_TRASH_DAYS) * audit.DAY_SECONDS,
+        config.get("auditDays", audit.DEFAULT_AUDIT_DAYS) * audit.DAY_SECONDS,
+        config.get("auditMaxEntries", audit.DEFAULT_AUDIT_MAX_ENTRIES),
+    )
 
 
 def default_nonce_db() -> str:
@@ -162,7 +179,7 @@ def build_server(config: dict[str, Any], keys: Sequence[bytes]) -> main.Server:
     store = build_store(config)
     if hasattr(store, "describe"):
         say(f"notes store: {store.describe()}")  # e.g. which lookup indexes serve, or why a fallback does
-    return main.notes_server(
+    server = main.notes_server(
         keys=keys,
         notes=store if isinstance(store, main.MemoryNotesStore) else StopOnLoss(store),
         policy=main.AuthorizationPolicy(grants),
@@ -170,6 +187,9 @@ def build_server(config: dict[str, Any], keys: Sequence[bytes]) -> main.Server:
         state_ttl=config.get("stateTtlSeconds", main.DEFAULT_STATE_TTL_SECONDS),
         log=main.stderr_log,
     )
+    if not isinstance(store, main.MemoryNotesStore):
+        audit.install(server)  # the memory store keeps no audit: it forgets everything at exit
+    return server
 
 
 def store_waits(store: main.NotesStore) -> bool:
@@ -388,7 +408,11 @@ def port_number(text: str) -> int:
 
 def parser() -> argparse.ArgumentParser:
     """The serving command line."""
-    p = argparse.ArgumentParser(prog="serve.py", description="Serve the notes MCP server (protocol 2026-07-28).")
+    p = argparse.ArgumentParser(
+        prog="serve.py",
+        description="Serve the notes MCP server (protocol 2026-07-28).",
+        epilog="serve.py audit --help: list consumed confirmations, restore a trashed note.",
+    )
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--stdio", action="store_true", help="newline-delimited JSON-RPC on stdin/stdout")
     mode.add_argument("--http", action="store_true", help="Streamable HTTP, POST to the endpoint URL printed at start")
@@ -436,6 +460,8 @@ def parser() -> argparse.ArgumentParser:
 
 def serve(argv: Sequence[str]) -> int:
     """Parse, load the config, build the server, run one transport; returns the exit status."""
+    if list(argv[:1]) == ["audit"]:
+        return audit_command(argv[1:])
 
     def stop(signum: int, frame: Any) -> None:
         raise Stop()
@@ -512,11 +538,7 @@ def start(argv: Sequence[str]) -> tuple[main.Server, dict[str, Any], argparse.Na
     except ConfigError as exc:
         say(str(exc))
         raise StartupRefused(EXIT_USAGE) from None
-    if args.notes_dir:
-        if not args.config:
-            del config["notes"]  # the lesson fixture: with folders, the files are the notes
-        entry = config["principals"][config["stdioPrincipal"]]
-        entry["notesDirs"] = entry.get("notesDirs", []) + args.notes_dir
+    add_notes_dirs(config, args.notes_dir, bool(args.config))
     try:
         server = build_server(config, keys)
     except (ConfigError, StartupError) as exc:
@@ -535,6 +557,52 @@ def start(argv: Sequence[str]) -> tuple[main.Server, dict[str, Any], argparse.Na
         say(line)
     warn_weak_secrets(config, keys)  # once start-up has succeeded: a refusal stays one line
     return server, config, args, pages
+
+
+def add_notes_dirs(config: dict[str, Any], folders: list[str], from_file: bool) -> None:
+    """`--notes-dir` folders for the stdio principal; without a config file they replace the lesson fixture."""
+    if folders:
+        if not from_file:
+            del config["notes"]  # the lesson fixture: with folders, the files are the notes
+        entry = config["principals"][config["stdioPrincipal"]]
+        entry["notesDirs"] = entry.get("notesDirs", []) + folders
+
+
+def audit_command(argv: Sequence[str]) -> int:
+    """`serve.py audit [--config F] [--db F|URL] [--notes-dir D]... list|restore ...` (code/audit.py)."""
+    try:
+        args = audit.parser().parse_args(list(argv))
+    except SystemExit as exc:  # --help (0) or a usage error (2), already printed
+        return int(exc.code or 0)
+    try:
+        config = configuration.load_config(args.config) if args.config else configuration.lesson_config()
+        if args.db is not None:
+            config["db"] = configuration.read_path(args.db, "--db")
+    except ConfigError as exc:
+        say(str(exc))
+        return EXIT_USAGE
+    add_notes_dirs(config, args.notes_dir or [], bool(args.config))
+    folders = any(entry.get("notesDirs") for entry in config["principals"].values())
+    db = config.get("db") or (default_nonce_db() if folders else None)
+    if db is None:
+        say("the memory store keeps no audit; name the store with --db, --notes-dir or --config")
+        return EXIT_USAGE
+    # Looking must not create: a mistyped path would otherwise become a new, seeded database.
+    if not db.startswith(("postgresql://", "postgres://")) and not os.path.exists(db):
+        say(f"no database at {db}")
+        return EXIT_USAGE
+    try:
+        store = build_store(config)
+    except (ConfigError, StartupError) as exc:
+        say(str(exc))
+        return EXIT_USAGE
+    try:
+        return audit.run(store, args, print)
+    except stores.StoreUnavailable as exc:
+        say(str(exc))
+        return 1
+    finally:
+        close_store(store)
 
 
 def refuse_flags(args: argparse.Namespace) -> int | None:

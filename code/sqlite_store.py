@@ -21,6 +21,12 @@ Schema (version SCHEMA_VERSION, recorded in the `meta` table):
     index consumed_by_principal(principal, expires_at)  -- the replay bound, in SQL
     index consumed_by_expiry(expires_at)                -- bounded pruning
     high_water(one = 1, seen)                        -- highest clock reading committed (v2)
+    audit(id, at, principal, tool, outcome, ...)     -- one entry per consumed confirmation (code/audit.py)
+    deleted_notes(audit_id PRIMARY KEY, id, title, uri, revision, deleted_at)  -- the trash
+
+The last two are added to any database that lacks them, whatever its version: a server
+from before them ignores them. `consume` writes the entry, and moves a deleted note's row
+to deleted_notes (unless the deletion mode is "unlink"), in its one transaction.
 
 Threading: a writer connection behind one lock, a reader connection behind another
 (see SqliteNotesStore). Call close() at shutdown: it checkpoints the WAL into the file.
@@ -37,6 +43,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
+import audit
 import main
 import title_index
 import stores
@@ -116,6 +123,10 @@ def trigram_support() -> str | None:
     return None
 
 
+_AUDIT = audit.AuditSql("?")
+Record = Callable[..., int]  # record(settlement, facts=Facts(), pending=False) -> audit entry id
+
+
 class StoreError(Exception):
     """The database cannot be used (start-up failure); the message is one line for the operator."""
 
@@ -178,8 +189,10 @@ class SqliteNotesStore:
         clock: Callable[[], float],
         max_per_principal: int,
         busy_timeout_ms: int,
+        retention: audit.Retention = audit.Retention(),
     ) -> None:
         self._path = path
+        self.retention = retention  # deletion mode, trash and audit bounds (code/audit.py)
         self._conn = writer
         self._reader = reader
         self._clock = clock
@@ -293,31 +306,44 @@ class SqliteNotesStore:
         target: tuple[str, str] | None,
         recheck: Callable[[main.Note], bool],
     ) -> main.Settlement:
-        """One transaction: claim the nonce; for `target` (id, version) re-read, re-check, delete."""
-        return self.consume_with(principal, nonce, expires_at, lambda: self._delete_row(target, recheck))
-
+        """One transaction: claim the nonce; for `target` (id, version) re-read, re-check, trash or delete; audit."""
+        return self.consume_with(principal, nonce, expires_at, lambda record: self._delete_row(target, recheck, record))[0]
 
     def consume_with(
-        self, principal: str, nonce: str, expires_at: float, act: Callable[[], main.Settlement]
-    ) -> main.Settlement:
-        """One BEGIN IMMEDIATE transaction: claim the nonce, run `act` (re-check, delete), COMMIT.
+        self, principal: str, nonce: str, expires_at: float, act: Callable[[Record], main.Settlement]
+    ) -> tuple[main.Settlement, int | None]:
+        """One BEGIN IMMEDIATE transaction: claim the nonce, run `act`, write the audit entry, COMMIT.
 
-        `act` runs only after a successful claim, inside the transaction and under the
-        lock; it returns CONSUMED, CHANGED or DELETED, or raises to roll everything back.
-        The Markdown folder store passes an `act` that unlinks a file, so its nonce
-        shares this table and this transaction. Raises StoreBusy or StoreGone, nothing written.
+        `act(record)` runs only after a successful claim, inside the transaction and under
+        the lock; it returns CONSUMED, CHANGED or DELETED, or raises to roll everything
+        back. It may call `record(settlement, facts, pending)` once to write the audit entry
+        with what it knows of the note (the id is returned); otherwise the entry is
+        written after it, from its settlement. The Markdown folder store passes an `act`
+        that records a pending entry and moves the file after COMMIT, so its nonce and
+        its entry share this table and this transaction. Returns the settlement and the
+        entry id (None for USED and FULL); raises StoreBusy or StoreGone, nothing written.
         """
         with self._transaction() as conn:
             claim = self._claim(principal, nonce, expires_at)
             if claim is not main.ClaimOutcome.OK:
                 # USED and FULL write nothing, not even the pruning: a refusal mutates nothing.
-                return main.Settlement.USED if claim is main.ClaimOutcome.USED else main.Settlement.FULL
+                return (main.Settlement.USED if claim is main.ClaimOutcome.USED else main.Settlement.FULL), None
             self._pause("claimed")
-            outcome = act()
+            (now,) = conn.execute("SELECT seen FROM high_water").fetchone()
+            entries: list[int] = []
+
+            def record(settlement: main.Settlement, facts: audit.Facts = audit.Facts(), pending: bool = False) -> int:
+                outcome = audit.outcome_of(settlement, pending)
+                entries.append(_AUDIT.record(conn, self, float(now), principal, outcome, facts, self.retention))
+                return entries[-1]
+
+            outcome = act(record)
+            if not entries:
+                record(outcome)
             if outcome is main.Settlement.DELETED:
                 self._pause("deleted")
             conn.execute("COMMIT")
-            return outcome
+            return outcome, entries[0]
 
     def _claim(self, principal: str, nonce: str, expires_at: float) -> main.ClaimOutcome:
         conn = self._conn
@@ -352,7 +378,9 @@ class SqliteNotesStore:
         ).fetchone()
         return main.ClaimOutcome.FULL if held > self._limit else main.ClaimOutcome.OK
 
-    def _delete_row(self, target: tuple[str, str] | None, recheck: Callable[[main.Note], bool]) -> main.Settlement:
+    def _delete_row(
+        self, target: tuple[str, str] | None, recheck: Callable[[main.Note], bool], record: Record
+    ) -> main.Settlement:
         if target is None:
             return main.Settlement.CONSUMED
         note_id, version = target
@@ -361,9 +389,66 @@ class SqliteNotesStore:
         # Time of check to time of use: the form was shown minutes ago; the note may have
         # been edited, moved out of the workspace, or the grant revoked since then.
         if live is None or live.version != version or not recheck(live):
+            record(main.Settlement.CHANGED, audit.Facts(note_id))
             return main.Settlement.CHANGED
-        self._conn.execute("DELETE FROM notes WHERE id = ?", (note_id,))
+        trash = self.retention.trash
+        entry = record(main.Settlement.DELETED, audit.Facts(live.id, live.title, live.uri, audit.SQL_TRASH if trash else None))
+        if trash:
+            _AUDIT.trash_row(self._conn, entry, live, self._conn.execute("SELECT seen FROM high_water").fetchone()[0])
+        else:
+            self._conn.execute("DELETE FROM notes WHERE id = ?", (note_id,))
         return main.Settlement.DELETED
+
+    # ---------------------------------------------------------------- the audit (code/audit.py)
+
+    def audit_entries(self, principal: str | None = None, since: float | None = None, outcome: str | None = None) -> list[dict[str, object]]:
+        """Audit entries matching every filter given, oldest first (the reader connection)."""
+        with self._read_lock:
+            return _AUDIT.entries(self._reader, principal, since, outcome)
+
+    def audit_entry(self, entry_id: int) -> dict[str, object] | None:
+        """One audit entry by id, or None (the reader connection)."""
+        with self._read_lock:
+            return _AUDIT.entry(self._reader, entry_id)
+
+    def complete_audit(self, entry_id: int, outcome: str, expected: str) -> None:
+        """Set an entry's outcome if it still says `expected` (pending or consumed); one transaction."""
+        with self._transaction() as conn:
+            _AUDIT.complete(conn, entry_id, outcome, expected)
+            conn.execute("COMMIT")
+
+    def release(self, nonce: str, entry_id: int) -> None:
+        """Undo a committed claim and its pending entry (the OS refused the file operation): the state stays usable."""
+        with self._transaction() as conn:
+            conn.execute("DELETE FROM consumed_nonces WHERE nonce = ?", (nonce,))
+            conn.execute("DELETE FROM audit WHERE id = ? AND outcome = ?", (entry_id, audit.PENDING))
+            conn.execute("COMMIT")
+
+    def record_restore(self, entry_id: int, facts: audit.Facts) -> dict[str, object]:
+        """Write the entry saying an operator restored `entry_id` (the folder store moved the file back)."""
+        with self._transaction() as conn:
+            new_id = _AUDIT.insert_restore(conn, entry_id, self._clock(), facts)
+            entry = _AUDIT.entry(conn, new_id)
+            conn.execute("COMMIT")
+        assert entry is not None
+        return entry
+
+    def restore(self, entry_id: int) -> dict[str, object]:
+        """Put the note a `deleted` entry trashed back, with its id and title, and audit it; or RestoreRefused."""
+        with self._transaction() as conn:
+            new_id = _AUDIT.restore_row(conn, entry_id, self._clock())
+            entry = _AUDIT.entry(conn, new_id)
+            conn.execute("COMMIT")
+        assert entry is not None
+        return entry
+
+    def stage(self, name: str) -> None:
+        """Run the test-only hook at a stage outside this store's transaction (the folder store's move)."""
+        self._pause(name)
+
+    def now(self) -> float:
+        """This store's clock (the folder store names and empties its trash by it)."""
+        return self._clock()
 
     def _pause(self, stage: str) -> None:
         if self._inside_transaction_hook is not None:
@@ -553,6 +638,7 @@ def open_store(
     seed_notes: Iterable[main.Note] | None = None,
     max_per_principal: int = main.MAX_REPLAY_PER_PRINCIPAL,
     busy_timeout_ms: int = BUSY_TIMEOUT_MS,
+    retention: audit.Retention = audit.Retention(),
 ) -> SqliteNotesStore:
     """Open (or create and seed) the database at `path`, or raise StoreError with one line.
 
@@ -589,7 +675,8 @@ def open_store(
         reader.execute("PRAGMA query_only = ON")
         reader.execute("SELECT 1 FROM meta LIMIT 1").fetchall()  # a first read creates the -wal and -shm files
         return SqliteNotesStore(
-            path, conn, reader, clock=clock, max_per_principal=max_per_principal, busy_timeout_ms=busy_timeout_ms
+            path, conn, reader, clock=clock, max_per_principal=max_per_principal, busy_timeout_ms=busy_timeout_ms,
+            retention=retention,
         )
     except (StoreError, sqlite3.Error) as exc:
         for opened in (reader, conn):
@@ -633,6 +720,7 @@ def _prepare(conn: sqlite3.Connection, path: str, seed: list[main.Note]) -> None
                 for statement in _TITLES:
                     conn.execute(statement)
             conn.executemany("INSERT INTO notes (id, title, uri, revision, folded) VALUES (?, ?, ?, ?, ?)", map(_row, seed))
+            _audit_tables(conn)
             conn.execute("COMMIT")
             return
         # Never guess at a layout we did not write: a newer schema may mean something else.
@@ -656,6 +744,7 @@ def _prepare(conn: sqlite3.Connection, path: str, seed: list[main.Note]) -> None
                     f" ({reason}); it was left unchanged"
                 ) from None
         _check_titles(conn, path)
+        _audit_tables(conn)
         _add_store_id(conn)
         conn.execute("COMMIT")
     except BaseException:
@@ -695,6 +784,14 @@ def _check_titles(conn: sqlite3.Connection, path: str) -> None:
     if not present and missing is None:
         for statement in _TITLES:
             conn.execute(statement)
+
+
+def _audit_tables(conn: sqlite3.Connection) -> None:
+    """The audit and deleted-notes tables, added to a database that lacks them (older servers ignore them)."""
+    for statement in audit.SQLITE_TABLES:
+        conn.execute(statement)
+
+
 def _add_store_id(conn: sqlite3.Connection) -> None:
     """Give the database a random id once (kept ever after; a copy of the file shares it)."""
     import secrets

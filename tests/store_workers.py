@@ -119,3 +119,32 @@ def open_together(case: unittest.TestCase, open_one: Callable[[], Any], count: i
         if not isinstance(store, BaseException):
             case.addCleanup(store.close)
     return opened
+
+
+class OptionalCluster:
+    """One throwaway PostgreSQL cluster for a test module, or why there is none: only PostgreSQL classes skip."""
+
+    def __init__(self) -> None:
+        self.cluster: Any = None
+        self.missing: str | None = None
+
+    def start(self) -> None:
+        """setUpModule: start the cluster, or remember why it cannot start."""
+        import postgres_cluster
+
+        try:
+            self.cluster = postgres_cluster.start_or_skip()
+        except unittest.SkipTest as exc:
+            self.missing = str(exc)
+
+    def stop(self) -> None:
+        """tearDownModule: destroy the cluster if one was started."""
+        if self.cluster is not None:
+            self.cluster.destroy()
+
+    def require(self) -> Any:
+        """The cluster, or SkipTest naming why there is none (for setUpClass)."""
+        if self.cluster is None:
+            raise unittest.SkipTest(self.missing or "PostgreSQL cluster not started")
+        return self.cluster
+

@@ -16,6 +16,7 @@ from typing import Any
 from unittest import mock
 
 import support
+import audit
 import main
 import procs
 import config as configuration
@@ -113,6 +114,30 @@ class ConfigRejectionTests(StartupRefusalCase):
     def test_a_state_ttl_at_the_maximum_is_accepted(self) -> None:
         loaded = configuration.parse_config(json.dumps(config(stateTtlSeconds=main.MAX_STATE_TTL_SECONDS)))
         self.assertEqual(loaded["stateTtlSeconds"], main.MAX_STATE_TTL_SECONDS)
+
+    def test_deletion_modes_and_retention_bounds_outside_them_are_refused(self) -> None:
+        for field, value in (
+            ("deletion", "delete"), ("deletion", True), ("trashDays", 0), ("trashDays", audit.MAX_RETENTION_DAYS + 1),
+            ("auditDays", -1), ("auditDays", "30"), ("auditDays", True), ("auditMaxEntries", 0),
+            ("auditMaxEntries", audit.MAX_AUDIT_ENTRIES + 1), ("auditMaxEntries", 10.0),
+        ):  # fmt: skip
+            with self.subTest(field=field, value=value):
+                self.assert_refused(config(**{field: value}), field)
+        self.assert_refused(json.dumps(config())[:-1] + ', "trashDays": 1e400}', "trashDays")  # inf
+
+    def test_deletion_modes_and_retention_at_their_bounds_are_accepted_and_reach_the_store(self) -> None:
+        document = config(deletion="unlink", trashDays=audit.MAX_RETENTION_DAYS, auditDays=0.5, auditMaxEntries=audit.MAX_AUDIT_ENTRIES)
+        loaded = configuration.parse_config(json.dumps(document))
+        self.assertEqual(
+            serve.retention(loaded),
+            audit.Retention("unlink", audit.MAX_RETENTION_DAYS * audit.DAY_SECONDS, 0.5 * audit.DAY_SECONDS, audit.MAX_AUDIT_ENTRIES),
+        )
+        self.assertEqual(configuration.parse_config(json.dumps(config(auditMaxEntries=1)))["auditMaxEntries"], 1)
+        self.assertEqual(serve.retention(configuration.parse_config(json.dumps(config()))), audit.Retention())
+        self.assertEqual(
+            audit.Retention(),
+            audit.Retention("trash", 30 * audit.DAY_SECONDS, 365 * audit.DAY_SECONDS, 100_000),  # the documented defaults
+        )
 
     def test_short_or_non_hex_keys_are_refused(self) -> None:
         for keys in (["ab" * (main.MIN_KEY_BYTES - 1)], ["zz" * main.MIN_KEY_BYTES], ["abc"], [], "ab" * 32):

@@ -42,7 +42,7 @@ def setUpModule() -> None:
 
 def tearDownModule() -> None:
     test_store_contract.tearDownModule()
-    test_store_contract._cluster = None
+    test_store_contract.PG.cluster = None  # this module started it; the contract module starts its own
 
 
 def plain_scan(notes: list[main.Note], workspace: main.Path, title: str) -> list[main.Note]:
@@ -377,8 +377,7 @@ class PostgresCase(unittest.TestCase):
         test_store_contract.PostgresContract.setUpClass()
 
     def setUp(self) -> None:
-        assert test_store_contract._cluster is not None
-        self.url = test_store_contract._cluster.new_database()
+        self.url = test_store_contract.PG.require().new_database()
         self.clock = Clock()
 
     def open(self, seed: list[main.Note] | None = None) -> postgres_store.PostgresNotesStore:

@@ -14,6 +14,7 @@ from unittest import mock
 
 from support import KEY, PRINCIPAL, Clock, Log, accept, call
 
+import audit
 import main
 import markdown_store
 import sqlite_store
@@ -48,10 +49,10 @@ class FolderCase(unittest.TestCase):
             handle.write(text)
         return path
 
-    def store(self, roots: list[str] | None = None) -> MarkdownNotesStore:
+    def store(self, roots: list[str] | None = None, deletion: str = audit.DELETION_TRASH) -> MarkdownNotesStore:
         nonces = sqlite_store.open_store(os.path.join(self.base, "nonces.db"), clock=self.clock)
         self.addCleanup(nonces.close)
-        return MarkdownNotesStore(roots or [self.ws], nonces)
+        return MarkdownNotesStore(roots or [self.ws], nonces, retention=audit.Retention(deletion=deletion))
 
     def server(self, store: MarkdownNotesStore | None = None) -> main.Server:
         store = store or self.store()
@@ -95,14 +96,19 @@ class FolderCase(unittest.TestCase):
         return [option["const"] for option in schema["properties"]["note_id"]["oneOf"]]
 
     def tree(self) -> set[str]:
-        """Every path (files, links, folders) under base except the nonce database."""
+        """Every path (files, links, folders) under base except the nonce database and the trash."""
         found = set()
         for folder, dirs, files in os.walk(self.base):
             for name in dirs + files:
                 rel = os.path.relpath(os.path.join(folder, name), self.base)
-                if not rel.startswith("nonces.db"):
+                if not rel.startswith("nonces.db") and not rel.startswith(os.path.join("ws", markdown_store.TRASH_DIR)):
                     found.add(rel)
         return found
+
+    def trashed(self) -> list[str]:
+        """Names in ws/.trash (none when it does not exist)."""
+        trash = os.path.join(self.ws, markdown_store.TRASH_DIR)
+        return sorted(os.listdir(trash)) if os.path.isdir(trash) else []
 
     def assertSecretIntact(self) -> None:
         with open(self.secret, encoding="utf-8") as handle:
@@ -211,9 +217,12 @@ class DeletionTests(FolderCase):
         done = self.answer(server, first, accept("2025/tps.md"))
         self.assertEqual(done["result"]["structuredContent"], {"deleted": True, "noteId": "2025/tps.md"})
         self.assertEqual(self.tree(), before - {"ws/2025/tps.md"})
+        self.assertEqual(len(self.trashed()), 1)
+        self.assertTrue(self.trashed()[0].endswith("-tps.md"))
         replay = self.answer(server, first, accept("2025/tps.md"))
         self.assertEqual(replay["error"]["code"], main.INVALID_PARAMS)
         self.assertEqual(self.tree(), before - {"ws/2025/tps.md"})
+        self.assertEqual(len(self.trashed()), 1)
         self.assertSecretIntact()
 
     def test_confirmed_file_swapped_for_a_symlink_to_an_outside_file_deletes_nothing(self) -> None:
@@ -323,25 +332,91 @@ class DeletionTests(FolderCase):
         self.assertTrue(os.path.exists(self.chosen))
         self.assertTrue(store.is_consumed("n1"))
 
-    def test_crash_between_unlink_and_commit_loses_the_nonce_and_a_replay_deletes_nothing(self) -> None:
-        store = self.store()
+    def crash_at(self, store: MarkdownNotesStore, when: str) -> None:
+        """Consume the chosen note with the process 'dying' at hook stage `when`."""
         (note,) = store.candidates(main.parse_file_uri(self.uri()), "2025")
 
         def crash(stage: str) -> None:
-            if stage == "deleted":
-                raise KeyboardInterrupt("simulated death before COMMIT")
+            if stage == when:
+                raise KeyboardInterrupt("simulated death")
 
         store.nonces._inside_transaction_hook = crash
         with self.assertRaises(KeyboardInterrupt):
-            store.consume(PRINCIPAL, "n1", self.clock.now + 60, (note.id, note.version), ALWAYS)
+            store.consume(PRINCIPAL, "n1", self.clock.now + main.DEFAULT_STATE_TTL_SECONDS, (note.id, note.version), ALWAYS)
         store.nonces._inside_transaction_hook = None
-        self.assertFalse(os.path.exists(self.chosen))  # the unlink happened
-        self.assertFalse(store.is_consumed("n1"))  # the nonce row was rolled back
-        self.write_at(self.chosen, "# TPS report 2025\n")  # even a same-named file reappearing
-        before = self.tree()
-        self.assertIs(store.consume(PRINCIPAL, "n1", self.clock.now + 60, (note.id, note.version), ALWAYS), main.Settlement.CHANGED)
+
+    def between_claim_and_move(self, action: Callable[[], None]) -> MarkdownNotesStore:
+        """Consume the chosen note with `action` run after the claim commits, before the move; the store."""
+        store = self.store()
+        (note,) = store.candidates(main.parse_file_uri(self.uri()), "2025")
+        store.nonces._inside_transaction_hook = lambda stage: action() if stage == "committed" else None
+        outcome = store.consume(PRINCIPAL, "n1", self.clock.now + 60, (note.id, note.version), ALWAYS)
+        store.nonces._inside_transaction_hook = None
+        self.assertIs(outcome, main.Settlement.CHANGED)
+        self.assertEqual(self.trashed(), [])
+        self.assertEqual([e["outcome"] for e in store.audit_entries()], [audit.REFUSED])
         self.assertTrue(store.is_consumed("n1"))
+        return store
+
+    def test_a_file_removed_between_the_claim_and_the_move_is_refused_in_the_audit(self) -> None:
+        self.between_claim_and_move(lambda: os.unlink(self.chosen))
+        self.assertFalse(os.path.exists(self.chosen))
+
+    def test_a_folder_moved_away_between_the_claim_and_the_move_is_refused_and_its_file_kept(self) -> None:
+        away = os.path.join(self.ws, "moved")
+        self.between_claim_and_move(lambda: os.rename(os.path.dirname(self.chosen), away))
+        self.assertTrue(os.path.isfile(os.path.join(away, "tps.md")))
+
+    def test_a_crash_inside_the_claim_transaction_records_nothing_and_moves_nothing(self) -> None:
+        store = self.store()
+        before = self.tree()
+        self.crash_at(store, "deleted")  # the pending entry written, not yet committed
         self.assertEqual(self.tree(), before)
+        self.assertEqual(self.trashed(), [])
+        self.assertFalse(store.is_consumed("n1"))
+        self.assertEqual(self.store().audit_entries(), [])
+
+    def test_a_crash_between_the_claim_and_the_move_is_interrupted_after_restart_and_nothing_moved(self) -> None:
+        store = self.store()
+        before = self.tree()
+        self.crash_at(store, "committed")
+        self.assertEqual(self.tree(), before)
+        (entry,) = store.nonces.audit_entries()
+        self.assertEqual(entry["outcome"], audit.PENDING)
+        # Restarted within the grace: another instance may still be moving it, so it stays pending.
+        self.clock.now += audit.PENDING_GRACE_SECONDS - 1
+        self.assertEqual([e["outcome"] for e in self.store().audit_entries()], [audit.PENDING])
+        self.clock.now += 1
+        (entry,) = self.store().audit_entries()
+        self.assertEqual(entry["outcome"], audit.INTERRUPTED)
+        self.assertEqual(self.tree(), before)
+        self.assertEqual(self.trashed(), [])
+        self.assertTrue(store.is_consumed("n1"))  # the confirmation stays used: a replay moves nothing
+        self.assertIs(self.store().consume(PRINCIPAL, "n1", self.clock.now + 60, ("2025/tps.md", "v"), ALWAYS), main.Settlement.USED)
+
+    def test_a_crash_between_the_move_and_its_completion_is_deleted_after_restart(self) -> None:
+        store = self.store()
+        before = self.tree()
+        self.crash_at(store, "moved")
+        self.assertEqual(self.tree(), before - {"ws/2025/tps.md"})
+        (pending,) = store.nonces.audit_entries()
+        self.assertEqual((pending["outcome"], [pending["trash"]]), (audit.PENDING, self.trashed()))
+        (entry,) = self.store().audit_entries()  # at once: the file is in the trash
+        self.assertEqual((entry["id"], entry["outcome"], entry["note_id"]), (pending["id"], audit.DELETED, "2025/tps.md"))
+        self.assertEqual(self.store().restore(entry["id"])["outcome"], audit.RESTORED)
+        self.assertEqual(self.tree(), before)
+
+    def test_a_store_opened_while_another_instance_writes_starts_and_completes_the_entry_later(self) -> None:
+        self.crash_at(self.store(), "moved")
+        nonces = sqlite_store.open_store(os.path.join(self.base, "nonces.db"), clock=self.clock, busy_timeout_ms=50)
+        self.addCleanup(nonces.close)
+        holder = sqlite3.connect(os.path.join(self.base, "nonces.db"), isolation_level=None)
+        self.addCleanup(holder.close)
+        holder.execute("BEGIN IMMEDIATE")  # another instance inside its consume transaction
+        store = MarkdownNotesStore([self.ws], nonces)  # does not fail: the pending entry waits
+        self.assertEqual([e["outcome"] for e in nonces.audit_entries()], [audit.PENDING])
+        holder.execute("ROLLBACK")
+        self.assertEqual([e["outcome"] for e in store.audit_entries()], [audit.DELETED])
 
 
 class RequestNameTests(FolderCase):
@@ -442,7 +517,7 @@ class OsRefusalTests(FolderCase):
         return (note.id, note.version)
 
     def test_a_delete_the_os_refuses_rolls_back_the_confirmation_and_deletes_nothing(self) -> None:
-        store = self.store()
+        store = self.store(deletion=audit.DELETION_UNLINK)
         target = self.target(store)
         before = self.tree()
         # What an append-only (chattr +a) folder or a read-only mount answers to unlinkat.
@@ -457,6 +532,22 @@ class OsRefusalTests(FolderCase):
         # Nothing was spent: once the folder allows it, the same confirmation deletes the file.
         self.assertIs(store.consume(PRINCIPAL, "n1", self.clock.now + 60, target, ALWAYS), main.Settlement.DELETED)
         self.assertEqual(self.tree(), before - {"ws/2025/tps.md"})
+        self.assertEqual(self.trashed(), [])
+
+    def test_a_move_to_the_trash_the_os_refuses_releases_the_claim_and_its_entry(self) -> None:
+        store = self.store()
+        target = self.target(store)
+        before = self.tree()
+        refusal = OSError(18, "Invalid cross-device link")  # EXDEV: a sub-folder on another file system
+        with mock.patch.object(markdown_store, "rename_noreplace", side_effect=refusal):
+            with self.assertRaises(markdown_store.StoreRefused):
+                store.consume(PRINCIPAL, "n1", self.clock.now + 60, target, ALWAYS)
+        self.assertEqual(self.tree(), before)
+        self.assertEqual(self.trashed(), [])
+        self.assertFalse(store.is_consumed("n1"))
+        self.assertEqual(store.audit_entries(), [])
+        self.assertIs(store.consume(PRINCIPAL, "n1", self.clock.now + 60, target, ALWAYS), main.Settlement.DELETED)
+        self.assertEqual([e["outcome"] for e in store.audit_entries()], [audit.DELETED])
 
     def real_stat_then(self, action: Callable[[], None]) -> Callable[..., os.stat_result]:
         """os.stat that runs `action` first when the re-check before the unlink stats the chosen file."""
@@ -499,7 +590,7 @@ class OsRefusalTests(FolderCase):
         self.assertTrue(store.is_consumed("n1"))
 
     def test_entry_removed_between_the_re_stat_and_the_unlink_is_reported_changed(self) -> None:
-        store = self.store()
+        store = self.store(deletion=audit.DELETION_UNLINK)
         target = self.target(store)
         real = os.unlink
 
@@ -511,6 +602,22 @@ class OsRefusalTests(FolderCase):
             outcome = store.consume(PRINCIPAL, "n1", self.clock.now + 60, target, ALWAYS)
         self.assertIs(outcome, main.Settlement.CHANGED)
         self.assertTrue(store.is_consumed("n1"))
+
+    def test_entry_removed_between_the_re_stat_and_the_move_is_refused_in_the_audit(self) -> None:
+        store = self.store()
+        target = self.target(store)
+        real = markdown_store.rename_noreplace
+
+        def gone_first(*args: Any) -> None:
+            os.unlink(self.chosen)  # another actor wins the race by a hair
+            real(*args)
+
+        with mock.patch.object(markdown_store, "rename_noreplace", gone_first):
+            outcome = store.consume(PRINCIPAL, "n1", self.clock.now + 60, target, ALWAYS)
+        self.assertIs(outcome, main.Settlement.CHANGED)
+        self.assertTrue(store.is_consumed("n1"))
+        self.assertEqual(self.trashed(), [])
+        self.assertEqual([e["outcome"] for e in store.audit_entries()], [audit.REFUSED])
 
 
 class NameAndSizeTests(FolderCase):

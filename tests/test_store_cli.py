@@ -240,8 +240,14 @@ class NotesDirCliTests(CliCase):
                 handle.write(text)
 
     def files(self, folder: str | None = None) -> set[str]:
+        """Every file under the folder, the trash's apart."""
         root = folder or self.notes
-        return {os.path.relpath(os.path.join(d, f), root) for d, _, names in os.walk(root) for f in names}
+        found = {os.path.relpath(os.path.join(d, f), root) for d, _, names in os.walk(root) for f in names}
+        return {rel for rel in found if not rel.startswith(".trash/")}
+
+    def trashed(self) -> list[str]:
+        trash = os.path.join(self.notes, ".trash")
+        return sorted(os.listdir(trash)) if os.path.isdir(trash) else []
 
     def test_notes_dir_over_stdio_deletes_exactly_the_chosen_file(self) -> None:
         server = procs.StdioServer(self, "--notes-dir", self.notes, env=env(self.dir, NOTES_MCP_TOKEN=procs.TOKEN))
@@ -251,6 +257,7 @@ class NotesDirCliTests(CliCase):
         done = server.exchange(call(args, id=2, requestState=first["requestState"], inputResponses=accept("2025/tps.md")))
         self.assertEqual(done["result"]["structuredContent"], {"deleted": True, "noteId": "2025/tps.md"})
         self.assertEqual(self.files(), {"tps-2024.md", "list.md"})
+        self.assertTrue(len(self.trashed()) == 1 and self.trashed()[0].endswith("-tps.md"))
         replay = server.exchange(call(args, id=3, requestState=first["requestState"], inputResponses=accept("2025/tps.md")))
         self.assertEqual(replay["error"]["code"], main.INVALID_PARAMS)
         # The confirmation was recorded in the default database under XDG_STATE_HOME.

@@ -11,9 +11,9 @@ from typing import Any
 from support import PRINCIPAL, WORKSPACE, Clock
 
 import main
-import postgres_cluster
 import postgres_store
 import sqlite_store
+import store_workers
 
 TTL = main.DEFAULT_STATE_TTL_SECONDS
 OTHER_PRINCIPAL = "bob"
@@ -201,33 +201,18 @@ class SqliteContract(StoreContract, unittest.TestCase):
         return store
 
 
-_cluster: postgres_cluster.Cluster | None = None
-_cluster_missing: str | None = None
-
-
-def setUpModule() -> None:
-    global _cluster, _cluster_missing
-    try:
-        _cluster = postgres_cluster.start_or_skip()
-    except unittest.SkipTest as exc:
-        _cluster_missing = str(exc)  # only the PostgreSQL class skips; SQLite still runs
-
-
-def tearDownModule() -> None:
-    if _cluster is not None:
-        _cluster.destroy()
+PG = store_workers.OptionalCluster()
+setUpModule, tearDownModule = PG.start, PG.stop  # only the PostgreSQL class skips; SQLite still runs
 
 
 class PostgresContract(StoreContract, unittest.TestCase):
     @classmethod
     def setUpClass(cls) -> None:
-        if _cluster is None:
-            raise unittest.SkipTest(_cluster_missing or "PostgreSQL cluster not started")
+        PG.require()
 
     def open_store(self, clock: Clock, max_per_principal: int = main.MAX_REPLAY_PER_PRINCIPAL) -> Any:
-        assert _cluster is not None
         store = postgres_store.open_store(
-            _cluster.new_database(), clock=clock, seed_notes=contract_notes(), max_per_principal=max_per_principal
+            PG.require().new_database(), clock=clock, seed_notes=contract_notes(), max_per_principal=max_per_principal
         )
         self.addCleanup(store.close)
         return store

@@ -1,0 +1,444 @@
+"""The audit of consumed confirmations and the trash that makes a deletion undoable.
+
+Every consumed confirmation leaves one entry, written in the same transaction as the
+nonce claim (SQLite, PostgreSQL) or, for folders, in the confirmations database with the
+outcome completed after the file operation:
+
+    id, at (UTC seconds), principal, tool, outcome, note_id, title (as shown), workspace,
+    uri (where the note lived), request_id, client_name (self-reported), trash, restores
+
+Never the requestState, its nonce, a token or a note's content. Outcomes:
+
+    deleted        the note went to the trash (`trash` says where) or, in unlink mode, away
+    declined       the user declined the form
+    not_confirmed  the user accepted but left "delete it" unticked
+    published      notes_publish sent the note (completed after the tool ran)
+    denied         notes_publish: the user denied the connection
+    refused        the live re-check found the note changed, moved, gone or the grant revoked
+    consumed       used up, and the server stopped before it could say how
+    pending        folders: claimed, the file operation not yet completed
+    interrupted    folders: the server stopped between the claim and the move; nothing moved
+    restored       an operator brought a trashed note back (`restores` names the entry)
+
+Entries are bounded by age and by count, pruned a batch at a time inside the consume
+transaction like the replay store. The context of the request (tool, request id, the
+client's self-reported name, workspace) reaches the store through a context variable
+set by the wrapper `install()` puts around `tools/call`; code/main.py is unchanged.
+The operator command `python3 code/serve.py audit list|restore` prints and restores
+(`run()`). Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import calendar
+import contextvars
+import json
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import main
+import stores
+import title_index
+
+DELETION_TRASH = "trash"
+DELETION_UNLINK = "unlink"
+DELETION_MODES = (DELETION_TRASH, DELETION_UNLINK)
+DAY_SECONDS = 86_400.0
+DEFAULT_TRASH_DAYS = 30.0  # a trashed note is emptied this long after its deletion
+DEFAULT_AUDIT_DAYS = 365.0  # an entry is pruned this long after it was written
+DEFAULT_AUDIT_MAX_ENTRIES = 100_000  # at most this many entries are kept (the newest)
+MAX_RETENTION_DAYS = 3650.0  # a configured age above ten years is a typo, not a policy
+MAX_AUDIT_ENTRIES = 10_000_000  # the largest configurable count bound
+PRUNE_BATCH = 64  # entries and trashed notes removed per consume: bounded work per call
+MAX_FIELD_CHARS = 200  # characters kept of a client-supplied field (client name, request id)
+PENDING_GRACE_SECONDS = 60.0  # a pending folder entry this old, with nothing in the trash, was interrupted
+OPERATOR = "(operator)"  # the principal recorded for a restore run from the command line
+
+DELETED, DECLINED, NOT_CONFIRMED, PUBLISHED, DENIED = "deleted", "declined", "not_confirmed", "published", "denied"
+REFUSED, CONSUMED, PENDING, INTERRUPTED, RESTORED = "refused", "consumed", "pending", "interrupted", "restored"
+OUTCOMES = (DELETED, DECLINED, NOT_CONFIRMED, PUBLISHED, DENIED, REFUSED, CONSUMED, PENDING, INTERRUPTED, RESTORED)
+SQL_TRASH = "deleted_notes"  # the `trash` value of a row moved to the deleted-notes table
+
+COLUMNS = ("id", "at", "principal", "tool", "outcome", "note_id", "title", "workspace", "uri",
+           "request_id", "client_name", "trash", "restores")  # fmt: skip
+
+
+class Retention(NamedTuple):
+    """How deletion works and how long what it leaves is kept."""
+
+    deletion: str = DELETION_TRASH  # "trash" (default) or "unlink" (as before: gone at once)
+    trash_seconds: float = DEFAULT_TRASH_DAYS * DAY_SECONDS
+    audit_seconds: float = DEFAULT_AUDIT_DAYS * DAY_SECONDS
+    max_entries: int = DEFAULT_AUDIT_MAX_ENTRIES
+
+    @property
+    def trash(self) -> bool:
+        """True when a deletion moves the note to the trash."""
+        return self.deletion == DELETION_TRASH
+
+
+class Facts(NamedTuple):
+    """What a store knows about the note a consumption acted on (all optional)."""
+
+    note_id: str | None = None
+    title: str | None = None
+    uri: str | None = None
+    trash: str | None = None
+
+
+class RestoreRefused(Exception):
+    """A restore that cannot be done; str() is one line for the operator, nothing changed."""
+
+
+# =====================================================================================
+# The request's context, carried to the store
+# =====================================================================================
+
+
+@dataclass
+class AuditContext:
+    """What the store cannot know about the request it is consuming a confirmation for."""
+
+    tool: str | None
+    request_id: str | None
+    client_name: str | None  # the client's own claim (`clientInfo.name`), never verified
+    workspace: str | None  # canonical workspaceUri, when the arguments held a valid one
+    consumed_as: str = CONSUMED  # the outcome of a consumption that acts on no note
+    entry: tuple[Any, int, str] | None = None  # (store, entry id, outcome) once written
+
+
+_CURRENT: contextvars.ContextVar[AuditContext | None] = contextvars.ContextVar("notes_audit", default=None)
+
+
+def current() -> AuditContext | None:
+    """The context of the tools/call being handled on this thread, or None (a direct store call)."""
+    return _CURRENT.get()
+
+
+def clip(value: Any) -> str | None:
+    """A client-supplied value as at most MAX_FIELD_CHARS characters of text, or None."""
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else json.dumps(value)
+    return text[:MAX_FIELD_CHARS]
+
+
+def context_of(request: main.Envelope) -> AuditContext:
+    """The audit context of one tools/call: read defensively, every field may be hostile."""
+    params = request.params if isinstance(request.params, dict) else {}
+    meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+    info = meta.get("io.modelcontextprotocol/clientInfo")
+    name = info.get("name") if isinstance(info, dict) and isinstance(info.get("name"), str) else None
+    arguments = params.get("arguments") if isinstance(params.get("arguments"), dict) else {}
+    try:
+        workspace: str | None = main.normalize_file_uri(arguments.get("workspaceUri"))
+    except main.ScopeError:
+        workspace = None
+    tool = params.get("name") if isinstance(params.get("name"), str) else None
+    request_id = None if request.id is None else json.dumps(request.id)  # 4 and "4" are different ids
+    return AuditContext(clip(tool), clip(request_id), clip(name), workspace, answered_as(params.get("inputResponses")))
+
+
+def answered_as(responses: Any) -> str:
+    """The outcome a consumption without a note stands for: a decline, an unticked box, or not known yet."""
+    answers = [a for a in responses.values() if isinstance(a, dict)] if isinstance(responses, dict) else []
+    if any(a.get("action") == "decline" for a in answers):
+        return DECLINED
+    if any(isinstance(a.get("content"), dict) and a["content"].get(main.CONFIRM_FIELD) is False for a in answers):
+        return NOT_CONFIRMED
+    return CONSUMED  # completed from the tool's result once it ran (e.g. published)
+
+
+def written(store: Any, entry_id: int, outcome: str) -> None:
+    """Called by a store after it wrote this request's entry (so install() can complete it)."""
+    context = current()
+    if context is not None:
+        context.entry = (store, entry_id, outcome)
+
+
+def context_fields(context: AuditContext | None) -> tuple[str | None, str | None, str | None, str | None]:
+    """(tool, workspace, request id, client name) of a context, all None without one."""
+    if context is None:
+        return (None, None, None, None)
+    return (context.tool, context.workspace, context.request_id, context.client_name)
+
+
+def outcome_of(settlement: main.Settlement, pending: bool = False) -> str:
+    """The outcome an entry is written with, inside the consume transaction."""
+    if pending:
+        return PENDING
+    if settlement is main.Settlement.DELETED:
+        return DELETED
+    if settlement is main.Settlement.CHANGED:
+        return REFUSED
+    context = current()
+    return context.consumed_as if context is not None else CONSUMED
+
+
+def result_outcome(result: dict[str, Any]) -> str | None:
+    """What a tool's result says happened, for an entry written as `consumed`; None: nothing to add."""
+    if result.get("isError"):
+        return REFUSED  # the tool's own re-check after consuming (notes_publish)
+    structured = result.get("structuredContent")
+    if not isinstance(structured, dict):
+        return None
+    if structured.get("published") is True:
+        return PUBLISHED
+    reason = structured.get("reason")
+    return reason if reason in OUTCOMES else None
+
+
+def install(server: main.Server) -> None:
+    """Wrap the server's tools/call so each call's context reaches the store's consume."""
+    inner = server.methods["tools/call"]
+
+    def tools_call(srv: main.Server, request: main.Envelope, meta: Any, principal: str, notify: Any) -> dict[str, Any]:
+        context = context_of(request)
+        token = _CURRENT.set(context)
+        try:
+            result = inner(srv, request, meta, principal, notify)
+        finally:
+            _CURRENT.reset(token)
+        if context.entry is not None and context.entry[2] == CONSUMED:
+            store, entry_id, _ = context.entry
+            outcome = result_outcome(result)
+            if outcome is not None:
+                try:
+                    store.complete_audit(entry_id, outcome, CONSUMED)
+                except stores.StoreUnavailable:
+                    pass  # the tool's result stands; the entry keeps saying "consumed"
+        return result
+
+    server.methods["tools/call"] = tools_call
+
+
+# =====================================================================================
+# SQL shared by the SQLite and PostgreSQL stores
+# =====================================================================================
+
+SQLITE_TABLES = (
+    "CREATE TABLE IF NOT EXISTS audit ("
+    " id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, principal TEXT NOT NULL, tool TEXT,"
+    " outcome TEXT NOT NULL, note_id TEXT, title TEXT, workspace TEXT, uri TEXT, request_id TEXT,"
+    " client_name TEXT, trash TEXT, restores INTEGER)",
+    "CREATE INDEX IF NOT EXISTS audit_by_time ON audit (at)",
+    "CREATE INDEX IF NOT EXISTS audit_by_outcome ON audit (outcome, id)",
+    "CREATE TABLE IF NOT EXISTS deleted_notes ("
+    " audit_id INTEGER PRIMARY KEY, id TEXT NOT NULL, title TEXT NOT NULL, uri TEXT NOT NULL,"
+    " revision INTEGER NOT NULL, deleted_at REAL NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS deleted_by_time ON deleted_notes (deleted_at)",
+)
+POSTGRES_TABLES = (
+    "CREATE TABLE IF NOT EXISTS audit ("
+    " id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, at double precision NOT NULL, principal text NOT NULL,"
+    " tool text, outcome text NOT NULL, note_id text, title text, workspace text, uri text, request_id text,"
+    " client_name text, trash text, restores bigint)",
+    "CREATE INDEX IF NOT EXISTS audit_by_time ON audit (at)",
+    "CREATE INDEX IF NOT EXISTS audit_by_outcome ON audit (outcome, id)",
+    "CREATE TABLE IF NOT EXISTS deleted_notes ("
+    " audit_id bigint PRIMARY KEY, id text NOT NULL, title text NOT NULL, uri text NOT NULL,"
+    " revision bigint NOT NULL, deleted_at double precision NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS deleted_by_time ON deleted_notes (deleted_at)",
+)
+
+
+class AuditSql:
+    """The audit and deleted-notes statements, written once with `?` and sent in the driver's style."""
+
+    def __init__(self, placeholder: str) -> None:
+        self.placeholder = placeholder
+
+    def run(self, conn: Any, sql: str, params: Sequence[Any] = ()) -> Any:
+        """Execute `sql` with its `?` markers in this driver's style."""
+        return conn.execute(sql.replace("?", self.placeholder), tuple(params))
+
+    def insert(
+        self, conn: Any, now: float, principal: str, outcome: str, facts: Facts,
+        context: AuditContext | None = None, restores: int | None = None,
+    ) -> int:  # fmt: skip
+        """Write one entry (the caller's transaction); its id."""
+        tool, workspace, request_id, client = context_fields(context)
+        (entry_id,) = self.run(
+            conn,
+            "INSERT INTO audit (at, principal, tool, outcome, note_id, title, workspace, uri, request_id,"
+            " client_name, trash, restores) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            (now, principal, tool, outcome, facts.note_id, clip(facts.title), workspace, facts.uri, request_id,
+             client, facts.trash, restores),
+        ).fetchone()  # fmt: skip
+        return int(entry_id)
+
+    def record(
+        self, conn: Any, store: Any, now: float, principal: str, outcome: str, facts: Facts, retention: Retention
+    ) -> int:
+        """Write this request's entry, then prune a batch of old entries and trashed notes; the id."""
+        entry_id = self.insert(conn, now, principal, outcome, facts, current())
+        self.prune(conn, now, entry_id, retention)
+        written(store, entry_id, outcome)
+        return entry_id
+
+    def prune(self, conn: Any, now: float, newest: int, retention: Retention) -> None:
+        """Remove at most PRUNE_BATCH entries past the age or count bound, and trashed notes past theirs."""
+        self.run(
+            conn,
+            "DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE at <= ? ORDER BY at LIMIT ?)",
+            (now - retention.audit_seconds, PRUNE_BATCH),
+        )
+        # Ids only grow, so the newest `max_entries` are those within that many of the newest id.
+        self.run(
+            conn,
+            "DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE id <= ? ORDER BY id LIMIT ?)",
+            (newest - retention.max_entries, PRUNE_BATCH),
+        )
+        self.run(
+            conn,
+            "DELETE FROM deleted_notes WHERE audit_id IN"
+            " (SELECT audit_id FROM deleted_notes WHERE deleted_at <= ? ORDER BY deleted_at LIMIT ?)",
+            (now - retention.trash_seconds, PRUNE_BATCH),
+        )
+
+    def trash_row(self, conn: Any, entry_id: int, note: main.Note, now: float) -> None:
+        """Move a note's row to deleted_notes (the caller's transaction, after its entry was written)."""
+        self.run(
+            conn,
+            "INSERT INTO deleted_notes (audit_id, id, title, uri, revision, deleted_at) VALUES (?, ?, ?, ?, ?, ?)",
+            (entry_id, note.id, note.title, note.uri, note.revision, now),
+        )
+        self.run(conn, "DELETE FROM notes WHERE id = ?", (note.id,))
+
+    def complete(self, conn: Any, entry_id: int, outcome: str, expected: str) -> None:
+        """Set the outcome of an entry still holding `expected` (pending or consumed)."""
+        self.run(conn, "UPDATE audit SET outcome = ? WHERE id = ? AND outcome = ?", (outcome, entry_id, expected))
+
+    def restore_row(self, conn: Any, entry_id: int, now: float) -> int:
+        """Put a trashed row back (the caller's transaction) and audit it; RestoreRefused if it cannot."""
+        row = self.run(conn, "SELECT id, title, uri, revision FROM deleted_notes WHERE audit_id = ?", (entry_id,)).fetchone()
+        if row is None:
+            raise RestoreRefused(f"entry {entry_id} has no note in the trash (not a trashed deletion, restored, or emptied)")
+        note = main.Note(*row)
+        if self.run(conn, "SELECT 1 FROM notes WHERE id = ? OR uri = ?", (note.id, note.uri)).fetchone() is not None:
+            raise RestoreRefused(f"entry {entry_id}: a note now exists with id {note.id!r} or at its place; nothing restored")
+        # With the folded title the lookup indexes keep, as every store writes a note.
+        self.run(conn, "INSERT INTO notes (id, title, uri, revision, folded) VALUES (?, ?, ?, ?, ?)", (*note, title_index.index_key(note)))
+        self.run(conn, "DELETE FROM deleted_notes WHERE audit_id = ?", (entry_id,))
+        return self.insert_restore(conn, entry_id, now, Facts(note.id, note.title, note.uri))
+
+    def insert_restore(self, conn: Any, entry_id: int, now: float, facts: Facts) -> int:
+        """The entry recording that an operator restored `entry_id` (its workspace copied)."""
+        row = self.run(conn, "SELECT workspace FROM audit WHERE id = ?", (entry_id,)).fetchone()
+        context = AuditContext(None, None, None, row[0] if row else None)
+        return self.insert(conn, now, OPERATOR, RESTORED, facts, context, restores=entry_id)
+
+    def entry(self, conn: Any, entry_id: int) -> dict[str, Any] | None:
+        """One entry by id, or None."""
+        row = self.run(conn, f"SELECT {', '.join(COLUMNS)} FROM audit WHERE id = ?", (entry_id,)).fetchone()
+        return dict(zip(COLUMNS, row)) if row is not None else None
+
+    def entries(self, conn: Any, principal: str | None = None, since: float | None = None, outcome: str | None = None) -> list[dict[str, Any]]:
+        """Entries matching every filter given, oldest first."""
+        where, params = [], []
+        for column, op, value in (("principal", "=", principal), ("at", ">=", since), ("outcome", "=", outcome)):
+            if value is not None:
+                where.append(f"{column} {op} ?")
+                params.append(value)
+        sql = f"SELECT {', '.join(COLUMNS)} FROM audit" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id"
+        return [dict(zip(COLUMNS, row)) for row in self.run(conn, sql, params).fetchall()]
+
+
+# =====================================================================================
+# The operator command
+# =====================================================================================
+
+
+def when(text: str, now: float) -> float:
+    """`--since`: `30m`, `12h`, `7d` ago, or an ISO date or UTC time (`2026-12-01`, `2026-12-01T20:00:00Z`)."""
+    relative = re.fullmatch(r"(\d{1,6})([smhd])", text)
+    if relative:
+        return now - int(relative.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[relative.group(2)]
+    for pattern in ("%Y-%m-%d", "%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%M:%S"):
+        try:
+            return float(calendar.timegm(time.strptime(text, pattern)))
+        except ValueError:
+            continue
+    raise argparse.ArgumentTypeError("use 30m, 12h, 7d, 2026-12-01 or 2026-12-01T20:00:00Z")
+
+
+def stamp(at: float) -> str:
+    """A time as ISO 8601 UTC, to the second."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
+
+
+def shown(value: Any) -> str:
+    """A field for one line of the table: escaped so no stored byte can start a new line; `-` when empty."""
+    if value is None or value == "":
+        return "-"
+    text = str(value)
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
+def table(entries: Sequence[dict[str, Any]]) -> list[str]:
+    """The entries as aligned lines under one header (the client name is labelled self-reported)."""
+    header = ("ID", "TIME (UTC)", "PRINCIPAL", "TOOL", "OUTCOME", "NOTE", "TITLE", "WORKSPACE", "REQUEST",
+              "CLIENT (self-reported)", "TRASH")  # fmt: skip
+    rows = [header] + [
+        (shown(e["id"]), stamp(e["at"]), shown(e["principal"]), shown(e["tool"]),
+         shown(e["outcome"]) + (f" #{e['restores']}" if e["restores"] is not None else ""),
+         shown(e["note_id"]), shown(e["title"]), shown(e["workspace"]), shown(e["request_id"]),
+         shown(e["client_name"]), shown(e["trash"]))
+        for e in entries
+    ]  # fmt: skip
+    widths = [max(len(row[k]) for row in rows) for k in range(len(header))]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+
+
+def parser() -> argparse.ArgumentParser:
+    """`serve.py audit list|restore`: the store options serve.py takes, then the command's own."""
+    def store_options(parser: argparse.ArgumentParser, default: Any) -> argparse.ArgumentParser:
+        parser.add_argument("--config", metavar="FILE", default=default, help="the server's JSON config (its db and notesDirs)")
+        parser.add_argument("--db", metavar="FILE|URL", default=default, help="SQLite file or postgresql:// URL (overrides the config's db)")
+        parser.add_argument("--notes-dir", metavar="DIR", action="append", default=default, help="a Markdown folder (repeatable)")
+        return parser
+
+    # The store options go before or after the command: `audit --db F list` and `audit list --db F`.
+    after = store_options(argparse.ArgumentParser(add_help=False), argparse.SUPPRESS)
+    p = argparse.ArgumentParser(prog="serve.py audit", description="List the audit of consumed confirmations, or restore a trashed note.")
+    store_options(p, None)
+    commands = p.add_subparsers(dest="command", required=True)
+    listing = commands.add_parser("list", parents=[after], help="print entries, oldest first")
+    listing.add_argument("--principal", help="only this principal's entries")
+    listing.add_argument("--since", metavar="WHEN", help="only entries at or after WHEN (30m, 12h, 7d, 2026-12-01, ...)")
+    listing.add_argument("--outcome", choices=OUTCOMES, help="only entries with this outcome")
+    listing.add_argument("--json", action="store_true", help="one JSON object per line instead of the table")
+    restore = commands.add_parser("restore", parents=[after], help="bring back the note a `deleted` entry moved to the trash")
+    restore.add_argument("entry", type=int, help="the id of the deletion's audit entry")
+    return p
+
+
+def run(store: Any, args: argparse.Namespace, out: Callable[[str], None], clock: Callable[[], float] = time.time) -> int:
+    """Run one parsed command against a store that keeps an audit; the exit status."""
+    if args.command == "restore":
+        try:
+            entry = store.restore(args.entry)
+        except RestoreRefused as exc:
+            out(f"refused: {exc}")
+            return 1
+        out(f"restored entry {args.entry}: note {shown(entry['note_id'])} ({shown(entry['title'])}), recorded as entry {entry['id']}")
+        return 0
+    since = None
+    if args.since is not None:
+        try:
+            since = when(args.since, clock())
+        except argparse.ArgumentTypeError as exc:
+            out(f"--since: {exc}")
+            return 2
+    entries = store.audit_entries(principal=args.principal, since=since, outcome=args.outcome)
+    if args.json:
+        for entry in entries:
+            out(json.dumps(entry, ensure_ascii=True))
+    else:
+        for line in table(entries):
+            out(line)
+    return 0
