@@ -33,6 +33,7 @@ Standard library only.
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import os
 import stat
@@ -47,6 +48,16 @@ TITLE_SCAN_BYTES = 4096  # bytes read from the top of a note to find its `# head
 MAX_WALK_DEPTH = 16  # sub-folder levels below the workspace that are searched
 MAX_WALK_ENTRIES = 100_000  # directory entries examined by one listing; beyond it the listing fails, saying so
 NOTE_SUFFIX = ".md"
+
+# Why an entry was not served, as the start-up report counts them (MarkdownNotesStore.describe).
+SKIP_SYMLINK = "symlinks"
+SKIP_HIDDEN = "hidden names"
+SKIP_NAME = "names with % or \\ or another character a file URI cannot spell"
+SKIP_SPECIAL = "FIFOs, sockets or devices"
+SKIP_UNREADABLE = "unreadable files"
+SKIP_UNUSABLE = "notes whose id or URI is too long"
+SKIP_FOLDER = "unreadable folders"
+SKIP_DEEP = f"folders deeper than {MAX_WALK_DEPTH} levels"
 
 # O_NOFOLLOW: a symlink as the final component fails (ELOOP) instead of being followed.
 # O_NONBLOCK: a file swapped for a FIFO after lstat cannot hang the open.
@@ -74,13 +85,18 @@ class MarkdownNotesStore:
     def __init__(
         self, roots: Iterable[str], nonces: sqlite_store.SqliteNotesStore, max_walk_entries: int = MAX_WALK_ENTRIES
     ) -> None:
-        paths: list[main.Path] = []
+        # Each root as the operator wrote it (its URI) and the folder it names, resolved once,
+        # here: a folder reached through a symlink (macOS's /tmp, a vault linked into another
+        # folder) is served at the written path, and re-pointing the link later changes nothing.
+        real: dict[main.Path, str] = {}
         for root in roots:
             path = root_path(root)
-            if path not in paths:
-                paths.append(path)
+            real.setdefault(path, os.path.realpath("/" + "/".join(path)))
         # Disjoint roots: a file inside two roots would have two ids and could be offered twice.
-        self.roots = tuple(sorted(p for p in paths if not any(q != p and main.is_within(p, q) for q in paths)))
+        # A root the outer root's walk reaches through real folders is dropped; one reached
+        # through a symlink is its own root (the outer walk never follows the link).
+        self.roots = tuple(sorted(p for p in real if not any(q != p and main.is_within(p, q) and same_folder(real[q], p[len(q) :], real[p]) for q in real)))
+        self.real = {root: real[root] for root in self.roots}
         self.nonces = nonces
         self.max_walk_entries = max_walk_entries
 
@@ -90,11 +106,12 @@ class MarkdownNotesStore:
 
     def candidates(self, workspace: main.Path, title: str) -> list[main.Note]:
         """Notes in the folder `workspace` names, found by a bounded walk that follows no symlink."""
-        root = next((root for root in self.roots if main.is_within(workspace, root)), None)
+        # The innermost root: a vault linked into another root is listed from its own root.
+        root = max((root for root in self.roots if main.is_within(workspace, root)), key=len, default=None)
         if root is None:
             return []
         found: list[main.Note] = []
-        fd = open_below(root, workspace[len(root) :])
+        fd = open_below(self.real[root], workspace[len(root) :])
         if fd is None:
             return []
         try:
@@ -102,6 +119,28 @@ class MarkdownNotesStore:
         finally:
             os.close(fd)
         return main.form_order(found)
+
+    def describe(self) -> list[str]:
+        """Start-up report lines: each folder as resolved, and what its walk skipped, counted by reason."""
+        lines = []
+        for root in self.roots:
+            written = "/" + "/".join(root)
+            shown = written if self.real[root] == written else f"{written} (resolved at start-up to {self.real[root]})"
+            walk = Walk(root, "", root, [], self.max_walk_entries)
+            fd = open_below(self.real[root], ())
+            if fd is None:
+                lines.append(f"folder {shown}: cannot be opened")
+                continue
+            try:
+                walk.folder(fd, (), 0)
+            except main.StoreUnavailable as exc:  # FolderTooLarge: every call would say the same
+                lines.append(f"folder {shown}: {exc}")
+                continue
+            finally:
+                os.close(fd)
+            skipped = "; ".join(f"{reason}: {count}" for reason, count in sorted(walk.skipped.items()))
+            lines.append(f"folder {shown}: {len(walk.found)} notes; skipped {skipped or 'nothing'}")
+        return lines
 
     def is_consumed(self, nonce: str) -> bool:
         """True when this confirmation was consumed by any instance sharing the nonce database."""
@@ -138,7 +177,7 @@ class MarkdownNotesStore:
         if rel is None:
             return main.Settlement.CHANGED
         for root in self.roots:
-            fd = open_below(root, rel[:-1])
+            fd = open_below(self.real[root], rel[:-1])
             if fd is None:
                 continue
             try:
@@ -188,6 +227,7 @@ class Walk:
         self.found = found
         self.limit = limit
         self.budget = limit
+        self.skipped: collections.Counter[str] = collections.Counter()  # reason -> entries not served
 
     def folder(self, fd: int, rel: main.Path, depth: int) -> None:
         """List the open folder `fd` (path `rel` below the root); recurse into real sub-folders."""
@@ -202,6 +242,7 @@ class Walk:
                 names.append(entry.name)
         for name in names:
             if not plain(name):
+                self.skipped[SKIP_HIDDEN if name.startswith(".") else SKIP_NAME] += 1
                 continue
             try:
                 info = os.stat(name, dir_fd=fd, follow_symlinks=False)
@@ -210,18 +251,27 @@ class Walk:
             if stat.S_ISDIR(info.st_mode):
                 if depth < MAX_WALK_DEPTH:
                     self.subfolder(fd, name, rel, depth)
+                else:
+                    self.skipped[SKIP_DEEP] += 1
             elif stat.S_ISREG(info.st_mode) and name.endswith(NOTE_SUFFIX):
                 loaded = load_note(fd, name, self.root, rel + (name,), info)
-                if loaded is not None and main.matches(loaded[0], self.workspace, self.query):
+                if loaded is None:
+                    self.skipped[SKIP_UNUSABLE if os.access(name, os.R_OK, dir_fd=fd) else SKIP_UNREADABLE] += 1
+                elif main.matches(loaded[0], self.workspace, self.query):
                     self.found.append(loaded[0])
             # Symlinks, FIFOs, sockets and devices are never listed or opened.
+            elif stat.S_ISLNK(info.st_mode):
+                self.skipped[SKIP_SYMLINK] += 1
+            elif not stat.S_ISREG(info.st_mode):
+                self.skipped[SKIP_SPECIAL] += 1
 
     def subfolder(self, fd: int, name: str, rel: main.Path, depth: int) -> None:
         """Open the sub-folder `name` of `fd` without following a link, and list it."""
         try:
             child = os.open(name, _DIR_FLAGS, dir_fd=fd)
         except OSError:
-            return  # swapped for a symlink since the lstat (ELOOP/ENOTDIR), or removed
+            self.skipped[SKIP_FOLDER] += 1
+            return  # no permission, swapped for a symlink since the lstat (ELOOP/ENOTDIR), or removed
         try:
             self.folder(child, rel + (name,), depth + 1)
         finally:
@@ -229,24 +279,51 @@ class Walk:
 
 
 def root_path(root: str) -> main.Path:
-    """An operator's folder as path components, or StoreError if it is no usable directory."""
+    """An operator's folder as path components, or StoreError saying what is wrong and what to write instead."""
     if not isinstance(root, str) or not root or "\x00" in root:
         raise sqlite_store.StoreError("notes folder must be a non-empty path")
     absolute = os.path.abspath(root)
+    # Hosts start servers without a shell: nothing expands `~`, and the working directory
+    # is the host's, not the one the operator had in mind. Say so, with the path meant.
+    if root.startswith("~"):
+        raise sqlite_store.StoreError(
+            f"notes folder {root} starts with ~, which is not expanded here (hosts start servers without a shell); "
+            f"write the absolute path, e.g. {os.path.expanduser(root)}"
+        )
+    relative = "" if os.path.isabs(root) else f" (relative to the working directory {os.getcwd()}, which a host chooses; pass an absolute path)"
+    if not os.path.lexists(absolute):
+        raise sqlite_store.StoreError(f"notes folder {absolute} does not exist{relative}")
     if not os.path.isdir(absolute):
-        raise sqlite_store.StoreError(f"notes folder {root} is not a directory")
+        what = "a symlink to nothing" if not os.path.exists(absolute) else "a file" if os.path.isfile(absolute) else "not a folder"
+        raise sqlite_store.StoreError(f"notes folder {absolute} is not a directory (it is {what}){relative}")
     try:
         path = main.parse_file_uri(main.format_file_uri(tuple(p for p in absolute.split("/") if p)))
     except (main.ScopeError, UnicodeEncodeError):
-        raise sqlite_store.StoreError(f"notes folder {root} cannot be named by a file:// URI") from None
+        raise sqlite_store.StoreError(f"notes folder {absolute} cannot be named by a file:// URI") from None
     return path
 
 
-def open_below(root: main.Path, below: main.Path) -> int | None:
-    """A descriptor for root/below, walking each component below the root with O_NOFOLLOW."""
+def same_folder(outer: str, below: main.Path, inner: str) -> bool:
+    """True when the walk of the folder `outer` reaches the folder `inner` at `below` through real folders (no symlink)."""
+    fd = open_below(outer, below)
+    if fd is None:
+        return False
     try:
-        # The root is the operator's choice and may itself be (or pass through) a symlink.
-        fd = os.open("/" + "/".join(root), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        reached = os.fstat(fd)
+    finally:
+        os.close(fd)
+    try:
+        target = os.stat(inner)
+    except OSError:
+        return False
+    return (reached.st_dev, reached.st_ino) == (target.st_dev, target.st_ino)
+
+
+def open_below(root: str, below: main.Path) -> int | None:
+    """A descriptor for the folder `root` (a resolved path) / below, walking each component below it with O_NOFOLLOW."""
+    try:
+        # The root is the operator's choice, resolved at start-up (it may have been reached through a symlink).
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
         return None
     for name in below:

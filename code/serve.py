@@ -24,6 +24,7 @@ import signal
 import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import Sequence
 from typing import Any
 
@@ -169,6 +170,77 @@ def build_server(config: dict[str, Any], keys: Sequence[bytes]) -> main.Server:
     )
 
 
+# =====================================================================================
+# The start-up report
+# =====================================================================================
+#
+# One short block on stderr once serving starts: what is served, to whom, from where, and
+# what was left out. A list of lines; each component adds its own (the store's describe(),
+# the transport's address), and nothing in it is a credential: principals by name, a
+# PostgreSQL URL without its user or password.
+
+
+def startup_report(server: main.Server, config: dict[str, Any], args: argparse.Namespace, transport: str) -> list[str]:
+    """The start-up block for a built server: `transport` first, then principals, workspaces, skipped entries, confirmations, extensions."""
+    principals = config["principals"]
+    lines = [transport]
+    if args.http and not args.no_auth:
+        lines.append(f"principals: {', '.join(sorted(principals))} (each by its bearer token)")
+    owners: dict[str, list[str]] = {}
+    for name in principals:
+        for uri in server.policy.workspaces(name):
+            owners.setdefault(uri, []).append(name)
+    for uri, names in owners.items():
+        lines.append(f"workspace {uri} ({', '.join(names)}): {note_count(server.notes, uri)}")
+    if not owners:
+        lines.append("workspaces: none granted, so every notes_delete call is refused")
+    describe = getattr(server.notes, "describe", None)  # a store's own lines, e.g. what a folder walk skipped
+    if describe is not None:
+        lines.extend(describe())
+    lines.append(f"consumed confirmations: {confirmations_home(config)}")
+    lines.append(f"extensions: {', '.join(extensions(config, args)) or 'none'}")
+    return lines
+
+
+def note_count(store: main.NotesStore, uri: str) -> str:
+    """How many notes the store offers in the workspace `uri` ("N notes"), or why it cannot tell."""
+    try:
+        count = len(store.candidates(main.parse_file_uri(uri), ""))  # every title contains ""
+    except (main.ScopeError, main.StoreUnavailable) as exc:
+        return f"cannot be listed ({exc})"
+    return f"{count} note{'' if count == 1 else 's'}" + (" (nothing will be offered)" if count == 0 else "")
+
+
+def confirmations_home(config: dict[str, Any]) -> str:
+    """Where consumed confirmations are kept, with no credential (a PostgreSQL URL loses its user and password)."""
+    folders = any(entry.get("notesDirs") for entry in config["principals"].values())
+    db = config.get("db")
+    if db is None and not folders:
+        return "in memory (this process only; lost when it exits)"
+    if db is not None and db.startswith(("postgresql://", "postgres://")):
+        parts = urllib.parse.urlsplit(db)
+        host = parts.hostname or "local socket"
+        port = f":{parts.port}" if parts.port else ""
+        return f"PostgreSQL {host}{port}{parts.path}"
+    return f"SQLite {os.path.abspath(db or default_nonce_db())}"
+
+
+def extensions(config: dict[str, Any], args: argparse.Namespace) -> list[str]:
+    """The extensions this process serves, by name."""
+    names = [] if args.no_legacy else ["2025-11-25 clients (loaded at their first initialize)"]
+    if args.publish or config.get("publish", False):
+        names.append("notes_publish and its connect pages")
+    if args.conformance_fixtures:
+        names.append("conformance fixtures (testing only)")
+    return names
+
+
+def report(lines: Sequence[str]) -> None:
+    """The start-up block, one say() per line."""
+    for line in lines:
+        say(line)
+
+
 def store_waits(store: main.NotesStore) -> bool:
     """False only for the memory store: its calls take microseconds and never wait on a disk, a lock or a peer."""
     return not isinstance(store, main.MemoryNotesStore)
@@ -245,6 +317,7 @@ def serve_http(server: main.Server, config: dict[str, Any], args: argparse.Names
         tokens, config["stdioPrincipal"] if args.no_auth else None, None, config.get("allowedOrigins", frozenset())
     )
     endpoint = streamable_http.McpEndpoint(server, policy, pages)
+    endpoint.refused = streamable_http.RefusalLog(say)
     sessions = None
     if not args.no_legacy:
         # `--no-legacy` leaves `initialize` to the core's -32601.
@@ -258,6 +331,7 @@ def serve_http(server: main.Server, config: dict[str, Any], args: argparse.Names
             main.stderr_log,
             args.request_timeout or streamable_http.REQUEST_TIMEOUT_SECONDS,
             store_waits=store_waits(server.notes),
+            refused=endpoint.refused,
         )
     except OSError as exc:
         say(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
@@ -284,7 +358,7 @@ def serve_http(server: main.Server, config: dict[str, Any], args: argparse.Names
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    say(f"listening on {httpd.url(streamable_http.ENDPOINT)}")
+    report(startup_report(server, config, args, f"listening on {httpd.url(streamable_http.ENDPOINT)}"))
     httpd.serve_forever()
     return 0
 
@@ -293,22 +367,27 @@ def serve_stdio(server: main.Server, config: dict[str, Any], args: argparse.Name
     """stdio; with --publish, plus a loopback-only listener that serves nothing but the connect pages."""
     import stdio_transport
 
+    lines = startup_report(server, config, args, f"serving on stdio as principal {config['stdioPrincipal']!r}")
     if pages is None:
+        report(lines)
         return stdio_transport.serve_stdio(server, config["stdioPrincipal"], not args.no_legacy)
     import streamable_http
 
     policy = streamable_http.HttpPolicy({}, None, None, frozenset())
     endpoint = streamable_http.McpEndpoint(server, policy, pages, mcp_endpoint=False)
+    endpoint.refused = streamable_http.RefusalLog(say)
     port = config.get("connectPort", 0)
     try:
-        listener = streamable_http.listen("127.0.0.1", port, endpoint, main.stderr_log, args.request_timeout or streamable_http.REQUEST_TIMEOUT_SECONDS)
+        listener = streamable_http.listen(
+            "127.0.0.1", port, endpoint, main.stderr_log, args.request_timeout or streamable_http.REQUEST_TIMEOUT_SECONDS, refused=endpoint.refused
+        )
     except OSError as exc:
         say(f"cannot listen on 127.0.0.1:{port} for the connect pages: {exc.strerror or exc}")
         return 1
     port = listener.address[1]
     policy.allowed_hosts = frozenset(f"{name}:{port}" for name in streamable_http.LOOPBACK_NAMES)
     pages.base_url = listener.url("")
-    say(f"connect pages on {listener.url(pages.prefix)}")
+    report(lines + [f"connect pages on {listener.url(pages.prefix)}"])
     thread = threading.Thread(target=listener.serve_forever, name="connect-pages", daemon=True)
     thread.start()
     try:
@@ -339,9 +418,10 @@ def port_number(text: str) -> int:
     return value
 
 
-def parser() -> argparse.ArgumentParser:
-    """The serving command line."""
-    p = argparse.ArgumentParser(prog="serve.py", description="Serve the notes MCP server (protocol 2026-07-28).")
+def parser(prog: str = "serve.py") -> argparse.ArgumentParser:
+    """The serving command line; `prog` is how it was started (serve.py, or the installed notes-mcp)."""
+    epilog = f"{prog} demo runs the scripted demo (python3 code/main.py in a checkout)." if prog != "serve.py" else None
+    p = argparse.ArgumentParser(prog=prog, description="Serve the notes MCP server (protocol 2026-07-28).", epilog=epilog)
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--stdio", action="store_true", help="newline-delimited JSON-RPC on stdin/stdout")
     mode.add_argument("--http", action="store_true", help="Streamable HTTP, POST to the endpoint URL printed at start")
@@ -381,7 +461,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def serve(argv: Sequence[str]) -> int:
+def serve(argv: Sequence[str], prog: str = "serve.py") -> int:
     """Parse, load the config, build the server, run one transport; returns the exit status."""
 
     def stop(signum: int, frame: Any) -> None:
@@ -392,7 +472,7 @@ def serve(argv: Sequence[str]) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     try:
-        server, config, args, pages = start(argv)
+        server, config, args, pages = start(argv, prog)
     except Stop:
         say("interrupted during start-up; nothing was served")
         return EXIT_USAGE
@@ -418,10 +498,10 @@ class StartupRefused(Exception):
         self.status = status
 
 
-def start(argv: Sequence[str]) -> tuple[main.Server, dict[str, Any], argparse.Namespace, Any]:
+def start(argv: Sequence[str], prog: str = "serve.py") -> tuple[main.Server, dict[str, Any], argparse.Namespace, Any]:
     """Everything before serving: arguments, config, keys, store, server, extensions; or StartupRefused."""
     try:
-        args = parser().parse_args(list(argv))
+        args = parser(prog).parse_args(list(argv))
     except SystemExit as exc:  # --help (0) or a usage error (2), already printed
         raise StartupRefused(int(exc.code or 0)) from None
     status = refuse_flags(args)
@@ -448,10 +528,18 @@ def start(argv: Sequence[str]) -> tuple[main.Server, dict[str, Any], argparse.Na
     except ConfigError as exc:
         say(str(exc))
         raise StartupRefused(EXIT_USAGE) from None
+    try:
+        check_folders(config, args)
+    except ConfigError as exc:
+        say(str(exc))
+        raise StartupRefused(EXIT_USAGE) from None
     if args.notes_dir:
-        if not args.config:
-            del config["notes"]  # the lesson fixture: with folders, the files are the notes
         entry = config["principals"][config["stdioPrincipal"]]
+        if not args.config:
+            # The lesson fixture: with folders, the files are the notes, and the folders asked
+            # for are the only workspaces (no fictional one listed first in every refusal).
+            del config["notes"]
+            entry["workspaces"] = []
         entry["notesDirs"] = entry.get("notesDirs", []) + args.notes_dir
     try:
         server = build_server(config, keys)
@@ -468,6 +556,23 @@ def start(argv: Sequence[str]) -> tuple[main.Server, dict[str, Any], argparse.Na
 
         pages = connect.install(server, {name: entry["token"] for name, entry in config["principals"].items() if entry["token"]})
     return server, config, args, pages
+
+
+def check_folders(config: dict[str, Any], args: argparse.Namespace) -> None:
+    """Every notes folder usable, or ConfigError naming its field (`principals.bob.notesDirs[0]`, `--notes-dir`) and the fix."""
+    places = [(f"config {args.config}: principals.{name}.notesDirs[{index}]", path)
+              for name, entry in config["principals"].items() for index, path in enumerate(entry.get("notesDirs", []))]
+    places += [("--notes-dir", path) for path in args.notes_dir]
+    if not places:
+        return
+    import markdown_store  # only with folders: it needs POSIX-only O_NOFOLLOW
+    import sqlite_store
+
+    for field, path in places:
+        try:
+            markdown_store.root_path(path)
+        except sqlite_store.StoreError as exc:
+            raise ConfigError(field, str(exc)) from None
 
 
 def refuse_flags(args: argparse.Namespace) -> int | None:

@@ -28,6 +28,7 @@ CHECKOUT_PLACEHOLDER = "/ABSOLUTE/PATH/TO/CHECKOUT"
 NOTES_PLACEHOLDER = "/ABSOLUTE/PATH/TO/Notes"
 SECRET_PLACEHOLDER = "PASTE_64_HEX_DIGITS_HERE"
 HOST_KEYS = ("mcpServers", "servers")
+INSTALLED_COMMAND = "notes-mcp"  # the command `pip install .` puts on PATH (tests/test_package.py)
 
 PROTOCOL_META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -100,87 +101,96 @@ class HostConfigurationTests(unittest.TestCase):
                         self.assertEqual(entry["type"], "stdio")  # VS Code names the transport
         self.assertEqual(found, set(HOST_KEYS))
 
-    def test_each_configuration_serves_the_note_in_its_folder_and_exits_zero_at_eof(self) -> None:
+    def test_each_checkout_configuration_serves_the_note_in_its_folder_and_exits_zero_at_eof(self) -> None:
+        checkout = 0
         for block in self.blocks:
             document = json.loads(block)
             (servers,) = document.values()
             for name, entry in servers.items():
+                if entry["command"] == INSTALLED_COMMAND:
+                    continue  # tests/test_package.py runs these with the command installed
+                checkout += 1
                 with self.subTest(host=next(iter(document)), server=name):
-                    self.run_configuration(entry)
+                    run_host_configuration(self, entry)
+        self.assertGreaterEqual(checkout, 2)
 
-    def run_configuration(self, entry: dict[str, Any]) -> None:
-        scratch = tempfile.mkdtemp(prefix="docs-host-")
-        self.addCleanup(shutil.rmtree, scratch, True)
-        notes = os.path.join(scratch, "Notes")
-        os.mkdir(notes)
-        note = os.path.join(notes, "tps.md")
-        with open(note, "w", encoding="utf-8") as handle:
-            handle.write("# TPS report\n\nNumbers.\n")
-        state = os.path.join(scratch, "state")
 
-        def fill(text: str) -> str:
-            filled = (
-                text.replace(CHECKOUT_PLACEHOLDER, ROOT)
-                .replace(NOTES_PLACEHOLDER, notes)
-                .replace(SECRET_PLACEHOLDER, os.urandom(32).hex())
-            )
-            # A placeholder the page does not explain would survive here.
-            self.assertNotIn("ABSOLUTE/PATH", filled)
-            self.assertNotIn("PASTE_", filled)
-            return filled
+def run_host_configuration(test: unittest.TestCase, entry: dict[str, Any], extra_env: dict[str, str] | None = None) -> None:
+    """Start one host configuration as a host would, over a temporary notes folder; a first call must ask."""
+    scratch = tempfile.mkdtemp(prefix="docs-host-")
+    test.addCleanup(shutil.rmtree, scratch, True)
+    notes = os.path.join(scratch, "Notes")
+    os.mkdir(notes)
+    note = os.path.join(notes, "tps.md")
+    with open(note, "w", encoding="utf-8") as handle:
+        handle.write("# TPS report\n\nNumbers.\n")
+    state = os.path.join(scratch, "state")
 
-        command = [fill(entry["command"])] + [fill(arg) for arg in entry["args"]]
-        env = {key: value for key, value in os.environ.items() if not key.startswith("NOTES_MCP_")}
-        env["XDG_STATE_HOME"] = state
-        env.update({key: fill(value) for key, value in entry.get("env", {}).items()})
-        stderr = tempfile.TemporaryFile()
-        self.addCleanup(stderr.close)
-        proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env)
-        self.addCleanup(self.stop, proc)
-        lines: queue.Queue[bytes | None] = queue.Queue()
+    def fill(text: str) -> str:
+        filled = (
+            text.replace(CHECKOUT_PLACEHOLDER, ROOT)
+            .replace(NOTES_PLACEHOLDER, notes)
+            .replace(SECRET_PLACEHOLDER, os.urandom(32).hex())
+        )
+        # A placeholder the page does not explain would survive here.
+        test.assertNotIn("ABSOLUTE/PATH", filled)
+        test.assertNotIn("PASTE_", filled)
+        return filled
 
-        def drain() -> None:
-            for line in proc.stdout:  # type: ignore[union-attr]
-                lines.put(line)
-            lines.put(None)  # EOF: the server ended
+    env = {key: value for key, value in os.environ.items() if not key.startswith("NOTES_MCP_")}
+    env.update(extra_env or {})
+    env["XDG_STATE_HOME"] = state
+    env.update({key: fill(value) for key, value in entry.get("env", {}).items()})
+    command = [shutil.which(fill(entry["command"]), path=env.get("PATH")) or fill(entry["command"])]
+    command += [fill(arg) for arg in entry["args"]]
+    stderr = tempfile.TemporaryFile()
+    test.addCleanup(stderr.close)
+    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env)
+    test.addCleanup(stop, proc)
+    lines: queue.Queue[bytes | None] = queue.Queue()
 
-        reader = threading.Thread(target=drain, daemon=True)
-        reader.start()
-        self.addCleanup(reader.join, GUARD)
+    def drain() -> None:
+        for line in proc.stdout:  # type: ignore[union-attr]
+            lines.put(line)
+        lines.put(None)  # EOF: the server ended
 
-        def exchange(message: dict[str, Any]) -> dict[str, Any]:
-            proc.stdin.write(json.dumps(message).encode() + b"\n")  # type: ignore[union-attr]
-            proc.stdin.flush()  # type: ignore[union-attr]
-            line = lines.get(timeout=GUARD)
-            if line is None:
-                stderr.seek(0)
-                self.fail("the server ended early: " + stderr.read().decode("utf-8", "replace"))
-            return json.loads(line)
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    test.addCleanup(reader.join, GUARD)
 
-        discovered = exchange({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": PROTOCOL_META}})
-        self.assertIn("2026-07-28", discovered["result"]["supportedVersions"])
-        arguments = {"workspaceUri": pathlib.Path(notes).as_uri(), "title": "TPS"}
-        params = {"_meta": PROTOCOL_META, "name": "notes_delete", "arguments": arguments}
-        first = exchange({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params})["result"]
-        self.assertEqual(first["resultType"], "input_required")
-        form = first["inputRequests"]["delete_choice"]["params"]["requestedSchema"]
-        self.assertEqual(form["properties"]["note_id"]["oneOf"], [{"const": "tps.md", "title": "TPS report"}])
-        proc.stdin.close()  # type: ignore[union-attr]
-        status = proc.wait(GUARD)
-        stderr.seek(0)
-        self.assertEqual(status, 0, stderr.read().decode("utf-8", "replace"))
-        self.assertTrue(os.path.exists(note))  # a first call asks; it never deletes
-        self.assertTrue(os.path.exists(os.path.join(state, "notes-mcp", "nonces.db")))  # XDG_STATE_HOME was used
+    def exchange(message: dict[str, Any]) -> dict[str, Any]:
+        proc.stdin.write(json.dumps(message).encode() + b"\n")  # type: ignore[union-attr]
+        proc.stdin.flush()  # type: ignore[union-attr]
+        line = lines.get(timeout=GUARD)
+        if line is None:
+            stderr.seek(0)
+            test.fail("the server ended early: " + stderr.read().decode("utf-8", "replace"))
+        return json.loads(line)
 
-    @staticmethod
-    def stop(proc: subprocess.Popen[bytes]) -> None:
-        """Kill the server if it is still running and close its pipes."""
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(GUARD)
-        for pipe in (proc.stdin, proc.stdout):
-            if pipe is not None and not pipe.closed:
-                pipe.close()
+    discovered = exchange({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": PROTOCOL_META}})
+    test.assertIn("2026-07-28", discovered["result"]["supportedVersions"])
+    arguments = {"workspaceUri": pathlib.Path(notes).as_uri(), "title": "TPS"}
+    params = {"_meta": PROTOCOL_META, "name": "notes_delete", "arguments": arguments}
+    first = exchange({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params})["result"]
+    test.assertEqual(first["resultType"], "input_required")
+    form = first["inputRequests"]["delete_choice"]["params"]["requestedSchema"]
+    test.assertEqual(form["properties"]["note_id"]["oneOf"], [{"const": "tps.md", "title": "TPS report"}])
+    proc.stdin.close()  # type: ignore[union-attr]
+    status = proc.wait(GUARD)
+    stderr.seek(0)
+    test.assertEqual(status, 0, stderr.read().decode("utf-8", "replace"))
+    test.assertTrue(os.path.exists(note))  # a first call asks; it never deletes
+    test.assertTrue(os.path.exists(os.path.join(state, "notes-mcp", "nonces.db")))  # XDG_STATE_HOME was used
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """Kill the server if it is still running and close its pipes."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(GUARD)
+    for pipe in (proc.stdin, proc.stdout):
+        if pipe is not None and not pipe.closed:
+            pipe.close()
 
 
 class LinkTests(unittest.TestCase):
