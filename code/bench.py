@@ -1223,7 +1223,10 @@ def run_latency(args: argparse.Namespace) -> dict[str, Any]:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The command line (see the module docstring)."""
-    parser = argparse.ArgumentParser(description="Benchmark the notes MCP server (a script, not a test).")
+    parser = argparse.ArgumentParser(
+        description="Benchmark the notes MCP server (a script, not a test).",
+        epilog="--mode idle [--seconds N] [--idle N]: HTTP while 1,000 idle connections are held (first on the line; its own --help).",
+    )
     parser.add_argument("--mode", choices=["inprocess", "stdio", "http", "sqlite", "postgres", "scaling", "latency", "all"], default="all")
     parser.add_argument("--seconds", type=float, default=5.0, help="measuring time per throughput figure (default 5)")
     parser.add_argument("--notes", type=int, default=1000, help="notes in the workspace (default 1000)")

@@ -139,7 +139,8 @@ class MarkdownNotesStore:
             finally:
                 os.close(fd)
             skipped = "; ".join(f"{reason}: {count}" for reason, count in sorted(walk.skipped.items()))
-            lines.append(f"folder {shown}: {len(walk.found)} notes; skipped {skipped or 'nothing'}")
+            count = len(walk.found)
+            lines.append(f"folder {shown}: {count} note{'' if count == 1 else 's'}; skipped {skipped or 'nothing'}")
         return lines
 
     def is_consumed(self, nonce: str) -> bool:
