@@ -34,17 +34,34 @@ def copy_checkout(target: str) -> str:
     return source
 
 
+def outer_pip() -> bool:
+    """True when this interpreter has pip, which can install into another environment (`pip --python`)."""
+    try:
+        import pip  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def make_venv(folder: str) -> tuple[str, str]:
-    """A fresh virtual environment with pip: (its python, its bin folder)."""
-    venv.create(folder, with_pip=True, clear=True)
+    """A fresh virtual environment: (its python, its bin folder).
+
+    Without pip of its own when this interpreter has one: ensurepip's copy of pip and
+    setuptools is most of a venv's creation time, and `pip --python` installs into it alike.
+    """
+    venv.create(folder, with_pip=not outer_pip(), clear=True)
     bindir = os.path.join(folder, "Scripts" if os.name == "nt" else "bin")
     return os.path.join(bindir, "python"), bindir
 
 
-def pip_install(test: type[unittest.TestCase] | unittest.TestCase, python: str, requirement: str, cwd: str) -> str:
-    """`python -m pip install requirement` (build isolation as a user gets it); pip's output. Skips when the index is unreachable."""
+def pip_install(python: str, requirement: str, cwd: str) -> str:
+    """`pip install requirement` into the environment of `python` (build isolation as a user gets it); pip's output.
+
+    Skips the calling test (class) when the package index cannot be reached for setuptools.
+    """
+    pip = [sys.executable, "-m", "pip", "--python", python] if outer_pip() else [python, "-m", "pip"]
     done = subprocess.run(
-        [python, "-m", "pip", "install", "--disable-pip-version-check", requirement],
+        [*pip, "install", "--disable-pip-version-check", requirement],
         cwd=cwd, capture_output=True, text=True, timeout=GUARD, env=clean_env(),
     )  # fmt: skip
     output = done.stdout + done.stderr
@@ -62,6 +79,15 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def psycopg_present() -> bool:
+    """True when this interpreter has psycopg (the CI's venv), so the [postgres] extra is installed too."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 class InstalledCommandTests(unittest.TestCase):
     """`pip install .` from a copy of the checkout, then the `notes-mcp` command as a host runs it."""
 
@@ -71,7 +97,7 @@ class InstalledCommandTests(unittest.TestCase):
         try:
             cls.source = copy_checkout(cls.scratch)
             cls.python, cls.bindir = make_venv(os.path.join(cls.scratch, "venv"))
-            cls.pip_output = pip_install(cls, cls.python, ".", cls.source)
+            cls.pip_output = pip_install(cls.python, ".", cls.source)
         except BaseException:
             shutil.rmtree(cls.scratch, True)
             raise
@@ -160,6 +186,16 @@ class InstalledCommandTests(unittest.TestCase):
                     test_docs.run_host_configuration(self, entry, {"PATH": self.bindir + os.pathsep + os.environ.get("PATH", "")})
         self.assertGreaterEqual(installed, 2)  # mcpServers hosts and VS Code
 
+    @unittest.skipUnless(psycopg_present(), "psycopg is absent: the [postgres] extra is installed only where it is (.ci/run)")
+    def test_zz_the_postgres_extra_installs_psycopg_beside_the_package(self) -> None:
+        # Last in the class (zz): it reinstalls the package into the same environment, with psycopg.
+        output = pip_install(self.python, ".[postgres]", self.source)
+        self.assertIn("psycopg-", output)
+        probe = "import notes_mcp.cli as c; c.flat_imports(); import postgres_store, psycopg; print(psycopg.__version__)"
+        done = subprocess.run([self.python, "-c", probe], capture_output=True, text=True, timeout=GUARD, env=clean_env())
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertRegex(done.stdout.strip(), r"^3\.")
+
     def exchange(self, proc: subprocess.Popen[bytes], message: dict[str, Any]) -> dict[str, Any]:
         """Send one line, read one line."""
         proc.stdin.write(json.dumps(message).encode() + b"\n")  # type: ignore[union-attr]
@@ -177,32 +213,6 @@ class InstalledCommandTests(unittest.TestCase):
         for pipe in (proc.stdin, proc.stdout, proc.stderr):
             if pipe is not None and not pipe.closed:
                 pipe.close()
-
-
-def psycopg_present() -> bool:
-    """True when this interpreter has psycopg (the CI's venv), so the [postgres] extra is installed too."""
-    try:
-        import psycopg  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-@unittest.skipUnless(psycopg_present(), "psycopg is absent: the [postgres] extra is installed only where it is (.ci/run)")
-class PostgresExtraTests(unittest.TestCase):
-    """`pip install '.[postgres]'` brings psycopg, and the installed store module finds it."""
-
-    def test_the_postgres_extra_installs_psycopg_beside_the_package(self) -> None:
-        scratch = tempfile.mkdtemp(prefix="notes-mcp-extra-")
-        self.addCleanup(shutil.rmtree, scratch, True)
-        source = copy_checkout(scratch)
-        python, bindir = make_venv(os.path.join(scratch, "venv"))
-        output = pip_install(self, python, ".[postgres]", source)
-        self.assertIn("notes-mcp-", output)
-        probe = "import notes_mcp.cli as c; c.flat_imports(); import postgres_store, psycopg; print(psycopg.__version__)"
-        done = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=GUARD, env=clean_env())
-        self.assertEqual(done.returncode, 0, done.stderr)
-        self.assertRegex(done.stdout.strip(), r"^3\.")
 
 
 if __name__ == "__main__":
