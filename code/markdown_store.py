@@ -99,6 +99,7 @@ class MarkdownNotesStore:
         self.real = {root: real[root] for root in self.roots}
         self.nonces = nonces
         self.max_walk_entries = max_walk_entries
+        self.described: dict[main.Path, int] = {}  # root -> notes counted by the last describe(), until count() takes it
 
     def workspace_uris(self) -> list[str]:
         """The roots as canonical file URIs (what the policy must grant)."""
@@ -106,19 +107,15 @@ class MarkdownNotesStore:
 
     def candidates(self, workspace: main.Path, title: str) -> list[main.Note]:
         """Notes in the folder `workspace` names, found by a bounded walk that follows no symlink."""
-        # The innermost root: a vault linked into another root is listed from its own root.
-        root = max((root for root in self.roots if main.is_within(workspace, root)), key=len, default=None)
-        if root is None:
-            return []
-        found: list[main.Note] = []
-        fd = open_below(self.real[root], workspace[len(root) :])
-        if fd is None:
-            return []
-        try:
-            Walk(root, title, workspace, found, self.max_walk_entries).folder(fd, workspace[len(root) :], 0)
-        finally:
-            os.close(fd)
-        return main.form_order(found)
+        walk = self._walk(workspace, title)
+        return [] if walk is None else main.form_order(walk.found)
+
+    def count(self, workspace: main.Path) -> int:
+        """How many notes a listing of `workspace` would offer, counted without opening one (the start-up report)."""
+        if workspace in self.described:
+            return self.described.pop(workspace)  # counted by describe() just before: one walk, not two
+        walk = self._walk(workspace, "", survey=True)
+        return 0 if walk is None else walk.surveyed
 
     def describe(self) -> list[str]:
         """Start-up report lines: each folder as resolved, and what its walk skipped, counted by reason."""
@@ -126,22 +123,34 @@ class MarkdownNotesStore:
         for root in self.roots:
             written = "/" + "/".join(root)
             shown = written if self.real[root] == written else f"{written} (resolved at start-up to {self.real[root]})"
-            walk = Walk(root, "", root, [], self.max_walk_entries)
-            fd = open_below(self.real[root], ())
-            if fd is None:
-                lines.append(f"folder {shown}: cannot be opened")
-                continue
             try:
-                walk.folder(fd, (), 0)
+                walk = self._walk(root, "", survey=True)
             except main.StoreUnavailable as exc:  # FolderTooLarge: every call would say the same
                 lines.append(f"folder {shown}: {exc}")
                 continue
-            finally:
-                os.close(fd)
+            if walk is None:
+                lines.append(f"folder {shown}: cannot be opened")
+                continue
+            self.described[root] = walk.surveyed  # for the report's workspace line, once (count())
             skipped = "; ".join(f"{reason}: {count}" for reason, count in sorted(walk.skipped.items()))
-            count = len(walk.found)
-            lines.append(f"folder {shown}: {count} note{'' if count == 1 else 's'}; skipped {skipped or 'nothing'}")
+            lines.append(f"folder {shown}: {walk.surveyed} note{'' if walk.surveyed == 1 else 's'}; skipped {skipped or 'nothing'}")
         return lines
+
+    def _walk(self, workspace: main.Path, title: str, survey: bool = False) -> Walk | None:
+        """The finished walk of the folder `workspace` names, or None when no root holds it or it cannot be opened."""
+        # The innermost root: a vault linked into another root is listed from its own root.
+        root = max((root for root in self.roots if main.is_within(workspace, root)), key=len, default=None)
+        if root is None:
+            return None
+        fd = open_below(self.real[root], workspace[len(root) :])
+        if fd is None:
+            return None
+        walk = Walk(root, title, workspace, [], self.max_walk_entries, survey)
+        try:
+            walk.folder(fd, workspace[len(root) :], 0)
+        finally:
+            os.close(fd)
+        return walk
 
     def is_consumed(self, nonce: str) -> bool:
         """True when this confirmation was consumed by any instance sharing the nonce database."""
@@ -220,9 +229,19 @@ class Walk:
     """One bounded, descriptor-relative listing of a workspace folder."""
 
     def __init__(
-        self, root: main.Path, title: str, workspace: main.Path, found: list[main.Note], limit: int = MAX_WALK_ENTRIES
+        self,
+        root: main.Path,
+        title: str,
+        workspace: main.Path,
+        found: list[main.Note],
+        limit: int = MAX_WALK_ENTRIES,
+        survey: bool = False,
     ) -> None:
         self.root = root
+        # survey: count the notes a listing would offer without opening one (the start-up
+        # report's walk: a name and a permission check per file, not an open and a read).
+        self.survey = survey
+        self.surveyed = 0
         self.query = title
         self.workspace = workspace
         self.found = found
@@ -254,6 +273,8 @@ class Walk:
                     self.subfolder(fd, name, rel, depth)
                 else:
                     self.skipped[SKIP_DEEP] += 1
+            elif stat.S_ISREG(info.st_mode) and name.endswith(NOTE_SUFFIX) and self.survey:
+                self.count(fd, name, rel + (name,))
             elif stat.S_ISREG(info.st_mode) and name.endswith(NOTE_SUFFIX):
                 loaded = load_note(fd, name, self.root, rel + (name,), info)
                 if loaded is None:
@@ -265,6 +286,17 @@ class Walk:
                 self.skipped[SKIP_SYMLINK] += 1
             elif not stat.S_ISREG(info.st_mode):
                 self.skipped[SKIP_SPECIAL] += 1
+
+    def count(self, fd: int, name: str, rel: main.Path) -> None:
+        """Survey one regular `*.md` file: a note if readable and its id and URI fit (load_note's checks, without the open)."""
+        if not os.access(name, os.R_OK, dir_fd=fd):
+            self.skipped[SKIP_UNREADABLE] += 1
+            return
+        # Every component is plain (listed names were checked), so only the lengths can fail.
+        if len(note_id(rel)) > main.MAX_NOTE_ID_LENGTH or len(main.format_file_uri(self.root + rel)) > main.MAX_URI_LENGTH:
+            self.skipped[SKIP_UNUSABLE] += 1
+            return
+        self.surveyed += 1
 
     def subfolder(self, fd: int, name: str, rel: main.Path, depth: int) -> None:
         """Open the sub-folder `name` of `fd` without following a link, and list it."""

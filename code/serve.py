@@ -186,6 +186,9 @@ def startup_report(server: main.Server, config: dict[str, Any], args: argparse.N
     lines = [transport]
     if args.http and not args.no_auth:
         lines.append(f"principals: {', '.join(sorted(principals))} (each by its bearer token)")
+    # The store's own lines first: a folder store counts each folder in the same walk.
+    describe = getattr(server.notes, "describe", None)  # e.g. what a folder walk skipped
+    described = describe() if describe is not None else []
     owners: dict[str, list[str]] = {}
     for name in principals:
         for uri in server.policy.workspaces(name):
@@ -194,9 +197,7 @@ def startup_report(server: main.Server, config: dict[str, Any], args: argparse.N
         lines.append(f"workspace {uri} ({', '.join(names)}): {note_count(server.notes, uri)}")
     if not owners:
         lines.append("workspaces: none granted, so every notes_delete call is refused")
-    describe = getattr(server.notes, "describe", None)  # a store's own lines, e.g. what a folder walk skipped
-    if describe is not None:
-        lines.extend(describe())
+    lines.extend(described)
     lines.append(f"consumed confirmations: {confirmations_home(config)}")
     lines.append(f"extensions: {', '.join(extensions(config, args)) or 'none'}")
     return lines
@@ -204,8 +205,10 @@ def startup_report(server: main.Server, config: dict[str, Any], args: argparse.N
 
 def note_count(store: main.NotesStore, uri: str) -> str:
     """How many notes the store offers in the workspace `uri` ("N notes"), or why it cannot tell."""
+    counter = getattr(store, "count", None)  # a store that can count without loading (the folder store)
     try:
-        count = len(store.candidates(main.parse_file_uri(uri), ""))  # every title contains ""
+        workspace = main.parse_file_uri(uri)
+        count = counter(workspace) if counter is not None else len(store.candidates(workspace, ""))  # every title contains ""
     except (main.ScopeError, main.StoreUnavailable) as exc:
         return f"cannot be listed ({exc})"
     return f"{count} note{'' if count == 1 else 's'}" + (" (nothing will be offered)" if count == 0 else "")

@@ -114,6 +114,21 @@ class StartupReportTests(Tree):
         lines = run_as_unprivileged(lambda: markdown_store.MarkdownNotesStore([self.notes], None).describe())  # type: ignore[arg-type]
         self.assertEqual(lines, [f"folder {self.notes}: 2 notes; skipped unreadable files: 1"])
 
+    def test_the_folder_store_counts_without_opening_notes_and_reuses_describe_once(self) -> None:
+        import markdown_store
+
+        nonces = sqlite_store.open_store(os.path.join(self.dir, "nonces.db"), clock=support.Clock())
+        self.addCleanup(nonces.close)
+        store = markdown_store.MarkdownNotesStore([self.notes], nonces)
+        root = main.parse_file_uri(folder_uri(self.notes))
+        self.assertEqual(store.describe(), [f"folder {self.notes}: 2 notes; skipped nothing"])
+        write(os.path.join(self.notes, "late.md"), "# Late\n")
+        self.assertEqual(store.count(root), 2)  # the count describe() just made: the report walks once
+        self.assertEqual(store.count(root), 3)  # taken once; later counts walk again
+        self.assertEqual(store.count(main.parse_file_uri(folder_uri(os.path.join(self.notes, "2025")))), 1)
+        self.assertEqual(store.count(main.parse_file_uri("file:///elsewhere")), 0)
+        self.assertEqual(len(store.candidates(root, "")), 3)  # the same notes a listing offers
+
     def test_http_names_the_address_and_every_principal_but_no_token(self) -> None:
         config = procs.write_config(self, {
             "principals": {
