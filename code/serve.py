@@ -180,8 +180,14 @@ def build_server(config: dict[str, Any], keys: Sequence[bytes]) -> main.Server:
 # PostgreSQL URL without its user or password.
 
 
-def startup_report(server: main.Server, config: dict[str, Any], args: argparse.Namespace, transport: str) -> list[str]:
-    """The start-up block for a built server: `transport` first, then principals, workspaces, skipped entries, confirmations, extensions."""
+def startup_report(
+    server: main.Server, config: dict[str, Any], args: argparse.Namespace, transport: str, extra: Sequence[str] = ()
+) -> list[str]:
+    """The start-up block: `transport`, principals, workspaces and counts, the store's describe() lines, confirmations, extensions, then `extra`.
+
+    A component with something to say at start-up (a sandbox's status, say) passes its
+    line in `extra`, or, for a store, returns it from describe().
+    """
     principals = config["principals"]
     lines = [transport]
     if args.http and not args.no_auth:
@@ -200,6 +206,7 @@ def startup_report(server: main.Server, config: dict[str, Any], args: argparse.N
     lines.extend(described)
     lines.append(f"consumed confirmations: {confirmations_home(config)}")
     lines.append(f"extensions: {', '.join(extensions(config, args)) or 'none'}")
+    lines.extend(extra)
     return lines
 
 

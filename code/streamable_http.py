@@ -226,7 +226,7 @@ class RefusalLog:
         key = (address, reason)
         with self.lock:
             now = self.clock()
-            if self.window is None or not 0 <= now - self.window < REFUSAL_LOG_WINDOW_SECONDS:
+            if self.window is None or now - self.window >= REFUSAL_LOG_WINDOW_SECONDS:
                 if self.quiet:
                     self.log(
                         f"refused {self.quiet} more HTTP request(s) in the last {REFUSAL_LOG_WINDOW_SECONDS:g} s without a line each "
@@ -234,7 +234,7 @@ class RefusalLog:
                     )
                 self.window, self.lines, self.quiet = now, 0, 0
             seen = self.last.get(key)
-            if (seen is not None and 0 <= now - seen < REFUSAL_LOG_WINDOW_SECONDS) or self.lines >= MAX_REFUSAL_LINES_PER_WINDOW:
+            if (seen is not None and now - seen < REFUSAL_LOG_WINDOW_SECONDS) or self.lines >= MAX_REFUSAL_LINES_PER_WINDOW:
                 self.quiet += 1
                 return
             self.last[key] = now

@@ -151,6 +151,7 @@ class StartupReportTests(Tree):
             f"workspace {support.WORKSPACE} (alice): 0 notes (nothing will be offered)",
         ])  # fmt: skip
         self.assertIn("consumed confirmations: PostgreSQL db.example:5433/notes", lines)
+        self.assertEqual(serve.startup_report(server, parsed, args, "t", extra=["sandbox: on"])[-1], "sandbox: on")
         text = "\n".join(lines)
         for secret in (procs.TOKEN, "bob-token-0123456789abcdef", "hunter2hunter2", "reader"):
             self.assertNotIn(secret, text)
@@ -393,6 +394,17 @@ class RefusalLogTests(unittest.TestCase):
             self.clock.now += streamable_http.REFUSAL_LOG_WINDOW_SECONDS  # every refusal logged, each a new key
             self.refusals((f"198.51.{index // 256}.{index % 256}", 1), 403, "Forbidden")
         self.assertEqual(len(self.refusals.last), streamable_http.MAX_REFUSAL_KEYS)
+
+    def test_the_oldest_pair_is_forgotten_first(self) -> None:
+        for index in range(streamable_http.MAX_REFUSAL_KEYS + 1):  # one window each, so every pair gets its line
+            self.clock.now += streamable_http.REFUSAL_LOG_WINDOW_SECONDS
+            self.refusals((f"198.51.100.{index % 256}", index // 256), 403, f"Forbidden {index}")
+        self.clock.now += 1  # the same window as the last one: a remembered pair stays quiet
+        before = len(self.log)
+        self.refusals(("198.51.100.0", 0), 403, "Forbidden 0")  # the first pair: forgotten, so logged again
+        newest = streamable_http.MAX_REFUSAL_KEYS
+        self.refusals((f"198.51.100.{newest % 256}", newest // 256), 403, f"Forbidden {newest}")  # the newest: still quiet
+        self.assertEqual(self.log[before:], ["refused HTTP 403 to 198.51.100.0: Forbidden 0"])
 
     def test_a_real_server_logs_each_refusal_with_its_peer_and_no_token_or_body(self) -> None:
         server = procs.HttpServer(self)
