@@ -190,7 +190,9 @@ def startup_report(
     """
     principals = config["principals"]
     lines = [transport]
-    if args.http and not args.no_auth:
+    if args.http and args.no_auth:
+        lines.append(f"principals: no bearer token (--no-auth): every request acts as {config['stdioPrincipal']!r}")
+    elif args.http:
         lines.append(f"principals: {', '.join(sorted(principals))} (each by its bearer token)")
     # The store's own lines first: a folder store counts each folder in the same walk.
     describe = getattr(server.notes, "describe", None)  # e.g. what a folder walk skipped

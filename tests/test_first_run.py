@@ -156,6 +156,28 @@ class StartupReportTests(Tree):
         for secret in (procs.TOKEN, "bob-token-0123456789abcdef", "hunter2hunter2", "reader"):
             self.assertNotIn(secret, text)
 
+    def test_each_line_says_what_this_setup_has(self) -> None:
+        import markdown_store
+
+        lesson = serve.configuration.lesson_config()
+        memory = main.Server(keys=[support.KEY], notes=main.MemoryNotesStore(lesson["notes"], main.MemoryReplayStore(support.Clock())),
+                             policy=main.AuthorizationPolicy({"alice": [support.WORKSPACE]}), clock=support.Clock())  # fmt: skip
+        no_auth = serve.startup_report(memory, lesson, serve.parser().parse_args(["--http", "--no-auth"]), "t")
+        self.assertEqual(no_auth[1], "principals: no bearer token (--no-auth): every request acts as 'alice'")
+        stdio = serve.parser().parse_args(["--stdio"])
+        self.assertEqual(serve.confirmations_home(dict(lesson, db="notes.db")), f"SQLite {os.path.abspath('notes.db')}")
+        self.assertEqual(serve.confirmations_home(dict(lesson, db="postgresql:///notes")), "PostgreSQL local socket/notes")
+        self.assertEqual(serve.extensions(dict(lesson, publish=True), stdio), [
+            "2025-11-25 clients (loaded at their first initialize)", "notes_publish and its connect pages"
+        ])  # fmt: skip
+        self.assertEqual(serve.extensions(lesson, serve.parser().parse_args(["--http", "--conformance-fixtures", "--no-legacy"])),
+                         ["conformance fixtures (testing only)"])  # fmt: skip
+        nonces = sqlite_store.open_store(os.path.join(self.dir, "nonces.db"), clock=support.Clock())
+        self.addCleanup(nonces.close)
+        crowded = markdown_store.MarkdownNotesStore([self.notes], nonces, max_walk_entries=1)
+        self.assertEqual(serve.note_count(crowded, folder_uri(self.notes)), "cannot be listed (That folder holds more than 1 entries; choose a sub-folder as the workspace.)")
+        self.assertEqual(crowded.describe(), [f"folder {self.notes}: That folder holds more than 1 entries; choose a sub-folder as the workspace."])
+
     def test_a_real_http_server_prints_the_block_after_its_url(self) -> None:
         server = procs.HttpServer(self, "--notes-dir", self.notes, env=env(self.dir, NOTES_MCP_TOKEN=procs.TOKEN))
         self.assertTrue(server.wait_for_line("extensions:"))
