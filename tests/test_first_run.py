@@ -57,6 +57,7 @@ class Tree(unittest.TestCase):
         self.notes = os.path.join(self.dir, "Notes")
         write(os.path.join(self.notes, "tps.md"), "# TPS report\n")
         write(os.path.join(self.notes, "2025", "plan.md"), "# Plan 2025\n")
+        write(os.path.join(self.notes, "2025", "chart.png"), "not a note, and not a skipped one either")
 
 
 class StartupReportTests(Tree):
@@ -71,6 +72,8 @@ class StartupReportTests(Tree):
         write(os.path.join(self.notes, ".draft.md"), "# Hidden\n")
         os.mkfifo(os.path.join(self.notes, "pipe.md"))
         write(os.path.join(self.notes, "x" * 200 + ".md"), "# Too long an id\n")
+        deep = os.path.join(self.notes, *["deep"] * markdown_store_depth(), "too-deep")
+        write(os.path.join(deep, "buried.md"), "# Buried\n")
 
     def test_the_block_counts_notes_and_each_skipped_reason_and_holds_no_credential(self) -> None:
         self.populate_skipped()
@@ -87,6 +90,7 @@ class StartupReportTests(Tree):
             ("hidden names", 1),
             ("FIFOs, sockets or devices", 1),
             ("notes whose id or URI is too long", 1),
+            (f"folders deeper than {markdown_store_depth()} levels", 1),
         ]:
             self.assertIn(f"{reason}: {count}", folder)
         self.assertEqual(prefixed[3], f"consumed confirmations: SQLite {os.path.join(self.dir, 'state', 'notes-mcp', 'nonces.db')}")
@@ -197,6 +201,13 @@ class StartupReportTests(Tree):
         self.assertIn(f"{serve.LOG_PREFIX}: extensions: none", lines)
         _, lines = startup_lines(self, "--publish", extra_env=env(self.dir, NOTES_MCP_TOKEN=procs.TOKEN))
         self.assertIn(f"{serve.LOG_PREFIX}: extensions: 2025-11-25 clients (loaded at their first initialize), notes_publish and its connect pages", lines)
+
+
+def markdown_store_depth() -> int:
+    """MAX_WALK_DEPTH: sub-folder levels a walk descends."""
+    import markdown_store
+
+    return markdown_store.MAX_WALK_DEPTH
 
 
 def run_as_unprivileged(function: Any) -> Any:
