@@ -277,9 +277,7 @@ class Walk:
                 self.count(fd, name, rel + (name,))
             elif stat.S_ISREG(info.st_mode) and name.endswith(NOTE_SUFFIX):
                 loaded = load_note(fd, name, self.root, rel + (name,), info)
-                if loaded is None:
-                    self.skipped[SKIP_UNUSABLE if os.access(name, os.R_OK, dir_fd=fd) else SKIP_UNREADABLE] += 1
-                elif main.matches(loaded[0], self.workspace, self.query):
+                if loaded is not None and main.matches(loaded[0], self.workspace, self.query):
                     self.found.append(loaded[0])
             # Symlinks, FIFOs, sockets and devices are never listed or opened.
             elif stat.S_ISLNK(info.st_mode):

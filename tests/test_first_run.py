@@ -133,6 +133,28 @@ class StartupReportTests(Tree):
         self.assertEqual(store.count(main.parse_file_uri("file:///elsewhere")), 0)
         self.assertEqual(len(store.candidates(root, "")), 3)  # the same notes a listing offers
 
+    def test_the_counting_walk_agrees_with_the_listing_at_the_id_and_uri_bounds(self) -> None:
+        import markdown_store
+
+        # A root whose URI leaves room for names of 46 and 47 characters, and no more.
+        root = self.dir
+        while len(folder_uri(root)) < main.MAX_URI_LENGTH - 60:
+            root = os.path.join(root, "r" * min(200, main.MAX_URI_LENGTH - 60 - len(folder_uri(root))))
+        root = os.path.join(root, "p" * (main.MAX_URI_LENGTH - 48 - len(folder_uri(root)) - 1))
+        room = main.MAX_URI_LENGTH - len(folder_uri(root)) - 1
+        for length in (room, room + 1):
+            write(os.path.join(root, "x" * (length - 3) + ".md"), "# Edge\n")
+        for length in (main.MAX_NOTE_ID_LENGTH, main.MAX_NOTE_ID_LENGTH + 1):
+            write(os.path.join(self.notes, "y" * (length - 3) + ".md"), "# Edge\n")
+        nonces = sqlite_store.open_store(os.path.join(self.dir, "nonces.db"), clock=support.Clock())
+        self.addCleanup(nonces.close)
+        for folder, expected in ((root, 1), (self.notes, 3)):
+            with self.subTest(folder=folder[-20:]):
+                store = markdown_store.MarkdownNotesStore([folder], nonces)
+                workspace = main.parse_file_uri(folder_uri(folder))
+                self.assertEqual(store.count(workspace), expected)
+                self.assertEqual(len(store.candidates(workspace, "")), expected)  # what a listing offers
+
     def test_http_names_the_address_and_every_principal_but_no_token(self) -> None:
         config = procs.write_config(self, {
             "principals": {
