@@ -7,8 +7,9 @@ public seams, exactly like notes_delete and notes_publish:
     server.add_tool(tool)                         each fixture tool (tools/list, tools/call)
     server.add_method(name, handler, capability)  prompts/*, resources/*, completion/complete
 
-Multi-round fixtures use the core's one confirmation cycle (`server.confirmations`
-ask/verify/consume, `main.read_answer`): their `requestState` is signed, bound to the
+Multi-round fixtures are given the core's one confirmation cycle (`server.confirmations`:
+ask, verify, answer, consume), so an answer means what it means for notes_delete (a
+cancel leaves the state usable, a decline consumes it): their `requestState` is signed, bound to the
 principal, the tool and its arguments, and consumed once, so a tampered or replayed state
 gets the core's -32602. Capability checks name what is missing with -32021, as
 `main.require_form_elicitation` does. None of this data is real: the fixture values are
@@ -279,28 +280,26 @@ REQUIRED_FOR = {
 }
 
 
-def read_response(responses: dict[str, Any] | None, question: Question) -> Any:
-    """The answer to one question in a form the fixture keeps (None: not answered), or -32602."""
+def kept(question: Question, sent: Any) -> dict[str, Any]:
+    """An accepted answer to one question in the form the fixture keeps, or -32602.
+
+    Which answers count (none yet, cancelled, declined, accepted) is decided before this,
+    once for every tool, by the core's Confirmations.answer; this only checks the content.
+    """
     if question.method == "elicitation/create":
-        answer = main.read_answer(responses, question.key)  # the core's one elicitation reader
-        if answer is None or answer.action != "accept":
-            return None if answer is None else answer.action
         schema = question.request["params"]["requestedSchema"]
         # Only the form's own fields are kept, each checked against its schema and cut to
         # a bound: what a client adds or inflates never reaches the signed state.
-        content = {name: value for name, value in answer.content.items() if name in schema["properties"]}
+        content = {name: value for name, value in sent.items() if name in schema["properties"]}
         if schema_errors(schema, content, schema):
             raise main.McpError(main.INVALID_PARAMS, "Invalid params: the answer does not match the form")
         return {name: bounded(value) for name, value in content.items()}
-    answer = (responses or {}).get(question.key)
-    if answer is None:
-        return None
     if question.method == "sampling/createMessage":
-        content = answer.get("content") if isinstance(answer, dict) else None
+        content = sent.get("content") if isinstance(sent, dict) else None
         if not isinstance(content, dict) or content.get("type") != "text" or not isinstance(content.get("text"), str):
             raise main.McpError(main.INVALID_PARAMS, f"Invalid params: inputResponses.{question.key} must be a text sampling result")
         return {"text": content["text"][:MAX_ANSWER_TEXT]}
-    found = answer.get("roots") if isinstance(answer, dict) else None
+    found = sent.get("roots") if isinstance(sent, dict) else None
     if not isinstance(found, list) or not all(isinstance(r, dict) and isinstance(r.get("uri"), str) for r in found):
         raise main.McpError(main.INVALID_PARAMS, f"Invalid params: inputResponses.{question.key} must be a roots result")
     return {"uris": [r["uri"][: main.MAX_URI_LENGTH] for r in found[: main.MAX_CANDIDATES]]}
@@ -329,7 +328,7 @@ class AskingTool:
 
     def __init__(
         self,
-        server: main.Server,
+        confirmations: main.Confirmations,
         name: str,
         description: str,
         rounds: Rounds,
@@ -338,7 +337,7 @@ class AskingTool:
         only_declared: bool = False,
         schema: dict[str, Any] | None = None,
     ) -> None:
-        self.server = server
+        self.confirmations = confirmations
         self.descriptor = {"name": name, "description": description, "inputSchema": schema or EMPTY_SCHEMA}
         self.rounds = rounds
         self.finish = finish
@@ -359,44 +358,44 @@ class AskingTool:
         return usable
 
     def call(self, call: main.ToolCall) -> dict[str, Any]:
-        """First call: ask round 0. Retry: verify the state, then ask again, ask on, or finish."""
+        """First call: ask round 0. Retry: verify the state, read the answers, then ask again, ask on, or finish."""
         arguments = read_arguments(call, self.descriptor["inputSchema"])
         rounds = self.rounds(arguments) if callable(self.rounds) else self.rounds
-        scope = main.Scope((), {"arguments": main.digest(arguments)})
+        args_digest = main.digest(arguments)
         if call.state is None:
-            return self.ask(call, scope, rounds, 0, {})
+            return self.ask(call, args_digest, rounds, 0, {})
         phases = {f"round-{i}" for i in range(len(rounds))}
-        state = self.server.confirmations.verify(call, scope, phases)  # tampered, replayed, foreign: -32602
+        state = self.confirmations.verify(call, args_digest, phases)  # tampered, replayed, foreign: -32602
         index = int(state.phase.removeprefix("round-"))
         asked = self.questions(call, rounds, index)
+        forms = {q.key for q in asked if q.method == "elicitation/create"}
+        answered = self.confirmations.answer(call, state, [q.key for q in asked], forms=forms)
         told = dict(state.extra)
+        if answered.reply is main.Reply.ASK_AGAIN:
+            return self.ask(call, args_digest, rounds, index, told, follows=state)
+        if answered.reply is not main.Reply.ACCEPTED:  # declined (consumed) or cancelled (still usable)
+            return complete([text(f"The user {answered.reply.value}; nothing further was done.")])
         for question in asked:
-            answer = read_response(call.responses, question)
-            if answer is None:
-                return self.ask(call, scope, rounds, index, told, follows=state)  # not answered: ask again
-            if isinstance(answer, str):  # declined or cancelled: the flow ends here
-                self.server.confirmations.consume(call.principal, state)
-                return complete([text(f"The user chose {answer}; nothing further was done.")])
-            told[question.key] = answer
+            told[question.key] = kept(question, answered.content[question.key])
         if index + 1 < len(rounds):
-            return self.ask(call, scope, rounds, index + 1, told, follows=state)
-        self.server.confirmations.consume(call.principal, state)
+            return self.ask(call, args_digest, rounds, index + 1, told, follows=state)
+        self.confirmations.consume(call.principal, state)
         return complete([text(self.finish(told))])
 
     def ask(
-        self, call: main.ToolCall, scope: main.Scope, rounds: list[list[Question]], index: int, told: dict[str, Any], follows: main.StatePayload | None = None
+        self, call: main.ToolCall, args_digest: str, rounds: list[list[Question]], index: int, told: dict[str, Any], follows: main.StatePayload | None = None
     ) -> dict[str, Any]:
         """input_required with round `index`'s questions and a signed state carrying what was told."""
         requests = {q.key: q.request for q in self.questions(call, rounds, index)}
-        return self.server.confirmations.ask(call, scope, f"round-{index}", requests, [], told, follows=follows)
+        return self.confirmations.ask(call, args_digest, f"round-{index}", requests, [], told, follows=follows)
 
 
-def asking_tools(server: main.Server) -> list[AskingTool]:
+def asking_tools(confirmations: main.Confirmations) -> list[AskingTool]:
     """Every fixture tool that answers with input_required first."""
     name = form("user_name", "What is your name?", "name")
 
     def ask(tool_name: str, description: str, rounds: list[list[Question]], finish: Callable[[dict[str, Any]], str], **kw: Any) -> AskingTool:
-        return AskingTool(server, tool_name, description, rounds, finish, **kw)
+        return AskingTool(confirmations, tool_name, description, rounds, finish, **kw)
 
     return [
         ask("test_input_required_result_elicitation", "Asks the user's name, then greets them.", [[name]],
@@ -482,10 +481,10 @@ def completed(key: str) -> Callable[[dict[str, Any]], str]:
     return lambda told: f"Elicitation completed: action=accept, content={json.dumps(told[key], sort_keys=True)}"
 
 
-def legacy_era_tools(server: main.Server) -> list[Fixture | AskingTool]:
+def legacy_era_tools(confirmations: main.Confirmations) -> list[Fixture | AskingTool]:
     """The tools only the 2025-11-25 suite calls (listed in both eras, like every fixture)."""
     def ask(tool_name: str, description: str, rounds: Rounds, finish: Callable[[dict[str, Any]], str], **kw: Any) -> AskingTool:
-        return AskingTool(server, tool_name, description, rounds, finish, **kw)
+        return AskingTool(confirmations, tool_name, description, rounds, finish, **kw)
 
     return [
         tool("test_tool_with_logging", "Sends three info log messages, then completes.", with_logging),
@@ -581,10 +580,11 @@ def get_prompt(server: main.Server, request: main.Envelope, meta: main.RequestMe
         responses = params.get("inputResponses")
         if responses is not None and not isinstance(responses, dict):
             raise main.McpError(main.INVALID_PARAMS, "Invalid params: inputResponses must be an object")
-        answer = read_response(responses, CONTEXT_QUESTION)
-        if not isinstance(answer, dict):
+        # No state, nothing granted: every answer but an accept simply asks again.
+        answer = main.read_answer(responses, CONTEXT_QUESTION.key)
+        if answer is None or answer.action != "accept":
             return {"resultType": "input_required", "inputRequests": {CONTEXT_QUESTION.key: CONTEXT_QUESTION.request}}
-        arguments = answer
+        arguments = kept(CONTEXT_QUESTION, answer.content)
     return {"resultType": "complete", "description": prompt.descriptor["description"], "messages": prompt.render(arguments)}
 
 
@@ -678,7 +678,7 @@ def complete_argument(server: main.Server, request: main.Envelope, meta: main.Re
 
 def install(server: main.Server) -> None:
     """Register every fixture tool, prompt, resource and completion on `server`."""
-    for fixture in [*plain_tools(), *asking_tools(server), *legacy_era_tools(server)]:
+    for fixture in [*plain_tools(), *asking_tools(server.confirmations), *legacy_era_tools(server.confirmations)]:
         server.add_tool(fixture)
     server.add_method("prompts/list", list_prompts, capability="prompts")
     server.add_method("prompts/get", get_prompt, capability="prompts")

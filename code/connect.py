@@ -632,45 +632,58 @@ class NotesPublish:
 
     descriptor = PUBLISH_TOOL
 
-    def __init__(self, server: main.Server, store: ConnectStore, pages: ConnectPages) -> None:
-        self.server = server
+    def __init__(
+        self,
+        *,
+        policy: main.AuthorizationPolicy,
+        notes: main.NotesStore,
+        confirmations: main.Confirmations,
+        log: Callable[[str], None],
+        store: ConnectStore,
+        pages: ConnectPages,
+    ) -> None:
+        self.policy = policy
+        self.notes = notes
+        self.confirmations = confirmations
+        self.log = log
         self.store = store
         self.pages = pages
 
     def call(self, call: main.ToolCall) -> dict[str, Any]:
-        """First call: scope, look up, choose/connect/publish. Retry: verify, then act on the answer."""
+        """First call: scope, look up, choose/connect/publish. Retry: verify, read the answer, act on its Reply."""
         args = main.read_scope_args(call.arguments, TOOL_NAME)
         # Capability before any lookup, as for notes_delete: a client that cannot open the
         # page learns nothing about notes. Declarations count for this request only.
         if call.state is None and self.store.credential(call.principal) is None and not supports_url_elicitation(call.meta.capabilities):
             raise url_required()
-        scope = main.authorize(self.server.policy, call.principal, args, self.server.log)
+        scope = main.authorize(self.policy, call.principal, args, self.log)
         if call.state is None:
             return self.start(call, scope)
-        state = self.server.confirmations.verify(call, scope, (PHASE_CHOOSE, PHASE_CONNECT))
+        state = self.confirmations.verify(call, scope.digest, (PHASE_CHOOSE, PHASE_CONNECT))
         choosing = state.phase == PHASE_CHOOSE
         if not choosing and (len(state.cands) != 1 or not isinstance(state.extra.get("flow"), str)):
-            self.server.log("refused requestState: a connect state names one note and one flow")
+            self.log("refused requestState: a connect state names one note and one flow")
             raise main.McpError(main.INVALID_PARAMS, main.STATE_INVALID)
-        answer = main.read_answer(call.responses, CHOICE_KEY if choosing else CONNECT_KEY)
-        if answer is not None and answer.action == "cancel":
-            # Dismissed, not refused: the same state may be answered again until it expires.
-            return not_published("cancelled", "Cancelled; nothing was published.")
-        if answer is not None and answer.action == "decline":
-            self.store.discard_flow(state.extra.get("flow"), call.principal)
-            self.server.confirmations.consume(call.principal, state)
-            return not_published("declined", "Declined; nothing was published.")
         if choosing:
-            if answer is None:
-                # Not answered: ask again, within the same flow (same nonce, same expiry).
-                return self.choose(call, scope, main.lookup(self.server.notes, scope), state)
-            return self.connect(call, scope, main.chosen(answer, state), state, None)
+            answered = self.confirmations.answer(call, state, [CHOICE_KEY], choice="note_id")
+        else:
+            answered = self.confirmations.answer(call, state, [CONNECT_KEY])
+        if answered.reply is main.Reply.CANCELLED:
+            return not_published("cancelled", "Cancelled; nothing was published.")
+        if answered.reply is main.Reply.DECLINED:
+            self.store.discard_flow(state.extra.get("flow"), call.principal)  # answer() consumed the state
+            return not_published("declined", "Declined; nothing was published.")
+        if choosing and answered.reply is main.Reply.ASK_AGAIN:
+            return self.choose(call, scope, main.lookup(self.notes, scope), state)  # the same flow
+        if choosing:
+            assert answered.chosen is not None
+            return self.connect(call, scope, answered.chosen, state, None)
         # A connect state, answered or not: the server's own records decide, never the answer.
         return self.connect(call, scope, state.cands[0], state, state.extra["flow"])
 
     def start(self, call: main.ToolCall, scope: main.Scope) -> dict[str, Any]:
         """Look up candidates: none is an error, several ask which one, one goes on."""
-        found = main.lookup(self.server.notes, scope)
+        found = main.lookup(self.notes, scope)
         if len(found) == 1:
             return self.connect(call, scope, (found[0].id, found[0].version), None, None)
         if not main.supports_form_elicitation(call.meta.capabilities):
@@ -682,7 +695,7 @@ class NotesPublish:
         """The "which note?" form."""
         form = choice_form(scope.arguments["workspaceUri"], scope.arguments["title"], found)
         cands = [(n.id, n.version) for n in found]
-        return self.server.confirmations.ask(call, scope, PHASE_CHOOSE, {CHOICE_KEY: form}, cands, follows=follows)
+        return self.confirmations.ask(call, scope.digest, PHASE_CHOOSE, {CHOICE_KEY: form}, cands, follows=follows)
 
     def connect(
         self,
@@ -707,22 +720,22 @@ class NotesPublish:
             raise url_required()
         if flow != PENDING:
             # First time, or the old link expired. The page names the note that will be published.
-            chosen = [n.title for n in self.server.notes.candidates(scope.workspace, scope.arguments["title"]) if n.id == target[0]]
+            chosen = [n.title for n in self.notes.candidates(scope.workspace, scope.arguments["title"]) if n.id == target[0]]
             handle = self.store.start_flow(principal, TOOL_NAME, chosen[0] if chosen else scope.arguments["title"])
             if handle is None:
                 raise main.ToolError("Too many connection requests are pending for you; finish one or try later.")
-            self.server.log(f"connect flow started for principal {principal!r}")
+            self.log(f"connect flow started for principal {principal!r}")
         request = {"method": "elicitation/create", "params": {"mode": "url", "message": CONNECT_MESSAGE, "url": self.pages.flow_url(handle)}}
-        return self.server.confirmations.ask(call, scope, PHASE_CONNECT, {CONNECT_KEY: request}, [target], {"flow": handle}, follows=follows)
+        return self.confirmations.ask(call, scope.digest, PHASE_CONNECT, {CONNECT_KEY: request}, [target], {"flow": handle}, follows=follows)
 
     def publish(self, principal: str, scope: main.Scope, target: tuple[str, str], follows: main.StatePayload | None) -> dict[str, Any]:
         """Consume the flow (if any), re-read and re-check the note, publish it with the stored credential."""
         self.consume(principal, follows)
         note_id, version = target
         # Time of check to time of use: the note may have changed, moved or the grant gone.
-        live = [n for n in self.server.notes.candidates(scope.workspace, scope.arguments["title"]) if n.id == note_id and n.version == version]
+        live = [n for n in self.notes.candidates(scope.workspace, scope.arguments["title"]) if n.id == note_id and n.version == version]
         credential = self.store.credential(principal)
-        if not live or credential is None or not self.server.policy.allows(principal, scope.workspace):
+        if not live or credential is None or not self.policy.allows(principal, scope.workspace):
             raise main.ToolError("The note changed, moved or was deleted; nothing was published.")
         report_id = self.store.service.publish(credential, live[0])
         return main.tool_result(
@@ -733,7 +746,7 @@ class NotesPublish:
     def consume(self, principal: str, state: main.StatePayload | None) -> None:
         """Consume the flow's nonce in the shared replay store (a first call has none)."""
         if state is not None:
-            self.server.confirmations.consume(principal, state)
+            self.confirmations.consume(principal, state)
 
 
 def url_required() -> main.McpError:
@@ -750,6 +763,9 @@ def install(
 ) -> ConnectPages:
     """Add `notes_publish` to the server; the pages that complete its flows (the transport sets base_url)."""
     store = ConnectStore(service or ReportService(), server.clock)
-    pages = ConnectPages(store, tokens, server.log, base_url)
-    server.add_tool(NotesPublish(server, store, pages))
+    pages = ConnectPages(store, tokens, server.say, base_url)
+    tool = NotesPublish(
+        policy=server.policy, notes=server.notes, confirmations=server.confirmations, log=server.say, store=store, pages=pages
+    )
+    server.add_tool(tool)
     return pages

@@ -210,6 +210,16 @@ class LegacyHttp:
             session.active -= 1
             session.last_used = self._clock()
 
+    def stream_opened(self, session: _Session) -> None:
+        """A call stream holds `session`: it does not expire until stream_closed."""
+        with self._lock:
+            session.active += 1
+
+    def stream_closed(self, session: _Session) -> None:
+        """A call stream ended: give back its stream slot and its hold on `session`."""
+        self._streams.release()
+        self._release(session)
+
     def _delete(self, session_ids: list[str], principal: str) -> http_server.Response:
         """DELETE with Mcp-Session-Id: end that session (200), or 404 as for any unknown one."""
         if len(session_ids) != 1:
@@ -285,8 +295,7 @@ class CallStream:
         self.response: dict[str, Any] | None = None
         self._done = False
         self._closed = False
-        with owner._lock:
-            session.active += 1
+        owner.stream_opened(session)
 
     def prime(self) -> dict[str, Any] | None:
         """Run the call to its first message for the client (kept for the stream), or to its end (None)."""
@@ -329,8 +338,7 @@ class CallStream:
         self._steps.close()  # a pending form leaves the session's table here
         if not self._done:
             self._session.core.end_call(self._call)
-        self._owner._streams.release()
-        self._owner._release(self._session)
+        self._owner.stream_closed(self._session)
 
 
 def install(endpoint: streamable_http.McpEndpoint, server: main.Server, **kwargs: Any) -> LegacyHttp:

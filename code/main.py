@@ -8,8 +8,18 @@ arguments, the candidates shown and an expiry with an HMAC-signed `requestState`
 consumes that confirmation exactly once through a replay store shared by every server
 instance.
 
-Read it top to bottom beside the lesson; the section banners are the lesson's headings,
-in the lesson's order:
+The rules every line below keeps:
+
+    - Scope is an argument (`workspaceUri`), authorized for the authenticated principal;
+      Roots and `clientInfo` decide nothing.
+    - A destructive step needs a form the user answered.
+    - A confirmation is bound, signed, and consumed once, in the same atomic step as the
+      deletion, on whichever server instance receives the retry.
+    - A refusal changes nothing.
+
+Read it top to bottom beside the lesson. The two kinds of error come first; then the
+section banners follow the lesson's headings in the lesson's order, with the tool's whole
+two-call flow in one place (section 7) before the machinery that protects it:
 
     1. The two problems, and explicit scope (Roots as a migration surface)
     2. The three-layer rule: authorization, containment, sandbox
@@ -17,14 +27,15 @@ in the lesson's order:
     4. Capability negotiation per request
     5. Form mode
     6. Response branches
-    7. Protecting destructive MRTR state: signing the state
-    8. Protecting destructive MRTR state: the replay store
-    9. Protecting destructive MRTR state: the live re-check
-   10. The protocol frame: the JSON-RPC envelope
-   11. The protocol frame: server/discover
-   12. The protocol frame: tools/list
-   13. The protocol frame: handle()
-   14. The demo
+    7. The two-call flow, in one place: notes_delete
+    8. Protecting destructive MRTR state: signing the state
+    9. Protecting destructive MRTR state: the replay store
+   10. Protecting destructive MRTR state: the live re-check
+   11. The protocol frame: the JSON-RPC envelope
+   12. The protocol frame: server/discover
+   13. The protocol frame: tools/list
+   14. The protocol frame: handle()
+   15. The demo
 
 Run `python3 code/main.py` for the scripted demo. This file imports no other module of
 the project; serving it over stdio or Streamable HTTP is `python3 code/serve.py`.
@@ -44,6 +55,7 @@ import math
 import re
 import secrets
 import sys
+import textwrap
 import threading
 import time
 import unicodedata
@@ -62,23 +74,12 @@ META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 
-# JSON-RPC 2.0 codes, and the three codes 2026-07-28 defines in its reserved range.
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
-HEADER_MISMATCH = -32020
-MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
-UNSUPPORTED_PROTOCOL_VERSION = -32022
-
 MAX_MESSAGE_BYTES = 64 * 1024  # one JSON-RPC message (stdio line, HTTP body)
 MAX_TITLE_LENGTH = 200  # characters in the `title` argument
 MAX_URI_LENGTH = 2048  # characters in the `workspaceUri` argument
 PARSED_URI_CACHE_SIZE = 256  # parsed file URIs kept (each at most MAX_URI_LENGTH characters)
 NOTE_VERSION_CACHE_SIZE = 1024  # note versions kept (a note's fields and a 32-character digest)
 MAX_CANDIDATES = 25  # choices in one form; more matches must be narrowed by the caller
-SCAN_UP_TO_NOTES = 32  # a memory store this small is scanned: faster than asking its index
 MAX_NOTE_ID_LENGTH = 128  # characters in a note id (keeps the signed state small)
 MAX_STATE_LENGTH = 8192  # characters of `requestState` accepted before any hashing
 DEFAULT_STATE_TTL_SECONDS = 300.0  # a confirmation is valid for five minutes
@@ -97,6 +98,40 @@ PHASE_CONFIRM = "confirm_delete"
 STATE_VERSION = "v1"
 STATE_INVALID = "Invalid params: requestState is not valid"  # the one message for every state refusal
 
+# Errors, first: every section below raises one of two kinds, and they reach the client
+# differently (call_tool and handle(), section 14, are the one place that converts them).
+#
+#   ToolError  the tool ran and refused: a bad argument, a workspace not granted, no
+#              matching note, a note changed since the form. It becomes a *result* with
+#              `isError: true`, which the model reads and can correct itself from.
+#   McpError   the request itself is wrong: malformed, an unknown tool or method, a
+#              missing capability, a bad or replayed requestState. It becomes a JSON-RPC
+#              *error* with one of the codes below.
+
+# JSON-RPC 2.0 codes, and the three codes 2026-07-28 defines in its reserved range.
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+HEADER_MISMATCH = -32020
+MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
+UNSUPPORTED_PROTOCOL_VERSION = -32022
+
+
+class ToolError(Exception):
+    """A tool execution error: answered as an `isError: true` result the model can act on."""
+
+
+class McpError(Exception):
+    """A protocol error the client is meant to see: a code, a short message, optional data."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
 
 # =====================================================================================
 # 1. The two problems, and explicit scope (Roots as a migration surface)
@@ -110,12 +145,8 @@ STATE_INVALID = "Invalid params: requestState is not valid"  # the one message f
 #   roots may at most suggest a value (code/legacy.py): a migration surface, not a gate.
 #
 #   Consent: which note, and does the person really mean it? The server asks the user
-#   with a form (sections 3-6) and must not trust the answer blindly: the protocol is
-#   stateless, so the question travels with a signed state (sections 7-9).
-
-
-class ToolError(Exception):
-    """A tool execution error: answered as an `isError: true` result the model can act on."""
+#   with a form (sections 3-7) and must not trust the answer blindly: the protocol is
+#   stateless, so the question travels with a signed state (sections 8-10).
 
 
 NOTES_DELETE_TOOL: dict[str, Any] = {
@@ -195,12 +226,21 @@ def read_scope_args(arguments: Any, tool: str = TOOL_NAME) -> ScopeArgs:
 # =====================================================================================
 #
 #   1. Authorization: is this authenticated principal allowed this workspace?
-#   2. Containment: is the note inside it, compared by path components?
-#   3. Sandbox: the operating system stops what lexical checks cannot (symlinks). The
-#      in-memory store has no files; the Markdown-folder store (code/markdown_store.py)
-#      opens every component with O_NOFOLLOW relative to a directory descriptor.
+#   2. Containment: is the note inside it, compared by path components? On disk, the
+#      Markdown-folder store (code/markdown_store.py) also opens every component with
+#      O_NOFOLLOW relative to a directory descriptor, so a symbolic link cannot lead out.
+#   3. Sandbox: the operating system confines the process itself, so that even a server
+#      whose checks failed cannot reach files beyond its notes and its state. No code in
+#      this file can do that; it is done where the server is started (code/sandbox.py,
+#      or the operator's service manager or container).
 #
-# Layers 1 and 2 run when the form is built and again inside the atomic step (section 9).
+# The lesson says: normalize first, then compare components. This file is stricter: it
+# decodes once and refuses every ambiguous spelling (`..`, `%2e%2e`, double encoding,
+# backslashes, control characters) rather than resolving it, because resolving `..`
+# lexically disagrees with the file system as soon as a component is a symbolic link.
+#
+# Layers 1 and 2 run when the form is built and again inside the atomic step (section 10).
+
 
 Path = tuple[str, ...]  # a normalized absolute path, one entry per component
 
@@ -210,13 +250,6 @@ class ScopeError(ValueError):
 
 
 _CONTROL_RE = re.compile("[\x00-\x1f\x7f]")
-
-
-def parse_file_uri(uri: Any) -> Path:
-    """A `file://` URI to its path components, refusing every ambiguous spelling."""
-    if not isinstance(uri, str) or len(uri) > MAX_URI_LENGTH:
-        raise ScopeError("must be a file:// URI of at most %d characters" % MAX_URI_LENGTH)
-    return _parse_file_uri(uri)
 
 
 # The same workspace arrives on every call: its parse is kept, in a bounded cache of
@@ -257,6 +290,13 @@ def _parse_file_uri(uri: str) -> Path:
     return parts
 
 
+def parse_file_uri(uri: Any) -> Path:
+    """A `file://` URI to its path components, refusing every ambiguous spelling."""
+    if not isinstance(uri, str) or len(uri) > MAX_URI_LENGTH:
+        raise ScopeError("must be a file:// URI of at most %d characters" % MAX_URI_LENGTH)
+    return _parse_file_uri(uri)
+
+
 def format_file_uri(path: Path) -> str:
     """The one canonical spelling of a path as a URI (`file:///` plus encoded components)."""
     # One quote over the joined path, "/" kept: no component holds a "/" (parse_file_uri
@@ -272,14 +312,6 @@ def normalize_file_uri(uri: Any) -> str:
 def is_within(path: Path, folder: Path) -> bool:
     """Component-wise containment (inclusive): never a string prefix, so Notes-evil is out."""
     return path[: len(folder)] == folder
-
-
-def contains(workspace_uri: str, uri: str) -> bool:
-    """True when `uri` names `workspace_uri` or something inside it; unparseable means no."""
-    try:
-        return is_within(parse_file_uri(uri), parse_file_uri(workspace_uri))
-    except ScopeError:
-        return False
 
 
 class AuthorizationPolicy:
@@ -309,6 +341,24 @@ class AuthorizationPolicy:
         return [format_file_uri(path) for path in self._grants.get(principal, ())]
 
 
+# What a signed state binds (section 8) is a digest of canonical JSON: the arguments of a
+# call, and each note shown as it was shown.
+
+# Built once, not per call. What is encoded is decoded JSON or built from it, so it cannot
+# hold a reference cycle: check_circular would only cost time.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True, check_circular=False)
+
+
+def canonical_json(value: Any) -> bytes:
+    """Sorted keys, no spaces, ASCII: equal values give equal bytes (for MACs and digests)."""
+    return _CANONICAL.encode(value).encode("ascii")
+
+
+def digest(value: Any) -> str:
+    """A short SHA-256 digest of a JSON value's canonical form."""
+    return hashlib.sha256(canonical_json(value)).hexdigest()[:32]
+
+
 class Scope(NamedTuple):
     """An authorized workspace and the canonical arguments a signed state binds."""
 
@@ -319,6 +369,16 @@ class Scope(NamedTuple):
     def digest(self) -> str:
         """The digest of the canonical arguments (a call signs or checks it once)."""
         return digest(self.arguments)
+
+
+def your_workspaces(policy: AuthorizationPolicy, principal: str) -> str:
+    """The sentence that tells a model which workspaceUri values this principal may pass."""
+    # Only the caller's own grants, and the same text whatever notes exist: it tells the
+    # model where it may look, and nothing about anyone else or about what is inside.
+    granted = policy.workspaces(principal)
+    if not granted:
+        return "You have no authorized workspaces."
+    return "Your workspaces: " + ", ".join(granted) + "."
 
 
 def authorize(policy: AuthorizationPolicy, principal: str, args: ScopeArgs, log: Callable[[str], None]) -> Scope:
@@ -334,14 +394,18 @@ def authorize(policy: AuthorizationPolicy, principal: str, args: ScopeArgs, log:
     return Scope(workspace, {"workspaceUri": format_file_uri(workspace), "title": args.title})
 
 
-def your_workspaces(policy: AuthorizationPolicy, principal: str) -> str:
-    """The sentence that tells a model which workspaceUri values this principal may pass."""
-    # Only the caller's own grants, and the same text whatever notes exist: it tells the
-    # model where it may look, and nothing about anyone else or about what is inside.
-    granted = policy.workspaces(principal)
-    if not granted:
-        return "You have no authorized workspaces."
-    return "Your workspaces: " + ", ".join(granted) + "."
+def fold_title(text: str) -> str:
+    """A title or query as matching compares it: Unicode NFC, then casefolded."""
+    # "café" typed (composed) must find "café" stored decomposed, as macOS names often are.
+    return unicodedata.normalize("NFC", text).casefold()
+
+
+# A note is offered in a form and re-checked when the answer comes: its version is
+# worked out once and kept, in a bounded cache keyed by the note's (immutable) fields.
+@functools.lru_cache(maxsize=NOTE_VERSION_CACHE_SIZE)
+def note_version(note: Note) -> str:
+    """`Note.version`: the digest of the note's id, title, URI and revision."""
+    return digest([note.id, note.title, note.uri, note.revision])
 
 
 class Note(NamedTuple):
@@ -368,30 +432,10 @@ class Note(NamedTuple):
         return note_version(self)
 
 
-# A note is offered in a form and re-checked when the answer comes: its version is
-# worked out once and kept, in a bounded cache keyed by the note's (immutable) fields.
-@functools.lru_cache(maxsize=NOTE_VERSION_CACHE_SIZE)
-def note_version(note: Note) -> str:
-    """`Note.version`: the digest of the note's id, title, URI and revision."""
-    return digest([note.id, note.title, note.uri, note.revision])
-
-
-def fold_title(text: str) -> str:
-    """A title or query as matching compares it: Unicode NFC, then casefolded."""
-    # "café" typed (composed) must find "café" stored decomposed, as macOS names often are.
-    return unicodedata.normalize("NFC", text).casefold()
-
-
 def inside_workspace(note: Note, workspace: Path) -> bool:
     """Layer 2: the note lies strictly inside the workspace folder, compared by components."""
     path = note.path
     return len(path) > len(workspace) and is_within(path, workspace)
-
-
-def matches(note: Note, workspace: Path, title: str) -> bool:
-    """Inside the workspace and the title contains the query (case-insensitive)."""
-    # Title first: it is the cheap test, and a lookup scans every note (see code/bench.py).
-    return fold_title(title) in note.folded_title and inside_workspace(note, workspace)
 
 
 def form_order(notes: Iterable[Note]) -> list[Note]:
@@ -423,20 +467,6 @@ def checked_notes(notes: Iterable[Note]) -> list[Note]:
     return list(checked.values())
 
 
-def stored_note(row: tuple[object, ...]) -> Note | None:
-    """A database row (id, title, uri, revision) as a Note, or None when it could not be shown safely."""
-    # A row edited by hand outside the server may hold anything: skip it, never repair it.
-    note_id, title, uri, revision = row
-    if not (isinstance(note_id, str) and isinstance(title, str) and isinstance(uri, str) and isinstance(revision, int)):
-        return None
-    note = Note(note_id, title, uri, revision)
-    try:
-        check_note(note)
-    except ValueError:
-        return None
-    return note
-
-
 def lookup(store: NotesStore, scope: Scope) -> list[Note]:
     """Candidates inside the workspace (layer 2); none, or more than a form can offer, is a ToolError."""
     title = scope.arguments["title"]
@@ -457,7 +487,7 @@ def lookup(store: NotesStore, scope: Scope) -> list[Note]:
 # (`inputRequests`, each an `elicitation/create`) and an opaque `requestState`. The
 # client asks the user, then sends the same `tools/call` again, with a fresh id, the
 # answers in `inputResponses` and the state echoed back. Any server instance may get
-# that retry, so everything the server needs must be in the state (sections 7-9).
+# that retry, so everything the server needs must be in the state (sections 8-10).
 
 
 Notify = Callable[[dict[str, Any]], None]  # sends one JSON-RPC notification to the client
@@ -617,10 +647,23 @@ def delete_form(workspace_uri: str, title: str, notes: list[Note]) -> dict[str, 
 # 6. Response branches
 # =====================================================================================
 #
-#   accept   the content is checked against the form; the choice must be one shown
-#   decline  an explicit no: nothing happens, and this confirmation is used up
-#   cancel   dismissed: nothing happens, and the same state may be answered again
-#   (none)   the client did not answer our question: ask again
+# Every answer to a form is read in one place, Confirmations.answer (section 10), and
+# means the same for every tool:
+#
+#   (none)     the client did not answer our question: ask again, in the same flow
+#   cancel     dismissed: nothing happens, and the same state may be answered again
+#   decline    an explicit no: nothing happens, and this confirmation is consumed
+#   accept     the content goes on to the tool; a choice must be one the form showed
+#   malformed  -32602, and nothing changes
+
+
+class Reply(enum.Enum):
+    """What one answer means for the flow (the table above, as the tools receive it)."""
+
+    ASK_AGAIN = "ask again"  # no answer to our question
+    CANCELLED = "cancelled"  # the state stays usable until it expires
+    DECLINED = "declined"  # the confirmation is consumed
+    ACCEPTED = "accepted"  # the content (and the choice) go to the tool
 
 
 class Answer(NamedTuple):
@@ -628,6 +671,14 @@ class Answer(NamedTuple):
 
     action: str  # "accept", "decline" or "cancel"
     content: dict[str, Any]
+
+
+class Answered(NamedTuple):
+    """The one reading of a retry's answers: the Reply, and what an accept carried."""
+
+    reply: Reply
+    content: dict[str, Any]  # accepted: each question's answer by key (a form's content)
+    chosen: tuple[str, str] | None  # accepted with a choice: (note id, version shown)
 
 
 def read_answer(responses: dict[str, Any] | None, key: str) -> Answer | None:
@@ -643,9 +694,9 @@ def read_answer(responses: dict[str, Any] | None, key: str) -> Answer | None:
     return Answer(answer["action"], content or {})
 
 
-def chosen(answer: Answer, payload: StatePayload) -> tuple[str, str]:
-    """The (id, version) the user picked, which must be one the signed state offered, or -32602."""
-    note_id = answer.content.get(CHOICE_FIELD)
+def chosen(content: Mapping[str, Any], payload: StatePayload, field: str = CHOICE_FIELD) -> tuple[str, str]:
+    """The (id, version) picked in the form's `field`, which must be one the signed state offered, or -32602."""
+    note_id = content.get(field)
     # Only a note the user was shown can be chosen: a client cannot swap in another id.
     version = payload.offered().get(note_id) if isinstance(note_id, str) else None
     if version is None:
@@ -668,7 +719,112 @@ def not_deleted(reason: str, text: str) -> dict[str, Any]:
 
 
 # =====================================================================================
-# 7. Protecting destructive MRTR state: signing the state
+# 7. The two-call flow, in one place: notes_delete
+# =====================================================================================
+#
+# The lesson's flow, as one class. The first call authorizes the workspace, looks up the
+# notes inside it, builds the form and signs a state: `input_required`. The retry
+# verifies the echoed state, reads the answer, branches on it, and for a confirmed choice
+# claims the nonce, re-checks the live note and deletes it, in one atomic store step.
+# The tool is given what it uses (a policy, a notes store, the confirmation cycle of
+# sections 8-10, a log), never the server.
+
+
+class Settlement(enum.Enum):
+    """How the atomic step ended."""
+
+    DELETED = "deleted"  # nonce consumed, note deleted
+    CONSUMED = "consumed"  # nonce consumed, nothing deleted (decline, explicit "no")
+    CHANGED = "changed"  # nonce consumed, note vanished/changed/moved: nothing deleted
+    USED = "used"  # nonce was already consumed: nothing happened
+    FULL = "full"  # replay bound for this principal: nothing happened
+
+
+class NotesStore(Protocol):
+    """The seam every store implements (memory here; SQLite and Markdown folders beside it)."""
+
+    def candidates(self, workspace: Path, title: str) -> list[Note]:
+        """Notes strictly inside `workspace` whose title contains `title` (casefolded)."""
+        ...
+
+    def is_consumed(self, nonce: str) -> bool:
+        """True when this nonce was already consumed (on any instance)."""
+        ...
+
+    def consume(
+        self,
+        principal: str,
+        nonce: str,
+        expires_at: float,
+        target: tuple[str, str] | None,
+        recheck: Callable[[Note], bool],
+    ) -> Settlement:
+        """Atomically: claim the nonce; if `target` (id, version) re-read it, re-check, delete."""
+        ...
+
+
+class NotesDelete:
+    """`notes_delete`, the lesson's tool: scope, ask, then verify, read the answer, re-check and delete once."""
+
+    descriptor = NOTES_DELETE_TOOL
+
+    def __init__(
+        self, *, policy: AuthorizationPolicy, notes: NotesStore, confirmations: Confirmations, log: Callable[[str], None]
+    ) -> None:
+        self.policy = policy
+        self.notes = notes
+        self.confirmations = confirmations
+        self.log = log
+
+    def call(self, call: ToolCall) -> dict[str, Any]:
+        """First call: authorize, look up, form, sign. Retry: verify, read the answer, branch, claim and delete."""
+        args = read_scope_args(call.arguments)
+        # Before any lookup: a client that cannot show the form learns nothing of the notes.
+        require_form_elicitation(call.meta)
+        scope = authorize(self.policy, call.principal, args, self.log)  # layer 1, on every call
+        if call.state is None:
+            return self.ask(call, scope)
+        # The retry. The echoed state must be ours, for this principal, tool and arguments,
+        # unexpired and unused: otherwise the one -32602 every state refusal gets.
+        state = self.confirmations.verify(call, scope.digest, {PHASE_CONFIRM})
+        answered = self.confirmations.answer(call, state, [INPUT_KEY], choice=CHOICE_FIELD)
+        if answered.reply is Reply.ASK_AGAIN:
+            return self.ask(call, scope, follows=state)  # the same flow: same nonce, same expiry
+        if answered.reply is Reply.CANCELLED:
+            return not_deleted("cancelled", "Cancelled; nothing was deleted.")
+        if answered.reply is Reply.DECLINED:
+            return not_deleted("declined", "Declined; nothing was deleted.")  # answer() consumed it
+        confirm = answered.content[INPUT_KEY].get(CONFIRM_FIELD)
+        if not isinstance(confirm, bool):
+            raise McpError(INVALID_PARAMS, "Invalid params: the answer does not match the form")
+        if not confirm:
+            self.confirmations.consume(call.principal, state)
+            return not_deleted("not_confirmed", "Not confirmed; nothing was deleted.")
+        assert answered.chosen is not None  # answer() checked the choice against the state
+        return self.delete(call.principal, scope, state, answered.chosen)
+
+    def ask(self, call: ToolCall, scope: Scope, follows: StatePayload | None = None) -> dict[str, Any]:
+        """The form over the live candidates (layer 2), with a signed state (a new flow unless it `follows` one)."""
+        found = lookup(self.notes, scope)
+        form = delete_form(scope.arguments["workspaceUri"], scope.arguments["title"], found)
+        cands = [(n.id, n.version) for n in found]
+        return self.confirmations.ask(call, scope.digest, PHASE_CONFIRM, {INPUT_KEY: form}, cands, follows=follows)
+
+    def delete(self, principal: str, scope: Scope, state: StatePayload, target: tuple[str, str]) -> dict[str, Any]:
+        """Claim the nonce, re-read and re-check the chosen note, and delete it: one atomic store step."""
+
+        def recheck(live: Note) -> bool:
+            # Layers 1 and 2 again, inside the atomic step: grants and notes may have changed.
+            # (Containment stays as defence in depth: the version also covers the URI.)
+            return self.policy.allows(principal, scope.workspace) and inside_workspace(live, scope.workspace)
+
+        if self.confirmations.consume(principal, state, target, recheck) is Settlement.CHANGED:
+            raise ToolError("The chosen note changed, moved or was deleted since the form was shown; nothing was deleted.")
+        return tool_result(f"Deleted note {target[0]}.", {"deleted": True, "noteId": target[0]})
+
+
+# =====================================================================================
+# 8. Protecting destructive MRTR state: signing the state
 # =====================================================================================
 #
 #   v1.<key id>.<base64url(canonical JSON payload)>.<base64url(HMAC-SHA256 of what precedes)>
@@ -687,19 +843,13 @@ def b64url_encode(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
-# Built once, not per call. What is encoded is decoded JSON or built from it, so it cannot
-# hold a reference cycle: check_circular would only cost time.
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True, check_circular=False)
+def _refuse_constant(name: str) -> Any:
+    """NaN and Infinity are not JSON; refuse them rather than let them reach a comparison."""
+    raise ValueError(name)
 
 
-def canonical_json(value: Any) -> bytes:
-    """Sorted keys, no spaces, ASCII: equal values give equal bytes (for MACs and digests)."""
-    return _CANONICAL.encode(value).encode("ascii")
-
-
-def digest(value: Any) -> str:
-    """A short SHA-256 digest of a JSON value's canonical form."""
-    return hashlib.sha256(canonical_json(value)).hexdigest()[:32]
+# Built once: json.loads/dumps with options build a new decoder or encoder on every call.
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
 
 
 class StateSigner:
@@ -798,7 +948,7 @@ class StatePayload(NamedTuple):
 
 
 # =====================================================================================
-# 8. Protecting destructive MRTR state: the replay store
+# 9. Protecting destructive MRTR state: the replay store
 # =====================================================================================
 #
 # A signed state proves the server asked; it does not stop the client from answering
@@ -885,106 +1035,36 @@ class MemoryReplayStore:
 
 
 # =====================================================================================
-# 9. Protecting destructive MRTR state: the live re-check
+# 10. Protecting destructive MRTR state: the live re-check
 # =====================================================================================
 #
 # Minutes pass between the form and the answer. The note may have been edited, moved
 # or deleted, and the grant revoked. So the terminal step is one atomic operation in the
 # store: claim the nonce, re-read the live record, run layers 1 and 2 again, delete. In
 # memory that is one lock; in SQLite one transaction (code/sqlite_store.py).
-
-
-class StoreUnavailable(ToolError):
-    """The store cannot act now (busy, refused by the OS, too large): nothing changed; the message says why."""
-
-
-class StoreLost(StoreUnavailable):
-    """The store can no longer be trusted (its database was replaced): every change is refused from now on."""
-
-
-class Settlement(enum.Enum):
-    """How the atomic step ended."""
-
-    DELETED = "deleted"  # nonce consumed, note deleted
-    CONSUMED = "consumed"  # nonce consumed, nothing deleted (decline, explicit "no")
-    CHANGED = "changed"  # nonce consumed, note vanished/changed/moved: nothing deleted
-    USED = "used"  # nonce was already consumed: nothing happened
-    FULL = "full"  # replay bound for this principal: nothing happened
-
-
-class NotesStore(Protocol):
-    """The seam every store implements (memory here; SQLite and Markdown folders beside it)."""
-
-    def candidates(self, workspace: Path, title: str) -> list[Note]:
-        """Notes strictly inside `workspace` whose title contains `title` (casefolded)."""
-        ...
-
-    def is_consumed(self, nonce: str) -> bool:
-        """True when this nonce was already consumed (on any instance)."""
-        ...
-
-    def consume(
-        self,
-        principal: str,
-        nonce: str,
-        expires_at: float,
-        target: tuple[str, str] | None,
-        recheck: Callable[[Note], bool],
-    ) -> Settlement:
-        """Atomically: claim the nonce; if `target` (id, version) re-read it, re-check, delete."""
-        ...
-
-
-def trigrams(text: str) -> set[str]:
-    """Every three-character piece of `text` (none when it is shorter)."""
-    return {text[k : k + 3] for k in range(len(text) - 2)}
+#
+# Its outcomes: a note that is gone, edited or no longer allowed ends the confirmation
+# (the nonce stays consumed, nothing is deleted: CHANGED). Only a failure inside the step
+# (the store or a check raised) rolls the claim back, so the same state may be answered
+# again once the store works.
 
 
 class MemoryNotesStore:
-    """Notes in a dict and nonces in a MemoryReplayStore, consumed under one lock."""
+    """Notes in a dict and nonces in a MemoryReplayStore, consumed under one lock; a lookup scans."""
 
     def __init__(self, notes: Iterable[Note], replay: MemoryReplayStore) -> None:
         self.replay = replay
         self._notes: dict[str, Note] = {}
-        # Casefolded title trigram -> ids of the notes whose title holds it: a title that
-        # contains the query holds every trigram of the query, so only the notes under all
-        # of them need scanning (`matches` still decides).
-        self._by_trigram: dict[str, set[str]] = {}
+        self._titles: dict[str, str] = {}  # id -> folded title, folded once per note, not per lookup
         for note in checked_notes(notes):
-            self._insert(note)
-
-    def _insert(self, note: Note) -> None:
-        """Add or replace a note (its URI made canonical) and index its title; lock held or not yet shared."""
-        check_note(note)
-        uri = normalize_file_uri(note.uri)
-        self._drop(note.id)
-        self._notes[note.id] = note if uri == note.uri else note._replace(uri=uri)
-        for gram in trigrams(note.folded_title):
-            self._by_trigram.setdefault(gram, set()).add(note.id)
-
-    def _drop(self, note_id: str) -> None:
-        """Remove a note and its index entries, if it is there."""
-        note = self._notes.pop(note_id, None)
-        for gram in trigrams(note.folded_title) if note is not None else ():
-            ids = self._by_trigram[gram]
-            ids.discard(note_id)
-            if not ids:
-                del self._by_trigram[gram]
+            self._notes[note.id], self._titles[note.id] = note, note.folded_title
 
     def candidates(self, workspace: Path, title: str) -> list[Note]:
-        """Matching notes strictly inside `workspace`, sorted by title then id."""
-        needle = fold_title(title)  # `matches`, with the query folded once per lookup
+        """Notes strictly inside `workspace` whose title contains `title`, sorted by title then id."""
+        needle = fold_title(title)
         with self.replay.lock:
-            pool: Iterable[Note] = self._notes.values()
-            grams = trigrams(needle) if len(self._notes) > SCAN_UP_TO_NOTES else set()
-            if grams:
-                # Only notes holding both of the query's two rarest trigrams can match: a
-                # handful even among 100,000 notes (one trigram alone can leave hundreds).
-                rarest = sorted((self._by_trigram.get(gram, frozenset()) for gram in grams), key=len)
-                ids = rarest[0] & rarest[1] if len(rarest) > 1 else rarest[0]
-                pool = [self._notes[note_id] for note_id in ids]
-            found = [n for n in pool if needle in n.folded_title and inside_workspace(n, workspace)]
-        return form_order(found)
+            titled = [self._notes[note_id] for note_id, folded in self._titles.items() if needle in folded]
+        return form_order(n for n in titled if inside_workspace(n, workspace))
 
     def is_consumed(self, nonce: str) -> bool:
         """True when the replay store holds this nonce."""
@@ -1008,13 +1088,16 @@ class MemoryNotesStore:
             try:
                 note_id, version = target
                 live = self._notes.get(note_id)  # re-read the live record inside the lock
-                # Time of check to time of use: the form was shown minutes ago.
+                # Time of check to time of use: the form was shown minutes ago. Gone, edited
+                # or no longer allowed ends the confirmation: the nonce stays consumed.
                 if live is None or live.version != version or not recheck(live):
                     return Settlement.CHANGED
-                self._drop(note_id)
+                del self._notes[note_id], self._titles[note_id]
                 return Settlement.DELETED
             except BaseException:
-                self.replay.release(nonce)  # a failed re-check is a rollback: the state stays usable
+                # The step itself failed (a check or the store raised): roll the claim back,
+                # so the same state may be answered again.
+                self.replay.release(nonce)
                 raise
 
     def all(self) -> list[Note]:
@@ -1024,17 +1107,28 @@ class MemoryNotesStore:
 
     def put(self, note: Note) -> None:
         """Insert or replace a note (an edit elsewhere; used to show the re-check)."""
+        (checked,) = checked_notes([note])
         with self.replay.lock:
-            self._insert(note)
+            self._notes[checked.id], self._titles[checked.id] = checked, checked.folded_title
 
     def remove(self, note_id: str) -> None:
         """Delete a note outside any confirmation (another actor; used to show the re-check)."""
         with self.replay.lock:
-            self._drop(note_id)
+            self._notes.pop(note_id, None)
+            self._titles.pop(note_id, None)
+
+
+def refuse_every_note(note: Note) -> bool:
+    """The re-check when none is given: no note passes, so nothing is ever deleted by default."""
+    return False
 
 
 class Confirmations:
-    """The one confirmation cycle every tool uses: sign a state, verify it, consume it once."""
+    """The one confirmation cycle every tool uses: sign a state, verify it, read its answer, consume it once.
+
+    It binds a digest of the call's canonical arguments, which each tool computes from
+    its own arguments; it knows nothing else about any tool.
+    """
 
     def __init__(
         self,
@@ -1057,7 +1151,7 @@ class Confirmations:
     def ask(
         self,
         call: ToolCall,
-        scope: Scope,
+        args_digest: str,
         phase: str,
         requests: dict[str, Any],
         cands: Iterable[tuple[str, str]],
@@ -1078,7 +1172,7 @@ class Confirmations:
             "sub": call.principal,
             "method": "tools/call",
             "tool": call.name,
-            "args": scope.digest,
+            "args": args_digest,
             "phase": phase,
             "cands": [list(c) for c in cands],
             "nonce": nonce,
@@ -1089,7 +1183,7 @@ class Confirmations:
             payload["extra"] = dict(extra)
         return input_required(requests, self.signer.sign(payload))
 
-    def verify(self, call: ToolCall, scope: Scope, phases: Collection[str]) -> StatePayload:
+    def verify(self, call: ToolCall, args_digest: str, phases: Collection[str]) -> StatePayload:
         """Verify the echoed state binds this call and is unused and unexpired; else the one -32602."""
         try:
             payload = self.signer.verify(call.state)
@@ -1098,7 +1192,7 @@ class Confirmations:
                 "sub": call.principal,  # a state shown to another principal
                 "method": "tools/call",
                 "tool": call.name,  # a state signed for another tool
-                "args": scope.digest,  # the same state with another title or workspace
+                "args": args_digest,  # the same state with another title or workspace
             }
             for name, value in expected.items():
                 if payload[name] != value:
@@ -1120,12 +1214,49 @@ class Confirmations:
             self.log(f"refused requestState: {exc}")
             raise McpError(INVALID_PARAMS, STATE_INVALID) from None
 
+    def answer(
+        self,
+        call: ToolCall,
+        state: StatePayload,
+        keys: Sequence[str],
+        *,
+        forms: Collection[str] | None = None,
+        choice: str | None = None,
+    ) -> Answered:
+        """The answers to a verified state's questions, read once for every tool (section 6's table).
+
+        `keys` are the questions the state asked, in order; those in `forms` (by default
+        all of them) are elicitation results, any other (a sampling or roots answer) is
+        taken as sent. A decline consumes the state here. With `choice`, the accepted
+        form's value of that field must be one of the state's candidates (else -32602).
+        """
+        content: dict[str, Any] = {}
+        for key in keys:
+            if forms is not None and key not in forms:
+                sent = (call.responses or {}).get(key)
+                if sent is None:
+                    return Answered(Reply.ASK_AGAIN, {}, None)
+                content[key] = sent
+                continue
+            answer = read_answer(call.responses, key)
+            if answer is None:
+                return Answered(Reply.ASK_AGAIN, {}, None)
+            if answer.action == "cancel":
+                # Dismissed, not refused: the same state may be answered again until it expires.
+                return Answered(Reply.CANCELLED, {}, None)
+            if answer.action == "decline":
+                self.consume(call.principal, state)
+                return Answered(Reply.DECLINED, {}, None)
+            content[key] = answer.content
+        picked = chosen(content[keys[0]], state, choice) if choice is not None else None
+        return Answered(Reply.ACCEPTED, content, picked)
+
     def consume(
         self,
         principal: str,
         state: StatePayload,
         target: tuple[str, str] | None = None,
-        recheck: Callable[[Note], bool] = lambda note: False,
+        recheck: Callable[[Note], bool] = refuse_every_note,
     ) -> Settlement:
         """Consume a verified state's nonce (and delete `target`) in one atomic store step."""
         outcome = self.store.consume(principal, state.nonce, state.exp, target, recheck)
@@ -1139,74 +1270,9 @@ class Confirmations:
         return outcome
 
 
-class NotesDelete:
-    """`notes_delete`, the lesson's tool: scope, ask, then verify, re-check and delete once."""
-
-    descriptor = NOTES_DELETE_TOOL
-
-    def __init__(self, server: Server) -> None:
-        self.server = server
-
-    def call(self, call: ToolCall) -> dict[str, Any]:
-        """First call: scope, look up, ask. Retry: verify the state, then act on the answer."""
-        args = read_scope_args(call.arguments)
-        require_form_elicitation(call.meta)
-        scope = authorize(self.server.policy, call.principal, args, self.server.log)
-        if call.state is None:
-            return self.ask(call, scope)
-        state = self.server.confirmations.verify(call, scope, {PHASE_CONFIRM})
-        answer = read_answer(call.responses, INPUT_KEY)
-        if answer is None:
-            return self.ask(call, scope, follows=state)  # not answered: ask again, same flow
-        return self.act(call, scope, state, answer)
-
-    def ask(self, call: ToolCall, scope: Scope, follows: StatePayload | None = None) -> dict[str, Any]:
-        """The form over the live candidates, with a signed state (a new flow unless it `follows` one)."""
-        found = lookup(self.server.notes, scope)
-        form = delete_form(scope.arguments["workspaceUri"], scope.arguments["title"], found)
-        cands = [(n.id, n.version) for n in found]
-        return self.server.confirmations.ask(call, scope, PHASE_CONFIRM, {INPUT_KEY: form}, cands, follows=follows)
-
-    def act(self, call: ToolCall, scope: Scope, state: StatePayload, answer: Answer) -> dict[str, Any]:
-        """Cancel, decline, an explicit no, or the atomic re-check and delete."""
-        confirmations, principal = self.server.confirmations, call.principal
-        if answer.action == "cancel":
-            # Dismissed, not refused: the same state may be answered again until it expires.
-            return not_deleted("cancelled", "Cancelled; nothing was deleted.")
-        if answer.action == "decline":
-            confirmations.consume(principal, state)
-            return not_deleted("declined", "Declined; nothing was deleted.")
-        target = chosen(answer, state)
-        confirm = answer.content.get(CONFIRM_FIELD)
-        if not isinstance(confirm, bool):
-            raise McpError(INVALID_PARAMS, "Invalid params: the answer does not match the form")
-        if not confirm:
-            confirmations.consume(principal, state)
-            return not_deleted("not_confirmed", "Not confirmed; nothing was deleted.")
-
-        def recheck(live: Note) -> bool:
-            # Layers 1 and 2 again, inside the atomic step: grants and notes may have changed.
-            # (Containment stays as defence in depth: the version also covers the URI.)
-            return self.server.policy.allows(principal, scope.workspace) and inside_workspace(live, scope.workspace)
-
-        if confirmations.consume(principal, state, target, recheck) is Settlement.CHANGED:
-            raise ToolError("The chosen note changed, moved or was deleted since the form was shown; nothing was deleted.")
-        return tool_result(f"Deleted note {target[0]}.", {"deleted": True, "noteId": target[0]})
-
-
 # =====================================================================================
-# 10. The protocol frame: the JSON-RPC envelope
+# 11. The protocol frame: the JSON-RPC envelope
 # =====================================================================================
-
-
-class McpError(Exception):
-    """A protocol error the client is meant to see: a code, a short message, optional data."""
-
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
 
 
 def error_response(request_id: Any, error: McpError) -> dict[str, Any]:
@@ -1271,13 +1337,6 @@ def decode_message(raw: bytes) -> Any:
         raise McpError(PARSE_ERROR, "Parse error: invalid JSON") from None
 
 
-def _refuse_constant(name: str) -> Any:
-    """NaN and Infinity are not JSON; refuse them rather than let them reach a comparison."""
-    raise ValueError(name)
-
-
-# Built once: json.loads/dumps with options build a new decoder or encoder on every call.
-_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
 _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, check_circular=False)
 
 
@@ -1287,7 +1346,7 @@ def encode_message(message: dict[str, Any]) -> bytes:
 
 
 # =====================================================================================
-# 11. The protocol frame: server/discover
+# 12. The protocol frame: server/discover
 # =====================================================================================
 
 
@@ -1308,7 +1367,7 @@ def discover(server: Server, request: Envelope, meta: RequestMeta, principal: st
 
 
 # =====================================================================================
-# 12. The protocol frame: tools/list
+# 13. The protocol frame: tools/list
 # =====================================================================================
 
 
@@ -1327,7 +1386,7 @@ def list_tools(server: Server, request: Envelope, meta: RequestMeta, principal: 
 
 
 # =====================================================================================
-# 13. The protocol frame: handle()
+# 14. The protocol frame: handle()
 # =====================================================================================
 
 
@@ -1343,6 +1402,12 @@ class Tool(Protocol):
 
 Handler = Callable[["Server", Envelope, RequestMeta, str, "Notify | None"], dict[str, Any]]
 Check = Callable[[Envelope, RequestMeta], None]  # a transport's own check, e.g. HTTP headers
+
+
+def progress_token(params: dict[str, Any]) -> str | int | None:
+    """The request's `_meta.progressToken` when it is a legal token (string or integer), else None."""
+    token = params["_meta"].get("progressToken")  # read_meta has checked `_meta` is an object
+    return token if isinstance(token, str) or (isinstance(token, int) and not isinstance(token, bool)) else None
 
 
 def call_tool(server: Server, request: Envelope, meta: RequestMeta, principal: str, notify: Notify | None) -> dict[str, Any]:
@@ -1361,14 +1426,24 @@ def call_tool(server: Server, request: Envelope, meta: RequestMeta, principal: s
     return result
 
 
-def progress_token(params: dict[str, Any]) -> str | int | None:
-    """The request's `_meta.progressToken` when it is a legal token (string or integer), else None."""
-    token = params["_meta"].get("progressToken")  # read_meta has checked `_meta` is an object
-    return token if isinstance(token, str) or (isinstance(token, int) and not isinstance(token, bool)) else None
+def unknown_method(method: str) -> McpError:
+    """-32601; for `initialize` the message names the versions a legacy client could use."""
+    if method == "initialize":
+        return McpError(
+            METHOD_NOT_FOUND,
+            "Method not found: initialize was removed in 2026-07-28; this server supports " + ", ".join(SUPPORTED_VERSIONS),
+            {"supported": list(SUPPORTED_VERSIONS)},
+        )
+    return McpError(METHOD_NOT_FOUND, "Method not found")
 
 
 class Server:
-    """The protocol server: one dispatch table, one exception boundary, tools added through add_tool."""
+    """The protocol server: one dispatch table, one exception boundary, tools added through add_tool.
+
+    It holds the services its tools may be given (the notes store, the policy, the clock
+    and the confirmation cycle built from the keys) and builds no tool: whoever wires a
+    server (notes_server, lesson_server, code/serve.py) adds each tool it serves.
+    """
 
     def __init__(
         self,
@@ -1385,13 +1460,16 @@ class Server:
         self.clock = clock
         self.log = log
         # The log is looked up on each line, so replacing server.log reaches the cycle too.
-        self.confirmations = Confirmations(keys=keys, store=notes, clock=clock, ttl=state_ttl, log=lambda line: self.log(line))
+        self.confirmations = Confirmations(keys=keys, store=notes, clock=clock, ttl=state_ttl, log=self.say)
         # One dispatch table; discover's capabilities derive from it, so they cannot drift.
         self.methods: dict[str, Handler] = {"server/discover": discover, "tools/list": list_tools, "tools/call": call_tool}
         self.tools: dict[str, Tool] = {}
         self._capabilities: dict[str, dict[str, Any]] = {}  # what added methods declare (prompts, ...)
         self._descriptors: dict[str, str] = {}  # name -> the descriptor as JSON, frozen when added
-        self.add_tool(NotesDelete(self))
+
+    def say(self, line: str) -> None:
+        """Write one line to the server's log as it is now (replacing server.log reaches every tool)."""
+        self.log(line)
 
     def add_tool(self, tool: Tool) -> None:
         """Register a tool under its descriptor's name (once); tools/list shows it from now on."""
@@ -1453,6 +1531,10 @@ class Server:
 
     def notify(self, request: Envelope) -> None:
         """Id-less messages get no response; an id-less request is logged and never runs."""
+        # The lesson's rule: a message without an id gets no response. For a notification
+        # that is all. A *request* without an id (tools/call, say) could still be run
+        # silently, as the rule allows; here it never runs, because a deletion nobody can
+        # be told about is worse than a refusal nobody hears. That is the safer choice.
         # notifications/cancelled: every request here completes synchronously, so there is
         # never anything in flight to stop; unknown notifications are ignored.
         if not request.method.startswith("notifications/"):
@@ -1460,7 +1542,11 @@ class Server:
         return None
 
     def handle_bytes(self, raw: bytes, principal: str, check: Check | None = None) -> bytes | None:
-        """Bytes in, bytes out (None: no response): what every transport calls."""
+        """Bytes in, bytes out (None: no response): handle() with the JSON decoding and encoding.
+
+        The transports decode once themselves (they look at the message first) and call
+        handle(); this is for callers that hold raw bytes, such as the benchmarks.
+        """
         try:
             message = decode_message(raw)
         except McpError as exc:
@@ -1469,19 +1555,23 @@ class Server:
         return None if response is None else encode_message(response)
 
 
-def unknown_method(method: str) -> McpError:
-    """-32601; for `initialize` the message names the versions a legacy client could use."""
-    if method == "initialize":
-        return McpError(
-            METHOD_NOT_FOUND,
-            "Method not found: initialize was removed in 2026-07-28; this server supports " + ", ".join(SUPPORTED_VERSIONS),
-            {"supported": list(SUPPORTED_VERSIONS)},
-        )
-    return McpError(METHOD_NOT_FOUND, "Method not found")
+def notes_server(
+    *,
+    keys: Sequence[bytes],
+    notes: NotesStore,
+    policy: AuthorizationPolicy,
+    clock: Callable[[], float] = time.time,
+    state_ttl: float = DEFAULT_STATE_TTL_SECONDS,
+    log: Callable[[str], None] = stderr_log,
+) -> Server:
+    """A server serving the lesson's tool, notes_delete, given its dependencies through add_tool."""
+    server = Server(keys=keys, notes=notes, policy=policy, clock=clock, state_ttl=state_ttl, log=log)
+    server.add_tool(NotesDelete(policy=policy, notes=notes, confirmations=server.confirmations, log=server.say))
+    return server
 
 
 # =====================================================================================
-# 14. The demo
+# 15. The demo
 # =====================================================================================
 
 LESSON_PRINCIPAL = "alice"
@@ -1507,7 +1597,7 @@ def lesson_server(
     max_replay: int = MAX_REPLAY_PER_PRINCIPAL,
 ) -> Server:
     """A server over the lesson fixture with one principal (`alice`) and the given keys."""
-    return Server(
+    return notes_server(
         keys=keys,
         notes=MemoryNotesStore(lesson_notes(), MemoryReplayStore(clock, max_replay)),
         policy=AuthorizationPolicy({LESSON_PRINCIPAL: [LESSON_WORKSPACE]}),
@@ -1525,17 +1615,62 @@ def request_meta(capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
     }
 
 
-def demo(out: Callable[[str], None] = print) -> None:
-    """The scripted two-call flow, each message as it crosses the wire."""
-    # The demo's own key: random per run, which is why the requestState differs each time.
-    server = lesson_server([secrets.token_bytes(32)], log=lambda line: out(f"   (server log: {line})"))
+DEMO_WIDTH = 100  # characters in one line of the demo's output
 
-    def exchange(title: str, message: dict[str, Any]) -> dict[str, Any]:
+
+def wire_lines(message: dict[str, Any], width: int) -> list[str]:
+    """A wire message as indented JSON in lines of at most `width`; long strings end in "…"."""
+
+    def fit(value: Any, prefix: str, indent: str, last: bool) -> list[str]:
+        comma = "" if last else ","
+        room = width - len(indent) - len(prefix) - len(comma)
+        if isinstance(value, str) and len(json.dumps(value, ensure_ascii=False)) > room:
+            if value.startswith(STATE_VERSION + "."):
+                value = f"{value[:12]}…({len(value)} chars, signed)"  # the requestState
+            while len(json.dumps(value, ensure_ascii=False)) > room and len(value) > 1:
+                value = value[: len(value) - 2] + "…"
+        flat = json.dumps(value, ensure_ascii=False)
+        if len(flat) <= room or not isinstance(value, (dict, list)) or not value:
+            return [indent + prefix + flat + comma]
+        items = list(value.items()) if isinstance(value, dict) else [(None, item) for item in value]
+        lines = [indent + prefix + ("{" if isinstance(value, dict) else "[")]
+        for k, (key, item) in enumerate(items):
+            label = "" if key is None else json.dumps(key, ensure_ascii=False) + ": "
+            lines += fit(item, label, indent + "  ", k == len(items) - 1)
+        return lines + [indent + ("}" if isinstance(value, dict) else "]") + comma]
+
+    return fit(message, "", "", True)
+
+
+def demo(out: Callable[[str], None] = print) -> None:
+    """The scripted two-call flow, each message as it crosses the wire, then a replay on a second instance."""
+    # The demo's own key: random per run, which is why the requestState differs each time.
+    key = secrets.token_bytes(32)
+    server = lesson_server([key], log=lambda line: out(f"   (server log: {line})"))
+    # A second instance sharing the first one's notes and replay store, as two processes
+    # behind a load balancer share one database: either may receive any retry.
+    other = notes_server(keys=[key], notes=server.notes, policy=server.policy, log=server.say)
+
+    seen: set[str] = set()  # each `_meta` is shown in full the first time only
+
+    def show(arrow: str, message: dict[str, Any]) -> None:
+        shown = json.loads(json.dumps(message))
+        for part in (shown.get("params"), shown.get("result")):
+            if isinstance(part, dict) and "_meta" in part:
+                meta = json.dumps(part["_meta"], sort_keys=True)
+                part["_meta"] = "…(the same _meta as above)" if meta in seen else part["_meta"]
+                seen.add(meta)
+        lines = wire_lines(shown, DEMO_WIDTH - 4)
+        out(f"{arrow} {lines[0]}")
+        for line in lines[1:]:
+            out(f"    {line}")
+
+    def exchange(title: str, message: dict[str, Any], to: Server = server) -> dict[str, Any]:
         out(f"\n## {title}")
-        out("--> " + shorten(message))
-        response = server.handle(message, LESSON_PRINCIPAL)
+        show("-->", message)
+        response = to.handle(message, LESSON_PRINCIPAL)
         assert response is not None
-        out("<-- " + shorten(response))
+        show("<--", response)
         return response
 
     def tools_call(request_id: int, **mrtr: Any) -> dict[str, Any]:
@@ -1545,33 +1680,26 @@ def demo(out: Callable[[str], None] = print) -> None:
 
     out(f"Notes server demo, protocol {PROTOCOL_VERSION}, principal {LESSON_PRINCIPAL!r}")
     out(f"Workspace {LESSON_WORKSPACE} (notes outside it exist but must never be offered)")
-    exchange("server/discover", {"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {"_meta": request_meta({})}})
-    exchange("tools/list", {"jsonrpc": "2.0", "id": "list", "method": "tools/list", "params": {"_meta": request_meta({})}})
-    first = exchange("tools/call, id 1: the server asks instead of guessing", tools_call(1))["result"]
+    out("Long strings are shortened here (…); on the wire they are whole.")
+    exchange("1. server/discover", {"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {"_meta": request_meta({})}})
+    exchange("2. tools/list", {"jsonrpc": "2.0", "id": "list", "method": "tools/list", "params": {"_meta": request_meta({})}})
+    first = exchange("3. tools/call, id 1: the server asks instead of guessing", tools_call(1))["result"]
     form = first["inputRequests"][INPUT_KEY]["params"]
     out("\n## The user sees the form")
-    out("   " + form["message"])
+    for line in textwrap.wrap(form["message"], DEMO_WIDTH - 3):
+        out("   " + line)
     for option in form["requestedSchema"]["properties"][CHOICE_FIELD]["oneOf"]:
         out(f"   ( ) {option['title']}  [{option['const']}]")
     out("   User picks note-14 and ticks 'Delete it permanently'.")
     answer = {INPUT_KEY: {"action": "accept", "content": {CHOICE_FIELD: "note-14", CONFIRM_FIELD: True}}}
     retry = {"requestState": first["requestState"], "inputResponses": answer}
-    exchange("tools/call, id 2: retry with the answer and the echoed state", tools_call(2, **retry))
-    exchange("tools/call, id 3: the same answer replayed", tools_call(3, **retry))
+    exchange("4. tools/call, id 2: retry with the answer and the echoed state", tools_call(2, **retry))
+    exchange("5. tools/call, id 3: the same answer replayed, to a second instance sharing the stores",
+             tools_call(3, **retry), other)
     out("\n## Notes left")
     assert isinstance(server.notes, MemoryNotesStore)
     for note in server.notes.all():
         out(f"   {note.id:8} {note.title:16} {note.uri}")
-
-
-def shorten(message: dict[str, Any]) -> str:
-    """One wire message for the demo, exactly as sent except that requestState is elided."""
-    shown = json.loads(json.dumps(message))
-    for part in (shown.get("params"), shown.get("result")):
-        if isinstance(part, dict) and isinstance(part.get("requestState"), str):
-            token = part["requestState"]
-            part["requestState"] = f"{token[:20]}...({len(token)} chars, signed)"
-    return json.dumps(shown, separators=(",", ":"), ensure_ascii=False)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

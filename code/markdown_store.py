@@ -5,7 +5,7 @@ folder is a root; a note is a regular `*.md` file inside a root (sub-folders inc
 
     nonces = sqlite_store.open_store("nonces.db", clock=time.time)
     store = MarkdownNotesStore(["/home/alice/Notes"], nonces)
-    server = main.Server(keys=[key], notes=store, policy=AuthorizationPolicy({"alice": ["file:///home/alice/Notes"]}))
+    server = main.notes_server(keys=[key], notes=store, policy=AuthorizationPolicy({"alice": ["file:///home/alice/Notes"]}))
 
 A note is:
   - id:       its path relative to its root, components joined by "/". A component is
@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterable
 from urllib.parse import quote, unquote
 
 import main
+import stores
 import sqlite_store
 
 TITLE_SCAN_BYTES = 4096  # bytes read from the top of a note to find its `# heading`
@@ -65,14 +66,14 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
-class StoreRefused(main.StoreUnavailable):
+class StoreRefused(stores.StoreUnavailable):
     """The OS refused to delete the confirmed file: the confirmation was rolled back, nothing deleted."""
 
     def __init__(self) -> None:
         super().__init__("The chosen note could not be deleted (the folder does not allow it); nothing was deleted.")
 
 
-class FolderTooLarge(main.StoreUnavailable):
+class FolderTooLarge(stores.StoreUnavailable):
     """A listing met more entries than it may examine: it fails rather than offer a partial list."""
 
     def __init__(self, limit: int) -> None:
@@ -125,7 +126,7 @@ class MarkdownNotesStore:
             shown = written if self.real[root] == written else f"{written} (resolved at start-up to {self.real[root]})"
             try:
                 walk = self._walk(root, "", survey=True)
-            except main.StoreUnavailable as exc:  # FolderTooLarge: every call would say the same
+            except stores.StoreUnavailable as exc:  # FolderTooLarge: every call would say the same
                 lines.append(f"folder {shown}: {exc}")
                 continue
             if walk is None:
@@ -242,7 +243,7 @@ class Walk:
         # report's walk: a name and a permission check per file, not an open and a read).
         self.survey = survey
         self.surveyed = 0
-        self.query = title
+        self.query = main.fold_title(title)  # folded once per listing, as titles are compared
         self.workspace = workspace
         self.found = found
         self.limit = limit
@@ -277,7 +278,7 @@ class Walk:
                 self.count(fd, name, rel + (name,))
             elif stat.S_ISREG(info.st_mode) and name.endswith(NOTE_SUFFIX):
                 loaded = load_note(fd, name, self.root, rel + (name,), info)
-                if loaded is not None and main.matches(loaded[0], self.workspace, self.query):
+                if loaded is not None and self.query in loaded[0].folded_title and main.inside_workspace(loaded[0], self.workspace):
                     self.found.append(loaded[0])
             # Symlinks, FIFOs, sockets and devices are never listed or opened.
             elif stat.S_ISLNK(info.st_mode):

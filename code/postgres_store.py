@@ -7,7 +7,7 @@ transaction. The HMAC on requestState proves a confirmation was issued by us; on
 transaction proves it is used once.
 
     store = open_store("postgresql://notes@db.internal/notes", clock=time.time, seed_notes=main.lesson_notes())
-    server = main.Server(keys=[key], notes=store, policy=policy)
+    server = main.notes_server(keys=[key], notes=store, policy=policy)
 
 Schema (version SCHEMA_VERSION, recorded in the `meta` table):
 
@@ -34,6 +34,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import main
+import stores
 
 try:  # the optional dependency: `pip install .[postgres]`
     import psycopg
@@ -76,7 +77,7 @@ class StoreError(Exception):
     """The database cannot be used (start-up failure); the message is one line for the operator."""
 
 
-class StoreBusy(main.StoreUnavailable):
+class StoreBusy(stores.StoreUnavailable):
     """A call failed for a reason that passes (timeout, lock, server restart); str() is one retryable line."""
 
 
@@ -94,6 +95,10 @@ class PostgresNotesStore:
         # tests pause here and SIGKILL the process. None (the default) in service.
         self._inside_transaction_hook: Callable[[str], None] | None = None
 
+    def pause_inside_transaction(self, hook: Callable[[str], None] | None) -> None:
+        """Call hook(stage) inside each consume transaction before COMMIT (demonstrations; None in service)."""
+        self._inside_transaction_hook = hook
+
     # ---------------------------------------------------------------- reads
 
     def candidates(self, workspace: main.Path, title: str) -> list[main.Note]:
@@ -103,7 +108,7 @@ class PostgresNotesStore:
         # component-wise containment, never a SQL LIKE prefix (`.../Notes%` would also
         # match the look-alike folder `.../Notes-evil`).
         needle = main.fold_title(title)
-        shown = (main.stored_note(row) for row in rows if isinstance(row[1], str) and needle in main.fold_title(row[1]))
+        shown = (stores.stored_note(row) for row in rows if isinstance(row[1], str) and needle in main.fold_title(row[1]))
         return main.form_order(n for n in shown if n is not None and main.inside_workspace(n, workspace))
 
     def is_consumed(self, nonce: str) -> bool:
@@ -114,7 +119,7 @@ class PostgresNotesStore:
     def all(self) -> list[main.Note]:
         """Every note, in id order (for tests, the benchmark and admin views)."""
         rows = self._run(lambda conn: conn.execute("SELECT id, title, uri, revision FROM notes ORDER BY id").fetchall())
-        return [note for note in map(main.stored_note, rows) if note is not None]
+        return [note for note in map(stores.stored_note, rows) if note is not None]
 
     # ---------------------------------------------------------------- writes
 
@@ -195,7 +200,7 @@ class PostgresNotesStore:
             return main.Settlement.CONSUMED
         note_id, version = target
         row = conn.execute("SELECT id, title, uri, revision FROM notes WHERE id = %s FOR UPDATE", (note_id,)).fetchone()
-        live = main.stored_note(row) if row is not None else None
+        live = stores.stored_note(row) if row is not None else None
         # Time of check to time of use: the form was shown minutes ago; the note may have
         # been edited, moved out of the workspace, or the grant revoked since then.
         if live is None or live.version != version or not recheck(live):
@@ -301,11 +306,6 @@ def redact(url: str) -> str:
         return urlunsplit(parts._replace(netloc=f"{user}@{netloc[1]}"))
     except ValueError:
         return "the configured PostgreSQL URL"
-
-
-def is_postgres_url(value: str) -> bool:
-    """True for the URLs this store takes (postgresql:// or postgres://)."""
-    return value.startswith(("postgresql://", "postgres://"))
 
 
 def open_store(

@@ -30,6 +30,7 @@ from typing import Any
 
 import config as configuration
 import main
+import stores
 from config import ConfigError
 
 # streamable_http (and its engine) is imported only where HTTP is served: stdio starts
@@ -82,7 +83,7 @@ class StopOnLoss:
     def _guard(self, method: Any, *args: Any) -> Any:
         try:
             return method(*args)
-        except main.StoreLost as exc:
+        except stores.StoreLost as exc:
             # The client gets the store's isError result; the operator gets one line, and
             # the process ends non-zero so a supervisor restarts it on the right file.
             if not self.lost:
@@ -154,13 +155,13 @@ def folder_grants(folders: Sequence[str]) -> list[str]:
 
 
 def build_server(config: dict[str, Any], keys: Sequence[bytes]) -> main.Server:
-    """The core server for a validated config."""
+    """The core server for a validated config, serving notes_delete (other tools are added by the caller)."""
     # A principal's notes folders are workspaces it may act on, spelled as the store spells them.
     grants = {
         name: entry["workspaces"] + folder_grants(entry.get("notesDirs", [])) for name, entry in config["principals"].items()
     }
     store = build_store(config)
-    return main.Server(
+    return main.notes_server(
         keys=keys,
         notes=store if isinstance(store, main.MemoryNotesStore) else StopOnLoss(store),
         policy=main.AuthorizationPolicy(grants),
@@ -218,7 +219,7 @@ def note_count(store: main.NotesStore, uri: str) -> str:
     try:
         workspace = main.parse_file_uri(uri)
         count = counter(workspace) if counter is not None else len(store.candidates(workspace, ""))  # every title contains ""
-    except (main.ScopeError, main.StoreUnavailable) as exc:
+    except (main.ScopeError, stores.StoreUnavailable) as exc:
         return f"cannot be listed ({exc})"
     return f"{count} note{'' if count == 1 else 's'}" + (" (nothing will be offered)" if count == 0 else "")
 
@@ -357,6 +358,12 @@ def serve_http(server: main.Server, config: dict[str, Any], args: argparse.Names
         if port == 80:
             policy.allowed_hosts |= frozenset(streamable_http.LOOPBACK_NAMES)
 
+    # Counted before confinement (a walk of each folder); printed after it, the listening line first.
+    lines = startup_report(server, config, args, f"listening on {httpd.url(streamable_http.ENDPOINT)}")
+    confined = confine(config, args, [httpd.address[1]])
+    if confined is None:
+        return EXIT_USAGE
+
     def stop(signum: int, frame: Any) -> None:
         # Stop accepting, let requests in flight finish and send their responses, then
         # return from serve_forever: a deletion that committed is never left unanswered.
@@ -370,7 +377,7 @@ def serve_http(server: main.Server, config: dict[str, Any], args: argparse.Names
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    report(startup_report(server, config, args, f"listening on {httpd.url(streamable_http.ENDPOINT)}"))
+    report([*lines, confined])
     httpd.serve_forever()
     return 0
 
@@ -381,7 +388,10 @@ def serve_stdio(server: main.Server, config: dict[str, Any], args: argparse.Name
 
     lines = startup_report(server, config, args, f"serving on stdio as principal {config['stdioPrincipal']!r}")
     if pages is None:
-        report(lines)
+        confined = confine(config, args, [])
+        if confined is None:
+            return EXIT_USAGE
+        report([*lines, confined])
         return stdio_transport.serve_stdio(server, config["stdioPrincipal"], not args.no_legacy)
     import streamable_http
 
@@ -399,7 +409,10 @@ def serve_stdio(server: main.Server, config: dict[str, Any], args: argparse.Name
     port = listener.address[1]
     policy.allowed_hosts = frozenset(f"{name}:{port}" for name in streamable_http.LOOPBACK_NAMES)
     pages.base_url = listener.url("")
-    report(lines + [f"connect pages on {listener.url(pages.prefix)}"])
+    confined = confine(config, args, [port])
+    if confined is None:
+        return EXIT_USAGE
+    report([*lines, f"connect pages on {listener.url(pages.prefix)}", confined])
     thread = threading.Thread(target=listener.serve_forever, name="connect-pages", daemon=True)
     thread.start()
     try:
@@ -407,6 +420,28 @@ def serve_stdio(server: main.Server, config: dict[str, Any], args: argparse.Name
     finally:
         listener.shutdown(0)
         thread.join()
+
+
+def confine(config: dict[str, Any], args: argparse.Namespace, ports: Sequence[int]) -> str | None:
+    """Confine the process as --sandbox asks (code/sandbox.py); the start-up line saying how, or None if required and impossible.
+
+    Called once the store is open and the listener bound, before any thread starts and
+    before the line that says the server listens (clients may connect from then on).
+    """
+    if args.sandbox == "off":
+        return "sandbox: off (--no-sandbox); serving unconfined"
+    import sandbox
+
+    folders = [path for entry in config["principals"].values() for path in entry.get("notesDirs", [])]
+    db = config.get("db")
+    url = db if db and db.startswith(("postgresql://", "postgres://")) else None
+    state = None if url else db or (default_nonce_db() if folders else None)
+    here = os.path.dirname(os.path.abspath(__file__))
+    status = sandbox.confine(sandbox.server_plan(here, folders, state, url, args.config, ports))
+    if args.sandbox == "require" and not status.on:
+        say(f"sandbox: required, but {status.reason}; not serving")
+        return None
+    return status.describe()
 
 
 # =====================================================================================
@@ -467,6 +502,12 @@ def parser(prog: str = "serve.py") -> argparse.ArgumentParser:
         action="store_true",
         help="HTTP: also serve the conformance suite's test tools, prompts and resources (testing only; docs/conformance.md)",
     )
+    confinement = p.add_mutually_exclusive_group()
+    confinement.add_argument(
+        "--sandbox", choices=("auto", "require"), default="auto",
+        help="Landlock confinement after start-up: auto (default: on where the kernel has it) or require (refuse to start without it)",
+    )  # fmt: skip
+    confinement.add_argument("--no-sandbox", dest="sandbox", action="store_const", const="off", help="do not confine the process")
     # Testing only (docs/http.md, "Limits"): shortens the slow-client deadline so tests run fast.
     # Default (None): streamable_http.REQUEST_TIMEOUT_SECONDS, read where HTTP is served.
     p.add_argument("--request-timeout", type=timeout_seconds, default=None, help=argparse.SUPPRESS)
@@ -595,6 +636,13 @@ def refuse_flags(args: argparse.Namespace) -> int | None:
     if args.stdio and args.conformance_fixtures:
         say("--conformance-fixtures applies to --http only (the suite drives HTTP)")
         return EXIT_USAGE
+    if args.sandbox == "require":
+        import sandbox
+
+        abi = sandbox.kernel_abi()
+        if isinstance(abi, str):
+            say(f"sandbox: required, but {abi}; not serving")
+            return EXIT_USAGE
     if args.http and args.no_auth:
         import streamable_http
 

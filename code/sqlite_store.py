@@ -7,7 +7,7 @@ on requestState proves a confirmation was issued by us; only this transaction pr
 is used once, because it is the one place every instance must pass through in turn.
 
     store = open_store("notes.db", clock=time.time, seed_notes=main.lesson_notes())
-    server = main.Server(keys=[key], notes=store, policy=policy)
+    server = main.notes_server(keys=[key], notes=store, policy=policy)
 
 Schema (version SCHEMA_VERSION, recorded in the `meta` table):
 
@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
 import main
+import stores
 
 SCHEMA_VERSION = 2
 BUSY_TIMEOUT_MS = 5000  # one write's whole wait: for this process's other writers and for other instances
@@ -67,14 +68,14 @@ class StoreError(Exception):
     """The database cannot be used (start-up failure); the message is one line for the operator."""
 
 
-class StoreBusy(main.StoreUnavailable):
+class StoreBusy(stores.StoreUnavailable):
     """Another writer held the database past this write's budget: nothing changed, a retry may succeed."""
 
     def __init__(self) -> None:
         super().__init__("The notes database is busy; nothing was changed. Try again in a moment.")
 
 
-class StoreGone(main.StoreLost):
+class StoreGone(stores.StoreLost):
     """The database file was unlinked or replaced while serving: every later mutation is refused."""
 
     def __init__(self) -> None:
@@ -130,12 +131,12 @@ class SqliteNotesStore:
     def candidates(self, workspace: main.Path, title: str) -> list[main.Note]:
         """Notes strictly inside `workspace` whose title contains `title` (casefolded), sorted."""
         rows = self._read("SELECT id, title, uri, revision FROM notes")
-        # main.matches, split in two: the title test first (cheap, and in Python so it
+        # The memory store's match, split in two: the title test first (cheap, and in Python so it
         # casefolds like the memory store), so only matching rows are parsed and validated;
         # then main's component-wise containment, never a SQL LIKE prefix (`.../Notes%`
         # would also match the look-alike folder `.../Notes-evil`).
         needle = main.fold_title(title)
-        shown = (main.stored_note(row) for row in rows if isinstance(row[1], str) and needle in main.fold_title(row[1]))
+        shown = (stores.stored_note(row) for row in rows if isinstance(row[1], str) and needle in main.fold_title(row[1]))
         found = [note for note in shown if note is not None and main.inside_workspace(note, workspace)]
         return main.form_order(found)
 
@@ -146,7 +147,7 @@ class SqliteNotesStore:
     def all(self) -> list[main.Note]:
         """Every note, in id order (for tests, the benchmark and admin views)."""
         rows = self._read("SELECT id, title, uri, revision FROM notes ORDER BY id")
-        return [note for note in map(main.stored_note, rows) if note is not None]
+        return [note for note in map(stores.stored_note, rows) if note is not None]
 
     # ---------------------------------------------------------------- writes
 
@@ -239,7 +240,7 @@ class SqliteNotesStore:
             return main.Settlement.CONSUMED
         note_id, version = target
         row = self._conn.execute("SELECT id, title, uri, revision FROM notes WHERE id = ?", (note_id,)).fetchone()
-        live = main.stored_note(row) if row is not None else None
+        live = stores.stored_note(row) if row is not None else None
         # Time of check to time of use: the form was shown minutes ago; the note may have
         # been edited, moved out of the workspace, or the grant revoked since then.
         if live is None or live.version != version or not recheck(live):
@@ -378,6 +379,9 @@ def _connect(path: str, busy_timeout_ms: int) -> sqlite3.Connection:
     """An autocommit connection usable from any thread (each store guards its own with a lock)."""
     conn = sqlite3.connect(path, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False)
     conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
+    # Sorts and temporary tables that outgrow the cache spill to memory, not to a file in
+    # /var/tmp or /tmp: the sandbox (code/sandbox.py) lets the process write nowhere else.
+    conn.execute("PRAGMA temp_store = MEMORY")
     return conn
 
 

@@ -5,7 +5,8 @@ The test modules import each other and the code under test as top-level modules
 path; `tests/support.py` adds `code/`. That makes the three spellings equivalent:
 `python3 -m unittest discover`, `python3 -m unittest discover tests` and
 `python3 -m unittest discover -s tests`, and `python3 -m unittest tests.test_checkpoints`
-runs one file.
+runs one file. The lesson's `cd code && python3 -m unittest discover tests` runs this
+folder too, through code/tests/test_suite.py.
 """
 
 import os

@@ -39,7 +39,7 @@ def open_store(target: str) -> Any:
 def main_loop(target: str) -> None:
     """Serve commands until stdin closes."""
     store = open_store(target)
-    server = main.Server(
+    server = main.notes_server(
         keys=[support.KEY],
         notes=store,
         policy=main.AuthorizationPolicy({support.PRINCIPAL: [support.WORKSPACE]}),

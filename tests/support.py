@@ -1,4 +1,4 @@
-"""Shared test helpers: import path for code/, a controllable clock, request builders."""
+"""Shared test helpers: import path for code/ and code/scripts/, a controllable clock, request builders."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CODE = os.path.join(ROOT, "code")
-if CODE not in sys.path:
-    sys.path.insert(0, CODE)
+SCRIPTS = os.path.join(CODE, "scripts")  # benchmarks and test-only helpers, apart from the server
+for _folder in (SCRIPTS, CODE):
+    if _folder not in sys.path:
+        sys.path.insert(0, _folder)
 
 import main  # noqa: E402
 
@@ -86,10 +88,18 @@ def note_ids(server: main.Server) -> list[str]:
     return [note.id for note in server.notes.all()]  # type: ignore[attr-defined]
 
 
+def contained(workspace_uri: str, uri: str) -> bool:
+    """Containment as the server decides it: both parse, and `uri` is the workspace or inside it."""
+    try:
+        return main.is_within(main.parse_file_uri(uri), main.parse_file_uri(workspace_uri))
+    except main.ScopeError:
+        return False
+
+
 def server_over(notes: list[main.Note], clock: Clock | None = None, grants: dict[str, list[str]] | None = None, **kwargs: Any) -> main.Server:
     """A server over the given notes in memory; alice is granted the lesson workspace by default."""
     clock = clock or Clock()
-    return main.Server(
+    return main.notes_server(
         keys=[KEY],
         notes=main.MemoryNotesStore(notes, main.MemoryReplayStore(clock, kwargs.pop("max_replay", main.MAX_REPLAY_PER_PRINCIPAL))),
         policy=main.AuthorizationPolicy(grants or {PRINCIPAL: [WORKSPACE]}),

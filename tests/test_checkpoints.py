@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import unittest
 
-from support import FORM, KEY, PRINCIPAL, WORKSPACE, Clock, accept, call, make_server, note_ids, request, tps
+from support import FORM, KEY, PRINCIPAL, WORKSPACE, Clock, accept, call, contained, make_server, note_ids, request, tps
 
 import main
 
@@ -21,7 +21,7 @@ class LessonCheckpoints(unittest.TestCase):
         assert response is not None
         return response["result"]
 
-    def test_1_discover_reports_versions_tools_capability_cache_hints_and_identity_in_meta(self) -> None:
+    def test_01_discover_reports_versions_tools_capability_cache_hints_and_identity_in_meta(self) -> None:
         result = self.server.handle(request("server/discover"), PRINCIPAL)["result"]
         self.assertEqual(result["resultType"], "complete")
         self.assertIn("2026-07-28", result["supportedVersions"])
@@ -32,7 +32,7 @@ class LessonCheckpoints(unittest.TestCase):
         self.assertEqual(result["_meta"][main.META_SERVER_INFO]["name"], main.SERVER_INFO["name"])
         self.assertNotIn("serverInfo", result)
 
-    def test_2_tools_list_describes_notes_delete_deterministically_and_resists_caller_mutation(self) -> None:
+    def test_02_tools_list_describes_notes_delete_deterministically_and_resists_caller_mutation(self) -> None:
         first = self.server.handle(request("tools/list"), PRINCIPAL)["result"]
         self.assertEqual(first["resultType"], "complete")
         (tool,) = first["tools"]
@@ -59,7 +59,7 @@ class LessonCheckpoints(unittest.TestCase):
         self.assertEqual([t["name"] for t in second["tools"]], ["notes_delete"])
         self.assertEqual(second["tools"][0]["inputSchema"]["required"], ["workspaceUri", "title"])
 
-    def test_3_first_call_returns_input_required_with_a_titled_single_select_and_confirm(self) -> None:
+    def test_03_first_call_returns_input_required_with_a_titled_single_select_and_confirm(self) -> None:
         result = self.first_call()
         self.assertEqual(result["resultType"], "input_required")
         ask = result["inputRequests"]["delete_choice"]
@@ -85,7 +85,7 @@ class LessonCheckpoints(unittest.TestCase):
             self.assertIn(prop["type"], ("string", "boolean"))
         self.assertIsInstance(result["requestState"], str)
 
-    def test_4_retry_with_fresh_id_and_accept_deletes_only_the_chosen_note(self) -> None:
+    def test_04_retry_with_fresh_id_and_accept_deletes_only_the_chosen_note(self) -> None:
         state = self.first_call()["requestState"]
         response = self.server.handle(call(tps(), id=2, requestState=state, inputResponses=accept("note-14")), PRINCIPAL)
         self.assertEqual(response["id"], 2)
@@ -96,7 +96,7 @@ class LessonCheckpoints(unittest.TestCase):
         self.assertIs(result["isError"], False)
         self.assertEqual(note_ids(self.server), [i for i in LESSON_IDS if i != "note-14"])
 
-    def test_5_prefix_and_encoded_traversal_fail_containment_like_every_other_variant(self) -> None:
+    def test_05_prefix_and_encoded_traversal_fail_containment_like_every_other_variant(self) -> None:
         escapes = [
             "file:///Users/alice/Documents/Notes-evil/secret.md",
             "file:///Users/alice/Documents/Notes/%2e%2e/private.md",
@@ -111,14 +111,14 @@ class LessonCheckpoints(unittest.TestCase):
         ]
         for uri in escapes:
             with self.subTest(uri=uri):
-                self.assertFalse(main.contains(WORKSPACE, uri))
+                self.assertFalse(contained(WORKSPACE, uri))
                 result = self.server.handle(call(tps(workspace=uri)), PRINCIPAL)["result"]
                 self.assertIs(result["isError"], True)
                 self.assertNotIn("inputRequests", result)
-        self.assertTrue(main.contains(WORKSPACE, WORKSPACE + "/sub/x.md"))
+        self.assertTrue(contained(WORKSPACE, WORKSPACE + "/sub/x.md"))
         self.assertEqual(note_ids(self.server), LESSON_IDS)
 
-    def test_6_a_changed_title_or_workspace_cannot_reuse_the_confirmation_state(self) -> None:
+    def test_06_a_changed_title_or_workspace_cannot_reuse_the_confirmation_state(self) -> None:
         state = self.first_call()["requestState"]
         changed = [tps(title="TPS report 2025"), tps(workspace=WORKSPACE + "/sub")]
         for arguments in changed:
@@ -127,7 +127,7 @@ class LessonCheckpoints(unittest.TestCase):
                 self.assertEqual(response["error"]["code"], main.INVALID_PARAMS)
         self.assertEqual(note_ids(self.server), LESSON_IDS)
 
-    def test_7_decline_leaves_notes_unchanged_and_is_terminal_for_the_state(self) -> None:
+    def test_07_decline_leaves_notes_unchanged_and_is_terminal_for_the_state(self) -> None:
         state = self.first_call()["requestState"]
         declined = self.server.handle(
             call(tps(), id=2, requestState=state, inputResponses={"delete_choice": {"action": "decline"}}), PRINCIPAL
@@ -138,10 +138,10 @@ class LessonCheckpoints(unittest.TestCase):
         self.assertEqual(later["error"]["code"], main.INVALID_PARAMS)
         self.assertEqual(note_ids(self.server), LESSON_IDS)
 
-    def test_8_two_servers_sharing_stores_cannot_both_execute_one_confirmation(self) -> None:
+    def test_08_two_servers_sharing_stores_cannot_both_execute_one_confirmation(self) -> None:
         clock = Clock()
         first = make_server(clock=clock)
-        second = main.Server(keys=[KEY], notes=first.notes, policy=first.policy, clock=clock, log=first.log)
+        second = main.notes_server(keys=[KEY], notes=first.notes, policy=first.policy, clock=clock, log=first.log)
         state = first.handle(call(tps(), id=1), PRINCIPAL)["result"]["requestState"]
         barrier = threading.Barrier(2)
         answers: list[dict] = []
@@ -163,7 +163,7 @@ class LessonCheckpoints(unittest.TestCase):
         self.assertEqual((len(deleted), len(refused)), (1, 1))
         self.assertEqual(note_ids(first), [i for i in LESSON_IDS if i != "note-14"])
 
-    def test_9_form_is_offered_only_to_clients_declaring_form_elicitation(self) -> None:
+    def test_09_form_is_offered_only_to_clients_declaring_form_elicitation(self) -> None:
         for capabilities in ({"elicitation": {}}, FORM, {"elicitation": {"form": {}, "url": {}}}):
             with self.subTest(capabilities=capabilities):
                 result = self.server.handle(call(tps(), capabilities=capabilities), PRINCIPAL)["result"]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import unittest
 
+import support
 from support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call, make_server, note_ids, server_over, tps
 
 import main
@@ -140,7 +142,7 @@ class LiveRecheck(unittest.TestCase):
         self.assert_changed_and_consumed(ALL)
 
     def test_a_grant_revoked_since_the_form_refuses_the_deletion(self) -> None:
-        self.server.policy = main.AuthorizationPolicy({})
+        self.server.tools[main.TOOL_NAME].policy = main.AuthorizationPolicy({})
         first, _ = self.accept_and_replay()
         self.assertIs(first["result"]["isError"], True)
         self.assertEqual(note_ids(self.server), ALL)
@@ -149,7 +151,7 @@ class LiveRecheck(unittest.TestCase):
         original = self.server.notes.consume
 
         def revoke_then_consume(*args, **kwargs):
-            self.server.policy = main.AuthorizationPolicy({})  # revoked after the early check
+            self.server.tools[main.TOOL_NAME].policy = main.AuthorizationPolicy({})  # revoked after the early check
             return original(*args, **kwargs)
 
         self.server.notes.consume = revoke_then_consume  # type: ignore[method-assign]
@@ -347,3 +349,132 @@ class ReplayStoreUnit(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class OneAnswerEntry(unittest.TestCase):
+    """notes_delete, notes_publish and a fixture tool read answers through Confirmations.answer alone."""
+
+    FLOWS = {
+        # tool name: (arguments, the question's key, an accept that completes or moves on)
+        main.TOOL_NAME: (tps(), main.INPUT_KEY, {"action": "accept", "content": {"note_id": "note-14", "confirm": True}}),
+        "notes_publish": (tps(), "publish_choice", {"action": "accept", "content": {"note_id": "note-7"}}),
+        "test_input_required_result_elicitation": ({}, "user_name", {"action": "accept", "content": {"name": "Alice"}}),
+    }
+
+    def setUp(self) -> None:
+        import conformance_fixtures
+        import connect
+
+        self.server = make_server()
+        connect.install(self.server, {PRINCIPAL: "alice-token-0123456789abcdef"}, base_url="http://127.0.0.1:1")
+        conformance_fixtures.install(self.server)
+        self.read: list[str] = []
+        entry = self.server.confirmations.answer
+
+        def spy(call: main.ToolCall, *args, **kwargs) -> main.Answered:
+            self.read.append(call.name)
+            return entry(call, *args, **kwargs)
+
+        self.server.confirmations.answer = spy  # type: ignore[method-assign]
+        self.next_id = 10
+
+    def send(self, name: str, **extra) -> dict:
+        self.next_id += 1
+        arguments = self.FLOWS[name][0]
+        message = call(arguments, id=self.next_id, capabilities={"elicitation": {"form": {}, "url": {}}}, **extra)
+        message["params"]["name"] = name
+        return self.server.handle(message, PRINCIPAL)
+
+    def first(self, name: str) -> dict:
+        result = self.send(name)["result"]
+        self.assertEqual(result["resultType"], "input_required")
+        self.assertEqual(list(result["inputRequests"]), [self.FLOWS[name][1]])
+        return result
+
+    def retry(self, name: str, first: dict, answer: dict) -> dict:
+        return self.send(name, requestState=first["requestState"], inputResponses={self.FLOWS[name][1]: answer})
+
+    def test_a_cancel_leaves_the_state_usable_for_every_tool_alike(self) -> None:
+        for name in self.FLOWS:
+            with self.subTest(tool=name):
+                first = self.first(name)
+                for _ in range(2):
+                    cancelled = self.retry(name, first, {"action": "cancel"})["result"]
+                    self.assertIs(cancelled["isError"], False)
+                    self.assertIn("ancel", json.dumps(cancelled))
+                accepted = self.retry(name, first, self.FLOWS[name][2])
+                self.assertIn("result", accepted)  # the same state, still usable after two cancels
+                self.assertEqual(self.read[-3:], [name] * 3)
+        self.assertNotIn("note-14", note_ids(self.server))  # notes_delete's accept went through
+
+    def test_a_decline_consumes_the_state_for_every_tool_alike(self) -> None:
+        for name in self.FLOWS:
+            with self.subTest(tool=name):
+                first = self.first(name)
+                declined = self.retry(name, first, {"action": "decline"})["result"]
+                self.assertIs(declined["isError"], False)
+                self.assertIn("decline", json.dumps(declined))
+                again = self.retry(name, first, self.FLOWS[name][2])
+                self.assertEqual(again["error"], {"code": main.INVALID_PARAMS, "message": main.STATE_INVALID})
+        self.assertEqual(note_ids(self.server), ALL)
+
+    def test_no_answer_asks_again_in_the_same_flow_for_every_tool_alike(self) -> None:
+        for name in self.FLOWS:
+            with self.subTest(tool=name):
+                first = self.first(name)
+                asked = self.send(name, requestState=first["requestState"], inputResponses={})["result"]
+                self.assertEqual(asked["resultType"], "input_required")
+                nonces = [support.claims_of(state)["nonce"] for state in (first["requestState"], asked["requestState"])]
+                self.assertEqual(nonces[0], nonces[1])
+                self.assertEqual(self.read[-1], name)
+
+    def test_no_tool_reads_an_answers_action_itself(self) -> None:
+        import ast
+        import os
+
+        for module, classes in (("main.py", {"NotesDelete"}), ("connect.py", {"NotesPublish"}),
+                                ("conformance_fixtures.py", {"AskingTool"})):
+            with open(os.path.join(support.CODE, module), encoding="utf-8") as handle:
+                tree = ast.parse(handle.read())
+            for node in tree.body:
+                if isinstance(node, ast.ClassDef) and node.name in classes:
+                    with self.subTest(tool=node.name):
+                        source = ast.unparse(node)
+                        self.assertIn(".answer(", source)
+                        for reading in ("read_answer", "'cancel'", "'decline'", "'accept'", ".action"):
+                            self.assertNotIn(reading, source)
+
+
+class TheAnswerEntryItself(unittest.TestCase):
+    """Confirmations.answer called directly: what it returns, and that reading consumes nothing."""
+
+    def setUp(self) -> None:
+        self.server = make_server()
+        self.state_text = self.server.handle(call(tps()), PRINCIPAL)["result"]["requestState"]
+        self.state = main.StatePayload.parse(main.StateSigner([KEY]).verify(self.state_text))
+
+    def tool_call(self, responses: dict | None) -> main.ToolCall:
+        meta = main.RequestMeta(main.PROTOCOL_VERSION, {"elicitation": {"form": {}}})
+        return main.ToolCall(main.TOOL_NAME, tps(), meta, PRINCIPAL, self.state_text, responses)
+
+    def test_no_responses_at_all_is_no_answer_to_a_form_or_to_any_other_question(self) -> None:
+        for forms in (None, set()):
+            with self.subTest(forms=forms):
+                answered = self.server.confirmations.answer(self.tool_call(None), self.state, ["q"], forms=forms)
+                self.assertEqual(answered, main.Answered(main.Reply.ASK_AGAIN, {}, None))
+        self.assertFalse(self.server.notes.is_consumed(self.state.nonce))
+
+    def test_a_choice_is_read_from_the_first_question_and_must_be_one_the_state_offered(self) -> None:
+        responses = {
+            "a": {"action": "accept", "content": {"note_id": "note-14"}},
+            "b": {"action": "accept", "content": {"note_id": "evil-1"}},
+        }
+        answered = self.server.confirmations.answer(self.tool_call(responses), self.state, ["a", "b"], choice="note_id")
+        self.assertEqual(answered.reply, main.Reply.ACCEPTED)
+        self.assertEqual(answered.chosen, ("note-14", self.state.offered()["note-14"]))
+        self.assertEqual(answered.content, {"a": {"note_id": "note-14"}, "b": {"note_id": "evil-1"}})
+        with self.assertRaises(main.McpError) as refused:
+            self.server.confirmations.answer(self.tool_call(responses), self.state, ["b", "a"], choice="note_id")
+        self.assertEqual(refused.exception.code, main.INVALID_PARAMS)
+        self.assertFalse(self.server.notes.is_consumed(self.state.nonce))
+        self.assertEqual(note_ids(self.server), ALL)

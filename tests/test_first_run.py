@@ -95,7 +95,8 @@ class StartupReportTests(Tree):
             self.assertIn(f"{reason}: {count}", folder)
         self.assertEqual(prefixed[3], f"consumed confirmations: SQLite {os.path.join(self.dir, 'state', 'notes-mcp', 'nonces.db')}")
         self.assertEqual(prefixed[4], "extensions: 2025-11-25 clients (loaded at their first initialize)")
-        self.assertEqual(len(lines), 5)
+        self.assertTrue(prefixed[5].startswith("sandbox: "), prefixed[5])  # code/sandbox.py's status, last
+        self.assertEqual(len(lines), 6)
         self.assertNotIn(procs.SECRET, "\n".join(lines))
         self.assertNotIn(main.LESSON_WORKSPACE, "\n".join(lines))
 

@@ -55,7 +55,7 @@ class FolderCase(unittest.TestCase):
 
     def server(self, store: MarkdownNotesStore | None = None) -> main.Server:
         store = store or self.store()
-        return main.Server(
+        return main.notes_server(
             keys=[KEY],
             notes=store,
             policy=main.AuthorizationPolicy({PRINCIPAL: store.workspace_uris()}),

@@ -193,6 +193,23 @@ class ClockAndPruning(PgCase):
         self.assertEqual(self.consumed(), {"n1", "n2"})
 
 
+class InsideTheTransaction(PgCase):
+    def test_a_paused_consume_has_claimed_and_deleted_but_committed_nothing_until_it_returns(self) -> None:
+        store = self.open()
+        seen: list[tuple[str, set[str], list[str]]] = []
+        # What another connection sees at each stage: nothing, until COMMIT.
+        store.pause_inside_transaction(lambda stage: seen.append((stage, self.consumed(), self.note_ids())))
+        outcome = store.consume(PRINCIPAL, "n1", LATER, self.target(store, "note-14"), ALWAYS)
+        self.assertIs(outcome, main.Settlement.DELETED)
+        everything = sorted(note.id for note in main.lesson_notes())
+        self.assertEqual(seen, [("claimed", set(), everything), ("deleted", set(), everything)])
+        self.assertEqual(self.consumed(), {"n1"})
+        self.assertNotIn("note-14", self.note_ids())
+        store.pause_inside_transaction(None)
+        self.assertIs(store.consume(PRINCIPAL, "n2", LATER, None, ALWAYS), main.Settlement.CONSUMED)
+        self.assertEqual(len(seen), 2)  # no hook once it is cleared
+
+
 class ServerRestart(PgCase):
     def test_while_the_server_is_down_calls_are_store_busy_and_the_next_call_after_restart_works(self) -> None:
         assert cluster is not None

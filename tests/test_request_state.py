@@ -136,7 +136,7 @@ class Bindings(unittest.TestCase):
         self.assert_refused(self.retry(main.StateSigner([OTHER_KEY]).sign(self.claims)))
 
     def test_state_presented_by_another_principal_is_refused(self) -> None:
-        self.server.policy = main.AuthorizationPolicy({PRINCIPAL: [main.LESSON_WORKSPACE], "bob": [main.LESSON_WORKSPACE]})
+        self.server.tools[main.TOOL_NAME].policy = main.AuthorizationPolicy({PRINCIPAL: [main.LESSON_WORKSPACE], "bob": [main.LESSON_WORKSPACE]})
         self.assert_refused(self.retry(self.state, principal="bob"))
 
     def test_state_for_another_tool_method_or_phase_is_refused(self) -> None:
@@ -258,16 +258,16 @@ class ServerConstruction(unittest.TestCase):
         for ttl in (0, -1, float("nan"), float("inf"), main.MAX_STATE_TTL_SECONDS + 1, "300"):
             with self.subTest(ttl=ttl):
                 with self.assertRaises(ValueError):
-                    main.Server(keys=[KEY], notes=lesson.notes, policy=lesson.policy, state_ttl=ttl)
+                    main.notes_server(keys=[KEY], notes=lesson.notes, policy=lesson.policy, state_ttl=ttl)
         for ttl in (main.MAX_STATE_TTL_SECONDS, 0.5):  # the top of (0, MAX] and a lifetime under a second
-            server = main.Server(keys=[KEY], notes=lesson.notes, policy=lesson.policy, state_ttl=ttl)
+            server = main.notes_server(keys=[KEY], notes=lesson.notes, policy=lesson.policy, state_ttl=ttl)
             self.assertEqual(server.confirmations.ttl, ttl)
 
     def test_the_signing_key_is_never_a_constant_in_the_source(self) -> None:
         source = inspect.getsource(main)
         self.assertNotIn("keys=[b", source.replace(" ", ""))
         with self.assertRaises(TypeError):
-            main.Server(notes=make_server().notes, policy=make_server().policy)  # type: ignore[call-arg]
+            main.notes_server(notes=make_server().notes, policy=make_server().policy)  # type: ignore[call-arg]
         self.assertIn("secrets.token_bytes(32)", inspect.getsource(main.demo))
 
 

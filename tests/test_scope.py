@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 import unittest
-from unittest import mock
 
-from support import PRINCIPAL, WORKSPACE, accept, call, make_server, note_ids, server_over, tps
+from support import PRINCIPAL, WORKSPACE, accept, call, contained, make_server, note_ids, server_over, tps
 
 import config
 import main
@@ -105,14 +104,14 @@ class UriNormalization(unittest.TestCase):
 
 class Containment(unittest.TestCase):
     def test_containment_compares_components_not_string_prefixes(self) -> None:
-        self.assertTrue(main.contains(WORKSPACE, WORKSPACE + "/a.md"))
-        self.assertTrue(main.contains(WORKSPACE, WORKSPACE + "/deep/er/a.md"))
-        self.assertTrue(main.contains(WORKSPACE, WORKSPACE))
-        self.assertFalse(main.contains(WORKSPACE, "file:///Users/alice/Documents/Notes-evil/a.md"))
-        self.assertFalse(main.contains(WORKSPACE, "file:///Users/alice/Documents/NotesX"))
-        self.assertFalse(main.contains(WORKSPACE, "file:///Users/alice/Documents"))
-        self.assertFalse(main.contains(WORKSPACE, "file:///tmp/a.md"))
-        self.assertFalse(main.contains("file:///bad/%2e%2e", WORKSPACE))
+        self.assertTrue(contained(WORKSPACE, WORKSPACE + "/a.md"))
+        self.assertTrue(contained(WORKSPACE, WORKSPACE + "/deep/er/a.md"))
+        self.assertTrue(contained(WORKSPACE, WORKSPACE))
+        self.assertFalse(contained(WORKSPACE, "file:///Users/alice/Documents/Notes-evil/a.md"))
+        self.assertFalse(contained(WORKSPACE, "file:///Users/alice/Documents/NotesX"))
+        self.assertFalse(contained(WORKSPACE, "file:///Users/alice/Documents"))
+        self.assertFalse(contained(WORKSPACE, "file:///tmp/a.md"))
+        self.assertFalse(contained("file:///bad/%2e%2e", WORKSPACE))
 
     def test_look_alike_notes_outside_the_workspace_are_never_offered(self) -> None:
         server = make_server()
@@ -297,13 +296,14 @@ class NoteVersions(unittest.TestCase):
 
 
 class MemoryLookup(unittest.TestCase):
-    """The memory store's title index finds exactly what the definition (`main.matches`) finds."""
+    """The memory store finds exactly what the definition finds: title contains the query, inside the workspace."""
 
     def store(self, notes: list[main.Note]) -> main.MemoryNotesStore:
         return main.MemoryNotesStore(notes, main.MemoryReplayStore(support.Clock()))
 
     def brute(self, notes: list[main.Note], workspace: main.Path, query: str) -> list[str]:
-        return [n.id for n in main.form_order(n for n in notes if main.matches(n, workspace, query))]
+        folded = main.fold_title(query)
+        return [n.id for n in main.form_order(n for n in notes if folded in n.folded_title and main.inside_workspace(n, workspace))]
 
     def test_every_query_finds_what_a_scan_of_every_note_finds(self) -> None:
         import random
@@ -311,8 +311,7 @@ class MemoryLookup(unittest.TestCase):
         rng = random.Random(7)  # fixed: the same titles and queries on every run
         words = ["TPS", "report", "Straße", "STRASSE", "café", "CAFÉ", "plan", "x", "ab", "İstanbul", "ﬁle"]
         workspace = main.parse_file_uri(WORKSPACE)
-        # A store of SCAN_UP_TO_NOTES notes is scanned; a larger one asks its index.
-        for size in (main.SCAN_UP_TO_NOTES, 60):
+        for size in (32, 60):
             notes = [
                 main.Note(f"n{i}", " ".join(rng.choice(words) for _ in range(rng.randint(1, 3))), f"{WORKSPACE}/{i}.md")
                 for i in range(size)
@@ -324,15 +323,7 @@ class MemoryLookup(unittest.TestCase):
                 with self.subTest(size=size, query=query):
                     self.assertEqual([n.id for n in store.candidates(workspace, query)], self.brute(notes, workspace, query))
 
-    def test_a_store_of_up_to_scan_up_to_notes_is_scanned_and_a_larger_one_asks_its_index(self) -> None:
-        workspace = main.parse_file_uri(WORKSPACE)
-        for size, indexed in ((main.SCAN_UP_TO_NOTES, False), (main.SCAN_UP_TO_NOTES + 1, True)):
-            store = self.store([main.Note(f"n{i}", f"Plan {i:03d}", f"{WORKSPACE}/{i}.md") for i in range(size)])
-            with self.subTest(size=size), mock.patch.object(main, "trigrams", wraps=main.trigrams) as spy:
-                self.assertEqual([n.id for n in store.candidates(workspace, "plan 007")], ["n7"])
-                self.assertEqual(spy.called, indexed)
-
-    def test_an_edited_or_removed_note_is_found_by_its_new_title_only_and_leaves_no_index_behind(self) -> None:
+    def test_an_edited_or_removed_note_is_found_by_its_new_title_only(self) -> None:
         store = self.store([main.Note("n1", "Quarterly plan", f"{WORKSPACE}/n1.md")])
         workspace = main.parse_file_uri(WORKSPACE)
         store.put(main.Note("n1", "Budget memo", f"{WORKSPACE}/n1.md", 1))
@@ -340,7 +331,6 @@ class MemoryLookup(unittest.TestCase):
         self.assertEqual([n.id for n in store.candidates(workspace, "memo")], ["n1"])
         store.remove("n1")
         self.assertEqual(store.candidates(workspace, "memo"), [])
-        self.assertEqual(store._by_trigram, {})  # nothing of a removed note is kept
 
 
 class ConfiguredNotes(unittest.TestCase):

@@ -71,7 +71,7 @@ class StoreCase(unittest.TestCase):
             conn.close()
 
     def server(self, store: main.NotesStore, log: Log | None = None) -> main.Server:
-        return main.Server(
+        return main.notes_server(
             keys=[KEY],
             notes=store,
             policy=main.AuthorizationPolicy({PRINCIPAL: [WORKSPACE]}),

@@ -10,8 +10,10 @@ import unittest
 
 import support
 
-CODE_FILES = sorted(name for name in os.listdir(support.CODE) if name.endswith(".py"))
-OWN = {name[:-3] for name in CODE_FILES}
+SERVER_FILES = sorted(name for name in os.listdir(support.CODE) if name.endswith(".py"))
+SCRIPT_FILES = sorted("scripts/" + name for name in os.listdir(support.SCRIPTS) if name.endswith(".py"))
+CODE_FILES = SERVER_FILES + SCRIPT_FILES
+OWN = {os.path.basename(name)[:-3] for name in CODE_FILES}
 
 
 def project_imports(filename: str) -> set[str]:
@@ -49,7 +51,7 @@ def cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 class ImportGraph(unittest.TestCase):
     def test_the_code_folder_has_no_import_cycle(self) -> None:
-        graph = {name[:-3]: project_imports(name) for name in CODE_FILES}
+        graph = {os.path.basename(name)[:-3]: project_imports(name) for name in CODE_FILES}
         self.assertIsNone(cycle(graph))
 
     def test_the_cycle_finder_finds_a_cycle_when_there_is_one(self) -> None:
@@ -61,6 +63,42 @@ class ImportGraph(unittest.TestCase):
 
     def test_no_module_is_named_after_a_standard_library_module(self) -> None:
         self.assertEqual(OWN & set(sys.stdlib_module_names), set())
+
+    def test_no_server_module_imports_a_script(self) -> None:
+        scripts = {os.path.basename(name)[:-3] for name in SCRIPT_FILES}
+        self.assertIn("bench", scripts)
+        for name in SERVER_FILES:
+            with self.subTest(module=name):
+                self.assertEqual(project_imports(name) & scripts, set())
+
+
+def foreign_private_attributes(filename: str, source: str | None = None) -> list[str]:
+    """Every `x._name` in `filename` where x is not self or cls (NamedTuple's `_replace` aside)."""
+    if source is None:
+        with open(os.path.join(support.CODE, filename), encoding="utf-8") as handle:
+            source = handle.read()
+    tree = ast.parse(source)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            if node.attr == "_replace" or (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                continue
+            found.append(f"{filename}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+class Encapsulation(unittest.TestCase):
+    def test_no_module_outside_tests_touches_another_objects_private_attribute(self) -> None:
+        for name in CODE_FILES:
+            with self.subTest(module=name):
+                self.assertEqual(foreign_private_attributes(name), [])
+
+    def test_the_private_attribute_finder_sees_a_foreign_one(self) -> None:
+        self.assertIn("scripts/multihost.py", SCRIPT_FILES)
+        with open(os.path.join(support.CODE, "scripts", "multihost.py"), encoding="utf-8") as handle:
+            self.assertNotIn("._inside_transaction_hook", handle.read())
+        source = "store._hook = 1\nself._own = 2\nnote._replace(a=1)\nx.__doc__\n"
+        self.assertEqual(foreign_private_attributes("t.py", source), ["t.py:1: store._hook"])
 
 
 class ServedByDefault(unittest.TestCase):

@@ -1,4 +1,4 @@
-"""A throwaway PostgreSQL cluster for the store's tests and benchmark: temp folder, Unix socket only.
+"""A throwaway PostgreSQL cluster for the store's tests and benchmark: temp folder, Unix socket (and TCP if asked).
 
     cluster = postgres_cluster.start_or_skip()  # in setUpModule; SkipTest names what is missing
     url = cluster.new_database()                # a fresh, empty database per test
@@ -6,7 +6,8 @@
     cluster.destroy()                           # in tearDownModule: stop and remove the folder
 
 The cluster is initialised with `initdb` into a temporary folder and started with
-`pg_ctl`, listening on a Unix socket in that folder and on no TCP port. As root the
+`pg_ctl`, listening on a Unix socket in that folder and on no TCP port unless `tcp_port`
+asks for one on 127.0.0.1 (the sandbox tests connect both ways). As root the
 binaries run as the `postgres` user (PostgreSQL refuses to run as root). For the tests
 fsync is off (nothing there must survive a power cut); the benchmark asks for a durable
 cluster, so its figures include the commit's flush. psycopg is optional: only the
@@ -68,8 +69,9 @@ def missing() -> str | None:
 class Cluster:
     """One initdb'd cluster in a temp folder; Unix socket in that folder, no TCP."""
 
-    def __init__(self, durable: bool = False) -> None:
+    def __init__(self, durable: bool = False, tcp_port: int = 0) -> None:
         self.durable = durable
+        self.tcp_port = tcp_port  # also listen on 127.0.0.1 at this port (0: Unix socket only)
         self.bin = find_binaries()
         assert self.bin is not None
         self.root = tempfile.mkdtemp(prefix="pg-")
@@ -97,7 +99,8 @@ class Cluster:
 
     def start(self) -> None:
         """Start (or restart after stop) the server; returns once it accepts connections."""
-        options = f"-k {self.root} -c listen_addresses='' {'' if self.durable else '-F '}-c max_connections=60"
+        listen = f"-c listen_addresses=127.0.0.1 -p {self.tcp_port}" if self.tcp_port else "-c listen_addresses=''"
+        options = f"-k {self.root} {listen} {'' if self.durable else '-F '}-c max_connections=60"
         self._run("pg_ctl", "-D", self.data, "-l", self.log, "-w", "-t", str(GUARD_SECONDS), "-o", options, "start")
 
     def stop(self, mode: str = "fast") -> None:
@@ -106,7 +109,12 @@ class Cluster:
 
     def url(self, database: str = "postgres") -> str:
         """A postgresql:// URL for `database` over the Unix socket."""
-        return f"postgresql:///{database}?host={quote(self.root, safe='')}&user={SUPERUSER}"
+        port = f"&port={self.tcp_port}" if self.tcp_port else ""
+        return f"postgresql:///{database}?host={quote(self.root, safe='')}&user={SUPERUSER}{port}"
+
+    def tcp_url(self, database: str) -> str:
+        """A postgresql:// URL for `database` over TCP to localhost, a name to resolve (a cluster started with tcp_port)."""
+        return f"postgresql://{SUPERUSER}@localhost:{self.tcp_port}/{database}"
 
     def admin(self) -> Any:
         """An autocommit superuser connection to the maintenance database."""
@@ -137,7 +145,7 @@ def _unprivileged_user() -> pwd.struct_passwd:
     raise LookupError("running as root and neither a 'postgres' nor a 'nobody' user exists to run PostgreSQL")
 
 
-def start_or_skip() -> Cluster:
+def start_or_skip(tcp_port: int = 0) -> Cluster:
     """A running throwaway cluster, or SkipTest with one line naming what is missing."""
     import unittest
 
@@ -145,7 +153,7 @@ def start_or_skip() -> Cluster:
     if reason is not None:
         raise unittest.SkipTest(reason)
     try:
-        cluster = Cluster()
+        cluster = Cluster(tcp_port=tcp_port)
     except LookupError as exc:
         raise unittest.SkipTest(str(exc)) from None
     try:

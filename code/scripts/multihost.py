@@ -1,6 +1,6 @@
 """Several hosts, really: two server instances and one PostgreSQL server in three network namespaces.
 
-    sudo python3 code/multihost.py          (needs root, `ip netns`, psycopg and the PostgreSQL binaries)
+    sudo python3 code/scripts/multihost.py          (needs root, `ip netns`, psycopg and the PostgreSQL binaries)
 
 Topology (all addresses private to namespaces this script creates and deletes):
 
@@ -37,8 +37,11 @@ import threading
 import time
 from typing import Any
 
-CODE = os.path.dirname(os.path.abspath(__file__))
+# A script beside the server, not part of it: the server's modules are one folder up.
+SCRIPTS = os.path.dirname(os.path.abspath(__file__))
+CODE = os.path.dirname(SCRIPTS)
 sys.path.insert(0, CODE)
+sys.path.insert(0, SCRIPTS)
 
 import main  # noqa: E402
 
@@ -346,7 +349,7 @@ def agent(port: int) -> None:
                 print("inside deleted", flush=True)
                 sys.stdin.readline()  # until the driver says continue
 
-        store._inside_transaction_hook = pause
+        store.pause_inside_transaction(pause)
         try:
             outcome = store.consume(main.LESSON_PRINCIPAL, command["nonce"], command["exp"], tuple(command["target"]), lambda note: True)
             print(json.dumps({"settlement": outcome.value}), flush=True)

@@ -1,10 +1,10 @@
 """Benchmark: full MRTR round trips per second, where the time goes, replay-store memory.
 
-    python3 code/bench.py [--mode inprocess|stdio|http|sqlite|all] [--seconds N] [--notes N]
-    python3 code/bench.py --mode scaling [--seconds N]   round trips/s at 10..100,000 notes, three stores
-    python3 code/bench.py --mode latency [--seconds N]   HTTP p50/p99 at 1, 4 and 16 keep-alive clients
-    python3 code/bench.py --mode idle [--seconds N]      HTTP while 1,000 idle connections are held
-    python3 code/bench.py --mode postgres [--seconds N] [--notes N]
+    python3 code/scripts/bench.py [--mode inprocess|stdio|http|sqlite|all] [--seconds N] [--notes N]
+    python3 code/scripts/bench.py --mode scaling [--seconds N]   round trips/s at 10..100,000 notes, three stores
+    python3 code/scripts/bench.py --mode latency [--seconds N]   HTTP p50/p99 at 1, 4 and 16 keep-alive clients
+    python3 code/scripts/bench.py --mode idle [--seconds N]      HTTP while 1,000 idle connections are held
+    python3 code/scripts/bench.py --mode postgres [--seconds N] [--notes N]
                                           1, 2 and 4 server processes on one PostgreSQL database,
                                           beside one SQLite file (psycopg and the server binaries needed)
 
@@ -51,9 +51,12 @@ import tracemalloc
 from collections.abc import Callable, Iterator
 from typing import Any
 
-CODE = os.path.dirname(os.path.abspath(__file__))
-if CODE not in sys.path:
-    sys.path.insert(0, CODE)
+# A script beside the server, not part of it: the server's modules are one folder up.
+SCRIPTS = os.path.dirname(os.path.abspath(__file__))
+CODE = os.path.dirname(SCRIPTS)
+for folder in (CODE, SCRIPTS):
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
 
 import http_server  # noqa: E402
 import main  # noqa: E402
@@ -153,7 +156,7 @@ def bench_server(notes: int, clock: Callable[[], float]) -> tuple[main.Server, m
 def server_over(store: main.NotesStore, principal: str, **options: Any) -> main.Server:
     """A quiet server with a fresh key over `store`, `principal` granted the bench workspace."""
     policy = main.AuthorizationPolicy({principal: [WORKSPACE]})
-    return main.Server(keys=[secrets.token_bytes(32)], notes=store, policy=policy, log=lambda line: None, **options)
+    return main.notes_server(keys=[secrets.token_bytes(32)], notes=store, policy=policy, log=lambda line: None, **options)
 
 
 # ---------------------------------------------------------------------------------- timing
@@ -482,8 +485,7 @@ def run_inprocess(args: argparse.Namespace) -> dict[str, Any]:
     section("Lookup cost as the in-memory store grows (µs per candidates() call, one match)")
     scaling = lookup_scaling(sizes)
     for size, micros in scaling:
-        how = "a scan" if size <= main.SCAN_UP_TO_NOTES else "the trigram index"
-        row(f"{size:,} notes", f"{micros:,.1f}", f"{micros * 1000 / size:.0f} ns a note ({how})")
+        row(f"{size:,} notes", f"{micros:,.1f}", f"{micros * 1000 / size:.0f} ns a note (a scan)")
 
     section("Replay store after a flood of confirmations (injected clock)")
     flood = replay_flood(args.flood, 4)
@@ -1154,7 +1156,7 @@ def scaling_rate(kind: str, size: int, directory: str, seconds: float) -> float:
     store, workspace, put_back = scaling_store(kind, size, directory, clock)
     try:
         policy = main.AuthorizationPolicy({PRINCIPAL: [workspace]})
-        server = main.Server(keys=[secrets.token_bytes(32)], notes=store, policy=policy, clock=clock, log=lambda line: None)
+        server = main.notes_server(keys=[secrets.token_bytes(32)], notes=store, policy=policy, clock=clock, log=lambda line: None)
         done, elapsed = 0, 0.0
         while elapsed < seconds or done < SCALING_MIN_ROUND_TRIPS:
             i = (done * 7919) % size  # spread over the store, not only its first notes
@@ -1280,7 +1282,7 @@ def run(argv: list[str] | None = None) -> int:
 # IDLE_CONNECTIONS open (most silent, some trickling a header byte, each reopened when
 # dropped). Self-contained: its own command line, server and clients.
 #
-#     python3 code/bench.py --mode idle [--seconds N] [--idle N]
+#     python3 code/scripts/bench.py --mode idle [--seconds N] [--idle N]
 # =====================================================================================
 
 IDLE_CONNECTIONS = 1000  # held by the attacking process
