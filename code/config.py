@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -55,6 +56,23 @@ def read_token(value: Any, field: str) -> str:
     if not MIN_TOKEN_LENGTH <= len(value) <= MAX_TOKEN_LENGTH:
         raise ConfigError(field, f"must be {MIN_TOKEN_LENGTH}..{MAX_TOKEN_LENGTH} characters")
     return value
+
+
+MIN_TOKEN_BITS = 64  # below this estimate a token is reported as guessable at start-up
+MIN_KEY_BITS = 128  # ... and a signing key
+
+
+def estimated_bits(secret: str | bytes) -> float:
+    """A rough strength estimate: length times the Shannon entropy of the symbols' frequencies."""
+    # Catches what a person types instead of a random value ("aaaa...", an all-zero key,
+    # "password1234567890"); a random value of the required length is far above the bounds.
+    import math
+
+    counts: dict[Any, int] = {}
+    for symbol in secret:
+        counts[symbol] = counts.get(symbol, 0) + 1
+    total = len(secret)
+    return -sum(n * math.log2(n / total) for n in counts.values())
 
 
 def read_workspaces(value: Any, field: str) -> list[str]:
@@ -121,7 +139,7 @@ def read_notes(value: Any, field: str) -> list[main.Note]:
     for index, entry in enumerate(value):
         where = f"{field}[{index}]"
         raw = read_object(entry, where, NOTE_FIELDS, ("id", "title", "uri"))
-        note = main.Note(raw["id"], raw["title"], raw["uri"], raw.get("revision", 0))
+        note = main.Note(raw["id"], main.blank_controls(raw["title"]), raw["uri"], raw.get("revision", 0))
         try:
             main.check_note(note)
         except ValueError as exc:
@@ -140,10 +158,14 @@ def read_string(value: Any, field: str) -> str:
     return value
 
 
+MAX_REVISION = 2**63 - 1  # a signed 64-bit integer: what SQLite INTEGER and PostgreSQL BIGINT hold
+
+
 def read_revision(value: Any, field: str) -> int:
-    """A non-negative integer."""
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise ConfigError(field, "must be a non-negative integer")
+    """An integer in 0..MAX_REVISION."""
+    # A larger one passed here and failed as a traceback where a store wrote it.
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_REVISION:
+        raise ConfigError(field, f"must be an integer from 0 to {MAX_REVISION}")
     return value
 
 
@@ -281,14 +303,54 @@ def parse_config(text: str) -> dict[str, Any]:
     return config
 
 
-def load_config(path: str) -> dict[str, Any]:
-    """Read and validate the config file at `path` (see parse_config)."""
+MAX_CONFIG_BYTES = 1024 * 1024  # a config file larger than this is refused unread
+
+
+def load_config(path: str, warn: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Read and validate the config file at `path` (see parse_config); `warn` gets one line if others may read it."""
+    return parse_config(read_config_file(path, warn))
+
+
+def read_config_file(path: str, warn: Callable[[str], None] | None = None) -> str:
+    """The text of a config file: opened once, a regular file, at most MAX_CONFIG_BYTES; ConfigError otherwise."""
+    import stat
+
     try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    except (OSError, UnicodeDecodeError) as exc:
+        # O_NONBLOCK: opening a FIFO (or a device) must not hang start-up; it is refused below.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
         raise ConfigError("config", f"cannot read {path}: {exc.__class__.__name__}") from None
-    return parse_config(text)
+    try:
+        # Checked on the descriptor we read from, not the path: the file cannot be
+        # swapped between the check and the read.
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError("config", f"{path} is not a regular file")
+        if info.st_size > MAX_CONFIG_BYTES:
+            raise ConfigError("config", f"{path} is larger than {MAX_CONFIG_BYTES} bytes")
+        mode = stat.S_IMODE(info.st_mode)
+        # It holds bearer tokens and signing keys. Writable by others, anyone could add a
+        # principal or a key: refused, as ssh refuses such a key file. Readable by others,
+        # the tokens are leaked: a warning (a container may mount it so, on purpose).
+        if mode & 0o022:
+            raise ConfigError("config", f"{path} is writable by group or others (mode {mode:04o}); chmod 600 it")
+        if warn is not None and mode & 0o044:
+            warn(f"warning: config {path} is readable by group or others (mode {mode:04o}); it holds tokens and keys: chmod 600 it")
+        chunks, size = [], 0
+        while size <= MAX_CONFIG_BYTES and (chunk := os.read(fd, MAX_CONFIG_BYTES + 1 - size)):
+            chunks.append(chunk)  # a file that grew since fstat is still read no further than the cap
+            size += len(chunk)
+        data = b"".join(chunks)
+    except OSError as exc:
+        raise ConfigError("config", f"cannot read {path}: {exc.__class__.__name__}") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError("config", f"{path} is larger than {MAX_CONFIG_BYTES} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError("config", f"cannot read {path}: UnicodeDecodeError") from None
 
 
 def lesson_config() -> dict[str, Any]:

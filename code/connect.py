@@ -364,8 +364,8 @@ class ConnectPages:
             raise RuntimeError("the connect pages are not being served (base_url is unset)")
         return f"{self.base_url}{PATH_PREFIX}{handle}"
 
-    def handle(self, method: str, path: str, headers: Headers, body: bytes) -> Response:
-        """One HTTP request under /connect/ to (status, headers, body); never raises for client input."""
+    def handle(self, method: str, path: str, headers: Headers, body: bytes, peer: str = "") -> Response:
+        """One HTTP request under /connect/ from `peer` to (status, headers, body); never raises for client input."""
         parts = path.partition("?")[0].split("/")
         if path.partition("?")[0] == DISCONNECT_PATH:
             if method != "POST":
@@ -391,7 +391,7 @@ class ConnectPages:
         session_id = self.cookie(headers, SESSION_COOKIE)
         session = self.store.session(session_id)
         if action == "sign-in":
-            return self.sign_in(handle, flow, headers, session_id, body)
+            return self.sign_in(handle, flow, headers, session_id, body, peer)
         if session is None:
             # A decision without a live session: sign in first (and nothing is stored).
             return self.sign_in_page(handle, headers) if action == "" else self.sign_in_page(handle, headers, 403, "Sign in first.")
@@ -446,7 +446,7 @@ class ConnectPages:
         """The sign-in form's token: a MAC over the browser's pre-session cookie and this link."""
         return hmac.new(self._login_key, f"{pre_session}\n{handle}".encode("ascii"), hashlib.sha256).hexdigest()
 
-    def sign_in(self, handle: str, flow: Flow, headers: Headers, old_session: str | None, body: bytes) -> Response:
+    def sign_in(self, handle: str, flow: Flow, headers: Headers, old_session: str | None, body: bytes, peer: str = "") -> Response:
         """Check the login token and the bearer token, bind a fresh session to its principal, go back to the flow page."""
         fields = self.form(body) or {}
         pre_session = self.cookie(headers, LOGIN_COOKIE)
@@ -456,7 +456,10 @@ class ConnectPages:
         if not expected or not hmac.compare_digest(fields.get("login", "").encode("utf-8", "replace"), expected.encode("ascii")):
             self.log("connect page: sign-in refused: missing or wrong login token")
             return self.sign_in_page(handle, headers, 403, "The sign-in form expired or did not come from this page. Try again.")
-        principal = self.tokens.principal(fields.get("token", "")) if "token" in fields else None
+        try:
+            principal = self.tokens.principal_from(fields["token"], peer) if fields.get("token") else None
+        except streamable_http.Throttled as wait:
+            return self.sign_in_page(handle, headers, 429, f"Too many wrong tokens from this address. Try again in {wait.retry_after} seconds.")
         if principal is None:
             return self.sign_in_page(handle, headers, 403, "That token is not valid for this server.")
         if principal != flow.principal:

@@ -19,7 +19,8 @@ Rules (each one stops an attack named where it is enforced):
    When full, the longest-idle connection that is not being answered is evicted, so a
    flood of silent connections cannot lock out a client that sends requests.
 4. Framing is strict and refused early: one plain Content-Length (ASCII digits, at most
-   MAX_CONTENT_LENGTH_DIGITS), CRLF line endings only, bounded head, a body size the app
+   MAX_CONTENT_LENGTH_DIGITS), CRLF line endings only, bounded head (at most
+   MAX_EMPTY_LINES stray CRLFs before it, counted in its size), a body size the app
    declares per route (413 before the body is read). A refusal closes the connection
    after the client could read it. No client byte can put a traceback in the log.
 5. `shutdown(grace)` stops accepting, closes idle connections, lets requests in flight
@@ -86,17 +87,19 @@ SHUTDOWN_GRACE_SECONDS = 10.0  # requests in flight get this long to finish on s
 WORKER_THREADS = 16  # app calls at once (an open stream holds one)
 MAX_HEADER_BYTES = 16 * 1024  # request line plus every header line
 MAX_HEADER_COUNT = 64  # header lines in one request
+MAX_EMPTY_LINES = 4  # empty lines (CRLF) ignored before a request line; they count toward MAX_HEADER_BYTES
 MAX_CONTENT_LENGTH_DIGITS = 10  # Content-Length characters: up to 9,999,999,999
-MAX_PENDING_BYTES = MAX_HEADER_BYTES  # bytes read ahead while a request is being processed
+MAX_PENDING_BYTES = MAX_HEADER_BYTES + 4  # bytes held per connection beyond a body: one head and its blank line
 DEFAULT_BODY_LIMIT = 64 * 1024  # when the app declares no body limit
 LISTEN_BACKLOG = 1024  # connections the kernel queues before accept
 TICK_SECONDS = 0.25  # how often deadlines are checked (at most; less with small deadlines)
-RECV_BYTES = 65536
+RECV_BYTES = 65536  # the most one recv takes; less where less is allowed (see _allowance)
 
 _TOKEN = rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"  # RFC 9110 token: method, header name
 _TOKEN_RE = re.compile(_TOKEN)
 _HEADER_LINE = _TOKEN + rb":[^\x00-\x08\x0a-\x1f\x7f]*"  # a name, a colon, a value without controls but tab
 _HEADER_BLOCK_RE = re.compile(_HEADER_LINE + rb"(?:\r\n" + _HEADER_LINE + rb")*")
+_EMPTY_LINES_RE = re.compile(rb"(?:\r\n)*")
 _TARGET_RE = re.compile(rb"[\x21-\x7e]+")  # visible ASCII, no spaces or controls
 _ABSOLUTE_RE = re.compile(r"http://([^/?#@]+)([/?].*)?", re.IGNORECASE)
 _ENGINE_HEADERS = frozenset({"content-length", "transfer-encoding", "connection"})
@@ -271,7 +274,7 @@ class _Conn:
     """One client connection's state, owned by the loop thread."""
 
     __slots__ = ("sock", "peer", "buffer", "state", "since", "deadline", "events", "out", "after",
-                 "length", "head", "request", "eof", "drained")
+                 "length", "head", "request", "eof", "drained", "empty_lines")
 
     def __init__(self, sock: socket.socket, peer: tuple[str, int], now: float) -> None:
         self.sock = sock
@@ -288,6 +291,7 @@ class _Conn:
         self.request: Request | None = None
         self.eof = False
         self.drained = 0
+        self.empty_lines = 0  # CRLFs skipped before the current request line
 
 
 class HttpServer:
@@ -513,9 +517,22 @@ class HttpServer:
         self._idle.pop(conn, None)
         conn.sock.close()
 
+    def _allowance(self, conn: _Conn) -> int:
+        """How many bytes the next recv may take: what the connection's state may still hold (at least 1, to see EOF)."""
+        # Memory per connection: a recv of RECV_BYTES into a buffer that already held what
+        # the state allows let connections that send ahead and never read hold ~51 kB each.
+        # Bytes beyond the allowance wait in the kernel, not in this process.
+        if conn.state == READ_BODY:
+            room = conn.length
+        elif conn.state == DRAINING:
+            return RECV_BYTES  # dropped as it comes
+        else:
+            room = MAX_PENDING_BYTES  # a head being read, or bytes sent ahead during a request
+        return min(RECV_BYTES, max(1, room - len(conn.buffer)))
+
     def _on_readable(self, conn: _Conn) -> None:
         try:
-            chunk = conn.sock.recv(RECV_BYTES)
+            chunk = conn.sock.recv(self._allowance(conn))
         except BlockingIOError:
             return
         except OSError:
@@ -558,21 +575,22 @@ class HttpServer:
 
     def _read_head(self, conn: _Conn) -> bool:
         """True once a head is parsed and the connection moved to READ_BODY."""
-        while conn.buffer.startswith(b"\r\n"):
-            del conn.buffer[:2]  # stray CRLF between requests (RFC 9112 section 2.2)
-        end = conn.buffer.find(b"\r\n\r\n", 0, MAX_HEADER_BYTES + 4)
-        scan = conn.buffer[: end + 2] if end >= 0 else conn.buffer[: MAX_HEADER_BYTES + 4]
+        self._skip_empty_lines(conn)
+        room = MAX_HEADER_BYTES - 2 * conn.empty_lines  # skipped lines count toward the head's size
+        end = conn.buffer.find(b"\r\n\r\n", 0, room + 4)
+        scan = conn.buffer[: end + 2] if end >= 0 else conn.buffer[: room + 4]
         # A bare LF (or CR) ends a line for some parsers and not others: answer at once
         # rather than wait for a CRLF CRLF that a bare-LF client will never send.
         if has_bare_line_ending(scan):
             raise Refusal(400, "Bad Request: lines must end with CRLF")
         if end < 0:
             # Room for a head of MAX_HEADER_BYTES and its blank line, and no blank line in it.
-            if len(conn.buffer) >= MAX_HEADER_BYTES + 4:
+            if len(conn.buffer) >= room + 4:
                 raise Refusal(431, f"Request Header Fields Too Large: the limit is {MAX_HEADER_BYTES} bytes")
             return False
         head = bytes(conn.buffer[:end])
         del conn.buffer[: end + 4]
+        conn.empty_lines = 0
         conn.head = method, target, version, headers = parse_head(head)
         length = content_length(headers)
         try:
@@ -589,6 +607,18 @@ class HttpServer:
             self._send_now(conn, b"HTTP/1.1 100 Continue\r\n\r\n")
         return True
 
+    def _skip_empty_lines(self, conn: _Conn) -> None:
+        """Drop the stray CRLFs before a request line (RFC 9112 section 2.2), a few at most, in one slice."""
+        # A stray-CRLF flood: removing them two bytes per step on the loop thread let a
+        # client without a token stall every other client. One C-speed match over a
+        # bounded prefix, one deletion, and past MAX_EMPTY_LINES the connection is refused.
+        skipped = _EMPTY_LINES_RE.match(conn.buffer, 0, 2 * (MAX_EMPTY_LINES - conn.empty_lines) + 2).end() // 2
+        if skipped:
+            del conn.buffer[: 2 * skipped]
+            conn.empty_lines += skipped
+        if conn.empty_lines > MAX_EMPTY_LINES:
+            raise Refusal(400, f"Bad Request: more than {MAX_EMPTY_LINES} empty lines before the request line")
+
     def _send_now(self, conn: _Conn, data: bytes) -> None:
         try:
             conn.sock.send(data)  # tiny interim response: fits the empty send buffer
@@ -599,7 +629,9 @@ class HttpServer:
         assert conn.head is not None
         method, target, version, headers = conn.head
         body = bytes(conn.buffer[: conn.length])
-        del conn.buffer[: conn.length]
+        # A fresh buffer holding only what followed the body (at most MAX_PENDING_BYTES):
+        # whatever the body's allocation was, the connection's next wait does not carry it.
+        conn.buffer = conn.buffer[conn.length :]
         conn.request = Request(method, target, version, headers, body, conn.peer, threading.Event())
         conn.state = BUSY
         self._idle.pop(conn, None)

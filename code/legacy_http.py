@@ -43,6 +43,9 @@ MAX_PENDING_PER_SESSION = legacy.MAX_PENDING_ELICITATIONS  # forms awaiting an a
 # An open stream holds one engine worker; legacy streams may take at most half of them,
 # so modern requests (and the POSTs that answer the forms) always find a free worker.
 MAX_LEGACY_STREAMS = http_server.WORKER_THREADS // 2
+# One principal's share of them: a principal holding unanswered forms cannot lock every
+# other principal out of legacy notes_delete (the server-wide slots would be all theirs).
+MAX_LEGACY_STREAMS_PER_PRINCIPAL = MAX_LEGACY_STREAMS - MAX_LEGACY_STREAMS // 4
 STREAM_ANSWER_TIMEOUT_SECONDS = 120.0  # a POST's stream waits this long for the client's answer
 SESSION_ID_BYTES = 32  # randomness in a session id (token_urlsafe: 43 visible ASCII characters)
 
@@ -51,6 +54,10 @@ VERSION_HEADER = "MCP-Protocol-Version"
 
 STREAMS_BUSY = (
     f"Too many forms are open on this server (at most {MAX_LEGACY_STREAMS}); nothing was changed. Try again."
+)
+PRINCIPAL_STREAMS_BUSY = (
+    f"Too many of your forms are open (at most {MAX_LEGACY_STREAMS_PER_PRINCIPAL}); "
+    "nothing was changed. Answer or cancel one, then try again."
 )
 
 
@@ -62,6 +69,15 @@ class _Session:
         self.core = core
         self.last_used = now
         self.active = 0  # requests and streams in flight (the session does not expire under them)
+        self.used = False  # served more than the handshake (initialize, notifications/initialized)
+
+
+def eviction_order(session: _Session) -> tuple[bool, bool, float]:
+    """Sort key of a principal's sessions, the first to end first: idle ones that never did more than initialize, oldest first."""
+    # Short command-line runs that initialize and exit without DELETE must not push out a
+    # host's long-lived session: sessions in use (a call in flight, or ever served a
+    # request) go only after every handshake-only one, then least recently used first.
+    return (session.active > 0, session.used, session.last_used)
 
 
 def _refusal(status: int, message: str) -> http_server.Response:
@@ -98,6 +114,7 @@ class LegacyHttp:
         self._lock = threading.Lock()
         self._sessions: dict[str, _Session] = {}
         self._streams = threading.BoundedSemaphore(MAX_LEGACY_STREAMS)
+        self._streams_of: dict[str, int] = {}  # open stream slots per principal (none: absent)
 
     # ------------------------------------------------------------------ routing
 
@@ -137,6 +154,8 @@ class LegacyHttp:
     def _serve(self, session: _Session, message: dict[str, Any], gone: threading.Event) -> http_server.Response | http_server.StreamResponse:
         """One legacy message on its session."""
         core = session.core
+        if message.get("method") != "notifications/initialized":
+            session.used = True
         if "method" not in message:
             core.on_response(message)
             return ACCEPTED
@@ -169,9 +188,9 @@ class LegacyHttp:
         evicted: list[_Session] = []
         with self._lock:
             evicted += self._expired_locked()
-            mine = sorted((s for s in self._sessions.values() if s.core.principal == principal), key=lambda s: s.last_used)
+            mine = sorted((s for s in self._sessions.values() if s.core.principal == principal), key=eviction_order)
             # A client that crashes never sends DELETE: refusing new sessions would lock its
-            # principal out until expiry, so the least recently used one gives way instead.
+            # principal out until expiry, so one gives way instead (see eviction_order).
             while len(mine) >= MAX_SESSIONS_PER_PRINCIPAL:
                 evicted.append(self._sessions.pop(mine.pop(0).id))
             self._sessions[session.id] = session
@@ -217,7 +236,7 @@ class LegacyHttp:
 
     def stream_closed(self, session: _Session) -> None:
         """A call stream ended: give back its stream slot and its hold on `session`."""
-        self._streams.release()
+        self._give_stream(session.core.principal)
         self._release(session)
 
     def _delete(self, session_ids: list[str], principal: str) -> http_server.Response:
@@ -258,11 +277,12 @@ class LegacyHttp:
         assert envelope.id is not None
         core = session.core
         # Each call may become a stream holding a worker: bounded before any work is done.
-        if not self._streams.acquire(blocking=False):
-            return _json({"jsonrpc": "2.0", "id": envelope.id, "result": legacy.tool_error(STREAMS_BUSY)})
+        refusal = self._take_stream(core.principal)
+        if refusal is not None:
+            return _json({"jsonrpc": "2.0", "id": envelope.id, "result": legacy.tool_error(refusal)})
         call = core.begin_call(envelope.id)
         if call is None:
-            self._streams.release()
+            self._give_stream(core.principal)
             refusal = main.McpError(main.INVALID_REQUEST, "Invalid Request: id is in use by a call in progress")
             return _json(main.error_response(envelope.id, refusal))
         stream = CallStream(self, session, call, core.run_call(call, envelope.params, gone))
@@ -276,6 +296,28 @@ class LegacyHttp:
             stream.close()
             return _json(response) if response is not None else _refusal(404, NO_SESSION)  # ended meanwhile
         return http_server.StreamResponse(200, list(SSE), stream)
+
+
+    def _take_stream(self, principal: str) -> str | None:
+        """Take a stream slot for `principal`: None, or why not (its share, or the server's slots, are taken)."""
+        with self._lock:
+            mine = self._streams_of.get(principal, 0)
+            if mine >= MAX_LEGACY_STREAMS_PER_PRINCIPAL:
+                return PRINCIPAL_STREAMS_BUSY
+            if not self._streams.acquire(blocking=False):
+                return STREAMS_BUSY
+            self._streams_of[principal] = mine + 1
+        return None
+
+    def _give_stream(self, principal: str) -> None:
+        """Give back a slot taken by _take_stream."""
+        with self._lock:
+            left = self._streams_of[principal] - 1
+            if left:
+                self._streams_of[principal] = left
+            else:
+                del self._streams_of[principal]  # the table holds principals with a stream open only
+            self._streams.release()
 
 
 class CallStream:

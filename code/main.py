@@ -455,6 +455,12 @@ def check_note(note: Note) -> None:
         raise ValueError(f"note {note.id!r} uri {exc}") from None
 
 
+def blank_controls(title: str) -> str:
+    """`title` with every non-printable character (controls, format characters such as bidi overrides) as a space."""
+    # "\u202egnp.exe plan" shows as "plan exe.png": a user would confirm one name and delete another.
+    return title if title.isprintable() else "".join(ch if ch.isprintable() else " " for ch in title)
+
+
 def checked_notes(notes: Iterable[Note]) -> list[Note]:
     """Notes a store may hold: each passes check_note, ids are unique, URIs canonical; else ValueError."""
     checked: dict[str, Note] = {}
@@ -462,8 +468,8 @@ def checked_notes(notes: Iterable[Note]) -> list[Note]:
         check_note(note)
         if note.id in checked:
             raise ValueError(f"duplicate note id {note.id!r}")
-        uri = normalize_file_uri(note.uri)
-        checked[note.id] = note if uri == note.uri else note._replace(uri=uri)
+        uri, title = normalize_file_uri(note.uri), blank_controls(note.title)
+        checked[note.id] = note if (uri, title) == (note.uri, note.title) else note._replace(uri=uri, title=title)
     return list(checked.values())
 
 
@@ -1206,6 +1212,10 @@ class Confirmations:
             # trusting it would stretch its lifetime past what the TTL promises.
             if not state.iat <= now + MAX_CLOCK_SKEW_SECONDS:
                 raise StateError("issued in the future")
+            # Signed with our key yet living longer than the TTL (a ten-year state): its
+            # nonce would have to be kept that long. We only ever sign exp = iat + ttl.
+            if not state.exp <= state.iat + self.ttl:
+                raise StateError("lifetime longer than the TTL")
             # Only a verified nonce reaches the store, so forged states cannot probe or fill it.
             if self.store.is_consumed(state.nonce):
                 raise StateError("confirmation already used")

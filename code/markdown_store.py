@@ -430,7 +430,10 @@ def load_note(
     try:
         info = os.fstat(handle)
         # The entry listed may have been swapped before the open: trust only what is open.
-        if not stat.S_ISREG(info.st_mode) or (seen is not None and facts(info)[:2] != facts(seen)[:2]):
+        # A file with a second hard link may be a file outside the folder linked in (its
+        # heading would be shown as a title, and deleting it here would not delete it):
+        # not offered, and not deleted.
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1 or (seen is not None and facts(info)[:2] != facts(seen)[:2]):
             return None
         head = os.read(handle, TITLE_SCAN_BYTES)
     except OSError:
@@ -466,4 +469,4 @@ def shown(text: str) -> str:
     """A title fit for a form: control and format characters blanked, at most MAX_TITLE_LENGTH."""
     # A bidi override or an escape sequence in a heading could make a host show one
     # name while the user confirms another.
-    return "".join(ch if ch.isprintable() else " " for ch in text).strip()[: main.MAX_TITLE_LENGTH].strip()
+    return main.blank_controls(text).strip()[: main.MAX_TITLE_LENGTH].strip()

@@ -22,13 +22,17 @@ Every consume transaction starts by raising `clock_high_water.seen` to this host
 and using the result as "now". That row lock also puts every consume, on every host, in
 one order, so the per-principal count and the expiry check never race each other.
 
-Threading: one connection per store behind one lock, reopened on the next call after it
-breaks. psycopg 3 is the only third-party import of the project, and only here.
+Threading: a writer connection behind one lock and a reader connection behind another,
+each reopened on the next call after it breaks; a read never waits behind a write (a
+plain SELECT takes no row lock). Each write has one deadline, `lock_timeout_ms` from
+when it is asked, covering its wait for the writer connection and PostgreSQL's wait for
+a row lock. psycopg 3 is the only third-party import of the project, and only here.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -84,12 +88,19 @@ class StoreBusy(stores.StoreUnavailable):
 class PostgresNotesStore:
     """main.NotesStore over one PostgreSQL database: one connection behind one lock, reopened when broken."""
 
-    def __init__(self, connect: Callable[[], Any], *, clock: Callable[[], float], max_per_principal: int) -> None:
+    def __init__(
+        self, connect: Callable[[], Any], *, clock: Callable[[], float], max_per_principal: int, lock_timeout_ms: int = LOCK_TIMEOUT_MS
+    ) -> None:
         self._connect = connect
         self._conn: Any = None
         self._clock = clock
         self._limit = max_per_principal
         self._lock = threading.Lock()
+        # Reads on their own connection: with one connection for both, every lookup and
+        # first call waited behind a write stuck on another host's row lock (3.7 s seen).
+        self._reader: Any = None
+        self._read_lock = threading.Lock()
+        self._budget = lock_timeout_ms / 1000  # one write's whole wait, both locks together
         # TEST-ONLY: called as hook(stage) inside the consume transaction, after the nonce
         # insert ("claimed") and after the deletion ("deleted"), before COMMIT. The crash
         # tests pause here and SIGKILL the process. None (the default) in service.
@@ -103,7 +114,7 @@ class PostgresNotesStore:
 
     def candidates(self, workspace: main.Path, title: str) -> list[main.Note]:
         """Notes strictly inside `workspace` whose title contains `title` (casefolded), sorted."""
-        rows = self._run(lambda conn: conn.execute("SELECT id, title, uri, revision FROM notes").fetchall())
+        rows = self._read(lambda conn: conn.execute("SELECT id, title, uri, revision FROM notes").fetchall())
         # The title test in Python (it casefolds like the memory store), then main's
         # component-wise containment, never a SQL LIKE prefix (`.../Notes%` would also
         # match the look-alike folder `.../Notes-evil`).
@@ -113,12 +124,12 @@ class PostgresNotesStore:
 
     def is_consumed(self, nonce: str) -> bool:
         """True when this confirmation was consumed by any instance and not yet pruned."""
-        row = self._run(lambda conn: conn.execute("SELECT 1 FROM consumed_nonces WHERE nonce = %s", (nonce,)).fetchone())
+        row = self._read(lambda conn: conn.execute("SELECT 1 FROM consumed_nonces WHERE nonce = %s", (nonce,)).fetchone())
         return row is not None
 
     def all(self) -> list[main.Note]:
         """Every note, in id order (for tests, the benchmark and admin views)."""
-        rows = self._run(lambda conn: conn.execute("SELECT id, title, uri, revision FROM notes ORDER BY id").fetchall())
+        rows = self._read(lambda conn: conn.execute("SELECT id, title, uri, revision FROM notes ORDER BY id").fetchall())
         return [note for note in map(stores.stored_note, rows) if note is not None]
 
     # ---------------------------------------------------------------- writes
@@ -215,14 +226,31 @@ class PostgresNotesStore:
 
     # ---------------------------------------------------------------- connection handling
 
+    def _read(self, work: Callable[[Any], Any]) -> Any:
+        """Run `work(conn)` on the reader connection; never waits for a write; psycopg failures become StoreBusy."""
+        with self._read_lock:
+            conn = self._reader = self._fresh(self._reader)
+            try:
+                return work(conn)
+            except psycopg.Error as exc:
+                raise self._busy(conn, exc) from None
+
     def _run(self, work: Callable[[Any], Any], *, transaction: bool = False) -> Any:
-        """Run `work(conn)` under the lock (inside BEGIN/COMMIT if asked); psycopg failures become StoreBusy."""
-        with self._lock:
-            conn = self._connection()
+        """Run a write `work(conn)` within one deadline (inside BEGIN/COMMIT if asked); psycopg failures become StoreBusy."""
+        # Writes queued behind one stuck on another host's row lock each waited their own
+        # lock_timeout in turn (failing at 2, 4, 6, 8 s): now every wait counts against
+        # one deadline taken when the write is asked.
+        deadline = time.monotonic() + self._budget
+        if not self._lock.acquire(timeout=self._budget):
+            raise StoreBusy(BUSY_MESSAGE)
+        try:
+            conn = self._conn = self._fresh(self._conn)
             try:
                 if not transaction:
                     return work(conn)
                 conn.execute("BEGIN")
+                left_ms = max(1, int((deadline - time.monotonic()) * 1000))
+                conn.execute("SELECT set_config('lock_timeout', %s, true)", (str(left_ms),))  # this transaction only
                 try:
                     outcome = work(conn)
                 except _Rollback as refusal:
@@ -237,45 +265,57 @@ class PostgresNotesStore:
                 return outcome
             except psycopg.Error as exc:
                 raise self._busy(conn, exc) from None
+        finally:
+            self._lock.release()
 
-    def _connection(self) -> Any:
-        if self._conn is not None and not self._conn.closed and not self._conn.broken:
-            return self._conn
-        self._discard()
+    def _fresh(self, conn: Any) -> Any:
+        """`conn` if usable, else a new connection (the broken one closed); StoreBusy when none can be made."""
+        if conn is not None and not conn.closed and not conn.broken:
+            return conn
+        _close_quietly(conn)
         try:
-            self._conn = self._connect()
+            return self._connect()
         except psycopg.Error:
             raise StoreBusy(UNREACHABLE_MESSAGE) from None
-        return self._conn
 
     def _busy(self, conn: Any, exc: Exception) -> Exception:
         """The exception to raise for a psycopg failure; a broken connection is dropped and reopened next call."""
         if conn.closed or conn.broken or isinstance(exc, psycopg.OperationalError) and _connection_lost(exc):
-            self._discard()
+            self._discard(conn)
             return StoreBusy(UNREACHABLE_MESSAGE)
         if isinstance(exc, psycopg.OperationalError):  # statement or lock timeout, serialization, shutdown
             try:
                 if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
                     conn.execute("ROLLBACK")
             except psycopg.Error:
-                self._discard()
+                self._discard(conn)
             return StoreBusy(BUSY_MESSAGE)
         # Anything else is a bug or a hand-edited database: not retryable, so not StoreBusy.
-        self._discard()
+        self._discard(conn)
         return StoreError(f"notes database error {getattr(exc, 'sqlstate', None) or type(exc).__name__}")
 
-    def _discard(self) -> None:
-        if self._conn is not None:
-            try:
-                self._conn.close()
-            except Exception:  # noqa: BLE001 - a dead connection may fail to close; it is gone either way
-                pass
-        self._conn = None
+    def _discard(self, conn: Any = None) -> None:
+        """Close and forget `conn` (the writer when not given); the next call on it reconnects."""
+        conn = self._conn if conn is None else conn
+        _close_quietly(conn)
+        if conn is self._conn:
+            self._conn = None
+        if conn is self._reader:
+            self._reader = None
 
     def close(self) -> None:
-        """Close the connection; later calls reconnect (the store itself has nothing else to free)."""
-        with self._lock:
-            self._discard()
+        """Close both connections; later calls reconnect (the store itself has nothing else to free)."""
+        with self._lock, self._read_lock:
+            self._discard(self._conn)
+            self._discard(self._reader)
+
+
+def _close_quietly(conn: Any) -> None:
+    if conn is not None:
+        try:
+            conn.close()
+        except Exception:  # noqa: BLE001 - a dead connection may fail to close; it is gone either way
+            pass
 
 
 class _Rollback(Exception):
@@ -370,7 +410,7 @@ def open_store(
         raise StoreError(f"cannot use {where}: {_first_line(exc)}") from None
     finally:
         conn.close()
-    return PostgresNotesStore(connect, clock=clock, max_per_principal=max_per_principal)
+    return PostgresNotesStore(connect, clock=clock, max_per_principal=max_per_principal, lock_timeout_ms=lock_timeout_ms)
 
 
 def _first_line(exc: Exception) -> str:

@@ -275,6 +275,16 @@ def signing_keys(config: dict[str, Any], environ: dict[str, str]) -> list[bytes]
     return [secrets.token_bytes(main.MIN_KEY_BYTES)]
 
 
+def warn_weak_secrets(config: dict[str, Any], keys: Sequence[bytes]) -> None:
+    """One warning line per token or signing key that looks typed rather than random (never the value)."""
+    for name, entry in config["principals"].items():
+        if entry.get("token") and configuration.estimated_bits(entry["token"]) < configuration.MIN_TOKEN_BITS:
+            say(f"warning: the token of principal {name!r} looks easy to guess; use a random one, e.g. secrets.token_urlsafe(32)")
+    for index, key in enumerate(keys):
+        if configuration.estimated_bits(key) < configuration.MIN_KEY_BITS:
+            say(f"warning: signing key {index} looks easy to guess (repeated bytes); use a random one, e.g. secrets.token_hex(32)")
+
+
 def lesson_token(environ: dict[str, str], why: str) -> str:
     """NOTES_MCP_TOKEN for the no-config setup, or ConfigError saying why one is needed."""
     token = environ.get("NOTES_MCP_TOKEN", "")
@@ -375,8 +385,7 @@ def serve_http(server: main.Server, config: dict[str, Any], args: argparse.Names
 
         threading.Thread(target=finish, name="shutdown", daemon=True).start()
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    stop_on_signals(stop)
     report([*lines, confined])
     httpd.serve_forever()
     return 0
@@ -522,8 +531,7 @@ def serve(argv: Sequence[str], prog: str = "serve.py") -> int:
 
     # Set before anything can block (a locked database at start-up): SIGINT then ends
     # the start-up with one line, never a KeyboardInterrupt traceback.
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    stop_on_signals(stop)
     try:
         server, config, args, pages = start(argv, prog)
     except Stop:
@@ -541,6 +549,17 @@ def serve(argv: Sequence[str], prog: str = "serve.py") -> int:
     finally:
         close_store(server.notes)
     return EXIT_STORE_LOST if getattr(server.notes, "lost", False) else status
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def stop_on_signals(handler: Any) -> None:
+    """Install `handler` for every signal that stops the server: SIGTERM, SIGINT and SIGHUP alike."""
+    # SIGHUP (a closed terminal, a supervisor's reload) killed the process outright: no
+    # graceful shutdown, no store close. It now ends the server exactly as SIGTERM does.
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, handler)
 
 
 class StartupRefused(Exception):
@@ -561,8 +580,9 @@ def start(argv: Sequence[str], prog: str = "serve.py") -> tuple[main.Server, dic
     if status is not None:
         raise StartupRefused(status)
     environ = dict(os.environ)
+    later: list[str] = []  # warnings said once start-up has succeeded: a refusal stays one line
     try:
-        config = configuration.load_config(args.config) if args.config else configuration.lesson_config()
+        config = configuration.load_config(args.config, later.append) if args.config else configuration.lesson_config()
     except ConfigError as exc:
         say(f"config {args.config}: {exc}")
         raise StartupRefused(EXIT_USAGE) from None
@@ -608,6 +628,9 @@ def start(argv: Sequence[str], prog: str = "serve.py") -> tuple[main.Server, dic
         import connect
 
         pages = connect.install(server, {name: entry["token"] for name, entry in config["principals"].items() if entry["token"]})
+    for line in later:
+        say(line)
+    warn_weak_secrets(config, keys)  # once start-up has succeeded: a refusal stays one line
     return server, config, args, pages
 
 

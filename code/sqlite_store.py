@@ -11,7 +11,7 @@ is used once, because it is the one place every instance must pass through in tu
 
 Schema (version SCHEMA_VERSION, recorded in the `meta` table):
 
-    meta(key PRIMARY KEY, value)                     -- ("schema_version", "2")
+    meta(key PRIMARY KEY, value)                     -- ("schema_version", "2"), ("store_id", random hex)
     notes(id PRIMARY KEY, title, uri, revision)      -- uri is the canonical file URI
     consumed_nonces(nonce PRIMARY KEY, principal, expires_at)
     index consumed_by_principal(principal, expires_at)  -- the replay bound, in SQL
@@ -82,6 +82,29 @@ class StoreGone(stores.StoreLost):
         super().__init__("The notes database file was removed or replaced while serving; refusing every change.")
 
 
+class StoreWriteFailed(stores.StoreUnavailable):
+    """A write failed in the OS (read-only, I/O error, disk full): rolled back, the writer reopened; a retry may succeed."""
+
+    def __init__(self) -> None:
+        super().__init__("The notes database could not be written; nothing was changed. Try again in a moment.")
+
+
+class StoreBroken(stores.StoreLost):
+    """A write failed and the database could not be reopened: every later mutation is refused."""
+
+    def __init__(self) -> None:
+        super().__init__("The notes database could not be written or reopened while serving; refusing every change.")
+
+
+# Primary result codes (sqlite3.Error.sqlite_errorcode & 0xFF) for a write the OS refused,
+# which a reopened connection may well complete once the cause is gone ...
+_WRITE_FAILURES = frozenset({sqlite3.SQLITE_READONLY, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL, sqlite3.SQLITE_CANTOPEN})
+# ... and for a file that is no longer the database this store opened (overwritten in place).
+_NOT_OURS = frozenset({sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT})
+SIDE_FILES = ("-wal", "-shm")  # checked like the database file itself while serving
+_KEPT_OPEN: list[sqlite3.Connection] = []  # connections over a -shm that could not be restored
+
+
 class SqliteNotesStore:
     """main.NotesStore over one SQLite file in WAL mode: a writer connection and a reader connection.
 
@@ -113,7 +136,15 @@ class SqliteNotesStore:
         self._lock = threading.Lock()
         self._read_lock = threading.Lock()
         self._identity = _identity(path)
+        # The write-ahead log and its shared-memory index exist while any connection is
+        # open (the reader keeps them so): remembered like the file, checked like it.
+        self._side = side_identities(path)
+        self._shm_size = _size(path + "-shm")  # SQLite maps it: it may grow, never shrink under us
+        self._store_id = store_id(writer)
         self._gone = False
+        self._broken = False  # lost because the writer could not be reopened
+        self._shm_shrunk = False  # lost because the -shm file shrank under us: no read or write touches it again
+        self._shm_cut = False  # ... and it could not be grown back: its map must never be touched again
         self._closed = False
         # TEST-ONLY: called as hook(stage) with the write lock held: "waiting" just before
         # BEGIN IMMEDIATE, "claimed" after the nonce insert and "deleted" after the
@@ -126,7 +157,14 @@ class SqliteNotesStore:
     def _read(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
         """Rows from the reader connection; never waits for the write lock."""
         with self._read_lock:
-            return self._reader.execute(sql, params).fetchall()
+            self._check_shm()
+            try:
+                return self._reader.execute(sql, params).fetchall()
+            except sqlite3.DatabaseError as exc:
+                if getattr(exc, "sqlite_errorcode", -1) & 0xFF in _NOT_OURS:
+                    self._gone = True  # overwritten in place: the bytes are not the database we opened
+                    raise StoreGone() from None
+                raise
 
     def candidates(self, workspace: main.Path, title: str) -> list[main.Note]:
         """Notes strictly inside `workspace` whose title contains `title` (casefolded), sorted."""
@@ -263,35 +301,109 @@ class SqliteNotesStore:
         if not self._lock.acquire(timeout=self._budget):
             raise StoreBusy()
         try:
-            conn = self._conn
-            # What is left of this write's budget is all SQLite may wait for another instance.
-            conn.execute(f"PRAGMA busy_timeout = {max(0, int((deadline - time.monotonic()) * 1000))}")
-            self._check_file()  # before BEGIN too: SQLite reports an unlinked file as a disk I/O error
-            self._pause("waiting")
-            try:
-                conn.execute("BEGIN IMMEDIATE")  # the write lock first: every check below sees a frozen database
-            except sqlite3.OperationalError as exc:
-                if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
-                    raise StoreBusy() from None
-                raise
-            try:
-                self._check_file()  # again under the write lock: the file may have been swapped while we waited
-                yield conn
-            finally:
-                # Half a deletion must never survive: the nonce goes with the note or not at all.
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
+            with self._write_errors():
+                yield from self._locked_transaction(deadline)
         finally:
             self._lock.release()
 
+    def _locked_transaction(self, deadline: float) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE within what is left of the budget, the checks, the body; the write lock held."""
+        if self._closed:
+            raise sqlite3.ProgrammingError("Cannot operate on a closed database.")  # its side files are gone too
+        self._check_file()  # before BEGIN too: SQLite reports an unlinked file as a disk I/O error
+        conn = self._conn
+        # What is left of this write's budget is all SQLite may wait for another instance.
+        conn.execute(f"PRAGMA busy_timeout = {max(0, int((deadline - time.monotonic()) * 1000))}")
+        self._pause("waiting")
+        try:
+            conn.execute("BEGIN IMMEDIATE")  # the write lock first: every check below sees a frozen database
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
+                raise StoreBusy() from None
+            raise
+        try:
+            self._check_file()  # again under the write lock: the file may have been swapped while we waited
+            self._check_content()
+            yield conn
+        finally:
+            # Half a deletion must never survive: the nonce goes with the note or not at all.
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+
+    @contextmanager
+    def _write_errors(self) -> Iterator[None]:
+        """Map SQLite failures of a write: not our file -> StoreGone; refused by the OS -> reopen, StoreWriteFailed."""
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            code = getattr(exc, "sqlite_errorcode", -1) & 0xFF  # none on a closed connection's ProgrammingError
+            if code in _NOT_OURS:
+                self._gone = True
+                raise StoreGone() from None
+            if code not in _WRITE_FAILURES:
+                raise
+            # After a failed write (a full disk, an I/O error, a log made read-only) the
+            # connection may stay unusable even once the cause is gone: every later accept
+            # was -32603 with a traceback. A fresh writer, and a retryable answer.
+            self._reopen()
+            raise StoreWriteFailed() from None
+
+    def _reopen(self) -> None:
+        """Replace the writer connection (lock held); StoreBroken, for good, if that fails."""
+        try:
+            self._conn.close()
+        except sqlite3.Error:
+            pass
+        try:
+            self._conn = _connect(self._path, int(self._budget * 1000))
+            self._conn.execute("PRAGMA synchronous = FULL")
+            if self._conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                raise sqlite3.OperationalError("not in WAL mode")
+        except sqlite3.Error:
+            self._gone = self._broken = True  # the process exits 1 (serve.StopOnLoss): a supervisor starts it afresh
+            raise StoreBroken() from None
+
     def _check_file(self) -> None:
-        """Raise StoreGone unless the path still names the file opened (device and inode)."""
+        """Raise StoreGone unless the path and its -wal and -shm still name the files opened (device and inode)."""
         # A database unlinked or replaced under a running server (a restore, a cleanup job,
         # `mv other.db notes.db`) would take this instance's commits where no other
-        # instance sees them: confirmations consumed here could be replayed there.
-        if not self._gone and _identity(self._path) != self._identity:
+        # instance sees them: confirmations consumed here could be replayed there. So
+        # would a removed -wal or -shm: this instance keeps writing to the unlinked one
+        # while another instance starts a new one, and each accepts what the other declined.
+        if not self._gone and (_identity(self._path) != self._identity or side_identities(self._path) != self._side):
             self._gone = True
+        self._check_shm()
         if self._gone:
+            raise StoreBroken() if self._broken else StoreGone()
+
+    def _check_shm(self) -> None:
+        """Raise StoreGone if the -shm file shrank (truncated by someone else) before SQLite touches its map."""
+        # SQLite memory-maps the -shm file: pages cut off by a truncation fault on the next
+        # access (SIGBUS) and kill the process. Checked before every read and write; a
+        # truncation between this check and the access is still a crash.
+        if not self._shm_shrunk and _shrunk(self._path + "-shm", self._side[1], self._shm_size):
+            self._shm_shrunk = self._gone = True
+            # Zeros back up to the size SQLite mapped, so that closing the connections (at
+            # exit, too) cannot fault: SQLite rebuilds that index from the -wal itself.
+            try:
+                os.truncate(self._path + "-shm", self._shm_size)
+            except OSError:
+                self._shm_cut = True  # then the connections are never closed (see close)
+        if self._shm_shrunk:
+            raise StoreGone()
+
+    def _check_content(self) -> None:
+        """Raise StoreGone unless the file still holds the store id read at open (write lock held)."""
+        # A file overwritten in place (`cp other.db notes.db` keeps the inode) passes the
+        # identity check; its store id does not. Read on a fresh connection: the writer's
+        # page cache would still show the page it read before the overwrite.
+        fresh = sqlite3.connect(f"file:{self._path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
+        try:
+            found = store_id(fresh)
+        finally:
+            fresh.close()
+        if found != self._store_id:
+            self._gone = True
             raise StoreGone()
 
     def close(self) -> None:
@@ -300,17 +412,50 @@ class SqliteNotesStore:
             if self._closed:
                 return
             self._closed = True
+            if self._shm_cut:
+                # Closing would touch the cut map (SIGBUS): kept open for the process's life.
+                _KEPT_OPEN.extend((self._reader, self._conn))
+                return
             try:
                 # Until checkpointed, deletions live only in the -wal file: a copy of the
                 # .db file alone (a naive backup) would still hold the deleted notes.
                 # Not into a file that is no longer at the path: that -wal is another's now.
                 # PASSIVE copies every frame no reader still needs and never waits, so an
                 # instance shutting down beside others is not held for a busy timeout.
-                if _identity(self._path) == self._identity:
+                if not self._gone and _identity(self._path) == self._identity:
                     self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
             finally:
                 self._reader.close()
                 self._conn.close()
+
+
+def side_identities(path: str) -> tuple[tuple[int, int] | None, ...]:
+    """(device, inode) of the database's -wal and -shm files now (None where absent)."""
+    return tuple(_identity(path + suffix) for suffix in SIDE_FILES)
+
+
+def store_id(conn: sqlite3.Connection) -> str | None:
+    """The random id this database was given when first opened by this version (meta 'store_id')."""
+    row = conn.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()
+    return row[0] if row is not None else None
+
+
+def _size(path: str) -> int:
+    """The size of the file at `path` now (0 when nothing is there)."""
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _shrunk(path: str, identity: tuple[int, int] | None, size: int) -> bool:
+    """True when `path` is still the file `identity` names and is now smaller than `size` (truncated)."""
+    # Removed or replaced is another check's business (and harmless to the map of the old file).
+    try:
+        info = os.stat(path)
+    except OSError:
+        return False
+    return (info.st_dev, info.st_ino) == identity and info.st_size < size
 
 
 def _identity(path: str) -> tuple[int, int] | None:
@@ -363,6 +508,7 @@ def open_store(
         conn.execute("PRAGMA synchronous = FULL")
         reader = _connect(path, busy_timeout_ms)
         reader.execute("PRAGMA query_only = ON")
+        reader.execute("SELECT 1 FROM meta LIMIT 1").fetchall()  # a first read creates the -wal and -shm files
         return SqliteNotesStore(
             path, conn, reader, clock=clock, max_per_principal=max_per_principal, busy_timeout_ms=busy_timeout_ms
         )
@@ -403,6 +549,7 @@ def _prepare(conn: sqlite3.Connection, path: str, seed: list[main.Note]) -> None
             for statement in _SCHEMA:
                 conn.execute(statement)
             conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            _add_store_id(conn)
             conn.executemany(
                 "INSERT INTO notes (id, title, uri, revision) VALUES (?, ?, ?, ?)",
                 [(note.id, note.title, note.uri, note.revision) for note in seed],
@@ -423,11 +570,19 @@ def _prepare(conn: sqlite3.Connection, path: str, seed: list[main.Note]) -> None
             raise StoreError(
                 f"database {path} has schema version {str(row[0])[:20]!r}; this server reads version {SCHEMA_VERSION} only"
             )
+        _add_store_id(conn)
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+def _add_store_id(conn: sqlite3.Connection) -> None:
+    """Give the database a random id once (kept ever after; a copy of the file shares it)."""
+    import secrets
+
+    conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id', ?)", (secrets.token_hex(16),))
 
 
 def _describe(path: str, exc: sqlite3.Error, busy_timeout_ms: int) -> str:

@@ -9,7 +9,9 @@ Nothing but protocol messages may reach stdout; logs go to stderr. Standard libr
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
@@ -26,19 +28,24 @@ def serve_stdio(server: main.Server, principal: str, legacy: bool = True) -> int
     # Only protocol messages may reach stdout: a stray print() anywhere now goes to stderr.
     sys.stdout = sys.stderr
 
+    gone = threading.Event()  # stdout broke once: the client is gone for good
+
     def write(line: bytes) -> None:
+        if gone.is_set():
+            raise BrokenPipeError("stdout is closed")
         try:
             stdout.write(line)
             stdout.flush()
         except BrokenPipeError:
-            # The client is gone. Point fd 1 at /dev/null so the exit-time flush is quiet.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), stdout.fileno())
+            client_gone(gone, stdout.fileno())
             raise
 
     session: Any = None  # the legacy adapter's session, once a client sends `initialize`
 
     def feed(line: bytes) -> None:
         nonlocal session
+        if gone.is_set():
+            raise BrokenPipeError("stdout is closed")  # nothing more is executed for a gone client
         if session is not None:
             session.feed(line)
             return
@@ -60,6 +67,21 @@ def serve_stdio(server: main.Server, principal: str, legacy: bool = True) -> int
             write(main.encode_message(reply) + b"\n")
 
     return run_lines(stdin, feed, lambda: session.close() if session is not None else None)
+
+
+def client_gone(gone: threading.Event, fd: int) -> None:
+    """The first broken pipe on stdout: stop serving, so the process ends with status 0."""
+    # A legacy call's worker can be the first to find stdout closed. Pointing fd 1 at
+    # /dev/null alone kept the process executing requests (accepts included) for a client
+    # that can no longer see a single answer. The reader loop ends on BrokenPipeError in
+    # its own thread; from a worker, SIGTERM to the main thread interrupts its blocked
+    # read, and serve.py turns SIGTERM into a clean exit 0 that closes the store.
+    if gone.is_set():
+        return
+    gone.set()
+    os.dup2(os.open(os.devnull, os.O_WRONLY), fd)  # the exit-time flush stays quiet
+    if threading.current_thread() is not threading.main_thread():
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGTERM)
 
 
 def run_lines(stdin: BinaryIO, feed: Callable[[bytes], None], close: Callable[[], None]) -> int:

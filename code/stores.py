@@ -25,7 +25,7 @@ def stored_note(row: tuple[object, ...]) -> main.Note | None:
     note_id, title, uri, revision = row
     if not (isinstance(note_id, str) and isinstance(title, str) and isinstance(uri, str) and isinstance(revision, int)):
         return None
-    note = main.Note(note_id, title, uri, revision)
+    note = main.Note(note_id, main.blank_controls(title), uri, revision)
     try:
         main.check_note(note)
     except ValueError:

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import collections
 import hashlib
 import collections
 import hmac
+import math
 import re
 import threading
 import time
@@ -56,12 +58,95 @@ HTTP_STATUS_FOR_ERROR: dict[int, int] = {
 }
 
 
-class BearerTokens:
-    """Who is asking: bearer token -> principal, compared in constant time."""
+# Token guessing: each peer gets this many wrong tokens free, then must wait before the
+# next one is even looked at, twice as long after each further wrong one.
+MAX_FREE_GUESSES = 10
+GUESS_BACKOFF_SECONDS = 1.0  # the first wait; it doubles per further wrong token ...
+MAX_GUESS_BACKOFF_SECONDS = 60.0  # ... up to this
+GUESS_MEMORY_SECONDS = 600.0  # a peer's wrong tokens are forgotten this long after its last one
+MAX_GUESSING_PEERS = 4096  # peers remembered at once; the least recently wrong one is forgotten first
 
-    def __init__(self, tokens: Mapping[str, str]) -> None:
+
+class Throttled(Exception):
+    """This peer guessed too many wrong tokens; `retry_after` seconds until the next is looked at."""
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(retry_after)
+        self.retry_after = retry_after
+
+
+class GuessThrottle:
+    """Per-peer back-off after wrong tokens: bounded memory, an injected clock."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._peers: collections.OrderedDict[str, tuple[int, float]] = collections.OrderedDict()  # peer -> (wrong, until)
+
+    def check(self, peer: str) -> None:
+        """Raise Throttled while `peer` must wait."""
+        entry = self._peers.get(peer)
+        if entry is not None:
+            wait = entry[1] - self._clock()
+            if wait > 0:
+                raise Throttled(math.ceil(wait))
+
+    def failed(self, peer: str) -> None:
+        """Count a wrong token from `peer`; past the free ones, start or lengthen its wait."""
+        now = self._clock()
+        wrong, until = self._peers.pop(peer, (0, now))
+        if now - until > GUESS_MEMORY_SECONDS:
+            wrong = 0  # quiet long enough: a fresh start
+        wrong += 1
+        over = wrong - MAX_FREE_GUESSES + 1
+        wait = 0.0 if over <= 0 else min(MAX_GUESS_BACKOFF_SECONDS, GUESS_BACKOFF_SECONDS * 2 ** min(over - 1, 32))
+        self._peers[peer] = (wrong, now + wait)  # most recent last
+        while len(self._peers) > MAX_GUESSING_PEERS:
+            self._peers.popitem(last=False)
+
+    def succeeded(self, peer: str) -> None:
+        """A right token from `peer`: its wrong ones are forgotten."""
+        self._peers.pop(peer, None)
+
+    def __len__(self) -> int:
+        return len(self._peers)
+
+
+def peer_key(address: str) -> str:
+    """The throttled unit for a peer address: the address for IPv4, its /64 for IPv6."""
+    # One IPv6 host usually holds a whole /64: per address, it could guess without limit.
+    if ":" not in address:
+        return address
+    import ipaddress
+
+    try:
+        return str(ipaddress.ip_network(f"{address.split('%')[0]}/64", strict=False))
+    except ValueError:
+        return address
+
+
+class BearerTokens:
+    """Who is asking: bearer token -> principal, compared in constant time; wrong guesses throttled per peer."""
+
+    def __init__(self, tokens: Mapping[str, str], clock: Callable[[], float] = time.monotonic) -> None:
         # Digests, not tokens, are compared: equal lengths, so compare_digest leaks nothing.
         self._digests = [(name, hashlib.sha256(token.encode("utf-8")).digest()) for name, token in tokens.items()]
+        self.throttle = GuessThrottle(clock)
+        self._lock = threading.Lock()
+
+    def principal_from(self, token: str, peer: str) -> str | None:
+        """principal(token) for a request from `peer`; Throttled while that peer must wait."""
+        # Token guessing at thousands a second: past MAX_FREE_GUESSES wrong tokens, a peer's
+        # next token is not even compared until its back-off has passed.
+        key = peer_key(peer)
+        with self._lock:
+            self.throttle.check(key)
+        found = self.principal(token)
+        with self._lock:
+            if found is None:
+                self.throttle.failed(key)
+            else:
+                self.throttle.succeeded(key)
+        return found
 
     def principal(self, token: str) -> str | None:
         """The principal holding `token`, or None; constant time over every entry."""
@@ -185,8 +270,8 @@ class Pages(Protocol):
     prefix: str  # e.g. "/connect/"
     max_body: int  # the largest form body accepted
 
-    def handle(self, method: str, path: str, headers: Headers, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
-        """One request under `prefix` to (status, headers, body)."""
+    def handle(self, method: str, path: str, headers: Headers, body: bytes, peer: str = "") -> tuple[int, list[tuple[str, str]], bytes]:
+        """One request under `prefix` from `peer` (its address) to (status, headers, body)."""
         ...
 
 
@@ -260,14 +345,25 @@ class HttpPolicy:
         self.allowed_hosts = allowed_hosts
         self.allowed_origins = allowed_origins
 
-    def principal(self, headers: Headers) -> str:
-        """The authenticated principal for this request, or a 401 refusal."""
+    def principal(self, headers: Headers, peer: str | None = None) -> str:
+        """The authenticated principal for this request, or a 401 refusal (429 while `peer` must wait)."""
         if self.no_auth_principal is not None:
             return self.no_auth_principal
         values = header_values(headers, "authorization")
         scheme, _, token = values[0].partition(" ") if len(values) == 1 else ("", "", "")
-        found = self.tokens.principal(token.strip())
-        if scheme.lower() != "bearer" or found is None:
+        if scheme.lower() != "bearer" or not token.strip():
+            found = None  # no token at all is not a guess
+        elif peer is None:
+            found = self.tokens.principal(token.strip())
+        else:
+            try:
+                found = self.tokens.principal_from(token.strip(), peer)
+            except Throttled as wait:
+                raise HttpRefusal(
+                    429, "Too Many Requests: too many wrong tokens from this address; try again later",
+                    [("Retry-After", str(wait.retry_after))],
+                ) from None  # fmt: skip
+        if found is None:
             raise HttpRefusal(401, "Unauthorized: a valid bearer token is required", [("WWW-Authenticate", "Bearer")])
         return found
 
@@ -403,7 +499,7 @@ class McpEndpoint:
         self.policy.check_origin(request.headers)
         if header_values(request.headers, "transfer-encoding"):
             raise HttpRefusal(400, "Bad Request: send a form with one plain Content-Length")
-        status, headers, body = self.pages.handle(request.method, request.target, request.headers, request.body)
+        status, headers, body = self.pages.handle(request.method, request.target, request.headers, request.body, request.peer[0])
         return http_server.Response(status, headers, body)
 
     def mcp(self, request: http_server.Request) -> http_server.Response | http_server.StreamResponse:
@@ -413,12 +509,12 @@ class McpEndpoint:
         if request.target.partition("?")[0] != ENDPOINT or not self.mcp_endpoint:
             raise HttpRefusal(404, f"Not Found: the MCP endpoint is {ENDPOINT}")
         if request.method == "DELETE" and self.legacy is not None and header_values(headers, "mcp-session-id"):
-            ended = self.legacy(request, self.policy.principal(headers))  # a legacy session's end
+            ended = self.legacy(request, self.policy.principal(headers, request.peer[0]))  # a legacy session's end
             if ended is not None:
                 return ended
         if request.method != "POST":
             raise HttpRefusal(405, "Method Not Allowed: use POST", [("Allow", "POST")])
-        principal = self.policy.principal(headers)
+        principal = self.policy.principal(headers, request.peer[0])
         # Chunked bodies have no size up front (the engine refuses them); a body without a
         # length is refused here rather than read as empty.
         if not header_values(headers, "content-length"):

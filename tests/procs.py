@@ -238,6 +238,6 @@ def write_config(test: unittest.TestCase, config: dict[str, Any] | str) -> str:
     folder = tempfile.TemporaryDirectory()
     test.addCleanup(folder.cleanup)
     path = os.path.join(folder.name, "config.json")
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write(config if isinstance(config, str) else json.dumps(config))
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as handle:
+        handle.write(config if isinstance(config, str) else json.dumps(config))  # mode 600: it holds tokens
     return path

@@ -9,6 +9,7 @@ import os
 import signal
 import sqlite3
 import subprocess
+import sys
 import tempfile
 import unittest
 from typing import Any
@@ -170,6 +171,64 @@ class ConfigRejectionTests(StartupRefusalCase):
         self.assertEqual(len(lines), 1)
         self.assertIn("config:", lines[0])
 
+    def test_a_revision_up_to_a_signed_64_bit_integer_is_accepted_and_one_more_refused(self) -> None:
+        top = configuration.MAX_REVISION
+        self.assertEqual(configuration.load_config(procs.write_config(self, config(notes=[dict(NOTE, revision=top)])))["notes"][0].revision, top)
+        for revision in (top + 1, 2**64, -1):
+            with self.subTest(revision=revision):
+                self.assert_refused(config(notes=[dict(NOTE, revision=revision)]), "notes[0].revision")
+
+    def test_a_config_that_is_not_a_regular_file_is_refused_unread(self) -> None:
+        status, lines = self.serve("--http", "--port", "0", "--config", os.path.dirname(procs.write_config(self, config())))
+        self.assertEqual((status, len(lines)), (serve.EXIT_USAGE, 1))
+        self.assertIn("is not a regular file", lines[0])
+
+    def test_dev_zero_as_config_is_refused_unread(self) -> None:
+        # In a child with its memory capped: read to the end, /dev/zero never ends.
+        script = (
+            "import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30)); "
+            f"sys.path.insert(0, {support.CODE!r}); import serve; "
+            "sys.exit(serve.serve(['--http', '--port', '0', '--config', '/dev/zero']))"
+        )
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=procs.GUARD, env=procs.server_env())
+        self.assertEqual(done.returncode, serve.EXIT_USAGE, done.stderr)
+        lines = done.stderr.decode().splitlines()
+        self.assertEqual(len(lines), 1, lines)
+        self.assertIn("/dev/zero is not a regular file", lines[0])
+
+    def test_a_config_at_the_size_cap_is_read_and_one_byte_more_is_refused(self) -> None:
+        text = json.dumps(config())
+        exact = procs.write_config(self, text + " " * (configuration.MAX_CONFIG_BYTES - len(text)))
+        self.assertEqual(configuration.load_config(exact)["stdioPrincipal"], "alice")
+        over = procs.write_config(self, text + " " * (configuration.MAX_CONFIG_BYTES + 1 - len(text)))
+        status, lines = self.serve("--http", "--port", "0", "--config", over)
+        self.assertEqual((status, len(lines)), (serve.EXIT_USAGE, 1))
+        self.assertIn(f"larger than {configuration.MAX_CONFIG_BYTES} bytes", lines[0])
+
+    def test_a_config_writable_by_group_or_others_is_refused(self) -> None:
+        path = procs.write_config(self, config())
+        for mode in (0o620, 0o602):
+            with self.subTest(mode=oct(mode)):
+                os.chmod(path, mode)
+                status, lines = self.serve("--http", "--port", "0", "--config", path)
+                self.assertEqual((status, len(lines)), (serve.EXIT_USAGE, 1))
+                self.assertIn("writable by group or others", lines[0])
+
+    def test_a_config_readable_by_others_is_served_with_one_warning_and_a_private_one_without(self) -> None:
+        path = procs.write_config(self, config())
+        warned = []
+        configuration.load_config(path, warned.append)
+        self.assertEqual(warned, [])  # mode 600
+        os.chmod(path, 0o640)
+        self.assertEqual(configuration.load_config(path, warned.append)["stdioPrincipal"], "alice")
+        self.assertEqual(len(warned), 1)
+        self.assertIn("readable by group or others (mode 0640)", warned[0])
+
+    def test_control_and_format_characters_in_a_note_title_are_blanked_and_a_title_of_only_them_refused(self) -> None:
+        loaded = configuration.load_config(procs.write_config(self, config(notes=[dict(NOTE, title="\u202egnp.exe plan\x1b[0m")])))
+        self.assertEqual(loaded["notes"][0].title, " gnp.exe plan [0m")
+        self.assert_refused(config(notes=[dict(NOTE, title="\u202e\u200b\t")]), "notes[0]")
+
     def test_a_full_config_loads_every_field(self) -> None:
         document = config(
             principals={"alice": ALICE, "bob": BOB},
@@ -276,6 +335,44 @@ class SubprocessExitStatusTests(unittest.TestCase):
         self.assertEqual(len(process.stderr_lines), 1)
         self.assertIn("stateTtlSeconds:", process.stderr_lines[0])
         self.assertEqual(process.proc.stdout.read(), b"")  # type: ignore[union-attr]
+
+    def test_a_guessable_token_or_key_is_warned_about_at_start_up_without_printing_it(self) -> None:
+        weak_key = "00" * main.MIN_KEY_BYTES
+        path = procs.write_config(self, config(keys=[weak_key, procs.SECRET], principals={"alice": dict(ALICE), "bob": {**BOB, "token": "bob-" + procs.TOKEN}}, stdioPrincipal="alice"))
+        process = procs.HttpServer(self, "--config", path, env=procs.server_env())
+        self.assertTrue(process.wait_for_line("listening on"))
+        text = process.stderr_text()
+        warnings = [line for line in process.stderr_lines if "easy to guess" in line]
+        self.assertEqual(len(warnings), 2, text)  # alice's "aaaa..." and key 0, not bob's token nor key 1
+        self.assertIn("principal 'alice'", warnings[0])
+        self.assertIn("signing key 0", warnings[1])
+        self.assertNotIn(ALICE["token"], text)
+        self.assertNotIn(weak_key, text)
+
+    def test_strength_estimates_separate_typed_values_from_random_ones(self) -> None:
+        self.assertEqual(configuration.estimated_bits("a" * 64), 0)
+        self.assertEqual(configuration.estimated_bits(bytes(32)), 0)
+        self.assertLess(configuration.estimated_bits("abababababababab"), configuration.MIN_TOKEN_BITS)
+        self.assertGreaterEqual(configuration.estimated_bits(procs.TOKEN), configuration.MIN_TOKEN_BITS)
+        self.assertGreaterEqual(configuration.estimated_bits(support.KEY), configuration.MIN_KEY_BITS)
+        self.assertGreaterEqual(configuration.estimated_bits(bytes.fromhex(procs.SECRET)), configuration.MIN_KEY_BITS)
+
+    def test_a_fifo_as_config_is_refused_at_once_instead_of_hanging_start_up(self) -> None:
+        folder = tempfile.TemporaryDirectory()
+        self.addCleanup(folder.cleanup)
+        fifo = os.path.join(folder.name, "config.json")
+        os.mkfifo(fifo, 0o600)  # nobody ever writes to it
+        process = procs.Process(self, ["--http", "--port", "0", "--config", fifo], procs.server_env())
+        self.assertEqual(process.wait(), serve.EXIT_USAGE)
+        self.assertEqual(len(process.stderr_lines), 1, process.stderr_text())
+        self.assertIn("is not a regular file", process.stderr_lines[0])
+
+    def test_a_config_readable_by_others_is_warned_about_once_the_server_runs(self) -> None:
+        path = procs.write_config(self, config(principals={"alice": {**ALICE, "token": procs.TOKEN}}))
+        os.chmod(path, 0o644)
+        process = procs.HttpServer(self, "--config", path, env=procs.server_env())
+        self.assertTrue(process.wait_for_line("listening on"))
+        self.assertEqual(sum("readable by group or others" in line for line in process.stderr_lines), 1, process.stderr_text())
 
     def test_no_auth_on_a_public_address_exits_2(self) -> None:
         process = procs.Process(self, ["--http", "--host", "0.0.0.0", "--port", "0", "--no-auth"], procs.server_env())

@@ -15,6 +15,7 @@ from urllib.parse import urlencode, urlsplit
 
 import support
 import connect
+import streamable_http
 import main
 import procs
 import config as configuration
@@ -171,9 +172,9 @@ class InProcess(unittest.TestCase):
         self.alice = Client(lambda message: self.server.handle(message, "alice"))
         self.bob = Client(lambda message: self.server.handle(message, "bob"))
 
-    def browser(self) -> Browser:
+    def browser(self, peer: str = "127.0.0.1") -> Browser:
         def send(method: str, path: str, headers: list[tuple[str, str]], body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
-            return self.pages.handle(method, path, support.engine_headers(headers), body)
+            return self.pages.handle(method, path, support.engine_headers(headers), body, peer)
 
         return Browser(send)
 
@@ -530,6 +531,16 @@ class PageBindingTests(InProcess):
             with self.subTest(token=token):
                 self.assertEqual(browser.sign_in(path, token), 403)
         self.assertIsNone(browser.cookie)
+
+    def test_past_the_free_guesses_a_peers_sign_ins_wait_and_another_peer_signs_in(self) -> None:
+        path = self.connect_path(self.first())
+        guesser = self.browser("192.0.2.7")
+        for k in range(streamable_http.MAX_FREE_GUESSES):
+            self.assertEqual(guesser.sign_in(path, f"wrong-token-{k}"), 403)
+        self.assertEqual(guesser.sign_in(path, ALICE_TOKEN), 429)  # not even the right token, for now
+        self.assertIn("Too many wrong tokens", guesser.pages[-1][2])
+        self.assertIsNone(guesser.cookie)
+        self.assertEqual(self.browser("192.0.2.8").sign_in(path, ALICE_TOKEN), 303)
 
     def test_the_session_cookie_is_http_only_strict_and_new_at_every_sign_in(self) -> None:
         path = self.connect_path(self.first())
@@ -1098,7 +1109,7 @@ class StdioTransportTests(unittest.TestCase):
         first = client.call(tps("TPS report 2025"))["result"]
         url = urlsplit(connect_request(first)["params"]["url"])
         self.assertEqual(url.hostname, "127.0.0.1")
-        self.assertTrue(any(f"connect pages on http://127.0.0.1:{url.port}/connect/" in line for line in server.stderr_lines))
+        self.assertTrue(server.wait_for_line(f"connect pages on http://127.0.0.1:{url.port}/connect/"))  # stderr is read by another thread
         browser = Browser(http_pages(self, url.port))  # type: ignore[arg-type]
         self.assertEqual(browser.sign_in(url.path, ALICE_TOKEN), 303)
         self.assertEqual(browser.decide(url.path, "allow"), 200)

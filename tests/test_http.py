@@ -5,8 +5,10 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import math
 import os
 import shutil
+import signal
 import socket
 import tempfile
 import threading
@@ -536,6 +538,109 @@ class SlowClientTests(unittest.TestCase):
         self.addCleanup(loris.close)
         loris.sendall(head.encode() + data[:10])
         self.assertTrue(read_to_end(loris).startswith(b"HTTP/1.1 408 "))
+
+    def test_a_stray_crlf_flood_without_a_token_is_refused_and_others_are_served(self) -> None:
+        server = procs.HttpServer(self)
+        flood = []
+        for _ in range(16):
+            sock = socket.create_connection(("127.0.0.1", server.port), timeout=GUARD)
+            self.addCleanup(sock.close)
+            sock.sendall(b"\r\n" * 32768)  # 64 KiB of empty lines each, no request line
+            flood.append(sock)
+        status, _, _ = post(server.connect(self), request("server/discover"))
+        self.assertEqual(status, 200)
+        for sock in flood:
+            # Refused after a few lines (not dropped silently at the head deadline).
+            self.assertTrue(read_to_end(sock).startswith(b"HTTP/1.1 400 "))
+        self.assertNotIn("Traceback", server.stderr_text())
+
+
+class TokenGuessTests(unittest.TestCase):
+    """Wrong bearer tokens are throttled per peer, with memory bounded."""
+
+    def test_past_the_free_guesses_a_peer_gets_429_even_with_the_right_token(self) -> None:
+        server = procs.HttpServer(self)
+        conn = server.connect(self)
+        message = request("server/discover")
+        for k in range(streamable_http.MAX_FREE_GUESSES):
+            self.assertEqual(post(conn, message, mcp_headers(message, token=f"wrong-{k}"))[0], 401)
+        status, headers, _ = post(server.connect(self), message, mcp_headers(message, token="wrong-again"))
+        self.assertEqual(status, 429)
+        self.assertEqual(headers["retry-after"], str(math.ceil(streamable_http.GUESS_BACKOFF_SECONDS)))
+        # Not even the right token is looked at until the wait is over (else the wait
+        # would tell the guesser nothing it cannot bypass).
+        self.assertEqual(post(server.connect(self), message, mcp_headers(message))[0], 429)
+        self.assertEqual(post(server.connect(self), message, mcp_headers(message, token=None))[0], 401)  # no token: no guess
+        self.assertNotIn("Traceback", server.stderr_text())
+
+    def test_the_back_off_doubles_up_to_its_cap_and_a_right_token_resets_it(self) -> None:
+        clock = support.Clock()
+        tokens = streamable_http.BearerTokens({"alice": TOKEN}, clock)
+        for _ in range(streamable_http.MAX_FREE_GUESSES - 1):
+            self.assertIsNone(tokens.principal_from("wrong", "192.0.2.1"))
+        self.assertIsNone(tokens.principal_from("wrong", "192.0.2.1"))  # the last free one starts the wait
+        waits = []
+        for _ in range(8):
+            with self.assertRaises(streamable_http.Throttled) as caught:
+                tokens.principal_from(TOKEN, "192.0.2.1")
+            waits.append(caught.exception.retry_after)
+            clock.now += caught.exception.retry_after
+            self.assertIsNone(tokens.principal_from("wrong", "192.0.2.1"))
+        self.assertEqual(waits, [1, 2, 4, 8, 16, 32, 60, 60])
+        self.assertEqual(tokens.principal_from(TOKEN, "192.0.2.2"), "alice")  # another peer is not affected
+        clock.now += streamable_http.MAX_GUESS_BACKOFF_SECONDS
+        self.assertEqual(tokens.principal_from(TOKEN, "192.0.2.1"), "alice")
+        self.assertEqual(len(tokens.throttle), 0)  # the right token forgot the wrong ones
+        self.assertIsNone(tokens.principal_from("wrong", "192.0.2.1"))  # ... so this one is free again
+
+    def test_wrong_tokens_are_forgotten_after_a_quiet_period_and_not_before(self) -> None:
+        clock = support.Clock()
+        tokens = streamable_http.BearerTokens({"alice": TOKEN}, clock)
+        for peer in ("192.0.2.1", "192.0.2.2"):
+            for _ in range(streamable_http.MAX_FREE_GUESSES - 1):
+                tokens.principal_from("wrong", peer)
+        clock.now += streamable_http.GUESS_MEMORY_SECONDS
+        tokens.principal_from("wrong", "192.0.2.2")  # exactly the memory: still counted, the wait starts
+        with self.assertRaises(streamable_http.Throttled):
+            tokens.principal_from(TOKEN, "192.0.2.2")
+        clock.now += 1
+        tokens.principal_from("wrong", "192.0.2.1")  # past it: counted from zero again, no wait
+        self.assertEqual(tokens.principal_from(TOKEN, "192.0.2.1"), "alice")
+
+    def test_memory_is_bounded_by_forgetting_the_least_recently_wrong_peer(self) -> None:
+        tokens = streamable_http.BearerTokens({"alice": TOKEN}, support.Clock())
+        for _ in range(streamable_http.MAX_FREE_GUESSES):
+            tokens.principal_from("wrong", "first")
+        for k in range(streamable_http.MAX_GUESSING_PEERS):
+            tokens.principal_from("wrong", f"peer-{k}")
+        self.assertEqual(len(tokens.throttle), streamable_http.MAX_GUESSING_PEERS)
+        self.assertEqual(tokens.principal_from(TOKEN, "first"), "alice")  # forgotten: no longer waits
+        with self.assertRaises(streamable_http.Throttled):
+            for _ in range(streamable_http.MAX_FREE_GUESSES + 1):
+                tokens.principal_from("wrong", "peer-0")
+
+    def test_one_ipv6_host_is_throttled_as_its_slash_64(self) -> None:
+        self.assertEqual(streamable_http.peer_key("2001:db8:1:2::5"), streamable_http.peer_key("2001:db8:1:2:ffff::9"))
+        self.assertNotEqual(streamable_http.peer_key("2001:db8:1:2::5"), streamable_http.peer_key("2001:db8:1:3::5"))
+        self.assertEqual(streamable_http.peer_key("192.0.2.1"), "192.0.2.1")
+
+
+class SignalTests(unittest.TestCase):
+    """The signals that stop an HTTP server all stop it gracefully."""
+
+    def test_sighup_shuts_down_like_sigterm_closing_the_store_and_exiting_zero(self) -> None:
+        folder = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, folder)
+        db = os.path.join(folder, "notes.db")
+        server = procs.HttpServer(self, "--db", db)
+        status, _, _ = post(server.connect(self), call(tps()))
+        self.assertEqual(status, 200)
+        self.assertTrue(os.path.exists(db + "-wal"))  # open and serving
+        server.proc.send_signal(signal.SIGHUP)
+        self.assertEqual(server.wait(), 0)
+        self.assertIn("shutting down", server.stderr_text())  # the graceful path, not a kill
+        self.assertFalse(os.path.exists(db + "-wal"))  # the store was closed (checkpointed)
+        self.assertNotIn("Traceback", server.stderr_text())
 
 
 def read_to_end(sock: socket.socket) -> bytes:

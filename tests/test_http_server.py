@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import socket
+import sys
 import threading
+import time
 import unittest
 from collections.abc import Iterator
 from typing import Any
@@ -419,6 +421,40 @@ class FramingTest(unittest.TestCase):
         self.assertEqual(Client(self, server).send(b"\r\n\r\nGET /s HTTP/1.1\r\nHost: x\r\n\r\n").reply().status, 200)
         self.assertEqual(echo[0].target, "/s")
 
+    def test_up_to_the_empty_line_limit_is_ignored_even_split_across_reads_and_one_more_is_400(self) -> None:
+        server, echo, refusals, _ = start(self)
+        request = b"GET /s HTTP/1.1\r\nHost: x\r\n\r\n"
+        client = Client(self, server)
+        for _ in range(hs.MAX_EMPTY_LINES):
+            client.send(b"\r\n")  # one read each, most likely: the count carries over
+        self.assertEqual(client.send(request).reply().status, 200)
+        # The count starts again for the next request on the same connection.
+        self.assertEqual(client.send(b"\r\n" * hs.MAX_EMPTY_LINES + request).reply().status, 200)
+        reply = refused(self, server, b"\r\n" * (hs.MAX_EMPTY_LINES + 1) + request)
+        self.assertEqual(reply.status, 400)
+        self.assertEqual(len(echo), 2)
+        self.assertEqual(refusals, [(400, f"Bad Request: more than {hs.MAX_EMPTY_LINES} empty lines before the request line", None)])
+
+    def test_a_stray_crlf_flood_is_refused_at_once_and_not_read_through(self) -> None:
+        server, echo, refusals, _ = start(self)
+        client = Client(self, server)
+        client.sock.sendall(b"\r\n" * 32768)  # 64 KiB of empty lines and nothing else
+        self.assertEqual(client.reply().status, 400)  # answered without waiting for the head deadline
+        self.assertEqual(echo, [])
+        self.assertEqual([status for status, _, _ in refusals], [400])
+
+    def test_skipped_empty_lines_count_toward_the_head_size_limit(self) -> None:
+        server, echo, _, _ = start(self)
+        lines = b"\r\n" * hs.MAX_EMPTY_LINES
+
+        def head(size: int) -> bytes:
+            start_ = b"GET / HTTP/1.1\r\nHost: x\r\nX-Pad: "
+            return start_ + b"p" * (size - len(start_)) + b"\r\n\r\n"
+
+        self.assertEqual(Client(self, server).send(lines + head(hs.MAX_HEADER_BYTES - len(lines))).reply().status, 200)
+        self.assertEqual(refused(self, server, lines + head(hs.MAX_HEADER_BYTES - len(lines) + 1)).status, 431)
+        self.assertEqual(len(echo), 1)
+
     def test_pipelined_requests_are_answered_in_order_one_at_a_time(self) -> None:
         active, most = [0], [0]
         lock = threading.Lock()
@@ -633,6 +669,52 @@ class InlineTest(unittest.TestCase):
         self.assertEqual(Client(self, server).request("GET", "/x").reply().status, 200)
         self.assertTrue(seen[0].startswith("http-worker-"))
         self.assertEqual(log[0], "internal error in inline (GET): KeyError")
+
+
+def wait_until(condition: Any) -> bool:
+    """Poll `condition` (state only the loop thread changes) until true or GUARD passes."""
+    deadline = time.monotonic() + GUARD
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+class ReadAheadTest(unittest.TestCase):
+    """What the engine holds per connection: bounded by the connection's state, not by a recv size."""
+
+    def test_bytes_sent_ahead_during_a_request_are_held_only_up_to_the_pending_limit(self) -> None:
+        inside, release = threading.Event(), threading.Event()
+
+        def app(request: Request) -> Response:
+            inside.set()
+            release.wait(GUARD)
+            return Response(200, [], request.target.encode())
+
+        server, _, _, _ = start(self, app)
+        self.addCleanup(release.set)
+        client = Client(self, server)
+        pipelined = b"GET /next HTTP/1.1\r\nHost: x\r\n\r\n"
+        client.send(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n" + pipelined * 3000)  # ~100 kB sent ahead
+        self.assertTrue(inside.wait(GUARD))
+        (conn,) = server._conns.values()
+        # The loop stops reading once the pending bytes reach the limit; the rest stays in the kernel.
+        self.assertTrue(wait_until(lambda: conn.events == 0))
+        self.assertLessEqual(len(conn.buffer), hs.MAX_PENDING_BYTES)
+        self.assertGreater(len(conn.buffer), 0)  # it did read ahead (EOF would be seen)
+        release.set()
+        self.assertEqual(client.reply().body, b"/slow")
+        self.assertEqual(client.reply().body, b"/next")  # nothing sent ahead was lost
+
+    def test_after_a_large_body_the_connection_keeps_a_small_buffer(self) -> None:
+        server, echo, _, _ = start(self, body_limit=70000)
+        client = Client(self, server)
+        self.assertEqual(client.request("POST", "/big", body=b"b" * 65536).reply().status, 200)
+        self.assertEqual(len(echo[0].body), 65536)
+        (conn,) = server._conns.values()
+        self.assertTrue(wait_until(lambda: conn.state == hs.READ_HEAD))
+        self.assertLess(sys.getsizeof(conn.buffer), 1024)
 
 
 class WorkerPoolTest(unittest.TestCase):

@@ -89,7 +89,7 @@ class LegacyHttpFlowTests(unittest.TestCase):
         self.assertEqual(self.client.answer(form, accepted("note-7")), 202)
         self.assertEqual(self.client.call("ping")["result"], {})
         self.assertEqual(modern_choices(self.server.port, self), ["note-3", "note-7"])
-        self.assertIn("ignored a response to no pending request", self.server.stderr_text())
+        self.assertTrue(self.server.wait_for_line("ignored a response to no pending request"))  # stderr is read by another thread
 
     def test_a_call_needing_no_form_is_answered_with_json(self) -> None:
         response = self.client.call("tools/call", {"name": main.TOOL_NAME, "arguments": {"workspaceUri": support.WORKSPACE}})
@@ -274,17 +274,27 @@ class LegacyStreamsDoNotStarveTests(unittest.TestCase):
 
     def test_modern_requests_are_served_while_the_stream_limit_is_reached(self) -> None:
         self.assertLess(legacy_http.MAX_LEGACY_STREAMS, http_server.WORKER_THREADS)
-        server = procs.HttpServer(self)
-        open_forms = []
+        tokens = {"alice": procs.TOKEN, "bob": "bob-token-0123456789abcdefgh", "carol": "carol-token-0123456789abcdef"}
+        path = procs.write_config(self, {
+            "principals": {name: {"token": token, "workspaces": [support.WORKSPACE]} for name, token in tokens.items()},
+            "stdioPrincipal": "alice",
+            "notes": [{"id": note.id, "title": note.title, "uri": note.uri} for note in main.lesson_notes()],
+            "keys": [procs.SECRET],
+        })  # fmt: skip
+        server = procs.HttpServer(self, "--config", path, env=procs.server_env())
+        open_forms: list[Any] = []
         per_session = legacy_http.MAX_PENDING_PER_SESSION
-        for _ in range(-(-legacy_http.MAX_LEGACY_STREAMS // per_session)):
-            client = HttpLegacyClient(self, server.port)
-            client.initialize()
-            for _ in range(min(per_session, legacy_http.MAX_LEGACY_STREAMS - len(open_forms))):
-                _, stream = client.delete()
-                open_forms.append((client, stream, stream.event()))
+        for name in ("alice", "bob"):  # one principal alone may not take every slot
+            mine = 0
+            while mine < legacy_http.MAX_LEGACY_STREAMS_PER_PRINCIPAL and len(open_forms) < legacy_http.MAX_LEGACY_STREAMS:
+                client = HttpLegacyClient(self, server.port, token=tokens[name])
+                client.initialize()
+                for _ in range(min(per_session, legacy_http.MAX_LEGACY_STREAMS_PER_PRINCIPAL - mine, legacy_http.MAX_LEGACY_STREAMS - len(open_forms))):
+                    _, stream = client.delete()
+                    open_forms.append((client, stream, stream.event()))
+                    mine += 1
         self.assertEqual(len(open_forms), legacy_http.MAX_LEGACY_STREAMS)
-        extra = HttpLegacyClient(self, server.port)
+        extra = HttpLegacyClient(self, server.port, token=tokens["carol"])
         extra.initialize()
         busy = extra.call("tools/call", {"name": main.TOOL_NAME, "arguments": tps()})["result"]
         self.assertTrue(busy["isError"])
@@ -329,22 +339,46 @@ class InProcess:
     def ping(self, session_id: str, principal: str = support.PRINCIPAL) -> int:
         return self.route({"jsonrpc": "2.0", "id": "p", "method": "ping"}, session_id, principal).status
 
-    def open_form(self, session_id: str) -> tuple[Any, dict[str, Any]]:
+    def open_form(self, session_id: str, principal: str = support.PRINCIPAL) -> tuple[Any, dict[str, Any]]:
         """A delete call that must become a stream: (the stream, its first event's message)."""
         self.ids += 1
         message = {"jsonrpc": "2.0", "id": self.ids, "method": "tools/call", "params": {"name": main.TOOL_NAME, "arguments": tps()}}
-        response = self.route(message, session_id)
+        response = self.route(message, session_id, principal)
         self.test.assertIsInstance(response, http_server.StreamResponse)
         self.test.addCleanup(response.stream.close)
         return response.stream, event(next(response.stream))
 
-    def call_result(self, session_id: str) -> dict[str, Any]:
+    def call_result(self, session_id: str, principal: str = support.PRINCIPAL) -> dict[str, Any]:
         """A delete call expected to be answered at once with JSON: its result."""
         self.ids += 1
         message = {"jsonrpc": "2.0", "id": self.ids, "method": "tools/call", "params": {"name": main.TOOL_NAME, "arguments": tps()}}
-        response = self.route(message, session_id)
+        response = self.route(message, session_id, principal)
         self.test.assertIsInstance(response, http_server.Response)
         return json.loads(response.body)["result"]
+
+
+def fill_streams(side: InProcess, principals: list[str], streams: list[Any], total: int) -> None:
+    """Open forms as `principals` in turn, each up to its share, until `total` streams are open."""
+    for principal in principals:
+        session_id, in_session = side.initialize(principal), 0
+        for _ in range(legacy_http.MAX_LEGACY_STREAMS_PER_PRINCIPAL):
+            if len(streams) == total:
+                return
+            if in_session == legacy_http.MAX_PENDING_PER_SESSION:
+                session_id, in_session = side.initialize(principal), 0
+            streams.append(side.open_form(session_id, principal)[0])
+            in_session += 1
+
+
+def shared_workspace_server(principals: list[str]) -> main.Server:
+    """The lesson server with every one of `principals` allowed on the lesson workspace."""
+    return main.notes_server(
+        keys=[support.KEY],
+        notes=main.MemoryNotesStore(main.lesson_notes(), main.MemoryReplayStore(support.Clock())),
+        policy=main.AuthorizationPolicy({name: [support.WORKSPACE] for name in principals}),
+        clock=support.Clock(),
+        log=support.Log(),
+    )
 
 
 def event(chunk: bytes) -> dict[str, Any]:
@@ -377,6 +411,32 @@ class SessionBoundsTests(unittest.TestCase):
         self.assertEqual([side.ping(session_id) for session_id in [ids[0], *ids[2:], newest]], [200] * legacy_http.MAX_SESSIONS_PER_PRINCIPAL)
         self.assertEqual(side.ping(bobs, principal="bob"), 200)
         self.assertEqual(side.sessions.session_count(support.PRINCIPAL), legacy_http.MAX_SESSIONS_PER_PRINCIPAL)
+
+    def test_a_long_lived_session_outlasts_sixteen_handshake_only_sessions_of_its_principal(self) -> None:
+        side = InProcess(self)
+        host = side.initialize()
+        self.assertEqual(side.ping(host), 200)  # in use
+        side.clock.now += 60
+        runs = []
+        for _ in range(legacy_http.MAX_SESSIONS_PER_PRINCIPAL):  # short runs: initialize, exit without DELETE
+            side.clock.now += 1
+            runs.append(side.initialize())
+        self.assertEqual(side.ping(host), 200)  # still live, though least recently used
+        self.assertEqual(side.ping(runs[0]), 404)  # the oldest handshake-only session gave way
+        self.assertEqual([side.ping(session_id) for session_id in runs[1:]], [200] * (len(runs) - 1))
+        self.assertEqual(side.sessions.session_count(support.PRINCIPAL), legacy_http.MAX_SESSIONS_PER_PRINCIPAL)
+
+    def test_when_every_session_was_used_the_least_recently_used_gives_way(self) -> None:
+        side = InProcess(self)
+        used = []
+        for _ in range(legacy_http.MAX_SESSIONS_PER_PRINCIPAL):
+            used.append(side.initialize())
+            self.assertEqual(side.ping(used[-1]), 200)
+            side.clock.now += 1
+        self.assertEqual(side.ping(used[0]), 200)  # now the most recently used
+        side.initialize()
+        self.assertEqual(side.ping(used[1]), 404)
+        self.assertEqual(side.ping(used[0]), 200)
 
     def test_a_session_idle_exactly_the_limit_is_still_live(self) -> None:
         side = InProcess(self)
@@ -425,18 +485,31 @@ class StreamBoundsTests(unittest.TestCase):
         self.assertEqual(len(support.note_ids(side.server)), len(main.lesson_notes()))
 
     def test_streams_up_to_the_server_limit_open_and_one_more_is_refused_until_one_ends(self) -> None:
-        side = InProcess(self)
-        streams = []
-        while len(streams) < legacy_http.MAX_LEGACY_STREAMS:
-            session_id = side.initialize()
-            for _ in range(min(legacy_http.MAX_PENDING_PER_SESSION, legacy_http.MAX_LEGACY_STREAMS - len(streams))):
-                streams.append(side.open_form(session_id)[0])
-        fresh = side.initialize()
-        busy = side.call_result(fresh)
-        self.assertIn("Too many forms are open", texts(busy))
+        side, streams = InProcess(self, server=shared_workspace_server(["alice", "bob", "carol"])), []
+        fill_streams(side, ["alice", "bob"], streams, legacy_http.MAX_LEGACY_STREAMS)
+        self.assertEqual(len(streams), legacy_http.MAX_LEGACY_STREAMS)
+        last = "carol"
+        fresh = side.initialize(last)
+        busy = side.call_result(fresh, last)
+        self.assertIn("Too many forms are open on this server", texts(busy))
         self.assertEqual(side.sessions.session(fresh).pending(), 0)
         streams[0].close()  # as the engine does when the client goes away
-        self.assertEqual(side.open_form(fresh)[1]["method"], "elicitation/create")
+        self.assertEqual(side.open_form(fresh, last)[1]["method"], "elicitation/create")
+
+    def test_one_principal_holds_at_most_its_share_and_another_still_opens_a_form(self) -> None:
+        self.assertLess(legacy_http.MAX_LEGACY_STREAMS_PER_PRINCIPAL, legacy_http.MAX_LEGACY_STREAMS)
+        side = InProcess(self, server=shared_workspace_server(["alice", "bob"]))
+        alices = [side.initialize("alice") for _ in range(2)]  # the share spans sessions
+        streams = [side.open_form(alices[k % 2], "alice")[0] for k in range(legacy_http.MAX_LEGACY_STREAMS_PER_PRINCIPAL)]
+        busy = side.call_result(alices[0], "alice")
+        self.assertTrue(busy["isError"])
+        self.assertEqual(texts(busy), legacy_http.PRINCIPAL_STREAMS_BUSY)
+        self.assertEqual(sum(side.sessions.session(sid).pending() for sid in alices), legacy_http.MAX_LEGACY_STREAMS_PER_PRINCIPAL)
+        bobs = side.initialize("bob")
+        self.assertEqual(side.open_form(bobs, "bob")[1]["method"], "elicitation/create")  # not locked out
+        streams[0].close()
+        self.assertEqual(side.open_form(alices[0], "alice")[1]["method"], "elicitation/create")  # her share is back
+        self.assertEqual(len(support.note_ids(side.server)), len(main.lesson_notes()))  # nothing was deleted
 
 
 class AbandonedFormTests(unittest.TestCase):

@@ -136,6 +136,14 @@ class ListingTests(FolderCase):
         self.assertEqual(self.listed(self.store()), {"real.md": "TPS real"})
         self.assertSecretIntact()
 
+    def test_a_file_with_a_second_hard_link_is_not_offered_until_it_has_one_again(self) -> None:
+        self.write("real.md", "# TPS real")
+        os.link(self.secret, os.path.join(self.ws, "linked.md"))  # an outside file linked in
+        self.assertEqual(self.listed(self.store()), {"real.md": "TPS real"})  # its heading is not shown
+        self.assertSecretIntact()
+        os.unlink(self.secret)  # now the folder's entry is the only name of the file
+        self.assertEqual(self.listed(self.store()), {"real.md": "TPS real", "linked.md": "TPS report (outside)"})
+
     def test_a_symlinked_folder_named_in_the_workspace_uri_is_refused(self) -> None:
         os.symlink(self.outside, os.path.join(self.ws, "sub"))
         self.assertEqual(self.listed(self.store(), "", "sub"), {})
@@ -220,6 +228,17 @@ class DeletionTests(FolderCase):
         self.assertTrue(os.path.islink(self.chosen))
         self.assertSecretIntact()
         self.assertEqual(self.answer(server, first, accept("2025/tps.md"))["error"]["code"], main.INVALID_PARAMS)
+
+    def test_a_confirmed_file_given_a_second_hard_link_is_not_deleted(self) -> None:
+        server = self.server()
+        first = self.ask(server)
+        os.link(self.chosen, os.path.join(self.outside, "kept.md"))  # deleting here would not delete it
+        before = self.tree()
+        result = self.answer(server, first, accept("2025/tps.md"))["result"]
+        self.assertTrue(result["isError"])
+        self.assertEqual(self.tree(), before)
+        self.assertTrue(os.path.exists(self.chosen))
+        self.assertSecretIntact()
 
     def test_confirmed_file_replaced_by_an_identical_copy_with_the_same_mtime_deletes_nothing(self) -> None:
         server = self.server()

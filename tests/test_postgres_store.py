@@ -160,6 +160,62 @@ class TimeoutsAreRetryable(PgCase):
         self.assertEqual(self.consumed(), set())
         self.assertIs(store.consume(PRINCIPAL, "n1", LATER, target, ALWAYS), main.Settlement.DELETED)
 
+    def test_reads_are_answered_while_a_write_waits_on_another_hosts_row_lock(self) -> None:
+        store = self.open(lock_timeout_ms=60_000, statement_timeout_ms=60_000)  # the write would wait a minute: the reads must not
+        target = self.target(store, "note-14")
+        holder = self.hold_the_consume_lock()
+        outcome: list[Any] = []
+        writer = threading.Thread(target=lambda: outcome.append(store.consume(PRINCIPAL, "n1", LATER, target, ALWAYS)))
+        writer.start()
+        self.addCleanup(writer.join, GUARD_SECONDS)
+        self.addCleanup(holder.execute, "ROLLBACK")
+        watcher = self.raw()  # outside the holder's transaction: pg_stat_activity is read afresh each time
+        self.assertTrue(self.wait_for_a_lock_wait(watcher))  # the write is now blocked inside PostgreSQL
+        self.assertEqual([note.id for note in store.candidates(main.parse_file_uri(WORKSPACE), "TPS report 2025")], ["note-14"])
+        self.assertFalse(store.is_consumed("n1"))
+        self.assertIn("note-14", [note.id for note in store.all()])
+        self.assertTrue(writer.is_alive() and self.lock_waiters(watcher) == 1)  # answered while the write still waits
+        holder.execute("ROLLBACK")
+        writer.join(GUARD_SECONDS)
+        self.assertEqual(outcome, [main.Settlement.DELETED])
+
+    def test_a_write_queued_behind_a_stuck_write_gives_up_within_its_own_deadline(self) -> None:
+        store = self.open(lock_timeout_ms=200)
+        store._lock.acquire()  # a write of this process stuck (on another host's lock, say) holds the writer
+        self.addCleanup(lambda: store._lock.locked() and store._lock.release())
+        failed: list[BaseException] = []
+
+        def queued() -> None:
+            try:
+                store.consume(PRINCIPAL, "n1", LATER, None, ALWAYS)
+            except StoreBusy as exc:
+                failed.append(exc)
+
+        thread = threading.Thread(target=queued)
+        thread.start()
+        thread.join(GUARD_SECONDS)
+        self.assertFalse(thread.is_alive())  # gave up while the writer was still held
+        self.assertTrue(store._lock.locked())
+        self.assertEqual([str(exc) for exc in failed], [postgres_store.BUSY_MESSAGE])
+        store._lock.release()
+        self.assertEqual(self.consumed(), set())
+        self.assertIs(store.consume(PRINCIPAL, "n1", LATER, None, ALWAYS), main.Settlement.CONSUMED)
+
+    def lock_waiters(self, conn: Any) -> int:
+        """How many sessions of this database wait on a lock right now."""
+        return conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        ).fetchone()[0]
+
+    def wait_for_a_lock_wait(self, conn: Any) -> bool:
+        """Poll until a session waits on a lock (the barrier for a write blocked inside PostgreSQL), or the guard."""
+        deadline = time.monotonic() + GUARD_SECONDS
+        while self.lock_waiters(conn) == 0:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
     def test_timeouts_below_one_millisecond_are_refused_at_start_up(self) -> None:
         for name in ("statement_timeout_ms", "lock_timeout_ms", "idle_in_transaction_timeout_ms"):
             with self.subTest(name=name), self.assertRaisesRegex(StoreError, name):

@@ -207,6 +207,17 @@ class Bindings(unittest.TestCase):
         result = self.retry(self.forged(iat=self.clock.now + main.MAX_CLOCK_SKEW_SECONDS))["result"]
         self.assertEqual(result["structuredContent"], {"deleted": True, "noteId": "note-14"})
 
+    def test_a_state_living_longer_than_the_ttl_is_refused_even_when_signed_with_the_key(self) -> None:
+        ttl = main.DEFAULT_STATE_TTL_SECONDS
+        self.assertEqual(self.claims["exp"] - self.claims["iat"], ttl)  # what the server signs
+        for exp in (self.claims["iat"] + ttl + 0.001, self.claims["iat"] + 10 * 365 * 86400):
+            with self.subTest(exp=exp):
+                self.assert_refused(self.retry(self.forged(exp=exp)))
+        self.assertTrue(any("lifetime longer than the TTL" in line for line in self.log))
+        self.assertEqual(len(note_ids(self.server)), ALL)  # nothing was deleted
+        result = self.retry(self.forged(exp=self.claims["iat"] + ttl))["result"]
+        self.assertEqual(result["structuredContent"], {"deleted": True, "noteId": "note-14"})
+
     def test_a_null_request_state_beside_answers_is_a_malformed_pairing_not_a_first_call(self) -> None:
         response = self.server.handle(call(tps(), id=2, requestState=None, inputResponses=accept()), PRINCIPAL)
         self.assert_refused(response)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import sqlite3
 import tempfile
@@ -18,6 +19,7 @@ import main
 import store_workers
 import streamable_http
 import sqlite_store
+import stores
 from sqlite_store import StoreError, open_store
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -359,9 +361,11 @@ class BadDatabaseFiles(StoreCase):
 
         store._conn = FailingBegin()  # type: ignore[assignment]
         # Without a transaction, the claim and the delete would each commit on their own.
-        with self.assertRaises(sqlite3.OperationalError):
+        # An I/O error is a retryable refusal, and the writer is reopened.
+        with self.assertRaises(sqlite_store.StoreWriteFailed):
             store.consume(PRINCIPAL, "n1", LATER, (note.id, note.version), ALWAYS)
-        store._conn = real
+        self.assertNotIsInstance(store._conn, FailingBegin)
+        real.close()
         self.assertEqual(self.consumed(), set())
         self.assertIn("note-14", self.note_ids())
 
@@ -624,6 +628,113 @@ class FileReplaced(StoreCase):
         with self.assertRaises(sqlite_store.StoreGone):
             store.put(main.Note("note-new", "New", f"{WORKSPACE}/new.md"))
         self.assertNotIn("note-new", self.note_ids())
+
+
+class SideFilesAndContent(StoreCase):
+    """The -wal and -shm files are checked like the database file, and so is its content."""
+
+    def test_a_removed_wal_or_shm_file_refuses_every_mutation_and_writes_nothing(self) -> None:
+        for suffix in sqlite_store.SIDE_FILES:
+            with self.subTest(suffix=suffix):
+                path = os.path.join(self.dir, f"side{suffix}.db")
+                store = self.open(path)
+                self.assertIs(store.consume(PRINCIPAL, "before", LATER, None, ALWAYS), main.Settlement.CONSUMED)
+                os.unlink(path + suffix)
+                with self.assertRaises(sqlite_store.StoreGone):
+                    store.consume(PRINCIPAL, "after", LATER, None, ALWAYS)
+                with self.assertRaises(sqlite_store.StoreGone):
+                    store.remove("note-3")  # refused for good
+                self.assertTrue(store.is_consumed("before"))
+                self.assertFalse(store.is_consumed("after"))
+                self.assertIn("note-3", [note.id for note in store.all()])
+
+    def test_a_database_overwritten_in_place_by_another_store_is_noticed_at_the_next_write(self) -> None:
+        store = self.open()
+        other = os.path.join(self.dir, "other.db")
+        self.open(other).close()
+        inode = os.stat(self.path).st_ino
+        with open(other, "rb") as source, open(self.path, "r+b") as target:
+            target.write(source.read())  # `cp other.db notes.db`: same inode, other bytes
+            target.truncate()
+        self.assertEqual(os.stat(self.path).st_ino, inode)
+        with self.assertRaises(sqlite_store.StoreGone):
+            store.consume(PRINCIPAL, "n1", LATER, None, ALWAYS)
+        with self.assertRaises(sqlite_store.StoreGone):
+            store.consume(PRINCIPAL, "n2", LATER, None, ALWAYS)
+
+    def test_a_database_overwritten_in_place_with_garbage_is_store_lost_not_an_internal_error(self) -> None:
+        store = self.open()
+        size = os.path.getsize(self.path)
+        with open(self.path, "r+b") as target:
+            target.write(b"\xa5" * size)
+        with self.assertRaises(sqlite_store.StoreGone):
+            store.consume(PRINCIPAL, "n1", LATER, None, ALWAYS)
+
+    def test_each_database_gets_its_own_store_id_kept_across_reopening(self) -> None:
+        first = self.open()
+        kept = first._store_id
+        first.close()
+        self.assertEqual(self.open()._store_id, kept)
+        self.assertNotEqual(self.open(os.path.join(self.dir, "other.db"))._store_id, kept)
+        self.assertEqual(len(kept), 32)
+
+
+class WriteFailures(StoreCase):
+    """A write the OS refuses is a retryable refusal; the writer is reopened, or the store is lost."""
+
+    def limited_writes(self) -> Any:
+        """While in effect, no file of this process may grow past the -wal's current size (EFBIG)."""
+        limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (os.path.getsize(self.path + "-wal"), limits[1]))
+        self.addCleanup(resource.setrlimit, resource.RLIMIT_FSIZE, limits)
+        return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+
+    def test_a_failed_write_refuses_retryably_writes_nothing_and_the_same_call_succeeds_later(self) -> None:
+        store = self.open()
+        self.assertIs(store.consume(PRINCIPAL, "warm", LATER, None, ALWAYS), main.Settlement.CONSUMED)
+        note = {n.id: n for n in store.all()}["note-14"]
+        writer = store._conn
+        lift = self.limited_writes()
+        try:
+            with self.assertRaises(sqlite_store.StoreWriteFailed) as caught:
+                store.consume(PRINCIPAL, "n1", LATER, (note.id, note.version), ALWAYS)
+        finally:
+            lift()
+        self.assertIsInstance(caught.exception, stores.StoreUnavailable)
+        self.assertNotIsInstance(caught.exception, stores.StoreLost)
+        self.assertIsNot(store._conn, writer)  # reopened
+        self.assertFalse(store.is_consumed("n1"))
+        self.assertIn("note-14", self.note_ids())
+        self.assertIs(store.consume(PRINCIPAL, "n1", LATER, (note.id, note.version), ALWAYS), main.Settlement.DELETED)
+
+    def test_a_writer_that_cannot_be_reopened_makes_the_store_lost(self) -> None:
+        store = self.open()
+        store.consume(PRINCIPAL, "warm", LATER, None, ALWAYS)
+        broken = os.path.join(self.dir, "no-such-folder", "n.db")
+        store._path = broken  # where the reopen looks: nothing can be opened there
+        store._identity, store._side = sqlite_store._identity(broken), sqlite_store.side_identities(broken)
+        lift = self.limited_writes()
+        try:
+            with self.assertRaises(sqlite_store.StoreBroken):
+                store.consume(PRINCIPAL, "n1", LATER, None, ALWAYS)
+        finally:
+            lift()
+        with self.assertRaises(stores.StoreLost):
+            store.consume(PRINCIPAL, "n2", LATER, None, ALWAYS)
+
+    def test_through_the_server_a_failed_write_is_an_is_error_result_with_no_traceback(self) -> None:
+        store = self.open()
+        server = self.server(store)
+        state = self.first_call(server, "TPS report")["requestState"]
+        retry = call(tps(), id=2, requestState=state, inputResponses=accept("note-14"))
+        lift = self.limited_writes()
+        try:
+            result = server.handle(retry, PRINCIPAL)["result"]
+        finally:
+            lift()
+        self.assertIs(result["isError"], True)
+        self.assertNotIn("Traceback", "\n".join(server.log))
+        self.assertEqual(server.handle(retry, PRINCIPAL)["result"]["structuredContent"], {"deleted": True, "noteId": "note-14"})
 
 
 class TwoProcessRace(StoreCase):

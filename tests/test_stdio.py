@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import unittest
 
 import support
@@ -107,6 +108,23 @@ class StdioShutdownTests(unittest.TestCase):
         self.assertEqual(server.wait(), 0)
         self.assertNotIn("Traceback", server.stderr_text())
         self.assertNotIn("Exception ignored", server.stderr_text())
+
+    def test_a_broken_pipe_first_met_by_a_legacy_call_ends_the_process_with_zero(self) -> None:
+        import legacy
+        import legacy_client
+
+        server = procs.Process(self, ["--stdio"], procs.server_env(NOTES_MCP_SECRET=procs.SECRET), stdin=subprocess.PIPE)
+        initialize = {"protocolVersion": legacy.LATEST_LEGACY_VERSION, "capabilities": legacy_client.FORM_CLIENT, "clientInfo": legacy_client.CLIENT_INFO}
+        server.proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": initialize}).encode() + b"\n")
+        server.proc.stdin.flush()
+        self.assertIn(b'"result"', server.proc.stdout.readline())
+        server.proc.stdout.close()  # the client stops reading
+        # The call's worker is the one to write next (its form request): it meets the broken pipe.
+        params = {"name": main.TOOL_NAME, "arguments": tps()}
+        server.proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).encode() + b"\n")
+        server.proc.stdin.flush()
+        self.assertEqual(server.wait(), 0)  # stdin is still open: the broken pipe alone ended it
+        self.assertNotIn("Traceback", server.stderr_text())
 
     def test_sigterm_exits_zero_without_traceback(self) -> None:
         server = procs.StdioServer(self)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import sqlite3
 import tempfile
 import unittest
@@ -114,6 +115,51 @@ class ServingFaultTests(CliCase):
         moved = sqlite3.connect(self.db + ".moved")
         self.addCleanup(moved.close)
         self.assertIn(("note-14",), moved.execute("SELECT id FROM notes").fetchall())  # nothing deleted anywhere
+
+    def test_a_removed_wal_file_refuses_the_change_and_the_process_exits_1(self) -> None:
+        server = procs.HttpServer(self, "--db", self.db, env=env(self.dir, NOTES_MCP_TOKEN=procs.TOKEN))
+        first = self.http_call(server, self, call(tps()))["result"]
+        os.unlink(self.db + "-wal")  # a cleanup job that thinks the side files are litter
+        retry = call(tps(), id=2, requestState=first["requestState"], inputResponses=accept("note-14"))
+        result = self.http_call(server, self, retry)["result"]
+        self.assertIs(result["isError"], True)
+        self.assertIn("removed or replaced", result["content"][0]["text"])
+        self.assertEqual(server.wait(), serve.EXIT_STORE_LOST)
+        self.assertEqual(len([line for line in server.stderr_lines if "removed or replaced" in line]), 1, server.stderr_lines)
+        self.assertNotIn("Traceback", server.stderr_text())
+        conn = sqlite3.connect(self.db)
+        self.addCleanup(conn.close)
+        self.assertIn(("note-14",), conn.execute("SELECT id FROM notes").fetchall())  # nothing deleted
+
+    def test_a_truncated_shm_file_is_store_lost_and_exit_1_not_a_bus_error(self) -> None:
+        server = procs.HttpServer(self, "--db", self.db, env=env(self.dir, NOTES_MCP_TOKEN=procs.TOKEN))
+        first = self.http_call(server, self, call(tps()))["result"]
+        os.truncate(self.db + "-shm", 0)  # SQLite's memory map of it would fault on the next access
+        retry = call(tps(), id=2, requestState=first["requestState"], inputResponses=accept("note-14"))
+        result = self.http_call(server, self, retry)["result"]
+        self.assertIs(result["isError"], True)
+        self.assertEqual(server.wait(), serve.EXIT_STORE_LOST)  # not -SIGBUS
+        self.assertNotIn("Traceback", server.stderr_text())
+        conn = sqlite3.connect(self.db)
+        self.addCleanup(conn.close)
+        self.assertIn(("note-14",), conn.execute("SELECT id FROM notes").fetchall())
+
+    def test_a_failed_write_is_a_retryable_refusal_and_the_same_accept_succeeds_once_writes_work(self) -> None:
+        server = procs.HttpServer(self, "--db", self.db, env=env(self.dir, NOTES_MCP_TOKEN=procs.TOKEN))
+        first = self.http_call(server, self, call(tps()))["result"]
+        retry = call(tps(), id=2, requestState=first["requestState"], inputResponses=accept("note-14"))
+        # No file of the process may grow now: the next write to the log fails (EFBIG, an I/O error).
+        limits = resource.prlimit(server.proc.pid, resource.RLIMIT_FSIZE)
+        resource.prlimit(server.proc.pid, resource.RLIMIT_FSIZE, (os.path.getsize(self.db + "-wal"), limits[1]))
+        try:
+            result = self.http_call(server, self, retry)["result"]
+        finally:
+            resource.prlimit(server.proc.pid, resource.RLIMIT_FSIZE, limits)
+        self.assertIs(result["isError"], True)
+        self.assertIn("could not be written; nothing was changed", result["content"][0]["text"])
+        self.assertEqual(self.http_call(server, self, retry)["result"]["structuredContent"], {"deleted": True, "noteId": "note-14"})
+        self.assertIsNone(server.proc.poll())  # still serving
+        self.assertNotIn("Traceback", server.stderr_text())
 
     def test_sigterm_closes_the_store_so_the_database_file_alone_holds_every_deletion(self) -> None:
         server = procs.HttpServer(self, "--db", self.db, env=env(self.dir, NOTES_MCP_TOKEN=procs.TOKEN))

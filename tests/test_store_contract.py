@@ -76,6 +76,18 @@ class StoreContract:
         self.assertEqual([n.id for n in self.store.candidates(self.workspace, "be\u0301ta")], ["n-b"])
         self.assertEqual(self.store.candidates(self.workspace, "beta"), [])  # the accent still counts
 
+    def test_control_and_format_characters_in_a_stored_title_are_blanked_where_it_is_shown(self) -> None:
+        # Written by another actor straight into the database: a bidi override makes
+        # "\u202egnp.exe plan" render as "nalp exe.png", an escape sequence repaints a terminal.
+        raw = "\u202egnp.exe plan\u200f\x1b[2J\x07"
+        self.store.put(main.Note("bidi", raw, f"{WORKSPACE}/bidi.md"))
+        (found,) = self.store.candidates(self.workspace, "gnp.exe plan")
+        self.assertEqual(found.id, "bidi")
+        self.assertEqual(found.title, " gnp.exe plan  [2J ")
+        self.assertTrue(found.title.isprintable())
+        self.assertEqual({note.id: note.title for note in self.store.all()}["bidi"], found.title)
+        self.assertEqual([n.title for n in self.store.candidates(self.workspace, "alpha")], ["alpha report", "Alpha report"])  # others untouched
+
     # ---------------------------------------------------------------- the atomic step
 
     def test_an_accept_deletes_the_note_once_and_its_replay_is_used(self) -> None:

@@ -4,6 +4,10 @@
     python3 code/scripts/bench.py --mode scaling [--seconds N]   round trips/s at 10..100,000 notes, three stores
     python3 code/scripts/bench.py --mode latency [--seconds N]   HTTP p50/p99 at 1, 4 and 16 keep-alive clients
     python3 code/scripts/bench.py --mode idle [--seconds N]      HTTP while 1,000 idle connections are held
+    python3 code/scripts/bench.py --mode flood [--seconds N] [--connections N]
+                                          a client's p50/p99 while 1,024 connections send only CRLFs
+    python3 code/scripts/bench.py --mode readahead [--connections N]
+                                          server memory while 4,000 connections send ahead, never read
     python3 code/scripts/bench.py --mode postgres [--seconds N] [--notes N]
                                           1, 2 and 4 server processes on one PostgreSQL database,
                                           beside one SQLite file (psycopg and the server binaries needed)
@@ -40,6 +44,7 @@ import os
 import pstats
 import re
 import secrets
+import shutil
 import signal
 import statistics
 import subprocess
@@ -1227,7 +1232,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The command line (see the module docstring)."""
     parser = argparse.ArgumentParser(
         description="Benchmark the notes MCP server (a script, not a test).",
-        epilog="--mode idle [--seconds N] [--idle N]: HTTP while 1,000 idle connections are held (first on the line; its own --help).",
+        epilog=(
+            "Modes with their own options, first on the line (each has its own --help): "
+            "--mode idle [--seconds N] [--idle N]: HTTP while 1,000 idle connections are held; "
+            "--mode flood [--seconds N] [--connections N]: a client's p50/p99 while 1,024 connections send only CRLFs; "
+            "--mode readahead [--connections N]: server memory while 4,000 connections send ahead, never read."
+        ),
     )
     parser.add_argument("--mode", choices=["inprocess", "stdio", "http", "sqlite", "postgres", "scaling", "latency", "all"], default="all")
     parser.add_argument("--seconds", type=float, default=5.0, help="measuring time per throughput figure (default 5)")
@@ -1415,8 +1425,198 @@ def run_idle(argv: list[str]) -> int:
                     process.wait()
 
 
+# =====================================================================================
+# --mode flood and --mode readahead: hostile clients without a token against the real
+# server (code/serve.py --http, memory store). Self-contained: own command line, server
+# and attacking process; every load bounded in count and time, loopback only.
+#
+#     python3 code/scripts/bench.py --mode flood [--seconds N] [--connections N]
+#         a well-behaved client's p50/p99 while N connections send nothing but CRLFs
+#     python3 code/scripts/bench.py --mode readahead [--connections N]
+#         the server's memory while N connections send requests ahead and never read
+# =====================================================================================
+
+HOSTILE_FLOOD_CONNECTIONS = 1024
+HOSTILE_READAHEAD_CONNECTIONS = 4000
+HOSTILE_FLOOD_TARGET_P99_MS = 250.0
+
+# The attacker: opens N connections and, for `seconds`, writes 64 KiB of CRLFs to every one
+# the kernel takes bytes for, reopening each one the server closes.
+_CRLF_FLOODER = """
+import resource, selectors, socket, sys, time
+port, total, seconds = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, total + 256)), hard))
+payload = b"\\r\\n" * 32768
+sel = selectors.DefaultSelector()
+counts = {"refused": 0, "reopened": 0, "sent": 0}
+def open_one():
+    try:
+        s = socket.create_connection(("127.0.0.1", port))
+    except OSError:
+        return
+    s.setblocking(False)
+    sel.register(s, selectors.EVENT_READ | selectors.EVENT_WRITE)
+for _ in range(total):
+    open_one()
+print("ready", flush=True)
+end = time.monotonic() + seconds
+while time.monotonic() < end:
+    for key, events in sel.select(0.1):
+        s, gone = key.fileobj, False
+        if events & selectors.EVENT_READ:
+            try:
+                data = s.recv(65536)
+            except OSError:
+                data = b""
+            counts["refused"] += data.startswith(b"HTTP/1.1 400 ")
+            gone = not data
+        if not gone and events & selectors.EVENT_WRITE:
+            try:
+                counts["sent"] += s.send(payload)
+            except BlockingIOError:
+                pass
+            except OSError:
+                gone = True
+        if gone:
+            sel.unregister(s); s.close(); open_one(); counts["reopened"] += 1
+print(" ".join(f"{k} {v}" for k, v in counts.items()), flush=True)
+"""
+
+# The client: N connections, each sends one request and 64 KiB of pipelined requests
+# after it (with a valid token: the connection stays open), and never reads a byte.
+_NON_READER = """
+import resource, socket, sys
+port, total, token = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3].encode()
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, total + 256)), hard))
+one = b"POST /mcp HTTP/1.1\\r\\nHost: 127.0.0.1:%d\\r\\nAuthorization: Bearer %b\\r\\nContent-Type: application/json\\r\\nContent-Length: 2\\r\\n\\r\\n{}" % (port, token)
+ahead = one * (65536 // len(one))
+held = []
+for _ in range(total):
+    s = socket.create_connection(("127.0.0.1", port))
+    s.setblocking(False)
+    try:
+        s.send(one + ahead)
+    except BlockingIOError:
+        pass
+    held.append(s)
+print("sent", flush=True)
+sys.stdin.read()
+"""
+
+
+def hostile_server(connections: int, *extra: str) -> tuple[subprocess.Popen[bytes], int]:
+    """serve.py --http --port 0 (bench token, `extra` arguments) with room for `connections` descriptors; (process, port)."""
+    import resource
+
+    def more_descriptors() -> None:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, connections + 512)), hard))
+
+    env = {key: value for key, value in os.environ.items() if not key.startswith("NOTES_MCP_")}
+    env.update(NOTES_MCP_TOKEN=TOKEN, NOTES_MCP_SECRET=secrets.token_hex(32))
+    process = subprocess.Popen(
+        [sys.executable, os.path.join(CODE, "serve.py"), "--http", "--port", "0", *extra],
+        stderr=subprocess.PIPE, env=env, preexec_fn=more_descriptors,
+    )  # fmt: skip
+    assert process.stderr is not None
+    for raw in process.stderr:
+        found = re.search(rb"http://127\.0\.0\.1:(\d+)/mcp", raw)
+        if found:
+            threading.Thread(target=process.stderr.read, daemon=True).start()  # keep draining
+            return process, int(found.group(1))
+    raise BenchError("serve.py did not print its URL")
+
+
+def resident_kb(pid: int, field: str = "VmRSS:") -> int:
+    """A process's resident memory in kB from /proc (VmRSS: now; VmHWM: its peak)."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith(field))
+
+
+def discover_latencies(port: int, seconds: float) -> tuple[list[float], int]:
+    """A well-behaved client's server/discover round trips (ms) for `seconds`, on a keep-alive connection; (latencies, failures)."""
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": main.request_meta({})}}).encode()
+    headers = {
+        "Content-Type": "application/json", "Accept": "application/json, text/event-stream", "Authorization": "Bearer " + TOKEN,
+        "Mcp-Method": "server/discover", "MCP-Protocol-Version": main.PROTOCOL_VERSION,
+    }  # fmt: skip
+    latencies, failures = [], 0
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        started = time.perf_counter()
+        try:
+            conn.request("POST", "/mcp", body, headers)
+            response = conn.getresponse()
+            ok = response.status == 200 and b"supportedVersions" in response.read()
+        except (OSError, http.client.HTTPException):
+            ok = False
+            conn.close()
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        latencies.append((time.perf_counter() - started) * 1000)
+        failures += not ok
+        time.sleep(0.01)  # a client's pace
+    conn.close()
+    return latencies, failures
+
+
+def run_hostile(argv: list[str]) -> int:
+    """`--mode flood` or `--mode readahead` (see the block comment above)."""
+    parser = argparse.ArgumentParser(description="The server under hostile clients without a token.")
+    parser.add_argument("--mode", choices=["flood", "readahead"], required=True)
+    parser.add_argument("--seconds", type=float, default=10.0, help="flood: measuring time (default 10)")
+    parser.add_argument("--connections", type=int, default=0, help="attacking connections (default 1024 flood, 4000 readahead)")
+    args = parser.parse_args(argv)
+    connections = args.connections or (HOSTILE_FLOOD_CONNECTIONS if args.mode == "flood" else HOSTILE_READAHEAD_CONNECTIONS)
+    print(f"serve.py --http under {connections} hostile connections ({args.mode}); {machine()}")
+    folder = tempfile.mkdtemp(prefix="notes-bench-")
+    # readahead: an SQLite store, so every request goes to a worker and the rest wait their turn
+    # with what they sent ahead (the memory store answers on the loop, and nothing waits).
+    server, port = hostile_server(connections, *([] if args.mode == "flood" else ["--db", os.path.join(folder, "n.db")]))
+    attacker = None
+    try:
+        if args.mode == "flood":
+            quiet, _ = discover_latencies(port, 1.0)
+            attacker = subprocess.Popen([sys.executable, "-c", _CRLF_FLOODER, str(port), str(connections), str(args.seconds + 2)], stdout=subprocess.PIPE, text=True)
+            assert attacker.stdout is not None
+            if attacker.stdout.readline().strip() != "ready":
+                raise BenchError("the flooder could not open its connections")
+            latencies, failures = discover_latencies(port, args.seconds)
+            counts = attacker.stdout.readline().strip()
+            section(f"{connections} connections sending only CRLFs, {args.seconds:.0f} s")
+            row("before the flood p50", f"{idle_percentile(quiet, 0.50):.1f} ms")
+            row("requests", f"{len(latencies)}", f"{failures} failed")
+            p50, p99 = idle_percentile(latencies, 0.50), idle_percentile(latencies, 0.99)
+            row("latency p50", f"{p50:.1f} ms")
+            row("latency p99", f"{p99:.1f} ms", verdict(p99 < HOSTILE_FLOOD_TARGET_P99_MS) + f" target: < {HOSTILE_FLOOD_TARGET_P99_MS:.0f} ms")
+            row("flooder", counts, "400s received, connections reopened, bytes sent")
+            return 0 if failures == 0 and p99 < HOSTILE_FLOOD_TARGET_P99_MS else 1
+        before = resident_kb(server.pid)
+        attacker = subprocess.Popen([sys.executable, "-c", _NON_READER, str(port), str(connections), TOKEN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert attacker.stdout is not None
+        if attacker.stdout.readline().strip() != "sent":
+            raise BenchError("the non-reading client could not open its connections")
+        time.sleep(2.0)  # let the loop read what it will while the workers work through the queue
+        after, peak = resident_kb(server.pid), resident_kb(server.pid, "VmHWM:")
+        latencies, failures = discover_latencies(port, 1.0)
+        section(f"{connections} connections that sent requests ahead and never read")
+        row("server memory before", f"{before / 1024:.1f} MB")
+        row("server memory 2 s after", f"{after / 1024:.1f} MB", f"{(after - before) * 1024 / connections:,.0f} bytes per connection")
+        row("server memory peak", f"{peak / 1024:.1f} MB", f"{(peak - before) * 1024 / connections:,.0f} bytes per connection")
+        row("a client meanwhile", f"{len(latencies) - failures}/{len(latencies)} ok", f"p50 {idle_percentile(latencies, 0.5):.1f} ms")
+        return 0 if failures == 0 else 1
+    finally:
+        for process in (attacker, server):
+            if process is not None:
+                stop(process)
+        shutil.rmtree(folder, ignore_errors=True)
+
 if __name__ == "__main__":
     # SIGTERM becomes SystemExit, so the `finally` above still stops every server we started.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C even when started in the background
+    if sys.argv[1:3] in (["--mode", "flood"], ["--mode", "readahead"]):
+        sys.exit(run_hostile(sys.argv[1:]))
     sys.exit(run_idle(sys.argv[1:]) if sys.argv[1:3] == ["--mode", "idle"] else run())
