@@ -26,7 +26,12 @@ MAX_PRINCIPAL_NAME_LENGTH = 64
 
 # RFC 6750 b64token: what a bearer token may contain (no spaces, quotes or controls).
 _TOKEN_RE = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
-_HEX_RE = re.compile(r"(?:[0-9a-fA-F]{2})+")
+_HEX_DIGITS_RE = re.compile(r"[0-9a-fA-F]+")
+# What a signing key looks like, said in every error about one.
+KEY_FORM = (
+    f"a key is at least {2 * main.MIN_KEY_BYTES} hex digits ({main.MIN_KEY_BYTES} bytes), "
+    'e.g. the output of python3 -c "import secrets; print(secrets.token_hex(32))"'
+)
 # An origin is scheme://host[:port] with nothing after it.
 _ORIGIN_RE = re.compile(r"(https?)://([a-z0-9.\-]+|\[[0-9a-f:.]+\])(:[0-9]{1,5})?")
 
@@ -208,11 +213,14 @@ def read_keys(value: Any, field: str) -> list[bytes]:
     keys = []
     for index, text in enumerate(value):
         where = f"{field}[{index}]"
-        if not isinstance(text, str) or not _HEX_RE.fullmatch(text):
-            raise ConfigError(where, "must be an even number of hex digits")
+        # Never the value itself in the message: it is (or was meant to be) a secret.
+        if not isinstance(text, str) or not _HEX_DIGITS_RE.fullmatch(text):
+            raise ConfigError(where, f"must be hex digits only (0-9, a-f): {KEY_FORM}")
+        if len(text) % 2:
+            raise ConfigError(where, f"has an odd number of hex digits ({len(text)}): {KEY_FORM}")
         key = bytes.fromhex(text)
         if len(key) < main.MIN_KEY_BYTES:
-            raise ConfigError(where, f"is {len(key)} bytes; a signing key needs at least {main.MIN_KEY_BYTES}")
+            raise ConfigError(where, f"is {len(text)} hex digits ({len(key)} bytes): {KEY_FORM}")
         keys.append(key)
     return keys
 

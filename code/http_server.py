@@ -308,9 +308,11 @@ class HttpServer:
         body_limit: int | Callable[[str, str, list[tuple[str, str]]], int] = DEFAULT_BODY_LIMIT,
         limits: Limits = Limits(),
         inline: Callable[[Request], bool] | None = None,
+        refused: Callable[[tuple[str, int], int, str], None] | None = None,
     ) -> None:
         self.app = app
         self.inline = inline
+        self.refused = refused  # told (peer, status, message) of each refusal the engine answers itself
         self.log = log
         self.refuse = refuse
         self.body_limit = body_limit
@@ -461,6 +463,8 @@ class HttpServer:
             # Without TCP_NODELAY a small response can wait ~40 ms for the peer's delayed ACK.
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if len(self._conns) >= self.max_connections and not self._evict():
+                if self.refused is not None:
+                    self.refused(peer[:2], 503, "Service Unavailable: too many requests in progress")
                 self._send_and_close(sock, 503, "Service Unavailable: too many requests in progress")
                 continue
             conn = _Conn(sock, peer[:2], time.monotonic())
@@ -641,6 +645,8 @@ class HttpServer:
 
     def _refuse(self, conn: _Conn, status: int, message: str, target: str | None) -> None:
         """Answer a framing refusal, then drain: the client reads it before we close."""
+        if self.refused is not None:
+            self.refused(conn.peer, status, message)
         # Refused before its body was read: the rest of the stream cannot be trusted.
         conn.state = WRITING
         conn.after = "drain"

@@ -561,10 +561,12 @@ def read_meta(params: Any) -> RequestMeta:
         raise McpError(INVALID_PARAMS, "Invalid params: _meta is required")
     version = meta.get(META_PROTOCOL_VERSION)
     if not isinstance(version, str):
-        raise McpError(INVALID_PARAMS, f"Invalid params: _meta[{META_PROTOCOL_VERSION!r}] must be a string")
+        problem = "must be a string" if META_PROTOCOL_VERSION in meta else "is missing"
+        raise McpError(INVALID_PARAMS, f"Invalid params: _meta[{META_PROTOCOL_VERSION!r}] {problem}")
     capabilities = meta.get(META_CLIENT_CAPABILITIES)
     if not isinstance(capabilities, dict):
-        raise McpError(INVALID_PARAMS, f"Invalid params: _meta[{META_CLIENT_CAPABILITIES!r}] must be an object")
+        problem = "must be an object" if META_CLIENT_CAPABILITIES in meta else "is missing (send {} for a client with none)"
+        raise McpError(INVALID_PARAMS, f"Invalid params: _meta[{META_CLIENT_CAPABILITIES!r}] {problem}")
     return RequestMeta(version, capabilities)
 
 

@@ -35,6 +35,7 @@ Standard library only.
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import errno
 import hashlib
@@ -67,6 +68,16 @@ NOTE_SUFFIX = ".md"
 TRASH_DIR = ".trash"  # in each notes folder; hidden, so never walked or offered, and no id can name it
 NAME_MAX = 255  # bytes in one file name (Linux, macOS)
 EMPTY_INTERVAL_SECONDS = 3600.0  # an instance lists its trash folders for expired notes at most this often
+
+# Why an entry was not served, as the start-up report counts them (MarkdownNotesStore.describe).
+SKIP_SYMLINK = "symlinks"
+SKIP_HIDDEN = "hidden names"
+SKIP_NAME = "names with % or \\ or another character a file URI cannot spell"
+SKIP_SPECIAL = "FIFOs, sockets or devices"
+SKIP_UNREADABLE = "unreadable files"
+SKIP_UNUSABLE = "notes whose id or URI is too long"
+SKIP_FOLDER = "unreadable folders"
+SKIP_DEEP = f"folders deeper than {MAX_WALK_DEPTH} levels"
 
 # O_NOFOLLOW: a symlink as the final component fails (ELOOP) instead of being followed.
 # O_NONBLOCK: a file swapped for a FIFO after lstat cannot hang the open.
@@ -109,20 +120,27 @@ class MarkdownNotesStore:
         max_watches: int = MAX_WATCHED_FOLDERS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        paths: list[main.Path] = []
+        # Each root as the operator wrote it (its URI) and the folder it names, resolved once,
+        # here: a folder reached through a symlink (macOS's /tmp, a vault linked into another
+        # folder) is served at the written path, and re-pointing the link later changes nothing.
+        real: dict[main.Path, str] = {}
         for root in roots:
             path = root_path(root)
-            if path not in paths:
-                paths.append(path)
+            real.setdefault(path, os.path.realpath("/" + "/".join(path)))
         # Disjoint roots: a file inside two roots would have two ids and could be offered twice.
-        self.roots = tuple(sorted(p for p in paths if not any(q != p and main.is_within(p, q) for q in paths)))
+        # A root the outer root's walk reaches through real folders is dropped; one reached
+        # through a symlink is its own root (the outer walk never follows the link).
+        self.roots = tuple(sorted(p for p in real if not any(q != p and main.is_within(p, q) and same_folder(real[q], p[len(q) :], real[p]) for q in real)))
+        self.real = {root: real[root] for root in self.roots}
         self.nonces = nonces
         self.max_walk_entries = max_walk_entries
+        self.described: dict[main.Path, int] = {}  # root -> notes counted by the last describe(), until count() takes it
         # One title index per root, built at its first lookup. No thread is started:
         # change events are drained at each lookup (a sandbox may confine the process
         # after construction, and it must be applied before any thread exists).
         self.indexes = {
-            root: FolderIndex(root, limit=max_walk_entries, watch=watch, max_watches=max_watches, clock=clock) for root in self.roots
+            root: FolderIndex(root, self.real[root], limit=max_walk_entries, watch=watch, max_watches=max_watches, clock=clock)
+            for root in self.roots
         }
         self.retention = retention or nonces.retention
         nonces.retention = self.retention  # the confirmations database prunes the audit with the same bounds
@@ -138,21 +156,62 @@ class MarkdownNotesStore:
 
     def candidates(self, workspace: main.Path, title: str) -> list[main.Note]:
         """Notes in the folder `workspace` names, found through the root's title index and re-read live."""
-        root = next((root for root in self.roots if main.is_within(workspace, root)), None)
+        root = self._root_of(workspace)
         if root is None:
             return []
         # The workspace itself is opened as the deletion will open it: a symlinked folder
         # named in the URI, or one that is gone, lists nothing.
-        fd = open_below(root, workspace[len(root) :])
+        fd = open_below(self.real[root], workspace[len(root) :])
         if fd is None:
             return []
         os.close(fd)
         return self.indexes[root].candidates(workspace, title)
 
-    def describe(self) -> str:
-        """One line for the start-up report: how the folder index learns of changes."""
+    def _root_of(self, workspace: main.Path) -> main.Path | None:
+        """The innermost root holding `workspace`: a vault linked into another root is served from its own root."""
+        return max((root for root in self.roots if main.is_within(workspace, root)), key=len, default=None)
+
+    def count(self, workspace: main.Path) -> int:
+        """How many notes a listing of `workspace` would offer, counted without opening one (the start-up report)."""
+        if workspace in self.described:
+            return self.described.pop(workspace)  # counted by describe() just before: one walk, not two
+        survey = self._survey(workspace)
+        return 0 if survey is None else survey.surveyed
+
+    def describe(self) -> list[str]:
+        """Start-up report lines: how the title index learns of changes; each folder as resolved, with what it skipped."""
         modes = sorted({index.mode() for index in self.indexes.values()})
-        return f"Markdown folders ({len(self.roots)}): title index kept per file, built at the first lookup; " + "; ".join(modes)
+        lines = [f"Markdown folders ({len(self.roots)}): title index kept per file, built at the first lookup; " + "; ".join(modes)]
+        for root in self.roots:
+            written = "/" + "/".join(root)
+            shown = written if self.real[root] == written else f"{written} (resolved at start-up to {self.real[root]})"
+            try:
+                survey = self._survey(root)
+            except stores.StoreUnavailable as exc:  # FolderTooLarge: every call would say the same
+                lines.append(f"folder {shown}: {exc}")
+                continue
+            if survey is None:
+                lines.append(f"folder {shown}: cannot be opened")
+                continue
+            self.described[root] = survey.surveyed  # for the report's workspace line, once (count())
+            skipped = "; ".join(f"{reason}: {count}" for reason, count in sorted(survey.skipped.items()))
+            lines.append(f"folder {shown}: {survey.surveyed} note{'' if survey.surveyed == 1 else 's'}; skipped {skipped or 'nothing'}")
+        return lines
+
+    def _survey(self, workspace: main.Path) -> Survey | None:
+        """The finished survey of the folder `workspace` names, or None when no root holds it or it cannot be opened."""
+        root = self._root_of(workspace)
+        if root is None:
+            return None
+        fd = open_below(self.real[root], workspace[len(root) :])
+        if fd is None:
+            return None
+        survey = Survey(root, self.max_walk_entries)
+        try:
+            survey.folder(fd, workspace[len(root) :], 0)
+        finally:
+            os.close(fd)
+        return survey
 
     def is_consumed(self, nonce: str) -> bool:
         """True when this confirmation was consumed by any instance sharing the nonce database."""
@@ -216,7 +275,7 @@ class MarkdownNotesStore:
         note_id, version = target
         rel = id_path(note_id)
         for root in self.roots if rel is not None else ():
-            fd = open_below(root, rel[:-1])
+            fd = open_below(self.real[root], rel[:-1])
             if fd is None:
                 continue
             try:
@@ -237,7 +296,7 @@ class MarkdownNotesStore:
 
     def _move(self, root: main.Path, rel: main.Path, seen: tuple[int, ...], trash_name: str) -> bool:
         """Move (or unlink) rel[-1] if it is still the file the user confirmed; False when it is not."""
-        fd = open_below(root, rel[:-1])
+        fd = open_below(self.real[root], rel[:-1])
         if fd is None:
             return False
         name = rel[-1]
@@ -251,7 +310,7 @@ class MarkdownNotesStore:
             if not stat.S_ISREG(now.st_mode) or facts(now) != seen:
                 return False
             if trash_name:
-                return move_to_trash(root, fd, name, trash_name)
+                return move_to_trash(self.real[root], fd, name, trash_name)
             try:
                 os.unlink(name, dir_fd=fd)
             except FileNotFoundError:
@@ -281,7 +340,7 @@ class MarkdownNotesStore:
         for entry in self.nonces.audit_entries(outcome=audit.PENDING):
             located = self.locate(entry["uri"])
             done = located is not None and (
-                in_trash(located[0], str(entry["trash"])) if entry["trash"] else not present(*located)
+                in_trash(self.real[located[0]], str(entry["trash"])) if entry["trash"] else not present(self.real[located[0]], located[1])
             )
             if done:
                 self.nonces.complete_audit(entry["id"], audit.DELETED, audit.PENDING)
@@ -293,7 +352,7 @@ class MarkdownNotesStore:
         cutoff = self.nonces.now() - self.retention.trash_seconds
         budget = audit.PRUNE_BATCH
         for root in self.roots:
-            trash = open_trash(root, create=False)
+            trash = open_trash(self.real[root], create=False)
             if trash is None:
                 continue
             try:
@@ -318,11 +377,11 @@ class MarkdownNotesStore:
         if entry is None or not trash_name or located is None:
             raise audit.RestoreRefused(f"entry {entry_id} is not a deletion into the trash of a folder served here")
         root, rel = located
-        parent = open_below(root, rel[:-1])
+        parent = open_below(self.real[root], rel[:-1])
         if parent is None:
             raise audit.RestoreRefused(f"entry {entry_id}: the note's folder no longer exists; nothing restored")
         try:
-            trash = open_trash(root, create=False)
+            trash = open_trash(self.real[root], create=False)
             if trash is None:
                 raise audit.RestoreRefused(f"entry {entry_id}: the note is no longer in the trash")
             try:
@@ -360,7 +419,7 @@ def trash_stamp(at: float) -> str:
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(at))
 
 
-def open_trash(root: main.Path, create: bool) -> int | None:
+def open_trash(root: str | main.Path, create: bool) -> int | None:
     """A descriptor for root/.trash, made if asked; None when absent; TrashRefused if it is not a plain folder."""
     fd = open_below(root, ())
     if fd is None:
@@ -387,7 +446,7 @@ def open_trash(root: main.Path, create: bool) -> int | None:
         os.close(fd)
 
 
-def same_trash(root: main.Path, trash: int) -> bool:
+def same_trash(root: str | main.Path, trash: int) -> bool:
     """True when root/.trash is still the folder `trash` was opened on (not replaced since)."""
     fd = open_below(root, ())
     if fd is None:
@@ -403,7 +462,7 @@ def same_trash(root: main.Path, trash: int) -> bool:
     return (now.st_dev, now.st_ino) == (opened.st_dev, opened.st_ino)
 
 
-def move_to_trash(root: main.Path, fd: int, name: str, trash_name: str) -> bool:
+def move_to_trash(root: str | main.Path, fd: int, name: str, trash_name: str) -> bool:
     """renameat(fd, name, trash, trash_name) into root/.trash, opened without following links; False if gone."""
     trash = open_trash(root, create=True)
     assert trash is not None
@@ -429,7 +488,7 @@ def move_to_trash(root: main.Path, fd: int, name: str, trash_name: str) -> bool:
         os.close(trash)
 
 
-def in_trash(root: main.Path, trash_name: str) -> bool:
+def in_trash(root: str | main.Path, trash_name: str) -> bool:
     """True when root/.trash holds a regular file named `trash_name`."""
     trash = open_trash(root, create=False) if trash_name else None
     if trash is None:
@@ -442,7 +501,7 @@ def in_trash(root: main.Path, trash_name: str) -> bool:
         os.close(trash)
 
 
-def present(root: main.Path, rel: main.Path) -> bool:
+def present(root: str | main.Path, rel: main.Path) -> bool:
     """True when root/rel is (still) a regular file."""
     fd = open_below(root, rel[:-1])
     if fd is None:
@@ -531,9 +590,9 @@ class FolderIndex:
     only leave a note out or make the server ask again, never delete another file.
     """
 
-    def __init__(self, root: main.Path, *, limit: int, watch: bool, max_watches: int, clock: Callable[[], float]) -> None:
+    def __init__(self, root: main.Path, path: str, *, limit: int, watch: bool, max_watches: int, clock: Callable[[], float]) -> None:
         self.root = root
-        self.path = "/" + "/".join(root)
+        self.path = path  # the folder `root` names, resolved at start-up
         self.limit = limit
         self.max_watches = max_watches
         self.clock = clock
@@ -604,7 +663,7 @@ class FolderIndex:
         return main.Note(note_id(path), self.slot_title[slot], main.format_file_uri(self.root + path), revision(self.files[path][0]))
 
     def _live(self, path: main.Path) -> main.Note | None:
-        fd = open_below(self.root, path[:-1])
+        fd = open_below(self.path, path[:-1])
         if fd is None:
             return None
         try:
@@ -720,7 +779,7 @@ class FolderIndex:
     def _refresh(self, rel: main.Path, name: str) -> None:
         """Look again at the entry `name` of the indexed folder `rel`: added, changed, replaced or gone."""
         folder = self.folders.get(rel)
-        fd = open_below(self.root, rel) if folder is not None else None
+        fd = open_below(self.path, rel) if folder is not None else None
         if folder is None or fd is None:
             return  # the folder itself went; its parent's event drops it
         try:
@@ -834,25 +893,120 @@ class FolderIndex:
             self._put(path, key, title)
 
 
+class Survey:
+    """One bounded, descriptor-relative count of a folder's notes for the start-up report: no note is opened."""
+
+    def __init__(self, root: main.Path, limit: int = MAX_WALK_ENTRIES) -> None:
+        self.root = root
+        self.limit = limit
+        self.budget = limit
+        self.surveyed = 0
+        self.skipped: collections.Counter[str] = collections.Counter()  # reason -> entries not served
+
+    def folder(self, fd: int, rel: main.Path, depth: int) -> None:
+        """Count the open folder `fd` (path `rel` below the root); recurse into real sub-folders."""
+        names: list[str] = []
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                # A folder with millions of entries must not make start-up unbounded; and a
+                # cut count must say so, never report fewer notes than the folder holds.
+                if self.budget <= 0:
+                    raise FolderTooLarge(self.limit)
+                self.budget -= 1
+                names.append(entry.name)
+        for name in names:
+            if not plain(name):
+                self.skipped[SKIP_HIDDEN if name.startswith(".") else SKIP_NAME] += 1
+                continue
+            try:
+                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except OSError:
+                continue  # removed since it was listed
+            if stat.S_ISDIR(info.st_mode):
+                if depth < MAX_WALK_DEPTH:
+                    self.subfolder(fd, name, rel, depth)
+                else:
+                    self.skipped[SKIP_DEEP] += 1
+            elif stat.S_ISREG(info.st_mode) and name.endswith(NOTE_SUFFIX):
+                self.count(fd, name, rel + (name,))
+            # Symlinks, FIFOs, sockets and devices are never served or opened.
+            elif stat.S_ISLNK(info.st_mode):
+                self.skipped[SKIP_SYMLINK] += 1
+            elif not stat.S_ISREG(info.st_mode):
+                self.skipped[SKIP_SPECIAL] += 1
+
+    def count(self, fd: int, name: str, rel: main.Path) -> None:
+        """Count one regular `*.md` file: a note if readable and its id and URI fit (load_note's checks, without the open)."""
+        if not os.access(name, os.R_OK, dir_fd=fd):
+            self.skipped[SKIP_UNREADABLE] += 1
+            return
+        # Every component is plain (listed names were checked), so only the lengths can fail.
+        if len(note_id(rel)) > main.MAX_NOTE_ID_LENGTH or len(main.format_file_uri(self.root + rel)) > main.MAX_URI_LENGTH:
+            self.skipped[SKIP_UNUSABLE] += 1
+            return
+        self.surveyed += 1
+
+    def subfolder(self, fd: int, name: str, rel: main.Path, depth: int) -> None:
+        """Open the sub-folder `name` of `fd` without following a link, and count it."""
+        try:
+            child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+        except OSError:
+            self.skipped[SKIP_FOLDER] += 1
+            return  # no permission, swapped for a symlink since the lstat (ELOOP/ENOTDIR), or removed
+        try:
+            self.folder(child, rel + (name,), depth + 1)
+        finally:
+            os.close(child)
+
+
 def root_path(root: str) -> main.Path:
-    """An operator's folder as path components, or StoreError if it is no usable directory."""
+    """An operator's folder as path components, or StoreError saying what is wrong and what to write instead."""
     if not isinstance(root, str) or not root or "\x00" in root:
         raise sqlite_store.StoreError("notes folder must be a non-empty path")
     absolute = os.path.abspath(root)
+    # Hosts start servers without a shell: nothing expands `~`, and the working directory
+    # is the host's, not the one the operator had in mind. Say so, with the path meant.
+    if root.startswith("~"):
+        raise sqlite_store.StoreError(
+            f"notes folder {root} starts with ~, which is not expanded here (hosts start servers without a shell); "
+            f"write the absolute path, e.g. {os.path.expanduser(root)}"
+        )
+    relative = "" if os.path.isabs(root) else f" (relative to the working directory {os.getcwd()}, which a host chooses; pass an absolute path)"
+    if not os.path.lexists(absolute):
+        raise sqlite_store.StoreError(f"notes folder {absolute} does not exist{relative}")
     if not os.path.isdir(absolute):
-        raise sqlite_store.StoreError(f"notes folder {root} is not a directory")
+        what = "a symlink to nothing" if not os.path.exists(absolute) else "a file" if os.path.isfile(absolute) else "not a folder"
+        raise sqlite_store.StoreError(f"notes folder {absolute} is not a directory (it is {what}){relative}")
     try:
         path = main.parse_file_uri(main.format_file_uri(tuple(p for p in absolute.split("/") if p)))
     except (main.ScopeError, UnicodeEncodeError):
-        raise sqlite_store.StoreError(f"notes folder {root} cannot be named by a file:// URI") from None
+        raise sqlite_store.StoreError(f"notes folder {absolute} cannot be named by a file:// URI") from None
     return path
 
 
-def open_below(root: main.Path, below: main.Path) -> int | None:
-    """A descriptor for root/below, walking each component below the root with O_NOFOLLOW."""
+def same_folder(outer: str, below: main.Path, inner: str) -> bool:
+    """True when the walk of the folder `outer` reaches the folder `inner` at `below` through real folders (no symlink)."""
+    fd = open_below(outer, below)
+    if fd is None:
+        return False
     try:
-        # The root is the operator's choice and may itself be (or pass through) a symlink.
-        fd = os.open("/" + "/".join(root), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        reached = os.fstat(fd)
+    finally:
+        os.close(fd)
+    try:
+        target = os.stat(inner)
+    except OSError:
+        return False
+    return (reached.st_dev, reached.st_ino) == (target.st_dev, target.st_ino)
+
+
+def open_below(root: str | main.Path, below: main.Path) -> int | None:
+    """A descriptor for the folder `root` (a resolved path, or components) / below, walking each component below it with O_NOFOLLOW."""
+    if not isinstance(root, str):
+        root = "/" + "/".join(root)
+    try:
+        # The root is the operator's choice, resolved at start-up (it may have been reached through a symlink).
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
         return None
     for name in below:

@@ -59,7 +59,7 @@ LOCK_TIMEOUT_MS = 2000  # waiting for a row another instance holds (a consume in
 IDLE_IN_TRANSACTION_TIMEOUT_MS = 10_000  # the server aborts a transaction whose host went silent
 CONNECT_TIMEOUT_SECONDS = 5  # reaching the server at all
 KEEPALIVE_IDLE_SECONDS = 10  # TCP keepalives: notice a server host that vanished
-INSTALL_HINT = "psycopg 3 is not installed; run: pip install 'psycopg[binary]>=3.2'  (or: pip install .[postgres])"
+INSTALL_HINT = "psycopg 3 is not installed; run: pip install 'psycopg[binary]>=3.2'  (or, in a checkout: pip install '.[postgres]')"
 BUSY_MESSAGE = "The notes database is busy; nothing was changed. Try again."
 UNREACHABLE_MESSAGE = "The notes database cannot be reached right now. Try again shortly."
 _SCHEMA_LOCK = 0x6E6F7465  # advisory lock key taken while creating the schema ("note")

@@ -26,6 +26,7 @@ import signal
 import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import Sequence
 from typing import Any
 
@@ -177,8 +178,6 @@ def build_server(config: dict[str, Any], keys: Sequence[bytes]) -> main.Server:
         name: entry["workspaces"] + folder_grants(entry.get("notesDirs", [])) for name, entry in config["principals"].items()
     }
     store = build_store(config)
-    if hasattr(store, "describe"):
-        say(f"notes store: {store.describe()}")  # e.g. which lookup indexes serve, or why a fallback does
     server = main.notes_server(
         keys=keys,
         notes=store if isinstance(store, main.MemoryNotesStore) else StopOnLoss(store),
@@ -190,6 +189,93 @@ def build_server(config: dict[str, Any], keys: Sequence[bytes]) -> main.Server:
     if not isinstance(store, main.MemoryNotesStore):
         audit.install(server)  # the memory store keeps no audit: it forgets everything at exit
     return server
+
+
+# =====================================================================================
+# The start-up report
+# =====================================================================================
+#
+# One short block on stderr once serving starts: what is served, to whom, from where, and
+# what was left out. A list of lines; each component adds its own (the store's describe(),
+# the transport's address), and nothing in it is a credential: principals by name, a
+# PostgreSQL URL without its user or password.
+
+
+def startup_report(
+    server: main.Server, config: dict[str, Any], args: argparse.Namespace, transport: str, extra: Sequence[str] = ()
+) -> list[str]:
+    """The start-up block: `transport`, principals, workspaces and counts, the store's describe() lines, confirmations, extensions, then `extra`.
+
+    A component with something to say at start-up (a sandbox's status, say) passes its
+    line in `extra`, or, for a store, returns it from describe().
+    """
+    principals = config["principals"]
+    lines = [transport]
+    if args.http and args.no_auth:
+        lines.append(f"principals: no bearer token (--no-auth): every request acts as {config['stdioPrincipal']!r}")
+    elif args.http:
+        lines.append(f"principals: {', '.join(sorted(principals))} (each by its bearer token)")
+    # The store's own lines first: a folder store counts each folder in the same walk.
+    describe = getattr(server.notes, "describe", None)  # e.g. what a folder walk skipped
+    described = describe() if describe is not None else []
+    if isinstance(described, str):  # the SQL stores: one line, which lookup indexes serve or why a fallback does
+        described = [described]
+    if described:
+        described = [f"notes store: {described[0]}", *described[1:]]
+    owners: dict[str, list[str]] = {}
+    for name in principals:
+        for uri in server.policy.workspaces(name):
+            owners.setdefault(uri, []).append(name)
+    for uri, names in owners.items():
+        lines.append(f"workspace {uri} ({', '.join(names)}): {note_count(server.notes, uri)}")
+    if not owners:
+        lines.append("workspaces: none granted, so every notes_delete call is refused")
+    lines.extend(described)
+    lines.append(f"consumed confirmations: {confirmations_home(config)}")
+    lines.append(f"extensions: {', '.join(extensions(config, args)) or 'none'}")
+    lines.extend(extra)
+    return lines
+
+
+def note_count(store: main.NotesStore, uri: str) -> str:
+    """How many notes the store offers in the workspace `uri` ("N notes"), or why it cannot tell."""
+    counter = getattr(store, "count", None)  # a store that can count without loading (the folder store)
+    try:
+        workspace = main.parse_file_uri(uri)
+        count = counter(workspace) if counter is not None else len(store.candidates(workspace, ""))  # every title contains ""
+    except (main.ScopeError, stores.StoreUnavailable) as exc:
+        return f"cannot be listed ({exc})"
+    return f"{count} note{'' if count == 1 else 's'}" + (" (nothing will be offered)" if count == 0 else "")
+
+
+def confirmations_home(config: dict[str, Any]) -> str:
+    """Where consumed confirmations are kept, with no credential (a PostgreSQL URL loses its user and password)."""
+    folders = any(entry.get("notesDirs") for entry in config["principals"].values())
+    db = config.get("db")
+    if db is None and not folders:
+        return "in memory (this process only; lost when it exits)"
+    if db is not None and db.startswith(("postgresql://", "postgres://")):
+        parts = urllib.parse.urlsplit(db)
+        host = parts.hostname or "local socket"
+        port = f":{parts.port}" if parts.port else ""
+        return f"PostgreSQL {host}{port}{parts.path}"
+    return f"SQLite {os.path.abspath(db or default_nonce_db())}"
+
+
+def extensions(config: dict[str, Any], args: argparse.Namespace) -> list[str]:
+    """The extensions this process serves, by name."""
+    names = [] if args.no_legacy else ["2025-11-25 clients (loaded at their first initialize)"]
+    if args.publish or config.get("publish", False):
+        names.append("notes_publish and its connect pages")
+    if args.conformance_fixtures:
+        names.append("conformance fixtures (testing only)")
+    return names
+
+
+def report(lines: Sequence[str]) -> None:
+    """The start-up block, one say() per line."""
+    for line in lines:
+        say(line)
 
 
 def store_waits(store: main.NotesStore) -> bool:
@@ -278,6 +364,7 @@ def serve_http(server: main.Server, config: dict[str, Any], args: argparse.Names
         tokens, config["stdioPrincipal"] if args.no_auth else None, None, config.get("allowedOrigins", frozenset())
     )
     endpoint = streamable_http.McpEndpoint(server, policy, pages)
+    endpoint.refused = streamable_http.RefusalLog(say)
     sessions = None
     if not args.no_legacy:
         # `--no-legacy` leaves `initialize` to the core's -32601.
@@ -291,6 +378,7 @@ def serve_http(server: main.Server, config: dict[str, Any], args: argparse.Names
             main.stderr_log,
             args.request_timeout or streamable_http.REQUEST_TIMEOUT_SECONDS,
             store_waits=store_waits(server.notes),
+            refused=endpoint.refused,
         )
     except OSError as exc:
         say(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
@@ -304,10 +392,11 @@ def serve_http(server: main.Server, config: dict[str, Any], args: argparse.Names
         if port == 80:
             policy.allowed_hosts |= frozenset(streamable_http.LOOPBACK_NAMES)
 
+    # Counted before confinement (a walk of each folder); printed after it, the listening line first.
+    lines = startup_report(server, config, args, f"listening on {httpd.url(streamable_http.ENDPOINT)}")
     confined = confine(config, args, [httpd.address[1]])
     if confined is None:
         return EXIT_USAGE
-    say(confined)
 
     def stop(signum: int, frame: Any) -> None:
         # Stop accepting, let requests in flight finish and send their responses, then
@@ -321,7 +410,7 @@ def serve_http(server: main.Server, config: dict[str, Any], args: argparse.Names
         threading.Thread(target=finish, name="shutdown", daemon=True).start()
 
     stop_on_signals(stop)
-    say(f"listening on {httpd.url(streamable_http.ENDPOINT)}")
+    report([*lines, confined])
     httpd.serve_forever()
     return 0
 
@@ -330,30 +419,33 @@ def serve_stdio(server: main.Server, config: dict[str, Any], args: argparse.Name
     """stdio; with --publish, plus a loopback-only listener that serves nothing but the connect pages."""
     import stdio_transport
 
+    lines = startup_report(server, config, args, f"serving on stdio as principal {config['stdioPrincipal']!r}")
     if pages is None:
         confined = confine(config, args, [])
         if confined is None:
             return EXIT_USAGE
-        say(confined)
+        report([*lines, confined])
         return stdio_transport.serve_stdio(server, config["stdioPrincipal"], not args.no_legacy)
     import streamable_http
 
     policy = streamable_http.HttpPolicy({}, None, None, frozenset())
     endpoint = streamable_http.McpEndpoint(server, policy, pages, mcp_endpoint=False)
+    endpoint.refused = streamable_http.RefusalLog(say)
     port = config.get("connectPort", 0)
     try:
-        listener = streamable_http.listen("127.0.0.1", port, endpoint, main.stderr_log, args.request_timeout or streamable_http.REQUEST_TIMEOUT_SECONDS)
+        listener = streamable_http.listen(
+            "127.0.0.1", port, endpoint, main.stderr_log, args.request_timeout or streamable_http.REQUEST_TIMEOUT_SECONDS, refused=endpoint.refused
+        )
     except OSError as exc:
         say(f"cannot listen on 127.0.0.1:{port} for the connect pages: {exc.strerror or exc}")
         return 1
     port = listener.address[1]
     policy.allowed_hosts = frozenset(f"{name}:{port}" for name in streamable_http.LOOPBACK_NAMES)
     pages.base_url = listener.url("")
-    say(f"connect pages on {listener.url(pages.prefix)}")
     confined = confine(config, args, [port])
     if confined is None:
         return EXIT_USAGE
-    say(confined)
+    report([*lines, f"connect pages on {listener.url(pages.prefix)}", confined])
     thread = threading.Thread(target=listener.serve_forever, name="connect-pages", daemon=True)
     thread.start()
     try:
@@ -406,13 +498,12 @@ def port_number(text: str) -> int:
     return value
 
 
-def parser() -> argparse.ArgumentParser:
-    """The serving command line."""
-    p = argparse.ArgumentParser(
-        prog="serve.py",
-        description="Serve the notes MCP server (protocol 2026-07-28).",
-        epilog="serve.py audit --help: list consumed confirmations, restore a trashed note.",
-    )
+def parser(prog: str = "serve.py") -> argparse.ArgumentParser:
+    """The serving command line; `prog` is how it was started (serve.py, or the installed notes-mcp)."""
+    epilog = "The audit subcommand lists consumed confirmations and restores a trashed note (audit --help)."
+    if prog != "serve.py":
+        epilog += f" {prog} demo runs the scripted demo (python3 code/main.py in a checkout)."
+    p = argparse.ArgumentParser(prog=prog, description="Serve the notes MCP server (protocol 2026-07-28).", epilog=epilog)
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--stdio", action="store_true", help="newline-delimited JSON-RPC on stdin/stdout")
     mode.add_argument("--http", action="store_true", help="Streamable HTTP, POST to the endpoint URL printed at start")
@@ -458,7 +549,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def serve(argv: Sequence[str]) -> int:
+def serve(argv: Sequence[str], prog: str = "serve.py") -> int:
     """Parse, load the config, build the server, run one transport; returns the exit status."""
     if list(argv[:1]) == ["audit"]:
         return audit_command(argv[1:])
@@ -470,7 +561,7 @@ def serve(argv: Sequence[str]) -> int:
     # the start-up with one line, never a KeyboardInterrupt traceback.
     stop_on_signals(stop)
     try:
-        server, config, args, pages = start(argv)
+        server, config, args, pages = start(argv, prog)
     except Stop:
         say("interrupted during start-up; nothing was served")
         return EXIT_USAGE
@@ -507,10 +598,10 @@ class StartupRefused(Exception):
         self.status = status
 
 
-def start(argv: Sequence[str]) -> tuple[main.Server, dict[str, Any], argparse.Namespace, Any]:
+def start(argv: Sequence[str], prog: str = "serve.py") -> tuple[main.Server, dict[str, Any], argparse.Namespace, Any]:
     """Everything before serving: arguments, config, keys, store, server, extensions; or StartupRefused."""
     try:
-        args = parser().parse_args(list(argv))
+        args = parser(prog).parse_args(list(argv))
     except SystemExit as exc:  # --help (0) or a usage error (2), already printed
         raise StartupRefused(int(exc.code or 0)) from None
     status = refuse_flags(args)
@@ -538,6 +629,11 @@ def start(argv: Sequence[str]) -> tuple[main.Server, dict[str, Any], argparse.Na
     except ConfigError as exc:
         say(str(exc))
         raise StartupRefused(EXIT_USAGE) from None
+    try:
+        check_folders(config, args)
+    except ConfigError as exc:
+        say(str(exc))
+        raise StartupRefused(EXIT_USAGE) from None
     add_notes_dirs(config, args.notes_dir, bool(args.config))
     try:
         server = build_server(config, keys)
@@ -562,9 +658,12 @@ def start(argv: Sequence[str]) -> tuple[main.Server, dict[str, Any], argparse.Na
 def add_notes_dirs(config: dict[str, Any], folders: list[str], from_file: bool) -> None:
     """`--notes-dir` folders for the stdio principal; without a config file they replace the lesson fixture."""
     if folders:
-        if not from_file:
-            del config["notes"]  # the lesson fixture: with folders, the files are the notes
         entry = config["principals"][config["stdioPrincipal"]]
+        if not from_file:
+            # The lesson fixture: with folders, the files are the notes, and the folders asked
+            # for are the only workspaces (no fictional one listed first in every refusal).
+            del config["notes"]
+            entry["workspaces"] = []
         entry["notesDirs"] = entry.get("notesDirs", []) + folders
 
 
@@ -603,6 +702,23 @@ def audit_command(argv: Sequence[str]) -> int:
         return 1
     finally:
         close_store(store)
+
+
+def check_folders(config: dict[str, Any], args: argparse.Namespace) -> None:
+    """Every notes folder usable, or ConfigError naming its field (`principals.bob.notesDirs[0]`, `--notes-dir`) and the fix."""
+    places = [(f"config {args.config}: principals.{name}.notesDirs[{index}]", path)
+              for name, entry in config["principals"].items() for index, path in enumerate(entry.get("notesDirs", []))]
+    places += [("--notes-dir", path) for path in args.notes_dir]
+    if not places:
+        return
+    import markdown_store  # only with folders: it needs POSIX-only O_NOFOLLOW
+    import sqlite_store
+
+    for field, path in places:
+        try:
+            markdown_store.root_path(path)
+        except sqlite_store.StoreError as exc:
+            raise ConfigError(field, str(exc)) from None
 
 
 def refuse_flags(args: argparse.Namespace) -> int | None:

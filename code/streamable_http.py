@@ -19,6 +19,7 @@ import base64
 import binascii
 import collections
 import hashlib
+import collections
 import hmac
 import math
 import re
@@ -39,6 +40,10 @@ _INTEGER_RE = re.compile(r"-?[0-9]{1,20}")
 _LOCAL_ORIGIN_RE = re.compile(r"https?://(localhost|127\.0\.0\.1|\[::1\])(:[0-9]{1,5})?")
 
 Headers = Sequence[tuple[str, str]]
+
+REFUSAL_LOG_WINDOW_SECONDS = 60.0  # one line per (peer address, reason) in this long
+MAX_REFUSAL_LINES_PER_WINDOW = 20  # lines for every peer together in one window; the rest are counted
+MAX_REFUSAL_KEYS = 1024  # (peer address, reason) pairs remembered; the oldest is forgotten first
 
 # HTTP status for each JSON-RPC error code (the outcome table in docs/security.md).
 HTTP_STATUS_FOR_ERROR: dict[int, int] = {
@@ -280,6 +285,51 @@ class HttpRefusal(Exception):
         self.headers = list(headers)
 
 
+class RefusalLog:
+    """HTTP refusals on the operator's log: one line each with the status, the reason and the peer; rate-limited.
+
+    A client sees why it was refused; the operator sees it too, and a flood cannot fill
+    the log: one line per (peer address, reason) per REFUSAL_LOG_WINDOW_SECONDS, at most
+    MAX_REFUSAL_LINES_PER_WINDOW lines per window for all peers together (many addresses,
+    an IPv6 /64, count together), and the rest counted in one line when the next window
+    starts. MAX_REFUSAL_KEYS bounds the memory. The reason is the server's own message:
+    never a header, a token, a path or a body the client sent.
+    """
+
+    def __init__(self, log: Callable[[str], None], clock: Callable[[], float] = time.monotonic) -> None:
+        self.log = log
+        self.clock = clock
+        self.lock = threading.Lock()
+        self.last: collections.OrderedDict[tuple[str, str], float] = collections.OrderedDict()
+        self.window: float | None = None
+        self.lines = 0
+        self.quiet = 0  # refusals in this window that got no line
+
+    def __call__(self, peer: tuple[str, int] | None, status: int, reason: str) -> None:
+        """Log one refusal, or count it when its peer and reason were logged within the window or the window is full."""
+        address = peer[0] if peer else "unknown"
+        key = (address, reason)
+        with self.lock:
+            now = self.clock()
+            if self.window is None or now - self.window >= REFUSAL_LOG_WINDOW_SECONDS:
+                if self.quiet:
+                    self.log(
+                        f"refused {self.quiet} more HTTP request(s) in the last {REFUSAL_LOG_WINDOW_SECONDS:g} s without a line each "
+                        f"(one line per peer and reason, at most {MAX_REFUSAL_LINES_PER_WINDOW} per {REFUSAL_LOG_WINDOW_SECONDS:g} s)"
+                    )
+                self.window, self.lines, self.quiet = now, 0, 0
+            seen = self.last.get(key)
+            if (seen is not None and now - seen < REFUSAL_LOG_WINDOW_SECONDS) or self.lines >= MAX_REFUSAL_LINES_PER_WINDOW:
+                self.quiet += 1
+                return
+            self.last[key] = now
+            self.last.move_to_end(key)
+            while len(self.last) > MAX_REFUSAL_KEYS:
+                self.last.popitem(last=False)
+            self.lines += 1
+            self.log(f"refused HTTP {status} to {address}: {reason}")
+
+
 class HttpPolicy:
     """Who may call (tokens, or --no-auth) and from where (Host, Origin)."""
 
@@ -392,6 +442,7 @@ class McpEndpoint:
         self.policy = policy
         self.pages = pages  # the connect pages under their prefix, when served here
         self.mcp_endpoint = mcp_endpoint  # False: a pages-only listener (serve --stdio --publish)
+        self.refused: RefusalLog | None = None  # told of each HTTP-layer refusal (status, reason, peer)
         # 2025-11-25 sessions beside the modern path (code/legacy_http.py): given an
         # authenticated request, its legacy answer, or None for the modern path.
         self.legacy: Callable[[http_server.Request, str], http_server.Response | http_server.StreamResponse | None] | None = None
@@ -437,6 +488,8 @@ class McpEndpoint:
                 return self.page(request)
             return self.mcp(request)
         except HttpRefusal as refusal:
+            if self.refused is not None:
+                self.refused(request.peer, refusal.status, refusal.message)
             # Refused at the HTTP layer: the rest of the stream is not trusted.
             return self.refuse(refusal.status, refusal.message, request.target, [*refusal.headers, ("Connection", "close")])
 
@@ -493,6 +546,7 @@ def listen(
     log: Callable[[str], None],
     request_timeout: float = REQUEST_TIMEOUT_SECONDS,
     store_waits: bool = True,
+    refused: RefusalLog | None = None,
 ) -> http_server.HttpServer:
     """An engine serving `endpoint` on host:port (OSError if it cannot bind).
 
@@ -512,6 +566,7 @@ def listen(
         body_limit=endpoint.body_limit,
         limits=limits,
         inline=None if store_waits else endpoint.answers_at_once,
+        refused=refused,
     )
 
 

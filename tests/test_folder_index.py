@@ -54,7 +54,7 @@ class IndexCase(FolderCase):
 
 class ChangeNotification(IndexCase):
     def test_the_start_up_line_says_changes_come_from_inotify(self) -> None:
-        line = self.indexed().describe()
+        line = self.indexed().describe()[0]
         self.assertIn("changes learnt from Linux inotify", line)
         self.assertNotIn("\n", line)
 
@@ -181,7 +181,7 @@ class ChangeNotification(IndexCase):
         over = self.indexed(max_watches=2)
         self.assertEqual(len(self.listed(over, "TPS")), 2)
         self.assertIsNone(self.index(over).watch)
-        self.assertIn("changes found by a rescan at most every 2 s (more than 2 folders to watch)", over.describe())
+        self.assertIn("changes found by a rescan at most every 2 s (more than 2 folders to watch)", over.describe()[0])
         self.assertEqual(markdown_store.MAX_WATCHED_FOLDERS, 65_536)
 
     def test_the_entry_count_follows_each_change_so_the_limit_holds_between_rebuilds(self) -> None:
@@ -217,7 +217,7 @@ class RescanFallback(IndexCase):
     watch = False
 
     def test_the_start_up_line_says_the_index_rescans_and_why(self) -> None:
-        self.assertIn("changes found by a rescan at most every 2 s (change notification off)", self.indexed().describe())
+        self.assertIn("changes found by a rescan at most every 2 s (change notification off)", self.indexed().describe()[0])
 
     def test_without_inotify_the_index_rescans_when_due_and_reads_only_changed_files(self) -> None:
         self.write("a.md", "# TPS a\n")
@@ -275,7 +275,7 @@ class RescanFallback(IndexCase):
     def test_inotify_that_cannot_start_falls_back_to_rescanning_and_says_why(self) -> None:
         with mock.patch.object(markdown_store.change_watch, "Inotify", side_effect=OSError(24, "Too many open files")):
             store = self.indexed(watch=True)
-        self.assertIn("(inotify unavailable: Too many open files)", store.describe())
+        self.assertIn("(inotify unavailable: Too many open files)", store.describe()[0])
         self.write("a.md", "# TPS a\n")
         self.assertEqual(list(self.listed(store, "TPS")), ["a.md"])
 

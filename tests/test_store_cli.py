@@ -295,7 +295,7 @@ class NotesDirCliTests(CliCase):
         self.assertFalse(os.path.exists(os.path.join(self.dir, "state")))
 
     def test_a_missing_notes_folder_exits_2_with_one_line(self) -> None:
-        self.assertIn("is not a directory", self.refused("--notes-dir", os.path.join(self.dir, "absent")))
+        self.assertIn("does not exist", self.refused("--notes-dir", os.path.join(self.dir, "absent")))
 
     def test_config_notes_and_notes_folders_together_exit_2(self) -> None:
         config = procs.write_config(self, {

@@ -227,7 +227,7 @@ class OptionalDependency(unittest.TestCase):
             postgres_store.open_store("postgresql:///notes", clock=Clock())
         message = str(caught.exception)
         self.assertIn("pip install 'psycopg[binary]>=3.2'", message)
-        self.assertIn("pip install .[postgres]", message)
+        self.assertIn("pip install '.[postgres]'", message)
         self.assertNotIn("\n", message)
 
     def test_a_password_in_the_url_is_never_part_of_an_operator_message(self) -> None:

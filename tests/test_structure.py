@@ -128,4 +128,6 @@ class ServedByDefault(unittest.TestCase):
         self.assertNotIn(b"notes_publish", done.stdout)
         last = done.stderr.decode().strip().splitlines()[-1]
         self.assertNotIn("connect", last)
+        self.assertNotIn("markdown_store", last)  # no folder, no folder store (nor its checks)
+        self.assertNotIn("sqlite_store", last)
         self.assertTrue(last.endswith("[]"), last)  # no socket was bound

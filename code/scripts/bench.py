@@ -1350,7 +1350,15 @@ def run_latency(args: argparse.Namespace) -> dict[str, Any]:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The command line (see the module docstring)."""
-    parser = argparse.ArgumentParser(description="Benchmark the notes MCP server (a script, not a test).")
+    parser = argparse.ArgumentParser(
+        description="Benchmark the notes MCP server (a script, not a test).",
+        epilog=(
+            "Modes with their own options, first on the line (each has its own --help): "
+            "--mode idle [--seconds N] [--idle N]: HTTP while 1,000 idle connections are held; "
+            "--mode flood [--seconds N] [--connections N]: a client's p50/p99 while 1,024 connections send only CRLFs; "
+            "--mode readahead [--connections N]: server memory while 4,000 connections send ahead, never read."
+        ),
+    )
     parser.add_argument("--mode", choices=["inprocess", "stdio", "http", "sqlite", "postgres", "scaling", "latency", "all"], default="all")
     parser.add_argument("--seconds", type=float, default=5.0, help="measuring time per throughput figure (default 5)")
     parser.add_argument("--notes", type=int, default=1000, help="notes in the workspace (default 1000)")

@@ -1,0 +1,219 @@
+"""The installable package: `pip install .` into a fresh virtual environment outside the checkout gives `notes-mcp`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+import venv
+from typing import Any
+
+import support
+import test_docs
+
+GUARD = 300.0  # seconds; only a failure guard (a build may fetch setuptools from the index)
+PACKAGE = "notes_mcp"
+COMMAND = "notes-mcp"
+# Words in pip's output that mean the package index could not be reached (then the test skips).
+OFFLINE_SIGNS = ("Failed to establish a new connection", "No matching distribution found for setuptools", "Temporary failure in name resolution")
+PROTOCOL_META = test_docs.PROTOCOL_META
+
+
+def copy_checkout(target: str) -> str:
+    """The checkout's files (no VCS data, caches or build output) under `target`; its path."""
+    source = os.path.join(target, "checkout")
+    shutil.copytree(
+        support.ROOT,
+        source,
+        ignore=shutil.ignore_patterns(".git", "__pycache__", "build", "dist", "*.egg-info", "*.db", "*.db-*"),
+    )
+    return source
+
+
+def outer_pip() -> bool:
+    """True when this interpreter has pip, which can install into another environment (`pip --python`)."""
+    try:
+        import pip  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def make_venv(folder: str) -> tuple[str, str]:
+    """A fresh virtual environment: (its python, its bin folder).
+
+    Without pip of its own when this interpreter has one: ensurepip's copy of pip and
+    setuptools is most of a venv's creation time, and `pip --python` installs into it alike.
+    """
+    venv.create(folder, with_pip=not outer_pip(), clear=True)
+    bindir = os.path.join(folder, "Scripts" if os.name == "nt" else "bin")
+    return os.path.join(bindir, "python"), bindir
+
+
+def pip_install(python: str, requirement: str, cwd: str) -> str:
+    """`pip install requirement` into the environment of `python` (build isolation as a user gets it); pip's output.
+
+    Skips the calling test (class) when the package index cannot be reached for setuptools.
+    """
+    pip = [sys.executable, "-m", "pip", "--python", python] if outer_pip() else [python, "-m", "pip"]
+    done = subprocess.run(
+        [*pip, "install", "--disable-pip-version-check", requirement],
+        cwd=cwd, capture_output=True, text=True, timeout=GUARD, env=clean_env(),
+    )  # fmt: skip
+    output = done.stdout + done.stderr
+    if done.returncode != 0 and any(sign in output for sign in OFFLINE_SIGNS):
+        raise unittest.SkipTest(f"the package index is unreachable, so setuptools cannot be fetched for the build: {requirement}")
+    if done.returncode != 0:
+        raise AssertionError(f"pip install {requirement} failed:\n{output}")
+    return output
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment without NOTES_MCP_* values or a virtual environment of the caller's."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("NOTES_MCP_", "PYTHON")) and key != "VIRTUAL_ENV"}
+    env.update(extra)
+    return env
+
+
+def psycopg_present() -> bool:
+    """True when this interpreter has psycopg (the CI's venv), so the [postgres] extra is installed too."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class InstalledCommandTests(unittest.TestCase):
+    """`pip install .` from a copy of the checkout, then the `notes-mcp` command as a host runs it."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.scratch = tempfile.mkdtemp(prefix="notes-mcp-package-")
+        try:
+            cls.source = copy_checkout(cls.scratch)
+            cls.python, cls.bindir = make_venv(os.path.join(cls.scratch, "venv"))
+            cls.pip_output = pip_install(cls.python, ".", cls.source)
+        except BaseException:
+            shutil.rmtree(cls.scratch, True)
+            raise
+        cls.command = os.path.join(cls.bindir, COMMAND)
+        cls.purelib = subprocess.run(
+            [cls.python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True, text=True, check=True, timeout=GUARD,
+        ).stdout.strip()  # fmt: skip
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        shutil.rmtree(cls.scratch, True)
+
+    def test_pip_says_it_installed_notes_mcp(self) -> None:
+        self.assertIn("Successfully installed notes-mcp-", self.pip_output)
+
+    def test_the_project_modules_live_under_one_package_and_no_generic_name_is_installed_top_level(self) -> None:
+        top = set(os.listdir(self.purelib))
+        for generic in ("main.py", "config.py", "serve.py", "main", "config", "serve", "code", "cli.py"):
+            self.assertNotIn(generic, top)
+        self.assertIn(PACKAGE, top)
+        installed = {name for name in os.listdir(os.path.join(self.purelib, PACKAGE)) if name != "__pycache__"}
+        # Every module of code/ and nothing else: no sub-folder (scripts, test shims) rides along.
+        expected = {name for name in os.listdir(support.CODE) if name.endswith(".py")}
+        self.assertEqual(installed, expected)
+
+    def test_help_names_the_command_and_lists_exactly_serve_py_flags(self) -> None:
+        import serve
+
+        done = subprocess.run([self.command, "--help"], capture_output=True, text=True, timeout=GUARD, env=clean_env())
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertTrue(done.stdout.startswith(f"usage: {COMMAND} "), done.stdout[:80])
+        self.assertIn(f"{COMMAND} demo", done.stdout)
+        # The same flags as `python3 code/serve.py --help`, not one more or less.
+        checkout = subprocess.run([sys.executable, os.path.join(support.CODE, "serve.py"), "--help"], capture_output=True, text=True, timeout=GUARD)
+        flags = {option for action in serve.parser()._actions for option in action.option_strings if action.help != "==SUPPRESS=="}
+        for flag in flags:
+            self.assertIn(flag, done.stdout)
+            self.assertIn(flag, checkout.stdout)
+        self.assertEqual(done.stdout.split("options:")[1].split(f"{COMMAND} demo")[0].strip(), checkout.stdout.split("options:")[1].strip())
+
+    def test_demo_runs_the_scripted_two_call_flow(self) -> None:
+        done = subprocess.run([self.command, "demo"], capture_output=True, text=True, timeout=GUARD, env=clean_env())
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn("Notes server demo", done.stdout)
+        self.assertIn("tools/call, id 2", done.stdout)
+
+    def test_stdio_completes_the_two_call_flow_and_deletes_the_chosen_note(self) -> None:
+        notes = os.path.join(self.scratch, "flow-notes")
+        os.makedirs(notes, exist_ok=True)
+        for name, title in (("tps-2024.md", "TPS report 2024"), ("tps-2025.md", "TPS report 2025")):
+            with open(os.path.join(notes, name), "w", encoding="utf-8") as handle:
+                handle.write(f"# {title}\n")
+        env = clean_env(XDG_STATE_HOME=os.path.join(self.scratch, "state"), NOTES_MCP_SECRET=support.KEY.hex())
+        workspace = f"file://{notes}"
+        call = {"name": "notes_delete", "arguments": {"workspaceUri": workspace, "title": "TPS"}}
+        proc = subprocess.Popen(
+            [self.command, "--stdio", "--notes-dir", notes], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+        )
+        self.addCleanup(self.stop, proc)
+        first = self.exchange(proc, {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"_meta": PROTOCOL_META, **call}})["result"]
+        self.assertEqual(first["resultType"], "input_required")
+        options = first["inputRequests"]["delete_choice"]["params"]["requestedSchema"]["properties"]["note_id"]["oneOf"]
+        self.assertEqual([option["const"] for option in options], ["tps-2024.md", "tps-2025.md"])
+        answer = {"delete_choice": {"action": "accept", "content": {"note_id": "tps-2025.md", "confirm": True}}}
+        retry = {"_meta": PROTOCOL_META, **call, "requestState": first["requestState"], "inputResponses": answer}
+        second = self.exchange(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": retry})["result"]
+        self.assertFalse(second.get("isError", False), second)
+        self.assertEqual(sorted(name for name in os.listdir(notes) if name != ".trash"), ["tps-2024.md"])  # the chosen note, and only it
+        proc.stdin.close()  # type: ignore[union-attr]
+        self.assertEqual(proc.wait(GUARD), 0)
+        stderr = proc.stderr.read().decode("utf-8", "replace")  # type: ignore[union-attr]
+        self.assertIn(f"workspace {workspace}", stderr)  # the start-up report names what it serves
+        self.assertNotIn(support.KEY.hex(), stderr)
+
+    def test_the_installed_host_configurations_in_serving_md_serve_a_note(self) -> None:
+        installed = 0
+        for block in test_docs.json_blocks(test_docs.read(test_docs.SERVING)):
+            document = json.loads(block)
+            (servers,) = document.values()
+            for name, entry in servers.items():
+                if entry["command"] != COMMAND:
+                    continue
+                installed += 1
+                with self.subTest(host=next(iter(document)), server=name):
+                    test_docs.run_host_configuration(self, entry, {"PATH": self.bindir + os.pathsep + os.environ.get("PATH", "")})
+        self.assertGreaterEqual(installed, 2)  # mcpServers hosts and VS Code
+
+    @unittest.skipUnless(psycopg_present(), "psycopg is absent: the [postgres] extra is installed only where it is (.ci/run)")
+    def test_zz_the_postgres_extra_installs_psycopg_beside_the_package(self) -> None:
+        # Last in the class (zz): it reinstalls the package into the same environment, with psycopg.
+        output = pip_install(self.python, ".[postgres]", self.source)
+        self.assertIn("psycopg-", output)
+        probe = "import notes_mcp.cli as c; c.flat_imports(); import postgres_store, psycopg; print(psycopg.__version__)"
+        done = subprocess.run([self.python, "-c", probe], capture_output=True, text=True, timeout=GUARD, env=clean_env())
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertRegex(done.stdout.strip(), r"^3\.")
+
+    def exchange(self, proc: subprocess.Popen[bytes], message: dict[str, Any]) -> dict[str, Any]:
+        """Send one line, read one line."""
+        proc.stdin.write(json.dumps(message).encode() + b"\n")  # type: ignore[union-attr]
+        proc.stdin.flush()  # type: ignore[union-attr]
+        line = proc.stdout.readline()  # type: ignore[union-attr]
+        self.assertTrue(line, "the server ended early")
+        return json.loads(line)
+
+    @staticmethod
+    def stop(proc: subprocess.Popen[bytes]) -> None:
+        """Kill the server if it still runs and close its pipes."""
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(GUARD)
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None and not pipe.closed:
+                pipe.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
