@@ -433,6 +433,8 @@ class PostgresInsideTests(unittest.TestCase):
 
     def deletes_and_reconnects(self, url: str, database: str) -> None:
         server = procs.HttpServer(self, "--db", url)
+        # The sandbox line ends the start-up block, after the "listening on" line the start waits for.
+        self.assertTrue(server.wait_for_line("sandbox: on"), server.stderr_text())
         self.assertIn(f"connect {self.cluster.tcp_port}", next(line for line in server.stderr_lines if "sandbox: on" in line))
         conn = server.connect(self)
         first = json.loads(procs.post(conn, call(tps()))[2])["result"]
