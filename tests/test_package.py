@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -36,11 +37,7 @@ def copy_checkout(target: str) -> str:
 
 def outer_pip() -> bool:
     """True when this interpreter has pip, which can install into another environment (`pip --python`)."""
-    try:
-        import pip  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return importlib.util.find_spec("pip") is not None
 
 
 def make_venv(folder: str) -> tuple[str, str]:
