@@ -69,6 +69,10 @@ TRASH_DIR = ".trash"  # in each notes folder; hidden, so never walked or offered
 NAME_MAX = 255  # bytes in one file name (Linux, macOS)
 EMPTY_INTERVAL_SECONDS = 3600.0  # an instance lists its trash folders for expired notes at most this often
 
+# Names of letters, digits, `-`, `_`, `.`, `~` and spaces, at most NAME_MAX: format_file_uri
+# and parse_file_uri give them back as they are, so plain() need not spell the URI out.
+_SIMPLE_NAME = re.compile(r"[A-Za-z0-9_~ -][A-Za-z0-9._~ -]{0,%d}\Z" % (NAME_MAX - 1))
+
 # Why an entry was not served, as the start-up report counts them (MarkdownNotesStore.describe).
 SKIP_SYMLINK = "symlinks"
 SKIP_HIDDEN = "hidden names"
@@ -636,7 +640,7 @@ class FolderIndex:
             self._update()
             if self.too_large:
                 raise FolderTooLarge(self.limit)
-            hits = [(self.slot_path[k], self._indexed(k)) for k in self._hits(below, needle)]
+            hits = [(self.slot_path[k], note) for k in self._hits(below, needle) if (note := self._indexed(k)) is not None]
         if len(hits) > main.MAX_CANDIDATES:
             return main.form_order(note for _, note in hits)  # too many for one form either way: no need to read them
         # The few the index names are read again, as the deletion will read them: the
@@ -657,10 +661,10 @@ class FolderIndex:
         paths, folded = self.slot_path, self.slot_folded
         return [k for k in pool if (p := paths[k]) is not None and len(p) > n and p[:n] == below and needle in folded[k]]
 
-    def _indexed(self, slot: int) -> main.Note:
+    def _indexed(self, slot: int) -> main.Note | None:
         path = self.slot_path[slot]
         assert path is not None
-        return main.Note(note_id(path), self.slot_title[slot], main.format_file_uri(self.root + path), revision(self.files[path][0]))
+        return indexed_note(self.root, path, self.slot_title[slot], self.files[path][0])
 
     def _live(self, path: main.Path) -> main.Note | None:
         fd = open_below(self.path, path[:-1])
@@ -715,7 +719,7 @@ class FolderIndex:
         """Watch, then list the open folder `fd` at `rel`; index its notes and sub-folders."""
         info = os.fstat(fd)
         wd = self._watch(rel)  # before the listing: a change made while it runs is not missed
-        names: set[str] = set()
+        names: dict[str, bool] = {}  # name -> listed as a regular file (the directory entry's type, no stat)
         with os.scandir(fd) as entries:
             for entry in entries:
                 # A folder with millions of entries must not make one call unbounded; and a
@@ -723,20 +727,30 @@ class FolderIndex:
                 self.entries += 1
                 if self.entries > self.limit:
                     raise _TooLarge()
-                names.add(entry.name)
-        self.folders[rel] = _Folder((info.st_dev, info.st_ino), wd, names)
-        for name in names:
-            self._entry(fd, rel, name, known)
+                try:
+                    names[entry.name] = entry.is_file(follow_symlinks=False)
+                except OSError:
+                    names[entry.name] = False
+        self.folders[rel] = _Folder((info.st_dev, info.st_ino), wd, set(names))
+        for name, is_file in names.items():
+            self._entry(fd, rel, name, known, is_file)
 
-    def _entry(self, fd: int, rel: main.Path, name: str, known: dict[main.Path, tuple[tuple[int, ...], str]]) -> None:
+    def _entry(self, fd: int, rel: main.Path, name: str, known: dict[main.Path, tuple[tuple[int, ...], str]], is_file: bool = False) -> None:
         """Index the entry `name` of the open folder `fd` (a note, or a sub-folder within the depth limit)."""
         if not plain(name):
+            return
+        path = rel + (name,)
+        if is_file and path not in known and name.endswith(NOTE_SUFFIX):
+            # Listed as a file and not indexed before: nothing to compare, so no lstat; the
+            # open below refuses a link (O_NOFOLLOW) and what is open is what is indexed.
+            read = read_title(fd, name)
+            if read is not None:
+                self._put(path, facts(read[1]), read[0])
             return
         try:
             info = os.stat(name, dir_fd=fd, follow_symlinks=False)
         except OSError:
             return  # removed since it was listed
-        path = rel + (name,)
         if stat.S_ISDIR(info.st_mode):
             if len(rel) < MAX_WALK_DEPTH and path not in self.folders:
                 try:
@@ -752,9 +766,9 @@ class FolderIndex:
             if seen is not None and seen[0] == facts(info):
                 self._put(path, facts(info), seen[1])
                 return
-            loaded = load_note(fd, name, self.root, path, info)
-            if loaded is not None:
-                self._put(path, facts(loaded[1]), loaded[0].title)
+            read = read_title(fd, name, info)
+            if read is not None:
+                self._put(path, facts(read[1]), read[0])
         # Symlinks, FIFOs, sockets and devices are never indexed or opened.
 
     def _drain(self) -> None:
@@ -862,8 +876,12 @@ class FolderIndex:
         self.slot_path.append(path)
         self.slot_title.append(title)
         self.slot_folded.append(folded)
+        grams = self.grams
         for gram in title_index.trigrams(folded):
-            self.grams.setdefault(gram, array("l")).append(slot)
+            posting = grams.get(gram)
+            if posting is None:
+                grams[gram] = posting = array("l")
+            posting.append(slot)
         self.files[path] = (key, slot)
 
     def _drop_file(self, path: main.Path) -> None:
@@ -1028,6 +1046,8 @@ def plain(name: str) -> bool:
     """A visible entry name that one file-URI component spells exactly (no `..`, `%`, `\\`, controls)."""
     if not name or name.startswith(".") or "/" in name:
         return False
+    if _SIMPLE_NAME.match(name):
+        return True  # unreserved ASCII: the URI round trip below would give it back unchanged
     try:
         return main.parse_file_uri(main.format_file_uri((name,))) == (name,)
     except (main.ScopeError, UnicodeEncodeError):
@@ -1077,6 +1097,15 @@ def load_note(
     fd: int, name: str, root: main.Path, rel: main.Path, seen: os.stat_result | None = None
 ) -> tuple[main.Note, os.stat_result] | None:
     """Open `name` in folder `fd` without following links; the Note and its fstat, or None."""
+    read = read_title(fd, name, seen)
+    if read is None:
+        return None
+    note = indexed_note(root, rel, read[0], facts(read[1]))
+    return None if note is None else (note, read[1])
+
+
+def read_title(fd: int, name: str, seen: os.stat_result | None = None) -> tuple[str, os.stat_result] | None:
+    """Open the note `name` in folder `fd` without following links: (its title, its fstat), or None."""
     if not name.endswith(NOTE_SUFFIX):
         return None
     try:
@@ -1096,14 +1125,17 @@ def load_note(
         return None
     finally:
         os.close(handle)
-    ident = note_id(rel)
-    title = heading(head) or shown(name[: -len(NOTE_SUFFIX)]) or shown(name)
-    note = main.Note(ident, title, main.format_file_uri(root + rel), revision(facts(info)))
+    return heading(head) or shown(name[: -len(NOTE_SUFFIX)]) or shown(name), info
+
+
+def indexed_note(root: main.Path, rel: main.Path, title: str, key: tuple[int, int, int, int, int]) -> main.Note | None:
+    """The Note for the file at `rel` below `root` with `title` and facts `key`, or None when it cannot be shown."""
+    note = main.Note(note_id(rel), title, main.format_file_uri(root + rel), revision(key))
     try:
         main.check_note(note)  # e.g. an id over MAX_NOTE_ID_LENGTH or a URI over MAX_URI_LENGTH
     except ValueError:
         return None
-    return note, info
+    return note
 
 
 def heading(head: bytes) -> str:

@@ -63,7 +63,7 @@ class ChangeNotification(IndexCase):
         self.write("sub/b.md", "# TPS b\n")
         store = self.indexed()
         self.assertEqual(self.listed(store, "TPS"), {"a.md": "TPS a", "sub/b.md": "TPS b"})
-        real = markdown_store.load_note
+        real = markdown_store.read_title
         read: list[str] = []
 
         def counting(fd: int, name: str, *args: Any) -> Any:
@@ -73,7 +73,7 @@ class ChangeNotification(IndexCase):
         self.write("sub/c.md", "# TPS c\n")
         self.write("a.md", "# Budget\n")
         os.unlink(os.path.join(self.ws, "sub", "b.md"))
-        with mock.patch.object(markdown_store, "load_note", counting):
+        with mock.patch.object(markdown_store, "read_title", counting):
             self.assertEqual(self.listed(store, "zzz"), {})  # no candidate: only the index is consulted
         self.assertEqual(sorted(read), ["a.md", "c.md"])
         self.assertEqual(self.listed(store, "TPS"), {"sub/c.md": "TPS c"})
@@ -226,7 +226,7 @@ class RescanFallback(IndexCase):
         self.write("b.md", "# TPS b\n")
         self.assertEqual(list(self.listed(store, "TPS")), ["a.md"])  # not due yet: b is not known
         self.ticks[0] += markdown_store.RESCAN_SECONDS
-        with mock.patch.object(markdown_store, "load_note", wraps=markdown_store.load_note) as reads:
+        with mock.patch.object(markdown_store, "read_title", wraps=markdown_store.read_title) as reads:
             self.assertEqual(self.listed(store, "zzz"), {})
         self.assertEqual([call.args[1] for call in reads.call_args_list], ["b.md"])
         self.assertEqual(sorted(self.listed(store, "TPS")), ["a.md", "b.md"])
@@ -253,12 +253,12 @@ class RescanFallback(IndexCase):
             self.write(f"n{i:02}.md", f"# TPS {i:02}\n")
         store = self.indexed()
         self.listed(store, "zzz")  # built
-        with mock.patch.object(markdown_store, "load_note", wraps=markdown_store.load_note) as reads:
+        with mock.patch.object(markdown_store, "read_title", wraps=markdown_store.read_title) as reads:
             self.assertEqual(len(self.listed(store, "TPS")), count)
         self.assertEqual(reads.call_count, 0)
         self.write("n00.md", "# Budget\n")  # at the limit: each is read again, and offered for what it says now
         self.ticks[0] += markdown_store.RESCAN_SECONDS
-        with mock.patch.object(markdown_store, "load_note", wraps=markdown_store.load_note) as reads:
+        with mock.patch.object(markdown_store, "read_title", wraps=markdown_store.read_title) as reads:
             self.assertEqual(len(self.listed(store, "TPS")), main.MAX_CANDIDATES)
         self.assertEqual(reads.call_count, main.MAX_CANDIDATES + 1)  # n00 read by the rescan, the 25 before the offer
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import sqlite3
 import tempfile
@@ -661,6 +662,25 @@ class NameAndSizeTests(FolderCase):
         for ident in ("tps%2D2024.md", "%E4%BC%9A%E8%AD%B0/x.md", nfd + ".md", "a/../b.md", "a%2Fb.md", "%FF.md", ".hidden.md"):
             with self.subTest(ident=ident):
                 self.assertIsNone(markdown_store.id_path(ident))
+
+    def test_plain_names_are_exactly_those_one_file_uri_component_spells_unchanged(self) -> None:
+        # plain() takes a shortcut for unreserved ASCII names; it must agree with the
+        # URI round trip it stands for on every name, shortcut or not.
+        def spelled_unchanged(name: str) -> bool:
+            if not name or name.startswith(".") or "/" in name:
+                return False
+            try:
+                return main.parse_file_uri(main.format_file_uri((name,))) == (name,)
+            except (main.ScopeError, UnicodeEncodeError):
+                return False
+
+        alphabet = "aZ09-_.~ %\\/?#:@\x00\x1f\x7fé会\u202e\udcff"
+        rng = random.Random(7)
+        names = ["a" * markdown_store.NAME_MAX, "a" * (markdown_store.NAME_MAX + 1), "a" * main.MAX_URI_LENGTH, ".md", "..", "~x.md", " x.md", "x .md", "-.md"]
+        names += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 8))) for _ in range(3000)]
+        for name in names:
+            with self.subTest(name=name):
+                self.assertEqual(markdown_store.plain(name), spelled_unchanged(name))
 
     def test_invisible_characters_in_a_name_stay_percent_encoded_in_the_id(self) -> None:
         self.write("a\u202egpj.md", "# TPS bidi\n")
