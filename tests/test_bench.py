@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 import unittest
 from typing import Any
+from unittest import mock
 
 import support
 
@@ -122,6 +124,31 @@ class ScalingModeTests(unittest.TestCase):
                     rate, first_ms = bench.scaling_rate(config, uri, pick, 0.01)
                     self.assertGreater(rate, 0)
                     self.assertGreater(first_ms, 0)
+
+    def test_a_folder_server_shows_from_its_start_up_report_how_its_index_learns_of_changes(self) -> None:
+        folder = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, folder)
+        notes, workspace, pick = bench.scaling_notes(30, 1)
+        config, uri = bench.scaling_config(folder, "folder", notes, workspace, None)
+        measured = bench.ScalingServer(config, uri, pick)
+        self.addCleanup(measured.close)
+        self.assertTrue(measured.store_line.startswith("Markdown folders (1): "), measured.store_line)
+        self.assertTrue(measured.store_line.endswith("; changes learnt from Linux inotify"), measured.store_line)
+
+    def test_a_memory_store_whose_notes_overflow_the_config_cap_is_left_out_not_written(self) -> None:
+        folder = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, folder)
+        notes, workspace, _ = bench.scaling_notes(30, 1)
+        config, _ = bench.scaling_config(folder, "memory", notes, workspace, None)
+        size = os.path.getsize(config)
+        os.unlink(config)
+        with mock.patch.object(bench.config_file, "MAX_CONFIG_BYTES", size):
+            config, _ = bench.scaling_config(folder, "memory", notes, workspace, None)  # at the cap: written
+            self.assertEqual(os.path.getsize(config), size)
+        os.unlink(config)
+        with mock.patch.object(bench.config_file, "MAX_CONFIG_BYTES", size - 1), self.assertRaises(bench.ConfigTooLarge):
+            bench.scaling_config(folder, "memory", notes, workspace, None)
+        self.assertEqual(os.listdir(folder), [])
 
     def test_the_caller_of_the_many_workspaces_row_asks_only_for_notes_of_its_workspace(self) -> None:
         notes, workspace, pick = bench.scaling_notes(3000, 1000)
