@@ -272,6 +272,17 @@ class RescanFallback(IndexCase):
         self.assertTrue(all(ident.startswith("sub/") for ident in found))
         self.assertEqual(len(self.listed(store, "TPS")), 2 * (main.MAX_CANDIDATES + 1))
 
+    def test_titles_holding_the_rarest_trigrams_but_not_the_query_are_not_counted_past_a_form(self) -> None:
+        # The query's two rarest trigrams ("abc", "xyz") are in every decoy, its others
+        # ("bcx", "cxy") are common elsewhere: only the exact test tells the decoys out.
+        for i in range(main.MAX_CANDIDATES + 1):
+            self.write(f"decoy{i:02}.md", f"# abc xyz {i:02}\n")
+        for i in range(3 * main.MAX_CANDIDATES):
+            self.write(f"filler{i:02}.md", f"# bcxy {i:02}\n")
+        self.write("match.md", "# abcxyz\n")
+        store = self.indexed()
+        self.assertEqual(self.listed(store, "abcxyz"), {"match.md": "abcxyz"})
+
     def test_inotify_that_cannot_start_falls_back_to_rescanning_and_says_why(self) -> None:
         with mock.patch.object(markdown_store.change_watch, "Inotify", side_effect=OSError(24, "Too many open files")):
             store = self.indexed(watch=True)
