@@ -63,6 +63,7 @@ MAX_WALK_DEPTH = 16  # sub-folder levels below a notes folder that are indexed
 MAX_WALK_ENTRIES = 1_000_000  # directory entries one notes folder may hold, sub-folders included; beyond it lookups fail, saying so
 MAX_WATCHED_FOLDERS = 65_536  # folders watched per notes folder; past it (or the kernel's limit) the index rescans instead
 RESCAN_SECONDS = 2.0  # without change notification: the longest a lookup relies on the last rescan
+RESCAN_COST_FACTOR = 10  # ... unless a rescan took longer than 1/RESCAN_COST_FACTOR of that: then this many times its length
 COMPACT_AFTER = 4096  # dropped title slots tolerated (or as many as live ones) before the slot table is rebuilt
 NOTE_SUFFIX = ".md"
 TRASH_DIR = ".trash"  # in each notes folder; hidden, so never walked or offered, and no id can name it
@@ -587,8 +588,10 @@ class FolderIndex:
 
     Changes arrive from Linux inotify, drained (without blocking, without a thread) at
     each lookup; where inotify is missing, refused, or out of watches, a full rescan
-    (stat only, files re-read only when their facts changed) runs at a lookup once the
-    last one is RESCAN_SECONDS old. The index only says where to look: the few notes it
+    (stat only, files re-read only when their facts changed, unchanged ones keeping
+    their slots) runs at a lookup once the last one is rescan_interval old: at least
+    RESCAN_SECONDS, and RESCAN_COST_FACTOR times the last rescan's length, so that
+    rescanning never takes more than a tenth of the time however large the folder. The index only says where to look: the few notes it
     names are re-read through descriptors before they are offered, and the deletion
     re-checks the file itself (MarkdownNotesStore._unlink_in), so a stale index can
     only leave a note out or make the server ask again, never delete another file.
@@ -611,6 +614,7 @@ class FolderIndex:
         self.built = False
         self.too_large = False
         self.scanned_at = -math.inf
+        self.rescan_interval = RESCAN_SECONDS
         self._reset()
 
     def _reset(self) -> None:
@@ -628,7 +632,7 @@ class FolderIndex:
         """How this index learns of changes, in words."""
         if self.watch is not None:
             return "changes learnt from Linux inotify"
-        return f"changes found by a rescan at most every {RESCAN_SECONDS:g} s ({self.reason})"
+        return f"changes found by a rescan at most every {RESCAN_SECONDS:g} s, or {RESCAN_COST_FACTOR} times the last rescan's length if longer ({self.reason})"
 
     # ---------------------------------------------------------------- lookups
 
@@ -683,7 +687,7 @@ class FolderIndex:
         try:
             if self.watch is not None and () in self.folders:  # built, and the root is there and watched
                 self._drain()
-            elif not self.built or self.clock() - self.scanned_at >= RESCAN_SECONDS:
+            elif not self.built or self.clock() - self.scanned_at >= self.rescan_interval:
                 self._rebuild()
             if self.dead > max(COMPACT_AFTER, len(self.files)):
                 self._compact()
@@ -691,31 +695,39 @@ class FolderIndex:
             self._forget()
 
     def _forget(self) -> None:
-        """Past the entry limit: drop the index and its watches; a rebuild is tried once RESCAN_SECONDS pass."""
+        """Past the entry limit: drop the index and its watches; a rebuild is tried once the rescan interval passes."""
         self.too_large = True
         self._unwatch(list(self.by_wd))
         self._reset()
 
     def _rebuild(self) -> None:
-        """List the whole tree again; a file whose facts did not change keeps its title unread."""
-        known = {path: (facts_, self.slot_title[slot]) for path, (facts_, slot) in self.files.items()}
-        self._reset()
+        """List the whole tree again; a file whose facts did not change keeps its slot, unread."""
+        known = self.files  # path -> (facts, slot) before this listing
+        self.folders, self.by_wd, self.files, self.entries = {}, {}, {}, 0
         self.too_large = False
         self.built = True
-        self.scanned_at = self.clock()
+        self.scanned_at = started = self.clock()
         # Watches are added by path with IN_DONT_FOLLOW: the root, which may be a link
         # (the operator's choice, followed when it is opened), is resolved first.
         self.watch_base = os.path.realpath(self.path).rstrip("/")
         try:
             fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # the root may be a symlink: the operator's choice
         except OSError:
-            return  # gone: nothing to offer until it is back
-        try:
-            self._folder(fd, (), known)
-        finally:
-            os.close(fd)
+            fd = None  # gone: nothing to offer until it is back
+        if fd is not None:
+            try:
+                self._folder(fd, (), known)
+            finally:
+                os.close(fd)
+        # A file gone, or read again into a new slot, leaves its old slot to the compaction.
+        for path, held in known.items():
+            if self.files.get(path) != held:
+                self._kill_slot(held[1])
+        # A rescan of a large folder can outlast RESCAN_SECONDS: spaced by its own length,
+        # it cannot keep every lookup waiting on the next one.
+        self.rescan_interval = max(RESCAN_SECONDS, RESCAN_COST_FACTOR * (self.clock() - started))
 
-    def _folder(self, fd: int, rel: main.Path, known: dict[main.Path, tuple[tuple[int, ...], str]]) -> None:
+    def _folder(self, fd: int, rel: main.Path, known: dict[main.Path, tuple[tuple[int, int, int, int, int], int]]) -> None:
         """Watch, then list the open folder `fd` at `rel`; index its notes and sub-folders."""
         info = os.fstat(fd)
         wd = self._watch(rel)  # before the listing: a change made while it runs is not missed
@@ -735,7 +747,7 @@ class FolderIndex:
         for name, is_file in names.items():
             self._entry(fd, rel, name, known, is_file)
 
-    def _entry(self, fd: int, rel: main.Path, name: str, known: dict[main.Path, tuple[tuple[int, ...], str]], is_file: bool = False) -> None:
+    def _entry(self, fd: int, rel: main.Path, name: str, known: dict[main.Path, tuple[tuple[int, int, int, int, int], int]], is_file: bool = False) -> None:
         """Index the entry `name` of the open folder `fd` (a note, or a sub-folder within the depth limit)."""
         if not plain(name):
             return
@@ -762,9 +774,9 @@ class FolderIndex:
                 finally:
                     os.close(child)
         elif stat.S_ISREG(info.st_mode) and name.endswith(NOTE_SUFFIX):
-            seen = known.get(path)
-            if seen is not None and seen[0] == facts(info):
-                self._put(path, facts(info), seen[1])
+            held = known.get(path)
+            if held is not None and held[0] == facts(info):
+                self.files[path] = held  # unchanged since the last listing: its slot and postings stay
                 return
             read = read_title(fd, name, info)
             if read is not None:
@@ -886,6 +898,9 @@ class FolderIndex:
 
     def _drop_file(self, path: main.Path) -> None:
         _, slot = self.files.pop(path)
+        self._kill_slot(slot)
+
+    def _kill_slot(self, slot: int) -> None:
         self.slot_path[slot] = None  # its posting entries go at the next compaction
         self.slot_title[slot] = self.slot_folded[slot] = ""
         self.dead += 1

@@ -181,7 +181,7 @@ class ChangeNotification(IndexCase):
         over = self.indexed(max_watches=2)
         self.assertEqual(len(self.listed(over, "TPS")), 2)
         self.assertIsNone(self.index(over).watch)
-        self.assertIn("changes found by a rescan at most every 2 s (more than 2 folders to watch)", over.describe()[0])
+        self.assertIn("changes found by a rescan at most every 2 s, or 10 times the last rescan's length if longer (more than 2 folders to watch)", over.describe()[0])
         self.assertEqual(markdown_store.MAX_WATCHED_FOLDERS, 65_536)
 
     def test_the_entry_count_follows_each_change_so_the_limit_holds_between_rebuilds(self) -> None:
@@ -217,7 +217,8 @@ class RescanFallback(IndexCase):
     watch = False
 
     def test_the_start_up_line_says_the_index_rescans_and_why(self) -> None:
-        self.assertIn("changes found by a rescan at most every 2 s (change notification off)", self.indexed().describe()[0])
+        line = self.indexed().describe()[0]
+        self.assertIn("changes found by a rescan at most every 2 s, or 10 times the last rescan's length if longer (change notification off)", line)
 
     def test_without_inotify_the_index_rescans_when_due_and_reads_only_changed_files(self) -> None:
         self.write("a.md", "# TPS a\n")
@@ -230,6 +231,46 @@ class RescanFallback(IndexCase):
             self.assertEqual(self.listed(store, "zzz"), {})
         self.assertEqual([call.args[1] for call in reads.call_args_list], ["b.md"])
         self.assertEqual(sorted(self.listed(store, "TPS")), ["a.md", "b.md"])
+
+    def test_a_rescan_that_takes_long_is_next_due_only_after_ten_times_its_length(self) -> None:
+        for name in ("a.md", "sub/b.md", "sub/deeper/c.md"):
+            self.write(name, f"# TPS {name}\n")
+        store = self.indexed()
+        listing = os.scandir
+
+        def slow_listing(fd: int) -> Any:
+            self.ticks[0] += 1.0  # each folder takes a second to list: the walk takes 3 s
+            return listing(fd)
+
+        with mock.patch.object(markdown_store.os, "scandir", slow_listing):
+            self.assertEqual(len(self.listed(store, "TPS")), 3)
+        started = self.ticks[0] - 3.0
+        self.assertEqual(self.index(store).rescan_interval, markdown_store.RESCAN_COST_FACTOR * 3.0)
+        self.write("d.md", "# TPS d\n")
+        self.ticks[0] = started + markdown_store.RESCAN_COST_FACTOR * 3.0 - 0.5
+        self.assertNotIn("d.md", self.listed(store, "TPS"))  # not due: the last rescan's length sets the pace
+        self.ticks[0] = started + markdown_store.RESCAN_COST_FACTOR * 3.0
+        self.assertIn("d.md", self.listed(store, "TPS"))
+        self.assertEqual(self.index(store).rescan_interval, markdown_store.RESCAN_SECONDS)  # that one took no time
+
+    def test_a_rescan_keeps_the_slot_of_every_unchanged_file_and_retires_the_changed_ones(self) -> None:
+        self.write("a.md", "# TPS a\n")
+        edited = self.write("b.md", "# TPS b\n")
+        gone = self.write("c.md", "# TPS c\n")
+        store = self.indexed()
+        self.listed(store, "TPS")
+        index = self.index(store)
+        before = dict(index.files)
+        self.write_at(edited, "# Budget b\n")
+        os.unlink(gone)
+        self.ticks[0] += markdown_store.RESCAN_SECONDS
+        self.assertEqual(self.listed(store, "TPS"), {"a.md": "TPS a"})
+        self.assertEqual(index.files[("a.md",)], before[("a.md",)])  # same facts, same slot
+        self.assertNotEqual(index.files[("b.md",)][1], before[("b.md",)][1])
+        self.assertNotIn(("c.md",), index.files)
+        self.assertEqual({path: index.slot_path[slot] for path, (_, slot) in before.items()}, {("a.md",): ("a.md",), ("b.md",): None, ("c.md",): None})
+        self.assertEqual(index.dead, 2)
+        self.assertEqual(self.listed(store, "budget"), {"b.md": "Budget b"})
 
     def test_a_title_edited_before_the_rescan_is_offered_for_what_the_file_says_now(self) -> None:
         path = self.write("a.md", "# TPS a\n")
