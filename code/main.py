@@ -1716,7 +1716,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """`main.py` runs the demo; serving is `code/serve.py`."""
     args = list(sys.argv[1:] if argv is None else argv)
     if not args:
-        demo()
+        try:
+            demo()
+        except BrokenPipeError:  # `python3 code/main.py | head`: the reader has all it wanted
+            sys.stdout = None  # type: ignore[assignment]  # nothing left to flush at exit
         return 0
     print("usage: python3 code/main.py        run the scripted demo", file=sys.stderr)
     print("       python3 code/serve.py ...   run the server (--stdio or --http; --help)", file=sys.stderr)

@@ -128,7 +128,7 @@ class StoreBusy(stores.StoreUnavailable):
 
 
 class PostgresNotesStore:
-    """main.NotesStore over one PostgreSQL database: one connection behind one lock, reopened when broken."""
+    """main.NotesStore over one PostgreSQL database: a writer and a reader connection, each behind its own lock, reopened when broken."""
 
     def __init__(
         self,

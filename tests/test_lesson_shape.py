@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import fcntl
 import os
 import re
 import subprocess
@@ -60,6 +61,18 @@ class Demo(unittest.TestCase):
         for kept in ("note-3", "note-7", "note-99", "evil-1", "tmp-1"):
             self.assertIn(kept, left)
         self.assertNotIn("Traceback", done.stderr)
+
+    def test_the_demo_piped_into_a_reader_that_stops_early_ends_quietly_with_status_0(self) -> None:
+        with subprocess.Popen([sys.executable, os.path.join(CODE, "main.py")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT) as demo:
+            assert demo.stdout is not None and demo.stderr is not None
+            # A one-page pipe: the demo (over 7 KB) cannot all be written before the
+            # reader goes, so the demo is still writing when it does.
+            fcntl.fcntl(demo.stdout.fileno(), fcntl.F_SETPIPE_SZ, 4096)
+            self.assertEqual(os.read(demo.stdout.fileno(), 5), b"Notes")
+            demo.stdout.close()  # as `| head -1` does once it has what it wanted
+            errors = demo.stderr.read()
+            self.assertEqual(demo.wait(timeout=60), 0, errors)
+        self.assertEqual(errors, b"")
 
     def test_the_demo_shows_the_wire_as_indented_json_in_lines_of_at_most_100_characters(self) -> None:
         out = run_demo().stdout
