@@ -16,6 +16,7 @@ import ctypes
 import errno
 import os
 import struct
+import weakref
 
 IN_MODIFY = 0x2
 IN_ATTRIB = 0x4
@@ -65,6 +66,10 @@ class Inotify:
             code = ctypes.get_errno()
             raise OSError(code, os.strerror(code))
         self.fd = fd
+        # An instance dropped without close() (a store never closed) gives its descriptor
+        # back when collected: the kernel allows a user only 128 inotify instances, and
+        # a leaked one would push later stores into rescanning.
+        self._closer = weakref.finalize(self, os.close, fd)
 
     def add(self, path: str) -> int:
         """Watch the folder at `path` (never through a symlink); its watch descriptor, or OSError (ENOSPC: the limit)."""
@@ -96,5 +101,5 @@ class Inotify:
     def close(self) -> None:
         """Close the descriptor (every watch goes with it); later calls do nothing."""
         if self.fd >= 0:
-            os.close(self.fd)
+            self._closer()
             self.fd = -1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import threading
@@ -16,6 +17,14 @@ import main
 import markdown_store
 import sqlite_store
 from markdown_store import MarkdownNotesStore
+
+def _link(fd: str) -> str:
+    """What /proc/self/fd/`fd` points at, or "" when it closed meanwhile."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return ""
+
 
 CHANGED_TEXT = "changed, moved or was deleted since the form was shown"
 
@@ -78,6 +87,22 @@ class ChangeNotification(IndexCase):
         self.assertEqual(sorted(read), ["a.md", "c.md"])
         self.assertEqual(self.listed(store, "TPS"), {"sub/c.md": "TPS c"})
         self.assertEqual(self.listed(store, "budget"), {"a.md": "Budget"})
+
+    def test_a_store_dropped_without_close_gives_its_inotify_instance_back(self) -> None:
+        def held() -> int:
+            fds = os.listdir("/proc/self/fd")
+            return sum(1 for fd in fds if _link(fd) == "anon_inode:inotify")
+
+        gc.collect()  # stores of earlier tests that are already unreachable
+        before = held()
+        nonces = sqlite_store.open_store(os.path.join(self.base, "dropped.db"), clock=self.clock)
+        self.addCleanup(nonces.close)
+        store = MarkdownNotesStore([self.ws], nonces, watch=True)
+        self.listed(store, "TPS")
+        self.assertEqual(held(), before + 1)
+        del store
+        gc.collect()
+        self.assertEqual(held(), before)  # the kernel allows a user 128: a leak would end in rescanning
 
     def test_a_folder_created_renamed_and_removed_is_followed(self) -> None:
         store = self.indexed()

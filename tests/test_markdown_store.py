@@ -53,7 +53,9 @@ class FolderCase(unittest.TestCase):
     def store(self, roots: list[str] | None = None, deletion: str = audit.DELETION_TRASH) -> MarkdownNotesStore:
         nonces = sqlite_store.open_store(os.path.join(self.base, "nonces.db"), clock=self.clock)
         self.addCleanup(nonces.close)
-        return MarkdownNotesStore(roots or [self.ws], nonces, retention=audit.Retention(deletion=deletion))
+        store = MarkdownNotesStore(roots or [self.ws], nonces, retention=audit.Retention(deletion=deletion))
+        self.addCleanup(store.close)
+        return store
 
     def server(self, store: MarkdownNotesStore | None = None) -> main.Server:
         store = store or self.store()
