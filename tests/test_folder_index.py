@@ -117,6 +117,25 @@ class ChangeNotification(IndexCase):
         self.assertEqual(self.listed(store, "TPS"), {})
         self.assertEqual(self.index(store).folders.keys(), {()})
 
+    def test_a_folder_whose_name_ends_in_md_is_walked_at_the_build_and_when_it_appears_later(self) -> None:
+        self.write("archive.md/a.md", "# TPS a\n")
+        store = self.indexed()
+        self.assertEqual(self.listed(store, "TPS"), {"archive.md/a.md": "TPS a"})
+        self.write("later.md/b.md", "# TPS b\n")
+        self.assertEqual(self.listed(store, "TPS"), {"archive.md/a.md": "TPS a", "later.md/b.md": "TPS b"})
+
+    def test_a_sub_folder_whose_attributes_change_is_not_listed_again(self) -> None:
+        self.write("sub/a.md", "# TPS a\n")
+        self.write("sub/b.md", "# TPS b\n")
+        store = self.indexed()
+        self.listed(store, "TPS")
+        self.assertEqual(self.index(store).entries, 3)  # sub, sub/a.md, sub/b.md
+        os.chmod(os.path.join(self.ws, "sub"), 0o750)  # an event for the entry "sub" of the root
+        with mock.patch.object(markdown_store, "read_title", wraps=markdown_store.read_title) as reads:
+            self.assertEqual(len(self.listed(store, "zzz")), 0)
+        self.assertEqual(reads.call_count, 0)
+        self.assertEqual(self.index(store).entries, 3)
+
     def test_a_folder_replaced_by_another_folder_of_the_same_name_is_listed_anew(self) -> None:
         self.write("2025/old.md", "# TPS old\n")
         self.write("staging/new.md", "# TPS new\n")

@@ -684,6 +684,10 @@ class NameAndSizeTests(FolderCase):
             with self.subTest(name=name):
                 self.assertEqual(markdown_store.plain(name), spelled_unchanged(name))
 
+    def test_a_note_whose_name_shows_nothing_before_its_suffix_is_titled_by_the_whole_name(self) -> None:
+        self.write(" .md", "no heading\n")
+        self.assertEqual(self.listed(self.store()), {" .md": ".md"})
+
     def test_invisible_characters_in_a_name_stay_percent_encoded_in_the_id(self) -> None:
         self.write("a\u202egpj.md", "# TPS bidi\n")
         self.assertEqual(list(self.listed(self.store(), "bidi")), ["a%E2%80%AEgpj.md"])
