@@ -778,7 +778,7 @@ class FolderIndex:
             if held is not None and held[0] == facts(info):
                 self.files[path] = held  # unchanged since the last listing: its slot and postings stay
                 return
-            read = read_title(fd, name, info)
+            read = read_title(fd, name)  # keyed by what it opens: a swap since the lstat is indexed as what it is now
             if read is not None:
                 self._put(path, facts(read[1]), read[0])
         # Symlinks, FIFOs, sockets and devices are never indexed or opened.
@@ -1108,18 +1108,16 @@ def revision(key: tuple[int, int, int, int, int]) -> int:
     return int.from_bytes(hashlib.sha256(repr(key).encode("ascii")).digest()[:8], "big")
 
 
-def load_note(
-    fd: int, name: str, root: main.Path, rel: main.Path, seen: os.stat_result | None = None
-) -> tuple[main.Note, os.stat_result] | None:
+def load_note(fd: int, name: str, root: main.Path, rel: main.Path) -> tuple[main.Note, os.stat_result] | None:
     """Open `name` in folder `fd` without following links; the Note and its fstat, or None."""
-    read = read_title(fd, name, seen)
+    read = read_title(fd, name)
     if read is None:
         return None
     note = indexed_note(root, rel, read[0], facts(read[1]))
     return None if note is None else (note, read[1])
 
 
-def read_title(fd: int, name: str, seen: os.stat_result | None = None) -> tuple[str, os.stat_result] | None:
+def read_title(fd: int, name: str) -> tuple[str, os.stat_result] | None:
     """Open the note `name` in folder `fd` without following links: (its title, its fstat), or None."""
     if not name.endswith(NOTE_SUFFIX):
         return None
@@ -1129,11 +1127,12 @@ def read_title(fd: int, name: str, seen: os.stat_result | None = None) -> tuple[
         return None  # a symlink (ELOOP), or gone
     try:
         info = os.fstat(handle)
-        # The entry listed may have been swapped before the open: trust only what is open.
-        # A file with a second hard link may be a file outside the folder linked in (its
-        # heading would be shown as a title, and deleting it here would not delete it):
-        # not offered, and not deleted.
-        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1 or (seen is not None and facts(info)[:2] != facts(seen)[:2]):
+        # The entry listed may have been swapped before the open: trust only what is open
+        # (callers key what they keep by this fstat, never by an earlier lstat). A FIFO
+        # or device is no note. A file with a second hard link may be a file outside the
+        # folder linked in (its heading would be shown as a title, and deleting it here
+        # would not delete it): not offered, and not deleted.
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
             return None
         head = os.read(handle, TITLE_SCAN_BYTES)
     except OSError:

@@ -242,6 +242,15 @@ class ChangeNotification(IndexCase):
         with self.assertRaises(markdown_store.FolderTooLarge):
             self.listed(store, "TPS")
 
+    def test_a_folder_over_the_entry_limit_at_its_first_lookup_is_refused_and_one_at_it_is_served(self) -> None:
+        for i in range(4):
+            self.write(f"m{i}.md", "# TPS\n")
+        for watch in (True, False):
+            with self.subTest(watch=watch):
+                self.assertEqual(len(self.listed(self.indexed(watch=watch, max_walk_entries=4), "TPS")), 4)
+                with self.assertRaises(markdown_store.FolderTooLarge):
+                    self.listed(self.indexed(watch=watch, max_walk_entries=3), "TPS")
+
     def test_past_the_entry_limit_lookups_fail_then_serve_again_once_it_is_back_under(self) -> None:
         for i in range(4):
             self.write(f"m{i}.md", "# TPS\n")
@@ -331,6 +340,15 @@ class RescanFallback(IndexCase):
         self.assertEqual(len(self.listed(store, "TPS")), 2)
         os.unlink(path)
         self.assertEqual(list(self.listed(store, "TPS")), ["b.md"])  # the index still holds a.md; reading it finds nothing
+
+    def test_a_note_replaced_by_a_fifo_before_the_rescan_is_not_offered(self) -> None:
+        path = self.write("tps-a.md", "# TPS a\n")
+        self.write("tps-b.md", "# TPS b\n")
+        store = self.indexed()
+        self.assertEqual(len(self.listed(store, "TPS")), 2)
+        os.unlink(path)
+        os.mkfifo(path)  # titled "tps-a" by its name if it were read as a note
+        self.assertEqual(self.listed(store, "TPS"), {"tps-b.md": "TPS b"})
 
     def test_more_matches_than_a_form_can_offer_are_counted_from_the_index_without_reading_them(self) -> None:
         count = main.MAX_CANDIDATES + 1
