@@ -50,6 +50,7 @@ import stores
 
 SCHEMA_VERSION = 3
 BUSY_TIMEOUT_MS = 5000  # one write's whole wait: for this process's other writers and for other instances
+WAL_RETRY_SECONDS = 0.01  # pause between tries of the switch to WAL while another instance holds the file
 PRUNE_BATCH = 64  # expired nonces deleted per consume(): bounded work, still drains faster than one insert a call
 QUERY_TRIGRAMS = 2  # the rarest trigrams of a query the title index is asked for (any of them finds every match)
 TRIGRAM_COUNTS_SECONDS = 600.0  # how long the counts that rank a query's trigrams are used before being read again
@@ -664,8 +665,9 @@ def open_store(
         raise StoreError(f"cannot open database {path}: {exc}") from None
     reader = None
     try:
+        deadline = time.monotonic() + busy_timeout_ms / 1000
         _prepare(conn, path, seed)
-        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        mode = _switch_to_wal(conn, deadline)
         if mode != "wal":
             raise StoreError(f"database {path} cannot use WAL mode (journal mode stays {mode!r})")
         # FULL: a commit is on disk before "deleted: true" is sent, so a power cut cannot
@@ -685,6 +687,20 @@ def open_store(
         if isinstance(exc, StoreError):
             raise
         raise StoreError(_describe(path, exc, busy_timeout_ms)) from None
+
+
+def _switch_to_wal(conn: sqlite3.Connection, deadline: float) -> str:
+    """`PRAGMA journal_mode = WAL`, tried again until `deadline` while another connection holds the file; the mode it reports."""
+    while True:
+        try:
+            return str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+        except sqlite3.OperationalError as exc:
+            # Two instances starting on one new file: while the other holds its write
+            # lock, SQLite answers "locked" at once instead of calling the busy handler
+            # (waiting could deadlock), so the wait the budget promises happens here.
+            if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY or time.monotonic() >= deadline:
+                raise
+        time.sleep(WAL_RETRY_SECONDS)
 
 
 def _connect(path: str, busy_timeout_ms: int) -> sqlite3.Connection:

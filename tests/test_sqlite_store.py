@@ -12,6 +12,7 @@ import threading
 import time
 import unittest
 from typing import Any
+from unittest import mock
 
 from support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call, claims_of, tps
 
@@ -316,6 +317,44 @@ class SchemaAndSeeding(StoreCase):
         opened = store_workers.open_together(self, lambda: open_store(self.path, clock=self.clock, seed_notes=main.lesson_notes()))
         self.assertTrue(all(isinstance(store, sqlite_store.SqliteNotesStore) for store in opened), opened)
         self.assertEqual(self.note_ids(), sorted(note.id for note in main.lesson_notes()))
+
+    def holding_the_write_lock_after_prepare(self) -> sqlite3.Connection:
+        """A file left in rollback-journal mode, and another connection that takes its write lock once _prepare is done."""
+        self.open().close()
+        other = sqlite3.connect(self.path, isolation_level=None)
+        self.addCleanup(other.close)
+        other.execute("PRAGMA journal_mode = DELETE")
+        real = sqlite_store._prepare
+
+        def then_lock(conn: sqlite3.Connection, path: str, seed: list[main.Note]) -> None:
+            real(conn, path, seed)
+            other.execute("BEGIN IMMEDIATE")  # the other instance, mid-start, between our two steps
+
+        patcher = mock.patch.object(sqlite_store, "_prepare", then_lock)
+        patcher.start()
+        self.addCleanup(patcher.stop)
+        return other
+
+    def test_the_switch_to_wal_waits_for_another_instance_holding_the_file_instead_of_failing_at_once(self) -> None:
+        other = self.holding_the_write_lock_after_prepare()
+        pauses: list[float] = []
+
+        def pause(seconds: float) -> None:
+            pauses.append(seconds)
+            other.execute("COMMIT")  # the other instance finishes while this one waits
+
+        with mock.patch.object(sqlite_store.time, "sleep", pause):
+            store = open_store(self.path, clock=self.clock)
+        self.addCleanup(store.close)
+        self.assertEqual(pauses, [sqlite_store.WAL_RETRY_SECONDS])
+        self.assertEqual(self.raw().execute("PRAGMA journal_mode").fetchone(), ("wal",))
+
+    def test_the_switch_to_wal_gives_up_when_the_budget_is_spent_and_leaves_the_journal_mode_alone(self) -> None:
+        other = self.holding_the_write_lock_after_prepare()
+        with self.assertRaisesRegex(StoreError, "is locked by another process \\(waited 0 ms\\)"):
+            open_store(self.path, clock=self.clock, busy_timeout_ms=0)
+        other.execute("COMMIT")
+        self.assertEqual(self.raw().execute("PRAGMA journal_mode").fetchone(), ("delete",))
 
     def test_invalid_seed_notes_are_refused_before_any_file_is_created(self) -> None:
         duplicate = main.lesson_notes() + [main.lesson_notes()[0]]
