@@ -281,6 +281,9 @@ class CompromisedServerTests(unittest.TestCase):
     def http_probe(self, *flags: str) -> tuple[procs.HttpServer, dict[str, str], dict[str, str]]:
         """Serve the notes folder over HTTP, probe the main thread and a worker, then delete tps.md; the probes' results."""
         server = procs.HttpServer(self, "--notes-dir", self.notes, *flags, env=self.env)
+        # The sandbox line ends the start-up block: signalled before it, the probe could
+        # print in the middle of a start-up line and its own line would not start it.
+        self.assertTrue(server.wait_for_line("sandbox: "), server.stderr_text())
         os.kill(server.proc.pid, signal.SIGUSR1)
         in_main = self.probe_line(server, "main")
         args = tps(workspace=folder_uri(self.notes))
