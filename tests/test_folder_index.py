@@ -333,22 +333,18 @@ class RescanFallback(IndexCase):
         self.assertEqual(self.listed(store, "TPS"), {})  # the index still says TPS; the file is read again
         self.assertNotEqual(self.indexed_facts(store, "a.md"), markdown_store.facts(os.stat(path)))  # not yet updated
 
-    def test_a_note_removed_before_the_rescan_is_not_offered(self) -> None:
-        path = self.write("a.md", "# TPS a\n")
-        self.write("b.md", "# TPS b\n")
-        store = self.indexed()
-        self.assertEqual(len(self.listed(store, "TPS")), 2)
-        os.unlink(path)
-        self.assertEqual(list(self.listed(store, "TPS")), ["b.md"])  # the index still holds a.md; reading it finds nothing
-
-    def test_a_note_replaced_by_a_fifo_before_the_rescan_is_not_offered(self) -> None:
-        path = self.write("tps-a.md", "# TPS a\n")
-        self.write("tps-b.md", "# TPS b\n")
-        store = self.indexed()
-        self.assertEqual(len(self.listed(store, "TPS")), 2)
-        os.unlink(path)
-        os.mkfifo(path)  # titled "tps-a" by its name if it were read as a note
-        self.assertEqual(self.listed(store, "TPS"), {"tps-b.md": "TPS b"})
+    def test_a_note_removed_or_replaced_by_a_fifo_before_the_rescan_is_not_offered(self) -> None:
+        for change in ("removed", "fifo"):
+            with self.subTest(change=change):
+                path = self.write(f"{change}/tps-a.md", "# TPS a\n")
+                self.write(f"{change}/tps-b.md", "# TPS b\n")
+                store = self.indexed()
+                self.assertEqual(len(self.listed(store, "TPS", change)), 2)
+                os.unlink(path)
+                if change == "fifo":
+                    os.mkfifo(path)  # titled "tps-a" by its name if it were read as a note
+                # The index still holds tps-a.md; reading it finds nothing, or no note.
+                self.assertEqual(self.listed(store, "TPS", change), {f"{change}/tps-b.md": "TPS b"})
 
     def test_more_matches_than_a_form_can_offer_are_counted_from_the_index_without_reading_them(self) -> None:
         count = main.MAX_CANDIDATES + 1
