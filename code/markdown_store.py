@@ -591,7 +591,8 @@ class FolderIndex:
     (stat only, files re-read only when their facts changed, unchanged ones keeping
     their slots) runs at a lookup once the last one is rescan_interval old: at least
     RESCAN_SECONDS, and RESCAN_COST_FACTOR times the last rescan's length, so that
-    rescanning never takes more than a tenth of the time however large the folder. The index only says where to look: the few notes it
+    rescanning never takes more than a tenth of the time however large the folder.
+    The index only says where to look: the few notes it
     names are re-read through descriptors before they are offered, and the deletion
     re-checks the file itself (MarkdownNotesStore._unlink_in), so a stale index can
     only leave a note out or make the server ask again, never delete another file.

@@ -1179,7 +1179,6 @@ def scaling_config(directory: str, kind: str, notes: list[main.Note], workspace:
     return path, workspace
 
 
-
 class ReplayBoundReached(BenchError):
     """The server refused a decline with the principal's replay bound: wait for the held confirmations to expire."""
 
