@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import main
+import frame
 import stores
 import title_index
 
@@ -79,6 +80,13 @@ class Retention(NamedTuple):
     def trash(self) -> bool:
         """True when a deletion moves the note to the trash."""
         return self.deletion == DELETION_TRASH
+
+    @property
+    def said(self) -> str:
+        """What a deletion does, in the words the form shows the user."""
+        if self.trash:
+            return f"The note is moved to the trash; an operator can restore it for {self.trash_seconds / DAY_SECONDS:g} days."
+        return "Deletion cannot be undone."
 
 
 class Facts(NamedTuple):
@@ -192,15 +200,15 @@ def result_outcome(result: dict[str, Any]) -> str | None:
     return reason if reason in OUTCOMES else None
 
 
-def install(server: main.Server) -> None:
+def install(server: frame.Server) -> None:
     """Wrap the server's tools/call so each call's context reaches the store's consume."""
     inner = server.methods["tools/call"]
 
-    def tools_call(srv: main.Server, request: main.Envelope, meta: Any, principal: str, notify: Any) -> dict[str, Any]:
+    def tools_call(srv: frame.Server, request: main.Envelope, meta: Any, principal: str) -> dict[str, Any]:
         context = context_of(request)
         token = _CURRENT.set(context)
         try:
-            result = inner(srv, request, meta, principal, notify)
+            result = inner(srv, request, meta, principal)
         finally:
             _CURRENT.reset(token)
         if context.entry is not None and context.entry[2] == CONSUMED:

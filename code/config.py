@@ -19,6 +19,7 @@ from typing import Any
 
 import audit
 import main
+import stores
 
 MIN_TOKEN_LENGTH = 16  # characters in a bearer token
 MAX_TOKEN_LENGTH = 512
@@ -140,9 +141,9 @@ def read_notes(value: Any, field: str) -> list[main.Note]:
     for index, entry in enumerate(value):
         where = f"{field}[{index}]"
         raw = read_object(entry, where, NOTE_FIELDS, ("id", "title", "uri"))
-        note = main.Note(raw["id"], main.blank_controls(raw["title"]), raw["uri"], raw.get("revision", 0))
+        note = main.Note(raw["id"], stores.blank_controls(raw["title"]), raw["uri"], raw.get("revision", 0))
         try:
-            main.check_note(note)
+            stores.check_note(note)
         except ValueError as exc:
             raise ConfigError(where, str(exc)) from None
         if note.id in seen:

@@ -25,6 +25,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import main
+import confirmations
+import frame
 
 LIST_TTL_MS = 3_600_000  # cache hints for prompts/list, resources/list, templates and reads
 MAX_COMPLETIONS = 100  # CompleteResult.completion.values may hold at most this many
@@ -148,10 +150,11 @@ def tool(name: str, description: str, run: Callable[[main.ToolCall, dict[str, An
 
 def with_progress(call: main.ToolCall, args: dict[str, Any]) -> dict[str, Any]:
     """Three progress notifications (0, 50, 100 of 100) when the request asked for them, then text."""
-    if call.notify is not None and call.progress_token is not None:
+    notify, token = frame.context().notify, frame.context().progress_token
+    if notify is not None and token is not None:
         for step in (0, 50, 100):
-            params = {"progressToken": call.progress_token, "progress": step, "total": 100}
-            call.notify({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+            params = {"progressToken": token, "progress": step, "total": 100}
+            notify({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
     return complete([text("Progress complete.")])
 
 
@@ -328,7 +331,7 @@ class AskingTool:
 
     def __init__(
         self,
-        confirmations: main.Confirmations,
+        confirmations: confirmations.Confirmations,
         name: str,
         description: str,
         rounds: Rounds,
@@ -371,9 +374,9 @@ class AskingTool:
         forms = {q.key for q in asked if q.method == "elicitation/create"}
         answered = self.confirmations.answer(call, state, [q.key for q in asked], forms=forms)
         told = dict(state.extra)
-        if answered.reply is main.Reply.ASK_AGAIN:
+        if answered.reply is confirmations.Reply.ASK_AGAIN:
             return self.ask(call, args_digest, rounds, index, told, follows=state)
-        if answered.reply is not main.Reply.ACCEPTED:  # declined (consumed) or cancelled (still usable)
+        if answered.reply is not confirmations.Reply.ACCEPTED:  # declined (consumed) or cancelled (still usable)
             return complete([text(f"The user {answered.reply.value}; nothing further was done.")])
         for question in asked:
             told[question.key] = kept(question, answered.content[question.key])
@@ -390,7 +393,7 @@ class AskingTool:
         return self.confirmations.ask(call, args_digest, f"round-{index}", requests, [], told, follows=follows)
 
 
-def asking_tools(confirmations: main.Confirmations) -> list[AskingTool]:
+def asking_tools(confirmations: confirmations.Confirmations) -> list[AskingTool]:
     """Every fixture tool that answers with input_required first."""
     name = form("user_name", "What is your name?", "name")
 
@@ -439,10 +442,11 @@ def with_logging(call: main.ToolCall, args: dict[str, Any]) -> dict[str, Any]:
     The core passes no per-request log level to tools, so the level is applied where it
     is known: by the legacy session (logging/setLevel) before it relays them.
     """
-    if call.notify is not None:
+    notify = frame.context().notify
+    if notify is not None:
         for step in LOG_STEPS:
             params = {"level": "info", "logger": "test_tool_with_logging", "data": step}
-            call.notify({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
+            notify({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
     return complete([text("Logging complete: 3 messages sent.")])
 
 
@@ -481,7 +485,7 @@ def completed(key: str) -> Callable[[dict[str, Any]], str]:
     return lambda told: f"Elicitation completed: action=accept, content={json.dumps(told[key], sort_keys=True)}"
 
 
-def legacy_era_tools(confirmations: main.Confirmations) -> list[Fixture | AskingTool]:
+def legacy_era_tools(confirmations: confirmations.Confirmations) -> list[Fixture | AskingTool]:
     """The tools only the 2025-11-25 suite calls (listed in both eras, like every fixture)."""
     def ask(tool_name: str, description: str, rounds: Rounds, finish: Callable[[dict[str, Any]], str], **kw: Any) -> AskingTool:
         return AskingTool(confirmations, tool_name, description, rounds, finish, **kw)
@@ -548,13 +552,13 @@ PROMPTS: dict[str, Prompt] = {
 }  # fmt: skip
 
 
-def list_prompts(server: main.Server, request: main.Envelope, meta: main.RequestMeta, principal: str, notify: main.Notify | None) -> dict[str, Any]:
+def list_prompts(server: frame.Server, request: main.Envelope, meta: main.RequestMeta, principal: str, notify: frame.Notify | None) -> dict[str, Any]:
     """Every prompt, in a fixed order, with cache hints."""
     refuse_cursor(request.params)
     return {"resultType": "complete", "prompts": [json.loads(json.dumps(p.descriptor)) for p in PROMPTS.values()], "ttlMs": LIST_TTL_MS, "cacheScope": "public"}
 
 
-def get_prompt(server: main.Server, request: main.Envelope, meta: main.RequestMeta, principal: str, notify: main.Notify | None) -> dict[str, Any]:
+def get_prompt(server: frame.Server, request: main.Envelope, meta: main.RequestMeta, principal: str, notify: frame.Notify | None) -> dict[str, Any]:
     """A prompt's messages; unknown names and missing or non-string arguments are -32602."""
     params = request.params
     prompt = PROMPTS.get(params.get("name")) if isinstance(params.get("name"), str) else None
@@ -623,19 +627,19 @@ def refuse_cursor(params: dict[str, Any]) -> None:
         raise main.McpError(main.INVALID_PARAMS, "Invalid params: unknown cursor")
 
 
-def list_resources(server: main.Server, request: main.Envelope, meta: main.RequestMeta, principal: str, notify: main.Notify | None) -> dict[str, Any]:
+def list_resources(server: frame.Server, request: main.Envelope, meta: main.RequestMeta, principal: str, notify: frame.Notify | None) -> dict[str, Any]:
     """The static resources, text first, with cache hints."""
     refuse_cursor(request.params)
     return {"resultType": "complete", "resources": [dict(r["listing"]) for r in RESOURCES.values()], "ttlMs": LIST_TTL_MS, "cacheScope": "public"}
 
 
-def list_templates(server: main.Server, request: main.Envelope, meta: main.RequestMeta, principal: str, notify: main.Notify | None) -> dict[str, Any]:
+def list_templates(server: frame.Server, request: main.Envelope, meta: main.RequestMeta, principal: str, notify: frame.Notify | None) -> dict[str, Any]:
     """The one resource template, with cache hints."""
     refuse_cursor(request.params)
     return {"resultType": "complete", "resourceTemplates": [dict(TEMPLATE)], "ttlMs": LIST_TTL_MS, "cacheScope": "public"}
 
 
-def read_resource(server: main.Server, request: main.Envelope, meta: main.RequestMeta, principal: str, notify: main.Notify | None) -> dict[str, Any]:
+def read_resource(server: frame.Server, request: main.Envelope, meta: main.RequestMeta, principal: str, notify: frame.Notify | None) -> dict[str, Any]:
     """A static resource or a template instance; anything else is -32602 naming the uri."""
     uri = request.params.get("uri")
     if not isinstance(uri, str) or not 0 < len(uri) <= main.MAX_URI_LENGTH:
@@ -656,7 +660,7 @@ COMPLETIONS: dict[tuple[str, str], list[str]] = {
 }
 
 
-def complete_argument(server: main.Server, request: main.Envelope, meta: main.RequestMeta, principal: str, notify: main.Notify | None) -> dict[str, Any]:
+def complete_argument(server: frame.Server, request: main.Envelope, meta: main.RequestMeta, principal: str, notify: frame.Notify | None) -> dict[str, Any]:
     """Known values of a prompt argument that start with what was typed; unknown refs are -32602."""
     ref, argument_ = request.params.get("ref"), request.params.get("argument")
     if not isinstance(ref, dict) or ref.get("type") != "ref/prompt" or not isinstance(argument_, dict):
@@ -676,7 +680,7 @@ def complete_argument(server: main.Server, request: main.Envelope, meta: main.Re
 # =====================================================================================
 
 
-def install(server: main.Server) -> None:
+def install(server: frame.Server) -> None:
     """Register every fixture tool, prompt, resource and completion on `server`."""
     for fixture in [*plain_tools(), *asking_tools(server.confirmations), *legacy_era_tools(server.confirmations)]:
         server.add_tool(fixture)

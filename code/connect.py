@@ -12,7 +12,7 @@ errors or URLs, and it is never logged.
     ConnectPages    the HTML pages: handle(method, path, headers, body) -> response,
                     framework-free, called by the HTTP transport and the stdio-side
                     loopback listener alike
-    NotesPublish    the `notes_publish` tool, added with main.Server.add_tool
+    NotesPublish    the `notes_publish` tool, added with frame.Server.add_tool
     install()       wires the three together
 
 `accept` on a URL-mode elicitation only means "the user agreed to open the page". On
@@ -37,6 +37,9 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 import main
+import confirmations
+import frame
+import stores
 import streamable_http
 
 # =====================================================================================
@@ -639,8 +642,8 @@ class NotesPublish:
         self,
         *,
         policy: main.AuthorizationPolicy,
-        notes: main.NotesStore,
-        confirmations: main.Confirmations,
+        notes: stores.NotesStore,
+        confirmations: confirmations.Confirmations,
         log: Callable[[str], None],
         store: ConnectStore,
         pages: ConnectPages,
@@ -671,12 +674,12 @@ class NotesPublish:
             answered = self.confirmations.answer(call, state, [CHOICE_KEY], choice="note_id")
         else:
             answered = self.confirmations.answer(call, state, [CONNECT_KEY])
-        if answered.reply is main.Reply.CANCELLED:
+        if answered.reply is confirmations.Reply.CANCELLED:
             return not_published("cancelled", "Cancelled; nothing was published.")
-        if answered.reply is main.Reply.DECLINED:
+        if answered.reply is confirmations.Reply.DECLINED:
             self.store.discard_flow(state.extra.get("flow"), call.principal)  # answer() consumed the state
             return not_published("declined", "Declined; nothing was published.")
-        if choosing and answered.reply is main.Reply.ASK_AGAIN:
+        if choosing and answered.reply is confirmations.Reply.ASK_AGAIN:
             return self.choose(call, scope, main.lookup(self.notes, scope), state)  # the same flow
         if choosing:
             assert answered.chosen is not None
@@ -762,7 +765,7 @@ def url_required() -> main.McpError:
 
 
 def install(
-    server: main.Server, tokens: Mapping[str, str], service: ReportService | None = None, base_url: str | None = None
+    server: frame.Server, tokens: Mapping[str, str], service: ReportService | None = None, base_url: str | None = None
 ) -> ConnectPages:
     """Add `notes_publish` to the server; the pages that complete its flows (the transport sets base_url)."""
     store = ConnectStore(service or ReportService(), server.clock)

@@ -50,6 +50,7 @@ from collections.abc import Callable, Generator
 from typing import Any
 
 import main
+import frame
 
 # Newest first. Only versions whose wire shapes this adapter serves: 2025-06-18 has no
 # `mode` in elicitation/create and no titled single-select, which the form relies on.
@@ -186,7 +187,7 @@ class LegacySession:
 
     def __init__(
         self,
-        server: main.Server,
+        server: frame.Server,
         principal: str,
         log: Callable[[str], None] = main.stderr_log,
         elicitation_timeout: float = ELICITATION_TIMEOUT_SECONDS,
@@ -284,7 +285,7 @@ class LegacySession:
         with self._lock:
             return len(self._outgoing)
 
-    def _modern(self, method: str, params: dict[str, Any], progress: Any = None, notify: main.Notify | None = None) -> dict[str, Any]:
+    def _modern(self, method: str, params: dict[str, Any], progress: Any = None, notify: frame.Notify | None = None) -> dict[str, Any]:
         """Run one request through the core as a modern client with this session's capabilities.
 
         `progress` is the client's progressToken (the same `_meta` key in both eras);
@@ -711,7 +712,7 @@ class LegacyStdioSession(LegacySession):
 
     def __init__(
         self,
-        server: main.Server,
+        server: frame.Server,
         principal: str,
         write: Callable[[bytes], None],
         log: Callable[[str], None] = main.stderr_log,
@@ -725,7 +726,7 @@ class LegacyStdioSession(LegacySession):
     def feed(self, line: bytes) -> None:
         """Serve one stdin line: core traffic exactly as the core answers it, legacy traffic here."""
         try:
-            message = main.decode_message(line)
+            message = frame.decode_message(line)
         except main.McpError as exc:
             # The core's answer to a line it cannot decode (handle_bytes), without decoding it twice.
             self._send(main.error_response(None, exc))
@@ -803,7 +804,7 @@ class LegacyStdioSession(LegacySession):
         return self._send_from_worker(message)
 
     def _send(self, message: dict[str, Any]) -> None:
-        self._send_bytes(main.encode_message(message))
+        self._send_bytes(frame.encode_message(message))
 
     def _send_bytes(self, body: bytes) -> None:
         with self._write_lock:

@@ -33,6 +33,7 @@ from typing import Any
 import http_server
 import legacy
 import main
+import frame
 import streamable_http
 from streamable_http import JSON, SSE, header_values, json_error_body, sse_event
 
@@ -88,7 +89,7 @@ def _refusal(status: int, message: str) -> http_server.Response:
 def _json(message: dict[str, Any], headers: Sequence[tuple[str, str]] = ()) -> http_server.Response:
     # On a legacy session every JSON-RPC outcome is 200: a 404 would tell the client its
     # session is gone, a 400 that its request never arrived.
-    return http_server.Response(200, [*JSON, *headers], main.encode_message(message))
+    return http_server.Response(200, [*JSON, *headers], frame.encode_message(message))
 
 
 ACCEPTED = http_server.Response(202, [], b"")
@@ -101,7 +102,7 @@ class LegacyHttp:
 
     def __init__(
         self,
-        server: main.Server,
+        server: frame.Server,
         *,
         clock: Callable[[], float] = time.monotonic,
         answer_timeout: float = STREAM_ANSWER_TIMEOUT_SECONDS,
@@ -128,7 +129,7 @@ class LegacyHttp:
         versions = header_values(request.headers, VERSION_HEADER)
         legacy_version = any(value in legacy.LEGACY_VERSIONS for value in versions)
         try:
-            message = main.decode_message(request.body)
+            message = frame.decode_message(request.body)
         except main.McpError:
             return None  # parse and size errors are the same in both eras: the core answers
         if not isinstance(message, dict) or legacy.is_modern(message):
@@ -361,16 +362,16 @@ class CallStream:
     def __next__(self) -> bytes:
         if self._first is not None:
             message, self._first = self._first, None
-            return sse_event(main.encode_message(message))
+            return sse_event(frame.encode_message(message))
         if self._done:
             if self.response is None:
                 raise StopIteration
             message, self.response = self.response, None
-            return sse_event(main.encode_message(message))
+            return sse_event(frame.encode_message(message))
         message = self._step()
         if message is None:
             return self.__next__()
-        return sse_event(main.encode_message(message))
+        return sse_event(frame.encode_message(message))
 
     def close(self) -> None:
         """Abandon what is left of the call and give back its stream slot (idempotent)."""
@@ -383,7 +384,7 @@ class CallStream:
         self._owner.stream_closed(self._session)
 
 
-def install(endpoint: streamable_http.McpEndpoint, server: main.Server, **kwargs: Any) -> LegacyHttp:
+def install(endpoint: streamable_http.McpEndpoint, server: frame.Server, **kwargs: Any) -> LegacyHttp:
     """Serve legacy sessions on `endpoint` beside the modern path; the LegacyHttp that does it."""
     sessions = LegacyHttp(server, **kwargs)
     endpoint.legacy = sessions.route

@@ -5,7 +5,7 @@ folder is a root; a note is a regular `*.md` file inside a root (sub-folders inc
 
     nonces = sqlite_store.open_store("nonces.db", clock=time.time)
     store = MarkdownNotesStore(["/home/alice/Notes"], nonces)
-    server = main.notes_server(keys=[key], notes=store, policy=AuthorizationPolicy({"alice": ["file:///home/alice/Notes"]}))
+    server = frame.notes_server(keys=[key], notes=store, policy=AuthorizationPolicy({"alice": ["file:///home/alice/Notes"]}))
 
 A note is:
   - id:       its path relative to its root, components joined by "/". A component is
@@ -54,6 +54,7 @@ from urllib.parse import quote, unquote
 import audit
 import change_watch
 import main
+import frame
 import stores
 import sqlite_store
 import title_index
@@ -112,7 +113,7 @@ class FolderTooLarge(stores.StoreUnavailable):
 
 
 class MarkdownNotesStore:
-    """main.NotesStore over Markdown folders; nonces in an SQLite store's consumed_nonces table."""
+    """stores.NotesStore over Markdown folders; nonces in an SQLite store's consumed_nonces table."""
 
     def __init__(
         self,
@@ -227,6 +228,16 @@ class MarkdownNotesStore:
         for index in self.indexes.values():
             index.close()
         self.nonces.close()
+
+    @property
+    def deletion(self) -> str:
+        """What a deletion does here, as the form says it (trash and its days, or gone for good)."""
+        return self.retention.said
+
+    def settle(self, notes: object, principal: str, nonce: str, expires_at: float,
+               target: tuple[str, str] | None, recheck: Callable[[main.Note], bool]) -> main.Settlement:
+        """The lesson's atomic step (main.MemoryReplayStore.settle): this store holds the notes and the nonces, so `notes` is itself."""
+        return self.consume(principal, nonce, expires_at, target, recheck)
 
     def consume(
         self,
@@ -639,7 +650,7 @@ class FolderIndex:
 
     def candidates(self, workspace: main.Path, title: str) -> list[main.Note]:
         """Notes strictly inside `workspace` (below this root) whose title contains `title`, in form order."""
-        needle = main.fold_title(title)
+        needle = stores.fold_title(title)
         below = workspace[len(self.root) :]
         with self.lock:
             self._update()
@@ -647,12 +658,12 @@ class FolderIndex:
                 raise FolderTooLarge(self.limit)
             hits = [(self.slot_path[k], note) for k in self._hits(below, needle) if (note := self._indexed(k)) is not None]
         if len(hits) > main.MAX_CANDIDATES:
-            return main.form_order(note for _, note in hits)  # too many for one form either way: no need to read them
+            return stores.form_order(note for _, note in hits)  # too many for one form either way: no need to read them
         # The few the index names are read again, as the deletion will read them: the
         # offer shows each file as it is now, and a file changed since it was indexed
         # is offered (or not) for what it now says.
         live = (self._live(path) for path, _ in hits)
-        return main.form_order(note for note in live if note is not None and needle in note.folded_title and main.inside_workspace(note, workspace))
+        return stores.form_order(note for note in live if note is not None and needle in stores.fold_title(note.title) and main.inside_workspace(note, workspace))
 
     def _hits(self, below: main.Path, needle: str) -> list[int]:
         """Slots of the notes strictly inside `below` whose folded title holds `needle`."""
@@ -885,7 +896,7 @@ class FolderIndex:
         if path in self.files:
             self._drop_file(path)
         slot = len(self.slot_path)
-        folded = main.fold_title(title)
+        folded = stores.fold_title(title)
         self.slot_path.append(path)
         self.slot_title.append(title)
         self.slot_folded.append(folded)
@@ -975,7 +986,7 @@ class Survey:
             self.skipped[SKIP_UNREADABLE] += 1
             return
         # Every component is plain (listed names were checked), so only the lengths can fail.
-        if len(note_id(rel)) > main.MAX_NOTE_ID_LENGTH or len(main.format_file_uri(self.root + rel)) > main.MAX_URI_LENGTH:
+        if len(note_id(rel)) > stores.MAX_NOTE_ID_LENGTH or len(main.format_file_uri(self.root + rel)) > main.MAX_URI_LENGTH:
             self.skipped[SKIP_UNUSABLE] += 1
             return
         self.surveyed += 1
@@ -1147,7 +1158,7 @@ def indexed_note(root: main.Path, rel: main.Path, title: str, key: tuple[int, in
     """The Note for the file at `rel` below `root` with `title` and facts `key`, or None when it cannot be shown."""
     note = main.Note(note_id(rel), title, main.format_file_uri(root + rel), revision(key))
     try:
-        main.check_note(note)  # e.g. an id over MAX_NOTE_ID_LENGTH or a URI over MAX_URI_LENGTH
+        stores.check_note(note)  # e.g. an id over MAX_NOTE_ID_LENGTH or a URI over MAX_URI_LENGTH
     except ValueError:
         return None
     return note
@@ -1172,4 +1183,4 @@ def shown(text: str) -> str:
     """A title fit for a form: control and format characters blanked, at most MAX_TITLE_LENGTH."""
     # A bidi override or an escape sequence in a heading could make a host show one
     # name while the user confirms another.
-    return main.blank_controls(text).strip()[: main.MAX_TITLE_LENGTH].strip()
+    return stores.blank_controls(text).strip()[: main.MAX_TITLE_LENGTH].strip()

@@ -7,13 +7,13 @@ transaction. The HMAC on requestState proves a confirmation was issued by us; on
 transaction proves it is used once.
 
     store = open_store("postgresql://notes@db.internal/notes", clock=time.time, seed_notes=main.lesson_notes())
-    server = main.notes_server(keys=[key], notes=store, policy=policy)
+    server = frame.notes_server(keys=[key], notes=store, policy=policy)
 
 Schema (version SCHEMA_VERSION, recorded in the `meta` table):
 
     meta(key PRIMARY KEY, value)                      -- ("schema_version", "2")
     notes(id PRIMARY KEY, title, uri, revision, folded)  -- uri is the canonical file URI;
-                                                      -- folded = main.fold_title(title) (v2), NULL: scanned
+                                                      -- folded = stores.fold_title(title) (v2), NULL: scanned
     index notes_by_uri(uri COLLATE "C")               -- the workspace's rows, by URI range (v2)
     index notes_unindexed(id) WHERE folded IS NULL    -- rows written by another program (v2)
     index notes_by_title USING gin (folded gin_trgm_ops)  -- titles by substring, when pg_trgm is there
@@ -44,6 +44,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import audit
 import main
+import frame
 import title_index
 import stores
 
@@ -72,7 +73,7 @@ _SCHEMA = (
     " title text NOT NULL CHECK (length(btrim(title)) > 0),"
     " uri text NOT NULL,"
     " revision bigint NOT NULL,"
-    " folded text)" % main.MAX_NOTE_ID_LENGTH,
+    " folded text)" % stores.MAX_NOTE_ID_LENGTH,
     "CREATE TABLE consumed_nonces ("
     " nonce text PRIMARY KEY,"
     " principal text NOT NULL,"
@@ -128,7 +129,7 @@ class StoreBusy(stores.StoreUnavailable):
 
 
 class PostgresNotesStore:
-    """main.NotesStore over one PostgreSQL database: a writer and a reader connection, each behind its own lock, reopened when broken."""
+    """stores.NotesStore over one PostgreSQL database: a writer and a reader connection, each behind its own lock, reopened when broken."""
 
     def __init__(
         self,
@@ -167,7 +168,7 @@ class PostgresNotesStore:
 
     def candidates(self, workspace: main.Path, title: str) -> list[main.Note]:
         """Notes strictly inside `workspace` whose title contains `title` (folded), sorted."""
-        needle = main.fold_title(title)
+        needle = stores.fold_title(title)
         low, high = title_index.uri_range(workspace)
         if self._titles_missing is None and title_index.uses_title_index(needle):
             grams = title_index.rarest(needle, self._trigram_counts(), QUERY_TRIGRAMS)
@@ -216,13 +217,23 @@ class PostgresNotesStore:
 
     def put(self, note: main.Note) -> None:
         """Insert or replace a note (an edit by another actor; used to show the re-check)."""
-        main.check_note(note)
+        stores.check_note(note)
         note = note._replace(uri=main.normalize_file_uri(note.uri))
         self._run(lambda conn: _replace(conn, note), transaction=True)
 
     def remove(self, note_id: str) -> None:
         """Delete a note outside any confirmation (another actor; used to show the re-check)."""
         self._run(lambda conn: conn.execute("DELETE FROM notes WHERE id = %s", (note_id,)))
+
+    @property
+    def deletion(self) -> str:
+        """What a deletion does here, as the form says it (trash and its days, or gone for good)."""
+        return self.retention.said
+
+    def settle(self, notes: object, principal: str, nonce: str, expires_at: float,
+               target: tuple[str, str] | None, recheck: Callable[[main.Note], bool]) -> main.Settlement:
+        """The lesson's atomic step (main.MemoryReplayStore.settle): this store holds the notes and the nonces, so `notes` is itself."""
+        return self.consume(principal, nonce, expires_at, target, recheck)
 
     def consume(
         self,
@@ -543,9 +554,9 @@ def _first_line(exc: Exception) -> str:
 
 
 def _checked_seed(notes: Iterable[main.Note]) -> list[main.Note]:
-    """Seed notes validated as every store validates them (main.checked_notes); StoreError if not."""
+    """Seed notes validated as every store validates them (stores.checked_notes); StoreError if not."""
     try:
-        return main.checked_notes(notes)
+        return stores.checked_notes(notes)
     except ValueError as exc:
         raise StoreError(f"seed notes: {exc}") from None
 

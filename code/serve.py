@@ -33,6 +33,7 @@ from typing import Any
 import audit
 import config as configuration
 import main
+import frame
 import stores
 from config import ConfigError
 
@@ -64,7 +65,7 @@ EXIT_STORE_LOST = 1  # the store reported itself lost while serving (its databas
 class StopOnLoss:
     """The store seam, delegated; the first time the store reports itself lost, say so once and stop serving."""
 
-    def __init__(self, store: main.NotesStore) -> None:
+    def __init__(self, store: stores.NotesStore) -> None:
         self.store = store
         self.lost = False
 
@@ -78,6 +79,10 @@ class StopOnLoss:
 
     def consume(self, *args: Any) -> main.Settlement:
         """As the store's, stopping the process on loss."""
+        return self._guard(self.store.consume, *args)
+
+    def settle(self, notes: object, *args: Any) -> main.Settlement:
+        """The atomic step (the store's consume), stopping the process on loss."""
         return self._guard(self.store.consume, *args)
 
     def __getattr__(self, name: str) -> Any:
@@ -101,11 +106,11 @@ class StopOnLoss:
 # =====================================================================================
 
 
-def build_store(config: dict[str, Any]) -> main.NotesStore:
+def build_store(config: dict[str, Any]) -> stores.NotesStore:
     """Markdown folders (any notesDirs), else SQLite ("db"), else memory; StartupError if unusable."""
     folders = [path for entry in config["principals"].values() for path in entry.get("notesDirs", [])]
     if not folders and "db" not in config:
-        return main.MemoryNotesStore(config.get("notes", []), main.MemoryReplayStore(time.time))
+        return stores.MemoryStore(config.get("notes", []), main.MemoryReplayStore(time.time))
     if folders and "notes" in config:
         raise ConfigError("notes", "cannot be combined with notesDirs or --notes-dir (the files are the notes)")
     if not folders and config["db"].startswith(("postgresql://", "postgres://")):
@@ -171,22 +176,22 @@ def folder_grants(folders: Sequence[str]) -> list[str]:
         raise StartupError(str(exc)) from None
 
 
-def build_server(config: dict[str, Any], keys: Sequence[bytes]) -> main.Server:
+def build_server(config: dict[str, Any], keys: Sequence[bytes]) -> frame.Server:
     """The core server for a validated config, serving notes_delete (other tools are added by the caller)."""
     # A principal's notes folders are workspaces it may act on, spelled as the store spells them.
     grants = {
         name: entry["workspaces"] + folder_grants(entry.get("notesDirs", [])) for name, entry in config["principals"].items()
     }
     store = build_store(config)
-    server = main.notes_server(
+    server = frame.notes_server(
         keys=keys,
-        notes=store if isinstance(store, main.MemoryNotesStore) else StopOnLoss(store),
+        notes=store if isinstance(store, stores.MemoryStore) else StopOnLoss(store),
         policy=main.AuthorizationPolicy(grants),
         clock=time.time,
         state_ttl=config.get("stateTtlSeconds", main.DEFAULT_STATE_TTL_SECONDS),
         log=main.stderr_log,
     )
-    if not isinstance(store, main.MemoryNotesStore):
+    if not isinstance(store, stores.MemoryStore):
         audit.install(server)  # the memory store keeps no audit: it forgets everything at exit
     return server
 
@@ -202,7 +207,7 @@ def build_server(config: dict[str, Any], keys: Sequence[bytes]) -> main.Server:
 
 
 def startup_report(
-    server: main.Server, config: dict[str, Any], args: argparse.Namespace, transport: str, extra: Sequence[str] = ()
+    server: frame.Server, config: dict[str, Any], args: argparse.Namespace, transport: str, extra: Sequence[str] = ()
 ) -> list[str]:
     """The start-up block: `transport`, principals, workspaces and counts, the store's describe() lines, confirmations, extensions, then `extra`.
 
@@ -237,7 +242,7 @@ def startup_report(
     return lines
 
 
-def note_count(store: main.NotesStore, uri: str) -> str:
+def note_count(store: stores.NotesStore, uri: str) -> str:
     """How many notes the store offers in the workspace `uri` ("N notes"), or why it cannot tell."""
     counter = getattr(store, "count", None)  # a store that can count without loading (the folder store)
     try:
@@ -278,9 +283,9 @@ def report(lines: Sequence[str]) -> None:
         say(line)
 
 
-def store_waits(store: main.NotesStore) -> bool:
+def store_waits(store: stores.NotesStore) -> bool:
     """False only for the memory store: its calls take microseconds and never wait on a disk, a lock or a peer."""
-    return not isinstance(store, main.MemoryNotesStore)
+    return not isinstance(store, stores.MemoryStore)
 
 
 def signing_keys(config: dict[str, Any], environ: dict[str, str]) -> list[bytes]:
@@ -326,7 +331,7 @@ def lesson_token(environ: dict[str, str], why: str) -> str:
 class LegacyOnDemand:
     """2025-11-25 HTTP sessions, loaded with the first request that may be one (as stdio loads them at `initialize`)."""
 
-    def __init__(self, endpoint: Any, server: main.Server) -> None:
+    def __init__(self, endpoint: Any, server: frame.Server) -> None:
         self.endpoint = endpoint
         self.server = server
         self.sessions: Any = None
@@ -348,7 +353,7 @@ class LegacyOnDemand:
                 self.sessions.close()
 
 
-def serve_http(server: main.Server, config: dict[str, Any], args: argparse.Namespace, pages: Any) -> int:
+def serve_http(server: frame.Server, config: dict[str, Any], args: argparse.Namespace, pages: Any) -> int:
     """Listen, print the URL line, serve until SIGTERM or SIGINT, then finish what is in flight."""
     import streamable_http
 
@@ -415,7 +420,7 @@ def serve_http(server: main.Server, config: dict[str, Any], args: argparse.Names
     return 0
 
 
-def serve_stdio(server: main.Server, config: dict[str, Any], args: argparse.Namespace, pages: Any) -> int:
+def serve_stdio(server: frame.Server, config: dict[str, Any], args: argparse.Namespace, pages: Any) -> int:
     """stdio; with --publish, plus a loopback-only listener that serves nothing but the connect pages."""
     import stdio_transport
 
@@ -598,7 +603,7 @@ class StartupRefused(Exception):
         self.status = status
 
 
-def start(argv: Sequence[str], prog: str = "serve.py") -> tuple[main.Server, dict[str, Any], argparse.Namespace, Any]:
+def start(argv: Sequence[str], prog: str = "serve.py") -> tuple[frame.Server, dict[str, Any], argparse.Namespace, Any]:
     """Everything before serving: arguments, config, keys, store, server, extensions; or StartupRefused."""
     try:
         args = parser(prog).parse_args(list(argv))

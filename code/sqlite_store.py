@@ -7,13 +7,13 @@ on requestState proves a confirmation was issued by us; only this transaction pr
 is used once, because it is the one place every instance must pass through in turn.
 
     store = open_store("notes.db", clock=time.time, seed_notes=main.lesson_notes())
-    server = main.notes_server(keys=[key], notes=store, policy=policy)
+    server = frame.notes_server(keys=[key], notes=store, policy=policy)
 
 Schema (version SCHEMA_VERSION, recorded in the `meta` table):
 
     meta(key PRIMARY KEY, value)                     -- ("schema_version", "3"), ("store_id", random hex)
     notes(id PRIMARY KEY, title, uri, revision, folded)  -- uri is the canonical file URI;
-                                                     -- folded = main.fold_title(title) (v3), NULL: scanned
+                                                     -- folded = stores.fold_title(title) (v3), NULL: scanned
     index notes_by_uri(uri)                          -- the workspace's rows, by URI range (v3)
     index notes_unindexed(id) WHERE folded IS NULL   -- rows written by another program (v3)
     note_titles: FTS5(folded, tokenize trigram)      -- titles by substring, rowid = notes.rowid (v3)
@@ -45,6 +45,7 @@ from contextlib import contextmanager
 
 import audit
 import main
+import frame
 import title_index
 import stores
 
@@ -100,7 +101,7 @@ _SCHEMA = (
     " title TEXT NOT NULL CHECK (typeof(title) = 'text' AND length(trim(title)) > 0),"
     " uri TEXT NOT NULL CHECK (typeof(uri) = 'text'),"
     " revision INTEGER NOT NULL CHECK (typeof(revision) = 'integer'),"
-    " folded TEXT)" % main.MAX_NOTE_ID_LENGTH,
+    " folded TEXT)" % stores.MAX_NOTE_ID_LENGTH,
     "CREATE TABLE consumed_nonces ("
     " nonce TEXT PRIMARY KEY CHECK (typeof(nonce) = 'text'),"
     " principal TEXT NOT NULL,"
@@ -170,7 +171,7 @@ _KEPT_OPEN: list[sqlite3.Connection] = []  # connections over a -shm that could 
 
 
 class SqliteNotesStore:
-    """main.NotesStore over one SQLite file in WAL mode: a writer connection and a reader connection.
+    """stores.NotesStore over one SQLite file in WAL mode: a writer connection and a reader connection.
 
     Writes share one connection behind one lock: SQLite admits one writer at a time
     anyway, and the lock stops two threads from interleaving statements in one
@@ -238,7 +239,7 @@ class SqliteNotesStore:
 
     def candidates(self, workspace: main.Path, title: str) -> list[main.Note]:
         """Notes strictly inside `workspace` whose title contains `title` (folded), sorted."""
-        needle = main.fold_title(title)
+        needle = stores.fold_title(title)
         low, high = title_index.uri_range(workspace)
         if self._titles and title_index.uses_title_index(needle):
             # A title holding the query holds every one of its trigrams, so asking FTS5 for
@@ -284,7 +285,7 @@ class SqliteNotesStore:
 
     def put(self, note: main.Note) -> None:
         """Insert or replace a note (an edit by another actor; used to show the re-check)."""
-        main.check_note(note)
+        stores.check_note(note)
         note = note._replace(uri=main.normalize_file_uri(note.uri))
         with self._transaction() as conn:
             # DELETE then INSERT, not INSERT OR REPLACE: a REPLACE deletes without firing
@@ -298,6 +299,16 @@ class SqliteNotesStore:
         with self._transaction() as conn:
             conn.execute("DELETE FROM notes WHERE id = ?", (note_id,))
             conn.execute("COMMIT")
+
+    @property
+    def deletion(self) -> str:
+        """What a deletion does here, as the form says it (trash and its days, or gone for good)."""
+        return self.retention.said
+
+    def settle(self, notes: object, principal: str, nonce: str, expires_at: float,
+               target: tuple[str, str] | None, recheck: Callable[[main.Note], bool]) -> main.Settlement:
+        """The lesson's atomic step (main.MemoryReplayStore.settle): this store holds the notes and the nonces, so `notes` is itself."""
+        return self.consume(principal, nonce, expires_at, target, recheck)
 
     def consume(
         self,
@@ -714,9 +725,9 @@ def _connect(path: str, busy_timeout_ms: int) -> sqlite3.Connection:
 
 
 def _checked_seed(notes: Iterable[main.Note]) -> list[main.Note]:
-    """Seed notes validated as every store validates them (main.checked_notes); StoreError if not."""
+    """Seed notes validated as every store validates them (stores.checked_notes); StoreError if not."""
     try:
-        return main.checked_notes(notes)
+        return stores.checked_notes(notes)
     except ValueError as exc:
         raise StoreError(f"seed notes: {exc}") from None
 

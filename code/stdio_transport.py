@@ -1,6 +1,6 @@
 """stdio for the core: one JSON-RPC message per line on stdin, one response per line on stdout.
 
-Thin by design: each line is decoded once and goes to `main.Server.handle()`; when the
+Thin by design: each line is decoded once and goes to `frame.Server.handle()`; when the
 legacy adapter is on, a client's first `initialize` starts `code/legacy.py`, which from
 then on takes every line (and hands modern ones to the core unchanged).
 Nothing but protocol messages may reach stdout; logs go to stderr. Standard library only.
@@ -16,13 +16,14 @@ from collections.abc import Callable
 from typing import Any, BinaryIO
 
 import main
+import frame
 
 # A line may end in LF or CRLF; both are framing, not content, so the size limit counts
 # neither: the content, its line ending, or one byte too many.
-LINE_LIMIT = main.MAX_MESSAGE_BYTES + 2
+LINE_LIMIT = frame.MAX_MESSAGE_BYTES + 2
 
 
-def serve_stdio(server: main.Server, principal: str, legacy: bool = True) -> int:
+def serve_stdio(server: frame.Server, principal: str, legacy: bool = True) -> int:
     """Answer one JSON-RPC message per stdin line on stdout until EOF; returns the exit status."""
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     # Only protocol messages may reach stdout: a stray print() anywhere now goes to stderr.
@@ -50,9 +51,9 @@ def serve_stdio(server: main.Server, principal: str, legacy: bool = True) -> int
             session.feed(line)
             return
         try:
-            message = main.decode_message(line)
+            message = frame.decode_message(line)
         except main.McpError as exc:
-            write(main.encode_message(main.error_response(None, exc)) + b"\n")
+            write(frame.encode_message(main.error_response(None, exc)) + b"\n")
             return
         if legacy and isinstance(message, dict) and message.get("method") == "initialize":
             # Imported and started only now: until a legacy client's `initialize`, the adapter
@@ -64,7 +65,7 @@ def serve_stdio(server: main.Server, principal: str, legacy: bool = True) -> int
             return
         reply = server.handle(message, principal)  # decoded once: handle_bytes() without the decoding
         if reply is not None:
-            write(main.encode_message(reply) + b"\n")
+            write(frame.encode_message(reply) + b"\n")
 
     return run_lines(stdin, feed, lambda: session.close() if session is not None else None)
 

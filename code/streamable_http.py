@@ -1,6 +1,6 @@
 """Streamable HTTP for the core: `POST /mcp`, one JSON response per request.
 
-The core (`main.Server.handle`) decides every protocol outcome; this module decides only
+The core (`frame.Server.handle`) decides every protocol outcome; this module decides only
 what happens before a message exists and how an outcome travels over HTTP:
 
     the endpoint path and method, DNS rebinding (Host, Origin), the bearer token, the
@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 import http_server
 import main
+import frame
 from http_server import header_values
 
 ENDPOINT = "/mcp"
@@ -47,12 +48,12 @@ MAX_REFUSAL_KEYS = 1024  # (peer address, reason) pairs remembered; the oldest i
 
 # HTTP status for each JSON-RPC error code (the outcome table in docs/security.md).
 HTTP_STATUS_FOR_ERROR: dict[int, int] = {
-    main.PARSE_ERROR: 400,
+    frame.PARSE_ERROR: 400,
     main.INVALID_REQUEST: 400,
     main.METHOD_NOT_FOUND: 404,
     main.INVALID_PARAMS: 400,
     main.INTERNAL_ERROR: 500,
-    main.HEADER_MISMATCH: 400,
+    frame.HEADER_MISMATCH: 400,
     main.MISSING_REQUIRED_CLIENT_CAPABILITY: 400,
     main.UNSUPPORTED_PROTOCOL_VERSION: 400,
 }
@@ -163,7 +164,7 @@ class BearerTokens:
 NAME_FIELD = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
 
-def header_check(headers: Headers, tools: Mapping[str, main.Tool] | None = None) -> main.Check:
+def header_check(headers: Headers, tools: Mapping[str, Any] | None = None) -> frame.Check:
     """The core's per-transport check for this request: its MCP headers must match the body.
 
     With `tools`, a tools/call must also carry a matching `Mcp-Param-{H}` header for each
@@ -176,16 +177,16 @@ def header_check(headers: Headers, tools: Mapping[str, main.Tool] | None = None)
         def only(name: str) -> str:
             values = header_values(headers, name)
             if len(values) != 1:
-                raise main.McpError(main.HEADER_MISMATCH, f"Header mismatch: exactly one {name} header is required")
+                raise main.McpError(frame.HEADER_MISMATCH, f"Header mismatch: exactly one {name} header is required")
             return values[0]
 
         if only("MCP-Protocol-Version") != meta.protocol_version:
-            raise main.McpError(main.HEADER_MISMATCH, "Header mismatch: MCP-Protocol-Version does not match the body")
+            raise main.McpError(frame.HEADER_MISMATCH, "Header mismatch: MCP-Protocol-Version does not match the body")
         if only("Mcp-Method") != request.method:
-            raise main.McpError(main.HEADER_MISMATCH, "Header mismatch: Mcp-Method does not match the body")
+            raise main.McpError(frame.HEADER_MISMATCH, "Header mismatch: Mcp-Method does not match the body")
         field = NAME_FIELD.get(request.method)
         if field is not None and decode_header_value(only("Mcp-Name")) != request.params.get(field):
-            raise main.McpError(main.HEADER_MISMATCH, "Header mismatch: Mcp-Name does not match the body")
+            raise main.McpError(frame.HEADER_MISMATCH, "Header mismatch: Mcp-Name does not match the body")
         name = request.params.get("name")
         # Only a string can name a tool; a list or object here must not reach a dict lookup.
         tool = (tools or {}).get(name) if request.method == "tools/call" and isinstance(name, str) else None
@@ -210,7 +211,7 @@ def check_param_headers(headers: Headers, descriptor: Mapping[str, Any], argumen
         if value is None and not sent:
             continue
         if value is None or len(sent) != 1 or not header_matches(decode_header_value(sent[0]), value):
-            raise main.McpError(main.HEADER_MISMATCH, f"Header mismatch: Mcp-Param-{header} does not match the body")
+            raise main.McpError(frame.HEADER_MISMATCH, f"Header mismatch: Mcp-Param-{header} does not match the body")
 
 
 def header_matches(text: str, value: Any) -> bool:
@@ -234,26 +235,26 @@ def decode_header_value(value: str) -> str:
             raise ValueError("non-canonical base64")
         return decoded.decode("utf-8")
     except (ValueError, binascii.Error):
-        raise main.McpError(main.HEADER_MISMATCH, "Header mismatch: invalid base64 header value") from None
+        raise main.McpError(frame.HEADER_MISMATCH, "Header mismatch: invalid base64 header value") from None
 
 
 def answer(
-    server: main.Server, raw: bytes, principal: str, headers: Headers, notify: main.Notify | None = None
+    server: frame.Server, raw: bytes, principal: str, headers: Headers, notify: frame.Notify | None = None
 ) -> tuple[int, bytes | None]:
     """One POSTed body through the core: (HTTP status, response body or None for 202)."""
     try:
-        message = main.decode_message(raw)
+        message = frame.decode_message(raw)
     except main.McpError as exc:
-        return HTTP_STATUS_FOR_ERROR[exc.code], main.encode_message(main.error_response(None, exc))
+        return HTTP_STATUS_FOR_ERROR[exc.code], frame.encode_message(main.error_response(None, exc))
     response = server.handle(message, principal, header_check(headers, server.tools), notify)
     if response is None:
         method = message.get("method") if isinstance(message, dict) else None
         if isinstance(method, str) and not method.startswith("notifications/"):
             # An id-less request never runs; on HTTP the sender is told so (stdio stays silent).
             refusal = main.McpError(main.INVALID_REQUEST, "Invalid Request: a request needs an id")
-            return 400, main.encode_message(main.error_response(None, refusal))
+            return 400, frame.encode_message(main.error_response(None, refusal))
         return 202, None
-    return status_of(response), main.encode_message(response)
+    return status_of(response), frame.encode_message(response)
 
 
 def status_of(response: dict[str, Any] | None) -> int:
@@ -422,7 +423,7 @@ def admits(ranges: frozenset[str] | None, media_type: str) -> bool:
 
 def json_error_body(message: str) -> bytes:
     """An id-less JSON-RPC error: what every HTTP-layer refusal carries (never a traceback)."""
-    return main.encode_message(main.error_response(None, main.McpError(main.INVALID_REQUEST, message)))
+    return frame.encode_message(main.error_response(None, main.McpError(main.INVALID_REQUEST, message)))
 
 
 JSON = [("Content-Type", "application/json")]
@@ -437,7 +438,7 @@ def sse_event(data: bytes) -> bytes:
 class McpEndpoint:
     """The HTTP application: POST /mcp to the core, the pages' prefix to the pages, nothing else."""
 
-    def __init__(self, server: main.Server, policy: HttpPolicy, pages: Pages | None = None, mcp_endpoint: bool = True) -> None:
+    def __init__(self, server: frame.Server, policy: HttpPolicy, pages: Pages | None = None, mcp_endpoint: bool = True) -> None:
         self.server = server
         self.policy = policy
         self.pages = pages  # the connect pages under their prefix, when served here
@@ -469,7 +470,7 @@ class McpEndpoint:
         if self.is_page(target):
             assert self.pages is not None
             return self.pages.max_body
-        return main.MAX_MESSAGE_BYTES
+        return frame.MAX_MESSAGE_BYTES
 
     def refuse(self, status: int, message: str, target: str | None, headers: Sequence[tuple[str, str]] = ()) -> http_server.Response:
         """A refusal in the route's own language: an HTML page under the pages, JSON elsewhere."""
@@ -534,7 +535,7 @@ class McpEndpoint:
         notify = events.append if admits(accepted, "text/event-stream") else None
         status, body = answer(self.server, request.body, principal, mcp_headers, notify)
         if events and body is not None:
-            stream = b"".join(sse_event(main.encode_message(event)) for event in events) + sse_event(body)
+            stream = b"".join(sse_event(frame.encode_message(event)) for event in events) + sse_event(body)
             return http_server.Response(status, SSE, stream)
         return http_server.Response(status, JSON if body is not None else [], body or b"")
 

@@ -1,7 +1,7 @@
 """What the indexed lookups of the SQL stores share: the workspace key range and the exact test.
 
 An index only narrows the rows a lookup reads; it never decides. Every row it returns
-passes the same test a plain scan applies (main.fold_title containment, then main's
+passes the same test a plain scan applies (stores.fold_title containment, then main's
 component-wise workspace containment), so an index that is stale or too generous can
 cost time, never a wrong candidate.
 
@@ -43,11 +43,11 @@ def exact(rows: Iterable[tuple[object, ...]], workspace: main.Path, needle: str)
     for row in rows:
         # The title test first (cheap, and in Python so it folds exactly like the memory
         # store), then main's component-wise containment: the index's range is only a hint.
-        if isinstance(row[1], str) and needle in main.fold_title(row[1]):
+        if isinstance(row[1], str) and needle in stores.fold_title(row[1]):
             note = stores.stored_note(row)
             if note is not None and main.inside_workspace(note, workspace):
                 found[note.id] = note
-    return main.form_order(found.values())
+    return stores.form_order(found.values())
 
 
 def index_key(note: main.Note) -> str | None:
@@ -58,7 +58,7 @@ def index_key(note: main.Note) -> str | None:
         canonical = main.normalize_file_uri(note.uri) == note.uri
     except main.ScopeError:
         canonical = False
-    return main.fold_title(note.title) if canonical and isinstance(note.title, str) else None
+    return stores.fold_title(note.title) if canonical and isinstance(note.title, str) else None
 
 
 def trigrams(text: str) -> set[str]:

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 import support
 import main
+import frame
 import legacy
 import procs
 
@@ -31,7 +32,7 @@ class MemoryWire:
     the server's own sink when that is a support.Log (the test servers' default).
     """
 
-    def __init__(self, test: unittest.TestCase, server: main.Server, **kwargs: Any) -> None:
+    def __init__(self, test: unittest.TestCase, server: frame.Server, **kwargs: Any) -> None:
         self.lines: queue.Queue[bytes] = queue.Queue()
         self.log = server.log if isinstance(server.log, support.Log) else support.Log()
         self.session = legacy.LegacyStdioSession(server, support.PRINCIPAL, self._write, self.log, **kwargs)

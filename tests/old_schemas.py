@@ -6,8 +6,9 @@ import sqlite3
 from typing import Any
 
 import main
+import stores
 
-MAX_ID = main.MAX_NOTE_ID_LENGTH
+MAX_ID = stores.MAX_NOTE_ID_LENGTH
 
 # SQLite schema version 2 (version 1 is the same without high_water).
 SQLITE_V2 = (

@@ -23,6 +23,7 @@ from typing import Any
 import support  # puts code/ on sys.path
 
 import main
+import frame
 
 
 def open_store(target: str) -> Any:
@@ -39,7 +40,7 @@ def open_store(target: str) -> Any:
 def main_loop(target: str) -> None:
     """Serve commands until stdin closes."""
     store = open_store(target)
-    server = main.notes_server(
+    server = frame.notes_server(
         keys=[support.KEY],
         notes=store,
         policy=main.AuthorizationPolicy({support.PRINCIPAL: [support.WORKSPACE]}),
@@ -53,7 +54,7 @@ def main_loop(target: str) -> None:
         store.close()
 
 
-def serve(store: Any, server: main.Server, workspace: main.Path) -> None:
+def serve(store: Any, server: frame.Server, workspace: main.Path) -> None:
     """Run commands from stdin until it closes."""
     while line := sys.stdin.readline():
         command = json.loads(line)

@@ -16,6 +16,8 @@ for _folder in (SCRIPTS, CODE):
         sys.path.insert(0, _folder)
 
 import main  # noqa: E402
+import frame
+import stores
 
 KEY = bytes(range(32))  # a test key; never used outside tests
 OTHER_KEY = bytes(range(100, 132))
@@ -56,9 +58,14 @@ class Log(list):
         self.append(line)
 
 
-def make_server(clock: Clock | None = None, log: Log | None = None, **kwargs: Any) -> main.Server:
-    """The lesson server with the test key, an injected clock and a captured log."""
-    return main.lesson_server([KEY], clock=clock or Clock(), log=log if log is not None else Log(), **kwargs)
+def make_server(clock: Clock | None = None, log: Log | None = None, **kwargs: Any) -> frame.Server:
+    """The product's server over the lesson fixture (memory stores), with the test key, an injected clock and a captured log."""
+    return server_over(main.lesson_notes(), clock=clock, log=log if log is not None else Log(), **kwargs)
+
+
+def make_lesson_server(clock: Clock | None = None, log: Log | None = None, **kwargs: Any) -> main.Server:
+    """The lesson's own server (main.lesson_server) with the test key, an injected clock and a captured log."""
+    return main.lesson_server(KEY, clock=clock or Clock(), log=log if log is not None else Log(), **kwargs)
 
 
 def request(method: str, params: dict[str, Any] | None = None, id: Any = 1, capabilities: Any = None) -> dict[str, Any]:
@@ -83,9 +90,9 @@ def accept(note_id: str = "note-14", confirm: bool = True) -> dict[str, Any]:
     return {main.INPUT_KEY: {"action": "accept", "content": {"note_id": note_id, "confirm": confirm}}}
 
 
-def note_ids(server: main.Server) -> list[str]:
+def note_ids(server: frame.Server) -> list[str]:
     """Ids of every note the server's in-memory store still holds."""
-    return [note.id for note in server.notes.all()]  # type: ignore[attr-defined]
+    return [note.id for note in server.services.notes.all()]  # type: ignore[attr-defined]
 
 
 def contained(workspace_uri: str, uri: str) -> bool:
@@ -96,12 +103,14 @@ def contained(workspace_uri: str, uri: str) -> bool:
         return False
 
 
-def server_over(notes: list[main.Note], clock: Clock | None = None, grants: dict[str, list[str]] | None = None, **kwargs: Any) -> main.Server:
+def server_over(notes: list[main.Note], clock: Clock | None = None, grants: dict[str, list[str]] | None = None, **kwargs: Any) -> frame.Server:
     """A server over the given notes in memory; alice is granted the lesson workspace by default."""
     clock = clock or Clock()
-    return main.notes_server(
+    store = stores.MemoryStore(notes, main.MemoryReplayStore(clock, kwargs.pop("max_replay", main.MAX_REPLAY_PER_PRINCIPAL)))
+    return frame.notes_server(
         keys=[KEY],
-        notes=main.MemoryNotesStore(notes, main.MemoryReplayStore(clock, kwargs.pop("max_replay", main.MAX_REPLAY_PER_PRINCIPAL))),
+        notes=store,
+        replay=store.replay,
         policy=main.AuthorizationPolicy(grants or {PRINCIPAL: [WORKSPACE]}),
         clock=clock,
         log=kwargs.pop("log", Log()),

@@ -23,6 +23,7 @@ from support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call
 import audit
 import connect
 import main
+import frame
 import markdown_store
 import postgres_cluster
 import postgres_store
@@ -69,8 +70,8 @@ class AuditContract:
     workspace = WORKSPACE
     query = "TPS report"
 
-    def server(self, store: Any) -> main.Server:
-        server = main.notes_server(
+    def server(self, store: Any) -> frame.Server:
+        server = frame.notes_server(
             keys=[KEY], notes=store, policy=main.AuthorizationPolicy({PRINCIPAL: [self.workspace]}), clock=self.clock, log=Log()
         )
         audit.install(server)
@@ -79,12 +80,12 @@ class AuditContract:
     def args(self) -> dict[str, str]:
         return {"workspaceUri": self.workspace, "title": self.query}
 
-    def ask(self, server: main.Server) -> dict[str, Any]:
+    def ask(self, server: frame.Server) -> dict[str, Any]:
         response = server.handle(call(self.args()), PRINCIPAL)
         assert response is not None
         return response["result"]
 
-    def answer(self, server: main.Server, first: dict[str, Any], responses: dict[str, Any], id: Any = "req-2") -> dict[str, Any]:
+    def answer(self, server: frame.Server, first: dict[str, Any], responses: dict[str, Any], id: Any = "req-2") -> dict[str, Any]:
         message = call(self.args(), id=id, requestState=first["requestState"], inputResponses=responses)
         response = server.handle(message, PRINCIPAL)
         assert response is not None
@@ -131,7 +132,7 @@ class AuditContract:
         self.assertTrue(self.trashed(entry))
         self.assertEqual(self.trash_size(), 1)
         # Never the state, its nonce or its MAC: nothing a replay could use.
-        nonce = main.StatePayload.parse(main.StateSigner([KEY]).verify(first["requestState"])).nonce
+        nonce = main.StatePayload.parse(frame.KeyRing([KEY]).verify(first["requestState"])).nonce
         for value in entry.values():
             self.assertNotIn(nonce, str(value))
             self.assertNotIn(first["requestState"].split(".")[2][:16], str(value))
@@ -734,7 +735,7 @@ class PublishAudit(test_connect.InProcess):
         self.notes = sqlite_store.open_store(os.path.join(tmp.name, "n.db"), clock=self.clock, seed_notes=test_connect.notes())
         self.addCleanup(self.notes.close)
         policy = main.AuthorizationPolicy(test_connect.grants())
-        self.server = main.notes_server(keys=[KEY], notes=self.notes, policy=policy, clock=self.clock, log=self.log)
+        self.server = frame.notes_server(keys=[KEY], notes=self.notes, policy=policy, clock=self.clock, log=self.log)
         audit.install(self.server)
         tokens = {"alice": test_connect.ALICE_TOKEN, "bob": test_connect.BOB_TOKEN}
         self.pages = connect.install(self.server, tokens, base_url=test_connect.BASE)
@@ -775,12 +776,12 @@ class ServeWiring(unittest.TestCase):
                       "deletion": "unlink", "trashDays": 2.0, "auditMaxEntries": 7}  # fmt: skip
             server = serve.build_server(config, [KEY])
             self.addCleanup(serve.close_store, server.notes)
-            self.assertEqual(server.notes.retention, audit.Retention("unlink", 2 * audit.DAY_SECONDS, max_entries=7))
+            self.assertEqual(server.services.notes.retention, audit.Retention("unlink", 2 * audit.DAY_SECONDS, max_entries=7))
             self.assertIsNot(server.methods["tools/call"], main.call_tool)
             grants["alice"]["notesDirs"] = [folder]
             folders = serve.build_store(config)
             self.addCleanup(folders.close)
-            self.assertEqual((folders.retention, folders.nonces.retention), (server.notes.retention,) * 2)
+            self.assertEqual((folders.retention, folders.nonces.retention), (server.services.notes.retention,) * 2)
             memory = serve.build_server({"principals": {"alice": {"token": None, "workspaces": []}}, "stdioPrincipal": "alice"}, [KEY])
             self.assertIs(memory.methods["tools/call"], main.call_tool)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import unittest
 
-from support import FORM, KEY, PRINCIPAL, WORKSPACE, Clock, accept, call, contained, make_server, note_ids, request, tps
+from support import FORM, KEY, PRINCIPAL, WORKSPACE, Clock, accept, call, contained, make_lesson_server, note_ids, request, tps
 
 import main
 
@@ -14,7 +14,7 @@ LESSON_IDS = ["evil-1", "note-14", "note-3", "note-7", "note-99", "tmp-1"]
 
 class LessonCheckpoints(unittest.TestCase):
     def setUp(self) -> None:
-        self.server = make_server()
+        self.server = make_lesson_server()
 
     def first_call(self, arguments: dict | None = None) -> dict:
         response = self.server.handle(call(arguments or tps(), id=1), PRINCIPAL)
@@ -140,8 +140,9 @@ class LessonCheckpoints(unittest.TestCase):
 
     def test_08_two_servers_sharing_stores_cannot_both_execute_one_confirmation(self) -> None:
         clock = Clock()
-        first = make_server(clock=clock)
-        second = main.notes_server(keys=[KEY], notes=first.notes, policy=first.policy, clock=clock, log=first.log)
+        first = make_lesson_server(clock=clock)
+        second = main.Server(first.services)  # a second instance: the same services, so the same stores
+        second.add_tool(main.NotesDelete(first.services))
         state = first.handle(call(tps(), id=1), PRINCIPAL)["result"]["requestState"]
         barrier = threading.Barrier(2)
         answers: list[dict] = []

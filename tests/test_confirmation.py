@@ -10,6 +10,8 @@ import support
 from support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call, make_server, note_ids, server_over, tps
 
 import main
+import frame
+import confirmations
 
 ALL = ["evil-1", "note-14", "note-3", "note-7", "note-99", "tmp-1"]
 
@@ -128,17 +130,17 @@ class LiveRecheck(unittest.TestCase):
         self.assertEqual(note_ids(self.server), expected_ids)
 
     def test_a_note_that_vanished_since_the_form_is_an_error_and_consumes_the_state(self) -> None:
-        self.server.notes.remove("note-14")
+        self.server.services.notes.remove("note-14")
         self.assert_changed_and_consumed([i for i in ALL if i != "note-14"])
 
     def test_a_note_edited_since_the_form_is_not_deleted(self) -> None:
-        note = next(n for n in self.server.notes.all() if n.id == "note-14")
-        self.server.notes.put(note._replace(title="TPS report 2025 (final)"))
+        note = next(n for n in self.server.services.notes.all() if n.id == "note-14")
+        self.server.services.notes.put(note._replace(title="TPS report 2025 (final)"))
         self.assert_changed_and_consumed(ALL)
 
     def test_a_note_moved_outside_the_workspace_since_the_form_is_not_deleted(self) -> None:
-        note = next(n for n in self.server.notes.all() if n.id == "note-14")
-        self.server.notes.put(note._replace(uri="file:///tmp/tps-2025.md"))
+        note = next(n for n in self.server.services.notes.all() if n.id == "note-14")
+        self.server.services.notes.put(note._replace(uri="file:///tmp/tps-2025.md"))
         self.assert_changed_and_consumed(ALL)
 
     def test_a_grant_revoked_since_the_form_refuses_the_deletion(self) -> None:
@@ -148,19 +150,19 @@ class LiveRecheck(unittest.TestCase):
         self.assertEqual(note_ids(self.server), ALL)
 
     def test_a_grant_revoked_inside_the_atomic_step_is_caught_by_the_recheck(self) -> None:
-        original = self.server.notes.consume
+        original = self.server.services.replay.settle
 
         def revoke_then_consume(*args, **kwargs):
             self.server.tools[main.TOOL_NAME].policy = main.AuthorizationPolicy({})  # revoked after the early check
             return original(*args, **kwargs)
 
-        self.server.notes.consume = revoke_then_consume  # type: ignore[method-assign]
+        self.server.services.replay.settle = revoke_then_consume  # type: ignore[method-assign]
         first, _ = self.accept_and_replay()
         self.assertIs(first["result"]["isError"], True)
         self.assertEqual(note_ids(self.server), ALL)
 
     def test_other_notes_are_untouched_when_the_chosen_one_changed(self) -> None:
-        self.server.notes.remove("note-14")
+        self.server.services.notes.remove("note-14")
         self.accept_and_replay()
         self.assertEqual(note_ids(self.server), [i for i in ALL if i != "note-14"])
 
@@ -187,7 +189,7 @@ class Atomicity(unittest.TestCase):
         self.assertNotIn("secret", str(response))
         self.assertTrue(any("Traceback" in line and "/secret/path" in line for line in log))
         self.assertEqual(note_ids(server), ALL)
-        self.assertFalse(server.notes.is_consumed(main.StateSigner([KEY]).verify(state)["nonce"]))
+        self.assertFalse(server.services.notes.is_consumed(frame.KeyRing([KEY]).verify(state)["nonce"]))
 
 
 class ConsumeContract(unittest.TestCase):
@@ -209,7 +211,7 @@ class ConsumeContract(unittest.TestCase):
 
     def test_consuming_with_a_target_but_no_recheck_never_deletes(self) -> None:
         state = self.server.handle(call(tps()), PRINCIPAL)["result"]["requestState"]
-        payload = main.StatePayload.parse(main.StateSigner([KEY]).verify(state))
+        payload = main.StatePayload.parse(frame.KeyRing([KEY]).verify(state))
         outcome = self.server.confirmations.consume(PRINCIPAL, payload, (self.note.id, self.note.version))
         self.assertIs(outcome, main.Settlement.CHANGED)  # the default re-check refuses
         self.assertEqual(note_ids(self.server), ALL)
@@ -251,7 +253,7 @@ class ReplayBound(unittest.TestCase):
         full = self.decline("alice", request_id=100)["result"]
         self.assertIs(full["isError"], True)
         self.assertEqual(self.decline("bob")["result"]["structuredContent"]["reason"], "declined")
-        self.assertEqual(len(self.server.notes.replay), 4)
+        self.assertEqual(len(self.server.services.replay), 4)
 
     def test_an_exhausted_principal_mutates_nothing_and_the_state_stays_unconsumed(self) -> None:
         for i in range(3):
@@ -260,15 +262,15 @@ class ReplayBound(unittest.TestCase):
         answer = {"delete_choice": {"action": "accept", "content": {"note_id": "n2", "confirm": True}}}
         refused = self.server.handle(call(tps(title="Memo 2"), id=201, requestState=state, inputResponses=answer), "alice")
         self.assertIs(refused["result"]["isError"], True)
-        self.assertIn("n2", [n.id for n in self.server.notes.all()])
-        nonce = main.StateSigner([KEY]).verify(state)["nonce"]
-        self.assertFalse(self.server.notes.is_consumed(nonce))
+        self.assertIn("n2", [n.id for n in self.server.services.notes.all()])
+        nonce = frame.KeyRing([KEY]).verify(state)["nonce"]
+        self.assertFalse(self.server.services.notes.is_consumed(nonce))
 
     def test_expired_confirmations_are_pruned_by_the_injected_clock(self) -> None:
         for i in range(3):
             self.decline("alice", request_id=10 * i)
         self.clock.now += main.DEFAULT_STATE_TTL_SECONDS
-        self.assertEqual(len(self.server.notes.replay), 0)
+        self.assertEqual(len(self.server.services.replay), 0)
         self.assertEqual(self.decline("alice", request_id=300)["result"]["structuredContent"]["reason"], "declined")
 
 
@@ -298,7 +300,7 @@ class ReplayStoreUnit(unittest.TestCase):
         decline = {main.INPUT_KEY: {"action": "decline"}}
         self.assertEqual(server.handle(call(tps(), id=2, requestState=first["requestState"], inputResponses=decline), PRINCIPAL)["result"]["structuredContent"]["reason"], "declined")
         clock.now += main.DEFAULT_STATE_TTL_SECONDS + 1
-        self.assertEqual(len(server.notes.replay), 0)  # the decline's record is pruned
+        self.assertEqual(len(server.services.replay), 0)  # the decline's record is pruned
         clock.now -= main.DEFAULT_STATE_TTL_SECONDS  # the wall clock steps back before the state's expiry
         replay = server.handle(call(tps(), id=3, requestState=first["requestState"], inputResponses=accept()), PRINCIPAL)
         self.assertEqual(replay["error"]["code"], main.INVALID_PARAMS)
@@ -352,7 +354,7 @@ if __name__ == "__main__":
 
 
 class OneAnswerEntry(unittest.TestCase):
-    """notes_delete, notes_publish and a fixture tool read answers through Confirmations.answer alone."""
+    """notes_delete, notes_publish and a fixture tool read answers through main.read_answer alone, and alike."""
 
     FLOWS = {
         # tool name: (arguments, the question's key, an accept that completes or moves on)
@@ -368,14 +370,6 @@ class OneAnswerEntry(unittest.TestCase):
         self.server = make_server()
         connect.install(self.server, {PRINCIPAL: "alice-token-0123456789abcdef"}, base_url="http://127.0.0.1:1")
         conformance_fixtures.install(self.server)
-        self.read: list[str] = []
-        entry = self.server.confirmations.answer
-
-        def spy(call: main.ToolCall, *args, **kwargs) -> main.Answered:
-            self.read.append(call.name)
-            return entry(call, *args, **kwargs)
-
-        self.server.confirmations.answer = spy  # type: ignore[method-assign]
         self.next_id = 10
 
     def send(self, name: str, **extra) -> dict:
@@ -404,7 +398,6 @@ class OneAnswerEntry(unittest.TestCase):
                     self.assertIn("ancel", json.dumps(cancelled))
                 accepted = self.retry(name, first, self.FLOWS[name][2])
                 self.assertIn("result", accepted)  # the same state, still usable after two cancels
-                self.assertEqual(self.read[-3:], [name] * 3)
         self.assertNotIn("note-14", note_ids(self.server))  # notes_delete's accept went through
 
     def test_a_decline_consumes_the_state_for_every_tool_alike(self) -> None:
@@ -426,23 +419,28 @@ class OneAnswerEntry(unittest.TestCase):
                 self.assertEqual(asked["resultType"], "input_required")
                 nonces = [support.claims_of(state)["nonce"] for state in (first["requestState"], asked["requestState"])]
                 self.assertEqual(nonces[0], nonces[1])
-                self.assertEqual(self.read[-1], name)
 
     def test_no_tool_reads_an_answers_action_itself(self) -> None:
         import ast
         import os
 
-        for module, classes in (("main.py", {"NotesDelete"}), ("connect.py", {"NotesPublish"}),
-                                ("conformance_fixtures.py", {"AskingTool"})):
+        # The lesson's flow reads its one answer with main.read_answer and branches in the open;
+        # the product's asking tools go through Confirmations.answer, which calls read_answer.
+        for module, classes, entry in (("main.py", {"NotesDelete"}, "read_answer("), ("connect.py", {"NotesPublish"}, ".answer("),
+                                       ("conformance_fixtures.py", {"AskingTool"}, ".answer("),
+                                       ("confirmations.py", {"Confirmations"}, "main.read_answer(")):
             with open(os.path.join(support.CODE, module), encoding="utf-8") as handle:
                 tree = ast.parse(handle.read())
-            for node in tree.body:
-                if isinstance(node, ast.ClassDef) and node.name in classes:
-                    with self.subTest(tool=node.name):
-                        source = ast.unparse(node)
-                        self.assertIn(".answer(", source)
-                        for reading in ("read_answer", "'cancel'", "'decline'", "'accept'", ".action"):
-                            self.assertNotIn(reading, source)
+            found = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name in classes]
+            self.assertEqual(len(found), 1, module)
+            with self.subTest(tool=found[0].name):
+                source = ast.unparse(found[0])
+                self.assertIn(entry, source)
+                self.assertNotIn("['action']", source)  # nobody reads the raw answer past read_answer
+                self.assertNotIn("get('action')", source)
+                if entry == ".answer(":
+                    for reading in ("read_answer", "'cancel'", "'decline'", "'accept'", ".action"):
+                        self.assertNotIn(reading, source)
 
 
 class TheAnswerEntryItself(unittest.TestCase):
@@ -451,7 +449,7 @@ class TheAnswerEntryItself(unittest.TestCase):
     def setUp(self) -> None:
         self.server = make_server()
         self.state_text = self.server.handle(call(tps()), PRINCIPAL)["result"]["requestState"]
-        self.state = main.StatePayload.parse(main.StateSigner([KEY]).verify(self.state_text))
+        self.state = main.StatePayload.parse(frame.KeyRing([KEY]).verify(self.state_text))
 
     def tool_call(self, responses: dict | None) -> main.ToolCall:
         meta = main.RequestMeta(main.PROTOCOL_VERSION, {"elicitation": {"form": {}}})
@@ -461,8 +459,8 @@ class TheAnswerEntryItself(unittest.TestCase):
         for forms in (None, set()):
             with self.subTest(forms=forms):
                 answered = self.server.confirmations.answer(self.tool_call(None), self.state, ["q"], forms=forms)
-                self.assertEqual(answered, main.Answered(main.Reply.ASK_AGAIN, {}, None))
-        self.assertFalse(self.server.notes.is_consumed(self.state.nonce))
+                self.assertEqual(answered, confirmations.Answered(confirmations.Reply.ASK_AGAIN, {}, None))
+        self.assertFalse(self.server.services.notes.is_consumed(self.state.nonce))
 
     def test_a_choice_is_read_from_the_first_question_and_must_be_one_the_state_offered(self) -> None:
         responses = {
@@ -470,11 +468,11 @@ class TheAnswerEntryItself(unittest.TestCase):
             "b": {"action": "accept", "content": {"note_id": "evil-1"}},
         }
         answered = self.server.confirmations.answer(self.tool_call(responses), self.state, ["a", "b"], choice="note_id")
-        self.assertEqual(answered.reply, main.Reply.ACCEPTED)
-        self.assertEqual(answered.chosen, ("note-14", self.state.offered()["note-14"]))
+        self.assertEqual(answered.reply, confirmations.Reply.ACCEPTED)
+        self.assertEqual(answered.chosen, ("note-14", dict(self.state.cands)["note-14"]))
         self.assertEqual(answered.content, {"a": {"note_id": "note-14"}, "b": {"note_id": "evil-1"}})
         with self.assertRaises(main.McpError) as refused:
             self.server.confirmations.answer(self.tool_call(responses), self.state, ["b", "a"], choice="note_id")
         self.assertEqual(refused.exception.code, main.INVALID_PARAMS)
-        self.assertFalse(self.server.notes.is_consumed(self.state.nonce))
+        self.assertFalse(self.server.services.notes.is_consumed(self.state.nonce))
         self.assertEqual(note_ids(self.server), ALL)

@@ -13,6 +13,7 @@ from unittest import mock
 import support
 import conformance_fixtures as fixtures
 import main
+import frame
 import serve
 import streamable_http
 
@@ -20,12 +21,12 @@ ALL = {"sampling": {}, "elicitation": {}, "roots": {"listChanged": True}}  # wha
 LESSON_CAPABILITIES = {"tools": {}}
 
 
-def lesson() -> main.Server:
+def lesson() -> frame.Server:
     """The lesson server exactly as serve builds it without the flag."""
-    return main.lesson_server([support.KEY], clock=support.Clock(), log=support.Log())
+    return support.server_over(main.lesson_notes())
 
 
-def with_fixtures() -> main.Server:
+def with_fixtures() -> frame.Server:
     """The lesson server with the fixtures installed."""
     server = lesson()
     fixtures.install(server)
@@ -611,7 +612,7 @@ class HeaderTests(FixtureCase):
         for body, headers in cases:
             with self.subTest(body=body, headers=headers):
                 response = self.region(body, **headers)
-                self.assertEqual((response["status"], response["error"]["code"]), (400, main.HEADER_MISMATCH))
+                self.assertEqual((response["status"], response["error"]["code"]), (400, frame.HEADER_MISMATCH))
         self.assertEqual(self.events, [])
 
     def test_no_header_is_expected_when_the_argument_is_absent(self) -> None:
@@ -623,9 +624,9 @@ class HeaderTests(FixtureCase):
         for name in (["test_header_param"], {"n": 1}):
             with self.subTest(name=name):
                 response = self.post("tools/call", {"name": name, "arguments": {}}, Mcp_Name="test_header_param")
-                self.assertEqual(response["error"]["code"], main.HEADER_MISMATCH)
+                self.assertEqual(response["error"]["code"], frame.HEADER_MISMATCH)
                 response = self.post("tools/call", {"name": name, "arguments": {}}, Mcp_Name=json.dumps(name))
-                self.assertIn(response["error"]["code"], (main.HEADER_MISMATCH, main.INVALID_PARAMS))
+                self.assertIn(response["error"]["code"], (frame.HEADER_MISMATCH, main.INVALID_PARAMS))
         self.assertEqual([line for line in self.server.log if "internal error" in line], [])  # type: ignore[attr-defined]
 
     def test_header_values_compare_by_the_body_values_type(self) -> None:
@@ -645,8 +646,8 @@ class HeaderTests(FixtureCase):
             ("resources/read", {"uri": "test://static-text"}, "test://static-binary"),
         ):
             with self.subTest(method):
-                self.assertEqual(self.post(method, params, Mcp_Name=name)["error"]["code"], main.HEADER_MISMATCH)
-                self.assertEqual(self.post(method, params)["error"]["code"], main.HEADER_MISMATCH)
+                self.assertEqual(self.post(method, params, Mcp_Name=name)["error"]["code"], frame.HEADER_MISMATCH)
+                self.assertEqual(self.post(method, params)["error"]["code"], frame.HEADER_MISMATCH)
         self.assertEqual(self.post("resources/read", {"uri": "test://static-text"}, Mcp_Name="test://static-text")["status"], 200)
 
 

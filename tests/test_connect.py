@@ -330,7 +330,7 @@ class UrlElicitationTests(InProcess):
 
     def test_the_state_is_signed_and_carries_the_flow_handle_and_bindings(self) -> None:
         result = self.first()
-        claims = self.server.confirmations.signer.verify(result["requestState"])
+        claims = self.server.services.signer.verify(result["requestState"])
         handle = self.connect_path(result).rsplit("/", 1)[1]
         self.assertEqual(claims["extra"]["flow"], handle)
         self.assertEqual((claims["sub"], claims["tool"], claims["phase"]), ("alice", connect.TOOL_NAME, connect.PHASE_CONNECT))
@@ -430,7 +430,7 @@ class RetryTests(InProcess):
         self.assertEqual(second["resultType"], "input_required")
         self.assertEqual(connect_request(second), connect_request(first))
         # Asked again within one flow: the same nonce and expiry, so one outcome consumes both.
-        signer = self.server.confirmations.signer
+        signer = self.server.services.signer
         self.assertEqual(signer.verify(second["requestState"])["nonce"], signer.verify(first["requestState"])["nonce"])
         self.assertEqual(self.service.published("alice"), [])
         path = self.connect_path(second)
@@ -500,7 +500,7 @@ class RetryTests(InProcess):
         first = self.first()
         path = self.connect_path(first)
         self.signed_in(path).decide(path, "allow")
-        self.server.notes.put(main.Note("note-14", "TPS report 2025", f"{WORKSPACE}/tps-2025.md", revision=1))  # type: ignore[attr-defined]
+        self.server.services.notes.put(main.Note("note-14", "TPS report 2025", f"{WORKSPACE}/tps-2025.md", revision=1))  # type: ignore[attr-defined]
         result = self.retry(first, answer("accept"))["result"]
         self.assertTrue(result["isError"])
         self.assertEqual(self.service.published("alice"), [])

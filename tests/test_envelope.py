@@ -9,10 +9,11 @@ import unittest
 from support import PRINCIPAL, accept, call, make_server, note_ids, request, tps
 
 import main
+import frame
 import streamable_http
 
 
-def wire(server: main.Server, raw: bytes, headers=None) -> tuple[int, dict | None]:
+def wire(server: frame.Server, raw: bytes, headers=None) -> tuple[int, dict | None]:
     """Bytes as HTTP carries them (with `headers`) or as stdio does; the HTTP status and decoded response."""
     if headers is not None:
         status, body = streamable_http.answer(server, raw, PRINCIPAL, headers)
@@ -22,9 +23,9 @@ def wire(server: main.Server, raw: bytes, headers=None) -> tuple[int, dict | Non
     return streamable_http.status_of(response), response
 
 
-def dispatch(server: main.Server, message: dict, headers=None) -> tuple[int, dict | None]:
+def dispatch(server: frame.Server, message: dict, headers=None) -> tuple[int, dict | None]:
     """One decoded message through the core, as `wire` carries it."""
-    return wire(server, main.encode_message(message), headers)
+    return wire(server, frame.encode_message(message), headers)
 
 
 def http_headers(message: dict, **override: str | None) -> list[tuple[str, str]]:
@@ -47,21 +48,21 @@ class JsonAndEnvelope(unittest.TestCase):
         for raw in (b"{not json", b"\xff\xfe", b"", b'{"jsonrpc":"2.0","id":1,"method":"x","params":NaN}'):
             with self.subTest(raw=raw):
                 status, response = wire(self.server, raw)
-                self.assertEqual(response["error"]["code"], main.PARSE_ERROR)
+                self.assertEqual(response["error"]["code"], frame.PARSE_ERROR)
                 self.assertNotIn("id", response)
                 self.assertEqual(status, 400)
 
     def test_deeply_nested_json_is_a_parse_error_not_a_crash(self) -> None:
         raw = b"[" * 50_000 + b"]" * 50_000
-        raw = raw[: main.MAX_MESSAGE_BYTES]
+        raw = raw[: frame.MAX_MESSAGE_BYTES]
         _, response = wire(self.server, raw)
-        self.assertEqual(response["error"]["code"], main.PARSE_ERROR)
+        self.assertEqual(response["error"]["code"], frame.PARSE_ERROR)
 
     def test_message_size_limit_is_enforced_on_both_sides(self) -> None:
         message = request("server/discover")
-        padding = main.MAX_MESSAGE_BYTES - len(json.dumps({**message, "pad": ""}).encode())
+        padding = frame.MAX_MESSAGE_BYTES - len(json.dumps({**message, "pad": ""}).encode())
         at_limit = json.dumps({**message, "pad": "x" * padding}).encode()
-        self.assertEqual(len(at_limit), main.MAX_MESSAGE_BYTES)
+        self.assertEqual(len(at_limit), frame.MAX_MESSAGE_BYTES)
         self.assertEqual(wire(self.server, at_limit)[1]["result"]["resultType"], "complete")
         over = json.dumps({**message, "pad": "x" * (padding + 1)}).encode()
         _, response = wire(self.server, over)
@@ -223,11 +224,11 @@ class HttpHeaderChecks(unittest.TestCase):
         }
         for label, override in cases.items():
             with self.subTest(label):
-                self.assertEqual(self.status_and_code(self.message, http_headers(self.message, **override)), (400, main.HEADER_MISMATCH))
+                self.assertEqual(self.status_and_code(self.message, http_headers(self.message, **override)), (400, frame.HEADER_MISMATCH))
 
     def test_duplicate_headers_are_refused(self) -> None:
         headers = http_headers(self.message) + [("mcp-name", "notes_delete")]
-        self.assertEqual(self.status_and_code(self.message, headers), (400, main.HEADER_MISMATCH))
+        self.assertEqual(self.status_and_code(self.message, headers), (400, frame.HEADER_MISMATCH))
 
     def test_base64_encoded_name_is_decoded_before_comparison(self) -> None:
         encoded = "=?base64?" + base64.b64encode(b"notes_delete").decode() + "?="
@@ -247,7 +248,7 @@ class HttpHeaderChecks(unittest.TestCase):
         }
         for label, value in cases.items():
             with self.subTest(label):
-                self.assertEqual(self.status_and_code(self.message, http_headers(self.message, **{"Mcp-Name": value})), (400, main.HEADER_MISMATCH))
+                self.assertEqual(self.status_and_code(self.message, http_headers(self.message, **{"Mcp-Name": value})), (400, frame.HEADER_MISMATCH))
         self.assertEqual(len(note_ids(self.server)), 6)
 
     def test_header_check_runs_after_meta_checks_and_before_the_version_check(self) -> None:
@@ -256,7 +257,7 @@ class HttpHeaderChecks(unittest.TestCase):
         self.assertEqual(self.status_and_code(broken_meta, http_headers(self.message, **{"Mcp-Method": None})), (400, main.INVALID_PARAMS))
         old = call(tps())
         old["params"]["_meta"][main.META_PROTOCOL_VERSION] = "1900-01-01"
-        self.assertEqual(self.status_and_code(old, http_headers(old, **{"Mcp-Name": "other"})), (400, main.HEADER_MISMATCH))
+        self.assertEqual(self.status_and_code(old, http_headers(old, **{"Mcp-Name": "other"})), (400, frame.HEADER_MISMATCH))
         self.assertEqual(self.status_and_code(old, http_headers(old)), (400, main.UNSUPPORTED_PROTOCOL_VERSION))
 
     def test_stdio_has_no_header_layer(self) -> None:
@@ -281,7 +282,7 @@ class ToolRegistration(unittest.TestCase):
                 with self.assertRaises(ValueError):
                     server.add_tool(Named(name))
         self.assertIsInstance(server.tools[main.TOOL_NAME], main.NotesDelete)  # not replaced
-        self.assertEqual(len(server.tool_descriptors()), 1)
+        self.assertEqual(len(server.tools), 1)
         server.add_tool(Named("notes_echo"))
         self.assertEqual(list(server.tools), [main.TOOL_NAME, "notes_echo"])
 

@@ -14,6 +14,8 @@ from typing import Any
 
 import support
 import main
+import frame
+import stores
 import procs
 import serve
 import sqlite_store
@@ -146,7 +148,7 @@ class StartupReportTests(Tree):
         room = main.MAX_URI_LENGTH - len(folder_uri(root)) - 1
         for length in (room, room + 1):
             write(os.path.join(root, "x" * (length - 3) + ".md"), "# Edge\n")
-        for length in (main.MAX_NOTE_ID_LENGTH, main.MAX_NOTE_ID_LENGTH + 1):
+        for length in (stores.MAX_NOTE_ID_LENGTH, stores.MAX_NOTE_ID_LENGTH + 1):
             write(os.path.join(self.notes, "y" * (length - 3) + ".md"), "# Edge\n")
         nonces = sqlite_store.open_store(os.path.join(self.dir, "nonces.db"), clock=support.Clock())
         self.addCleanup(nonces.close)
@@ -170,7 +172,7 @@ class StartupReportTests(Tree):
         # The PostgreSQL URL is never opened: the report is checked by its pure function.
         args = serve.parser().parse_args(["--http", "--config", config])
         parsed = serve.configuration.load_config(config)
-        server = main.Server(keys=[support.KEY], notes=main.MemoryNotesStore([], main.MemoryReplayStore(support.Clock())),
+        server = frame.notes_server(keys=[support.KEY], notes=stores.MemoryStore([], main.MemoryReplayStore(support.Clock())),
                              policy=main.AuthorizationPolicy({"alice": [support.WORKSPACE], "bob": []}), clock=support.Clock())  # fmt: skip
         lines = serve.startup_report(server, parsed, args, "listening on http://127.0.0.1:1/mcp")
         self.assertEqual(lines[:3], [
@@ -188,7 +190,7 @@ class StartupReportTests(Tree):
         import markdown_store
 
         lesson = serve.configuration.lesson_config()
-        memory = main.Server(keys=[support.KEY], notes=main.MemoryNotesStore(lesson["notes"], main.MemoryReplayStore(support.Clock())),
+        memory = frame.notes_server(keys=[support.KEY], notes=stores.MemoryStore(lesson["notes"], main.MemoryReplayStore(support.Clock())),
                              policy=main.AuthorizationPolicy({"alice": [support.WORKSPACE]}), clock=support.Clock())  # fmt: skip
         no_auth = serve.startup_report(memory, lesson, serve.parser().parse_args(["--http", "--no-auth"]), "t")
         self.assertEqual(no_auth[1], "principals: no bearer token (--no-auth): every request acts as 'alice'")

@@ -14,6 +14,7 @@ from support import PRINCIPAL, accept
 from test_markdown_store import FolderCase
 
 import main
+import frame
 import markdown_store
 import sqlite_store
 from markdown_store import MarkdownNotesStore
@@ -49,7 +50,7 @@ class IndexCase(FolderCase):
         (index,) = store.indexes.values()
         return index
 
-    def server(self, store: MarkdownNotesStore | None = None) -> main.Server:
+    def server(self, store: MarkdownNotesStore | None = None) -> frame.Server:
         return super().server(store or self.indexed())
 
     def refused_as_changed(self, done: dict[str, Any]) -> None:

@@ -18,6 +18,8 @@ from typing import Any
 import support
 import http_server
 import main
+import frame
+import stores
 import procs
 import serve
 import sqlite_store
@@ -125,7 +127,7 @@ class ProtocolStatusTests(SharedServer):
 
     def test_a_body_that_is_not_json_gets_400_parse_error(self) -> None:
         status, _, body = self.send(b"{not json", {"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"})
-        self.assertEqual((status, error_code(body)), (400, main.PARSE_ERROR))
+        self.assertEqual((status, error_code(body)), (400, frame.PARSE_ERROR))
 
 
 class HeaderRuleTests(SharedServer):
@@ -139,7 +141,7 @@ class HeaderRuleTests(SharedServer):
 
     def assert_header_mismatch(self, message: dict[str, Any], headers: Any) -> None:
         status, _, body = self.send(message, headers)
-        self.assertEqual((status, error_code(body)), (400, main.HEADER_MISMATCH))
+        self.assertEqual((status, error_code(body)), (400, frame.HEADER_MISMATCH))
 
     def test_a_missing_required_header_gets_400_header_mismatch(self) -> None:
         message = call(tps())
@@ -265,7 +267,7 @@ class HttpLayerRefusalTests(SharedServer):
     def test_a_body_over_the_limit_gets_413_before_it_is_read(self) -> None:
         head = (
             f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{self.server.port}\r\nAuthorization: Bearer {TOKEN}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {main.MAX_MESSAGE_BYTES + 1}\r\n\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {frame.MAX_MESSAGE_BYTES + 1}\r\n\r\n"
         )
         reply = procs.raw_exchange(self.server.port, head.encode())  # the body is never sent
         self.assertTrue(reply.startswith(b"HTTP/1.1 413 "), reply[:80])
@@ -273,7 +275,7 @@ class HttpLayerRefusalTests(SharedServer):
     def test_a_body_exactly_at_the_limit_is_read_and_answered(self) -> None:
         message = request("server/discover", id="edge")
         data = json.dumps(message).encode()
-        data += b" " * (main.MAX_MESSAGE_BYTES - len(data))
+        data += b" " * (frame.MAX_MESSAGE_BYTES - len(data))
         status, _, body = self.send(data, mcp_headers(message))
         self.assertEqual(status, 200)
         self.assertEqual(json.loads(body)["id"], "edge")

@@ -18,6 +18,7 @@ from support import PRINCIPAL, WORKSPACE, Clock
 from test_store_contract import StoreContract, contract_notes
 
 import main
+import stores
 import old_schemas
 import postgres_store
 import sqlite_store
@@ -47,8 +48,8 @@ def tearDownModule() -> None:
 
 def plain_scan(notes: list[main.Note], workspace: main.Path, title: str) -> list[main.Note]:
     """What a lookup must answer: every note whose folded title holds the folded query, strictly inside, in form order."""
-    needle = main.fold_title(title)
-    return main.form_order(note for note in notes if needle in note.folded_title and main.inside_workspace(note, workspace))
+    needle = stores.fold_title(title)
+    return stores.form_order(note for note in notes if needle in stores.fold_title(note.title) and main.inside_workspace(note, workspace))
 
 
 def random_title(rng: random.Random) -> str:
@@ -136,7 +137,7 @@ class ShortQueries(SqliteCase):
         self.assertEqual(title_index.MIN_INDEXED_QUERY, 3)
         self.assertFalse(title_index.uses_title_index("ab"))
         self.assertTrue(title_index.uses_title_index("abc"))
-        self.assertTrue(title_index.uses_title_index(main.fold_title("aß")))  # "ass": folding can lengthen a query
+        self.assertTrue(title_index.uses_title_index(stores.fold_title("aß")))  # "ass": folding can lengthen a query
 
 
 # ---------------------------------------------------------------- the workspace key
@@ -176,7 +177,7 @@ class StaleCountsLoseNoMatch(SqliteCase):
         workspace = main.parse_file_uri(WORKSPACE)
         rng = random.Random(PROPERTY_SEED)
         for _ in range(20):
-            store._counts = {gram: rng.randrange(5) for note in notes for gram in title_index.trigrams(note.folded_title)}
+            store._counts = {gram: rng.randrange(5) for note in notes for gram in title_index.trigrams(stores.fold_title(note.title))}
             store._counted_at = time.monotonic()  # counted now: used, not read again
             for query in ("alpha", "report", "BÉTA rep", "ha r"):
                 self.assertEqual(store.candidates(workspace, query), plain_scan(notes, workspace, query))
@@ -198,7 +199,7 @@ class PropertyCheck:
             for i in range(PROPERTY_NOTES)
         ]
         store = self.open_with(notes)
-        live = {note.id: note for note in main.checked_notes(notes)}
+        live = {note.id: note for note in stores.checked_notes(notes)}
         for round_ in range(2):
             titles = [note.title for note in live.values()]
             for _ in range(PROPERTY_QUERIES):

@@ -10,6 +10,7 @@ from typing import Any
 import support
 import conformance_fixtures as fixtures
 import main
+import frame
 import legacy
 import procs
 from legacy_client import FORM_CLIENT, LegacyClient, MemoryWire, accepted, choices
@@ -24,7 +25,7 @@ def stdio_client(test: unittest.TestCase, *args: str) -> tuple[LegacyClient, pro
     return LegacyClient(server), server
 
 
-def memory_client(test: unittest.TestCase, server: main.Server | None = None, **kwargs: Any) -> tuple[LegacyClient, MemoryWire, main.Server]:
+def memory_client(test: unittest.TestCase, server: frame.Server | None = None, **kwargs: Any) -> tuple[LegacyClient, MemoryWire, frame.Server]:
     """A scripted client talking to a LegacyStdioSession in this process (the store is inspectable)."""
     server = server or support.make_server()
     wire = MemoryWire(test, server, **kwargs)
@@ -282,7 +283,7 @@ class DualEraTests(unittest.TestCase):
 class LegacyRootsTests(unittest.TestCase):
     """Roots are asked for when declared, and only ever suggest an already-authorized workspace."""
 
-    def with_roots(self, uris: list[str], server: main.Server | None = None) -> tuple[LegacyClient, MemoryWire, main.Server]:
+    def with_roots(self, uris: list[str], server: frame.Server | None = None) -> tuple[LegacyClient, MemoryWire, frame.Server]:
         client, wire, server = memory_client(self, server)
         client.initialize(capabilities={"elicitation": {}, "roots": {"listChanged": True}})
         client.answer(client.server_request("roots/list"), {"roots": [{"uri": uri} for uri in uris]})
@@ -407,7 +408,7 @@ class LegacyCancellationTests(unittest.TestCase):
         self.assertEqual(len(support.note_ids(server)), len(main.lesson_notes()))
 
 
-def asking_tool(server: main.Server, name: str, mode: str = "form") -> None:
+def asking_tool(server: frame.Server, name: str, mode: str = "form") -> None:
     """Register a test tool that asks `arguments.times` forms in turn (state is a plain counter)."""
 
     def run(call: main.ToolCall) -> dict[str, Any]:
@@ -526,7 +527,7 @@ SUITE_CLIENT = {"sampling": {}, "elicitation": {}}  # what the 2025-11-25 suite'
 MODERN_ONLY_KEYS = ("resultType", "ttlMs", "cacheScope", "_meta")
 
 
-def fixtures_client(test: unittest.TestCase, capabilities: dict[str, Any] | None = None) -> tuple[LegacyClient, MemoryWire, main.Server]:
+def fixtures_client(test: unittest.TestCase, capabilities: dict[str, Any] | None = None) -> tuple[LegacyClient, MemoryWire, frame.Server]:
     """An initialized legacy client of a server with the conformance fixtures installed."""
     server = support.make_server()
     fixtures.install(server)

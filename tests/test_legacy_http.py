@@ -11,6 +11,8 @@ from typing import Any
 import support
 import conformance_fixtures as fixtures
 import main
+import frame
+import stores
 import http_server
 import legacy
 import legacy_http
@@ -313,7 +315,7 @@ class LegacyStreamsDoNotStarveTests(unittest.TestCase):
 class InProcess:
     """A LegacyHttp over an in-memory lesson server, driven with engine Request objects."""
 
-    def __init__(self, test: unittest.TestCase, answer_timeout: float = procs.GUARD, server: main.Server | None = None) -> None:
+    def __init__(self, test: unittest.TestCase, answer_timeout: float = procs.GUARD, server: frame.Server | None = None) -> None:
         self.clock = support.Clock()  # the sessions' idle clock; the core keeps its own
         self.server = server or support.make_server()
         self.sessions = legacy_http.LegacyHttp(self.server, clock=self.clock, answer_timeout=answer_timeout, log=support.Log())
@@ -370,11 +372,11 @@ def fill_streams(side: InProcess, principals: list[str], streams: list[Any], tot
             in_session += 1
 
 
-def shared_workspace_server(principals: list[str]) -> main.Server:
+def shared_workspace_server(principals: list[str]) -> frame.Server:
     """The lesson server with every one of `principals` allowed on the lesson workspace."""
-    return main.notes_server(
+    return frame.notes_server(
         keys=[support.KEY],
-        notes=main.MemoryNotesStore(main.lesson_notes(), main.MemoryReplayStore(support.Clock())),
+        notes=stores.MemoryStore(main.lesson_notes(), main.MemoryReplayStore(support.Clock())),
         policy=main.AuthorizationPolicy({name: [support.WORKSPACE] for name in principals}),
         clock=support.Clock(),
         log=support.Log(),

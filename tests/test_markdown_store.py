@@ -17,6 +17,8 @@ from support import KEY, PRINCIPAL, Clock, Log, accept, call
 
 import audit
 import main
+import frame
+import stores
 import markdown_store
 import sqlite_store
 from markdown_store import MarkdownNotesStore
@@ -57,9 +59,9 @@ class FolderCase(unittest.TestCase):
         self.addCleanup(store.close)
         return store
 
-    def server(self, store: MarkdownNotesStore | None = None) -> main.Server:
+    def server(self, store: MarkdownNotesStore | None = None) -> frame.Server:
         store = store or self.store()
-        return main.notes_server(
+        return frame.notes_server(
             keys=[KEY],
             notes=store,
             policy=main.AuthorizationPolicy({PRINCIPAL: store.workspace_uris()}),
@@ -75,12 +77,12 @@ class FolderCase(unittest.TestCase):
         workspace = main.parse_file_uri(self.uri(*below))
         return {note.id: note.title for note in store.candidates(workspace, title)}
 
-    def ask(self, server: main.Server, title: str = "TPS", workspace: str | None = None) -> dict[str, Any]:
+    def ask(self, server: frame.Server, title: str = "TPS", workspace: str | None = None) -> dict[str, Any]:
         response = server.handle(call({"workspaceUri": workspace or self.uri(), "title": title}), PRINCIPAL)
         assert response is not None
         return response
 
-    def answer(self, server: main.Server, first: dict[str, Any], responses: dict[str, Any], title: str = "TPS") -> dict[str, Any]:
+    def answer(self, server: frame.Server, first: dict[str, Any], responses: dict[str, Any], title: str = "TPS") -> dict[str, Any]:
         response = server.handle(
             call(
                 {"workspaceUri": self.uri(), "title": title},
@@ -192,8 +194,8 @@ class ListingTests(FolderCase):
         self.assertEqual(title, "Shopping  dm.secnarf [2J list")
 
     def test_note_id_length_limit_on_both_sides(self) -> None:
-        at = "a" * (main.MAX_NOTE_ID_LENGTH - 3) + ".md"
-        over = "b" * (main.MAX_NOTE_ID_LENGTH - 2) + ".md"
+        at = "a" * (stores.MAX_NOTE_ID_LENGTH - 3) + ".md"
+        over = "b" * (stores.MAX_NOTE_ID_LENGTH - 2) + ".md"
         self.write(at)
         self.write(over)
         self.assertEqual(list(self.listed(self.store())), [at])
@@ -448,10 +450,11 @@ class RequestNameTests(FolderCase):
     def test_hostile_titles_match_nothing_and_touch_nothing(self) -> None:
         server = self.server()
         before = self.tree()
-        for title in ("../outside/secret", "%2e%2e", "TPS\x00", "/", "outside"):
+        for title in ("../outside/secret", "%2e%2e", "/", "outside"):
             with self.subTest(title=title):
                 result = self.ask(server, title)["result"]
                 self.assertTrue(result["isError"])
+        self.assertEqual(self.ask(server, "TPS\x00")["error"]["code"], main.INVALID_PARAMS)  # refused before any store
         self.assertEqual(self.tree(), before)
 
     def test_a_workspace_outside_every_notes_folder_lists_nothing(self) -> None:

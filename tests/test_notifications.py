@@ -10,17 +10,18 @@ import unittest
 import support
 import http_server
 import main
+import frame
 import streamable_http
 from support import PRINCIPAL, make_server, request
 
 
-def chatty_tool(server: main.Server) -> None:
+def chatty_tool(server: frame.Server) -> None:
     """A tool that sends two progress notifications, then completes."""
 
     def call(tool_call: main.ToolCall) -> dict:
         for step in (1, 2):
-            if tool_call.notify is not None:
-                tool_call.notify({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "t", "progress": step, "total": 2}})
+            if frame.context().notify is not None:
+                frame.context().notify({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "t", "progress": step, "total": 2}})
         return main.tool_result("done")
 
     server.add_tool(types.SimpleNamespace(descriptor={"name": "chatty", "inputSchema": {"type": "object"}}, call=call))

@@ -12,6 +12,8 @@ import unittest
 from support import KEY, claims_of, unb64, OTHER_KEY, PRINCIPAL, Clock, Log, accept, call, make_server, note_ids, tps
 
 import main
+import confirmations
+import frame
 
 ALL = 6  # notes in the lesson fixture
 
@@ -22,12 +24,12 @@ def split(token: str) -> list[str]:
 
 class Sealing(unittest.TestCase):
     def test_seal_then_open_round_trips_the_claims(self) -> None:
-        signer = main.StateSigner([KEY])
+        signer = frame.KeyRing([KEY])
         claims = {"sub": "alice", "n": [1, "x"], "exp": 12.5}
         self.assertEqual(signer.verify(signer.sign(claims)), claims)
 
     def test_the_token_has_four_parts_and_its_claims_are_readable_not_secret(self) -> None:
-        token = main.StateSigner([KEY]).sign({"sub": "alice"})
+        token = frame.KeyRing([KEY]).sign({"sub": "alice"})
         version, key_id, payload, mac = split(token)
         self.assertEqual(version, main.STATE_VERSION)
         self.assertEqual(json.loads(unb64(payload)), {"sub": "alice"})
@@ -35,23 +37,23 @@ class Sealing(unittest.TestCase):
         self.assertNotIn(KEY.hex(), token)
 
     def test_keys_shorter_than_the_minimum_are_refused_and_the_minimum_is_accepted(self) -> None:
-        main.StateSigner([b"k" * main.MIN_KEY_BYTES])
+        frame.KeyRing([b"k" * main.MIN_KEY_BYTES])
         for keys in ([b"k" * (main.MIN_KEY_BYTES - 1)], [], b"k" * 64, ["k" * 64], [KEY, b"short"]):
             with self.subTest(keys=str(keys)[:40]):
                 with self.assertRaises(ValueError):
-                    main.StateSigner(keys)
+                    frame.KeyRing(keys)
 
     def test_rotation_newest_key_signs_and_every_listed_key_verifies(self) -> None:
-        old = main.StateSigner([OTHER_KEY])
-        rotated = main.StateSigner([KEY, OTHER_KEY])
+        old = frame.KeyRing([OTHER_KEY])
+        rotated = frame.KeyRing([KEY, OTHER_KEY])
         old_token = old.sign({"a": 1})
         self.assertEqual(rotated.verify(old_token), {"a": 1})
         self.assertEqual(split(rotated.sign({"a": 1}))[1], main.StateSigner.key_id(KEY))
         with self.assertRaises(main.StateError):
-            main.StateSigner([KEY]).verify(old_token)  # the retired key no longer verifies
+            frame.KeyRing([KEY]).verify(old_token)  # the retired key no longer verifies
 
     def test_one_token_has_one_spelling(self) -> None:
-        signer = main.StateSigner([KEY])
+        signer = frame.KeyRing([KEY])
         token = signer.sign({"sub": "alice", "x": "yz"})
         version, key_id, payload, mac = split(token)
         mac_bytes = unb64(mac)
@@ -80,10 +82,10 @@ class Sealing(unittest.TestCase):
         head = f"v2.{main.StateSigner.key_id(KEY)}.{main.b64url_encode(main.canonical_json({'sub': 'alice'}))}"
         mac = hmac.new(KEY, head.encode(), hashlib.sha256).digest()
         with self.assertRaises(main.StateError):
-            main.StateSigner([KEY]).verify(f"{head}.{main.b64url_encode(mac)}")
+            frame.KeyRing([KEY]).verify(f"{head}.{main.b64url_encode(mac)}")
 
     def test_a_state_of_exactly_the_length_limit_verifies(self) -> None:
-        signer = main.StateSigner([KEY])
+        signer = frame.KeyRing([KEY])
         pad = 0
         while len(token := signer.sign({"pad": "x" * pad})) < main.MAX_STATE_LENGTH:
             pad += 1
@@ -91,7 +93,7 @@ class Sealing(unittest.TestCase):
         self.assertEqual(signer.verify(token), {"pad": "x" * pad})
 
     def test_oversized_state_is_refused_before_any_hashing(self) -> None:
-        signer = main.StateSigner([KEY])
+        signer = frame.KeyRing([KEY])
         with self.assertRaises(main.StateError) as caught:
             signer.verify("v1." + "a" * main.MAX_STATE_LENGTH)
         self.assertIn("oversized", str(caught.exception))
@@ -105,7 +107,7 @@ class Bindings(unittest.TestCase):
         self.log = Log()
         self.server = make_server(clock=self.clock, log=self.log)
         self.state = self.server.handle(call(tps()), PRINCIPAL)["result"]["requestState"]
-        self.claims = main.StateSigner([KEY]).verify(self.state)
+        self.claims = frame.KeyRing([KEY]).verify(self.state)
 
     def retry(self, state, principal: str = PRINCIPAL, arguments: dict | None = None) -> dict:
         return self.server.handle(call(arguments or tps(), id=2, requestState=state, inputResponses=accept()), principal)
@@ -115,7 +117,7 @@ class Bindings(unittest.TestCase):
         self.assertEqual(len(note_ids(self.server)), ALL)
 
     def forged(self, **changes) -> str:
-        return main.StateSigner([KEY]).sign({**self.claims, **changes})
+        return frame.KeyRing([KEY]).sign({**self.claims, **changes})
 
     def test_the_state_binds_principal_tool_method_arguments_phase_candidates_nonce_and_expiry(self) -> None:
         self.assertEqual(
@@ -133,7 +135,7 @@ class Bindings(unittest.TestCase):
         self.assert_refused(self.retry(tampered))
 
     def test_state_forged_with_another_key_is_refused(self) -> None:
-        self.assert_refused(self.retry(main.StateSigner([OTHER_KEY]).sign(self.claims)))
+        self.assert_refused(self.retry(frame.KeyRing([OTHER_KEY]).sign(self.claims)))
 
     def test_state_presented_by_another_principal_is_refused(self) -> None:
         self.server.tools[main.TOOL_NAME].policy = main.AuthorizationPolicy({PRINCIPAL: [main.LESSON_WORKSPACE], "bob": [main.LESSON_WORKSPACE]})
@@ -187,7 +189,7 @@ class Bindings(unittest.TestCase):
                 self.assert_refused(self.retry(self.forged(**change)))
 
     def test_non_object_claims_are_refused(self) -> None:
-        signer = main.StateSigner([KEY])
+        signer = frame.KeyRing([KEY])
         for claims in ([1], "x"):
             head = f"v1.{main.StateSigner.key_id(KEY)}.{main.b64url_encode(json.dumps(claims).encode())}"
             mac = hmac.new(KEY, head.encode(), hashlib.sha256).digest()
@@ -243,7 +245,7 @@ class Bindings(unittest.TestCase):
                     response = self.server.handle(call(tps(), id=5, requestState=self.state, inputResponses=responses), PRINCIPAL)
                     self.assert_refused(response)
                     self.assertNotIn("result", response)
-        self.assertEqual(len(self.server.notes.replay), 0)
+        self.assertEqual(len(self.server.services.replay), 0)
 
     def test_the_nonce_carries_128_random_bits(self) -> None:
         self.assertEqual(len(unb64(self.claims["nonce"])), 16)
@@ -257,9 +259,9 @@ class Bindings(unittest.TestCase):
         self.assertTrue(any("tool does not match" in line for line in self.log))
 
     def test_a_forged_state_never_reaches_the_replay_store(self) -> None:
-        replay = self.server.notes.replay
+        replay = self.server.services.replay
         for _ in range(50):
-            self.retry(main.StateSigner([OTHER_KEY]).sign(self.claims))
+            self.retry(frame.KeyRing([OTHER_KEY]).sign(self.claims))
         self.assertEqual(len(replay), 0)
 
 
@@ -269,16 +271,16 @@ class ServerConstruction(unittest.TestCase):
         for ttl in (0, -1, float("nan"), float("inf"), main.MAX_STATE_TTL_SECONDS + 1, "300"):
             with self.subTest(ttl=ttl):
                 with self.assertRaises(ValueError):
-                    main.notes_server(keys=[KEY], notes=lesson.notes, policy=lesson.policy, state_ttl=ttl)
+                    frame.notes_server(keys=[KEY], notes=lesson.notes, policy=lesson.policy, state_ttl=ttl)
         for ttl in (main.MAX_STATE_TTL_SECONDS, 0.5):  # the top of (0, MAX] and a lifetime under a second
-            server = main.notes_server(keys=[KEY], notes=lesson.notes, policy=lesson.policy, state_ttl=ttl)
-            self.assertEqual(server.confirmations.ttl, ttl)
+            server = frame.notes_server(keys=[KEY], notes=lesson.notes, policy=lesson.policy, state_ttl=ttl)
+            self.assertEqual(server.services.signer.ttl, ttl)
 
     def test_the_signing_key_is_never_a_constant_in_the_source(self) -> None:
         source = inspect.getsource(main)
         self.assertNotIn("keys=[b", source.replace(" ", ""))
         with self.assertRaises(TypeError):
-            main.notes_server(notes=make_server().notes, policy=make_server().policy)  # type: ignore[call-arg]
+            frame.notes_server(notes=make_server().notes, policy=make_server().policy)  # type: ignore[call-arg]
         self.assertIn("secrets.token_bytes(32)", inspect.getsource(main.demo))
 
 

@@ -9,6 +9,8 @@ from support import PRINCIPAL, WORKSPACE, accept, call, contained, make_server, 
 
 import config
 import main
+import frame
+import stores
 import support
 
 
@@ -66,24 +68,12 @@ class UriNormalization(unittest.TestCase):
         with self.assertRaises(main.ScopeError):
             main.parse_file_uri(at_limit + "a")
 
-    def test_parsed_uris_are_kept_up_to_the_cache_bound_and_a_refusal_is_never_kept(self) -> None:
-        cache = main._parse_file_uri
-        cache.cache_clear()
-        self.addCleanup(cache.cache_clear)
-        first = main.parse_file_uri("file:///w/0")
-        self.assertIs(main.parse_file_uri("file:///w/0"), first)  # the second parse is the kept one
-        for k in range(1, main.PARSED_URI_CACHE_SIZE):
-            main.parse_file_uri(f"file:///w/{k}")
-        self.assertEqual(cache.cache_info().currsize, main.PARSED_URI_CACHE_SIZE)
-        self.assertIs(main.parse_file_uri("file:///w/0"), first)  # at the bound, still kept
-        main.parse_file_uri("file:///w/one-more")
-        self.assertEqual(cache.cache_info().currsize, main.PARSED_URI_CACHE_SIZE)  # the least recent went
-        self.assertEqual(main.parse_file_uri("file:///w/1"), ("w", "1"))  # evicted, parsed again, same
+    def test_a_refused_uri_is_refused_every_time_and_an_accepted_one_parses_alike_every_time(self) -> None:
+        self.assertEqual(main.parse_file_uri("file:///w/1"), ("w", "1"))
+        self.assertEqual(main.parse_file_uri("file:///w/1"), main.parse_file_uri("file://localhost/w/1"))
         for _ in range(2):
             with self.assertRaises(main.ScopeError):
                 main.parse_file_uri("file:///w/../etc")
-        self.assertEqual(cache.cache_info().currsize, main.PARSED_URI_CACHE_SIZE)
-        self.assertEqual(cache.cache_info().hits, 2)
 
     def test_a_file_uri_without_a_path_is_refused_rather_than_read_as_the_root(self) -> None:
         # `file://` and `file://localhost` have no path at all; read as `/` they would
@@ -245,7 +235,7 @@ class Authorization(unittest.TestCase):
         self.assertIs(server.handle(call(tps(title="zzz")), PRINCIPAL)["result"]["isError"], True)
 
     def test_candidate_limit_is_enforced_on_both_sides(self) -> None:
-        def server_with(count: int) -> main.Server:
+        def server_with(count: int) -> frame.Server:
             return server_over([main.Note(f"n{i}", f"Memo {i:03}", f"{WORKSPACE}/m{i}.md") for i in range(count)])
 
         at_limit = server_with(main.MAX_CANDIDATES).handle(call(tps(title="Memo")), PRINCIPAL)["result"]
@@ -258,7 +248,7 @@ class Authorization(unittest.TestCase):
 
     def test_state_for_the_largest_form_with_the_longest_ids_fits_the_state_limit(self) -> None:
         notes = [
-            main.Note(f"{i:03}".ljust(main.MAX_NOTE_ID_LENGTH, "x"), f"Memo {i}", f"{WORKSPACE}/m{i}.md")
+            main.Note(f"{i:03}".ljust(stores.MAX_NOTE_ID_LENGTH, "x"), f"Memo {i}", f"{WORKSPACE}/m{i}.md")
             for i in range(main.MAX_CANDIDATES)
         ]
         server = server_over(notes)
@@ -276,21 +266,12 @@ class Authorization(unittest.TestCase):
 
 
 class NoteVersions(unittest.TestCase):
-    def test_versions_are_kept_up_to_the_cache_bound_and_an_edit_is_a_new_version(self) -> None:
-        cache = main.note_version
-        cache.cache_clear()
-        self.addCleanup(cache.cache_clear)
-        notes = [main.Note(f"n{k}", f"t{k}", f"file:///w/n{k}.md") for k in range(main.NOTE_VERSION_CACHE_SIZE)]
-        first = notes[0].version
-        self.assertIs(notes[0].version, first)  # the kept one, not worked out again
-        for note in notes[1:]:
-            self.assertEqual(len(note.version), 32)
-        self.assertEqual(cache.cache_info().currsize, main.NOTE_VERSION_CACHE_SIZE)
-        self.assertIs(notes[0].version, first)  # at the bound, still kept
-        self.assertEqual(len(main.Note("one-more", "t", "file:///w/x.md").version), 32)
-        self.assertEqual(cache.cache_info().currsize, main.NOTE_VERSION_CACHE_SIZE)  # the least recent went
+    def test_equal_fields_give_equal_versions_and_an_edit_is_a_new_version(self) -> None:
+        note = main.Note("n0", "t0", "file:///w/n0.md")
+        first = note.version
+        self.assertEqual(len(first), 32)
         self.assertEqual(main.Note("n0", "t0", "file:///w/n0.md").version, first)  # equal fields, equal version
-        for edited in (notes[0]._replace(title="t0 (edited)"), notes[0]._replace(revision=1), notes[0]._replace(uri="file:///w/m.md")):
+        for edited in (note._replace(title="t0 (edited)"), note._replace(revision=1), note._replace(uri="file:///w/m.md")):
             with self.subTest(edited=edited):
                 self.assertNotEqual(edited.version, first)
 
@@ -299,11 +280,11 @@ class MemoryLookup(unittest.TestCase):
     """The memory store finds exactly what the definition finds: title contains the query, inside the workspace."""
 
     def store(self, notes: list[main.Note]) -> main.MemoryNotesStore:
-        return main.MemoryNotesStore(notes, main.MemoryReplayStore(support.Clock()))
+        return stores.MemoryStore(notes, main.MemoryReplayStore(support.Clock()))
 
     def brute(self, notes: list[main.Note], workspace: main.Path, query: str) -> list[str]:
-        folded = main.fold_title(query)
-        return [n.id for n in main.form_order(n for n in notes if folded in n.folded_title and main.inside_workspace(n, workspace))]
+        folded = stores.fold_title(query)
+        return [n.id for n in stores.form_order(n for n in notes if folded in stores.fold_title(n.title) and main.inside_workspace(n, workspace))]
 
     def test_every_query_finds_what_a_scan_of_every_note_finds(self) -> None:
         import random
@@ -339,7 +320,7 @@ class ConfiguredNotes(unittest.TestCase):
     BAD = {
         "empty id": main.Note("", "TPS report", f"{WORKSPACE}/a.md"),
         "numeric id": main.Note(7, "TPS report", f"{WORKSPACE}/a.md"),  # type: ignore[arg-type]
-        "id over the limit": main.Note("x" * (main.MAX_NOTE_ID_LENGTH + 1), "TPS report", f"{WORKSPACE}/a.md"),
+        "id over the limit": main.Note("x" * (stores.MAX_NOTE_ID_LENGTH + 1), "TPS report", f"{WORKSPACE}/a.md"),
         "empty title": main.Note("a", "", f"{WORKSPACE}/a.md"),
         "blank title": main.Note("a", "  ", f"{WORKSPACE}/a.md"),
         "numeric title": main.Note("a", 7, f"{WORKSPACE}/a.md"),  # type: ignore[arg-type]
@@ -351,20 +332,20 @@ class ConfiguredNotes(unittest.TestCase):
         for label, note in self.BAD.items():
             with self.subTest(label):
                 with self.assertRaises(ValueError):
-                    main.check_note(note)
+                    stores.check_note(note)
                 with self.assertRaises(ValueError):
-                    main.MemoryNotesStore([note], main.MemoryReplayStore(support.Clock()))
+                    stores.MemoryStore([note], main.MemoryReplayStore(support.Clock()))
 
     def test_a_note_id_of_exactly_the_limit_is_accepted(self) -> None:
-        note = main.Note("x" * main.MAX_NOTE_ID_LENGTH, "T", f"{WORKSPACE}/a.md")
-        main.check_note(note)
-        store = main.MemoryNotesStore([note], main.MemoryReplayStore(support.Clock()))
+        note = main.Note("x" * stores.MAX_NOTE_ID_LENGTH, "T", f"{WORKSPACE}/a.md")
+        stores.check_note(note)
+        store = stores.MemoryStore([note], main.MemoryReplayStore(support.Clock()))
         self.assertEqual([n.id for n in store.all()], [note.id])
 
     def test_duplicate_note_ids_are_refused_and_the_first_is_not_silently_replaced(self) -> None:
         first = main.Note("a", "TPS report", f"{WORKSPACE}/a.md")
         with self.assertRaises(ValueError):
-            main.MemoryNotesStore([first, main.Note("a", "Other", f"{WORKSPACE}/b.md")], main.MemoryReplayStore(support.Clock()))
+            stores.MemoryStore([first, main.Note("a", "Other", f"{WORKSPACE}/b.md")], main.MemoryReplayStore(support.Clock()))
 
     def test_the_config_file_refuses_duplicate_empty_and_non_string_ids_and_titles(self) -> None:
         good = {"id": "n1", "title": "TPS report", "uri": f"{WORKSPACE}/n1.md"}

@@ -17,6 +17,7 @@ from unittest import mock
 from support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call, claims_of, tps
 
 import main
+import frame
 import old_schemas
 import store_workers
 import streamable_http
@@ -74,8 +75,8 @@ class StoreCase(unittest.TestCase):
         finally:
             conn.close()
 
-    def server(self, store: main.NotesStore, log: Log | None = None) -> main.Server:
-        return main.notes_server(
+    def server(self, store: stores.NotesStore, log: Log | None = None) -> frame.Server:
+        return frame.notes_server(
             keys=[KEY],
             notes=store,
             policy=main.AuthorizationPolicy({PRINCIPAL: [WORKSPACE]}),
@@ -83,7 +84,7 @@ class StoreCase(unittest.TestCase):
             log=log if log is not None else Log(),
         )
 
-    def first_call(self, server: main.Server, title: str = "TPS report") -> dict[str, Any]:
+    def first_call(self, server: frame.Server, title: str = "TPS report") -> dict[str, Any]:
         response = server.handle(call(tps(title)), PRINCIPAL)
         assert response is not None
         self.assertEqual(response["result"]["resultType"], "input_required")
@@ -102,7 +103,7 @@ def nonce_of(state: str) -> str:
 class SeamParity(StoreCase):
     def test_candidates_match_the_in_memory_store_for_every_query(self) -> None:
         store = self.open()
-        memory = main.MemoryNotesStore(main.lesson_notes(), main.MemoryReplayStore(self.clock))
+        memory = stores.MemoryStore(main.lesson_notes(), main.MemoryReplayStore(self.clock))
         queries = [
             (WORKSPACE, "TPS report"),
             (WORKSPACE, "tps"),

@@ -9,6 +9,7 @@ import unittest
 
 import support
 import main
+import frame
 import procs
 from support import accept, call, request, tps
 
@@ -38,32 +39,32 @@ class StdioFramingTests(unittest.TestCase):
         self.assertEqual(offered, ["note-3", "note-7"])
 
     def test_a_line_over_the_limit_gets_one_error_and_the_server_keeps_serving(self) -> None:
-        self.server.send(padded(request("server/discover", id="big"), main.MAX_MESSAGE_BYTES + 1) + b"\n")
+        self.server.send(padded(request("server/discover", id="big"), frame.MAX_MESSAGE_BYTES + 1) + b"\n")
         error = self.server.receive()
         self.assertEqual(error["error"]["code"], main.INVALID_REQUEST)
         self.assertNotIn("id", error)
         self.assertEqual(self.server.exchange(request("server/discover", id=2))["id"], 2)
 
     def test_a_line_far_over_the_limit_is_discarded_to_its_end(self) -> None:
-        self.server.send(b"[" * (5 * main.MAX_MESSAGE_BYTES) + b"\n")
+        self.server.send(b"[" * (5 * frame.MAX_MESSAGE_BYTES) + b"\n")
         self.assertEqual(self.server.receive()["error"]["code"], main.INVALID_REQUEST)
         self.assertEqual(self.server.exchange(request("server/discover", id=2))["id"], 2)
 
     def test_a_line_exactly_at_the_limit_is_served(self) -> None:
-        self.server.send(padded(request("server/discover", id="edge"), main.MAX_MESSAGE_BYTES) + b"\n")
+        self.server.send(padded(request("server/discover", id="edge"), frame.MAX_MESSAGE_BYTES) + b"\n")
         response = self.server.receive()
         self.assertEqual(response["id"], "edge")
         self.assertIn("result", response)
 
     def test_a_crlf_line_at_the_limit_is_served_like_an_lf_line_and_one_byte_more_is_refused(self) -> None:
-        self.server.send(padded(request("server/discover", id="crlf"), main.MAX_MESSAGE_BYTES) + b"\r\n")
+        self.server.send(padded(request("server/discover", id="crlf"), frame.MAX_MESSAGE_BYTES) + b"\r\n")
         self.assertIn("result", self.server.receive())
-        self.server.send(padded(request("server/discover", id="over"), main.MAX_MESSAGE_BYTES + 1) + b"\r\n")
+        self.server.send(padded(request("server/discover", id="over"), frame.MAX_MESSAGE_BYTES + 1) + b"\r\n")
         self.assertEqual(self.server.receive()["error"]["code"], main.INVALID_REQUEST)
 
     def test_a_non_json_line_gets_a_parse_error_without_id(self) -> None:
         self.server.send(b"this is not json\n")
-        self.assertEqual(self.server.receive(), {"jsonrpc": "2.0", "error": {"code": main.PARSE_ERROR, "message": "Parse error: invalid JSON"}})
+        self.assertEqual(self.server.receive(), {"jsonrpc": "2.0", "error": {"code": frame.PARSE_ERROR, "message": "Parse error: invalid JSON"}})
 
     def test_blank_lines_are_ignored(self) -> None:
         self.server.send(b"\n   \n\r\n")

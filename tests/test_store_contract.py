@@ -11,6 +11,7 @@ from typing import Any
 from support import PRINCIPAL, WORKSPACE, Clock
 
 import main
+import stores
 import postgres_store
 import sqlite_store
 import store_workers
@@ -187,7 +188,7 @@ class StoreContract:
 
 class MemoryContract(StoreContract, unittest.TestCase):
     def open_store(self, clock: Clock, max_per_principal: int = main.MAX_REPLAY_PER_PRINCIPAL) -> Any:
-        return main.MemoryNotesStore(contract_notes(), main.MemoryReplayStore(clock, max_per_principal))
+        return stores.MemoryStore(contract_notes(), main.MemoryReplayStore(clock, max_per_principal))
 
 
 class SqliteContract(StoreContract, unittest.TestCase):

@@ -66,6 +66,9 @@ for folder in (CODE, SCRIPTS):
 import config as config_file  # noqa: E402
 import http_server  # noqa: E402
 import main  # noqa: E402
+import confirmations
+import frame
+import stores
 import streamable_http  # noqa: E402
 
 PRINCIPAL = "alice"
@@ -153,16 +156,16 @@ class Ticker:
         return self.now
 
 
-def bench_server(notes: int, clock: Callable[[], float]) -> tuple[main.Server, main.MemoryNotesStore]:
+def bench_server(notes: int, clock: Callable[[], float]) -> tuple[frame.Server, main.MemoryNotesStore]:
     """A server over a memory store holding `notes` notes; one principal for the workspace."""
-    store = main.MemoryNotesStore(bench_notes(notes), main.MemoryReplayStore(clock))
+    store = stores.MemoryStore(bench_notes(notes), main.MemoryReplayStore(clock))
     return server_over(store, PRINCIPAL, clock=clock), store
 
 
-def server_over(store: main.NotesStore, principal: str, **options: Any) -> main.Server:
+def server_over(store: stores.NotesStore, principal: str, **options: Any) -> frame.Server:
     """A quiet server with a fresh key over `store`, `principal` granted the bench workspace."""
     policy = main.AuthorizationPolicy({principal: [WORKSPACE]})
-    return main.notes_server(keys=[secrets.token_bytes(32)], notes=store, policy=policy, log=lambda line: None, **options)
+    return frame.notes_server(keys=[secrets.token_bytes(32)], notes=store, policy=policy, log=lambda line: None, **options)
 
 
 # ---------------------------------------------------------------------------------- timing
@@ -328,13 +331,13 @@ def breakdown(notes: int) -> dict[str, float]:
 
     figures: dict[str, float] = {}
     figures["json_bytes"] = float(len(first_body))
-    figures["json"] = median_us(lambda: main.encode_message(main.decode_message(first_body)))
+    figures["json"] = median_us(lambda: frame.encode_message(frame.decode_message(first_body)))
     figures["json_rt"] = median_us(
         lambda: (
-            main.decode_message(first_raw),
-            main.encode_message(first_response),
-            main.decode_message(retry_raw),
-            main.encode_message({"jsonrpc": "2.0", "id": 2, "result": main.tool_result("Deleted note b1.", {"deleted": True, "noteId": "b1"})}),
+            frame.decode_message(first_raw),
+            frame.encode_message(first_response),
+            frame.decode_message(retry_raw),
+            frame.encode_message({"jsonrpc": "2.0", "id": 2, "result": main.tool_result("Deleted note b1.", {"deleted": True, "noteId": "b1"})}),
         )
     )
     figures["checks"] = median_us(checks)
@@ -622,8 +625,8 @@ FORM = {"resultType": "input_required", "inputRequests": {"delete_choice": {"met
 FLOOR = len(sys.argv) > 2
 if FLOOR:
     sys.path.insert(0, sys.argv[2])
-    import secrets, time, main
-    SIGNER, REPLAY = main.StateSigner([b"floor-key-" * 4]), main.MemoryReplayStore(time.time)
+    import secrets, time, main, frame
+    SIGNER, REPLAY = frame.KeyRing([b"floor-key-" * 4]), main.MemoryReplayStore(time.time)
     VERSION = main.digest(["b0", "Bench note 000000", "file:///bench/ws/n0.md", 0])
 
 def signed_form(params):
