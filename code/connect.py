@@ -462,7 +462,7 @@ class ConnectPages:
         try:
             principal = self.tokens.principal_from(fields["token"], peer) if fields.get("token") else None
         except streamable_http.Throttled as wait:
-            return self.sign_in_page(handle, headers, 429, f"Too many wrong tokens from this address. Try again in {wait.retry_after} seconds.")
+            return self.sign_in_page(handle, headers, 429, f"Too many wrong tokens. Try again in {wait.retry_after} seconds.")
         if principal is None:
             return self.sign_in_page(handle, headers, 403, "That token is not valid for this server.")
         if principal != flow.principal:

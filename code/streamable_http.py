@@ -19,7 +19,6 @@ import base64
 import binascii
 import collections
 import hashlib
-import collections
 import hmac
 import math
 import re
@@ -59,17 +58,26 @@ HTTP_STATUS_FOR_ERROR: dict[int, int] = {
 }
 
 
-# Token guessing: each peer gets this many wrong tokens free, then must wait before the
-# next one is even looked at, twice as long after each further wrong one.
+# Token guessing. Every token presented is compared (hashed, then in constant time against
+# every known one), so a right token is served whatever others sent from its address: on
+# one machine, or behind a proxy, every client shares an address, and a neighbour sending
+# wrong tokens must not lock the right one out. What is budgeted is wrong tokens:
+#   per peer (an IPv4 address, an IPv6 /64): MAX_FREE_GUESSES are judged at once, then one
+#     per wait, GUESS_BACKOFF_SECONDS doubling per further wrong token up to the cap;
+#   for the whole server: SERVER_GUESS_BURST at once, then SERVER_GUESSES_PER_SECOND,
+#     however many addresses they come from (127.0.0.0/8 alone holds sixteen million).
+# A wrong token over either budget is refused with 429 and counts against neither.
 MAX_FREE_GUESSES = 10
 GUESS_BACKOFF_SECONDS = 1.0  # the first wait; it doubles per further wrong token ...
 MAX_GUESS_BACKOFF_SECONDS = 60.0  # ... up to this
 GUESS_MEMORY_SECONDS = 600.0  # a peer's wrong tokens are forgotten this long after its last one
 MAX_GUESSING_PEERS = 4096  # peers remembered at once; the least recently wrong one is forgotten first
+SERVER_GUESS_BURST = 100  # wrong tokens the server judges at once, from every peer together ...
+SERVER_GUESSES_PER_SECOND = 20.0  # ... and then per second
 
 
 class Throttled(Exception):
-    """This peer guessed too many wrong tokens; `retry_after` seconds until the next is looked at."""
+    """A wrong token over a budget; `retry_after` seconds until the next wrong one is judged."""
 
     def __init__(self, retry_after: int) -> None:
         super().__init__(retry_after)
@@ -77,56 +85,61 @@ class Throttled(Exception):
 
 
 class GuessThrottle:
-    """Per-peer back-off after wrong tokens: bounded memory, an injected clock."""
+    """The wrong-token budgets, per peer and for the whole server: bounded memory, an injected clock."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._peers: collections.OrderedDict[str, tuple[int, float]] = collections.OrderedDict()  # peer -> (wrong, until)
-
-    def check(self, peer: str) -> None:
-        """Raise Throttled while `peer` must wait."""
-        entry = self._peers.get(peer)
-        if entry is not None:
-            wait = entry[1] - self._clock()
-            if wait > 0:
-                raise Throttled(math.ceil(wait))
+        self._bucket = float(SERVER_GUESS_BURST)  # wrong tokens the server may judge now
+        self._filled = clock()
 
     def failed(self, peer: str) -> None:
-        """Count a wrong token from `peer`; past the free ones, start or lengthen its wait."""
+        """Count a wrong token from `peer` against both budgets; Throttled, counting nothing, when over either."""
         now = self._clock()
-        wrong, until = self._peers.pop(peer, (0, now))
+        wrong, until = self._peers.get(peer, (0, now))
+        if until > now:
+            raise Throttled(math.ceil(until - now))
+        # Rotating source addresses: each new one brings its own free guesses, so the
+        # server as a whole judges no more than its bucket holds.
+        self._bucket = min(float(SERVER_GUESS_BURST), self._bucket + max(0.0, now - self._filled) * SERVER_GUESSES_PER_SECOND)
+        self._filled = now
+        if self._bucket < 1:
+            raise Throttled(math.ceil((1 - self._bucket) / SERVER_GUESSES_PER_SECOND))
+        self._bucket -= 1
         if now - until > GUESS_MEMORY_SECONDS:
             wrong = 0  # quiet long enough: a fresh start
         wrong += 1
         over = wrong - MAX_FREE_GUESSES + 1
         wait = 0.0 if over <= 0 else min(MAX_GUESS_BACKOFF_SECONDS, GUESS_BACKOFF_SECONDS * 2 ** min(over - 1, 32))
+        self._peers.pop(peer, None)
         self._peers[peer] = (wrong, now + wait)  # most recent last
         while len(self._peers) > MAX_GUESSING_PEERS:
             self._peers.popitem(last=False)
-
-    def succeeded(self, peer: str) -> None:
-        """A right token from `peer`: its wrong ones are forgotten."""
-        self._peers.pop(peer, None)
 
     def __len__(self) -> int:
         return len(self._peers)
 
 
 def peer_key(address: str) -> str:
-    """The throttled unit for a peer address: the address for IPv4, its /64 for IPv6."""
-    # One IPv6 host usually holds a whole /64: per address, it could guess without limit.
+    """The throttled unit for a peer address: the IPv4 address (also when mapped, ::ffff:a.b.c.d), else its IPv6 /64."""
     if ":" not in address:
         return address
     import ipaddress
 
     try:
-        return str(ipaddress.ip_network(f"{address.split('%')[0]}/64", strict=False))
+        ip = ipaddress.IPv6Address(address.split("%")[0])
     except ValueError:
         return address
+    # A dual-stack listener (--host ::) sees each IPv4 client as ::ffff:a.b.c.d; as a /64
+    # they would all be one peer, every IPv4 client sharing one guesser's budget.
+    if ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    # One IPv6 host usually holds a whole /64: per address, it could guess without limit.
+    return str(ipaddress.IPv6Network(f"{ip}/64", strict=False))
 
 
 class BearerTokens:
-    """Who is asking: bearer token -> principal, compared in constant time; wrong guesses throttled per peer."""
+    """Who is asking: bearer token -> principal, compared in constant time; wrong tokens budgeted (GuessThrottle)."""
 
     def __init__(self, tokens: Mapping[str, str], clock: Callable[[], float] = time.monotonic) -> None:
         # Digests, not tokens, are compared: equal lengths, so compare_digest leaks nothing.
@@ -135,18 +148,13 @@ class BearerTokens:
         self._lock = threading.Lock()
 
     def principal_from(self, token: str, peer: str) -> str | None:
-        """principal(token) for a request from `peer`; Throttled while that peer must wait."""
-        # Token guessing at thousands a second: past MAX_FREE_GUESSES wrong tokens, a peer's
-        # next token is not even compared until its back-off has passed.
-        key = peer_key(peer)
-        with self._lock:
-            self.throttle.check(key)
+        """principal(token) for a request from `peer`: a right token's principal always; None, or Throttled over a budget."""
+        # A shared address (one machine, a proxy): a right token is never refused for what
+        # others sent; wrong ones, once judged MAX_FREE_GUESSES times, wait their turn.
         found = self.principal(token)
-        with self._lock:
-            if found is None:
-                self.throttle.failed(key)
-            else:
-                self.throttle.succeeded(key)
+        if found is None:
+            with self._lock:
+                self.throttle.failed(peer_key(peer))
         return found
 
     def principal(self, token: str) -> str | None:
@@ -340,14 +348,15 @@ class HttpPolicy:
         no_auth_principal: str | None,
         allowed_hosts: frozenset[str] | None,
         allowed_origins: frozenset[str],
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.tokens = BearerTokens(tokens)
+        self.tokens = BearerTokens(tokens, clock)
         self.no_auth_principal = no_auth_principal
         self.allowed_hosts = allowed_hosts
         self.allowed_origins = allowed_origins
 
     def principal(self, headers: Headers, peer: str | None = None) -> str:
-        """The authenticated principal for this request, or a 401 refusal (429 while `peer` must wait)."""
+        """The authenticated principal for this request, or a 401 refusal (429: a wrong token from `peer` over a budget)."""
         if self.no_auth_principal is not None:
             return self.no_auth_principal
         values = header_values(headers, "authorization")
@@ -361,7 +370,7 @@ class HttpPolicy:
                 found = self.tokens.principal_from(token.strip(), peer)
             except Throttled as wait:
                 raise HttpRefusal(
-                    429, "Too Many Requests: too many wrong tokens from this address; try again later",
+                    429, "Too Many Requests: too many wrong tokens; try again later",
                     [("Retry-After", str(wait.retry_after))],
                 ) from None  # fmt: skip
         if found is None:

@@ -557,25 +557,94 @@ class SlowClientTests(unittest.TestCase):
         self.assertNotIn("Traceback", server.stderr_text())
 
 
+def guarded_endpoint(test: unittest.TestCase, host: str = "127.0.0.1") -> tuple[int, support.Clock, streamable_http.HttpPolicy]:
+    """An in-process server for TOKEN on host:0 whose token budgets run on a clock the test moves; (port, clock, policy)."""
+    clock = support.Clock()
+    policy = streamable_http.HttpPolicy({"alice": TOKEN}, None, None, frozenset(), clock)
+    httpd = streamable_http.listen(host, 0, streamable_http.McpEndpoint(support.make_server(), policy), lambda line: None)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    test.addCleanup(thread.join, GUARD)
+    test.addCleanup(httpd.shutdown, 0)
+    return httpd.address[1], clock, policy
+
+
+def discover_from(test: unittest.TestCase, port: int, source: str, token: str | None) -> tuple[int, dict[str, str], bytes]:
+    """One server/discover on a new connection from `source` (a 127.x address) to 127.0.0.1:`port`."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=GUARD, source_address=(source, 0))
+    test.addCleanup(conn.close)
+    message = request("server/discover")
+    return post(conn, message, mcp_headers(message, token=token))
+
+
 class TokenGuessTests(unittest.TestCase):
-    """Wrong bearer tokens are throttled per peer, with memory bounded."""
+    """Wrong bearer tokens are budgeted per peer and for the whole server; a right token is always served."""
 
-    def test_past_the_free_guesses_a_peer_gets_429_even_with_the_right_token(self) -> None:
+    def test_a_right_token_is_served_every_time_beside_a_flood_of_wrong_and_missing_tokens_from_its_address(self) -> None:
         server = procs.HttpServer(self)
-        conn = server.connect(self)
         message = request("server/discover")
-        for k in range(streamable_http.MAX_FREE_GUESSES):
-            self.assertEqual(post(conn, message, mcp_headers(message, token=f"wrong-{k}"))[0], 401)
-        status, headers, _ = post(server.connect(self), message, mcp_headers(message, token="wrong-again"))
-        self.assertEqual(status, 429)
-        self.assertEqual(headers["retry-after"], str(math.ceil(streamable_http.GUESS_BACKOFF_SECONDS)))
-        # Not even the right token is looked at until the wait is over (else the wait
-        # would tell the guesser nothing it cannot bypass).
-        self.assertEqual(post(server.connect(self), message, mcp_headers(message))[0], 429)
-        self.assertEqual(post(server.connect(self), message, mcp_headers(message, token=None))[0], 401)  # no token: no guess
+        statuses = []
+        for burst in range(5):
+            for k in range(streamable_http.MAX_FREE_GUESSES + 2):
+                statuses.append(post(server.connect(self), message, mcp_headers(message, token=f"wrong-{burst}-{k}"))[0])
+                self.assertEqual(post(server.connect(self), message, mcp_headers(message, token=None))[0], 401)  # no token: no guess
+            status, _, body = post(server.connect(self), message, mcp_headers(message))
+            self.assertEqual(status, 200, f"the right token after {len(statuses)} wrong ones")
+            self.assertEqual(json.loads(body)["result"]["supportedVersions"], [main.PROTOCOL_VERSION])
+        # The free ones judged (401), then the back-off: later wrong tokens wait (429).
+        self.assertEqual(statuses[: streamable_http.MAX_FREE_GUESSES], [401] * streamable_http.MAX_FREE_GUESSES)
+        self.assertIn(429, statuses)
+        self.assertEqual(set(statuses), {401, 429})
         self.assertNotIn("Traceback", server.stderr_text())
+        self.assertFalse(any(TOKEN in line or "wrong-" in line for line in server.stderr_lines))
 
-    def test_the_back_off_doubles_up_to_its_cap_and_a_right_token_resets_it(self) -> None:
+    def test_wrong_tokens_from_rotating_loopback_addresses_meet_the_server_budget_while_a_right_token_is_served(self) -> None:
+        port, clock, policy = guarded_endpoint(self)
+        sources = [f"127.0.{1 + k // 250}.{2 + k % 250}" for k in range(streamable_http.SERVER_GUESS_BURST + 20)]
+        statuses = []
+        for k, source in enumerate(sources):  # one wrong token from each address: no peer's own budget is touched
+            status, headers, _ = discover_from(self, port, source, f"wrong-{k}")
+            statuses.append((status, headers.get("retry-after")))
+            if k % 10 == 0:
+                self.assertEqual(discover_from(self, port, "127.0.0.1", TOKEN)[0], 200)
+        burst = streamable_http.SERVER_GUESS_BURST
+        self.assertEqual(statuses[:burst], [(401, None)] * burst)  # the burst's last one still judged
+        self.assertEqual(statuses[burst:], [(429, str(math.ceil(1 / streamable_http.SERVER_GUESSES_PER_SECOND)))] * 20)
+        self.assertEqual(len(policy.tokens.throttle), burst)  # the refused ones counted against no peer
+        self.assertEqual(discover_from(self, port, "127.0.0.1", TOKEN)[0], 200)  # served while the budget is spent
+        clock.now += 1.0  # refills SERVER_GUESSES_PER_SECOND
+        refill = [discover_from(self, port, f"127.0.9.{2 + k}", "wrong")[0] for k in range(int(streamable_http.SERVER_GUESSES_PER_SECOND) + 1)]
+        self.assertEqual(refill, [401] * int(streamable_http.SERVER_GUESSES_PER_SECOND) + [429])
+
+    def test_over_a_dual_stack_listener_each_ipv4_client_is_its_own_peer(self) -> None:
+        # An IPv6 listener reached over IPv4 (here only from loopback) sees ::ffff:a.b.c.d.
+        probe = socket.socket(socket.AF_INET6)
+        try:
+            probe.bind(("::ffff:127.0.0.1", 0))
+        except OSError:
+            self.skipTest("no IPv6 listener that takes IPv4-mapped clients on this machine")
+        finally:
+            probe.close()
+        port, _, policy = guarded_endpoint(self, "::ffff:127.0.0.1")
+        for k in range(streamable_http.MAX_FREE_GUESSES):
+            self.assertEqual(discover_from(self, port, "127.0.0.2", f"wrong-{k}")[0], 401)
+        self.assertEqual(discover_from(self, port, "127.0.0.2", "wrong-again")[0], 429)  # 127.0.0.2 waits ...
+        self.assertEqual(discover_from(self, port, "127.0.0.3", "wrong")[0], 401)  # ... and 127.0.0.3 does not
+        self.assertEqual(discover_from(self, port, "127.0.0.2", TOKEN)[0], 200)
+        self.assertEqual(len(policy.tokens.throttle), 2)
+
+    def test_an_ipv4_mapped_address_is_throttled_as_its_ipv4_address(self) -> None:
+        self.assertEqual(streamable_http.peer_key("::ffff:192.0.2.1"), "192.0.2.1")
+        self.assertEqual(streamable_http.peer_key("::FFFF:c000:201"), "192.0.2.1")
+        self.assertNotEqual(streamable_http.peer_key("::ffff:192.0.2.1"), streamable_http.peer_key("::ffff:192.0.2.2"))
+        tokens = streamable_http.BearerTokens({"alice": TOKEN}, support.Clock())
+        for k in range(streamable_http.MAX_FREE_GUESSES):
+            self.assertIsNone(tokens.principal_from("wrong", "::ffff:192.0.2.1" if k % 2 else "192.0.2.1"))
+        with self.assertRaises(streamable_http.Throttled):
+            tokens.principal_from("wrong", "192.0.2.1")  # both spellings spent one budget
+        self.assertIsNone(tokens.principal_from("wrong", "::ffff:192.0.2.2"))
+
+    def test_the_back_off_doubles_up_to_its_cap_and_neither_a_right_token_nor_a_refused_wrong_one_changes_it(self) -> None:
         clock = support.Clock()
         tokens = streamable_http.BearerTokens({"alice": TOKEN}, clock)
         for _ in range(streamable_http.MAX_FREE_GUESSES - 1):
@@ -584,16 +653,16 @@ class TokenGuessTests(unittest.TestCase):
         waits = []
         for _ in range(8):
             with self.assertRaises(streamable_http.Throttled) as caught:
-                tokens.principal_from(TOKEN, "192.0.2.1")
+                tokens.principal_from("wrong", "192.0.2.1")
+            self.assertEqual(tokens.principal_from(TOKEN, "192.0.2.1"), "alice")  # served during the wait
+            with self.assertRaises(streamable_http.Throttled) as again:
+                tokens.principal_from("wrong", "192.0.2.1")
+            self.assertEqual(again.exception.retry_after, caught.exception.retry_after)  # neither lengthened nor reset it
             waits.append(caught.exception.retry_after)
             clock.now += caught.exception.retry_after
             self.assertIsNone(tokens.principal_from("wrong", "192.0.2.1"))
         self.assertEqual(waits, [1, 2, 4, 8, 16, 32, 60, 60])
-        self.assertEqual(tokens.principal_from(TOKEN, "192.0.2.2"), "alice")  # another peer is not affected
-        clock.now += streamable_http.MAX_GUESS_BACKOFF_SECONDS
-        self.assertEqual(tokens.principal_from(TOKEN, "192.0.2.1"), "alice")
-        self.assertEqual(len(tokens.throttle), 0)  # the right token forgot the wrong ones
-        self.assertIsNone(tokens.principal_from("wrong", "192.0.2.1"))  # ... so this one is free again
+        self.assertIsNone(tokens.principal_from("wrong", "192.0.2.2"))  # another peer is not affected
 
     def test_wrong_tokens_are_forgotten_after_a_quiet_period_and_not_before(self) -> None:
         clock = support.Clock()
@@ -604,26 +673,57 @@ class TokenGuessTests(unittest.TestCase):
         clock.now += streamable_http.GUESS_MEMORY_SECONDS
         tokens.principal_from("wrong", "192.0.2.2")  # exactly the memory: still counted, the wait starts
         with self.assertRaises(streamable_http.Throttled):
-            tokens.principal_from(TOKEN, "192.0.2.2")
+            tokens.principal_from("wrong", "192.0.2.2")
         clock.now += 1
-        tokens.principal_from("wrong", "192.0.2.1")  # past it: counted from zero again, no wait
-        self.assertEqual(tokens.principal_from(TOKEN, "192.0.2.1"), "alice")
+        self.assertIsNone(tokens.principal_from("wrong", "192.0.2.1"))  # past it: counted from zero again ...
+        self.assertIsNone(tokens.principal_from("wrong", "192.0.2.1"))  # ... so no wait after it
 
     def test_memory_is_bounded_by_forgetting_the_least_recently_wrong_peer(self) -> None:
-        tokens = streamable_http.BearerTokens({"alice": TOKEN}, support.Clock())
+        clock = support.Clock()
+        tokens = streamable_http.BearerTokens({"alice": TOKEN}, clock)
+
+        def wrong(peer: str) -> None:
+            clock.now += 1 / streamable_http.SERVER_GUESSES_PER_SECOND  # within the server's budget
+            self.assertIsNone(tokens.principal_from("wrong", peer))
+
         for _ in range(streamable_http.MAX_FREE_GUESSES):
-            tokens.principal_from("wrong", "first")
+            wrong("first")
         for k in range(streamable_http.MAX_GUESSING_PEERS):
-            tokens.principal_from("wrong", f"peer-{k}")
+            wrong(f"peer-{k}")
         self.assertEqual(len(tokens.throttle), streamable_http.MAX_GUESSING_PEERS)
-        self.assertEqual(tokens.principal_from(TOKEN, "first"), "alice")  # forgotten: no longer waits
+        for _ in range(streamable_http.MAX_FREE_GUESSES):
+            wrong("first")  # forgotten: its free guesses again, no wait in between
         with self.assertRaises(streamable_http.Throttled):
-            for _ in range(streamable_http.MAX_FREE_GUESSES + 1):
-                tokens.principal_from("wrong", "peer-0")
+            for _ in range(streamable_http.MAX_FREE_GUESSES):
+                wrong("peer-1")  # still remembered: its tenth wrong token here is one too many
+
+    def test_the_server_judges_its_burst_then_its_rate_of_wrong_tokens_and_serves_a_right_one_meanwhile(self) -> None:
+        clock = support.Clock()
+        tokens = streamable_http.BearerTokens({"alice": TOKEN}, clock)
+        peers = iter(f"198.51.{k // 256}.{k % 256}" for k in range(1000))
+        for _ in range(streamable_http.SERVER_GUESS_BURST):
+            self.assertIsNone(tokens.principal_from("wrong", next(peers)))
+        peer = next(peers)
+        with self.assertRaises(streamable_http.Throttled) as caught:
+            tokens.principal_from("wrong", peer)
+        self.assertEqual(caught.exception.retry_after, math.ceil(1 / streamable_http.SERVER_GUESSES_PER_SECOND))
+        self.assertEqual(tokens.principal_from(TOKEN, peer), "alice")
+        self.assertEqual(len(tokens.throttle), streamable_http.SERVER_GUESS_BURST)  # the refused one counted nowhere
+        clock.now += 1.0
+        for _ in range(int(streamable_http.SERVER_GUESSES_PER_SECOND)):
+            self.assertIsNone(tokens.principal_from("wrong", next(peers)))
+        with self.assertRaises(streamable_http.Throttled):
+            tokens.principal_from("wrong", next(peers))
+        clock.now += 3600.0  # a long quiet spell refills no more than the burst
+        for _ in range(streamable_http.SERVER_GUESS_BURST):
+            self.assertIsNone(tokens.principal_from("wrong", next(peers)))
+        with self.assertRaises(streamable_http.Throttled):
+            tokens.principal_from("wrong", next(peers))
 
     def test_one_ipv6_host_is_throttled_as_its_slash_64(self) -> None:
         self.assertEqual(streamable_http.peer_key("2001:db8:1:2::5"), streamable_http.peer_key("2001:db8:1:2:ffff::9"))
         self.assertNotEqual(streamable_http.peer_key("2001:db8:1:2::5"), streamable_http.peer_key("2001:db8:1:3::5"))
+        self.assertEqual(streamable_http.peer_key("fe80::1%eth0"), streamable_http.peer_key("fe80::2"))
         self.assertEqual(streamable_http.peer_key("192.0.2.1"), "192.0.2.1")
 
 

@@ -183,6 +183,15 @@ class LegacyHttpSessionTests(unittest.TestCase):
         headers = self.client.headers() | {"Authorization": "Bearer wrong-token-0123456789abcdef"}
         self.assertEqual(self.client.post(self.client.request("ping"), headers)[0], 401)
 
+    def test_a_session_is_served_and_ended_while_wrong_tokens_from_its_address_wait(self) -> None:
+        wrong = self.client.headers() | {"Authorization": "Bearer wrong-token-0123456789abcdef"}
+        statuses = [self.client.post(self.client.request("ping"), wrong)[0] for _ in range(streamable_http.MAX_FREE_GUESSES + 5)]
+        self.assertEqual(statuses[: streamable_http.MAX_FREE_GUESSES], [401] * streamable_http.MAX_FREE_GUESSES)
+        self.assertIn(429, statuses)  # the address backs off ...
+        self.assertEqual(self.client.post(self.client.request("ping"))[0], 200)  # ... and the session's token is served
+        self.assertEqual(self.client.post(b"", method="DELETE")[0], 200)
+        self.assertEqual(self.client.post(b"", method="DELETE")[0], 404)  # ended once
+
 
 class DualEraHttpTests(unittest.TestCase):
     """Legacy sessions and modern requests on one endpoint: the modern wire is unchanged."""

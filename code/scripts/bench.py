@@ -8,6 +8,9 @@
                                           a client's p50/p99 while 1,024 connections send only CRLFs
     python3 code/scripts/bench.py --mode readahead [--connections N]
                                           server memory while 4,000 connections send ahead, never read
+    python3 code/scripts/bench.py --mode guess [--seconds N] [--addresses N]
+                                          wrong tokens answered per second from one and from N
+                                          rotating 127.x addresses, while a right token is served
     python3 code/scripts/bench.py --mode postgres [--seconds N] [--notes N]
                                           1, 2 and 4 server processes on one PostgreSQL database,
                                           beside one SQLite file (psycopg and the server binaries needed)
@@ -1381,7 +1384,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             "Modes with their own options, first on the line (each has its own --help): "
             "--mode idle [--seconds N] [--idle N]: HTTP while 1,000 idle connections are held; "
             "--mode flood [--seconds N] [--connections N]: a client's p50/p99 while 1,024 connections send only CRLFs; "
-            "--mode readahead [--connections N]: server memory while 4,000 connections send ahead, never read."
+            "--mode readahead [--connections N]: server memory while 4,000 connections send ahead, never read; "
+            "--mode guess [--seconds N] [--addresses N]: wrong tokens answered per second while a right token is served."
         ),
     )
     parser.add_argument("--mode", choices=["inprocess", "stdio", "http", "sqlite", "postgres", "scaling", "latency", "all"], default="all")
@@ -1580,11 +1584,16 @@ def run_idle(argv: list[str]) -> int:
 #         a well-behaved client's p50/p99 while N connections send nothing but CRLFs
 #     python3 code/scripts/bench.py --mode readahead [--connections N]
 #         the server's memory while N connections send requests ahead and never read
+#     python3 code/scripts/bench.py --mode guess [--seconds N] [--addresses N]
+#         wrong bearer tokens answered per second (401: judged; 429: over a budget) from
+#         127.0.0.1, then from N addresses 127.0.0.2.. in turn, while a client on 127.0.0.1
+#         sends the right token
 # =====================================================================================
 
 HOSTILE_FLOOD_CONNECTIONS = 1024
 HOSTILE_READAHEAD_CONNECTIONS = 4000
 HOSTILE_FLOOD_TARGET_P99_MS = 250.0
+GUESS_ADDRESSES = 250  # --mode guess: source addresses the rotating guesser cycles through
 
 # The attacker: opens N connections and, for `seconds`, writes 64 KiB of CRLFs to every one
 # the kernel takes bytes for, reopening each one the server closes.
@@ -1651,6 +1660,25 @@ print("sent", flush=True)
 sys.stdin.read()
 """
 
+# The guesser: for `seconds`, one wrong token per connection (a refusal closes it), each
+# connection from the next of the given source addresses; prints its counts by status.
+_GUESSER = """
+import collections, socket, sys, time
+port, seconds, addresses = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3].split(",")
+counts = collections.Counter()
+end, k = time.monotonic() + seconds, 0
+while time.monotonic() < end:
+    k += 1
+    one = b"POST /mcp HTTP/1.1\\r\\nHost: 127.0.0.1:%d\\r\\nAuthorization: Bearer wrong-%d\\r\\nContent-Type: application/json\\r\\nContent-Length: 2\\r\\n\\r\\n{}" % (port, k)
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(addresses[k % len(addresses)], 0)) as s:
+            s.sendall(one)
+            counts[s.recv(12)[9:12].decode("ascii", "replace") or "closed"] += 1
+    except OSError:
+        counts["error"] += 1
+print(" ".join(f"{key} {value}" for key, value in sorted(counts.items())), flush=True)
+"""
+
 
 def hostile_server(connections: int, *extra: str) -> tuple[subprocess.Popen[bytes], int]:
     """serve.py --http --port 0 (bench token, `extra` arguments) with room for `connections` descriptors; (process, port)."""
@@ -1708,13 +1736,40 @@ def discover_latencies(port: int, seconds: float) -> tuple[list[float], int]:
     return latencies, failures
 
 
+def run_guess(args: argparse.Namespace) -> int:
+    """`--mode guess`: wrong tokens answered per second, from one address and from many, beside a right token."""
+    server, port = hostile_server(64)
+    try:
+        failed = 0
+        rotating = [f"127.0.{n // 256}.{n % 256}" for n in range(2, args.addresses + 2)]
+        for label, addresses in (("from 127.0.0.1", ["127.0.0.1"]), (f"from {args.addresses} addresses in turn", rotating)):
+            guesser = spawn([sys.executable, "-c", _GUESSER, str(port), str(args.seconds), ",".join(addresses)], stdout=subprocess.PIPE, text=True)
+            latencies, failures = discover_latencies(port, args.seconds)
+            counts = dict(zip(*[iter(guesser.stdout.readline().split())] * 2))  # type: ignore[union-attr]
+            stop(guesser)
+            section(f"Wrong tokens {label} for {args.seconds:g} s, the right one from 127.0.0.1")
+            judged, over = int(counts.get("401", 0)), int(counts.get("429", 0))
+            row("judged (401)", f"{judged / args.seconds:,.1f}/s", f"{judged} in all")
+            other = {status: n for status, n in counts.items() if status not in ("401", "429")}
+            row("over a budget (429)", f"{over / args.seconds:,.1f}/s", f"{over} in all" + (f"; other: {other}" if other else ""))
+            row("the right token", f"{len(latencies) - failures}/{len(latencies)} served", f"p50 {idle_percentile(latencies, 0.5):.1f} ms")
+            failed += failures
+        return 0 if failed == 0 else 1
+    finally:
+        stop(server)
+
+
 def run_hostile(argv: list[str]) -> int:
-    """`--mode flood` or `--mode readahead` (see the block comment above)."""
-    parser = argparse.ArgumentParser(description="The server under hostile clients without a token.")
-    parser.add_argument("--mode", choices=["flood", "readahead"], required=True)
-    parser.add_argument("--seconds", type=float, default=10.0, help="flood: measuring time (default 10)")
+    """`--mode flood`, `--mode readahead` or `--mode guess` (see the block comment above)."""
+    parser = argparse.ArgumentParser(description="The server under hostile clients.")
+    parser.add_argument("--mode", choices=["flood", "readahead", "guess"], required=True)
+    parser.add_argument("--seconds", type=float, default=10.0, help="flood, guess: measuring time (default 10; guess: per phase)")
     parser.add_argument("--connections", type=int, default=0, help="attacking connections (default 1024 flood, 4000 readahead)")
+    parser.add_argument("--addresses", type=int, default=GUESS_ADDRESSES, help=f"guess: rotating source addresses (default {GUESS_ADDRESSES})")
     args = parser.parse_args(argv)
+    if args.mode == "guess":
+        print(f"serve.py --http under wrong bearer tokens; {machine()}")
+        return run_guess(args)
     connections = args.connections or (HOSTILE_FLOOD_CONNECTIONS if args.mode == "flood" else HOSTILE_READAHEAD_CONNECTIONS)
     print(f"serve.py --http under {connections} hostile connections ({args.mode}); {machine()}")
     folder = tempfile.mkdtemp(prefix="notes-bench-")
@@ -1763,6 +1818,6 @@ if __name__ == "__main__":
     # SIGTERM becomes SystemExit, so the `finally` above still stops every server we started.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C even when started in the background
-    if sys.argv[1:3] in (["--mode", "flood"], ["--mode", "readahead"]):
+    if sys.argv[1:3] in (["--mode", "flood"], ["--mode", "readahead"], ["--mode", "guess"]):
         sys.exit(run_hostile(sys.argv[1:]))
     sys.exit(run_idle(sys.argv[1:]) if sys.argv[1:3] == ["--mode", "idle"] else run())
