@@ -16,7 +16,7 @@ import legacy
 import legacy_http
 import procs
 import streamable_http
-from legacy_client import FORM_CLIENT, HttpLegacyClient, accepted, choices
+from legacy_client import CLIENT_INFO, FORM_CLIENT, AuditedStore, HttpLegacyClient, SseReader, accepted, choices
 from support import call, request, tps
 
 BOB_TOKEN = "bob-token-0123456789abcdefgh"
@@ -217,6 +217,36 @@ class DualEraHttpTests(unittest.TestCase):
         status, headers, body = procs.post(server.connect(self), message)
         self.assertEqual((status, json.loads(body)["error"]["code"]), (404, main.METHOD_NOT_FOUND))
         self.assertNotIn("mcp-session-id", headers)
+
+
+class LegacyHttpAuditTests(unittest.TestCase):
+    """The audit names each 2025-11-25 session's client (its initialize's clientInfo) and the client's own call id."""
+
+    def test_each_sessions_audit_entries_name_its_client_and_its_own_calls(self) -> None:
+        store = AuditedStore(self, NOTES_MCP_TOKEN=procs.TOKEN)
+        server = procs.HttpServer(self, "--db", store.db, env=store.env)
+        host, cli = HttpLegacyClient(self, server.port), HttpLegacyClient(self, server.port)
+        host.initialize()
+        cli.initialize(client_info={"name": "notes-cli", "version": "0.9"})
+        for client, call_id, answer in ((host, "host-call-7", accepted("note-14")), (cli, 41, {"action": "decline"})):
+            message = client.request("tools/call", {"name": main.TOOL_NAME, "arguments": tps()}) | {"id": call_id}
+            status, _, response = client.open(message)
+            self.assertEqual(status, 200)
+            stream = SseReader(response)
+            self.assertEqual(client.answer(stream.event(), answer), 202)
+            self.assertEqual(stream.event()["id"], call_id)
+        server.stop()  # the database as the server left it
+        host_name = f"{CLIENT_INFO['name']}/{CLIENT_INFO['version']}"
+        entries = [(e["principal"], e["outcome"], e["note_id"], e["request_id"], e["client_name"]) for e in store.entries()]
+        self.assertEqual(entries, [
+            (support.PRINCIPAL, "deleted", "note-14", '"host-call-7"', host_name),
+            (support.PRINCIPAL, "declined", None, "41", "notes-cli/0.9"),
+        ])  # fmt: skip
+        header, *lines = store.listing()
+        self.assertIn("CLIENT (self-reported)", header)
+        columns = [line.split()[-3:-1] for line in lines]  # REQUEST and CLIENT (TRASH is last)
+        self.assertEqual(columns, [['"host-call-7"', host_name], ["41", "notes-cli/0.9"]])
+        self.assertNotIn(legacy.INTERNAL_ID_PREFIX, "\n".join(lines))
 
 
 class LoadedOnDemandTests(unittest.TestCase):
