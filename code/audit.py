@@ -113,7 +113,7 @@ class AuditContext:
 
     tool: str | None
     request_id: str | None
-    client_name: str | None  # the client's own claim (`clientInfo.name`), never verified
+    client_name: str | None  # the client's own claim (`clientInfo` name/version), never verified
     workspace: str | None  # canonical workspaceUri, when the arguments held a valid one
     consumed_as: str = CONSUMED  # the outcome of a consumption that acts on no note
     entry: tuple[Any, int, str] | None = None  # (store, entry id, outcome) once written
@@ -141,6 +141,9 @@ def context_of(request: main.Envelope) -> AuditContext:
     meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
     info = meta.get("io.modelcontextprotocol/clientInfo")
     name = info.get("name") if isinstance(info, dict) and isinstance(info.get("name"), str) else None
+    version = info.get("version") if isinstance(info, dict) else None
+    if name is not None and isinstance(version, str):
+        name = f"{name}/{version}"  # recorded as name/version, both self-reported
     arguments = params.get("arguments") if isinstance(params.get("arguments"), dict) else {}
     try:
         workspace: str | None = main.normalize_file_uri(arguments.get("workspaceUri"))

@@ -26,9 +26,11 @@ translated here (a message without `method` is then a response from the client):
     any other method  of the core's dispatch table (prompts/*, resources/*, completion/...):
                       forwarded as a modern request, its result shaped like tools/list's
 
-The legacy session (negotiated version, the client's capabilities, its roots, calls in
-flight, requests this adapter sent) lives in one LegacySession; the core keeps none
-of it and cannot tell a translated call from a modern client's.
+The legacy session (negotiated version, the client's capabilities and clientInfo, its
+roots, calls in flight, requests this adapter sent) lives in one LegacySession; the core
+keeps none of it and cannot tell a translated call from a modern client's. Like a modern
+client's, each request it gets names the client in `_meta` (initialize's clientInfo name
+and version), and a tools/call keeps the client's own id: the audit records both.
 
 Roots are hints only. If the client declares `roots`, its roots are asked for after
 `notifications/initialized` (and again after `notifications/roots/list_changed`) and used
@@ -66,7 +68,10 @@ MAX_PENDING_ELICITATIONS = MAX_CONCURRENT_LEGACY_CALLS  # forms awaiting an answ
 GONE_POLL_SECONDS = 0.25  # how often a wait checks whether the carrier's peer went away
 CLOSE_GRACE_SECONDS = 5.0  # close() waits this long for each worker to finish
 
-INTERNAL_ID_PREFIX = "legacy-internal-"  # ids of the requests the adapter hands the core
+INTERNAL_ID_PREFIX = "legacy-internal-"  # ids of the requests the adapter hands the core (a tools/call keeps the client's)
+CLIENT_INFO_META = "io.modelcontextprotocol/clientInfo"  # where a modern request names its client
+CLIENT_INFO_KEYS = ("name", "version")  # what of initialize's clientInfo each modern request carries
+MAX_CLIENT_INFO_CHARS = 200  # characters kept of each (a session holds them for its lifetime)
 # Never forwarded: 2025-11-25 has initialize instead of discover, and no listen stream.
 MODERN_ONLY_METHODS = ("server/discover", "subscriptions/listen")
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")  # least severe first
@@ -111,6 +116,13 @@ def core_capabilities(declared: dict[str, Any]) -> dict[str, Any]:
         capabilities["sampling"] = {}  # this adapter relays the request's basic fields only
     # Roots are not passed on: the core never sees them, so they cannot steer it.
     return capabilities
+
+
+def client_info(declared: dict[str, Any]) -> dict[str, str]:
+    """The name and version of initialize's clientInfo that are strings, each clipped to MAX_CLIENT_INFO_CHARS."""
+    # Self-reported labels for the audit, never a credential: a 60 KB name is clipped
+    # rather than held for the session's lifetime, and anything but a string is left out.
+    return {key: declared[key][:MAX_CLIENT_INFO_CHARS] for key in CLIENT_INFO_KEYS if isinstance(declared.get(key), str)}
 
 
 def legacy_result(result: dict[str, Any]) -> dict[str, Any]:
@@ -200,6 +212,7 @@ class LegacySession:
         self._timeout = elicitation_timeout
         self._lock = threading.Lock()  # everything below
         self._capabilities: dict[str, Any] = {}  # what the core is told, derived from initialize
+        self.client_info: dict[str, str] = {}  # initialize's clientInfo name and version (self-reported)
         self.log_level: str | None = None  # set by logging/setLevel; None: every log message is relayed
         self._wants_roots = False
         self._roots: tuple[main.Path, ...] = ()
@@ -285,20 +298,27 @@ class LegacySession:
         with self._lock:
             return len(self._outgoing)
 
-    def _modern(self, method: str, params: dict[str, Any], progress: Any = None, notify: frame.Notify | None = None) -> dict[str, Any]:
-        """Run one request through the core as a modern client with this session's capabilities.
+    def _modern(
+        self, method: str, params: dict[str, Any], progress: Any = None, notify: frame.Notify | None = None, request_id: str | int | None = None
+    ) -> dict[str, Any]:
+        """Run one request through the core as a modern client with this session's capabilities and clientInfo.
 
         `progress` is the client's progressToken (the same `_meta` key in both eras);
-        `notify` receives the notifications the core sends about this request.
+        `notify` receives the notifications the core sends about this request;
+        `request_id` is the client's own id (a tools/call, so the audit names the call
+        the client made), else the request gets an internal one.
         """
-        meta = {
+        meta: dict[str, Any] = {
             main.META_PROTOCOL_VERSION: main.PROTOCOL_VERSION,
             main.META_CLIENT_CAPABILITIES: copy.deepcopy(self._capabilities),
         }
+        if self.client_info:
+            meta[CLIENT_INFO_META] = dict(self.client_info)
         if isinstance(progress, str) or (isinstance(progress, int) and not isinstance(progress, bool)):
             meta["progressToken"] = progress
-        with self._lock:
-            request_id = f"{INTERNAL_ID_PREFIX}{next(self._ids)}"
+        if request_id is None:
+            with self._lock:
+                request_id = f"{INTERNAL_ID_PREFIX}{next(self._ids)}"
         message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {**params, "_meta": meta}}
         response = self.server.handle(message, self.principal, notify=notify)
         assert response is not None  # a request with an id always gets a response
@@ -335,6 +355,7 @@ class LegacySession:
             raise main.McpError(main.INTERNAL_ERROR, "Internal error")
         requested, declared = params["protocolVersion"], params["capabilities"]
         self._capabilities = core_capabilities(declared)
+        self.client_info = client_info(params["clientInfo"])
         self._wants_roots = isinstance(declared.get("roots"), dict)
         self.version = requested if requested in LEGACY_VERSIONS else LATEST_LEGACY_VERSION
         result = {
@@ -561,7 +582,9 @@ class LegacySession:
         meta = params.get("_meta")
         progress = meta.get("progressToken") if isinstance(meta, dict) else None
         notes: list[dict[str, Any]] = []
-        response = self._modern("tools/call", base, progress, notes.append)
+        # The core (and the audit it writes) sees the client's own id, every round: ids are
+        # opaque to it, and 2025-11-25 forbids a client to reuse one within its session.
+        response = self._modern("tools/call", base, progress, notes.append, call.id)
         for round_number in itertools.count():
             yield from self._relayed(notes)
             notes.clear()
@@ -588,7 +611,7 @@ class LegacySession:
             if isinstance(answers, str):
                 return tool_error(answers)
             retry = {**base, "requestState": result.get("requestState"), "inputResponses": answers}
-            response = self._modern("tools/call", retry, progress, notes.append)
+            response = self._modern("tools/call", retry, progress, notes.append, call.id)
         raise AssertionError("unreachable")
 
     def _ask_client(self, call: LegacyCall, requests: Any, gone: threading.Event | None) -> Generator[dict[str, Any], None, dict[str, Any] | str]:

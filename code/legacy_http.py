@@ -38,7 +38,12 @@ import streamable_http
 from streamable_http import JSON, SSE, header_values, json_error_body, sse_event
 
 # Limits. Each bounds what legacy clients can make the server hold.
-MAX_SESSIONS_PER_PRINCIPAL = 16  # beyond this the least recently used session of that principal ends
+# Beyond this, one session of that principal ends (see eviction_order). Command-line
+# clients that exit without DELETE leave their sessions until SESSION_IDLE_SECONDS, so the
+# bound is what lets a host's idle session outlive them: 255 such runs in 30 minutes
+# (one every 7 s). A session holds about 2 KB, so a principal's sessions hold at most
+# about 0.5 MB (docs/measure_legacy_sessions.py).
+MAX_SESSIONS_PER_PRINCIPAL = 256
 SESSION_IDLE_SECONDS = 30 * 60.0  # a session unused this long (and with no call in flight) ends
 MAX_PENDING_PER_SESSION = legacy.MAX_PENDING_ELICITATIONS  # forms awaiting an answer in one session
 # An open stream holds one engine worker; legacy streams may take at most half of them,
@@ -75,9 +80,10 @@ class _Session:
 
 def eviction_order(session: _Session) -> tuple[bool, bool, float]:
     """Sort key of a principal's sessions, the first to end first: idle ones that never did more than initialize, oldest first."""
-    # Short command-line runs that initialize and exit without DELETE must not push out a
-    # host's long-lived session: sessions in use (a call in flight, or ever served a
-    # request) go only after every handshake-only one, then least recently used first.
+    # Short command-line runs that exit without DELETE must not push out a host's
+    # long-lived session: handshake-only sessions go first, then those that served a
+    # request, least recently used first (an idle host is among these: the bound is what
+    # keeps it, see MAX_SESSIONS_PER_PRINCIPAL), and a session with a call in flight last.
     return (session.active > 0, session.used, session.last_used)
 
 

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import queue
+import subprocess
+import sys
+import tempfile
 import unittest
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -133,6 +137,29 @@ def accepted(note_id: str = "note-14", confirm: bool = True) -> dict[str, Any]:
     return {"action": "accept", "content": {"note_id": note_id, "confirm": confirm}}
 
 
+class AuditedStore:
+    """A scratch SQLite database for a real server process, and `serve.py audit list` over it."""
+
+    def __init__(self, test: unittest.TestCase, **env: str) -> None:
+        folder = tempfile.TemporaryDirectory(prefix="legacy-audit-")
+        test.addCleanup(folder.cleanup)
+        self.db = os.path.join(folder.name, "notes.db")
+        self.env = procs.server_env(NOTES_MCP_SECRET=procs.SECRET, XDG_STATE_HOME=os.path.join(folder.name, "state"), **env)
+        self.test = test
+
+    def listing(self, *args: str) -> list[str]:
+        """The stdout lines of `serve.py audit --db DB list ARGS` (which must succeed)."""
+        done = subprocess.run(
+            [sys.executable, procs.SERVE, "audit", "--db", self.db, "list", *args], env=self.env, capture_output=True, text=True, timeout=procs.GUARD
+        )
+        self.test.assertEqual(done.returncode, 0, done.stderr)
+        return done.stdout.splitlines()
+
+    def entries(self) -> list[dict[str, Any]]:
+        """Every entry, oldest first, as `audit list --json` prints them."""
+        return [json.loads(line) for line in self.listing("--json")]
+
+
 # ------------------------------------------------------------------ 2025-11-25 over HTTP
 
 LEGACY_VERSION_HEADER = "MCP-Protocol-Version"
@@ -217,9 +244,9 @@ class HttpLegacyClient:
         self.test.assertEqual((status, headers.get("content-type")), (200, "application/json"), body)
         return json.loads(body)
 
-    def initialize(self, capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
+    def initialize(self, capabilities: dict[str, Any] | None = None, client_info: dict[str, Any] = CLIENT_INFO) -> dict[str, Any]:
         """initialize (a new session; its id kept), then notifications/initialized (202): the result."""
-        params = {"protocolVersion": legacy.LATEST_LEGACY_VERSION, "capabilities": FORM_CLIENT if capabilities is None else capabilities, "clientInfo": CLIENT_INFO}
+        params = {"protocolVersion": legacy.LATEST_LEGACY_VERSION, "capabilities": FORM_CLIENT if capabilities is None else capabilities, "clientInfo": client_info}
         status, headers, body = self.post(self.request("initialize", params), self.headers(session=False))
         self.test.assertEqual(status, 200, body)
         self.session_id = headers["mcp-session-id"]

@@ -31,7 +31,7 @@ import sqlite_store
 
 LATER = 10_000_000.0  # added to the clock: an expiry no test reaches
 DECLINE = {main.INPUT_KEY: {"action": "decline"}}
-CLIENT = "lesson-client"  # the clientInfo.name support.call sends (main.request_meta)
+CLIENT = "lesson-client/1.0.0"  # the clientInfo name/version support.call sends (main.request_meta)
 
 
 def sqlite_rows(path: str, sql: str) -> list[tuple[Any, ...]]:
@@ -706,6 +706,15 @@ class ContextTests(unittest.TestCase):
     def test_a_client_name_that_is_not_a_string_is_not_recorded(self) -> None:
         message = call({"workspaceUri": WORKSPACE, "title": "x"})
         message["params"]["_meta"]["io.modelcontextprotocol/clientInfo"] = {"name": ["x"]}
+        self.assertIsNone(audit.context_of(main.parse_envelope(message)).client_name)
+
+    def test_a_client_version_follows_the_name_and_one_that_is_not_a_string_is_left_out(self) -> None:
+        message = call({"workspaceUri": WORKSPACE, "title": "x"})
+        info = message["params"]["_meta"]["io.modelcontextprotocol/clientInfo"] = {"name": "host", "version": "2.1"}
+        self.assertEqual(audit.context_of(main.parse_envelope(message)).client_name, "host/2.1")
+        info["version"] = 2.1
+        self.assertEqual(audit.context_of(main.parse_envelope(message)).client_name, "host")
+        info.update(name=None, version="2.1")  # a version alone names no client
         self.assertIsNone(audit.context_of(main.parse_envelope(message)).client_name)
 
     def test_the_table_escapes_control_characters_so_one_entry_is_one_line(self) -> None:

@@ -13,7 +13,7 @@ import main
 import frame
 import legacy
 import procs
-from legacy_client import FORM_CLIENT, LegacyClient, MemoryWire, accepted, choices
+from legacy_client import CLIENT_INFO, FORM_CLIENT, AuditedStore, LegacyClient, MemoryWire, accepted, choices
 from support import call, request, tps
 
 EVIL_WORKSPACE = "file:///Users/alice/Documents/Notes-evil"
@@ -730,6 +730,78 @@ class LegacyLiveRequestTests(unittest.TestCase):
         result = client.response(call_id)["result"]
         self.assertFalse(result["isError"])
         self.assertIn("decline", texts(result))
+
+
+class LegacyClientIdentityTests(unittest.TestCase):
+    """The core sees a legacy client as a modern one naming itself: initialize's clientInfo, each call under its own id."""
+
+    def client_seen_by_core(self, client_info: Any = CLIENT_INFO) -> tuple[LegacyClient, list[tuple[Any, Any]]]:
+        """A legacy client after initialize, and the (id, clientInfo) of each tools/call the core gets."""
+        server = support.make_server()
+        seen: list[tuple[Any, Any]] = []
+        inner = server.methods["tools/call"]
+
+        def tools_call(srv: main.Server, request: main.Envelope, meta: Any, principal: str) -> dict[str, Any]:
+            seen.append((request.id, request.params["_meta"].get(legacy.CLIENT_INFO_META)))
+            return inner(srv, request, meta, principal)
+
+        server.methods["tools/call"] = tools_call  # the seam audit.install wraps
+        client, _, _ = memory_client(self, server)
+        params = {"protocolVersion": legacy.LATEST_LEGACY_VERSION, "capabilities": FORM_CLIENT, "clientInfo": client_info}
+        self.assertIn("result", client.call("initialize", params))
+        client.notify("notifications/initialized")
+        return client, seen
+
+    def test_every_round_of_a_call_reaches_the_core_under_the_clients_own_id_and_client_info(self) -> None:
+        client, seen = self.client_seen_by_core()
+        forged = {legacy.CLIENT_INFO_META: {"name": "forged", "version": "9"}}  # the call's own _meta is never passed on
+        call_id = client.request("tools/call", {"name": main.TOOL_NAME, "arguments": tps(), "_meta": forged}, id="host-call-7")
+        client.answer(client.server_request("elicitation/create"), accepted("note-14"))
+        self.assertEqual(client.response(call_id)["result"]["structuredContent"], {"deleted": True, "noteId": "note-14"})
+        self.assertEqual(seen, [("host-call-7", CLIENT_INFO)] * 2)  # the form's round and the answer's
+        seen.clear()
+        declined = client.delete()  # an integer id stays an integer
+        client.answer(client.server_request("elicitation/create"), {"action": "decline"})
+        client.response(declined)
+        self.assertEqual([call_id for call_id, _ in seen], [declined, declined])
+
+    def test_client_info_is_kept_up_to_the_limit_and_clipped_beyond_it(self) -> None:
+        limit = legacy.MAX_CLIENT_INFO_CHARS
+        client, seen = self.client_seen_by_core({"name": "n" * (limit + 1), "version": "v" * limit, "title": "not carried"})
+        client.call("tools/call", {"name": "no_such_tool"})
+        self.assertEqual(seen[0][1], {"name": "n" * limit, "version": "v" * limit})
+
+    def test_a_client_info_field_that_is_not_a_string_is_left_out(self) -> None:
+        for client_info, carried in (({"name": 7, "version": "1"}, {"version": "1"}), ({"name": ["x"], "version": None}, None)):
+            with self.subTest(client_info=client_info):
+                client, seen = self.client_seen_by_core(client_info)
+                client.call("tools/call", {"name": "no_such_tool"})
+                self.assertEqual(seen[0][1], carried)  # None: no clientInfo in _meta at all
+
+    def test_a_legacy_clients_audit_entries_name_it_and_its_own_calls(self) -> None:
+        store = AuditedStore(self)
+        server = procs.StdioServer(self, "--db", store.db, env=store.env)
+        client = LegacyClient(server)
+        client.initialize()
+        deleted = client.request("tools/call", {"name": main.TOOL_NAME, "arguments": tps()}, id="host-call-7")
+        client.answer(client.server_request("elicitation/create"), accepted("note-14"))
+        self.assertTrue(client.response(deleted)["result"]["structuredContent"]["deleted"])
+        declined = client.delete()
+        client.answer(client.server_request("elicitation/create"), {"action": "decline"})
+        self.assertFalse(client.response(declined)["result"]["structuredContent"]["deleted"])
+        server.close_stdin()
+        self.assertEqual(server.wait(), 0)
+        name = f"{CLIENT_INFO['name']}/{CLIENT_INFO['version']}"
+        entries = [(e["principal"], e["outcome"], e["note_id"], e["request_id"], e["client_name"]) for e in store.entries()]
+        self.assertEqual(entries, [
+            (support.PRINCIPAL, "deleted", "note-14", '"host-call-7"', name),
+            (support.PRINCIPAL, "declined", None, str(declined), name),
+        ])  # fmt: skip
+        header, *lines = store.listing()
+        self.assertIn("CLIENT (self-reported)", header)
+        columns = [line.split()[-3:-1] for line in lines]  # REQUEST and CLIENT (TRASH is last)
+        self.assertEqual(columns, [['"host-call-7"', name], [str(declined), name]])
+        self.assertNotIn(legacy.INTERNAL_ID_PREFIX, "\n".join(lines))
 
 
 class LegacyOverRealStdioTests(unittest.TestCase):

@@ -18,7 +18,7 @@ import legacy
 import legacy_http
 import procs
 import streamable_http
-from legacy_client import FORM_CLIENT, HttpLegacyClient, accepted, choices
+from legacy_client import CLIENT_INFO, FORM_CLIENT, AuditedStore, HttpLegacyClient, SseReader, accepted, choices
 from support import call, request, tps
 
 BOB_TOKEN = "bob-token-0123456789abcdefgh"
@@ -230,6 +230,105 @@ class DualEraHttpTests(unittest.TestCase):
         self.assertNotIn("mcp-session-id", headers)
 
 
+SHORT_RUNS = 100  # command-line runs of another client of the host's principal, none ending with DELETE
+
+
+class LongLivedHostTests(unittest.TestCase):
+    """A host's session outlives short runs of its principal that never DELETE; an evicted one is 404, re-initialize works.
+
+    `GET /mcp` is 405 here, so a host streams only on a call's POST: the streaming host
+    holds an open form.
+    """
+
+    def setUp(self) -> None:
+        self.server = procs.HttpServer(self)
+        self.host = HttpLegacyClient(self, self.server.port)
+        self.host.initialize()
+        self.assertEqual(self.tool_names(self.host), [main.TOOL_NAME])
+
+    def tool_names(self, client: HttpLegacyClient) -> list[str]:
+        return [tool["name"] for tool in client.call("tools/list")["result"]["tools"]]
+
+    def short_runs(self, count: int) -> list[HttpLegacyClient]:
+        """`count` whole runs of a command-line client: initialize, tools/list, exit without DELETE."""
+        runs = []
+        for _ in range(count):
+            run = HttpLegacyClient(self, self.server.port)
+            run.initialize(client_info={"name": "notes-cli", "version": "0.9"})
+            self.assertEqual(self.tool_names(run), [main.TOOL_NAME])
+            runs.append(run)
+        return runs
+
+    def ping(self, client: HttpLegacyClient) -> int:
+        return client.post(client.request("ping"))[0]
+
+    def test_an_idle_hosts_session_outlives_a_hundred_short_runs_of_its_principal(self) -> None:
+        runs = self.short_runs(SHORT_RUNS)
+        self.assertEqual(self.tool_names(self.host), [main.TOOL_NAME])  # a JSON 200: the session is live
+        self.assertEqual([self.ping(run) for run in runs], [200] * SHORT_RUNS)  # below the bound nothing gave way
+
+    def test_a_streaming_hosts_session_outlives_a_hundred_short_runs_and_its_form_completes(self) -> None:
+        _, stream = self.host.delete()
+        form = stream.event()
+        self.assertEqual(form["method"], "elicitation/create")
+        self.short_runs(SHORT_RUNS)
+        self.assertEqual(self.host.answer(form, accepted("note-14")), 202)
+        self.assertEqual(stream.event()["result"]["structuredContent"], {"deleted": True, "noteId": "note-14"})
+        self.assertEqual(self.tool_names(self.host), [main.TOOL_NAME])
+        self.assertEqual(modern_choices(self.server.port, self), ["note-3", "note-7"])
+
+    def test_a_session_evicted_at_the_bound_gets_404_and_its_client_starts_a_new_one(self) -> None:
+        # Handshake-only sessions (a client that initialized and vanished) give way first,
+        # oldest first: `victim` is the oldest once the table is full.
+        victim, *rest = [HttpLegacyClient(self, self.server.port) for _ in range(legacy_http.MAX_SESSIONS_PER_PRINCIPAL - 1)]
+        conn = self.server.connect(self)  # one keep-alive connection for the many handshakes
+        params = {"protocolVersion": legacy.LATEST_LEGACY_VERSION, "capabilities": FORM_CLIENT, "clientInfo": CLIENT_INFO}
+        for client in (victim, *rest):
+            status, headers, body = procs.post(conn, client.request("initialize", params), client.headers(session=False))
+            self.assertEqual(status, 200, body)
+            client.session_id = headers["mcp-session-id"]
+        newcomer = HttpLegacyClient(self, self.server.port)
+        newcomer.initialize()  # one session over the bound
+        status, _, body = victim.post(victim.request("ping"))
+        self.assertEqual((status, json.loads(body)["error"]["code"]), (404, main.INVALID_REQUEST))
+        self.assertIn(b"send initialize again", body)
+        self.assertEqual(victim.post(b"", method="DELETE")[0], 404)  # ended once, by eviction
+        self.assertEqual([self.ping(client) for client in (self.host, rest[-1], newcomer)], [200] * 3)  # (now used)
+        victim.initialize()  # the client starts over, as the spec tells it to
+        self.assertEqual(self.tool_names(victim), [main.TOOL_NAME])
+        self.assertEqual(self.ping(rest[0]), 404)  # ... which pushed out the next oldest handshake-only session
+
+
+class LegacyHttpAuditTests(unittest.TestCase):
+    """The audit names each 2025-11-25 session's client (its initialize's clientInfo) and the client's own call id."""
+
+    def test_each_sessions_audit_entries_name_its_client_and_its_own_calls(self) -> None:
+        store = AuditedStore(self, NOTES_MCP_TOKEN=procs.TOKEN)
+        server = procs.HttpServer(self, "--db", store.db, env=store.env)
+        host, cli = HttpLegacyClient(self, server.port), HttpLegacyClient(self, server.port)
+        host.initialize()
+        cli.initialize(client_info={"name": "notes-cli", "version": "0.9"})
+        for client, call_id, answer in ((host, "host-call-7", accepted("note-14")), (cli, 41, {"action": "decline"})):
+            message = client.request("tools/call", {"name": main.TOOL_NAME, "arguments": tps()}) | {"id": call_id}
+            status, _, response = client.open(message)
+            self.assertEqual(status, 200)
+            stream = SseReader(response)
+            self.assertEqual(client.answer(stream.event(), answer), 202)
+            self.assertEqual(stream.event()["id"], call_id)
+        server.stop()  # the database as the server left it
+        host_name = f"{CLIENT_INFO['name']}/{CLIENT_INFO['version']}"
+        entries = [(e["principal"], e["outcome"], e["note_id"], e["request_id"], e["client_name"]) for e in store.entries()]
+        self.assertEqual(entries, [
+            (support.PRINCIPAL, "deleted", "note-14", '"host-call-7"', host_name),
+            (support.PRINCIPAL, "declined", None, "41", "notes-cli/0.9"),
+        ])  # fmt: skip
+        header, *lines = store.listing()
+        self.assertIn("CLIENT (self-reported)", header)
+        columns = [line.split()[-3:-1] for line in lines]  # REQUEST and CLIENT (TRASH is last)
+        self.assertEqual(columns, [['"host-call-7"', host_name], ["41", "notes-cli/0.9"]])
+        self.assertNotIn(legacy.INTERNAL_ID_PREFIX, "\n".join(lines))
+
+
 class LoadedOnDemandTests(unittest.TestCase):
     """Like stdio, HTTP loads the legacy adapter with the first request that may be legacy, not at start."""
 
@@ -423,7 +522,7 @@ class SessionBoundsTests(unittest.TestCase):
         self.assertEqual(side.ping(bobs, principal="bob"), 200)
         self.assertEqual(side.sessions.session_count(support.PRINCIPAL), legacy_http.MAX_SESSIONS_PER_PRINCIPAL)
 
-    def test_a_long_lived_session_outlasts_sixteen_handshake_only_sessions_of_its_principal(self) -> None:
+    def test_a_used_session_outlasts_a_full_table_of_handshake_only_sessions_of_its_principal(self) -> None:
         side = InProcess(self)
         host = side.initialize()
         self.assertEqual(side.ping(host), 200)  # in use
@@ -436,6 +535,17 @@ class SessionBoundsTests(unittest.TestCase):
         self.assertEqual(side.ping(runs[0]), 404)  # the oldest handshake-only session gave way
         self.assertEqual([side.ping(session_id) for session_id in runs[1:]], [200] * (len(runs) - 1))
         self.assertEqual(side.sessions.session_count(support.PRINCIPAL), legacy_http.MAX_SESSIONS_PER_PRINCIPAL)
+
+    def test_a_session_with_a_form_open_outlasts_a_full_table_of_used_sessions(self) -> None:
+        side = InProcess(self)
+        host = side.initialize()
+        stream, form = side.open_form(host)  # least recently used from here on
+        for _ in range(legacy_http.MAX_SESSIONS_PER_PRINCIPAL):
+            side.clock.now += 1
+            self.assertEqual(side.ping(side.initialize()), 200)
+        self.assertEqual(side.route({"jsonrpc": "2.0", "id": form["id"], "result": accepted("note-7")}, host).status, 202)
+        self.assertEqual(event(next(stream))["result"]["structuredContent"], {"deleted": True, "noteId": "note-7"})
+        self.assertEqual(side.ping(host), 200)
 
     def test_when_every_session_was_used_the_least_recently_used_gives_way(self) -> None:
         side = InProcess(self)
