@@ -677,9 +677,10 @@ class SqliteAndMountsTests(unittest.TestCase):
         self.assertEqual(server.wait(), 0)
         self.assertNotIn("Traceback", server.stderr_text())
         # The folder is not writable, so the last close could not remove the -wal and -shm,
-        # and nothing else was created; it checkpointed the log: the database file alone
-        # (a naive backup) holds the deletion.
+        # and nothing else was created; it checkpointed and emptied the log: the database
+        # file alone (a naive backup) holds the deletion.
         self.assertEqual(sorted(os.listdir(state)), ["confirmations.db", "confirmations.db-shm", "confirmations.db-wal"])
+        self.assertEqual(os.path.getsize(db + "-wal"), 0)  # emptied: no old page of the deleted note left
         copy = os.path.join(self.enterContext(tempfile.TemporaryDirectory()), "copy.db")
         shutil.copyfile(db, copy)
         with contextlib.closing(sqlite3.connect(copy)) as conn:
