@@ -8,12 +8,17 @@ listener bound) and before any thread starts: a Landlock domain covers the threa
 asks and the threads it starts later, never threads already running. From then on the
 process may read only what it still imports (the project's `code/`, the interpreter's
 library folders, the system's shared libraries), read and write only its notes folders
-and its state database's folder, bind only its own TCP port and connect only to its
-database's port. Everything else of the filesystem answers EACCES, to every thread, for
-the rest of the process's life; nothing can undo it (no_new_privs is set first).
+and its state database's own files (the database, its `-wal` and `-shm`: never their
+folder), bind only its own TCP port and connect only to its database's port. Everything
+else of the filesystem answers EACCES, to every thread, for the rest of the process's
+life; nothing can undo it (no_new_privs is set first). Landlock has no right for a
+file's metadata, so a seccomp filter then refuses chmod, chown, utime and extended
+attribute writes everywhere (EPERM). Before any of it, `unsafe_writes` refuses a
+notes folder that would make the import path writable.
 
 Landlock is reached through `ctypes` (the standard library): `prctl(PR_SET_NO_NEW_PRIVS)`,
-then the syscalls landlock_create_ruleset, landlock_add_rule and landlock_restrict_self.
+then the syscalls landlock_create_ruleset, landlock_add_rule and landlock_restrict_self,
+then prctl(PR_SET_SECCOMP) with a small BPF program.
 Rights the running kernel's ABI lacks are masked out, so one plan works from ABI 1
 (Linux 5.13: files only) to ABI 6 and later (TCP ports from 4, signal and abstract
 socket scoping from 6). Elsewhere (another OS, an old kernel, Landlock disabled at boot)
@@ -25,8 +30,10 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import importlib.machinery
 import os
 import platform
+import site
 import stat
 import sys
 import sysconfig
@@ -74,6 +81,35 @@ READ = FS_READ_FILE | FS_READ_DIR
 # Not granted anywhere: executing, device ioctls, and making devices, FIFOs, sockets or symlinks.
 WRITE = READ | FS_WRITE_FILE | FS_REMOVE_DIR | FS_REMOVE_FILE | FS_MAKE_DIR | FS_MAKE_REG | FS_REFER | FS_TRUNCATE
 
+# Metadata writes, which no Landlock right covers: refused by a seccomp filter (see `metadata_filter`).
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}  # the filter's check that numbers mean what it thinks
+X32_SYSCALL_BIT = 0x40000000  # x86_64's x32 calls: the same arch token, numbers of their own
+METADATA_SYSCALLS = {  # mode, owner, times and extended attributes, by path, descriptor or both
+    "x86_64": {
+        "chmod": 90, "fchmod": 91, "chown": 92, "fchown": 93, "lchown": 94, "utime": 132,
+        "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190, "removexattr": 197, "lremovexattr": 198,
+        "fremovexattr": 199, "utimes": 235, "fchownat": 260, "futimesat": 261, "fchmodat": 268,
+        "utimensat": 280, "fchmodat2": 452, "setxattrat": 463, "removexattrat": 466, "file_setattr": 469,
+    },
+    "aarch64": {  # the generic table: no chmod, chown, lchown, utime, utimes or futimesat at all
+        "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "removexattr": 14, "lremovexattr": 15,
+        "fremovexattr": 16, "fchmod": 52, "fchmodat": 53, "fchownat": 54, "fchown": 55, "utimensat": 88,
+        "fchmodat2": 452, "setxattrat": 463, "removexattrat": 466, "file_setattr": 469,
+    },
+}  # fmt: skip
+METADATA_ERRNO = errno.EPERM  # what chmod and chown answer a caller without the right: EACCES stays Landlock's
+BPF_LD_W_ABS = 0x20
+BPF_JEQ_K = 0x15
+BPF_JGE_K = 0x35
+BPF_RET_K = 0x06
+SECCOMP_DATA_NR = 0  # offsets in struct seccomp_data
+SECCOMP_DATA_ARCH = 4
+SECCOMP_RET_KILL_PROCESS = 0x80000000
+SECCOMP_RET_ERRNO = 0x00050000
+SECCOMP_RET_ALLOW = 0x7FFF0000
+
 # Read-only everywhere: shared libraries a late import may load (libssl, libuuid, libpq, NSS).
 SYSTEM_LIBRARY_FOLDERS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib")
 LOADER_FILES = ("/etc/ld.so.cache",)
@@ -82,6 +118,9 @@ RESOLVER_FILES = ("/etc/hosts", "/etc/nsswitch.conf", "/etc/resolv.conf", "/etc/
 # Device files: /dev/null is written when a stdio client hangs up; urandom is the fallback of os.urandom.
 DEVICE_WRITE = ("/dev/null",)
 DEVICE_READ = ("/dev/urandom",)
+SQLITE_SIDE_FILES = ("-wal", "-shm")  # beside a WAL-mode database; its own files are granted, not its folder
+# What Python imports a file as (a module, bytecode, an extension) or runs at start-up (a site folder's .pth).
+IMPORT_SUFFIXES = (*importlib.machinery.all_suffixes(), ".pth")
 
 
 @dataclass
@@ -102,6 +141,12 @@ class Status:
     reason: str  # why not, when not on: "unavailable (...)" or "not applied (...)"
     abi: int = 0
     allowed: str = ""
+    unfiltered: str = ""  # when on: why metadata writes are not filtered ("" when they are)
+
+    @property
+    def complete(self) -> bool:
+        """True when both Landlock and the metadata filter are in place (what --sandbox require asks)."""
+        return self.on and not self.unfiltered
 
     def describe(self) -> str:
         """One start-up line for the operator; names no secret (paths are counted by kind)."""
@@ -128,8 +173,16 @@ class _NetPortAttr(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("port", ctypes.c_uint64)]
 
 
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
+
+
 class Failed(Exception):
-    """A Landlock call failed; str() is one line naming the call and the errno."""
+    """A Landlock or seccomp call failed; str() is one line naming the call and the errno."""
 
     def __init__(self, what: str, code: int) -> None:
         super().__init__(f"{what} failed: {errno.errorcode.get(code, code)}")
@@ -197,10 +250,16 @@ def confine(plan: Plan, libc: Any = None, machine: str | None = None, system: st
     if threads > 1:
         # A thread already running would keep every right: refuse rather than pretend.
         return off(f"not applied ({threads} threads already running; it covers only threads started after it)")
+    machine = machine or platform.machine()
     try:
-        restrict(plan, libc, SYSCALLS[machine or platform.machine()], abi)
+        restrict(plan, libc, SYSCALLS[machine], abi)
     except Failed as exc:
         return off(f"not applied ({exc})")
+    # After Landlock, so that a kernel refusing the filter still leaves the files confined.
+    try:
+        filter_metadata(libc, machine)
+    except Failed as exc:
+        return Status(True, "", abi, summary(plan, abi, str(exc)), str(exc))
     return Status(True, "", abi, summary(plan, abi))
 
 
@@ -239,6 +298,42 @@ def restrict(plan: Plan, libc: Any, numbers: tuple[int, int, int], abi: int) -> 
         os.close(ruleset)
 
 
+def metadata_filter(machine: str) -> list[tuple[int, int, int, int]]:
+    """The BPF program, as (code, jt, jf, k) rows: metadata writes answer EPERM, other calls pass, a foreign ABI is killed."""
+    # Landlock checks opening, creating, renaming and removing, never chmod, chown,
+    # utime or setxattr: without this, a compromised server could make any file its user
+    # owns readable by all (0600 -> 0666), give it away, back-date it, or tag it, even
+    # where it cannot read a byte. The stores need none of these once started (SQLite's
+    # fchmod and fchown of a new -wal or -shm happen before confinement, and it ignores
+    # their failure anyway), so every variant is refused, descriptors included.
+    numbers = sorted(METADATA_SYSCALLS[machine].values())
+    program = [
+        (BPF_LD_W_ABS, 0, 0, SECCOMP_DATA_ARCH),
+        (BPF_JEQ_K, 1, 0, AUDIT_ARCH[machine]),
+        # A call made through another ABI (32-bit int 0x80 on x86_64) has other numbers.
+        (BPF_RET_K, 0, 0, SECCOMP_RET_KILL_PROCESS),
+        (BPF_LD_W_ABS, 0, 0, SECCOMP_DATA_NR),
+    ]
+    if machine == "x86_64":
+        program += [(BPF_JGE_K, 0, 1, X32_SYSCALL_BIT), (BPF_RET_K, 0, 0, SECCOMP_RET_KILL_PROCESS)]
+    # Each comparison jumps over the ones after it and the ALLOW to the ERRNO return.
+    program += [(BPF_JEQ_K, len(numbers) - i, 0, number) for i, number in enumerate(numbers)]
+    program += [(BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW), (BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | METADATA_ERRNO)]
+    return program
+
+
+def filter_metadata(libc: Any, machine: str) -> None:
+    """Install `metadata_filter(machine)` on the calling thread (and the threads it starts); Failed if refused.
+
+    Needs no_new_privs, which `restrict` set: nothing undoes the filter either.
+    """
+    rows = metadata_filter(machine)
+    table = (_SockFilter * len(rows))(*(_SockFilter(*row) for row in rows))
+    program = _SockFprog(len(rows), table)
+    arguments = (ctypes.c_int(PR_SET_SECCOMP), ctypes.c_ulong(SECCOMP_MODE_FILTER), ctypes.byref(program), ctypes.c_ulong(0), ctypes.c_ulong(0))
+    _check(libc.prctl(*arguments), "prctl(PR_SET_SECCOMP)")
+
+
 def _add_path(libc: Any, add_rule: int, ruleset: int, path: str, rights: int) -> None:
     try:
         fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
@@ -254,7 +349,7 @@ def _add_path(libc: Any, add_rule: int, ruleset: int, path: str, rights: int) ->
         os.close(fd)
 
 
-def summary(plan: Plan, abi: int) -> str:
+def summary(plan: Plan, abi: int, unfiltered: str = "") -> str:
     """What stays allowed, counted by kind (no path is printed: a folder name can be private)."""
 
     def counted(entries: list[tuple[str, str]]) -> str:
@@ -268,6 +363,10 @@ def summary(plan: Plan, abi: int) -> str:
         return " ".join(str(p) for p in sorted(set(values))) or "none"
 
     text = f"read-only {counted(plan.read)}; read-write {counted(plan.write)}; nothing else of the filesystem"
+    if unfiltered:
+        text += f"; chmod, chown, utime and xattr writes NOT filtered ({unfiltered})"
+    else:
+        text += "; no chmod, chown, utime or xattr writes"
     if abi >= NET_FROM_ABI:
         text += f"; TCP bind {ports(plan.bind)}, connect {ports(plan.connect)}"
     else:
@@ -324,7 +423,11 @@ def server_plan(
     plan.write += [("device", path) for path in DEVICE_WRITE]
     plan.write += [("notes folder", path) for path in outermost(notes_folders)]
     if state_database:
-        plan.write.append(("state folder", os.path.dirname(os.path.abspath(state_database))))
+        # The files, never their folder: a writable folder beside the code (`--db notes.db`
+        # run from the checkout) let the server append to code/serve.py and create a
+        # sitecustomize.py that its next start would run. SQLite needs no new file here:
+        # open_store created the -wal and -shm, and WAL mode uses no -journal.
+        plan.write += [("state file", path) for path in state_files(state_database)]
     if database_url:
         hosts, ports = postgres_endpoints(database_url)
         plan.connect += ports
@@ -332,6 +435,55 @@ def server_plan(
             plan.read += [("file", path) for path in RESOLVER_FILES]
         plan.read += [("file", path) for path in libpq_files()]
     return plan
+
+
+def state_files(database: str) -> list[str]:
+    """The SQLite database's own files, the only ones in its folder the confined server may write."""
+    path = os.path.abspath(database)
+    return [path, *(path + suffix for suffix in SQLITE_SIDE_FILES)]
+
+
+def import_roots(code_folder: str) -> list[str]:
+    """Every folder the interpreter imports or loads from, now or at its next start, resolved (absent ones too)."""
+    roots = [code_folder, *import_folders(), *SYSTEM_LIBRARY_FOLDERS]
+    roots += [os.getcwd() if entry == "" else entry for entry in sys.path if entry == "" or os.path.isabs(entry)]
+    roots += [os.path.dirname(path) for path in _module_files()]
+    roots.append(site.getusersitepackages())  # read at the next start, once it exists, .pth files and all
+    return list(dict.fromkeys(os.path.realpath(root) for root in roots))
+
+
+def _module_files() -> list[str]:
+    return [path for module in list(sys.modules.values()) if isinstance(path := getattr(module, "__file__", None), str) and os.path.isabs(path)]
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def unsafe_writes(notes_folders: Iterable[str], state_database: str | None, roots: Iterable[str]) -> str | None:
+    """One line naming what the plan would make writable on the import path (`roots`), or None when nothing.
+
+    The sandbox keeps the import path read-only; a notes folder is writable as a whole,
+    so one that is, holds or lies inside an import folder (`--notes-dir .` in the
+    checkout, a PYTHONPATH folder, a home folder holding a virtual environment) is
+    refused rather than narrowed. The state database's files are granted one by one, so
+    only a file that Python would import (`store.py` on sys.path) is refused.
+    """
+    roots = list(roots)
+    for folder in notes_folders:
+        real = os.path.realpath(folder)
+        for root in roots:
+            relation = "is" if real == root else f"lies inside {root}," if _inside(real, root) else f"holds {root}," if _inside(root, real) else ""
+            if relation:
+                return (
+                    f"sandbox: notes folder {real} {relation} a folder Python imports from; notes folders stay "
+                    "writable, so the server could rewrite its own code: keep notes apart from code (or --no-sandbox)"
+                )
+    for path in state_files(state_database) if state_database else []:
+        real = os.path.realpath(path)
+        if real in roots or (real.endswith(IMPORT_SUFFIXES) and any(_inside(os.path.dirname(real), root) for root in roots)):
+            return f"sandbox: database file {real} is on Python's import path; the server could rewrite code it runs: rename or move it (or --no-sandbox)"
+    return None
 
 
 def postgres_endpoints(url: str, environ: Mapping[str, str] = os.environ) -> tuple[list[str], list[int]]:

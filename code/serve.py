@@ -460,6 +460,24 @@ def serve_stdio(server: frame.Server, config: dict[str, Any], args: argparse.Nam
         thread.join()
 
 
+def unsafe_for_sandbox(config: dict[str, Any], args: argparse.Namespace) -> str | None:
+    """The line refusing a notes folder or database the sandbox would leave writable on the import path, or None.
+
+    Checked before the store is opened (a refusal creates nothing), with or without
+    Landlock on this machine (one configuration behaves alike everywhere); not with
+    --no-sandbox, which promises nothing.
+    """
+    if args.sandbox == "off":
+        return None
+    import sandbox
+
+    folders = [path for entry in config["principals"].values() for path in entry.get("notesDirs", [])]
+    db = config.get("db")
+    # The default confirmation database is always nonces.db: never a name Python imports.
+    state = db if db and not db.startswith(("postgresql://", "postgres://")) else None
+    return sandbox.unsafe_writes(folders, state, sandbox.import_roots(os.path.dirname(os.path.abspath(__file__))))
+
+
 def confine(config: dict[str, Any], args: argparse.Namespace, ports: Sequence[int]) -> str | None:
     """Confine the process as --sandbox asks (code/sandbox.py); the start-up line saying how, or None if required and impossible.
 
@@ -476,8 +494,8 @@ def confine(config: dict[str, Any], args: argparse.Namespace, ports: Sequence[in
     state = None if url else db or (default_nonce_db() if folders else None)
     here = os.path.dirname(os.path.abspath(__file__))
     status = sandbox.confine(sandbox.server_plan(here, folders, state, url, args.config, ports))
-    if args.sandbox == "require" and not status.on:
-        say(f"sandbox: required, but {status.reason}; not serving")
+    if args.sandbox == "require" and not status.complete:
+        say(f"sandbox: required, but {status.reason or 'the metadata filter failed: ' + status.unfiltered}; not serving")
         return None
     return status.describe()
 
@@ -640,6 +658,10 @@ def start(argv: Sequence[str], prog: str = "serve.py") -> tuple[frame.Server, di
         say(str(exc))
         raise StartupRefused(EXIT_USAGE) from None
     add_notes_dirs(config, args.notes_dir, bool(args.config))
+    refusal = unsafe_for_sandbox(config, args)
+    if refusal:
+        say(refusal)
+        raise StartupRefused(EXIT_USAGE)
     try:
         server = build_server(config, keys)
     except (ConfigError, StartupError) as exc:

@@ -596,10 +596,14 @@ class SqliteNotesStore:
                 # Until checkpointed, deletions live only in the -wal file: a copy of the
                 # .db file alone (a naive backup) would still hold the deleted notes.
                 # Not into a file that is no longer at the path: that -wal is another's now.
-                # PASSIVE copies every frame no reader still needs and never waits, so an
-                # instance shutting down beside others is not held for a busy timeout.
+                # TRUNCATE without a busy wait copies every frame no reader still needs and
+                # never waits, so an instance shutting down beside others is not held for a
+                # busy timeout; when no reader needs any, it also empties the -wal. Inside
+                # the sandbox the last close cannot remove the -wal (its folder is not
+                # writable), and a full one would keep old pages, a deleted note's text.
                 if not self._gone and _identity(self._path) == self._identity:
-                    self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                    self._conn.execute("PRAGMA busy_timeout = 0")
+                    self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             finally:
                 self._reader.close()
                 self._conn.close()

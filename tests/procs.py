@@ -35,9 +35,9 @@ def server_env(**extra: str) -> dict[str, str]:
 class Process:
     """A server subprocess whose stderr is drained into `stderr_lines` by a thread."""
 
-    def __init__(self, test: Any, args: list[str], env: dict[str, str], stdin: Any = subprocess.DEVNULL) -> None:
+    def __init__(self, test: Any, args: list[str], env: dict[str, str], stdin: Any = subprocess.DEVNULL, serve: str = SERVE) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, SERVE, *args],
+            [sys.executable, serve, *args],
             stdin=stdin,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -124,8 +124,8 @@ def raw_exchange(port: int, data: bytes) -> bytes:
 class HttpServer(Process):
     """`serve --http --port 0` on 127.0.0.1; `port` is known once the URL line appeared."""
 
-    def __init__(self, test: Any, *args: str, env: dict[str, str] | None = None) -> None:
-        super().__init__(test, ["--http", "--port", "0", *args], env if env is not None else server_env(NOTES_MCP_TOKEN=TOKEN, NOTES_MCP_SECRET=SECRET))
+    def __init__(self, test: Any, *args: str, env: dict[str, str] | None = None, serve: str = SERVE) -> None:
+        super().__init__(test, ["--http", "--port", "0", *args], env if env is not None else server_env(NOTES_MCP_TOKEN=TOKEN, NOTES_MCP_SECRET=SECRET), serve=serve)
         if not self.url_seen.wait(GUARD) or self.url is None:
             self.stop()
             test.fail("server did not print its URL:\n" + self.stderr_text())
@@ -182,8 +182,10 @@ def post(
 class StdioServer(Process):
     """`serve --stdio`: write lines to stdin, read lines from stdout (through a queue)."""
 
-    def __init__(self, test: unittest.TestCase, *args: str, env: dict[str, str] | None = None, read_stdout: bool = True) -> None:
-        super().__init__(test, ["--stdio", *args], env if env is not None else server_env(NOTES_MCP_SECRET=SECRET), stdin=subprocess.PIPE)
+    def __init__(
+        self, test: unittest.TestCase, *args: str, env: dict[str, str] | None = None, read_stdout: bool = True, serve: str = SERVE
+    ) -> None:
+        super().__init__(test, ["--stdio", *args], env if env is not None else server_env(NOTES_MCP_SECRET=SECRET), stdin=subprocess.PIPE, serve=serve)
         self.lines: queue.Queue[bytes | None] = queue.Queue()
         self._stdout = threading.Thread(target=self._drain_stdout, daemon=True)
         if read_stdout:

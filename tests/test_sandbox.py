@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import json
@@ -11,6 +12,8 @@ import re
 import shutil
 import signal
 import socket
+import sqlite3
+import stat
 import subprocess
 import sys
 import tempfile
@@ -29,7 +32,17 @@ import serve
 from support import accept, call, tps
 
 PROBE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox_probe")
-ATTEMPTS = ("read-outside", "list-root", "write-outside", "symlink-out", "bind-other-port", "connect-test-port")
+# What Landlock refuses (EACCES), then the metadata writes the seccomp filter refuses (EPERM).
+LANDLOCK_ATTEMPTS = (
+    "read-outside", "list-root", "write-outside", "symlink-out", "bind-other-port", "connect-test-port",
+    "append-code", "create-code-sitecustomize", "create-state-sitecustomize",
+)  # fmt: skip
+METADATA_ATTEMPTS = ("chmod-outside", "chown-outside", "utime-outside", "setxattr-outside")
+ATTEMPTS = LANDLOCK_ATTEMPTS + METADATA_ATTEMPTS
+CONFINED = {
+    **dict.fromkeys(LANDLOCK_ATTEMPTS, "denied(EACCES)"),
+    **dict.fromkeys(METADATA_ATTEMPTS, f"denied({errno.errorcode[sandbox.METADATA_ERRNO]})"),
+}
 SECRET_TEXT = "not for the server\n"
 SECURITY_DOC = os.path.join(support.ROOT, "docs", "security.md")
 MAX_SYSTEMD_EXPOSURE = 25  # systemd-analyze's --threshold counts tenths: "2.5" on its 0-10 scale
@@ -42,6 +55,17 @@ def skip_without_landlock(minimum: int = 1) -> None:
         raise unittest.SkipTest(f"Landlock {KERNEL_ABI}")
     if KERNEL_ABI < minimum:
         raise unittest.SkipTest(f"Landlock ABI {KERNEL_ABI} here; TCP rules need ABI {minimum}")
+
+
+def skip_without_seccomp() -> None:
+    """SkipTest with one line where this kernel has no seccomp filters (its status file has no Seccomp_filters)."""
+    try:
+        with open("/proc/self/status", encoding="utf-8") as handle:
+            if any(line.startswith("Seccomp_filters:") for line in handle):
+                return
+    except OSError:
+        pass
+    raise unittest.SkipTest("this kernel has no seccomp filters (no Seccomp_filters in /proc/self/status)")
 
 
 def skip_unless_landlock_numbers() -> None:
@@ -57,6 +81,26 @@ def shown(folder: str) -> list[str]:
 
 def folder_uri(path: str) -> str:
     return main.format_file_uri(tuple(part for part in path.split("/") if part))
+
+
+def file_bytes(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def user_xattrs_work(path: str) -> bool:
+    """True when the file system holding `path` keeps user extended attributes (the control run needs them)."""
+    with open(path, "w", encoding="utf-8"):
+        pass
+    try:
+        os.setxattr(path, "user.check", b"1")
+    except OSError as exc:
+        if exc.errno != errno.EOPNOTSUPP:
+            raise
+        return False
+    finally:
+        os.unlink(path)
+    return True
 
 
 def probe_results(line: str) -> dict[str, str]:
@@ -219,6 +263,23 @@ class RulesetTests(unittest.TestCase):
         self.assertEqual(endpoints("postgresql:///notes", {}), (["/var/run/postgresql", "/tmp"], [5432]))
         self.assertEqual(endpoints("postgresql:///notes", {"PGPORT": "6543", "PGHOST": "pg.internal"}), (["pg.internal"], [6543]))
 
+    def test_the_state_database_is_granted_as_its_own_three_files_and_its_folder_not_at_all(self) -> None:
+        db = os.path.join(os.path.dirname(self.notes), "notes.db")
+        for path in sandbox.state_files(db):
+            with open(path, "w", encoding="utf-8"):
+                pass
+        plan = sandbox.server_plan(support.CODE, [self.notes], db, None, None, [])
+        self.assertEqual(
+            plan.write,
+            [("device", os.devnull), ("notes folder", self.notes), ("state file", db), ("state file", db + "-wal"), ("state file", db + "-shm")],
+        )
+        self.assertNotIn(os.path.dirname(db), [path for _, path in plan.read + plan.write])
+        libc = FakeLibc(abi=7)
+        sandbox.restrict(plan, libc, sandbox.SYSCALLS["x86_64"], 7)
+        file_rights = sandbox.FS_READ_FILE | sandbox.FS_WRITE_FILE | sandbox.FS_TRUNCATE
+        self.assertEqual([call for call in libc.calls if call[0] == "path" and call[1].startswith(db)], [("path", p, file_rights) for p in sandbox.state_files(db)])
+        self.assertIn("3 state files", sandbox.summary(plan, 7))
+
     def test_a_rule_the_kernel_refuses_leaves_the_process_unconfined_and_names_the_call(self) -> None:
         # In a fresh single-threaded process (confine refuses in this one, which runs threads).
         script = (
@@ -243,6 +304,181 @@ class RulesetTests(unittest.TestCase):
         )
 
 
+# The kernel's BPF opcodes and arch tokens, spelled out here independently of code/sandbox.py.
+BPF_LD_W_ABS, BPF_JEQ_K, BPF_JGE_K, BPF_RET_K = 0x00 | 0x00 | 0x20, 0x05 | 0x10, 0x05 | 0x30, 0x06
+ARCH_TOKENS = {"x86_64": 0x80000000 | 0x40000000 | 62, "aarch64": 0x80000000 | 0x40000000 | 183, "i386": 0x40000000 | 3}
+SYSCALL_HEADERS = {"x86_64": "/usr/include/x86_64-linux-gnu/asm/unistd_64.h", "aarch64": "/usr/include/asm-generic/unistd.h"}
+
+
+def run_filter(program: list[tuple[int, int, int, int]], arch: int, number: int) -> int:
+    """What `program` returns for syscall `number` made through `arch`: a BPF interpreter for the four instructions it may use."""
+    data = {0: number, 4: arch}  # struct seccomp_data: nr, then arch
+    pc = accumulator = 0
+    while True:
+        code, jt, jf, k = program[pc]
+        if code == BPF_LD_W_ABS:
+            accumulator, pc = data[k], pc + 1
+        elif code in (BPF_JEQ_K, BPF_JGE_K):
+            taken = accumulator == k if code == BPF_JEQ_K else accumulator >= k
+            pc += 1 + (jt if taken else jf)
+        elif code == BPF_RET_K:
+            return k
+        else:
+            raise AssertionError(f"instruction {code:#x} at {pc}")
+
+
+class MetadataFilterTests(unittest.TestCase):
+    """The seccomp program that refuses chmod, chown, utime and xattr writes, read by an interpreter, and its installation."""
+
+    def test_every_metadata_write_answers_eperm_and_every_other_call_passes(self) -> None:
+        for machine, calls in sandbox.METADATA_SYSCALLS.items():
+            program = sandbox.metadata_filter(machine)
+            with self.subTest(machine=machine):
+                refused = {number for number in range(600) if run_filter(program, ARCH_TOKENS[machine], number) != 0x7FFF0000}
+                self.assertEqual(refused, set(calls.values()))
+                self.assertEqual({run_filter(program, ARCH_TOKENS[machine], number) for number in refused}, {0x00050000 | errno.EPERM})
+        # What the stores need once confined passes: inotify_add_watch, the Landlock calls, openat, fsync.
+        for machine, numbers in {"x86_64": (254, 444, 446, 257, 74), "aarch64": (27, 444, 446, 56, 82)}.items():
+            for number in numbers:
+                self.assertEqual(run_filter(sandbox.metadata_filter(machine), ARCH_TOKENS[machine], number), 0x7FFF0000)
+
+    def test_a_call_through_another_abi_kills_the_process(self) -> None:
+        x86, arm = sandbox.metadata_filter("x86_64"), sandbox.metadata_filter("aarch64")
+        kill = 0x80000000
+        self.assertEqual(run_filter(x86, ARCH_TOKENS["i386"], 15), kill)  # chmod through int 0x80
+        self.assertEqual(run_filter(x86, ARCH_TOKENS["x86_64"], 0x40000000 | 90), kill)  # chmod through x32
+        self.assertEqual(run_filter(x86, ARCH_TOKENS["x86_64"], 0x40000000 - 1), 0x7FFF0000)  # just below x32: an ordinary number
+        self.assertEqual(run_filter(arm, ARCH_TOKENS["x86_64"], 1), kill)
+
+    def test_the_syscall_numbers_match_this_systems_headers_where_it_has_them(self) -> None:
+        checked = 0
+        for machine, header in SYSCALL_HEADERS.items():
+            if not os.path.exists(header):
+                continue
+            with open(header, encoding="utf-8") as handle:
+                defined = {name: int(number) for name, number in re.findall(r"^#define __NR_(\w+)\s+(\d+)$", handle.read(), re.MULTILINE)}
+            for name, number in sandbox.METADATA_SYSCALLS[machine].items():
+                if name in defined:  # headers older than the kernel lack fchmodat2 and the *xattrat calls
+                    self.assertEqual((name, number), (name, defined[name]))
+                    checked += 1
+        if not checked:
+            self.skipTest("no Linux syscall headers here (/usr/include/asm-generic/unistd.h)")
+
+    def confine_in_a_fresh_process(self, refuse_seccomp: bool) -> list[str]:
+        """confine() with a recording fake libc in a single-threaded process: its start-up line, then the calls made."""
+        script = (
+            "import ctypes, errno, sys\n"
+            f"sys.path[:0] = [{support.CODE!r}, {os.path.dirname(os.path.abspath(__file__))!r}]\n"
+            "import sandbox, test_sandbox\n"
+            "class Libc(test_sandbox.FakeLibc):\n"
+            "    def prctl(self, option, *args):\n"
+            f"        if {refuse_seccomp!r} and option.value == sandbox.PR_SET_SECCOMP:\n"
+            "            ctypes.set_errno(errno.EINVAL)\n"
+            "            return -1\n"
+            "        return super().prctl(option, *args)\n"
+            "libc = Libc(abi=7)\n"
+            f"status = sandbox.confine(sandbox.Plan(read=[('code folder', {support.CODE!r})]), libc, machine='x86_64', system='Linux')\n"
+            "print(status.describe()); print(status.complete); print([call[:2] for call in libc.calls])\n"
+        )
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=procs.GUARD)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        return done.stdout.splitlines()
+
+    def test_the_filter_follows_landlock_and_a_refused_filter_is_named_without_undoing_landlock(self) -> None:
+        line, complete, calls = self.confine_in_a_fresh_process(refuse_seccomp=False)
+        self.assertIn("; no chmod, chown, utime or xattr writes;", line)
+        self.assertEqual(complete, "True")
+        self.assertEqual(
+            calls, str([("version",), ("create", 65535), ("path", support.CODE), ("prctl", 38), ("restrict", True), ("prctl", 22)])
+        )
+        line, complete, _ = self.confine_in_a_fresh_process(refuse_seccomp=True)
+        self.assertTrue(line.startswith("sandbox: on (Landlock ABI 7): "), line)
+        self.assertIn("; chmod, chown, utime and xattr writes NOT filtered (prctl(PR_SET_SECCOMP) failed: EINVAL);", line)
+        self.assertEqual(complete, "False")
+
+
+class ImportPathTests(unittest.TestCase):
+    """Nothing Python imports is left writable: notes folders on the import path are refused, the database granted file by file."""
+
+    def setUp(self) -> None:
+        self.top = os.path.realpath(self.enterContext(tempfile.TemporaryDirectory(prefix="import-path-")))
+        self.notes = os.path.join(self.top, "project", "Notes")
+        os.makedirs(self.notes)
+        with open(os.path.join(self.notes, "tps.md"), "w", encoding="utf-8") as handle:
+            handle.write("# TPS report\n")
+        self.state = os.path.join(self.top, "state")
+
+    def start(self, *args: str, **env: str) -> procs.Process:
+        proc = procs.Process(self, ["--stdio", *args], procs.server_env(NOTES_MCP_SECRET=procs.SECRET, XDG_STATE_HOME=self.state, **env))
+        proc.wait()
+        return proc
+
+    def test_notes_folders_and_databases_are_compared_with_import_folders_by_path_components(self) -> None:
+        lib = os.path.join(self.top, "lib")
+        bundle = os.path.join(self.top, "bundle.zip")
+        roots = [lib, bundle]
+        folders = {lib: "is", os.path.join(lib, "pkg"): "lies inside", self.top: "holds", lib + "-notes": None, self.notes: None}
+        for folder, relation in folders.items():
+            with self.subTest(folder=folder):
+                line = sandbox.unsafe_writes([folder], None, roots)
+                if relation is None:
+                    self.assertIsNone(line)
+                else:
+                    named = "is" if relation == "is" else f"{relation} {lib},"
+                    self.assertTrue(line and line.startswith(f"sandbox: notes folder {folder} {named} a folder Python imports from;"), line)
+        databases = {
+            os.path.join(lib, "store.py"): True,  # `import store` would read it
+            os.path.join(lib, "sub", "hook.pth"): True,
+            bundle: True,  # a zip archive on sys.path
+            os.path.join(lib, "notes.db"): False,  # no name Python imports
+            os.path.join(self.top, "store.py"): False,  # not on the import path
+        }
+        for database, refused in databases.items():
+            with self.subTest(database=database):
+                line = sandbox.unsafe_writes([], database, roots)
+                self.assertEqual(line is not None, refused, line)
+                if refused:
+                    self.assertTrue(line.startswith(f"sandbox: database file {database} is on Python's import path"), line)
+
+    def test_a_notes_folder_that_is_holds_or_lies_inside_an_import_folder_is_refused_before_anything_is_created(self) -> None:
+        cases = {  # (notes folder, PYTHONPATH): (relation, the import folder named)
+            (self.notes, self.notes): ("is", self.notes),
+            (self.notes, os.path.join(self.notes, "lib")): ("holds", os.path.join(self.notes, "lib")),
+            (self.notes, os.path.dirname(self.notes)): ("lies inside", os.path.dirname(self.notes)),
+            (support.ROOT, ""): ("holds", support.CODE),  # `--notes-dir .` in the checkout
+        }
+        for (folder, path), (relation, root) in cases.items():
+            with self.subTest(folder=folder, path=path):
+                proc = self.start("--notes-dir", folder, PYTHONPATH=path)
+                self.assertEqual(proc.wait(), serve.EXIT_USAGE)
+                self.assertEqual(len(proc.stderr_lines), 1, proc.stderr_text())
+                named = "is" if relation == "is" else f"{relation} {os.path.realpath(root)},"
+                self.assertTrue(
+                    proc.stderr_lines[0].startswith(f"notes-mcp: sandbox: notes folder {os.path.realpath(folder)} {named} a folder Python imports from; "),
+                    proc.stderr_lines[0],
+                )
+                self.assertFalse(os.path.exists(self.state))  # no confirmation database created
+        self.assertEqual(os.listdir(self.notes), ["tps.md"])
+
+    def test_without_landlock_the_same_folder_is_refused_and_with_no_sandbox_it_is_served(self) -> None:
+        skip_unless_landlock_numbers()
+        proc = self.start("--notes-dir", self.notes, PYTHONPATH=os.pathsep.join([PROBE_DIR, self.notes]), NOTES_MCP_TEST_NO_LANDLOCK="1")
+        self.assertEqual(proc.wait(), serve.EXIT_USAGE)
+        self.assertIn(" is ", proc.stderr_text())
+        proc = self.start("--notes-dir", self.notes, "--no-sandbox", PYTHONPATH=self.notes)
+        self.assertEqual(proc.wait(), 0, proc.stderr_text())  # stdin at its end: served, then a clean exit
+        self.assertIn("notes-mcp: sandbox: off (--no-sandbox); serving unconfined", proc.stderr_lines)
+
+    def test_a_database_python_would_import_is_refused_before_it_is_created(self) -> None:
+        lib = os.path.join(self.top, "lib")
+        os.mkdir(lib)
+        proc = self.start("--db", os.path.join(lib, "store.py"), PYTHONPATH=lib)
+        self.assertEqual(proc.wait(), serve.EXIT_USAGE)
+        self.assertEqual(len(proc.stderr_lines), 1, proc.stderr_text())
+        self.assertIn(f"sandbox: database file {os.path.join(lib, 'store.py')} is on Python's import path", proc.stderr_lines[0])
+        self.assertEqual(os.listdir(lib), [])
+
+
 class CompromisedServerTests(unittest.TestCase):
     """Code running inside the server after start-up (sitecustomize, tests/sandbox_probe) tries to escape."""
 
@@ -258,18 +494,32 @@ class CompromisedServerTests(unittest.TestCase):
         self.secret = os.path.join(self.outside, "secret.txt")
         with open(self.secret, "w", encoding="utf-8") as handle:
             handle.write(SECRET_TEXT)
+        os.chmod(self.secret, 0o600)
+        self.secret_before = os.stat(self.secret)
+        self.xattrs = user_xattrs_work(os.path.join(folder, "xattr-check"))
         self.link = os.path.join(self.notes, "escape")
         os.symlink(self.secret, self.link)
+        # The server runs from a checkout of its own with its database in the checkout's top
+        # folder, which is also on PYTHONPATH: the layout that once left code/ writable.
+        self.checkout = os.path.join(folder, "checkout")
+        self.code = os.path.join(self.checkout, "code")
+        shutil.copytree(support.CODE, self.code, ignore=shutil.ignore_patterns("__pycache__"))
+        self.serve = os.path.join(self.code, "serve.py")
+        self.code_before = {name: file_bytes(os.path.join(self.code, name)) for name in os.listdir(self.code) if name.endswith(".py")}
+        self.args = ["--notes-dir", self.notes, "--db", os.path.join(self.checkout, "notes.db")]
         listener = socket.socket()
         self.addCleanup(listener.close)
         listener.bind(("127.0.0.1", 0))
         listener.listen(4)
-        spec = {"secret": self.secret, "outside": self.outside, "link": self.link, "port": listener.getsockname()[1]}
+        spec = {
+            "secret": self.secret, "outside": self.outside, "link": self.link, "port": listener.getsockname()[1],
+            "code": self.code, "state": self.checkout,
+        }  # fmt: skip
         self.env = procs.server_env(
             NOTES_MCP_TOKEN=procs.TOKEN,
             NOTES_MCP_SECRET=procs.SECRET,
             XDG_STATE_HOME=os.path.join(folder, "state"),
-            PYTHONPATH=PROBE_DIR,
+            PYTHONPATH=os.pathsep.join([PROBE_DIR, self.checkout]),
             NOTES_MCP_TEST_PROBE=json.dumps(spec),
         )
 
@@ -280,7 +530,7 @@ class CompromisedServerTests(unittest.TestCase):
 
     def http_probe(self, *flags: str) -> tuple[procs.HttpServer, dict[str, str], dict[str, str]]:
         """Serve the notes folder over HTTP, probe the main thread and a worker, then delete tps.md; the probes' results."""
-        server = procs.HttpServer(self, "--notes-dir", self.notes, *flags, env=self.env)
+        server = procs.HttpServer(self, *self.args, *flags, env=self.env, serve=self.serve)
         # The sandbox line ends the start-up block: signalled before it, the probe could
         # print in the middle of a start-up line and its own line would not start it.
         self.assertTrue(server.wait_for_line("sandbox: "), server.stderr_text())
@@ -298,27 +548,49 @@ class CompromisedServerTests(unittest.TestCase):
         self.assertEqual(shown(self.notes), ["escape", "list.md"])
         return server, in_main, in_worker
 
-    def test_inside_the_sandbox_every_escape_fails_in_the_main_thread_and_a_worker_and_the_deletion_completes(self) -> None:
-        skip_without_landlock(sandbox.NET_FROM_ABI)
-        server, in_main, in_worker = self.http_probe()
-        denied = dict.fromkeys(ATTEMPTS, "denied(EACCES)")
-        self.assertEqual(in_main, denied)
-        self.assertEqual(in_worker, denied)
+    def assert_nothing_changed(self) -> None:
+        """The code, the checkout's top folder and the file outside are as setUp left them."""
+        self.assertEqual({name: file_bytes(os.path.join(self.code, name)) for name in self.code_before}, self.code_before)
+        self.assertNotIn("sitecustomize.py", os.listdir(self.code))
+        # The database's own files, and nothing created beside them.
+        self.assertEqual(sorted(os.listdir(self.checkout)), ["code", "notes.db", "notes.db-shm", "notes.db-wal"])
         self.assertEqual(os.listdir(self.outside), ["secret.txt"])  # nothing written outside
         with open(self.secret, encoding="utf-8") as handle:
             self.assertEqual(handle.read(), SECRET_TEXT)
-        self.assertTrue(any(line.startswith(f"notes-mcp: sandbox: on (Landlock ABI {KERNEL_ABI}): ") for line in server.stderr_lines))
+        after = os.stat(self.secret)
+        self.assertEqual((stat.S_IMODE(after.st_mode), after.st_mtime_ns), (0o600, self.secret_before.st_mtime_ns))
+        self.assertEqual(os.listxattr(self.secret), [])
+
+    def test_inside_the_sandbox_every_escape_fails_in_the_main_thread_and_a_worker_and_the_deletion_completes(self) -> None:
+        skip_without_landlock(sandbox.NET_FROM_ABI)
+        skip_without_seccomp()
+        server, in_main, in_worker = self.http_probe()
+        self.assertEqual(in_main, CONFINED)
+        self.assertEqual(in_worker, CONFINED)
+        line = next(line for line in server.stderr_lines if line.startswith(f"notes-mcp: sandbox: on (Landlock ABI {KERNEL_ABI}): "))
+        self.assertIn("read-write 1 device, 1 notes folder, 3 state files;", line)
+        self.assertIn("; no chmod, chown, utime or xattr writes;", line)
         server.proc.terminate()
         self.assertEqual(server.wait(), 0)  # graceful shutdown works inside the sandbox
         self.assertNotIn("Traceback", server.stderr_text())
+        self.assert_nothing_changed()
 
     def test_with_no_sandbox_the_same_probe_escapes_so_the_test_above_can_fail(self) -> None:
         server, in_main, in_worker = self.http_probe("--no-sandbox")
         allowed = dict.fromkeys(ATTEMPTS, "allowed")
+        if not self.xattrs:
+            allowed["setxattr-outside"] = "denied(EOPNOTSUPP)"  # this file system keeps no user xattrs
         self.assertEqual(in_main, allowed)
         self.assertEqual(in_worker, allowed)
-        self.assertEqual(sorted(os.listdir(self.outside)), ["secret.txt", "written-by-main", "written-by-worker"])
         self.assertIn("notes-mcp: sandbox: off (--no-sandbox); serving unconfined", server.stderr_lines)
+        self.assertEqual(sorted(os.listdir(self.outside)), ["secret.txt", "written-by-main", "written-by-worker"])
+        appended = "# appended by the probe in main\n# appended by the probe in worker\n"
+        self.assertEqual(file_bytes(self.serve), self.code_before["serve.py"] + appended.encode())
+        for folder in (self.code, self.checkout):
+            self.assertEqual(file_bytes(os.path.join(folder, "sitecustomize.py")), appended.encode())
+        after = os.stat(self.secret)
+        self.assertEqual((stat.S_IMODE(after.st_mode), after.st_mtime_ns), (0o666, 0))
+        self.assertEqual(os.listxattr(self.secret), ["user.probe"] if self.xattrs else [])
 
     def test_every_serving_mode_is_confined_so_no_thread_started_before_the_sandbox(self) -> None:
         # A thread started before confinement (a store's background thread, say) would make
@@ -345,16 +617,34 @@ class CompromisedServerTests(unittest.TestCase):
 
     def test_on_stdio_the_sandbox_binds_no_port_and_still_deletes(self) -> None:
         skip_without_landlock(sandbox.NET_FROM_ABI)
-        server = procs.StdioServer(self, "--notes-dir", self.notes, env=self.env)
+        skip_without_seccomp()
+        server = procs.StdioServer(self, *self.args, env=self.env, serve=self.serve)
         args = tps(workspace=folder_uri(self.notes))
         first = server.exchange(call(args))["result"]  # served: the sandbox is in place
         os.kill(server.proc.pid, signal.SIGUSR1)
-        self.assertEqual(self.probe_line(server, "main"), dict.fromkeys(ATTEMPTS, "denied(EACCES)"))
+        self.assertEqual(self.probe_line(server, "main"), CONFINED)
         self.assertIn("TCP bind none, connect none", server.stderr_text())
         done = server.exchange(call(args, id=2, requestState=first["requestState"], inputResponses=accept("tps.md")))
         self.assertEqual(done["result"]["structuredContent"], {"deleted": True, "noteId": "tps.md"})
         server.close_stdin()
         self.assertEqual(server.wait(), 0)
+        self.assert_nothing_changed()
+
+    def test_a_kernel_refusing_the_metadata_filter_is_named_and_require_then_refuses_to_serve(self) -> None:
+        skip_without_landlock()
+        env = {**self.env, "NOTES_MCP_TEST_NO_SECCOMP": "1"}
+        server = procs.StdioServer(self, *self.args, env=env, serve=self.serve)
+        self.assertTrue(server.wait_for_line("sandbox: on"), server.stderr_text())
+        self.assertIn("; chmod, chown, utime and xattr writes NOT filtered (prctl(PR_SET_SECCOMP) failed: EINVAL);", server.stderr_text())
+        server.close_stdin()
+        self.assertEqual(server.wait(), 0)
+        required = procs.StdioServer(self, *self.args, "--sandbox", "require", env=env, serve=self.serve)
+        self.assertEqual(required.wait(), serve.EXIT_USAGE)
+        self.assertEqual(
+            [line for line in required.stderr_lines if "sandbox" in line],
+            ["notes-mcp: sandbox: required, but the metadata filter failed: prctl(PR_SET_SECCOMP) failed: EINVAL; not serving"],
+        )
+        self.assertEqual(shown(self.notes), ["escape", "list.md", "tps.md"])
 
 
 class SqliteAndMountsTests(unittest.TestCase):
@@ -382,12 +672,19 @@ class SqliteAndMountsTests(unittest.TestCase):
         self.assertEqual(shown(notes), [])
         self.assertTrue(os.path.exists(db + "-wal") and os.path.exists(db + "-shm"))  # written inside the sandbox
         self.assertTrue(server.wait_for_line("sandbox: "))  # stderr is drained by its own thread
-        self.assertIn("read-write 1 device, 1 notes folder, 1 state folder", server.stderr_text())
+        self.assertIn("read-write 1 device, 1 notes folder, 3 state files", server.stderr_text())
         server.close_stdin()
         self.assertEqual(server.wait(), 0)
-        # Closing checkpointed the log into the database and removed it: the folder stayed writable to the end.
-        self.assertFalse(os.path.exists(db + "-wal"))
         self.assertNotIn("Traceback", server.stderr_text())
+        # The folder is not writable, so the last close could not remove the -wal and -shm,
+        # and nothing else was created; it checkpointed and emptied the log: the database
+        # file alone (a naive backup) holds the deletion.
+        self.assertEqual(sorted(os.listdir(state)), ["confirmations.db", "confirmations.db-shm", "confirmations.db-wal"])
+        self.assertEqual(os.path.getsize(db + "-wal"), 0)  # emptied: no old page of the deleted note left
+        copy = os.path.join(self.enterContext(tempfile.TemporaryDirectory()), "copy.db")
+        shutil.copyfile(db, copy)
+        with contextlib.closing(sqlite3.connect(copy)) as conn:
+            self.assertEqual(conn.execute("SELECT outcome, note_id FROM audit").fetchall(), [("deleted", "tps.md")])
 
     def test_a_sort_that_outgrows_the_cache_works_inside_the_sandbox(self) -> None:
         skip_without_landlock()
@@ -518,7 +815,10 @@ class OuterLayerTests(unittest.TestCase):
         listener = self.enterContext(socket.socket())
         listener.bind(("127.0.0.1", 0))
         listener.listen(1)
-        spec = {"secret": secret, "outside": outside, "link": "/data/notes/escape", "port": listener.getsockname()[1]}
+        spec = {
+            "secret": secret, "outside": outside, "link": "/data/notes/escape", "port": listener.getsockname()[1],
+            "code": "/app/code", "state": "/data/state/notes-mcp",
+        }  # fmt: skip
         # The documented command, plus (test only) the probe's folder bound in and put on PYTHONPATH.
         command = recipe("sh", "bwrap ").replace(
             '"$PYTHON" ', '--ro-bind "$PROBE" /probe --setenv PYTHONPATH /probe --setenv NOTES_MCP_TEST_PROBE "$PROBE_SPEC" "$PYTHON" ', 1

@@ -625,6 +625,28 @@ class Shutdown(StoreCase):
         self.assertIn("note-3", self.note_ids(copy))
         self.assertEqual(self.consumed(copy), {"n1"})
 
+    def test_close_empties_the_wal_another_instance_keeps_open_but_not_one_it_is_reading(self) -> None:
+        store = self.open()
+        other = self.raw()  # keeps the -wal from being removed at close, as the sandbox does
+        self.assertEqual(other.execute("SELECT COUNT(*) FROM notes").fetchone(), (len(main.lesson_notes()),))
+        target = ("note-14", {note.id: note for note in store.all()}["note-14"].version)
+        self.assertIs(store.consume(PRINCIPAL, "n1", LATER, target, ALWAYS), main.Settlement.DELETED)
+        self.assertGreater(os.path.getsize(self.path + "-wal"), 0)
+        store.close()
+        self.assertEqual(os.path.getsize(self.path + "-wal"), 0)  # no old page of the deleted note left in it
+        self.assertNotIn("note-14", self.note_ids())
+        # A reader in a transaction still needs the log: close leaves it, and the reader's view.
+        store = self.open()
+        target = ("note-3", {note.id: note for note in store.all()}["note-3"].version)
+        other.execute("BEGIN")
+        self.assertIn(("note-3",), other.execute("SELECT id FROM notes").fetchall())
+        self.assertIs(store.consume(PRINCIPAL, "n2", LATER, target, ALWAYS), main.Settlement.DELETED)
+        store.close()
+        self.assertGreater(os.path.getsize(self.path + "-wal"), 0)
+        self.assertIn(("note-3",), other.execute("SELECT id FROM notes").fetchall())
+        other.execute("COMMIT")
+        self.assertNotIn("note-3", self.note_ids())
+
     def test_close_is_idempotent_and_a_closed_store_writes_nothing(self) -> None:
         store = self.open()
         store.close()

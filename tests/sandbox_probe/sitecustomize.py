@@ -3,12 +3,15 @@
 Production code carries no hook: Python imports `sitecustomize` from the first folder on
 sys.path that has one, and only the sandbox tests put this folder there.
 
-NOTES_MCP_TEST_PROBE (JSON: secret, outside, link, port) arms the probe: on SIGUSR1 it runs
-in the main thread, and it runs once at the start of the HTTP engine's first worker
-thread (before the worker takes its first request). Each attempt prints
+NOTES_MCP_TEST_PROBE (JSON: secret, outside, link, port, code, state) arms the probe: on
+SIGUSR1 it runs in the main thread, and it runs once at the start of the HTTP engine's
+first worker thread (before the worker takes its first request). Each attempt prints
 `name=allowed` or `name=denied(ERRNO)` on one stderr line, `probe main: ...` or
-`probe worker: ...`. NOTES_MCP_TEST_NO_LANDLOCK=1 makes the Landlock syscalls fail
-with ENOSYS, as on a kernel built without it.
+`probe worker: ...`. `code` is the server's code folder and `state` its database's
+folder: the probe appends to code/serve.py and creates a sitecustomize.py in each,
+so tests run the server from a copy of code/. NOTES_MCP_TEST_NO_LANDLOCK=1 makes the
+Landlock syscalls fail with ENOSYS, as on a kernel built without it;
+NOTES_MCP_TEST_NO_SECCOMP=1 makes prctl(PR_SET_SECCOMP) fail with EINVAL.
 """
 
 import ctypes
@@ -21,6 +24,7 @@ import sys
 import threading
 
 LANDLOCK_SYSCALLS = (444, 445, 446)
+PR_SET_SECCOMP = 22
 
 
 def probe(where: str, spec: dict) -> None:
@@ -48,12 +52,24 @@ def probe(where: str, spec: dict) -> None:
     def connect() -> None:
         socket.create_connection(("127.0.0.1", spec["port"]), timeout=30).close()
 
+    def append(path: str) -> None:
+        # Code the next start would run: an appended line, a new sitecustomize.
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(f"# appended by the probe in {where}\n")
+
     attempt("read-outside", lambda: read(spec["secret"]))
     attempt("list-root", lambda: os.listdir("/"))
     attempt("write-outside", write)
     attempt("symlink-out", lambda: read(spec["link"]))
     attempt("bind-other-port", bind)
     attempt("connect-test-port", connect)
+    attempt("append-code", lambda: append(os.path.join(spec["code"], "serve.py")))
+    attempt("create-code-sitecustomize", lambda: append(os.path.join(spec["code"], "sitecustomize.py")))
+    attempt("create-state-sitecustomize", lambda: append(os.path.join(spec["state"], "sitecustomize.py")))
+    attempt("chmod-outside", lambda: os.chmod(spec["secret"], 0o666))
+    attempt("chown-outside", lambda: os.chown(spec["secret"], os.getuid(), os.getgid()))
+    attempt("utime-outside", lambda: os.utime(spec["secret"], (0, 0)))
+    attempt("setxattr-outside", lambda: os.setxattr(spec["secret"], "user.probe", where.encode()))
     print(f"probe {where}: " + " ".join(results), file=sys.stderr, flush=True)
 
 
@@ -85,16 +101,33 @@ class NoLandlock:
         return self.real(number, *args)
 
 
+class NoSeccomp(NoLandlock):
+    """libc's prctl() for a kernel that refuses seccomp filters: PR_SET_SECCOMP fails with EINVAL."""
+
+    def __call__(self, option, *args):
+        if int(getattr(option, "value", option)) == PR_SET_SECCOMP:
+            ctypes.set_errno(errno.EINVAL)
+            return -1
+        return self.real(option, *args)
+
+
+WRAPPERS = {
+    name: wrapper
+    for name, wrapper, variable in (("syscall", NoLandlock, "NOTES_MCP_TEST_NO_LANDLOCK"), ("prctl", NoSeccomp, "NOTES_MCP_TEST_NO_SECCOMP"))
+    if os.environ.get(variable) == "1"
+}
+
+
 class CDLL(ctypes.CDLL):
     def __getattr__(self, name):
         attribute = super().__getattr__(name)  # caches the real function on the instance
-        if name == "syscall":
-            attribute = NoLandlock(attribute)
+        if name in WRAPPERS:
+            attribute = WRAPPERS[name](attribute)
             setattr(self, name, attribute)
         return attribute
 
 
 if os.environ.get("NOTES_MCP_TEST_PROBE"):
     arm(json.loads(os.environ["NOTES_MCP_TEST_PROBE"]))
-if os.environ.get("NOTES_MCP_TEST_NO_LANDLOCK") == "1":
+if WRAPPERS:
     ctypes.CDLL = CDLL
