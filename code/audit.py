@@ -10,9 +10,9 @@ outcome completed after the file operation:
 Never the requestState, its nonce, a token or a note's content. Outcomes:
 
     deleted        the note went to the trash (`trash` says where) or, in unlink mode, away
-    declined       the user declined the form
-    not_confirmed  the user accepted but left "delete it" unticked
-    published      notes_publish sent the note (completed after the tool ran)
+    declined       the user declined the form (completed from the tool's result)
+    not_confirmed  the user accepted but left "delete it" unticked (likewise)
+    published      notes_publish sent the note (likewise)
     denied         notes_publish: the user denied the connection
     refused        the live re-check found the note changed, moved, gone or the grant revoked
     consumed       used up, and the server stopped before it could say how
@@ -107,7 +107,6 @@ class AuditContext:
     request_id: str | None
     client_name: str | None  # the client's own claim (`clientInfo.name`), never verified
     workspace: str | None  # canonical workspaceUri, when the arguments held a valid one
-    consumed_as: str = CONSUMED  # the outcome of a consumption that acts on no note
     entry: tuple[Any, int, str] | None = None  # (store, entry id, outcome) once written
 
 
@@ -140,17 +139,7 @@ def context_of(request: main.Envelope) -> AuditContext:
         workspace = None
     tool = params.get("name") if isinstance(params.get("name"), str) else None
     request_id = None if request.id is None else json.dumps(request.id)  # 4 and "4" are different ids
-    return AuditContext(clip(tool), clip(request_id), clip(name), workspace, answered_as(params.get("inputResponses")))
-
-
-def answered_as(responses: Any) -> str:
-    """The outcome a consumption without a note stands for: a decline, an unticked box, or not known yet."""
-    answers = [a for a in responses.values() if isinstance(a, dict)] if isinstance(responses, dict) else []
-    if any(a.get("action") == "decline" for a in answers):
-        return DECLINED
-    if any(isinstance(a.get("content"), dict) and a["content"].get(main.CONFIRM_FIELD) is False for a in answers):
-        return NOT_CONFIRMED
-    return CONSUMED  # completed from the tool's result once it ran (e.g. published)
+    return AuditContext(clip(tool), clip(request_id), clip(name), workspace)
 
 
 def written(store: Any, entry_id: int, outcome: str) -> None:
@@ -175,12 +164,19 @@ def outcome_of(settlement: main.Settlement, pending: bool = False) -> str:
         return DELETED
     if settlement is main.Settlement.CHANGED:
         return REFUSED
-    context = current()
-    return context.consumed_as if context is not None else CONSUMED
+    # Nothing acted on a note: why (a decline, an unticked box, a publication) is the
+    # tool's to say, in its result; install() completes the entry from it.
+    return CONSUMED
+
+
+# The outcomes a tool's result may complete a `consumed` entry with. Never read from the
+# client's answer: the client could send, beside the answer the tool asked for, another
+# one (`{"junk": {"action": "decline"}}`) that the tool ignores and the audit would not.
+COMPLETIONS = (DECLINED, NOT_CONFIRMED, DENIED)
 
 
 def result_outcome(result: dict[str, Any]) -> str | None:
-    """What a tool's result says happened, for an entry written as `consumed`; None: nothing to add."""
+    """What a tool's own result says happened, for an entry written as `consumed`; None: nothing to add."""
     if result.get("isError"):
         return REFUSED  # the tool's own re-check after consuming (notes_publish)
     structured = result.get("structuredContent")
@@ -189,7 +185,7 @@ def result_outcome(result: dict[str, Any]) -> str | None:
     if structured.get("published") is True:
         return PUBLISHED
     reason = structured.get("reason")
-    return reason if reason in OUTCOMES else None
+    return reason if reason in COMPLETIONS else None
 
 
 def install(server: main.Server) -> None:

@@ -160,6 +160,27 @@ class AuditContract:
         self.assertEqual(self.outcomes(store), [audit.NOT_CONFIRMED])
         self.assertTrue(self.present(self.chosen[0]))
 
+    def test_an_extra_declined_answer_cannot_relabel_the_audit_entry(self) -> None:
+        store = self.open()
+        server = self.server(store)
+        # The tool reads only the answer it asked for; an answer under a key it never asked
+        # for must not tell the audit a different story than the tool's own result.
+        responses = {**accept(self.chosen[0], confirm=False), "junk": {"action": "decline"}}
+        done = self.answer(server, self.ask(server), responses)
+        self.assertEqual(done["result"]["structuredContent"], {"deleted": False, "reason": "not_confirmed"})
+        self.assertEqual(self.outcomes(store), [audit.NOT_CONFIRMED])
+        self.assertTrue(self.present(self.chosen[0]))
+        self.assertEqual(self.trash_size(), 0)
+
+    def test_an_extra_unticked_answer_cannot_relabel_a_decline(self) -> None:
+        store = self.open()
+        server = self.server(store)
+        extra = {"junk": {"action": "accept", "content": {main.CONFIRM_FIELD: False}}}
+        done = self.answer(server, self.ask(server), {**DECLINE, **extra})
+        self.assertEqual(done["result"]["structuredContent"]["reason"], "declined")
+        self.assertEqual(self.outcomes(store), [audit.DECLINED])
+        self.assertTrue(self.present(self.chosen[0]))
+
     def test_a_replay_adds_no_entry(self) -> None:
         store = self.open()
         server = self.server(store)
@@ -759,10 +780,17 @@ class PublishAudit(test_connect.InProcess):
         self.assertEqual(self.decide("deny")["structuredContent"]["reason"], "denied")
         self.assertEqual([e["outcome"] for e in self.notes.audit_entries()], [audit.DENIED])
 
-    def test_a_declined_publication_is_declined_in_the_claim_s_own_transaction(self) -> None:
-        with mock.patch.object(self.notes, "complete_audit", side_effect=AssertionError("no completion needed")):
-            self.retry(self.first(), test_connect.answer("decline"))
+    def test_a_declined_publication_is_recorded_as_declined_from_the_tool_s_result(self) -> None:
+        self.assertEqual(self.retry(self.first(), test_connect.answer("decline"))["result"]["structuredContent"]["reason"], "declined")
         self.assertEqual([e["outcome"] for e in self.notes.audit_entries()], [audit.DECLINED])
+
+    def test_an_entry_is_completed_only_with_an_outcome_a_tool_reports_after_consuming(self) -> None:
+        for reason in (audit.DECLINED, audit.NOT_CONFIRMED, audit.DENIED):
+            self.assertEqual(audit.result_outcome(main.tool_result("t", {"reason": reason})), reason)
+        for reason in (audit.DELETED, audit.RESTORED, audit.PENDING, "cancelled", ["declined"]):
+            self.assertIsNone(audit.result_outcome(main.tool_result("t", {"reason": reason})))
+        self.assertEqual(audit.result_outcome(main.tool_result("t", {"published": True})), audit.PUBLISHED)
+        self.assertEqual(audit.result_outcome(main.tool_result("t", is_error=True)), audit.REFUSED)
 
 
 class ServeWiring(unittest.TestCase):
