@@ -255,7 +255,7 @@ def read_entries(value: Any, field: str) -> int:
 
 
 # Every key the config file may have. An extension adds one line here and reads its
-# value in serve.build_store() (e.g. "db": read_string for an SQLite file).
+# value in assemble.build_store() (e.g. "db": read_string for an SQLite file).
 CONFIG_FIELDS: dict[str, Callable[[Any, str], Any]] = {
     "principals": read_principals,
     "stdioPrincipal": read_principal_name,

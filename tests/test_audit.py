@@ -20,7 +20,9 @@ import store_workers
 import test_connect
 from support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call
 
+import assemble
 import audit
+import audit_cli
 import connect
 import main
 import markdown_store
@@ -731,18 +733,18 @@ class ContextTests(unittest.TestCase):
     def test_the_table_escapes_control_characters_so_one_entry_is_one_line(self) -> None:
         entry = dict.fromkeys(audit.COLUMNS)
         entry.update(id=1, at=0.0, principal="p", outcome=audit.DELETED, title="evil\nID  TIME", client_name="\x1b[31m")
-        lines = audit.table([entry])
+        lines = audit_cli.table([entry])
         self.assertEqual(len(lines), 2)
         self.assertIn("evil\\nID", lines[1])
         self.assertIn("\\x1b[31m", lines[1])
 
     def test_since_reads_relative_and_absolute_times_and_refuses_others(self) -> None:
-        self.assertEqual(audit.when("2h", 10_000.0), 10_000.0 - 7200)
-        self.assertEqual(audit.when("1970-01-02", 0.0), 86_400.0)
-        self.assertEqual(audit.when("1970-01-01T00:01:00Z", 0.0), 60.0)
+        self.assertEqual(audit_cli.when("2h", 10_000.0), 10_000.0 - 7200)
+        self.assertEqual(audit_cli.when("1970-01-02", 0.0), 86_400.0)
+        self.assertEqual(audit_cli.when("1970-01-01T00:01:00Z", 0.0), 60.0)
         for text in ("yesterday", "2h ago", "-1d", ""):
             with self.assertRaises(argparse.ArgumentTypeError):
-                audit.when(text, 0.0)
+                audit_cli.when(text, 0.0)
 
 
 class PublishAudit(test_connect.InProcess):
@@ -795,21 +797,19 @@ class PublishAudit(test_connect.InProcess):
 
 class ServeWiring(unittest.TestCase):
     def test_the_config_s_deletion_and_bounds_reach_each_store_and_the_audit_wraps_tools_call(self) -> None:
-        import serve
-
         with tempfile.TemporaryDirectory(prefix="audit-wiring-") as folder:
             grants = {"alice": {"token": None, "workspaces": [WORKSPACE]}}
             config = {"principals": grants, "stdioPrincipal": "alice", "db": os.path.join(folder, "n.db"),
                       "deletion": "unlink", "trashDays": 2.0, "auditMaxEntries": 7}  # fmt: skip
-            server = serve.build_server(config, [KEY])
-            self.addCleanup(serve.close_store, server.notes)
+            server = assemble.build_server(config, [KEY])
+            self.addCleanup(assemble.close_store, server.notes)
             self.assertEqual(server.notes.retention, audit.Retention("unlink", 2 * audit.DAY_SECONDS, max_entries=7))
             self.assertIsNot(server.methods["tools/call"], main.call_tool)
             grants["alice"]["notesDirs"] = [folder]
-            folders = serve.build_store(config)
+            folders = assemble.build_store(config)
             self.addCleanup(folders.close)
             self.assertEqual((folders.retention, folders.nonces.retention), (server.notes.retention,) * 2)
-            memory = serve.build_server({"principals": {"alice": {"token": None, "workspaces": []}}, "stdioPrincipal": "alice"}, [KEY])
+            memory = assemble.build_server({"principals": {"alice": {"token": None, "workspaces": []}}, "stdioPrincipal": "alice"}, [KEY])
             self.assertIs(memory.methods["tools/call"], main.call_tool)
 
 

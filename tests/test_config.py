@@ -16,6 +16,7 @@ from typing import Any
 from unittest import mock
 
 import support
+import assemble
 import audit
 import main
 import procs
@@ -129,11 +130,11 @@ class ConfigRejectionTests(StartupRefusalCase):
         document = config(deletion="unlink", trashDays=audit.MAX_RETENTION_DAYS, auditDays=0.5, auditMaxEntries=audit.MAX_AUDIT_ENTRIES)
         loaded = configuration.parse_config(json.dumps(document))
         self.assertEqual(
-            serve.retention(loaded),
+            assemble.retention(loaded),
             audit.Retention("unlink", audit.MAX_RETENTION_DAYS * audit.DAY_SECONDS, 0.5 * audit.DAY_SECONDS, audit.MAX_AUDIT_ENTRIES),
         )
         self.assertEqual(configuration.parse_config(json.dumps(config(auditMaxEntries=1)))["auditMaxEntries"], 1)
-        self.assertEqual(serve.retention(configuration.parse_config(json.dumps(config()))), audit.Retention())
+        self.assertEqual(assemble.retention(configuration.parse_config(json.dumps(config()))), audit.Retention())
         self.assertEqual(
             audit.Retention(),
             audit.Retention("trash", 30 * audit.DAY_SECONDS, 365 * audit.DAY_SECONDS, 100_000),  # the documented defaults
@@ -290,19 +291,19 @@ class EnvironmentTests(StartupRefusalCase):
 
     def test_an_older_key_still_verifies_after_rotation_and_a_dropped_key_does_not(self) -> None:
         old, new = bytes(range(32)), bytes(range(1, 33))
-        before = serve.build_server(configuration.lesson_config(), [old])
+        before = assemble.build_server(configuration.lesson_config(), [old])
         form = before.handle(call(tps()), main.LESSON_PRINCIPAL)["result"]
         retry = call(tps(), id=2, requestState=form["requestState"], inputResponses=accept("note-14"))
-        dropped = serve.build_server(configuration.lesson_config(), [new])
+        dropped = assemble.build_server(configuration.lesson_config(), [new])
         dropped.log = Log()  # keep the refusal's reason off the test output, and check it
         self.assertEqual(dropped.handle(retry, main.LESSON_PRINCIPAL)["error"]["code"], main.INVALID_PARAMS)
         self.assertEqual(dropped.log, ["refused requestState: unknown key id"])
-        rotated = serve.build_server(configuration.lesson_config(), [new, old])
+        rotated = assemble.build_server(configuration.lesson_config(), [new, old])
         self.assertEqual(rotated.handle(retry, main.LESSON_PRINCIPAL)["result"]["structuredContent"], {"deleted": True, "noteId": "note-14"})
         self.assertEqual([n.id for n in dropped.notes.all() if n.id == "note-14"], ["note-14"])  # type: ignore[attr-defined]
 
     def test_secret_keys_are_comma_separated_newest_first(self) -> None:
-        self.assertEqual(serve.signing_keys({}, {"NOTES_MCP_SECRET": "11" * 32 + ", " + "22" * 32}), [b"\x11" * 32, b"\x22" * 32])
+        self.assertEqual(assemble.signing_keys({}, {"NOTES_MCP_SECRET": "11" * 32 + ", " + "22" * 32}), [b"\x11" * 32, b"\x22" * 32])
 
 
 class CommandLineTests(StartupRefusalCase):
