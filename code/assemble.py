@@ -98,7 +98,7 @@ def build_store(config: dict[str, Any]) -> main.NotesStore:
                 config["db"], clock=time.time, seed_notes=config.get("notes", []), retention=retention(config)
             )
         except postgres_store.StoreError as exc:
-            raise StartupError(str(exc)) from None
+            raise StartupError(libpq_missing() or str(exc)) from None
     # Imported only when configured: serving from memory starts faster without them, and
     # the folder store needs POSIX-only O_NOFOLLOW.
     import sqlite_store
@@ -115,6 +115,24 @@ def build_store(config: dict[str, Any]) -> main.NotesStore:
         )
     except sqlite_store.StoreError as exc:
         raise StartupError(str(exc)) from None
+
+
+LIBPQ_HINT = (
+    "psycopg is installed but cannot load libpq, the PostgreSQL client library; install it: "
+    "Debian/Ubuntu: sudo apt install libpq5; Fedora: sudo dnf install libpq; macOS: brew install libpq "
+    "(or pip install 'psycopg[binary]', which brings its own)"
+)
+
+
+def libpq_missing() -> str | None:
+    """LIBPQ_HINT when psycopg is installed but its import fails for want of libpq; else None."""
+    # The [postgres] extra installs psycopg alone, which loads the system's libpq when it is
+    # imported: reinstalling the extra, as "psycopg is not installed" suggests, changes nothing.
+    try:
+        import psycopg  # noqa: F401  (the import postgres_store tried, to read why it failed)
+    except ImportError as exc:
+        return LIBPQ_HINT if "libpq" in str(exc) else None
+    return None
 
 
 def retention(config: dict[str, Any]) -> audit.Retention:

@@ -293,12 +293,36 @@ def port_number(text: str) -> int:
     return value
 
 
+# Every variable the server reads, for --help (tests/test_package.py checks the code reads no other).
+ENVIRONMENT = (
+    ("NOTES_MCP_SECRET", "signing keys as hex, comma-separated, newest first (instead of the config's keys)"),
+    ("NOTES_MCP_TOKEN", f"the bearer token of {main.LESSON_PRINCIPAL!r} without --config (for --http and --publish)"),
+    ("XDG_STATE_HOME", "folders without --db keep consumed confirmations in $XDG_STATE_HOME/notes-mcp/nonces.db"),
+    ("PGPASSWORD", "--db postgresql://...: the password, read by libpq (or ~/.pgpass)"),
+    ("PGHOST, PGPORT", "--db postgresql://...: libpq's defaults for a URL without them (the sandbox allows them)"),
+    ("PGPASSFILE, PGSERVICEFILE", "--db postgresql://...: libpq's password and service files (readable in the sandbox)"),
+)
+
+
+def version() -> str:
+    """The package's version: the server's own (main.SERVER_INFO), which pyproject.toml repeats."""
+    return str(main.SERVER_INFO["version"])
+
+
 def parser(prog: str = "serve.py") -> argparse.ArgumentParser:
     """The serving command line; `prog` is how it was started (serve.py, or the installed notes-mcp)."""
-    epilog = "The audit subcommand lists consumed confirmations and restores a trashed note (audit --help)."
+    width = max(len(name) for name, _ in ENVIRONMENT)
+    epilog = "\n".join(
+        ["environment variables:", *(f"  {name.ljust(width)}  {meaning}" for name, meaning in ENVIRONMENT), "",
+         "The audit subcommand lists consumed confirmations and restores a trashed note (audit --help)."]
+    )  # fmt: skip
     if prog != "serve.py":
         epilog += f" {prog} demo runs the scripted demo (python3 code/main.py in a checkout)."
-    p = argparse.ArgumentParser(prog=prog, description="Serve the notes MCP server (protocol 2026-07-28).", epilog=epilog)
+    p = argparse.ArgumentParser(
+        prog=prog, description="Serve the notes MCP server (protocol 2026-07-28).", epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
+    p.add_argument("--version", action="version", version=f"{prog} {version()} (MCP {main.PROTOCOL_VERSION})")
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--stdio", action="store_true", help="newline-delimited JSON-RPC on stdin/stdout")
     mode.add_argument("--http", action="store_true", help="Streamable HTTP, POST to the endpoint URL printed at start")

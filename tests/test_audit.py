@@ -863,6 +863,28 @@ class OperatorCommand(unittest.TestCase):
         last = self.command("--db", self.db, "list").stdout.splitlines()[-1].split()
         self.assertEqual((last[0], last[2], last[4], last[5]), ("4", audit.OPERATOR, "restored", "#1"))
 
+    def test_a_restore_whose_trashed_file_is_gone_is_one_line_and_changes_nothing(self) -> None:
+        notes = os.path.join(self.dir, "notes")
+        os.makedirs(notes)
+        with open(os.path.join(notes, "tps.md"), "w", encoding="utf-8") as handle:
+            handle.write("# TPS report\n")
+        server = procs.StdioServer(self, "--notes-dir", notes, env=self.env)
+        args = {"workspaceUri": main.format_file_uri(tuple(p for p in notes.split("/") if p)), "title": "TPS"}
+        first = server.exchange(call(args, id=1))["result"]
+        done = server.exchange(call(args, id=2, requestState=first["requestState"], inputResponses=accept("tps.md")))
+        self.assertTrue(done["result"]["structuredContent"]["deleted"], done)
+        server.close_stdin()
+        self.assertEqual(server.wait(), 0)
+        (trashed,) = os.listdir(os.path.join(notes, ".trash"))
+        os.unlink(os.path.join(notes, ".trash", trashed))  # emptied by hand, or by another instance
+        before = self.command("--notes-dir", notes, "list", "--json").stdout
+        refused = self.command("--notes-dir", notes, "restore", "1")
+        self.assertEqual(refused.returncode, audit_cli.EXIT_REFUSED)
+        self.assertEqual(refused.stdout, "refused: entry 1: the note is no longer in the trash (restored or emptied)\n")
+        self.assertEqual(refused.stderr, "")
+        self.assertEqual(os.listdir(notes), [".trash"])
+        self.assertEqual(self.command("--notes-dir", notes, "list", "--json").stdout, before)
+
     def test_a_missing_database_or_the_memory_store_is_refused_and_nothing_is_created(self) -> None:
         missing = self.command("--db", self.db, "list")
         self.assertEqual((missing.returncode, missing.stderr.count("\n")), (2, 1))

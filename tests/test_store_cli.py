@@ -230,6 +230,48 @@ class TwoInstanceTests(CliCase):
         self.assertIn(("note-14",), self.rows("SELECT id FROM notes"))
 
 
+def psycopg_importable() -> bool:
+    """True when psycopg (with its libpq) imports in this interpreter."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+# What psycopg 3 raises at import when it finds no libpq (its pure-Python build loads the
+# system's library), as a stand-in package that a test puts first on PYTHONPATH.
+PSYCOPG_WITHOUT_LIBPQ = (
+    "raise ImportError('no pq wrapper available.\\nAttempts made:\\n"
+    "- couldn\\'t import psycopg \\'c\\' implementation: No module named \\'psycopg_c\\'\\n"
+    "- couldn\\'t import psycopg \\'binary\\' implementation: No module named \\'psycopg_binary\\'\\n"
+    "- couldn\\'t import psycopg \\'python\\' implementation: libpq library not found')\n"
+)
+
+
+class PostgresExtraTests(CliCase):
+    """`--db postgresql://...` without what the [postgres] extra needs: one line saying what to install."""
+
+    def test_psycopg_without_libpq_names_the_system_package_to_install(self) -> None:
+        fake = os.path.join(self.dir, "site", "psycopg")
+        os.makedirs(fake)
+        with open(os.path.join(fake, "__init__.py"), "w", encoding="utf-8") as handle:
+            handle.write(PSYCOPG_WITHOUT_LIBPQ)
+        proc = procs.Process(self, ["--stdio", "--db", "postgresql:///notes"], env(self.dir, PYTHONPATH=os.path.dirname(fake)))
+        self.assertEqual(proc.wait(), serve.EXIT_USAGE)
+        (line,) = proc.stderr_lines
+        for install in ("apt install libpq5", "dnf install libpq", "brew install libpq"):
+            self.assertIn(install, line)
+        self.assertNotIn("[postgres]", line)  # reinstalling the extra would not bring libpq
+        self.assertNotIn("Traceback", proc.stderr_text())
+
+    @unittest.skipIf(psycopg_importable(), "psycopg is installed here: its absence cannot be shown")
+    def test_without_psycopg_the_line_names_the_pip_command(self) -> None:
+        line = self.refused("--db", "postgresql:///notes")
+        self.assertIn("pip install 'psycopg[binary]>=3.2'", line)
+        self.assertNotIn("libpq5", line)
+
+
 class NotesDirCliTests(CliCase):
     def setUp(self) -> None:
         super().setUp()
