@@ -90,7 +90,7 @@ def build_store(config: dict[str, Any]) -> main.NotesStore:
         return main.MemoryNotesStore(config.get("notes", []), main.MemoryReplayStore(time.time))
     if folders and "notes" in config:
         raise ConfigError("notes", "cannot be combined with notesDirs or --notes-dir (the files are the notes)")
-    if not folders and config["db"].startswith(("postgresql://", "postgres://")):
+    if not folders and config["db"].startswith(configuration.POSTGRES_SCHEMES):
         import postgres_store  # only here: psycopg is an optional dependency
 
         try:
@@ -279,7 +279,7 @@ def confirmations_home(config: dict[str, Any]) -> str:
     db = config.get("db")
     if db is None and not folders:
         return "in memory (this process only; lost when it exits)"
-    if db is not None and db.startswith(("postgresql://", "postgres://")):
+    if db is not None and db.startswith(configuration.POSTGRES_SCHEMES):
         parts = urllib.parse.urlsplit(db)
         host = parts.hostname or "local socket"
         port = f":{parts.port}" if parts.port else ""

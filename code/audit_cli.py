@@ -131,7 +131,7 @@ def command(argv: Sequence[str], prog: str = "serve.py audit") -> int:
     try:
         config = configuration.load_config(args.config) if args.config else configuration.lesson_config()
         if args.db is not None:
-            config["db"] = configuration.read_path(args.db, "--db")
+            config["db"] = configuration.db_location(configuration.read_path(args.db, "--db"), "--db", os.getcwd())  # as typed: the working directory
     except ConfigError as exc:
         say(str(exc))
         return EXIT_USAGE
@@ -142,7 +142,7 @@ def command(argv: Sequence[str], prog: str = "serve.py audit") -> int:
         say("the memory store keeps no audit; name the store with --db, --notes-dir or --config")
         return EXIT_USAGE
     # Looking must not create: a mistyped path would otherwise become a new, seeded database.
-    if not db.startswith(("postgresql://", "postgres://")) and not os.path.exists(db):
+    if not db.startswith(configuration.POSTGRES_SCHEMES) and not os.path.exists(db):
         say(f"no database at {db}")
         return EXIT_USAGE
     try:

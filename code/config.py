@@ -89,7 +89,7 @@ def read_workspaces(value: Any, field: str) -> list[str]:
 
 
 def read_path(value: Any, field: str) -> str:
-    """A non-empty file system path (absolute is best: relative means the working directory)."""
+    """A non-empty file system path (a config file's relative paths are made absolute against its folder: anchor_paths)."""
     if not isinstance(value, str) or not value or "\x00" in value:
         raise ConfigError(field, "must be a non-empty path")
     return value
@@ -336,8 +336,38 @@ MAX_CONFIG_BYTES = 1024 * 1024  # a config file larger than this is refused unre
 
 
 def load_config(path: str, warn: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Read and validate the config file at `path` (see parse_config); `warn` gets one line if others may read it."""
-    return parse_config(read_config_file(path, warn))
+    """Read and validate the config file at `path` (see parse_config), its relative paths made absolute against its folder."""
+    config = parse_config(read_config_file(path, warn))
+    return anchor_paths(config, os.path.dirname(os.path.abspath(path)))
+
+
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def anchor_paths(config: dict[str, Any], folder: str) -> dict[str, Any]:
+    """`config` with a relative `db` and relative `notesDirs` joined to `folder` (the config file's)."""
+    # Against the working directory, two instances a host starts from two folders over one
+    # config would keep two replay stores: a confirmation consumed on one, unused on the other.
+    if "db" in config:
+        config["db"] = db_location(config["db"], "db", folder)
+    for entry in config["principals"].values():
+        if "notesDirs" in entry:
+            # `~` is left as written, for the folder check to refuse with the path meant.
+            entry["notesDirs"] = [path if path.startswith("~") else os.path.join(folder, path) for path in entry["notesDirs"]]
+    return config
+
+
+def db_location(value: str, field: str, folder: str) -> str:
+    """A `db` value as used: a PostgreSQL URL as written, an SQLite path made absolute against `folder`; `~` refused."""
+    if value.startswith(POSTGRES_SCHEMES):
+        return value
+    if value.startswith("~"):
+        raise ConfigError(
+            field,
+            f"{value} starts with ~, which is not expanded here (hosts start servers without a shell); "
+            f"write the absolute path, e.g. {os.path.expanduser(value)}",
+        )
+    return os.path.normpath(os.path.join(folder, value))
 
 
 def read_config_file(path: str, warn: Callable[[str], None] | None = None) -> str:

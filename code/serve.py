@@ -262,7 +262,7 @@ def confine(config: dict[str, Any], args: argparse.Namespace, ports: Sequence[in
 
     folders = [path for entry in config["principals"].values() for path in entry.get("notesDirs", [])]
     db = config.get("db")
-    url = db if db and db.startswith(("postgresql://", "postgres://")) else None
+    url = db if db and db.startswith(configuration.POSTGRES_SCHEMES) else None
     state = None if url else db or (assemble.default_nonce_db() if folders else None)
     here = os.path.dirname(os.path.abspath(__file__))
     status = sandbox.confine(sandbox.server_plan(here, folders, state, url, args.config, ports))
@@ -446,7 +446,7 @@ def start(argv: Sequence[str], prog: str = "serve.py") -> tuple[main.Server, dic
             config["principals"][main.LESSON_PRINCIPAL]["token"] = assemble.lesson_token(environ, "for --publish (the connect pages' sign-in)")
         keys = assemble.signing_keys(config, environ)
         if args.db is not None:
-            config["db"] = configuration.read_path(args.db, "--db")
+            config["db"] = configuration.db_location(configuration.read_path(args.db, "--db"), "--db", os.getcwd())  # as typed: the working directory
     except ConfigError as exc:
         say(str(exc))
         raise StartupRefused(EXIT_USAGE) from None

@@ -250,6 +250,25 @@ class ConfigRejectionTests(StartupRefusalCase):
         self.assertEqual(len(warned), 1)
         self.assertIn("readable by group or others (mode 0640)", warned[0])
 
+    def test_a_config_s_relative_paths_mean_its_own_folder_and_absolute_ones_and_urls_stay(self) -> None:
+        alice = dict(ALICE, notesDirs=["notes", "/srv/notes", "../shared", "~/Notes"])
+        path = procs.write_config(self, config(notes=..., db="state/nonces.db", principals={"alice": alice}))
+        folder = os.path.dirname(path)
+        loaded = configuration.load_config(path)
+        self.assertEqual(loaded["db"], os.path.join(folder, "state", "nonces.db"))
+        self.assertEqual(loaded["principals"]["alice"]["notesDirs"],
+                         [os.path.join(folder, "notes"), "/srv/notes", os.path.join(folder, "..", "shared"), "~/Notes"])  # fmt: skip
+        for db in ("/var/lib/notes-mcp/notes.db", "postgresql://db.example/notes", "postgres:///notes"):
+            with self.subTest(db=db):
+                self.assertEqual(configuration.load_config(procs.write_config(self, config(db=db)))["db"], db)
+
+    def test_a_config_db_starting_with_a_tilde_is_refused_naming_the_path_meant(self) -> None:
+        path = procs.write_config(self, config(db="~/notes.db"))
+        status, lines = self.serve("--stdio", "--config", path)
+        self.assertEqual((status, len(lines)), (serve.EXIT_USAGE, 1))
+        self.assertIn("db: ~/notes.db starts with ~", lines[0])
+        self.assertIn(os.path.expanduser("~/notes.db"), lines[0])
+
     def test_control_and_format_characters_in_a_note_title_are_blanked_and_a_title_of_only_them_refused(self) -> None:
         loaded = configuration.load_config(procs.write_config(self, config(notes=[dict(NOTE, title="\u202egnp.exe plan\x1b[0m")])))
         self.assertEqual(loaded["notes"][0].title, " gnp.exe plan [0m")
