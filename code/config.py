@@ -335,9 +335,9 @@ def parse_config(text: str) -> dict[str, Any]:
 MAX_CONFIG_BYTES = 1024 * 1024  # a config file larger than this is refused unread
 
 
-def load_config(path: str, warn: Callable[[str], None] | None = None) -> dict[str, Any]:
+def load_config(path: str, warn: Callable[[str], None] | None = None, euid: int | None = None) -> dict[str, Any]:
     """Read and validate the config file at `path` (see parse_config), its relative paths made absolute against its folder."""
-    config = parse_config(read_config_file(path, warn))
+    config = parse_config(read_config_file(path, warn, euid))
     return anchor_paths(config, os.path.dirname(os.path.abspath(path)))
 
 
@@ -370,10 +370,13 @@ def db_location(value: str, field: str, folder: str) -> str:
     return os.path.normpath(os.path.join(folder, value))
 
 
-def read_config_file(path: str, warn: Callable[[str], None] | None = None) -> str:
-    """The text of a config file: opened once, a regular file, at most MAX_CONFIG_BYTES; ConfigError otherwise."""
+def read_config_file(path: str, warn: Callable[[str], None] | None = None, euid: int | None = None) -> str:
+    """The text of a config file: opened once, a regular file the server's user (`euid`, default ours) or root owns,
+    writable by no one else and in no folder anyone may replace it in, at most MAX_CONFIG_BYTES; ConfigError otherwise."""
     import stat
 
+    euid = os.geteuid() if euid is None else euid
+    check_config_folders(path)
     try:
         # O_NONBLOCK: opening a FIFO (or a device) must not hang start-up; it is refused below.
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -387,6 +390,15 @@ def read_config_file(path: str, warn: Callable[[str], None] | None = None) -> st
             raise ConfigError("config", f"{path} is not a regular file")
         if info.st_size > MAX_CONFIG_BYTES:
             raise ConfigError("config", f"{path} is larger than {MAX_CONFIG_BYTES} bytes")
+        # Its owner can rewrite it: add a principal or a signing key of their own. Root is
+        # trusted as ssh trusts it: a root-owned file in /etc for a server running as its own
+        # user is the usual set-up, and root could change the server's own files anyway.
+        if info.st_uid not in (euid, ROOT_UID):
+            raise ConfigError(
+                "config",
+                f"{path} is owned by {user_name(info.st_uid)}, not by {user_name(euid)} who runs the server (or root); "
+                f"anyone who owns it can add a principal or a key: chown {user_name(euid)} {path}",
+            )
         mode = stat.S_IMODE(info.st_mode)
         # It holds bearer tokens and signing keys. Writable by others, anyone could add a
         # principal or a key: refused, as ssh refuses such a key file. Readable by others,
@@ -410,6 +422,43 @@ def read_config_file(path: str, warn: Callable[[str], None] | None = None) -> st
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise ConfigError("config", f"cannot read {path}: UnicodeDecodeError") from None
+
+
+ROOT_UID = 0
+
+
+def user_name(uid: int) -> str:
+    """A user's login name, or `uid N` when the system has none for it."""
+    import pwd
+
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+def check_config_folders(path: str) -> None:
+    """ConfigError if a folder on the way to the config file lets anyone replace it (world-writable, no sticky bit)."""
+    import stat
+
+    # In such a folder anyone may rename the file away and put a link in its place, to
+    # another file the server's user owns: every check on the opened file would pass.
+    folder = os.path.dirname(os.path.realpath(path))
+    while True:
+        try:
+            mode = os.stat(folder).st_mode
+        except OSError:
+            return  # the open that follows says why the file cannot be read
+        if mode & stat.S_IWOTH and not mode & stat.S_ISVTX:
+            raise ConfigError(
+                "config",
+                f"{path} is in {folder}, which anyone can write to (mode {stat.S_IMODE(mode):04o}, no sticky bit), "
+                f"so anyone could replace the file: chmod o-w {folder}, or move the config to a folder of your own",
+            )
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return
+        folder = parent
 
 
 def lesson_config() -> dict[str, Any]:

@@ -21,6 +21,7 @@ import audit
 import main
 import procs
 import config as configuration
+from config import ConfigError
 import serve
 import streamable_http
 from support import Log, accept, call, tps
@@ -239,6 +240,63 @@ class ConfigRejectionTests(StartupRefusalCase):
                 status, lines = self.serve("--http", "--port", "0", "--config", path)
                 self.assertEqual((status, len(lines)), (serve.EXIT_USAGE, 1))
                 self.assertIn("writable by group or others", lines[0])
+
+    def test_a_config_owned_by_another_user_is_refused_and_one_owned_by_the_server_s_user_is_read(self) -> None:
+        path = procs.write_config(self, config())
+        owner = os.stat(path).st_uid
+        self.assertEqual(configuration.load_config(path, euid=owner)["stdioPrincipal"], "alice")
+        # Served by someone else: the file's owner could rewrite what that server trusts.
+        other = owner + 1 if owner != configuration.ROOT_UID else 65534
+        if owner == configuration.ROOT_UID:
+            os.chown(path, other, -1)  # we are root: give the file away, and serve as root
+            server = configuration.ROOT_UID
+        else:
+            server = other  # a file of ours read by a server running as another user
+        with self.assertRaises(ConfigError) as refused:
+            configuration.load_config(path, euid=server)
+        self.assertIn(f"is owned by {configuration.user_name(os.stat(path).st_uid)}, not by {configuration.user_name(server)}", str(refused.exception))
+        self.assertIn(f"chown {configuration.user_name(server)} {path}", str(refused.exception))
+
+    @unittest.skipUnless(os.geteuid() == 0, "only root can make a file root's and give one away")
+    def test_a_root_owned_config_is_read_by_a_server_of_another_user_and_a_given_away_one_refused_at_start_up(self) -> None:
+        path = procs.write_config(self, config())
+        self.assertEqual(os.stat(path).st_uid, configuration.ROOT_UID)
+        self.assertEqual(configuration.load_config(path, euid=65534)["stdioPrincipal"], "alice")  # /etc, DynamicUser=
+        os.chown(path, 65534, -1)
+        status, lines = self.serve("--http", "--port", "0", "--config", path)
+        self.assertEqual((status, len(lines)), (serve.EXIT_USAGE, 1))
+        self.assertIn("chown root", lines[0])
+
+    def test_a_config_in_a_folder_anyone_may_write_is_refused_unless_the_folder_is_sticky(self) -> None:
+        path = procs.write_config(self, config())
+        folder = os.path.dirname(path)
+        for mode, refused in ((0o777, True), (0o1777, False), (0o775, False), (0o755, False)):
+            with self.subTest(mode=oct(mode)):
+                os.chmod(folder, mode)
+                if refused:
+                    status, lines = self.serve("--http", "--port", "0", "--config", path)
+                    self.assertEqual((status, len(lines)), (serve.EXIT_USAGE, 1))
+                    self.assertIn(f"is in {os.path.realpath(folder)}, which anyone can write to (mode 0777, no sticky bit)", lines[0])
+                    self.assertIn(f"chmod o-w {os.path.realpath(folder)}", lines[0])
+                else:
+                    self.assertEqual(configuration.load_config(path)["stdioPrincipal"], "alice")
+        os.chmod(folder, 0o700)
+
+    def test_a_config_below_a_folder_anyone_may_write_is_refused_however_deep(self) -> None:
+        outer = tempfile.TemporaryDirectory(prefix="config-outer-")
+        self.addCleanup(outer.cleanup)
+        inner = os.path.join(outer.name, "a", "b")
+        os.makedirs(inner, mode=0o700)
+        path = os.path.join(inner, "config.json")
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as handle:
+            json.dump(config(), handle)
+        os.chmod(os.path.join(outer.name, "a"), 0o777)  # anyone may rename b away and put another b there
+        self.addCleanup(os.chmod, os.path.join(outer.name, "a"), 0o700)
+        with self.assertRaises(ConfigError) as refused:
+            configuration.load_config(path)
+        self.assertIn(f"is in {os.path.realpath(os.path.join(outer.name, 'a'))}, which anyone can write to", str(refused.exception))
+        os.chmod(os.path.join(outer.name, "a"), 0o1777)
+        self.assertEqual(configuration.load_config(path)["stdioPrincipal"], "alice")
 
     def test_a_config_readable_by_others_is_served_with_one_warning_and_a_private_one_without(self) -> None:
         path = procs.write_config(self, config())
