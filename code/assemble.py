@@ -1,12 +1,12 @@
 """From a configuration to a built server: the store, the policy, the keys, the core server.
 
-    config = config.load_config(path) or config.lesson_config()   (code/config.py)
-    keys = signing_keys(config, os.environ)
-    server = build_server(config, keys)                            notes_delete, audited
+    settings = config.load_config(path)          (code/config.py; or config.lesson_config())
+    keys = signing_keys(settings, os.environ)    the config's keys or NOTES_MCP_SECRET
+    server = build_server(settings, keys)        notes_delete over the configured store, audited
 
-What `python3 code/serve.py` (code/serve.py), the operator's `audit` command
-(code/audit_cli.py), the tests and the scripts share: they all build a server or a store
-here, and say what went wrong in one stderr line. Signing keys come from the config's
+What the command line (code/serve.py), the operator's `audit` command (code/audit_cli.py)
+and the tests share: each builds its server or store here, and says what went wrong in
+one stderr line. Signing keys come from the config's
 `keys` or NOTES_MCP_SECRET (hex, comma-separated, newest first); the bearer token of the
 no-config setup from NOTES_MCP_TOKEN. No credential is ever printed. A store module is
 imported only when configured. Standard library only.

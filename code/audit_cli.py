@@ -131,7 +131,7 @@ def command(argv: Sequence[str], prog: str = "serve.py audit") -> int:
     try:
         config = configuration.load_config(args.config) if args.config else configuration.lesson_config()
         if args.db is not None:
-            config["db"] = configuration.db_location(configuration.read_path(args.db, "--db"), "--db", os.getcwd())  # as typed: the working directory
+            config["db"] = configuration.db_location(configuration.read_path(args.db, "--db"), "--db", os.getcwd())
     except ConfigError as exc:
         say(str(exc))
         return EXIT_USAGE

@@ -30,7 +30,7 @@ from typing import Any
 import assemble
 import config as configuration
 import main
-from assemble import EXIT_STORE_LOST, EXIT_USAGE, LOG_PREFIX, say
+from assemble import EXIT_STORE_LOST, EXIT_USAGE, LOG_PREFIX, say  # noqa: F401  (LOG_PREFIX: what this command prefixes its lines with)
 from config import ConfigError
 
 # streamable_http (and its engine) is imported only where HTTP is served: stdio starts
@@ -446,7 +446,8 @@ def start(argv: Sequence[str], prog: str = "serve.py") -> tuple[main.Server, dic
             config["principals"][main.LESSON_PRINCIPAL]["token"] = assemble.lesson_token(environ, "for --publish (the connect pages' sign-in)")
         keys = assemble.signing_keys(config, environ)
         if args.db is not None:
-            config["db"] = configuration.db_location(configuration.read_path(args.db, "--db"), "--db", os.getcwd())  # as typed: the working directory
+            # As typed in a shell: the working directory's (a config's db is its folder's).
+            config["db"] = configuration.db_location(configuration.read_path(args.db, "--db"), "--db", os.getcwd())
     except ConfigError as exc:
         say(str(exc))
         raise StartupRefused(EXIT_USAGE) from None
@@ -476,8 +477,6 @@ def start(argv: Sequence[str], prog: str = "serve.py") -> tuple[main.Server, dic
     return server, config, args, pages
 
 
-
-
 def refuse_flags(args: argparse.Namespace) -> int | None:
     """The exit status for a combination of flags that cannot work, after saying why; else None."""
     if args.stdio and args.no_auth:
@@ -500,7 +499,6 @@ def refuse_flags(args: argparse.Namespace) -> int | None:
             say(f"--no-auth refused: host {args.host!r} is not a loopback address")
             return EXIT_USAGE
     return None
-
 
 
 if __name__ == "__main__":
