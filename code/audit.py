@@ -10,9 +10,9 @@ outcome completed after the file operation:
 Never the requestState, its nonce, a token or a note's content. Outcomes:
 
     deleted        the note went to the trash (`trash` says where) or, in unlink mode, away
-    declined       the user declined the form
-    not_confirmed  the user accepted but left "delete it" unticked
-    published      notes_publish sent the note (completed after the tool ran)
+    declined       the user declined the form (completed from the tool's result)
+    not_confirmed  the user accepted but left "delete it" unticked (likewise)
+    published      notes_publish sent the note (likewise)
     denied         notes_publish: the user denied the connection
     refused        the live re-check found the note changed, moved, gone or the grant revoked
     consumed       used up, and the server stopped before it could say how
@@ -24,19 +24,16 @@ Entries are bounded by age and by count, pruned a batch at a time inside the con
 transaction like the replay store. The context of the request (tool, request id, the
 client's self-reported name, workspace) reaches the store through a context variable
 set by the wrapper `install()` puts around `tools/call`; code/main.py is unchanged.
-The operator command `python3 code/serve.py audit list|restore` prints and restores
-(`run()`). Standard library only.
+The SQL the SQLite and PostgreSQL stores share is here too (`AuditSql`). The operator
+command `python3 code/serve.py audit list|restore` is code/audit_cli.py. Standard
+library only.
 """
 
 from __future__ import annotations
 
-import argparse
-import calendar
 import contextvars
 import json
-import re
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -115,7 +112,6 @@ class AuditContext:
     request_id: str | None
     client_name: str | None  # the client's own claim (`clientInfo` name/version), never verified
     workspace: str | None  # canonical workspaceUri, when the arguments held a valid one
-    consumed_as: str = CONSUMED  # the outcome of a consumption that acts on no note
     entry: tuple[Any, int, str] | None = None  # (store, entry id, outcome) once written
 
 
@@ -151,17 +147,7 @@ def context_of(request: main.Envelope) -> AuditContext:
         workspace = None
     tool = params.get("name") if isinstance(params.get("name"), str) else None
     request_id = None if request.id is None else json.dumps(request.id)  # 4 and "4" are different ids
-    return AuditContext(clip(tool), clip(request_id), clip(name), workspace, answered_as(params.get("inputResponses")))
-
-
-def answered_as(responses: Any) -> str:
-    """The outcome a consumption without a note stands for: a decline, an unticked box, or not known yet."""
-    answers = [a for a in responses.values() if isinstance(a, dict)] if isinstance(responses, dict) else []
-    if any(a.get("action") == "decline" for a in answers):
-        return DECLINED
-    if any(isinstance(a.get("content"), dict) and a["content"].get(main.CONFIRM_FIELD) is False for a in answers):
-        return NOT_CONFIRMED
-    return CONSUMED  # completed from the tool's result once it ran (e.g. published)
+    return AuditContext(clip(tool), clip(request_id), clip(name), workspace)
 
 
 def written(store: Any, entry_id: int, outcome: str) -> None:
@@ -186,12 +172,19 @@ def outcome_of(settlement: main.Settlement, pending: bool = False) -> str:
         return DELETED
     if settlement is main.Settlement.CHANGED:
         return REFUSED
-    context = current()
-    return context.consumed_as if context is not None else CONSUMED
+    # Nothing acted on a note: why (a decline, an unticked box, a publication) is the
+    # tool's to say, in its result; install() completes the entry from it.
+    return CONSUMED
+
+
+# The outcomes a tool's result may complete a `consumed` entry with. Never read from the
+# client's answer: the client could send, beside the answer the tool asked for, another
+# one (`{"junk": {"action": "decline"}}`) that the tool ignores and the audit would not.
+COMPLETIONS = (DECLINED, NOT_CONFIRMED, DENIED)
 
 
 def result_outcome(result: dict[str, Any]) -> str | None:
-    """What a tool's result says happened, for an entry written as `consumed`; None: nothing to add."""
+    """What a tool's own result says happened, for an entry written as `consumed`; None: nothing to add."""
     if result.get("isError"):
         return REFUSED  # the tool's own re-check after consuming (notes_publish)
     structured = result.get("structuredContent")
@@ -200,7 +193,7 @@ def result_outcome(result: dict[str, Any]) -> str | None:
     if structured.get("published") is True:
         return PUBLISHED
     reason = structured.get("reason")
-    return reason if reason in OUTCOMES else None
+    return reason if reason in COMPLETIONS else None
 
 
 def install(server: frame.Server) -> None:
@@ -357,99 +350,3 @@ class AuditSql:
                 params.append(value)
         sql = f"SELECT {', '.join(COLUMNS)} FROM audit" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id"
         return [dict(zip(COLUMNS, row)) for row in self.run(conn, sql, params).fetchall()]
-
-
-# =====================================================================================
-# The operator command
-# =====================================================================================
-
-
-def when(text: str, now: float) -> float:
-    """`--since`: `30m`, `12h`, `7d` ago, or an ISO date or UTC time (`2026-12-01`, `2026-12-01T20:00:00Z`)."""
-    relative = re.fullmatch(r"(\d{1,6})([smhd])", text)
-    if relative:
-        return now - int(relative.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[relative.group(2)]
-    for pattern in ("%Y-%m-%d", "%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%M:%S"):
-        try:
-            return float(calendar.timegm(time.strptime(text, pattern)))
-        except ValueError:
-            continue
-    raise argparse.ArgumentTypeError("use 30m, 12h, 7d, 2026-12-01 or 2026-12-01T20:00:00Z")
-
-
-def stamp(at: float) -> str:
-    """A time as ISO 8601 UTC, to the second."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
-
-
-def shown(value: Any) -> str:
-    """A field for one line of the table: escaped so no stored byte can start a new line; `-` when empty."""
-    if value is None or value == "":
-        return "-"
-    text = str(value)
-    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
-
-
-def table(entries: Sequence[dict[str, Any]]) -> list[str]:
-    """The entries as aligned lines under one header (the client name is labelled self-reported)."""
-    header = ("ID", "TIME (UTC)", "PRINCIPAL", "TOOL", "OUTCOME", "NOTE", "TITLE", "WORKSPACE", "REQUEST",
-              "CLIENT (self-reported)", "TRASH")  # fmt: skip
-    rows = [header] + [
-        (shown(e["id"]), stamp(e["at"]), shown(e["principal"]), shown(e["tool"]),
-         shown(e["outcome"]) + (f" #{e['restores']}" if e["restores"] is not None else ""),
-         shown(e["note_id"]), shown(e["title"]), shown(e["workspace"]), shown(e["request_id"]),
-         shown(e["client_name"]), shown(e["trash"]))
-        for e in entries
-    ]  # fmt: skip
-    widths = [max(len(row[k]) for row in rows) for k in range(len(header))]
-    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
-
-
-def parser() -> argparse.ArgumentParser:
-    """`serve.py audit list|restore`: the store options serve.py takes, then the command's own."""
-    def store_options(parser: argparse.ArgumentParser, default: Any) -> argparse.ArgumentParser:
-        parser.add_argument("--config", metavar="FILE", default=default, help="the server's JSON config (its db and notesDirs)")
-        parser.add_argument("--db", metavar="FILE|URL", default=default, help="SQLite file or postgresql:// URL (overrides the config's db)")
-        parser.add_argument("--notes-dir", metavar="DIR", action="append", default=default, help="a Markdown folder (repeatable)")
-        return parser
-
-    # The store options go before or after the command: `audit --db F list` and `audit list --db F`.
-    after = store_options(argparse.ArgumentParser(add_help=False), argparse.SUPPRESS)
-    p = argparse.ArgumentParser(prog="serve.py audit", description="List the audit of consumed confirmations, or restore a trashed note.")
-    store_options(p, None)
-    commands = p.add_subparsers(dest="command", required=True)
-    listing = commands.add_parser("list", parents=[after], help="print entries, oldest first")
-    listing.add_argument("--principal", help="only this principal's entries")
-    listing.add_argument("--since", metavar="WHEN", help="only entries at or after WHEN (30m, 12h, 7d, 2026-12-01, ...)")
-    listing.add_argument("--outcome", choices=OUTCOMES, help="only entries with this outcome")
-    listing.add_argument("--json", action="store_true", help="one JSON object per line instead of the table")
-    restore = commands.add_parser("restore", parents=[after], help="bring back the note a `deleted` entry moved to the trash")
-    restore.add_argument("entry", type=int, help="the id of the deletion's audit entry")
-    return p
-
-
-def run(store: Any, args: argparse.Namespace, out: Callable[[str], None], clock: Callable[[], float] = time.time) -> int:
-    """Run one parsed command against a store that keeps an audit; the exit status."""
-    if args.command == "restore":
-        try:
-            entry = store.restore(args.entry)
-        except RestoreRefused as exc:
-            out(f"refused: {exc}")
-            return 1
-        out(f"restored entry {args.entry}: note {shown(entry['note_id'])} ({shown(entry['title'])}), recorded as entry {entry['id']}")
-        return 0
-    since = None
-    if args.since is not None:
-        try:
-            since = when(args.since, clock())
-        except argparse.ArgumentTypeError as exc:
-            out(f"--since: {exc}")
-            return 2
-    entries = store.audit_entries(principal=args.principal, since=since, outcome=args.outcome)
-    if args.json:
-        for entry in entries:
-            out(json.dumps(entry, ensure_ascii=True))
-    else:
-        for line in table(entries):
-            out(line)
-    return 0

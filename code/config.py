@@ -90,7 +90,7 @@ def read_workspaces(value: Any, field: str) -> list[str]:
 
 
 def read_path(value: Any, field: str) -> str:
-    """A non-empty file system path (absolute is best: relative means the working directory)."""
+    """A non-empty file system path (a config file's relative paths are made absolute against its folder: anchor_paths)."""
     if not isinstance(value, str) or not value or "\x00" in value:
         raise ConfigError(field, "must be a non-empty path")
     return value
@@ -256,7 +256,7 @@ def read_entries(value: Any, field: str) -> int:
 
 
 # Every key the config file may have. An extension adds one line here and reads its
-# value in serve.build_store() (e.g. "db": read_string for an SQLite file).
+# value in assemble.build_store() (e.g. "db": read_string for an SQLite file).
 CONFIG_FIELDS: dict[str, Callable[[Any, str], Any]] = {
     "principals": read_principals,
     "stdioPrincipal": read_principal_name,
@@ -336,15 +336,48 @@ def parse_config(text: str) -> dict[str, Any]:
 MAX_CONFIG_BYTES = 1024 * 1024  # a config file larger than this is refused unread
 
 
-def load_config(path: str, warn: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Read and validate the config file at `path` (see parse_config); `warn` gets one line if others may read it."""
-    return parse_config(read_config_file(path, warn))
+def load_config(path: str, warn: Callable[[str], None] | None = None, euid: int | None = None) -> dict[str, Any]:
+    """Read and validate the config file at `path` (see parse_config), its relative paths made absolute against its folder."""
+    config = parse_config(read_config_file(path, warn, euid))
+    return anchor_paths(config, os.path.dirname(os.path.abspath(path)))
 
 
-def read_config_file(path: str, warn: Callable[[str], None] | None = None) -> str:
-    """The text of a config file: opened once, a regular file, at most MAX_CONFIG_BYTES; ConfigError otherwise."""
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def anchor_paths(config: dict[str, Any], folder: str) -> dict[str, Any]:
+    """`config` with a relative `db` and relative `notesDirs` joined to `folder` (the config file's)."""
+    # Against the working directory, two instances a host starts from two folders over one
+    # config would keep two replay stores: a confirmation consumed on one, unused on the other.
+    if "db" in config:
+        config["db"] = db_location(config["db"], "db", folder)
+    for entry in config["principals"].values():
+        if "notesDirs" in entry:
+            # `~` is left as written, for the folder check to refuse with the path meant.
+            entry["notesDirs"] = [path if path.startswith("~") else os.path.join(folder, path) for path in entry["notesDirs"]]
+    return config
+
+
+def db_location(value: str, field: str, folder: str) -> str:
+    """A `db` value as used: a PostgreSQL URL as written, an SQLite path made absolute against `folder`; `~` refused."""
+    if value.startswith(POSTGRES_SCHEMES):
+        return value
+    if value.startswith("~"):
+        raise ConfigError(
+            field,
+            f"{value} starts with ~, which is not expanded here (hosts start servers without a shell); "
+            f"write the absolute path, e.g. {os.path.expanduser(value)}",
+        )
+    return os.path.normpath(os.path.join(folder, value))
+
+
+def read_config_file(path: str, warn: Callable[[str], None] | None = None, euid: int | None = None) -> str:
+    """The text of a config file: opened once, a regular file the server's user (`euid`, default ours) or root owns,
+    writable by no one else and in no folder anyone may replace it in, at most MAX_CONFIG_BYTES; ConfigError otherwise."""
     import stat
 
+    euid = os.geteuid() if euid is None else euid
+    check_config_folders(path)
     try:
         # O_NONBLOCK: opening a FIFO (or a device) must not hang start-up; it is refused below.
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -358,6 +391,15 @@ def read_config_file(path: str, warn: Callable[[str], None] | None = None) -> st
             raise ConfigError("config", f"{path} is not a regular file")
         if info.st_size > MAX_CONFIG_BYTES:
             raise ConfigError("config", f"{path} is larger than {MAX_CONFIG_BYTES} bytes")
+        # Its owner can rewrite it: add a principal or a signing key of their own. Root is
+        # trusted as ssh trusts it: a root-owned file in /etc for a server running as its own
+        # user is the usual set-up, and root could change the server's own files anyway.
+        if info.st_uid not in (euid, ROOT_UID):
+            raise ConfigError(
+                "config",
+                f"{path} is owned by {user_name(info.st_uid)}, not by {user_name(euid)} who runs the server (or root); "
+                f"anyone who owns it can add a principal or a key: chown {user_name(euid)} {path}",
+            )
         mode = stat.S_IMODE(info.st_mode)
         # It holds bearer tokens and signing keys. Writable by others, anyone could add a
         # principal or a key: refused, as ssh refuses such a key file. Readable by others,
@@ -381,6 +423,43 @@ def read_config_file(path: str, warn: Callable[[str], None] | None = None) -> st
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise ConfigError("config", f"cannot read {path}: UnicodeDecodeError") from None
+
+
+ROOT_UID = 0
+
+
+def user_name(uid: int) -> str:
+    """A user's login name, or `uid N` when the system has none for it."""
+    import pwd
+
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+def check_config_folders(path: str) -> None:
+    """ConfigError if a folder on the way to the config file lets anyone replace it (world-writable, no sticky bit)."""
+    import stat
+
+    # In such a folder anyone may rename the file away and put a link in its place, to
+    # another file the server's user owns: every check on the opened file would pass.
+    folder = os.path.dirname(os.path.realpath(path))
+    while True:
+        try:
+            mode = os.stat(folder).st_mode
+        except OSError:
+            return  # the open that follows says why the file cannot be read
+        if mode & stat.S_IWOTH and not mode & stat.S_ISVTX:
+            raise ConfigError(
+                "config",
+                f"{path} is in {folder}, which anyone can write to (mode {stat.S_IMODE(mode):04o}, no sticky bit), "
+                f"so anyone could replace the file: chmod o-w {folder}, or move the config to a folder of your own",
+            )
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return
+        folder = parent
 
 
 def lesson_config() -> dict[str, Any]:

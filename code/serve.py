@@ -6,14 +6,14 @@
     ... [--notes-dir DIR]...   real Markdown folders (code/markdown_store.py)
     ... [--publish]            also serve notes_publish and its connect pages (code/connect.py)
     python3 code/serve.py audit [--config FILE | --db FILE|URL | --notes-dir DIR] list|restore ...
-                               the audit of consumed confirmations; restore a trashed note (code/audit.py)
+                               the audit of consumed confirmations; restore a trashed note (code/audit_cli.py)
+    python3 code/serve.py --version
 
-This is the composition root: it reads the configuration (code/config.py), builds the
-store, the policy and the core server (code/main.py), adds what was asked for, and runs
-one transport (code/stdio_transport.py or code/streamable_http.py). Signing keys come
-from the config's `keys` or NOTES_MCP_SECRET (hex, comma-separated, newest first); the
-bearer token of the no-config setup from NOTES_MCP_TOKEN. No credential is ever printed.
-Extension modules are imported only when configured. Standard library only.
+The command line: it parses the flags, has code/assemble.py build the server from the
+configuration (code/config.py) and the environment, adds what was asked for, says what
+it serves in one start-up block, and runs one transport (code/stdio_transport.py or
+code/streamable_http.py) until a signal stops it. Extension modules are imported only
+when asked for. Standard library only.
 """
 
 from __future__ import annotations
@@ -21,179 +21,29 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import secrets
 import signal
 import sys
 import threading
-import time
-import urllib.parse
 from collections.abc import Sequence
 from typing import Any
 
-import audit
+import assemble
 import config as configuration
-import main
 import frame
+import main
 import stores
+from assemble import EXIT_STORE_LOST, EXIT_USAGE, LOG_PREFIX, say  # noqa: F401  (LOG_PREFIX: what this command prefixes its lines with)
 from config import ConfigError
 
 # streamable_http (and its engine) is imported only where HTTP is served: stdio starts
 # without compiling either.
 
-LOG_PREFIX = "notes-mcp"
-EXIT_USAGE = 2  # bad command line, configuration or environment
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 
 
-def say(line: str) -> None:
-    """One line to stderr, prefixed and escaped; stdout belongs to the protocol."""
-    print(f"{LOG_PREFIX}: {configuration.one_line(line)}", file=sys.stderr, flush=True)
-
-
 class Stop(BaseException):
     """SIGTERM or SIGINT: unwind and exit 0 (BaseException, so no `except Exception` eats it)."""
-
-
-class StartupError(Exception):
-    """A store that cannot be opened at start-up; str() is one line for the operator."""
-
-
-EXIT_STORE_LOST = 1  # the store reported itself lost while serving (its database file was replaced)
-
-
-class StopOnLoss:
-    """The store seam, delegated; the first time the store reports itself lost, say so once and stop serving."""
-
-    def __init__(self, store: stores.NotesStore) -> None:
-        self.store = store
-        self.lost = False
-
-    def candidates(self, workspace: main.Path, title: str) -> list[main.Note]:
-        """As the store's, stopping the process on loss."""
-        return self._guard(self.store.candidates, workspace, title)
-
-    def is_consumed(self, nonce: str) -> bool:
-        """As the store's, stopping the process on loss."""
-        return self._guard(self.store.is_consumed, nonce)
-
-    def consume(self, *args: Any) -> main.Settlement:
-        """As the store's, stopping the process on loss."""
-        return self._guard(self.store.consume, *args)
-
-    def settle(self, notes: object, *args: Any) -> main.Settlement:
-        """The atomic step (the store's consume), stopping the process on loss."""
-        return self._guard(self.store.consume, *args)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.store, name)  # all(), put(), close(): the store's own
-
-    def _guard(self, method: Any, *args: Any) -> Any:
-        try:
-            return method(*args)
-        except stores.StoreLost as exc:
-            # The client gets the store's isError result; the operator gets one line, and
-            # the process ends non-zero so a supervisor restarts it on the right file.
-            if not self.lost:
-                self.lost = True
-                say(str(exc))
-                signal.raise_signal(signal.SIGTERM)
-            raise
-
-
-# =====================================================================================
-# Building the server
-# =====================================================================================
-
-
-def build_store(config: dict[str, Any]) -> stores.NotesStore:
-    """Markdown folders (any notesDirs), else SQLite ("db"), else memory; StartupError if unusable."""
-    folders = [path for entry in config["principals"].values() for path in entry.get("notesDirs", [])]
-    if not folders and "db" not in config:
-        return stores.MemoryStore(config.get("notes", []), main.MemoryReplayStore(time.time))
-    if folders and "notes" in config:
-        raise ConfigError("notes", "cannot be combined with notesDirs or --notes-dir (the files are the notes)")
-    if not folders and config["db"].startswith(("postgresql://", "postgres://")):
-        import postgres_store  # only here: psycopg is an optional dependency
-
-        try:
-            return postgres_store.open_store(
-                config["db"], clock=time.time, seed_notes=config.get("notes", []), retention=retention(config)
-            )
-        except postgres_store.StoreError as exc:
-            raise StartupError(str(exc)) from None
-    # Imported only when configured: serving from memory starts faster without them, and
-    # the folder store needs POSIX-only O_NOFOLLOW.
-    import sqlite_store
-
-    try:
-        if folders:
-            import markdown_store
-
-            nonces = sqlite_store.open_store(config.get("db") or default_nonce_db(), clock=time.time)
-            return markdown_store.MarkdownNotesStore(folders, nonces, retention=retention(config))
-        # Seeded only when this creates the database: from "notes", or the lesson fixture without --config.
-        return sqlite_store.open_store(
-            config["db"], clock=time.time, seed_notes=config.get("notes", []), retention=retention(config)
-        )
-    except sqlite_store.StoreError as exc:
-        raise StartupError(str(exc)) from None
-
-
-def retention(config: dict[str, Any]) -> audit.Retention:
-    """The deletion mode and the trash and audit bounds of a validated config (defaults in code/audit.py)."""
-    return audit.Retention(
-        config.get("deletion", audit.DELETION_TRASH),
-        config.get("trashDays", audit.DEFAULT_TRASH_DAYS) * audit.DAY_SECONDS,
-        config.get("auditDays", audit.DEFAULT_AUDIT_DAYS) * audit.DAY_SECONDS,
-        config.get("auditMaxEntries", audit.DEFAULT_AUDIT_MAX_ENTRIES),
-    )
-
-
-def default_nonce_db() -> str:
-    """The Markdown store's confirmation database: $XDG_STATE_HOME/notes-mcp/nonces.db."""
-    state = os.environ.get("XDG_STATE_HOME", "")
-    if not os.path.isabs(state):
-        state = os.path.join(os.path.expanduser("~"), ".local", "state")
-    folder = os.path.join(state, "notes-mcp")
-    try:
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-    except OSError as exc:
-        raise StartupError(f"cannot create {folder} for the confirmation database: {exc.strerror}") from None
-    return os.path.join(folder, "nonces.db")
-
-
-def folder_grants(folders: Sequence[str]) -> list[str]:
-    """A principal's notes folders as the workspace URIs the folder store spells them with."""
-    if not folders:
-        return []
-    import markdown_store
-    import sqlite_store
-
-    try:
-        return [main.format_file_uri(markdown_store.root_path(path)) for path in folders]
-    except sqlite_store.StoreError as exc:
-        raise StartupError(str(exc)) from None
-
-
-def build_server(config: dict[str, Any], keys: Sequence[bytes]) -> frame.Server:
-    """The core server for a validated config, serving notes_delete (other tools are added by the caller)."""
-    # A principal's notes folders are workspaces it may act on, spelled as the store spells them.
-    grants = {
-        name: entry["workspaces"] + folder_grants(entry.get("notesDirs", [])) for name, entry in config["principals"].items()
-    }
-    store = build_store(config)
-    server = frame.notes_server(
-        keys=keys,
-        notes=store if isinstance(store, stores.MemoryStore) else StopOnLoss(store),
-        policy=main.AuthorizationPolicy(grants),
-        clock=time.time,
-        state_ttl=config.get("stateTtlSeconds", main.DEFAULT_STATE_TTL_SECONDS),
-        log=main.stderr_log,
-    )
-    if not isinstance(store, stores.MemoryStore):
-        audit.install(server)  # the memory store keeps no audit: it forgets everything at exit
-    return server
 
 
 # =====================================================================================
@@ -232,39 +82,15 @@ def startup_report(
         for uri in server.policy.workspaces(name):
             owners.setdefault(uri, []).append(name)
     for uri, names in owners.items():
-        lines.append(f"workspace {uri} ({', '.join(names)}): {note_count(server.notes, uri)}")
+        lines.append(f"workspace {uri} ({', '.join(names)}): {assemble.note_count(server.notes, uri)}")
     if not owners:
         lines.append("workspaces: none granted, so every notes_delete call is refused")
     lines.extend(described)
-    lines.append(f"consumed confirmations: {confirmations_home(config)}")
+    lines.append(f"consumed confirmations: {assemble.confirmations_home(config)}")
     lines.append(f"extensions: {', '.join(extensions(config, args)) or 'none'}")
     lines.extend(extra)
     return lines
 
-
-def note_count(store: stores.NotesStore, uri: str) -> str:
-    """How many notes the store offers in the workspace `uri` ("N notes"), or why it cannot tell."""
-    counter = getattr(store, "count", None)  # a store that can count without loading (the folder store)
-    try:
-        workspace = main.parse_file_uri(uri)
-        count = counter(workspace) if counter is not None else len(store.candidates(workspace, ""))  # every title contains ""
-    except (main.ScopeError, stores.StoreUnavailable) as exc:
-        return f"cannot be listed ({exc})"
-    return f"{count} note{'' if count == 1 else 's'}" + (" (nothing will be offered)" if count == 0 else "")
-
-
-def confirmations_home(config: dict[str, Any]) -> str:
-    """Where consumed confirmations are kept, with no credential (a PostgreSQL URL loses its user and password)."""
-    folders = any(entry.get("notesDirs") for entry in config["principals"].values())
-    db = config.get("db")
-    if db is None and not folders:
-        return "in memory (this process only; lost when it exits)"
-    if db is not None and db.startswith(("postgresql://", "postgres://")):
-        parts = urllib.parse.urlsplit(db)
-        host = parts.hostname or "local socket"
-        port = f":{parts.port}" if parts.port else ""
-        return f"PostgreSQL {host}{port}{parts.path}"
-    return f"SQLite {os.path.abspath(db or default_nonce_db())}"
 
 
 def extensions(config: dict[str, Any], args: argparse.Namespace) -> list[str]:
@@ -287,40 +113,6 @@ def store_waits(store: stores.NotesStore) -> bool:
     """False only for the memory store: its calls take microseconds and never wait on a disk, a lock or a peer."""
     return not isinstance(store, stores.MemoryStore)
 
-
-def signing_keys(config: dict[str, Any], environ: dict[str, str]) -> list[bytes]:
-    """Keys from the config or NOTES_MCP_SECRET (not both); none: a random per-process key."""
-    secret = environ.get("NOTES_MCP_SECRET", "")
-    if "keys" in config and secret:
-        raise ConfigError("keys", "set either the config's keys or NOTES_MCP_SECRET, not both")
-    if secret:
-        return configuration.read_keys([part.strip() for part in secret.split(",")], "NOTES_MCP_SECRET")
-    if "keys" in config:
-        return config["keys"]
-    say(
-        "warning: no signing key (NOTES_MCP_SECRET or the config's keys): using a random key for this "
-        "process; requestState from it will not survive a restart or work on another instance"
-    )
-    return [secrets.token_bytes(main.MIN_KEY_BYTES)]
-
-
-def warn_weak_secrets(config: dict[str, Any], keys: Sequence[bytes]) -> None:
-    """One warning line per token or signing key that looks typed rather than random (never the value)."""
-    for name, entry in config["principals"].items():
-        if entry.get("token") and configuration.estimated_bits(entry["token"]) < configuration.MIN_TOKEN_BITS:
-            say(f"warning: the token of principal {name!r} looks easy to guess; use a random one, e.g. secrets.token_urlsafe(32)")
-    for index, key in enumerate(keys):
-        if configuration.estimated_bits(key) < configuration.MIN_KEY_BITS:
-            say(f"warning: signing key {index} looks easy to guess (repeated bytes); use a random one, e.g. secrets.token_hex(32)")
-
-
-def lesson_token(environ: dict[str, str], why: str) -> str:
-    """NOTES_MCP_TOKEN for the no-config setup, or ConfigError saying why one is needed."""
-    token = environ.get("NOTES_MCP_TOKEN", "")
-    if not token:
-        # Never invented and printed: a credential in a host's log is a leaked credential.
-        raise ConfigError("NOTES_MCP_TOKEN", f"is required {why} (or give --config with tokens)")
-    return configuration.read_token(token, "NOTES_MCP_TOKEN")
 
 
 # =====================================================================================
@@ -474,7 +266,7 @@ def unsafe_for_sandbox(config: dict[str, Any], args: argparse.Namespace) -> str 
     folders = [path for entry in config["principals"].values() for path in entry.get("notesDirs", [])]
     db = config.get("db")
     # The default confirmation database is always nonces.db: never a name Python imports.
-    state = db if db and not db.startswith(("postgresql://", "postgres://")) else None
+    state = db if db and not db.startswith(configuration.POSTGRES_SCHEMES) else None
     return sandbox.unsafe_writes(folders, state, sandbox.import_roots(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -490,8 +282,8 @@ def confine(config: dict[str, Any], args: argparse.Namespace, ports: Sequence[in
 
     folders = [path for entry in config["principals"].values() for path in entry.get("notesDirs", [])]
     db = config.get("db")
-    url = db if db and db.startswith(("postgresql://", "postgres://")) else None
-    state = None if url else db or (default_nonce_db() if folders else None)
+    url = db if db and db.startswith(configuration.POSTGRES_SCHEMES) else None
+    state = None if url else db or (assemble.default_nonce_db() if folders else None)
     here = os.path.dirname(os.path.abspath(__file__))
     status = sandbox.confine(sandbox.server_plan(here, folders, state, url, args.config, ports))
     if args.sandbox == "require" and not status.complete:
@@ -521,12 +313,36 @@ def port_number(text: str) -> int:
     return value
 
 
+# Every variable the server reads, for --help (tests/test_package.py checks the code reads no other).
+ENVIRONMENT = (
+    ("NOTES_MCP_SECRET", "signing keys as hex, comma-separated, newest first (instead of the config's keys)"),
+    ("NOTES_MCP_TOKEN", f"the bearer token of {main.LESSON_PRINCIPAL!r} without --config (for --http and --publish)"),
+    ("XDG_STATE_HOME", "folders without --db keep consumed confirmations in $XDG_STATE_HOME/notes-mcp/nonces.db"),
+    ("PGPASSWORD", "--db postgresql://...: the password, read by libpq (or ~/.pgpass)"),
+    ("PGHOST, PGPORT", "--db postgresql://...: libpq's defaults for a URL without them (the sandbox allows them)"),
+    ("PGPASSFILE, PGSERVICEFILE", "--db postgresql://...: libpq's password and service files (readable in the sandbox)"),
+)
+
+
+def version() -> str:
+    """The package's version: the server's own (main.SERVER_INFO), which pyproject.toml repeats."""
+    return str(main.SERVER_INFO["version"])
+
+
 def parser(prog: str = "serve.py") -> argparse.ArgumentParser:
     """The serving command line; `prog` is how it was started (serve.py, or the installed notes-mcp)."""
-    epilog = "The audit subcommand lists consumed confirmations and restores a trashed note (audit --help)."
+    width = max(len(name) for name, _ in ENVIRONMENT)
+    epilog = "\n".join(
+        ["environment variables:", *(f"  {name.ljust(width)}  {meaning}" for name, meaning in ENVIRONMENT), "",
+         "The audit subcommand lists consumed confirmations and restores a trashed note (audit --help)."]
+    )  # fmt: skip
     if prog != "serve.py":
         epilog += f" {prog} demo runs the scripted demo (python3 code/main.py in a checkout)."
-    p = argparse.ArgumentParser(prog=prog, description="Serve the notes MCP server (protocol 2026-07-28).", epilog=epilog)
+    p = argparse.ArgumentParser(
+        prog=prog, description="Serve the notes MCP server (protocol 2026-07-28).", epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
+    p.add_argument("--version", action="version", version=f"{prog} {version()} (MCP {main.PROTOCOL_VERSION})")
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--stdio", action="store_true", help="newline-delimited JSON-RPC on stdin/stdout")
     mode.add_argument("--http", action="store_true", help="Streamable HTTP, POST to the endpoint URL printed at start")
@@ -575,7 +391,9 @@ def parser(prog: str = "serve.py") -> argparse.ArgumentParser:
 def serve(argv: Sequence[str], prog: str = "serve.py") -> int:
     """Parse, load the config, build the server, run one transport; returns the exit status."""
     if list(argv[:1]) == ["audit"]:
-        return audit_command(argv[1:])
+        import audit_cli  # the operator's command: serving never loads it
+
+        return audit_cli.command(argv[1:], prog=f"{prog} audit")
 
     def stop(signum: int, frame: Any) -> None:
         raise Stop()
@@ -598,7 +416,7 @@ def serve(argv: Sequence[str], prog: str = "serve.py") -> int:
     except Stop:
         status = 0
     finally:
-        close_store(server.notes)
+        assemble.close_store(server.notes)
     return EXIT_STORE_LOST if getattr(server.notes, "lost", False) else status
 
 
@@ -642,29 +460,30 @@ def start(argv: Sequence[str], prog: str = "serve.py") -> tuple[frame.Server, di
         if args.config and environ.get("NOTES_MCP_TOKEN"):
             say("warning: NOTES_MCP_TOKEN is ignored when --config is given (tokens come from the config)")
         if not args.config and args.http and not args.no_auth:
-            config["principals"][main.LESSON_PRINCIPAL]["token"] = lesson_token(environ, "for --http (the bearer token clients send)")
+            config["principals"][main.LESSON_PRINCIPAL]["token"] = assemble.lesson_token(environ, "for --http (the bearer token clients send)")
         elif not args.config and publish:
             # stdio and --no-auth: the connect pages still need a sign-in (code/connect.py).
-            config["principals"][main.LESSON_PRINCIPAL]["token"] = lesson_token(environ, "for --publish (the connect pages' sign-in)")
-        keys = signing_keys(config, environ)
+            config["principals"][main.LESSON_PRINCIPAL]["token"] = assemble.lesson_token(environ, "for --publish (the connect pages' sign-in)")
+        keys = assemble.signing_keys(config, environ)
         if args.db is not None:
-            config["db"] = configuration.read_path(args.db, "--db")
+            # As typed in a shell: the working directory's (a config's db is its folder's).
+            config["db"] = configuration.db_location(configuration.read_path(args.db, "--db"), "--db", os.getcwd())
     except ConfigError as exc:
         say(str(exc))
         raise StartupRefused(EXIT_USAGE) from None
     try:
-        check_folders(config, args)
+        assemble.check_folders(config, args.config, args.notes_dir)
     except ConfigError as exc:
         say(str(exc))
         raise StartupRefused(EXIT_USAGE) from None
-    add_notes_dirs(config, args.notes_dir, bool(args.config))
+    assemble.add_notes_dirs(config, args.notes_dir, bool(args.config))
     refusal = unsafe_for_sandbox(config, args)
     if refusal:
         say(refusal)
         raise StartupRefused(EXIT_USAGE)
     try:
-        server = build_server(config, keys)
-    except (ConfigError, StartupError) as exc:
+        server = assemble.build_server(config, keys)
+    except (ConfigError, assemble.StartupError) as exc:
         say(str(exc))
         raise StartupRefused(EXIT_USAGE) from None
     if args.conformance_fixtures:
@@ -678,74 +497,8 @@ def start(argv: Sequence[str], prog: str = "serve.py") -> tuple[frame.Server, di
         pages = connect.install(server, {name: entry["token"] for name, entry in config["principals"].items() if entry["token"]})
     for line in later:
         say(line)
-    warn_weak_secrets(config, keys)  # once start-up has succeeded: a refusal stays one line
+    assemble.warn_weak_secrets(config, keys)  # once start-up has succeeded: a refusal stays one line
     return server, config, args, pages
-
-
-def add_notes_dirs(config: dict[str, Any], folders: list[str], from_file: bool) -> None:
-    """`--notes-dir` folders for the stdio principal; without a config file they replace the lesson fixture."""
-    if folders:
-        entry = config["principals"][config["stdioPrincipal"]]
-        if not from_file:
-            # The lesson fixture: with folders, the files are the notes, and the folders asked
-            # for are the only workspaces (no fictional one listed first in every refusal).
-            del config["notes"]
-            entry["workspaces"] = []
-        entry["notesDirs"] = entry.get("notesDirs", []) + folders
-
-
-def audit_command(argv: Sequence[str]) -> int:
-    """`serve.py audit [--config F] [--db F|URL] [--notes-dir D]... list|restore ...` (code/audit.py)."""
-    try:
-        args = audit.parser().parse_args(list(argv))
-    except SystemExit as exc:  # --help (0) or a usage error (2), already printed
-        return int(exc.code or 0)
-    try:
-        config = configuration.load_config(args.config) if args.config else configuration.lesson_config()
-        if args.db is not None:
-            config["db"] = configuration.read_path(args.db, "--db")
-    except ConfigError as exc:
-        say(str(exc))
-        return EXIT_USAGE
-    add_notes_dirs(config, args.notes_dir or [], bool(args.config))
-    folders = any(entry.get("notesDirs") for entry in config["principals"].values())
-    db = config.get("db") or (default_nonce_db() if folders else None)
-    if db is None:
-        say("the memory store keeps no audit; name the store with --db, --notes-dir or --config")
-        return EXIT_USAGE
-    # Looking must not create: a mistyped path would otherwise become a new, seeded database.
-    if not db.startswith(("postgresql://", "postgres://")) and not os.path.exists(db):
-        say(f"no database at {db}")
-        return EXIT_USAGE
-    try:
-        store = build_store(config)
-    except (ConfigError, StartupError) as exc:
-        say(str(exc))
-        return EXIT_USAGE
-    try:
-        return audit.run(store, args, print)
-    except stores.StoreUnavailable as exc:
-        say(str(exc))
-        return 1
-    finally:
-        close_store(store)
-
-
-def check_folders(config: dict[str, Any], args: argparse.Namespace) -> None:
-    """Every notes folder usable, or ConfigError naming its field (`principals.bob.notesDirs[0]`, `--notes-dir`) and the fix."""
-    places = [(f"config {args.config}: principals.{name}.notesDirs[{index}]", path)
-              for name, entry in config["principals"].items() for index, path in enumerate(entry.get("notesDirs", []))]
-    places += [("--notes-dir", path) for path in args.notes_dir]
-    if not places:
-        return
-    import markdown_store  # only with folders: it needs POSIX-only O_NOFOLLOW
-    import sqlite_store
-
-    for field, path in places:
-        try:
-            markdown_store.root_path(path)
-        except sqlite_store.StoreError as exc:
-            raise ConfigError(field, str(exc)) from None
 
 
 def refuse_flags(args: argparse.Namespace) -> int | None:
@@ -770,13 +523,6 @@ def refuse_flags(args: argparse.Namespace) -> int | None:
             say(f"--no-auth refused: host {args.host!r} is not a loopback address")
             return EXIT_USAGE
     return None
-
-
-def close_store(store: Any) -> None:
-    """Close the store on every exit path (SQLite checkpoints its log into the database file)."""
-    close = getattr(store, "close", None)
-    if close is not None:
-        close()
 
 
 if __name__ == "__main__":

@@ -35,13 +35,14 @@ def server_env(**extra: str) -> dict[str, str]:
 class Process:
     """A server subprocess whose stderr is drained into `stderr_lines` by a thread."""
 
-    def __init__(self, test: Any, args: list[str], env: dict[str, str], stdin: Any = subprocess.DEVNULL, serve: str = SERVE) -> None:
+    def __init__(self, test: Any, args: list[str], env: dict[str, str], stdin: Any = subprocess.DEVNULL, serve: str = SERVE, cwd: str | None = None) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, serve, *args],
             stdin=stdin,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=env,
+            cwd=cwd,
         )
         self.stderr_lines: list[str] = []
         self._line_added = threading.Condition()
@@ -183,9 +184,10 @@ class StdioServer(Process):
     """`serve --stdio`: write lines to stdin, read lines from stdout (through a queue)."""
 
     def __init__(
-        self, test: unittest.TestCase, *args: str, env: dict[str, str] | None = None, read_stdout: bool = True, serve: str = SERVE
+        self, test: unittest.TestCase, *args: str, env: dict[str, str] | None = None, read_stdout: bool = True, serve: str = SERVE,
+        cwd: str | None = None,
     ) -> None:
-        super().__init__(test, ["--stdio", *args], env if env is not None else server_env(NOTES_MCP_SECRET=SECRET), stdin=subprocess.PIPE, serve=serve)
+        super().__init__(test, ["--stdio", *args], env if env is not None else server_env(NOTES_MCP_SECRET=SECRET), stdin=subprocess.PIPE, serve=serve, cwd=cwd)
         self.lines: queue.Queue[bytes | None] = queue.Queue()
         self._stdout = threading.Thread(target=self._drain_stdout, daemon=True)
         if read_stdout:

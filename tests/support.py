@@ -63,7 +63,7 @@ def make_server(clock: Clock | None = None, log: Log | None = None, **kwargs: An
     return server_over(main.lesson_notes(), clock=clock, log=log if log is not None else Log(), **kwargs)
 
 
-def make_lesson_server(clock: Clock | None = None, log: Log | None = None, **kwargs: Any) -> main.Server:
+def make_lesson_server(clock: Clock | None = None, log: Log | None = None, **kwargs: Any) -> frame.Server:
     """The lesson's own server (main.lesson_server) with the test key, an injected clock and a captured log."""
     return main.lesson_server(KEY, clock=clock or Clock(), log=log if log is not None else Log(), **kwargs)
 

@@ -20,7 +20,9 @@ import store_workers
 import test_connect
 from support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call
 
+import assemble
 import audit
+import audit_cli
 import connect
 import main
 import frame
@@ -159,6 +161,27 @@ class AuditContract:
         server = self.server(store)
         self.answer(server, self.ask(server), accept(self.chosen[0], confirm=False))
         self.assertEqual(self.outcomes(store), [audit.NOT_CONFIRMED])
+        self.assertTrue(self.present(self.chosen[0]))
+
+    def test_an_extra_declined_answer_cannot_relabel_the_audit_entry(self) -> None:
+        store = self.open()
+        server = self.server(store)
+        # The tool reads only the answer it asked for; an answer under a key it never asked
+        # for must not tell the audit a different story than the tool's own result.
+        responses = {**accept(self.chosen[0], confirm=False), "junk": {"action": "decline"}}
+        done = self.answer(server, self.ask(server), responses)
+        self.assertEqual(done["result"]["structuredContent"], {"deleted": False, "reason": "not_confirmed"})
+        self.assertEqual(self.outcomes(store), [audit.NOT_CONFIRMED])
+        self.assertTrue(self.present(self.chosen[0]))
+        self.assertEqual(self.trash_size(), 0)
+
+    def test_an_extra_unticked_answer_cannot_relabel_a_decline(self) -> None:
+        store = self.open()
+        server = self.server(store)
+        extra = {"junk": {"action": "accept", "content": {main.CONFIRM_FIELD: False}}}
+        done = self.answer(server, self.ask(server), {**DECLINE, **extra})
+        self.assertEqual(done["result"]["structuredContent"]["reason"], "declined")
+        self.assertEqual(self.outcomes(store), [audit.DECLINED])
         self.assertTrue(self.present(self.chosen[0]))
 
     def test_a_replay_adds_no_entry(self) -> None:
@@ -720,18 +743,18 @@ class ContextTests(unittest.TestCase):
     def test_the_table_escapes_control_characters_so_one_entry_is_one_line(self) -> None:
         entry = dict.fromkeys(audit.COLUMNS)
         entry.update(id=1, at=0.0, principal="p", outcome=audit.DELETED, title="evil\nID  TIME", client_name="\x1b[31m")
-        lines = audit.table([entry])
+        lines = audit_cli.table([entry])
         self.assertEqual(len(lines), 2)
         self.assertIn("evil\\nID", lines[1])
         self.assertIn("\\x1b[31m", lines[1])
 
     def test_since_reads_relative_and_absolute_times_and_refuses_others(self) -> None:
-        self.assertEqual(audit.when("2h", 10_000.0), 10_000.0 - 7200)
-        self.assertEqual(audit.when("1970-01-02", 0.0), 86_400.0)
-        self.assertEqual(audit.when("1970-01-01T00:01:00Z", 0.0), 60.0)
+        self.assertEqual(audit_cli.when("2h", 10_000.0), 10_000.0 - 7200)
+        self.assertEqual(audit_cli.when("1970-01-02", 0.0), 86_400.0)
+        self.assertEqual(audit_cli.when("1970-01-01T00:01:00Z", 0.0), 60.0)
         for text in ("yesterday", "2h ago", "-1d", ""):
             with self.assertRaises(argparse.ArgumentTypeError):
-                audit.when(text, 0.0)
+                audit_cli.when(text, 0.0)
 
 
 class PublishAudit(test_connect.InProcess):
@@ -769,29 +792,34 @@ class PublishAudit(test_connect.InProcess):
         self.assertEqual(self.decide("deny")["structuredContent"]["reason"], "denied")
         self.assertEqual([e["outcome"] for e in self.notes.audit_entries()], [audit.DENIED])
 
-    def test_a_declined_publication_is_declined_in_the_claim_s_own_transaction(self) -> None:
-        with mock.patch.object(self.notes, "complete_audit", side_effect=AssertionError("no completion needed")):
-            self.retry(self.first(), test_connect.answer("decline"))
+    def test_a_declined_publication_is_recorded_as_declined_from_the_tool_s_result(self) -> None:
+        self.assertEqual(self.retry(self.first(), test_connect.answer("decline"))["result"]["structuredContent"]["reason"], "declined")
         self.assertEqual([e["outcome"] for e in self.notes.audit_entries()], [audit.DECLINED])
+
+    def test_an_entry_is_completed_only_with_an_outcome_a_tool_reports_after_consuming(self) -> None:
+        for reason in (audit.DECLINED, audit.NOT_CONFIRMED, audit.DENIED):
+            self.assertEqual(audit.result_outcome(main.tool_result("t", {"reason": reason})), reason)
+        for reason in (audit.DELETED, audit.RESTORED, audit.PENDING, "cancelled", ["declined"]):
+            self.assertIsNone(audit.result_outcome(main.tool_result("t", {"reason": reason})))
+        self.assertEqual(audit.result_outcome(main.tool_result("t", {"published": True})), audit.PUBLISHED)
+        self.assertEqual(audit.result_outcome(main.tool_result("t", is_error=True)), audit.REFUSED)
 
 
 class ServeWiring(unittest.TestCase):
     def test_the_config_s_deletion_and_bounds_reach_each_store_and_the_audit_wraps_tools_call(self) -> None:
-        import serve
-
         with tempfile.TemporaryDirectory(prefix="audit-wiring-") as folder:
             grants = {"alice": {"token": None, "workspaces": [WORKSPACE]}}
             config = {"principals": grants, "stdioPrincipal": "alice", "db": os.path.join(folder, "n.db"),
                       "deletion": "unlink", "trashDays": 2.0, "auditMaxEntries": 7}  # fmt: skip
-            server = serve.build_server(config, [KEY])
-            self.addCleanup(serve.close_store, server.notes)
+            server = assemble.build_server(config, [KEY])
+            self.addCleanup(assemble.close_store, server.notes)
             self.assertEqual(server.services.notes.retention, audit.Retention("unlink", 2 * audit.DAY_SECONDS, max_entries=7))
             self.assertIsNot(server.methods["tools/call"], main.call_tool)
             grants["alice"]["notesDirs"] = [folder]
-            folders = serve.build_store(config)
+            folders = assemble.build_store(config)
             self.addCleanup(folders.close)
             self.assertEqual((folders.retention, folders.nonces.retention), (server.services.notes.retention,) * 2)
-            memory = serve.build_server({"principals": {"alice": {"token": None, "workspaces": []}}, "stdioPrincipal": "alice"}, [KEY])
+            memory = assemble.build_server({"principals": {"alice": {"token": None, "workspaces": []}}, "stdioPrincipal": "alice"}, [KEY])
             self.assertIs(memory.methods["tools/call"], main.call_tool)
 
 
@@ -844,6 +872,28 @@ class OperatorCommand(unittest.TestCase):
         self.assertEqual(conn.execute("SELECT title FROM notes WHERE id = 'note-14'").fetchall(), [("TPS report 2025",)])
         last = self.command("--db", self.db, "list").stdout.splitlines()[-1].split()
         self.assertEqual((last[0], last[2], last[4], last[5]), ("4", audit.OPERATOR, "restored", "#1"))
+
+    def test_a_restore_whose_trashed_file_is_gone_is_one_line_and_changes_nothing(self) -> None:
+        notes = os.path.join(self.dir, "notes")
+        os.makedirs(notes)
+        with open(os.path.join(notes, "tps.md"), "w", encoding="utf-8") as handle:
+            handle.write("# TPS report\n")
+        server = procs.StdioServer(self, "--notes-dir", notes, env=self.env)
+        args = {"workspaceUri": main.format_file_uri(tuple(p for p in notes.split("/") if p)), "title": "TPS"}
+        first = server.exchange(call(args, id=1))["result"]
+        done = server.exchange(call(args, id=2, requestState=first["requestState"], inputResponses=accept("tps.md")))
+        self.assertTrue(done["result"]["structuredContent"]["deleted"], done)
+        server.close_stdin()
+        self.assertEqual(server.wait(), 0)
+        (trashed,) = os.listdir(os.path.join(notes, ".trash"))
+        os.unlink(os.path.join(notes, ".trash", trashed))  # emptied by hand, or by another instance
+        before = self.command("--notes-dir", notes, "list", "--json").stdout
+        refused = self.command("--notes-dir", notes, "restore", "1")
+        self.assertEqual(refused.returncode, audit_cli.EXIT_REFUSED)
+        self.assertEqual(refused.stdout, "refused: entry 1: the note is no longer in the trash (restored or emptied)\n")
+        self.assertEqual(refused.stderr, "")
+        self.assertEqual(os.listdir(notes), [".trash"])
+        self.assertEqual(self.command("--notes-dir", notes, "list", "--json").stdout, before)
 
     def test_a_missing_database_or_the_memory_store_is_refused_and_nothing_is_created(self) -> None:
         missing = self.command("--db", self.db, "list")

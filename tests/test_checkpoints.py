@@ -8,6 +8,7 @@ import unittest
 from support import FORM, KEY, PRINCIPAL, WORKSPACE, Clock, accept, call, contained, make_lesson_server, note_ids, request, tps
 
 import main
+import frame
 
 LESSON_IDS = ["evil-1", "note-14", "note-3", "note-7", "note-99", "tmp-1"]
 
@@ -141,14 +142,14 @@ class LessonCheckpoints(unittest.TestCase):
     def test_08_two_servers_sharing_stores_cannot_both_execute_one_confirmation(self) -> None:
         clock = Clock()
         first = make_lesson_server(clock=clock)
-        second = main.Server(first.services)  # a second instance: the same services, so the same stores
+        second = frame.Server(first.services)  # a second instance: the same services, so the same stores
         second.add_tool(main.NotesDelete(first.services))
         state = first.handle(call(tps(), id=1), PRINCIPAL)["result"]["requestState"]
         barrier = threading.Barrier(2)
         answers: list[dict] = []
         lock = threading.Lock()
 
-        def racer(server: main.Server, request_id: int) -> None:
+        def racer(server: frame.Server, request_id: int) -> None:
             barrier.wait(timeout=30)
             response = server.handle(call(tps(), id=request_id, requestState=state, inputResponses=accept()), PRINCIPAL)
             with lock:

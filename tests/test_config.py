@@ -16,10 +16,12 @@ from typing import Any
 from unittest import mock
 
 import support
+import assemble
 import audit
 import main
 import procs
 import config as configuration
+from config import ConfigError
 import serve
 import streamable_http
 from support import Log, accept, call, tps
@@ -129,11 +131,11 @@ class ConfigRejectionTests(StartupRefusalCase):
         document = config(deletion="unlink", trashDays=audit.MAX_RETENTION_DAYS, auditDays=0.5, auditMaxEntries=audit.MAX_AUDIT_ENTRIES)
         loaded = configuration.parse_config(json.dumps(document))
         self.assertEqual(
-            serve.retention(loaded),
+            assemble.retention(loaded),
             audit.Retention("unlink", audit.MAX_RETENTION_DAYS * audit.DAY_SECONDS, 0.5 * audit.DAY_SECONDS, audit.MAX_AUDIT_ENTRIES),
         )
         self.assertEqual(configuration.parse_config(json.dumps(config(auditMaxEntries=1)))["auditMaxEntries"], 1)
-        self.assertEqual(serve.retention(configuration.parse_config(json.dumps(config()))), audit.Retention())
+        self.assertEqual(assemble.retention(configuration.parse_config(json.dumps(config()))), audit.Retention())
         self.assertEqual(
             audit.Retention(),
             audit.Retention("trash", 30 * audit.DAY_SECONDS, 365 * audit.DAY_SECONDS, 100_000),  # the documented defaults
@@ -239,6 +241,63 @@ class ConfigRejectionTests(StartupRefusalCase):
                 self.assertEqual((status, len(lines)), (serve.EXIT_USAGE, 1))
                 self.assertIn("writable by group or others", lines[0])
 
+    def test_a_config_owned_by_another_user_is_refused_and_one_owned_by_the_server_s_user_is_read(self) -> None:
+        path = procs.write_config(self, config())
+        owner = os.stat(path).st_uid
+        self.assertEqual(configuration.load_config(path, euid=owner)["stdioPrincipal"], "alice")
+        # Served by someone else: the file's owner could rewrite what that server trusts.
+        other = owner + 1 if owner != configuration.ROOT_UID else 65534
+        if owner == configuration.ROOT_UID:
+            os.chown(path, other, -1)  # we are root: give the file away, and serve as root
+            server = configuration.ROOT_UID
+        else:
+            server = other  # a file of ours read by a server running as another user
+        with self.assertRaises(ConfigError) as refused:
+            configuration.load_config(path, euid=server)
+        self.assertIn(f"is owned by {configuration.user_name(os.stat(path).st_uid)}, not by {configuration.user_name(server)}", str(refused.exception))
+        self.assertIn(f"chown {configuration.user_name(server)} {path}", str(refused.exception))
+
+    @unittest.skipUnless(os.geteuid() == 0, "only root can make a file root's and give one away")
+    def test_a_root_owned_config_is_read_by_a_server_of_another_user_and_a_given_away_one_refused_at_start_up(self) -> None:
+        path = procs.write_config(self, config())
+        self.assertEqual(os.stat(path).st_uid, configuration.ROOT_UID)
+        self.assertEqual(configuration.load_config(path, euid=65534)["stdioPrincipal"], "alice")  # /etc, DynamicUser=
+        os.chown(path, 65534, -1)
+        status, lines = self.serve("--http", "--port", "0", "--config", path)
+        self.assertEqual((status, len(lines)), (serve.EXIT_USAGE, 1))
+        self.assertIn("chown root", lines[0])
+
+    def test_a_config_in_a_folder_anyone_may_write_is_refused_unless_the_folder_is_sticky(self) -> None:
+        path = procs.write_config(self, config())
+        folder = os.path.dirname(path)
+        for mode, refused in ((0o777, True), (0o1777, False), (0o775, False), (0o755, False)):
+            with self.subTest(mode=oct(mode)):
+                os.chmod(folder, mode)
+                if refused:
+                    status, lines = self.serve("--http", "--port", "0", "--config", path)
+                    self.assertEqual((status, len(lines)), (serve.EXIT_USAGE, 1))
+                    self.assertIn(f"is in {os.path.realpath(folder)}, which anyone can write to (mode 0777, no sticky bit)", lines[0])
+                    self.assertIn(f"chmod o-w {os.path.realpath(folder)}", lines[0])
+                else:
+                    self.assertEqual(configuration.load_config(path)["stdioPrincipal"], "alice")
+        os.chmod(folder, 0o700)
+
+    def test_a_config_below_a_folder_anyone_may_write_is_refused_however_deep(self) -> None:
+        outer = tempfile.TemporaryDirectory(prefix="config-outer-")
+        self.addCleanup(outer.cleanup)
+        inner = os.path.join(outer.name, "a", "b")
+        os.makedirs(inner, mode=0o700)
+        path = os.path.join(inner, "config.json")
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as handle:
+            json.dump(config(), handle)
+        os.chmod(os.path.join(outer.name, "a"), 0o777)  # anyone may rename b away and put another b there
+        self.addCleanup(os.chmod, os.path.join(outer.name, "a"), 0o700)
+        with self.assertRaises(ConfigError) as refused:
+            configuration.load_config(path)
+        self.assertIn(f"is in {os.path.realpath(os.path.join(outer.name, 'a'))}, which anyone can write to", str(refused.exception))
+        os.chmod(os.path.join(outer.name, "a"), 0o1777)
+        self.assertEqual(configuration.load_config(path)["stdioPrincipal"], "alice")
+
     def test_a_config_readable_by_others_is_served_with_one_warning_and_a_private_one_without(self) -> None:
         path = procs.write_config(self, config())
         warned = []
@@ -248,6 +307,25 @@ class ConfigRejectionTests(StartupRefusalCase):
         self.assertEqual(configuration.load_config(path, warned.append)["stdioPrincipal"], "alice")
         self.assertEqual(len(warned), 1)
         self.assertIn("readable by group or others (mode 0640)", warned[0])
+
+    def test_a_config_s_relative_paths_mean_its_own_folder_and_absolute_ones_and_urls_stay(self) -> None:
+        alice = dict(ALICE, notesDirs=["notes", "/srv/notes", "../shared", "~/Notes"])
+        path = procs.write_config(self, config(notes=..., db="state/nonces.db", principals={"alice": alice}))
+        folder = os.path.dirname(path)
+        loaded = configuration.load_config(path)
+        self.assertEqual(loaded["db"], os.path.join(folder, "state", "nonces.db"))
+        self.assertEqual(loaded["principals"]["alice"]["notesDirs"],
+                         [os.path.join(folder, "notes"), "/srv/notes", os.path.join(folder, "..", "shared"), "~/Notes"])  # fmt: skip
+        for db in ("/var/lib/notes-mcp/notes.db", "postgresql://db.example/notes", "postgres:///notes"):
+            with self.subTest(db=db):
+                self.assertEqual(configuration.load_config(procs.write_config(self, config(db=db)))["db"], db)
+
+    def test_a_config_db_starting_with_a_tilde_is_refused_naming_the_path_meant(self) -> None:
+        path = procs.write_config(self, config(db="~/notes.db"))
+        status, lines = self.serve("--stdio", "--config", path)
+        self.assertEqual((status, len(lines)), (serve.EXIT_USAGE, 1))
+        self.assertIn("db: ~/notes.db starts with ~", lines[0])
+        self.assertIn(os.path.expanduser("~/notes.db"), lines[0])
 
     def test_control_and_format_characters_in_a_note_title_are_blanked_and_a_title_of_only_them_refused(self) -> None:
         loaded = configuration.load_config(procs.write_config(self, config(notes=[dict(NOTE, title="\u202egnp.exe plan\x1b[0m")])))
@@ -290,19 +368,19 @@ class EnvironmentTests(StartupRefusalCase):
 
     def test_an_older_key_still_verifies_after_rotation_and_a_dropped_key_does_not(self) -> None:
         old, new = bytes(range(32)), bytes(range(1, 33))
-        before = serve.build_server(configuration.lesson_config(), [old])
+        before = assemble.build_server(configuration.lesson_config(), [old])
         form = before.handle(call(tps()), main.LESSON_PRINCIPAL)["result"]
         retry = call(tps(), id=2, requestState=form["requestState"], inputResponses=accept("note-14"))
-        dropped = serve.build_server(configuration.lesson_config(), [new])
+        dropped = assemble.build_server(configuration.lesson_config(), [new])
         dropped.log = Log()  # keep the refusal's reason off the test output, and check it
         self.assertEqual(dropped.handle(retry, main.LESSON_PRINCIPAL)["error"]["code"], main.INVALID_PARAMS)
         self.assertEqual(dropped.log, ["refused requestState: unknown key id"])
-        rotated = serve.build_server(configuration.lesson_config(), [new, old])
+        rotated = assemble.build_server(configuration.lesson_config(), [new, old])
         self.assertEqual(rotated.handle(retry, main.LESSON_PRINCIPAL)["result"]["structuredContent"], {"deleted": True, "noteId": "note-14"})
         self.assertEqual([n.id for n in dropped.notes.all() if n.id == "note-14"], ["note-14"])  # type: ignore[attr-defined]
 
     def test_secret_keys_are_comma_separated_newest_first(self) -> None:
-        self.assertEqual(serve.signing_keys({}, {"NOTES_MCP_SECRET": "11" * 32 + ", " + "22" * 32}), [b"\x11" * 32, b"\x22" * 32])
+        self.assertEqual(assemble.signing_keys({}, {"NOTES_MCP_SECRET": "11" * 32 + ", " + "22" * 32}), [b"\x11" * 32, b"\x22" * 32])
 
 
 class CommandLineTests(StartupRefusalCase):

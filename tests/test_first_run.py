@@ -13,6 +13,8 @@ import unittest
 from typing import Any
 
 import support
+import assemble
+import config as configuration
 import main
 import frame
 import stores
@@ -171,7 +173,7 @@ class StartupReportTests(Tree):
         })  # fmt: skip
         # The PostgreSQL URL is never opened: the report is checked by its pure function.
         args = serve.parser().parse_args(["--http", "--config", config])
-        parsed = serve.configuration.load_config(config)
+        parsed = configuration.load_config(config)
         server = frame.notes_server(keys=[support.KEY], notes=stores.MemoryStore([], main.MemoryReplayStore(support.Clock())),
                              policy=main.AuthorizationPolicy({"alice": [support.WORKSPACE], "bob": []}), clock=support.Clock())  # fmt: skip
         lines = serve.startup_report(server, parsed, args, "listening on http://127.0.0.1:1/mcp")
@@ -189,14 +191,14 @@ class StartupReportTests(Tree):
     def test_each_line_says_what_this_setup_has(self) -> None:
         import markdown_store
 
-        lesson = serve.configuration.lesson_config()
+        lesson = configuration.lesson_config()
         memory = frame.notes_server(keys=[support.KEY], notes=stores.MemoryStore(lesson["notes"], main.MemoryReplayStore(support.Clock())),
                              policy=main.AuthorizationPolicy({"alice": [support.WORKSPACE]}), clock=support.Clock())  # fmt: skip
         no_auth = serve.startup_report(memory, lesson, serve.parser().parse_args(["--http", "--no-auth"]), "t")
         self.assertEqual(no_auth[1], "principals: no bearer token (--no-auth): every request acts as 'alice'")
         stdio = serve.parser().parse_args(["--stdio"])
-        self.assertEqual(serve.confirmations_home(dict(lesson, db="notes.db")), f"SQLite {os.path.abspath('notes.db')}")
-        self.assertEqual(serve.confirmations_home(dict(lesson, db="postgresql:///notes")), "PostgreSQL local socket/notes")
+        self.assertEqual(assemble.confirmations_home(dict(lesson, db="notes.db")), f"SQLite {os.path.abspath('notes.db')}")
+        self.assertEqual(assemble.confirmations_home(dict(lesson, db="postgresql:///notes")), "PostgreSQL local socket/notes")
         self.assertEqual(serve.extensions(dict(lesson, publish=True), stdio), [
             "2025-11-25 clients (loaded at their first initialize)", "notes_publish and its connect pages"
         ])  # fmt: skip
@@ -205,7 +207,7 @@ class StartupReportTests(Tree):
         nonces = sqlite_store.open_store(os.path.join(self.dir, "nonces.db"), clock=support.Clock())
         self.addCleanup(nonces.close)
         crowded = markdown_store.MarkdownNotesStore([self.notes], nonces, max_walk_entries=1)
-        self.assertEqual(serve.note_count(crowded, folder_uri(self.notes)), "cannot be listed (That notes folder holds more than 1 entries; serve a smaller folder (a sub-folder) instead.)")
+        self.assertEqual(assemble.note_count(crowded, folder_uri(self.notes)), "cannot be listed (That notes folder holds more than 1 entries; serve a smaller folder (a sub-folder) instead.)")
         self.assertEqual(crowded.describe()[1:], [f"folder {self.notes}: That notes folder holds more than 1 entries; serve a smaller folder (a sub-folder) instead."])
 
     def test_a_real_http_server_prints_the_block_after_its_url(self) -> None:
@@ -388,11 +390,11 @@ class ErrorsThatSayWhatToDoTests(Tree):
         for secret, expected in cases:
             with self.subTest(secret=secret[:8]):
                 with self.assertRaises(ConfigError) as raised:
-                    serve.signing_keys({}, {"NOTES_MCP_SECRET": secret})
+                    assemble.signing_keys({}, {"NOTES_MCP_SECRET": secret})
                 self.assertTrue(str(raised.exception).startswith(expected), str(raised.exception))
                 self.assertIn("secrets.token_hex(32)", str(raised.exception))
                 self.assertNotIn(secret.split(",")[-1], str(raised.exception))
-        self.assertEqual(serve.signing_keys({}, {"NOTES_MCP_SECRET": "AB" * 32}), [bytes([0xAB]) * 32])  # upper case is hex too
+        self.assertEqual(assemble.signing_keys({}, {"NOTES_MCP_SECRET": "AB" * 32}), [bytes([0xAB]) * 32])  # upper case is hex too
 
     def test_the_secret_error_reaches_the_operator_in_one_line(self) -> None:
         line = self.refused(NOTES_MCP_SECRET="zz" * 32)

@@ -16,6 +16,7 @@ import unittest
 from typing import Any
 
 import support
+import assemble
 import http_server
 import main
 import frame
@@ -798,7 +799,7 @@ class AnsweredOnTheLoopTests(unittest.TestCase):
         store = sqlite_store.open_store(os.path.join(folder, "notes.db"), clock=support.Clock())
         self.addCleanup(store.close)
         self.assertTrue(serve.store_waits(store))
-        self.assertTrue(serve.store_waits(serve.StopOnLoss(store)))
+        self.assertTrue(serve.store_waits(assemble.StopOnLoss(store)))
 
 
 class StartupTests(unittest.TestCase):

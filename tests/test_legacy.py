@@ -741,7 +741,7 @@ class LegacyClientIdentityTests(unittest.TestCase):
         seen: list[tuple[Any, Any]] = []
         inner = server.methods["tools/call"]
 
-        def tools_call(srv: main.Server, request: main.Envelope, meta: Any, principal: str) -> dict[str, Any]:
+        def tools_call(srv: frame.Server, request: main.Envelope, meta: Any, principal: str) -> dict[str, Any]:
             seen.append((request.id, request.params["_meta"].get(legacy.CLIENT_INFO_META)))
             return inner(srv, request, meta, principal)
 

@@ -11,11 +11,12 @@ import unittest
 from support import KEY, OTHER_KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call, make_lesson_server, note_ids, request, tps
 
 import main
+import frame
 
 ALL = ["evil-1", "note-14", "note-3", "note-7", "note-99", "tmp-1"]
 
 
-def first_state(server: main.Server, arguments: dict | None = None) -> str:
+def first_state(server: frame.Server, arguments: dict | None = None) -> str:
     """The requestState of a first call."""
     return server.handle(call(arguments or tps()), PRINCIPAL)["result"]["requestState"]
 

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import tomllib
 import unittest
 import venv
 from typing import Any
 
 import support
+import main
+import serve
 import test_docs
 
 GUARD = 300.0  # seconds; only a failure guard (a build may fetch setuptools from the index)
@@ -85,6 +91,54 @@ def psycopg_present() -> bool:
     return True
 
 
+# What reads the environment in code/*.py: os.environ.get("X"), environ.get("X"), getenv("X"), environ["X"].
+_ENVIRON_READ_RE = re.compile(r"""(?:environ\.get|getenv)\(\s*"([A-Z_][A-Z0-9_]*)"|environ\[\s*"([A-Z_][A-Z0-9_]*)"\s*\]""")
+
+
+def command_output(*argv: str) -> subprocess.CompletedProcess[str]:
+    """A checkout's code/ script (serve.py, cli.py) run as a user runs it."""
+    return subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=GUARD, env=clean_env())
+
+
+class CommandLineTests(unittest.TestCase):
+    """The command line of a checkout and of the installed entry point: version, help, the audit's name."""
+
+    def test_pyproject_states_the_version_the_server_reports(self) -> None:
+        with open(os.path.join(support.ROOT, "pyproject.toml"), "rb") as handle:
+            project = tomllib.load(handle)["project"]
+        self.assertEqual(project["version"], main.SERVER_INFO["version"])
+        self.assertEqual(serve.version(), main.SERVER_INFO["version"])
+
+    def test_version_prints_the_one_version_from_serve_py_and_from_the_entry_point(self) -> None:
+        expected = f"{main.SERVER_INFO['version']} (MCP {main.PROTOCOL_VERSION})"
+        for script, prog in (("serve.py", "serve.py"), ("cli.py", COMMAND)):
+            with self.subTest(script=script):
+                done = command_output(os.path.join(support.CODE, script), "--version")
+                self.assertEqual((done.returncode, done.stdout, done.stderr), (0, f"{prog} {expected}\n", ""))
+
+    def test_help_lists_every_environment_variable_the_server_reads(self) -> None:
+        read: set[str] = set()
+        for name in os.listdir(support.CODE):
+            if name.endswith(".py"):
+                with open(os.path.join(support.CODE, name), encoding="utf-8") as handle:
+                    read |= {a or b for a, b in _ENVIRON_READ_RE.findall(handle.read())}
+        self.assertGreaterEqual(read, {"NOTES_MCP_SECRET", "NOTES_MCP_TOKEN", "XDG_STATE_HOME", "PGHOST"})  # the scan finds them
+        listed = command_output(os.path.join(support.CODE, "serve.py"), "--help").stdout.split("environment variables:")[1]
+        for variable in sorted(read):
+            self.assertRegex(listed, rf"\n  (\S+, )*{variable}\b", variable)
+
+    def test_audit_help_names_the_command_the_user_typed(self) -> None:
+        for prog in (COMMAND, "serve.py"):
+            with self.subTest(prog=prog):
+                out = io.StringIO()
+                with contextlib.redirect_stdout(out):
+                    status = serve.serve(["audit", "--help"], prog=prog)
+                self.assertEqual(status, 0)
+                self.assertTrue(out.getvalue().startswith(f"usage: {prog} audit "), out.getvalue()[:60])
+        done = command_output(os.path.join(support.CODE, "cli.py"), "audit", "restore", "--help")
+        self.assertTrue(done.stdout.startswith(f"usage: {COMMAND} audit restore "), done.stdout[:60])
+
+
 class InstalledCommandTests(unittest.TestCase):
     """`pip install .` from a copy of the checkout, then the `notes-mcp` command as a host runs it."""
 
@@ -135,6 +189,13 @@ class InstalledCommandTests(unittest.TestCase):
             self.assertIn(flag, done.stdout)
             self.assertIn(flag, checkout.stdout)
         self.assertEqual(done.stdout.split("options:")[1].split(f"{COMMAND} demo")[0].strip(), checkout.stdout.split("options:")[1].strip())
+
+    def test_version_is_the_installed_distribution_s(self) -> None:
+        done = subprocess.run([self.command, "--version"], capture_output=True, text=True, timeout=GUARD, env=clean_env())
+        probe = "import importlib.metadata as m; print(m.version('notes-mcp'))"
+        installed = subprocess.run([self.python, "-c", probe], capture_output=True, text=True, timeout=GUARD, env=clean_env())
+        self.assertEqual(done.stdout, f"{COMMAND} {installed.stdout.strip()} (MCP {main.PROTOCOL_VERSION})\n")
+        self.assertEqual(installed.stdout.strip(), main.SERVER_INFO["version"])
 
     def test_demo_runs_the_scripted_two_call_flow(self) -> None:
         done = subprocess.run([self.command, "demo"], capture_output=True, text=True, timeout=GUARD, env=clean_env())

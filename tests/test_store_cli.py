@@ -230,6 +230,104 @@ class TwoInstanceTests(CliCase):
         self.assertIn(("note-14",), self.rows("SELECT id FROM notes"))
 
 
+class RelativePathTests(CliCase):
+    """A config's relative paths mean its own folder; a relative --db means the working directory, said at start-up."""
+
+    def shared_config(self) -> tuple[str, str]:
+        """config.json (mode 600) beside a notes folder, naming its db relatively; (path, its folder)."""
+        folder = os.path.join(self.dir, "conf")
+        os.makedirs(os.path.join(folder, "notes"))
+        with open(os.path.join(folder, "notes", "tps.md"), "w", encoding="utf-8") as handle:
+            handle.write("# TPS report\n")
+        document = {"principals": {"alice": {"token": procs.TOKEN, "workspaces": [], "notesDirs": [os.path.join(folder, "notes")]}}, "db": "nonces.db"}
+        path = os.path.join(folder, "config.json")
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as handle:
+            json.dump(document, handle)
+        return path, folder
+
+    def working_directory(self, name: str) -> str:
+        path = os.path.join(self.dir, name)
+        os.mkdir(path)
+        return path
+
+    def test_two_instances_started_from_two_folders_share_one_config_s_replay_store(self) -> None:
+        config, folder = self.shared_config()
+        here, there = self.working_directory("a"), self.working_directory("b")
+        a = procs.StdioServer(self, "--config", config, env=env(self.dir), cwd=here)
+        b = procs.StdioServer(self, "--config", config, env=env(self.dir), cwd=there)
+        args = {"workspaceUri": folder_uri(os.path.join(folder, "notes")), "title": "TPS"}
+        first = a.exchange(call(args, id=1))["result"]
+        self.assertEqual(offered(first), ["tps.md"])
+        declined = a.exchange(call(args, id=2, requestState=first["requestState"], inputResponses=DECLINE))
+        self.assertEqual(declined["result"]["structuredContent"], {"deleted": False, "reason": "declined"})
+        accepted = b.exchange(call(args, id=3, requestState=first["requestState"], inputResponses=accept("tps.md")))
+        self.assertEqual(accepted["error"]["code"], main.INVALID_PARAMS)
+        self.assertEqual(os.listdir(os.path.join(folder, "notes")), ["tps.md"])  # nothing deleted, no trash made
+        self.assertEqual((os.listdir(here), os.listdir(there)), ([], []))  # no store of its own in either
+        for server in (a, b):
+            self.assertTrue(server.wait_for_line(f"consumed confirmations: SQLite {os.path.join(folder, 'nonces.db')}"), server.stderr_text())
+            server.close_stdin()
+            self.assertEqual(server.wait(), 0)
+
+    def test_a_relative_db_flag_is_the_working_directory_s_and_the_report_says_where(self) -> None:
+        here = self.working_directory("a")
+        server = procs.StdioServer(self, "--db", "notes.db", env=env(self.dir), cwd=here)
+        self.assertTrue(server.wait_for_line("consumed confirmations: "), server.stderr_text())
+        self.assertIn(f"{serve.LOG_PREFIX}: consumed confirmations: SQLite {os.path.join(here, 'notes.db')}", server.stderr_lines)
+        server.close_stdin()
+        self.assertEqual(server.wait(), 0)
+        # The database and, left by the sandbox that may not remove them, its -wal and -shm.
+        self.assertEqual(sorted(name for name in os.listdir(here) if not name.endswith(("-wal", "-shm"))), ["notes.db"])
+
+    def test_a_db_starting_with_a_tilde_is_refused_with_the_path_meant(self) -> None:
+        line = self.refused("--db", "~/notes.db")
+        self.assertIn("--db: ~/notes.db starts with ~", line)
+        self.assertIn(os.path.expanduser("~/notes.db"), line)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "~")))
+
+
+def psycopg_importable() -> bool:
+    """True when psycopg (with its libpq) imports in this interpreter."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+# What psycopg 3 raises at import when it finds no libpq (its pure-Python build loads the
+# system's library), as a stand-in package that a test puts first on PYTHONPATH.
+PSYCOPG_WITHOUT_LIBPQ = (
+    "raise ImportError('no pq wrapper available.\\nAttempts made:\\n"
+    "- couldn\\'t import psycopg \\'c\\' implementation: No module named \\'psycopg_c\\'\\n"
+    "- couldn\\'t import psycopg \\'binary\\' implementation: No module named \\'psycopg_binary\\'\\n"
+    "- couldn\\'t import psycopg \\'python\\' implementation: libpq library not found')\n"
+)
+
+
+class PostgresExtraTests(CliCase):
+    """`--db postgresql://...` without what the [postgres] extra needs: one line saying what to install."""
+
+    def test_psycopg_without_libpq_names_the_system_package_to_install(self) -> None:
+        fake = os.path.join(self.dir, "site", "psycopg")
+        os.makedirs(fake)
+        with open(os.path.join(fake, "__init__.py"), "w", encoding="utf-8") as handle:
+            handle.write(PSYCOPG_WITHOUT_LIBPQ)
+        proc = procs.Process(self, ["--stdio", "--db", "postgresql:///notes"], env(self.dir, PYTHONPATH=os.path.dirname(fake)))
+        self.assertEqual(proc.wait(), serve.EXIT_USAGE)
+        (line,) = proc.stderr_lines
+        for install in ("apt install libpq5", "dnf install libpq", "brew install libpq"):
+            self.assertIn(install, line)
+        self.assertNotIn("[postgres]", line)  # reinstalling the extra would not bring libpq
+        self.assertNotIn("Traceback", proc.stderr_text())
+
+    @unittest.skipIf(psycopg_importable(), "psycopg is installed here: its absence cannot be shown")
+    def test_without_psycopg_the_line_names_the_pip_command(self) -> None:
+        line = self.refused("--db", "postgresql:///notes")
+        self.assertIn("pip install 'psycopg[binary]>=3.2'", line)
+        self.assertNotIn("libpq5", line)
+
+
 class NotesDirCliTests(CliCase):
     def setUp(self) -> None:
         super().setUp()

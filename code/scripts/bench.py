@@ -404,7 +404,7 @@ def replay_flood(confirmations: int, principals: int) -> dict[str, Any]:
     tracemalloc.start()
     baseline = tracemalloc.get_traced_memory()[0]
     replay = main.MemoryReplayStore(clock)
-    store = main.MemoryNotesStore([], replay)
+    store = stores.MemoryStore([], replay)
     ttl = main.DEFAULT_STATE_TTL_SECONDS
     counts = {outcome: 0 for outcome in main.Settlement}
     per_principal: dict[str, int] = {}
