@@ -287,7 +287,7 @@ CURL_URL_LINE = "URL=http://127.0.0.1:8765/mcp"  # the line of the walkthrough a
 class CurlWalkthroughTests(unittest.TestCase):
     """The curl walkthrough in docs/serving.md, run as written against a real server: ask, accept, replay refused."""
 
-    def test_the_walkthrough_deletes_the_note_once_and_its_replay_is_refused(self) -> None:
+    def test_the_walkthrough_deletes_the_note_once_refuses_its_replay_and_stops_its_server(self) -> None:
         import main
         import procs
 
@@ -300,8 +300,12 @@ class CurlWalkthroughTests(unittest.TestCase):
         env = procs.server_env(NOTES_MCP_TOKEN=procs.TOKEN, NOTES_MCP_SECRET=procs.SECRET, XDG_STATE_HOME=os.path.join(notes, ".state"))
         server = procs.HttpServer(self, "--notes-dir", notes, env=env)
         script = block.replace(CURL_URL_LINE, f"URL={server.url}")
-        done = subprocess.run(["sh", "-eu", "-c", script], env=dict(env, NOTES=notes), capture_output=True, text=True, timeout=GUARD)
+        self.assertIsNone(server.proc.poll())
+        done = subprocess.run(
+            ["sh", "-eu", "-c", script], env=dict(env, NOTES=notes, SERVER=str(server.proc.pid)), capture_output=True, text=True, timeout=GUARD
+        )
         self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(server.wait(), 0)  # step 4 stopped it: SIGTERM, a clean exit
         first, second, third = (json.loads(line) for line in done.stdout.splitlines() if line.strip())
         self.assertEqual(first["result"]["resultType"], "input_required")
         self.assertIs(second["result"]["structuredContent"]["deleted"], True)
