@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import tomllib
 import unittest
 from typing import Any
 
@@ -698,6 +699,37 @@ class ServerShownTests(unittest.TestCase):
         (answer,) = done.stdout.splitlines()
         self.assertTrue(answer.startswith(begins), answer[:200])
         self.assertEqual(json.loads(answer)["result"]["resultType"], "input_required")
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """A dotted version as numbers, for ordering."""
+    return tuple(int(part) for part in version.split("."))
+
+
+class ProjectFilesTests(unittest.TestCase):
+    """The licence is the one pyproject.toml names, and the changelog has the packaged version."""
+
+    def setUp(self) -> None:
+        with open(os.path.join(ROOT, "pyproject.toml"), "rb") as handle:
+            self.project = tomllib.load(handle)["project"]
+
+    def test_the_licence_file_is_the_mit_licence_pyproject_names(self) -> None:
+        self.assertEqual(self.project["license"], {"text": "MIT"})
+        lines = read(os.path.join(ROOT, "LICENSE")).splitlines()
+        self.assertEqual(lines[0], "MIT License")
+        self.assertEqual(lines[2], "Copyright (c) 2026 The notes-mcp authors")
+        self.assertIn('THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR', lines)
+
+    def test_the_changelog_has_the_packaged_version_and_only_a_newer_one_unreleased_above_it(self) -> None:
+        sections = re.findall(r"^## (\d+\.\d+\.\d+)( \(unreleased\))?$", read(os.path.join(ROOT, "CHANGELOG.md")), re.MULTILINE)
+        versions = [version for version, _ in sections]
+        self.assertIn(self.project["version"], versions)
+        self.assertEqual(versions, sorted(versions, key=version_key, reverse=True))  # newest first
+        unreleased = [version for version, mark in sections if mark]
+        self.assertLessEqual(len(unreleased), 1)
+        if unreleased:
+            self.assertEqual(versions[0], unreleased[0])
+            self.assertGreater(version_key(unreleased[0]), version_key(self.project["version"]))
 
 
 class ScriptHelpTests(unittest.TestCase):
