@@ -17,7 +17,6 @@ import json
 import os
 import signal
 import socket
-import sys
 import threading
 
 LANDLOCK_SYSCALLS = (444, 445, 446)
@@ -54,7 +53,9 @@ def probe(where: str, spec: dict) -> None:
     attempt("symlink-out", lambda: read(spec["link"]))
     attempt("bind-other-port", bind)
     attempt("connect-test-port", connect)
-    print(f"probe {where}: " + " ".join(results), file=sys.stderr, flush=True)
+    # One write(2), not print(): the signal may land while the main thread is inside
+    # sys.stderr's own write, and re-entering that buffered writer raises RuntimeError.
+    os.write(2, (f"probe {where}: " + " ".join(results) + "\n").encode())
 
 
 def arm(spec: dict) -> None:
