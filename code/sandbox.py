@@ -488,11 +488,14 @@ def unsafe_writes(notes_folders: Iterable[str], state_database: str | None, root
 
 def postgres_endpoints(url: str, environ: Mapping[str, str] = os.environ) -> tuple[list[str], list[int]]:
     """The hosts (names or socket folders) and TCP ports a postgresql:// URL connects to (PGHOST, PGPORT if it names none)."""
-    from urllib.parse import parse_qs, unquote, urlsplit
+    from urllib.parse import parse_qs, unquote
 
-    parts = urlsplit(url)
-    query = parse_qs(parts.query)
-    netloc = parts.netloc.rpartition("@")[2]
+    # Split by hand, not with urlsplit: libpq takes several hosts with an IPv6 literal
+    # among them ("db1:5433,[::1]:6000"), which Python's stricter urlsplit refuses.
+    rest = url.partition("://")[2].partition("#")[0]
+    authority, _, query_text = rest.partition("?")
+    query = parse_qs(query_text)
+    netloc = authority.partition("/")[0].rpartition("@")[2]
     hosts: list[str] = []
     ports: list[int] = []
     for item in filter(None, netloc.split(",")):

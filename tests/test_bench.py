@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import inspect
+import io
 import json
 import os
 import shutil
@@ -9,11 +12,14 @@ import tempfile
 import unittest
 from typing import Any
 from unittest import mock
+from xml.etree import ElementTree
 
 import support
 
 import bench
 import main
+
+SVG = "{http://www.w3.org/2000/svg}"
 
 
 def shape(value: Any) -> Any:
@@ -163,6 +169,67 @@ class ScalingModeTests(unittest.TestCase):
         self.assertEqual(bench.SCALING_TARGET_SHARE, 0.5)
         self.assertEqual(bench.SCALING_SIZES, (10, 1_000, 10_000, 100_000))
 
+
+
+class PlotTests(unittest.TestCase):
+    """`--mode plot` draws the README's two plots from recorded figures; `--record` records a run's."""
+
+    def figures(self) -> dict[str, Any]:
+        with open(bench.RECORDED_FIGURES, encoding="utf-8") as handle:
+            return json.load(handle)
+
+    def test_plot_mode_draws_the_committed_svgs_from_the_recorded_figures(self) -> None:
+        out = self.enterContext(tempfile.TemporaryDirectory(prefix="bench-plot-"))
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            self.assertEqual(bench.run(["--mode", "plot", "--out", out]), 0)
+        self.assertEqual(sorted(os.listdir(out)), ["scaling.svg", "speed.svg"])
+        self.assertEqual(printed.getvalue().split(), [os.path.join(out, "speed.svg"), os.path.join(out, "scaling.svg")])
+        for name in ("speed.svg", "scaling.svg"):
+            with self.subTest(plot=name), open(os.path.join(out, name), encoding="utf-8") as drawn:
+                with open(os.path.join(bench.PLOTS, name), encoding="utf-8") as committed:
+                    self.assertEqual(drawn.read(), committed.read())
+
+    def test_the_speed_plot_has_a_floor_and_a_server_bar_per_run_as_long_as_its_share(self) -> None:
+        runs = self.figures()["speed"]
+        page = ElementTree.fromstring(bench.speed_svg(runs))
+        for part in ("floor", "server"):
+            bars = [float(bar.get("width", "")) for bar in page.iter(SVG + "rect") if bar.get("class") == part]
+            expected = [480 * run[part] / run["ceiling"] for run in runs]  # the 0..100 % axis is 480 pixels wide
+            self.assertEqual(len(bars), len(runs))
+            for bar, width in zip(bars, expected):
+                self.assertAlmostEqual(bar, width, delta=0.05)
+
+    def test_the_scaling_plot_has_a_line_per_store_through_each_measured_count(self) -> None:
+        scaling = self.figures()["scaling"]
+        page = ElementTree.fromstring(bench.scaling_svg(scaling))
+        lines = [line.get("points", "").split() for line in page.iter(SVG + "polyline") if line.get("class") == "store"]
+        self.assertEqual(len(lines), len(scaling["rates"]))
+        for points, rates in zip(lines, scaling["rates"].values()):
+            self.assertEqual(len(points), len([rate for rate in rates if rate is not None]))
+        self.assertIn("keeps 81 % at 100,000", ElementTree.tostring(page, encoding="unicode"))  # SQLite: 469 of 576
+
+    def test_record_appends_transport_runs_and_replaces_the_scaling_figures(self) -> None:
+        path = os.path.join(self.enterContext(tempfile.TemporaryDirectory(prefix="bench-record-")), "figures.json")
+        measured = {kind: {part: {"rate": rate} for part, rate in (("ceiling", 100.4), ("floor", 80.6), ("server", 60.0))} for kind in ("stdio", "http")}
+        runs = bench.speed_runs(measured, ["stdio", "http"])
+        self.assertEqual(runs[0], {"transport": "stdio", "ceiling": 100, "floor": 81, "server": 60})
+        first = {"rates": {f"{size:,}": {"sqlite": 500.0, "memory": 900.0} for size in bench.SCALING_SIZES}}
+        first["rates"]["100,000"].pop("memory")  # a memory config that large is not served
+        with contextlib.redirect_stdout(io.StringIO()):
+            bench.record(path, runs[:1], bench.scaling_rates(first), "one")
+            bench.record(path, runs[1:], {"notes": [10], "rates": {"sqlite": [7]}}, "two")
+            bench.record(path, runs[:1], None, "three")
+        with open(path, encoding="utf-8") as handle:
+            recorded = json.load(handle)
+        self.assertEqual([(run["transport"], run["command"]) for run in recorded["speed"]], [("stdio", "one"), ("http", "two"), ("stdio", "three")])
+        self.assertEqual(recorded["scaling"], {"notes": [10], "rates": {"sqlite": [7]}, "command": "two"})
+        self.assertEqual(bench.scaling_rates(first)["rates"], {"memory": [900, 900, 900, None], "sqlite": [500, 500, 500, 500]})
+        self.assertEqual(os.listdir(os.path.dirname(path)), ["figures.json"])  # no temporary file left
+
+    def test_the_report_prints_no_fixed_reference_figure_beside_measured_ones(self) -> None:
+        self.assertEqual([name for name in vars(bench) if name.startswith("SDK_")], [])
+        self.assertNotIn("official SDK", inspect.getsource(bench))
 
 if __name__ == "__main__":
     unittest.main()

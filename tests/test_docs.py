@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import json
+import operator
 import os
 import pathlib
 import queue
@@ -12,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import tomllib
 import unittest
 from typing import Any
 
@@ -110,6 +113,207 @@ def python_blocks(text: str) -> list[str]:
 def documented_pages() -> list[str]:
     """README.md and every docs/*.md."""
     return [README] + sorted(str(path) for path in pathlib.Path(DOCS).glob("*.md"))
+
+
+# ------------------------------------------------------------------ Mermaid diagrams
+
+# The first word of a Mermaid diagram names its type; these are the types Mermaid draws.
+MERMAID_TYPES = frozenset({
+    "sequenceDiagram", "flowchart", "graph", "classDiagram", "stateDiagram", "stateDiagram-v2", "erDiagram",
+    "journey", "gantt", "pie", "quadrantChart", "requirementDiagram", "gitGraph", "mindmap", "timeline",
+    "sankey-beta", "xychart-beta", "block-beta", "packet-beta", "architecture-beta",
+})  # fmt: skip
+SEQUENCE_OPENERS = frozenset({"loop", "alt", "opt", "par", "critical", "break", "rect", "box"})  # each closed by `end`
+SEQUENCE_MIDDLES = frozenset({"else", "and", "option"})  # only inside an open block
+# Words a flowchart reads as syntax: a node named so breaks the whole diagram.
+FLOWCHART_KEYWORDS = frozenset({"end", "call", "click", "style", "class", "classDef", "linkStyle", "subgraph", "graph", "flowchart", "direction", "default"})
+_MERMAID_BLOCK_RE = re.compile(r"^```mermaid\n(.*?)^```", re.DOTALL | re.MULTILINE)
+_SEQ_DECLARE_RE = re.compile(r"^(?:participant|actor)\s+([^\s;]+)")
+_SEQ_MESSAGE_RE = re.compile(r"^([^:]+?)\s*(?:<<)?(?:-->>|->>|-->|->|--x|-x|--\)|-\))[+-]?\s*([^:]+?)\s*:")
+_SEQ_NOTE_RE = re.compile(r"^note\s+(?:over|left of|right of)\s+([^:]+):", re.IGNORECASE)
+_FLOW_EDGE_RE = re.compile(r"\s*(?:<?-->|<?---|<?-\.->|-\.-|<?==>|===|--[ox]|~~~)\s*(?:\|[^|]*\|)?\s*")
+_FLOW_NODE_RE = re.compile(r"^([A-Za-z_][\w-]*)")
+_QUOTED_RE = re.compile(r'"[^"]*"')
+
+
+def mermaid_blocks(text: str) -> list[str]:
+    """The bodies of every ```mermaid fenced block, in order."""
+    return _MERMAID_BLOCK_RE.findall(text)
+
+
+def mermaid_problems(block: str) -> list[str]:
+    """What keeps a Mermaid block from drawing: an unknown type, unbalanced blocks or brackets, undeclared actors, keyword ids."""
+    lines = [line.strip() for line in block.splitlines() if line.strip() and not line.strip().startswith("%%")]
+    if not lines:
+        return ["an empty diagram"]
+    kind = lines[0].split()[0]
+    if kind not in MERMAID_TYPES:
+        return [f"{kind!r} is not a Mermaid diagram type"]
+    problems: list[str] = []
+    for line in lines[1:]:
+        bare = _QUOTED_RE.sub('""', line)
+        if bare.count('"') % 2:
+            problems.append(f"an unclosed quote: {line}")
+        for opening, closing in ("[]", "()", "{}"):
+            if bare.count(opening) != bare.count(closing):
+                problems.append(f"unbalanced {opening}{closing}: {line}")
+    if kind == "sequenceDiagram":
+        problems += sequence_problems(lines[1:])
+    elif kind in ("flowchart", "graph"):
+        problems += flowchart_problems(lines[1:])
+    return problems
+
+
+def sequence_problems(lines: list[str]) -> list[str]:
+    """A sequence diagram's blocks open and close in pairs, and every actor is declared before it is used."""
+    problems: list[str] = []
+    declared: set[str] = set()
+    depth = 0
+    for line in lines:
+        word = line.split()[0]
+        if declared_name := _SEQ_DECLARE_RE.match(line):
+            declared.add(declared_name.group(1))
+        elif word in SEQUENCE_OPENERS:
+            depth += 1
+        elif word in SEQUENCE_MIDDLES:
+            if depth == 0:
+                problems.append(f"{word!r} outside a block: {line}")
+        elif word == "end":
+            depth -= 1
+            if depth < 0:
+                problems.append("an `end` closing nothing")
+                depth = 0
+        elif note := _SEQ_NOTE_RE.match(line):
+            problems += [f"{name!r} used before it is declared" for name in map(str.strip, note.group(1).split(",")) if name not in declared]
+        elif message := _SEQ_MESSAGE_RE.match(line):
+            problems += [f"{name!r} used before it is declared" for name in message.groups() if name not in declared]
+        elif word not in ("autonumber", "activate", "deactivate", "title"):
+            problems.append(f"neither a declaration, a message nor a block: {line}")
+    if depth:
+        problems.append(f"{depth} block(s) without `end`")
+    return problems
+
+
+def flowchart_problems(lines: list[str]) -> list[str]:
+    """A flowchart's subgraphs open and close in pairs, and no node is named with a word Mermaid reads as syntax."""
+    problems: list[str] = []
+    depth = 0
+    for line in lines:
+        word = line.split()[0]
+        if word == "subgraph":
+            depth += 1
+            continue
+        if line == "end":
+            depth -= 1
+            if depth < 0:
+                problems.append("an `end` closing no subgraph")
+                depth = 0
+            continue
+        if word in ("direction", "style", "classDef", "class", "linkStyle", "click"):
+            continue
+        for piece in _FLOW_EDGE_RE.split(_QUOTED_RE.sub('""', line)):
+            for part in piece.split("&"):
+                node = _FLOW_NODE_RE.match(part.strip())
+                if node and node.group(1) in FLOWCHART_KEYWORDS:
+                    problems.append(f"a node named {node.group(1)!r}, a Mermaid keyword: {line}")
+    if depth:
+        problems.append(f"{depth} subgraph(s) without `end`")
+    return problems
+
+
+# ------------------------------------------------------------------ figures the code gives
+
+
+def code_constants() -> dict[str, dict[str, float]]:
+    """Every module-level numeric constant (NAME = literal arithmetic) of code/ and code/scripts/: name -> module -> value."""
+    found: dict[str, dict[str, float]] = {}
+    for path in sorted(pathlib.Path(support.CODE).glob("*.py")) + sorted(pathlib.Path(support.SCRIPTS).glob("*.py")):
+        known: dict[str, Any] = {}
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                name, value = node.targets[0].id, node.value
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+                name, value = node.target.id, node.value
+            else:
+                continue
+            if not re.fullmatch(r"[A-Z][A-Z0-9_]+", name):
+                continue
+            number = arithmetic(value, known)
+            if number is not None:
+                known[name] = number
+                found.setdefault(name, {})[path.stem] = number
+    return found
+
+
+_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv, ast.Pow: operator.pow}
+
+
+def arithmetic(node: ast.expr, known: dict[str, Any]) -> float | None:
+    """The value of a literal number, an earlier constant, or +, -, *, /, ** over them; None for anything else."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.Name):
+        return known.get(node.id)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = arithmetic(node.operand, known)
+        return None if inner is None else -inner
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+        left, right = arithmetic(node.left, known), arithmetic(node.right, known)
+        return None if left is None or right is None else _OPERATORS[type(node.op)](left, right)
+    return None
+
+
+# "`NAME` (5000 ms", "`module.NAME` = 64", and table rows "| `NAME` | 16 KiB |": a value quoted beside its constant.
+_NUMBER = r"(?>(\d[\d,]*(?:\.\d+)?)(?: ?(ms|s|KiB|MiB)\b)?)"  # atomic: "16 KiB + 4" is not "16"
+_QUOTED_LIMIT_RE = re.compile(r"`(?:([a-z_]+)\.)?([A-Z][A-Z0-9_]{2,})` *(?:\(|=) *" + _NUMBER + r"(?![\d.]|\*| \*|\.\.| ?\+)")
+_TABLE_LIMIT_RE = re.compile(r"^\| `()([A-Z][A-Z0-9_]{2,})` \| " + _NUMBER + r" \|", re.MULTILINE)
+UNIT_SCALE = {"KiB": 1024, "MiB": 1024 * 1024}
+
+
+def wrong_limits(text: str, constants: dict[str, dict[str, float]]) -> list[str]:
+    """Every value quoted beside a constant's name that is not that constant's value (in the unit written)."""
+    wrong = []
+    for found in [*_QUOTED_LIMIT_RE.finditer(text), *_TABLE_LIMIT_RE.finditer(text)]:
+        module, name, number, unit = found.groups()
+        quoted = float(number.replace(",", "")) * UNIT_SCALE.get(unit or "", 1)
+        if unit == "ms" and not name.endswith("_MS"):
+            quoted /= 1000  # a time in seconds, written in ms
+        elif unit == "s" and name.endswith("_MS"):
+            quoted *= 1000  # a time in ms, written in seconds
+        values = {where: value for where, value in constants.get(name, {}).items() if not module or where == module}
+        if not any(abs(value - quoted) < 1e-9 for value in values.values()):
+            wrong.append(f"{found.group(0)!r}: the code has {values or 'no such constant'}")
+    return wrong
+
+
+_TEST_COUNT_RE = re.compile(r"`python3 -m unittest tests\.(test_\w+)(?: -v)?` runs (\d[\d,]*) tests")
+
+
+def quoted_test_counts(text: str) -> list[tuple[str, int]]:
+    """(module, count) for every "`python3 -m unittest tests.MODULE` runs N tests" in `text`."""
+    return [(module, int(count.replace(",", ""))) for module, count in _TEST_COUNT_RE.findall(text)]
+
+
+def test_count(module: str) -> int:
+    """How many tests `python3 -m unittest tests.MODULE` runs (skipped ones included)."""
+
+    def count(suite: unittest.TestSuite) -> int:
+        return sum(count(test) if isinstance(test, unittest.TestSuite) else 1 for test in suite)
+
+    return count(unittest.defaultTestLoader.loadTestsFromName(module))
+
+
+_CONTENTS_RE = re.compile(r"^Contents\n\n((?:[ ]*- .*\n)+)", re.MULTILINE)
+
+
+def missing_from_contents(text: str) -> list[str]:
+    """The `##` headings of a page with a Contents list that the list does not link."""
+    prose = _FENCE_RE.sub("", text)
+    contents = _CONTENTS_RE.search(prose)
+    if contents is None:
+        return []
+    listed = set(re.findall(r"\]\(#([^)]+)\)", contents.group(1)))
+    return [heading for heading in re.findall(r"^## +(.+?) *$", prose, re.MULTILINE) if anchors(f"# {heading}") - listed]
 
 
 class HostConfigurationTests(unittest.TestCase):
@@ -287,7 +491,7 @@ CURL_URL_LINE = "URL=http://127.0.0.1:8765/mcp"  # the line of the walkthrough a
 class CurlWalkthroughTests(unittest.TestCase):
     """The curl walkthrough in docs/serving.md, run as written against a real server: ask, accept, replay refused."""
 
-    def test_the_walkthrough_deletes_the_note_once_and_its_replay_is_refused(self) -> None:
+    def test_the_walkthrough_deletes_the_note_once_refuses_its_replay_and_stops_its_server(self) -> None:
         import main
         import procs
 
@@ -300,14 +504,232 @@ class CurlWalkthroughTests(unittest.TestCase):
         env = procs.server_env(NOTES_MCP_TOKEN=procs.TOKEN, NOTES_MCP_SECRET=procs.SECRET, XDG_STATE_HOME=os.path.join(notes, ".state"))
         server = procs.HttpServer(self, "--notes-dir", notes, env=env)
         script = block.replace(CURL_URL_LINE, f"URL={server.url}")
-        done = subprocess.run(["sh", "-eu", "-c", script], env=dict(env, NOTES=notes), capture_output=True, text=True, timeout=GUARD)
+        self.assertIsNone(server.proc.poll())
+        done = subprocess.run(
+            ["sh", "-eu", "-c", script], env=dict(env, NOTES=notes, SERVER=str(server.proc.pid)), capture_output=True, text=True, timeout=GUARD
+        )
         self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(server.wait(), 0)  # step 4 stopped it: SIGTERM, a clean exit
         first, second, third = (json.loads(line) for line in done.stdout.splitlines() if line.strip())
         self.assertEqual(first["result"]["resultType"], "input_required")
         self.assertIs(second["result"]["structuredContent"]["deleted"], True)
         self.assertEqual(third["error"]["code"], main.INVALID_PARAMS)
         self.assertEqual(sorted(os.listdir(notes)), [".state", ".trash"])  # tps.md, and only it, is gone
         self.assertEqual([name.endswith("-tps.md") for name in os.listdir(os.path.join(notes, ".trash"))], [True])  # into the trash
+
+
+class MermaidTests(unittest.TestCase):
+    """Every ```mermaid block in README.md and docs/*.md names a diagram type and is well-formed enough to draw."""
+
+    def test_every_mermaid_block_starts_with_a_diagram_type_and_is_well_formed(self) -> None:
+        drawn = 0
+        for page in documented_pages():
+            for index, block in enumerate(mermaid_blocks(read(page))):
+                drawn += 1
+                with self.subTest(page=os.path.relpath(page, ROOT), block=index):
+                    self.assertEqual(mermaid_problems(block), [])
+        self.assertGreaterEqual(drawn, 3)
+
+    def test_the_two_call_flow_the_three_layers_and_the_legacy_adapter_are_drawn(self) -> None:
+        kinds = {
+            page: [block.split()[0] for block in mermaid_blocks(read(os.path.join(ROOT, page)))]
+            for page in ("README.md", "docs/security.md", "docs/legacy.md")
+        }
+        self.assertIn("sequenceDiagram", kinds["README.md"])
+        self.assertIn("flowchart", kinds["docs/security.md"])
+        self.assertIn("flowchart", kinds["docs/legacy.md"])
+
+    def test_the_checker_reports_a_wrong_type_open_blocks_undeclared_actors_and_keyword_nodes(self) -> None:
+        self.assertEqual(mermaid_problems("sequence\n  A->>B: x\n"), ["'sequence' is not a Mermaid diagram type"])
+        self.assertEqual(mermaid_problems("sequenceDiagram\n  participant A\n  A->>B: x\n"), ["'B' used before it is declared"])
+        self.assertEqual(mermaid_problems("sequenceDiagram\n  participant A\n  loop again\n  A->>A: x\n"), ["1 block(s) without `end`"])
+        self.assertEqual(mermaid_problems("sequenceDiagram\n  participant A\n  Note over A,B: x\n"), ["'B' used before it is declared"])
+        self.assertEqual(mermaid_problems("flowchart LR\n  subgraph s\n  a --> b\n"), ["1 subgraph(s) without `end`"])
+        self.assertEqual(mermaid_problems('flowchart LR\n  call["x"] --> b\n'), ['a node named \'call\', a Mermaid keyword: call["x"] --> b'])
+        self.assertEqual(mermaid_problems("flowchart LR\n  a[x (y] --> b\n"), ["unbalanced (): a[x (y] --> b"])
+        good = 'sequenceDiagram\n  participant A as Client\n  participant B\n  alt yes\n  A->>B: x: y\n  else no\n  B-->>A: z\n  end\n'
+        self.assertEqual(mermaid_problems(good), [])
+        self.assertEqual(mermaid_problems('flowchart TB\n  subgraph s["a (b)"]\n  a{"q?"} -->|yes| b[("db")]\n  end\n  s -.->|no| c\n'), [])
+
+
+class ImageTests(unittest.TestCase):
+    """Every image in README.md and docs/*.md is a file of the repository."""
+
+    def test_every_image_link_names_an_image_file_in_docs_img(self) -> None:
+        images = 0
+        for page in documented_pages():
+            for target in re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", _INLINE_CODE_RE.sub("", _FENCE_RE.sub("", read(page)))):
+                images += 1
+                path = os.path.normpath(os.path.join(os.path.dirname(page), target))
+                with self.subTest(page=os.path.relpath(page, ROOT), image=target):
+                    self.assertTrue(os.path.isfile(path))
+                    self.assertEqual(os.path.dirname(path), os.path.join(DOCS, "img"))
+                    self.assertIn(os.path.splitext(path)[1], (".svg", ".png"))
+        self.assertGreaterEqual(images, 2)
+
+
+class FiguresTests(unittest.TestCase):
+    """A limit, a test count or a contents list in the docs says what the code says."""
+
+    def test_every_value_quoted_beside_a_constants_name_is_its_value(self) -> None:
+        constants = code_constants()
+        quoted = 0
+        for page in documented_pages():
+            text = read(page)
+            quoted += len(_QUOTED_LIMIT_RE.findall(text)) + len(_TABLE_LIMIT_RE.findall(text))
+            with self.subTest(page=os.path.relpath(page, ROOT)):
+                self.assertEqual(wrong_limits(text, constants), [])
+        self.assertGreaterEqual(quoted, 60)
+
+    def test_the_limit_checker_converts_units_and_reports_a_stale_value(self) -> None:
+        constants = {"WAIT_MS": {"a": 2000}, "PAUSE_SECONDS": {"a": 0.01}, "MAX_BYTES": {"a": 16384, "b": 64}}
+        good = "`WAIT_MS` (2 s) `WAIT_MS` = 2000 `PAUSE_SECONDS` (10 ms) `MAX_BYTES` (16 KiB) `b.MAX_BYTES` (64)\n| `MAX_BYTES` | 64 |\n"
+        self.assertEqual(wrong_limits(good, constants), [])
+        bad = "`a.MAX_BYTES` (64) `GONE` (3) `MAX_BYTES` (16 KiB + 4) `WAIT_MS` (2**3)\n| `WAIT_MS` | 3 s |\n"
+        self.assertEqual(len(wrong_limits(bad, constants)), 3)  # the last two are not single values: not checked
+
+    def test_every_quoted_test_count_is_what_that_module_runs(self) -> None:
+        quoted = [(module, count) for page in documented_pages() for module, count in quoted_test_counts(read(page))]
+        self.assertGreaterEqual(len(quoted), 4)
+        for module, count in quoted:
+            with self.subTest(module=module):
+                self.assertEqual(test_count(module), count)
+
+    def test_every_contents_list_links_every_section_of_its_page(self) -> None:
+        for page in documented_pages():
+            with self.subTest(page=os.path.relpath(page, ROOT)):
+                self.assertEqual(missing_from_contents(read(page)), [])
+
+    def test_the_contents_checker_reports_a_section_left_out(self) -> None:
+        page = "# P\n\nContents\n\n- [One](#one)\n  - [Sub](#sub)\n\n## One\n### Sub\n## Two (new)\n"
+        self.assertEqual(missing_from_contents(page), ["Two (new)"])
+
+
+BENCHMARKS = os.path.join(DOCS, "benchmarks.md")
+RECORDED_FIGURES = os.path.join(DOCS, "img", "bench-figures.json")
+
+
+def percent(share: float) -> str:
+    """A share as the docs write it: whole percent, a space before the sign."""
+    return f"{share:.0%}".replace("%", " %")
+
+
+class RecordedFiguresTests(unittest.TestCase):
+    """The speed and scaling figures of README.md and docs/benchmarks.md are the recorded runs the plots are drawn from."""
+
+    def setUp(self) -> None:
+        with open(RECORDED_FIGURES, encoding="utf-8") as handle:
+            self.figures = json.load(handle)
+
+    def share_range(self, transport: str, part: str) -> str:
+        shares = [run[part] / run["ceiling"] for run in self.figures["speed"] if run["transport"] == transport]
+        return f"{min(shares):.0%}–{max(shares):.0%}".replace("%", "") + " %"
+
+    def test_the_readmes_speed_table_gives_the_range_of_the_recorded_runs(self) -> None:
+        readme = read(README)
+        self.assertIn(f"| Round trips/s, as a share of the canned responder's | {self.share_range('stdio', 'server')} | {self.share_range('http', 'server')} |", readme)
+        self.assertIn(f"(sign, verify, claim) | {self.share_range('stdio', 'floor')} | {self.share_range('http', 'floor')} |", readme)
+
+    def test_the_benchmarks_speed_table_holds_each_recorded_run(self) -> None:
+        text = read(BENCHMARKS)
+        numbers: dict[str, int] = {}
+        for run in self.figures["speed"]:
+            numbers[run["transport"]] = numbers.get(run["transport"], 0) + 1
+            ceiling, floor, server = run["ceiling"], run["floor"], run["server"]
+            name = "HTTP" if run["transport"] == "http" else run["transport"]
+            row = f"| {name} | {numbers[run['transport']]} | {ceiling:,} | {floor:,} ({percent(floor / ceiling)}) | {server:,} ({percent(server / ceiling)}) |"
+            with self.subTest(row=row):
+                self.assertIn(row, text)
+
+    def test_the_scaling_figures_in_the_readme_and_benchmarks_are_the_recorded_run(self) -> None:
+        scaling = self.figures["scaling"]
+        kept = {kind: rates[-1] / rates[0] for kind, rates in scaling["rates"].items() if rates[-1] is not None}
+        self.assertIn(f"keep {percent(kept['sqlite'])}, {percent(kept['postgres'])} and {percent(kept['folder'])} of their", read(README))
+        text = read(BENCHMARKS)
+        names = {"sqlite": "SQLite", "postgres": "PostgreSQL", "folder": "folder (inotify)", "memory": "memory (not in the goal)"}
+        for kind, rates in scaling["rates"].items():
+            cells = " | ".join("not served" if rate is None else f"{rate:,}" for rate in rates)
+            with self.subTest(store=kind):
+                self.assertIn(f"| {names[kind]} | {cells} |", text)
+
+
+class ServerShownTests(unittest.TestCase):
+    """What docs/serving.md shows the server printing is what it prints."""
+
+    def env(self, folder: str) -> dict[str, str]:
+        env = {key: value for key, value in os.environ.items() if not key.startswith(("NOTES_MCP_", "XDG_"))}
+        env.update(HOME=folder, NOTES_MCP_SECRET=os.urandom(32).hex())
+        return env
+
+    def test_the_start_up_report_shown_is_what_the_server_prints_for_that_folder(self) -> None:
+        (shown,) = [block for block in _FENCE_RE.findall(read(SERVING)) if "notes-mcp: serving on stdio" in block]
+        shown_lines = shown.splitlines()[1:-1]
+        home = tempfile.mkdtemp(prefix="docs-report-")
+        self.addCleanup(shutil.rmtree, home, True)
+        notes = os.path.join(home, "Notes")  # the page's /home/alice/Notes
+        os.mkdir(notes)
+        for name, text in (("a.md", "# A\n"), ("b.md", "# B\n"), ("50% done.md", "# Half\n"), (".draft.md", "# Hidden\n")):
+            with open(os.path.join(notes, name), "w", encoding="utf-8") as handle:
+                handle.write(text)
+        os.symlink(os.path.join(notes, "a.md"), os.path.join(notes, "link.md"))
+        os.mkfifo(os.path.join(notes, "pipe.md"))
+        done = subprocess.run(
+            [sys.executable, os.path.join(support.CODE, "serve.py"), "--stdio", "--notes-dir", notes],
+            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=GUARD, env=self.env(home),
+        )  # fmt: skip
+        self.assertEqual(done.returncode, 0, done.stderr)
+        printed = done.stderr.replace(home, "/home/alice").splitlines()
+        sandbox = "notes-mcp: sandbox:"
+        # The sandbox line counts this machine's library folders and says what its kernel has.
+        self.assertEqual([line.startswith(sandbox) for line in shown_lines][-1], True)
+        self.assertEqual([line for line in printed if line.startswith(sandbox)][:1], [printed[-1]])
+        self.assertEqual(printed[:-1], shown_lines[:-1])
+
+    def test_the_stdio_line_to_type_gets_the_answer_shown(self) -> None:
+        section = read(SERVING).split("\n## stdio\n", 1)[1].split("\n## ", 1)[0]
+        typed, begins = [block.splitlines()[1] for block in _FENCE_RE.findall(section) if block.startswith("```\n")][:2]
+        self.assertEqual(json.loads(typed)["method"], "tools/call")
+        home = tempfile.mkdtemp(prefix="docs-stdio-")
+        self.addCleanup(shutil.rmtree, home, True)
+        done = subprocess.run(
+            [sys.executable, os.path.join(support.CODE, "serve.py"), "--stdio"],
+            input=typed + "\n", capture_output=True, text=True, timeout=GUARD, env=self.env(home),
+        )  # fmt: skip
+        self.assertEqual(done.returncode, 0, done.stderr)  # end of input: exit status 0
+        (answer,) = done.stdout.splitlines()
+        self.assertTrue(answer.startswith(begins), answer[:200])
+        self.assertEqual(json.loads(answer)["result"]["resultType"], "input_required")
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """A dotted version as numbers, for ordering."""
+    return tuple(int(part) for part in version.split("."))
+
+
+class ProjectFilesTests(unittest.TestCase):
+    """The licence is the one pyproject.toml names, and the changelog has the packaged version."""
+
+    def setUp(self) -> None:
+        with open(os.path.join(ROOT, "pyproject.toml"), "rb") as handle:
+            self.project = tomllib.load(handle)["project"]
+
+    def test_the_licence_file_is_the_mit_licence_pyproject_names(self) -> None:
+        self.assertEqual(self.project["license"], {"text": "MIT"})
+        lines = read(os.path.join(ROOT, "LICENSE")).splitlines()
+        self.assertEqual(lines[0], "MIT License")
+        self.assertEqual(lines[2], "Copyright (c) 2026 The notes-mcp authors")
+        self.assertIn('THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR', lines)
+
+    def test_the_changelog_has_the_packaged_version_and_only_a_newer_one_unreleased_above_it(self) -> None:
+        sections = re.findall(r"^## (\d+\.\d+\.\d+)( \(unreleased\))?$", read(os.path.join(ROOT, "CHANGELOG.md")), re.MULTILINE)
+        versions = [version for version, _ in sections]
+        self.assertIn(self.project["version"], versions)
+        self.assertEqual(versions, sorted(versions, key=version_key, reverse=True))  # newest first
+        unreleased = [version for version, mark in sections if mark]
+        self.assertLessEqual(len(unreleased), 1)
+        if unreleased:
+            self.assertEqual(versions[0], unreleased[0])
+            self.assertGreater(version_key(unreleased[0]), version_key(self.project["version"]))
 
 
 class ScriptHelpTests(unittest.TestCase):

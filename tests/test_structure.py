@@ -101,6 +101,53 @@ class Encapsulation(unittest.TestCase):
         self.assertEqual(foreign_private_attributes("t.py", source), ["t.py:1: store._hook"])
 
 
+TESTS = os.path.join(support.ROOT, "tests")
+
+
+def import_time_skips(filename: str, source: str | None = None) -> list[str]:
+    """Every `raise ...SkipTest` a test module runs while it is imported (outside any function or class)."""
+    if source is None:
+        with open(os.path.join(TESTS, filename), encoding="utf-8") as handle:
+            source = handle.read()
+    found = []
+    pending = list(ast.parse(source).body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue  # runs later, at set-up or test time, where a skip is one test's outcome
+        if isinstance(node, ast.Raise) and node.exc is not None and "SkipTest" in ast.unparse(node.exc):
+            found.append(f"{filename}:{node.lineno}")
+        pending.extend(child for child in ast.iter_child_nodes(node) if isinstance(child, ast.stmt))
+    return sorted(found)
+
+
+class OptionalPeers(unittest.TestCase):
+    """A missing Chromium, PostgreSQL, bwrap or systemd skips a class or a test, never a module at import."""
+
+    def test_no_test_module_raises_skiptest_while_it_is_imported(self) -> None:
+        # A module skipped at import becomes a stand-in test named after where discovery
+        # started, so the suite from the root and from code/ would no longer agree.
+        modules = sorted(name for name in os.listdir(TESTS) if name.endswith(".py"))
+        self.assertIn("test_browser.py", modules)
+        for name in modules:
+            with self.subTest(module=name):
+                self.assertEqual(import_time_skips(name), [])
+
+    def test_the_import_time_skip_finder_sees_a_guarded_raise_but_not_one_in_a_function(self) -> None:
+        source = (
+            "import unittest\n"
+            "if not ready():\n"
+            "    raise unittest.SkipTest('absent')\n"
+            "def setUpModule():\n"
+            "    raise unittest.SkipTest('absent')\n"
+            "class T(unittest.TestCase):\n"
+            "    @classmethod\n"
+            "    def setUpClass(cls):\n"
+            "        raise unittest.SkipTest('absent')\n"
+        )
+        self.assertEqual(import_time_skips("t.py", source), ["t.py:3"])
+
+
 class ServedByDefault(unittest.TestCase):
     """`serve.py --stdio` is the lesson's server unless more is asked for."""
 

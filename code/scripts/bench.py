@@ -14,6 +14,9 @@
     python3 code/scripts/bench.py --mode postgres [--seconds N] [--notes N]
                                           1, 2 and 4 server processes on one PostgreSQL database,
                                           beside one SQLite file (psycopg and the server binaries needed)
+    python3 code/scripts/bench.py --mode plot [--figures FILE] [--out DIR]
+                                          draw docs/img/speed.svg and scaling.svg from recorded figures
+    ... --mode stdio|http|scaling --record FILE   also add the run's figures to FILE (JSON), for plot
 
 A script, not a test: it prints a readable report and exits 0 (1 if a round trip ever
 returns something other than the expected protocol answer). One round trip is the whole
@@ -39,6 +42,7 @@ import argparse
 import contextlib
 import cProfile
 import gc
+import html
 import http.client
 import io
 import itertools
@@ -79,11 +83,8 @@ WORKSPACE = "file:///bench/ws"
 TOKEN = "bench-" + secrets.token_hex(16)
 META = main.request_meta()  # what a modern client sends: version, clientInfo, form elicitation
 
-# Reference figures for this kind of machine (2 cores) and the targets the report checks.
+# The targets the report checks; every figure it prints is measured in the same run.
 TARGET_INPROCESS_RT = {10: 10_000, 1000: 7_000}  # round trips/s by notes in the workspace
-SDK_STDIO_RT = (80, 95)  # the official SDK server, lean client
-SDK_HTTP_RT = (75, 90)
-SDK_FIRST_ANSWER_S = (1.3, 1.7)
 TARGET_CEILING_SHARE = 0.80  # of the canned responder's round trips/s, same client, same run
 TARGET_START_FACTOR = 1.6  # first answer, at most this many times the canned responder's
 
@@ -952,7 +953,6 @@ def run_transports(args: argparse.Namespace, kinds: list[str]) -> dict[str, Any]
     # principal within the state TTL (the replay bound), so that is the most notes a
     # server can delete for us; then the next server starts.
     per_server = min(args.notes, main.MAX_REPLAY_PER_PRINCIPAL)
-    sdk = {"stdio": SDK_STDIO_RT, "http": SDK_HTTP_RT}
     with tempfile.TemporaryDirectory(prefix="notes-bench-") as directory:
         config = write_config(directory, per_server)
         for kind in kinds:
@@ -966,8 +966,6 @@ def run_transports(args: argparse.Namespace, kinds: list[str]) -> dict[str, Any]
             row("  share of the ceiling", f"{share:.0%}", f"target >= {TARGET_CEILING_SHARE:.0%}: {verdict(share >= TARGET_CEILING_SHARE)}")
             row("  share of the floor", f"{result['rate'] / floor['rate']:.0%}", "what the checks, lookup, form and delete cost")
             row(f"  per round trip above the ceiling", f"{(1 / result['rate'] - 1 / ceiling['rate']) * 1e6:,.0f} µs")
-            low, high = sdk[kind]
-            row(f"  vs official SDK server ({low}-{high}/s)", f"{result['rate'] / high:.0f}-{result['rate'] / low:.0f}x")
             if kind == "http":
                 row("  request latency p50 / p99", f"{result['p50_ms']:.2f} / {result['p99_ms']:.2f} ms", f"ceiling {ceiling['p50_ms']:.2f} / {ceiling['p99_ms']:.2f} ms")
                 row("  requests >= 35 ms (delayed-ACK stalls)", f"{result['slow_40ms']:,} of {result['requests']:,}", stall_note(result))
@@ -998,7 +996,6 @@ def run_transports(args: argparse.Namespace, kinds: list[str]) -> dict[str, Any]
                 note = f"{factor:.2f}x the canned responder (min {min(times):.0f} max {max(times):.0f}); target <= {TARGET_START_FACTOR}x: {verdict(factor <= TARGET_START_FACTOR)}"
                 row(label, f"{median:.0f} ms", note)
                 figures[f"first_{kind}" + ("_cached" if cached else "")] = {"ms": median, "canned_ms": canned, "factor": factor}
-        row("  official SDK server (reference)", f"{SDK_FIRST_ANSWER_S[0] * 1000:,.0f}-{SDK_FIRST_ANSWER_S[1] * 1000:,.0f} ms")
         total, heaviest = import_profile()
         row("imports at start-up, --stdio (-X importtime)", f"{total:.0f} ms", "costliest, cumulative (indent = import depth):")
         for ms, name in heaviest:
@@ -1373,6 +1370,152 @@ def run_latency(args: argparse.Namespace) -> dict[str, Any]:
     return figures
 
 
+# ---------------------------------------------------------------------------------- plots
+#
+# `--record FILE` adds a run's figures to a small JSON file; `--mode plot` draws the two
+# plots of the README and docs/benchmarks.md from it as SVG, written here by hand (no
+# plotting library), so the same figures always give the same bytes.
+
+ROOT = os.path.dirname(CODE)
+RECORDED_FIGURES = os.path.join(ROOT, "docs", "img", "bench-figures.json")
+PLOTS = os.path.join(ROOT, "docs", "img")
+STORE_NAMES = {"memory": "memory (the lesson's)", "sqlite": "SQLite", "postgres": "PostgreSQL", "folder": "folder"}
+STORE_COLOURS = {"memory": "#888888", "sqlite": "#0072b2", "postgres": "#009e73", "folder": "#d55e00"}
+FLOOR_COLOUR, SERVER_COLOUR, GOAL_COLOUR = "#9ecae1", "#08519c", "#cc0000"
+
+
+def speed_runs(measured: dict[str, Any], kinds: list[str]) -> list[dict[str, Any]]:
+    """One record per transport of a run_transports() result: the three rates, rounded to whole round trips/s."""
+    return [
+        {"transport": kind, **{part: round(measured[kind][part]["rate"]) for part in ("ceiling", "floor", "server")}}
+        for kind in kinds
+    ]
+
+
+def scaling_rates(scaled: dict[str, Any]) -> dict[str, Any]:
+    """A run_scaling() result as recorded: the note counts, and per store its rate at each (None: not measured)."""
+    rows = [scaled["rates"][f"{size:,}"] for size in SCALING_SIZES]
+    kinds = [kind for kind in SCALING_KINDS if any(kind in row for row in rows)]
+    return {"notes": list(SCALING_SIZES), "rates": {kind: [round(row[kind]) if kind in row else None for row in rows] for kind in kinds}}
+
+
+def record(path: str, runs: list[dict[str, Any]], scaling: dict[str, Any] | None, command: str) -> None:
+    """Append `runs` to the file's speed runs and replace its scaling figures with `scaling` (if given), each with `command`."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            figures = json.load(handle)
+    except FileNotFoundError:
+        figures = {}
+    figures.setdefault("speed", []).extend({**run, "command": command} for run in runs)
+    if scaling is not None:
+        figures["scaling"] = {**scaling, "command": command}
+    temporary = path + ".tmp"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        handle.write(json.dumps(figures, indent=1) + "\n")
+    os.replace(temporary, path)
+    print(f"  figures recorded in {path}")
+
+
+def svg(width: int, height: int, title: str, body: list[str]) -> str:
+    """A whole SVG document: a white page, its title for screen readers, then `body`."""
+    return "\n".join([
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
+        f"<title>{html.escape(title)}</title>",
+        f'<rect width="{width}" height="{height}" fill="#ffffff"/>',
+        f'<text x="{width / 2:.0f}" y="20" text-anchor="middle" font-size="14" font-weight="bold">{html.escape(title)}</text>',
+        *body,
+        "</svg>",
+        "",
+    ])  # fmt: skip
+
+
+def text(x: float, y: float, words: str, anchor: str = "start", extra: str = "") -> str:
+    """One SVG text element at (x, y)."""
+    return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}"{extra}>{html.escape(words)}</text>'
+
+
+def speed_svg(runs: list[dict[str, Any]]) -> str:
+    """Per run, the floor's and the server's round trips/s as a share of the canned responder's, and the goal."""
+    left, right, top, row_height = 110, 590, 76, 28
+    height = top + row_height * len(runs) + 44
+    x = lambda share: left + (right - left) * share  # noqa: E731 - share 0..1 to a pixel column
+    body = [
+        f'<rect x="{left}" y="34" width="12" height="10" fill="{FLOOR_COLOUR}"/>',
+        text(left + 16, 43, "the floor: canned + sign, verify, claim"),
+        f'<rect x="{left + 290}" y="34" width="12" height="10" fill="{SERVER_COLOUR}"/>',
+        text(left + 306, 43, "the server (serve.py)"),
+    ]
+    for tick in range(0, 101, 20):
+        body.append(f'<line x1="{x(tick / 100):.1f}" y1="{top - 6}" x2="{x(tick / 100):.1f}" y2="{height - 38}" stroke="#dddddd"/>')
+        body.append(text(x(tick / 100), height - 24, f"{tick} %", "middle"))
+    counts: dict[str, int] = {}
+    for index, run in enumerate(runs):
+        counts[run["transport"]] = counts.get(run["transport"], 0) + 1
+        y = top + index * row_height
+        label = f"{'HTTP' if run['transport'] == 'http' else run['transport']}, run {counts[run['transport']]}"
+        body.append(text(left - 8, y + 15, label, "end"))
+        for offset, part, colour in ((0, "floor", FLOOR_COLOUR), (11, "server", SERVER_COLOUR)):
+            share = run[part] / run["ceiling"]
+            body.append(f'<rect class="{part}" x="{left}" y="{y + offset}" width="{x(share) - left:.1f}" height="10" fill="{colour}"/>')
+            body.append(text(x(share) + 4, y + offset + 9, f"{share:.0%}".replace("%", " %"), extra=' font-size="10"'))
+    goal = x(TARGET_CEILING_SHARE)
+    body.append(f'<line x1="{goal:.1f}" y1="{top - 6}" x2="{goal:.1f}" y2="{height - 38}" stroke="{GOAL_COLOUR}" stroke-dasharray="5,3"/>')
+    body.append(text(goal, top - 10, f"goal {TARGET_CEILING_SHARE:.0%}".replace("%", " %"), "middle", f' fill="{GOAL_COLOUR}"'))
+    body.append(text((left + right) / 2, height - 6, "round trips/s as a share of the canned responder's (same client, same run)", "middle"))
+    return svg(640, height, "Round trips/s beside a canned responder", body)
+
+
+def scaling_svg(scaling: dict[str, Any]) -> str:
+    """Per store, round trips/s over stdio at each note count as a share of its own 10-note rate, and the goal."""
+    notes, rates = scaling["notes"], scaling["rates"]
+    shares = {kind: [None if rate is None else rate / values[0] for rate in values] for kind, values in rates.items()}
+    top_share = max(1.0, max(share for values in shares.values() for share in values if share is not None))
+    top_share = -(-top_share * 10 // 1) / 10  # up to the next 10 %
+    left, right, top, bottom = 70, 420, 40, 280
+    x = lambda index: left + (right - left) * index / (len(notes) - 1)  # noqa: E731 - note counts, evenly spaced
+    y = lambda share: bottom - (bottom - top) * share / top_share  # noqa: E731
+    body = []
+    for tick in range(0, int(top_share * 100) + 1, 20):
+        body.append(f'<line x1="{left}" y1="{y(tick / 100):.1f}" x2="{right}" y2="{y(tick / 100):.1f}" stroke="#dddddd"/>')
+        body.append(text(left - 6, y(tick / 100) + 4, f"{tick} %", "end"))
+    for index, count in enumerate(notes):
+        body.append(text(x(index), bottom + 18, f"{count:,}", "middle"))
+    body.append(text((left + right) / 2, bottom + 36, "notes in the workspace", "middle"))
+    goal = y(SCALING_TARGET_SHARE)
+    body.append(f'<line x1="{left}" y1="{goal:.1f}" x2="{right}" y2="{goal:.1f}" stroke="{GOAL_COLOUR}" stroke-dasharray="5,3"/>')
+    body.append(text(right, goal - 5, f"goal at {notes[-1]:,}: {SCALING_TARGET_SHARE:.0%}".replace("%", " %"), "end", f' fill="{GOAL_COLOUR}"'))
+    for place, (kind, values) in enumerate(shares.items()):
+        colour = STORE_COLOURS.get(kind, "#000000")
+        points = [(x(index), y(share)) for index, share in enumerate(values) if share is not None]
+        dash = ' stroke-dasharray="2,3"' if kind == "memory" else ""
+        body.append(f'<polyline class="store" points="{" ".join(f"{px:.1f},{py:.1f}" for px, py in points)}" fill="none" stroke="{colour}" stroke-width="2"{dash}/>')
+        body += [f'<circle cx="{px:.1f}" cy="{py:.1f}" r="3" fill="{colour}"/>' for px, py in points]
+        last = max(index for index, share in enumerate(values) if share is not None)
+        kept = f"{values[last]:.0%}".replace("%", " %") + f" at {notes[last]:,}"
+        legend_y = top + 10 + place * 50
+        body.append(f'<line x1="440" y1="{legend_y - 4}" x2="462" y2="{legend_y - 4}" stroke="{colour}" stroke-width="2"{dash}/>')
+        body.append(text(468, legend_y, STORE_NAMES.get(kind, kind), extra=' font-weight="bold"'))
+        body.append(text(468, legend_y + 15, f"keeps {kept}"))
+        if last < len(notes) - 1:
+            body.append(text(468, legend_y + 30, f"not served at {notes[last + 1]:,}"))
+    body.append(text(14, (top + bottom) / 2, "share of its 10-note rate", "middle", f' transform="rotate(-90 14 {(top + bottom) / 2:.0f})"'))
+    return svg(640, 330, "Round trips/s over stdio as the notes grow", body)
+
+
+def plot(figures_path: str, out: str) -> list[str]:
+    """Write speed.svg and scaling.svg into `out` from the recorded figures; the paths written."""
+    with open(figures_path, encoding="utf-8") as handle:
+        figures = json.load(handle)
+    written = []
+    for name, draw, key in (("speed.svg", speed_svg, "speed"), ("scaling.svg", scaling_svg, "scaling")):
+        if figures.get(key):
+            path = os.path.join(out, name)
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(draw(figures[key]))
+            written.append(path)
+    return written
+
+
 # ---------------------------------------------------------------------------------- main
 
 
@@ -1388,12 +1531,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             "--mode guess [--seconds N] [--addresses N]: wrong tokens answered per second while a right token is served."
         ),
     )
-    parser.add_argument("--mode", choices=["inprocess", "stdio", "http", "sqlite", "postgres", "scaling", "latency", "all"], default="all")
+    parser.add_argument("--mode", choices=["inprocess", "stdio", "http", "sqlite", "postgres", "scaling", "latency", "plot", "all"], default="all")
     parser.add_argument("--seconds", type=float, default=5.0, help="measuring time per throughput figure (default 5)")
     parser.add_argument("--notes", type=int, default=1000, help="notes in the workspace (default 1000)")
     parser.add_argument("--flood", type=int, default=100_000, help="confirmations in the replay flood (default 100000)")
     parser.add_argument("--kinds", default=",".join(SCALING_KINDS), help="--mode scaling: the stores, comma-separated (default all)")
     parser.add_argument("--profile", action="store_true", help="always print the cProfile of in-process round trips")
+    parser.add_argument("--record", metavar="FILE", help="--mode stdio, http or scaling: add this run's figures to FILE (JSON)")
+    parser.add_argument("--figures", metavar="FILE", default=RECORDED_FIGURES, help="--mode plot: the recorded figures (default docs/img/bench-figures.json)")
+    parser.add_argument("--out", metavar="DIR", default=PLOTS, help="--mode plot: where speed.svg and scaling.svg go (default docs/img)")
     parser.add_argument("--store-worker", metavar="SPEC", help=argparse.SUPPRESS)  # a child of --mode sqlite/postgres
     args = parser.parse_args(argv)
     if args.seconds <= 0 or args.notes < 1 or args.flood < 1:
@@ -1411,19 +1557,27 @@ def run(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.store_worker:
         return store_worker(args.store_worker)
+    if args.mode == "plot":
+        for path in plot(args.figures, args.out):
+            print(path)
+        return 0
     print(f"notes MCP server benchmark, protocol {main.PROTOCOL_VERSION}; {machine()}")
     try:
         if args.mode in ("inprocess", "all"):
             run_inprocess(args)
         kinds = ["stdio", "http"] if args.mode == "all" else [args.mode] if args.mode in ("stdio", "http") else []
         if kinds:
-            run_transports(args, kinds)
+            measured = run_transports(args, kinds)
+            if args.record:
+                record(args.record, speed_runs(measured, kinds), None, " ".join(["python3 code/scripts/bench.py", *(argv or sys.argv[1:])]))
         if args.mode == "sqlite":
             run_sqlite(args)
         if args.mode == "postgres":
             run_postgres(args)
         if args.mode == "scaling":
-            run_scaling(args)
+            scaled = run_scaling(args)
+            if args.record:
+                record(args.record, [], scaling_rates(scaled), " ".join(["python3 code/scripts/bench.py", *(argv or sys.argv[1:])]))
         if args.mode == "latency":
             run_latency(args)
     except BenchError as exc:

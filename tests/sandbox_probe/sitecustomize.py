@@ -20,7 +20,6 @@ import json
 import os
 import signal
 import socket
-import sys
 import threading
 
 LANDLOCK_SYSCALLS = (444, 445, 446)
@@ -70,7 +69,9 @@ def probe(where: str, spec: dict) -> None:
     attempt("chown-outside", lambda: os.chown(spec["secret"], os.getuid(), os.getgid()))
     attempt("utime-outside", lambda: os.utime(spec["secret"], (0, 0)))
     attempt("setxattr-outside", lambda: os.setxattr(spec["secret"], "user.probe", where.encode()))
-    print(f"probe {where}: " + " ".join(results), file=sys.stderr, flush=True)
+    # One write(2), not print(): the signal may land while the main thread is inside
+    # sys.stderr's own write, and re-entering that buffered writer raises RuntimeError.
+    os.write(2, (f"probe {where}: " + " ".join(results) + "\n").encode())
 
 
 def arm(spec: dict) -> None:
