@@ -115,7 +115,7 @@ def build_store(config: dict[str, Any]) -> main.NotesStore:
             return postgres_store.open_store(
                 config["db"], clock=time.time, seed_notes=config.get("notes", []), retention=retention(config)
             )
-        except postgres_store.StoreError as exc:
+        except stores.StoreError as exc:
             raise StartupError(str(exc)) from None
     # Imported only when configured: serving from memory starts faster without them, and
     # the folder store needs POSIX-only O_NOFOLLOW.
@@ -131,7 +131,7 @@ def build_store(config: dict[str, Any]) -> main.NotesStore:
         return sqlite_store.open_store(
             config["db"], clock=time.time, seed_notes=config.get("notes", []), retention=retention(config)
         )
-    except sqlite_store.StoreError as exc:
+    except stores.StoreError as exc:
         raise StartupError(str(exc)) from None
 
 
@@ -162,12 +162,11 @@ def folder_grants(folders: Sequence[str]) -> list[str]:
     """A principal's notes folders as the workspace URIs the folder store spells them with."""
     if not folders:
         return []
-    import markdown_store
-    import sqlite_store
+    import folder_paths
 
     try:
-        return [main.format_file_uri(markdown_store.root_path(path)) for path in folders]
-    except sqlite_store.StoreError as exc:
+        return [main.format_file_uri(folder_paths.root_path(path)) for path in folders]
+    except stores.StoreError as exc:
         raise StartupError(str(exc)) from None
 
 
@@ -243,7 +242,7 @@ def note_count(store: main.NotesStore, uri: str) -> str:
     try:
         workspace = main.parse_file_uri(uri)
         count = counter(workspace) if counter is not None else len(store.candidates(workspace, ""))  # every title contains ""
-    except (main.ScopeError, stores.StoreUnavailable) as exc:
+    except (main.ScopeError, stores.StoreError) as exc:
         return f"cannot be listed ({exc})"
     return f"{count} note{'' if count == 1 else 's'}" + (" (nothing will be offered)" if count == 0 else "")
 
@@ -697,7 +696,7 @@ def audit_command(argv: Sequence[str]) -> int:
         return EXIT_USAGE
     try:
         return audit.run(store, args, print)
-    except stores.StoreUnavailable as exc:
+    except stores.StoreError as exc:
         say(str(exc))
         return 1
     finally:
@@ -711,13 +710,12 @@ def check_folders(config: dict[str, Any], args: argparse.Namespace) -> None:
     places += [("--notes-dir", path) for path in args.notes_dir]
     if not places:
         return
-    import markdown_store  # only with folders: it needs POSIX-only O_NOFOLLOW
-    import sqlite_store
+    import folder_paths  # only with folders: it needs POSIX-only O_NOFOLLOW
 
     for field, path in places:
         try:
-            markdown_store.root_path(path)
-        except sqlite_store.StoreError as exc:
+            folder_paths.root_path(path)
+        except stores.StoreError as exc:
             raise ConfigError(field, str(exc)) from None
 
 

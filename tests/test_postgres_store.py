@@ -19,7 +19,7 @@ import main
 import store_workers
 import postgres_cluster
 import postgres_store
-from postgres_store import StoreBusy, StoreError
+from stores import StoreBusy, StoreError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "store_worker.py")

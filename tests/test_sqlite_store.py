@@ -18,11 +18,12 @@ from support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call, claims_
 
 import main
 import old_schemas
-import store_workers
-import streamable_http
 import sqlite_store
+import store_workers
 import stores
-from sqlite_store import StoreError, open_store
+import streamable_http
+from sqlite_store import open_store
+from stores import StoreError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "store_worker.py")
@@ -402,7 +403,7 @@ class BadDatabaseFiles(StoreCase):
         store._conn = FailingBegin()  # type: ignore[assignment]
         # Without a transaction, the claim and the delete would each commit on their own.
         # An I/O error is a retryable refusal, and the writer is reopened.
-        with self.assertRaises(sqlite_store.StoreWriteFailed):
+        with self.assertRaises(stores.StoreWriteFailed):
             store.consume(PRINCIPAL, "n1", LATER, (note.id, note.version), ALWAYS)
         self.assertNotIsInstance(store._conn, FailingBegin)
         real.close()
@@ -521,12 +522,12 @@ class BusyDatabase(StoreCase):
         self.hold_write_lock()
         writers = 4
         results = store_workers.together(writers, lambda i: store.consume(PRINCIPAL, f"n{i}", LATER, target, ALWAYS))
-        self.assertEqual([type(result) for result in results], [sqlite_store.StoreBusy] * writers)
+        self.assertEqual([type(result) for result in results], [stores.StoreBusy] * writers)
         self.assertNotIn("\n", str(results[0]))
         self.assertIn("Try again", str(results[0]))
         self.assertIn("note-14", self.note_ids())
         self.assertEqual(self.consumed(), set())
-        with self.assertRaises(sqlite_store.StoreBusy):
+        with self.assertRaises(stores.StoreBusy):
             store.put(main.Note("note-new", "New", f"{WORKSPACE}/new.md"))
         self.assertNotIn("note-new", self.note_ids())
 
@@ -547,7 +548,7 @@ class BusyDatabase(StoreCase):
         self.addCleanup(release.set)
         self.assertTrue(inside.wait(GUARD_SECONDS))
         store._inside_transaction_hook = None
-        with self.assertRaises(sqlite_store.StoreBusy):
+        with self.assertRaises(stores.StoreBusy):
             store.consume(PRINCIPAL, "n2", LATER, None, ALWAYS)
         release.set()
         thread.join(GUARD_SECONDS)
@@ -558,7 +559,7 @@ class BusyDatabase(StoreCase):
         store = self.open(busy_timeout_ms=SMALL_BUDGET_MS)
         target = ("note-14", {note.id: note for note in store.all()}["note-14"].version)
         holder = self.hold_write_lock()
-        with self.assertRaises(sqlite_store.StoreBusy):
+        with self.assertRaises(stores.StoreBusy):
             store.consume(PRINCIPAL, "n1", LATER, target, ALWAYS)
         holder.execute("ROLLBACK")
         self.assertIs(store.consume(PRINCIPAL, "n1", LATER, target, ALWAYS), main.Settlement.DELETED)
@@ -638,7 +639,7 @@ class FileReplaced(StoreCase):
         store = self.open()
         target = ("note-14", {note.id: note for note in store.all()}["note-14"].version)
         os.unlink(self.path)
-        with self.assertRaises(sqlite_store.StoreGone) as caught:
+        with self.assertRaises(stores.StoreGone) as caught:
             store.consume(PRINCIPAL, "n1", LATER, target, ALWAYS)
         self.assertNotIn("\n", str(caught.exception))
         self.assertNotIn(self.dir, str(caught.exception))
@@ -646,7 +647,7 @@ class FileReplaced(StoreCase):
         self.assertIn("note-14", [note.id for note in store.all()])
         self.assertFalse(os.path.exists(self.path))
         for mutation in (lambda: store.remove("note-3"), lambda: store.consume(PRINCIPAL, "n2", LATER, None, ALWAYS)):
-            with self.assertRaises(sqlite_store.StoreGone):
+            with self.assertRaises(stores.StoreGone):
                 mutation()
         self.assertIn("note-3", [note.id for note in store.all()])
 
@@ -657,13 +658,13 @@ class FileReplaced(StoreCase):
         self.open(other).close()
         os.replace(other, self.path)
         before = self.note_ids()
-        with self.assertRaises(sqlite_store.StoreGone):
+        with self.assertRaises(stores.StoreGone):
             store.consume(PRINCIPAL, "n1", LATER, target, ALWAYS)
         # Refused for good, even if the original file came back: this instance cannot know what it missed.
         self.assertEqual(self.note_ids(), before)
         self.assertIn("note-14", before)
         self.assertEqual(self.consumed(), set())
-        with self.assertRaises(sqlite_store.StoreGone):
+        with self.assertRaises(stores.StoreGone):
             store.put(main.Note("note-new", "New", f"{WORKSPACE}/new.md"))
         self.assertNotIn("note-new", self.note_ids())
 
@@ -678,9 +679,9 @@ class SideFilesAndContent(StoreCase):
                 store = self.open(path)
                 self.assertIs(store.consume(PRINCIPAL, "before", LATER, None, ALWAYS), main.Settlement.CONSUMED)
                 os.unlink(path + suffix)
-                with self.assertRaises(sqlite_store.StoreGone):
+                with self.assertRaises(stores.StoreGone):
                     store.consume(PRINCIPAL, "after", LATER, None, ALWAYS)
-                with self.assertRaises(sqlite_store.StoreGone):
+                with self.assertRaises(stores.StoreGone):
                     store.remove("note-3")  # refused for good
                 self.assertTrue(store.is_consumed("before"))
                 self.assertFalse(store.is_consumed("after"))
@@ -695,9 +696,9 @@ class SideFilesAndContent(StoreCase):
             target.write(source.read())  # `cp other.db notes.db`: same inode, other bytes
             target.truncate()
         self.assertEqual(os.stat(self.path).st_ino, inode)
-        with self.assertRaises(sqlite_store.StoreGone):
+        with self.assertRaises(stores.StoreGone):
             store.consume(PRINCIPAL, "n1", LATER, None, ALWAYS)
-        with self.assertRaises(sqlite_store.StoreGone):
+        with self.assertRaises(stores.StoreGone):
             store.consume(PRINCIPAL, "n2", LATER, None, ALWAYS)
 
     def test_a_database_overwritten_in_place_with_garbage_is_store_lost_not_an_internal_error(self) -> None:
@@ -705,7 +706,7 @@ class SideFilesAndContent(StoreCase):
         size = os.path.getsize(self.path)
         with open(self.path, "r+b") as target:
             target.write(b"\xa5" * size)
-        with self.assertRaises(sqlite_store.StoreGone):
+        with self.assertRaises(stores.StoreGone):
             store.consume(PRINCIPAL, "n1", LATER, None, ALWAYS)
 
     def test_each_database_gets_its_own_store_id_kept_across_reopening(self) -> None:
@@ -734,7 +735,7 @@ class WriteFailures(StoreCase):
         writer = store._conn
         lift = self.limited_writes()
         try:
-            with self.assertRaises(sqlite_store.StoreWriteFailed) as caught:
+            with self.assertRaises(stores.StoreWriteFailed) as caught:
                 store.consume(PRINCIPAL, "n1", LATER, (note.id, note.version), ALWAYS)
         finally:
             lift()
@@ -753,7 +754,7 @@ class WriteFailures(StoreCase):
         store._identity, store._side = sqlite_store._identity(broken), sqlite_store.side_identities(broken)
         lift = self.limited_writes()
         try:
-            with self.assertRaises(sqlite_store.StoreBroken):
+            with self.assertRaises(stores.StoreBroken):
                 store.consume(PRINCIPAL, "n1", LATER, None, ALWAYS)
         finally:
             lift()

@@ -14,6 +14,7 @@ import main
 import postgres_store
 import sqlite_store
 import store_workers
+import stores
 
 TTL = main.DEFAULT_STATE_TTL_SECONDS
 OTHER_PRINCIPAL = "bob"
@@ -223,7 +224,7 @@ class OptionalDependency(unittest.TestCase):
         saved = postgres_store.psycopg
         postgres_store.psycopg = None
         self.addCleanup(setattr, postgres_store, "psycopg", saved)
-        with self.assertRaises(postgres_store.StoreError) as caught:
+        with self.assertRaises(stores.StoreError) as caught:
             postgres_store.open_store("postgresql:///notes", clock=Clock())
         message = str(caught.exception)
         self.assertIn("pip install 'psycopg[binary]>=3.2'", message)
