@@ -44,6 +44,33 @@ import main
 import stores
 import title_index
 
+__all__ = [
+    "AuditSql",
+    "DAY_SECONDS",
+    "DEFAULT_AUDIT_DAYS",
+    "DEFAULT_AUDIT_MAX_ENTRIES",
+    "DEFAULT_TRASH_DAYS",
+    "DELETED",
+    "DELETION_MODES",
+    "DELETION_TRASH",
+    "Facts",
+    "INTERRUPTED",
+    "MAX_AUDIT_ENTRIES",
+    "MAX_RETENTION_DAYS",
+    "PENDING",
+    "PENDING_GRACE_SECONDS",
+    "POSTGRES_TABLES",
+    "PRUNE_BATCH",
+    "REFUSED",
+    "Retention",
+    "SQLITE_TABLES",
+    "SQL_TRASH",
+    "install",
+    "outcome_of",
+    "parser",
+    "run",
+]
+
 DELETION_TRASH = "trash"
 DELETION_UNLINK = "unlink"
 DELETION_MODES = (DELETION_TRASH, DELETION_UNLINK)

@@ -24,10 +24,7 @@ import folder_paths
 import main
 import title_index
 
-__all__ = [
-    "MAX_WATCHED_FOLDERS",
-    "FolderIndex",
-]
+__all__ = ["FolderIndex", "MAX_WATCHED_FOLDERS"]
 
 MAX_WATCHED_FOLDERS = 65_536  # folders watched per notes folder; past it (or the kernel's limit) the index rescans instead
 RESCAN_SECONDS = 2.0  # without change notification: the longest a lookup relies on the last rescan

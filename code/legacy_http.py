@@ -36,6 +36,8 @@ import main
 import streamable_http
 from streamable_http import JSON, SSE, header_values, json_error_body, sse_event
 
+__all__ = ["install"]
+
 # Limits. Each bounds what legacy clients can make the server hold.
 MAX_SESSIONS_PER_PRINCIPAL = 16  # beyond this the least recently used session of that principal ends
 SESSION_IDLE_SECONDS = 30 * 60.0  # a session unused this long (and with no call in flight) ends

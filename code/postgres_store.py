@@ -58,6 +58,8 @@ try:  # the optional dependency: `pip install .[postgres]`
 except ImportError:  # reported by open_store, so importing this module never fails
     psycopg = None  # type: ignore[assignment]
 
+__all__ = ["open_store"]
+
 SCHEMA_VERSION = 2
 PRUNE_BATCH = 64  # expired nonces deleted per consume(): bounded work, drains faster than one insert a call
 STATEMENT_TIMEOUT_MS = 5000  # one statement; past it the call fails as stores.StoreBusy and rolls back

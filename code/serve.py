@@ -36,6 +36,8 @@ import main
 import stores
 from config import ConfigError
 
+__all__ = ["serve"]
+
 # streamable_http (and its engine) is imported only where HTTP is served: stdio starts
 # without compiling either.
 

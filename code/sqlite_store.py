@@ -54,6 +54,8 @@ import main
 import title_index
 import stores
 
+__all__ = ["Record", "SqliteNotesStore", "open_store"]
+
 SCHEMA_VERSION = 3
 BUSY_TIMEOUT_MS = 5000  # one write's whole wait: for this process's other writers and for other instances
 WAL_RETRY_SECONDS = 0.01  # pause between tries of the switch to WAL while another instance holds the file
