@@ -15,10 +15,10 @@ import unittest
 from typing import Any
 from unittest import mock
 
-import procs
-import store_workers
+from helpers import procs
+from helpers import store_workers
 import test_connect
-from support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call
+from helpers.support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call
 
 import audit
 import connect

@@ -15,7 +15,7 @@ import threading
 import unittest
 from typing import Any
 
-import support
+from helpers import support
 
 ROOT = support.ROOT
 README = os.path.join(ROOT, "README.md")
@@ -289,7 +289,7 @@ class CurlWalkthroughTests(unittest.TestCase):
 
     def test_the_walkthrough_deletes_the_note_once_and_its_replay_is_refused(self) -> None:
         import main
-        import procs
+        from helpers import procs
 
         (block,) = [body for body in _SH_BLOCK_RE.findall(read(SERVING)) if 'curl -sS "$URL"' in body]
         self.assertEqual(block.count(CURL_URL_LINE), 1)

@@ -12,14 +12,14 @@ import tempfile
 import unittest
 from typing import Any
 
-import support
+from helpers import support
 import main
-import procs
+from helpers import procs
 import serve
 import sqlite_store
 import streamable_http
 from config import ConfigError
-from support import accept, call, tps
+from helpers.support import accept, call, tps
 
 NOBODY = 65534  # the uid an unreadable file is read as when the tests run as root (root reads everything)
 

@@ -10,13 +10,12 @@ import unittest
 from typing import Any
 from unittest import mock
 
-from support import PRINCIPAL, accept
+from helpers.support import PRINCIPAL, accept
 from test_markdown_store import FolderCase
 
 import folder_index
 import folder_paths
 import main
-import markdown_store
 import sqlite_store
 import stores
 from markdown_store import MarkdownNotesStore

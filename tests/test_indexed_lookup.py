@@ -14,11 +14,11 @@ from typing import Any
 from unittest import mock
 
 import test_store_contract
-from support import PRINCIPAL, WORKSPACE, Clock
+from helpers.support import PRINCIPAL, WORKSPACE, Clock
 from test_store_contract import StoreContract, contract_notes
 
 import main
-import old_schemas
+from helpers import old_schemas
 import postgres_store
 import sqlite_store
 import stores

@@ -8,16 +8,16 @@ import threading
 import unittest
 from typing import Any
 
-import support
+from helpers import support
 import conformance_fixtures as fixtures
 import main
 import http_server
 import legacy
 import legacy_http
-import procs
+from helpers import procs
 import streamable_http
-from legacy_client import FORM_CLIENT, HttpLegacyClient, accepted, choices
-from support import call, request, tps
+from helpers.legacy_client import FORM_CLIENT, HttpLegacyClient, accepted, choices
+from helpers.support import call, request, tps
 
 BOB_TOKEN = "bob-token-0123456789abcdefgh"
 BOB_WORKSPACE = "file:///Users/bob/Notes"

@@ -13,13 +13,12 @@ from collections.abc import Callable
 from typing import Any
 from unittest import mock
 
-from support import KEY, PRINCIPAL, Clock, Log, accept, call
+from helpers.support import KEY, PRINCIPAL, Clock, Log, accept, call
 
 import audit
 import folder_paths
 import folder_trash
 import main
-import markdown_store
 import sqlite_store
 import stores
 from markdown_store import MarkdownNotesStore

@@ -7,11 +7,11 @@ import threading
 import types
 import unittest
 
-import support
+from helpers import support
 import http_server
 import main
 import streamable_http
-from support import PRINCIPAL, make_server, request
+from helpers.support import PRINCIPAL, make_server, request
 
 
 def chatty_tool(server: main.Server) -> None:

@@ -13,7 +13,7 @@ import unittest
 import venv
 from typing import Any
 
-import support
+from helpers import support
 import test_docs
 
 GUARD = 300.0  # seconds; only a failure guard (a build may fetch setuptools from the index)

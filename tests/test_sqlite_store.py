@@ -14,29 +14,23 @@ import unittest
 from typing import Any
 from unittest import mock
 
-from support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call, claims_of, tps
+from helpers.support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call, claims_of, tps
 
 import main
-import old_schemas
+from helpers import old_schemas
 import sqlite_store
-import store_workers
+from helpers import sql_stores, store_workers
+from helpers.sql_stores import consume_command, race_notes
 import stores
 import streamable_http
 from sqlite_store import open_store
 from stores import StoreError
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-WORKER = os.path.join(HERE, "store_worker.py")
 GUARD_SECONDS = store_workers.GUARD_SECONDS  # failure guard for a worker that hangs; never the assertion itself
 RACE_ROUNDS = 50
 ALWAYS = lambda note: True  # noqa: E731 - a recheck that accepts every live note
 LATER = 10_000_000.0  # an expiry far after every Clock() reading used here
 SMALL_BUDGET_MS = 50  # a write's busy budget small enough to keep the busy tests fast
-
-
-def race_notes(count: int) -> list[main.Note]:
-    """Notes race-000... inside the lesson workspace, one per race round."""
-    return [main.Note(f"race-{i:03d}", f"Race {i:03d}", f"{WORKSPACE}/race-{i:03d}.md") for i in range(count)]
 
 
 class StoreCase(unittest.TestCase):
@@ -298,26 +292,19 @@ class CrossInstance(StoreCase):
         self.assertIn("note-14", self.note_ids())
 
 
-class SchemaAndSeeding(StoreCase):
-    def test_a_new_database_records_its_schema_version_and_is_seeded(self) -> None:
+class SchemaAndSeeding(StoreCase, sql_stores.SeedingContract):
+    module = sqlite_store
+
+    def open_plain(self) -> sqlite_store.SqliteNotesStore:
+        return open_store(self.path, clock=self.clock, seed_notes=main.lesson_notes())
+
+    def schema_version(self) -> tuple[str, ...]:
+        return self.raw().execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+
+    def test_a_new_database_is_in_wal_mode(self) -> None:
         self.open()
-        version = self.raw().execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        self.assertEqual(version, (str(sqlite_store.SCHEMA_VERSION),))
-        self.assertEqual(self.note_ids(), sorted(note.id for note in main.lesson_notes()))
         self.assertEqual(self.raw().execute("PRAGMA journal_mode").fetchone(), ("wal",))
 
-    def test_an_existing_database_is_never_reseeded_even_when_empty(self) -> None:
-        store = self.open()
-        for note in store.all():
-            store.remove(note.id)
-        store.close()
-        self.open(seed_notes=main.lesson_notes())
-        self.assertEqual(self.note_ids(), [])  # deletions survive a restart
-
-    def test_two_instances_creating_one_new_database_together_seed_it_once(self) -> None:
-        opened = store_workers.open_together(self, lambda: open_store(self.path, clock=self.clock, seed_notes=main.lesson_notes()))
-        self.assertTrue(all(isinstance(store, sqlite_store.SqliteNotesStore) for store in opened), opened)
-        self.assertEqual(self.note_ids(), sorted(note.id for note in main.lesson_notes()))
 
     def holding_the_write_lock_after_prepare(self) -> sqlite3.Connection:
         """A file left in rollback-journal mode, and another connection that takes its write lock once _prepare is done."""
@@ -780,7 +767,7 @@ class TwoProcessRace(StoreCase):
     def setUp(self) -> None:
         super().setUp()
         self.store = self.open(seed_notes=race_notes(2 * RACE_ROUNDS))
-        self.workers = [store_workers.Worker(self, WORKER, self.path), store_workers.Worker(self, WORKER, self.path)]
+        self.workers = [store_workers.Worker(self, self.path), store_workers.Worker(self, self.path)]
 
     def test_two_servers_racing_one_accepted_confirmation_delete_exactly_once_every_round(self) -> None:
         # The first call happens here; both worker servers share the signing key and the file.
@@ -808,14 +795,7 @@ class TwoProcessRace(StoreCase):
         notes = {note.id: note for note in self.store.all()}
         for round_ in range(RACE_ROUNDS, 2 * RACE_ROUNDS):
             with self.subTest(round=round_):
-                note = notes[f"race-{round_:03d}"]
-                command = {
-                    "op": "consume",
-                    "principal": PRINCIPAL,
-                    "nonce": f"race-nonce-{round_}",
-                    "expires_at": time.time() + 3600,
-                    "target": [note.id, note.version],
-                }
+                command = consume_command(notes[f"race-{round_:03d}"], f"race-nonce-{round_}")
                 before = len(self.note_ids())
                 for worker in self.workers:
                     worker.arm(command)
@@ -834,15 +814,7 @@ class CrashSafety(StoreCase):
         self.notes = {note.id: note for note in race_notes(self.ROUNDS * 3)}
 
     def consume_command(self, index: int, pause: str | None) -> dict[str, Any]:
-        note = self.notes[f"race-{index:03d}"]
-        return {
-            "op": "consume",
-            "principal": PRINCIPAL,
-            "nonce": f"crash-{index}",
-            "expires_at": time.time() + 3600,
-            "target": [note.id, note.version],
-            "pause": pause,
-        }
+        return consume_command(self.notes[f"race-{index:03d}"], f"crash-{index}", pause)
 
     def reopened(self) -> sqlite_store.SqliteNotesStore:
         store = open_store(self.path, clock=time.time)
@@ -855,7 +827,7 @@ class CrashSafety(StoreCase):
         for stage in ("claimed", "deleted"):
             for _ in range(self.ROUNDS):
                 with self.subTest(stage=stage, round=index):
-                    worker = store_workers.Worker(self, WORKER, self.path)
+                    worker = store_workers.Worker(self, self.path)
                     worker.arm(self.consume_command(index, stage))
                     self.assertEqual(store_workers.go(worker), [f"inside {stage}"])
                     worker.kill()
@@ -867,7 +839,7 @@ class CrashSafety(StoreCase):
     def test_a_process_killed_just_after_commit_leaves_both_the_nonce_and_the_deletion(self) -> None:
         for index in range(2 * self.ROUNDS, 3 * self.ROUNDS):
             with self.subTest(round=index):
-                worker = store_workers.Worker(self, WORKER, self.path)
+                worker = store_workers.Worker(self, self.path)
                 worker.arm(self.consume_command(index, None))
                 self.assertEqual(store_workers.go(worker), [json.dumps({"settlement": "deleted"})])
                 worker.kill()

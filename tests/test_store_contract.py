@@ -13,13 +13,13 @@ import tempfile
 import unittest
 from typing import Any
 
-from support import PRINCIPAL, WORKSPACE, Clock
+from helpers.support import PRINCIPAL, WORKSPACE, Clock
 
 import main
 import markdown_store
 import postgres_store
 import sqlite_store
-import store_workers
+from helpers import store_workers
 import stores
 
 TTL = main.DEFAULT_STATE_TTL_SECONDS

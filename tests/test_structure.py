@@ -9,7 +9,7 @@ import sys
 import unittest
 from collections.abc import Iterable
 
-import support
+from helpers import support
 
 SERVER_FILES = sorted(name for name in os.listdir(support.CODE) if name.endswith(".py"))
 SCRIPT_FILES = sorted("scripts/" + name for name in os.listdir(support.SCRIPTS) if name.endswith(".py"))
