@@ -63,10 +63,13 @@ class FolderIndex:
     their slots) runs at a lookup once the last one is rescan_interval old: at least
     RESCAN_SECONDS, and RESCAN_COST_FACTOR times the last rescan's length, so that
     rescanning never takes more than a tenth of the time however large the folder.
-    The index only says where to look: the few notes it
-    names are re-read through descriptors before they are offered, and the deletion
-    re-checks the file itself (folder_trash.delete), so a stale index can
-    only leave a note out or make the server ask again, never delete another file.
+    The index only says where to look: the few notes it names are re-read through
+    descriptors before they are offered, and the deletion re-checks the file itself
+    (folder_trash.delete), so a stale index can only leave a note out or make the
+    server ask again, never delete another file.
+
+    It is its own folder_paths.Visitor: a rebuild walks the tree with folder_paths.walk,
+    and a change event re-visits one entry with folder_paths.visit_entry.
     """
 
     def __init__(self, root: main.Path, path: str, *, limit: int, watch: bool, max_watches: int, clock: Callable[[], float]) -> None:
