@@ -30,6 +30,12 @@ import main
 import stores
 from config import ConfigError
 
+__all__ = [
+    "EXIT_STORE_LOST", "EXIT_USAGE", "LOG_PREFIX", "StartupError", "add_notes_dirs", "build_server", "build_store",
+    "check_folders", "close_store", "confirmations_home", "default_nonce_db", "lesson_token", "note_count", "say",
+    "signing_keys", "warn_weak_secrets",
+]
+
 LOG_PREFIX = "notes-mcp"
 EXIT_USAGE = 2  # bad command line, configuration or environment
 EXIT_STORE_LOST = 1  # the store reported itself lost while serving (its database file was replaced)
@@ -102,7 +108,7 @@ def build_store(config: dict[str, Any]) -> stores.NotesStore:
             return postgres_store.open_store(
                 config["db"], clock=time.time, seed_notes=config.get("notes", []), retention=retention(config)
             )
-        except postgres_store.StoreError as exc:
+        except stores.StoreError as exc:
             raise StartupError(libpq_missing() or str(exc)) from None
     # Imported only when configured: serving from memory starts faster without them, and
     # the folder store needs POSIX-only O_NOFOLLOW.
@@ -118,7 +124,7 @@ def build_store(config: dict[str, Any]) -> stores.NotesStore:
         return sqlite_store.open_store(
             config["db"], clock=time.time, seed_notes=config.get("notes", []), retention=retention(config)
         )
-    except sqlite_store.StoreError as exc:
+    except stores.StoreError as exc:
         raise StartupError(str(exc)) from None
 
 
@@ -167,12 +173,11 @@ def folder_grants(folders: Sequence[str]) -> list[str]:
     """A principal's notes folders as the workspace URIs the folder store spells them with."""
     if not folders:
         return []
-    import markdown_store
-    import sqlite_store
+    import folder_paths
 
     try:
-        return [main.format_file_uri(markdown_store.root_path(path)) for path in folders]
-    except sqlite_store.StoreError as exc:
+        return [main.format_file_uri(folder_paths.root_path(path)) for path in folders]
+    except stores.StoreError as exc:
         raise StartupError(str(exc)) from None
 
 
@@ -252,13 +257,12 @@ def check_folders(config: dict[str, Any], config_path: str | None, notes_dirs: S
     places += [("--notes-dir", path) for path in notes_dirs]
     if not places:
         return
-    import markdown_store  # only with folders: it needs POSIX-only O_NOFOLLOW
-    import sqlite_store
+    import folder_paths  # only with folders: it needs POSIX-only O_NOFOLLOW
 
     for field, path in places:
         try:
-            markdown_store.root_path(path)
-        except sqlite_store.StoreError as exc:
+            folder_paths.root_path(path)
+        except stores.StoreError as exc:
             raise ConfigError(field, str(exc)) from None
 
 
@@ -273,7 +277,7 @@ def note_count(store: stores.NotesStore, uri: str) -> str:
     try:
         workspace = main.parse_file_uri(uri)
         count = counter(workspace) if counter is not None else len(store.candidates(workspace, ""))  # every title contains ""
-    except (main.ScopeError, stores.StoreUnavailable) as exc:
+    except (main.ScopeError, stores.StoreError) as exc:
         return f"cannot be listed ({exc})"
     return f"{count} note{'' if count == 1 else 's'}" + (" (nothing will be offered)" if count == 0 else "")
 

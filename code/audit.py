@@ -42,6 +42,32 @@ import frame
 import stores
 import title_index
 
+__all__ = [
+    "AuditSql",
+    "DAY_SECONDS",
+    "DEFAULT_AUDIT_DAYS",
+    "DEFAULT_AUDIT_MAX_ENTRIES",
+    "DEFAULT_TRASH_DAYS",
+    "DELETED",
+    "DELETION_MODES",
+    "DELETION_TRASH",
+    "Facts",
+    "INTERRUPTED",
+    "MAX_AUDIT_ENTRIES",
+    "MAX_RETENTION_DAYS",
+    "PENDING",
+    "PENDING_GRACE_SECONDS",
+    "POSTGRES_TABLES",
+    "PRUNE_BATCH",
+    "REFUSED",
+    "Retention",
+    "SQLITE_TABLES",
+    "SQL_TRASH",
+    "install",
+    "outcome_of",
+    "OUTCOMES",
+]
+
 DELETION_TRASH = "trash"
 DELETION_UNLINK = "unlink"
 DELETION_MODES = (DELETION_TRASH, DELETION_UNLINK)
@@ -93,10 +119,6 @@ class Facts(NamedTuple):
     title: str | None = None
     uri: str | None = None
     trash: str | None = None
-
-
-class RestoreRefused(Exception):
-    """A restore that cannot be done; str() is one line for the operator, nothing changed."""
 
 
 # =====================================================================================
@@ -213,7 +235,7 @@ def install(server: frame.Server) -> None:
             if outcome is not None:
                 try:
                     store.complete_audit(entry_id, outcome, CONSUMED)
-                except stores.StoreUnavailable:
+                except stores.StoreError:
                     pass  # the tool's result stands; the entry keeps saying "consumed"
         return result
 
@@ -318,13 +340,13 @@ class AuditSql:
         self.run(conn, "UPDATE audit SET outcome = ? WHERE id = ? AND outcome = ?", (outcome, entry_id, expected))
 
     def restore_row(self, conn: Any, entry_id: int, now: float) -> int:
-        """Put a trashed row back (the caller's transaction) and audit it; RestoreRefused if it cannot."""
+        """Put a trashed row back (the caller's transaction) and audit it; stores.StoreRefused if it cannot."""
         row = self.run(conn, "SELECT id, title, uri, revision FROM deleted_notes WHERE audit_id = ?", (entry_id,)).fetchone()
         if row is None:
-            raise RestoreRefused(f"entry {entry_id} has no note in the trash (not a trashed deletion, restored, or emptied)")
+            raise stores.StoreRefused(f"entry {entry_id} has no note in the trash (not a trashed deletion, restored, or emptied)")
         note = main.Note(*row)
         if self.run(conn, "SELECT 1 FROM notes WHERE id = ? OR uri = ?", (note.id, note.uri)).fetchone() is not None:
-            raise RestoreRefused(f"entry {entry_id}: a note now exists with id {note.id!r} or at its place; nothing restored")
+            raise stores.StoreRefused(f"entry {entry_id}: a note now exists with id {note.id!r} or at its place; nothing restored")
         # With the folded title the lookup indexes keep, as every store writes a note.
         self.run(conn, "INSERT INTO notes (id, title, uri, revision, folded) VALUES (?, ?, ?, ?, ?)", (*note, title_index.index_key(note)))
         self.run(conn, "DELETE FROM deleted_notes WHERE audit_id = ?", (entry_id,))

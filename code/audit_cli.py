@@ -26,6 +26,8 @@ import audit
 import config as configuration
 import stores
 from assemble import EXIT_USAGE, say
+
+__all__ = ["command"]
 from config import ConfigError
 
 EXIT_REFUSED = 1  # a restore refused, or the store unavailable: nothing changed
@@ -100,7 +102,7 @@ def run(store: Any, args: argparse.Namespace, out: Callable[[str], None], clock:
     if args.command == "restore":
         try:
             entry = store.restore(args.entry)
-        except audit.RestoreRefused as exc:
+        except stores.StoreRefused as exc:
             out(f"refused: {exc}")
             return EXIT_REFUSED
         out(f"restored entry {args.entry}: note {shown(entry['note_id'])} ({shown(entry['title'])}), recorded as entry {entry['id']}")
@@ -152,7 +154,7 @@ def command(argv: Sequence[str], prog: str = "serve.py audit") -> int:
         return EXIT_USAGE
     try:
         return run(store, args, print)
-    except stores.StoreUnavailable as exc:
+    except stores.StoreError as exc:
         say(str(exc))
         return EXIT_REFUSED
     finally:

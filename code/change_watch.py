@@ -18,6 +18,8 @@ import os
 import struct
 import weakref
 
+__all__ = ["IN_DELETE_SELF", "IN_IGNORED", "IN_MOVE_SELF", "IN_Q_OVERFLOW", "Inotify"]
+
 IN_MODIFY = 0x2
 IN_ATTRIB = 0x4
 IN_CLOSE_WRITE = 0x8

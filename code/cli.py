@@ -16,6 +16,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+__all__ = ["run"]
+
 PROG = "notes-mcp"
 DEMO = "demo"
 

@@ -21,6 +21,22 @@ import audit
 import main
 import stores
 
+__all__ = [
+    "ConfigError",
+    "POSTGRES_SCHEMES",
+    "db_location",
+    "MAX_CONFIG_BYTES",
+    "MIN_KEY_BITS",
+    "MIN_TOKEN_BITS",
+    "estimated_bits",
+    "lesson_config",
+    "load_config",
+    "one_line",
+    "read_keys",
+    "read_path",
+    "read_token",
+]
+
 MIN_TOKEN_LENGTH = 16  # characters in a bearer token
 MAX_TOKEN_LENGTH = 512
 MAX_PRINCIPAL_NAME_LENGTH = 64

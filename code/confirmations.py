@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 import main
 
-__all__ = ["Reply", "Answered", "Confirmations"]
+__all__ = ["Reply", "Confirmations"]
 
 
 class Reply(enum.Enum):

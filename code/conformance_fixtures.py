@@ -28,6 +28,8 @@ import main
 import confirmations
 import frame
 
+__all__ = ["install"]
+
 LIST_TTL_MS = 3_600_000  # cache hints for prompts/list, resources/list, templates and reads
 MAX_COMPLETIONS = 100  # CompleteResult.completion.values may hold at most this many
 MAX_TEMPLATE_ID_LENGTH = 64  # characters of `{id}` in test://template/{id}/data

@@ -28,7 +28,7 @@ import confirmations as confirming
 import main
 
 __all__ = [
-    "MAX_MESSAGE_BYTES", "PARSE_ERROR", "HEADER_MISMATCH", "Notify", "Check", "Context", "context", "decode_message", "encode_message", "KeyRing",
+    "MAX_MESSAGE_BYTES", "PARSE_ERROR", "HEADER_MISMATCH", "Notify", "Check", "context", "decode_message", "encode_message",
     "Server", "notes_server",
 ]
 

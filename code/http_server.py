@@ -72,6 +72,21 @@ from collections.abc import Callable, Iterator, Sequence
 from http import HTTPStatus
 from typing import NamedTuple
 
+__all__ = [
+    "BODY_TIMEOUT_SECONDS",
+    "HEAD_TIMEOUT_SECONDS",
+    "HttpServer",
+    "Limits",
+    "Request",
+    "Response",
+    "StreamResponse",
+    "WORKER_THREADS",
+    "content_length",
+    "encode_head",
+    "header_values",
+    "parse_head",
+]
+
 # =====================================================================================
 # Limits (each bounds what one hostile client can make the server hold)
 # =====================================================================================

@@ -54,6 +54,17 @@ from typing import Any
 import main
 import frame
 
+__all__ = [
+    "CallSteps",
+    "LEGACY_VERSIONS",
+    "LegacyCall",
+    "LegacySession",
+    "LegacyStdioSession",
+    "MAX_PENDING_ELICITATIONS",
+    "is_modern",
+    "tool_error",
+]
+
 # Newest first. Only versions whose wire shapes this adapter serves: 2025-06-18 has no
 # `mode` in elicitation/create and no titled single-select, which the form relies on.
 LEGACY_VERSIONS: tuple[str, ...] = ("2025-11-25",)

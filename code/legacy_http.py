@@ -37,6 +37,8 @@ import frame
 import streamable_http
 from streamable_http import JSON, SSE, header_values, json_error_body, sse_event
 
+__all__ = ["install"]
+
 # Limits. Each bounds what legacy clients can make the server hold.
 # Beyond this, one session of that principal ends (see eviction_order). Command-line
 # clients that exit without DELETE leave their sessions until SESSION_IDLE_SECONDS, so the

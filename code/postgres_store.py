@@ -32,6 +32,12 @@ each reopened on the next call after it breaks; a read never waits behind a writ
 plain SELECT takes no row lock). Each write has one deadline, `lock_timeout_ms` from
 when it is asked, covering its wait for the writer connection and PostgreSQL's wait for
 a row lock. psycopg 3 is the only third-party import of the project, and only here.
+
+Transactions follow the one rule of both SQL stores (code/stores.py): COMMIT when the
+body returns, ROLLBACK when it raises; a refusal that writes nothing (USED, FULL)
+raises stores.Rollback and is returned after the rollback. Errors are the classes of
+code/stores.py only: StoreError at start-up, StoreBusy for what passes (a timeout, a
+lock, a restart), bare StoreError for a database error it does not know.
 """
 
 from __future__ import annotations
@@ -53,9 +59,11 @@ try:  # the optional dependency: `pip install .[postgres]`
 except ImportError:  # reported by open_store, so importing this module never fails
     psycopg = None  # type: ignore[assignment]
 
+__all__ = ["open_store"]
+
 SCHEMA_VERSION = 2
 PRUNE_BATCH = 64  # expired nonces deleted per consume(): bounded work, drains faster than one insert a call
-STATEMENT_TIMEOUT_MS = 5000  # one statement; past it the call fails as StoreBusy and rolls back
+STATEMENT_TIMEOUT_MS = 5000  # one statement; past it the call fails as stores.StoreBusy and rolls back
 LOCK_TIMEOUT_MS = 2000  # waiting for a row another instance holds (a consume in flight)
 IDLE_IN_TRANSACTION_TIMEOUT_MS = 10_000  # the server aborts a transaction whose host went silent
 CONNECT_TIMEOUT_SECONDS = 5  # reaching the server at all
@@ -118,14 +126,6 @@ TRIGRAM_SAMPLE_TITLES = 10_000  # titles sampled (TABLESAMPLE SYSTEM) to rank tr
 
 
 _AUDIT = audit.AuditSql("%s")
-
-
-class StoreError(Exception):
-    """The database cannot be used (start-up failure); the message is one line for the operator."""
-
-
-class StoreBusy(stores.StoreUnavailable):
-    """A call failed for a reason that passes (timeout, lock, server restart); str() is one retryable line."""
 
 
 class PostgresNotesStore:
@@ -246,7 +246,7 @@ class PostgresNotesStore:
         """One transaction: claim the nonce; for `target` (id, version) re-read, re-check, delete; COMMIT.
 
         USED and FULL roll back (a refusal mutates nothing); any exception rolls back the
-        claim with the deletion. A connection or timeout failure raises StoreBusy.
+        claim with the deletion. A connection or timeout failure raises stores.StoreBusy.
         """
         return self._run(lambda conn: self._consume(conn, principal, nonce, expires_at, target, recheck), transaction=True)
 
@@ -259,7 +259,7 @@ class PostgresNotesStore:
         expires_at: float,
         target: tuple[str, str] | None,
         recheck: Callable[[main.Note], bool],
-    ) -> main.Settlement | None:
+    ) -> main.Settlement:
         # Time must never run backwards: a host whose clock steps back (NTP, a VM restored
         # from a snapshot) would otherwise find a pruned nonce "unexpired" and accept a
         # replay of a state that was already used. `now` is the highest reading any host
@@ -276,21 +276,21 @@ class PostgresNotesStore:
         # record of an earlier use may already be pruned: refuse it, with the reading the
         # pruning used, or a decline followed by a replayed accept could delete the note.
         if not now < expires_at:
-            return _rollback(main.Settlement.USED)
+            raise stores.Rollback(main.Settlement.USED)
         claimed = conn.execute(
             "INSERT INTO consumed_nonces (nonce, principal, expires_at) VALUES (%s, %s, %s)"
             " ON CONFLICT (nonce) DO NOTHING RETURNING nonce",
             (nonce, principal, expires_at),
         ).fetchone()
         if claimed is None:
-            return _rollback(main.Settlement.USED)  # replay: another call, on any host, committed it first
+            raise stores.Rollback(main.Settlement.USED)  # replay: another call, on any host, committed it first
         # Without a bound one principal confirming in a loop grows the table without limit;
         # counted in SQL over unexpired rows (this one included) so every host agrees.
         (held,) = conn.execute(
             "SELECT COUNT(*) FROM consumed_nonces WHERE principal = %s AND expires_at > %s", (principal, now)
         ).fetchone()
         if held > self._limit:
-            return _rollback(main.Settlement.FULL)
+            raise stores.Rollback(main.Settlement.FULL)
         self._pause("claimed")
         if target is None:
             self._record(conn, now, principal, main.Settlement.CONSUMED, audit.Facts())
@@ -328,7 +328,7 @@ class PostgresNotesStore:
         self._run(lambda conn: _AUDIT.complete(conn, entry_id, outcome, expected), transaction=True)
 
     def restore(self, entry_id: int) -> dict[str, Any]:
-        """Put the note a `deleted` entry trashed back, with its id and title, and audit it; or RestoreRefused."""
+        """Put the note a `deleted` entry trashed back, with its id and title, and audit it; or StoreRefused."""
         return self._run(lambda conn: _AUDIT.entry(conn, _AUDIT.restore_row(conn, entry_id, self._clock())), transaction=True)
 
     def _pause(self, stage: str) -> None:
@@ -338,7 +338,7 @@ class PostgresNotesStore:
     # ---------------------------------------------------------------- connection handling
 
     def _read(self, work: Callable[[Any], Any]) -> Any:
-        """Run `work(conn)` on the reader connection; never waits for a write; psycopg failures become StoreBusy."""
+        """Run `work(conn)` on the reader connection; never waits for a write; psycopg failures become stores.StoreBusy."""
         with self._read_lock:
             conn = self._reader = self._fresh(self._reader)
             try:
@@ -347,13 +347,13 @@ class PostgresNotesStore:
                 raise self._busy(conn, exc) from None
 
     def _run(self, work: Callable[[Any], Any], *, transaction: bool = False) -> Any:
-        """Run a write `work(conn)` within one deadline (inside BEGIN/COMMIT if asked); psycopg failures become StoreBusy."""
+        """Run a write `work(conn)` within one deadline (inside BEGIN/COMMIT if asked); psycopg failures become stores.StoreBusy."""
         # Writes queued behind one stuck on another host's row lock each waited their own
         # lock_timeout in turn (failing at 2, 4, 6, 8 s): now every wait counts against
         # one deadline taken when the write is asked.
         deadline = time.monotonic() + self._budget
         if not self._lock.acquire(timeout=self._budget):
-            raise StoreBusy(BUSY_MESSAGE)
+            raise stores.StoreBusy(BUSY_MESSAGE)
         try:
             conn = self._conn = self._fresh(self._conn)
             try:
@@ -364,7 +364,7 @@ class PostgresNotesStore:
                 conn.execute("SELECT set_config('lock_timeout', %s, true)", (str(left_ms),))  # this transaction only
                 try:
                     outcome = work(conn)
-                except _Rollback as refusal:
+                except stores.Rollback as refusal:
                     conn.execute("ROLLBACK")
                     return refusal.outcome
                 except BaseException:
@@ -380,30 +380,30 @@ class PostgresNotesStore:
             self._lock.release()
 
     def _fresh(self, conn: Any) -> Any:
-        """`conn` if usable, else a new connection (the broken one closed); StoreBusy when none can be made."""
+        """`conn` if usable, else a new connection (the broken one closed); stores.StoreBusy when none can be made."""
         if conn is not None and not conn.closed and not conn.broken:
             return conn
         _close_quietly(conn)
         try:
             return self._connect()
         except psycopg.Error:
-            raise StoreBusy(UNREACHABLE_MESSAGE) from None
+            raise stores.StoreBusy(UNREACHABLE_MESSAGE) from None
 
     def _busy(self, conn: Any, exc: Exception) -> Exception:
         """The exception to raise for a psycopg failure; a broken connection is dropped and reopened next call."""
         if conn.closed or conn.broken or isinstance(exc, psycopg.OperationalError) and _connection_lost(exc):
             self._discard(conn)
-            return StoreBusy(UNREACHABLE_MESSAGE)
+            return stores.StoreBusy(UNREACHABLE_MESSAGE)
         if isinstance(exc, psycopg.OperationalError):  # statement or lock timeout, serialization, shutdown
             try:
                 if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
                     conn.execute("ROLLBACK")
             except psycopg.Error:
                 self._discard(conn)
-            return StoreBusy(BUSY_MESSAGE)
-        # Anything else is a bug or a hand-edited database: not retryable, so not StoreBusy.
+            return stores.StoreBusy(BUSY_MESSAGE)
+        # Anything else is a bug or a hand-edited database: not retryable, so not stores.StoreBusy.
         self._discard(conn)
-        return StoreError(f"notes database error {getattr(exc, 'sqlstate', None) or type(exc).__name__}")
+        return stores.StoreError(f"notes database error {getattr(exc, 'sqlstate', None) or type(exc).__name__}")
 
     def _discard(self, conn: Any = None) -> None:
         """Close and forget `conn` (the writer when not given); the next call on it reconnects."""
@@ -445,17 +445,6 @@ def _row(note: main.Note) -> tuple[object, ...]:
     return (note.id, note.title, note.uri, note.revision, title_index.index_key(note))
 
 
-class _Rollback(Exception):
-    """Raised inside a consume transaction for a refusal: roll back, then return `outcome`."""
-
-    def __init__(self, outcome: main.Settlement) -> None:
-        self.outcome = outcome
-
-
-def _rollback(outcome: main.Settlement) -> main.Settlement:
-    raise _Rollback(outcome)
-
-
 def _connection_lost(exc: Exception) -> bool:
     """True for the SQLSTATEs that mean the session is gone (admin shutdown, crash, cannot connect)."""
     state = getattr(exc, "sqlstate", None)
@@ -486,22 +475,22 @@ def open_store(
     idle_in_transaction_timeout_ms: int = IDLE_IN_TRANSACTION_TIMEOUT_MS,
     retention: audit.Retention = audit.Retention(),
 ) -> PostgresNotesStore:
-    """Connect, create (and seed) or check the schema, and return the store; StoreError with one line if not.
+    """Connect, create (and seed) or check the schema, and return the store; stores.StoreError with one line if not.
 
     `seed_notes` are inserted only when this call creates the schema; an existing
     database is never re-seeded (that would bring back notes users deleted).
     """
     if psycopg is None:
-        raise StoreError(INSTALL_HINT)
+        raise stores.StoreError(INSTALL_HINT)
     if max_per_principal < 1:
-        raise StoreError("max_per_principal must be at least 1")
+        raise stores.StoreError("max_per_principal must be at least 1")
     for name, value in (
         ("statement_timeout_ms", statement_timeout_ms),
         ("lock_timeout_ms", lock_timeout_ms),
         ("idle_in_transaction_timeout_ms", idle_in_transaction_timeout_ms),
     ):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise StoreError(f"{name} must be a positive integer")
+            raise stores.StoreError(f"{name} must be a positive integer")
     seed = _checked_seed(seed_notes)
     where = redact(url)
     settings = {
@@ -531,11 +520,11 @@ def open_store(
     try:
         conn = connect()
     except psycopg.Error as exc:
-        raise StoreError(f"cannot connect to {where}: {_first_line(exc)}") from None
+        raise stores.StoreError(f"cannot connect to {where}: {_first_line(exc)}") from None
     try:
         titles_missing = _prepare(conn, where, seed)
     except psycopg.Error as exc:
-        raise StoreError(f"cannot use {where}: {_first_line(exc)}") from None
+        raise stores.StoreError(f"cannot use {where}: {_first_line(exc)}") from None
     finally:
         conn.close()
     return PostgresNotesStore(
@@ -554,11 +543,11 @@ def _first_line(exc: Exception) -> str:
 
 
 def _checked_seed(notes: Iterable[main.Note]) -> list[main.Note]:
-    """Seed notes validated as every store validates them (stores.checked_notes); StoreError if not."""
+    """Seed notes validated as every store validates them (stores.checked_notes); stores.StoreError if not."""
     try:
         return stores.checked_notes(notes)
     except ValueError as exc:
-        raise StoreError(f"seed notes: {exc}") from None
+        raise stores.StoreError(f"seed notes: {exc}") from None
 
 
 def _prepare(conn: Any, where: str, seed: list[main.Note]) -> str | None:
@@ -587,20 +576,20 @@ def _prepare(conn: Any, where: str, seed: list[main.Note]) -> str | None:
         if "meta" in present:
             row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         if row is None:
-            raise StoreError(f"database {where} has tables named like ours but is not a notes store (no schema version)")
+            raise stores.StoreError(f"database {where} has tables named like ours but is not a notes store (no schema version)")
         if row[0] not in ("1", str(SCHEMA_VERSION)):
-            raise StoreError(
+            raise stores.StoreError(
                 f"database {where} has schema version {str(row[0])[:20]!r}; this server reads version {SCHEMA_VERSION} only"
             )
         missing = set(_OUR_TABLES) - present
         if missing:
-            raise StoreError(f"database {where} is a notes store missing table(s) {', '.join(sorted(missing))}")
+            raise stores.StoreError(f"database {where} is a notes store missing table(s) {', '.join(sorted(missing))}")
         if row[0] == "1":
             try:
                 with conn.transaction():  # a savepoint: a failure leaves the message, then all rolls back
                     _migrate(conn)
             except psycopg.Error as exc:
-                raise StoreError(
+                raise stores.StoreError(
                     f"database {where} (schema version 1) cannot be migrated to version {SCHEMA_VERSION}"
                     f" ({_first_line(exc)}); it was left unchanged"
                 ) from None

@@ -41,6 +41,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+__all__ = ["confine", "import_roots", "kernel_abi", "server_plan", "unsafe_writes"]
+
 # Syscall numbers: the same on x86_64 and aarch64 (both use the unified table from 5.13).
 SYSCALLS = {"x86_64": (444, 445, 446), "aarch64": (444, 445, 446)}
 PR_SET_NO_NEW_PRIVS = 38

@@ -35,6 +35,8 @@ import stores
 from assemble import EXIT_STORE_LOST, EXIT_USAGE, LOG_PREFIX, say  # noqa: F401  (LOG_PREFIX: what this command prefixes its lines with)
 from config import ConfigError
 
+__all__ = ["serve"]
+
 # streamable_http (and its engine) is imported only where HTTP is served: stdio starts
 # without compiling either.
 

@@ -30,6 +30,12 @@ to deleted_notes (unless the deletion mode is "unlink"), in its one transaction.
 
 Threading: a writer connection behind one lock, a reader connection behind another
 (see SqliteNotesStore). Call close() at shutdown: it checkpoints the WAL into the file.
+
+Transactions follow the one rule of both SQL stores (code/stores.py): COMMIT when the
+body returns, ROLLBACK when it raises; a refusal that writes nothing (USED, FULL)
+raises stores.Rollback and is returned after the rollback. Errors are the classes of
+code/stores.py only: StoreError at start-up; StoreBusy, StoreWriteFailed (a retry may
+succeed); StoreGone, StoreBroken (the store is lost).
 Standard library only.
 """
 
@@ -48,6 +54,8 @@ import main
 import frame
 import title_index
 import stores
+
+__all__ = ["Record", "SqliteNotesStore", "open_store"]
 
 SCHEMA_VERSION = 3
 BUSY_TIMEOUT_MS = 5000  # one write's whole wait: for this process's other writers and for other instances
@@ -129,38 +137,6 @@ _AUDIT = audit.AuditSql("?")
 Record = Callable[..., int]  # record(settlement, facts=Facts(), pending=False) -> audit entry id
 
 
-class StoreError(Exception):
-    """The database cannot be used (start-up failure); the message is one line for the operator."""
-
-
-class StoreBusy(stores.StoreUnavailable):
-    """Another writer held the database past this write's budget: nothing changed, a retry may succeed."""
-
-    def __init__(self) -> None:
-        super().__init__("The notes database is busy; nothing was changed. Try again in a moment.")
-
-
-class StoreGone(stores.StoreLost):
-    """The database file was unlinked or replaced while serving: every later mutation is refused."""
-
-    def __init__(self) -> None:
-        super().__init__("The notes database file was removed or replaced while serving; refusing every change.")
-
-
-class StoreWriteFailed(stores.StoreUnavailable):
-    """A write failed in the OS (read-only, I/O error, disk full): rolled back, the writer reopened; a retry may succeed."""
-
-    def __init__(self) -> None:
-        super().__init__("The notes database could not be written; nothing was changed. Try again in a moment.")
-
-
-class StoreBroken(stores.StoreLost):
-    """A write failed and the database could not be reopened: every later mutation is refused."""
-
-    def __init__(self) -> None:
-        super().__init__("The notes database could not be written or reopened while serving; refusing every change.")
-
-
 # Primary result codes (sqlite3.Error.sqlite_errorcode & 0xFF) for a write the OS refused,
 # which a reopened connection may well complete once the cause is gone ...
 _WRITE_FAILURES = frozenset({sqlite3.SQLITE_READONLY, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL, sqlite3.SQLITE_CANTOPEN})
@@ -177,7 +153,7 @@ class SqliteNotesStore:
     anyway, and the lock stops two threads from interleaving statements in one
     transaction. Each write has ONE budget (busy_timeout_ms) covering both its wait for
     that lock and SQLite's wait for another instance's transaction, so writers queued
-    behind a stalled instance all fail with StoreBusy after about one budget, not one
+    behind a stalled instance all fail with stores.StoreBusy after about one budget, not one
     budget each in turn. Reads use their own connection and lock: in WAL mode a reader
     never needs the write lock, so a stalled writer elsewhere delays no lookup.
     """
@@ -234,7 +210,7 @@ class SqliteNotesStore:
             except sqlite3.DatabaseError as exc:
                 if getattr(exc, "sqlite_errorcode", -1) & 0xFF in _NOT_OURS:
                     self._gone = True  # overwritten in place: the bytes are not the database we opened
-                    raise StoreGone() from None
+                    raise stores.StoreGone() from None
                 raise
 
     def candidates(self, workspace: main.Path, title: str) -> list[main.Note]:
@@ -292,13 +268,11 @@ class SqliteNotesStore:
             # the trigger that drops the old title from the index.
             conn.execute("DELETE FROM notes WHERE id = ?", (note.id,))
             conn.execute("INSERT INTO notes (id, title, uri, revision, folded) VALUES (?, ?, ?, ?, ?)", _row(note))
-            conn.execute("COMMIT")
 
     def remove(self, note_id: str) -> None:
         """Delete a note outside any confirmation (another actor; used to show the re-check)."""
         with self._transaction() as conn:
             conn.execute("DELETE FROM notes WHERE id = ?", (note_id,))
-            conn.execute("COMMIT")
 
     @property
     def deletion(self) -> str:
@@ -333,29 +307,37 @@ class SqliteNotesStore:
         written after it, from its settlement. The Markdown folder store passes an `act`
         that records a pending entry and moves the file after COMMIT, so its nonce and
         its entry share this table and this transaction. Returns the settlement and the
-        entry id (None for USED and FULL); raises StoreBusy or StoreGone, nothing written.
+        entry id (None for USED and FULL); raises stores.StoreBusy or stores.StoreGone, nothing written.
         """
-        with self._transaction() as conn:
-            claim = self._claim(principal, nonce, expires_at)
-            if claim is not main.ClaimOutcome.OK:
-                # USED and FULL write nothing, not even the pruning: a refusal mutates nothing.
-                return (main.Settlement.USED if claim is main.ClaimOutcome.USED else main.Settlement.FULL), None
-            self._pause("claimed")
-            (now,) = conn.execute("SELECT seen FROM high_water").fetchone()
-            entries: list[int] = []
+        try:
+            with self._transaction() as conn:
+                return self._claim_and_act(conn, principal, nonce, expires_at, act)
+        except stores.Rollback as refusal:
+            return refusal.outcome, None
 
-            def record(settlement: main.Settlement, facts: audit.Facts = audit.Facts(), pending: bool = False) -> int:
-                outcome = audit.outcome_of(settlement, pending)
-                entries.append(_AUDIT.record(conn, self, float(now), principal, outcome, facts, self.retention))
-                return entries[-1]
+    def _claim_and_act(
+        self, conn: sqlite3.Connection, principal: str, nonce: str, expires_at: float, act: Callable[[Record], main.Settlement]
+    ) -> tuple[main.Settlement, int]:
+        """consume_with's body, inside its transaction: the claim, `act`, the audit entry."""
+        claim = self._claim(principal, nonce, expires_at)
+        if claim is not main.ClaimOutcome.OK:
+            # USED and FULL write nothing, not even the pruning: a refusal mutates nothing.
+            raise stores.Rollback(main.Settlement.USED if claim is main.ClaimOutcome.USED else main.Settlement.FULL)
+        self._pause("claimed")
+        (now,) = conn.execute("SELECT seen FROM high_water").fetchone()
+        entries: list[int] = []
 
-            outcome = act(record)
-            if not entries:
-                record(outcome)
-            if outcome is main.Settlement.DELETED:
-                self._pause("deleted")
-            conn.execute("COMMIT")
-            return outcome, entries[0]
+        def record(settlement: main.Settlement, facts: audit.Facts = audit.Facts(), pending: bool = False) -> int:
+            outcome = audit.outcome_of(settlement, pending)
+            entries.append(_AUDIT.record(conn, self, float(now), principal, outcome, facts, self.retention))
+            return entries[-1]
+
+        outcome = act(record)
+        if not entries:
+            record(outcome)
+        if outcome is main.Settlement.DELETED:
+            self._pause("deleted")
+        return outcome, entries[0]
 
     def _claim(self, principal: str, nonce: str, expires_at: float) -> main.ClaimOutcome:
         conn = self._conn
@@ -427,30 +409,26 @@ class SqliteNotesStore:
         """Set an entry's outcome if it still says `expected` (pending or consumed); one transaction."""
         with self._transaction() as conn:
             _AUDIT.complete(conn, entry_id, outcome, expected)
-            conn.execute("COMMIT")
 
     def release(self, nonce: str, entry_id: int) -> None:
         """Undo a committed claim and its pending entry (the OS refused the file operation): the state stays usable."""
         with self._transaction() as conn:
             conn.execute("DELETE FROM consumed_nonces WHERE nonce = ?", (nonce,))
             conn.execute("DELETE FROM audit WHERE id = ? AND outcome = ?", (entry_id, audit.PENDING))
-            conn.execute("COMMIT")
 
     def record_restore(self, entry_id: int, facts: audit.Facts) -> dict[str, object]:
         """Write the entry saying an operator restored `entry_id` (the folder store moved the file back)."""
         with self._transaction() as conn:
             new_id = _AUDIT.insert_restore(conn, entry_id, self._clock(), facts)
             entry = _AUDIT.entry(conn, new_id)
-            conn.execute("COMMIT")
         assert entry is not None
         return entry
 
     def restore(self, entry_id: int) -> dict[str, object]:
-        """Put the note a `deleted` entry trashed back, with its id and title, and audit it; or RestoreRefused."""
+        """Put the note a `deleted` entry trashed back, with its id and title, and audit it; or StoreRefused."""
         with self._transaction() as conn:
             new_id = _AUDIT.restore_row(conn, entry_id, self._clock())
             entry = _AUDIT.entry(conn, new_id)
-            conn.execute("COMMIT")
         assert entry is not None
         return entry
 
@@ -468,14 +446,14 @@ class SqliteNotesStore:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """The write lock and BEGIN IMMEDIATE within one budget; rolled back unless the body COMMITs.
+        """The write lock and BEGIN IMMEDIATE within one budget; COMMIT when the body returns, ROLLBACK when it raises.
 
-        Raises StoreBusy when the budget runs out first, StoreGone when the path no
+        Raises stores.StoreBusy when the budget runs out first, stores.StoreGone when the path no
         longer names the file this store opened; in both cases nothing was written.
         """
         deadline = time.monotonic() + self._budget
         if not self._lock.acquire(timeout=self._budget):
-            raise StoreBusy()
+            raise stores.StoreBusy()
         try:
             with self._write_errors():
                 yield from self._locked_transaction(deadline)
@@ -495,12 +473,13 @@ class SqliteNotesStore:
             conn.execute("BEGIN IMMEDIATE")  # the write lock first: every check below sees a frozen database
         except sqlite3.OperationalError as exc:
             if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
-                raise StoreBusy() from None
+                raise stores.StoreBusy() from None
             raise
         try:
             self._check_file()  # again under the write lock: the file may have been swapped while we waited
             self._check_content()
             yield conn
+            conn.execute("COMMIT")  # the body returned: the one rule of both SQL stores (code/stores.py)
         finally:
             # Half a deletion must never survive: the nonce goes with the note or not at all.
             if conn.in_transaction:
@@ -508,24 +487,24 @@ class SqliteNotesStore:
 
     @contextmanager
     def _write_errors(self) -> Iterator[None]:
-        """Map SQLite failures of a write: not our file -> StoreGone; refused by the OS -> reopen, StoreWriteFailed."""
+        """Map SQLite failures of a write: not our file -> stores.StoreGone; refused by the OS -> reopen, stores.StoreWriteFailed."""
         try:
             yield
         except sqlite3.DatabaseError as exc:
             code = getattr(exc, "sqlite_errorcode", -1) & 0xFF  # none on a closed connection's ProgrammingError
             if code in _NOT_OURS:
                 self._gone = True
-                raise StoreGone() from None
+                raise stores.StoreGone() from None
             if code not in _WRITE_FAILURES:
                 raise
             # After a failed write (a full disk, an I/O error, a log made read-only) the
             # connection may stay unusable even once the cause is gone: every later accept
             # was -32603 with a traceback. A fresh writer, and a retryable answer.
             self._reopen()
-            raise StoreWriteFailed() from None
+            raise stores.StoreWriteFailed() from None
 
     def _reopen(self) -> None:
-        """Replace the writer connection (lock held); StoreBroken, for good, if that fails."""
+        """Replace the writer connection (lock held); stores.StoreBroken, for good, if that fails."""
         try:
             self._conn.close()
         except sqlite3.Error:
@@ -537,10 +516,10 @@ class SqliteNotesStore:
                 raise sqlite3.OperationalError("not in WAL mode")
         except sqlite3.Error:
             self._gone = self._broken = True  # the process exits 1 (serve.StopOnLoss): a supervisor starts it afresh
-            raise StoreBroken() from None
+            raise stores.StoreBroken() from None
 
     def _check_file(self) -> None:
-        """Raise StoreGone unless the path and its -wal and -shm still name the files opened (device and inode)."""
+        """Raise stores.StoreGone unless the path and its -wal and -shm still name the files opened (device and inode)."""
         # A database unlinked or replaced under a running server (a restore, a cleanup job,
         # `mv other.db notes.db`) would take this instance's commits where no other
         # instance sees them: confirmations consumed here could be replayed there. So
@@ -550,10 +529,10 @@ class SqliteNotesStore:
             self._gone = True
         self._check_shm()
         if self._gone:
-            raise StoreBroken() if self._broken else StoreGone()
+            raise stores.StoreBroken() if self._broken else stores.StoreGone()
 
     def _check_shm(self) -> None:
-        """Raise StoreGone if the -shm file shrank (truncated by someone else) before SQLite touches its map."""
+        """Raise stores.StoreGone if the -shm file shrank (truncated by someone else) before SQLite touches its map."""
         # SQLite memory-maps the -shm file: pages cut off by a truncation fault on the next
         # access (SIGBUS) and kill the process. Checked before every read and write; a
         # truncation between this check and the access is still a crash.
@@ -566,10 +545,10 @@ class SqliteNotesStore:
             except OSError:
                 self._shm_cut = True  # then the connections are never closed (see close)
         if self._shm_shrunk:
-            raise StoreGone()
+            raise stores.StoreGone()
 
     def _check_content(self) -> None:
-        """Raise StoreGone unless the file still holds the store id read at open (write lock held)."""
+        """Raise stores.StoreGone unless the file still holds the store id read at open (write lock held)."""
         # A file overwritten in place (`cp other.db notes.db` keeps the inode) passes the
         # identity check; its store id does not. Read on a fresh connection: the writer's
         # page cache would still show the page it read before the overwrite.
@@ -580,7 +559,7 @@ class SqliteNotesStore:
             fresh.close()
         if found != self._store_id:
             self._gone = True
-            raise StoreGone()
+            raise stores.StoreGone()
 
     def close(self) -> None:
         """Checkpoint the WAL into the database file, then close; later calls do nothing."""
@@ -656,35 +635,35 @@ def open_store(
     busy_timeout_ms: int = BUSY_TIMEOUT_MS,
     retention: audit.Retention = audit.Retention(),
 ) -> SqliteNotesStore:
-    """Open (or create and seed) the database at `path`, or raise StoreError with one line.
+    """Open (or create and seed) the database at `path`, or raise stores.StoreError with one line.
 
     `seed_notes` are inserted only when this call creates the schema. An existing
     database is never re-seeded, not even when its notes table is empty: that would
     bring back notes users deleted, on every restart.
     """
     if max_per_principal < 1:
-        raise StoreError("max_per_principal must be at least 1")
+        raise stores.StoreError("max_per_principal must be at least 1")
     if not isinstance(busy_timeout_ms, int) or busy_timeout_ms < 0:
-        raise StoreError("busy_timeout_ms must be a non-negative integer")
+        raise stores.StoreError("busy_timeout_ms must be a non-negative integer")
     seed = _checked_seed(seed_notes or [])
     # Every confirmation writes, so a read-only file would fail on the first accept;
     # refuse at start-up instead. Write bits are checked too because root ignores them:
     # an operator who made the file read-only did not mean "unless I am root".
     write_bits = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
     if os.path.exists(path) and (not os.access(path, os.W_OK) or not os.stat(path).st_mode & write_bits):
-        raise StoreError(f"database {path} is read-only; the store must write to consume confirmations")
+        raise stores.StoreError(f"database {path} is read-only; the store must write to consume confirmations")
     path = os.path.abspath(path)  # compared by stat on every write: a later chdir must not matter
     try:
         conn = _connect(path, busy_timeout_ms)
     except sqlite3.Error as exc:
-        raise StoreError(f"cannot open database {path}: {exc}") from None
+        raise stores.StoreError(f"cannot open database {path}: {exc}") from None
     reader = None
     try:
         deadline = time.monotonic() + busy_timeout_ms / 1000
         _prepare(conn, path, seed)
         mode = _switch_to_wal(conn, deadline)
         if mode != "wal":
-            raise StoreError(f"database {path} cannot use WAL mode (journal mode stays {mode!r})")
+            raise stores.StoreError(f"database {path} cannot use WAL mode (journal mode stays {mode!r})")
         # FULL: a commit is on disk before "deleted: true" is sent, so a power cut cannot
         # bring back a note the user was told is gone (or a confirmation already used).
         conn.execute("PRAGMA synchronous = FULL")
@@ -695,13 +674,13 @@ def open_store(
             path, conn, reader, clock=clock, max_per_principal=max_per_principal, busy_timeout_ms=busy_timeout_ms,
             retention=retention,
         )
-    except (StoreError, sqlite3.Error) as exc:
+    except (stores.StoreError, sqlite3.Error) as exc:
         for opened in (reader, conn):
             if opened is not None:
                 opened.close()
-        if isinstance(exc, StoreError):
+        if isinstance(exc, stores.StoreError):
             raise
-        raise StoreError(_describe(path, exc, busy_timeout_ms)) from None
+        raise stores.StoreError(_describe(path, exc, busy_timeout_ms)) from None
 
 
 def _switch_to_wal(conn: sqlite3.Connection, deadline: float) -> str:
@@ -729,11 +708,11 @@ def _connect(path: str, busy_timeout_ms: int) -> sqlite3.Connection:
 
 
 def _checked_seed(notes: Iterable[main.Note]) -> list[main.Note]:
-    """Seed notes validated as every store validates them (stores.checked_notes); StoreError if not."""
+    """Seed notes validated as every store validates them (stores.checked_notes); stores.StoreError if not."""
     try:
         return stores.checked_notes(notes)
     except ValueError as exc:
-        raise StoreError(f"seed notes: {exc}") from None
+        raise stores.StoreError(f"seed notes: {exc}") from None
 
 
 def _prepare(conn: sqlite3.Connection, path: str, seed: list[main.Note]) -> None:
@@ -759,9 +738,9 @@ def _prepare(conn: sqlite3.Connection, path: str, seed: list[main.Note]) -> None
         if "meta" in tables:
             row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         if row is None:
-            raise StoreError(f"database {path} is an SQLite file but not a notes store (no schema version)")
+            raise stores.StoreError(f"database {path} is an SQLite file but not a notes store (no schema version)")
         if row[0] not in ("1", "2", str(SCHEMA_VERSION)):
-            raise StoreError(
+            raise stores.StoreError(
                 f"database {path} has schema version {str(row[0])[:20]!r}; this server reads version {SCHEMA_VERSION} only"
             )
         if row[0] != str(SCHEMA_VERSION):
@@ -770,7 +749,7 @@ def _prepare(conn: sqlite3.Connection, path: str, seed: list[main.Note]) -> None
             except sqlite3.Error as exc:
                 # Rolled back below: the file is as it was, and says why in one line.
                 reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                raise StoreError(
+                raise stores.StoreError(
                     f"database {path} (schema version {row[0]}) cannot be migrated to version {SCHEMA_VERSION}"
                     f" ({reason}); it was left unchanged"
                 ) from None
@@ -811,7 +790,7 @@ def _check_titles(conn: sqlite3.Connection, path: str) -> None:
     missing = trigram_support()
     if present and missing is not None:
         # Its triggers would fail every write to the notes table.
-        raise StoreError(f"database {path} has an FTS5 trigram title index, but {missing}")
+        raise stores.StoreError(f"database {path} has an FTS5 trigram title index, but {missing}")
     if not present and missing is None:
         for statement in _TITLES:
             conn.execute(statement)

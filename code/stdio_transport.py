@@ -18,6 +18,8 @@ from typing import Any, BinaryIO
 import main
 import frame
 
+__all__ = ["serve_stdio"]
+
 # A line may end in LF or CRLF; both are framing, not content, so the size limit counts
 # neither: the content, its line ending, or one byte too many.
 LINE_LIMIT = frame.MAX_MESSAGE_BYTES + 2

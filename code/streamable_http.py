@@ -32,6 +32,25 @@ import main
 import frame
 from http_server import header_values
 
+__all__ = [
+    "BearerTokens",
+    "ENDPOINT",
+    "HttpPolicy",
+    "JSON",
+    "LOOPBACK_NAMES",
+    "McpEndpoint",
+    "REQUEST_TIMEOUT_SECONDS",
+    "RefusalLog",
+    "SSE",
+    "Throttled",
+    "header_values",
+    "is_loopback",
+    "json_error_body",
+    "listen",
+    "may_be_legacy",
+    "sse_event",
+]
+
 ENDPOINT = "/mcp"
 REQUEST_TIMEOUT_SECONDS = http_server.BODY_TIMEOUT_SECONDS  # a request's body must arrive in this
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")

@@ -21,6 +21,17 @@ from collections.abc import Iterable
 import main
 import stores
 
+__all__ = [
+    "MIN_INDEXED_QUERY",
+    "exact",
+    "index_key",
+    "rarest",
+    "trigram_counts",
+    "trigrams",
+    "uri_range",
+    "uses_title_index",
+]
+
 MIN_INDEXED_QUERY = 3  # characters (after folding) a trigram index can serve; shorter queries scan the workspace's rows
 
 

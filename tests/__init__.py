@@ -1,8 +1,8 @@
 """The test suite. Run all of it from the project root with `python3 -m unittest discover`.
 
-The test modules import each other and the code under test as top-level modules
-(`import support`, `import main`), so this package puts its own folder on the import
-path; `tests/support.py` adds `code/`. That makes the three spellings equivalent:
+The test modules import their shared helpers and the code under test as top-level
+names (`from helpers import support`, `import main`), so this package puts its own
+folder on the import path; `tests/helpers/support.py` adds `code/`. That makes the three spellings equivalent:
 `python3 -m unittest discover`, `python3 -m unittest discover tests` and
 `python3 -m unittest discover -s tests`, and `python3 -m unittest tests.test_checkpoints`
 runs one file. The lesson's `cd code && python3 -m unittest discover tests` runs this

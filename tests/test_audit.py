@@ -15,21 +15,24 @@ import unittest
 from typing import Any
 from unittest import mock
 
-import procs
-import store_workers
+from helpers import procs
+from helpers import store_workers
 import test_connect
-from support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call
+from helpers.support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call
 
 import assemble
 import audit
 import audit_cli
 import connect
+import folder_paths
+import folder_trash
 import main
 import frame
 import markdown_store
 import postgres_cluster
 import postgres_store
 import sqlite_store
+import stores
 
 LATER = 10_000_000.0  # added to the clock: an expiry no test reaches
 DECLINE = {main.INPUT_KEY: {"action": "decline"}}
@@ -240,7 +243,7 @@ class AuditContract:
         self.assertEqual(note.title, self.chosen[1])
         self.assertEqual(self.outcomes(store), [audit.DELETED, audit.RESTORED])
         # Once back, it is gone from the trash: a second restore is refused and records nothing.
-        with self.assertRaises(audit.RestoreRefused):
+        with self.assertRaises(stores.StoreRefused):
             store.restore(deleted["id"])
         self.assertEqual(self.outcomes(store), [audit.DELETED, audit.RESTORED])
 
@@ -248,7 +251,7 @@ class AuditContract:
         store = self.open()
         deleted = self.delete_chosen(store)
         self.recreate(store)
-        with self.assertRaisesRegex(audit.RestoreRefused, "now exists"):
+        with self.assertRaisesRegex(stores.StoreRefused, "now exists"):
             store.restore(deleted["id"])
         self.assertTrue(self.trashed(deleted))
         self.assertEqual(self.outcomes(store), [audit.DELETED])
@@ -259,7 +262,7 @@ class AuditContract:
         self.answer(server, self.ask(server), DECLINE)
         (entry,) = store.audit_entries()
         for entry_id in (entry["id"], entry["id"] + 100):
-            with self.assertRaises(audit.RestoreRefused):
+            with self.assertRaises(stores.StoreRefused):
                 store.restore(entry_id)
         self.assertEqual(self.outcomes(store), [audit.DECLINED])
 
@@ -275,7 +278,7 @@ class AuditContract:
         self.assertEqual((entry["outcome"], entry["trash"]), (audit.DELETED, None))
         self.assertFalse(self.present(self.chosen[0]))
         self.assertEqual(self.trash_size(), 0)
-        with self.assertRaises(audit.RestoreRefused):
+        with self.assertRaises(stores.StoreRefused):
             store.restore(entry["id"])
         self.assertFalse(self.present(self.chosen[0]))
 
@@ -312,7 +315,7 @@ class AuditContract:
         store.consume(PRINCIPAL, "latest", self.clock.now + LATER, None, bool)
         self.assertFalse(self.trashed(deleted))
         self.assertEqual(self.trash_size(), 0)
-        with self.assertRaises(audit.RestoreRefused):
+        with self.assertRaises(stores.StoreRefused):
             store.restore(deleted["id"])
         self.assertFalse(self.present(self.chosen[0]))
 
@@ -338,7 +341,7 @@ class SqlAuditContract(AuditContract):
         store = self.open()
         deleted = self.delete_chosen(store)
         store.put(main.Note("note-new", "Another", f"{WORKSPACE}/tps-2025.md"))
-        with self.assertRaisesRegex(audit.RestoreRefused, "now exists"):
+        with self.assertRaisesRegex(stores.StoreRefused, "now exists"):
             store.restore(deleted["id"])
         self.assertFalse(self.present(self.chosen[0]))
 
@@ -440,17 +443,17 @@ class FolderAudit(AuditContract, unittest.TestCase):
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(text)
 
-    def open(self, retention: audit.Retention = audit.Retention()) -> Any:
+    def open(self, retention: audit.Retention = audit.Retention(), mkdir: Any = os.mkdir) -> Any:
         nonces = sqlite_store.open_store(os.path.join(self.base, "nonces.db"), clock=self.clock)
         self.addCleanup(nonces.close)
-        return markdown_store.MarkdownNotesStore([self.ws], nonces, retention=retention)
+        return markdown_store.MarkdownNotesStore([self.ws], nonces, retention=retention, mkdir=mkdir)
 
     def rows(self, sql: str) -> list[tuple[Any, ...]]:
         return sqlite_rows(os.path.join(self.base, "nonces.db"), sql)
 
     @property
     def trash(self) -> str:
-        return os.path.join(self.ws, markdown_store.TRASH_DIR)
+        return os.path.join(self.ws, folder_trash.TRASH_DIR)
 
     def present(self, note_id: str) -> bool:
         return os.path.isfile(os.path.join(self.ws, note_id))
@@ -474,10 +477,10 @@ class FolderAudit(AuditContract, unittest.TestCase):
 
     def test_a_trash_name_keeps_the_original_name_while_it_fits_name_max(self) -> None:
         prefix = len("19700112T134640Z-0123456789ab-")
-        fits = "n" * (markdown_store.NAME_MAX - prefix - 3) + ".md"
-        kept = markdown_store.trash_name_for(fits, self.clock.now)
-        self.assertEqual((len(os.fsencode(kept)), kept.endswith("-" + fits)), (markdown_store.NAME_MAX, True))
-        dropped = markdown_store.trash_name_for("n" + fits, self.clock.now)
+        fits = "n" * (folder_paths.NAME_MAX - prefix - 3) + ".md"
+        kept = folder_trash.trash_name_for(fits, self.clock.now)
+        self.assertEqual((len(os.fsencode(kept)), kept.endswith("-" + fits)), (folder_paths.NAME_MAX, True))
+        dropped = folder_trash.trash_name_for("n" + fits, self.clock.now)
         self.assertRegex(dropped, r"^19700112T134640Z-[0-9a-f]{12}\.md$")
 
     def test_a_note_whose_trash_name_would_be_too_long_is_trashed_and_restored_by_its_entry(self) -> None:
@@ -500,8 +503,9 @@ class FolderAudit(AuditContract, unittest.TestCase):
         self.assertTrue(os.path.isfile(os.path.join(self.trash, "TPS report 2026.md")))
 
     def assert_refused_and_nothing_moved(self, store: Any) -> None:
-        with self.assertRaises(markdown_store.TrashRefused) as caught:
+        with self.assertRaises(stores.StoreRefused) as caught:
             store.consume(PRINCIPAL, "n1", self.clock.now + LATER, self.target(store), lambda n: True)
+        self.assertEqual(str(caught.exception), folder_trash.TRASH_REFUSED)
         self.assertNotIn(self.base, str(caught.exception))
         self.assertTrue(self.present(self.chosen[0]))
         self.assertFalse(store.is_consumed("n1"))  # released: the user may answer again once it is fixed
@@ -513,18 +517,26 @@ class FolderAudit(AuditContract, unittest.TestCase):
         self.assert_refused_and_nothing_moved(self.open())
 
     def test_a_trash_that_is_a_file_is_refused_and_nothing_moved(self) -> None:
-        self.write(markdown_store.TRASH_DIR, "not a folder")
+        self.write(folder_trash.TRASH_DIR, "not a folder")
         self.assert_refused_and_nothing_moved(self.open())
 
     def test_a_trash_removed_between_its_creation_and_its_opening_is_refused_and_nothing_moved(self) -> None:
-        with mock.patch.object(markdown_store.os, "mkdir"):  # made, then removed at once by another actor
-            self.assert_refused_and_nothing_moved(self.open())
+        made: list[str] = []
+
+        def made_then_removed(name: str, mode: int, *, dir_fd: int) -> None:
+            made.append(name)  # made, then removed at once by another actor: nothing there to open
+
+        self.assert_refused_and_nothing_moved(self.open(mkdir=made_then_removed))
+        self.assertEqual(made, [folder_trash.TRASH_DIR])
 
     def test_a_trash_the_os_will_not_create_refuses_the_deletion_and_releases_the_claim(self) -> None:
-        store = self.open()
-        with mock.patch.object(markdown_store.os, "mkdir", side_effect=PermissionError(13, "Permission denied")):
-            with self.assertRaises(markdown_store.StoreRefused):
-                store.consume(PRINCIPAL, "n1", self.clock.now + LATER, self.target(store), lambda n: True)
+        def refused(name: str, mode: int, *, dir_fd: int) -> None:
+            raise PermissionError(13, "Permission denied")
+
+        store = self.open(mkdir=refused)
+        with self.assertRaises(stores.StoreRefused) as caught:
+            store.consume(PRINCIPAL, "n1", self.clock.now + LATER, self.target(store), lambda n: True)
+        self.assertEqual(str(caught.exception), folder_trash.DELETE_REFUSED)
         self.assertTrue(self.present(self.chosen[0]))
         self.assertFalse(store.is_consumed("n1"))
         self.assertEqual((store.audit_entries(), self.trash_size()), ([], 0))
@@ -533,7 +545,7 @@ class FolderAudit(AuditContract, unittest.TestCase):
         store = self.open(audit.Retention(trash_seconds=1))
         deleted = self.delete_chosen(store)
         elsewhere = os.path.join(self.base, "cwd")
-        decoy = os.path.join(elsewhere, markdown_store.TRASH_DIR, "19700101T000000Z-0123456789ab-decoy.md")
+        decoy = os.path.join(elsewhere, folder_trash.TRASH_DIR, "19700101T000000Z-0123456789ab-decoy.md")
         os.makedirs(os.path.dirname(decoy))
         with open(decoy, "w", encoding="utf-8") as handle:
             handle.write("not the server's")
@@ -542,14 +554,14 @@ class FolderAudit(AuditContract, unittest.TestCase):
         os.chdir(elsewhere)  # a relative lookup would land here
         self.clock.now += markdown_store.EMPTY_INTERVAL_SECONDS
         store.empty_trash()
-        with self.assertRaises(audit.RestoreRefused):
+        with self.assertRaises(stores.StoreRefused):
             store.restore(deleted["id"])
         self.assertTrue(os.path.isfile(decoy))
 
     def test_a_trash_replaced_by_a_symlink_during_the_move_puts_the_file_back_and_is_refused(self) -> None:
         store = self.open()
         os.makedirs(self.trash)
-        real = markdown_store.rename_noreplace
+        real = folder_trash.rename_noreplace
         moves: list[str] = []
 
         def swap_then_move(src_fd: int, src: str, dst_fd: int, dst: str) -> None:
@@ -559,39 +571,39 @@ class FolderAudit(AuditContract, unittest.TestCase):
                 os.rename(self.trash, os.path.join(self.base, "old-trash"))
                 os.symlink(self.outside, self.trash)
 
-        with mock.patch.object(markdown_store, "rename_noreplace", swap_then_move):
+        with mock.patch.object(folder_trash, "rename_noreplace", swap_then_move):
             self.assert_refused_and_nothing_moved(store)
         self.assertEqual(moves[1], self.chosen[0])  # moved back
         self.assertEqual(os.listdir(os.path.join(self.base, "old-trash")), [])
 
     def test_the_trash_is_the_same_only_while_dot_trash_names_the_very_folder_opened(self) -> None:
         self.delete_chosen(self.open())
-        root = markdown_store.root_path(self.ws)
-        fd = markdown_store.open_trash(root, create=False)
+        root = folder_paths.root_path(self.ws)
+        fd = folder_trash.open_trash(root, create=False)
         assert fd is not None
         self.addCleanup(os.close, fd)
-        self.assertTrue(markdown_store.same_trash(root, fd))
+        self.assertTrue(folder_trash.same_trash(root, fd))
         old = os.path.join(self.base, "old-trash")
         os.rename(self.trash, old)
-        self.assertFalse(markdown_store.same_trash(root, fd))  # nothing named .trash
+        self.assertFalse(folder_trash.same_trash(root, fd))  # nothing named .trash
         os.symlink(old, self.trash)
-        self.assertFalse(markdown_store.same_trash(root, fd))  # a link to that very folder is still a link
+        self.assertFalse(folder_trash.same_trash(root, fd))  # a link to that very folder is still a link
         os.unlink(self.trash)
         os.makedirs(self.trash)
-        self.assertFalse(markdown_store.same_trash(root, fd))  # another real folder
+        self.assertFalse(folder_trash.same_trash(root, fd))  # another real folder
         os.rmdir(self.trash)
         os.rename(old, self.trash)
-        self.assertTrue(markdown_store.same_trash(root, fd))
+        self.assertTrue(folder_trash.same_trash(root, fd))
         os.rename(self.ws, os.path.join(self.base, "gone"))
-        self.assertFalse(markdown_store.same_trash(root, fd))  # no notes folder at all
+        self.assertFalse(folder_trash.same_trash(root, fd))  # no notes folder at all
 
     def test_a_trash_swapped_before_the_move_moves_nothing_at_all(self) -> None:
         store = self.open()
-        real_open, real_rename = markdown_store.open_trash, markdown_store.rename_noreplace
+        real_open, real_rename = folder_trash.open_trash, folder_trash.rename_noreplace
         renames: list[str] = []
 
-        def open_then_swap(root: Any, create: bool) -> int | None:
-            fd = real_open(root, create)
+        def open_then_swap(root: Any, create: bool, mkdir: Any = os.mkdir) -> int | None:
+            fd = real_open(root, create, mkdir)
             os.rename(self.trash, os.path.join(self.base, "old-trash"))
             os.makedirs(self.trash)  # another real folder now answers to .trash
             return fd
@@ -600,7 +612,7 @@ class FolderAudit(AuditContract, unittest.TestCase):
             renames.append(args[1])
             real_rename(*args)
 
-        with mock.patch.object(markdown_store, "open_trash", open_then_swap), mock.patch.object(markdown_store, "rename_noreplace", counted):
+        with mock.patch.object(folder_trash, "open_trash", open_then_swap), mock.patch.object(folder_trash, "rename_noreplace", counted):
             self.assert_refused_and_nothing_moved(store)
         self.assertEqual(renames, [])
 
@@ -621,13 +633,13 @@ class FolderAudit(AuditContract, unittest.TestCase):
         other = os.path.join(self.base, "Other")
         old = "19700101T000000Z-0123456789ab-"
         for folder in (self.ws, other):
-            os.makedirs(os.path.join(folder, markdown_store.TRASH_DIR), exist_ok=True)
-            with open(os.path.join(folder, markdown_store.TRASH_DIR, old + "a.md"), "w", encoding="utf-8") as handle:
+            os.makedirs(os.path.join(folder, folder_trash.TRASH_DIR), exist_ok=True)
+            with open(os.path.join(folder, folder_trash.TRASH_DIR, old + "a.md"), "w", encoding="utf-8") as handle:
                 handle.write("old")
         nonces = sqlite_store.open_store(os.path.join(self.base, "nonces.db"), clock=self.clock)
         self.addCleanup(nonces.close)
         markdown_store.MarkdownNotesStore([self.ws, other], nonces, retention=audit.Retention(trash_seconds=1)).empty_trash()
-        self.assertEqual((self.trash_size(), os.listdir(os.path.join(other, markdown_store.TRASH_DIR))), (0, []))
+        self.assertEqual((self.trash_size(), os.listdir(os.path.join(other, folder_trash.TRASH_DIR))), (0, []))
 
     def fake_renameat2(self, error: int) -> Any:
         """A renameat2 that fails with `error`, as on a file system or kernel without RENAME_NOREPLACE."""
@@ -636,7 +648,7 @@ class FolderAudit(AuditContract, unittest.TestCase):
             ctypes.set_errno(error)
             return -1
 
-        return mock.patch.object(markdown_store, "_RENAMEAT2", fail)
+        return mock.patch.object(folder_trash, "_RENAMEAT2", fail)
 
     def test_without_rename_noreplace_the_move_and_the_restore_still_never_replace(self) -> None:
         for error in (errno.EINVAL, errno.ENOSYS):
@@ -646,7 +658,7 @@ class FolderAudit(AuditContract, unittest.TestCase):
                     deleted = self.delete_chosen(store)
                     self.assertTrue(self.trashed(deleted) and not self.present(self.chosen[0]))
                     self.recreate(store)
-                    with self.assertRaisesRegex(audit.RestoreRefused, "now exists"):
+                    with self.assertRaisesRegex(stores.StoreRefused, "now exists"):
                         store.restore(deleted["id"])
                     self.assertTrue(self.trashed(deleted))
                 os.unlink(os.path.join(self.ws, self.chosen[0]))
@@ -655,7 +667,7 @@ class FolderAudit(AuditContract, unittest.TestCase):
 
     def test_a_move_renameat2_refuses_for_another_reason_is_refused_and_nothing_moved(self) -> None:
         store = self.open()
-        with self.fake_renameat2(errno.EXDEV), self.assertRaises(markdown_store.StoreRefused):
+        with self.fake_renameat2(errno.EXDEV), self.assertRaises(stores.StoreRefused):
             store.consume(PRINCIPAL, "n1", self.clock.now + LATER, self.target(store), lambda n: True)
         self.assertTrue(self.present(self.chosen[0]))
         self.assertEqual((self.trash_size(), store.audit_entries()), (0, []))
@@ -695,7 +707,7 @@ class FolderAudit(AuditContract, unittest.TestCase):
         trashed = os.path.join(self.trash, deleted["trash"])
         os.unlink(trashed)
         os.symlink(os.path.join(self.outside, "secret.md"), trashed)
-        with self.assertRaisesRegex(audit.RestoreRefused, "something else"):
+        with self.assertRaisesRegex(stores.StoreRefused, "something else"):
             store.restore(deleted["id"])
         self.assertFalse(os.path.lexists(os.path.join(self.ws, self.chosen[0])))
         self.assertTrue(os.path.islink(trashed))
@@ -706,7 +718,7 @@ class FolderAudit(AuditContract, unittest.TestCase):
         store = self.open()
         deleted = self.delete_chosen(store)
         os.rmdir(os.path.join(self.ws, "sub"))
-        with self.assertRaisesRegex(audit.RestoreRefused, "folder no longer exists"):
+        with self.assertRaisesRegex(stores.StoreRefused, "folder no longer exists"):
             store.restore(deleted["id"])
         self.assertTrue(self.trashed(deleted))
 

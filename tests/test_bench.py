@@ -14,7 +14,7 @@ from typing import Any
 from unittest import mock
 from xml.etree import ElementTree
 
-import support
+from helpers import support
 
 import bench
 import main

@@ -1,4 +1,4 @@
-"""The connect pages in a real headless Chromium (W3C WebDriver, tests/webdriver.py) against `serve --http`."""
+"""The connect pages in a real headless Chromium (W3C WebDriver, tests/helpers/webdriver.py) against `serve --http`."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import threading
 import unittest
 from typing import Any
 
-import support  # first: it puts code/ on the import path
+from helpers import support  # first: it puts code/ on the import path
 import connect  # noqa: E402
-import procs  # noqa: E402
-import webdriver  # noqa: E402
-from support import tps  # noqa: E402
+from helpers import procs  # noqa: E402
+from helpers import webdriver  # noqa: E402
+from helpers.support import tps  # noqa: E402
 from test_connect import ALICE_TOKEN, BOB_TOKEN, RealHttpServer, answer, connect_request  # noqa: E402
 
 SCREENSHOTS = os.path.join(support.ROOT, "docs", "img")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import threading
 import unittest
 
-from support import FORM, KEY, PRINCIPAL, WORKSPACE, Clock, accept, call, contained, make_lesson_server, note_ids, request, tps
+from helpers.support import FORM, KEY, PRINCIPAL, WORKSPACE, Clock, accept, call, contained, make_lesson_server, note_ids, request, tps
+from helpers.support import FORM, KEY, PRINCIPAL, WORKSPACE, Clock, accept, call, contained, make_server, note_ids, request, tps
 
 import main
 import frame

@@ -15,16 +15,16 @@ import unittest
 from typing import Any
 from unittest import mock
 
-import support
+from helpers import support
 import assemble
 import audit
 import main
-import procs
+from helpers import procs
 import config as configuration
 from config import ConfigError
 import serve
 import streamable_http
-from support import Log, accept, call, tps
+from helpers.support import Log, accept, call, tps
 
 ALICE = {"token": "a" * configuration.MIN_TOKEN_LENGTH, "workspaces": [support.WORKSPACE]}
 BOB = {"token": "b" * configuration.MIN_TOKEN_LENGTH, "workspaces": ["file:///Users/bob/Notes"]}

@@ -6,8 +6,8 @@ import json
 import threading
 import unittest
 
-import support
-from support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call, make_server, note_ids, server_over, tps
+from helpers import support
+from helpers.support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call, make_server, note_ids, server_over, tps
 
 import main
 import frame

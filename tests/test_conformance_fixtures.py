@@ -10,7 +10,7 @@ import unittest
 from typing import Any
 from unittest import mock
 
-import support
+from helpers import support
 import conformance_fixtures as fixtures
 import main
 import frame

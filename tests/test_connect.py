@@ -13,14 +13,14 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-import support
+from helpers import support
 import connect
 import streamable_http
 import main
-import procs
+from helpers import procs
 import config as configuration
-from procs import GUARD
-from support import KEY, WORKSPACE, Clock, Log, request, tps
+from helpers.procs import GUARD
+from helpers.support import KEY, WORKSPACE, Clock, Log, request, tps
 
 ALICE_TOKEN = "alice-token-0123456789abcdef"
 BOB_TOKEN = "bob-token-0123456789abcdefgh"

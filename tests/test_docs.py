@@ -18,7 +18,7 @@ import tomllib
 import unittest
 from typing import Any
 
-import support
+from helpers import support
 
 ROOT = support.ROOT
 README = os.path.join(ROOT, "README.md")
@@ -493,7 +493,7 @@ class CurlWalkthroughTests(unittest.TestCase):
 
     def test_the_walkthrough_deletes_the_note_once_refuses_its_replay_and_stops_its_server(self) -> None:
         import main
-        import procs
+        from helpers import procs
 
         (block,) = [body for body in _SH_BLOCK_RE.findall(read(SERVING)) if 'curl -sS "$URL"' in body]
         self.assertEqual(block.count(CURL_URL_LINE), 1)

@@ -6,7 +6,7 @@ import base64
 import json
 import unittest
 
-from support import PRINCIPAL, accept, call, make_server, note_ids, request, tps
+from helpers.support import PRINCIPAL, accept, call, make_server, note_ids, request, tps
 
 import main
 import frame

@@ -12,18 +12,18 @@ import tempfile
 import unittest
 from typing import Any
 
-import support
+from helpers import support
 import assemble
 import config as configuration
 import main
 import frame
 import stores
-import procs
+from helpers import procs
 import serve
 import sqlite_store
 import streamable_http
 from config import ConfigError
-from support import accept, call, tps
+from helpers.support import accept, call, tps
 
 NOBODY = 65534  # the uid an unreadable file is read as when the tests run as root (root reads everything)
 
@@ -233,17 +233,19 @@ class StartupReportTests(Tree):
 
 def markdown_store_depth() -> int:
     """MAX_WALK_DEPTH: sub-folder levels a walk descends."""
-    import markdown_store
+    import folder_paths
 
-    return markdown_store.MAX_WALK_DEPTH
+    return folder_paths.MAX_WALK_DEPTH
 
 
 def survey_line(markdown_store: Any, folder: str) -> str:
     """What the folder store's start-up survey says of `folder`: its note count and skipped entries."""
-    survey = markdown_store.Survey(markdown_store.root_path(folder))
-    fd = markdown_store.open_below(folder, ())
+    import folder_paths
+
+    survey = markdown_store.Survey(folder_paths.root_path(folder))
+    fd = folder_paths.open_below(folder, ())
     try:
-        survey.folder(fd, (), 0)
+        folder_paths.walk(fd, (), survey, 0)
     finally:
         os.close(fd)
     skipped = "; ".join(f"{reason}: {count}" for reason, count in sorted(survey.skipped.items()))

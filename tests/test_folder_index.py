@@ -10,14 +10,19 @@ import unittest
 from typing import Any
 from unittest import mock
 
-from support import PRINCIPAL, accept
+from helpers.support import PRINCIPAL, accept
 from test_markdown_store import FolderCase
 
+import folder_index
+import folder_paths
 import main
 import frame
 import markdown_store
 import sqlite_store
+import stores
 from markdown_store import MarkdownNotesStore
+
+TOO_LARGE = "more than [0-9,]+ entries"  # folder_paths.TOO_LARGE, the refusal of a folder past the entry limit
 
 def _link(fd: str) -> str:
     """What /proc/self/fd/`fd` points at, or "" when it closed meanwhile."""
@@ -46,7 +51,7 @@ class IndexCase(FolderCase):
         self.addCleanup(store.close)
         return store
 
-    def index(self, store: MarkdownNotesStore) -> markdown_store.FolderIndex:
+    def index(self, store: MarkdownNotesStore) -> folder_index.FolderIndex:
         (index,) = store.indexes.values()
         return index
 
@@ -73,7 +78,7 @@ class ChangeNotification(IndexCase):
         self.write("sub/b.md", "# TPS b\n")
         store = self.indexed()
         self.assertEqual(self.listed(store, "TPS"), {"a.md": "TPS a", "sub/b.md": "TPS b"})
-        real = markdown_store.read_title
+        real = folder_paths.read_title
         read: list[str] = []
 
         def counting(fd: int, name: str, *args: Any) -> Any:
@@ -83,7 +88,7 @@ class ChangeNotification(IndexCase):
         self.write("sub/c.md", "# TPS c\n")
         self.write("a.md", "# Budget\n")
         os.unlink(os.path.join(self.ws, "sub", "b.md"))
-        with mock.patch.object(markdown_store, "read_title", counting):
+        with mock.patch.object(folder_paths, "read_title", counting):
             self.assertEqual(self.listed(store, "zzz"), {})  # no candidate: only the index is consulted
         self.assertEqual(sorted(read), ["a.md", "c.md"])
         self.assertEqual(self.listed(store, "TPS"), {"sub/c.md": "TPS c"})
@@ -132,7 +137,7 @@ class ChangeNotification(IndexCase):
         self.listed(store, "TPS")
         self.assertEqual(self.index(store).entries, 3)  # sub, sub/a.md, sub/b.md
         os.chmod(os.path.join(self.ws, "sub"), 0o750)  # an event for the entry "sub" of the root
-        with mock.patch.object(markdown_store, "read_title", wraps=markdown_store.read_title) as reads:
+        with mock.patch.object(folder_paths, "read_title", wraps=folder_paths.read_title) as reads:
             self.assertEqual(len(self.listed(store, "zzz")), 0)
         self.assertEqual(reads.call_count, 0)
         self.assertEqual(self.index(store).entries, 3)
@@ -154,7 +159,7 @@ class ChangeNotification(IndexCase):
         store = self.indexed()
         index = self.index(store)
         self.listed(store, "TPS")  # built
-        with mock.patch.object(markdown_store, "COMPACT_AFTER", 2), mock.patch.object(index, "_compact", wraps=index._compact) as compact:
+        with mock.patch.object(folder_index, "COMPACT_AFTER", 2), mock.patch.object(index, "_compact", wraps=index._compact) as compact:
             for round_ in range(4):  # each edit drops a slot and adds one
                 for i in range(3):
                     self.write(f"n{i}.md", f"# TPS {i} v{round_}\n")
@@ -194,7 +199,7 @@ class ChangeNotification(IndexCase):
         os.makedirs(self.ws)
         self.write("b.md", "# TPS b\n")
         self.assertEqual(self.index(store).candidates(workspace, "TPS"), [])  # nothing watches the new folder yet
-        self.ticks[0] += markdown_store.RESCAN_SECONDS
+        self.ticks[0] += folder_index.RESCAN_SECONDS
         self.assertEqual(list(self.listed(store, "TPS")), ["b.md"])
         self.write("c.md", "# TPS c\n")
         self.assertEqual(sorted(self.listed(store, "TPS")), ["b.md", "c.md"])  # and now it is watched
@@ -227,7 +232,7 @@ class ChangeNotification(IndexCase):
         self.assertEqual(len(self.listed(over, "TPS")), 2)
         self.assertIsNone(self.index(over).watch)
         self.assertIn("changes found by a rescan at most every 2 s, or 10 times the last rescan's length if longer (more than 2 folders to watch)", over.describe()[0])
-        self.assertEqual(markdown_store.MAX_WATCHED_FOLDERS, 65_536)
+        self.assertEqual(folder_index.MAX_WATCHED_FOLDERS, 65_536)
 
     def test_the_entry_count_follows_each_change_so_the_limit_holds_between_rebuilds(self) -> None:
         for i in range(4):
@@ -240,7 +245,7 @@ class ChangeNotification(IndexCase):
         self.assertEqual(len(self.listed(store, "TPS")), 5)
         self.assertEqual(self.index(store).entries, 5)
         self.write("n3.md", "# TPS\n")  # 6: over it
-        with self.assertRaises(markdown_store.FolderTooLarge):
+        with self.assertRaisesRegex(stores.StoreRefused, TOO_LARGE):
             self.listed(store, "TPS")
 
     def test_a_folder_over_the_entry_limit_at_its_first_lookup_is_refused_and_one_at_it_is_served(self) -> None:
@@ -249,7 +254,7 @@ class ChangeNotification(IndexCase):
         for watch in (True, False):
             with self.subTest(watch=watch):
                 self.assertEqual(len(self.listed(self.indexed(watch=watch, max_walk_entries=4), "TPS")), 4)
-                with self.assertRaises(markdown_store.FolderTooLarge):
+                with self.assertRaisesRegex(stores.StoreRefused, TOO_LARGE):
                     self.listed(self.indexed(watch=watch, max_walk_entries=3), "TPS")
 
     def test_past_the_entry_limit_lookups_fail_then_serve_again_once_it_is_back_under(self) -> None:
@@ -258,12 +263,12 @@ class ChangeNotification(IndexCase):
         store = self.indexed(max_walk_entries=4)
         self.assertEqual(len(self.listed(store, "TPS")), 4)
         extra = self.write("m4.md", "# TPS\n")
-        with self.assertRaises(markdown_store.FolderTooLarge):
+        with self.assertRaisesRegex(stores.StoreRefused, TOO_LARGE):
             self.listed(store, "TPS")
         os.unlink(extra)
-        with self.assertRaises(markdown_store.FolderTooLarge):
+        with self.assertRaisesRegex(stores.StoreRefused, TOO_LARGE):
             self.listed(store, "TPS")  # not retried before RESCAN_SECONDS: a huge folder is not walked per call
-        self.ticks[0] += markdown_store.RESCAN_SECONDS
+        self.ticks[0] += folder_index.RESCAN_SECONDS
         self.assertEqual(len(self.listed(store, "TPS")), 4)
 
 
@@ -280,8 +285,8 @@ class RescanFallback(IndexCase):
         self.assertEqual(list(self.listed(store, "TPS")), ["a.md"])
         self.write("b.md", "# TPS b\n")
         self.assertEqual(list(self.listed(store, "TPS")), ["a.md"])  # not due yet: b is not known
-        self.ticks[0] += markdown_store.RESCAN_SECONDS
-        with mock.patch.object(markdown_store, "read_title", wraps=markdown_store.read_title) as reads:
+        self.ticks[0] += folder_index.RESCAN_SECONDS
+        with mock.patch.object(folder_paths, "read_title", wraps=folder_paths.read_title) as reads:
             self.assertEqual(self.listed(store, "zzz"), {})
         self.assertEqual([call.args[1] for call in reads.call_args_list], ["b.md"])
         self.assertEqual(sorted(self.listed(store, "TPS")), ["a.md", "b.md"])
@@ -296,16 +301,16 @@ class RescanFallback(IndexCase):
             self.ticks[0] += 1.0  # each folder takes a second to list: the walk takes 3 s
             return listing(fd)
 
-        with mock.patch.object(markdown_store.os, "scandir", slow_listing):
+        with mock.patch.object(folder_paths.os, "scandir", slow_listing):
             self.assertEqual(len(self.listed(store, "TPS")), 3)
         started = self.ticks[0] - 3.0
-        self.assertEqual(self.index(store).rescan_interval, markdown_store.RESCAN_COST_FACTOR * 3.0)
+        self.assertEqual(self.index(store).rescan_interval, folder_index.RESCAN_COST_FACTOR * 3.0)
         self.write("d.md", "# TPS d\n")
-        self.ticks[0] = started + markdown_store.RESCAN_COST_FACTOR * 3.0 - 0.5
+        self.ticks[0] = started + folder_index.RESCAN_COST_FACTOR * 3.0 - 0.5
         self.assertNotIn("d.md", self.listed(store, "TPS"))  # not due: the last rescan's length sets the pace
-        self.ticks[0] = started + markdown_store.RESCAN_COST_FACTOR * 3.0
+        self.ticks[0] = started + folder_index.RESCAN_COST_FACTOR * 3.0
         self.assertIn("d.md", self.listed(store, "TPS"))
-        self.assertEqual(self.index(store).rescan_interval, markdown_store.RESCAN_SECONDS)  # that one took no time
+        self.assertEqual(self.index(store).rescan_interval, folder_index.RESCAN_SECONDS)  # that one took no time
 
     def test_a_rescan_keeps_the_slot_of_every_unchanged_file_and_retires_the_changed_ones(self) -> None:
         self.write("a.md", "# TPS a\n")
@@ -317,7 +322,7 @@ class RescanFallback(IndexCase):
         before = dict(index.files)
         self.write_at(edited, "# Budget b\n")
         os.unlink(gone)
-        self.ticks[0] += markdown_store.RESCAN_SECONDS
+        self.ticks[0] += folder_index.RESCAN_SECONDS
         self.assertEqual(self.listed(store, "TPS"), {"a.md": "TPS a"})
         self.assertEqual(index.files[("a.md",)], before[("a.md",)])  # same facts, same slot
         self.assertNotEqual(index.files[("b.md",)][1], before[("b.md",)][1])
@@ -332,7 +337,7 @@ class RescanFallback(IndexCase):
         self.listed(store, "TPS")
         self.write_at(path, "# Budget\n")
         self.assertEqual(self.listed(store, "TPS"), {})  # the index still says TPS; the file is read again
-        self.assertNotEqual(self.indexed_facts(store, "a.md"), markdown_store.facts(os.stat(path)))  # not yet updated
+        self.assertNotEqual(self.indexed_facts(store, "a.md"), folder_paths.facts(os.stat(path)))  # not yet updated
 
     def test_a_note_removed_or_replaced_by_a_fifo_before_the_rescan_is_not_offered(self) -> None:
         for change in ("removed", "fifo"):
@@ -353,12 +358,12 @@ class RescanFallback(IndexCase):
             self.write(f"n{i:02}.md", f"# TPS {i:02}\n")
         store = self.indexed()
         self.listed(store, "zzz")  # built
-        with mock.patch.object(markdown_store, "read_title", wraps=markdown_store.read_title) as reads:
+        with mock.patch.object(folder_paths, "read_title", wraps=folder_paths.read_title) as reads:
             self.assertEqual(len(self.listed(store, "TPS")), count)
         self.assertEqual(reads.call_count, 0)
         self.write("n00.md", "# Budget\n")  # at the limit: each is read again, and offered for what it says now
-        self.ticks[0] += markdown_store.RESCAN_SECONDS
-        with mock.patch.object(markdown_store, "read_title", wraps=markdown_store.read_title) as reads:
+        self.ticks[0] += folder_index.RESCAN_SECONDS
+        with mock.patch.object(folder_paths, "read_title", wraps=folder_paths.read_title) as reads:
             self.assertEqual(len(self.listed(store, "TPS")), main.MAX_CANDIDATES)
         self.assertEqual(reads.call_count, main.MAX_CANDIDATES + 1)  # n00 read by the rescan, the 25 before the offer
 
@@ -384,7 +389,7 @@ class RescanFallback(IndexCase):
         self.assertEqual(self.listed(store, "abcxyz"), {"match.md": "abcxyz"})
 
     def test_inotify_that_cannot_start_falls_back_to_rescanning_and_says_why(self) -> None:
-        with mock.patch.object(markdown_store.change_watch, "Inotify", side_effect=OSError(24, "Too many open files")):
+        with mock.patch.object(folder_index.change_watch, "Inotify", side_effect=OSError(24, "Too many open files")):
             store = self.indexed(watch=True)
         self.assertIn("(inotify unavailable: Too many open files)", store.describe()[0])
         self.write("a.md", "# TPS a\n")
@@ -458,7 +463,7 @@ class StaleIndexAtTheAcceptWhileRescanning(StaleIndexAtTheAccept):
 class Bounds(unittest.TestCase):
     def test_a_folder_of_100000_notes_is_within_the_entry_limit(self) -> None:
         # 100,000 notes in 1,000 sub-folders: 101,000 entries, and room for ten times more.
-        self.assertGreaterEqual(markdown_store.MAX_WALK_ENTRIES, 1_000_000)
+        self.assertGreaterEqual(folder_paths.MAX_WALK_ENTRIES, 1_000_000)
 
 
 if __name__ == "__main__":

@@ -15,19 +15,19 @@ import threading
 import unittest
 from typing import Any
 
-import support
+from helpers import support
 import assemble
 import http_server
 import main
 import frame
 import stores
-import procs
+from helpers import procs
 import serve
 import sqlite_store
 import streamable_http
 
-from procs import GUARD, TOKEN, mcp_headers, post
-from support import accept, call, request, tps
+from helpers.procs import GUARD, TOKEN, mcp_headers, post
+from helpers.support import accept, call, request, tps
 
 BOB_TOKEN = "bob-token-0123456789abcdefgh"
 BOB_WORKSPACE = "file:///Users/bob/Notes"

@@ -10,7 +10,7 @@ import unittest
 from collections.abc import Iterator
 from typing import Any
 
-import support  # noqa: F401 - puts code/ on sys.path
+from helpers import support  # noqa: F401 - puts code/ on sys.path
 
 import http_server as hs
 from http_server import HttpServer, Limits, Request, Response, StreamResponse

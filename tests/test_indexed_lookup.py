@@ -14,14 +14,15 @@ from typing import Any
 from unittest import mock
 
 import test_store_contract
-from support import PRINCIPAL, WORKSPACE, Clock
+from helpers.support import PRINCIPAL, WORKSPACE, Clock
 from test_store_contract import StoreContract, contract_notes
 
 import main
 import stores
-import old_schemas
+from helpers import old_schemas
 import postgres_store
 import sqlite_store
+import stores
 import title_index
 
 ALWAYS = lambda note: True  # noqa: E731 - a recheck that accepts every live note
@@ -317,7 +318,7 @@ class SqliteMigration(SqliteCase):
         old_schemas.old_sqlite(self.path, contract_notes())
         self.raw().execute("ALTER TABLE notes ADD COLUMN folded BLOB")  # an operator's own column, in our way
         before = self.file_bytes()
-        with self.assertRaises(sqlite_store.StoreError) as caught:
+        with self.assertRaises(stores.StoreError) as caught:
             sqlite_store.open_store(self.path, clock=self.clock)
         message = str(caught.exception)
         self.assertIn("(schema version 2) cannot be migrated to version 3", message)
@@ -348,7 +349,7 @@ class SqliteMigration(SqliteCase):
         self.open(contract_notes()).close()
         before = self.file_bytes()
         with mock.patch.object(sqlite_store, "trigram_support", lambda: "SQLite 3.31 has no FTS5 trigram tokenizer"):
-            with self.assertRaises(sqlite_store.StoreError) as caught:
+            with self.assertRaises(stores.StoreError) as caught:
                 sqlite_store.open_store(self.path, clock=self.clock)
         self.assertIn("has an FTS5 trigram title index, but SQLite 3.31", str(caught.exception))
         self.assertEqual(self.file_bytes(), before)
@@ -448,7 +449,7 @@ class PostgresIndexes(PostgresCase):
     def test_a_schema_that_cannot_be_migrated_is_refused_in_one_line_and_left_untouched(self) -> None:
         old_schemas.old_postgres(self.raw(), contract_notes())
         self.raw().execute("ALTER TABLE notes ADD COLUMN folded bytea")
-        with self.assertRaises(postgres_store.StoreError) as caught:
+        with self.assertRaises(stores.StoreError) as caught:
             postgres_store.open_store(self.url, clock=self.clock)
         message = str(caught.exception)
         self.assertIn("(schema version 1) cannot be migrated to version 2", message)

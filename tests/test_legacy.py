@@ -7,14 +7,15 @@ import types
 import unittest
 from typing import Any
 
-import support
+from helpers import support
 import conformance_fixtures as fixtures
 import main
 import frame
 import legacy
-import procs
-from legacy_client import CLIENT_INFO, FORM_CLIENT, AuditedStore, LegacyClient, MemoryWire, accepted, choices
-from support import call, request, tps
+from helpers import procs
+from helpers.legacy_client import CLIENT_INFO, FORM_CLIENT, AuditedStore, LegacyClient, MemoryWire, accepted, choices
+from helpers.support import call, request, tps
+from helpers.legacy_client import FORM_CLIENT, LegacyClient, MemoryWire, accepted, choices
 
 EVIL_WORKSPACE = "file:///Users/alice/Documents/Notes-evil"
 

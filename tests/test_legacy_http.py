@@ -8,7 +8,7 @@ import threading
 import unittest
 from typing import Any
 
-import support
+from helpers import support
 import conformance_fixtures as fixtures
 import main
 import frame
@@ -16,10 +16,11 @@ import stores
 import http_server
 import legacy
 import legacy_http
-import procs
+from helpers import procs
 import streamable_http
-from legacy_client import CLIENT_INFO, FORM_CLIENT, AuditedStore, HttpLegacyClient, SseReader, accepted, choices
-from support import call, request, tps
+from helpers.legacy_client import CLIENT_INFO, FORM_CLIENT, AuditedStore, HttpLegacyClient, SseReader, accepted, choices
+from helpers.support import call, request, tps
+from helpers.legacy_client import FORM_CLIENT, HttpLegacyClient, accepted, choices
 
 BOB_TOKEN = "bob-token-0123456789abcdefgh"
 BOB_WORKSPACE = "file:///Users/bob/Notes"

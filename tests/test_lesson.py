@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import unittest
 
-from support import KEY, OTHER_KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call, make_lesson_server, note_ids, request, tps
+from helpers.support import KEY, OTHER_KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call, make_lesson_server, note_ids, request, tps
 
 import main
 import frame

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import unittest
 
-from support import CODE, PRINCIPAL, ROOT, call, make_server, tps
+from helpers.support import CODE, PRINCIPAL, ROOT, call, make_server, tps
 
 import main
 

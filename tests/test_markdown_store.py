@@ -13,14 +13,17 @@ from collections.abc import Callable
 from typing import Any
 from unittest import mock
 
-from support import KEY, PRINCIPAL, Clock, Log, accept, call
+from helpers.support import KEY, PRINCIPAL, Clock, Log, accept, call
 
 import audit
+import folder_paths
+import folder_trash
 import main
 import frame
 import stores
 import markdown_store
 import sqlite_store
+import stores
 from markdown_store import MarkdownNotesStore
 
 ALWAYS = lambda note: True  # noqa: E731 - a recheck that accepts every live note
@@ -106,13 +109,13 @@ class FolderCase(unittest.TestCase):
         for folder, dirs, files in os.walk(self.base):
             for name in dirs + files:
                 rel = os.path.relpath(os.path.join(folder, name), self.base)
-                if not rel.startswith("nonces.db") and not rel.startswith(os.path.join("ws", markdown_store.TRASH_DIR)):
+                if not rel.startswith("nonces.db") and not rel.startswith(os.path.join("ws", folder_trash.TRASH_DIR)):
                     found.add(rel)
         return found
 
     def trashed(self) -> list[str]:
         """Names in ws/.trash (none when it does not exist)."""
-        trash = os.path.join(self.ws, markdown_store.TRASH_DIR)
+        trash = os.path.join(self.ws, folder_trash.TRASH_DIR)
         return sorted(os.listdir(trash)) if os.path.isdir(trash) else []
 
     def assertSecretIntact(self) -> None:
@@ -180,8 +183,8 @@ class ListingTests(FolderCase):
 
     def test_heading_is_read_only_from_the_scan_prefix(self) -> None:
         line = "# Inside\n"
-        self.write("inside.md", "x" * (markdown_store.TITLE_SCAN_BYTES - len(line) - 1) + "\n" + line)
-        self.write("beyond.md", "x" * (markdown_store.TITLE_SCAN_BYTES - len(line)) + "\n" + line)  # its newline falls one byte past the prefix
+        self.write("inside.md", "x" * (folder_paths.TITLE_SCAN_BYTES - len(line) - 1) + "\n" + line)
+        self.write("beyond.md", "x" * (folder_paths.TITLE_SCAN_BYTES - len(line)) + "\n" + line)  # its newline falls one byte past the prefix
         self.assertEqual(self.listed(self.store()), {"inside.md": "Inside", "beyond.md": "beyond"})
 
     def test_code_fences_sub_headings_and_hashtags_are_not_titles(self) -> None:
@@ -201,7 +204,7 @@ class ListingTests(FolderCase):
         self.assertEqual(list(self.listed(self.store())), [at])
 
     def test_walk_depth_limit_on_both_sides(self) -> None:
-        deepest = "/".join(f"d{i}" for i in range(markdown_store.MAX_WALK_DEPTH))
+        deepest = "/".join(f"d{i}" for i in range(folder_paths.MAX_WALK_DEPTH))
         self.write(deepest + "/at.md")
         self.write(deepest + "/d/over.md")
         self.assertEqual(list(self.listed(self.store())), [deepest + "/at.md"])
@@ -283,7 +286,7 @@ class DeletionTests(FolderCase):
         # The version the outside file would have if the link were followed.
         fd = os.open(self.outside, os.O_RDONLY | os.O_DIRECTORY)
         self.addCleanup(os.close, fd)
-        loaded = markdown_store.load_note(fd, "secret.md", root, ("link.md",))
+        loaded = folder_paths.load_note(fd, "secret.md", root, ("link.md",))
         assert loaded is not None
         before = self.tree()
         outcome = store.consume(PRINCIPAL, "n1", self.clock.now + 60, ("link.md", loaded[0].version), ALWAYS)
@@ -464,13 +467,13 @@ class RequestNameTests(FolderCase):
 
 class ConstructionTests(FolderCase):
     def test_a_missing_folder_is_a_start_up_error(self) -> None:
-        with self.assertRaises(sqlite_store.StoreError):
+        with self.assertRaises(stores.StoreError):
             self.store([os.path.join(self.base, "absent")])
 
     def test_a_folder_a_file_uri_cannot_name_is_a_start_up_error(self) -> None:
         bad = os.path.join(self.base, "50%")
         os.makedirs(bad)
-        with self.assertRaises(sqlite_store.StoreError):
+        with self.assertRaises(stores.StoreError):
             self.store([bad])
 
     def test_a_folder_inside_another_is_merged_so_each_file_has_one_id(self) -> None:
@@ -527,8 +530,8 @@ class OsRefusalTests(FolderCase):
         target = self.target(store)
         before = self.tree()
         # What an append-only (chattr +a) folder or a read-only mount answers to unlinkat.
-        with mock.patch.object(markdown_store.os, "unlink", side_effect=PermissionError(1, "Operation not permitted")):
-            with self.assertRaises(markdown_store.StoreRefused) as caught:
+        with mock.patch.object(folder_trash.os, "unlink", side_effect=PermissionError(1, "Operation not permitted")):
+            with self.assertRaises(stores.StoreRefused) as caught:
                 store.consume(PRINCIPAL, "n1", self.clock.now + 60, target, ALWAYS)
         self.assertNotIn("\n", str(caught.exception))
         self.assertNotIn(self.base, str(caught.exception))
@@ -545,9 +548,10 @@ class OsRefusalTests(FolderCase):
         target = self.target(store)
         before = self.tree()
         refusal = OSError(18, "Invalid cross-device link")  # EXDEV: a sub-folder on another file system
-        with mock.patch.object(markdown_store, "rename_noreplace", side_effect=refusal):
-            with self.assertRaises(markdown_store.StoreRefused):
+        with mock.patch.object(folder_trash, "rename_noreplace", side_effect=refusal):
+            with self.assertRaises(stores.StoreRefused) as caught:
                 store.consume(PRINCIPAL, "n1", self.clock.now + 60, target, ALWAYS)
+        self.assertEqual(str(caught.exception), folder_trash.DELETE_REFUSED)
         self.assertEqual(self.tree(), before)
         self.assertEqual(self.trashed(), [])
         self.assertFalse(store.is_consumed("n1"))
@@ -577,7 +581,7 @@ class OsRefusalTests(FolderCase):
             os.replace(self.chosen + ".tmp", self.chosen)
 
         before = self.tree()
-        with mock.patch.object(markdown_store.os, "stat", self.real_stat_then(replace)):
+        with mock.patch.object(folder_trash.os, "stat", self.real_stat_then(replace)):
             outcome = store.consume(PRINCIPAL, "n1", self.clock.now + 60, target, ALWAYS)
         self.assertIs(outcome, main.Settlement.CHANGED)
         self.assertEqual(self.tree(), before)
@@ -588,7 +592,7 @@ class OsRefusalTests(FolderCase):
     def test_entry_removed_between_the_lookup_and_the_unlink_is_reported_changed(self) -> None:
         store = self.store()
         target = self.target(store)
-        with mock.patch.object(markdown_store.os, "stat", self.real_stat_then(lambda: os.unlink(self.chosen))):
+        with mock.patch.object(folder_trash.os, "stat", self.real_stat_then(lambda: os.unlink(self.chosen))):
             before = self.tree() - {"ws/2025/tps.md"}
             outcome = store.consume(PRINCIPAL, "n1", self.clock.now + 60, target, ALWAYS)
         self.assertIs(outcome, main.Settlement.CHANGED)
@@ -604,7 +608,7 @@ class OsRefusalTests(FolderCase):
             real(self.chosen)  # another actor wins the race by a hair
             real(name, *args, **kwargs)
 
-        with mock.patch.object(markdown_store.os, "unlink", gone_first):
+        with mock.patch.object(folder_trash.os, "unlink", gone_first):
             outcome = store.consume(PRINCIPAL, "n1", self.clock.now + 60, target, ALWAYS)
         self.assertIs(outcome, main.Settlement.CHANGED)
         self.assertTrue(store.is_consumed("n1"))
@@ -612,13 +616,13 @@ class OsRefusalTests(FolderCase):
     def test_entry_removed_between_the_re_stat_and_the_move_is_refused_in_the_audit(self) -> None:
         store = self.store()
         target = self.target(store)
-        real = markdown_store.rename_noreplace
+        real = folder_trash.rename_noreplace
 
         def gone_first(*args: Any) -> None:
             os.unlink(self.chosen)  # another actor wins the race by a hair
             real(*args)
 
-        with mock.patch.object(markdown_store, "rename_noreplace", gone_first):
+        with mock.patch.object(folder_trash, "rename_noreplace", gone_first):
             outcome = store.consume(PRINCIPAL, "n1", self.clock.now + 60, target, ALWAYS)
         self.assertIs(outcome, main.Settlement.CHANGED)
         self.assertTrue(store.is_consumed("n1"))
@@ -662,11 +666,11 @@ class NameAndSizeTests(FolderCase):
 
     def test_id_path_accepts_one_spelling_per_file_and_nothing_else(self) -> None:
         nfd = unicodedata.normalize("NFD", "é")
-        self.assertEqual(markdown_store.id_path("会議/議事録.md"), ("会議", "議事録.md"))
-        self.assertEqual(markdown_store.id_path("Cafe%CC%81.md"), (unicodedata.normalize("NFD", "Café.md"),))
+        self.assertEqual(folder_paths.id_path("会議/議事録.md"), ("会議", "議事録.md"))
+        self.assertEqual(folder_paths.id_path("Cafe%CC%81.md"), (unicodedata.normalize("NFD", "Café.md"),))
         for ident in ("tps%2D2024.md", "%E4%BC%9A%E8%AD%B0/x.md", nfd + ".md", "a/../b.md", "a%2Fb.md", "%FF.md", ".hidden.md"):
             with self.subTest(ident=ident):
-                self.assertIsNone(markdown_store.id_path(ident))
+                self.assertIsNone(folder_paths.id_path(ident))
 
     def test_plain_names_are_exactly_those_one_file_uri_component_spells_unchanged(self) -> None:
         # plain() takes a shortcut for unreserved ASCII names; it must agree with the
@@ -681,11 +685,11 @@ class NameAndSizeTests(FolderCase):
 
         alphabet = "aZ09-_.~ %\\/?#:@\x00\x1f\x7fé会\u202e\udcff"
         rng = random.Random(7)
-        names = ["a" * markdown_store.NAME_MAX, "a" * (markdown_store.NAME_MAX + 1), "a" * main.MAX_URI_LENGTH, ".md", "..", "~x.md", " x.md", "x .md", "-.md"]
+        names = ["a" * folder_paths.NAME_MAX, "a" * (folder_paths.NAME_MAX + 1), "a" * main.MAX_URI_LENGTH, ".md", "..", "~x.md", " x.md", "x .md", "-.md"]
         names += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 8))) for _ in range(3000)]
         for name in names:
             with self.subTest(name=name):
-                self.assertEqual(markdown_store.plain(name), spelled_unchanged(name))
+                self.assertEqual(folder_paths.plain(name), spelled_unchanged(name))
 
     def test_a_note_whose_name_shows_nothing_before_its_suffix_is_titled_by_the_whole_name(self) -> None:
         self.write(" .md", "no heading\n")
@@ -701,8 +705,8 @@ class NameAndSizeTests(FolderCase):
         self.assertEqual(self.listed(self.store()), {"bom.md": "Budget 2025"})
 
     def test_the_default_entry_bound_is_the_named_constant(self) -> None:
-        self.assertEqual(self.store().max_walk_entries, markdown_store.MAX_WALK_ENTRIES)
-        self.assertGreaterEqual(markdown_store.MAX_WALK_ENTRIES, 100_000)
+        self.assertEqual(self.store().max_walk_entries, folder_paths.MAX_WALK_ENTRIES)
+        self.assertGreaterEqual(folder_paths.MAX_WALK_ENTRIES, 100_000)
 
     def test_walk_entry_limit_on_both_sides_and_over_it_the_listing_says_the_folder_is_too_large(self) -> None:
         limit = 12
@@ -712,7 +716,7 @@ class NameAndSizeTests(FolderCase):
         store = MarkdownNotesStore([self.ws], self.store().nonces, max_walk_entries=limit)
         self.assertEqual(len(self.listed(store, "TPS")), limit - 1)
         self.write("one-more.md", "# unrelated\n")
-        with self.assertRaises(markdown_store.FolderTooLarge) as caught:
+        with self.assertRaises(stores.StoreRefused) as caught:
             store.candidates(main.parse_file_uri(self.uri()), "TPS")
         self.assertIn(f"more than {limit:,} entries", str(caught.exception))
         self.assertNotIn(self.base, str(caught.exception))

@@ -7,12 +7,12 @@ import threading
 import types
 import unittest
 
-import support
+from helpers import support
 import http_server
 import main
 import frame
 import streamable_http
-from support import PRINCIPAL, make_server, request
+from helpers.support import PRINCIPAL, make_server, request
 
 
 def chatty_tool(server: frame.Server) -> None:

@@ -17,7 +17,7 @@ import unittest
 import venv
 from typing import Any
 
-import support
+from helpers import support
 import main
 import serve
 import test_docs

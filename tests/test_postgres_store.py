@@ -12,17 +12,16 @@ import time
 import unittest
 from typing import Any
 
-import procs
-from support import PRINCIPAL, WORKSPACE, Clock, accept, call, tps
+from helpers import procs
+from helpers.support import PRINCIPAL, WORKSPACE, Clock, accept, call, tps
 
 import main
-import store_workers
+from helpers import sql_stores, store_workers
+from helpers.sql_stores import consume_command, race_notes
 import postgres_cluster
 import postgres_store
-from postgres_store import StoreBusy, StoreError
+from stores import StoreBusy, StoreError
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-WORKER = os.path.join(HERE, "store_worker.py")
 GUARD_SECONDS = store_workers.GUARD_SECONDS  # failure guard for a worker that hangs; never the assertion itself
 RACE_ROUNDS = 50
 LOAD_NOTES = 12  # confirmations the load thread settles across a server restart
@@ -41,11 +40,6 @@ def setUpModule() -> None:
 def tearDownModule() -> None:
     if cluster is not None:
         cluster.destroy()
-
-
-def race_notes(count: int) -> list[main.Note]:
-    """Notes race-000... inside the lesson workspace, one per round."""
-    return [main.Note(f"race-{i:03d}", f"Race {i:03d}", f"{WORKSPACE}/race-{i:03d}.md") for i in range(count)]
 
 
 class PgCase(unittest.TestCase):
@@ -80,20 +74,14 @@ class PgCase(unittest.TestCase):
         return (note_id, {note.id: note for note in store.all()}[note_id].version)
 
 
-class SchemaAndSeeding(PgCase):
-    def test_a_new_database_records_its_schema_version_and_is_seeded(self) -> None:
-        self.open()
-        version = self.raw().execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        self.assertEqual(version, (str(postgres_store.SCHEMA_VERSION),))
-        self.assertEqual(self.note_ids(), sorted(note.id for note in main.lesson_notes()))
+class SchemaAndSeeding(PgCase, sql_stores.SeedingContract):
+    module = postgres_store
 
-    def test_an_existing_database_is_never_reseeded_even_when_empty(self) -> None:
-        store = self.open()
-        for note in store.all():
-            store.remove(note.id)
-        store.close()
-        self.open(seed_notes=main.lesson_notes())
-        self.assertEqual(self.note_ids(), [])
+    def open_plain(self) -> postgres_store.PostgresNotesStore:
+        return postgres_store.open_store(self.url, clock=self.clock, seed_notes=main.lesson_notes())
+
+    def schema_version(self) -> tuple[str, ...]:
+        return self.raw().execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
 
     def test_another_schema_version_is_refused_in_one_line_and_nothing_is_changed(self) -> None:
         self.open().close()
@@ -113,11 +101,6 @@ class SchemaAndSeeding(PgCase):
         with self.assertRaisesRegex(StoreError, "not a notes store"):
             postgres_store.open_store(self.url, clock=self.clock)
         self.assertIsNone(self.raw().execute("SELECT to_regclass('meta')").fetchone()[0])
-
-    def test_two_instances_creating_one_new_schema_together_seed_it_once(self) -> None:
-        opened = store_workers.open_together(self, lambda: postgres_store.open_store(self.url, clock=self.clock, seed_notes=main.lesson_notes()))
-        self.assertTrue(all(isinstance(store, postgres_store.PostgresNotesStore) for store in opened), opened)
-        self.assertEqual(self.note_ids(), sorted(note.id for note in main.lesson_notes()))
 
     def test_an_unreachable_server_fails_start_up_in_one_line_without_the_password(self) -> None:
         folder = tempfile.mkdtemp(prefix="no-pg-")
@@ -343,22 +326,11 @@ class ServerRestart(PgCase):
         self.assertEqual(self.consumed(), {f"load-{i}" for i in range(LOAD_NOTES)})
 
 
-def consume_command(note: main.Note, nonce: str, pause: str | None = None) -> dict[str, Any]:
-    return {
-        "op": "consume",
-        "principal": PRINCIPAL,
-        "nonce": nonce,
-        "expires_at": time.time() + 3600,
-        "target": [note.id, note.version],
-        "pause": pause,
-    }
-
-
 class TwoProcessRace(PgCase):
     def test_two_processes_racing_one_consume_give_one_deleted_and_one_used_every_round(self) -> None:
         store = self.open(seed_notes=race_notes(RACE_ROUNDS))
         notes = {note.id: note for note in store.all()}
-        workers = [store_workers.Worker(self, WORKER, self.url), store_workers.Worker(self, WORKER, self.url)]
+        workers = [store_workers.Worker(self, self.url), store_workers.Worker(self, self.url)]
         for round_ in range(RACE_ROUNDS):
             with self.subTest(round=round_):
                 command = consume_command(notes[f"race-{round_:03d}"], f"race-nonce-{round_}")
@@ -381,7 +353,7 @@ class CrashSafety(PgCase):
         for stage in ("claimed", "deleted"):
             for _ in range(self.ROUNDS):
                 with self.subTest(stage=stage, round=index):
-                    worker = store_workers.Worker(self, WORKER, self.url)
+                    worker = store_workers.Worker(self, self.url)
                     worker.arm(consume_command(notes[f"race-{index:03d}"], f"crash-{index}", stage))
                     self.assertEqual(store_workers.go(worker), [f"inside {stage}"])
                     worker.kill()

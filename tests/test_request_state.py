@@ -9,7 +9,7 @@ import inspect
 import json
 import unittest
 
-from support import KEY, claims_of, unb64, OTHER_KEY, PRINCIPAL, Clock, Log, accept, call, make_server, note_ids, tps
+from helpers.support import KEY, claims_of, unb64, OTHER_KEY, PRINCIPAL, Clock, Log, accept, call, make_server, note_ids, tps
 
 import main
 import confirmations

@@ -21,17 +21,17 @@ import threading
 import unittest
 from typing import Any
 
-import support  # noqa: F401 - puts code/ on the import path
+from helpers import support  # noqa: F401 - puts code/ on the import path
 import legacy
-import legacy_client
+from helpers import legacy_client
 import main
 import postgres_cluster
-import procs
+from helpers import procs
 import sandbox
 import serve
-from support import accept, call, tps
+from helpers.support import accept, call, tps
 
-PROBE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox_probe")
+PROBE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "helpers", "sandbox_probe")
 # What Landlock refuses (EACCES), then the metadata writes the seccomp filter refuses (EPERM).
 LANDLOCK_ATTEMPTS = (
     "read-outside", "list-root", "write-outside", "symlink-out", "bind-other-port", "connect-test-port",
@@ -480,7 +480,7 @@ class ImportPathTests(unittest.TestCase):
 
 
 class CompromisedServerTests(unittest.TestCase):
-    """Code running inside the server after start-up (sitecustomize, tests/sandbox_probe) tries to escape."""
+    """Code running inside the server after start-up (sitecustomize, tests/helpers/sandbox_probe) tries to escape."""
 
     def setUp(self) -> None:
         folder = self.enterContext(tempfile.TemporaryDirectory(prefix="sandbox-"))

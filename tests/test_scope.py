@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import unittest
 
-from support import PRINCIPAL, WORKSPACE, accept, call, contained, make_server, note_ids, server_over, tps
+from helpers.support import PRINCIPAL, WORKSPACE, accept, call, contained, make_server, note_ids, server_over, tps
 
 import config
 import main
 import frame
 import stores
-import support
+from helpers import support
 
 
 class UriNormalization(unittest.TestCase):

@@ -14,29 +14,26 @@ import unittest
 from typing import Any
 from unittest import mock
 
-from support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call, claims_of, tps
+from helpers.support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call, claims_of, tps
 
 import main
 import frame
-import old_schemas
-import store_workers
+from helpers import old_schemas
+from helpers import store_workers
 import streamable_http
 import sqlite_store
+from helpers import sql_stores, store_workers
+from helpers.sql_stores import consume_command, race_notes
 import stores
-from sqlite_store import StoreError, open_store
+import streamable_http
+from sqlite_store import open_store
+from stores import StoreError
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-WORKER = os.path.join(HERE, "store_worker.py")
 GUARD_SECONDS = store_workers.GUARD_SECONDS  # failure guard for a worker that hangs; never the assertion itself
 RACE_ROUNDS = 50
 ALWAYS = lambda note: True  # noqa: E731 - a recheck that accepts every live note
 LATER = 10_000_000.0  # an expiry far after every Clock() reading used here
 SMALL_BUDGET_MS = 50  # a write's busy budget small enough to keep the busy tests fast
-
-
-def race_notes(count: int) -> list[main.Note]:
-    """Notes race-000... inside the lesson workspace, one per race round."""
-    return [main.Note(f"race-{i:03d}", f"Race {i:03d}", f"{WORKSPACE}/race-{i:03d}.md") for i in range(count)]
 
 
 class StoreCase(unittest.TestCase):
@@ -298,26 +295,19 @@ class CrossInstance(StoreCase):
         self.assertIn("note-14", self.note_ids())
 
 
-class SchemaAndSeeding(StoreCase):
-    def test_a_new_database_records_its_schema_version_and_is_seeded(self) -> None:
+class SchemaAndSeeding(StoreCase, sql_stores.SeedingContract):
+    module = sqlite_store
+
+    def open_plain(self) -> sqlite_store.SqliteNotesStore:
+        return open_store(self.path, clock=self.clock, seed_notes=main.lesson_notes())
+
+    def schema_version(self) -> tuple[str, ...]:
+        return self.raw().execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+
+    def test_a_new_database_is_in_wal_mode(self) -> None:
         self.open()
-        version = self.raw().execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        self.assertEqual(version, (str(sqlite_store.SCHEMA_VERSION),))
-        self.assertEqual(self.note_ids(), sorted(note.id for note in main.lesson_notes()))
         self.assertEqual(self.raw().execute("PRAGMA journal_mode").fetchone(), ("wal",))
 
-    def test_an_existing_database_is_never_reseeded_even_when_empty(self) -> None:
-        store = self.open()
-        for note in store.all():
-            store.remove(note.id)
-        store.close()
-        self.open(seed_notes=main.lesson_notes())
-        self.assertEqual(self.note_ids(), [])  # deletions survive a restart
-
-    def test_two_instances_creating_one_new_database_together_seed_it_once(self) -> None:
-        opened = store_workers.open_together(self, lambda: open_store(self.path, clock=self.clock, seed_notes=main.lesson_notes()))
-        self.assertTrue(all(isinstance(store, sqlite_store.SqliteNotesStore) for store in opened), opened)
-        self.assertEqual(self.note_ids(), sorted(note.id for note in main.lesson_notes()))
 
     def holding_the_write_lock_after_prepare(self) -> sqlite3.Connection:
         """A file left in rollback-journal mode, and another connection that takes its write lock once _prepare is done."""
@@ -403,7 +393,7 @@ class BadDatabaseFiles(StoreCase):
         store._conn = FailingBegin()  # type: ignore[assignment]
         # Without a transaction, the claim and the delete would each commit on their own.
         # An I/O error is a retryable refusal, and the writer is reopened.
-        with self.assertRaises(sqlite_store.StoreWriteFailed):
+        with self.assertRaises(stores.StoreWriteFailed):
             store.consume(PRINCIPAL, "n1", LATER, (note.id, note.version), ALWAYS)
         self.assertNotIsInstance(store._conn, FailingBegin)
         real.close()
@@ -522,12 +512,12 @@ class BusyDatabase(StoreCase):
         self.hold_write_lock()
         writers = 4
         results = store_workers.together(writers, lambda i: store.consume(PRINCIPAL, f"n{i}", LATER, target, ALWAYS))
-        self.assertEqual([type(result) for result in results], [sqlite_store.StoreBusy] * writers)
+        self.assertEqual([type(result) for result in results], [stores.StoreBusy] * writers)
         self.assertNotIn("\n", str(results[0]))
         self.assertIn("Try again", str(results[0]))
         self.assertIn("note-14", self.note_ids())
         self.assertEqual(self.consumed(), set())
-        with self.assertRaises(sqlite_store.StoreBusy):
+        with self.assertRaises(stores.StoreBusy):
             store.put(main.Note("note-new", "New", f"{WORKSPACE}/new.md"))
         self.assertNotIn("note-new", self.note_ids())
 
@@ -548,7 +538,7 @@ class BusyDatabase(StoreCase):
         self.addCleanup(release.set)
         self.assertTrue(inside.wait(GUARD_SECONDS))
         store._inside_transaction_hook = None
-        with self.assertRaises(sqlite_store.StoreBusy):
+        with self.assertRaises(stores.StoreBusy):
             store.consume(PRINCIPAL, "n2", LATER, None, ALWAYS)
         release.set()
         thread.join(GUARD_SECONDS)
@@ -559,7 +549,7 @@ class BusyDatabase(StoreCase):
         store = self.open(busy_timeout_ms=SMALL_BUDGET_MS)
         target = ("note-14", {note.id: note for note in store.all()}["note-14"].version)
         holder = self.hold_write_lock()
-        with self.assertRaises(sqlite_store.StoreBusy):
+        with self.assertRaises(stores.StoreBusy):
             store.consume(PRINCIPAL, "n1", LATER, target, ALWAYS)
         holder.execute("ROLLBACK")
         self.assertIs(store.consume(PRINCIPAL, "n1", LATER, target, ALWAYS), main.Settlement.DELETED)
@@ -661,7 +651,7 @@ class FileReplaced(StoreCase):
         store = self.open()
         target = ("note-14", {note.id: note for note in store.all()}["note-14"].version)
         os.unlink(self.path)
-        with self.assertRaises(sqlite_store.StoreGone) as caught:
+        with self.assertRaises(stores.StoreGone) as caught:
             store.consume(PRINCIPAL, "n1", LATER, target, ALWAYS)
         self.assertNotIn("\n", str(caught.exception))
         self.assertNotIn(self.dir, str(caught.exception))
@@ -669,7 +659,7 @@ class FileReplaced(StoreCase):
         self.assertIn("note-14", [note.id for note in store.all()])
         self.assertFalse(os.path.exists(self.path))
         for mutation in (lambda: store.remove("note-3"), lambda: store.consume(PRINCIPAL, "n2", LATER, None, ALWAYS)):
-            with self.assertRaises(sqlite_store.StoreGone):
+            with self.assertRaises(stores.StoreGone):
                 mutation()
         self.assertIn("note-3", [note.id for note in store.all()])
 
@@ -680,13 +670,13 @@ class FileReplaced(StoreCase):
         self.open(other).close()
         os.replace(other, self.path)
         before = self.note_ids()
-        with self.assertRaises(sqlite_store.StoreGone):
+        with self.assertRaises(stores.StoreGone):
             store.consume(PRINCIPAL, "n1", LATER, target, ALWAYS)
         # Refused for good, even if the original file came back: this instance cannot know what it missed.
         self.assertEqual(self.note_ids(), before)
         self.assertIn("note-14", before)
         self.assertEqual(self.consumed(), set())
-        with self.assertRaises(sqlite_store.StoreGone):
+        with self.assertRaises(stores.StoreGone):
             store.put(main.Note("note-new", "New", f"{WORKSPACE}/new.md"))
         self.assertNotIn("note-new", self.note_ids())
 
@@ -701,9 +691,9 @@ class SideFilesAndContent(StoreCase):
                 store = self.open(path)
                 self.assertIs(store.consume(PRINCIPAL, "before", LATER, None, ALWAYS), main.Settlement.CONSUMED)
                 os.unlink(path + suffix)
-                with self.assertRaises(sqlite_store.StoreGone):
+                with self.assertRaises(stores.StoreGone):
                     store.consume(PRINCIPAL, "after", LATER, None, ALWAYS)
-                with self.assertRaises(sqlite_store.StoreGone):
+                with self.assertRaises(stores.StoreGone):
                     store.remove("note-3")  # refused for good
                 self.assertTrue(store.is_consumed("before"))
                 self.assertFalse(store.is_consumed("after"))
@@ -718,9 +708,9 @@ class SideFilesAndContent(StoreCase):
             target.write(source.read())  # `cp other.db notes.db`: same inode, other bytes
             target.truncate()
         self.assertEqual(os.stat(self.path).st_ino, inode)
-        with self.assertRaises(sqlite_store.StoreGone):
+        with self.assertRaises(stores.StoreGone):
             store.consume(PRINCIPAL, "n1", LATER, None, ALWAYS)
-        with self.assertRaises(sqlite_store.StoreGone):
+        with self.assertRaises(stores.StoreGone):
             store.consume(PRINCIPAL, "n2", LATER, None, ALWAYS)
 
     def test_a_database_overwritten_in_place_with_garbage_is_store_lost_not_an_internal_error(self) -> None:
@@ -728,7 +718,7 @@ class SideFilesAndContent(StoreCase):
         size = os.path.getsize(self.path)
         with open(self.path, "r+b") as target:
             target.write(b"\xa5" * size)
-        with self.assertRaises(sqlite_store.StoreGone):
+        with self.assertRaises(stores.StoreGone):
             store.consume(PRINCIPAL, "n1", LATER, None, ALWAYS)
 
     def test_each_database_gets_its_own_store_id_kept_across_reopening(self) -> None:
@@ -757,7 +747,7 @@ class WriteFailures(StoreCase):
         writer = store._conn
         lift = self.limited_writes()
         try:
-            with self.assertRaises(sqlite_store.StoreWriteFailed) as caught:
+            with self.assertRaises(stores.StoreWriteFailed) as caught:
                 store.consume(PRINCIPAL, "n1", LATER, (note.id, note.version), ALWAYS)
         finally:
             lift()
@@ -776,7 +766,7 @@ class WriteFailures(StoreCase):
         store._identity, store._side = sqlite_store._identity(broken), sqlite_store.side_identities(broken)
         lift = self.limited_writes()
         try:
-            with self.assertRaises(sqlite_store.StoreBroken):
+            with self.assertRaises(stores.StoreBroken):
                 store.consume(PRINCIPAL, "n1", LATER, None, ALWAYS)
         finally:
             lift()
@@ -802,7 +792,7 @@ class TwoProcessRace(StoreCase):
     def setUp(self) -> None:
         super().setUp()
         self.store = self.open(seed_notes=race_notes(2 * RACE_ROUNDS))
-        self.workers = [store_workers.Worker(self, WORKER, self.path), store_workers.Worker(self, WORKER, self.path)]
+        self.workers = [store_workers.Worker(self, self.path), store_workers.Worker(self, self.path)]
 
     def test_two_servers_racing_one_accepted_confirmation_delete_exactly_once_every_round(self) -> None:
         # The first call happens here; both worker servers share the signing key and the file.
@@ -830,14 +820,7 @@ class TwoProcessRace(StoreCase):
         notes = {note.id: note for note in self.store.all()}
         for round_ in range(RACE_ROUNDS, 2 * RACE_ROUNDS):
             with self.subTest(round=round_):
-                note = notes[f"race-{round_:03d}"]
-                command = {
-                    "op": "consume",
-                    "principal": PRINCIPAL,
-                    "nonce": f"race-nonce-{round_}",
-                    "expires_at": time.time() + 3600,
-                    "target": [note.id, note.version],
-                }
+                command = consume_command(notes[f"race-{round_:03d}"], f"race-nonce-{round_}")
                 before = len(self.note_ids())
                 for worker in self.workers:
                     worker.arm(command)
@@ -856,15 +839,7 @@ class CrashSafety(StoreCase):
         self.notes = {note.id: note for note in race_notes(self.ROUNDS * 3)}
 
     def consume_command(self, index: int, pause: str | None) -> dict[str, Any]:
-        note = self.notes[f"race-{index:03d}"]
-        return {
-            "op": "consume",
-            "principal": PRINCIPAL,
-            "nonce": f"crash-{index}",
-            "expires_at": time.time() + 3600,
-            "target": [note.id, note.version],
-            "pause": pause,
-        }
+        return consume_command(self.notes[f"race-{index:03d}"], f"crash-{index}", pause)
 
     def reopened(self) -> sqlite_store.SqliteNotesStore:
         store = open_store(self.path, clock=time.time)
@@ -877,7 +852,7 @@ class CrashSafety(StoreCase):
         for stage in ("claimed", "deleted"):
             for _ in range(self.ROUNDS):
                 with self.subTest(stage=stage, round=index):
-                    worker = store_workers.Worker(self, WORKER, self.path)
+                    worker = store_workers.Worker(self, self.path)
                     worker.arm(self.consume_command(index, stage))
                     self.assertEqual(store_workers.go(worker), [f"inside {stage}"])
                     worker.kill()
@@ -889,7 +864,7 @@ class CrashSafety(StoreCase):
     def test_a_process_killed_just_after_commit_leaves_both_the_nonce_and_the_deletion(self) -> None:
         for index in range(2 * self.ROUNDS, 3 * self.ROUNDS):
             with self.subTest(round=index):
-                worker = store_workers.Worker(self, WORKER, self.path)
+                worker = store_workers.Worker(self, self.path)
                 worker.arm(self.consume_command(index, None))
                 self.assertEqual(store_workers.go(worker), [json.dumps({"settlement": "deleted"})])
                 worker.kill()

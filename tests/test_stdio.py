@@ -7,11 +7,11 @@ import signal
 import subprocess
 import unittest
 
-import support
+from helpers import support
 import main
 import frame
-import procs
-from support import accept, call, request, tps
+from helpers import procs
+from helpers.support import accept, call, request, tps
 
 
 def padded(message: dict, size: int) -> bytes:
@@ -112,7 +112,7 @@ class StdioShutdownTests(unittest.TestCase):
 
     def test_a_broken_pipe_first_met_by_a_legacy_call_ends_the_process_with_zero(self) -> None:
         import legacy
-        import legacy_client
+        from helpers import legacy_client
 
         server = procs.Process(self, ["--stdio"], procs.server_env(NOTES_MCP_SECRET=procs.SECRET), stdin=subprocess.PIPE)
         initialize = {"protocolVersion": legacy.LATEST_LEGACY_VERSION, "capabilities": legacy_client.FORM_CLIENT, "clientInfo": legacy_client.CLIENT_INFO}

@@ -10,11 +10,11 @@ import tempfile
 import unittest
 from typing import Any
 
-import support
+from helpers import support
 import main
-import procs
+from helpers import procs
 import serve
-from support import accept, call, tps
+from helpers.support import accept, call, tps
 
 BOB_TOKEN = "bob-token-0123456789abcdef"
 DECLINE = {main.INPUT_KEY: {"action": "decline"}}

@@ -1,4 +1,9 @@
-"""The store contract: every store answers the seam's calls alike (memory, SQLite and PostgreSQL)."""
+"""The store contract: every store answers the seam's calls alike, each behaviour written once and run on four stores.
+
+StoreContract holds the behaviours; one subclass per store says how to open it and how
+another actor edits or removes a note there (a row for memory, SQLite and PostgreSQL, a
+file for the Markdown folders).
+"""
 
 from __future__ import annotations
 
@@ -8,13 +13,15 @@ import tempfile
 import unittest
 from typing import Any
 
-from support import PRINCIPAL, WORKSPACE, Clock
+from helpers.support import PRINCIPAL, WORKSPACE, Clock
 
 import main
 import stores
+import markdown_store
 import postgres_store
 import sqlite_store
-import store_workers
+from helpers import store_workers
+import stores
 
 TTL = main.DEFAULT_STATE_TTL_SECONDS
 OTHER_PRINCIPAL = "bob"
@@ -35,27 +42,63 @@ def contract_notes() -> list[main.Note]:
 
 
 class StoreContract:
-    """Mixed into a TestCase per store; the subclass says how to open one."""
+    """Mixed into a TestCase per store; the subclass says how to open one and how notes change behind it."""
+
+    workspace_uri = WORKSPACE
 
     def open_store(self, clock: Clock, max_per_principal: int = main.MAX_REPLAY_PER_PRINCIPAL) -> Any:
         raise NotImplementedError
+
+    # ---------------------------------------------------------------- what differs per store (rows here)
+
+    def notes(self, store: Any = None) -> list[main.Note]:
+        """Every note the store holds, as it would show them."""
+        return list((store or self.store).all())
+
+    def store_id(self, name: str) -> str:
+        """The store's id of the contract note `name` (contract_notes())."""
+        return name
+
+    def write(self, name: str, title: str) -> None:
+        """Another actor adds the note `name` with `title` inside the workspace."""
+        self.store.put(main.Note(name, title, f"{self.workspace_uri}/{name}.md"))
+
+    def edit(self, name: str) -> None:
+        """Another actor changes the note `name`: same place and title, another version."""
+        live = {note.id: note for note in self.notes()}[self.store_id(name)]
+        self.store.put(main.Note(live.id, live.title, live.uri, live.revision + 1))
+
+    def remove(self, name: str) -> None:
+        """Another actor removes the note `name`."""
+        self.store.remove(self.store_id(name))
+
+    def shown(self, title: str) -> str:
+        """A stored title as the store shows it."""
+        return stores.blank_controls(title)
 
     # ---------------------------------------------------------------- helpers
 
     def setUp(self) -> None:
         self.clock = Clock()
         self.store = self.open_store(self.clock)
-        self.workspace = main.parse_file_uri(WORKSPACE)
+        self.workspace = main.parse_file_uri(self.workspace_uri)
 
     def step(self, principal: str, nonce: str, expires_at: float, target: tuple[str, str] | None, recheck: Any = ALWAYS) -> main.Settlement:
         return self.store.consume(principal, nonce, expires_at, target, recheck)
 
-    def target(self, note_id: str, store: Any = None) -> tuple[str, str]:
-        live = {note.id: note for note in (store or self.store).all()}[note_id]
-        return (note_id, live.version)
+    def target(self, name: str, store: Any = None) -> tuple[str, str]:
+        live = {note.id: note for note in self.notes(store)}[self.store_id(name)]
+        return (live.id, live.version)
 
     def ids(self, store: Any = None) -> list[str]:
-        return [note.id for note in (store or self.store).all()]
+        """The contract names of the notes the store holds, sorted."""
+        names = {self.store_id(name): name for name in [n.id for n in contract_notes()] + ["bidi"]}
+        return sorted(names[note.id] for note in self.notes(store))
+
+    def found(self, workspace: main.Path, title: str) -> list[str]:
+        """The contract names of the candidates, in the store's order."""
+        names = {self.store_id(name): name for name in [n.id for n in contract_notes()] + ["bidi"]}
+        return [names[note.id] for note in self.store.candidates(workspace, title)]
 
     def expiry(self) -> float:
         return self.clock.now + TTL
@@ -63,30 +106,29 @@ class StoreContract:
     # ---------------------------------------------------------------- lookups
 
     def test_candidates_are_strictly_inside_the_workspace_and_never_the_look_alike_folder(self) -> None:
-        found = {note.id for note in self.store.candidates(self.workspace, "alpha")}
-        self.assertEqual(found, {"n-a1", "n-a2"})
+        self.assertEqual(set(self.found(self.workspace, "alpha")), {"n-a1", "n-a2"})
         self.assertIn("evil", self.ids())  # present in the store, just never offered
-        self.assertEqual(self.store.candidates(main.parse_file_uri(f"{WORKSPACE}/a1.md"), "alpha"), [])
+        self.assertEqual(self.store.candidates(main.parse_file_uri(f"{self.workspace_uri}/a1.md"), "alpha"), [])
 
     def test_candidates_come_in_form_order_title_casefolded_then_id(self) -> None:
-        found = [note.id for note in self.store.candidates(self.workspace, "REPORT")]
-        self.assertEqual(found, ["n-a1", "n-a2", "n-b"])
+        self.assertEqual(self.found(self.workspace, "REPORT"), ["n-a1", "n-a2", "n-b"])
 
     def test_a_title_stored_decomposed_is_found_by_the_composed_query_and_the_other_way(self) -> None:
-        self.assertEqual([n.id for n in self.store.candidates(self.workspace, "B\u00c9TA")], ["n-b"])
-        self.assertEqual([n.id for n in self.store.candidates(self.workspace, "be\u0301ta")], ["n-b"])
+        self.assertEqual(self.found(self.workspace, "B\u00c9TA"), ["n-b"])
+        self.assertEqual(self.found(self.workspace, "be\u0301ta"), ["n-b"])
         self.assertEqual(self.store.candidates(self.workspace, "beta"), [])  # the accent still counts
 
     def test_control_and_format_characters_in_a_stored_title_are_blanked_where_it_is_shown(self) -> None:
-        # Written by another actor straight into the database: a bidi override makes
+        # Written by another actor straight into the store: a bidi override makes
         # "\u202egnp.exe plan" render as "nalp exe.png", an escape sequence repaints a terminal.
         raw = "\u202egnp.exe plan\u200f\x1b[2J\x07"
-        self.store.put(main.Note("bidi", raw, f"{WORKSPACE}/bidi.md"))
+        self.write("bidi", raw)
         (found,) = self.store.candidates(self.workspace, "gnp.exe plan")
-        self.assertEqual(found.id, "bidi")
-        self.assertEqual(found.title, " gnp.exe plan  [2J ")
+        self.assertEqual(found.id, self.store_id("bidi"))
+        self.assertEqual(found.title, self.shown(raw))
+        self.assertIn("gnp.exe plan  [2J", found.title)
         self.assertTrue(found.title.isprintable())
-        self.assertEqual({note.id: note.title for note in self.store.all()}["bidi"], found.title)
+        self.assertEqual({note.id: note.title for note in self.notes()}[found.id], found.title)
         self.assertEqual([n.title for n in self.store.candidates(self.workspace, "alpha")], ["alpha report", "Alpha report"])  # others untouched
 
     # ---------------------------------------------------------------- the atomic step
@@ -112,15 +154,14 @@ class StoreContract:
 
     def test_a_changed_version_is_changed_with_the_nonce_consumed_and_the_note_kept(self) -> None:
         target = self.target("n-b")
-        edited = {note.id: note for note in self.store.all()}["n-b"]
-        self.store.put(main.Note(edited.id, edited.title, edited.uri, edited.revision + 1))
+        self.edit("n-b")
         self.assertIs(self.step(PRINCIPAL, "n1", self.expiry(), target), main.Settlement.CHANGED)
         self.assertIn("n-b", self.ids())
         self.assertTrue(self.store.is_consumed("n1"))
 
     def test_a_vanished_note_is_changed_with_the_nonce_consumed(self) -> None:
         target = self.target("n-b")
-        self.store.remove("n-b")
+        self.remove("n-b")
         self.assertIs(self.step(PRINCIPAL, "n1", self.expiry(), target), main.Settlement.CHANGED)
         self.assertTrue(self.store.is_consumed("n1"))
 
@@ -132,7 +173,7 @@ class StoreContract:
             return False
 
         self.assertIs(self.step(PRINCIPAL, "n1", self.expiry(), self.target("n-b"), revoked), main.Settlement.CHANGED)
-        self.assertEqual(seen, ["n-b"])  # it saw the live row
+        self.assertEqual(seen, [self.store_id("n-b")])  # it saw the live note
         self.assertIn("n-b", self.ids())
         self.assertTrue(self.store.is_consumed("n1"))
 
@@ -202,6 +243,58 @@ class SqliteContract(StoreContract, unittest.TestCase):
         return store
 
 
+class FolderContract(StoreContract, unittest.TestCase):
+    """The Markdown folder store: each contract note a file at its URI's path below one notes folder."""
+
+    def open_store(self, clock: Clock, max_per_principal: int = main.MAX_REPLAY_PER_PRINCIPAL) -> Any:
+        if not hasattr(self, "base"):  # one notes folder per test; each store gets its own confirmations database
+            self.base = os.path.realpath(tempfile.mkdtemp(prefix="contract-folder-"))
+            self.state = tempfile.mkdtemp(prefix="contract-nonces-")
+            for folder in (self.base, self.state):
+                self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
+            for note in contract_notes():
+                self.put_file(self.path_of(note.uri), note.title)
+            self.workspace_uri = main.format_file_uri(self.below(main.parse_file_uri(WORKSPACE)))
+        database = os.path.join(self.state, f"nonces-{len(os.listdir(self.state))}.db")
+        nonces = sqlite_store.open_store(database, clock=clock, max_per_principal=max_per_principal)
+        store = markdown_store.MarkdownNotesStore([self.base], nonces)
+        self.addCleanup(store.close)
+        return store
+
+    def below(self, path: main.Path) -> main.Path:
+        """`path` moved below this test's notes folder."""
+        return tuple(p for p in self.base.split("/") if p) + path
+
+    def path_of(self, uri: str) -> str:
+        """The file that stands for the contract note at `uri`: its path, below this test's notes folder."""
+        return "/" + "/".join(self.below(main.parse_file_uri(uri)))
+
+    def put_file(self, path: str, title: str, body: str = "") -> None:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(f"# {title}\n{body}")
+
+    def notes(self, store: Any = None) -> list[main.Note]:
+        return (store or self.store).candidates(self.below(()), "")  # every title contains ""
+
+    def store_id(self, name: str) -> str:
+        uri = {note.id: note.uri for note in contract_notes()}.get(name, f"{WORKSPACE}/{name}.md")
+        return "/".join(main.parse_file_uri(uri))
+
+    def write(self, name: str, title: str) -> None:
+        self.put_file(self.path_of(f"{WORKSPACE}/{name}.md"), title)
+
+    def edit(self, name: str) -> None:
+        note = {n.id: n for n in contract_notes()}[name]
+        self.put_file(self.path_of(note.uri), note.title, "edited\n")
+
+    def remove(self, name: str) -> None:
+        os.unlink(self.path_of({n.id: n.uri for n in contract_notes()}[name]))
+
+    def shown(self, title: str) -> str:
+        return stores.blank_controls(title).strip()  # a heading's surrounding blanks are not part of it
+
+
 PG = store_workers.OptionalCluster()
 setUpModule, tearDownModule = PG.start, PG.stop  # only the PostgreSQL class skips; SQLite still runs
 
@@ -224,7 +317,7 @@ class OptionalDependency(unittest.TestCase):
         saved = postgres_store.psycopg
         postgres_store.psycopg = None
         self.addCleanup(setattr, postgres_store, "psycopg", saved)
-        with self.assertRaises(postgres_store.StoreError) as caught:
+        with self.assertRaises(stores.StoreError) as caught:
             postgres_store.open_store("postgresql:///notes", clock=Clock())
         message = str(caught.exception)
         self.assertIn("pip install 'psycopg[binary]>=3.2'", message)

@@ -7,8 +7,9 @@ import os
 import subprocess
 import sys
 import unittest
+from collections.abc import Iterable
 
-import support
+from helpers import support
 
 SERVER_FILES = sorted(name for name in os.listdir(support.CODE) if name.endswith(".py"))
 SCRIPT_FILES = sorted("scripts/" + name for name in os.listdir(support.SCRIPTS) if name.endswith(".py"))
@@ -146,6 +147,95 @@ class OptionalPeers(unittest.TestCase):
             "        raise unittest.SkipTest('absent')\n"
         )
         self.assertEqual(import_time_skips("t.py", source), ["t.py:3"])
+
+
+ENTRY_POINTS = {("cli", "run")}  # pyproject.toml's `notes-mcp = "notes_mcp.cli:run"`: public, though no module imports it
+
+
+def declared(filename: str) -> set[str] | None:
+    """The names a module lists in its `__all__`, or None when it has none."""
+    with open(os.path.join(support.CODE, filename), encoding="utf-8") as handle:
+        tree = ast.parse(handle.read())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            return set(ast.literal_eval(node.value))
+    return None
+
+
+def defined(filename: str) -> set[str]:
+    """The names a module binds at its top level (definitions, assignments, `from` imports)."""
+    with open(os.path.join(support.CODE, filename), encoding="utf-8") as handle:
+        tree = ast.parse(handle.read())
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {leaf.id for target in targets for leaf in ast.walk(target) if isinstance(leaf, ast.Name)}
+        elif isinstance(node, ast.ImportFrom):
+            names |= {alias.asname or alias.name for alias in node.names}
+    return names
+
+
+def used_names(filename: str, source: str | None = None) -> set[tuple[str, str, str]]:
+    """(module, name, where) for every `from module import name` and `module.name` in `filename` on a project module."""
+    if source is None:
+        with open(os.path.join(support.CODE, filename), encoding="utf-8") as handle:
+            source = handle.read()
+    tree = ast.parse(source)
+    me = os.path.basename(filename)[:-3]
+    aliases: dict[str, str] = {}  # local name -> project module
+    found: set[tuple[str, str, str]] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in OWN and "." not in alias.name:
+                    aliases[alias.asname or alias.name] = alias.name
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in OWN:
+            found |= {(node.module, alias.name, f"{filename}:{node.lineno}") for alias in node.names}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+            module = aliases[node.value.id]
+            if module != me:
+                found.add((module, node.attr, f"{filename}:{node.lineno}"))
+    return found
+
+
+def undeclared(uses: Iterable[tuple[str, str, str]], public: dict[str, set[str] | None]) -> list[str]:
+    """Each use of a name its module does not list in `__all__` ("where: module.name"); modules without one are skipped."""
+    return sorted(f"{where}: {module}.{name}" for module, name, where in uses if name not in (public.get(module) or {name}))
+
+
+class PublicNames(unittest.TestCase):
+    """Each server module says what the others may use (`__all__`), and the others use only that."""
+
+    def public(self) -> dict[str, set[str] | None]:
+        return {name[:-3]: declared(name) for name in SERVER_FILES}
+
+    def test_every_server_module_but_main_declares_its_public_names(self) -> None:
+        missing = [name for name, names in self.public().items() if names is None and name != "main"]
+        self.assertEqual(missing, [])  # main.py is the lesson's: checked once it declares them
+
+    def test_no_module_uses_a_name_its_module_does_not_declare_public(self) -> None:
+        uses = [use for filename in CODE_FILES for use in used_names(filename)]
+        self.assertEqual(undeclared(uses, self.public()), [])
+
+    def test_every_declared_name_exists_and_another_module_uses_it(self) -> None:
+        used = {(module, name) for filename in CODE_FILES for module, name, _ in used_names(filename)}
+        for name, names in self.public().items():
+            with self.subTest(module=name):
+                self.assertEqual((names or set()) - defined(name + ".py"), set())
+                if name != "main":
+                    self.assertEqual({n for n in names or () if (name, n) not in used | ENTRY_POINTS}, set())
+
+    def test_the_public_name_check_sees_a_use_of_an_undeclared_name(self) -> None:
+        source = "import main, os, stores\nfrom stores import StoreError, _hidden\nstores.StoreLost\nstores.secret\nos.path\nmain.anything\n"
+        uses = used_names("t.py", source)
+        found = {(module, name) for module, name, _ in uses}
+        self.assertEqual(found, {("main", "anything"), *(("stores", n) for n in ("StoreError", "_hidden", "StoreLost", "secret"))})
+        public = {"stores": {"StoreError", "StoreLost"}, "main": None}
+        self.assertEqual(undeclared(uses, public), ["t.py:2: stores._hidden", "t.py:4: stores.secret"])  # main: no __all__ yet
 
 
 class ServedByDefault(unittest.TestCase):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import unittest
 
-import support  # noqa: F401 - puts code/ on the import path
+from helpers import support  # noqa: F401 - puts code/ on the import path
 
 import main
 import frame

@@ -322,6 +322,7 @@ def cleanup(state: dict[str, Any]) -> None:
 def agent(port: int) -> None:
     """Inside a host namespace: run armed commands against the local server or the store, one line each."""
     import postgres_store
+    import stores
 
     token, url = os.environ["NOTES_MCP_TOKEN"], os.environ["NOTES_MCP_DB"]
     while line := sys.stdin.readline():
@@ -353,7 +354,7 @@ def agent(port: int) -> None:
         try:
             outcome = store.consume(main.LESSON_PRINCIPAL, command["nonce"], command["exp"], tuple(command["target"]), lambda note: True)
             print(json.dumps({"settlement": outcome.value}), flush=True)
-        except postgres_store.StoreBusy as exc:
+        except stores.StoreBusy as exc:
             print(json.dumps({"error": f"StoreBusy: {exc}"}), flush=True)
         store.close()
 

@@ -1,35 +1,53 @@
-"""Store worker processes for the cross-process tests: lines in on stdin, lines out through a reader thread.
+"""Store worker processes for the cross-process tests: both sides, the test's and the worker's.
 
-The worker script (tests/store_worker.py) opens one store, prints
-"ready", and then runs one JSON command per stdin line. Commands are armed first and
-released together with "go", so two processes race one confirmation for real.
+The test side: Worker(case, target) starts `python3 -m helpers.store_workers TARGET` (a
+SQLite file path, or a postgresql:// URL), which opens one store, prints "ready", and
+then runs one JSON command per stdin line; its lines come back through a reader thread.
+Commands are armed first and released together with "go", so two processes race one
+confirmation for real:
+  {"op": "handle", "message": {...}, "principal": "alice"}  -> the JSON-RPC response
+  {"op": "consume", "principal": ..., "nonce": ..., "expires_at": ..., "target": [id, version] | null,
+   "pause": "claimed" | "deleted" | null}                   -> {"settlement": "deleted" | ...}
+With "pause", the store's test-only hook prints "inside <stage>" at that point of the
+transaction and waits there until the test kills the process.
+
+The worker side: main_loop(target), run when this module is the program.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import queue
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 import unittest
 from collections.abc import Callable
 from typing import Any
 
+from helpers import support  # puts code/ on sys.path
+
+import main
+import frame
+
 GUARD_SECONDS = 60.0  # failure guard for a worker that hangs; never the assertion itself
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the folder `helpers` is imported from
 
 
 class Worker:
-    """One worker process running `script` against `target` (a database path or URL)."""
+    """One worker process (this module's main_loop) serving a store over `target` (a database path or URL)."""
 
-    def __init__(self, case: unittest.TestCase, script: str, target: str) -> None:
+    def __init__(self, case: unittest.TestCase, target: str) -> None:
         self.case = case
         self.stderr = tempfile.TemporaryFile()
         case.addCleanup(self.stderr.close)
         self.process = subprocess.Popen(
-            [sys.executable, script, target], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True
+            [sys.executable, "-m", "helpers.store_workers", target],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True, cwd=TESTS,
         )
         case.addCleanup(self.stop)
         self.lines: queue.Queue[str | None] = queue.Queue()
@@ -148,3 +166,75 @@ class OptionalCluster:
             raise unittest.SkipTest(self.missing or "PostgreSQL cluster not started")
         return self.cluster
 
+
+# =====================================================================================
+# The worker side: a server process over a shared database
+# =====================================================================================
+
+
+def open_store(target: str) -> Any:
+    """The store the target names (PostgreSQL only when asked for: psycopg is optional)."""
+    if target.startswith("postgresql://"):
+        import postgres_store
+
+        return postgres_store.open_store(target, clock=time.time)
+    import sqlite_store
+
+    return sqlite_store.open_store(target, clock=time.time)
+
+
+def main_loop(target: str) -> None:
+    """Serve commands until stdin closes."""
+    store = open_store(target)
+    server = frame.notes_server(
+        keys=[support.KEY],
+        notes=store,
+        policy=main.AuthorizationPolicy({support.PRINCIPAL: [support.WORKSPACE]}),
+        clock=time.time,
+    )
+    workspace = main.parse_file_uri(support.WORKSPACE)
+    say("ready")
+    try:
+        serve(store, server, workspace)
+    finally:
+        store.close()
+
+
+def serve(store: Any, server: frame.Server, workspace: main.Path) -> None:
+    """Run commands from stdin until it closes."""
+    while line := sys.stdin.readline():
+        command = json.loads(line)
+        say("armed")
+        if sys.stdin.readline().strip() != "go":
+            return
+        if command["op"] == "handle":
+            say(json.dumps(server.handle(command["message"], command["principal"])))
+            continue
+        pause = command.get("pause")
+
+        def hook(stage: str) -> None:
+            if stage == pause:
+                say(f"inside {stage}")
+                sys.stdin.readline()  # the test SIGKILLs us here
+                os._exit(3)  # stdin closed instead: leave without ever reaching COMMIT
+
+        store._inside_transaction_hook = hook
+        target = tuple(command["target"]) if command["target"] is not None else None
+        outcome = store.consume(
+            command["principal"],
+            command["nonce"],
+            command["expires_at"],
+            target,
+            lambda note: main.inside_workspace(note, workspace),
+        )
+        say(json.dumps({"settlement": outcome.value}))
+
+
+def say(line: str) -> None:
+    """One line to the test, flushed at once."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main_loop(sys.argv[1])

@@ -15,7 +15,7 @@ import threading
 import unittest
 from typing import Any
 
-import support
+from helpers import support
 
 SERVE = os.path.join(support.CODE, "serve.py")
 GUARD = 60.0  # seconds; only a failure guard, never what a test asserts

@@ -13,11 +13,11 @@ import unittest
 from collections.abc import Callable
 from typing import Any, Protocol
 
-import support
+from helpers import support
 import main
 import frame
 import legacy
-import procs
+from helpers import procs
 
 CLIENT_INFO = {"name": "scripted-legacy-client", "version": "1.0.0"}
 FORM_CLIENT = {"elicitation": {}}  # `{}` means form mode in 2025-11-25

@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CODE = os.path.join(ROOT, "code")
 SCRIPTS = os.path.join(CODE, "scripts")  # benchmarks and test-only helpers, apart from the server
 for _folder in (SCRIPTS, CODE):
