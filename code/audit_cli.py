@@ -26,9 +26,9 @@ import audit
 import config as configuration
 import stores
 from assemble import EXIT_USAGE, say
+from config import ConfigError
 
 __all__ = ["command"]
-from config import ConfigError
 
 EXIT_REFUSED = 1  # a restore refused, or the store unavailable: nothing changed
 
