@@ -286,15 +286,6 @@ class RelativePathTests(CliCase):
         self.assertFalse(os.path.exists(os.path.join(self.dir, "~")))
 
 
-def psycopg_importable() -> bool:
-    """True when psycopg (with its libpq) imports in this interpreter."""
-    try:
-        import psycopg  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 # What psycopg 3 raises at import when it finds no libpq (its pure-Python build loads the
 # system's library), as a stand-in package that a test puts first on PYTHONPATH.
 PSYCOPG_WITHOUT_LIBPQ = (
@@ -321,11 +312,20 @@ class PostgresExtraTests(CliCase):
         self.assertNotIn("[postgres]", line)  # reinstalling the extra would not bring libpq
         self.assertNotIn("Traceback", proc.stderr_text())
 
-    @unittest.skipIf(psycopg_importable(), "psycopg is installed here: its absence cannot be shown")
     def test_without_psycopg_the_line_names_the_pip_command(self) -> None:
-        line = self.refused("--db", "postgresql:///notes")
+        # A stand-in first on PYTHONPATH fails the import as a missing package does, so the
+        # absence shows even where psycopg is installed (CI installs it).
+        fake = os.path.join(self.dir, "site", "psycopg")
+        os.makedirs(fake)
+        with open(os.path.join(fake, "__init__.py"), "w", encoding="utf-8") as handle:
+            handle.write("raise ModuleNotFoundError(\"No module named 'psycopg'\", name='psycopg')\n")
+        proc = procs.Process(self, ["--stdio", "--db", "postgresql:///notes"],
+                             env(self.dir, PYTHONPATH=os.path.dirname(fake), NOTES_MCP_TOKEN=procs.TOKEN))
+        self.assertEqual(proc.wait(), serve.EXIT_USAGE)
+        (line,) = proc.stderr_lines
         self.assertIn("pip install 'psycopg[binary]>=3.2'", line)
         self.assertNotIn("libpq5", line)
+        self.assertNotIn("Traceback", proc.stderr_text())
 
 
 class NotesDirCliTests(CliCase):
