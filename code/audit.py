@@ -38,7 +38,6 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import main
-import frame
 import stores
 import title_index
 
@@ -218,11 +217,11 @@ def result_outcome(result: dict[str, Any]) -> str | None:
     return reason if reason in COMPLETIONS else None
 
 
-def install(server: frame.Server) -> None:
+def install(server: main.Server) -> None:
     """Wrap the server's tools/call so each call's context reaches the store's consume."""
     inner = server.methods["tools/call"]
 
-    def tools_call(srv: frame.Server, request: main.Envelope, meta: Any, principal: str) -> dict[str, Any]:
+    def tools_call(srv: main.Server, request: main.Envelope, meta: Any, principal: str) -> dict[str, Any]:
         context = context_of(request)
         token = _CURRENT.set(context)
         try:

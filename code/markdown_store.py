@@ -35,7 +35,6 @@ import folder_index
 import folder_paths
 import folder_trash
 import main
-import frame
 import sqlite_store
 import stores
 

@@ -50,7 +50,6 @@ from urllib.parse import urlsplit, urlunsplit
 
 import audit
 import main
-import frame
 import title_index
 import stores
 

@@ -51,7 +51,6 @@ from contextlib import contextmanager
 
 import audit
 import main
-import frame
 import title_index
 import stores
 

@@ -16,6 +16,16 @@ SCRIPT_FILES = sorted("scripts/" + name for name in os.listdir(support.SCRIPTS) 
 CODE_FILES = SERVER_FILES + SCRIPT_FILES
 OWN = {os.path.basename(name)[:-3] for name in CODE_FILES}
 
+LAYERS = (
+    ("main",),  # the lesson
+    ("confirmations", "stores", "title_index", "change_watch", "http_server", "sandbox"),  # on the lesson only
+    ("audit", "sqlite_store", "postgres_store", "folder_paths", "folder_index", "folder_trash", "markdown_store"),
+    ("frame", "connect", "conformance_fixtures", "legacy", "legacy_http", "stdio_transport", "streamable_http"),
+    ("config", "assemble", "audit_cli"),  # a server built from a config
+    ("serve", "cli"),  # the command line
+)
+LAYER_OF = {module: depth for depth, modules in enumerate(LAYERS) for module in modules}
+
 
 def project_imports(filename: str) -> set[str]:
     """The project modules `filename` imports, at module level or inside a function."""
@@ -61,6 +71,18 @@ class ImportGraph(unittest.TestCase):
 
     def test_main_py_imports_no_other_module_of_the_project(self) -> None:
         self.assertEqual(project_imports("main.py"), set())
+
+    def test_no_module_imports_one_from_a_layer_above_its_own(self) -> None:
+        # docs/architecture.md draws these layers: the lesson, then what builds on it only,
+        # the stores and their audit, the served frame with its tools and transports, the
+        # assembly of a server from a config, and the command line.
+        for name in SERVER_FILES:
+            module = name[:-3]
+            with self.subTest(module=module):
+                self.assertIn(module, LAYER_OF)
+                above = {dep for dep in project_imports(name) if LAYER_OF[dep] > LAYER_OF[module]}
+                self.assertEqual(above, set())
+
 
     def test_no_module_is_named_after_a_standard_library_module(self) -> None:
         self.assertEqual(OWN & set(sys.stdlib_module_names), set())
