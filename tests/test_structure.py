@@ -72,6 +72,19 @@ class ImportGraph(unittest.TestCase):
     def test_main_py_imports_no_other_module_of_the_project(self) -> None:
         self.assertEqual(project_imports("main.py"), set())
 
+    def test_the_import_graph_figures_in_the_architecture_page_are_the_codes(self) -> None:
+        import re
+
+        graph = {name[:-3]: project_imports(name) for name in SERVER_FILES}
+        with open(os.path.join(support.ROOT, "docs", "architecture.md"), encoding="utf-8") as handle:
+            page = handle.read()
+        found = re.search(r"(\d+) modules in `code/`, (\d+) imports between them, no cycle.*?(\d+) import it", page, re.S)
+        assert found is not None
+        modules, imports, importers = (int(value) for value in found.groups())
+        self.assertEqual(modules, len(graph))
+        self.assertEqual(imports, sum(len(deps) for deps in graph.values()))
+        self.assertEqual(importers, sum(1 for deps in graph.values() if "main" in deps))
+
     def test_no_module_imports_one_from_a_layer_above_its_own(self) -> None:
         # docs/architecture.md draws these layers: the lesson, then what builds on it only,
         # the stores and their audit, the served frame with its tools and transports, the
