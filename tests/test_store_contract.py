@@ -13,15 +13,16 @@ import tempfile
 import unittest
 from typing import Any
 
-from helpers.support import PRINCIPAL, WORKSPACE, Clock
+from helpers.support import KEY, PRINCIPAL, WORKSPACE, Clock, call
 
+import audit
+import frame
 import main
 import stores
 import markdown_store
 import postgres_store
 import sqlite_store
 from helpers import store_workers
-import stores
 
 TTL = main.DEFAULT_STATE_TTL_SECONDS
 OTHER_PRINCIPAL = "bob"
@@ -102,6 +103,25 @@ class StoreContract:
 
     def expiry(self) -> float:
         return self.clock.now + TTL
+
+    # ---------------------------------------------------------------- what the form says
+
+    keeps_a_trash = True  # the product's stores move a deleted note to the trash by default
+
+    def test_the_form_says_what_a_deletion_does_in_this_store(self) -> None:
+        policy = main.AuthorizationPolicy({PRINCIPAL: [self.workspace_uri]})
+        server = frame.notes_server(keys=[KEY], notes=self.store, policy=policy, clock=self.clock, log=lambda line: None)
+        result = server.handle(call({"workspaceUri": self.workspace_uri, "title": "alpha"}), PRINCIPAL)["result"]
+        form = result["inputRequests"][main.INPUT_KEY]["params"]
+        said = form["message"] + form["requestedSchema"]["properties"][main.CONFIRM_FIELD]["description"]
+        self.assertIn(self.store.deletion, form["message"])
+        if self.keeps_a_trash:
+            self.assertIn("moved to the trash", said)
+            self.assertIn(f"{audit.DEFAULT_TRASH_DAYS:g} days", said)
+            self.assertNotIn("cannot be undone", said)
+        else:
+            self.assertIn("cannot be undone", said)
+            self.assertNotIn("trash", said)
 
     # ---------------------------------------------------------------- lookups
 
@@ -228,6 +248,8 @@ class StoreContract:
 
 
 class MemoryContract(StoreContract, unittest.TestCase):
+    keeps_a_trash = False  # a memory store forgets a deleted note
+
     def open_store(self, clock: Clock, max_per_principal: int = main.MAX_REPLAY_PER_PRINCIPAL) -> Any:
         return stores.MemoryStore(contract_notes(), main.MemoryReplayStore(clock, max_per_principal))
 
@@ -241,6 +263,14 @@ class SqliteContract(StoreContract, unittest.TestCase):
         )
         self.addCleanup(store.close)
         return store
+
+    def test_with_deletion_unlink_the_form_says_a_deletion_cannot_be_undone(self) -> None:
+        folder = tempfile.mkdtemp(prefix="contract-")
+        self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
+        store = sqlite_store.open_store(os.path.join(folder, "notes.db"), clock=self.clock, seed_notes=contract_notes(),
+                                        retention=audit.Retention(deletion="unlink"))
+        self.addCleanup(store.close)
+        self.assertEqual(store.deletion, "Deletion cannot be undone.")
 
 
 class FolderContract(StoreContract, unittest.TestCase):

@@ -620,7 +620,7 @@ INFO = {"io.modelcontextprotocol/serverInfo": {"name": "ceiling", "version": "0"
 DISCOVER = {"resultType": "complete", "supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}, "_meta": INFO}
 TOOLS = {"resultType": "complete", "tools": [{"name": "notes_delete", "inputSchema": {"type": "object"}}], "_meta": INFO}
 CHOICE = {"type": "string", "title": "Note to delete", "oneOf": [{"const": "b0", "title": "Bench note 000000"}]}
-CONFIRM = {"type": "boolean", "title": "Delete it permanently", "description": "Tick to delete it.", "default": False}
+CONFIRM = {"type": "boolean", "title": "Delete the chosen note", "description": "Tick to delete the chosen note. Deletion cannot be undone.", "default": False}
 FORM = {"resultType": "input_required", "inputRequests": {"delete_choice": {"method": "elicitation/create", "params": {
     "mode": "form", "message": "1 note matches. Choose the note to delete and confirm. Deletion cannot be undone.",
     "requestedSchema": {"type": "object", "properties": {"note_id": CHOICE, "confirm": CONFIRM},
