@@ -43,7 +43,7 @@ __all__ = ["MarkdownNotesStore"]
 EMPTY_INTERVAL_SECONDS = 3600.0  # an instance lists its trash folders for expired notes at most this often
 
 
-class MarkdownNotesStore:
+class MarkdownNotesStore(stores.SettleSeam):
     """stores.NotesStore over Markdown folders; nonces in an SQLite store's consumed_nonces table."""
 
     def __init__(
@@ -161,16 +161,6 @@ class MarkdownNotesStore:
         for index in self.indexes.values():
             index.close()
         self.nonces.close()
-
-    @property
-    def deletion(self) -> str:
-        """What a deletion does here, as the form says it (trash and its days, or gone for good)."""
-        return self.retention.said
-
-    def settle(self, notes: object, principal: str, nonce: str, expires_at: float,
-               target: tuple[str, str] | None, recheck: Callable[[main.Note], bool]) -> main.Settlement:
-        """The lesson's atomic step (main.MemoryReplayStore.settle): this store holds the notes and the nonces, so `notes` is itself."""
-        return self.consume(principal, nonce, expires_at, target, recheck)
 
     def consume(
         self,

@@ -127,7 +127,7 @@ TRIGRAM_SAMPLE_TITLES = 10_000  # titles sampled (TABLESAMPLE SYSTEM) to rank tr
 _AUDIT = audit.AuditSql("%s")
 
 
-class PostgresNotesStore:
+class PostgresNotesStore(stores.SettleSeam):
     """stores.NotesStore over one PostgreSQL database: a writer and a reader connection, each behind its own lock, reopened when broken."""
 
     def __init__(
@@ -223,16 +223,6 @@ class PostgresNotesStore:
     def remove(self, note_id: str) -> None:
         """Delete a note outside any confirmation (another actor; used to show the re-check)."""
         self._run(lambda conn: conn.execute("DELETE FROM notes WHERE id = %s", (note_id,)))
-
-    @property
-    def deletion(self) -> str:
-        """What a deletion does here, as the form says it (trash and its days, or gone for good)."""
-        return self.retention.said
-
-    def settle(self, notes: object, principal: str, nonce: str, expires_at: float,
-               target: tuple[str, str] | None, recheck: Callable[[main.Note], bool]) -> main.Settlement:
-        """The lesson's atomic step (main.MemoryReplayStore.settle): this store holds the notes and the nonces, so `notes` is itself."""
-        return self.consume(principal, nonce, expires_at, target, recheck)
 
     def consume(
         self,

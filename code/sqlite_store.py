@@ -145,7 +145,7 @@ SIDE_FILES = ("-wal", "-shm")  # checked like the database file itself while ser
 _KEPT_OPEN: list[sqlite3.Connection] = []  # connections over a -shm that could not be restored
 
 
-class SqliteNotesStore:
+class SqliteNotesStore(stores.SettleSeam):
     """stores.NotesStore over one SQLite file in WAL mode: a writer connection and a reader connection.
 
     Writes share one connection behind one lock: SQLite admits one writer at a time
@@ -272,16 +272,6 @@ class SqliteNotesStore:
         """Delete a note outside any confirmation (another actor; used to show the re-check)."""
         with self._transaction() as conn:
             conn.execute("DELETE FROM notes WHERE id = ?", (note_id,))
-
-    @property
-    def deletion(self) -> str:
-        """What a deletion does here, as the form says it (trash and its days, or gone for good)."""
-        return self.retention.said
-
-    def settle(self, notes: object, principal: str, nonce: str, expires_at: float,
-               target: tuple[str, str] | None, recheck: Callable[[main.Note], bool]) -> main.Settlement:
-        """The lesson's atomic step (main.MemoryReplayStore.settle): this store holds the notes and the nonces, so `notes` is itself."""
-        return self.consume(principal, nonce, expires_at, target, recheck)
 
     def consume(
         self,

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Callable, Iterable
-from typing import Protocol
+from typing import Any, Protocol
 
 import main
 
@@ -53,6 +53,7 @@ __all__ = [
     "blank_controls",
     "checked_notes",
     "NotesStore",
+    "SettleSeam",
     "MemoryStore",
 ]
 
@@ -169,6 +170,22 @@ def checked_notes(notes: Iterable[main.Note]) -> list[main.Note]:
         uri, title = main.normalize_file_uri(note.uri), blank_controls(note.title)
         checked[note.id] = note if (uri, title) == (note.uri, note.title) else note._replace(uri=uri, title=title)
     return list(checked.values())
+
+
+class SettleSeam:
+    """What a store that keeps its notes and nonces together adds to the seam: `settle` and `deletion`."""
+
+    retention: Any  # audit.Retention: deletion mode, trash and audit bounds
+
+    @property
+    def deletion(self) -> str:
+        """What a deletion does here, as the form says it (trash and its days, or gone for good)."""
+        return self.retention.said
+
+    def settle(self, notes: object, principal: str, nonce: str, expires_at: float,
+               target: tuple[str, str] | None, recheck: Callable[[main.Note], bool]) -> main.Settlement:
+        """The lesson's atomic step (main.MemoryReplayStore.settle): this store holds the notes and the nonces, so `notes` is itself."""
+        return self.consume(principal, nonce, expires_at, target, recheck)  # type: ignore[attr-defined]
 
 
 class NotesStore(Protocol):
