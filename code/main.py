@@ -101,6 +101,7 @@ class ToolError(Exception):
 
 class McpError(Exception):
     """A protocol error the client is meant to see: a code, a short message, optional data."""
+
     def __init__(self, code: int, message: str, data: Any = None) -> None:
         super().__init__(message)
         self.code, self.message, self.data = code, message, data
@@ -253,6 +254,7 @@ def is_within(path: Path, folder: Path) -> bool:
 
 class AuthorizationPolicy:
     """Principal -> workspaces they may act on; a sub-folder of one of them is also allowed."""
+
     def __init__(self, grants: Mapping[str, Iterable[str]]) -> None:
         self._grants: dict[str, tuple[Path, ...]] = {}
         for principal, uris in grants.items():
@@ -599,6 +601,7 @@ _DECODER = json.JSONDecoder(parse_constant=_refuse_constant)  # built once, not 
 
 class StateSigner:
     """Sign and verify requestState with one key; a state lives `ttl` seconds."""
+
     def __init__(self, key: bytes, ttl: float = DEFAULT_STATE_TTL_SECONDS) -> None:
         if not isinstance(key, (bytes, bytearray)) or len(key) < MIN_KEY_BYTES:
             raise ValueError(f"every signing key must be at least {MIN_KEY_BYTES} bytes")
@@ -733,6 +736,7 @@ class Settlement(enum.Enum):
 
 class MemoryReplayStore:
     """Consumed nonces until their state expires, bounded per principal, under one lock; settle() is the atomic step."""
+
     def __init__(self, clock: Callable[[], float], max_per_principal: int = MAX_REPLAY_PER_PRINCIPAL) -> None:
         if max_per_principal < 1:
             raise ValueError("max_per_principal must be at least 1")
@@ -890,6 +894,7 @@ Handler = Callable[["Server", Envelope, RequestMeta, str], dict[str, Any]]
 
 class Server:
     """The protocol server: one dispatch table, one exception boundary, tools added through add_tool."""
+
     def __init__(self, services: Services) -> None:
         self.services = services
         self.tools: dict[str, Any] = {}  # name -> a tool: `.descriptor` and `.call(ToolCall)`
@@ -1059,6 +1064,7 @@ DEMO_WIDTH = 100  # characters in one line of the demo's output
 
 def wire_lines(message: dict[str, Any], width: int) -> list[str]:
     """A wire message as indented JSON in lines of at most `width`; long strings end in "…"."""
+
     def fit(value: Any, prefix: str, indent: str, last: bool) -> list[str]:
         comma = "" if last else ","
         room = width - len(indent) - len(prefix) - len(comma)
