@@ -304,6 +304,44 @@ class LessonCommands(unittest.TestCase):
         self.assertTrue(all(name.startswith(("test_checkpoints.", "test_lesson.")) for name in from_code))
 
 
+class ProductUsesTheLesson(unittest.TestCase):
+    """The product's notes_delete is main.NotesDelete with other stores injected, on every transport."""
+
+    FLOW_STEPS = ("verify_state", "new_state", "read_answer", "delete_form", "require_form_elicitation")
+
+    def test_every_configured_store_serves_the_lessons_own_handler(self) -> None:
+        import tempfile
+
+        import assemble
+        import config as configuration
+
+        folder = tempfile.mkdtemp(prefix="product-")
+        self.addCleanup(__import__("shutil").rmtree, folder, ignore_errors=True)
+        notes_dir = os.path.join(folder, "Notes")
+        os.makedirs(notes_dir)
+        lesson = configuration.lesson_config()
+        folders = dict(lesson, db=os.path.join(folder, "nonces.db"))
+        folders.pop("notes")
+        folders["principals"] = {"alice": {"token": None, "workspaces": [], "notesDirs": [notes_dir]}}
+        for name, config in (("memory", lesson), ("sqlite", dict(lesson, db=os.path.join(folder, "notes.db"))), ("folders", folders)):
+            with self.subTest(store=name):
+                server = assemble.build_server(config, [bytes(range(32))])
+                self.addCleanup(assemble.close_store, server.notes)
+                tool = server.tools[main.TOOL_NAME]
+                self.assertIs(type(tool), main.NotesDelete)
+                self.assertIs(tool.services, server.services)
+
+    def test_no_transport_or_product_module_runs_a_step_of_the_flow_itself(self) -> None:
+        # stdio, Streamable HTTP and the 2025-11-25 adapters only route a tools/call to
+        # server.handle; the steps of the flow exist once, in main.py.
+        for name in ("stdio_transport.py", "streamable_http.py", "legacy.py", "legacy_http.py", "frame.py", "assemble.py", "serve.py"):
+            with open(os.path.join(CODE, name), encoding="utf-8") as handle:
+                source = handle.read()
+            with self.subTest(module=name):
+                for step in self.FLOW_STEPS:
+                    self.assertNotIn(step + "(", source)
+
+
 class ShippedSkill(unittest.TestCase):
     def test_the_skill_covers_scope_authorization_mrtr_branches_binding_and_its_refusals(self) -> None:
         with open(os.path.join(ROOT, "outputs", "skill-elicitation-form-designer.md"), encoding="utf-8") as handle:

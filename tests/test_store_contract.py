@@ -108,6 +108,15 @@ class StoreContract:
 
     keeps_a_trash = True  # the product's stores move a deleted note to the trash by default
 
+    def test_the_products_notes_delete_over_this_store_is_the_lessons_handler(self) -> None:
+        policy = main.AuthorizationPolicy({PRINCIPAL: [self.workspace_uri]})
+        server = frame.notes_server(keys=[KEY], notes=self.store, policy=policy, clock=self.clock, log=lambda line: None)
+        tool = server.tools[main.TOOL_NAME]
+        self.assertIs(type(tool), main.NotesDelete)  # the lesson's class itself, not a copy or a subclass
+        self.assertIs(tool.services, server.services)
+        self.assertIs(server.services.notes, self.store)
+        self.assertIs(server.services.replay, self.store)  # the store holds the nonces and runs the atomic step
+
     def test_the_form_says_what_a_deletion_does_in_this_store(self) -> None:
         policy = main.AuthorizationPolicy({PRINCIPAL: [self.workspace_uri]})
         server = frame.notes_server(keys=[KEY], notes=self.store, policy=policy, clock=self.clock, log=lambda line: None)
