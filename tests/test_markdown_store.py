@@ -160,10 +160,12 @@ class ListingTests(FolderCase):
 
     def test_a_symlinked_folder_named_in_the_workspace_uri_is_refused(self) -> None:
         os.symlink(self.outside, os.path.join(self.ws, "sub"))
-        self.assertEqual(self.listed(self.store(), "", "sub"), {})
+        with self.assertRaises(stores.StoreRefused):
+            self.listed(self.store(), "", "sub")
         response = self.ask(self.server(), "TPS", self.uri("sub"))
         self.assertTrue(response["result"]["isError"])
         self.assertNotIn("requestState", response["result"])
+        self.assertNotIn("outside", response["result"]["content"][0]["text"])
 
     def test_fifos_hidden_entries_and_folders_named_md_are_not_notes(self) -> None:
         self.write("note.md", "# Kept")
@@ -529,8 +531,10 @@ class OsRefusalTests(FolderCase):
         store = self.store(deletion=audit.DELETION_UNLINK)
         target = self.target(store)
         before = self.tree()
-        # What an append-only (chattr +a) folder or a read-only mount answers to unlinkat.
-        with mock.patch.object(folder_trash.os, "unlink", side_effect=PermissionError(1, "Operation not permitted")):
+        # What an append-only (chattr +a) folder or a read-only mount answers to the move
+        # that comes before the unlink.
+        refusal = PermissionError(1, "Operation not permitted")
+        with mock.patch.object(folder_trash, "rename_noreplace", side_effect=refusal):
             with self.assertRaises(stores.StoreRefused) as caught:
                 store.consume(PRINCIPAL, "n1", self.clock.now + 60, target, ALWAYS)
         self.assertNotIn("\n", str(caught.exception))
@@ -599,19 +603,35 @@ class OsRefusalTests(FolderCase):
         self.assertEqual(self.tree(), before)
         self.assertTrue(store.is_consumed("n1"))
 
-    def test_entry_removed_between_the_re_stat_and_the_unlink_is_reported_changed(self) -> None:
+    def test_in_unlink_mode_an_entry_removed_between_the_re_stat_and_the_move_is_reported_changed(self) -> None:
         store = self.store(deletion=audit.DELETION_UNLINK)
         target = self.target(store)
-        real = os.unlink
+        real = folder_trash.rename_noreplace
 
-        def gone_first(name: Any, *args: Any, **kwargs: Any) -> None:
-            real(self.chosen)  # another actor wins the race by a hair
-            real(name, *args, **kwargs)
+        def gone_first(*args: Any) -> None:
+            os.unlink(self.chosen)  # another actor wins the race by a hair
+            real(*args)
 
-        with mock.patch.object(folder_trash.os, "unlink", gone_first):
+        with mock.patch.object(folder_trash, "rename_noreplace", gone_first):
             outcome = store.consume(PRINCIPAL, "n1", self.clock.now + 60, target, ALWAYS)
         self.assertIs(outcome, main.Settlement.CHANGED)
         self.assertTrue(store.is_consumed("n1"))
+        self.assertEqual([e["outcome"] for e in store.audit_entries()], [audit.REFUSED])
+
+    def test_an_unlink_the_trash_refuses_puts_the_file_back_and_releases_the_claim(self) -> None:
+        store = self.store(deletion=audit.DELETION_UNLINK)
+        target = self.target(store)
+        before = self.tree()
+        with mock.patch.object(folder_trash.os, "unlink", side_effect=PermissionError(1, "Operation not permitted")):
+            with self.assertRaises(stores.StoreRefused) as caught:
+                store.consume(PRINCIPAL, "n1", self.clock.now + 60, target, ALWAYS)
+        self.assertEqual(str(caught.exception), folder_trash.DELETE_REFUSED)
+        self.assertEqual(self.tree(), before)
+        self.assertEqual(self.trashed(), [])
+        with open(self.chosen, encoding="utf-8") as handle:
+            self.assertEqual(handle.read(), "# TPS report 2025\n")
+        self.assertFalse(store.is_consumed("n1"))
+        self.assertEqual(store.audit_entries(), [])
 
     def test_entry_removed_between_the_re_stat_and_the_move_is_refused_in_the_audit(self) -> None:
         store = self.store()
