@@ -80,6 +80,17 @@ class MarkdownNotesStore:
             except OSError as exc:
                 self.close_dirs()
                 raise stores.StoreError(f"notes folder {self.real[root]} cannot be opened ({exc.strerror or exc})") from None
+        # Two configured paths that are one folder (a link put at one principal's path,
+        # leading to another's folder) would serve that folder to both: refused, not guessed.
+        first: dict[tuple[int, int], main.Path] = {}
+        for root, opened in self.dirs.items():
+            other = first.setdefault(opened.ident, root)
+            if other != root:
+                self.close_dirs()
+                raise stores.StoreError(
+                    f"notes folders {'/' + '/'.join(other)} and {'/' + '/'.join(root)} are one folder "
+                    "(a symbolic link leads from one to the other, or both to it); configure it once"
+                )
         self.nonces = nonces
         self.max_walk_entries = max_walk_entries
         self.described: dict[main.Path, int] = {}  # root -> notes counted by the last describe(), until count() takes it
