@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
 import sqlite3
+import subprocess
+import sys
 import tempfile
 import unicodedata
 import unittest
@@ -13,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 from unittest import mock
 
-from helpers import races
+from helpers import procs, races
 from helpers.support import KEY, PRINCIPAL, Clock, Log, accept, call
 
 import audit
@@ -957,6 +960,105 @@ class NameAndSizeTests(FolderCase):
             store.candidates(main.parse_file_uri(self.uri()), "TPS")
         self.assertIn(f"more than {limit:,} entries", str(caught.exception))
         self.assertNotIn(self.base, str(caught.exception))
+
+
+BOB_TOKEN = "bob-token-0123456789abcdef"
+
+
+class TwoPrincipalServerTests(unittest.TestCase):
+    """A real server over HTTP, alice and bob each with a notes folder; alice swaps hers for bob's after start-up."""
+
+    def setUp(self) -> None:
+        tmp = tempfile.TemporaryDirectory(prefix="md-two-")
+        self.addCleanup(tmp.cleanup)
+        self.dir = tmp.name
+        self.alice = os.path.join(self.dir, "alice")
+        self.bob = os.path.join(self.dir, "bob")
+        for folder, rel, text in ((self.alice, "tps.md", "# TPS alice\n"), (self.alice, "old.md", "# TPS alice old\n"),
+                                  (self.bob, "tps.md", "# TPS bob secret\n"), (self.bob, "2025/plan.md", "# TPS bob plan\n")):
+            FolderCase.write_at(os.path.join(folder, rel), text)
+        self.db = os.path.join(self.dir, "nonces.db")
+        self.config = procs.write_config(self, {
+            "principals": {
+                "alice": {"token": procs.TOKEN, "workspaces": [], "notesDirs": [self.alice]},
+                "bob": {"token": BOB_TOKEN, "workspaces": [], "notesDirs": [self.bob]},
+            },
+            "stdioPrincipal": "alice",
+            "db": self.db,
+        })
+        self.env = procs.server_env(NOTES_MCP_SECRET=procs.SECRET, XDG_STATE_HOME=os.path.join(self.dir, "state"))
+        self.server = procs.HttpServer(self, "--config", self.config, env=self.env)
+        self.bob_before = FolderIdentityTests.snapshot(self.bob)
+        self.alice_uri = main.format_file_uri(tuple(p for p in self.alice.split("/") if p))
+        self.bob_uri = main.format_file_uri(tuple(p for p in self.bob.split("/") if p))
+
+    def call(self, arguments: dict[str, Any], token: str = procs.TOKEN, **extra: Any) -> dict[str, Any]:
+        message = call(arguments, **extra)
+        _, _, body = procs.post(self.server.connect(self), message, procs.mcp_headers(message, token))
+        return json.loads(body)["result"]
+
+    def audit_command(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, procs.SERVE, "audit", "--config", self.config, *args],
+                              env=self.env, capture_output=True, text=True, timeout=procs.GUARD)
+
+    def audit_rows(self) -> list[tuple[Any, ...]]:
+        conn = sqlite3.connect(self.db, timeout=procs.GUARD)
+        try:
+            return conn.execute("SELECT principal, outcome, note_id, title, uri, workspace FROM audit ORDER BY id").fetchall()
+        finally:
+            conn.close()
+
+    def attack(self, swap: Callable[[], None], bob_now: str) -> None:
+        """alice: a form and a deletion of her own before the swap; then the swap, a first call, an accept, a restore."""
+        alice_args = {"workspaceUri": self.alice_uri, "title": "TPS"}
+        form = self.call(alice_args)
+        self.assertEqual(FolderCase.offered({"result": form}), ["tps.md", "old.md"])
+        mine = self.call(alice_args, id=2, requestState=form["requestState"], inputResponses=accept("old.md"))
+        self.assertTrue(mine["structuredContent"]["deleted"], mine)
+        before_swap = self.call(alice_args, id=3)
+        swap()
+        replaced = folder_paths.REPLACED.format(where=self.alice_uri)
+        first = self.call(alice_args, id=4)
+        self.assertTrue(first["isError"])
+        self.assertEqual(first["content"][0]["text"], replaced)
+        self.assertNotIn("requestState", first)
+        accepted = self.call(alice_args, id=5, requestState=before_swap["requestState"], inputResponses=accept("tps.md"))
+        self.assertTrue(accepted["isError"])
+        self.assertEqual(accepted["content"][0]["text"], replaced)
+        # The operator's restore of alice's entry: a new process, which opens the folders afresh.
+        restore = self.audit_command("restore", "1")
+        self.assertNotEqual(restore.returncode, 0)
+        self.assertNotIn("Traceback", restore.stderr)
+        self.results = [first["content"][0]["text"], accepted["content"][0]["text"], (restore.stdout + restore.stderr).strip()]
+        # Bob's notes: never offered, never moved, never deleted; the audit names nothing of bob's.
+        self.assertEqual(FolderIdentityTests.snapshot(bob_now), self.bob_before)
+        for text in self.results[:2]:  # what alice reads (the restore's line is the operator's)
+            self.assertNotIn(self.bob, text)
+            self.assertNotIn("TPS bob", text)
+        rows = self.audit_rows()
+        self.assertEqual([(r[0], r[1], r[2]) for r in rows], [("alice", audit.DELETED, "old.md")])
+        self.assertFalse(any("bob" in str(value) for row in rows for value in row))
+
+    def test_a_link_to_bob_s_folder_at_alice_s_path_offers_moves_and_restores_nothing_of_bob_s(self) -> None:
+        def swap() -> None:
+            os.rename(self.alice, self.alice + "-old")
+            os.symlink(self.bob, self.alice)
+
+        self.attack(swap, self.bob)
+        self.assertIn("are one folder", self.results[2])
+        # bob's own folder is still served to bob.
+        bob = self.call({"workspaceUri": self.bob_uri, "title": "TPS"}, token=BOB_TOKEN)
+        self.assertEqual(sorted(FolderCase.offered({"result": bob})), ["2025/plan.md", "tps.md"])
+
+    def test_bob_s_folder_renamed_into_alice_s_path_offers_moves_and_restores_nothing_of_bob_s(self) -> None:
+        def swap() -> None:
+            os.rename(self.alice, self.alice + "-old")
+            os.rename(self.bob, self.alice)
+
+        self.attack(swap, self.alice)
+        self.assertIn("does not exist", self.results[2])
+        bob = self.call({"workspaceUri": self.bob_uri, "title": "TPS"}, token=BOB_TOKEN)
+        self.assertEqual(bob["content"][0]["text"], folder_paths.REPLACED.format(where=self.bob_uri))
 
 
 if __name__ == "__main__":
