@@ -42,7 +42,6 @@ import stores
 __all__ = [
     "DIR_FLAGS",
     "MAX_WALK_ENTRIES",
-    "REPLACED",
     "Root",
     "open_workspace",
     "NAME_MAX",
