@@ -73,9 +73,9 @@ class FolderIndex:
     and a change event re-visits one entry with folder_paths.visit_entry.
     """
 
-    def __init__(self, root: main.Path, path: str, *, limit: int, watch: bool, max_watches: int, clock: Callable[[], float]) -> None:
+    def __init__(self, root: main.Path, opened: folder_paths.Root, *, limit: int, watch: bool, max_watches: int, clock: Callable[[], float]) -> None:
         self.root = root
-        self.path = path  # the folder `root` names, resolved at start-up
+        self.opened = opened  # the folder `root` named at start-up, held open: every read starts from it
         self.limit = limit
         self.max_watches = max_watches
         self.clock = clock
@@ -149,7 +149,7 @@ class FolderIndex:
         return folder_paths.indexed_note(self.root, path, self.slot_title[slot], self.files[path][0])
 
     def _live(self, path: main.Path) -> main.Note | None:
-        fd = folder_paths.open_below(self.path, path[:-1])
+        fd = folder_paths.open_below(self.opened, path[:-1])
         if fd is None:
             return None
         try:
@@ -185,13 +185,10 @@ class FolderIndex:
         self.too_large = False
         self.built = True
         self.scanned_at = started = self.clock()
-        # Watches are added by path with IN_DONT_FOLLOW: the root, which may be a link
-        # (the operator's choice, followed when it is opened), is resolved first.
-        self.watch_base = os.path.realpath(self.path).rstrip("/")
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # the root may be a symlink: the operator's choice
-        except OSError:
-            fd = None  # gone: nothing to offer until it is back
+        # Watches are added by path with IN_DONT_FOLLOW, at the folder the root named at
+        # start-up (resolved then); events are only hints, every read goes through descriptors.
+        self.watch_base = self.opened.real.rstrip("/")
+        fd = folder_paths.open_below(self.opened, ())  # None once closed: nothing to offer
         if fd is not None:
             self._known = known
             try:
@@ -267,7 +264,7 @@ class FolderIndex:
     def _refresh(self, rel: main.Path, name: str) -> None:
         """Look again at the entry `name` of the indexed folder `rel`: added, changed, replaced or gone."""
         folder = self.folders.get(rel)
-        fd = folder_paths.open_below(self.path, rel) if folder is not None else None
+        fd = folder_paths.open_below(self.opened, rel) if folder is not None else None
         if folder is None or fd is None:
             return  # the folder itself went; its parent's event drops it
         try:

@@ -15,9 +15,11 @@ configured folder, its root. This module says how a file is named and found:
   - revision: a digest of the file's (device, inode, size, mtime_ns, ctime_ns), so
               Note.version binds the path, the title and the exact file the user was shown.
 
-Nothing is resolved by string. The root path comes from the operator and is trusted;
-every component below it is opened with O_NOFOLLOW relative to its parent's descriptor,
-and every entry is examined with lstat semantics. Hidden names (leading ".") and names
+Nothing is resolved by string. The root path comes from the operator and is trusted at
+start-up, once: it is opened then (a Root), and every later open starts from that
+descriptor, never from the path again; a path that now leads to another folder is
+refused (Root.check). Every component below it is opened with O_NOFOLLOW relative to
+its parent's descriptor, and every entry is examined with lstat semantics. Hidden names (leading ".") and names
 a file URI cannot spell are never served, so the trash is never walked. `walk` is the
 one walk of a folder tree: the title index (code/folder_index.py) and the start-up
 count (MarkdownNotesStore.describe) both go through it.
@@ -40,6 +42,8 @@ import stores
 __all__ = [
     "DIR_FLAGS",
     "MAX_WALK_ENTRIES",
+    "Root",
+    "open_workspace",
     "NAME_MAX",
     "NOTE_SUFFIX",
     "SKIP_UNREADABLE",
@@ -84,6 +88,9 @@ DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 TOO_LARGE = "That notes folder holds more than {limit:,} entries; serve a smaller folder (a sub-folder) instead."
+
+
+REPLACED = "The notes folder {where} was replaced since the server started; nothing in it is offered, deleted or restored. Restart the server."
 
 
 def too_large(limit: int) -> stores.StoreRefused:
@@ -206,6 +213,43 @@ def root_path(root: str) -> main.Path:
     return path
 
 
+class Root:
+    """A configured notes folder, opened once at start-up: every later open below it starts from this descriptor."""
+
+    __slots__ = ("path", "real", "fd", "ident")
+
+    def __init__(self, path: main.Path, real: str) -> None:
+        self.path = path  # as the operator wrote it: what the URIs name
+        self.real = real  # the folder it named at start-up, links resolved
+        # The operator's path, followed once, here; from now on the path is only compared.
+        self.fd = os.open(real, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        info = os.fstat(self.fd)
+        # Held open, the folder's inode cannot be freed and reused: equal means the same folder.
+        self.ident = (info.st_dev, info.st_ino)
+
+    def replaced(self) -> bool:
+        """True when the path no longer leads to the folder opened at start-up (removed, renamed, or swapped)."""
+        # A user who may write the folder's parent can rename it away and put a link to
+        # another principal's folder (or that folder itself) at its path. Operations go
+        # through the descriptor either way; this check makes them refuse, saying so.
+        try:
+            now = os.stat(self.real)
+        except OSError:
+            return True
+        return (now.st_dev, now.st_ino) != self.ident
+
+    def check(self, where: str) -> None:
+        """Nothing, or StoreRefused(REPLACED) naming `where` (a URI the caller may see) when replaced()."""
+        if self.replaced():
+            raise stores.StoreRefused(REPLACED.format(where=where))
+
+    def close(self) -> None:
+        """Close the start-up descriptor; later opens below it fail (as for a folder that is gone)."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
 def same_folder(outer: str, below: main.Path, inner: str) -> bool:
     """True when the walk of the folder `outer` reaches the folder `inner` at `below` through real folders (no symlink)."""
     fd = open_below(outer, below)
@@ -222,13 +266,16 @@ def same_folder(outer: str, below: main.Path, inner: str) -> bool:
     return (reached.st_dev, reached.st_ino) == (target.st_dev, target.st_ino)
 
 
-def open_below(root: str | main.Path, below: main.Path) -> int | None:
-    """A descriptor for the folder `root` (a resolved path, or components) / below, walking each component below it with O_NOFOLLOW."""
-    if not isinstance(root, str):
-        root = "/" + "/".join(root)
+def open_below(root: Root | str | main.Path, below: main.Path) -> int | None:
+    """A descriptor for the folder `root` (opened at start-up, or a path) / below, walking each component below it with O_NOFOLLOW."""
     try:
-        # The root is the operator's choice, resolved at start-up (it may have been reached through a symlink).
-        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        if isinstance(root, Root):
+            # A new open file description of the start-up folder (not a dup: two listings
+            # must not share one directory offset), wherever its path leads now.
+            fd = os.open(".", DIR_FLAGS, dir_fd=root.fd)
+        else:
+            # A path the operator gave, at start-up (it may lead through a symlink).
+            fd = os.open(root if isinstance(root, str) else "/" + "/".join(root), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
         return None
     for name in below:
@@ -244,6 +291,54 @@ def open_below(root: str | main.Path, below: main.Path) -> int | None:
         os.close(fd)
         fd = child
     return fd
+
+
+# Why a workspace inside a notes folder lists nothing: said apart from "no note matches",
+# or the model tells the user the note does not exist. Only the final component (the
+# workspace the caller named, inside their grant) is described; a component above it
+# may lie above the grant, so its failure is told in words that say nothing of which.
+WORKSPACE_MISSING = "Workspace {where} does not exist."
+WORKSPACE_FILE = "Workspace {where} is a file, not a folder."
+WORKSPACE_SPECIAL = "Workspace {where} is not a folder."
+WORKSPACE_LINK = "Workspace {where} is a symbolic link, which this server does not follow."
+WORKSPACE_UNREADABLE = "Workspace {where} is a folder this server may not read."
+WORKSPACE_HIDDEN = "Workspace {where} is a hidden folder (or has a name a file URI cannot spell), which this server does not serve."
+WORKSPACE_PATH = "Workspace {where} cannot be reached: a folder on its path is missing, a file, unreadable or a symbolic link, which this server does not follow."
+
+
+def open_workspace(root: Root, below: main.Path, where: str) -> int:
+    """A descriptor for the folder root/below, or StoreRefused saying in one line why it is not one; `where` names it."""
+    fd = open_below(root, ())
+    if fd is None:
+        raise stores.StoreRefused(REPLACED.format(where=where))
+    for k, name in enumerate(below):
+        last = k == len(below) - 1
+        if not plain(name):
+            os.close(fd)
+            raise stores.StoreRefused(WORKSPACE_HIDDEN.format(where=where))
+        try:
+            child = os.open(name, DIR_FLAGS, dir_fd=fd)
+        except OSError:
+            try:
+                info: os.stat_result | None = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except OSError:
+                info = None
+            os.close(fd)
+            raise stores.StoreRefused((workspace_problem(info) if last else WORKSPACE_PATH).format(where=where)) from None
+        os.close(fd)
+        fd = child
+    return fd
+
+
+def workspace_problem(info: os.stat_result | None) -> str:
+    """Which WORKSPACE_* message an entry that could not be opened as a folder deserves (its lstat, or None if absent)."""
+    if info is None:
+        return WORKSPACE_MISSING
+    if stat.S_ISLNK(info.st_mode):
+        return WORKSPACE_LINK
+    if stat.S_ISDIR(info.st_mode):
+        return WORKSPACE_UNREADABLE
+    return WORKSPACE_FILE if stat.S_ISREG(info.st_mode) else WORKSPACE_SPECIAL
 
 
 def plain(name: str) -> bool:

@@ -2,8 +2,11 @@
 
 A confirmed deletion re-checks that the entry is still the very file the user was shown,
 then moves it into the notes folder's `.trash` with renameat2(parent_fd, name, trash_fd,
-..., RENAME_NOREPLACE) (or, in "unlink" mode, unlinks it with unlinkat). Neither follows
-a symlink; the trash is opened without following one, checked to be the same folder
+..., RENAME_NOREPLACE), and checks again that what arrived is that file: a file
+exchanged with it between the re-check and the move (renameat2 RENAME_EXCHANGE) is put
+back and the deletion refused. In "unlink" mode the file takes the same way and is then
+unlinked from the trash, so only the checked file is ever unlinked. Nothing follows a
+symlink; the trash is opened without following one, checked to be the same folder
 after the move, and the file is put back if it is not. The trash is hidden, so it is
 never walked or offered, and no id can name it. Trashed names start with the UTC time,
 so emptying reads them in age order and stops at the first young one.
@@ -30,13 +33,15 @@ import stores
 __all__ = ["MakeFolder", "delete", "empty", "restore_file", "settled", "trash_name_for"]
 
 TRASH_DIR = ".trash"  # in each notes folder; hidden, so never walked or offered, and no id can name it
+Facts = tuple[int, ...]  # folder_paths.facts(): device, inode, size, mtime_ns, ctime_ns
+Folder = folder_paths.Root | str | main.Path  # a notes folder: opened at start-up (the store's), or a path
 DELETE_REFUSED = "The chosen note could not be deleted (the folder does not allow it); nothing was deleted."
 TRASH_REFUSED = f"The notes folder's trash ({TRASH_DIR}) is not a plain folder; nothing was deleted."
 MakeFolder = Callable[..., None]  # os.mkdir's call: (name, mode, dir_fd=fd)
 
 
-def delete(root: str, rel: main.Path, seen: tuple[int, ...], trash_name: str, mkdir: MakeFolder = os.mkdir) -> bool:
-    """Move (or, without `trash_name`, unlink) root/rel if it is still the file whose facts were `seen`; False when it is not."""
+def delete(root: Folder, rel: main.Path, seen: Facts, trash_name: str, unlink: bool = False, mkdir: MakeFolder = os.mkdir) -> bool:
+    """Move root/rel to the trash as `trash_name` (then, if `unlink`, unlink it there) if it is the file whose facts were `seen`; False when not."""
     fd = folder_paths.open_below(root, rel[:-1])
     if fd is None:
         return False
@@ -50,27 +55,24 @@ def delete(root: str, rel: main.Path, seen: tuple[int, ...], trash_name: str, mk
         # since the read is refused. Neither renameat nor unlinkat follows a symlink.
         if not stat.S_ISREG(now.st_mode) or folder_paths.facts(now) != seen:
             return False
-        if trash_name:
-            return move_to_trash(root, fd, name, trash_name, mkdir)
-        try:
-            os.unlink(name, dir_fd=fd)
-        except FileNotFoundError:
-            return False  # removed by someone else since the re-stat: CHANGED, as for any vanished note
-        except OSError:
-            # EPERM/EACCES/EROFS (an append-only folder, a read-only mount): the claim is
-            # released, so the user may retry once the folder allows it.
-            raise stores.StoreRefused(DELETE_REFUSED) from None
-        return True
+        return move_to_trash(root, fd, name, trash_name, seen, unlink, mkdir)
     finally:
         os.close(fd)
 
 
-def settled(root: str, rel: main.Path, trash_name: str | None) -> bool:
+def same_file(info: os.stat_result, seen: Facts) -> bool:
+    """True when `info` (an lstat) is the regular file whose facts were `seen`, its content unchanged."""
+    # Device and inode name the file; size and mtime_ns say its content was not written
+    # since. The ctime is left out: the move itself sets it.
+    return stat.S_ISREG(info.st_mode) and folder_paths.facts(info)[:4] == tuple(seen[:4])
+
+
+def settled(root: Folder, rel: main.Path, trash_name: str | None) -> bool:
     """True when a deletion of root/rel is done: the file is in the trash as `trash_name`, or (unlinked) gone."""
     return in_trash(root, trash_name) if trash_name else not present(root, rel)
 
 
-def restore_file(root: str, rel: main.Path, trash_name: str, entry_id: int) -> None:
+def restore_file(root: Folder, rel: main.Path, trash_name: str, entry_id: int) -> None:
     """Move root/.trash/`trash_name` back to root/rel, never over anything; StoreRefused saying why not."""
     parent = folder_paths.open_below(root, rel[:-1])
     if parent is None:
@@ -113,7 +115,7 @@ def trash_stamp(at: float) -> str:
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(at))
 
 
-def open_trash(root: str | main.Path, create: bool, mkdir: MakeFolder = os.mkdir) -> int | None:
+def open_trash(root: Folder, create: bool, mkdir: MakeFolder = os.mkdir) -> int | None:
     """A descriptor for root/.trash, made (by `mkdir`) if asked; None when absent; StoreRefused if it is not a plain folder."""
     fd = folder_paths.open_below(root, ())
     if fd is None:
@@ -140,7 +142,7 @@ def open_trash(root: str | main.Path, create: bool, mkdir: MakeFolder = os.mkdir
         os.close(fd)
 
 
-def same_trash(root: str | main.Path, trash: int) -> bool:
+def same_trash(root: Folder, trash: int) -> bool:
     """True when root/.trash is still the folder `trash` was opened on (not replaced since)."""
     fd = folder_paths.open_below(root, ())
     if fd is None:
@@ -156,8 +158,12 @@ def same_trash(root: str | main.Path, trash: int) -> bool:
     return (now.st_dev, now.st_ino) == (opened.st_dev, opened.st_ino)
 
 
-def move_to_trash(root: str | main.Path, fd: int, name: str, trash_name: str, mkdir: MakeFolder = os.mkdir) -> bool:
-    """renameat(fd, name, trash, trash_name) into root/.trash, opened without following links; False if gone."""
+def move_to_trash(root: Folder, fd: int, name: str, trash_name: str, seen: Facts, unlink: bool = False, mkdir: MakeFolder = os.mkdir) -> bool:
+    """renameat(fd, name, trash, trash_name) into root/.trash (opened without following links), then unlinked there if `unlink`.
+
+    False, with the file put back, when what arrived is not the file whose facts were
+    `seen`; False when the entry is gone; StoreRefused when the folder refuses.
+    """
     trash = open_trash(root, create=True, mkdir=mkdir)
     assert trash is not None
     try:
@@ -172,17 +178,43 @@ def move_to_trash(root: str | main.Path, fd: int, name: str, trash_name: str, mk
         # The trash swapped for another folder or a link while the file moved: the file went
         # to a folder that is no longer the trash. Put it back and refuse.
         if not same_trash(root, trash):
-            try:
-                rename_noreplace(trash, trash_name, fd, name)
-            except OSError:
-                pass  # the name was taken meanwhile: the file stays in the displaced folder, nothing overwritten
+            put_back(trash, trash_name, fd, name)
             raise stores.StoreRefused(TRASH_REFUSED)
+        # Another file exchanged with the checked one between the re-stat and the move
+        # (renameat2 RENAME_EXCHANGE, timed by inotify) would be the one moved, and the
+        # audit would name the note the user confirmed. What arrived is checked: not the
+        # confirmed file, it goes back where it came from, and nothing is deleted.
+        try:
+            arrived = os.stat(trash_name, dir_fd=trash, follow_symlinks=False)
+        except OSError:
+            return False  # emptied or moved by someone else at once: nothing to vouch for
+        if not same_file(arrived, seen):
+            put_back(trash, trash_name, fd, name)
+            return False
+        if unlink:
+            try:
+                os.unlink(trash_name, dir_fd=trash)  # the checked file, in the server's own folder
+            except FileNotFoundError:
+                pass  # removed by someone else meanwhile: gone, as asked
+            except OSError:
+                # EPERM/EACCES/EROFS (an append-only trash, a read-only mount): back to its
+                # place, the claim released, so the user may retry once the folder allows it.
+                put_back(trash, trash_name, fd, name)
+                raise stores.StoreRefused(DELETE_REFUSED) from None
         return True
     finally:
         os.close(trash)
 
 
-def in_trash(root: str | main.Path, trash_name: str) -> bool:
+def put_back(trash: int, trash_name: str, fd: int, name: str) -> None:
+    """Move trash/`trash_name` back to `name` in folder `fd`, never over anything; if the name was taken, it stays in the trash."""
+    try:
+        rename_noreplace(trash, trash_name, fd, name)
+    except OSError:
+        pass  # the name was taken meanwhile: nothing is overwritten, the file stays where it is
+
+
+def in_trash(root: Folder, trash_name: str) -> bool:
     """True when root/.trash holds a regular file named `trash_name`."""
     trash = open_trash(root, create=False) if trash_name else None
     if trash is None:
@@ -195,7 +227,7 @@ def in_trash(root: str | main.Path, trash_name: str) -> bool:
         os.close(trash)
 
 
-def present(root: str | main.Path, rel: main.Path) -> bool:
+def present(root: Folder, rel: main.Path) -> bool:
     """True when root/rel is (still) a regular file."""
     fd = folder_paths.open_below(root, rel[:-1])
     if fd is None:
@@ -208,7 +240,7 @@ def present(root: str | main.Path, rel: main.Path) -> bool:
         os.close(fd)
 
 
-def empty(root: str, cutoff: float, budget: int, limit: int) -> int:
+def empty(root: Folder, cutoff: float, budget: int, limit: int) -> int:
     """Unlink regular files in root/.trash named before `cutoff`, at most `budget`, listing at most `limit`; what is left of it."""
     trash = open_trash(root, create=False)
     if trash is None:
@@ -260,3 +292,4 @@ def rename_noreplace(src_fd: int, src: str, dst_fd: int, dst: str) -> None:
     # link() refuses an existing name as renameat2 would; then the old name goes.
     os.link(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd, follow_symlinks=False)
     os.unlink(src, dir_fd=src_fd)
+

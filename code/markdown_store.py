@@ -70,6 +70,26 @@ class MarkdownNotesStore(stores.SettleSeam):
         # through a symlink is its own root (the outer walk never follows the link).
         self.roots = tuple(sorted(p for p in real if not any(q != p and main.is_within(p, q) and folder_paths.same_folder(real[q], p[len(q) :], real[p]) for q in real)))
         self.real = {root: real[root] for root in self.roots}
+        # Each root opened here, once: every lookup, move, restore and emptying starts from
+        # this descriptor, and refuses when the path now leads elsewhere (Root.check).
+        self.dirs: dict[main.Path, folder_paths.Root] = {}
+        for root in self.roots:
+            try:
+                self.dirs[root] = folder_paths.Root(root, self.real[root])
+            except OSError as exc:
+                self.close_dirs()
+                raise stores.StoreError(f"notes folder {self.real[root]} cannot be opened ({exc.strerror or exc})") from None
+        # Two configured paths that are one folder (a link put at one principal's path,
+        # leading to another's folder) would serve that folder to both: refused, not guessed.
+        first: dict[tuple[int, int], main.Path] = {}
+        for root, opened in self.dirs.items():
+            other = first.setdefault(opened.ident, root)
+            if other != root:
+                self.close_dirs()
+                raise stores.StoreError(
+                    f"notes folders {'/' + '/'.join(other)} and {'/' + '/'.join(root)} are one folder "
+                    "(a symbolic link leads from one to the other, or both to it); configure it once"
+                )
         self.nonces = nonces
         self.max_walk_entries = max_walk_entries
         self.described: dict[main.Path, int] = {}  # root -> notes counted by the last describe(), until count() takes it
@@ -77,7 +97,7 @@ class MarkdownNotesStore(stores.SettleSeam):
         # change events are drained at each lookup (a sandbox may confine the process
         # after construction, and it must be applied before any thread exists).
         self.indexes = {
-            root: folder_index.FolderIndex(root, self.real[root], limit=max_walk_entries, watch=watch, max_watches=max_watches, clock=clock)
+            root: folder_index.FolderIndex(root, self.dirs[root], limit=max_walk_entries, watch=watch, max_watches=max_watches, clock=clock)
             for root in self.roots
         }
         self.retention = retention or nonces.retention
@@ -98,12 +118,13 @@ class MarkdownNotesStore(stores.SettleSeam):
         root = self._root_of(workspace)
         if root is None:
             return []
+        where = main.format_file_uri(workspace)
+        # A folder swapped for another one (a link to another principal's folder, or that
+        # folder renamed into its place) offers nothing, saying so.
+        self.dirs[root].check(where)
         # The workspace itself is opened as the deletion will open it: a symlinked folder
-        # named in the URI, or one that is gone, lists nothing.
-        fd = folder_paths.open_below(self.real[root], workspace[len(root) :])
-        if fd is None:
-            return []
-        os.close(fd)
+        # named in the URI, a file, or one that is gone lists nothing, saying which.
+        os.close(folder_paths.open_workspace(self.dirs[root], workspace[len(root) :], where))
         return self.indexes[root].candidates(workspace, title)
 
     def _root_of(self, workspace: main.Path) -> main.Path | None:
@@ -142,7 +163,7 @@ class MarkdownNotesStore(stores.SettleSeam):
         root = self._root_of(workspace)
         if root is None:
             return None
-        fd = folder_paths.open_below(self.real[root], workspace[len(root) :])
+        fd = folder_paths.open_below(self.dirs[root], workspace[len(root) :])
         if fd is None:
             return None
         survey = Survey(root, self.max_walk_entries)
@@ -160,7 +181,13 @@ class MarkdownNotesStore(stores.SettleSeam):
         """Stop watching the folders and close the nonce database (checkpointing it); later calls do nothing."""
         for index in self.indexes.values():
             index.close()
+        self.close_dirs()
         self.nonces.close()
+
+    def close_dirs(self) -> None:
+        """Close the folders' start-up descriptors."""
+        for opened in self.dirs.values():
+            opened.close()
 
     def consume(
         self,
@@ -187,7 +214,8 @@ class MarkdownNotesStore(stores.SettleSeam):
             self.nonces.stage("committed")
             ((root, rel, seen, trash_name),) = chosen
             try:
-                moved = folder_trash.delete(self.real[root], rel, seen, trash_name, self._mkdir)
+                self.dirs[root].check(main.format_file_uri(root + rel[:-1]))  # swapped since the re-check: nothing moves
+                moved = folder_trash.delete(self.dirs[root], rel, seen, trash_name, not self.retention.trash, self._mkdir)
             except stores.StoreUnavailable:
                 self.nonces.release(nonce, entry)
                 raise
@@ -214,7 +242,7 @@ class MarkdownNotesStore(stores.SettleSeam):
         note_id, version = target
         rel = folder_paths.id_path(note_id)
         for root in self.roots if rel is not None else ():
-            fd = folder_paths.open_below(self.real[root], rel[:-1])
+            fd = folder_paths.open_below(self.dirs[root], rel[:-1])
             if fd is None:
                 continue
             try:
@@ -226,9 +254,13 @@ class MarkdownNotesStore(stores.SettleSeam):
             if loaded is None or loaded[0].version != version or not recheck(loaded[0]):
                 continue
             note, info = loaded
-            trash_name = folder_trash.trash_name_for(rel[-1], self.nonces.now()) if self.retention.trash else ""
+            # The very file, read through the start-up descriptor, but its folder's path now
+            # leads elsewhere: refused (rolled back), the URI the audit would name is no longer it.
+            self.dirs[root].check(main.format_file_uri(root + rel[:-1]))
+            # In unlink mode too the file passes through the trash, checked there, then unlinked.
+            trash_name = folder_trash.trash_name_for(rel[-1], self.nonces.now())
             chosen.append((root, rel, folder_paths.facts(info), trash_name))
-            record(main.Settlement.DELETED, audit.Facts(note.id, note.title, note.uri, trash_name or None), pending=True)
+            record(main.Settlement.DELETED, audit.Facts(note.id, note.title, note.uri, trash_name if self.retention.trash else None), pending=True)
             return main.Settlement.DELETED
         record(main.Settlement.CHANGED, audit.Facts(note_id))
         return main.Settlement.CHANGED
@@ -250,7 +282,7 @@ class MarkdownNotesStore(stores.SettleSeam):
         now = self.nonces.now()
         for entry in self.nonces.audit_entries(outcome=audit.PENDING):
             located = self.locate(entry["uri"])
-            if located is not None and folder_trash.settled(self.real[located[0]], located[1], entry["trash"] and str(entry["trash"])):
+            if located is not None and folder_trash.settled(self.dirs[located[0]], located[1], entry["trash"] and str(entry["trash"])):
                 self.nonces.complete_audit(entry["id"], audit.DELETED, audit.PENDING)
             elif now - float(entry["at"]) >= audit.PENDING_GRACE_SECONDS:  # not another instance's move in flight
                 self.nonces.complete_audit(entry["id"], audit.INTERRUPTED, audit.PENDING)
@@ -260,7 +292,8 @@ class MarkdownNotesStore(stores.SettleSeam):
         cutoff = self.nonces.now() - self.retention.trash_seconds
         budget = audit.PRUNE_BATCH
         for root in self.roots:
-            budget = folder_trash.empty(self.real[root], cutoff, budget, self.max_walk_entries)
+            if not self.dirs[root].replaced():  # a swapped folder's trash is not ours to empty
+                budget = folder_trash.empty(self.dirs[root], cutoff, budget, self.max_walk_entries)
 
     def audit_entries(self, principal: str | None = None, since: float | None = None, outcome: str | None = None) -> list[dict[str, object]]:
         """The confirmations database's audit entries (pending ones completed first where they can be)."""
@@ -279,7 +312,9 @@ class MarkdownNotesStore(stores.SettleSeam):
         if entry is None or not trash_name or located is None:
             raise stores.StoreRefused(f"entry {entry_id} is not a deletion into the trash of a folder served here")
         root, rel = located
-        folder_trash.restore_file(self.real[root], rel, str(trash_name), entry_id)
+        # Replaced since start-up: the trash and the place the path now reaches are another folder's.
+        self.dirs[root].check(main.format_file_uri(root))
+        folder_trash.restore_file(self.dirs[root], rel, str(trash_name), entry_id)
         return self.nonces.record_restore(entry_id, audit.Facts(str(entry["note_id"]), entry["title"], entry["uri"], str(trash_name)))  # type: ignore[arg-type]
 
 

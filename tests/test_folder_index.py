@@ -189,29 +189,36 @@ class ChangeNotification(IndexCase):
         self.assertEqual([n.id for n in store.candidates(root, "TPS")], ["sub/new.md"])  # seen without a rescan
         self.assertIsNotNone(self.index(store).watch)
 
-    def test_a_notes_folder_removed_then_made_again_is_indexed_again_once_a_rescan_is_due(self) -> None:
+    def test_a_notes_folder_removed_then_made_again_offers_nothing_of_either_and_says_so(self) -> None:
         self.write("a.md", "# TPS a\n")
         store = self.indexed()
         self.assertEqual(list(self.listed(store, "TPS")), ["a.md"])
         shutil.rmtree(self.ws)
         workspace = main.parse_file_uri(self.uri())
         self.assertEqual(self.index(store).candidates(workspace, "TPS"), [])  # its removal was seen: nothing left
+        replaced = folder_paths.REPLACED.format(where=self.uri())
+        with self.assertRaises(stores.StoreRefused) as caught:
+            self.listed(store, "TPS")
+        self.assertEqual(str(caught.exception), replaced)
         os.makedirs(self.ws)
         self.write("b.md", "# TPS b\n")
-        self.assertEqual(self.index(store).candidates(workspace, "TPS"), [])  # nothing watches the new folder yet
         self.ticks[0] += folder_index.RESCAN_SECONDS
-        self.assertEqual(list(self.listed(store, "TPS")), ["b.md"])
-        self.write("c.md", "# TPS c\n")
-        self.assertEqual(sorted(self.listed(store, "TPS")), ["b.md", "c.md"])  # and now it is watched
+        # Another folder at the path: the index reads only the folder opened at start-up.
+        self.assertEqual(self.index(store).candidates(workspace, "TPS"), [])
+        with self.assertRaises(stores.StoreRefused) as caught:
+            self.listed(store, "TPS")
+        self.assertEqual(str(caught.exception), replaced)
 
-    def test_a_notes_folder_replaced_while_watched_is_listed_again_at_the_next_lookup(self) -> None:
+    def test_a_notes_folder_replaced_while_watched_is_refused_at_the_next_lookup(self) -> None:
         self.write("a.md", "# TPS a\n")
         store = self.indexed()
         self.listed(store, "TPS")
         shutil.rmtree(self.ws)
         os.makedirs(self.ws)
         self.write("b.md", "# TPS b\n")
-        self.assertEqual(list(self.listed(store, "TPS")), ["b.md"])
+        with self.assertRaises(stores.StoreRefused) as caught:
+            self.listed(store, "TPS")
+        self.assertEqual(str(caught.exception), folder_paths.REPLACED.format(where=self.uri()))
 
     def test_no_thread_is_started_by_building_or_keeping_the_index(self) -> None:
         before = threading.active_count()

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
 import sqlite3
+import subprocess
+import sys
 import tempfile
 import unicodedata
 import unittest
@@ -13,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 from unittest import mock
 
+from helpers import procs, races
 from helpers.support import KEY, PRINCIPAL, Clock, Log, accept, call
 
 import audit
@@ -28,6 +32,7 @@ from markdown_store import MarkdownNotesStore
 
 ALWAYS = lambda note: True  # noqa: E731 - a recheck that accepts every live note
 SECRET = "# TPS report (outside)\nmust survive\n"
+STRESS_TRIES = 200  # raced deletions in the exchange stress test
 
 
 class FolderCase(unittest.TestCase):
@@ -160,10 +165,12 @@ class ListingTests(FolderCase):
 
     def test_a_symlinked_folder_named_in_the_workspace_uri_is_refused(self) -> None:
         os.symlink(self.outside, os.path.join(self.ws, "sub"))
-        self.assertEqual(self.listed(self.store(), "", "sub"), {})
+        with self.assertRaises(stores.StoreRefused):
+            self.listed(self.store(), "", "sub")
         response = self.ask(self.server(), "TPS", self.uri("sub"))
         self.assertTrue(response["result"]["isError"])
         self.assertNotIn("requestState", response["result"])
+        self.assertNotIn("outside", response["result"]["content"][0]["text"])
 
     def test_fifos_hidden_entries_and_folders_named_md_are_not_notes(self) -> None:
         self.write("note.md", "# Kept")
@@ -529,8 +536,10 @@ class OsRefusalTests(FolderCase):
         store = self.store(deletion=audit.DELETION_UNLINK)
         target = self.target(store)
         before = self.tree()
-        # What an append-only (chattr +a) folder or a read-only mount answers to unlinkat.
-        with mock.patch.object(folder_trash.os, "unlink", side_effect=PermissionError(1, "Operation not permitted")):
+        # What an append-only (chattr +a) folder or a read-only mount answers to the move
+        # that comes before the unlink.
+        refusal = PermissionError(1, "Operation not permitted")
+        with mock.patch.object(folder_trash, "rename_noreplace", side_effect=refusal):
             with self.assertRaises(stores.StoreRefused) as caught:
                 store.consume(PRINCIPAL, "n1", self.clock.now + 60, target, ALWAYS)
         self.assertNotIn("\n", str(caught.exception))
@@ -599,19 +608,35 @@ class OsRefusalTests(FolderCase):
         self.assertEqual(self.tree(), before)
         self.assertTrue(store.is_consumed("n1"))
 
-    def test_entry_removed_between_the_re_stat_and_the_unlink_is_reported_changed(self) -> None:
+    def test_in_unlink_mode_an_entry_removed_between_the_re_stat_and_the_move_is_reported_changed(self) -> None:
         store = self.store(deletion=audit.DELETION_UNLINK)
         target = self.target(store)
-        real = os.unlink
+        real = folder_trash.rename_noreplace
 
-        def gone_first(name: Any, *args: Any, **kwargs: Any) -> None:
-            real(self.chosen)  # another actor wins the race by a hair
-            real(name, *args, **kwargs)
+        def gone_first(*args: Any) -> None:
+            os.unlink(self.chosen)  # another actor wins the race by a hair
+            real(*args)
 
-        with mock.patch.object(folder_trash.os, "unlink", gone_first):
+        with mock.patch.object(folder_trash, "rename_noreplace", gone_first):
             outcome = store.consume(PRINCIPAL, "n1", self.clock.now + 60, target, ALWAYS)
         self.assertIs(outcome, main.Settlement.CHANGED)
         self.assertTrue(store.is_consumed("n1"))
+        self.assertEqual([e["outcome"] for e in store.audit_entries()], [audit.REFUSED])
+
+    def test_an_unlink_the_trash_refuses_puts_the_file_back_and_releases_the_claim(self) -> None:
+        store = self.store(deletion=audit.DELETION_UNLINK)
+        target = self.target(store)
+        before = self.tree()
+        with mock.patch.object(folder_trash.os, "unlink", side_effect=PermissionError(1, "Operation not permitted")):
+            with self.assertRaises(stores.StoreRefused) as caught:
+                store.consume(PRINCIPAL, "n1", self.clock.now + 60, target, ALWAYS)
+        self.assertEqual(str(caught.exception), folder_trash.DELETE_REFUSED)
+        self.assertEqual(self.tree(), before)
+        self.assertEqual(self.trashed(), [])
+        with open(self.chosen, encoding="utf-8") as handle:
+            self.assertEqual(handle.read(), "# TPS report 2025\n")
+        self.assertFalse(store.is_consumed("n1"))
+        self.assertEqual(store.audit_entries(), [])
 
     def test_entry_removed_between_the_re_stat_and_the_move_is_refused_in_the_audit(self) -> None:
         store = self.store()
@@ -629,6 +654,221 @@ class OsRefusalTests(FolderCase):
         self.assertEqual(self.trashed(), [])
         self.assertEqual([e["outcome"] for e in store.audit_entries()], [audit.REFUSED])
 
+
+class WorkspaceProblemTests(FolderCase):
+    """A workspace inside a granted notes folder that is no folder says why, in one line, apart from "no note matches"."""
+
+    def refusal(self, workspace: str) -> str:
+        """The text of the isError result a first call in `workspace` gets (no form, no state)."""
+        result = self.ask(self.server(), "TPS", workspace)["result"]
+        self.assertTrue(result["isError"])
+        self.assertNotIn("requestState", result)
+        (content,) = result["content"]
+        self.assertNotIn("\n", content["text"])
+        return content["text"]
+
+    def test_a_missing_workspace_says_it_does_not_exist_not_that_no_note_matches(self) -> None:
+        self.write("tps.md", "# TPS report\n")
+        self.assertEqual(self.refusal(self.uri("absent")), folder_paths.WORKSPACE_MISSING.format(where=self.uri("absent")))
+
+    def test_a_workspace_that_is_a_file_says_it_is_a_file(self) -> None:
+        self.write("plan.md", "# TPS plan\n")
+        self.assertEqual(self.refusal(self.uri("plan.md")), folder_paths.WORKSPACE_FILE.format(where=self.uri("plan.md")))
+
+    def test_a_workspace_that_is_a_symbolic_link_says_it_is_not_followed_and_names_nothing_behind_it(self) -> None:
+        os.symlink(self.outside, os.path.join(self.ws, "linked"))
+        text = self.refusal(self.uri("linked"))
+        self.assertEqual(text, folder_paths.WORKSPACE_LINK.format(where=self.uri("linked")))
+        self.assertNotIn("outside", text)
+        self.assertNotIn("secret", text)
+
+    def test_a_workspace_below_a_link_or_a_file_says_only_that_its_path_cannot_be_reached(self) -> None:
+        os.symlink(self.outside, os.path.join(self.ws, "linked"))
+        self.write("plan.md", "# TPS plan\n")
+        for below in (("linked", "sub"), ("plan.md", "sub"), ("absent", "sub")):
+            with self.subTest(below=below):
+                # A component above the workspace may lie above the caller's grant: which one
+                # failed, and how, is not said.
+                self.assertEqual(self.refusal(self.uri(*below)), folder_paths.WORKSPACE_PATH.format(where=self.uri(*below)))
+
+    def test_a_hidden_workspace_says_it_is_not_served(self) -> None:
+        self.write(".obsidian/tps.md", "# TPS hidden\n")
+        self.assertEqual(self.refusal(self.uri(".obsidian")), folder_paths.WORKSPACE_HIDDEN.format(where=self.uri(".obsidian")))
+
+    def test_an_existing_workspace_without_a_match_still_says_no_note_matches(self) -> None:
+        os.makedirs(os.path.join(self.ws, "empty"))
+        self.assertTrue(self.refusal(self.uri("empty")).startswith("No note titled like 'TPS'"))
+
+    def test_a_workspace_outside_the_grants_still_gets_the_authorization_error(self) -> None:
+        granted = self.refusal(self.uri("absent"))
+        for outside in (self.outside, os.path.join(self.base, "absent"), self.secret):
+            with self.subTest(outside=outside):
+                text = self.refusal(main.format_file_uri(tuple(p for p in outside.split("/") if p)))
+                self.assertTrue(text.startswith("That workspace is not authorized for you."), text)
+                self.assertNotIn("exist", text)
+        self.assertNotEqual(granted, text)
+
+
+class FolderIdentityTests(FolderCase):
+    """Two principals' folders: a folder whose path leads elsewhere since start-up offers, deletes and restores nothing."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.alice = os.path.join(self.base, "alice")
+        self.bob = os.path.join(self.base, "bob")
+        self.write_at(os.path.join(self.alice, "tps.md"), "# TPS alice\n")
+        self.write_at(os.path.join(self.bob, "tps.md"), "# TPS bob\n")
+        self.write_at(os.path.join(self.bob, "2025", "plan.md"), "# TPS bob plan\n")
+        self.bob_before = self.snapshot(self.bob)
+
+    @staticmethod
+    def snapshot(folder: str) -> dict[str, str]:
+        """Every file below `folder` (the trash included) with its content."""
+        found = {}
+        for where, _, names in os.walk(folder):
+            for name in names:
+                with open(os.path.join(where, name), encoding="utf-8") as handle:
+                    found[os.path.relpath(os.path.join(where, name), folder)] = handle.read()
+        return found
+
+    def both(self) -> MarkdownNotesStore:
+        return self.store([self.alice, self.bob])
+
+    def alice_path(self) -> main.Path:
+        return tuple(p for p in self.alice.split("/") if p)
+
+    def link_bob_at_alice(self) -> None:
+        os.rename(self.alice, self.alice + "-old")
+        os.symlink(self.bob, self.alice)
+
+    def rename_bob_to_alice(self) -> None:
+        os.rename(self.alice, self.alice + "-old")
+        os.rename(self.bob, self.alice)
+
+    def assert_replaced(self, caught: Any, where: str) -> None:
+        self.assertEqual(str(caught.exception), folder_paths.REPLACED.format(where=where))
+        self.assertNotIn("bob", str(caught.exception))
+
+    def test_a_folder_swapped_for_a_link_or_renamed_over_offers_nothing_and_says_so(self) -> None:
+        for swap in (self.link_bob_at_alice, self.rename_bob_to_alice):
+            with self.subTest(swap=swap.__name__):
+                self.setUp()
+                store = self.both()
+                self.assertEqual([n.title for n in store.candidates(self.alice_path(), "TPS")], ["TPS alice"])
+                swap()
+                with self.assertRaises(stores.StoreRefused) as caught:
+                    store.candidates(self.alice_path(), "TPS")
+                self.assert_replaced(caught, main.format_file_uri(self.alice_path()))
+                with self.assertRaises(stores.StoreRefused):
+                    store.candidates(self.alice_path() + ("2025",), "TPS")
+
+    def test_a_confirmation_from_before_the_swap_deletes_nothing_and_records_nothing(self) -> None:
+        for swap in (self.link_bob_at_alice, self.rename_bob_to_alice):
+            with self.subTest(swap=swap.__name__):
+                self.setUp()
+                store = self.both()
+                (note,) = store.candidates(self.alice_path(), "TPS")
+                swap()
+                with self.assertRaises(stores.StoreRefused) as caught:
+                    store.consume(PRINCIPAL, "n1", self.clock.now + 60, (note.id, note.version), ALWAYS)
+                self.assert_replaced(caught, main.format_file_uri(self.alice_path()))
+                self.assertEqual(self.snapshot(self.alice + "-old"), {"tps.md": "# TPS alice\n"})
+                moved = self.alice if swap == self.rename_bob_to_alice else self.bob
+                self.assertEqual(self.snapshot(moved), self.bob_before)
+                self.assertFalse(store.is_consumed("n1"))
+                self.assertEqual(store.audit_entries(), [])
+
+    def test_a_swap_between_the_claim_and_the_move_moves_nothing_and_releases_the_claim(self) -> None:
+        store = self.both()
+        (note,) = store.candidates(self.alice_path(), "TPS")
+        store.nonces._inside_transaction_hook = lambda stage: self.link_bob_at_alice() if stage == "committed" else None
+        with self.assertRaises(stores.StoreRefused) as caught:
+            store.consume(PRINCIPAL, "n1", self.clock.now + 60, (note.id, note.version), ALWAYS)
+        store.nonces._inside_transaction_hook = None
+        self.assert_replaced(caught, main.format_file_uri(self.alice_path()))
+        self.assertEqual(self.snapshot(self.alice + "-old"), {"tps.md": "# TPS alice\n"})
+        self.assertEqual(self.snapshot(self.bob), self.bob_before)
+        self.assertFalse(store.is_consumed("n1"))
+        self.assertEqual(store.audit_entries(), [])
+
+    def test_a_restore_into_a_swapped_folder_is_refused_and_its_trash_is_not_emptied(self) -> None:
+        store = self.both()
+        (note,) = store.candidates(self.alice_path(), "TPS")
+        self.assertIs(store.consume(PRINCIPAL, "n1", self.clock.now + 60, (note.id, note.version), ALWAYS), main.Settlement.DELETED)
+        (entry,) = store.audit_entries()
+        self.write_at(os.path.join(self.bob, folder_trash.TRASH_DIR, "19700101T000000Z-0123456789ab-old.md"), "# bob's trashed note\n")
+        self.bob_before = self.snapshot(self.bob)
+        self.link_bob_at_alice()
+        with self.assertRaises(stores.StoreRefused) as caught:
+            store.restore(entry["id"])
+        self.assert_replaced(caught, main.format_file_uri(self.alice_path()))
+        self.clock.now += store.retention.trash_seconds + 1
+        store.empty_trash()  # bob's own folder, emptied through bob's root, once
+        self.assertEqual(self.snapshot(self.bob), {k: v for k, v in self.bob_before.items() if not k.startswith(".trash/")})
+        old = self.snapshot(self.alice + "-old")
+        self.assertEqual(list(old.values()), ["# TPS alice\n"])  # alice's trashed note stays where it was
+        self.assertEqual([e["outcome"] for e in store.audit_entries()], [audit.DELETED])
+
+    def test_two_configured_paths_that_are_one_folder_are_refused_at_start_up(self) -> None:
+        self.link_bob_at_alice()
+        nonces = sqlite_store.open_store(os.path.join(self.base, "nonces.db"), clock=self.clock)
+        self.addCleanup(nonces.close)
+        with self.assertRaises(stores.StoreError) as caught:
+            MarkdownNotesStore([self.alice, self.bob], nonces)
+        self.assertIn("are one folder", str(caught.exception))
+        self.assertNotIn("\n", str(caught.exception))
+        self.assertEqual(self.snapshot(self.bob), self.bob_before)
+
+
+class ExchangeRaceTests(FolderCase):
+    """A file exchanged with the confirmed one between the last check and the move is put back; nothing is deleted."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        why = races.unavailable()
+        if why is not None:
+            self.skipTest(why)
+        self.chosen = self.write("2025/tps.md", "# TPS report 2025\n")
+        self.decoy = self.write("2025/other.txt", "# another file\n")
+
+    def exchange_at_the_move(self) -> Any:
+        """rename_noreplace that exchanges the chosen file with the decoy just before its first call (the move)."""
+        real = folder_trash.rename_noreplace
+        calls: list[str] = []
+
+        def exchanged_first(*args: Any) -> None:
+            if not calls:
+                races.exchange(self.chosen, self.decoy)  # after the re-stat, before the move
+            calls.append(args[1])
+            real(*args)
+
+        return mock.patch.object(folder_trash, "rename_noreplace", exchanged_first)
+
+    def test_the_exchanged_file_is_put_back_the_answer_is_an_error_and_the_audit_says_refused(self) -> None:
+        for deletion in (audit.DELETION_TRASH, audit.DELETION_UNLINK):
+            with self.subTest(deletion=deletion):
+                self.setUp()
+                store = self.store(deletion=deletion)
+                server = self.server(store)
+                first = self.ask(server, "2025")
+                with self.exchange_at_the_move():
+                    done = self.answer(server, first, accept("2025/tps.md"), title="2025")["result"]
+                self.assertTrue(done["isError"])
+                self.assertIn("changed", done["content"][0]["text"])
+                # The attacker's exchange stands; the server undid only its own move.
+                for path, text in ((self.chosen, "# another file\n"), (self.decoy, "# TPS report 2025\n")):
+                    with open(path, encoding="utf-8") as handle:
+                        self.assertEqual(handle.read(), text)
+                self.assertEqual(self.trashed(), [])
+                (entry,) = store.audit_entries()
+                self.assertEqual((entry["outcome"], entry["note_id"]), (audit.REFUSED, "2025/tps.md"))
+                replay = self.answer(server, first, accept("2025/tps.md"), title="2025")
+                self.assertEqual(replay["error"]["code"], main.INVALID_PARAMS)  # the confirmation is spent
+
+    def test_of_200_raced_deletions_none_trashes_another_file(self) -> None:
+        outcomes = races.race(STRESS_TRIES)
+        self.assertEqual(sum(outcomes.values()), STRESS_TRIES)
+        self.assertEqual(outcomes[races.WRONG], 0, dict(outcomes))
 
 class NameAndSizeTests(FolderCase):
     def test_a_40_character_japanese_name_fits_the_id_bound_and_deletes_end_to_end(self) -> None:
@@ -720,6 +960,105 @@ class NameAndSizeTests(FolderCase):
             store.candidates(main.parse_file_uri(self.uri()), "TPS")
         self.assertIn(f"more than {limit:,} entries", str(caught.exception))
         self.assertNotIn(self.base, str(caught.exception))
+
+
+BOB_TOKEN = "bob-token-0123456789abcdef"
+
+
+class TwoPrincipalServerTests(unittest.TestCase):
+    """A real server over HTTP, alice and bob each with a notes folder; alice swaps hers for bob's after start-up."""
+
+    def setUp(self) -> None:
+        tmp = tempfile.TemporaryDirectory(prefix="md-two-")
+        self.addCleanup(tmp.cleanup)
+        self.dir = tmp.name
+        self.alice = os.path.join(self.dir, "alice")
+        self.bob = os.path.join(self.dir, "bob")
+        for folder, rel, text in ((self.alice, "tps.md", "# TPS alice\n"), (self.alice, "old.md", "# TPS alice old\n"),
+                                  (self.bob, "tps.md", "# TPS bob secret\n"), (self.bob, "2025/plan.md", "# TPS bob plan\n")):
+            FolderCase.write_at(os.path.join(folder, rel), text)
+        self.db = os.path.join(self.dir, "nonces.db")
+        self.config = procs.write_config(self, {
+            "principals": {
+                "alice": {"token": procs.TOKEN, "workspaces": [], "notesDirs": [self.alice]},
+                "bob": {"token": BOB_TOKEN, "workspaces": [], "notesDirs": [self.bob]},
+            },
+            "stdioPrincipal": "alice",
+            "db": self.db,
+        })
+        self.env = procs.server_env(NOTES_MCP_SECRET=procs.SECRET, XDG_STATE_HOME=os.path.join(self.dir, "state"))
+        self.server = procs.HttpServer(self, "--config", self.config, env=self.env)
+        self.bob_before = FolderIdentityTests.snapshot(self.bob)
+        self.alice_uri = main.format_file_uri(tuple(p for p in self.alice.split("/") if p))
+        self.bob_uri = main.format_file_uri(tuple(p for p in self.bob.split("/") if p))
+
+    def call(self, arguments: dict[str, Any], token: str = procs.TOKEN, **extra: Any) -> dict[str, Any]:
+        message = call(arguments, **extra)
+        _, _, body = procs.post(self.server.connect(self), message, procs.mcp_headers(message, token))
+        return json.loads(body)["result"]
+
+    def audit_command(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, procs.SERVE, "audit", "--config", self.config, *args],
+                              env=self.env, capture_output=True, text=True, timeout=procs.GUARD)
+
+    def audit_rows(self) -> list[tuple[Any, ...]]:
+        conn = sqlite3.connect(self.db, timeout=procs.GUARD)
+        try:
+            return conn.execute("SELECT principal, outcome, note_id, title, uri, workspace FROM audit ORDER BY id").fetchall()
+        finally:
+            conn.close()
+
+    def attack(self, swap: Callable[[], None], bob_now: str) -> None:
+        """alice: a form and a deletion of her own before the swap; then the swap, a first call, an accept, a restore."""
+        alice_args = {"workspaceUri": self.alice_uri, "title": "TPS"}
+        form = self.call(alice_args)
+        self.assertEqual(FolderCase.offered({"result": form}), ["tps.md", "old.md"])
+        mine = self.call(alice_args, id=2, requestState=form["requestState"], inputResponses=accept("old.md"))
+        self.assertTrue(mine["structuredContent"]["deleted"], mine)
+        before_swap = self.call(alice_args, id=3)
+        swap()
+        replaced = folder_paths.REPLACED.format(where=self.alice_uri)
+        first = self.call(alice_args, id=4)
+        self.assertTrue(first["isError"])
+        self.assertEqual(first["content"][0]["text"], replaced)
+        self.assertNotIn("requestState", first)
+        accepted = self.call(alice_args, id=5, requestState=before_swap["requestState"], inputResponses=accept("tps.md"))
+        self.assertTrue(accepted["isError"])
+        self.assertEqual(accepted["content"][0]["text"], replaced)
+        # The operator's restore of alice's entry: a new process, which opens the folders afresh.
+        restore = self.audit_command("restore", "1")
+        self.assertNotEqual(restore.returncode, 0)
+        self.assertNotIn("Traceback", restore.stderr)
+        self.results = [first["content"][0]["text"], accepted["content"][0]["text"], (restore.stdout + restore.stderr).strip()]
+        # Bob's notes: never offered, never moved, never deleted; the audit names nothing of bob's.
+        self.assertEqual(FolderIdentityTests.snapshot(bob_now), self.bob_before)
+        for text in self.results[:2]:  # what alice reads (the restore's line is the operator's)
+            self.assertNotIn(self.bob, text)
+            self.assertNotIn("TPS bob", text)
+        rows = self.audit_rows()
+        self.assertEqual([(r[0], r[1], r[2]) for r in rows], [("alice", audit.DELETED, "old.md")])
+        self.assertFalse(any("bob" in str(value) for row in rows for value in row))
+
+    def test_a_link_to_bob_s_folder_at_alice_s_path_offers_moves_and_restores_nothing_of_bob_s(self) -> None:
+        def swap() -> None:
+            os.rename(self.alice, self.alice + "-old")
+            os.symlink(self.bob, self.alice)
+
+        self.attack(swap, self.bob)
+        self.assertIn("are one folder", self.results[2])
+        # bob's own folder is still served to bob.
+        bob = self.call({"workspaceUri": self.bob_uri, "title": "TPS"}, token=BOB_TOKEN)
+        self.assertEqual(sorted(FolderCase.offered({"result": bob})), ["2025/plan.md", "tps.md"])
+
+    def test_bob_s_folder_renamed_into_alice_s_path_offers_moves_and_restores_nothing_of_bob_s(self) -> None:
+        def swap() -> None:
+            os.rename(self.alice, self.alice + "-old")
+            os.rename(self.bob, self.alice)
+
+        self.attack(swap, self.alice)
+        self.assertIn("does not exist", self.results[2])
+        bob = self.call({"workspaceUri": self.bob_uri, "title": "TPS"}, token=BOB_TOKEN)
+        self.assertEqual(bob["content"][0]["text"], folder_paths.REPLACED.format(where=self.bob_uri))
 
 
 if __name__ == "__main__":

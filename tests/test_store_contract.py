@@ -17,6 +17,7 @@ from helpers.support import KEY, PRINCIPAL, WORKSPACE, Clock, call
 
 import audit
 import frame
+import folder_paths
 import main
 import stores
 import markdown_store
@@ -59,6 +60,10 @@ class StoreContract:
     def store_id(self, name: str) -> str:
         """The store's id of the contract note `name` (contract_notes())."""
         return name
+
+    def offered_in_a_note(self, workspace: main.Path, title: str) -> list[main.Note]:
+        """What a lookup in a workspace that names a note (not a folder) offers."""
+        return self.store.candidates(workspace, title)
 
     def write(self, name: str, title: str) -> None:
         """Another actor adds the note `name` with `title` inside the workspace."""
@@ -137,7 +142,7 @@ class StoreContract:
     def test_candidates_are_strictly_inside_the_workspace_and_never_the_look_alike_folder(self) -> None:
         self.assertEqual(set(self.found(self.workspace, "alpha")), {"n-a1", "n-a2"})
         self.assertIn("evil", self.ids())  # present in the store, just never offered
-        self.assertEqual(self.store.candidates(main.parse_file_uri(f"{self.workspace_uri}/a1.md"), "alpha"), [])
+        self.assertEqual(self.offered_in_a_note(main.parse_file_uri(f"{self.workspace_uri}/a1.md"), "alpha"), [])
 
     def test_candidates_come_in_form_order_title_casefolded_then_id(self) -> None:
         self.assertEqual(self.found(self.workspace, "REPORT"), ["n-a1", "n-a2", "n-b"])
@@ -315,6 +320,13 @@ class FolderContract(StoreContract, unittest.TestCase):
 
     def notes(self, store: Any = None) -> list[main.Note]:
         return (store or self.store).candidates(self.below(()), "")  # every title contains ""
+
+    def offered_in_a_note(self, workspace: main.Path, title: str) -> list[main.Note]:
+        # Here the note is a file on disk: the lookup offers nothing and says what it is.
+        with self.assertRaises(stores.StoreRefused) as caught:
+            self.store.candidates(workspace, title)
+        self.assertEqual(str(caught.exception), folder_paths.WORKSPACE_FILE.format(where=main.format_file_uri(workspace)))
+        return []
 
     def store_id(self, name: str) -> str:
         uri = {note.id: note.uri for note in contract_notes()}.get(name, f"{WORKSPACE}/{name}.md")
