@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import math
 import os
+from typing import Any
 import stat
 import threading
 from array import array
@@ -73,9 +74,13 @@ class FolderIndex:
     and a change event re-visits one entry with folder_paths.visit_entry.
     """
 
-    def __init__(self, root: main.Path, opened: folder_paths.Root, *, limit: int, watch: bool, max_watches: int, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, root: main.Path, opened: folder_paths.Root, *, limit: int, watch: bool, max_watches: int, clock: Callable[[], float],
+        scandir: Callable[[int], Any] = os.scandir,
+    ) -> None:
         self.root = root
         self.opened = opened  # the folder `root` named at start-up, held open: every read starts from it
+        self._scandir = scandir  # how a folder is listed: os.scandir, unless a test injects a slower one
         self.limit = limit
         self.max_watches = max_watches
         self.clock = clock
@@ -192,7 +197,7 @@ class FolderIndex:
         if fd is not None:
             self._known = known
             try:
-                folder_paths.walk(fd, (), self, 0)
+                folder_paths.walk(fd, (), self, 0, self._scandir)
             finally:
                 self._known = {}
                 os.close(fd)
@@ -290,7 +295,7 @@ class FolderIndex:
                 # event is the better witness.
                 self._drop_file(path)
             if info is not None:
-                folder_paths.visit_entry(fd, rel, name, self, len(rel))
+                folder_paths.visit_entry(fd, rel, name, self, len(rel), scandir=self._scandir)
         finally:
             os.close(fd)
 

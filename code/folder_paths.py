@@ -33,7 +33,8 @@ import os
 import re
 import stat
 import unicodedata
-from typing import Protocol
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol
 from urllib.parse import quote, unquote
 
 import main
@@ -41,6 +42,8 @@ import stores
 
 __all__ = [
     "DIR_FLAGS",
+    "FileOps",
+    "OS_OPS",
     "MAX_WALK_ENTRIES",
     "Root",
     "open_workspace",
@@ -128,11 +131,23 @@ class Visitor(Protocol):
         """An entry not served, for one of the SKIP_* reasons."""
 
 
-def walk(fd: int, rel: main.Path, visitor: Visitor, depth: int) -> None:
+class FileOps(NamedTuple):
+    """The file-system calls the folder store makes that a test must see fail or race: os's own unless a test injects one."""
+
+    stat: Callable[..., os.stat_result] = os.stat  # the re-stat just before the move
+    unlink: Callable[..., None] = os.unlink  # unlink mode's unlink, in the trash
+    mkdir: Callable[..., None] = os.mkdir  # the trash folder, made at the first deletion
+    scandir: Callable[[int], Any] = os.scandir  # every folder listing of a walk
+
+
+OS_OPS = FileOps()
+
+
+def walk(fd: int, rel: main.Path, visitor: Visitor, depth: int, scandir: Callable[[int], Any] = os.scandir) -> None:
     """List the open folder `fd` (path `rel` below the root, `depth` levels below where the walk began) and visit each entry."""
     visitor.entering(fd, rel)
     names: dict[str, bool] = {}  # name -> listed as a regular file (the directory entry's type, no stat)
-    with os.scandir(fd) as entries:
+    with scandir(fd) as entries:
         for entry in entries:
             # A folder with millions of entries must not make one call unbounded; and a
             # cut walk must say so, never answer "no note" for a note it did not reach.
@@ -143,10 +158,12 @@ def walk(fd: int, rel: main.Path, visitor: Visitor, depth: int) -> None:
                 names[entry.name] = False
     visitor.listed(fd, rel, set(names))
     for name, is_file in names.items():
-        visit_entry(fd, rel, name, visitor, depth, is_file)
+        visit_entry(fd, rel, name, visitor, depth, is_file, scandir)
 
 
-def visit_entry(fd: int, rel: main.Path, name: str, visitor: Visitor, depth: int, is_file: bool = False) -> None:
+def visit_entry(
+    fd: int, rel: main.Path, name: str, visitor: Visitor, depth: int, is_file: bool = False, scandir: Callable[[int], Any] = os.scandir
+) -> None:
     """Visit the entry `name` of the open folder `fd`: a note, a real sub-folder within MAX_WALK_DEPTH (walked), or a skip."""
     if not plain(name):
         visitor.skip(SKIP_HIDDEN if name.startswith(".") else SKIP_NAME)
@@ -171,7 +188,7 @@ def visit_entry(fd: int, rel: main.Path, name: str, visitor: Visitor, depth: int
                 visitor.skip(SKIP_FOLDER)
                 return  # no permission, swapped for a symlink since the lstat (ELOOP/ENOTDIR), or removed
             try:
-                walk(child, path, visitor, depth + 1)
+                walk(child, path, visitor, depth + 1, scandir)
             finally:
                 os.close(child)
     elif stat.S_ISREG(info.st_mode) and name.endswith(NOTE_SUFFIX):

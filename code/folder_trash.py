@@ -30,17 +30,16 @@ import folder_paths
 import main
 import stores
 
-__all__ = ["MakeFolder", "delete", "empty", "restore_file", "settled", "trash_name_for"]
+__all__ = ["delete", "empty", "restore_file", "settled", "trash_name_for"]
 
 TRASH_DIR = ".trash"  # in each notes folder; hidden, so never walked or offered, and no id can name it
 Facts = tuple[int, ...]  # folder_paths.facts(): device, inode, size, mtime_ns, ctime_ns
 Folder = folder_paths.Root | str | main.Path  # a notes folder: opened at start-up (the store's), or a path
 DELETE_REFUSED = "The chosen note could not be deleted (the folder does not allow it); nothing was deleted."
 TRASH_REFUSED = f"The notes folder's trash ({TRASH_DIR}) is not a plain folder; nothing was deleted."
-MakeFolder = Callable[..., None]  # os.mkdir's call: (name, mode, dir_fd=fd)
 
 
-def delete(root: Folder, rel: main.Path, seen: Facts, trash_name: str, unlink: bool = False, mkdir: MakeFolder = os.mkdir) -> bool:
+def delete(root: Folder, rel: main.Path, seen: Facts, trash_name: str, unlink: bool = False, ops: folder_paths.FileOps = folder_paths.OS_OPS) -> bool:
     """Move root/rel to the trash as `trash_name` (then, if `unlink`, unlink it there) if it is the file whose facts were `seen`; False when not."""
     fd = folder_paths.open_below(root, rel[:-1])
     if fd is None:
@@ -48,14 +47,14 @@ def delete(root: Folder, rel: main.Path, seen: Facts, trash_name: str, unlink: b
     name = rel[-1]
     try:
         try:
-            now = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            now = ops.stat(name, dir_fd=fd, follow_symlinks=False)
         except OSError:
             return False
         # Re-stat just before the move: an entry swapped for a symlink or another file
         # since the read is refused. Neither renameat nor unlinkat follows a symlink.
         if not stat.S_ISREG(now.st_mode) or folder_paths.facts(now) != seen:
             return False
-        return move_to_trash(root, fd, name, trash_name, seen, unlink, mkdir)
+        return move_to_trash(root, fd, name, trash_name, seen, unlink, ops)
     finally:
         os.close(fd)
 
@@ -115,7 +114,7 @@ def trash_stamp(at: float) -> str:
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(at))
 
 
-def open_trash(root: Folder, create: bool, mkdir: MakeFolder = os.mkdir) -> int | None:
+def open_trash(root: Folder, create: bool, mkdir: Callable[..., None] = os.mkdir) -> int | None:
     """A descriptor for root/.trash, made (by `mkdir`) if asked; None when absent; StoreRefused if it is not a plain folder."""
     fd = folder_paths.open_below(root, ())
     if fd is None:
@@ -158,13 +157,13 @@ def same_trash(root: Folder, trash: int) -> bool:
     return (now.st_dev, now.st_ino) == (opened.st_dev, opened.st_ino)
 
 
-def move_to_trash(root: Folder, fd: int, name: str, trash_name: str, seen: Facts, unlink: bool = False, mkdir: MakeFolder = os.mkdir) -> bool:
+def move_to_trash(root: Folder, fd: int, name: str, trash_name: str, seen: Facts, unlink: bool = False, ops: folder_paths.FileOps = folder_paths.OS_OPS) -> bool:
     """renameat(fd, name, trash, trash_name) into root/.trash (opened without following links), then unlinked there if `unlink`.
 
     False, with the file put back, when what arrived is not the file whose facts were
     `seen`; False when the entry is gone; StoreRefused when the folder refuses.
     """
-    trash = open_trash(root, create=True, mkdir=mkdir)
+    trash = open_trash(root, create=True, mkdir=ops.mkdir)
     assert trash is not None
     try:
         if not same_trash(root, trash):
@@ -193,7 +192,7 @@ def move_to_trash(root: Folder, fd: int, name: str, trash_name: str, seen: Facts
             return False
         if unlink:
             try:
-                os.unlink(trash_name, dir_fd=trash)  # the checked file, in the server's own folder
+                ops.unlink(trash_name, dir_fd=trash)  # the checked file, in the server's own folder
             except FileNotFoundError:
                 pass  # removed by someone else meanwhile: gone, as asked
             except OSError:

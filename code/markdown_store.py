@@ -56,7 +56,7 @@ class MarkdownNotesStore(stores.SettleSeam):
         watch: bool = True,
         max_watches: int = folder_index.MAX_WATCHED_FOLDERS,
         clock: Callable[[], float] = time.monotonic,
-        mkdir: folder_trash.MakeFolder = os.mkdir,
+        ops: folder_paths.FileOps = folder_paths.OS_OPS,
     ) -> None:
         # Each root as the operator wrote it (its URI) and the folder it names, resolved once,
         # here: a folder reached through a symlink (macOS's /tmp, a vault linked into another
@@ -97,13 +97,15 @@ class MarkdownNotesStore(stores.SettleSeam):
         # change events are drained at each lookup (a sandbox may confine the process
         # after construction, and it must be applied before any thread exists).
         self.indexes = {
-            root: folder_index.FolderIndex(root, self.dirs[root], limit=max_walk_entries, watch=watch, max_watches=max_watches, clock=clock)
+            root: folder_index.FolderIndex(
+                root, self.dirs[root], limit=max_walk_entries, watch=watch, max_watches=max_watches, clock=clock, scandir=ops.scandir
+            )
             for root in self.roots
         }
         self.retention = retention or nonces.retention
         nonces.retention = self.retention  # the confirmations database prunes the audit with the same bounds
         self._emptied_at = -math.inf  # when this instance last emptied its trash folders (store clock)
-        self._mkdir = mkdir  # how the trash folder is made: os.mkdir; a test passes one that fails
+        self._ops = ops  # the file-system calls a test may make fail or race: os's own otherwise
         try:
             self.recover()
         except stores.StoreError:
@@ -215,7 +217,7 @@ class MarkdownNotesStore(stores.SettleSeam):
             ((root, rel, seen, trash_name),) = chosen
             try:
                 self.dirs[root].check(main.format_file_uri(root + rel[:-1]))  # swapped since the re-check: nothing moves
-                moved = folder_trash.delete(self.dirs[root], rel, seen, trash_name, not self.retention.trash, self._mkdir)
+                moved = folder_trash.delete(self.dirs[root], rel, seen, trash_name, not self.retention.trash, self._ops)
             except stores.StoreUnavailable:
                 self.nonces.release(nonce, entry)
                 raise

@@ -446,7 +446,7 @@ class FolderAudit(AuditContract, unittest.TestCase):
     def open(self, retention: audit.Retention = audit.Retention(), mkdir: Any = os.mkdir) -> Any:
         nonces = sqlite_store.open_store(os.path.join(self.base, "nonces.db"), clock=self.clock)
         self.addCleanup(nonces.close)
-        return markdown_store.MarkdownNotesStore([self.ws], nonces, retention=retention, mkdir=mkdir)
+        return markdown_store.MarkdownNotesStore([self.ws], nonces, retention=retention, ops=folder_paths.OS_OPS._replace(mkdir=mkdir))
 
     def rows(self, sql: str) -> list[tuple[Any, ...]]:
         return sqlite_rows(os.path.join(self.base, "nonces.db"), sql)

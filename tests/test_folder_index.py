@@ -301,15 +301,16 @@ class RescanFallback(IndexCase):
     def test_a_rescan_that_takes_long_is_next_due_only_after_ten_times_its_length(self) -> None:
         for name in ("a.md", "sub/b.md", "sub/deeper/c.md"):
             self.write(name, f"# TPS {name}\n")
-        store = self.indexed()
-        listing = os.scandir
+        slow = [True]  # the first walk only
 
         def slow_listing(fd: int) -> Any:
-            self.ticks[0] += 1.0  # each folder takes a second to list: the walk takes 3 s
-            return listing(fd)
+            if slow[0]:
+                self.ticks[0] += 1.0  # each folder takes a second to list: the walk takes 3 s
+            return os.scandir(fd)
 
-        with mock.patch.object(folder_paths.os, "scandir", slow_listing):
-            self.assertEqual(len(self.listed(store, "TPS")), 3)
+        store = self.indexed(ops=folder_paths.OS_OPS._replace(scandir=slow_listing))
+        self.assertEqual(len(self.listed(store, "TPS")), 3)
+        slow[0] = False
         started = self.ticks[0] - 3.0
         self.assertEqual(self.index(store).rescan_interval, folder_index.RESCAN_COST_FACTOR * 3.0)
         self.write("d.md", "# TPS d\n")

@@ -60,10 +60,10 @@ class FolderCase(unittest.TestCase):
             handle.write(text)
         return path
 
-    def store(self, roots: list[str] | None = None, deletion: str = audit.DELETION_TRASH) -> MarkdownNotesStore:
+    def store(self, roots: list[str] | None = None, deletion: str = audit.DELETION_TRASH, ops: folder_paths.FileOps = folder_paths.OS_OPS) -> MarkdownNotesStore:
         nonces = sqlite_store.open_store(os.path.join(self.base, "nonces.db"), clock=self.clock)
         self.addCleanup(nonces.close)
-        store = MarkdownNotesStore(roots or [self.ws], nonces, retention=audit.Retention(deletion=deletion))
+        store = MarkdownNotesStore(roots or [self.ws], nonces, retention=audit.Retention(deletion=deletion), ops=ops)
         self.addCleanup(store.close)
         return store
 
@@ -582,16 +582,14 @@ class OsRefusalTests(FolderCase):
         return stat
 
     def test_entry_replaced_between_the_lookup_and_the_unlink_is_not_deleted(self) -> None:
-        store = self.store()
-        target = self.target(store)
-
         def replace() -> None:
             self.write_at(self.chosen + ".tmp", "# substitute\n")
             os.replace(self.chosen + ".tmp", self.chosen)
 
+        store = self.store(ops=folder_paths.OS_OPS._replace(stat=self.real_stat_then(replace)))
+        target = self.target(store)
         before = self.tree()
-        with mock.patch.object(folder_trash.os, "stat", self.real_stat_then(replace)):
-            outcome = store.consume(PRINCIPAL, "n1", self.clock.now + 60, target, ALWAYS)
+        outcome = store.consume(PRINCIPAL, "n1", self.clock.now + 60, target, ALWAYS)
         self.assertIs(outcome, main.Settlement.CHANGED)
         self.assertEqual(self.tree(), before)
         with open(self.chosen, encoding="utf-8") as handle:
@@ -599,11 +597,10 @@ class OsRefusalTests(FolderCase):
         self.assertTrue(store.is_consumed("n1"))
 
     def test_entry_removed_between_the_lookup_and_the_unlink_is_reported_changed(self) -> None:
-        store = self.store()
+        store = self.store(ops=folder_paths.OS_OPS._replace(stat=self.real_stat_then(lambda: os.unlink(self.chosen))))
         target = self.target(store)
-        with mock.patch.object(folder_trash.os, "stat", self.real_stat_then(lambda: os.unlink(self.chosen))):
-            before = self.tree() - {"ws/2025/tps.md"}
-            outcome = store.consume(PRINCIPAL, "n1", self.clock.now + 60, target, ALWAYS)
+        before = self.tree() - {"ws/2025/tps.md"}
+        outcome = store.consume(PRINCIPAL, "n1", self.clock.now + 60, target, ALWAYS)
         self.assertIs(outcome, main.Settlement.CHANGED)
         self.assertEqual(self.tree(), before)
         self.assertTrue(store.is_consumed("n1"))
@@ -624,12 +621,13 @@ class OsRefusalTests(FolderCase):
         self.assertEqual([e["outcome"] for e in store.audit_entries()], [audit.REFUSED])
 
     def test_an_unlink_the_trash_refuses_puts_the_file_back_and_releases_the_claim(self) -> None:
-        store = self.store(deletion=audit.DELETION_UNLINK)
+        refused = mock.Mock(side_effect=PermissionError(1, "Operation not permitted"))
+        store = self.store(deletion=audit.DELETION_UNLINK, ops=folder_paths.OS_OPS._replace(unlink=refused))
         target = self.target(store)
         before = self.tree()
-        with mock.patch.object(folder_trash.os, "unlink", side_effect=PermissionError(1, "Operation not permitted")):
-            with self.assertRaises(stores.StoreRefused) as caught:
-                store.consume(PRINCIPAL, "n1", self.clock.now + 60, target, ALWAYS)
+        with self.assertRaises(stores.StoreRefused) as caught:
+            store.consume(PRINCIPAL, "n1", self.clock.now + 60, target, ALWAYS)
+        refused.assert_called_once()
         self.assertEqual(str(caught.exception), folder_trash.DELETE_REFUSED)
         self.assertEqual(self.tree(), before)
         self.assertEqual(self.trashed(), [])
