@@ -626,3 +626,10 @@ def _audit_tables(conn: Any) -> None:
     """The audit and deleted-notes tables, added to a database that lacks them (older servers ignore them)."""
     for statement in audit.POSTGRES_TABLES:
         conn.execute(statement)
+    numbered = conn.execute(
+        "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()"
+        " AND table_name = 'audit' AND column_name = 'principal_seq'"
+    ).fetchone()
+    if numbered is None:
+        conn.execute("ALTER TABLE audit ADD COLUMN principal_seq bigint")  # an audit from before the per-principal bound
+    _AUDIT.number_entries(conn)

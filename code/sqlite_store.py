@@ -21,7 +21,7 @@ Schema (version SCHEMA_VERSION, recorded in the `meta` table):
     index consumed_by_principal(principal, expires_at)  -- the replay bound, in SQL
     index consumed_by_expiry(expires_at)                -- bounded pruning
     high_water(one = 1, seen)                        -- highest clock reading committed (v2)
-    audit(id, at, principal, tool, outcome, ...)     -- one entry per consumed confirmation (code/audit.py)
+    audit(id, at, principal, tool, outcome, ..., principal_seq)  -- one entry per consumed confirmation (code/audit.py)
     deleted_notes(audit_id PRIMARY KEY, id, title, uri, revision, deleted_at)  -- the trash
 
 The last two are added to any database that lacks them, whatever its version: a server
@@ -800,6 +800,9 @@ def _audit_tables(conn: sqlite3.Connection) -> None:
     """The audit and deleted-notes tables, added to a database that lacks them (older servers ignore them)."""
     for statement in audit.SQLITE_TABLES:
         conn.execute(statement)
+    if conn.execute("SELECT 1 FROM pragma_table_info('audit') WHERE name = 'principal_seq'").fetchone() is None:
+        conn.execute("ALTER TABLE audit ADD COLUMN principal_seq INTEGER")  # an audit from before the per-principal bound
+    _AUDIT.number_entries(conn)
 
 
 def _add_store_id(conn: sqlite3.Connection) -> None:
