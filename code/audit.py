@@ -45,7 +45,6 @@ import stores
 import title_index
 
 __all__ = [
-    "AUDIT_BY_PRINCIPAL",
     "AuditSql",
     "DAY_SECONDS",
     "DEFAULT_AUDIT_DAYS",
@@ -63,7 +62,6 @@ __all__ = [
     "POSTGRES_TABLES",
     "PRUNE_BATCH",
     "REFUSED",
-    "RESTORED_REVISION_BITS",
     "Retention",
     "SQLITE_TABLES",
     "SQL_TRASH",
