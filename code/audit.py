@@ -20,8 +20,9 @@ Never the requestState, its nonce, a token or a note's content. Outcomes:
     interrupted    folders: the server stopped between the claim and the move; nothing moved
     restored       an operator brought a trashed note back (`restores` names the entry)
 
-Entries are bounded by age and by count, pruned a batch at a time inside the consume
-transaction like the replay store. The context of the request (tool, request id, the
+Entries are bounded by age and, per principal, by count (each principal keeps its newest
+`max_entries`, so one principal's confirmations never push out another's), pruned a
+batch at a time inside the consume transaction like the replay store. The context of the request (tool, request id, the
 client's self-reported name, workspace) reaches the store through a context variable
 set by the wrapper `install()` puts around `tools/call`; code/main.py is unchanged.
 The SQL the SQLite and PostgreSQL stores share is here too (`AuditSql`). The operator
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import contextvars
 import json
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -73,9 +75,10 @@ DELETION_MODES = (DELETION_TRASH, DELETION_UNLINK)
 DAY_SECONDS = 86_400.0
 DEFAULT_TRASH_DAYS = 30.0  # a trashed note is emptied this long after its deletion
 DEFAULT_AUDIT_DAYS = 365.0  # an entry is pruned this long after it was written
-DEFAULT_AUDIT_MAX_ENTRIES = 100_000  # at most this many entries are kept (the newest)
+DEFAULT_AUDIT_MAX_ENTRIES = 100_000  # at most this many entries are kept per principal (its newest)
 MAX_RETENTION_DAYS = 3650.0  # a configured age above ten years is a typo, not a policy
-MAX_AUDIT_ENTRIES = 10_000_000  # the largest configurable count bound
+MAX_AUDIT_ENTRIES = 10_000_000  # the largest configurable count bound (per principal)
+RESTORED_REVISION_BITS = 62  # a restored note's new revision: random, and within a signed 64-bit column
 PRUNE_BATCH = 64  # entries and trashed notes removed per consume: bounded work per call
 MAX_FIELD_CHARS = 200  # characters kept of a client-supplied field (client name, request id)
 PENDING_GRACE_SECONDS = 60.0  # a pending folder entry this old, with nothing in the trash, was interrupted
@@ -96,7 +99,7 @@ class Retention(NamedTuple):
     deletion: str = DELETION_TRASH  # "trash" (default) or "unlink" (as before: gone at once)
     trash_seconds: float = DEFAULT_TRASH_DAYS * DAY_SECONDS
     audit_seconds: float = DEFAULT_AUDIT_DAYS * DAY_SECONDS
-    max_entries: int = DEFAULT_AUDIT_MAX_ENTRIES
+    max_entries: int = DEFAULT_AUDIT_MAX_ENTRIES  # per principal
 
     @property
     def trash(self) -> bool:
@@ -249,7 +252,7 @@ SQLITE_TABLES = (
     "CREATE TABLE IF NOT EXISTS audit ("
     " id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, principal TEXT NOT NULL, tool TEXT,"
     " outcome TEXT NOT NULL, note_id TEXT, title TEXT, workspace TEXT, uri TEXT, request_id TEXT,"
-    " client_name TEXT, trash TEXT, restores INTEGER)",
+    " client_name TEXT, trash TEXT, restores INTEGER, principal_seq INTEGER)",
     "CREATE INDEX IF NOT EXISTS audit_by_time ON audit (at)",
     "CREATE INDEX IF NOT EXISTS audit_by_outcome ON audit (outcome, id)",
     "CREATE TABLE IF NOT EXISTS deleted_notes ("
@@ -261,7 +264,7 @@ POSTGRES_TABLES = (
     "CREATE TABLE IF NOT EXISTS audit ("
     " id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, at double precision NOT NULL, principal text NOT NULL,"
     " tool text, outcome text NOT NULL, note_id text, title text, workspace text, uri text, request_id text,"
-    " client_name text, trash text, restores bigint)",
+    " client_name text, trash text, restores bigint, principal_seq bigint)",
     "CREATE INDEX IF NOT EXISTS audit_by_time ON audit (at)",
     "CREATE INDEX IF NOT EXISTS audit_by_outcome ON audit (outcome, id)",
     "CREATE TABLE IF NOT EXISTS deleted_notes ("
@@ -269,6 +272,10 @@ POSTGRES_TABLES = (
     " revision bigint NOT NULL, deleted_at double precision NOT NULL)",
     "CREATE INDEX IF NOT EXISTS deleted_by_time ON deleted_notes (deleted_at)",
 )
+# `principal_seq` numbers each principal's entries 1, 2, 3, ... (the count bound keeps
+# the newest `max_entries` of each). An audit table from before it gains the column at
+# start-up (the stores add it), and `number_entries` numbers what is there.
+AUDIT_BY_PRINCIPAL = "CREATE INDEX IF NOT EXISTS audit_by_principal ON audit (principal, principal_seq)"
 
 
 class AuditSql:
@@ -290,9 +297,10 @@ class AuditSql:
         (entry_id,) = self.run(
             conn,
             "INSERT INTO audit (at, principal, tool, outcome, note_id, title, workspace, uri, request_id,"
-            " client_name, trash, restores) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            " client_name, trash, restores, principal_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+            " (SELECT COALESCE(MAX(principal_seq), 0) + 1 FROM audit WHERE principal = ?)) RETURNING id",
             (now, principal, tool, outcome, facts.note_id, clip(facts.title), workspace, facts.uri, request_id,
-             client, facts.trash, restores),
+             client, facts.trash, restores, principal),
         ).fetchone()  # fmt: skip
         return int(entry_id)
 
@@ -301,22 +309,26 @@ class AuditSql:
     ) -> int:
         """Write this request's entry, then prune a batch of old entries and trashed notes; the id."""
         entry_id = self.insert(conn, now, principal, outcome, facts, current())
-        self.prune(conn, now, entry_id, retention)
+        self.prune(conn, now, principal, retention)
         written(store, entry_id, outcome)
         return entry_id
 
-    def prune(self, conn: Any, now: float, newest: int, retention: Retention) -> None:
-        """Remove at most PRUNE_BATCH entries past the age or count bound, and trashed notes past theirs."""
+    def prune(self, conn: Any, now: float, principal: str, retention: Retention) -> None:
+        """Remove at most PRUNE_BATCH entries past the age bound and as many of `principal`'s past its count, and trashed notes past theirs."""
         self.run(
             conn,
             "DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE at <= ? ORDER BY at LIMIT ?)",
             (now - retention.audit_seconds, PRUNE_BATCH),
         )
-        # Ids only grow, so the newest `max_entries` are those within that many of the newest id.
+        # The count bound is per principal: with one bound for all, a principal confirming
+        # in a loop would push every other principal's entries out of the audit. A
+        # principal's numbers only grow, so its newest `max_entries` are those within that
+        # many of its newest number.
         self.run(
             conn,
-            "DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE id <= ? ORDER BY id LIMIT ?)",
-            (newest - retention.max_entries, PRUNE_BATCH),
+            "DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE principal = ? AND principal_seq <="
+            " (SELECT MAX(principal_seq) FROM audit WHERE principal = ?) - ? ORDER BY principal_seq LIMIT ?)",
+            (principal, principal, retention.max_entries, PRUNE_BATCH),
         )
         self.run(
             conn,
@@ -324,6 +336,18 @@ class AuditSql:
             " (SELECT audit_id FROM deleted_notes WHERE deleted_at <= ? ORDER BY deleted_at LIMIT ?)",
             (now - retention.trash_seconds, PRUNE_BATCH),
         )
+
+    def number_entries(self, conn: Any) -> None:
+        """Number each principal's entries by id where any lacks its number (a table from before it), and index them."""
+        # Entries a server from before the numbering wrote are numbered here, at start-up.
+        if self.run(conn, "SELECT 1 FROM audit WHERE principal_seq IS NULL LIMIT 1").fetchone() is not None:
+            counts: dict[str, int] = {}
+            numbered = []
+            for entry_id, principal in self.run(conn, "SELECT id, principal FROM audit ORDER BY id").fetchall():
+                counts[principal] = counts.get(principal, 0) + 1
+                numbered.append((counts[principal], entry_id))
+            conn.cursor().executemany("UPDATE audit SET principal_seq = ? WHERE id = ?".replace("?", self.placeholder), numbered)
+        self.run(conn, AUDIT_BY_PRINCIPAL)
 
     def trash_row(self, conn: Any, entry_id: int, note: main.Note, now: float) -> None:
         """Move a note's row to deleted_notes (the caller's transaction, after its entry was written)."""
@@ -346,6 +370,10 @@ class AuditSql:
         note = main.Note(*row)
         if self.run(conn, "SELECT 1 FROM notes WHERE id = ? OR uri = ?", (note.id, note.uri)).fetchone() is not None:
             raise stores.StoreRefused(f"entry {entry_id}: a note now exists with id {note.id!r} or at its place; nothing restored")
+        # A new revision, as a file moved back out of a folder's trash gets one: with its old
+        # revision, a form shown before the deletion (still unexpired, never answered) would
+        # match the restored note again, and its accept would delete it a second time.
+        note = note._replace(revision=secrets.randbits(RESTORED_REVISION_BITS))
         # With the folded title the lookup indexes keep, as every store writes a note.
         self.run(conn, "INSERT INTO notes (id, title, uri, revision, folded) VALUES (?, ?, ?, ?, ?)", (*note, title_index.index_key(note)))
         self.run(conn, "DELETE FROM deleted_notes WHERE audit_id = ?", (entry_id,))

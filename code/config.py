@@ -286,7 +286,7 @@ CONFIG_FIELDS: dict[str, Callable[[Any, str], Any]] = {
     "deletion": read_deletion,  # "trash" (default) or "unlink" (code/audit.py)
     "trashDays": read_days,  # how long a trashed note is kept (default audit.DEFAULT_TRASH_DAYS)
     "auditDays": read_days,  # how long an audit entry is kept (default audit.DEFAULT_AUDIT_DAYS)
-    "auditMaxEntries": read_entries,  # how many audit entries are kept (default audit.DEFAULT_AUDIT_MAX_ENTRIES)
+    "auditMaxEntries": read_entries,  # how many audit entries each principal keeps (default audit.DEFAULT_AUDIT_MAX_ENTRIES)
 }
 REQUIRED_CONFIG_FIELDS = ("principals",)
 

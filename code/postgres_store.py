@@ -70,6 +70,7 @@ KEEPALIVE_IDLE_SECONDS = 10  # TCP keepalives: notice a server host that vanishe
 INSTALL_HINT = "psycopg 3 is not installed; run: pip install 'psycopg[binary]>=3.2'  (or, in a checkout: pip install '.[postgres]')"
 BUSY_MESSAGE = "The notes database is busy; nothing was changed. Try again."
 UNREACHABLE_MESSAGE = "The notes database cannot be reached right now. Try again shortly."
+UNCHECKED_ENCODING = "SQL_ASCII"  # a database encoding refused at start-up (_check_encoding)
 _SCHEMA_LOCK = 0x6E6F7465  # advisory lock key taken while creating the schema ("note")
 
 _SCHEMA = (
@@ -542,6 +543,7 @@ def _checked_seed(notes: Iterable[main.Note]) -> list[main.Note]:
 def _prepare(conn: Any, where: str, seed: list[main.Note]) -> str | None:
     """Create and seed, or check (and migrate) an existing schema; one transaction. Why there is no title index, or None."""
     with conn.transaction():
+        _check_encoding(conn, where)
         # Two instances starting together on an empty database: the second waits here,
         # then finds the schema the first one committed.
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
@@ -586,6 +588,18 @@ def _prepare(conn: Any, where: str, seed: list[main.Note]) -> str | None:
         return _title_index(conn)
 
 
+def _check_encoding(conn: Any, where: str) -> None:
+    """Refuse, with one line naming the fix, a database whose encoding is SQL_ASCII (stores.StoreError)."""
+    # SQL_ASCII stores bytes unchecked and unconverted: psycopg then reads every text
+    # column as bytes, so every row failed the note check and the server offered no note
+    # at all, without a word. Another encoding is converted by the server and reads right.
+    if conn.info.parameter_status("server_encoding") == UNCHECKED_ENCODING:  # text, whatever the encoding
+        raise stores.StoreError(
+            f"database {where} has encoding {UNCHECKED_ENCODING}, whose text is read as bytes and never served;"
+            " create the database with ENCODING 'UTF8' (CREATE DATABASE ... ENCODING 'UTF8' TEMPLATE template0) and use that"
+        )
+
+
 def _migrate(conn: Any) -> None:
     """Bring a version 1 schema to SCHEMA_VERSION, inside the caller's transaction."""
     conn.execute("ALTER TABLE notes ADD COLUMN folded text")
@@ -615,3 +629,10 @@ def _audit_tables(conn: Any) -> None:
     """The audit and deleted-notes tables, added to a database that lacks them (older servers ignore them)."""
     for statement in audit.POSTGRES_TABLES:
         conn.execute(statement)
+    numbered = conn.execute(
+        "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()"
+        " AND table_name = 'audit' AND column_name = 'principal_seq'"
+    ).fetchone()
+    if numbered is None:
+        conn.execute("ALTER TABLE audit ADD COLUMN principal_seq bigint")  # an audit from before the per-principal bound
+    _AUDIT.number_entries(conn)

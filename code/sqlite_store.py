@@ -21,7 +21,7 @@ Schema (version SCHEMA_VERSION, recorded in the `meta` table):
     index consumed_by_principal(principal, expires_at)  -- the replay bound, in SQL
     index consumed_by_expiry(expires_at)                -- bounded pruning
     high_water(one = 1, seen)                        -- highest clock reading committed (v2)
-    audit(id, at, principal, tool, outcome, ...)     -- one entry per consumed confirmation (code/audit.py)
+    audit(id, at, principal, tool, outcome, ..., principal_seq)  -- one entry per consumed confirmation (code/audit.py)
     deleted_notes(audit_id PRIMARY KEY, id, title, uri, revision, deleted_at)  -- the trash
 
 The last two are added to any database that lacks them, whatever its version: a server
@@ -35,12 +35,15 @@ Transactions follow the one rule of both SQL stores (code/stores.py): COMMIT whe
 body returns, ROLLBACK when it raises; a refusal that writes nothing (USED, FULL)
 raises stores.Rollback and is returned after the rollback. Errors are the classes of
 code/stores.py only: StoreError at start-up; StoreBusy, StoreWriteFailed (a retry may
-succeed); StoreGone, StoreBroken (the store is lost).
+succeed); StoreGone, StoreBroken (the store is lost: its connections are then never
+closed, see close). Every consuming commit is checkpointed into the database file
+before its answer (_checkpoint).
 Standard library only.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import sqlite3
 import stat
@@ -142,7 +145,6 @@ _WRITE_FAILURES = frozenset({sqlite3.SQLITE_READONLY, sqlite3.SQLITE_IOERR, sqli
 # ... and for a file that is no longer the database this store opened (overwritten in place).
 _NOT_OURS = frozenset({sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT})
 SIDE_FILES = ("-wal", "-shm")  # checked like the database file itself while serving
-_KEPT_OPEN: list[sqlite3.Connection] = []  # connections over a -shm that could not be restored
 
 
 class SqliteNotesStore(stores.SettleSeam):
@@ -184,15 +186,18 @@ class SqliteNotesStore(stores.SettleSeam):
         self._shm_size = _size(path + "-shm")  # SQLite maps it: it may grow, never shrink under us
         self._store_id = store_id(writer)
         self._gone = False
-        self._broken = False  # lost because the writer could not be reopened
-        self._shm_shrunk = False  # lost because the -shm file shrank under us: no read or write touches it again
-        self._shm_cut = False  # ... and it could not be grown back: its map must never be touched again
+        self._broken = False  # lost because the writer could not be reopened, or the -shm cannot be written
+        self._shm_lost = False  # the -shm shrank or cannot be written: no read or write touches its map again
         self._closed = False
         # TEST-ONLY: called as hook(stage) with the write lock held: "waiting" just before
         # BEGIN IMMEDIATE, "claimed" after the nonce insert and "deleted" after the
         # deletion (the row, or the Markdown store's unlink), both before COMMIT.
         # The crash tests pause here and SIGKILL the process. None (the default) in service.
         self._inside_transaction_hook: Callable[[str], None] | None = None
+        # BENCH-ONLY: `bench.py --mode checkpoint` turns this off to measure what the
+        # checkpoint after each consume costs. True (the default) in service: off, a
+        # removed -wal takes the consumed confirmations with it (_checkpoint).
+        self.checkpoint_each_consume = True
         self._titles_missing = trigram_support()
         self._titles = self._titles_missing is None
         self._counts: dict[str, int] = {}
@@ -299,7 +304,7 @@ class SqliteNotesStore(stores.SettleSeam):
         entry id (None for USED and FULL); raises stores.StoreBusy or stores.StoreGone, nothing written.
         """
         try:
-            with self._transaction() as conn:
+            with self._transaction(durable=True) as conn:
                 return self._claim_and_act(conn, principal, nonce, expires_at, act)
         except stores.Rollback as refusal:
             return refusal.outcome, None
@@ -434,11 +439,12 @@ class SqliteNotesStore(stores.SettleSeam):
             self._inside_transaction_hook(stage)
 
     @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
+    def _transaction(self, durable: bool = False) -> Iterator[sqlite3.Connection]:
         """The write lock and BEGIN IMMEDIATE within one budget; COMMIT when the body returns, ROLLBACK when it raises.
 
         Raises stores.StoreBusy when the budget runs out first, stores.StoreGone when the path no
-        longer names the file this store opened; in both cases nothing was written.
+        longer names the file this store opened; in both cases nothing was written. `durable`:
+        after the COMMIT, copy the -wal into the database file (_checkpoint) before returning.
         """
         deadline = time.monotonic() + self._budget
         if not self._lock.acquire(timeout=self._budget):
@@ -446,8 +452,30 @@ class SqliteNotesStore(stores.SettleSeam):
         try:
             with self._write_errors():
                 yield from self._locked_transaction(deadline)
+            if durable:
+                self._checkpoint()
         finally:
             self._lock.release()
+
+    def _checkpoint(self) -> None:
+        """Copy the committed -wal into the database file, waiting for no one (write lock held); failures are left to the next one."""
+        # A consumed confirmation that lives only in the -wal is lost with it: a -wal and
+        # -shm removed under a running instance (a cleanup job, a careless operator) let
+        # a fresh instance on the same file accept a state this one declined. So every
+        # consuming commit is copied into the database file before its answer leaves.
+        # PASSIVE waits for no lock; it copies every frame no reader still needs. A read of
+        # this process in flight may hold an older snapshot: tried once more between reads.
+        if not self.checkpoint_each_consume:
+            return
+        try:
+            _, frames, copied = self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            if copied < frames:
+                with self._read_lock:
+                    self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        except sqlite3.Error:
+            # The commit stands (in the -wal, synced before COMMIT returned), so the answer
+            # is true; the next write's checks find a file that is no longer ours.
+            pass
 
     def _locked_transaction(self, deadline: float) -> Iterator[sqlite3.Connection]:
         """BEGIN IMMEDIATE within what is left of the budget, the checks, the body; the write lock held."""
@@ -521,20 +549,27 @@ class SqliteNotesStore(stores.SettleSeam):
             raise stores.StoreBroken() if self._broken else stores.StoreGone()
 
     def _check_shm(self) -> None:
-        """Raise stores.StoreGone if the -shm file shrank (truncated by someone else) before SQLite touches its map."""
-        # SQLite memory-maps the -shm file: pages cut off by a truncation fault on the next
-        # access (SIGBUS) and kill the process. Checked before every read and write; a
-        # truncation between this check and the access is still a crash.
-        if not self._shm_shrunk and _shrunk(self._path + "-shm", self._side[1], self._shm_size):
-            self._shm_shrunk = self._gone = True
-            # Zeros back up to the size SQLite mapped, so that closing the connections (at
-            # exit, too) cannot fault: SQLite rebuilds that index from the -wal itself.
-            try:
-                os.truncate(self._path + "-shm", self._shm_size)
-            except OSError:
-                self._shm_cut = True  # then the connections are never closed (see close)
-        if self._shm_shrunk:
-            raise stores.StoreGone()
+        """Raise stores.StoreLost, before SQLite touches its map, if the -shm file shrank or can no longer be written."""
+        # SQLite memory-maps the -shm file and writes to it on reads and writes alike. A
+        # page cut off by a truncation faults on the next access (SIGBUS), and so does a
+        # write to a file made immutable (`chattr +i`): either killed the process. Checked
+        # before every read and write; a change between this check and the access is
+        # still a crash.
+        if not self._shm_lost:
+            trouble = _shm_trouble(self._path + "-shm", self._side[1], self._shm_size)
+            if trouble is not None:
+                self._shm_lost = self._gone = True
+                if trouble == UNWRITABLE:
+                    self._broken = True  # its message: "could not be written", not "removed or replaced"
+                if trouble == SHRUNK:
+                    # Zeros back up to the size SQLite mapped, for the other instances that
+                    # map it too: SQLite rebuilds that index from the -wal itself.
+                    try:
+                        os.truncate(self._path + "-shm", self._shm_size)
+                    except OSError:
+                        pass
+        if self._shm_lost:
+            raise stores.StoreBroken() if self._broken else stores.StoreGone()
 
     def _check_content(self) -> None:
         """Raise stores.StoreGone unless the file still holds the store id read at open (write lock held)."""
@@ -556,22 +591,23 @@ class SqliteNotesStore(stores.SettleSeam):
             if self._closed:
                 return
             self._closed = True
-            if self._shm_cut:
-                # Closing would touch the cut map (SIGBUS): kept open for the process's life.
-                _KEPT_OPEN.extend((self._reader, self._conn))
+            if self._gone or _identity(self._path) != self._identity or side_identities(self._path) != self._side:
+                # The last connection to close checkpoints its -wal into the database and
+                # removes the -wal by name: into a file that is another's now, over what the
+                # instances on the new side files committed (a deleted note came back), or
+                # through a -shm map that faults. So a lost store's connections stay open.
+                _abandon(self._reader, self._conn)
                 return
             try:
                 # Until checkpointed, deletions live only in the -wal file: a copy of the
                 # .db file alone (a naive backup) would still hold the deleted notes.
-                # Not into a file that is no longer at the path: that -wal is another's now.
                 # TRUNCATE without a busy wait copies every frame no reader still needs and
                 # never waits, so an instance shutting down beside others is not held for a
                 # busy timeout; when no reader needs any, it also empties the -wal. Inside
                 # the sandbox the last close cannot remove the -wal (its folder is not
                 # writable), and a full one would keep old pages, a deleted note's text.
-                if not self._gone and _identity(self._path) == self._identity:
-                    self._conn.execute("PRAGMA busy_timeout = 0")
-                    self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                self._conn.execute("PRAGMA busy_timeout = 0")
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             finally:
                 self._reader.close()
                 self._conn.close()
@@ -596,14 +632,30 @@ def _size(path: str) -> int:
         return 0
 
 
-def _shrunk(path: str, identity: tuple[int, int] | None, size: int) -> bool:
-    """True when `path` is still the file `identity` names and is now smaller than `size` (truncated)."""
+SHRUNK, UNWRITABLE = "shrunk", "unwritable"  # what _shm_trouble finds
+
+
+def _shm_trouble(path: str, identity: tuple[int, int] | None, size: int) -> str | None:
+    """SHRUNK or UNWRITABLE when `path` is still the file `identity` names and is smaller than `size` or not writable; else None."""
     # Removed or replaced is another check's business (and harmless to the map of the old file).
     try:
         info = os.stat(path)
     except OSError:
-        return False
-    return (info.st_dev, info.st_ino) == identity and info.st_size < size
+        return None
+    if (info.st_dev, info.st_ino) != identity:
+        return None
+    if info.st_size < size:
+        return SHRUNK
+    # access() refuses writing an immutable file even to root (who may write any mode).
+    return None if os.access(path, os.W_OK) else UNWRITABLE
+
+
+def _abandon(*conns: sqlite3.Connection) -> None:
+    """Keep `conns` open for the rest of the process: never closed, not even as the interpreter exits."""
+    # At exit the interpreter frees what it still holds, and freeing a connection closes
+    # it. One reference that is never given back keeps these out of that.
+    for conn in conns:
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(conn))
 
 
 def _identity(path: str) -> tuple[int, int] | None:
@@ -789,6 +841,9 @@ def _audit_tables(conn: sqlite3.Connection) -> None:
     """The audit and deleted-notes tables, added to a database that lacks them (older servers ignore them)."""
     for statement in audit.SQLITE_TABLES:
         conn.execute(statement)
+    if conn.execute("SELECT 1 FROM pragma_table_info('audit') WHERE name = 'principal_seq'").fetchone() is None:
+        conn.execute("ALTER TABLE audit ADD COLUMN principal_seq INTEGER")  # an audit from before the per-principal bound
+    _AUDIT.number_entries(conn)
 
 
 def _add_store_id(conn: sqlite3.Connection) -> None:

@@ -19,7 +19,7 @@ The exception tree, and the one outcome of each class (docs/stores.md, "Errors")
     |   +-- StoreRefused      the OS or the folder refused a file operation; a folder too large; a restore refused
     +-- StoreLost         the store can no longer be trusted          an isError result, then exit 1
         +-- StoreGone         its database file was removed, replaced or overwritten
-        +-- StoreBroken       a write failed and the database could not be reopened
+        +-- StoreBroken       a write failed and the database could not be reopened, or its -shm cannot be written
 
 The transaction rule, one for both SQL stores: a write transaction COMMITs when its body
 returns and rolls back when the body raises anything. A refusal that must write nothing
@@ -103,7 +103,7 @@ class StoreGone(StoreLost):
 
 
 class StoreBroken(StoreLost):
-    """A write failed and the database could not be reopened: every later change is refused."""
+    """A write failed and the database could not be reopened, or its -shm cannot be written: every later change is refused."""
 
     def __init__(self) -> None:
         super().__init__(BROKEN)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
+import io
 import errno
 import json
 import os
@@ -266,6 +268,23 @@ class AuditContract:
                 store.restore(entry_id)
         self.assertEqual(self.outcomes(store), [audit.DECLINED])
 
+    def test_a_form_shown_before_a_deletion_cannot_delete_the_restored_note(self) -> None:
+        store = self.open()
+        server = self.server(store)
+        stale = self.ask(server)  # state S: a form showing the chosen note, never answered
+        deleted = self.delete_chosen(store)  # another confirmation deletes it
+        self.operator_restore(store, deleted["id"])
+        self.assertTrue(self.present(self.chosen[0]))
+        refused = self.answer(server, stale, accept(self.chosen[0]), id="req-stale")
+        self.assertIs(refused["result"]["isError"], True, refused)
+        self.assertTrue(self.present(self.chosen[0]))  # not deleted a second time
+        self.assertEqual(self.outcomes(store), [audit.DELETED, audit.RESTORED, audit.REFUSED])
+        self.assertEqual(self.trash_size(), 0)
+
+    def operator_restore(self, store: Any, entry_id: int) -> None:
+        """Restore as the operator does (the folder store: its own restore; the SQL stores: `audit restore`)."""
+        store.restore(entry_id)
+
     def recreate(self, store: Any) -> None:
         """Put a new note where the chosen one was."""
         raise NotImplementedError
@@ -292,6 +311,18 @@ class AuditContract:
         self.assertEqual(len(first_ids), 3)  # at the bound: all kept
         store.consume(PRINCIPAL, "n3", self.clock.now + LATER, None, bool)
         self.assertEqual([entry["id"] for entry in store.audit_entries()], first_ids[1:] + [first_ids[2] + 1])
+
+    def test_the_count_bound_is_per_principal_so_one_principal_cannot_push_out_another_s_entries(self) -> None:
+        bound = 3
+        store = self.open(audit.Retention(max_entries=bound))
+        store.consume("bob", "b0", self.clock.now + LATER, None, bool)
+        (bob,) = store.audit_entries(principal="bob")
+        written = []
+        for k in range(bound + 5):
+            store.consume(PRINCIPAL, f"a{k}", self.clock.now + LATER, None, bool)
+            written.append(store.audit_entries(principal=PRINCIPAL)[-1]["id"])
+        self.assertEqual(store.audit_entries(principal="bob"), [bob])  # one entry, far older than alice's, kept
+        self.assertEqual([entry["id"] for entry in store.audit_entries(principal=PRINCIPAL)], written[-bound:])
 
     def test_entries_are_pruned_by_age_on_the_injected_clock(self) -> None:
         day = audit.DAY_SECONDS
@@ -337,6 +368,46 @@ class SqlAuditContract(AuditContract):
     def recreate(self, store: Any) -> None:
         store.put(main.Note(self.chosen[0], "A new note", f"{WORKSPACE}/new.md"))
 
+    def location(self) -> str:
+        """What `audit --db` names this store by (a file path or a postgresql:// URL)."""
+        raise NotImplementedError
+
+    def execute(self, *statements: str) -> None:
+        """Run statements behind the store's back, committed."""
+        raise NotImplementedError
+
+    def operator_restore(self, store: Any, entry_id: int) -> None:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            status = audit_cli.command(["--db", self.location(), "restore", str(entry_id)])
+        self.assertEqual(status, 0, out.getvalue())
+        self.assertIn(f"restored entry {entry_id}", out.getvalue())
+
+    def test_a_restored_note_gets_a_new_revision_and_keeps_its_id_title_and_place(self) -> None:
+        store = self.open()
+        before = {note.id: note for note in store.all()}[self.chosen[0]]
+        deleted = self.delete_chosen(store)
+        store.restore(deleted["id"])
+        after = {note.id: note for note in store.all()}[self.chosen[0]]
+        self.assertEqual((after.id, after.title, after.uri), (before.id, before.title, before.uri))
+        self.assertNotEqual(after.revision, before.revision)
+        self.assertNotEqual(after.version, before.version)
+        self.assertLess(after.revision, 2**audit.RESTORED_REVISION_BITS)
+
+    def test_an_audit_from_before_the_per_principal_bound_is_numbered_at_start_up_and_pruned_by_it(self) -> None:
+        store = self.open()
+        for principal, nonce in (("bob", "b0"), (PRINCIPAL, "a0"), ("bob", "b1"), (PRINCIPAL, "a1"), (PRINCIPAL, "a2")):
+            store.consume(principal, nonce, self.clock.now + LATER, None, bool)
+        store.close()
+        self.execute("DROP INDEX audit_by_principal", "ALTER TABLE audit DROP COLUMN principal_seq")  # the table as it was
+        old = self.open(audit.Retention(max_entries=2))
+        numbered = self.rows("SELECT principal, principal_seq FROM audit ORDER BY id")
+        self.assertEqual(numbered, [("bob", 1), (PRINCIPAL, 1), ("bob", 2), (PRINCIPAL, 2), (PRINCIPAL, 3)])
+        old.consume(PRINCIPAL, "a3", self.clock.now + LATER, None, bool)
+        self.assertEqual(
+            self.rows("SELECT principal, principal_seq FROM audit ORDER BY id"), [("bob", 1), ("bob", 2), (PRINCIPAL, 3), (PRINCIPAL, 4)]
+        )
+
     def test_a_restore_is_refused_when_another_note_now_has_the_same_place(self) -> None:
         store = self.open()
         deleted = self.delete_chosen(store)
@@ -379,6 +450,17 @@ class SqliteAudit(SqlAuditContract, unittest.TestCase):
     def rows(self, sql: str) -> list[tuple[Any, ...]]:
         return sqlite_rows(self.path, sql)
 
+    def location(self) -> str:
+        return self.path
+
+    def execute(self, *statements: str) -> None:
+        conn = sqlite3.connect(self.path, isolation_level=None)
+        try:
+            for statement in statements:
+                conn.execute(statement)
+        finally:
+            conn.close()
+
     def test_one_consume_prunes_at_most_one_batch_of_expired_entries(self) -> None:
         store = self.open(audit.Retention(audit_seconds=100))
         for k in range(audit.PRUNE_BATCH + 2):
@@ -420,6 +502,14 @@ class PostgresAudit(SqlAuditContract, unittest.TestCase):
     def rows(self, sql: str) -> list[tuple[Any, ...]]:
         with postgres_cluster.psycopg.connect(self.url) as conn:
             return conn.execute(sql).fetchall()
+
+    def location(self) -> str:
+        return self.url
+
+    def execute(self, *statements: str) -> None:
+        with postgres_cluster.psycopg.connect(self.url, autocommit=True) as conn:
+            for statement in statements:
+                conn.execute(statement)
 
 
 class FolderAudit(AuditContract, unittest.TestCase):

@@ -18,6 +18,7 @@ from helpers import support
 
 import bench
 import main
+import sqlite_store
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -226,6 +227,23 @@ class PlotTests(unittest.TestCase):
         self.assertEqual(recorded["scaling"], {"notes": [10], "rates": {"sqlite": [7]}, "command": "two"})
         self.assertEqual(bench.scaling_rates(first)["rates"], {"memory": [900, 900, 900, None], "sqlite": [500, 500, 500, 500]})
         self.assertEqual(os.listdir(os.path.dirname(path)), ["figures.json"])  # no temporary file left
+
+    def test_checkpoint_mode_measures_both_stores_in_one_run_and_reports_their_ratio(self) -> None:
+        with tempfile.TemporaryDirectory(prefix="bench-checkpoint-") as folder:
+            args = bench.parse_args(["--mode", "checkpoint", "--seconds", "0.2", "--notes", "20", "--dir", folder])
+            printed, opened = io.StringIO(), []
+            real_open = sqlite_store.open_store
+            with contextlib.redirect_stdout(printed), mock.patch.object(
+                sqlite_store, "open_store", lambda *a, **k: opened.append(real_open(*a, **k)) or opened[-1]
+            ):
+                figures = bench.run_checkpoint(args)
+            self.assertEqual(os.listdir(folder), [])  # its databases are removed with their folder
+        self.assertEqual([store.checkpoint_each_consume for store in opened], [True, False])
+        self.assertGreater(figures["with"], 0)
+        self.assertGreater(figures["without"], 0)
+        self.assertEqual(figures["ratio"], figures["with"] / figures["without"])
+        self.assertIn("ratio, with / without", printed.getvalue())
+        self.assertIn(f"{figures['ratio']:.2f}", printed.getvalue())
 
     def test_the_report_prints_no_fixed_reference_figure_beside_measured_ones(self) -> None:
         self.assertEqual([name for name in vars(bench) if name.startswith("SDK_")], [])

@@ -102,6 +102,26 @@ class SchemaAndSeeding(PgCase, sql_stores.SeedingContract):
             postgres_store.open_store(self.url, clock=self.clock)
         self.assertIsNone(self.raw().execute("SELECT to_regclass('meta')").fetchone()[0])
 
+    def test_a_sql_ascii_database_is_refused_at_start_up_in_one_line_naming_the_fix_and_left_empty(self) -> None:
+        assert cluster is not None
+        name = f"ascii_{os.getpid()}"
+        with cluster.admin() as admin:
+            admin.execute(f"CREATE DATABASE {name} ENCODING 'SQL_ASCII' TEMPLATE template0")
+        self.url = cluster.url(name)
+        with self.assertRaises(StoreError) as caught:
+            postgres_store.open_store(self.url, clock=self.clock, seed_notes=main.lesson_notes())
+        message = str(caught.exception)
+        self.assertIn(f"encoding {postgres_store.UNCHECKED_ENCODING}", message)
+        self.assertIn("ENCODING 'UTF8'", message)
+        self.assertNotIn("\n", message)
+        self.assertEqual(self.raw().execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'").fetchone(), (0,))
+
+    def test_a_utf8_database_serves_its_notes(self) -> None:
+        notes = self.open().candidates(main.parse_file_uri(WORKSPACE), "TPS report")
+        self.assertEqual(self.raw().execute("SELECT current_setting('server_encoding')").fetchone(), ("UTF8",))
+        self.assertEqual(notes, main.MemoryNotesStore(main.lesson_notes()).candidates(main.parse_file_uri(WORKSPACE), "TPS report"))
+        self.assertNotEqual(notes, [])
+
     def test_an_unreachable_server_fails_start_up_in_one_line_without_the_password(self) -> None:
         folder = tempfile.mkdtemp(prefix="no-pg-")
         self.addCleanup(os.rmdir, folder)

@@ -34,6 +34,7 @@ RACE_ROUNDS = 50
 ALWAYS = lambda note: True  # noqa: E731 - a recheck that accepts every live note
 LATER = 10_000_000.0  # an expiry far after every Clock() reading used here
 SMALL_BUDGET_MS = 50  # a write's busy budget small enough to keep the busy tests fast
+DECLINE = {main.INPUT_KEY: {"action": "decline"}}
 
 
 class StoreCase(unittest.TestCase):
@@ -698,6 +699,107 @@ class SideFilesAndContent(StoreCase):
                 self.assertTrue(store.is_consumed("before"))
                 self.assertFalse(store.is_consumed("after"))
                 self.assertIn("note-3", [note.id for note in store.all()])
+
+    def test_a_decline_in_a_running_instance_survives_its_wal_and_shm_removed_so_a_fresh_instance_refuses_the_accept(self) -> None:
+        self.open().close()  # created and seeded; no connection of this test stays open
+        a = store_workers.Worker(self, self.path)
+        first = self.handled(a, call(tps()))["result"]
+        declined = self.handled(a, call(tps(), id=2, requestState=first["requestState"], inputResponses=DECLINE))
+        self.assertEqual(declined["result"]["structuredContent"], {"deleted": False, "reason": "declined"})
+        for suffix in sqlite_store.SIDE_FILES:
+            os.unlink(self.path + suffix)  # a cleanup job or an operator, while A still runs
+        b = store_workers.Worker(self, self.path)  # a fresh process on the same file
+        replayed = self.handled(b, call(tps(), id=3, requestState=first["requestState"], inputResponses=accept("note-14")))
+        self.assertEqual(replayed["error"]["code"], main.INVALID_PARAMS, replayed)
+        self.assertIn("note-14", self.note_ids())
+        self.assertEqual(self.consumed(), {nonce_of(first["requestState"])})
+
+    def test_a_consumed_confirmation_is_in_the_database_file_alone_before_consume_returns(self) -> None:
+        store = self.open()
+        target = ("note-14", {note.id: note for note in store.all()}["note-14"].version)
+        self.assertIs(store.consume(PRINCIPAL, "n1", LATER, target, ALWAYS), main.Settlement.DELETED)
+        self.assertIs(store.consume(PRINCIPAL, "n2", LATER, None, ALWAYS), main.Settlement.CONSUMED)
+        copy = os.path.join(self.dir, "copy.db")
+        shutil.copyfile(self.path, copy)  # the database file without its -wal, while serving
+        self.assertEqual(self.consumed(copy), {"n1", "n2"})
+        self.assertNotIn("note-14", self.note_ids(copy))
+        self.assertIn("note-3", self.note_ids(copy))
+
+    def test_a_read_of_this_process_holding_an_older_snapshot_delays_the_checkpoint_not_skips_it(self) -> None:
+        store = self.open()
+        real_lock = store._read_lock
+        asked = threading.Event()
+
+        class Signalling:
+            """The reader's lock, saying when the checkpoint waits for it."""
+
+            def __enter__(self) -> None:
+                asked.set()
+                real_lock.acquire()
+
+            def __exit__(self, *exc: object) -> None:
+                real_lock.release()
+
+        real_lock.acquire()  # a read in flight: its snapshot is from before the consume below
+        store._reader.execute("BEGIN")
+        store._reader.execute("SELECT COUNT(*) FROM consumed_nonces").fetchall()
+        store._read_lock = Signalling()  # type: ignore[assignment]
+        results: list[main.Settlement] = []
+        worker = threading.Thread(target=lambda: results.append(store.consume(PRINCIPAL, "n1", LATER, None, ALWAYS)))
+        worker.start()
+        waited = asked.wait(GUARD_SECONDS)  # the first checkpoint could not copy the commit: it waits for the read
+        store._reader.execute("COMMIT")
+        real_lock.release()
+        worker.join(GUARD_SECONDS)
+        self.assertTrue(waited)
+        self.assertEqual(results, [main.Settlement.CONSUMED])
+        copy = os.path.join(self.dir, "copy.db")
+        shutil.copyfile(self.path, copy)
+        self.assertEqual(self.consumed(copy), {"n1"})
+
+    def test_an_instance_whose_wal_and_shm_were_removed_does_not_copy_its_old_log_over_the_database_at_close(self) -> None:
+        self.open().close()
+        a = store_workers.Worker(self, self.path)
+        a.arm({"op": "put", "note": list(main.Note("note-new", "New", f"{WORKSPACE}/new.md"))})
+        self.assertEqual(store_workers.go(a), ["put"])  # in A's -wal only: a put is no consumption
+        for suffix in sqlite_store.SIDE_FILES:
+            os.unlink(self.path + suffix)
+        b = store_workers.Worker(self, self.path)  # another instance, on new side files
+        b.arm(consume_command({note.id: note for note in main.lesson_notes()}["note-14"], "by-b"))
+        self.assertEqual(store_workers.go(b), [json.dumps({"settlement": "deleted"})])
+        for worker in (b, a):  # B stops first, so A's connections are the file's last ones
+            worker.finish()
+        self.assertNotIn("note-14", self.note_ids())  # not brought back by this instance's stale pages
+        self.assertNotIn("note-new", self.note_ids())
+        self.assertEqual(self.consumed(), {"by-b"})
+        self.assertEqual(self.raw().execute("PRAGMA integrity_check").fetchone(), ("ok",))
+
+    def test_a_shm_file_that_can_no_longer_be_written_is_store_broken_before_sqlite_touches_its_map(self) -> None:
+        # Injected: access() says what it says of an immutable file (`chattr +i`; the real
+        # one is tests/test_store_cli.py, as root). The real file stays writable here, so a
+        # missing check would not crash this process: the refusals below would not come.
+        store = self.open()
+        target = ("note-14", {note.id: note for note in store.all()}["note-14"].version)
+        real_access, shm = os.access, self.path + "-shm"
+        with mock.patch.object(sqlite_store.os, "access", lambda path, mode: path != shm and real_access(path, mode)):
+            with self.assertRaises(stores.StoreBroken) as caught:
+                store.consume(PRINCIPAL, "n1", LATER, target, ALWAYS)
+            self.assertIsInstance(caught.exception, stores.StoreLost)
+            self.assertEqual(str(caught.exception), stores.BROKEN)
+            with self.assertRaises(stores.StoreBroken):
+                store.candidates(main.parse_file_uri(WORKSPACE), "TPS report")  # reads touch the map too
+        with self.assertRaises(stores.StoreBroken):
+            store.remove("note-3")  # for good, even once the file is writable again
+        store.close()  # its connections are left open: closing would write to the map
+        self.assertEqual(self.consumed(), set())
+        self.assertIn("note-14", self.note_ids())
+        self.assertIn("note-3", self.note_ids())
+
+    def handled(self, worker: store_workers.Worker, message: dict[str, Any]) -> dict[str, Any]:
+        """The JSON-RPC response of a worker's server to `message`."""
+        worker.arm({"op": "handle", "message": message, "principal": PRINCIPAL})
+        (line,) = store_workers.go(worker)
+        return json.loads(line)
 
     def test_a_database_overwritten_in_place_by_another_store_is_noticed_at_the_next_write(self) -> None:
         store = self.open()

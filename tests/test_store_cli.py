@@ -6,6 +6,7 @@ import json
 import os
 import resource
 import sqlite3
+import subprocess
 import tempfile
 import unittest
 from typing import Any
@@ -14,6 +15,7 @@ from helpers import support
 import main
 from helpers import procs
 import serve
+import stores
 from helpers.support import accept, call, tps
 
 BOB_TOKEN = "bob-token-0123456789abcdef"
@@ -168,6 +170,24 @@ class ServingFaultTests(CliCase):
         conn = sqlite3.connect(self.db)
         self.addCleanup(conn.close)
         self.assertIn(("note-14",), conn.execute("SELECT id FROM notes").fetchall())
+
+    def test_an_immutable_shm_file_is_store_lost_one_line_and_exit_1_not_a_bus_error(self) -> None:
+        server = procs.HttpServer(self, "--db", self.db, env=env(self.dir, NOTES_MCP_TOKEN=procs.TOKEN))
+        first = self.http_call(server, self, call(tps()))["result"]
+        shm = self.db + "-shm"
+        made = subprocess.run(["chattr", "+i", shm], capture_output=True, text=True)  # SQLite's next write to its map faults
+        if made.returncode != 0:
+            self.skipTest(f"chattr +i refused here (needs root and a file system with the flag): {made.stderr.strip()[:200]}")
+        self.addCleanup(subprocess.run, ["chattr", "-i", shm], capture_output=True)
+        retry = call(tps(), id=2, requestState=first["requestState"], inputResponses=accept("note-14"))
+        result = self.http_call(server, self, retry)["result"]
+        self.assertIs(result["isError"], True)
+        self.assertEqual(result["content"][0]["text"], stores.BROKEN)
+        self.assertEqual(server.wait(), serve.EXIT_STORE_LOST)  # not -SIGBUS
+        self.assertEqual([line for line in server.stderr_lines if stores.BROKEN in line], [f"{serve.LOG_PREFIX}: {stores.BROKEN}"])
+        self.assertNotIn("Traceback", server.stderr_text())
+        subprocess.run(["chattr", "-i", shm], check=True)
+        self.assertIn(("note-14",), self.rows("SELECT id FROM notes"))  # nothing deleted
 
     def test_a_failed_write_is_a_retryable_refusal_and_the_same_accept_succeeds_once_writes_work(self) -> None:
         server = procs.HttpServer(self, "--db", self.db, env=env(self.dir, NOTES_MCP_TOKEN=procs.TOKEN))

@@ -14,6 +14,9 @@
     python3 code/scripts/bench.py --mode postgres [--seconds N] [--notes N]
                                           1, 2 and 4 server processes on one PostgreSQL database,
                                           beside one SQLite file (psycopg and the server binaries needed)
+    python3 code/scripts/bench.py --mode checkpoint [--seconds N] [--notes N] [--dir DIR]
+                                          SQLite accepts with and without the checkpoint after
+                                          each consume, in turns in one run, and their ratio
     python3 code/scripts/bench.py --mode plot [--figures FILE] [--out DIR]
                                           draw docs/img/speed.svg and scaling.svg from recorded figures
     ... --mode stdio|http|scaling --record FILE   also add the run's figures to FILE (JSON), for plot
@@ -1108,6 +1111,54 @@ def run_sqlite(args: argparse.Namespace) -> dict[str, Any]:
     return figures
 
 
+CHECKPOINT_TURNS = 6  # --mode checkpoint: slices the measuring time is cut into, the two stores taking turns
+
+
+def run_checkpoint(args: argparse.Namespace) -> dict[str, float]:
+    """Accepts/s over two SQLite stores, with and without the checkpoint after each consume, in turns; their ratio."""
+    import sqlite_store
+
+    clock = Ticker()
+    originals = {note.id: note for note in bench_notes(args.notes)}
+    with tempfile.TemporaryDirectory(prefix="notes-bench-checkpoint-", dir=args.dir) as directory:
+        section(f"SQLite accepts (first call + accept, in-process), {args.notes:,} notes, each deleted note put back off the clock")
+        row("database folder", directory)
+        runs: dict[bool, list[Any]] = {}
+        for checkpoint in (True, False):
+            store = sqlite_store.open_store(
+                os.path.join(directory, f"checkpoint-{checkpoint}.db"), clock=clock, seed_notes=list(originals.values())
+            )
+            store.checkpoint_each_consume = checkpoint
+            runs[checkpoint] = [store, server_over(store, PRINCIPAL, clock=clock), 0, 0.0]
+        counter = itertools.count()
+        try:
+            for turn in range(CHECKPOINT_TURNS + 1):  # the first turn warms up and is not counted
+                for checkpoint, run in runs.items():
+                    store, server, _, _ = run
+                    done, elapsed = 0, 0.0
+                    while elapsed < args.seconds / (2 * CHECKPOINT_TURNS):
+                        i = next(counter) % args.notes
+                        start = time.perf_counter()
+                        round_trip(lambda raw: server.handle_bytes(raw, PRINCIPAL) or b"", i)
+                        elapsed += time.perf_counter() - start
+                        store.put(originals[note_id(i)])  # off the clock: the store keeps its size
+                        clock.now += 1.0  # ~300 unexpired confirmations at any time, far below the bound
+                        done += 1
+                    if turn:
+                        run[2] += done
+                        run[3] += elapsed
+        finally:
+            for store, *_ in runs.values():
+                store.close()
+    rates = {checkpoint: run[2] / run[3] for checkpoint, run in runs.items()}
+    for checkpoint, label in ((True, "with the checkpoint (as served)"), (False, "without it")):
+        row(f"{label}: accepts/s", f"{rates[checkpoint]:,.0f}", f"{runs[checkpoint][2]:,} in {runs[checkpoint][3]:.1f} s")
+    ratio = rates[True] / rates[False]
+    added_ms = 1000 / rates[True] - 1000 / rates[False]
+    row("ratio, with / without", f"{ratio:.2f}", f"{added_ms:+.2f} ms an accept")
+    return {"with": rates[True], "without": rates[False], "ratio": ratio}
+
+
 # ---------------------------------------------------------------------------------- scaling
 
 SCALING_SIZES = (10, 1_000, 10_000, 100_000)
@@ -1531,10 +1582,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             "--mode guess [--seconds N] [--addresses N]: wrong tokens answered per second while a right token is served."
         ),
     )
-    parser.add_argument("--mode", choices=["inprocess", "stdio", "http", "sqlite", "postgres", "scaling", "latency", "plot", "all"], default="all")
+    parser.add_argument(
+        "--mode", choices=["inprocess", "stdio", "http", "sqlite", "checkpoint", "postgres", "scaling", "latency", "plot", "all"], default="all"
+    )
     parser.add_argument("--seconds", type=float, default=5.0, help="measuring time per throughput figure (default 5)")
     parser.add_argument("--notes", type=int, default=1000, help="notes in the workspace (default 1000)")
     parser.add_argument("--flood", type=int, default=100_000, help="confirmations in the replay flood (default 100000)")
+    parser.add_argument("--dir", help="--mode checkpoint: the folder its databases are made in (default: the system's temporary folder)")
     parser.add_argument("--kinds", default=",".join(SCALING_KINDS), help="--mode scaling: the stores, comma-separated (default all)")
     parser.add_argument("--profile", action="store_true", help="always print the cProfile of in-process round trips")
     parser.add_argument("--record", metavar="FILE", help="--mode stdio, http or scaling: add this run's figures to FILE (JSON)")
@@ -1572,6 +1626,8 @@ def run(argv: list[str] | None = None) -> int:
                 record(args.record, speed_runs(measured, kinds), None, " ".join(["python3 code/scripts/bench.py", *(argv or sys.argv[1:])]))
         if args.mode == "sqlite":
             run_sqlite(args)
+        if args.mode == "checkpoint":
+            run_checkpoint(args)
         if args.mode == "postgres":
             run_postgres(args)
         if args.mode == "scaling":

@@ -8,6 +8,8 @@ confirmation for real:
   {"op": "handle", "message": {...}, "principal": "alice"}  -> the JSON-RPC response
   {"op": "consume", "principal": ..., "nonce": ..., "expires_at": ..., "target": [id, version] | null,
    "pause": "claimed" | "deleted" | null}                   -> {"settlement": "deleted" | ...}
+  {"op": "put", "note": [id, title, uri, revision]}         -> put
+Closing its stdin (finish) makes the worker close its store and exit 0.
 With "pause", the store's test-only hook prints "inside <stage>" at that point of the
 transaction and waits there until the test kills the process.
 
@@ -86,6 +88,12 @@ class Worker:
         """Hand the worker a command; it runs on "go"."""
         self.send(json.dumps(command))
         self.expect("armed")
+
+    def finish(self) -> None:
+        """Close its stdin: the worker closes its store and exits; the test fails unless with status 0."""
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.case.assertEqual(self.process.wait(GUARD_SECONDS), 0)
 
     def kill(self) -> None:
         """SIGKILL, as a crash would."""
@@ -209,6 +217,10 @@ def serve(store: Any, server: frame.Server, workspace: main.Path) -> None:
             return
         if command["op"] == "handle":
             say(json.dumps(server.handle(command["message"], command["principal"])))
+            continue
+        if command["op"] == "put":
+            store.put(main.Note(*command["note"]))
+            say("put")
             continue
         pause = command.get("pause")
 
