@@ -266,6 +266,7 @@ class ConnectPages(web_pages.SignedInPages):
     """GET /connect/<handle>; POST /connect/<handle>/sign-in, /connect/<handle>/decision and /connect/disconnect."""
 
     prefix = PATH_PREFIX  # what the HTTP transport routes here
+    title = "connect pages"
     session_cookie = SESSION_COOKIE
     login_cookie = LOGIN_COOKIE
     login_ttl = FLOW_TTL_SECONDS

@@ -49,6 +49,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import audit
+import browser_confirm
 import main
 import frame
 import title_index
@@ -130,6 +131,8 @@ _AUDIT = audit.AuditSql("%s")
 
 class PostgresNotesStore:
     """stores.NotesStore over one PostgreSQL database: a writer and a reader connection, each behind its own lock, reopened when broken."""
+
+    placeholder = "%s"  # the driver's parameter marker, for SQL other modules keep in this database
 
     def __init__(
         self,
@@ -336,6 +339,14 @@ class PostgresNotesStore:
             self._inside_transaction_hook(stage)
 
     # ---------------------------------------------------------------- connection handling
+
+    def write_with(self, work: Callable[[Any], Any]) -> Any:
+        """`work(conn)` in one write transaction of this store's (one deadline); psycopg failures become stores.StoreBusy."""
+        return self._run(work, transaction=True)
+
+    def read_with(self, work: Callable[[Any], Any]) -> Any:
+        """`work(conn)` on the reader connection."""
+        return self._read(work)
 
     def _read(self, work: Callable[[Any], Any]) -> Any:
         """Run `work(conn)` on the reader connection; never waits for a write; psycopg failures become stores.StoreBusy."""
@@ -625,4 +636,9 @@ def _title_index(conn: Any) -> str | None:
 def _audit_tables(conn: Any) -> None:
     """The audit and deleted-notes tables, added to a database that lacks them (older servers ignore them)."""
     for statement in audit.POSTGRES_TABLES:
+        conn.execute(statement)
+    present = conn.execute("SELECT column_name FROM information_schema.columns WHERE table_name = 'audit'"
+                           " AND table_schema = current_schema()").fetchall()
+    audit.add_columns(conn, [row[0] for row in present], sqlite=False)
+    for statement in browser_confirm.POSTGRES_TABLES:  # the confirmation pages' decisions
         conn.execute(statement)

@@ -48,14 +48,18 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
 import audit
+import browser_confirm
 import main
 import frame
 import title_index
 import stores
 
 __all__ = ["Record", "SqliteNotesStore", "open_store"]
+
+T = TypeVar("T")
 
 SCHEMA_VERSION = 3
 BUSY_TIMEOUT_MS = 5000  # one write's whole wait: for this process's other writers and for other instances
@@ -157,6 +161,8 @@ class SqliteNotesStore:
     budget each in turn. Reads use their own connection and lock: in WAL mode a reader
     never needs the write lock, so a stalled writer elsewhere delays no lookup.
     """
+
+    placeholder = "?"  # the driver's parameter marker, for SQL other modules keep in this database
 
     def __init__(
         self,
@@ -392,6 +398,19 @@ class SqliteNotesStore:
         else:
             self._conn.execute("DELETE FROM notes WHERE id = ?", (note_id,))
         return main.Settlement.DELETED
+
+    # ---------------------------------------------------------------- other tables in this database
+
+    def write_with(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """`work(conn)` in one write transaction of this store's (the write lock, BEGIN IMMEDIATE, one budget)."""
+        with self._transaction() as conn:
+            return work(conn)
+
+    def read_with(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """`work(conn)` on the reader connection (never waits for the write lock)."""
+        with self._read_lock:
+            self._check_shm()
+            return work(self._reader)
 
     # ---------------------------------------------------------------- the audit (code/audit.py)
 
@@ -799,6 +818,9 @@ def _check_titles(conn: sqlite3.Connection, path: str) -> None:
 def _audit_tables(conn: sqlite3.Connection) -> None:
     """The audit and deleted-notes tables, added to a database that lacks them (older servers ignore them)."""
     for statement in audit.SQLITE_TABLES:
+        conn.execute(statement)
+    audit.add_columns(conn, [row[1] for row in conn.execute("PRAGMA table_info(audit)")], sqlite=True)
+    for statement in browser_confirm.SQLITE_TABLES:  # the confirmation pages' decisions
         conn.execute(statement)
 
 

@@ -482,7 +482,10 @@ class McpEndpoint:
 
     def is_page(self, target: str | None) -> bool:
         """True when `target` belongs to the pages."""
-        return self.pages is not None and target is not None and self.pages.owns(target)
+        if self.pages is None or target is None:
+            return False
+        owns = getattr(self.pages, "owns", None)  # several sets of pages (web_pages.PageSet) say which paths are theirs
+        return owns(target) if owns is not None else target.startswith(self.pages.prefix)
 
     def answers_at_once(self, request: http_server.Request) -> bool:
         """True for a request this app answers without waiting on anything (given a store that never waits).

@@ -34,7 +34,7 @@ import streamable_http
 
 __all__ = [
     "CONTENT_SECURITY_POLICY", "MAX_FORM_BYTES", "MAX_FORM_FIELDS", "MAX_SESSIONS_PER_PRINCIPAL",
-    "SESSION_TTL_SECONDS", "STYLE", "Headers", "Response", "Session", "Sessions", "SignedInPages", "is_handle",
+    "SESSION_TTL_SECONDS", "STYLE", "Headers", "PageSet", "Response", "Session", "Sessions", "SignedInPages", "is_handle",
 ]
 
 SESSION_TTL_SECONDS = 900.0  # a browser sign-in lasts fifteen minutes
@@ -161,6 +161,7 @@ class SignedInPages:
     """The shared half of a set of pages a person signs in to; a subclass names its prefix and cookies and renders its pages."""
 
     prefix = "/"  # what the HTTP transport routes here (a subclass's own)
+    title = "pages"  # how the start-up report names them
     max_body = MAX_FORM_BYTES
     session_cookie = "session"
     login_cookie = "login"
