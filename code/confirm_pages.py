@@ -131,7 +131,8 @@ class ConfirmPages(web_pages.SignedInPages):
             f'<input type="hidden" name="csrf" value="{html.escape(session.csrf)}">{listing}'
             f'<p class="hint">{html.escape(self.notes.deletion)} Nothing happens until your MCP client calls again.</p>'
             + ('<button type="submit" name="decision" value="approve" class="danger">Move to trash</button>' if notes else "")
-            + '<button type="submit" name="decision" value="keep">Keep</button></form>'
+            # Keep needs no choice: the browser must not hold it back for the unticked radio buttons.
+            + '<button type="submit" name="decision" value="keep" formnovalidate>Keep</button></form>'
         )
         return self.page(200, "Delete a note?", "", raw=body)
 

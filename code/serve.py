@@ -102,8 +102,8 @@ def confirmation_page(config: dict[str, Any], args: argparse.Namespace) -> str:
     if browser:
         return "on (--confirm-in-browser): a host without forms gets a link, and URL-mode hosts the page"
     if args.http or args.publish or config.get("publish", False):
-        return "URL-mode hosts only (--confirm-in-browser is off: other hosts without forms are refused)"
-    return "off (hosts without forms are refused; --confirm-in-browser turns it on)"
+        return "URL-mode hosts only (--confirm-in-browser is off: hosts with neither forms nor URL mode get -32021)"
+    return "off (hosts without forms get -32021; --confirm-in-browser turns it on)"
 
 
 

@@ -481,6 +481,42 @@ class SharedSqliteTests(unittest.TestCase):
         self.assertEqual(reopened.read_with(lambda c: c.execute("SELECT COUNT(*) FROM browser_confirmations").fetchone()), (0,))
 
 
+class FolderStoreTests(unittest.TestCase):
+    def test_the_page_shows_the_first_lines_read_through_the_folder_store_and_the_trash_takes_the_chosen_file(self) -> None:
+        import folder_paths
+        import markdown_store
+
+        folder = tempfile.TemporaryDirectory()
+        self.addCleanup(folder.cleanup)
+        notes_dir = os.path.join(folder.name, "Notes")
+        os.mkdir(notes_dir)
+        for name, text in (("plan.md", "# Trip plan\n\nBook the train\nPack the tent\n"), ("plan-old.md", "# Trip plan 2020\nold\n")):
+            with open(os.path.join(notes_dir, name), "w", encoding="utf-8") as handle:
+                handle.write(text)
+        clock = Clock()
+        nonces = sqlite_store.open_store(os.path.join(folder.name, "nonces.db"), clock=clock)
+        store = markdown_store.MarkdownNotesStore([notes_dir], nonces, watch=False)
+        self.addCleanup(store.close)
+        uri = main.format_file_uri(folder_paths.root_path(notes_dir))
+        records = browser_confirm.records_for(store, clock)
+        self.assertIsInstance(records, browser_confirm.SqlConfirmations)  # in the confirmation database, shared
+        server = frame.notes_server(keys=[KEY], notes=store, policy=main.AuthorizationPolicy({"alice": [uri]}), clock=clock, log=Log(),
+                                    tool=lambda services: browser_confirm.ConfirmedNotesDelete(services, records, True))
+        pages = confirm_pages.install(server, TOKENS, base_url=BASE)
+        first = Client(server, "alice").call({"workspaceUri": uri, "title": "trip"})["result"]
+        path = first["structuredContent"]["url"][len(BASE):]
+        browser = ConfirmBrowser(lambda m, p, h, b: pages.handle(m, p, support.engine_headers(h), b, "127.0.0.1"))
+        browser.sign_in(path, ALICE_TOKEN)
+        page = browser.get(path)[2]
+        self.assertIn("Book the train\nPack the tent", page)
+        self.assertIn("last changed", page)
+        self.assertNotIn("# Trip plan", page)  # the heading is the title, not a preview line
+        browser.choose(path, "plan.md")
+        done = Client(server, "alice").call({"workspaceUri": uri, "title": "trip", "confirmation": first["structuredContent"]["confirmation"]})
+        self.assertEqual(done["result"]["structuredContent"], {"deleted": True, "noteId": "plan.md"})
+        self.assertEqual(sorted(os.listdir(notes_dir)), [".trash", "plan-old.md"])
+
+
 # =====================================================================================
 # Real processes: stdio with the loopback pages, and HTTP
 # =====================================================================================
@@ -503,7 +539,7 @@ def process_flow(test: unittest.TestCase, send: Any, port_of: Any) -> None:
     test.assertEqual(url.hostname, "127.0.0.1")
     browser = ConfirmBrowser(http_pages(test, port_of(url)))
     test.assertEqual(browser.sign_in(url.path, ALICE_TOKEN), 303)
-    test.assertEqual(browser.choose(url.path, "note-99" if False else "note-3")[0], 200)
+    test.assertEqual(browser.choose(url.path, "note-3")[0], 200)
     arguments = {**tps(), "confirmation": first["structuredContent"]["confirmation"]}
     test.assertEqual(call(arguments, 2)["result"]["structuredContent"], {"deleted": True, "noteId": "note-3"})
     test.assertEqual(call(arguments, 3)["error"]["message"], main.STATE_INVALID)
