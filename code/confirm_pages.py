@@ -26,7 +26,7 @@ import main
 import web_pages
 from web_pages import Headers, Response, Session, is_handle
 
-__all__ = ["PATH_PREFIX", "ConfirmPages", "install"]
+__all__ = ["install"]
 
 PATH_PREFIX = "/confirm/"
 SESSION_COOKIE = "confirm_session"
