@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import audit
+import browser_confirm
 import config as configuration
 import frame
 import main
@@ -188,6 +189,8 @@ def build_server(config: dict[str, Any], keys: Sequence[bytes]) -> frame.Server:
         name: entry["workspaces"] + folder_grants(entry.get("notesDirs", [])) for name, entry in config["principals"].items()
     }
     store = build_store(config)
+    records = browser_confirm.records_for(store, time.time)  # the confirmation page's decisions, beside the nonces
+    browser = config.get("confirmInBrowser", False)
     server = frame.notes_server(
         keys=keys,
         notes=store if isinstance(store, stores.MemoryStore) else StopOnLoss(store),
@@ -195,6 +198,7 @@ def build_server(config: dict[str, Any], keys: Sequence[bytes]) -> frame.Server:
         clock=time.time,
         state_ttl=config.get("stateTtlSeconds", main.DEFAULT_STATE_TTL_SECONDS),
         log=main.stderr_log,
+        tool=lambda services: browser_confirm.ConfirmedNotesDelete(services, records, browser),
     )
     if not isinstance(store, stores.MemoryStore):
         audit.install(server)  # the memory store keeps no audit: it forgets everything at exit

@@ -5,7 +5,9 @@ nonce claim (SQLite, PostgreSQL) or, for folders, in the confirmations database 
 outcome completed after the file operation:
 
     id, at (UTC seconds), principal, tool, outcome, note_id, title (as shown), workspace,
-    uri (where the note lived), request_id, client_name (self-reported), trash, restores
+    uri (where the note lived), request_id, client_name (self-reported), trash, restores,
+    channel (how the person confirmed: form, url or browser), approved_by and approved_at
+    (the principal signed in on the confirmation page, and when it approved or kept)
 
 Never the requestState, its nonce, a token or a note's content. Outcomes:
 
@@ -44,6 +46,8 @@ import stores
 import title_index
 
 __all__ = [
+    "DECISIONS_POSTGRES_TABLES",
+    "DECISIONS_SQLITE_TABLES",
     "AuditSql",
     "DAY_SECONDS",
     "DEFAULT_AUDIT_DAYS",
@@ -64,7 +68,9 @@ __all__ = [
     "Retention",
     "SQLITE_TABLES",
     "SQL_TRASH",
+    "add_columns",
     "install",
+    "mark",
     "outcome_of",
     "OUTCOMES",
 ]
@@ -90,7 +96,10 @@ OUTCOMES = (DELETED, DECLINED, NOT_CONFIRMED, PUBLISHED, DENIED, REFUSED, CONSUM
 SQL_TRASH = "deleted_notes"  # the `trash` value of a row moved to the deleted-notes table
 
 COLUMNS = ("id", "at", "principal", "tool", "outcome", "note_id", "title", "workspace", "uri",
-           "request_id", "client_name", "trash", "restores")  # fmt: skip
+           "request_id", "client_name", "trash", "restores", "channel", "approved_by", "approved_at")  # fmt: skip
+CHANNELS = ("form", "url", "browser")  # a form in the host; this server's page by URL mode; or by the link in a result
+# Added after the first audit schema, by migration, to a table that lacks them (older servers ignore them).
+ADDED_COLUMNS = (("channel", "TEXT", "text"), ("approved_by", "TEXT", "text"), ("approved_at", "REAL", "double precision"))
 
 
 class Retention(NamedTuple):
@@ -123,6 +132,26 @@ class Facts(NamedTuple):
     trash: str | None = None
 
 
+# The confirmation page's decisions (code/browser_confirm.py), one row per nonce, kept beside the
+# consumed nonces and the audit in the store's own database, so every instance sees them.
+DECISIONS_SQLITE_TABLES = (
+    "CREATE TABLE IF NOT EXISTS browser_confirmations ("
+    " nonce TEXT PRIMARY KEY, handle TEXT NOT NULL UNIQUE, principal TEXT NOT NULL, workspace TEXT NOT NULL,"
+    " title TEXT NOT NULL, expires_at REAL NOT NULL, status TEXT NOT NULL, note_id TEXT, version TEXT,"
+    " decided_by TEXT, decided_at REAL)",
+    "CREATE INDEX IF NOT EXISTS browser_confirmations_by_principal ON browser_confirmations (principal, status, expires_at)",
+    "CREATE INDEX IF NOT EXISTS browser_confirmations_by_expiry ON browser_confirmations (expires_at)",
+)
+DECISIONS_POSTGRES_TABLES = (
+    "CREATE TABLE IF NOT EXISTS browser_confirmations ("
+    " nonce text PRIMARY KEY, handle text NOT NULL UNIQUE, principal text NOT NULL, workspace text NOT NULL,"
+    " title text NOT NULL, expires_at double precision NOT NULL, status text NOT NULL, note_id text, version text,"
+    " decided_by text, decided_at double precision)",
+    "CREATE INDEX IF NOT EXISTS browser_confirmations_by_principal ON browser_confirmations (principal, status, expires_at)",
+    "CREATE INDEX IF NOT EXISTS browser_confirmations_by_expiry ON browser_confirmations (expires_at)",
+)
+
+
 # =====================================================================================
 # The request's context, carried to the store
 # =====================================================================================
@@ -137,6 +166,9 @@ class AuditContext:
     client_name: str | None  # the client's own claim (`clientInfo` name/version), never verified
     workspace: str | None  # canonical workspaceUri, when the arguments held a valid one
     entry: tuple[Any, int, str] | None = None  # (store, entry id, outcome) once written
+    channel: str | None = None  # set by the tool: how the person confirmed (CHANNELS)
+    approved_by: str | None = None  # set by the tool: who approved or kept it on the page
+    approved_at: float | None = None
 
 
 _CURRENT: contextvars.ContextVar[AuditContext | None] = contextvars.ContextVar("notes_audit", default=None)
@@ -172,6 +204,13 @@ def context_of(request: main.Envelope) -> AuditContext:
     tool = params.get("name") if isinstance(params.get("name"), str) else None
     request_id = None if request.id is None else json.dumps(request.id)  # 4 and "4" are different ids
     return AuditContext(clip(tool), clip(request_id), clip(name), workspace)
+
+
+def mark(channel: str, approved_by: str | None = None, approved_at: float | None = None) -> None:
+    """Record on this request's context how the person confirmed, and who approved on the page when (before consuming)."""
+    context = current()
+    if context is not None:
+        context.channel, context.approved_by, context.approved_at = channel, approved_by, approved_at
 
 
 def written(store: Any, entry_id: int, outcome: str) -> None:
@@ -260,6 +299,13 @@ SQLITE_TABLES = (
     " revision INTEGER NOT NULL, deleted_at REAL NOT NULL)",
     "CREATE INDEX IF NOT EXISTS deleted_by_time ON deleted_notes (deleted_at)",
 )
+def add_columns(conn: Any, present: Sequence[str], sqlite: bool) -> None:
+    """Add each of ADDED_COLUMNS the audit table lacks (`present`: its columns now), in the caller's transaction."""
+    for name, sqlite_type, postgres_type in ADDED_COLUMNS:
+        if name not in present:
+            conn.execute(f"ALTER TABLE audit ADD COLUMN {name} {sqlite_type if sqlite else postgres_type}")
+
+
 POSTGRES_TABLES = (
     "CREATE TABLE IF NOT EXISTS audit ("
     " id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, at double precision NOT NULL, principal text NOT NULL,"
@@ -294,13 +340,15 @@ class AuditSql:
     ) -> int:  # fmt: skip
         """Write one entry (the caller's transaction); its id."""
         tool, workspace, request_id, client = context_fields(context)
+        channel = (context.channel, context.approved_by, context.approved_at) if context is not None else (None, None, None)
         (entry_id,) = self.run(
             conn,
             "INSERT INTO audit (at, principal, tool, outcome, note_id, title, workspace, uri, request_id,"
-            " client_name, trash, restores, principal_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+            " client_name, trash, restores, channel, approved_by, approved_at, principal_seq)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
             " (SELECT COALESCE(MAX(principal_seq), 0) + 1 FROM audit WHERE principal = ?)) RETURNING id",
             (now, principal, tool, outcome, facts.note_id, clip(facts.title), workspace, facts.uri, request_id,
-             client, facts.trash, restores, principal),
+             client, facts.trash, restores, *channel, principal),
         ).fetchone()  # fmt: skip
         return int(entry_id)
 

@@ -61,11 +61,12 @@ def shown(value: Any) -> str:
 
 def table(entries: Sequence[dict[str, Any]]) -> list[str]:
     """The entries as aligned lines under one header (the client name is labelled self-reported)."""
-    header = ("ID", "TIME (UTC)", "PRINCIPAL", "TOOL", "OUTCOME", "NOTE", "TITLE", "WORKSPACE", "REQUEST",
-              "CLIENT (self-reported)", "TRASH")  # fmt: skip
+    header = ("ID", "TIME (UTC)", "PRINCIPAL", "TOOL", "OUTCOME", "CHANNEL", "APPROVED BY", "NOTE", "TITLE", "WORKSPACE",
+              "REQUEST", "CLIENT (self-reported)", "TRASH")  # fmt: skip
     rows = [header] + [
         (shown(e["id"]), stamp(e["at"]), shown(e["principal"]), shown(e["tool"]),
-         shown(e["outcome"]) + (f" #{e['restores']}" if e["restores"] is not None else ""),
+         shown(e["outcome"]) + (f" #{e['restores']}" if e["restores"] is not None else ""), shown(e["channel"]),
+         shown(e["approved_by"]) + (f" at {stamp(e['approved_at'])}" if e["approved_at"] is not None else ""),
          shown(e["note_id"]), shown(e["title"]), shown(e["workspace"]), shown(e["request_id"]),
          shown(e["client_name"]), shown(e["trash"]))
         for e in entries

@@ -22,25 +22,25 @@ so it asks again for the same flow until that flow expires. Standard library onl
 
 from __future__ import annotations
 
-import base64
 import collections
 import copy
 import dataclasses
 import hashlib
-import hmac
 import html
 import secrets
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from http import HTTPStatus
+from collections.abc import Callable, Mapping
 from typing import Any
-from urllib.parse import parse_qsl
 
 import main
 import confirmations
 import frame
 import stores
-import streamable_http
+import web_pages
+from web_pages import (  # noqa: F401  (the limits and style these pages share, named here too)
+    CONTENT_SECURITY_POLICY, MAX_FORM_BYTES, MAX_FORM_FIELDS, MAX_SESSIONS_PER_PRINCIPAL, SESSION_TTL_SECONDS, STYLE,
+    Headers, Response, Session, is_handle,
+)
 
 __all__ = ["install"]
 
@@ -61,15 +61,8 @@ LOGIN_COOKIE = "connect_login"  # the pre-session that the sign-in form's login 
 DISCONNECT_PATH = f"{PATH_PREFIX}disconnect"
 
 FLOW_TTL_SECONDS = 600.0  # a connect link works for ten minutes, then a fresh one is issued
-SESSION_TTL_SECONDS = 900.0  # a browser sign-in lasts fifteen minutes
 MAX_PENDING_FLOWS_PER_PRINCIPAL = 20  # unfinished connect links one principal may hold
-MAX_SESSIONS_PER_PRINCIPAL = 8  # browser sessions per principal; the oldest is dropped beyond
-MAX_FORM_BYTES = 4096  # one urlencoded form body (sign-in or decision)
-MAX_FORM_FIELDS = 8  # fields in one form body
 MAX_REPORTS_KEPT_PER_PRINCIPAL = 100  # publications the service remembers per account; the oldest go
-HANDLE_LENGTH = 43  # characters of secrets.token_urlsafe(32): flow handles and session ids
-
-_URLSAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 
 PUBLISH_TOOL: dict[str, Any] = {
     "name": TOOL_NAME,
@@ -107,13 +100,8 @@ def supports_url_elicitation(capabilities: Mapping[str, Any]) -> bool:
 
 
 def fingerprint(secret: str) -> str:
-    """What the tables key on instead of a secret itself (session ids, credentials)."""
+    """What the tables key on instead of a secret itself (credentials)."""
     return hashlib.sha256(secret.encode("ascii")).hexdigest()
-
-
-def is_handle(text: str) -> bool:
-    """The exact shape of a handle we issue; anything else is refused before any lookup."""
-    return len(text) == HANDLE_LENGTH and set(text) <= _URLSAFE
 
 
 # =====================================================================================
@@ -181,15 +169,6 @@ class Flow:
     note_title: str = ""
 
 
-@dataclasses.dataclass(frozen=True)
-class Session:
-    """A signed-in browser: the principal it proved to be, its CSRF token, its expiry."""
-
-    principal: str
-    csrf: str
-    expires: float
-
-
 class ConnectStore:
     """Everything the connect flow keeps server-side, under one lock, on the injected clock."""
 
@@ -197,15 +176,12 @@ class ConnectStore:
         self.service = service
         self.clock = clock
         self._flows: dict[str, Flow] = {}  # handle -> flow
-        self._sessions: dict[str, Session] = {}  # fingerprint(session id) -> session
         self._credentials: dict[str, str] = {}  # principal -> service credential
         self._lock = threading.Lock()
 
     def _prune(self, now: float) -> None:
         for handle in [h for h, flow in self._flows.items() if not now < flow.expires]:
             del self._flows[handle]
-        for key in [k for k, session in self._sessions.items() if not now < session.expires]:
-            del self._sessions[key]
 
     # ---------------------------------------------------------------- flows (MCP side)
 
@@ -277,97 +253,31 @@ class ConnectStore:
         self.service.revoke(credential)
         return True
 
-    # ---------------------------------------------------------------- sessions
-
-    def sign_in(self, principal: str) -> str:
-        """A fresh random session id for `principal` (never one the browser chose)."""
-        with self._lock:
-            now = self.clock()
-            self._prune(now)
-            mine = [key for key, session in self._sessions.items() if session.principal == principal]  # oldest first
-            # Repeated sign-ins cannot grow the table: the oldest session of *this* principal goes.
-            for key in mine[: max(0, len(mine) - MAX_SESSIONS_PER_PRINCIPAL + 1)]:
-                del self._sessions[key]
-            session_id = secrets.token_urlsafe(32)
-            self._sessions[fingerprint(session_id)] = Session(principal, secrets.token_urlsafe(32), now + SESSION_TTL_SECONDS)
-            return session_id
-
-    def session(self, session_id: str | None) -> Session | None:
-        """The live session for this id, or None."""
-        if session_id is None or not is_handle(session_id):
-            return None
-        with self._lock:
-            self._prune(self.clock())
-            return self._sessions.get(fingerprint(session_id))
-
-    def sign_out(self, session_id: str | None) -> None:
-        """Drop a session (its id is replaced at every sign-in)."""
-        if session_id is not None and is_handle(session_id):
-            with self._lock:
-                self._sessions.pop(fingerprint(session_id), None)
-
 
 # =====================================================================================
 # The pages: plain server-rendered HTML behind a framework-free handler
 # =====================================================================================
 
-Headers = Sequence[tuple[str, str]]
-Response = tuple[int, list[tuple[str, str]], bytes]
-
-# Readable at phone width; inline, allowed by the CSP through its hash alone (no external sheet).
-STYLE = (
-    "body{font:17px/1.5 system-ui,sans-serif;max-width:34rem;margin:0 auto;padding:1rem;color:#1b1b1b;background:#fff}"
-    "h1{font-size:1.45rem;margin:.5rem 0 1rem}"
-    "label{display:block;font-weight:600}"
-    "input[type=password]{display:block;width:100%;box-sizing:border-box;font-size:1rem;padding:.6rem;margin:.3rem 0 .8rem}"
-    "button{font-size:1rem;padding:.6rem 1.2rem;margin:.2rem .5rem .2rem 0;border-radius:.35rem;border:1px solid #555;background:#f2f2f2;color:#1b1b1b}"
-    "button.primary{background:#0b5cad;border-color:#0b5cad;color:#fff}"
-    ".request{background:#f3f5f8;border-left:4px solid #0b5cad;padding:.4rem .9rem;margin:1rem 0}"
-    ".hint{color:#444;font-size:.95rem;margin:.2rem 0}"
-    ".alert{color:#9b0000;font-weight:600}"
-    "hr{border:0;border-top:1px solid #ccc;margin:1.5rem 0}"
-)
-STYLE_HASH = "'sha256-" + base64.b64encode(hashlib.sha256(STYLE.encode("utf-8")).digest()).decode("ascii") + "'"
-CONTENT_SECURITY_POLICY = (
-    # Nothing loads from anywhere (no script at all); the one stylesheet is pinned by hash.
-    f"default-src 'none'; style-src {STYLE_HASH}; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
-)
-PAGE_HEADERS: tuple[tuple[str, str], ...] = (
-    ("Content-Type", "text/html; charset=utf-8"),
-    ("X-Frame-Options", "DENY"),  # clickjacking: no one may frame the Allow button
-    ("Content-Security-Policy", CONTENT_SECURITY_POLICY),
-    ("Cache-Control", "no-store"),  # a shared or back-button cache must not keep the CSRF token
-    # The flow handle in our URL never leaves in a Referer to another origin, while our own
-    # form posts still carry our real Origin (no-referrer made browsers send `Origin: null`).
-    ("Referrer-Policy", "same-origin"),
-    ("X-Content-Type-Options", "nosniff"),
-)
 GONE = "This link is not valid: it is unknown, already used or expired. Start again from your MCP client."
 WRONG_ACCOUNT = "This connection request was started by another account. Sign in as that account; nothing was changed."
-NULL_ORIGIN = (
-    "Your browser sent this form as `Origin: null` (from a sandboxed frame, a local file or a page that hides its origin), "
-    "so it cannot be told apart from a forged one. Open the link directly in a browser tab and try again."
-)
 
 
-class ConnectPages:
+class ConnectPages(web_pages.SignedInPages):
     """GET /connect/<handle>; POST /connect/<handle>/sign-in, /connect/<handle>/decision and /connect/disconnect."""
 
     prefix = PATH_PREFIX  # what the HTTP transport routes here
-    max_body = MAX_FORM_BYTES
+    title = "connect pages"
+    session_cookie = SESSION_COOKIE
+    login_cookie = LOGIN_COOKIE
+    login_ttl = FLOW_TTL_SECONDS
 
     def __init__(self, store: ConnectStore, tokens: Mapping[str, str], log: Callable[[str], None], base_url: str | None = None) -> None:
+        super().__init__(tokens, log, web_pages.Sessions(store.clock), base_url)
         self.store = store
-        self.log = log
-        self.tokens = streamable_http.BearerTokens(tokens)  # sign-in uses the MCP bearer tokens
-        self.base_url = base_url  # http://host:port of the listener; set by the transport once bound
-        self._login_key = secrets.token_bytes(32)  # MACs login tokens; never leaves this object
 
     def flow_url(self, handle: str) -> str:
         """The absolute link for a flow (the server's own page, nothing else in it)."""
-        if self.base_url is None:
-            raise RuntimeError("the connect pages are not being served (base_url is unset)")
-        return f"{self.base_url}{PATH_PREFIX}{handle}"
+        return self.url(handle)
 
     def handle(self, method: str, path: str, headers: Headers, body: bytes, peer: str = "") -> Response:
         """One HTTP request under /connect/ from `peer` to (status, headers, body); never raises for client input."""
@@ -393,8 +303,7 @@ class ConnectPages:
         if flow is None:
             # Forged, replayed (already decided) and expired handles all read the same.
             return self.page(404, "Link not valid", GONE)
-        session_id = self.cookie(headers, SESSION_COOKIE)
-        session = self.store.session(session_id)
+        session_id, session = self.session_of(headers)
         if action == "sign-in":
             return self.sign_in(handle, flow, headers, session_id, body, peer)
         if session is None:
@@ -408,78 +317,15 @@ class ConnectPages:
             return self.consent_page(handle, flow, session)
         return self.decision(handle, session, body)
 
-    def check_post(self, headers: Headers, body: bytes) -> Response | None:
-        """Cross-site form posts, odd media types and oversized bodies stop here."""
-        origins = streamable_http.header_values(headers, "origin")
-        # Login CSRF and forged decisions from another site: a browser names the page's origin.
-        # `Origin: null` is refused too: a forging page can make its browser send exactly that
-        # (sandboxed frame, data: URL, its own no-referrer policy), while our pages' same-origin
-        # policy makes a browser name our origin. A request without Origin is left to the tokens.
-        if origins and (len(origins) != 1 or self.base_url is None or origins[0].lower() != self.base_url.lower()):
-            self.log("connect page: form refused: foreign or opaque Origin")
-            return self.refusal(403, NULL_ORIGIN if origins == ["null"] else "This form may only be sent from this server's own page.")
-        types = streamable_http.header_values(headers, "content-type")
-        if len(types) != 1 or types[0].split(";")[0].strip().lower() != "application/x-www-form-urlencoded":
-            return self.page(415, "Unsupported form", "Send the form from this server's page.")
-        if len(body) > MAX_FORM_BYTES:
-            return self.page(413, "Form too large", f"A form here is at most {MAX_FORM_BYTES} bytes.")
-        return None
-
-    @staticmethod
-    def form(body: bytes) -> dict[str, str] | None:
-        """An urlencoded body as fields, or None if malformed, too many fields or repeated names."""
-        try:
-            pairs = parse_qsl(body.decode("ascii"), keep_blank_values=True, strict_parsing=bool(body), max_num_fields=MAX_FORM_FIELDS)
-        except (UnicodeDecodeError, ValueError):
-            return None
-        fields = dict(pairs)
-        # Two values for one name: which one counts differs between parsers, so neither does.
-        return fields if len(fields) == len(pairs) else None
-
-    @staticmethod
-    def cookie(headers: Headers, name: str = SESSION_COOKIE) -> str | None:
-        """The named cookie's value if it appears exactly once, else None."""
-        found = []
-        for header in streamable_http.header_values(headers, "cookie"):
-            for item in header.split(";"):
-                key, eq, value = item.strip().partition("=")
-                if eq and key == name:
-                    found.append(value)
-        return found[0] if len(found) == 1 else None
-
-    def login_token(self, pre_session: str, handle: str) -> str:
-        """The sign-in form's token: a MAC over the browser's pre-session cookie and this link."""
-        return hmac.new(self._login_key, f"{pre_session}\n{handle}".encode("ascii"), hashlib.sha256).hexdigest()
-
     def sign_in(self, handle: str, flow: Flow, headers: Headers, old_session: str | None, body: bytes, peer: str = "") -> Response:
         """Check the login token and the bearer token, bind a fresh session to its principal, go back to the flow page."""
-        fields = self.form(body) or {}
-        pre_session = self.cookie(headers, LOGIN_COOKIE)
-        expected = self.login_token(pre_session, handle) if pre_session is not None and is_handle(pre_session) else ""
-        # Login CSRF: another page could otherwise sign this browser in as the attacker's
-        # account. Only our sign-in page, read with this browser's pre-session cookie, has the token.
-        if not expected or not hmac.compare_digest(fields.get("login", "").encode("utf-8", "replace"), expected.encode("ascii")):
-            self.log("connect page: sign-in refused: missing or wrong login token")
-            return self.sign_in_page(handle, headers, 403, "The sign-in form expired or did not come from this page. Try again.")
-        try:
-            principal = self.tokens.principal_from(fields["token"], peer) if fields.get("token") else None
-        except streamable_http.Throttled as wait:
-            return self.sign_in_page(handle, headers, 429, f"Too many wrong tokens. Try again in {wait.retry_after} seconds.")
-        if principal is None:
-            return self.sign_in_page(handle, headers, 403, "That token is not valid for this server.")
+        principal = self.signed_in_principal(handle, headers, body, peer)
+        if not isinstance(principal, str):
+            return principal
         if principal != flow.principal:
             self.log(f"connect page: sign-in as {principal!r} refused on another principal's flow")
             return self.page(403, "Wrong account", WRONG_ACCOUNT)
-        # Session fixation: whatever id the browser had is dropped and a new one issued.
-        self.store.sign_out(old_session)
-        session_id = self.store.sign_in(principal)
-        cookie = f"{SESSION_COOKIE}={session_id}; Path={PATH_PREFIX}; Max-Age={int(SESSION_TTL_SECONDS)}; HttpOnly; SameSite=Strict"
-        return self.page(303, "Signed in", "Continue to the connection request.", [("Location", f"{PATH_PREFIX}{handle}"), ("Set-Cookie", cookie)])
-
-    def csrf_ok(self, session: Session, fields: dict[str, str] | None) -> bool:
-        """The form carries this session's CSRF token (compared in constant time)."""
-        given = fields.get("csrf", "") if fields is not None else ""
-        return hmac.compare_digest(given.encode("utf-8", "replace"), session.csrf.encode("ascii"))
+        return self.start_session(principal, old_session, handle)
 
     def decision(self, handle: str, session: Session, body: bytes) -> Response:
         """Allow or Deny, only with this session's CSRF token."""
@@ -500,7 +346,7 @@ class ConnectPages:
 
     def disconnect(self, headers: Headers, body: bytes) -> Response:
         """Remove the signed-in principal's stored credential, only with the session's CSRF token."""
-        session = self.store.session(self.cookie(headers, SESSION_COOKIE))
+        _, session = self.session_of(headers)
         if session is None:
             return self.page(403, "Sign in first", "Your sign-in here has expired. Nothing was changed.")
         if not self.csrf_ok(session, self.form(body)):
@@ -520,26 +366,9 @@ class ConnectPages:
 
     # ---------------------------------------------------------------- rendering
 
-    def sign_in_page(self, handle: str, headers: Headers, status: int = 200, error: str = "") -> Response:
-        """The sign-in form (it names neither the principal nor anything about the flow) and its pre-session cookie."""
-        pre_session = self.cookie(headers, LOGIN_COOKIE)
-        if pre_session is None or not is_handle(pre_session):
-            pre_session = secrets.token_urlsafe(32)
-        action = html.escape(f"{PATH_PREFIX}{handle}/sign-in")
-        body = (
-            (f'<p class="alert" role="alert">{html.escape(error)}</p>' if error else "")
-            + f"<p>To connect <strong>{html.escape(SERVICE_NAME)}</strong>, first sign in to this notes server.</p>"
-            f'<form method="post" action="{action}">'
-            '<label for="token">Access token</label>'
-            '<p class="hint" id="token-hint">Paste the bearer token this server\'s operator gave you for MCP: '
-            "the same token your MCP client sends.</p>"
-            '<input type="password" name="token" id="token" aria-describedby="token-hint" autocomplete="off" required>'
-            f'<input type="hidden" name="login" value="{self.login_token(pre_session, handle)}">'
-            '<button type="submit" class="primary">Sign in</button></form>'
-            "<p class=\"hint\">This link alone grants nothing: only the account that asked can continue.</p>"
-        )
-        cookie = f"{LOGIN_COOKIE}={pre_session}; Path={PATH_PREFIX}; Max-Age={int(FLOW_TTL_SECONDS)}; HttpOnly; SameSite=Strict"
-        return self.page(status, "Sign in", "", [("Set-Cookie", cookie)], raw=body)
+    def sign_in_intro(self) -> str:
+        """What the sign-in is for: connecting the service."""
+        return f"<p>To connect <strong>{html.escape(SERVICE_NAME)}</strong>, first sign in to this notes server.</p>"
 
     def disconnect_form(self, session: Session) -> str:
         """The Disconnect button (a CSRF-protected POST)."""
@@ -580,27 +409,6 @@ class ConnectPages:
             "<p>Later publishes need no new prompt. To revoke this connection now:</p>" + self.disconnect_form(session)
         )
         return self.page(200, "Connected", "", raw=body)
-
-    @staticmethod
-    def refusal(status: int, message: str) -> Response:
-        """The HTML page for any refusal under /connect/ (transport or page): a pure function of status and message."""
-        try:
-            title = HTTPStatus(status).phrase
-        except ValueError:
-            title = "Refused"
-        return ConnectPages.page(status, title, message)
-
-    @staticmethod
-    def page(status: int, title: str, text: str, extra: Sequence[tuple[str, str]] = (), raw: str = "") -> Response:
-        """A complete page with the security headers; `raw` is markup already escaped."""
-        content = raw or f"<p>{html.escape(text)}</p>"
-        document = (
-            '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-            '<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{html.escape(title)}</title><style>{STYLE}</style></head>"
-            f"<body><h1>{html.escape(title)}</h1>{content}</body></html>"
-        )
-        return status, [*PAGE_HEADERS, *extra], document.encode("utf-8")
 
 
 # =====================================================================================

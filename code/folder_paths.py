@@ -53,6 +53,8 @@ __all__ = [
     "SKIP_UNUSABLE",
     "facts",
     "id_path",
+    "read_head",
+    "revision",
     "indexed_note",
     "load_note",
     "note_id",
@@ -420,6 +422,15 @@ def load_note(fd: int, name: str, root: main.Path, rel: main.Path) -> tuple[main
 
 def read_title(fd: int, name: str) -> tuple[str, os.stat_result] | None:
     """Open the note `name` in folder `fd` without following links: (its title, its fstat), or None."""
+    read = read_head(fd, name, TITLE_SCAN_BYTES)
+    if read is None:
+        return None
+    head, info = read
+    return heading(head) or shown(name[: -len(NOTE_SUFFIX)]) or shown(name), info
+
+
+def read_head(fd: int, name: str, limit: int) -> tuple[bytes, os.stat_result] | None:
+    """Open the note `name` in folder `fd` without following links: (its first `limit` bytes, its fstat), or None."""
     if not name.endswith(NOTE_SUFFIX):
         return None
     try:
@@ -435,12 +446,11 @@ def read_title(fd: int, name: str) -> tuple[str, os.stat_result] | None:
         # would not delete it): not offered, and not deleted.
         if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
             return None
-        head = os.read(handle, TITLE_SCAN_BYTES)
+        return os.read(handle, limit), info
     except OSError:
         return None
     finally:
         os.close(handle)
-    return heading(head) or shown(name[: -len(NOTE_SUFFIX)]) or shown(name), info
 
 
 def indexed_note(root: main.Path, rel: main.Path, title: str, key: tuple[int, int, int, int, int]) -> main.Note | None:

@@ -181,11 +181,12 @@ def notes_server(
     state_ttl: float = main.DEFAULT_STATE_TTL_SECONDS,
     log: Callable[[str], None] = main.stderr_log,
     replay: Any = None,
+    tool: Callable[[main.Services], Any] = main.NotesDelete,
 ) -> Server:
-    """A server serving the lesson's notes_delete over `notes`; `replay` defaults to the store itself (SQL, folders)."""
+    """A server serving notes_delete (`tool`: the lesson's, or the product's) over `notes`; `replay` defaults to the store itself."""
     services = main.Services(
         policy=policy, signer=KeyRing(keys, state_ttl), notes=notes, replay=notes if replay is None else replay, clock=clock, log=log
     )
     server = Server(services)
-    server.add_tool(main.NotesDelete(server.services))
+    server.add_tool(tool(server.services))
     return server

@@ -99,6 +99,8 @@ NEEDS_ELICITATION = (
     "This tool asks the user through elicitation ({modes} mode), which this client did not declare in "
     "initialize; nothing was changed. Use a client that supports it."
 )
+NEEDS_ELICITATION_TO_DELETE = "This tool asks the user through elicitation ({modes} mode), which this client did not declare in initialize. {why}"
+NOTHING_DELETED = "Nothing was deleted"  # how the core's -32021 for notes_delete goes on
 NEEDS_CAPABILITY = (
     "This tool needs the client's {names} capability, which this client did not declare in initialize; "
     "nothing was changed. Use a client that supports it."
@@ -154,11 +156,18 @@ def required_modes(data: Any) -> str:
     return " or ".join(sorted(elicitation)) if isinstance(elicitation, dict) and elicitation else "form"
 
 
-def needs_text(data: Any) -> str:
-    """The tool error text for a -32021: the elicitation modes, or the other capabilities it names."""
+def needs_text(data: Any, message: Any = "") -> str:
+    """The tool error text for a -32021: the elicitation modes, or the other capabilities it names.
+
+    When the core's message goes on to say that nothing was deleted and what would make
+    deleting possible (notes_delete's), the user reads that sentence instead of the generic advice.
+    """
     required = data.get("requiredCapabilities") if isinstance(data, dict) else None
     if isinstance(required, dict) and required and "elicitation" not in required:
         return NEEDS_CAPABILITY.format(names=" and ".join(sorted(map(str, required))))
+    why = message.partition(". ")[2] if isinstance(message, str) else ""
+    if why.startswith(NOTHING_DELETED):
+        return NEEDS_ELICITATION_TO_DELETE.format(modes=required_modes(data), why=why)
     return NEEDS_ELICITATION.format(modes=required_modes(data))
 
 
@@ -602,7 +611,7 @@ class LegacySession:
             if "error" in response:
                 error = response["error"]
                 if error["code"] == main.MISSING_REQUIRED_CLIENT_CAPABILITY:
-                    return tool_error(needs_text(error.get("data")))
+                    return tool_error(needs_text(error.get("data"), error.get("message")))
                 if round_number:
                     # The arguments were fine; the confirmation was not (expired, or an
                     # answer outside the form). A refusal changes nothing.

@@ -41,6 +41,9 @@ import stores
 __all__ = ["MarkdownNotesStore"]
 
 EMPTY_INTERVAL_SECONDS = 3600.0  # an instance lists its trash folders for expired notes at most this often
+PREVIEW_BYTES = 2048  # bytes read from the top of a note for the confirmation page's preview
+PREVIEW_LINES = 4  # lines of the note shown under its title there
+PREVIEW_LINE_CHARS = 160  # characters of one such line
 
 
 class MarkdownNotesStore(stores.SettleSeam):
@@ -267,6 +270,26 @@ class MarkdownNotesStore(stores.SettleSeam):
         record(main.Settlement.CHANGED, audit.Facts(note_id))
         return main.Settlement.CHANGED
 
+
+    def preview(self, note: main.Note) -> tuple[float, list[str]] | None:
+        """(last change, the first lines after the heading) of `note` as listed, read through the descriptors; None if it changed."""
+        rel = folder_paths.id_path(note.id)
+        for root in self.roots if rel is not None else ():
+            fd = folder_paths.open_below(self.real[root], rel[:-1])
+            if fd is None:
+                continue
+            try:
+                read = folder_paths.read_head(fd, rel[-1], PREVIEW_BYTES)
+            finally:
+                os.close(fd)
+            # Shown only if it is the very file listed (same inode, size and times): never another's text.
+            if read is None or folder_paths.revision(folder_paths.facts(read[1])) != note.revision:
+                continue
+            text = read[0].decode("utf-8", "replace").splitlines()
+            body = [line for line in text[1:] if line.strip()] if text and text[0].startswith("#") else [l for l in text if l.strip()]
+            lines = [stores.blank_controls(line)[:PREVIEW_LINE_CHARS] for line in body[:PREVIEW_LINES]]
+            return read[1].st_mtime, lines
+        return None
 
     # ---------------------------------------------------------------- the trash and the audit
 

@@ -131,6 +131,8 @@ _AUDIT = audit.AuditSql("%s")
 class PostgresNotesStore(stores.SettleSeam):
     """stores.NotesStore over one PostgreSQL database: a writer and a reader connection, each behind its own lock, reopened when broken."""
 
+    placeholder = "%s"  # the driver's parameter marker, for SQL other modules keep in this database
+
     def __init__(
         self,
         connect: Callable[[], Any],
@@ -326,6 +328,14 @@ class PostgresNotesStore(stores.SettleSeam):
             self._inside_transaction_hook(stage)
 
     # ---------------------------------------------------------------- connection handling
+
+    def write_with(self, work: Callable[[Any], Any]) -> Any:
+        """`work(conn)` in one write transaction of this store's (one deadline); psycopg failures become stores.StoreBusy."""
+        return self._run(work, transaction=True)
+
+    def read_with(self, work: Callable[[Any], Any]) -> Any:
+        """`work(conn)` on the reader connection."""
+        return self._read(work)
 
     def _read(self, work: Callable[[Any], Any]) -> Any:
         """Run `work(conn)` on the reader connection; never waits for a write; psycopg failures become stores.StoreBusy."""
@@ -636,3 +646,8 @@ def _audit_tables(conn: Any) -> None:
     if numbered is None:
         conn.execute("ALTER TABLE audit ADD COLUMN principal_seq bigint")  # an audit from before the per-principal bound
     _AUDIT.number_entries(conn)
+    present = conn.execute("SELECT column_name FROM information_schema.columns WHERE table_name = 'audit'"
+                           " AND table_schema = current_schema()").fetchall()
+    audit.add_columns(conn, [row[0] for row in present], sqlite=False)
+    for statement in audit.DECISIONS_POSTGRES_TABLES:  # the confirmation pages' decisions
+        conn.execute(statement)

@@ -5,6 +5,7 @@
     ... [--db FILE]            notes and consumed confirmations in SQLite (code/sqlite_store.py)
     ... [--notes-dir DIR]...   real Markdown folders (code/markdown_store.py)
     ... [--publish]            also serve notes_publish and its connect pages (code/connect.py)
+    ... [--confirm-in-browser] notes_delete without a form: a link to this server's confirmation page
     python3 code/serve.py audit [--config FILE | --db FILE|URL | --notes-dir DIR] list|restore ...
                                the audit of consumed confirmations; restore a trashed note (code/audit_cli.py)
     python3 code/serve.py --version
@@ -90,8 +91,19 @@ def startup_report(
     lines.extend(described)
     lines.append(f"consumed confirmations: {assemble.confirmations_home(config)}")
     lines.append(f"extensions: {', '.join(extensions(config, args)) or 'none'}")
+    lines.append(f"confirmation page: {confirmation_page(config, args)}")
     lines.extend(extra)
     return lines
+
+
+def confirmation_page(config: dict[str, Any], args: argparse.Namespace) -> str:
+    """Whether hosts without a form can confirm a deletion on this server's page, and how."""
+    browser = args.confirm_in_browser or config.get("confirmInBrowser", False)
+    if browser:
+        return "on (--confirm-in-browser): a host without forms gets a link, and URL-mode hosts the page"
+    if args.http or args.publish or config.get("publish", False):
+        return "URL-mode hosts only (--confirm-in-browser is off: hosts with neither forms nor URL mode get -32021)"
+    return "off (hosts without forms get -32021; --confirm-in-browser turns it on)"
 
 
 
@@ -215,7 +227,7 @@ def serve_http(server: frame.Server, config: dict[str, Any], args: argparse.Name
 
 
 def serve_stdio(server: frame.Server, config: dict[str, Any], args: argparse.Namespace, pages: Any) -> int:
-    """stdio; with --publish, plus a loopback-only listener that serves nothing but the connect pages."""
+    """stdio; with --publish or --confirm-in-browser, plus a loopback-only listener that serves nothing but the pages."""
     import stdio_transport
 
     lines = startup_report(server, config, args, f"serving on stdio as principal {config['stdioPrincipal']!r}")
@@ -236,7 +248,7 @@ def serve_stdio(server: frame.Server, config: dict[str, Any], args: argparse.Nam
             "127.0.0.1", port, endpoint, main.stderr_log, args.request_timeout or streamable_http.REQUEST_TIMEOUT_SECONDS, refused=endpoint.refused
         )
     except OSError as exc:
-        say(f"cannot listen on 127.0.0.1:{port} for the connect pages: {exc.strerror or exc}")
+        say(f"cannot listen on 127.0.0.1:{port} for the pages: {exc.strerror or exc}")
         return 1
     port = listener.address[1]
     policy.allowed_hosts = frozenset(f"{name}:{port}" for name in streamable_http.LOOPBACK_NAMES)
@@ -244,7 +256,7 @@ def serve_stdio(server: frame.Server, config: dict[str, Any], args: argparse.Nam
     confined = confine(config, args, [port])
     if confined is None:
         return EXIT_USAGE
-    report([*lines, f"connect pages on {listener.url(pages.prefix)}", confined])
+    report([*lines, "; ".join(f"{member.title} on {listener.url(member.prefix)}" for member in pages.members), confined])
     thread = threading.Thread(target=listener.serve_forever, name="connect-pages", daemon=True)
     thread.start()
     try:
@@ -374,6 +386,10 @@ def parser(prog: str = "serve.py") -> argparse.ArgumentParser:
     )
     p.add_argument("--publish", action="store_true", help="also serve notes_publish and its URL-mode connect pages")
     p.add_argument(
+        "--confirm-in-browser", action="store_true",
+        help="hosts without forms confirm notes_delete on this server's page: the first call returns a link (off by default)",
+    )  # fmt: skip
+    p.add_argument(
         "--conformance-fixtures",
         action="store_true",
         help="HTTP: also serve the conformance suite's test tools, prompts and resources (testing only; docs/conformance.md)",
@@ -458,14 +474,20 @@ def start(argv: Sequence[str], prog: str = "serve.py") -> tuple[frame.Server, di
         say(f"config {args.config}: {exc}")
         raise StartupRefused(EXIT_USAGE) from None
     publish = args.publish or config.get("publish", False)
+    browser = args.confirm_in_browser or config.get("confirmInBrowser", False)
+    config["confirmInBrowser"] = browser
     try:
         if args.config and environ.get("NOTES_MCP_TOKEN"):
             say("warning: NOTES_MCP_TOKEN is ignored when --config is given (tokens come from the config)")
         if not args.config and args.http and not args.no_auth:
             config["principals"][main.LESSON_PRINCIPAL]["token"] = assemble.lesson_token(environ, "for --http (the bearer token clients send)")
-        elif not args.config and publish:
-            # stdio and --no-auth: the connect pages still need a sign-in (code/connect.py).
-            config["principals"][main.LESSON_PRINCIPAL]["token"] = assemble.lesson_token(environ, "for --publish (the connect pages' sign-in)")
+        elif not args.config and (publish or browser):
+            # stdio and --no-auth: the pages still need a sign-in (code/web_pages.py).
+            why = "for --publish (the connect pages' sign-in)" if publish else "for --confirm-in-browser (the confirmation page's sign-in)"
+            config["principals"][main.LESSON_PRINCIPAL]["token"] = assemble.lesson_token(environ, why)
+        if browser and args.stdio and not config["principals"][config["stdioPrincipal"]].get("token"):
+            # Without a token nobody can sign in to the page, and every link would be a dead end.
+            raise ConfigError(f"principals.{config['stdioPrincipal']}.token", "is required for --confirm-in-browser (the page's sign-in)")
         keys = assemble.signing_keys(config, environ)
         if args.db is not None:
             # As typed in a shell: the working directory's (a config's db is its folder's).
@@ -492,11 +514,22 @@ def start(argv: Sequence[str], prog: str = "serve.py") -> tuple[frame.Server, di
         import conformance_fixtures  # imported only when asked for: test fixtures are not the product
 
         conformance_fixtures.install(server)
-    pages = None
+    tokens = {name: entry["token"] for name, entry in config["principals"].items() if entry["token"]}
+    members = []
     if publish:
         import connect
 
-        pages = connect.install(server, {name: entry["token"] for name, entry in config["principals"].items() if entry["token"]})
+        members.append(connect.install(server, tokens))
+    if args.http or publish or browser:
+        # The confirmation pages wherever pages are served: URL-mode hosts get them without
+        # --confirm-in-browser too. Under --stdio without either flag, no socket is opened.
+        import confirm_pages
+        import web_pages
+
+        members.append(confirm_pages.install(server, tokens))
+        pages = web_pages.PageSet(members)
+    else:
+        pages = None
     for line in later:
         say(line)
     assemble.warn_weak_secrets(config, keys)  # once start-up has succeeded: a refusal stays one line

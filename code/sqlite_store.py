@@ -51,6 +51,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
 import audit
 import main
@@ -58,6 +59,8 @@ import title_index
 import stores
 
 __all__ = ["Record", "SqliteNotesStore", "open_store"]
+
+T = TypeVar("T")
 
 SCHEMA_VERSION = 3
 BUSY_TIMEOUT_MS = 5000  # one write's whole wait: for this process's other writers and for other instances
@@ -158,6 +161,8 @@ class SqliteNotesStore(stores.SettleSeam):
     budget each in turn. Reads use their own connection and lock: in WAL mode a reader
     never needs the write lock, so a stalled writer elsewhere delays no lookup.
     """
+
+    placeholder = "?"  # the driver's parameter marker, for SQL other modules keep in this database
 
     def __init__(
         self,
@@ -386,6 +391,19 @@ class SqliteNotesStore(stores.SettleSeam):
         else:
             self._conn.execute("DELETE FROM notes WHERE id = ?", (note_id,))
         return main.Settlement.DELETED
+
+    # ---------------------------------------------------------------- other tables in this database
+
+    def write_with(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """`work(conn)` in one write transaction of this store's (the write lock, BEGIN IMMEDIATE, one budget)."""
+        with self._transaction() as conn:
+            return work(conn)
+
+    def read_with(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """`work(conn)` on the reader connection (never waits for the write lock)."""
+        with self._read_lock:
+            self._check_shm()
+            return work(self._reader)
 
     # ---------------------------------------------------------------- the audit (code/audit.py)
 
@@ -844,6 +862,9 @@ def _audit_tables(conn: sqlite3.Connection) -> None:
     if conn.execute("SELECT 1 FROM pragma_table_info('audit') WHERE name = 'principal_seq'").fetchone() is None:
         conn.execute("ALTER TABLE audit ADD COLUMN principal_seq INTEGER")  # an audit from before the per-principal bound
     _AUDIT.number_entries(conn)
+    audit.add_columns(conn, [row[1] for row in conn.execute("PRAGMA table_info(audit)")], sqlite=True)
+    for statement in audit.DECISIONS_SQLITE_TABLES:  # the confirmation pages' decisions
+        conn.execute(statement)
 
 
 def _add_store_id(conn: sqlite3.Connection) -> None:

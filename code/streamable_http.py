@@ -293,10 +293,14 @@ def status_of(response: dict[str, Any] | None) -> int:
 
 
 class Pages(Protocol):
-    """Pages served beside the endpoint under their own prefix (the connect pages)."""
+    """Pages served beside the endpoint under their own prefixes (code/web_pages.py)."""
 
     prefix: str  # e.g. "/connect/"
     max_body: int  # the largest form body accepted
+
+    def owns(self, path: str) -> bool:
+        """True when `path` belongs to these pages."""
+        ...
 
     def handle(self, method: str, path: str, headers: Headers, body: bytes, peer: str = "") -> tuple[int, list[tuple[str, str]], bytes]:
         """One request under `prefix` from `peer` (its address) to (status, headers, body)."""
@@ -478,7 +482,10 @@ class McpEndpoint:
 
     def is_page(self, target: str | None) -> bool:
         """True when `target` belongs to the pages."""
-        return self.pages is not None and target is not None and target.startswith(self.pages.prefix)
+        if self.pages is None or target is None:
+            return False
+        owns = getattr(self.pages, "owns", None)  # several sets of pages (web_pages.PageSet) say which paths are theirs
+        return owns(target) if owns is not None else target.startswith(self.pages.prefix)
 
     def answers_at_once(self, request: http_server.Request) -> bool:
         """True for a request this app answers without waiting on anything (given a store that never waits).

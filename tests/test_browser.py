@@ -1,9 +1,14 @@
-"""The connect pages in a real headless Chromium (W3C WebDriver, tests/helpers/webdriver.py) against `serve --http`."""
+"""The connect and confirmation pages in a real headless Chromium (W3C WebDriver, tests/helpers/webdriver.py).
+
+The connect pages run in `serve --http`; the confirmation pages run on a real loopback HTTP
+listener in this process, so an injected clock can expire a link without waiting.
+"""
 
 from __future__ import annotations
 
 import http.server
 import os
+import tempfile
 import threading
 import unittest
 from typing import Any
@@ -13,7 +18,12 @@ import connect  # noqa: E402
 from helpers import procs  # noqa: E402
 from helpers import webdriver  # noqa: E402
 from helpers.support import tps  # noqa: E402
-from test_connect import ALICE_TOKEN, BOB_TOKEN, RealHttpServer, answer, connect_request  # noqa: E402
+from test_connect import ALICE_TOKEN, BOB_TOKEN, BOB_WORKSPACE, RealHttpServer, answer, connect_request, notes  # noqa: E402
+import main  # noqa: E402
+import sqlite_store  # noqa: E402
+import streamable_http  # noqa: E402
+import web_pages  # noqa: E402
+from test_browser_confirm import TOKENS, Client, build  # noqa: E402
 
 SCREENSHOTS = os.path.join(support.ROOT, "docs", "img")
 PROBE = "<!DOCTYPE html><title>probe</title><p id=p>script off</p><script>document.getElementById('p').textContent='script on'</script>"
@@ -147,6 +157,118 @@ class BrowserFlowTests(RealHttpServer, unittest.TestCase):
         self.assertNotIn('name="token"', framed)
         driver.switch_to_frame(None)
         self.assertEqual(driver.current_url(), attacker.url("/ours"))
+
+
+class ConfirmInChromiumTests(unittest.TestCase):
+    """A person confirms notes_delete in Chromium; the model's second call deletes what they chose, once."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        if not webdriver.available():
+            raise unittest.SkipTest("Chromium or chromedriver not installed (run .ci/setup-chromium.sh)")
+        super().setUpClass()
+
+    def setUp(self) -> None:
+        folder = tempfile.TemporaryDirectory()
+        self.addCleanup(folder.cleanup)
+        self.clock = support.Clock()
+        path = os.path.join(folder.name, "notes.db")
+        # Two instances over one SQLite database, as two processes behind a load balancer.
+        self.stores = [sqlite_store.open_store(path, clock=self.clock, seed_notes=notes()) for _ in range(2)]
+        for store in self.stores:
+            self.addCleanup(store.close)
+        (self.server, pages), (self.other, _) = [build(self.clock, support.Log(), store) for store in self.stores]
+        self.listen(pages)
+        self.alice = Client(self.server, "alice")
+        self.driver = webdriver.Driver()
+        self.addCleanup(self.driver.close)
+
+    def listen(self, pages: Any) -> None:
+        """The pages on a real loopback listener (the MCP calls go to the servers in process)."""
+        policy = streamable_http.HttpPolicy({}, None, None, frozenset())
+        endpoint = streamable_http.McpEndpoint(self.server, policy, web_pages.PageSet([pages]), mcp_endpoint=False)
+        listener = streamable_http.listen("127.0.0.1", 0, endpoint, support.Log())
+        port = listener.address[1]
+        policy.allowed_hosts = frozenset(f"{name}:{port}" for name in streamable_http.LOOPBACK_NAMES)
+        pages.base_url = listener.url("")
+        thread = threading.Thread(target=listener.serve_forever, daemon=True)
+        thread.start()
+        self.addCleanup(thread.join, procs.GUARD)
+        self.addCleanup(listener.shutdown, 0)
+
+    def first(self) -> tuple[dict[str, Any], str]:
+        result = self.alice.call(tps("TPS report"))["result"]
+        return result, result["structuredContent"]["url"]
+
+    def second(self, first: dict[str, Any], server: Any = None) -> dict[str, Any]:
+        arguments = {**tps("TPS report"), "confirmation": first["structuredContent"]["confirmation"]}
+        return Client(server or self.server, "alice").call(arguments)
+
+    def sign_in(self, url: str, token: str) -> str:
+        self.driver.get(url)
+        self.assertIn("Sign in", self.driver.source())
+        self.driver.send_keys(self.driver.find("input[name=token]"), token)
+        self.driver.submit(self.driver.find("form button[type=submit]"))
+        return self.driver.source()
+
+    def save(self, name: str) -> None:
+        os.makedirs(SCREENSHOTS, exist_ok=True)
+        with open(os.path.join(SCREENSHOTS, name), "wb") as handle:
+            handle.write(self.driver.screenshot())
+
+    def ids(self) -> list[str]:
+        return [note.id for note in self.stores[1].all()]
+
+    def test_link_sign_in_choose_move_to_trash_then_the_second_call_deletes_that_note_once(self) -> None:
+        first, url = self.first()
+        self.driver.get(url)
+        self.save("confirm-sign-in.png")
+        page = self.sign_in(url, ALICE_TOKEN)
+        self.assertEqual(self.driver.current_url(), url)
+        for shown in ("<strong>alice</strong>", "TPS report 2023", "TPS report 2024", "TPS report 2025", "Move to trash"):
+            self.assertIn(shown, page)
+        self.driver.click(self.driver.find("input[value$=':note-7']"))
+        self.save("confirm-choose.png")
+        self.driver.submit(self.driver.find("button[value=approve]"))
+        self.assertIn("<h1>Approved</h1>", self.driver.source())
+        self.save("confirm-approved.png")
+        self.assertIn("note-7", self.ids())  # the page alone deletes nothing
+        done = self.second(first, self.other)["result"]  # the other instance reads the shared decision
+        self.assertEqual(done["structuredContent"], {"deleted": True, "noteId": "note-7"})
+        self.assertEqual(sorted(self.ids()), sorted(n.id for n in notes() if n.id != "note-7"))
+        self.assertEqual(self.second(first)["error"]["message"], main.STATE_INVALID)
+        self.driver.get(url)
+        self.assertIn("Link not valid", self.driver.source())
+
+    def test_keep_in_chromium_deletes_nothing_and_ends_the_confirmation(self) -> None:
+        first, url = self.first()
+        self.sign_in(url, ALICE_TOKEN)
+        self.driver.submit(self.driver.find("button[value=keep]"))
+        self.assertIn("<h1>Kept</h1>", self.driver.source())
+        self.assertEqual(self.second(first)["result"]["structuredContent"], {"deleted": False, "reason": "declined"})
+        self.assertEqual(sorted(self.ids()), sorted(n.id for n in notes()))
+
+    def test_an_expired_link_is_refused_in_chromium_and_its_token_too(self) -> None:
+        first, url = self.first()
+        self.sign_in(url, ALICE_TOKEN)
+        self.clock.now += main.DEFAULT_STATE_TTL_SECONDS
+        self.driver.click(self.driver.find("input[value$=':note-7']"))
+        self.driver.submit(self.driver.find("button[value=approve]"))
+        self.assertIn("Link not valid", self.driver.source())
+        self.assertEqual(self.second(first)["error"]["message"], main.STATE_INVALID)
+        self.assertEqual(sorted(self.ids()), sorted(n.id for n in notes()))
+
+    def test_another_principals_browser_is_refused_and_alices_confirmation_stays_pending(self) -> None:
+        first, url = self.first()
+        page = self.sign_in(url, BOB_TOKEN)
+        self.assertIn("Wrong account", page)
+        self.assertNotIn("Move to trash", page)
+        self.save("confirm-wrong-account.png")
+        bob = Client(self.server, "bob").call(tps("TPS", BOB_WORKSPACE))["result"]
+        self.sign_in(bob["structuredContent"]["url"], BOB_TOKEN)
+        self.driver.get(url)
+        self.assertIn("Sign in", self.driver.source())  # bob's session is for bob's link alone
+        self.assertTrue(self.second(first)["result"]["content"][0]["text"].startswith("Not approved yet"))
 
 
 if __name__ == "__main__":

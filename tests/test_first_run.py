@@ -100,8 +100,9 @@ class StartupReportTests(Tree):
             self.assertIn(f"{reason}: {count}", folder)
         self.assertEqual(prefixed[4], f"consumed confirmations: SQLite {os.path.join(self.dir, 'state', 'notes-mcp', 'nonces.db')}")
         self.assertEqual(prefixed[5], "extensions: 2025-11-25 clients (loaded at their first initialize)")
-        self.assertTrue(prefixed[6].startswith("sandbox: "), prefixed[6])  # code/sandbox.py's status, last
-        self.assertEqual(len(lines), 7)
+        self.assertEqual(prefixed[6], "confirmation page: off (hosts without forms get -32021; --confirm-in-browser turns it on)")
+        self.assertTrue(prefixed[7].startswith("sandbox: "), prefixed[7])  # code/sandbox.py's status, last
+        self.assertEqual(len(lines), 8)
         self.assertNotIn(procs.SECRET, "\n".join(lines))
         self.assertNotIn(main.LESSON_WORKSPACE, "\n".join(lines))
 

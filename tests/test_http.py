@@ -99,7 +99,8 @@ class ProtocolStatusTests(SharedServer):
         self.assertEqual((status, error_code(body)), (400, main.INVALID_PARAMS))
 
     def test_a_call_without_form_elicitation_gets_400_missing_capability(self) -> None:
-        status, _, body = self.send(call(tps(), capabilities={"elicitation": {"url": {}}}))
+        # No elicitation at all (URL mode alone now gets the confirmation page: tests/test_browser_confirm.py).
+        status, _, body = self.send(call(tps(), capabilities={}))
         self.assertEqual((status, error_code(body)), (400, main.MISSING_REQUIRED_CLIENT_CAPABILITY))
         self.assertEqual(json.loads(body)["error"]["data"], {"requiredCapabilities": {"elicitation": {"form": {}}}})
 

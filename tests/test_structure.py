@@ -20,7 +20,8 @@ LAYERS = (
     ("main",),  # the lesson
     ("confirmations", "stores", "title_index", "change_watch", "http_server", "sandbox"),  # on the lesson only
     ("audit", "sqlite_store", "postgres_store", "folder_paths", "folder_index", "folder_trash", "markdown_store"),
-    ("frame", "connect", "conformance_fixtures", "legacy", "legacy_http", "stdio_transport", "streamable_http"),
+    ("frame", "connect", "conformance_fixtures", "legacy", "legacy_http", "stdio_transport", "streamable_http",
+     "web_pages", "browser_confirm", "confirm_pages"),
     ("config", "assemble", "audit_cli"),  # a server built from a config
     ("serve", "cli"),  # the command line
 )

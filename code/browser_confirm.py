@@ -1,0 +1,391 @@
+"""`notes_delete` for hosts that show no form: the person confirms on this server's own page.
+
+The lesson's tool (code/main.py, section 7) needs a form the host shows; without one it
+refuses with -32021. The product's `notes_delete` is this subclass, which keeps that flow
+for every request that declares form elicitation and adds two channels for the rest:
+
+    url      the request declares URL-mode elicitation: `input_required` sends the person to
+             this server's confirmation page (the notes_publish pattern); each retry reads
+             the server's own record of what the person did there.
+    browser  the operator turned on --confirm-in-browser: the first call returns a normal,
+             non-error result (nothing deleted, a link, an expiry, a signed single-use
+             `confirmation` token); the second call, with the same arguments and the token,
+             deletes what the person approved on the page.
+
+Where neither applies, the lesson's -32021 stands, saying what would make deletion possible.
+
+The token is a requestState in all but name: main.new_state signs it (principal, tool,
+arguments digest, phase, nonce, expiry, and the page's handle) and main.verify_state checks
+it. Neither the token nor the link approves anything: only a POST from the page, signed in
+as the same principal with the bearer token typed there, records `approved(note id,
+version, by, at)` on the nonce in a table every instance shares. The second call reads that
+record and, through main.consume (the store's atomic step, with its audit entry), re-reads
+and re-checks the chosen note (layers 1 and 2), deletes it and consumes the nonce: once.
+
+    ConfirmedNotesDelete   the tool (registered by assemble.build_server)
+    MemoryConfirmations    the page's decisions in memory (the memory store)
+    SqlConfirmations       the same in the store's database (SQLite, PostgreSQL, the folder
+                           store's confirmation database): table browser_confirmations
+
+The pages themselves are code/confirm_pages.py. Standard library only.
+"""
+
+from __future__ import annotations
+
+import copy
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol
+
+import audit
+import main
+
+__all__ = ["APPROVED", "DECLINED", "PENDING", "ConfirmedNotesDelete", "Record", "records_for"]
+
+PHASE_BROWSER = "confirm_in_browser"  # the phase of a `confirmation` token (second call with the argument)
+PHASE_URL = "confirm_on_page"  # the phase of a URL-mode requestState
+URL_KEY = "confirm_on_page"  # the inputRequests key of the URL-mode elicitation
+CONFIRMATION = "confirmation"  # the argument the second call carries the token in
+MAX_PENDING_PER_PRINCIPAL = 20  # undecided confirmation pages one principal may hold
+PRUNE_BATCH = 64  # expired records removed per new confirmation: bounded work per call
+PENDING, APPROVED, DECLINED = "pending", "approved", "declined"
+AWAITING = "awaiting_approval"  # the reason of the first call's result: nothing deleted yet
+
+NOTHING_DELETED = (
+    "Nothing was deleted: deleting needs a host that shows forms, or this server's operator turning on --confirm-in-browser."
+)
+REFUSAL = "Server requires form elicitation for this request. " + NOTHING_DELETED
+URL_MESSAGE = "Choose the note to delete and confirm on this server's page."
+
+
+def product_descriptor() -> dict[str, Any]:
+    """notes_delete's descriptor with the `confirmation` argument and the page's outcomes (a copy; main's is unchanged)."""
+    tool = copy.deepcopy(main.NOTES_DELETE_TOOL)
+    tool["description"] = (
+        "Delete one note whose title matches, inside the workspace folder you name. The user chooses the note and "
+        "confirms in a form before anything is deleted; a host that shows no forms gets a link instead: the user "
+        "confirms on this server's page, then call again with the same arguments and the confirmation token."
+    )
+    tool["inputSchema"]["properties"][CONFIRMATION] = {
+        "type": "string", "maxLength": main.MAX_STATE_LENGTH,
+        "description": "On the second call only: the confirmation token the first call returned, unchanged.",
+    }  # fmt: skip
+    output = tool["outputSchema"]["properties"]
+    output["reason"]["enum"] = [*output["reason"]["enum"], AWAITING]
+    output["url"] = {"type": "string", "description": "The page where the user chooses and confirms."}
+    output["expiresAt"] = {"type": "string", "description": "When the link and the token stop working (UTC)."}
+    output[CONFIRMATION] = {"type": "string", "description": "Pass back unchanged on the second call."}
+    return tool
+
+
+PRODUCT_TOOL = product_descriptor()
+
+
+# =====================================================================================
+# What the page decided, on the nonce, shared by every instance
+# =====================================================================================
+
+
+class Record(NamedTuple):
+    """One confirmation page: whose, for which arguments, until when, and what the person decided."""
+
+    handle: str  # the random part of the link
+    nonce: str  # the signed token's nonce
+    principal: str
+    workspace: str  # canonical workspaceUri
+    title: str
+    expires_at: float
+    status: str = PENDING
+    note_id: str | None = None  # approved: the note chosen, and the version shown
+    version: str | None = None
+    decided_by: str | None = None  # the principal signed in on the page
+    decided_at: float | None = None
+
+
+class Confirmations(Protocol):
+    """The page's decisions, shared by every instance serving the same store."""
+
+    def open(self, record: Record) -> bool:
+        """Keep a new pending record; False when its principal holds MAX_PENDING_PER_PRINCIPAL undecided ones."""
+        ...
+
+    def by_handle(self, handle: str) -> Record | None:
+        """The unexpired record of this link, or None."""
+        ...
+
+    def by_nonce(self, nonce: str) -> Record | None:
+        """The unexpired record of this token's nonce, or None."""
+        ...
+
+    def decide(self, handle: str, principal: str, status: str, note_id: str | None, version: str | None) -> bool:
+        """Pending -> approved or declined, once, by its own principal, before expiry; False otherwise."""
+        ...
+
+
+class MemoryConfirmations:
+    """Confirmations in a dict under one lock (the memory store: this process only)."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.clock = clock
+        self._records: dict[str, Record] = {}  # handle -> record
+        self._lock = threading.Lock()
+
+    def _prune(self, now: float) -> None:
+        for handle in [h for h, record in self._records.items() if not now < record.expires_at]:
+            del self._records[handle]
+
+    def open(self, record: Record) -> bool:
+        """As Confirmations.open."""
+        with self._lock:
+            now = self.clock()
+            self._prune(now)
+            pending = sum(1 for r in self._records.values() if r.principal == record.principal and r.status == PENDING)
+            if pending >= MAX_PENDING_PER_PRINCIPAL:
+                return False
+            self._records[record.handle] = record
+            return True
+
+    def by_handle(self, handle: str) -> Record | None:
+        """As Confirmations.by_handle."""
+        with self._lock:
+            self._prune(self.clock())
+            return self._records.get(handle)
+
+    def by_nonce(self, nonce: str) -> Record | None:
+        """As Confirmations.by_nonce."""
+        with self._lock:
+            self._prune(self.clock())
+            return next((r for r in self._records.values() if r.nonce == nonce), None)
+
+    def decide(self, handle: str, principal: str, status: str, note_id: str | None, version: str | None) -> bool:
+        """As Confirmations.decide."""
+        with self._lock:
+            now = self.clock()
+            self._prune(now)
+            record = self._records.get(handle)
+            # Checked under the lock: two tabs pressing Move to trash and Keep race here.
+            if record is None or record.status != PENDING or record.principal != principal:
+                return False
+            self._records[handle] = record._replace(status=status, note_id=note_id, version=version, decided_by=principal, decided_at=now)
+            return True
+
+
+_COLUMNS = "handle, nonce, principal, workspace, title, expires_at, status, note_id, version, decided_by, decided_at"
+
+class SqlConfirmations:
+    """Confirmations in the store's own database, table browser_confirmations, through its transactions."""
+
+    def __init__(self, store: Any, clock: Callable[[], float]) -> None:
+        self.store = store  # has write_with(work) and read_with(work), and its driver's `placeholder`
+        self.clock = clock
+        self.placeholder = store.placeholder
+
+    def _run(self, conn: Any, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        return conn.execute(sql.replace("?", self.placeholder), params)
+
+    def open(self, record: Record) -> bool:
+        """As Confirmations.open, in one write transaction (the prune included)."""
+        now = self.clock()
+
+        def work(conn: Any) -> bool:
+            self._run(conn, "DELETE FROM browser_confirmations WHERE nonce IN"
+                      " (SELECT nonce FROM browser_confirmations WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)", (now, PRUNE_BATCH))
+            (pending,) = self._run(conn, "SELECT COUNT(*) FROM browser_confirmations WHERE principal = ? AND status = ?"
+                                   " AND expires_at > ?", (record.principal, PENDING, now)).fetchone()
+            if pending >= MAX_PENDING_PER_PRINCIPAL:
+                return False
+            self._run(conn, f"INSERT INTO browser_confirmations ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", tuple(record))
+            return True
+
+        return bool(self.store.write_with(work))
+
+    def _one(self, column: str, value: str) -> Record | None:
+        now = self.clock()
+        rows = self.store.read_with(
+            lambda conn: self._run(conn, f"SELECT {_COLUMNS} FROM browser_confirmations WHERE {column} = ? AND expires_at > ?",
+                                   (value, now)).fetchall()
+        )
+        return Record(*rows[0]) if rows else None
+
+    def by_handle(self, handle: str) -> Record | None:
+        """As Confirmations.by_handle."""
+        return self._one("handle", handle)
+
+    def by_nonce(self, nonce: str) -> Record | None:
+        """As Confirmations.by_nonce."""
+        return self._one("nonce", nonce)
+
+    def decide(self, handle: str, principal: str, status: str, note_id: str | None, version: str | None) -> bool:
+        """As Confirmations.decide: one UPDATE of a pending row, so two decisions on any instances: one wins."""
+        now = self.clock()
+        changed = self.store.write_with(
+            lambda conn: self._run(
+                conn,
+                "UPDATE browser_confirmations SET status = ?, note_id = ?, version = ?, decided_by = ?, decided_at = ?"
+                " WHERE handle = ? AND principal = ? AND status = ? AND expires_at > ?",
+                (status, note_id, version, principal, now, handle, principal, PENDING, now),
+            ).rowcount
+        )
+        return changed == 1
+
+
+def records_for(store: Any, clock: Callable[[], float]) -> Confirmations:
+    """Where a store keeps the page's decisions: its own database (the folder store's confirmation database), else memory."""
+    database = getattr(store, "nonces", store)  # the folder store keeps nonces in an SQLite store
+    if hasattr(database, "write_with"):
+        return SqlConfirmations(database, clock)
+    return MemoryConfirmations(clock)
+
+
+# =====================================================================================
+# The tool
+# =====================================================================================
+
+
+class Pages(Protocol):
+    """What the tool needs of the confirmation pages (code/confirm_pages.py)."""
+
+    def url(self, handle: str) -> str:
+        """The absolute link to a handle's page."""
+        ...
+
+    def serves(self, principal: str) -> bool:
+        """True when the pages are being served and `principal` can sign in to them."""
+        ...
+
+
+def iso(at: float) -> str:
+    """A time as ISO 8601 UTC, to the second."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
+
+
+class ConfirmedNotesDelete(main.NotesDelete):
+    """The product's notes_delete: the lesson's form flow, and the page (URL mode, or --confirm-in-browser) where no form shows."""
+
+    def __init__(self, services: main.Services, records: Confirmations, browser: bool = False) -> None:
+        super().__init__(services)
+        self.records = records
+        self.browser = browser  # the operator's --confirm-in-browser
+        self.pages: Pages | None = None  # set when the confirmation pages are served
+        self.descriptor = PRODUCT_TOOL if browser else main.NOTES_DELETE_TOOL
+
+    def call(self, call: main.ToolCall) -> dict[str, Any]:
+        """Route by what this request declares: a form (the lesson's flow), URL mode, the browser link; else -32021."""
+        if self.browser and isinstance(call.arguments, dict) and CONFIRMATION in call.arguments:
+            return self.confirmed(call)
+        capabilities = call.meta.capabilities
+        if main.supports_form_elicitation(capabilities):
+            audit.mark("form")
+            return super().call(call)
+        served = self.pages is not None and self.pages.serves(call.principal)
+        if served and supports_url_elicitation(capabilities):
+            return self.by_url(call)
+        if served and self.browser and call.state is None:
+            return self.first_call(call)
+        try:
+            return super().call(call)  # the lesson's checks in the lesson's order, ending in -32021
+        except main.McpError as exc:
+            if exc.code != main.MISSING_REQUIRED_CLIENT_CAPABILITY:
+                raise
+            raise main.McpError(exc.code, REFUSAL, exc.data) from None
+
+    # ---------------------------------------------------------------- both channels
+
+    def open_page(self, call: main.ToolCall, scope: main.Scope, phase: str) -> tuple[str, dict[str, Any]]:
+        """Check the notes exist (none: the lesson's error), keep a pending record, and the claims of its signed state."""
+        main.lookup(self.notes, scope)  # the same "no note" error; the page lists them live
+        handle = secrets.token_urlsafe(32)
+        # The handle is signed into the state: a token presented with another page's record is refused.
+        claims = main.new_state(self.services, call.principal, main.TOOL_NAME, scope.digest, phase, [], extra={"handle": handle})
+        record = Record(handle, claims["nonce"], call.principal, scope.arguments["workspaceUri"], scope.arguments["title"], claims["exp"])
+        if not self.records.open(record):
+            raise main.ToolError("Too many confirmation pages are waiting for you; finish one or let it expire.")
+        self.log(f"confirmation page opened for principal {call.principal!r}")
+        return handle, claims
+
+    def settle_page(self, principal: str, scope: main.Scope, state: main.StatePayload, channel: str,
+                    ask_again: Callable[[Record], dict[str, Any]]) -> dict[str, Any]:
+        """What the page recorded decides: pending asks again, declined consumes, approved deletes in the atomic step."""
+        record = self.records.by_nonce(state.nonce)
+        if record is None or record.principal != principal or record.handle != state.extra.get("handle"):
+            self.log("refused requestState: no confirmation page for it")
+            raise main.McpError(main.INVALID_PARAMS, main.STATE_INVALID)
+        if record.status == PENDING:
+            return ask_again(record)
+        audit.mark(channel, record.decided_by, record.decided_at)
+        if record.status == DECLINED or record.decided_by != principal or record.note_id is None or record.version is None:
+            main.consume(self.services, principal, state)
+            return main.not_deleted("declined", "The user pressed Keep on the confirmation page; nothing was deleted.")
+        return self.delete(principal, scope, state, (record.note_id, record.version))  # re-check and delete, once
+
+    # ---------------------------------------------------------------- URL mode
+
+    def by_url(self, call: main.ToolCall) -> dict[str, Any]:
+        """input_required sending the person to the page; each retry: the server's record decides, never the answer."""
+        args = main.read_scope_args(call.arguments)
+        scope = main.authorize(self.policy, call.principal, args, self.log)
+        if call.state is None:
+            handle, claims = self.open_page(call, scope, PHASE_URL)
+            return main.input_required({URL_KEY: self.url_request(handle)}, self.services.signer.sign(claims))
+        state = main.verify_state(self.services, call.state, call.principal, main.TOOL_NAME, scope.digest, {PHASE_URL})
+        answer = main.read_answer(call.responses, URL_KEY)
+        if answer is not None and answer.action == "cancel":
+            return main.not_deleted("cancelled", "Cancelled; nothing was deleted.")  # the state stays usable
+        if answer is not None and answer.action == "decline":
+            audit.mark("url")
+            main.consume(self.services, call.principal, state)
+            return main.not_deleted("declined", "Declined; nothing was deleted.")
+        token = call.state  # asked again: the very same state, so the same nonce and expiry
+        return self.settle_page(call.principal, scope, state, "url",
+                                lambda record: main.input_required({URL_KEY: self.url_request(record.handle)}, token))
+
+    def url_request(self, handle: str) -> dict[str, Any]:
+        """The URL-mode elicitation naming this server's page for `handle`."""
+        assert self.pages is not None
+        return {"method": "elicitation/create", "params": {"mode": "url", "message": URL_MESSAGE, "url": self.pages.url(handle)}}
+
+    # ---------------------------------------------------------------- --confirm-in-browser
+
+    def first_call(self, call: main.ToolCall) -> dict[str, Any]:
+        """Nothing deleted: the link, its expiry and the signed confirmation token; the result names no note."""
+        args = main.read_scope_args(call.arguments)
+        scope = main.authorize(self.policy, call.principal, args, self.log)
+        handle, claims = self.open_page(call, scope, PHASE_BROWSER)
+        return self.awaiting(self.services.signer.sign(claims), handle, claims["exp"])
+
+    def awaiting(self, token: str, handle: str, expires_at: float) -> dict[str, Any]:
+        """The non-error result saying nothing was deleted yet, what the user does, and what to call next."""
+        assert self.pages is not None
+        url, until = self.pages.url(handle), iso(expires_at)
+        text = (
+            f"Nothing was deleted yet. Ask the user to open {url} in their browser, sign in, choose the note and press "
+            f"Move to trash (or Keep). Then call notes_delete again with the same workspaceUri and title and with "
+            f"confirmation set to the token below. The link and the token stop working at {until}.\nconfirmation: {token}"
+        )
+        return main.tool_result(text, {"deleted": False, "reason": AWAITING, "url": url, "expiresAt": until, CONFIRMATION: token})
+
+    def confirmed(self, call: main.ToolCall) -> dict[str, Any]:
+        """The second call: verify the token (main.verify_state), then the page's record decides."""
+        arguments = dict(call.arguments)
+        token = arguments.pop(CONFIRMATION)
+        if not isinstance(token, str) or not 0 < len(token) <= main.MAX_STATE_LENGTH:
+            raise main.ToolError(f"Invalid arguments for tool {main.TOOL_NAME}: confirmation must be the token the first call returned.")
+        args = main.read_scope_args(arguments)
+        scope = main.authorize(self.policy, call.principal, args, self.log)  # layer 1, on every call
+        state = main.verify_state(self.services, token, call.principal, main.TOOL_NAME, scope.digest, {PHASE_BROWSER})
+        return self.settle_page(call.principal, scope, state, "browser",
+                                lambda record: self.not_yet(token, record))
+
+    def not_yet(self, token: str, record: Record) -> dict[str, Any]:
+        """Pending: a non-error result with the same token and link, until the expiry."""
+        result = self.awaiting(token, record.handle, record.expires_at)
+        result["content"][0]["text"] = "Not approved yet. " + result["content"][0]["text"]
+        return result
+
+
+def supports_url_elicitation(capabilities: Any) -> bool:
+    """True when this request declares URL-mode elicitation (`{"url": {}}`)."""
+    elicitation = capabilities.get("elicitation") if isinstance(capabilities, dict) else None
+    return isinstance(elicitation, dict) and isinstance(elicitation.get("url"), dict)

@@ -1,0 +1,189 @@
+"""The confirmation pages of `notes_delete`: where a person without a form chooses the note and approves.
+
+    GET  /confirm/<handle>            sign in, or (signed in as the link's principal) the choice
+    POST /confirm/<handle>/sign-in    the bearer token typed here; a session for this link alone
+    POST /confirm/<handle>/decision   Move to trash (a note chosen) or Keep, with the CSRF token
+
+The link comes from notes_delete's result (code/browser_confirm.py); it grants nothing. The
+sign-in, sessions, CSRF and the Origin rule are code/web_pages.py's, shared with the connect
+pages. The page lists the notes matching the request live, inside its workspace (layer 2)
+and only while the principal is still granted it (layer 1), with what the store knows of
+each: title, folder, last change, and for the folder store the first lines of the note.
+A decision is written on the nonce in the confirmations table every instance shares; the
+deletion itself happens on the model's second call, in the store's atomic step.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import browser_confirm
+import main
+import web_pages
+from web_pages import Headers, Response, Session, is_handle
+
+__all__ = ["install"]
+
+PATH_PREFIX = "/confirm/"
+SESSION_COOKIE = "confirm_session"
+LOGIN_COOKIE = "confirm_login"
+
+GONE = "This link is not valid: it is unknown, already decided or expired. Nothing was deleted. Start again from your MCP client."
+WRONG_ACCOUNT = "This confirmation was asked for by another account. Sign in as that account; nothing was changed."
+CHANGED = "That note changed or is no longer offered since this page was shown; nothing was approved. Reload the page and choose again."
+
+
+class ConfirmPages(web_pages.SignedInPages):
+    """GET /confirm/<handle>; POST /confirm/<handle>/sign-in and /confirm/<handle>/decision."""
+
+    prefix = PATH_PREFIX
+    title = "confirmation pages"
+    session_cookie = SESSION_COOKIE
+    login_cookie = LOGIN_COOKIE
+
+    def __init__(
+        self,
+        records: Any,
+        server: Any,
+        tokens: Mapping[str, str],
+        log: Callable[[str], None],
+        base_url: str | None = None,
+    ) -> None:
+        super().__init__(tokens, log, web_pages.Sessions(server.clock), base_url)
+        self.records = records
+        self.notes = server.notes
+        self.policy = server.policy
+        self.clock = server.clock
+
+    def serves(self, principal: str) -> bool:
+        """True once the listener is bound and `principal` has a token to sign in with."""
+        return self.base_url is not None and principal in self.signs_in
+
+    def handle(self, method: str, path: str, headers: Headers, body: bytes, peer: str = "") -> Response:
+        """One HTTP request under /confirm/ from `peer` to (status, headers, body); never raises for client input."""
+        parts = path.partition("?")[0].split("/")
+        # ["", "confirm", handle] or ["", "confirm", handle, action]
+        if len(parts) not in (3, 4) or parts[1] != PATH_PREFIX.strip("/") or not is_handle(parts[2]):
+            return self.page(404, "Not found", GONE)
+        handle, action = parts[2], (parts[3] if len(parts) == 4 else "")
+        if len(parts) == 4 and action not in ("sign-in", "decision"):
+            return self.page(404, "Not found", GONE)
+        expected = "GET" if action == "" else "POST"
+        if method != expected:
+            return self.page(405, "Method not allowed", "Use the buttons on the page.", [("Allow", expected)])
+        if expected == "POST":
+            refusal = self.check_post(headers, body)
+            if refusal is not None:
+                return refusal
+        record = self.records.by_handle(handle)
+        if record is None or record.status != browser_confirm.PENDING:
+            # Forged, already decided and expired links all read the same.
+            return self.page(404, "Link not valid", GONE)
+        session_id, session = self.session_of(headers)
+        if action == "sign-in":
+            principal = self.signed_in_principal(handle, headers, body, peer)
+            if not isinstance(principal, str):
+                return principal
+            if principal != record.principal:
+                self.log(f"confirm page: sign-in as {principal!r} refused on another principal's confirmation")
+                return self.page(403, "Wrong account", WRONG_ACCOUNT)
+            # The session acts on this link alone: an approval needs the token typed for it.
+            return self.start_session(principal, session_id, handle, scope=handle)
+        if session is None or session.scope != handle:
+            return self.sign_in_page(handle, headers) if action == "" else self.sign_in_page(handle, headers, 403, "Sign in first.")
+        if session.principal != record.principal:
+            self.log(f"confirm page: principal {session.principal!r} refused on another principal's confirmation")
+            return self.page(403, "Wrong account", WRONG_ACCOUNT)
+        if action == "":
+            return self.choice_page(handle, record, session)
+        return self.decision(handle, record, session, body)
+
+    def sign_in_intro(self) -> str:
+        """What the sign-in is for: confirming a deletion."""
+        return "<p>Your MCP client asked to delete a note. To choose and confirm, first sign in to this notes server.</p>"
+
+    def offered(self, record: browser_confirm.Record) -> list[main.Note] | None:
+        """The notes this page may offer now: matching, inside the workspace, while it is granted; None if it no longer is."""
+        workspace = main.parse_file_uri(record.workspace)
+        if not self.policy.allows(record.principal, workspace):  # layer 1 again: a grant may have been revoked
+            return None
+        found = self.notes.candidates(workspace, record.title)  # layer 2: the store lists only notes inside it
+        return [note for note in found if main.inside_workspace(note, workspace)][: main.MAX_CANDIDATES]
+
+    def choice_page(self, handle: str, record: browser_confirm.Record, session: Session, error: str = "") -> Response:
+        """The workspace, the matching notes to choose from, what deleting does, Move to trash and Keep."""
+        notes = self.offered(record)
+        if notes is None:
+            return self.page(403, "Not authorized", "That workspace is no longer authorized for you; nothing can be deleted here.")
+        who = html.escape(session.principal)
+        items = "".join(self.note_item(note, k == 0 and len(notes) == 1) for k, note in enumerate(notes))
+        listing = f"<fieldset><legend>Note to delete</legend>{items}</fieldset>" if notes else "<p>No note matches any more.</p>"
+        body = (
+            (f'<p class="alert" role="alert">{html.escape(error)}</p>' if error else "")
+            + f"<p>Signed in as <strong>{who}</strong>.</p>"
+            f'<div class="request"><p>Your MCP client called <strong>{main.TOOL_NAME}</strong> for notes titled like '
+            f"<strong>&ldquo;{html.escape(record.title)}&rdquo;</strong> in <strong>{html.escape(record.workspace)}</strong>.</p></div>"
+            f'<form method="post" action="{html.escape(f"{PATH_PREFIX}{handle}/decision")}">'
+            f'<input type="hidden" name="csrf" value="{html.escape(session.csrf)}">{listing}'
+            f'<p class="hint">{html.escape(self.notes.deletion)} Nothing happens until your MCP client calls again.</p>'
+            + ('<button type="submit" name="decision" value="approve" class="danger">Move to trash</button>' if notes else "")
+            # Keep needs no choice: the browser must not hold it back for the unticked radio buttons.
+            + '<button type="submit" name="decision" value="keep" formnovalidate>Keep</button></form>'
+        )
+        return self.page(200, "Delete a note?", "", raw=body)
+
+    def note_item(self, note: main.Note, only: bool) -> str:
+        """One choice: title, folder, last change, the first lines where the store has them."""
+        folder = main.format_file_uri(note.path[:-1])
+        preview = getattr(self.notes, "preview", None)
+        seen = preview(note) if preview is not None else None
+        changed = f"last changed {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(seen[0]))}" if seen else f"revision {note.revision}"
+        lines = f"<pre>{html.escape(chr(10).join(seen[1]))}</pre>" if seen and seen[1] else ""
+        value = html.escape(f"{note.version}:{note.id}")  # the version shown is approved, never a later one
+        return (
+            f'<label class="note"><input type="radio" name="note" value="{value}" required{" checked" if only else ""}>'
+            f"<strong>{html.escape(note.title)}</strong><br><span class=\"hint\">{html.escape(folder)} &middot; {changed}</span>"
+            f"{lines}</label>"
+        )
+
+    def decision(self, handle: str, record: browser_confirm.Record, session: Session, body: bytes) -> Response:
+        """Move to trash (the chosen note, as shown) or Keep, only with this session's CSRF token."""
+        fields = self.form(body)
+        # Cross-site request forgery: only our own page knows this session's token.
+        if not self.csrf_ok(session, fields):
+            self.log("confirm page: decision refused: missing or wrong CSRF token")
+            return self.page(403, "Forbidden", "The form expired or did not come from this page. Reload it and try again.")
+        assert fields is not None
+        choice = fields.get("decision")
+        if choice == "keep":
+            if not self.records.decide(handle, session.principal, browser_confirm.DECLINED, None, None):
+                return self.page(404, "Link not valid", GONE)
+            self.log(f"confirmation for principal {session.principal!r}: kept")
+            return self.page(200, "Kept", "Nothing will be deleted. Return to your MCP client.")
+        if choice != "approve":
+            return self.page(400, "Bad request", "Choose Move to trash or Keep.")
+        version, _, note_id = fields.get("note", "").partition(":")
+        notes = self.offered(record) or []
+        # Only a note this page offers, at the version it showed: an id typed in, or one edited since, is refused.
+        if not any(note.id == note_id and note.version == version for note in notes):
+            return self.choice_page(handle, record, session, CHANGED)
+        if not self.records.decide(handle, session.principal, browser_confirm.APPROVED, note_id, version):
+            return self.page(404, "Link not valid", GONE)
+        self.log(f"confirmation for principal {session.principal!r}: approved")
+        return self.page(
+            200, "Approved", "Return to your MCP client: the note is deleted when it calls notes_delete again. Nothing has been deleted yet."
+        )
+
+
+def install(server: Any, tokens: Mapping[str, str], base_url: str | None = None) -> ConfirmPages:
+    """The confirmation pages of the server's notes_delete (which must be the product's), attached to it."""
+    tool = server.tools[main.TOOL_NAME]
+    if not isinstance(tool, browser_confirm.ConfirmedNotesDelete):
+        raise TypeError("the confirmation pages need the product's notes_delete (browser_confirm.ConfirmedNotesDelete)")
+    pages = ConfirmPages(tool.records, server, tokens, server.say, base_url)
+    tool.pages = pages
+    return pages
