@@ -32,6 +32,7 @@ MAX_WATCHED_FOLDERS = 65_536  # folders watched per notes folder; past it (or th
 RESCAN_SECONDS = 2.0  # without change notification: the longest a lookup relies on the last rescan
 RESCAN_COST_FACTOR = 10  # ... unless a rescan took longer than 1/RESCAN_COST_FACTOR of that: then this many times its length
 COMPACT_AFTER = 4096  # dropped title slots tolerated (or as many as live ones) before the slot table is rebuilt
+TRIGRAM_BUCKETS = 1 << 16  # posting lists at most: a trigram's is list hash(trigram) % TRIGRAM_BUCKETS
 MAX_EVENTS_PER_LOOKUP = 4096  # inotify events one lookup reads; more queued, as after an overflow: a rebuild once one is due
 MAX_CHANGES_PER_LOOKUP = 64  # distinct changed entries one lookup looks at again; the rest wait for the next lookups
 MAX_PENDING_CHANGES = 4096  # distinct changed entries waiting; past it, as after an overflow: a rebuild once one is due
@@ -109,7 +110,8 @@ class FolderIndex:
         self.slot_path: list[main.Path | None] = []
         self.slot_title: list[str] = []
         self.slot_folded: list[str] = []
-        self.grams: dict[str, array[int]] = {}
+        self.grams: dict[int, array[int]] = {}  # bucket -> slots whose folded title holds a trigram of it
+        self.unindexed: set[int] = set()  # slots of titles past title_index.MAX_INDEXED_TITLE_CHARS: tested by every lookup
         self.dead = 0
 
     def mode(self) -> str:
@@ -141,10 +143,12 @@ class FolderIndex:
         """Slots of the notes strictly inside `below` whose folded title holds `needle`."""
         pool: Iterable[int] = range(len(self.slot_path))
         if title_index.uses_title_index(needle):
-            postings = sorted((self.grams.get(gram, ()) for gram in title_index.trigrams(needle)), key=len)
+            postings = sorted((self.grams.get(_bucket(gram), ()) for gram in title_index.trigrams(needle)), key=len)
             # A title holding the query holds each of its trigrams: the two rarest lists
-            # together leave a handful of slots even among 100,000 notes.
-            pool = set(postings[0]).intersection(postings[1]) if len(postings) > 1 else postings[0]
+            # together leave a handful of slots even among 100,000 notes. A list shared by
+            # trigrams of one bucket only adds slots that the exact test below drops.
+            pool = set(postings[0]).intersection(postings[1]) if len(postings) > 1 else set(postings[0])
+            pool |= self.unindexed
         n = len(below)
         paths, folded = self.slot_path, self.slot_folded
         return [k for k in pool if (p := paths[k]) is not None and len(p) > n and p[:n] == below and needle in folded[k]]
@@ -396,13 +400,19 @@ class FolderIndex:
         self.slot_path.append(path)
         self.slot_title.append(title)
         self.slot_folded.append(folded)
-        grams = self.grams
-        for gram in title_index.trigrams(folded):
-            posting = grams.get(gram)
-            if posting is None:
-                grams[gram] = posting = array("l")
-            posting.append(slot)
         self.files[path] = (key, slot)
+        if not title_index.indexable(folded):
+            self.unindexed.add(slot)
+            return
+        # One list per bucket, not per trigram: with a list (and its key) for each distinct
+        # trigram, 190 random CJK characters (every trigram new) cost 44 kB per note.
+        # Buckets bound the lists; a title costs 4 bytes per distinct bucket of its trigrams.
+        grams = self.grams
+        for bucket in {_bucket(gram) for gram in title_index.trigrams(folded)}:
+            posting = grams.get(bucket)
+            if posting is None:
+                grams[bucket] = posting = array("i")
+            posting.append(slot)
 
     def _drop_file(self, path: main.Path) -> None:
         _, slot = self.files.pop(path)
@@ -411,6 +421,7 @@ class FolderIndex:
     def _kill_slot(self, slot: int) -> None:
         self.slot_path[slot] = None  # its posting entries go at the next compaction
         self.slot_title[slot] = self.slot_folded[slot] = ""
+        self.unindexed.discard(slot)
         self.dead += 1
 
     def _drop_folder(self, rel: main.Path) -> None:
@@ -430,6 +441,11 @@ class FolderIndex:
         """Rebuild the slot table and postings from the live files (drops what _drop_file left)."""
         entries = [(path, key, self.slot_title[slot]) for path, (key, slot) in self.files.items()]
         self.files, self.slot_path, self.slot_title, self.slot_folded, self.grams, self.dead = {}, [], [], [], {}, 0
+        self.unindexed = set()
         for path, key, title in entries:
             self._put(path, key, title)
 
+
+def _bucket(gram: str) -> int:
+    """The posting list of the trigram `gram` (str hashes are salted per process: no one can aim at one list)."""
+    return hash(gram) % TRIGRAM_BUCKETS

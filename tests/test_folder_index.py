@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+import random
 import shutil
 import threading
 import unittest
@@ -11,6 +12,7 @@ from typing import Any
 from unittest import mock
 
 from helpers.support import PRINCIPAL, accept
+from test_indexed_lookup import bounded_titles, parts
 from test_markdown_store import FolderCase
 
 import folder_index
@@ -20,6 +22,7 @@ import frame
 import markdown_store
 import sqlite_store
 import stores
+import title_index
 from markdown_store import MarkdownNotesStore
 
 TOO_LARGE = "more than [0-9,]+ entries"  # folder_paths.TOO_LARGE, the refusal of a folder past the entry limit
@@ -612,6 +615,51 @@ class StaleIndexAtTheAccept(IndexCase):
 
 class StaleIndexAtTheAcceptWhileRescanning(StaleIndexAtTheAccept):
     watch = False  # the rescan is not due: the clock does not move
+
+
+class TitleCost(IndexCase):
+    """What one title may cost the index: at most one posting per bucket of its trigrams, none past the indexed length."""
+
+    def postings(self, index: folder_index.FolderIndex, slot: int) -> int:
+        return sum(1 for posting in index.grams.values() if slot in posting)
+
+    def test_titles_at_and_past_the_indexed_length_are_found_by_any_part_and_only_the_first_is_indexed(self) -> None:
+        at, past = bounded_titles()
+        self.write("at.md", f"# {at}\n")
+        self.write("sub/past.md", f"# {past}\n")
+        self.write("other.md", "# TPS other\n")
+        store = self.indexed()
+        for title, rel in ((at, "at.md"), (past, "sub/past.md")):
+            for query in parts(title):
+                self.assertEqual(self.listed(store, query), {rel: title})
+        index = self.index(store)
+        at_slot, past_slot = index.files[("at.md",)][1], index.files[("sub", "past.md")][1]
+        trigrams = len(title_index.trigrams(stores.fold_title(at)))
+        self.assertLessEqual(trigrams, title_index.MAX_INDEXED_TITLE_CHARS - 2)
+        self.assertLessEqual(self.postings(index, at_slot), trigrams)  # one per bucket its trigrams fall in
+        self.assertGreater(self.postings(index, at_slot), trigrams // 2)
+        self.assertEqual(self.postings(index, past_slot), 0)  # kept off the lists ...
+        self.assertEqual(index.unindexed, {past_slot})  # ... and tested by every lookup
+        os.unlink(os.path.join(self.ws, "sub", "past.md"))
+        self.assertEqual(self.listed(store, past[:5]), {})
+        self.assertEqual(index.unindexed, set())
+
+    def test_posting_lists_never_outnumber_the_buckets_and_shared_buckets_lose_no_match(self) -> None:
+        rng = random.Random(7)
+        titles = ["".join(chr(rng.randrange(0x4E00, 0xA000)) for _ in range(190)) for _ in range(30)]
+        for i, title in enumerate(titles):
+            self.write(f"c{i:02d}.md", f"# {title}\n")
+        for buckets in (1, 4, folder_index.TRIGRAM_BUCKETS):
+            with self.subTest(buckets=buckets), mock.patch.object(folder_index, "TRIGRAM_BUCKETS", buckets):
+                store = self.indexed()
+                for i in (0, 17, 29):
+                    self.assertEqual(self.listed(store, titles[i][60:70]), {f"c{i:02d}.md": titles[i]})
+                index = self.index(store)
+                self.assertLessEqual(len(index.grams), buckets)
+                held = sum(len(posting) for posting in index.grams.values())
+                self.assertLessEqual(held, len(titles) * 188)  # 4 bytes each: at most 752 bytes of postings per note
+                self.assertEqual(held, sum(self.postings(index, slot) for slot in range(len(titles))))
+        self.assertEqual(folder_index.TRIGRAM_BUCKETS, 65_536)
 
 
 class Bounds(unittest.TestCase):
