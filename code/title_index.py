@@ -22,7 +22,6 @@ import main
 import stores
 
 __all__ = [
-    "MAX_INDEXED_TITLE_CHARS",
     "MIN_INDEXED_QUERY",
     "exact",
     "index_key",
