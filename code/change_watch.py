@@ -2,7 +2,7 @@
 
     watch = Inotify()                 # OSError where the platform has no inotify
     wd = watch.add("/home/alice/Notes")
-    for wd, mask, name in watch.drain(): ...
+    for wd, mask, name in watch.drain(1024): ...
 
 No thread: the descriptor is non-blocking and the caller drains it when it is about to
 rely on what it learnt (the folder store does so at each lookup). The events only say
@@ -12,10 +12,13 @@ Standard library only.
 
 from __future__ import annotations
 
+import array
 import ctypes
 import errno
+import fcntl
 import os
 import struct
+import termios
 import weakref
 
 __all__ = ["IN_DELETE_SELF", "IN_IGNORED", "IN_MOVE_SELF", "IN_Q_OVERFLOW", "Inotify"]
@@ -68,6 +71,7 @@ class Inotify:
             code = ctypes.get_errno()
             raise OSError(code, os.strerror(code))
         self.fd = fd
+        self._held: list[tuple[int, int, str]] = []  # read from the kernel, not yet handed out (at most one read's worth)
         # An instance dropped without close() (a store never closed) gives its descriptor
         # back when collected: the kernel allows a user only 128 inotify instances, and
         # a leaked one would push later stores into rescanning.
@@ -85,20 +89,35 @@ class Inotify:
         """Stop watching `wd`; a watch the kernel already dropped is no error."""
         self._libc.inotify_rm_watch(self.fd, wd)
 
-    def drain(self) -> list[tuple[int, int, str]]:
-        """Every queued event as (wd, mask, name), without blocking; [] when none."""
-        events: list[tuple[int, int, str]] = []
-        while True:
+    def drain(self, limit: int) -> list[tuple[int, int, str]]:
+        """At most `limit` queued events as (wd, mask, name), oldest first, without blocking; [] when none.
+
+        Events read from the kernel past `limit` are held here for the next call, so a
+        process that changes files faster than they are read cannot keep a caller
+        reading: what is left stays queued (and the kernel reports IN_Q_OVERFLOW once
+        its queue is full).
+        """
+        while len(self._held) < limit:
             try:
                 data = os.read(self.fd, READ_BYTES)
             except BlockingIOError:
-                return events
+                break
             offset = 0
             while offset + _HEADER.size <= len(data):
                 wd, mask, _cookie, length = _HEADER.unpack_from(data, offset)
                 raw = data[offset + _HEADER.size : offset + _HEADER.size + length].split(b"\0", 1)[0]
-                events.append((wd, mask, os.fsdecode(raw)))
+                self._held.append((wd, mask, os.fsdecode(raw)))
                 offset += _HEADER.size + length
+        events, self._held = self._held[:limit], self._held[limit:]
+        return events
+
+    def behind(self) -> bool:
+        """True when events are left after the last drain: held here, or queued in the kernel."""
+        if self._held:
+            return True
+        queued = array.array("i", [0])
+        fcntl.ioctl(self.fd, termios.FIONREAD, queued)  # bytes the kernel holds for the next read
+        return queued[0] > 0
 
     def close(self) -> None:
         """Close the descriptor (every watch goes with it); later calls do nothing."""

@@ -12,6 +12,7 @@ Standard library only.
 from __future__ import annotations
 
 import errno
+import itertools
 import math
 import os
 from typing import Any
@@ -32,6 +33,10 @@ MAX_WATCHED_FOLDERS = 65_536  # folders watched per notes folder; past it (or th
 RESCAN_SECONDS = 2.0  # without change notification: the longest a lookup relies on the last rescan
 RESCAN_COST_FACTOR = 10  # ... unless a rescan took longer than 1/RESCAN_COST_FACTOR of that: then this many times its length
 COMPACT_AFTER = 4096  # dropped title slots tolerated (or as many as live ones) before the slot table is rebuilt
+TRIGRAM_BUCKETS = 1 << 16  # posting lists at most: a trigram's is list hash(trigram) % TRIGRAM_BUCKETS
+MAX_EVENTS_PER_LOOKUP = 4096  # inotify events one lookup reads; more queued, as after an overflow: a rebuild once one is due
+MAX_CHANGES_PER_LOOKUP = 64  # distinct changed entries one lookup looks at again; the rest wait for the next lookups
+MAX_PENDING_CHANGES = 4096  # distinct changed entries waiting; past it, as after an overflow: a rebuild once one is due
 
 Facts = tuple[int, int, int, int, int]  # folder_paths.facts(): device, inode, size, mtime_ns, ctime_ns
 
@@ -98,6 +103,8 @@ class FolderIndex:
         self.rescan_interval = RESCAN_SECONDS
         self._known: dict[main.Path, tuple[Facts, int]] = {}  # during a rebuild: path -> (facts, slot) before it
         self._entering_wd: int | None = None  # the watch entering() added, for listed() just after
+        self.pending: dict[tuple[main.Path, str], None] = {}  # changed entries not yet looked at, oldest first
+        self.lost = False  # events were lost: the index serves as it is until a rebuild is due
         self._reset()
 
     def _reset(self) -> None:
@@ -108,7 +115,8 @@ class FolderIndex:
         self.slot_path: list[main.Path | None] = []
         self.slot_title: list[str] = []
         self.slot_folded: list[str] = []
-        self.grams: dict[str, array[int]] = {}
+        self.grams: dict[int, array[int]] = {}  # bucket -> slots whose folded title holds a trigram of it
+        self.unindexed: set[int] = set()  # slots of titles past title_index.MAX_INDEXED_TITLE_CHARS: tested by every lookup
         self.dead = 0
 
     def mode(self) -> str:
@@ -140,10 +148,12 @@ class FolderIndex:
         """Slots of the notes strictly inside `below` whose folded title holds `needle`."""
         pool: Iterable[int] = range(len(self.slot_path))
         if title_index.uses_title_index(needle):
-            postings = sorted((self.grams.get(gram, ()) for gram in title_index.trigrams(needle)), key=len)
+            postings = sorted((self.grams.get(_bucket(gram), ()) for gram in title_index.trigrams(needle)), key=len)
             # A title holding the query holds each of its trigrams: the two rarest lists
-            # together leave a handful of slots even among 100,000 notes.
-            pool = set(postings[0]).intersection(postings[1]) if len(postings) > 1 else postings[0]
+            # together leave a handful of slots even among 100,000 notes. A list shared by
+            # trigrams of one bucket only adds slots that the exact test below drops.
+            pool = set(postings[0]).intersection(postings[1]) if len(postings) > 1 else set(postings[0])
+            pool |= self.unindexed
         n = len(below)
         paths, folded = self.slot_path, self.slot_folded
         return [k for k in pool if (p := paths[k]) is not None and len(p) > n and p[:n] == below and needle in folded[k]]
@@ -168,7 +178,7 @@ class FolderIndex:
     def _update(self) -> None:
         """Bring the index up to what is known now: drain the events, or rescan when one is due."""
         try:
-            if self.watch is not None and () in self.folders:  # built, and the root is there and watched
+            if self.watch is not None and () in self.folders and not self.lost:  # built, the root there and watched
                 self._drain()
             elif not self.built or self.clock() - self.scanned_at >= self.rescan_interval:
                 self._rebuild()
@@ -186,7 +196,10 @@ class FolderIndex:
     def _rebuild(self) -> None:
         """List the whole tree again; a file whose facts did not change keeps its slot, unread."""
         known = self.files  # path -> (facts, slot) before this listing
+        if self.watch is not None and self.built:
+            self._renew_watch()
         self.folders, self.by_wd, self.files, self.entries = {}, {}, {}, 0
+        self.pending, self.lost = {}, False
         self.too_large = False
         self.built = True
         self.scanned_at = started = self.clock()
@@ -248,13 +261,26 @@ class FolderIndex:
         """Entries not served leave no trace in the index."""
 
     def _drain(self) -> None:
-        """Apply every queued inotify event: each names one entry of one folder to look at again."""
+        """Read queued inotify events and look again at the entries they name, within the per-lookup bounds."""
         assert self.watch is not None
-        changed: dict[tuple[main.Path, str], None] = {}
-        for wd, mask, name in self.watch.drain():
+        # A process renaming a file to a new name in a loop queues events faster than
+        # they can be applied, and a lookup that applied them all (or rebuilt at every
+        # overflow) took 160 ms and more: each lookup reads at most MAX_EVENTS_PER_LOOKUP
+        # events and looks at most at MAX_CHANGES_PER_LOOKUP distinct entries again (a
+        # name changed many times is looked at once); the rest waits for the next lookups.
+        # Events left in the kernel's queue past that bound mean the index is behind by
+        # more than a lookup reads (an overflow is then near): handled as an overflow.
+        events = self.watch.drain(MAX_EVENTS_PER_LOOKUP)
+        if self.watch.behind():
+            self._lose()
+            return
+        for wd, mask, name in events:
             rel = self.by_wd.get(wd)
-            if mask & change_watch.IN_Q_OVERFLOW or (rel == () and mask & (change_watch.IN_DELETE_SELF | change_watch.IN_MOVE_SELF)):
-                self._rebuild()  # events were lost, or the root itself moved: look at everything again
+            if rel == () and mask & (change_watch.IN_DELETE_SELF | change_watch.IN_MOVE_SELF):
+                self._rebuild()  # the root itself moved: look at everything again
+                return
+            if mask & change_watch.IN_Q_OVERFLOW:
+                self._lose()
                 return
             if rel is None:
                 continue  # a folder this index no longer holds
@@ -262,9 +288,22 @@ class FolderIndex:
                 del self.by_wd[wd]
                 continue
             if name:
-                changed[(rel, name)] = None
-        for rel, name in changed:
-            self._refresh(rel, name)
+                self.pending.pop((rel, name), None)  # to the end: the oldest changes are looked at first
+                self.pending[(rel, name)] = None
+        if len(self.pending) > MAX_PENDING_CHANGES:
+            self._lose()
+            return
+        for key in list(itertools.islice(self.pending, MAX_CHANGES_PER_LOOKUP)):
+            del self.pending[key]
+            self._refresh(*key)
+
+    def _lose(self) -> None:
+        """Events were lost (or too many wait): serve as is until a rebuild is due, as the rescan mode does."""
+        # A rebuild at every overflow let a process that changes files without pause keep
+        # every lookup rebuilding; spaced like rescans, rebuilds take at most a tenth of the time.
+        self.lost, self.pending = True, {}
+        if self.clock() - self.scanned_at >= self.rescan_interval:
+            self._rebuild()
 
     def _refresh(self, rel: main.Path, name: str) -> None:
         """Look again at the entry `name` of the indexed folder `rel`: added, changed, replaced or gone."""
@@ -320,6 +359,17 @@ class FolderIndex:
         self.by_wd[wd] = rel
         return wd
 
+    def _renew_watch(self) -> None:
+        """A new inotify instance for a rebuild: the old one's watches and queued events go with it."""
+        # Watches on folders moved out of the tree while events were lost were never
+        # removed, and piled up at each overflow until the user's watch limit was reached.
+        assert self.watch is not None
+        self.watch.close()
+        try:
+            self.watch = change_watch.Inotify()
+        except OSError as exc:  # another process took the user's last instance meanwhile
+            self._stop_watching(f"inotify unavailable: {exc.strerror or exc}")
+
     def _stop_watching(self, reason: str) -> None:
         """Fall back to rescanning for good: close inotify (every watch goes with it) and say why."""
         if self.watch is not None:
@@ -352,13 +402,19 @@ class FolderIndex:
         self.slot_path.append(path)
         self.slot_title.append(title)
         self.slot_folded.append(folded)
-        grams = self.grams
-        for gram in title_index.trigrams(folded):
-            posting = grams.get(gram)
-            if posting is None:
-                grams[gram] = posting = array("l")
-            posting.append(slot)
         self.files[path] = (key, slot)
+        if not title_index.indexable(folded):
+            self.unindexed.add(slot)
+            return
+        # One list per bucket, not per trigram: with a list (and its key) for each distinct
+        # trigram, 190 random CJK characters (every trigram new) cost 44 kB per note.
+        # Buckets bound the lists; a title costs 4 bytes per distinct bucket of its trigrams.
+        grams = self.grams
+        for bucket in {_bucket(gram) for gram in title_index.trigrams(folded)}:
+            posting = grams.get(bucket)
+            if posting is None:
+                grams[bucket] = posting = array("i")
+            posting.append(slot)
 
     def _drop_file(self, path: main.Path) -> None:
         _, slot = self.files.pop(path)
@@ -367,6 +423,7 @@ class FolderIndex:
     def _kill_slot(self, slot: int) -> None:
         self.slot_path[slot] = None  # its posting entries go at the next compaction
         self.slot_title[slot] = self.slot_folded[slot] = ""
+        self.unindexed.discard(slot)
         self.dead += 1
 
     def _drop_folder(self, rel: main.Path) -> None:
@@ -386,6 +443,11 @@ class FolderIndex:
         """Rebuild the slot table and postings from the live files (drops what _drop_file left)."""
         entries = [(path, key, self.slot_title[slot]) for path, (key, slot) in self.files.items()]
         self.files, self.slot_path, self.slot_title, self.slot_folded, self.grams, self.dead = {}, [], [], [], {}, 0
+        self.unindexed = set()
         for path, key, title in entries:
             self._put(path, key, title)
 
+
+def _bucket(gram: str) -> int:
+    """The posting list of the trigram `gram` (str hashes are salted per process: no one can aim at one list)."""
+    return hash(gram) % TRIGRAM_BUCKETS

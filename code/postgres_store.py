@@ -122,7 +122,9 @@ _BY_TITLE = (
 )
 QUERY_TRIGRAMS = 2  # the rarest trigrams of a query the title index is asked for (any of them finds every match)
 TRIGRAM_COUNTS_SECONDS = 600.0  # how long the counts that rank a query's trigrams are used before being sampled again
-TRIGRAM_SAMPLE_TITLES = 10_000  # titles sampled (TABLESAMPLE SYSTEM) to rank trigrams
+TRIGRAM_SAMPLE_TITLES = 10_000  # titles sampled (TABLESAMPLE SYSTEM) to rank trigrams, at most
+TRIGRAM_COUNTS_KEPT = 10_000  # the most common trigrams of the sample whose counts are kept; the others rank as rare
+STALE_STATISTICS_FACTOR = 2  # rows past this many times the planner's count: ANALYZE before the counts are sampled
 
 
 _AUDIT = audit.AuditSql("%s")
@@ -184,15 +186,10 @@ class PostgresNotesStore(stores.SettleSeam):
         return title_index.exact(rows, workspace, needle)
 
     def _trigram_counts(self) -> dict[str, int]:
-        """Trigram counts over a sample of titles, at most TRIGRAM_COUNTS_SECONDS old (they only rank; stale costs time)."""
+        """Counts of the sample's TRIGRAM_COUNTS_KEPT most common trigrams, at most TRIGRAM_COUNTS_SECONDS old (they only rank; stale costs time)."""
         now = time.monotonic()
         if now - self._counted_at >= TRIGRAM_COUNTS_SECONDS:
-            def sample(conn: Any) -> list[tuple[str]]:
-                (rows,) = conn.execute("SELECT greatest(reltuples, 1) FROM pg_class WHERE oid = 'notes'::regclass").fetchone()
-                share = min(100.0, 100.0 * TRIGRAM_SAMPLE_TITLES / rows)
-                return conn.execute("SELECT folded FROM notes TABLESAMPLE SYSTEM (%s) WHERE folded IS NOT NULL", (share,)).fetchall()
-
-            self._counts = title_index.trigram_counts(title for (title,) in self._read(sample))
+            self._counts = dict(self._read(_sample_counts))
             self._counted_at = now
         return self._counts
 
@@ -535,6 +532,34 @@ def open_store(
         titles_missing=titles_missing,
         retention=retention,
     )
+
+
+def _sample_counts(conn: Any) -> list[tuple[str, int]]:
+    """(trigram, titles holding it) for the most common trigrams of a sample of folded titles, counted by the server."""
+    (planned, live) = conn.execute(
+        "SELECT reltuples, pg_stat_get_live_tuples(oid) FROM pg_class WHERE oid = 'notes'::regclass"
+    ).fetchone()
+    if live > STALE_STATISTICS_FACTOR * max(planned, 0) + 1000:
+        # Rows added by another program since the last ANALYZE (autovacuum has not run
+        # yet): with the planner's old count, the sample share below took every row, and
+        # plans read the table whole. Without the right to ANALYZE, the statistics stay.
+        try:
+            conn.execute("ANALYZE notes")
+            (planned,) = conn.execute("SELECT reltuples FROM pg_class WHERE oid = 'notes'::regclass").fetchone()
+        except psycopg.Error:
+            pass
+    share = min(100.0, 100.0 * TRIGRAM_SAMPLE_TITLES / max(planned, 1))
+    # Counted in SQL, and only the most common kept: counted in Python, every trigram of
+    # the sample was held, 685 MB for titles of random CJK characters. The LIMIT on the
+    # sample holds even when the planner's count is wrong.
+    return conn.execute(
+        "SELECT gram, count(*) FROM ("
+        " SELECT DISTINCT s.id, substr(s.folded, k, 3) AS gram"
+        " FROM (SELECT id, folded FROM notes TABLESAMPLE SYSTEM (%s) WHERE folded IS NOT NULL LIMIT %s) AS s,"
+        " generate_series(1, length(s.folded) - 2) AS k"
+        ") AS grams GROUP BY gram ORDER BY count(*) DESC, gram LIMIT %s",
+        (share, TRIGRAM_SAMPLE_TITLES, TRIGRAM_COUNTS_KEPT),
+    ).fetchall()
 
 
 def _first_line(exc: Exception) -> str:

@@ -25,14 +25,15 @@ __all__ = [
     "MIN_INDEXED_QUERY",
     "exact",
     "index_key",
+    "indexable",
     "rarest",
-    "trigram_counts",
     "trigrams",
     "uri_range",
     "uses_title_index",
 ]
 
 MIN_INDEXED_QUERY = 3  # characters (after folding) a trigram index can serve; shorter queries scan the workspace's rows
+MAX_INDEXED_TITLE_CHARS = 256  # folded characters of a title the trigram indexes hold; a longer one is tested by every lookup
 
 
 def uri_range(workspace: main.Path) -> tuple[str, str]:
@@ -61,15 +62,27 @@ def exact(rows: Iterable[tuple[object, ...]], workspace: main.Path, needle: str)
     return stores.form_order(found.values())
 
 
+def indexable(folded: str) -> bool:
+    """True when a trigram index may hold the folded title `folded`: at most MAX_INDEXED_TITLE_CHARS characters."""
+    # Each title costs an index one entry per distinct trigram, and a folded title has no
+    # length bound of its own (SQL rows are any length; casefolding can triple one): 190
+    # random CJK characters cost the folder index 44 kB. Past the bound a title is kept
+    # off the index and tested by every lookup instead, so any part of it is still found.
+    return len(folded) <= MAX_INDEXED_TITLE_CHARS
+
+
 def index_key(note: main.Note) -> str | None:
-    """The folded title an index keeps for `note`, or None when its URI is not canonical (then it is scanned)."""
+    """The folded title an index keeps for `note`, or None (then every lookup tests it): a URI not canonical, a title too long."""
     # A row whose URI is spelled otherwise than main.format_file_uri would fall outside
     # the workspace's key range: None keeps it on the always-scanned list instead.
     try:
         canonical = main.normalize_file_uri(note.uri) == note.uri
     except main.ScopeError:
         canonical = False
-    return stores.fold_title(note.title) if canonical and isinstance(note.title, str) else None
+    if not canonical or not isinstance(note.title, str):
+        return None
+    folded = stores.fold_title(note.title)
+    return folded if indexable(folded) else None
 
 
 def trigrams(text: str) -> set[str]:
@@ -81,11 +94,3 @@ def rarest(needle: str, counts: dict[str, int], k: int) -> list[str]:
     """The `k` trigrams of `needle` the fewest titles hold by `counts` (unknown ones first); any of them finds every match."""
     return sorted(trigrams(needle), key=lambda gram: (counts.get(gram, 0), gram))[:k]
 
-
-def trigram_counts(titles: Iterable[str]) -> dict[str, int]:
-    """How many of `titles` (folded) hold each trigram."""
-    counts: dict[str, int] = {}
-    for title in titles:
-        for gram in trigrams(title):
-            counts[gram] = counts.get(gram, 0) + 1
-    return counts

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+import random
 import shutil
 import threading
 import unittest
@@ -11,6 +12,7 @@ from typing import Any
 from unittest import mock
 
 from helpers.support import PRINCIPAL, accept
+from test_indexed_lookup import bounded_titles, parts
 from test_markdown_store import FolderCase
 
 import folder_index
@@ -20,6 +22,7 @@ import frame
 import markdown_store
 import sqlite_store
 import stores
+import title_index
 from markdown_store import MarkdownNotesStore
 
 TOO_LARGE = "more than [0-9,]+ entries"  # folder_paths.TOO_LARGE, the refusal of a folder past the entry limit
@@ -279,6 +282,160 @@ class ChangeNotification(IndexCase):
         self.assertEqual(len(self.listed(store, "TPS")), 4)
 
 
+def _watches(index: folder_index.FolderIndex) -> int:
+    """The kernel's count of the index's inotify watches (one "inotify wd:" line each in fdinfo)."""
+    assert index.watch is not None
+    with open(f"/proc/self/fdinfo/{index.watch.fd}", encoding="ascii") as info:
+        return sum(1 for line in info if line.startswith("inotify wd:"))
+
+
+def _overflow_queue(path: str) -> None:
+    """Queue more inotify events than the kernel holds, so that it reports IN_Q_OVERFLOW."""
+    with open("/proc/sys/fs/inotify/max_queued_events", encoding="ascii") as limit:
+        events = int(limit.read())
+    other = path + ".other"
+    with open(other, "w", encoding="utf-8"):
+        pass
+    # Alternating between two files: the kernel merges an event only into an identical last one.
+    for k in range(events + 2):
+        os.utime(path if k % 2 else other)
+    os.unlink(other)
+
+
+class LostEvents(IndexCase):
+    """A full kernel queue, or more changes than a lookup applies: bounded work, and no watch left behind."""
+
+    def test_watches_stay_one_per_folder_after_five_queue_overflows_with_folders_moved_away(self) -> None:
+        for i in range(10):
+            self.write(f"f{i}/n.md", f"# TPS {i} r0\n")
+        store = self.indexed()
+        index = self.index(store)
+        self.assertEqual(len(self.listed(store, "TPS")), 10)
+        self.assertEqual(_watches(index), 11)  # the root and its ten folders
+        away = os.path.join(self.base, "away")
+        os.makedirs(away)
+        for round_ in range(1, 6):
+            _overflow_queue(os.path.join(self.ws, "f0", "n.md"))
+            # Lost with the queue full: the folders moved out keep their kernel watches
+            # unless the index removes them.
+            for i in range(10):
+                os.rename(os.path.join(self.ws, f"f{i}"), os.path.join(away, f"r{round_}f{i}"))
+                self.write(f"f{i}/n.md", f"# TPS {i} r{round_}\n")
+            self.ticks[0] += folder_index.RESCAN_SECONDS
+            with mock.patch.object(index, "_rebuild", wraps=index._rebuild) as rebuilds:
+                listed = self.listed(store, "TPS")
+            self.assertEqual(rebuilds.call_count, 1)  # the overflow was seen and answered
+            self.assertEqual(sorted(listed.values()), [f"TPS {i} r{round_}" for i in range(10)])
+            self.assertEqual(_watches(index), 11)
+            self.assertEqual(len(index.by_wd), len(index.folders))
+        self.write("f3/later.md", "# TPS later\n")  # still watched after the last rebuild
+        self.assertIn("f3/later.md", self.listed(store, "TPS"))
+
+    def test_after_an_overflow_the_index_serves_as_it_is_until_a_rebuild_is_due(self) -> None:
+        self.write("a.md", "# TPS a\n")
+        store = self.indexed()
+        index = self.index(store)
+        self.listed(store, "TPS")
+        _overflow_queue(os.path.join(self.ws, "a.md"))
+        self.write("b.md", "# TPS b\n")
+        with mock.patch.object(index, "_rebuild", wraps=index._rebuild) as rebuilds:
+            for _ in range(3):
+                self.assertEqual(list(self.listed(store, "TPS")), ["a.md"])  # not due: the last build is 0 s old
+            self.assertEqual(rebuilds.call_count, 0)
+            self.assertTrue(index.lost)
+            self.ticks[0] += folder_index.RESCAN_SECONDS
+            self.assertEqual(sorted(self.listed(store, "TPS")), ["a.md", "b.md"])
+            self.assertEqual(rebuilds.call_count, 1)
+        self.assertFalse(index.lost)
+        self.write("c.md", "# TPS c\n")
+        self.assertEqual(sorted(self.listed(store, "TPS")), ["a.md", "b.md", "c.md"])  # events applied again
+
+    def rename_burst(self, renames: int) -> None:
+        """`renames` renames of one file between two names (two events each), then one to moved.md."""
+        for k in range(renames):
+            os.rename(os.path.join(self.ws, f"moving-{k % 2}.md"), os.path.join(self.ws, f"moving-{(k + 1) % 2}.md"))
+        os.rename(os.path.join(self.ws, f"moving-{renames % 2}.md"), os.path.join(self.ws, "moved.md"))
+
+    def test_a_burst_of_renames_of_one_file_is_read_once_looked_at_once_per_name_and_answered_right(self) -> None:
+        self.write("keep.md", "# TPS keep\n")
+        self.write("moving-0.md", "# TPS moving\n")
+        store = self.indexed()
+        index = self.index(store)
+        self.listed(store, "TPS")
+        self.rename_burst(folder_index.MAX_EVENTS_PER_LOOKUP // 2 - 1)  # exactly one lookup's worth of events
+        assert index.watch is not None
+        real, drained = index.watch.drain, []
+
+        def counted(limit: int) -> list[tuple[int, int, str]]:
+            drained.append(len(events := real(limit)))
+            return events
+
+        with mock.patch.object(index.watch, "drain", counted), mock.patch.object(index, "_refresh", wraps=index._refresh) as refresh:
+            self.assertEqual(self.listed(store, "TPS"), {"keep.md": "TPS keep", "moved.md": "TPS moving"})
+        self.assertEqual(drained, [folder_index.MAX_EVENTS_PER_LOOKUP])
+        # 4,096 events, three names: each looked at once.
+        self.assertEqual(sorted(call.args[1] for call in refresh.call_args_list), ["moved.md", "moving-0.md", "moving-1.md"])
+        self.assertFalse(index.lost)
+
+    def test_more_events_queued_than_a_lookup_reads_wait_for_a_rebuild(self) -> None:
+        self.write("keep.md", "# TPS keep\n")
+        self.write("moving-0.md", "# TPS moving\n")
+        store = self.indexed()
+        index = self.index(store)
+        self.listed(store, "TPS")
+        self.rename_burst(folder_index.MAX_EVENTS_PER_LOOKUP // 2)  # two events past the bound
+        with mock.patch.object(index, "_refresh", wraps=index._refresh) as refresh:
+            self.assertEqual(self.listed(store, "TPS"), {"keep.md": "TPS keep"})  # behind: served as it is
+            self.assertTrue(index.lost)
+            self.assertEqual(self.listed(store, "TPS"), {"keep.md": "TPS keep"})  # not due: no event read
+        self.assertEqual(refresh.call_count, 0)
+        self.ticks[0] += folder_index.RESCAN_SECONDS
+        self.assertEqual(self.listed(store, "TPS"), {"keep.md": "TPS keep", "moved.md": "TPS moving"})
+        self.assertFalse(index.lost)
+        self.write("later.md", "# TPS later\n")  # the renewed watch sees changes again
+        self.assertIn("later.md", self.listed(store, "TPS"))
+        self.assertEqual(folder_index.MAX_EVENTS_PER_LOOKUP, 4096)
+
+    def test_the_changes_applied_per_lookup_on_both_sides_of_the_bound(self) -> None:
+        bound = folder_index.MAX_CHANGES_PER_LOOKUP
+        store = self.indexed()
+        index = self.index(store)
+        self.listed(store, "TPS")
+        for i in range(bound):
+            self.write(f"at{i:03d}.md", f"# TPS at {i}\n")
+        with mock.patch.object(index, "_refresh", wraps=index._refresh) as refresh:
+            self.assertEqual(len(self.listed(store, "TPS at")), bound)  # at the bound: all in one lookup
+        self.assertEqual(refresh.call_count, bound)
+        for i in range(bound + 1):
+            self.write(f"past{i:03d}.md", f"# TPS past {i}\n")
+        with mock.patch.object(index, "_refresh", wraps=index._refresh) as refresh:
+            self.assertEqual(len(self.listed(store, "TPS past")), bound)  # one past it: the oldest first ...
+            self.assertEqual(refresh.call_count, bound)
+        with mock.patch.object(index, "_refresh", wraps=index._refresh) as refresh:
+            self.assertEqual(len(self.listed(store, "TPS past")), bound + 1)  # ... the last at the next lookup
+        self.assertEqual(refresh.call_count, 1)
+        self.assertEqual(folder_index.MAX_CHANGES_PER_LOOKUP, 64)
+
+    def test_more_changes_waiting_than_the_pending_bound_wait_for_a_rebuild(self) -> None:
+        self.write("a.md", "# TPS a\n")
+        store = self.indexed()
+        index = self.index(store)
+        self.listed(store, "TPS")
+        with mock.patch.object(folder_index, "MAX_PENDING_CHANGES", 3), mock.patch.object(folder_index, "MAX_CHANGES_PER_LOOKUP", 1):
+            for name in ("b", "c", "d"):
+                self.write(f"{name}.md", f"# TPS {name}\n")
+            self.assertEqual(len(self.listed(store, "TPS")), 2)  # 3 waiting, at the bound: one applied
+            self.assertFalse(index.lost)
+            for name in ("e", "f"):
+                self.write(f"{name}.md", f"# TPS {name}\n")
+            self.assertEqual(len(self.listed(store, "TPS")), 2)  # 4 waiting, past it: dropped, rebuilt once due
+            self.assertTrue(index.lost)
+            self.assertEqual(index.pending, {})
+            self.ticks[0] += folder_index.RESCAN_SECONDS
+            self.assertEqual(len(self.listed(store, "TPS")), 6)
+            self.assertFalse(index.lost)
+
+
 class RescanFallback(IndexCase):
     watch = False
 
@@ -466,6 +623,51 @@ class StaleIndexAtTheAccept(IndexCase):
 
 class StaleIndexAtTheAcceptWhileRescanning(StaleIndexAtTheAccept):
     watch = False  # the rescan is not due: the clock does not move
+
+
+class TitleCost(IndexCase):
+    """What one title may cost the index: at most one posting per bucket of its trigrams, none past the indexed length."""
+
+    def postings(self, index: folder_index.FolderIndex, slot: int) -> int:
+        return sum(1 for posting in index.grams.values() if slot in posting)
+
+    def test_titles_at_and_past_the_indexed_length_are_found_by_any_part_and_only_the_first_is_indexed(self) -> None:
+        at, past = bounded_titles()
+        self.write("at.md", f"# {at}\n")
+        self.write("sub/past.md", f"# {past}\n")
+        self.write("other.md", "# TPS other\n")
+        store = self.indexed()
+        for title, rel in ((at, "at.md"), (past, "sub/past.md")):
+            for query in parts(title):
+                self.assertEqual(self.listed(store, query), {rel: title})
+        index = self.index(store)
+        at_slot, past_slot = index.files[("at.md",)][1], index.files[("sub", "past.md")][1]
+        trigrams = len(title_index.trigrams(stores.fold_title(at)))
+        self.assertLessEqual(trigrams, title_index.MAX_INDEXED_TITLE_CHARS - 2)
+        self.assertLessEqual(self.postings(index, at_slot), trigrams)  # one per bucket its trigrams fall in
+        self.assertGreater(self.postings(index, at_slot), trigrams // 2)
+        self.assertEqual(self.postings(index, past_slot), 0)  # kept off the lists ...
+        self.assertEqual(index.unindexed, {past_slot})  # ... and tested by every lookup
+        os.unlink(os.path.join(self.ws, "sub", "past.md"))
+        self.assertEqual(self.listed(store, past[:5]), {})
+        self.assertEqual(index.unindexed, set())
+
+    def test_posting_lists_never_outnumber_the_buckets_and_shared_buckets_lose_no_match(self) -> None:
+        rng = random.Random(7)
+        titles = ["".join(chr(rng.randrange(0x4E00, 0xA000)) for _ in range(190)) for _ in range(30)]
+        for i, title in enumerate(titles):
+            self.write(f"c{i:02d}.md", f"# {title}\n")
+        for buckets in (1, 4, folder_index.TRIGRAM_BUCKETS):
+            with self.subTest(buckets=buckets), mock.patch.object(folder_index, "TRIGRAM_BUCKETS", buckets):
+                store = self.indexed()
+                for i in (0, 17, 29):
+                    self.assertEqual(self.listed(store, titles[i][60:70]), {f"c{i:02d}.md": titles[i]})
+                index = self.index(store)
+                self.assertLessEqual(len(index.grams), buckets)
+                held = sum(len(posting) for posting in index.grams.values())
+                self.assertLessEqual(held, len(titles) * 188)  # 4 bytes each: at most 752 bytes of postings per note
+                self.assertEqual(held, sum(self.postings(index, slot) for slot in range(len(titles))))
+        self.assertEqual(folder_index.TRIGRAM_BUCKETS, 65_536)
 
 
 class Bounds(unittest.TestCase):

@@ -7,7 +7,6 @@ import random
 import shutil
 import sqlite3
 import tempfile
-import time
 import unicodedata
 import unittest
 from typing import Any
@@ -164,8 +163,7 @@ class WorkspaceKey(unittest.TestCase):
 
 class TrigramRanking(unittest.TestCase):
     def test_the_rarest_trigrams_come_first_and_unknown_ones_before_every_counted_one(self) -> None:
-        counts = title_index.trigram_counts(["abcd", "abce", "xbcd"])
-        self.assertEqual(counts, {"abc": 2, "bcd": 2, "bce": 1, "xbc": 1})
+        counts = {"abc": 2, "bcd": 2, "bce": 1, "xbc": 1}  # of "abcd", "abce", "xbcd"
         self.assertEqual(title_index.rarest("abce", counts, 1), ["bce"])
         self.assertEqual(title_index.rarest("abcq", counts, 2), ["bcq", "abc"])
         self.assertEqual(title_index.rarest("ab", counts, 2), [])
@@ -178,10 +176,10 @@ class StaleCountsLoseNoMatch(SqliteCase):
         workspace = main.parse_file_uri(WORKSPACE)
         rng = random.Random(PROPERTY_SEED)
         for _ in range(20):
-            store._counts = {gram: rng.randrange(5) for note in notes for gram in title_index.trigrams(stores.fold_title(note.title))}
-            store._counted_at = time.monotonic()  # counted now: used, not read again
-            for query in ("alpha", "report", "BÉTA rep", "ha r"):
-                self.assertEqual(store.candidates(workspace, query), plain_scan(notes, workspace, query))
+            counts = {gram: rng.randrange(5) for note in notes for gram in title_index.trigrams(stores.fold_title(note.title))}
+            with mock.patch.object(store, "_counts_of", lambda grams: counts):
+                for query in ("alpha", "report", "BÉTA rep", "ha r"):
+                    self.assertEqual(store.candidates(workspace, query), plain_scan(notes, workspace, query))
 
 
 # ---------------------------------------------------------------- property: indexed lookups equal a plain scan
@@ -293,6 +291,94 @@ class RowsWrittenElsewhere(SqliteCase):
         self.assertEqual(raw.execute("SELECT rowid FROM note_titles WHERE note_titles MATCH '\"béta\"'").fetchall(), [])
 
 
+# ---------------------------------------------------------------- what one title may cost the index
+
+
+def bounded_titles() -> tuple[str, str]:
+    """Two titles of 200 characters folding to MAX_INDEXED_TITLE_CHARS and one more ("ß" folds to "ss"), every trigram new."""
+    bound = title_index.MAX_INDEXED_TITLE_CHARS
+    rng = random.Random(PROPERTY_SEED)
+    titles = []
+    for folded in (bound, bound + 1):
+        doubled = folded - main.MAX_TITLE_LENGTH
+        cjk = "".join(chr(rng.randrange(0x4E00, 0xA000)) for _ in range(main.MAX_TITLE_LENGTH - doubled))
+        titles.append(cjk[:50] + "ß" * doubled + cjk[50:])
+    at, past = titles
+    assert (len(stores.fold_title(at)), len(stores.fold_title(past))) == (bound, bound + 1)
+    return at, past
+
+
+def parts(title: str) -> list[str]:
+    """Queries of every kind of part of `title`: its start, middle, end, the whole, short pieces, across the ß run."""
+    return [title[:5], title[95:110], title[-7:], title, title[48:53], title[-2:], title[:2], title[100:115].upper()]
+
+
+class TitleLengthBound:
+    """Mixed in: a title at MAX_INDEXED_TITLE_CHARS (folded) is indexed, one past it is not, and both are found by any part."""
+
+    def open_with(self, notes: list[main.Note]) -> Any:
+        raise NotImplementedError
+
+    def folded_column(self, note_id: str) -> Any:
+        raise NotImplementedError
+
+    def test_titles_at_and_past_the_indexed_length_are_found_by_any_part_and_only_the_first_is_indexed(self) -> None:
+        at, past = bounded_titles()
+        notes = [*contract_notes(), main.Note("at", at, f"{WORKSPACE}/at.md"), main.Note("past", past, f"{WORKSPACE}/past.md")]
+        store = self.open_with(notes)
+        workspace = main.parse_file_uri(WORKSPACE)
+        for title in (at, past):
+            for query in parts(title):
+                self.assertEqual(store.candidates(workspace, query), plain_scan(notes, workspace, query))
+                self.assertIn(title, [n.title for n in store.candidates(workspace, query)])
+        self.assertEqual(self.folded_column("at"), stores.fold_title(at))  # held by the trigram index
+        self.assertIsNone(self.folded_column("past"))  # kept off it: read and tested by every lookup
+        self.assertEqual(store.candidates(main.parse_file_uri(f"{WORKSPACE}-evil"), past[:5]), [])
+        self.assertEqual(title_index.MAX_INDEXED_TITLE_CHARS, 256)
+
+    def test_a_title_of_any_length_is_still_found_by_a_query_of_its_last_characters(self) -> None:
+        long = "Quarterly " * 500 + "closing memo"
+        notes = [*contract_notes(), main.Note("long", long, f"{WORKSPACE}/long.md")]
+        store = self.open_with(notes)
+        workspace = main.parse_file_uri(WORKSPACE)
+        self.assertEqual([n.id for n in store.candidates(workspace, "closing memo")], ["long"])
+        self.assertIsNone(self.folded_column("long"))
+
+
+class SqliteTitleLengthBound(TitleLengthBound, SqliteCase):
+    def open_with(self, notes: list[main.Note]) -> Any:
+        return self.open(notes)
+
+    def folded_column(self, note_id: str) -> Any:
+        return self.raw().execute("SELECT folded FROM notes WHERE id = ?", (note_id,)).fetchone()[0]
+
+    def test_the_index_holds_at_most_the_bound_less_two_trigrams_per_title(self) -> None:
+        at, past = bounded_titles()
+        self.open([main.Note("at", at, f"{WORKSPACE}/at.md"), main.Note("past", past, f"{WORKSPACE}/past.md")])
+        raw = self.raw()
+        raw.execute("CREATE VIRTUAL TABLE temp.held USING fts5vocab(main, note_titles, instance)")
+        per_note = dict(raw.execute("SELECT notes.id, count(DISTINCT term) FROM temp.held JOIN notes ON notes.rowid = held.doc GROUP BY notes.id"))
+        self.assertEqual(per_note, {"at": len(title_index.trigrams(stores.fold_title(at)))})
+        self.assertLessEqual(per_note["at"], title_index.MAX_INDEXED_TITLE_CHARS - 2)
+
+    def test_a_lookup_reads_the_counts_of_its_own_trigrams_only(self) -> None:
+        rng = random.Random(PROPERTY_SEED)
+        titles = ["".join(chr(rng.randrange(0x4E00, 0xA000)) for _ in range(190)) for _ in range(50)]
+        store = self.open([main.Note(f"c{i}", title, f"{WORKSPACE}/c{i}.md") for i, title in enumerate(titles)])
+        real, read = store._read, []
+
+        def counted(sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+            rows = real(sql, params)
+            read.append((sql, len(rows)))
+            return rows
+
+        query = titles[7][20:30]
+        with mock.patch.object(store, "_read", counted):
+            self.assertEqual([n.id for n in store.candidates(main.parse_file_uri(WORKSPACE), query)], ["c7"])
+        vocabulary = [rows for sql, rows in read if "note_title_grams" in sql]
+        self.assertEqual(vocabulary, [len(title_index.trigrams(query))])  # 8 of the store's 9,400 trigrams
+
+
 # ---------------------------------------------------------------- migration
 
 
@@ -396,6 +482,43 @@ class PostgresCase(unittest.TestCase):
 class PostgresProperty(PropertyCheck, PostgresCase):
     def open_with(self, notes: list[main.Note]) -> Any:
         return self.open(notes)
+
+
+class PostgresTitleLengthBound(TitleLengthBound, PostgresCase):
+    def open_with(self, notes: list[main.Note]) -> Any:
+        return self.open(notes)
+
+    def folded_column(self, note_id: str) -> Any:
+        return self.raw().execute("SELECT folded FROM notes WHERE id = %s", (note_id,)).fetchone()[0]
+
+    def test_the_ranking_counts_keep_only_the_most_common_trigrams_and_lose_no_match(self) -> None:
+        rng = random.Random(PROPERTY_SEED)
+        notes = [main.Note(f"c{i}", "".join(chr(rng.randrange(0x4E00, 0xA000)) for _ in range(190)), f"{WORKSPACE}/c{i}.md") for i in range(40)]
+        notes.append(main.Note("twin", notes[3].title[10:40], f"{WORKSPACE}/twin.md"))
+        store = self.open(notes)
+        workspace = main.parse_file_uri(WORKSPACE)
+        with mock.patch.object(postgres_store, "TRIGRAM_COUNTS_KEPT", 5):
+            counts = store._trigram_counts()
+            self.assertEqual(len(counts), 5)  # of 7,500 trigrams in the sample
+            self.assertEqual(max(counts.values()), 2)  # the twin's, held by two titles
+            for query in (notes[3].title[15:25], notes[9].title[100:120], notes[3].title[5:15]):
+                self.assertEqual(store.candidates(workspace, query), plain_scan(notes, workspace, query))
+
+    def test_rows_added_past_the_planners_count_are_analyzed_before_the_sample(self) -> None:
+        store = self.open([main.Note("s", "Seed", f"{WORKSPACE}/s.md")])
+        raw = self.raw()
+        raw.execute("ALTER TABLE notes SET (autovacuum_enabled = false)")  # only the store may analyze
+        raw.execute(
+            "INSERT INTO notes (id, title, uri, revision, folded) SELECT 'h' || k, 'Hand ' || k, %s || k || '.md', 0, 'hand ' || k"
+            " FROM generate_series(1, 3000) AS k",
+            (f"{WORKSPACE}/h",),
+        )
+        raw.execute("SELECT pg_stat_force_next_flush()")
+        planned = lambda: raw.execute("SELECT reltuples FROM pg_class WHERE oid = 'notes'::regclass").fetchone()[0]  # noqa: E731
+        self.assertLess(planned(), 10)
+        self.assertEqual([n.id for n in store.candidates(main.parse_file_uri(WORKSPACE), "hand 2999")], ["h2999"])
+        self.assertEqual(planned(), 3001)
+        self.assertEqual(postgres_store.STALE_STATISTICS_FACTOR, 2)
 
 
 class PostgresIndexes(PostgresCase):

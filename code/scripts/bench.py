@@ -17,6 +17,12 @@
     python3 code/scripts/bench.py --mode checkpoint [--seconds N] [--notes N] [--dir DIR]
                                           SQLite accepts with and without the checkpoint after
                                           each consume, in turns in one run, and their ratio
+    python3 code/scripts/bench.py --mode index-memory [--notes N]
+                                          bytes per note of each store's title index, ordinary titles
+                                          and random CJK titles of 190 and 200 characters
+    python3 code/scripts/bench.py --mode rename-loop [--notes N] [--seconds N]
+                                          folder-store lookup times while another process renames
+                                          one of its files in a loop
     python3 code/scripts/bench.py --mode plot [--figures FILE] [--out DIR]
                                           draw docs/img/speed.svg and scaling.svg from recorded figures
     ... --mode stdio|http|scaling --record FILE   also add the run's figures to FILE (JSON), for plot
@@ -52,6 +58,7 @@ import itertools
 import json
 import os
 import pstats
+import random
 import re
 import secrets
 import shutil
@@ -1583,7 +1590,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         ),
     )
     parser.add_argument(
-        "--mode", choices=["inprocess", "stdio", "http", "sqlite", "checkpoint", "postgres", "scaling", "latency", "plot", "all"], default="all"
+        "--mode",
+        choices=["inprocess", "stdio", "http", "sqlite", "checkpoint", "postgres", "scaling", "latency", "index-memory", "rename-loop", "plot", "all"],
+        default="all",
     )
     parser.add_argument("--seconds", type=float, default=5.0, help="measuring time per throughput figure (default 5)")
     parser.add_argument("--notes", type=int, default=1000, help="notes in the workspace (default 1000)")
@@ -1636,6 +1645,10 @@ def run(argv: list[str] | None = None) -> int:
                 record(args.record, [], scaling_rates(scaled), " ".join(["python3 code/scripts/bench.py", *(argv or sys.argv[1:])]))
         if args.mode == "latency":
             run_latency(args)
+        if args.mode == "index-memory":
+            run_index_memory(args)
+        if args.mode == "rename-loop":
+            run_rename_loop(args)
     except BenchError as exc:
         print(f"\nFAILED: {exc}", file=sys.stderr)
         return 1
@@ -2023,6 +2036,221 @@ def run_hostile(argv: list[str]) -> int:
             if process is not None:
                 stop(process)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+# =====================================================================================
+# --mode index-memory: what one note costs each store's title index, at ordinary titles
+# and at the worst a title can do (random CJK characters: every trigram new).
+# --mode rename-loop: the folder store's lookups while another process renames one file
+# back and forth as fast as it can.
+#
+#     python3 code/scripts/bench.py --mode index-memory [--notes N]
+#     python3 code/scripts/bench.py --mode rename-loop [--notes N] [--seconds N]
+# =====================================================================================
+
+INDEX_MEMORY_LENGTHS = (190, 200)  # characters of the random CJK titles measured (200 = main.MAX_TITLE_LENGTH)
+INDEX_MEMORY_SEED_TIMEOUT_MS = 600_000  # the PostgreSQL seed's statement timeout in --mode index-memory
+RENAME_LOOP_FOLDERS = 100  # sub-folders the rename-loop notes are spread over
+_RENAMER = """
+import os, sys
+first, fresh = sys.argv[1], sys.argv[2] == "fresh"
+path, i = first, 0
+print("renaming", flush=True)
+while True:
+    i += 1
+    new = f"{first[:-3]}-{i if fresh else i % 2}.md"
+    os.rename(path, new)
+    path = new
+"""
+
+
+def cjk_titles(count: int, length: int, seed: int = 1) -> list[str]:
+    """`count` distinct titles of `length` random CJK ideographs (every trigram is new: an index's worst case)."""
+    rng = random.Random(seed)
+    return ["".join(chr(rng.randrange(0x4E00, 0xA000)) for _ in range(length)) for _ in range(count)]
+
+
+def memory_notes(titles: list[str]) -> list[main.Note]:
+    """One note per title, spread over RENAME_LOOP_FOLDERS folders of one workspace."""
+    return [
+        main.Note(f"n{i:06d}", title, f"{WORKSPACE}/f{i % RENAME_LOOP_FOLDERS:03d}/n{i:06d}.md", 1)
+        for i, title in enumerate(titles)
+    ]
+
+
+def probe(title: str) -> str:
+    """The query a memory run looks up: 20 characters from the middle of a long title, a short title whole."""
+    return title[40:60] if len(title) >= 60 else title
+
+
+def traced(fn: Callable[[], Any]) -> tuple[Any, int, int]:
+    """(fn(), bytes it left allocated, its peak above the start) under tracemalloc."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        result = fn()
+        held, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return result, held - base, peak - base
+
+
+def folder_memory(directory: str, notes: list[main.Note]) -> tuple[float, float]:
+    """(bytes per note the folder index holds, peak bytes per note while it is built) in process."""
+    import markdown_store
+    import sqlite_store
+
+    folder = os.path.join(directory, "notes")
+    for note in notes:
+        path = os.path.join(folder, *main.parse_file_uri(note.uri)[2:])
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(f"# {note.title}\n")
+    nonces = sqlite_store.open_store(os.path.join(directory, "nonces.db"), clock=time.time)
+    store = markdown_store.MarkdownNotesStore([folder], nonces)
+    root = tuple(p for p in os.path.realpath(folder).split("/") if p)
+    try:
+        found, held, peak = traced(lambda: store.candidates(root, probe(notes[0].title)))
+        if [n.id.rsplit("/", 1)[-1] for n in found] != [notes[0].id + ".md"]:
+            raise BenchError(f"folder lookup found {len(found)} notes, not the one asked for")
+    finally:
+        store.close()
+        nonces.close()
+    return held / len(notes), peak / len(notes)
+
+
+def sqlite_memory(directory: str, notes: list[main.Note]) -> tuple[float, float]:
+    """(database bytes per note, peak bytes per note of the first lookup in process) for an SQLite store."""
+    import sqlite_store
+
+    path = os.path.join(directory, "notes.db")
+    empty = sqlite_store.open_store(os.path.join(directory, "empty.db"), clock=time.time, seed_notes=[])
+    empty.close()
+    store = sqlite_store.open_store(path, clock=time.time, seed_notes=notes)
+    try:
+        found, _, peak = traced(lambda: store.candidates(main.parse_file_uri(WORKSPACE), probe(notes[0].title)))
+        if [n.id for n in found] != [notes[0].id]:
+            raise BenchError(f"SQLite lookup found {len(found)} notes, not the one asked for")
+    finally:
+        store.close()
+    grown = os.path.getsize(path) - os.path.getsize(os.path.join(directory, "empty.db"))
+    return grown / len(notes), peak / len(notes)
+
+
+def postgres_memory(cluster: Any, notes: list[main.Note]) -> tuple[float, float]:
+    """(table and index bytes per note, peak bytes per note of the first lookup in process) for a PostgreSQL store."""
+    import postgres_store
+    import psycopg
+
+    url = cluster.new_database()
+    # The seed builds the pg_trgm index in one statement: at 10,000 random CJK titles that
+    # outlasts the store's statement timeout on this machine, and the store would serve
+    # without the index (saying so). Measured here with the index built.
+    store = postgres_store.open_store(url, clock=time.time, seed_notes=notes, statement_timeout_ms=INDEX_MEMORY_SEED_TIMEOUT_MS)
+    if "pg_trgm index" not in store.describe():
+        raise BenchError(f"PostgreSQL store without its title index: {store.describe()}")
+    try:
+        found, _, peak = traced(lambda: store.candidates(main.parse_file_uri(WORKSPACE), probe(notes[0].title)))
+        if [n.id for n in found] != [notes[0].id]:
+            raise BenchError(f"PostgreSQL lookup found {len(found)} notes, not the one asked for")
+    finally:
+        store.close()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("VACUUM notes")  # the GIN index's pending list merged, as it is in service
+        (size,) = conn.execute("SELECT pg_total_relation_size('notes')").fetchone()
+    return size / len(notes), peak / len(notes)
+
+
+def run_index_memory(args: argparse.Namespace) -> None:
+    """Bytes per note of each store's title index, at the bench titles and at random CJK titles of 190 and 200 characters."""
+    import postgres_cluster
+
+    count = args.notes
+    kinds = [("bench titles", [note_title(i) for i in range(count)])]
+    kinds += [(f"{length} random CJK", cjk_titles(count, length)) for length in INDEX_MEMORY_LENGTHS]
+    reason = postgres_cluster.missing()
+    cluster = None
+    if reason is None:
+        cluster = postgres_cluster.Cluster()
+        cluster.start()
+    try:
+        section(f"Title index: bytes per note, {count:,} notes (folder: tracemalloc; SQL: file or relation size, and the first lookup's peak)")
+        for label, titles in kinds:
+            notes = memory_notes(titles)
+            with tempfile.TemporaryDirectory(prefix="notes-bench-memory-") as directory:
+                held, peak = folder_memory(directory, notes)
+            row(f"{label}: folder index held", f"{held:,.0f} bytes", f"building it peaked at {peak:,.0f} per note")
+            with tempfile.TemporaryDirectory(prefix="notes-bench-memory-") as directory:
+                size, peak = sqlite_memory(directory, notes)
+            row(f"{label}: SQLite file", f"{size:,.0f} bytes", f"first lookup peaked at {peak:,.0f} per note")
+            if cluster is not None:
+                size, peak = postgres_memory(cluster, notes)
+                row(f"{label}: PostgreSQL notes + indexes", f"{size:,.0f} bytes", f"first lookup peaked at {peak:,.0f} per note")
+        if cluster is None:
+            row("PostgreSQL", "not measured", str(reason))
+    finally:
+        if cluster is not None:
+            cluster.destroy()
+
+
+def run_rename_loop(args: argparse.Namespace) -> None:
+    """Folder-store lookup times, idle and while another process renames one of its files in a loop."""
+    import markdown_store
+    import sqlite_store
+
+    count = args.notes
+    with tempfile.TemporaryDirectory(prefix="notes-bench-rename-") as directory:
+        folder = os.path.join(directory, "notes")
+        notes = memory_notes([note_title(i) for i in range(count)])
+        for note in notes:
+            path = os.path.join(folder, *main.parse_file_uri(note.uri)[2:])
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(f"# {note.title}\n")
+        nonces = sqlite_store.open_store(os.path.join(directory, "nonces.db"), clock=time.time)
+        store = markdown_store.MarkdownNotesStore([folder], nonces)
+        root = tuple(p for p in os.path.realpath(folder).split("/") if p)
+        moving = os.path.join(folder, "f000", "moving.md")
+        with open(moving, "w", encoding="utf-8") as handle:
+            handle.write("# renamed in a loop\n")
+
+        def lookups(seconds: float) -> list[float]:
+            taken: list[float] = []
+            end = time.perf_counter() + seconds
+            i = 1
+            while time.perf_counter() < end:
+                start = time.perf_counter()
+                found = store.candidates(root, note_title(i))
+                taken.append((time.perf_counter() - start) * 1000)
+                if len(found) != 1:
+                    raise BenchError(f"a lookup during the rename loop found {len(found)} notes, not 1")
+                i = i % (count - 1) + 1
+            return taken
+
+        def report(label: str, taken: list[float]) -> None:
+            taken.sort()
+            p90 = taken[int(len(taken) * 0.9)]
+            row(label, f"median {statistics.median(taken):.2f} ms", f"p90 {p90:.2f} ms, max {taken[-1]:.1f} ms, {len(taken):,} lookups")
+
+        try:
+            store.candidates(root, note_title(0))  # built
+            section(f"Folder store lookups, {count:,} notes in {RENAME_LOOP_FOLDERS} folders, inotify")
+            report("idle", lookups(args.seconds))
+            for names, label in (("two", "between two names"), ("fresh", "to a new name each time")):
+                renamer = spawn([sys.executable, "-c", _RENAMER, moving, names], stdout=subprocess.PIPE)
+                try:
+                    assert renamer.stdout is not None
+                    renamer.stdout.readline()  # it renames from now on
+                    report(f"another process renames one file {label}", lookups(args.seconds))
+                finally:
+                    renamer.kill()
+                    renamer.wait()
+                moving = next(os.path.join(folder, "f000", name) for name in os.listdir(os.path.join(folder, "f000")) if name.startswith("moving"))
+        finally:
+            store.close()
+            nonces.close()
 
 if __name__ == "__main__":
     # SIGTERM becomes SystemExit, so the `finally` above still stops every server we started.
