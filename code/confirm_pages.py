@@ -24,7 +24,7 @@ from typing import Any
 import browser_confirm
 import main
 import web_pages
-from web_pages import Headers, Response, Session, is_handle
+from web_pages import Headers, Response, Session
 
 __all__ = ["install"]
 
@@ -67,18 +67,10 @@ class ConfirmPages(web_pages.SignedInPages):
         """One HTTP request under /confirm/ from `peer` to (status, headers, body); never raises for client input."""
         parts = path.partition("?")[0].split("/")
         # ["", "confirm", handle] or ["", "confirm", handle, action]
-        if len(parts) not in (3, 4) or parts[1] != PATH_PREFIX.strip("/") or not is_handle(parts[2]):
-            return self.page(404, "Not found", GONE)
-        handle, action = parts[2], (parts[3] if len(parts) == 4 else "")
-        if len(parts) == 4 and action not in ("sign-in", "decision"):
-            return self.page(404, "Not found", GONE)
-        expected = "GET" if action == "" else "POST"
-        if method != expected:
-            return self.page(405, "Method not allowed", "Use the buttons on the page.", [("Allow", expected)])
-        if expected == "POST":
-            refusal = self.check_post(headers, body)
-            if refusal is not None:
-                return refusal
+        request = self.page_request(method, parts, headers, body, GONE)
+        if not isinstance(request, web_pages.PageRequest):
+            return request
+        handle, action = request
         record = self.records.by_handle(handle)
         if record is None or record.status != browser_confirm.PENDING:
             # Forged, already decided and expired links all read the same.

@@ -39,7 +39,7 @@ import stores
 import web_pages
 from web_pages import (  # noqa: F401  (the limits and style these pages share, named here too)
     CONTENT_SECURITY_POLICY, MAX_FORM_BYTES, MAX_FORM_FIELDS, MAX_SESSIONS_PER_PRINCIPAL, SESSION_TTL_SECONDS, STYLE,
-    Headers, Response, Session, is_handle,
+    Headers, Response, Session,
 )
 
 __all__ = ["install"]
@@ -287,18 +287,10 @@ class ConnectPages(web_pages.SignedInPages):
                 return self.page(405, "Method not allowed", "Use the Disconnect button.", [("Allow", "POST")])
             return self.check_post(headers, body) or self.disconnect(headers, body)
         # ["", "connect", handle] or ["", "connect", handle, action]
-        if len(parts) not in (3, 4) or parts[1] != PATH_PREFIX.strip("/") or not is_handle(parts[2]):
-            return self.page(404, "Not found", GONE)
-        handle, action = parts[2], (parts[3] if len(parts) == 4 else "")
-        if len(parts) == 4 and action not in ("sign-in", "decision"):  # one spelling per page: no trailing slash
-            return self.page(404, "Not found", GONE)
-        expected = "GET" if action == "" else "POST"
-        if method != expected:
-            return self.page(405, "Method not allowed", "Use the buttons on the page.", [("Allow", expected)])
-        if expected == "POST":
-            refusal = self.check_post(headers, body)
-            if refusal is not None:
-                return refusal
+        request = self.page_request(method, parts, headers, body, GONE)
+        if not isinstance(request, web_pages.PageRequest):
+            return request
+        handle, action = request
         flow = self.store.open_flow(handle)
         if flow is None:
             # Forged, replayed (already decided) and expired handles all read the same.

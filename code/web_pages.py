@@ -28,13 +28,14 @@ import secrets
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from http import HTTPStatus
+from typing import NamedTuple
 from urllib.parse import parse_qsl
 
 import streamable_http
 
 __all__ = [
     "CONTENT_SECURITY_POLICY", "MAX_FORM_BYTES", "MAX_FORM_FIELDS", "MAX_SESSIONS_PER_PRINCIPAL",
-    "SESSION_TTL_SECONDS", "STYLE", "Headers", "PageSet", "Response", "Session", "Sessions", "SignedInPages", "is_handle",
+    "SESSION_TTL_SECONDS", "STYLE", "Headers", "PageRequest", "PageSet", "Response", "Session", "Sessions", "SignedInPages",
 ]
 
 SESSION_TTL_SECONDS = 900.0  # a browser sign-in lasts fifteen minutes
@@ -157,6 +158,13 @@ NULL_ORIGIN = (
 )
 
 
+class PageRequest(NamedTuple):
+    """A well-formed request for a flow's page: its handle, and "" (the page), "sign-in" or "decision"."""
+
+    handle: str
+    action: str
+
+
 class SignedInPages:
     """The shared half of a set of pages a person signs in to; a subclass names its prefix and cookies and renders its pages."""
 
@@ -186,6 +194,23 @@ class SignedInPages:
         return f"{self.base_url}{self.prefix}{handle}"
 
     # ---------------------------------------------------------------- checks
+
+    def page_request(self, method: str, parts: list[str], headers: Headers, body: bytes, gone: str) -> PageRequest | Response:
+        """A request for a flow's page: GET the page, POST its sign-in or decision (CSRF and Origin checked); else the refusal."""
+        # ["", prefix, handle] or ["", prefix, handle, action]: one spelling per page, no trailing slash.
+        if len(parts) not in (3, 4) or parts[1] != self.prefix.strip("/") or not is_handle(parts[2]):
+            return self.page(404, "Not found", gone)
+        handle, action = parts[2], (parts[3] if len(parts) == 4 else "")
+        if len(parts) == 4 and action not in ("sign-in", "decision"):
+            return self.page(404, "Not found", gone)
+        expected = "GET" if action == "" else "POST"
+        if method != expected:
+            return self.page(405, "Method not allowed", "Use the buttons on the page.", [("Allow", expected)])
+        if expected == "POST":
+            refusal = self.check_post(headers, body)
+            if refusal is not None:
+                return refusal
+        return PageRequest(handle, action)
 
     def check_post(self, headers: Headers, body: bytes) -> Response | None:
         """Cross-site form posts, odd media types and oversized bodies stop here."""

@@ -15,6 +15,7 @@ from urllib.parse import urlencode, urlsplit
 
 from helpers import support
 import connect
+import web_pages
 import streamable_http
 import main
 from helpers import procs
@@ -325,7 +326,7 @@ class UrlElicitationTests(InProcess):
         self.assertEqual(request_["params"]["mode"], "url")
         self.assertEqual(request_["params"]["message"], connect.CONNECT_MESSAGE)
         handle = urlsplit(request_["params"]["url"]).path.rsplit("/", 1)[1]
-        self.assertTrue(connect.is_handle(handle))
+        self.assertTrue(web_pages.is_handle(handle))
         self.assertIsInstance(result["requestState"], str)
 
     def test_the_state_is_signed_and_carries_the_flow_handle_and_bindings(self) -> None:

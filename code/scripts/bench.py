@@ -2097,8 +2097,8 @@ def traced(fn: Callable[[], Any]) -> tuple[Any, int, int]:
     return result, held - base, peak - base
 
 
-def folder_memory(directory: str, notes: list[main.Note]) -> tuple[float, float]:
-    """(bytes per note the folder index holds, peak bytes per note while it is built) in process."""
+def folder_store_over(directory: str, notes: list[main.Note]) -> tuple[str, Any, main.Path]:
+    """A notes folder under `directory` holding each note as `# title`, its folder store, and the root path."""
     import markdown_store
     import sqlite_store
 
@@ -2110,14 +2110,19 @@ def folder_memory(directory: str, notes: list[main.Note]) -> tuple[float, float]
             handle.write(f"# {note.title}\n")
     nonces = sqlite_store.open_store(os.path.join(directory, "nonces.db"), clock=time.time)
     store = markdown_store.MarkdownNotesStore([folder], nonces)
-    root = tuple(p for p in os.path.realpath(folder).split("/") if p)
+    return folder, store, tuple(p for p in os.path.realpath(folder).split("/") if p)
+
+
+def folder_memory(directory: str, notes: list[main.Note]) -> tuple[float, float]:
+    """(bytes per note the folder index holds, peak bytes per note while it is built) in process."""
+    folder, store, root = folder_store_over(directory, notes)
     try:
         found, held, peak = traced(lambda: store.candidates(root, probe(notes[0].title)))
         if [n.id.rsplit("/", 1)[-1] for n in found] != [notes[0].id + ".md"]:
             raise BenchError(f"folder lookup found {len(found)} notes, not the one asked for")
     finally:
         store.close()
-        nonces.close()
+        store.nonces.close()
     return held / len(notes), peak / len(notes)
 
 
@@ -2197,21 +2202,10 @@ def run_index_memory(args: argparse.Namespace) -> None:
 
 def run_rename_loop(args: argparse.Namespace) -> None:
     """Folder-store lookup times, idle and while another process renames one of its files in a loop."""
-    import markdown_store
-    import sqlite_store
-
     count = args.notes
     with tempfile.TemporaryDirectory(prefix="notes-bench-rename-") as directory:
-        folder = os.path.join(directory, "notes")
         notes = memory_notes([note_title(i) for i in range(count)])
-        for note in notes:
-            path = os.path.join(folder, *main.parse_file_uri(note.uri)[2:])
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "w", encoding="utf-8") as handle:
-                handle.write(f"# {note.title}\n")
-        nonces = sqlite_store.open_store(os.path.join(directory, "nonces.db"), clock=time.time)
-        store = markdown_store.MarkdownNotesStore([folder], nonces)
-        root = tuple(p for p in os.path.realpath(folder).split("/") if p)
+        folder, store, root = folder_store_over(directory, notes)
         moving = os.path.join(folder, "f000", "moving.md")
         with open(moving, "w", encoding="utf-8") as handle:
             handle.write("# renamed in a loop\n")
@@ -2250,7 +2244,7 @@ def run_rename_loop(args: argparse.Namespace) -> None:
                 moving = next(os.path.join(folder, "f000", name) for name in os.listdir(os.path.join(folder, "f000")) if name.startswith("moving"))
         finally:
             store.close()
-            nonces.close()
+            store.nonces.close()
 
 if __name__ == "__main__":
     # SIGTERM becomes SystemExit, so the `finally` above still stops every server we started.
