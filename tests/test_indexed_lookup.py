@@ -311,7 +311,7 @@ class SqliteMigration(SqliteCase):
             workspace = main.parse_file_uri(WORKSPACE)
             self.assertEqual(store.candidates(workspace, query), plain_scan(notes, workspace, query))
         store.close()
-        again = self.open()  # once: the second opening finds version 3 and changes nothing
+        again = self.open()  # once: the second opening finds the current version and changes nothing
         self.assertEqual(again.all(), sorted(notes, key=lambda n: n.id))
 
     def test_a_database_that_cannot_be_migrated_is_refused_in_one_line_and_left_untouched(self) -> None:
@@ -321,7 +321,7 @@ class SqliteMigration(SqliteCase):
         with self.assertRaises(stores.StoreError) as caught:
             sqlite_store.open_store(self.path, clock=self.clock)
         message = str(caught.exception)
-        self.assertIn("(schema version 2) cannot be migrated to version 3", message)
+        self.assertIn(f"(schema version 2) cannot be migrated to version {sqlite_store.SCHEMA_VERSION}", message)
         self.assertIn("left unchanged", message)
         self.assertNotIn("\n", message)
         self.assertEqual(self.file_bytes(), before)
