@@ -27,7 +27,7 @@ import folder_paths
 import main
 import stores
 
-__all__ = ["MakeFolder", "delete", "empty", "restore_file", "settled", "trash_name_for"]
+__all__ = ["MakeFolder", "delete", "empty", "open_trash", "rename_noreplace", "restore_file", "settled", "trash_name_for"]
 
 TRASH_DIR = ".trash"  # in each notes folder; hidden, so never walked or offered, and no id can name it
 DELETE_REFUSED = "The chosen note could not be deleted (the folder does not allow it); nothing was deleted."

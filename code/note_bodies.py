@@ -26,7 +26,7 @@ import main
 import stores
 import title_index
 
-__all__ = ["BodySql", "CHANGED", "Check", "MAX_NOTE_BYTES", "NO_PLACE", "Record", "TAKEN", "TOO_LONG", "body_key", "new_place", "note_with_body"]
+__all__ = ["BodySql", "CHANGED", "Check", "NO_PLACE", "Record", "TAKEN", "TOO_LONG", "new_place", "note_with_body"]
 
 MAX_NOTE_BYTES = 262_144  # UTF-8 bytes one stored note body may hold; a write past it is refused
 NEW_ID_BYTES = 8  # random bytes in the id of a note created in an SQL store (16 hex digits)

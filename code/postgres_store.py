@@ -341,8 +341,8 @@ class PostgresNotesStore(stores.SettleSeam):
 
     # ---------------------------------------------------------------- note bodies (code/note_bodies.py)
 
-    def note_text(self, note_id: str) -> tuple[main.Note, str] | None:
-        """The note `note_id` and its text, as stored now (the reader connection)."""
+    def note_text(self, note_id: str, workspace: main.Path) -> tuple[main.Note, str] | None:
+        """The note `note_id` and its text, as stored now (the reader connection; the caller checks the workspace)."""
         return self._read(lambda conn: _BODY.live(conn, note_id))
 
     def search_text(self, workspace: main.Path, query: str, limit: int) -> tuple[list[tuple[main.Note, str]], bool]:
@@ -365,17 +365,17 @@ class PostgresNotesStore(stores.SettleSeam):
         """A new note in `workspace` (audited `created`), or why not (audited `refused`)."""
         return self.audited(principal, lambda conn, record: _BODY.create(conn, record, workspace, title, body))  # type: ignore[return-value]
 
-    def append_note(self, principal: str, note_id: str, text: str, check: note_bodies.Check) -> tuple[main.Note, str] | str:
+    def append_note(self, principal: str, workspace: main.Path, note_id: str, text: str, check: note_bodies.Check) -> tuple[main.Note, str] | str:
         """`text` added at the end if `check` passes on the live note (audited `appended`), or why not (audited `refused`)."""
         return self.audited(principal, lambda conn, record: _BODY.append(conn, record, note_id, text, check))  # type: ignore[return-value]
 
-    def update_note(self, principal: str, nonce: str, expires_at: float, note_id: str, body: str,
+    def update_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, body: str,
                     check: note_bodies.Check) -> tuple[main.Settlement, main.Note | str | None]:
         """One transaction: claim the nonce, re-check the live note, keep its old text in the trash, write `body`; audited."""
         return self.consume_act(principal, nonce, expires_at,
                                 lambda conn, now, record: _BODY.update(conn, record, note_id, body, check, now, self.retention.trash))
 
-    def move_note(self, principal: str, nonce: str, expires_at: float, note_id: str, place: main.Path,
+    def move_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, place: main.Path,
                   check: note_bodies.Check) -> tuple[main.Settlement, main.Note | str | None]:
         """One transaction: claim the nonce, re-check the live note, give it the place if free; audited."""
         return self.consume_act(principal, nonce, expires_at, lambda conn, now, record: _BODY.move(conn, record, note_id, place, check))

@@ -58,7 +58,7 @@ import note_bodies
 import title_index
 import stores
 
-__all__ = ["Record", "SqliteNotesStore", "open_store"]
+__all__ = ["Record", "SqliteNotesStore", "as_outcome", "open_store"]
 
 SCHEMA_VERSION = 4
 BUSY_TIMEOUT_MS = 5000  # one write's whole wait: for this process's other writers and for other instances
@@ -433,8 +433,8 @@ class SqliteNotesStore(stores.SettleSeam):
 
     # ---------------------------------------------------------------- note bodies (code/note_bodies.py)
 
-    def note_text(self, note_id: str) -> tuple[main.Note, str] | None:
-        """The note `note_id` and its text, as stored now (the reader connection)."""
+    def note_text(self, note_id: str, workspace: main.Path) -> tuple[main.Note, str] | None:
+        """The note `note_id` and its text, as stored now (the reader connection; the caller checks the workspace)."""
         rows = self._read(f"{_TEXT_ROW} WHERE id = ?", (note_id,))
         return note_bodies.note_with_body(rows[0]) if rows else None
 
@@ -478,11 +478,11 @@ class SqliteNotesStore(stores.SettleSeam):
         """A new note in `workspace` (audited `created`), or why not (audited `refused`)."""
         return self.audited(principal, lambda record: _BODY.create(self._conn, record, workspace, title, body))  # type: ignore[return-value]
 
-    def append_note(self, principal: str, note_id: str, text: str, check: note_bodies.Check) -> tuple[main.Note, str] | str:
+    def append_note(self, principal: str, workspace: main.Path, note_id: str, text: str, check: note_bodies.Check) -> tuple[main.Note, str] | str:
         """`text` added at the end if `check` passes on the live note (audited `appended`), or why not (audited `refused`)."""
         return self.audited(principal, lambda record: _BODY.append(self._conn, record, note_id, text, check))  # type: ignore[return-value]
 
-    def update_note(self, principal: str, nonce: str, expires_at: float, note_id: str, body: str,
+    def update_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, body: str,
                     check: note_bodies.Check) -> tuple[main.Settlement, main.Note | str | None]:
         """One transaction: claim the nonce, re-check the live note, keep its old text in the trash, write `body`; audited."""
         def act(record: Record) -> object:
@@ -490,7 +490,7 @@ class SqliteNotesStore(stores.SettleSeam):
 
         return self.consume_act(principal, nonce, expires_at, act)
 
-    def move_note(self, principal: str, nonce: str, expires_at: float, note_id: str, place: main.Path,
+    def move_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, place: main.Path,
                   check: note_bodies.Check) -> tuple[main.Settlement, main.Note | str | None]:
         """One transaction: claim the nonce, re-check the live note, give it the place if free; audited."""
         return self.consume_act(principal, nonce, expires_at, lambda record: _BODY.move(self._conn, as_outcome(record), note_id, place, check))

@@ -19,8 +19,9 @@ OWN = {os.path.basename(name)[:-3] for name in CODE_FILES}
 LAYERS = (
     ("main",),  # the lesson
     ("confirmations", "stores", "title_index", "change_watch", "http_server", "sandbox"),  # on the lesson only
-    ("audit", "sqlite_store", "postgres_store", "folder_paths", "folder_index", "folder_trash", "markdown_store"),
-    ("frame", "connect", "conformance_fixtures", "legacy", "legacy_http", "stdio_transport", "streamable_http"),
+    ("audit", "sqlite_store", "postgres_store", "folder_paths", "folder_index", "folder_trash", "markdown_store",
+     "note_bodies", "folder_bodies"),
+    ("frame", "notes_tools", "connect", "conformance_fixtures", "legacy", "legacy_http", "stdio_transport", "streamable_http"),
     ("config", "assemble", "audit_cli"),  # a server built from a config
     ("serve", "cli"),  # the command line
 )
