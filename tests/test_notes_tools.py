@@ -460,6 +460,41 @@ class OptIn(unittest.TestCase):
         self.assertIn("must be a string", over["content"][0]["text"])
 
 
+class TheOption(unittest.TestCase):
+    """`--notes-tools` and the config's `notesTools` turn the tools on; neither leaves them off."""
+
+    def listed(self, argv: list[str], config: dict[str, Any] | None = None) -> list[str]:
+        import json
+
+        import serve
+
+        folder = tempfile.mkdtemp(prefix="tools-option-")
+        self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
+        if config is not None:
+            path = os.path.join(folder, "config.json")
+            with open(path, "w", encoding="utf-8") as handle:
+                json.dump(config, handle)
+            argv = [*argv, "--config", path]
+        saved = os.environ.get("NOTES_MCP_SECRET")
+        os.environ["NOTES_MCP_SECRET"] = KEY.hex()
+        try:
+            server, *_ = serve.start(["--stdio", "--db", os.path.join(folder, "n.db"), *argv])
+        finally:
+            if saved is None:
+                del os.environ["NOTES_MCP_SECRET"]
+            else:
+                os.environ["NOTES_MCP_SECRET"] = saved
+        self.addCleanup(server.notes.close)
+        return [tool["name"] for tool in server.handle(request("tools/list"), PRINCIPAL)["result"]["tools"]]
+
+    def test_the_flag_or_the_config_key_serves_the_note_tools_and_neither_does_not(self) -> None:
+        config = {"principals": {PRINCIPAL: {"token": "t-" + KEY.hex(), "workspaces": [main.LESSON_WORKSPACE]}}, "stdioPrincipal": PRINCIPAL}
+        self.assertEqual(self.listed([]), [main.TOOL_NAME])
+        self.assertIn("notes_update", self.listed(["--notes-tools"]))
+        self.assertIn("notes_update", self.listed([], dict(config, notesTools=True)))
+        self.assertEqual(self.listed([], dict(config, notesTools=False)), [main.TOOL_NAME])
+
+
 class WhatAPersonSees(unittest.TestCase):
     def test_tabs_zero_width_and_bidi_characters_are_shown_as_escapes_and_a_backslash_is_doubled(self) -> None:
         self.assertEqual(notes_tools.visible("a\tb\u200bc\u202ed\\u"), "a\\u0009b\\u200bc\\u202ed\\\\u")

@@ -299,8 +299,10 @@ class ServedByDefault(unittest.TestCase):
         )
         self.assertIn(b'"name":"notes_delete"', done.stdout)
         self.assertNotIn(b"notes_publish", done.stdout)
+        self.assertNotIn(b"notes_search", done.stdout)  # the note tools are opt-in (--notes-tools)
         last = done.stderr.decode().strip().splitlines()[-1]
         self.assertNotIn("connect", last)
+        self.assertNotIn("notes_tools", last)
         self.assertNotIn("markdown_store", last)  # no folder, no folder store (nor its checks)
         self.assertNotIn("sqlite_store", last)
         self.assertTrue(last.endswith("[]"), last)  # no socket was bound
