@@ -20,7 +20,14 @@ Never the requestState, its nonce, a token or a note's content. Outcomes:
     consumed       used up, and the server stopped before it could say how
     pending        folders: claimed, the file operation not yet completed
     interrupted    folders: the server stopped between the claim and the move; nothing moved
-    restored       an operator brought a trashed note back (`restores` names the entry)
+    restored       an operator brought a trashed note back, or undid an edit (`restores` names the entry)
+    created        a note tool wrote a new note (code/notes_tools.py)
+    appended       a note tool added text at the end of a note
+    updated        a confirmed edit replaced a note's text; the old version went to the trash
+    moved          a confirmed move gave a note another place (`uri` says where it was)
+
+The note tools also write `refused` when a write found the note changed since it was
+read (or its new place taken): every write and every refusal a store saw is recorded.
 
 Entries are bounded by age and, per principal, by count (each principal keeps its newest
 `max_entries`, so one principal's confirmations never push out another's), pruned a
@@ -48,7 +55,9 @@ import title_index
 __all__ = [
     "DECISIONS_POSTGRES_TABLES",
     "DECISIONS_SQLITE_TABLES",
+    "APPENDED",
     "AuditSql",
+    "CREATED",
     "DAY_SECONDS",
     "DEFAULT_AUDIT_DAYS",
     "DEFAULT_AUDIT_MAX_ENTRIES",
@@ -60,6 +69,7 @@ __all__ = [
     "INTERRUPTED",
     "MAX_AUDIT_ENTRIES",
     "MAX_RETENTION_DAYS",
+    "MOVED",
     "PENDING",
     "PENDING_GRACE_SECONDS",
     "POSTGRES_TABLES",
@@ -69,6 +79,7 @@ __all__ = [
     "SQLITE_TABLES",
     "SQL_TRASH",
     "add_columns",
+    "UPDATED",
     "install",
     "mark",
     "outcome_of",
@@ -92,7 +103,9 @@ OPERATOR = "(operator)"  # the principal recorded for a restore run from the com
 
 DELETED, DECLINED, NOT_CONFIRMED, PUBLISHED, DENIED = "deleted", "declined", "not_confirmed", "published", "denied"
 REFUSED, CONSUMED, PENDING, INTERRUPTED, RESTORED = "refused", "consumed", "pending", "interrupted", "restored"
-OUTCOMES = (DELETED, DECLINED, NOT_CONFIRMED, PUBLISHED, DENIED, REFUSED, CONSUMED, PENDING, INTERRUPTED, RESTORED)
+CREATED, APPENDED, UPDATED, MOVED = "created", "appended", "updated", "moved"  # the note tools' writes
+OUTCOMES = (DELETED, DECLINED, NOT_CONFIRMED, PUBLISHED, DENIED, REFUSED, CONSUMED, PENDING, INTERRUPTED, RESTORED,
+            CREATED, APPENDED, UPDATED, MOVED)  # fmt: skip
 SQL_TRASH = "deleted_notes"  # the `trash` value of a row moved to the deleted-notes table
 
 COLUMNS = ("id", "at", "principal", "tool", "outcome", "note_id", "title", "workspace", "uri",
@@ -296,7 +309,7 @@ SQLITE_TABLES = (
     "CREATE INDEX IF NOT EXISTS audit_by_outcome ON audit (outcome, id)",
     "CREATE TABLE IF NOT EXISTS deleted_notes ("
     " audit_id INTEGER PRIMARY KEY, id TEXT NOT NULL, title TEXT NOT NULL, uri TEXT NOT NULL,"
-    " revision INTEGER NOT NULL, deleted_at REAL NOT NULL)",
+    " revision INTEGER NOT NULL, deleted_at REAL NOT NULL, body TEXT)",
     "CREATE INDEX IF NOT EXISTS deleted_by_time ON deleted_notes (deleted_at)",
 )
 def add_columns(conn: Any, present: Sequence[str], sqlite: bool) -> None:
@@ -315,7 +328,7 @@ POSTGRES_TABLES = (
     "CREATE INDEX IF NOT EXISTS audit_by_outcome ON audit (outcome, id)",
     "CREATE TABLE IF NOT EXISTS deleted_notes ("
     " audit_id bigint PRIMARY KEY, id text NOT NULL, title text NOT NULL, uri text NOT NULL,"
-    " revision bigint NOT NULL, deleted_at double precision NOT NULL)",
+    " revision bigint NOT NULL, deleted_at double precision NOT NULL, body text)",
     "CREATE INDEX IF NOT EXISTS deleted_by_time ON deleted_notes (deleted_at)",
 )
 # `principal_seq` numbers each principal's entries 1, 2, 3, ... (the count bound keeps
@@ -398,11 +411,12 @@ class AuditSql:
         self.run(conn, AUDIT_BY_PRINCIPAL)
 
     def trash_row(self, conn: Any, entry_id: int, note: main.Note, now: float) -> None:
-        """Move a note's row to deleted_notes (the caller's transaction, after its entry was written)."""
+        """Move a note's row, with its body, to deleted_notes (the caller's transaction, after its entry was written)."""
         self.run(
             conn,
-            "INSERT INTO deleted_notes (audit_id, id, title, uri, revision, deleted_at) VALUES (?, ?, ?, ?, ?, ?)",
-            (entry_id, note.id, note.title, note.uri, note.revision, now),
+            "INSERT INTO deleted_notes (audit_id, id, title, uri, revision, deleted_at, body)"
+            " SELECT ?, ?, ?, ?, ?, ?, body FROM notes WHERE id = ?",
+            (entry_id, note.id, note.title, note.uri, note.revision, now, note.id),
         )
         self.run(conn, "DELETE FROM notes WHERE id = ?", (note.id,))
 
@@ -411,21 +425,46 @@ class AuditSql:
         self.run(conn, "UPDATE audit SET outcome = ? WHERE id = ? AND outcome = ?", (outcome, entry_id, expected))
 
     def restore_row(self, conn: Any, entry_id: int, now: float) -> int:
-        """Put a trashed row back (the caller's transaction) and audit it; stores.StoreRefused if it cannot."""
-        row = self.run(conn, "SELECT id, title, uri, revision FROM deleted_notes WHERE audit_id = ?", (entry_id,)).fetchone()
+        """Put a trashed row back, or undo an edit (the caller's transaction), and audit it; stores.StoreRefused if it cannot."""
+        row = self.run(conn, "SELECT id, title, uri, revision, body FROM deleted_notes WHERE audit_id = ?", (entry_id,)).fetchone()
         if row is None:
             raise stores.StoreRefused(f"entry {entry_id} has no note in the trash (not a trashed deletion, restored, or emptied)")
-        note = main.Note(*row)
-        if self.run(conn, "SELECT 1 FROM notes WHERE id = ? OR uri = ?", (note.id, note.uri)).fetchone() is not None:
+        note, body = main.Note(*row[:4]), row[4]
+        live = self.run(conn, "SELECT id, title, uri, revision, body FROM notes WHERE id = ?", (note.id,)).fetchone()
+        (kind,) = self.run(conn, "SELECT outcome FROM audit WHERE id = ?", (entry_id,)).fetchone() or (None,)
+        if kind == UPDATED and live is not None:
+            return self.undo_update(conn, entry_id, now, main.Note(*live[:4]), live[4], body)
+        if live is not None or self.run(conn, "SELECT 1 FROM notes WHERE uri = ?", (note.uri,)).fetchone() is not None:
             raise stores.StoreRefused(f"entry {entry_id}: a note now exists with id {note.id!r} or at its place; nothing restored")
         # A new revision, as a file moved back out of a folder's trash gets one: with its old
         # revision, a form shown before the deletion (still unexpired, never answered) would
         # match the restored note again, and its accept would delete it a second time.
         note = note._replace(revision=secrets.randbits(RESTORED_REVISION_BITS))
-        # With the folded title the lookup indexes keep, as every store writes a note.
-        self.run(conn, "INSERT INTO notes (id, title, uri, revision, folded) VALUES (?, ?, ?, ?, ?)", (*note, title_index.index_key(note)))
+        # With the folded title and body the lookup indexes keep, as every store writes a note.
+        self.run(
+            conn,
+            "INSERT INTO notes (id, title, uri, revision, folded, body, body_folded) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (*note, title_index.index_key(note), body, stores.fold_title(body or "")),
+        )
         self.run(conn, "DELETE FROM deleted_notes WHERE audit_id = ?", (entry_id,))
         return self.insert_restore(conn, entry_id, now, Facts(note.id, note.title, note.uri))
+
+    def undo_update(self, conn: Any, entry_id: int, now: float, live: main.Note, current: str | None, kept: str | None) -> int:
+        """Undo an edit: the text the update replaced comes back, the text now in place goes to the trash under the restore's entry."""
+        new_id = self.insert_restore(conn, entry_id, now, Facts(live.id, live.title, live.uri, SQL_TRASH))
+        self.run(
+            conn,
+            "INSERT INTO deleted_notes (audit_id, id, title, uri, revision, deleted_at, body) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (new_id, live.id, live.title, live.uri, live.revision, now, current),
+        )
+        # The next revision: every version a tool gave out before the restore is stale after it.
+        self.run(
+            conn,
+            "UPDATE notes SET body = ?, body_folded = ?, revision = ? WHERE id = ?",
+            (kept, stores.fold_title(kept or ""), live.revision + 1, live.id),
+        )
+        self.run(conn, "DELETE FROM deleted_notes WHERE audit_id = ?", (entry_id,))
+        return new_id
 
     def insert_restore(self, conn: Any, entry_id: int, now: float, facts: Facts) -> int:
         """The entry recording that an operator restored `entry_id` (its workspace copied)."""

@@ -2,7 +2,8 @@
 
     {"principals": {"alice": {"token": "...", "workspaces": ["file:///..."], "notesDirs": ["..."]}},
      "stdioPrincipal": "alice", "notes": [...], "db": "notes.db", "keys": ["<hex>"],
-     "stateTtlSeconds": 300, "allowedOrigins": [...], "connectPort": 0, "publish": false, "confirmInBrowser": false}
+     "stateTtlSeconds": 300, "allowedOrigins": [...], "connectPort": 0, "publish": false, "confirmInBrowser": false,
+     "notesTools": false}
 
 CONFIG_FIELDS and PRINCIPAL_FIELDS list every key allowed; anything else is refused with
 one line naming the field. Standard library only.
@@ -281,6 +282,7 @@ CONFIG_FIELDS: dict[str, Callable[[Any, str], Any]] = {
     "keys": read_keys,
     "allowedOrigins": read_origins,
     "publish": read_bool,  # serve notes_publish and its connect pages (code/connect.py); off by default
+    "notesTools": read_bool,  # serve the note tools (code/notes_tools.py: search, read, create, append, update, move); off by default
     "confirmInBrowser": read_bool,  # notes_delete without a form: a link to this server's confirmation page; off by default
     "connectPort": read_port,  # stdio with publish or confirmInBrowser: the loopback port of the pages
     "db": read_path,  # SQLite file: the notes store, or with notesDirs only the consumed confirmations

@@ -30,7 +30,7 @@ import folder_paths
 import main
 import stores
 
-__all__ = ["delete", "empty", "restore_file", "settled", "trash_name_for"]
+__all__ = ["delete", "empty", "open_trash", "rename_noreplace", "restore_file", "settled", "trash_name_for"]
 
 TRASH_DIR = ".trash"  # in each notes folder; hidden, so never walked or offered, and no id can name it
 Facts = tuple[int, ...]  # folder_paths.facts(): device, inode, size, mtime_ns, ctime_ns

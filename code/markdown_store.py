@@ -31,10 +31,12 @@ import time
 from collections.abc import Callable, Iterable
 
 import audit
+import folder_bodies
 import folder_index
 import folder_paths
 import folder_trash
 import main
+import note_bodies
 import sqlite_store
 import stores
 
@@ -44,6 +46,10 @@ EMPTY_INTERVAL_SECONDS = 3600.0  # an instance lists its trash folders for expir
 PREVIEW_BYTES = 2048  # bytes read from the top of a note for the confirmation page's preview
 PREVIEW_LINES = 4  # lines of the note shown under its title there
 PREVIEW_LINE_CHARS = 160  # characters of one such line
+MAX_SEARCH_ENTRIES = 20_000  # directory entries one text search lists; past it the search stops early and says so
+MAX_SEARCH_FILES = 2_000  # note files one text search reads; past it the search stops early and says so
+MAX_SEARCH_SECONDS = 2.0  # one text search's time; past it the search stops early and says so
+NO_FOLDER = "The folder of that place does not exist in the workspace (or is not a plain folder); nothing was changed."
 
 
 class MarkdownNotesStore(stores.SettleSeam):
@@ -109,6 +115,9 @@ class MarkdownNotesStore(stores.SettleSeam):
         nonces.retention = self.retention  # the confirmations database prunes the audit with the same bounds
         self._emptied_at = -math.inf  # when this instance last emptied its trash folders (store clock)
         self._ops = ops  # the file-system calls a test may make fail or race: os's own otherwise
+        # A text search's bounds (named constants; a test passes smaller ones) and its clock.
+        self.search_entries, self.search_files, self.search_seconds = MAX_SEARCH_ENTRIES, MAX_SEARCH_FILES, MAX_SEARCH_SECONDS
+        self.search_clock: Callable[[], float] = time.monotonic
         try:
             self.recover()
         except stores.StoreError:
@@ -332,6 +341,8 @@ class MarkdownNotesStore(stores.SettleSeam):
     def restore(self, entry_id: int) -> dict[str, object]:
         """Move a trashed file back to where it was, refusing (StoreRefused) if anything is there now; audited."""
         entry = self.nonces.audit_entry(entry_id)
+        if entry is not None and entry["outcome"] == audit.UPDATED and entry["trash"]:
+            return self.undo_update(entry)
         trash_name = entry["trash"] if entry is not None and entry["outcome"] == audit.DELETED else None
         located = self.locate(str(entry["uri"])) if trash_name else None
         if entry is None or not trash_name or located is None:
@@ -341,6 +352,261 @@ class MarkdownNotesStore(stores.SettleSeam):
         self.dirs[root].check(main.format_file_uri(root))
         folder_trash.restore_file(self.dirs[root], rel, str(trash_name), entry_id)
         return self.nonces.record_restore(entry_id, audit.Facts(str(entry["note_id"]), entry["title"], entry["uri"], str(trash_name)))  # type: ignore[arg-type]
+
+    # ---------------------------------------------------------------- note bodies (code/folder_bodies.py)
+
+    def _opened(self, workspace: main.Path, note_id: str) -> tuple[main.Path, main.Path, int] | None:
+        """(root, path below it, descriptor of its folder) of the note `note_id` in the root serving `workspace`."""
+        root, rel = self._root_of(workspace), folder_paths.id_path(note_id)
+        if root is None or rel is None:
+            return None
+        fd = folder_paths.open_below(self.real[root], rel[:-1])
+        return None if fd is None else (root, rel, fd)
+
+    def _loaded(self, root: main.Path, rel: main.Path, fd: int) -> tuple[main.Note, folder_bodies.Loaded] | None:
+        """The note at `rel` in the open folder `fd`, as the store names it, and what was read."""
+        loaded = folder_bodies.load(fd, rel[-1])
+        note = folder_paths.indexed_note(root, rel, loaded.title, loaded.facts) if loaded is not None else None
+        return None if note is None or loaded is None else (note, loaded)
+
+    def note_text(self, note_id: str, workspace: main.Path) -> tuple[main.Note, str] | None:
+        """The note `note_id` of the folder serving `workspace` and its text after the frontmatter, read now; None if it cannot be."""
+        opened = self._opened(workspace, note_id)
+        if opened is None:
+            return None
+        root, rel, fd = opened
+        try:
+            found = self._loaded(root, rel, fd)
+        finally:
+            os.close(fd)
+        return None if found is None else (found[0], found[1].text)
+
+    def search_text(self, workspace: main.Path, query: str, limit: int) -> tuple[list[tuple[main.Note, str]], bool]:
+        """Notes in `workspace` whose title (the index) or text (a bounded walk) holds `query`, at most `limit`; True when the walk stopped early."""
+        root = self._root_of(workspace)
+        fd = folder_paths.open_below(self.real[root], workspace[len(root) :]) if root is not None else None
+        if root is None or fd is None:
+            return [], False
+        needle = stores.fold_title(query)
+        scan = TextScan(root, needle, self.search_entries, self.search_files, self.search_clock, self.search_seconds)
+        try:
+            folder_paths.walk(fd, workspace[len(root) :], scan, 0)
+        except SearchStopped:
+            scan.stopped = True
+        finally:
+            os.close(fd)
+        found = {note.id: note for note in self.indexes[root].candidates(workspace, query)}
+        found.update((note.id, note) for note, _ in scan.found.values())
+        hits = []
+        for note in stores.form_order(found.values()):
+            text = scan.found[note.id][1] if note.id in scan.found else self.note_text(note.id, workspace)
+            if isinstance(text, tuple):
+                text = text[1] if text[0].version == note.version else None
+            if text is not None:
+                hits.append((note, text))
+            if len(hits) == limit:
+                break
+        return hits, scan.stopped
+
+    def create_note(self, principal: str, workspace: main.Path, title: str, body: str) -> main.Note | str:
+        """A new file `title.md` (or `title-2.md`, ...) in `workspace`, never over one (audited `created`); or why not (audited `refused`)."""
+        root = self._root_of(workspace)
+        data = f"# {title}\n\n{body}".encode("utf-8")
+
+        def act(record: note_bodies.Record) -> main.Note | str:
+            fd = folder_paths.open_below(self.real[root], workspace[len(root) :]) if root is not None else None
+            if root is None or fd is None:
+                record(audit.REFUSED, audit.Facts(None, title, None))
+                return NO_FOLDER
+            try:
+                for place in note_bodies.new_place(workspace, title):
+                    rel = place[len(root) :]
+                    if folder_paths.indexed_note(root, rel, title, (0, 0, 0, 0, 0)) is None:
+                        break  # its id or URI would be too long: so would every later one
+                    if folder_bodies.create(fd, rel[-1], data):
+                        found = self._loaded(root, rel, fd)
+                        assert found is not None
+                        record(audit.CREATED, audit.Facts(found[0].id, found[0].title, found[0].uri))
+                        return found[0]
+            finally:
+                os.close(fd)
+            record(audit.REFUSED, audit.Facts(None, title, None))
+            return note_bodies.NO_PLACE
+
+        return self.nonces.audited(principal, act)  # type: ignore[return-value]
+
+    def append_note(self, principal: str, workspace: main.Path, note_id: str, text: str, check: note_bodies.Check) -> tuple[main.Note, str] | str:
+        """`text` written at the end of the very file `check` passed on (audited `appended`); or why not (audited `refused`)."""
+
+        def act(record: note_bodies.Record) -> tuple[main.Note, str] | str:
+            opened = self._opened(workspace, note_id)
+            if opened is None:
+                record(audit.REFUSED, audit.Facts(note_id))
+                return note_bodies.CHANGED
+            root, rel, fd = opened
+            try:
+                found = self._loaded(root, rel, fd)
+                if found is None or not check(found[0], found[1].text):
+                    record(audit.REFUSED, audit.Facts(note_id))
+                    return note_bodies.CHANGED
+                note, loaded = found
+                added = text.encode("utf-8")
+                if len(loaded.front) + len(loaded.text.encode("utf-8")) + len(added) > folder_bodies.MAX_FILE_BYTES:
+                    record(audit.REFUSED, audit.Facts(note.id, note.title, note.uri))
+                    return note_bodies.TOO_LONG
+                after = self._loaded(root, rel, fd) if folder_bodies.append(fd, rel[-1], loaded.facts, added) else None
+                if after is None:
+                    record(audit.REFUSED, audit.Facts(note_id))
+                    return note_bodies.CHANGED
+                record(audit.APPENDED, audit.Facts(note.id, note.title, note.uri))
+                return after[0], after[1].text
+            finally:
+                os.close(fd)
+
+        return self.nonces.audited(principal, act)  # type: ignore[return-value]
+
+    def update_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, body: str,
+                    check: note_bodies.Check) -> tuple[main.Settlement, main.Note | str | None]:
+        """One claim transaction: claim, re-read and re-check, old bytes to the trash, new bytes (frontmatter kept) renamed over the note; audited."""
+
+        def act(record: note_bodies.Record) -> main.Note | str:
+            opened = self._opened(workspace, note_id)
+            if opened is None:
+                record(audit.REFUSED, audit.Facts(note_id))
+                return note_bodies.CHANGED
+            root, rel, fd = opened
+            try:
+                found = self._loaded(root, rel, fd)
+                if found is None or not check(found[0], found[1].text):
+                    record(audit.REFUSED, audit.Facts(note_id))
+                    return note_bodies.CHANGED
+                note, loaded = found
+                new = loaded.front + body.encode("utf-8")  # the frontmatter, byte for byte, then the confirmed text
+                if len(new) > folder_bodies.MAX_FILE_BYTES:
+                    record(audit.REFUSED, audit.Facts(note.id, note.title, note.uri))
+                    return note_bodies.TOO_LONG
+                trash_name = folder_trash.trash_name_for(rel[-1], self.nonces.now()) if self.retention.trash else ""
+                old = loaded.front + loaded.text.encode("utf-8")
+                if not folder_bodies.replace(self.real[root], fd, rel[-1], loaded.facts, old, new, loaded.mode, trash_name, self._ops.mkdir):
+                    record(audit.REFUSED, audit.Facts(note_id))
+                    return note_bodies.CHANGED
+                record(audit.UPDATED, audit.Facts(note.id, note.title, note.uri, trash_name or None))
+                after = self._loaded(root, rel, fd)
+                return after[0] if after is not None else note
+            finally:
+                os.close(fd)
+
+        return self.nonces.consume_act(principal, nonce, expires_at, lambda record: act(sqlite_store.as_outcome(record)))
+
+    def move_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, place: main.Path,
+                  check: note_bodies.Check) -> tuple[main.Settlement, main.Note | str | None]:
+        """One claim transaction: claim, re-read and re-check, renameat2(RENAME_NOREPLACE) to `place` in the same folder tree; audited."""
+
+        def act(record: note_bodies.Record) -> main.Note | str:
+            opened = self._opened(workspace, note_id)
+            if opened is None:
+                record(audit.REFUSED, audit.Facts(note_id))
+                return note_bodies.CHANGED
+            root, rel, fd = opened
+            # Both ends inside the one root that serves the workspace (layer 2 at the destination too).
+            target = place[len(root) :] if main.is_within(place, root) and len(place) > len(root) else None
+            dst = folder_paths.open_below(self.real[root], target[:-1]) if target else None
+            try:
+                found = self._loaded(root, rel, fd)
+                if found is None or not check(found[0], found[1].text):
+                    record(audit.REFUSED, audit.Facts(note_id))
+                    return note_bodies.CHANGED
+                note = found[0]
+                if target is None or dst is None:
+                    record(audit.REFUSED, audit.Facts(note.id, note.title, note.uri))
+                    return NO_FOLDER
+                why = folder_bodies.move(fd, rel[-1], found[1].facts, dst, target[-1])
+                if why is not None:
+                    record(audit.REFUSED, audit.Facts(note.id, note.title, note.uri))
+                    return note_bodies.TAKEN if why == "taken" else note_bodies.CHANGED
+                record(audit.MOVED, audit.Facts(note.id, note.title, note.uri))
+                after = self._loaded(root, target, dst)
+                return after[0] if after is not None else note
+            finally:
+                os.close(fd)
+                if dst is not None:
+                    os.close(dst)
+
+        return self.nonces.consume_act(principal, nonce, expires_at, lambda record: act(sqlite_store.as_outcome(record)))
+
+    def undo_update(self, entry: dict[str, object]) -> dict[str, object]:
+        """Restore an `updated` entry: the kept bytes back over the note, the bytes now there to the trash; StoreRefused if it cannot."""
+        entry_id = int(entry["id"])  # type: ignore[arg-type]
+        located = self.locate(str(entry["uri"]))
+        if located is None:
+            raise stores.StoreRefused(f"entry {entry_id} is not an edit of a note in a folder served here")
+        root, rel = located
+        fd = folder_paths.open_below(self.real[root], rel[:-1])
+        trash = folder_trash.open_trash(self.real[root], create=False)
+        try:
+            current = self._loaded(root, rel, fd) if fd is not None else None
+            kept = folder_bodies.load(trash, str(entry["trash"])) if trash is not None else None
+            if fd is None or current is None or kept is None:
+                raise stores.StoreRefused(f"entry {entry_id}: the note or its kept version is gone (or not text); nothing restored")
+            name = folder_trash.trash_name_for(rel[-1], self.nonces.now())
+            now_bytes = current[1].front + current[1].text.encode("utf-8")
+            if not folder_bodies.replace(self.real[root], fd, rel[-1], current[1].facts, now_bytes, kept.front + kept.text.encode("utf-8"),
+                                         current[1].mode, name, self._ops.mkdir):
+                raise stores.StoreRefused(f"entry {entry_id}: the note changed while it was restored; nothing restored")
+            os.unlink(str(entry["trash"]), dir_fd=trash)
+        finally:
+            for opened in (fd, trash):
+                if opened is not None:
+                    os.close(opened)
+        return self.nonces.record_restore(entry_id, audit.Facts(str(entry["note_id"]), entry["title"], entry["uri"], name))  # type: ignore[arg-type]
+
+
+class SearchStopped(Exception):
+    """Raised inside a text search's walk when it reaches one of its bounds."""
+
+
+class TextScan:
+    """One bounded walk of a workspace for notes whose title or text holds a folded query (a folder_paths.Visitor)."""
+
+    def __init__(self, root: main.Path, needle: str, entries: int, files: int, clock: Callable[[], float], seconds: float) -> None:
+        self.root, self.needle = root, needle
+        self.entries, self.files = entries, files
+        self.clock, self.deadline = clock, clock() + seconds
+        self.found: dict[str, tuple[main.Note, str]] = {}
+        self.stopped = False
+
+    def entering(self, fd: int, rel: main.Path) -> None:
+        """Nothing to do before a listing."""
+
+    def listed(self, fd: int, rel: main.Path, names: set[str]) -> None:
+        """Nothing kept of a listing."""
+
+    def counted(self) -> None:
+        """One more entry listed: past the entry bound or the time bound the search stops, saying so."""
+        self.entries -= 1
+        if self.entries < 0 or not self.clock() < self.deadline:
+            raise SearchStopped()
+
+    def descend(self, rel: main.Path) -> bool:
+        """Every real sub-folder within the depth limit is searched."""
+        return True
+
+    def known(self, rel: main.Path) -> bool:
+        """No lstat: the open that reads a note refuses a link."""
+        return False
+
+    def note(self, fd: int, rel: main.Path, info: os.stat_result | None) -> None:
+        """Read one note (bounded) and keep it when its title or text holds the query."""
+        self.files -= 1
+        if self.files < 0:
+            raise SearchStopped()
+        loaded = folder_bodies.load(fd, rel[-1])
+        note = folder_paths.indexed_note(self.root, rel, loaded.title, loaded.facts) if loaded is not None else None
+        if note is not None and loaded is not None and (self.needle in stores.fold_title(loaded.text) or self.needle in stores.fold_title(note.title)):
+            self.found[note.id] = (note, loaded.text)
+
+    def skip(self, reason: str) -> None:
+        """Entries not served are not searched."""
 
 
 class Survey:

@@ -11,7 +11,7 @@ transaction proves it is used once.
 
 Schema (version SCHEMA_VERSION, recorded in the `meta` table):
 
-    meta(key PRIMARY KEY, value)                      -- ("schema_version", "2")
+    meta(key PRIMARY KEY, value)                      -- ("schema_version", "3")
     notes(id PRIMARY KEY, title, uri, revision, folded)  -- uri is the canonical file URI;
                                                       -- folded = stores.fold_title(title) (v2), NULL: scanned
     index notes_by_uri(uri COLLATE "C")               -- the workspace's rows, by URI range (v2)
@@ -22,6 +22,9 @@ Schema (version SCHEMA_VERSION, recorded in the `meta` table):
     index consumed_by_principal(principal, expires_at)  -- the replay bound, in SQL
     index consumed_by_expiry(expires_at)                -- bounded pruning
     audit, deleted_notes                              -- as in code/sqlite_store.py (code/audit.py)
+    notes.body, notes.body_folded                     -- a note's text and its folded form (v3, the note tools)
+    index notes_body_unindexed(id) WHERE body_folded IS NULL AND body IS NOT NULL  -- bodies written elsewhere (v3)
+    index notes_by_body USING gin (body_folded gin_trgm_ops)  -- bodies by substring, when pg_trgm is there
 
 Every consume transaction starts by raising `clock_high_water.seen` to this host's clock
 and using the result as "now". That row lock also puts every consume, on every host, in
@@ -50,6 +53,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import audit
 import main
+import note_bodies
 import title_index
 import stores
 
@@ -60,7 +64,7 @@ except ImportError:  # reported by open_store, so importing this module never fa
 
 __all__ = ["open_store"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 PRUNE_BATCH = 64  # expired nonces deleted per consume(): bounded work, drains faster than one insert a call
 STATEMENT_TIMEOUT_MS = 5000  # one statement; past it the call fails as stores.StoreBusy and rolls back
 LOCK_TIMEOUT_MS = 2000  # waiting for a row another instance holds (a consume in flight)
@@ -104,6 +108,34 @@ _LOOKUP = (
     " FOR EACH ROW EXECUTE FUNCTION notes_edited_elsewhere()",
 )
 _TITLES = "CREATE INDEX IF NOT EXISTS notes_by_title ON notes USING gin (folded gin_trgm_ops)"
+# Version 3 added note bodies (the opt-in note tools, code/notes_tools.py), a step of its
+# own after version 2's. A body another program writes, or changes, without its folded
+# form is read by every search (notes_body_unindexed), never missed.
+_BODIES = (
+    "ALTER TABLE notes ADD COLUMN body text",
+    "ALTER TABLE notes ADD COLUMN body_folded text",
+    "CREATE INDEX notes_body_unindexed ON notes (id) WHERE body_folded IS NULL AND body IS NOT NULL",
+    "CREATE FUNCTION notes_body_edited_elsewhere() RETURNS trigger LANGUAGE plpgsql AS"
+    " $$ BEGIN IF NEW.body_folded IS NOT DISTINCT FROM OLD.body_folded THEN NEW.body_folded := NULL; END IF; RETURN NEW; END $$",
+    "CREATE TRIGGER notes_body_edited_elsewhere BEFORE UPDATE OF body ON notes"
+    " FOR EACH ROW WHEN (NEW.body IS DISTINCT FROM OLD.body) EXECUTE FUNCTION notes_body_edited_elsewhere()",
+    "ALTER TABLE deleted_notes ADD COLUMN IF NOT EXISTS body text",
+)
+# fastupdate off: GIN's pending list (up to 4 MB of entries not yet merged) is read whole
+# by every search until a vacuum merges it; a note's write is one row, a search must not
+# depend on when autovacuum last ran.
+_BODY_INDEX = "CREATE INDEX IF NOT EXISTS notes_by_body ON notes USING gin (body_folded gin_trgm_ops) WITH (fastupdate = off)"
+_TEXT_ROW = "SELECT id, title, uri, revision, body FROM notes"
+# Searches (the note tools): the title or the body holding the query, each LIKE served by
+# its trigram index, then the workspace's URI range as a filter on what they return
+# (`uri || ''` is no indexed expression: given the range, the planner read the whole
+# workspace, 15 ms at 100,000 notes), plus the rows another program wrote.
+_SEARCH = (
+    f'{_TEXT_ROW} WHERE (uri || \'\') COLLATE "C" >= %s AND (uri || \'\') COLLATE "C" < %s AND folded LIKE %s'
+    f' UNION {_TEXT_ROW} WHERE (uri || \'\') COLLATE "C" >= %s AND (uri || \'\') COLLATE "C" < %s AND body_folded LIKE %s'
+    f" UNION {_TEXT_ROW} WHERE folded IS NULL"
+    f" UNION {_TEXT_ROW} WHERE body_folded IS NULL AND body IS NOT NULL"
+)
 _ROW = "SELECT id, title, uri, revision FROM notes"
 # The planner picks the URI range (B-tree, byte order) or the title's trigrams (GIN) or
 # both; LIKE is re-checked on every row it returns, so the index only narrows.
@@ -128,6 +160,7 @@ STALE_STATISTICS_FACTOR = 2  # rows past this many times the planner's count: AN
 
 
 _AUDIT = audit.AuditSql("%s")
+_BODY = note_bodies.BodySql("%s", " FOR UPDATE")
 
 
 class PostgresNotesStore(stores.SettleSeam):
@@ -249,6 +282,31 @@ class PostgresNotesStore(stores.SettleSeam):
         target: tuple[str, str] | None,
         recheck: Callable[[main.Note], bool],
     ) -> main.Settlement:
+        now = self._claim(conn, principal, nonce, expires_at)
+        self._pause("claimed")
+        if target is None:
+            self._record(conn, now, principal, main.Settlement.CONSUMED, audit.Facts())
+            return main.Settlement.CONSUMED
+        note_id, version = target
+        row = conn.execute("SELECT id, title, uri, revision FROM notes WHERE id = %s FOR UPDATE", (note_id,)).fetchone()
+        live = stores.stored_note(row) if row is not None else None
+        # Time of check to time of use: the form was shown minutes ago; the note may have
+        # been edited, moved out of the workspace, or the grant revoked since then.
+        if live is None or live.version != version or not recheck(live):
+            self._record(conn, now, principal, main.Settlement.CHANGED, audit.Facts(note_id))
+            return main.Settlement.CHANGED
+        trash = self.retention.trash
+        facts = audit.Facts(live.id, live.title, live.uri, audit.SQL_TRASH if trash else None)
+        entry = self._record(conn, now, principal, main.Settlement.DELETED, facts)
+        if trash:
+            _AUDIT.trash_row(conn, entry, live, now)
+        else:
+            conn.execute("DELETE FROM notes WHERE id = %s", (note_id,))
+        self._pause("deleted")
+        return main.Settlement.DELETED
+
+    def _claim(self, conn: Any, principal: str, nonce: str, expires_at: float) -> float:
+        """Claim the nonce inside the caller's transaction, or raise stores.Rollback(USED or FULL); "now" as committed."""
         # Time must never run backwards: a host whose clock steps back (NTP, a VM restored
         # from a snapshot) would otherwise find a pruned nonce "unexpired" and accept a
         # replay of a state that was already used. `now` is the highest reading any host
@@ -280,31 +338,63 @@ class PostgresNotesStore(stores.SettleSeam):
         ).fetchone()
         if held > self._limit:
             raise stores.Rollback(main.Settlement.FULL)
-        self._pause("claimed")
-        if target is None:
-            self._record(conn, now, principal, main.Settlement.CONSUMED, audit.Facts())
-            return main.Settlement.CONSUMED
-        note_id, version = target
-        row = conn.execute("SELECT id, title, uri, revision FROM notes WHERE id = %s FOR UPDATE", (note_id,)).fetchone()
-        live = stores.stored_note(row) if row is not None else None
-        # Time of check to time of use: the form was shown minutes ago; the note may have
-        # been edited, moved out of the workspace, or the grant revoked since then.
-        if live is None or live.version != version or not recheck(live):
-            self._record(conn, now, principal, main.Settlement.CHANGED, audit.Facts(note_id))
-            return main.Settlement.CHANGED
-        trash = self.retention.trash
-        facts = audit.Facts(live.id, live.title, live.uri, audit.SQL_TRASH if trash else None)
-        entry = self._record(conn, now, principal, main.Settlement.DELETED, facts)
-        if trash:
-            _AUDIT.trash_row(conn, entry, live, now)
-        else:
-            conn.execute("DELETE FROM notes WHERE id = %s", (note_id,))
-        self._pause("deleted")
-        return main.Settlement.DELETED
+        return float(now)
 
     def _record(self, conn: Any, now: float, principal: str, settlement: main.Settlement, facts: audit.Facts) -> int:
         """This consumption's audit entry, in its transaction (code/audit.py)."""
         return _AUDIT.record(conn, self, now, principal, audit.outcome_of(settlement), facts, self.retention)
+
+    # ---------------------------------------------------------------- note bodies (code/note_bodies.py)
+
+    def note_text(self, note_id: str, workspace: main.Path) -> tuple[main.Note, str] | None:
+        """The note `note_id` and its text, as stored now (the reader connection; the caller checks the workspace)."""
+        return self._read(lambda conn: _BODY.live(conn, note_id))
+
+    def search_text(self, workspace: main.Path, query: str, limit: int) -> tuple[list[tuple[main.Note, str]], bool]:
+        """Notes strictly inside `workspace` whose title or text holds `query` (folded), in form order, at most `limit`; never cut short."""
+        needle = stores.fold_title(query)
+        low, high = title_index.uri_range(workspace)
+        pattern = _contains(needle)
+        rows = self._read(lambda conn: conn.execute(_SEARCH, (low, high, pattern, low, high, pattern), prepare=False).fetchall())
+        return title_index.exact_text(rows, workspace, needle, limit), False
+
+    def audited(self, principal: str, act: Callable[[Any, note_bodies.Record], object]) -> object:
+        """One write transaction: `act(conn, record)` writes and calls record(outcome, facts) for its audit entry; COMMIT."""
+        def work(conn: Any) -> object:
+            (now,) = conn.execute("UPDATE clock_high_water SET seen = GREATEST(seen, %s) RETURNING seen", (float(self._clock()),)).fetchone()
+            return act(conn, lambda outcome, facts: _AUDIT.record(conn, self, now, principal, outcome, facts, self.retention))
+
+        return self._run(work, transaction=True)
+
+    def create_note(self, principal: str, workspace: main.Path, title: str, body: str) -> main.Note | str:
+        """A new note in `workspace` (audited `created`), or why not (audited `refused`)."""
+        return self.audited(principal, lambda conn, record: _BODY.create(conn, record, workspace, title, body))  # type: ignore[return-value]
+
+    def append_note(self, principal: str, workspace: main.Path, note_id: str, text: str, check: note_bodies.Check) -> tuple[main.Note, str] | str:
+        """`text` added at the end if `check` passes on the live note (audited `appended`), or why not (audited `refused`)."""
+        return self.audited(principal, lambda conn, record: _BODY.append(conn, record, note_id, text, check))  # type: ignore[return-value]
+
+    def update_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, body: str,
+                    check: note_bodies.Check) -> tuple[main.Settlement, main.Note | str | None]:
+        """One transaction: claim the nonce, re-check the live note, keep its old text in the trash, write `body`; audited."""
+        return self.consume_act(principal, nonce, expires_at,
+                                lambda conn, now, record: _BODY.update(conn, record, note_id, body, check, now, self.retention.trash))
+
+    def move_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, place: main.Path,
+                  check: note_bodies.Check) -> tuple[main.Settlement, main.Note | str | None]:
+        """One transaction: claim the nonce, re-check the live note, give it the place if free; audited."""
+        return self.consume_act(principal, nonce, expires_at, lambda conn, now, record: _BODY.move(conn, record, note_id, place, check))
+
+    def consume_act(self, principal: str, nonce: str, expires_at: float,
+                    act: Callable[[Any, float, note_bodies.Record], object]) -> tuple[main.Settlement, main.Note | str | None]:
+        """One transaction: claim the nonce, run a note tool's write; CONSUMED with what it returned (CHANGED: a refusal), or USED/FULL."""
+        def work(conn: Any) -> tuple[main.Settlement, object]:
+            now = self._claim(conn, principal, nonce, expires_at)
+            done = act(conn, now, lambda outcome, facts: _AUDIT.record(conn, self, now, principal, outcome, facts, self.retention))
+            return (main.Settlement.CHANGED if isinstance(done, str) else main.Settlement.CONSUMED), done
+
+        outcome = self._run(work, transaction=True)
+        return outcome if isinstance(outcome, tuple) else (outcome, None)  # a refusal rolled back: USED or FULL
 
     # ---------------------------------------------------------------- the audit (code/audit.py)
 
@@ -594,6 +684,7 @@ def _prepare(conn: Any, where: str, seed: list[main.Note]) -> str | None:
             with conn.cursor() as cur:
                 cur.executemany("INSERT INTO notes (id, title, uri, revision, folded) VALUES (%s, %s, %s, %s, %s)", [_row(n) for n in seed])
             _audit_tables(conn)
+            _add_bodies(conn)
             missing = _title_index(conn)
             conn.execute("ANALYZE notes")  # the planner's row counts, so it picks the indexes from the first lookup
             return missing
@@ -603,20 +694,23 @@ def _prepare(conn: Any, where: str, seed: list[main.Note]) -> str | None:
             row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         if row is None:
             raise stores.StoreError(f"database {where} has tables named like ours but is not a notes store (no schema version)")
-        if row[0] not in ("1", str(SCHEMA_VERSION)):
+        if row[0] not in ("1", "2", str(SCHEMA_VERSION)):
             raise stores.StoreError(
                 f"database {where} has schema version {str(row[0])[:20]!r}; this server reads version {SCHEMA_VERSION} only"
             )
         missing = set(_OUR_TABLES) - present
         if missing:
             raise stores.StoreError(f"database {where} is a notes store missing table(s) {', '.join(sorted(missing))}")
-        if row[0] == "1":
+        if row[0] != str(SCHEMA_VERSION):
             try:
                 with conn.transaction():  # a savepoint: a failure leaves the message, then all rolls back
-                    _migrate(conn)
+                    if row[0] == "1":
+                        _migrate(conn)
+                    _audit_tables(conn)  # the trash gains its body column in version 3's step
+                    _add_bodies(conn)
             except psycopg.Error as exc:
                 raise stores.StoreError(
-                    f"database {where} (schema version 1) cannot be migrated to version {SCHEMA_VERSION}"
+                    f"database {where} (schema version {row[0]}) cannot be migrated to version {SCHEMA_VERSION}"
                     f" ({_first_line(exc)}); it was left unchanged"
                 ) from None
         _audit_tables(conn)
@@ -636,15 +730,21 @@ def _check_encoding(conn: Any, where: str) -> None:
 
 
 def _migrate(conn: Any) -> None:
-    """Bring a version 1 schema to SCHEMA_VERSION, inside the caller's transaction."""
+    """Bring a version 1 schema to version 2, inside the caller's transaction (version 3's step is _add_bodies)."""
     conn.execute("ALTER TABLE notes ADD COLUMN folded text")
     rows = conn.execute("SELECT id, title, uri, revision FROM notes").fetchall()
     with conn.cursor() as cur:
         cur.executemany("UPDATE notes SET folded = %s WHERE id = %s", [(title_index.index_key(main.Note(*r)), r[0]) for r in rows])
     for statement in _LOOKUP:
         conn.execute(statement)
-    conn.execute("UPDATE meta SET value = %s WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
     conn.execute("ANALYZE notes")
+
+
+def _add_bodies(conn: Any) -> None:
+    """Version 3: note bodies, and a body column in the trash (the caller's transaction); records the version."""
+    for statement in _BODIES:
+        conn.execute(statement)
+    conn.execute("UPDATE meta SET value = %s WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
 
 
 def _title_index(conn: Any) -> str | None:
@@ -655,6 +755,7 @@ def _title_index(conn: Any) -> str | None:
         with conn.transaction():
             conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
             conn.execute(_TITLES)
+            conn.execute(_BODY_INDEX)
     except psycopg.Error as exc:
         return f"pg_trgm unavailable: {_first_line(exc)}"
     return None

@@ -6,6 +6,7 @@
     ... [--notes-dir DIR]...   real Markdown folders (code/markdown_store.py)
     ... [--publish]            also serve notes_publish and its connect pages (code/connect.py)
     ... [--confirm-in-browser] notes_delete without a form: a link to this server's confirmation page
+    ... [--notes-tools]        also serve the note tools: search, read, create, append, update, move (code/notes_tools.py)
     python3 code/serve.py audit [--config FILE | --db FILE|URL | --notes-dir DIR] list|restore ...
                                the audit of consumed confirmations; restore a trashed note (code/audit_cli.py)
     python3 code/serve.py --version
@@ -106,12 +107,13 @@ def confirmation_page(config: dict[str, Any], args: argparse.Namespace) -> str:
     return "off (hosts without forms get -32021; --confirm-in-browser turns it on)"
 
 
-
 def extensions(config: dict[str, Any], args: argparse.Namespace) -> list[str]:
     """The extensions this process serves, by name."""
     names = [] if args.no_legacy else ["2025-11-25 clients (loaded at their first initialize)"]
     if args.publish or config.get("publish", False):
         names.append("notes_publish and its connect pages")
+    if args.notes_tools or config.get("notesTools", False):
+        names.append("the note tools (notes_workspaces, notes_search, notes_read, notes_create, notes_append, notes_update, notes_move)")
     if args.conformance_fixtures:
         names.append("conformance fixtures (testing only)")
     return names
@@ -390,6 +392,10 @@ def parser(prog: str = "serve.py") -> argparse.ArgumentParser:
         help="hosts without forms confirm notes_delete on this server's page: the first call returns a link (off by default)",
     )  # fmt: skip
     p.add_argument(
+        "--notes-tools", action="store_true",
+        help="also serve the note tools: notes_workspaces, notes_search, notes_read, notes_create, notes_append, notes_update, notes_move",
+    )  # fmt: skip
+    p.add_argument(
         "--conformance-fixtures",
         action="store_true",
         help="HTTP: also serve the conformance suite's test tools, prompts and resources (testing only; docs/conformance.md)",
@@ -510,6 +516,10 @@ def start(argv: Sequence[str], prog: str = "serve.py") -> tuple[frame.Server, di
     except (ConfigError, assemble.StartupError) as exc:
         say(str(exc))
         raise StartupRefused(EXIT_USAGE) from None
+    if args.notes_tools or config.get("notesTools", False):
+        import notes_tools  # imported only when asked for: the lesson's server lists notes_delete alone
+
+        notes_tools.install(server)
     if args.conformance_fixtures:
         import conformance_fixtures  # imported only when asked for: test fixtures are not the product
 

@@ -11,7 +11,7 @@ is used once, because it is the one place every instance must pass through in tu
 
 Schema (version SCHEMA_VERSION, recorded in the `meta` table):
 
-    meta(key PRIMARY KEY, value)                     -- ("schema_version", "3"), ("store_id", random hex)
+    meta(key PRIMARY KEY, value)                     -- ("schema_version", "4"), ("store_id", random hex)
     notes(id PRIMARY KEY, title, uri, revision, folded)  -- uri is the canonical file URI;
                                                      -- folded = stores.fold_title(title) (v3), NULL: scanned
     index notes_by_uri(uri)                          -- the workspace's rows, by URI range (v3)
@@ -22,7 +22,10 @@ Schema (version SCHEMA_VERSION, recorded in the `meta` table):
     index consumed_by_expiry(expires_at)                -- bounded pruning
     high_water(one = 1, seen)                        -- highest clock reading committed (v2)
     audit(id, at, principal, tool, outcome, ..., principal_seq)  -- one entry per consumed confirmation (code/audit.py)
-    deleted_notes(audit_id PRIMARY KEY, id, title, uri, revision, deleted_at)  -- the trash
+    deleted_notes(audit_id PRIMARY KEY, id, title, uri, revision, deleted_at, body)  -- the trash
+    notes.body, notes.body_folded                    -- a note's text and its folded form (v4, the note tools)
+    index notes_body_unindexed(id) WHERE body_folded IS NULL AND body IS NOT NULL  -- bodies written elsewhere (v4)
+    note_body_index: FTS5(body_folded, tokenize trigram)  -- bodies by substring, rowid = notes.rowid (v4)
 
 The last two are added to any database that lacks them, whatever its version: a server
 from before them ignores them. `consume` writes the entry, and moves a deleted note's row
@@ -55,14 +58,15 @@ from typing import TypeVar
 
 import audit
 import main
+import note_bodies
 import title_index
 import stores
 
-__all__ = ["Record", "SqliteNotesStore", "open_store"]
+__all__ = ["Record", "SqliteNotesStore", "as_outcome", "open_store"]
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 BUSY_TIMEOUT_MS = 5000  # one write's whole wait: for this process's other writers and for other instances
 WAL_RETRY_SECONDS = 0.01  # pause between tries of the switch to WAL while another instance holds the file
 PRUNE_BATCH = 64  # expired nonces deleted per consume(): bounded work, still drains faster than one insert a call
@@ -96,7 +100,44 @@ _TITLES = (
     "CREATE TRIGGER note_titles_change AFTER UPDATE ON notes BEGIN DELETE FROM note_titles WHERE rowid = old.rowid;"
     " INSERT INTO note_titles (rowid, folded) SELECT rowid, folded FROM notes WHERE rowid = new.rowid AND folded IS NOT NULL; END",
 )
+# Version 4 added note bodies (the opt-in note tools, code/notes_tools.py): a step of its
+# own, run on every database below version 4 after the earlier steps. A body another
+# program writes without its folded form is read by every search (notes_body_unindexed).
+_BODIES = (
+    "ALTER TABLE notes ADD COLUMN body TEXT",
+    "ALTER TABLE notes ADD COLUMN body_folded TEXT",
+    "CREATE INDEX notes_body_unindexed ON notes (id) WHERE body_folded IS NULL AND body IS NOT NULL",
+    "CREATE TRIGGER notes_body_edited_elsewhere AFTER UPDATE OF body ON notes"
+    " WHEN new.body_folded IS old.body_folded AND new.body IS NOT old.body"
+    " BEGIN UPDATE notes SET body_folded = NULL WHERE rowid = new.rowid; END",
+)
+# The body index: FTS5 over the folded bodies, kept in step by triggers as the title index is.
+_BODY_INDEX = (
+    "CREATE VIRTUAL TABLE note_body_index USING fts5(body_folded, tokenize = 'trigram')",
+    "CREATE VIRTUAL TABLE note_body_grams USING fts5vocab(note_body_index, row)",
+    "INSERT INTO note_body_index (rowid, body_folded) SELECT rowid, body_folded FROM notes WHERE body_folded IS NOT NULL",
+    "CREATE TRIGGER note_body_add AFTER INSERT ON notes BEGIN INSERT INTO note_body_index (rowid, body_folded)"
+    " SELECT rowid, body_folded FROM notes WHERE rowid = new.rowid AND body_folded IS NOT NULL; END",
+    "CREATE TRIGGER note_body_drop AFTER DELETE ON notes BEGIN DELETE FROM note_body_index WHERE rowid = old.rowid; END",
+    "CREATE TRIGGER note_body_change AFTER UPDATE ON notes BEGIN DELETE FROM note_body_index WHERE rowid = old.rowid;"
+    " INSERT INTO note_body_index (rowid, body_folded) SELECT rowid, body_folded FROM notes"
+    " WHERE rowid = new.rowid AND body_folded IS NOT NULL; END",
+)
 _ROW = "SELECT id, title, uri, revision FROM notes"
+_TEXT_ROW = "SELECT id, title, uri, revision, body FROM notes"
+# Searches (the note tools): titles and bodies by their indexes inside the workspace's URI
+# range, plus the rows another program wrote; UNION drops a row both indexes found.
+_SEARCH = (
+    f"{_TEXT_ROW} WHERE rowid IN (SELECT rowid FROM note_titles WHERE note_titles MATCH ?) AND uri >= ? AND uri < ?"
+    f" UNION {_TEXT_ROW} WHERE rowid IN (SELECT rowid FROM note_body_index WHERE note_body_index MATCH ?) AND uri >= ? AND uri < ?"
+    f" UNION {_TEXT_ROW} WHERE folded IS NULL"
+    f" UNION {_TEXT_ROW} WHERE body_folded IS NULL AND body IS NOT NULL"
+)
+_SEARCH_FOLDER = (
+    f"{_TEXT_ROW} WHERE uri >= ? AND uri < ? AND (instr(folded, ?) > 0 OR instr(body_folded, ?) > 0)"
+    f" UNION {_TEXT_ROW} WHERE folded IS NULL"
+    f" UNION {_TEXT_ROW} WHERE body_folded IS NULL AND body IS NOT NULL"
+)
 # Long queries: the title index, then the workspace's URI range, plus the unindexed rows.
 _BY_TITLE = (
     f"{_ROW} WHERE rowid IN (SELECT rowid FROM note_titles WHERE note_titles MATCH ?) AND uri >= ? AND uri < ?"
@@ -138,7 +179,13 @@ def trigram_support() -> str | None:
 
 
 _AUDIT = audit.AuditSql("?")
-Record = Callable[..., int]  # record(settlement, facts=Facts(), pending=False) -> audit entry id
+_BODY = note_bodies.BodySql("?")
+Record = Callable[..., int]  # record(settlement, facts=Facts(), pending=False, outcome=None) -> audit entry id
+
+
+def as_outcome(record: Record) -> note_bodies.Record:
+    """consume_with's record as the note tools write entries: record(outcome, facts)."""
+    return lambda outcome, facts: record(main.Settlement.CONSUMED, facts, outcome=outcome)
 
 
 # Primary result codes (sqlite3.Error.sqlite_errorcode & 0xFF) for a write the OS refused,
@@ -240,12 +287,13 @@ class SqliteNotesStore(stores.SettleSeam):
         """The QUERY_TRIGRAMS trigrams of `needle` held by the fewest titles."""
         return title_index.rarest(needle, self._counts_of(title_index.trigrams(needle)), QUERY_TRIGRAMS)
 
-    def _counts_of(self, grams: set[str]) -> dict[str, int]:
-        """How many titles hold each of `grams`, read from the index's vocabulary (one lookup per trigram)."""
+    def _counts_of(self, grams: set[str], vocabulary: str = "note_title_grams") -> dict[str, int]:
+        """How many titles (or, with "note_body_grams", bodies) hold each of `grams`, read from the index's vocabulary."""
         # Only the query's own trigrams: a copy of the whole vocabulary held 341 MB at
         # 10,000 titles of random CJK characters. (fts5vocab answers `term IN` by lookups.)
+        assert vocabulary in ("note_title_grams", "note_body_grams")  # a table name, never from a request
         marks = ", ".join("?" * len(grams))
-        return dict(self._read(f"SELECT term, doc FROM note_title_grams WHERE term IN ({marks})", tuple(grams)))  # type: ignore[arg-type]
+        return dict(self._read(f"SELECT term, doc FROM {vocabulary} WHERE term IN ({marks})", tuple(grams)))  # type: ignore[arg-type]
 
     def describe(self) -> str:
         """One line for the start-up report: how lookups find rows."""
@@ -325,8 +373,8 @@ class SqliteNotesStore(stores.SettleSeam):
         (now,) = conn.execute("SELECT seen FROM high_water").fetchone()
         entries: list[int] = []
 
-        def record(settlement: main.Settlement, facts: audit.Facts = audit.Facts(), pending: bool = False) -> int:
-            outcome = audit.outcome_of(settlement, pending)
+        def record(settlement: main.Settlement, facts: audit.Facts = audit.Facts(), pending: bool = False, outcome: str | None = None) -> int:
+            outcome = outcome or audit.outcome_of(settlement, pending)
             entries.append(_AUDIT.record(conn, self, float(now), principal, outcome, facts, self.retention))
             return entries[-1]
 
@@ -403,6 +451,74 @@ class SqliteNotesStore(stores.SettleSeam):
         with self._read_lock:
             self._check_shm()
             return work(self._reader)
+
+    # ---------------------------------------------------------------- note bodies (code/note_bodies.py)
+
+    def note_text(self, note_id: str, workspace: main.Path) -> tuple[main.Note, str] | None:
+        """The note `note_id` and its text, as stored now (the reader connection; the caller checks the workspace)."""
+        rows = self._read(f"{_TEXT_ROW} WHERE id = ?", (note_id,))
+        return note_bodies.note_with_body(rows[0]) if rows else None
+
+    def search_text(self, workspace: main.Path, query: str, limit: int) -> tuple[list[tuple[main.Note, str]], bool]:
+        """Notes strictly inside `workspace` whose title or text holds `query` (folded), in form order, at most `limit`; never cut short."""
+        needle = stores.fold_title(query)
+        low, high = title_index.uri_range(workspace)
+        if self._titles and title_index.uses_title_index(needle):
+            titles = self._match(self._rarest(needle))
+            bodies = self._match(title_index.rarest(needle, self._counts_of(title_index.trigrams(needle), "note_body_grams"), QUERY_TRIGRAMS))
+            rows = self._read(_SEARCH, (titles, low, high, bodies, low, high))
+        else:
+            rows = self._read(_SEARCH_FOLDER, (low, high, needle, needle))
+        return title_index.exact_text(rows, workspace, needle, limit), False
+
+    @staticmethod
+    def _match(grams: list[str]) -> str:
+        """An FTS5 query for rows holding every one of `grams`, each quoted whole (nothing in a note is query syntax)."""
+        return " AND ".join('"' + gram.replace('"', '""') + '"' for gram in grams)
+
+    def audited(self, principal: str, act: Callable[[note_bodies.Record], object]) -> object:
+        """One write transaction: `act(record)` writes and calls record(outcome, facts) for its audit entry; COMMIT."""
+        with self._transaction() as conn:
+            (seen,) = conn.execute("SELECT seen FROM high_water").fetchone()
+            now = max(float(seen), self._clock())
+
+            def record(outcome: str, facts: audit.Facts) -> int:
+                return _AUDIT.record(conn, self, now, principal, outcome, facts, self.retention)
+
+            return act(record)
+
+    def create_note(self, principal: str, workspace: main.Path, title: str, body: str) -> main.Note | str:
+        """A new note in `workspace` (audited `created`), or why not (audited `refused`)."""
+        return self.audited(principal, lambda record: _BODY.create(self._conn, record, workspace, title, body))  # type: ignore[return-value]
+
+    def append_note(self, principal: str, workspace: main.Path, note_id: str, text: str, check: note_bodies.Check) -> tuple[main.Note, str] | str:
+        """`text` added at the end if `check` passes on the live note (audited `appended`), or why not (audited `refused`)."""
+        return self.audited(principal, lambda record: _BODY.append(self._conn, record, note_id, text, check))  # type: ignore[return-value]
+
+    def update_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, body: str,
+                    check: note_bodies.Check) -> tuple[main.Settlement, main.Note | str | None]:
+        """One transaction: claim the nonce, re-check the live note, keep its old text in the trash, write `body`; audited."""
+        def act(record: Record) -> object:
+            return _BODY.update(self._conn, as_outcome(record), note_id, body, check, self.now(), self.retention.trash)
+
+        return self.consume_act(principal, nonce, expires_at, act)
+
+    def move_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, place: main.Path,
+                  check: note_bodies.Check) -> tuple[main.Settlement, main.Note | str | None]:
+        """One transaction: claim the nonce, re-check the live note, give it the place if free; audited."""
+        return self.consume_act(principal, nonce, expires_at, lambda record: _BODY.move(self._conn, as_outcome(record), note_id, place, check))
+
+    def consume_act(self, principal: str, nonce: str, expires_at: float,
+                    act: Callable[[Record], object]) -> tuple[main.Settlement, main.Note | str | None]:
+        """consume_with for a note tool's write: CONSUMED with what `act` returned (CHANGED for a refusal), or USED/FULL with None."""
+        done: list[object] = []
+
+        def run(record: Record) -> main.Settlement:
+            done.append(act(record))
+            return main.Settlement.CHANGED if isinstance(done[0], str) else main.Settlement.CONSUMED
+
+        settlement, _ = self.consume_with(principal, nonce, expires_at, run)
+        return settlement, (done[0] if done else None)  # type: ignore[return-value]
 
     # ---------------------------------------------------------------- the audit (code/audit.py)
 
@@ -789,6 +905,8 @@ def _prepare(conn: sqlite3.Connection, path: str, seed: list[main.Note]) -> None
                     conn.execute(statement)
             conn.executemany("INSERT INTO notes (id, title, uri, revision, folded) VALUES (?, ?, ?, ?, ?)", map(_row, seed))
             _audit_tables(conn)
+            _add_bodies(conn)
+            _check_body_index(conn, path)
             conn.execute("COMMIT")
             return
         # Never guess at a layout we did not write: a newer schema may mean something else.
@@ -797,13 +915,15 @@ def _prepare(conn: sqlite3.Connection, path: str, seed: list[main.Note]) -> None
             row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         if row is None:
             raise stores.StoreError(f"database {path} is an SQLite file but not a notes store (no schema version)")
-        if row[0] not in ("1", "2", str(SCHEMA_VERSION)):
+        if row[0] not in ("1", "2", "3", str(SCHEMA_VERSION)):
             raise stores.StoreError(
                 f"database {path} has schema version {str(row[0])[:20]!r}; this server reads version {SCHEMA_VERSION} only"
             )
         if row[0] != str(SCHEMA_VERSION):
             try:
                 _migrate(conn, row[0])
+                _audit_tables(conn)  # the trash gains its body column in version 4's step
+                _add_bodies(conn)
             except sqlite3.Error as exc:
                 # Rolled back below: the file is as it was, and says why in one line.
                 reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -813,6 +933,7 @@ def _prepare(conn: sqlite3.Connection, path: str, seed: list[main.Note]) -> None
                 ) from None
         _check_titles(conn, path)
         _audit_tables(conn)
+        _check_body_index(conn, path)
         _add_store_id(conn)
         conn.execute("COMMIT")
     except BaseException:
@@ -827,7 +948,9 @@ def _row(note: main.Note) -> tuple[object, ...]:
 
 
 def _migrate(conn: sqlite3.Connection, version: str) -> None:
-    """Bring a version 1 or 2 database to SCHEMA_VERSION, inside the caller's transaction."""
+    """Bring a version 1, 2 or 3 database to version 3, inside the caller's transaction (version 4's step is _add_bodies)."""
+    if version == "3":
+        return
     if version == "1":
         for statement in _HIGH_WATER:
             conn.execute(statement)
@@ -839,7 +962,24 @@ def _migrate(conn: sqlite3.Connection, version: str) -> None:
     )
     for statement in _LOOKUP:
         conn.execute(statement)
+
+
+def _add_bodies(conn: sqlite3.Connection) -> None:
+    """Version 4: note bodies, and a body column in the trash (the caller's transaction); records the version."""
+    for statement in _BODIES:
+        conn.execute(statement)
+    columns = {name for (_, name, *_rest) in conn.execute("PRAGMA table_info(deleted_notes)")}
+    if "body" not in columns:  # the trash of a database from before version 4
+        conn.execute("ALTER TABLE deleted_notes ADD COLUMN body TEXT")
     conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+
+
+def _check_body_index(conn: sqlite3.Connection, path: str) -> None:
+    """Build the body index when this SQLite can and the file lacks it (its title index is checked by _check_titles)."""
+    present = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'note_body_index'").fetchone() is not None
+    if not present and trigram_support() is None:
+        for statement in _BODY_INDEX:
+            conn.execute(statement)
 
 
 def _check_titles(conn: sqlite3.Connection, path: str) -> None:

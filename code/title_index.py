@@ -24,6 +24,7 @@ import stores
 __all__ = [
     "MIN_INDEXED_QUERY",
     "exact",
+    "exact_text",
     "index_key",
     "indexable",
     "rarest",
@@ -69,6 +70,19 @@ def indexable(folded: str) -> bool:
     # random CJK characters cost the folder index 44 kB. Past the bound a title is kept
     # off the index and tested by every lookup instead, so any part of it is still found.
     return len(folded) <= MAX_INDEXED_TITLE_CHARS
+
+
+def exact_text(rows: Iterable[tuple[object, ...]], workspace: main.Path, needle: str, limit: int) -> list[tuple[main.Note, str]]:
+    """The rows (id, title, uri, revision, body) whose title or body holds the folded `needle`, inside `workspace`: at most `limit`, in form order."""
+    found: dict[str, tuple[main.Note, str]] = {}
+    for row in rows:
+        body = row[4] if isinstance(row[4], str) else ""
+        if isinstance(row[1], str) and (needle in stores.fold_title(row[1]) or needle in stores.fold_title(body)):
+            note = stores.stored_note(row[:4])
+            if note is not None and main.inside_workspace(note, workspace):
+                found[note.id] = (note, body)
+    ordered = stores.form_order(note for note, _ in found.values())
+    return [found[note.id] for note in ordered[:limit]]
 
 
 def index_key(note: main.Note) -> str | None:

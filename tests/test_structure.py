@@ -19,8 +19,9 @@ OWN = {os.path.basename(name)[:-3] for name in CODE_FILES}
 LAYERS = (
     ("main",),  # the lesson
     ("confirmations", "stores", "title_index", "change_watch", "http_server", "sandbox"),  # on the lesson only
-    ("audit", "sqlite_store", "postgres_store", "folder_paths", "folder_index", "folder_trash", "markdown_store"),
-    ("frame", "connect", "conformance_fixtures", "legacy", "legacy_http", "stdio_transport", "streamable_http",
+    ("audit", "sqlite_store", "postgres_store", "folder_paths", "folder_index", "folder_trash", "markdown_store",
+     "note_bodies", "folder_bodies"),
+    ("frame", "notes_tools", "connect", "conformance_fixtures", "legacy", "legacy_http", "stdio_transport", "streamable_http",
      "web_pages", "browser_confirm", "confirm_pages"),
     ("config", "assemble", "audit_cli"),  # a server built from a config
     ("serve", "cli"),  # the command line
@@ -299,8 +300,10 @@ class ServedByDefault(unittest.TestCase):
         )
         self.assertIn(b'"name":"notes_delete"', done.stdout)
         self.assertNotIn(b"notes_publish", done.stdout)
+        self.assertNotIn(b"notes_search", done.stdout)  # the note tools are opt-in (--notes-tools)
         last = done.stderr.decode().strip().splitlines()[-1]
         self.assertNotIn("connect", last)
+        self.assertNotIn("notes_tools", last)
         self.assertNotIn("markdown_store", last)  # no folder, no folder store (nor its checks)
         self.assertNotIn("sqlite_store", last)
         self.assertTrue(last.endswith("[]"), last)  # no socket was bound

@@ -23,6 +23,8 @@
     python3 code/scripts/bench.py --mode rename-loop [--notes N] [--seconds N]
                                           folder-store lookup times while another process renames
                                           one of its files in a loop
+    python3 code/scripts/bench.py --mode search [--seconds N] [--kinds sqlite,postgres]
+                                          notes_search calls/s in-process at 10 and 100,000 notes with text
     python3 code/scripts/bench.py --mode plot [--figures FILE] [--out DIR]
                                           draw docs/img/speed.svg and scaling.svg from recorded figures
     ... --mode stdio|http|scaling --record FILE   also add the run's figures to FILE (JSON), for plot
@@ -51,6 +53,7 @@ import argparse
 import contextlib
 import cProfile
 import gc
+import hashlib
 import html
 import http.client
 import io
@@ -1104,6 +1107,111 @@ def run_postgres(args: argparse.Namespace) -> dict[str, dict[int, float]]:
     return figures
 
 
+SEARCH_SIZES = (10, 100_000)  # notes in the workspace, each with a title and a few lines of text
+SEARCH_KINDS = ("sqlite", "postgres")
+
+
+def search_text(i: int) -> str:
+    """The text of search note i: shared words, and one word (12 hex digits, fixed per i) no other note holds."""
+    word = hashlib.sha256(f"note {i}".encode()).hexdigest()[:12]
+    return f"Meeting notes for the quarterly plan.\nAction item {word}: follow up with the team.\n"
+
+
+def search_word(i: int) -> str:
+    """The word only note i holds (what a search asks for: one match)."""
+    return search_text(i).split("Action item ")[1][:12]
+
+
+def search_store(kind: str, size: int, where: str) -> Any:
+    """A store of `kind` holding `size` notes with text in the bench workspace (`where`: a folder or a PostgreSQL URL)."""
+    seed = [main.Note(note_id(i), note_title(i), f"{WORKSPACE}/n{i}.md", 1) for i in range(size)]
+    store = open_target(where if kind == "postgres" else os.path.join(where, f"search-{size}.db"), seed)
+    rows = [(search_text(i), stores.fold_title(search_text(i)), note_id(i)) for i in range(size)]
+    sql = "UPDATE notes SET body = ?, body_folded = ? WHERE id = ?"
+    if kind == "postgres":
+        import psycopg
+
+        with psycopg.connect(where, autocommit=False) as conn:
+            conn.cursor().executemany(sql.replace("?", "%s"), rows)
+        with psycopg.connect(where, autocommit=True) as conn:
+            conn.execute("VACUUM ANALYZE notes")  # as autovacuum would, after a bulk load
+    else:
+        import sqlite3
+
+        conn = sqlite3.connect(os.path.join(where, f"search-{size}.db"), isolation_level=None)
+        conn.execute("BEGIN")
+        conn.executemany(sql, rows)
+        conn.execute("COMMIT")
+        conn.close()
+    return store
+
+
+def search_rate(store: Any, size: int, seconds: float) -> tuple[float, float, float]:
+    """notes_search round trips/s through handle_bytes, each query matching one note's text; (median, min, max)."""
+    import notes_tools  # the opt-in tools this mode measures
+
+    server = server_over(store, PRINCIPAL)
+    notes_tools.install(server)
+
+    def one(i: int, request_id: int) -> None:
+        params = {"_meta": main.request_meta({}), "name": "notes_search", "arguments": {"workspaceUri": WORKSPACE, "query": search_word(i)}}
+        raw = server.handle_bytes(encode({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}), PRINCIPAL)
+        result = json.loads(raw or b"{}").get("result", {})
+        found = result.get("structuredContent", {}).get("results", [])
+        if result.get("isError") or [hit["noteId"] for hit in found] != [note_id(i)]:
+            raise BenchError(f"notes_search for note {i} answered {str(result)[:200]}")
+
+    counter = itertools.count()
+
+    def run_for(budget: float) -> tuple[int, float]:
+        start = time.perf_counter()
+        count = 0
+        while time.perf_counter() - start < budget:
+            k = next(counter)
+            one(k * 7919 % size, k)
+            count += 1
+        return count, time.perf_counter() - start
+
+    run_for(min(0.5, seconds / 10))  # warm-up: caches, the trigram counts
+    return rate_runs(run_for, seconds)
+
+
+def run_search(args: argparse.Namespace) -> dict[str, dict[int, float]]:
+    """notes_search calls/s at 10 and 100,000 notes, per store; the 100,000-note rate as a share of the 10-note rate."""
+    kinds = [kind for kind in args.kinds.split(",") if kind in SEARCH_KINDS] or ["sqlite"]
+    figures: dict[str, dict[int, float]] = {}
+    cluster = None
+    if "postgres" in kinds:
+        import postgres_cluster
+
+        reason = postgres_cluster.missing()
+        if reason is not None:
+            print(f"PostgreSQL skipped: {reason}")
+            kinds.remove("postgres")
+        else:
+            cluster = postgres_cluster.Cluster()
+            cluster.start()
+    section("notes_search in-process (handle_bytes), one match per query by its text; goal: >= 50 % of the 10-note rate at 100,000")
+    try:
+        with tempfile.TemporaryDirectory(prefix="notes-bench-search-") as directory:
+            for kind in kinds:
+                figures[kind] = {}
+                for size in SEARCH_SIZES:
+                    store = search_store(kind, size, cluster.new_database() if kind == "postgres" else directory)
+                    try:
+                        rate, low, high = search_rate(store, size, args.seconds)
+                    finally:
+                        store.close()
+                    figures[kind][size] = rate
+                    row(f"{kind}, {size:,} notes: searches/s", f"{rate:,.0f}", f"runs {low:,.0f}..{high:,.0f}")
+                share = figures[kind][SEARCH_SIZES[-1]] / figures[kind][SEARCH_SIZES[0]]
+                row(f"{kind}: {SEARCH_SIZES[-1]:,} notes as a share of {SEARCH_SIZES[0]}", f"{share:.0%}", verdict(share >= 0.5))
+    finally:
+        if cluster is not None:
+            cluster.destroy()
+    return figures
+
+
 def run_sqlite(args: argparse.Namespace) -> dict[str, Any]:
     """Round trips/s over the SQLite store: one process, then two sharing one file."""
     notes = args.notes
@@ -1591,7 +1699,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--mode",
-        choices=["inprocess", "stdio", "http", "sqlite", "checkpoint", "postgres", "scaling", "latency", "index-memory", "rename-loop", "plot", "all"],
+        choices=["inprocess", "stdio", "http", "sqlite", "checkpoint", "postgres", "scaling", "search", "latency",
+                 "index-memory", "rename-loop", "plot", "all"],
         default="all",
     )
     parser.add_argument("--seconds", type=float, default=5.0, help="measuring time per throughput figure (default 5)")
@@ -1643,6 +1752,8 @@ def run(argv: list[str] | None = None) -> int:
             scaled = run_scaling(args)
             if args.record:
                 record(args.record, [], scaling_rates(scaled), " ".join(["python3 code/scripts/bench.py", *(argv or sys.argv[1:])]))
+        if args.mode == "search":
+            run_search(args)
         if args.mode == "latency":
             run_latency(args)
         if args.mode == "index-memory":

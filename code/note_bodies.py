@@ -1,0 +1,164 @@
+"""Note bodies in the SQL stores: what SQLite and PostgreSQL share for the opt-in note tools.
+
+The lesson's notes are titles and places; the note tools (code/notes_tools.py) also read,
+search and write what a note says. In the SQL stores a note's text is the `body` column of
+its row (added by a migration of its own, see each store's `_BODIES`), with `body_folded`
+(stores.fold_title of the body) beside it for the body index. A body that is NULL is
+empty; a body another program writes without `body_folded` is scanned, never missed.
+
+Every write runs inside the caller's transaction (the store's write lock held) and
+writes its audit entry there: created, appended, updated or moved, or refused when the
+note changed since the caller read it. The replaced version of an update goes to the
+trash (`deleted_notes`, keyed by the update's audit entry), so `audit restore` puts it
+back. Statements are written once with `?` and sent in the driver's style.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import audit
+import main
+import stores
+import title_index
+
+__all__ = ["BodySql", "CHANGED", "Check", "NO_PLACE", "Record", "TAKEN", "TOO_LONG", "new_place", "note_with_body"]
+
+MAX_NOTE_BYTES = 262_144  # UTF-8 bytes one stored note body may hold; a write past it is refused
+NEW_ID_BYTES = 8  # random bytes in the id of a note created in an SQL store (16 hex digits)
+MAX_NAME_TRIES = 20  # places tried for a new note ("title.md", "title-2.md", ...) before the create is refused
+MAX_SLUG_CHARS = 60  # characters of the title kept in a new note's file name
+
+# The refusals a write returns (audited as refused; the tool shows them): nothing was changed.
+CHANGED = "The note changed, moved or was deleted since you read it; nothing was changed. Read it again."
+TOO_LONG = f"The note would hold more than {MAX_NOTE_BYTES:,} bytes; nothing was changed."
+TAKEN = "A note already exists at that place; nothing was moved (a move never replaces a note)."
+NO_PLACE = f"{MAX_NAME_TRIES} notes in that folder already take this title's file name; nothing was created. Choose another title."
+
+Check = Callable[[main.Note, str], bool]  # the tool's live re-check: (note, body) -> still the one asked about?
+Record = Callable[[str, audit.Facts], int]  # writes this call's audit entry (outcome, facts) -> its id
+
+_ROW = "SELECT id, title, uri, revision, body FROM notes"
+
+
+def body_key(body: str | None) -> str:
+    """The folded body the body index keeps (stores.fold_title of the text; empty for none)."""
+    return stores.fold_title(body or "")
+
+
+def note_with_body(row: tuple[object, ...] | None) -> tuple[main.Note, str] | None:
+    """A row (id, title, uri, revision, body) as (Note, body), or None when it cannot be shown safely."""
+    if row is None:
+        return None
+    note = stores.stored_note(row[:4])
+    body = row[4] if row[4] is not None else ""
+    return None if note is None or not isinstance(body, str) else (note, body)
+
+
+def slug(title: str) -> str:
+    """A file-name stem for a new note: the title's letters and digits joined by `-`, or "note"."""
+    words = re.findall(r"\w+", stores.fold_title(title))
+    return "-".join(words)[:MAX_SLUG_CHARS].strip("-_") or "note"
+
+
+def new_place(workspace: main.Path, title: str, tries: int = MAX_NAME_TRIES) -> Iterable[main.Path]:
+    """The places a new note titled `title` may take in `workspace`, in the order they are tried."""
+    stem = slug(title)
+    for k in range(1, tries + 1):
+        yield workspace + (f"{stem}.md" if k == 1 else f"{stem}-{k}.md",)
+
+
+class BodySql:
+    """The body statements of both SQL stores, each inside the caller's transaction."""
+
+    def __init__(self, placeholder: str, lock: str = "") -> None:
+        self.sql = audit.AuditSql(placeholder)
+        self.lock = lock  # " FOR UPDATE" in PostgreSQL: the row stays as read until COMMIT
+
+    def run(self, conn: Any, sql: str, params: Iterable[Any] = ()) -> Any:
+        """Execute `sql` with its `?` markers in this driver's style."""
+        return self.sql.run(conn, sql, tuple(params))
+
+    def live(self, conn: Any, note_id: str, lock: bool = False) -> tuple[main.Note, str] | None:
+        """The note `note_id` and its body as stored now (locked for the transaction when asked)."""
+        row = self.run(conn, f"{_ROW} WHERE id = ?" + (self.lock if lock else ""), (note_id,)).fetchone()
+        return note_with_body(row)
+
+    def create(self, conn: Any, record: Record, workspace: main.Path, title: str, body: str) -> main.Note | str:
+        """Insert a new note at the first free place for its title in `workspace`; the refusal (audited) when none is free."""
+        for place in new_place(workspace, title):
+            uri = main.format_file_uri(place)
+            if self.run(conn, "SELECT 1 FROM notes WHERE uri = ?", (uri,)).fetchone() is None:
+                break
+        else:
+            record(audit.REFUSED, audit.Facts(None, title, None))
+            return NO_PLACE
+        note = main.Note("n-" + secrets.token_hex(NEW_ID_BYTES), title, uri, 1)
+        self.run(
+            conn,
+            "INSERT INTO notes (id, title, uri, revision, folded, body, body_folded) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (*note, title_index.index_key(note), body, body_key(body)),
+        )
+        record(audit.CREATED, audit.Facts(note.id, note.title, note.uri))
+        return note
+
+    def append(self, conn: Any, record: Record, note_id: str, text: str, check: Check) -> tuple[main.Note, str] | str:
+        """Add `text` at the end of the note if `check` passes on it as it is now; else the refusal, audited."""
+        found = self.live(conn, note_id, lock=True)
+        if found is None or not check(*found):
+            record(audit.REFUSED, audit.Facts(note_id))
+            return CHANGED
+        note, body = found
+        if len((body + text).encode("utf-8")) > MAX_NOTE_BYTES:
+            record(audit.REFUSED, audit.Facts(note.id, note.title, note.uri))
+            return TOO_LONG
+        written = self._write(conn, note, body + text)
+        record(audit.APPENDED, audit.Facts(note.id, note.title, note.uri))
+        return written, body + text
+
+    def update(self, conn: Any, record: Record, note_id: str, body: str, check: Check, now: float, trash: bool) -> main.Note | str:
+        """Replace the body if `check` passes on the note as it is now, the old version to the trash; else the refusal, audited."""
+        found = self.live(conn, note_id, lock=True)
+        if found is None or not check(*found):
+            record(audit.REFUSED, audit.Facts(note_id))
+            return CHANGED
+        note, old = found
+        entry = record(audit.UPDATED, audit.Facts(note.id, note.title, note.uri, audit.SQL_TRASH if trash else None))
+        if trash:
+            self.keep(conn, entry, note, old, now)
+        return self._write(conn, note, body)
+
+    def move(self, conn: Any, record: Record, note_id: str, place: main.Path, check: Check) -> main.Note | str:
+        """Give the note the URI of `place` if `check` passes and no note is there; else the refusal, audited."""
+        found = self.live(conn, note_id, lock=True)
+        if found is None or not check(*found):
+            record(audit.REFUSED, audit.Facts(note_id))
+            return CHANGED
+        note, _ = found
+        uri = main.format_file_uri(place)
+        if self.run(conn, "SELECT 1 FROM notes WHERE uri = ?", (uri,)).fetchone() is not None:
+            record(audit.REFUSED, audit.Facts(note.id, note.title, note.uri))
+            return TAKEN
+        moved = note._replace(uri=uri, revision=note.revision + 1)
+        self.run(conn, "UPDATE notes SET uri = ?, revision = ?, folded = ? WHERE id = ?", (uri, moved.revision, title_index.index_key(moved), note.id))
+        record(audit.MOVED, audit.Facts(note.id, note.title, note.uri))
+        return moved
+
+    def keep(self, conn: Any, entry: int, note: main.Note, body: str, now: float) -> None:
+        """Put one version of a note in the trash under the audit entry that replaced it."""
+        self.run(
+            conn,
+            "INSERT INTO deleted_notes (audit_id, id, title, uri, revision, deleted_at, body) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (entry, note.id, note.title, note.uri, note.revision, now, body),
+        )
+
+    def _write(self, conn: Any, note: main.Note, body: str) -> main.Note:
+        """Store `body` as the note's text, with the next revision (so every version the tools gave out is stale)."""
+        written = note._replace(revision=note.revision + 1)
+        # The title of an SQL note is its own column: a body never renames it.
+        self.run(conn, "UPDATE notes SET body = ?, body_folded = ?, revision = ? WHERE id = ?", (body, body_key(body), written.revision, note.id))
+        return written
