@@ -30,6 +30,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import audit
 import confirmations
 import main
 import stores
@@ -368,6 +369,7 @@ class ConfirmedTool(NoteTool):
         if any(state.extra.get(name) != value for name, value in self.bound(args).items()):
             raise main.McpError(main.INVALID_PARAMS, main.STATE_INVALID)
         (note_id, version) = state.cands[0]
+        audit.mark("form")  # the person confirmed in the host's form: the entry says so
         write = Write(lambda principal, nonce, expires: self.write(principal, nonce, expires, scope, args, note_id, version))
         main.consume(self.services._replace(replay=write), call.principal, state)  # a replay: -32602; the bound: isError
         if isinstance(write.done, str):

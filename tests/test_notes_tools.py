@@ -251,6 +251,7 @@ class NotesToolsContract:
         args, first = self.update_form("replaced\n")
         self.result("notes_update", args, requestState=first["requestState"], inputResponses=accept(notes_tools.UPDATE_KEY))
         (entry,) = [e for e in self.store.audit_entries() if e["outcome"] == audit.UPDATED]
+        self.assertEqual(entry["channel"], "form")  # the person confirmed in the host's form
         restored = self.store.restore(entry["id"])
         self.assertEqual(restored["outcome"], audit.RESTORED)
         self.assertEqual(self.read(self.groceries["noteId"])["text"], original)
