@@ -847,22 +847,28 @@ class MemoryNotesStore:
 
     deletion = "Deletion cannot be undone."  # what deleting does, said in the form
     def __init__(self, notes: Iterable[Note]) -> None:
-        self._notes: dict[str, Note] = {note.id: note for note in notes}
+        self._notes: dict[str, tuple[Note, str]] = {}  # id -> (note, its title folded once, when stored)
         self._lock = threading.Lock()
+        for note in notes:
+            self.put(note)
+
+    @staticmethod
+    def fold(text: str) -> str:
+        """A title as matching compares it: NFC, then casefolded ("café" typed composed finds it stored decomposed)."""
+        return unicodedata.normalize("NFC", text).casefold()
 
     def candidates(self, workspace: Path, title: str) -> list[Note]:
-        """Notes strictly inside `workspace` (layer 2) whose title contains `title` (NFC, casefolded), by title then id."""
-        def fold(text: str) -> str:  # "café" typed composed finds "café" stored decomposed
-            return unicodedata.normalize("NFC", text).casefold()
-
+        """Notes strictly inside `workspace` (layer 2) whose title contains `title` (folded), by title then id."""
+        needle = self.fold(title)
         with self._lock:
-            found = [note for note in self._notes.values() if fold(title) in fold(note.title)]
-        return sorted((n for n in found if inside_workspace(n, workspace)), key=lambda n: (fold(n.title), n.id))
+            found = [(folded, note) for note, folded in self._notes.values() if needle in folded]
+        return [note for folded, note in sorted(found, key=lambda f: (f[0], f[1].id)) if inside_workspace(note, workspace)]
 
     def get(self, note_id: str) -> Note | None:
         """The live note with this id, or None."""
         with self._lock:
-            return self._notes.get(note_id)
+            stored = self._notes.get(note_id)
+        return stored[0] if stored else None
 
     def remove(self, note_id: str) -> None:
         """Delete a note (the atomic step does; tests do, as another actor would)."""
@@ -872,12 +878,12 @@ class MemoryNotesStore:
     def put(self, note: Note) -> None:
         """Insert or replace a note (an edit elsewhere; used to show the re-check)."""
         with self._lock:
-            self._notes[note.id] = note
+            self._notes[note.id] = (note, self.fold(note.title))
 
     def all(self) -> list[Note]:
         """Every note, in id order."""
         with self._lock:
-            return sorted(self._notes.values(), key=lambda note: note.id)
+            return sorted((note for note, _ in self._notes.values()), key=lambda note: note.id)
 
 
 # =====================================================================================

@@ -29,7 +29,6 @@ Standard library only.
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
@@ -132,9 +131,8 @@ def stored_note(row: tuple[object, ...]) -> main.Note | None:
 
 
 def fold_title(text: str) -> str:
-    """A title or query as matching compares it: Unicode NFC, then casefolded (as main.MemoryNotesStore does)."""
-    # "café" typed (composed) must find "café" stored decomposed, as macOS names often are.
-    return unicodedata.normalize("NFC", text).casefold()
+    """A title or query as matching compares it: the lesson's own rule, NFC then casefolded (main.MemoryNotesStore.fold)."""
+    return main.MemoryNotesStore.fold(text)
 
 
 def form_order(notes: Iterable[main.Note]) -> list[main.Note]:

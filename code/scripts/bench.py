@@ -343,7 +343,7 @@ def breakdown(notes: int) -> dict[str, float]:
         "iat": clock.now,
         "exp": clock.now + 300.0,
     }
-    signer = server.confirmations.signer
+    signer = server.services.signer
     token = signer.sign(payload)
 
     figures: dict[str, float] = {}
@@ -360,7 +360,7 @@ def breakdown(notes: int) -> dict[str, float]:
     figures["checks"] = median_us(checks)
     figures["http_layer"] = median_us(http_request) - median_us(lambda: server.handle_bytes(DISCOVER, PRINCIPAL))
     figures["lookup"] = median_us(lambda: store.candidates(workspace, note_title(i)))
-    figures["form"] = median_us(lambda: main.delete_form(WORKSPACE, note_title(i), [note]))
+    figures["form"] = median_us(lambda: main.delete_form(WORKSPACE, note_title(i), [note], store.deletion))
     figures["digest"] = median_us(lambda: main.digest(canonical))
     figures["sign"] = median_us(lambda: signer.sign(payload))
     figures["verify"] = median_us(lambda: signer.verify(token))
