@@ -53,6 +53,7 @@ import stores
 import title_index
 
 __all__ = [
+    "DECISIONS_ADDED_COLUMNS",
     "DECISIONS_POSTGRES_TABLES",
     "DECISIONS_SQLITE_TABLES",
     "APPENDED",
@@ -113,6 +114,10 @@ COLUMNS = ("id", "at", "principal", "tool", "outcome", "note_id", "title", "work
 CHANNELS = ("form", "url", "browser")  # a form in the host; this server's page by URL mode; or by the link in a result
 # Added after the first audit schema, by migration, to a table that lacks them (older servers ignore them).
 ADDED_COLUMNS = (("channel", "TEXT", "text"), ("approved_by", "TEXT", "text"), ("approved_at", "REAL", "double precision"))
+# Columns the confirmation pages' table gained after its first release: which tool asked, and
+# what its page shows (notes_update's new text, notes_move's destination); added where missing.
+DECISIONS_ADDED_COLUMNS = (("tool", "TEXT NOT NULL DEFAULT 'notes_delete'", "text NOT NULL DEFAULT 'notes_delete'"),
+                           ("detail", "TEXT", "text"))
 
 
 class Retention(NamedTuple):
@@ -151,7 +156,7 @@ DECISIONS_SQLITE_TABLES = (
     "CREATE TABLE IF NOT EXISTS browser_confirmations ("
     " nonce TEXT PRIMARY KEY, handle TEXT NOT NULL UNIQUE, principal TEXT NOT NULL, workspace TEXT NOT NULL,"
     " title TEXT NOT NULL, expires_at REAL NOT NULL, status TEXT NOT NULL, note_id TEXT, version TEXT,"
-    " decided_by TEXT, decided_at REAL)",
+    " decided_by TEXT, decided_at REAL, tool TEXT NOT NULL DEFAULT 'notes_delete', detail TEXT)",
     "CREATE INDEX IF NOT EXISTS browser_confirmations_by_principal ON browser_confirmations (principal, status, expires_at)",
     "CREATE INDEX IF NOT EXISTS browser_confirmations_by_expiry ON browser_confirmations (expires_at)",
 )
@@ -159,7 +164,7 @@ DECISIONS_POSTGRES_TABLES = (
     "CREATE TABLE IF NOT EXISTS browser_confirmations ("
     " nonce text PRIMARY KEY, handle text NOT NULL UNIQUE, principal text NOT NULL, workspace text NOT NULL,"
     " title text NOT NULL, expires_at double precision NOT NULL, status text NOT NULL, note_id text, version text,"
-    " decided_by text, decided_at double precision)",
+    " decided_by text, decided_at double precision, tool text NOT NULL DEFAULT 'notes_delete', detail text)",
     "CREATE INDEX IF NOT EXISTS browser_confirmations_by_principal ON browser_confirmations (principal, status, expires_at)",
     "CREATE INDEX IF NOT EXISTS browser_confirmations_by_expiry ON browser_confirmations (expires_at)",
 )
@@ -312,11 +317,12 @@ SQLITE_TABLES = (
     " revision INTEGER NOT NULL, deleted_at REAL NOT NULL, body TEXT)",
     "CREATE INDEX IF NOT EXISTS deleted_by_time ON deleted_notes (deleted_at)",
 )
-def add_columns(conn: Any, present: Sequence[str], sqlite: bool) -> None:
-    """Add each of ADDED_COLUMNS the audit table lacks (`present`: its columns now), in the caller's transaction."""
-    for name, sqlite_type, postgres_type in ADDED_COLUMNS:
+def add_columns(conn: Any, present: Sequence[str], sqlite: bool, table: str = "audit",
+                columns: Sequence[tuple[str, str, str]] = ADDED_COLUMNS) -> None:
+    """Add each of `columns` the table lacks (`present`: its columns now), in the caller's transaction."""
+    for name, sqlite_type, postgres_type in columns:
         if name not in present:
-            conn.execute(f"ALTER TABLE audit ADD COLUMN {name} {sqlite_type if sqlite else postgres_type}")
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {sqlite_type if sqlite else postgres_type}")
 
 
 POSTGRES_TABLES = (

@@ -42,7 +42,10 @@ from typing import Any, NamedTuple, Protocol
 import audit
 import main
 
-__all__ = ["APPROVED", "DECLINED", "PENDING", "ConfirmedNotesDelete", "Record", "records_for"]
+__all__ = [
+    "APPROVED", "CONFIRMATION", "CONFIRMATION_PROPERTY", "DECLINED", "PENDING", "PHASE_BROWSER", "PHASE_URL", "URL_KEY",
+    "ConfirmedNotesDelete", "PageFlow", "Record", "Review", "Reviewer", "records_for", "supports_url_elicitation",
+]
 
 PHASE_BROWSER = "confirm_in_browser"  # the phase of a `confirmation` token (second call with the argument)
 PHASE_URL = "confirm_on_page"  # the phase of a URL-mode requestState
@@ -60,6 +63,12 @@ REFUSAL = "Server requires form elicitation for this request. " + NOTHING_DELETE
 URL_MESSAGE = "Choose the note to delete and confirm on this server's page."
 
 
+CONFIRMATION_PROPERTY = {
+    "type": "string", "maxLength": main.MAX_STATE_LENGTH,
+    "description": "On the second call only: the confirmation token the first call returned, unchanged.",
+}  # fmt: skip
+
+
 def product_descriptor() -> dict[str, Any]:
     """notes_delete's descriptor with the `confirmation` argument and the page's outcomes (a copy; main's is unchanged)."""
     tool = copy.deepcopy(main.NOTES_DELETE_TOOL)
@@ -68,10 +77,7 @@ def product_descriptor() -> dict[str, Any]:
         "confirms in a form before anything is deleted; a host that shows no forms gets a link instead: the user "
         "confirms on this server's page, then call again with the same arguments and the confirmation token."
     )
-    tool["inputSchema"]["properties"][CONFIRMATION] = {
-        "type": "string", "maxLength": main.MAX_STATE_LENGTH,
-        "description": "On the second call only: the confirmation token the first call returned, unchanged.",
-    }  # fmt: skip
+    tool["inputSchema"]["properties"][CONFIRMATION] = copy.deepcopy(CONFIRMATION_PROPERTY)
     output = tool["outputSchema"]["properties"]
     output["reason"]["enum"] = [*output["reason"]["enum"], AWAITING]
     output["url"] = {"type": "string", "description": "The page where the user chooses and confirms."}
@@ -102,6 +108,8 @@ class Record(NamedTuple):
     version: str | None = None
     decided_by: str | None = None  # the principal signed in on the page
     decided_at: float | None = None
+    tool: str = main.TOOL_NAME  # the tool that asked (its page is rendered by that tool's kind)
+    detail: str | None = None  # JSON: what a note tool's page shows (the note, its version, the new text or place)
 
 
 class Confirmations(Protocol):
@@ -172,7 +180,7 @@ class MemoryConfirmations:
             return True
 
 
-_COLUMNS = "handle, nonce, principal, workspace, title, expires_at, status, note_id, version, decided_by, decided_at"
+_COLUMNS = "handle, nonce, principal, workspace, title, expires_at, status, note_id, version, decided_by, decided_at, tool, detail"
 
 class SqlConfirmations:
     """Confirmations in the store's own database, table browser_confirmations, through its transactions."""
@@ -196,7 +204,7 @@ class SqlConfirmations:
                                    " AND expires_at > ?", (record.principal, PENDING, now)).fetchone()
             if pending >= MAX_PENDING_PER_PRINCIPAL:
                 return False
-            self._run(conn, f"INSERT INTO browser_confirmations ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", tuple(record))
+            self._run(conn, f"INSERT INTO browser_confirmations ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", tuple(record))
             return True
 
         return bool(self.store.write_with(work))
@@ -256,9 +264,103 @@ class Pages(Protocol):
         ...
 
 
+class Review(NamedTuple):
+    """What a tool's confirmation page shows (plain text; the page escapes it) and which note, at which version, it approves."""
+
+    heading: str  # the page's title, a question
+    request: str  # what the MCP client asked for, in one sentence
+    shown: str  # the change itself, whole (an update's diff, a move's from and to)
+    hint: str  # what happens to what is replaced
+    apply: str  # the label of the button that approves
+    note_id: str
+    version: str
+
+
+class Reviewer(Protocol):
+    """A tool whose confirmation page shows one change (code/notes_tools.py's notes_update and notes_move)."""
+
+    def review(self, record: Record) -> Review | str:
+        """The change a pending record asks for, read live (layers 1 and 2, the version it was asked at); else why not."""
+        ...
+
+
 def iso(at: float) -> str:
     """A time as ISO 8601 UTC, to the second."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
+
+
+class PageFlow:
+    """The page's half of a confirmation, for any tool: open a page, the link result, the token back, the decision read.
+
+    notes_delete (below) and the note tools' notes_update and notes_move (code/notes_tools.py)
+    share one of these per server: one table of decisions, one set of pages, one option.
+    """
+
+    def __init__(self, services: main.Services, records: Confirmations, browser: bool = False) -> None:
+        self.services, self.records = services, records
+        self.browser = browser  # the operator's --confirm-in-browser
+        self.pages: Pages | None = None  # set when the confirmation pages are served
+
+    def serves(self, principal: str) -> bool:
+        """True when the pages are served and `principal` can sign in to them."""
+        return self.pages is not None and self.pages.serves(principal)
+
+    def open(self, principal: str, tool: str, args_digest: str, phase: str, cands: list[tuple[str, str]],
+             extra: dict[str, Any], workspace: str, title: str, detail: str | None = None) -> tuple[str, dict[str, Any]]:
+        """Keep a new pending record for `tool` and return its handle and the claims of its signed state."""
+        handle = secrets.token_urlsafe(32)
+        # The handle is signed into the state: a token presented with another page's record is refused.
+        claims = main.new_state(self.services, principal, tool, args_digest, phase, cands, extra={**extra, "handle": handle})
+        record = Record(handle, claims["nonce"], principal, workspace, title, claims["exp"], tool=tool, detail=detail)
+        if not self.records.open(record):
+            raise main.ToolError("Too many confirmation pages are waiting for you; finish one or let it expire.")
+        self.services.log(f"confirmation page opened for principal {principal!r}")
+        return handle, claims
+
+    def url(self, handle: str) -> str:
+        """The page's absolute link."""
+        assert self.pages is not None
+        return self.pages.url(handle)
+
+    def url_request(self, handle: str, message: str) -> dict[str, Any]:
+        """The URL-mode elicitation naming this server's page for `handle`."""
+        return {"method": "elicitation/create", "params": {"mode": "url", "message": message, "url": self.url(handle)}}
+
+    def awaiting(self, token: str, handle: str, expires_at: float, says: Callable[[str, str], str],
+                 structured: dict[str, Any]) -> dict[str, Any]:
+        """The non-error result saying nothing changed yet: `says(url, until)`, then the token; the link, expiry and token structured."""
+        url, until = self.url(handle), iso(expires_at)
+        text = f"{says(url, until)}\nconfirmation: {token}"
+        return main.tool_result(text, {**structured, "reason": AWAITING, "url": url, "expiresAt": until, CONFIRMATION: token})
+
+    @staticmethod
+    def not_yet(result: dict[str, Any]) -> dict[str, Any]:
+        """A pending decision: the awaiting result again (same token and link), saying so first."""
+        result["content"][0]["text"] = "Not approved yet. " + result["content"][0]["text"]
+        return result
+
+    @staticmethod
+    def token_of(arguments: dict[str, Any], tool: str) -> tuple[str, dict[str, Any]]:
+        """The second call's `confirmation` token and the other arguments; a token of the wrong shape is the tool's error."""
+        rest = dict(arguments)
+        token = rest.pop(CONFIRMATION)
+        if not isinstance(token, str) or not 0 < len(token) <= main.MAX_STATE_LENGTH:
+            raise main.ToolError(f"Invalid arguments for tool {tool}: confirmation must be the token the first call returned.")
+        return token, rest
+
+    def decided(self, principal: str, state: main.StatePayload, tool: str) -> Record:
+        """The page's record of a verified state: its own nonce, principal, handle and tool; else the one -32602."""
+        record = self.records.by_nonce(state.nonce)
+        if record is None or record.principal != principal or record.handle != state.extra.get("handle") or (record.tool or main.TOOL_NAME) != tool:
+            self.services.log("refused requestState: no confirmation page for it")
+            raise main.McpError(main.INVALID_PARAMS, main.STATE_INVALID)
+        return record
+
+    @staticmethod
+    def approved(record: Record, principal: str) -> bool:
+        """True when the page recorded an approval by the principal itself, with the note and version it showed."""
+        return (record.status == APPROVED and record.decided_by == principal
+                and record.note_id is not None and record.version is not None)
 
 
 class ConfirmedNotesDelete(main.NotesDelete):
@@ -266,10 +368,19 @@ class ConfirmedNotesDelete(main.NotesDelete):
 
     def __init__(self, services: main.Services, records: Confirmations, browser: bool = False) -> None:
         super().__init__(services)
+        self.flow = PageFlow(services, records, browser)
         self.records = records
-        self.browser = browser  # the operator's --confirm-in-browser
-        self.pages: Pages | None = None  # set when the confirmation pages are served
+        self.browser = browser
         self.descriptor = PRODUCT_TOOL if browser else main.NOTES_DELETE_TOOL
+
+    @property
+    def pages(self) -> Pages | None:
+        """The confirmation pages, once served (shared with the note tools through `flow`)."""
+        return self.flow.pages
+
+    @pages.setter
+    def pages(self, pages: Pages | None) -> None:
+        self.flow.pages = pages
 
     def call(self, call: main.ToolCall) -> dict[str, Any]:
         """Route by what this request declares: a form (the lesson's flow), URL mode, the browser link; else -32021."""
@@ -279,7 +390,7 @@ class ConfirmedNotesDelete(main.NotesDelete):
         if main.supports_form_elicitation(capabilities):
             audit.mark("form")
             return super().call(call)
-        served = self.pages is not None and self.pages.serves(call.principal)
+        served = self.flow.serves(call.principal)
         if served and supports_url_elicitation(capabilities):
             return self.by_url(call)
         if served and self.browser and call.state is None:
@@ -296,28 +407,20 @@ class ConfirmedNotesDelete(main.NotesDelete):
     def open_page(self, call: main.ToolCall, scope: main.Scope, phase: str) -> tuple[str, dict[str, Any]]:
         """Check the notes exist (none: the lesson's error), keep a pending record, and the claims of its signed state."""
         main.lookup(self.notes, scope)  # the same "no note" error; the page lists them live
-        handle = secrets.token_urlsafe(32)
-        # The handle is signed into the state: a token presented with another page's record is refused.
-        claims = main.new_state(self.services, call.principal, main.TOOL_NAME, scope.digest, phase, [], extra={"handle": handle})
-        record = Record(handle, claims["nonce"], call.principal, scope.arguments["workspaceUri"], scope.arguments["title"], claims["exp"])
-        if not self.records.open(record):
-            raise main.ToolError("Too many confirmation pages are waiting for you; finish one or let it expire.")
-        self.log(f"confirmation page opened for principal {call.principal!r}")
-        return handle, claims
+        return self.flow.open(call.principal, main.TOOL_NAME, scope.digest, phase, [], {},
+                              scope.arguments["workspaceUri"], scope.arguments["title"])
 
     def settle_page(self, principal: str, scope: main.Scope, state: main.StatePayload, channel: str,
                     ask_again: Callable[[Record], dict[str, Any]]) -> dict[str, Any]:
         """What the page recorded decides: pending asks again, declined consumes, approved deletes in the atomic step."""
-        record = self.records.by_nonce(state.nonce)
-        if record is None or record.principal != principal or record.handle != state.extra.get("handle"):
-            self.log("refused requestState: no confirmation page for it")
-            raise main.McpError(main.INVALID_PARAMS, main.STATE_INVALID)
+        record = self.flow.decided(principal, state, main.TOOL_NAME)
         if record.status == PENDING:
             return ask_again(record)
         audit.mark(channel, record.decided_by, record.decided_at)
-        if record.status == DECLINED or record.decided_by != principal or record.note_id is None or record.version is None:
+        if not self.flow.approved(record, principal):
             main.consume(self.services, principal, state)
             return main.not_deleted("declined", "The user pressed Keep on the confirmation page; nothing was deleted.")
+        assert record.note_id is not None and record.version is not None
         return self.delete(principal, scope, state, (record.note_id, record.version))  # re-check and delete, once
 
     # ---------------------------------------------------------------- URL mode
@@ -343,8 +446,7 @@ class ConfirmedNotesDelete(main.NotesDelete):
 
     def url_request(self, handle: str) -> dict[str, Any]:
         """The URL-mode elicitation naming this server's page for `handle`."""
-        assert self.pages is not None
-        return {"method": "elicitation/create", "params": {"mode": "url", "message": URL_MESSAGE, "url": self.pages.url(handle)}}
+        return self.flow.url_request(handle, URL_MESSAGE)
 
     # ---------------------------------------------------------------- --confirm-in-browser
 
@@ -357,21 +459,14 @@ class ConfirmedNotesDelete(main.NotesDelete):
 
     def awaiting(self, token: str, handle: str, expires_at: float) -> dict[str, Any]:
         """The non-error result saying nothing was deleted yet, what the user does, and what to call next."""
-        assert self.pages is not None
-        url, until = self.pages.url(handle), iso(expires_at)
-        text = (
+        return self.flow.awaiting(token, handle, expires_at, lambda url, until: (
             f"Nothing was deleted yet. Ask the user to open {url} in their browser, sign in, choose the note and press "
             f"Move to trash (or Keep). Then call notes_delete again with the same workspaceUri and title and with "
-            f"confirmation set to the token below. The link and the token stop working at {until}.\nconfirmation: {token}"
-        )
-        return main.tool_result(text, {"deleted": False, "reason": AWAITING, "url": url, "expiresAt": until, CONFIRMATION: token})
+            f"confirmation set to the token below. The link and the token stop working at {until}."), {"deleted": False})
 
     def confirmed(self, call: main.ToolCall) -> dict[str, Any]:
         """The second call: verify the token (main.verify_state), then the page's record decides."""
-        arguments = dict(call.arguments)
-        token = arguments.pop(CONFIRMATION)
-        if not isinstance(token, str) or not 0 < len(token) <= main.MAX_STATE_LENGTH:
-            raise main.ToolError(f"Invalid arguments for tool {main.TOOL_NAME}: confirmation must be the token the first call returned.")
+        token, arguments = self.flow.token_of(call.arguments, main.TOOL_NAME)
         args = main.read_scope_args(arguments)
         scope = main.authorize(self.policy, call.principal, args, self.log)  # layer 1, on every call
         state = main.verify_state(self.services, token, call.principal, main.TOOL_NAME, scope.digest, {PHASE_BROWSER})
@@ -380,9 +475,7 @@ class ConfirmedNotesDelete(main.NotesDelete):
 
     def not_yet(self, token: str, record: Record) -> dict[str, Any]:
         """Pending: a non-error result with the same token and link, until the expiry."""
-        result = self.awaiting(token, record.handle, record.expires_at)
-        result["content"][0]["text"] = "Not approved yet. " + result["content"][0]["text"]
-        return result
+        return self.flow.not_yet(self.awaiting(token, record.handle, record.expires_at))
 
 
 def supports_url_elicitation(capabilities: Any) -> bool:

@@ -283,7 +283,7 @@ CONFIG_FIELDS: dict[str, Callable[[Any, str], Any]] = {
     "allowedOrigins": read_origins,
     "publish": read_bool,  # serve notes_publish and its connect pages (code/connect.py); off by default
     "notesTools": read_bool,  # serve the note tools (code/notes_tools.py: search, read, create, append, update, move); off by default
-    "confirmInBrowser": read_bool,  # notes_delete without a form: a link to this server's confirmation page; off by default
+    "confirmInBrowser": read_bool,  # notes_delete, notes_update, notes_move without a form: a link to the confirmation page; off by default
     "connectPort": read_port,  # stdio with publish or confirmInBrowser: the loopback port of the pages
     "db": read_path,  # SQLite file: the notes store, or with notesDirs only the consumed confirmations
     "deletion": read_deletion,  # "trash" (default) or "unlink" (code/audit.py)

@@ -1,17 +1,19 @@
-"""The confirmation pages of `notes_delete`: where a person without a form chooses the note and approves.
+"""The confirmation pages: where a person without a form approves notes_delete, notes_update or notes_move.
 
-    GET  /confirm/<handle>            sign in, or (signed in as the link's principal) the choice
+    GET  /confirm/<handle>            sign in, or (signed in as the link's principal) the request
     POST /confirm/<handle>/sign-in    the bearer token typed here; a session for this link alone
-    POST /confirm/<handle>/decision   Move to trash (a note chosen) or Keep, with the CSRF token
+    POST /confirm/<handle>/decision   approve (Move to trash, Apply) or Keep, with the CSRF token
 
-The link comes from notes_delete's result (code/browser_confirm.py); it grants nothing. The
+The link comes from the tool's result (code/browser_confirm.py); it grants nothing. The
 sign-in, sessions, CSRF and the Origin rule are code/web_pages.py's, shared with the connect
-pages. The page lists the notes matching the request live, inside its workspace (layer 2)
-and only while the principal is still granted it (layer 1), with what the store knows of
-each: title, folder, last change, and for the folder store the first lines of the note.
-A decision is written on the nonce in the confirmations table every instance shares; the
-deletion itself happens on the model's second call, in the store's atomic step.
-Standard library only.
+pages. For notes_delete the page lists the notes matching the request live, inside its
+workspace (layer 2) and only while the principal is still granted it (layer 1), with what
+the store knows of each: title, folder, last change, and for the folder store the first
+lines of the note. For notes_update and notes_move the tool itself says what the page shows
+(browser_confirm.Reviewer): the whole diff, or where the note goes, read live under the same
+layers and at the version the request was made at. A decision is written on the nonce in the
+confirmations table every instance shares; the change itself happens on the model's second
+call, in the store's atomic step. Standard library only.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ PATH_PREFIX = "/confirm/"
 SESSION_COOKIE = "confirm_session"
 LOGIN_COOKIE = "confirm_login"
 
-GONE = "This link is not valid: it is unknown, already decided or expired. Nothing was deleted. Start again from your MCP client."
+GONE = "This link is not valid: it is unknown, already decided or expired. Nothing was changed. Start again from your MCP client."
 WRONG_ACCOUNT = "This confirmation was asked for by another account. Sign in as that account; nothing was changed."
 CHANGED = "That note changed or is no longer offered since this page was shown; nothing was approved. Reload the page and choose again."
 
@@ -55,6 +57,7 @@ class ConfirmPages(web_pages.SignedInPages):
     ) -> None:
         super().__init__(tokens, log, web_pages.Sessions(server.clock), base_url)
         self.records = records
+        self.tools = server.tools  # the tools by name, read at each request: a note tool's page is its own (Reviewer)
         self.notes = server.notes
         self.policy = server.policy
         self.clock = server.clock
@@ -72,8 +75,9 @@ class ConfirmPages(web_pages.SignedInPages):
             return request
         handle, action = request
         record = self.records.by_handle(handle)
-        if record is None or record.status != browser_confirm.PENDING:
-            # Forged, already decided and expired links all read the same.
+        reviewer = self.reviewer(record)
+        if record is None or record.status != browser_confirm.PENDING or reviewer is False:
+            # Forged, already decided and expired links all read the same (and one this server cannot show).
             return self.page(404, "Link not valid", GONE)
         session_id, session = self.session_of(headers)
         if action == "sign-in":
@@ -91,12 +95,19 @@ class ConfirmPages(web_pages.SignedInPages):
             self.log(f"confirm page: principal {session.principal!r} refused on another principal's confirmation")
             return self.page(403, "Wrong account", WRONG_ACCOUNT)
         if action == "":
-            return self.choice_page(handle, record, session)
-        return self.decision(handle, record, session, body)
+            return self.choice_page(handle, record, session) if reviewer is None else self.review_page(handle, record, session, reviewer)
+        return self.decision(handle, record, session, body, reviewer)
+
+    def reviewer(self, record: browser_confirm.Record | None) -> browser_confirm.Reviewer | None | bool:
+        """None for notes_delete's own page; the tool that shows a note tool's record; False when no tool here can show it."""
+        if record is None or (record.tool or main.TOOL_NAME) == main.TOOL_NAME:
+            return None
+        tool = self.tools.get(record.tool)
+        return tool if callable(getattr(tool, "review", None)) else False
 
     def sign_in_intro(self) -> str:
-        """What the sign-in is for: confirming a deletion."""
-        return "<p>Your MCP client asked to delete a note. To choose and confirm, first sign in to this notes server.</p>"
+        """What the sign-in is for: confirming a change (it names no note: the page after the sign-in does)."""
+        return "<p>Your MCP client asked to delete, edit or move a note. To review and confirm, first sign in to this notes server.</p>"
 
     def offered(self, record: browser_confirm.Record) -> list[main.Note] | None:
         """The notes this page may offer now: matching, inside the workspace, while it is granted; None if it no longer is."""
@@ -142,8 +153,32 @@ class ConfirmPages(web_pages.SignedInPages):
             f"{lines}</label>"
         )
 
-    def decision(self, handle: str, record: browser_confirm.Record, session: Session, body: bytes) -> Response:
-        """Move to trash (the chosen note, as shown) or Keep, only with this session's CSRF token."""
+    def review_page(self, handle: str, record: browser_confirm.Record, session: Session, reviewer: browser_confirm.Reviewer,
+                    error: str = "") -> Response:
+        """A note tool's change, whole, as the tool reads it now; Apply (when it still applies) and Keep."""
+        shown = reviewer.review(record)
+        if isinstance(shown, str):
+            # Changed, moved, gone or no longer granted: nothing to approve, but Keep still ends it.
+            error, title, change, apply = shown, "Nothing to approve", "", ""
+        else:
+            title = shown.heading
+            change = (f'<div class="request"><p>{html.escape(shown.request)}</p></div>'
+                      f'<pre class="change">{html.escape(shown.shown)}</pre><p class="hint">{html.escape(shown.hint)} '
+                      "Nothing happens until your MCP client calls again.</p>"
+                      f'<input type="hidden" name="note" value="{html.escape(f"{shown.version}:{shown.note_id}")}">')
+            apply = f'<button type="submit" name="decision" value="approve" class="danger">{html.escape(shown.apply)}</button>'
+        body = (
+            (f'<p class="alert" role="alert">{html.escape(error)}</p>' if error else "")
+            + f"<p>Signed in as <strong>{html.escape(session.principal)}</strong>.</p>"
+            f'<form method="post" action="{html.escape(f"{PATH_PREFIX}{handle}/decision")}">'
+            f'<input type="hidden" name="csrf" value="{html.escape(session.csrf)}">{change}{apply}'
+            '<button type="submit" name="decision" value="keep" formnovalidate>Keep</button></form>'
+        )
+        return self.page(200, title, "", raw=body)
+
+    def decision(self, handle: str, record: browser_confirm.Record, session: Session, body: bytes,
+                 reviewer: browser_confirm.Reviewer | None = None) -> Response:
+        """Approve (the chosen note, or the change, as shown) or Keep, only with this session's CSRF token."""
         fields = self.form(body)
         # Cross-site request forgery: only our own page knows this session's token.
         if not self.csrf_ok(session, fields):
@@ -155,24 +190,33 @@ class ConfirmPages(web_pages.SignedInPages):
             if not self.records.decide(handle, session.principal, browser_confirm.DECLINED, None, None):
                 return self.page(404, "Link not valid", GONE)
             self.log(f"confirmation for principal {session.principal!r}: kept")
-            return self.page(200, "Kept", "Nothing will be deleted. Return to your MCP client.")
+            return self.page(200, "Kept", f"Nothing will be {'deleted' if reviewer is None else 'changed'}. Return to your MCP client.")
         if choice != "approve":
-            return self.page(400, "Bad request", "Choose Move to trash or Keep.")
+            return self.page(400, "Bad request", "Choose Move to trash or Keep." if reviewer is None else "Choose Apply or Keep.")
         version, _, note_id = fields.get("note", "").partition(":")
-        notes = self.offered(record) or []
-        # Only a note this page offers, at the version it showed: an id typed in, or one edited since, is refused.
-        if not any(note.id == note_id and note.version == version for note in notes):
-            return self.choice_page(handle, record, session, CHANGED)
+        if reviewer is None:
+            notes = self.offered(record) or []
+            # Only a note this page offers, at the version it showed: an id typed in, or one edited since, is refused.
+            if not any(note.id == note_id and note.version == version for note in notes):
+                return self.choice_page(handle, record, session, CHANGED)
+        else:
+            shown = reviewer.review(record)
+            # Only the change as it reads now, at the version it was asked at: edited since, it is refused.
+            if isinstance(shown, str) or (shown.note_id, shown.version) != (note_id, version):
+                return self.review_page(handle, record, session, reviewer, CHANGED)
         if not self.records.decide(handle, session.principal, browser_confirm.APPROVED, note_id, version):
             return self.page(404, "Link not valid", GONE)
         self.log(f"confirmation for principal {session.principal!r}: approved")
+        if reviewer is not None:
+            return self.page(200, "Approved", f"Return to your MCP client: the change is made when it calls {record.tool} again. "
+                             "Nothing has been changed yet.")
         return self.page(
             200, "Approved", "Return to your MCP client: the note is deleted when it calls notes_delete again. Nothing has been deleted yet."
         )
 
 
 def install(server: Any, tokens: Mapping[str, str], base_url: str | None = None) -> ConfirmPages:
-    """The confirmation pages of the server's notes_delete (which must be the product's), attached to it."""
+    """The confirmation pages of the server's notes_delete (which must be the product's), attached to it (and so to the note tools)."""
     tool = server.tools[main.TOOL_NAME]
     if not isinstance(tool, browser_confirm.ConfirmedNotesDelete):
         raise TypeError("the confirmation pages need the product's notes_delete (browser_confirm.ConfirmedNotesDelete)")

@@ -10,10 +10,14 @@ config): the lesson's server lists `notes_delete` alone. Every tool takes the ex
     layer 2      main.inside_workspace on the live note (both ends of a move), and again
                  inside the store's atomic step, with the grant
     a person     notes_update and notes_move are destructive: a form shows the change and a
-                 person confirms it (no form elicitation declared: -32021, nothing changed);
-                 the signed state binds the principal, the arguments (with the sha256 of
-                 the new text), the note's version, and is consumed once, atomically with
-                 the write (main.consume, through confirmations.Confirmations)
+                 person confirms it; the signed state binds the principal, the arguments
+                 (with the sha256 of the new text), the note's version, and is consumed
+                 once, atomically with the write (main.consume, through
+                 confirmations.Confirmations). A host without forms is sent to this
+                 server's confirmation page where it can be (URL mode, or the operator's
+                 --confirm-in-browser: code/browser_confirm.py's PageFlow, shared with
+                 notes_delete), which shows the whole change, however large; else -32021,
+                 nothing changed. The page's token binds what the form's state binds.
 
 A note's `version` is a digest of the note (id, title, place, revision) and of its text,
 so any change to either makes every version given out before it stale: append, update
@@ -24,13 +28,16 @@ is audited (code/audit.py). Standard library only.
 
 from __future__ import annotations
 
+import copy
 import difflib
 import hashlib
+import json
 import re
 from collections.abc import Callable
 from typing import Any
 
 import audit
+import browser_confirm
 import confirmations
 import main
 import stores
@@ -53,6 +60,11 @@ PHASE_UPDATE, PHASE_MOVE = "confirm_update", "confirm_move"
 CONFIRM_FIELD = "confirm"
 NO_BODIES = "This store keeps no note bodies (the lesson's memory store); serve with --db or --notes-dir to read and write notes."
 STALE = "The note changed since you read it (its version moved); nothing was changed. Read it again with notes_read."
+TOO_LARGE = (f"The change is larger than one form can show ({MAX_DIFF_LINES} lines or {MAX_DIFF_CHARS:,} characters of diff); "
+             "nothing was changed. Make it in smaller steps, or review it whole on this server's confirmation page, which its "
+             "operator turns on with --confirm-in-browser.")
+PAGE_STALE = ("That note changed, moved or is no longer in a workspace granted to you since your MCP client asked; nothing can be "
+              "approved here. Press Keep, and start again from your MCP client.")
 
 _URI = {"type": "string", "format": "uri", "maxLength": main.MAX_URI_LENGTH,
         "description": "file:// URI of the workspace folder (must be authorized for you; notes_workspaces lists yours)."}
@@ -130,11 +142,16 @@ def visible(text: str) -> str:
     return "".join("\\\\" if ch == "\\" else ch if ch.isprintable() else (f"\\u{ord(ch):04x}" if ord(ch) <= 0xFFFF else f"\\U{ord(ch):08x}") for ch in text)
 
 
-def unified_diff(old: str, new: str) -> str | None:
-    """The unified diff from `old` to `new`, lines split at "\\n" only, invisible characters made visible; None when too large to show whole."""
+def whole_diff(old: str, new: str) -> tuple[str, int]:
+    """The unified diff from `old` to `new`, lines split at "\\n" only, invisible characters made visible, and its line count."""
     lines = list(difflib.unified_diff(old.split("\n"), new.split("\n"), "current", "proposed", lineterm="", n=DIFF_CONTEXT_LINES))
-    shown = "\n".join(visible(line) for line in lines)
-    if len(lines) > MAX_DIFF_LINES or len(shown) > MAX_DIFF_CHARS:
+    return "\n".join(visible(line) for line in lines), len(lines)
+
+
+def unified_diff(old: str, new: str) -> str | None:
+    """whole_diff's text, or None when it is too large for a form to show whole (the page shows it: whole_diff)."""
+    shown, count = whole_diff(old, new)
+    if count > MAX_DIFF_LINES or len(shown) > MAX_DIFF_CHARS:
         return None
     return shown
 
@@ -154,12 +171,25 @@ def confirm_form(message: str, label: str) -> dict[str, Any]:
     return {"method": "elicitation/create", "params": {"mode": "form", "message": message, "requestedSchema": schema}}
 
 
-def require_form(meta: main.RequestMeta, tool: str) -> None:
-    """-32021 naming the form capability unless this request declares it: a destructive change needs a person's answer."""
-    if not main.supports_form_elicitation(meta.capabilities):
-        message = (f"Server requires form elicitation for {tool}. Nothing was changed: a person must confirm this change in a form; "
-                   "use a host that shows forms (one that declares elicitation.form).")
-        raise main.McpError(main.MISSING_REQUIRED_CLIENT_CAPABILITY, message, {"requiredCapabilities": {"elicitation": {"form": {}}}})
+def refuse_without_form(tool: str) -> None:
+    """-32021 naming the form capability: no human channel for this request, so nothing changes; the message names both ways."""
+    message = (f"Server requires form elicitation for {tool}. Nothing was changed: a person must confirm this change, in a host that "
+               "shows forms (one that declares elicitation.form) or on this server's confirmation page, which its operator turns on "
+               "with --confirm-in-browser.")
+    raise main.McpError(main.MISSING_REQUIRED_CLIENT_CAPABILITY, message, {"requiredCapabilities": {"elicitation": {"form": {}}}})
+
+
+class TooLarge(main.ToolError):
+    """An update whose diff a form cannot show whole: refused, or sent to the confirmation page where it is on."""
+
+
+def with_confirmation(tool: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a confirmed tool's descriptor with the optional `confirmation` argument of the confirmation page."""
+    tool = copy.deepcopy(tool)
+    tool["description"] += (" A host that shows no forms gets a link instead: the user reviews the change on this server's page, "
+                            "then call again with the same arguments and the confirmation token.")
+    tool["inputSchema"]["properties"][browser_confirm.CONFIRMATION] = copy.deepcopy(browser_confirm.CONFIRMATION_PROPERTY)
+    return tool
 
 
 class Write:
@@ -193,9 +223,9 @@ class NoteTool:
         self.policy, self.store, self.log = services.policy, services.notes, services.log
         self.name = self.descriptor["name"]
 
-    def begin(self, call: main.ToolCall) -> tuple[dict[str, Any], main.Scope]:
-        """Checked arguments and the authorized scope (layer 1), or the refusal; a store without bodies says so."""
-        args = read_args(call.arguments, self.name, self.fields)
+    def begin(self, call: main.ToolCall, arguments: Any = None) -> tuple[dict[str, Any], main.Scope]:
+        """Checked arguments (the call's, or `arguments`) and the authorized scope (layer 1), or the refusal; a store without bodies says so."""
+        args = read_args(call.arguments if arguments is None else arguments, self.name, self.fields)
         scope = main.authorize(self.policy, call.principal, main.ScopeArgs(args["workspaceUri"], self.name), self.log)
         if self.needs_bodies and not hasattr(self.store, "note_text"):
             raise main.ToolError(NO_BODIES)
@@ -337,20 +367,48 @@ class NotesAppend(NoteTool):
 
 
 class ConfirmedTool(NoteTool):
-    """A destructive note tool: the form, the signed state, the answer, the consumed write (the lesson's cycle)."""
+    """A destructive note tool: the form, the signed state, the answer, the consumed write (the lesson's cycle); or the page."""
 
     key: str
     phase: str
     done_field: str
+    heading: str  # the confirmation page's title
+    apply_label: str  # its approving button
+
+    def __init__(self, services: main.Services, confirming: confirmations.Confirmations,
+                 flow: browser_confirm.PageFlow | None = None) -> None:
+        super().__init__(services, confirming)
+        self.flow = flow  # notes_delete's confirmation page, shared; None where the server has no pages
+        if self.page_on():
+            self.descriptor = with_confirmation(self.descriptor)
+
+    def page_on(self) -> bool:
+        """True when the operator turned on --confirm-in-browser (the second call's `confirmation` is accepted)."""
+        return self.flow is not None and self.flow.browser
 
     def call(self, call: main.ToolCall) -> dict[str, Any]:
-        """First call: form (or -32021 before any lookup), scope, live note, ask. Retry: verify, read the answer, write once."""
-        args = read_args(call.arguments, self.name, self.fields)
-        require_form(call.meta, self.name)  # before any lookup: no form, no knowledge of the notes, no change
+        """Route: the page's second call; a form (first call: -32021 before any lookup); else URL mode, the link, or -32021."""
+        if self.page_on() and isinstance(call.arguments, dict) and browser_confirm.CONFIRMATION in call.arguments:
+            return self.confirmed(call)
+        read_args(call.arguments, self.name, self.fields)
+        served = self.flow is not None and self.flow.serves(call.principal)
+        capabilities = call.meta.capabilities
+        if not main.supports_form_elicitation(capabilities):
+            # No form, no knowledge of the notes and no change, unless a person can confirm on the page.
+            if served and browser_confirm.supports_url_elicitation(capabilities):
+                return self.by_url(call)
+            if served and self.page_on() and call.state is None:
+                return self.first_call(call)
+            refuse_without_form(self.name)
         args, scope = self.begin(call)
         bound = self.digest(scope, args, **self.bound(args))
         if call.state is None:
-            return self.ask(call, scope, args, bound, None)
+            try:
+                return self.ask(call, scope, args, bound, None)
+            except TooLarge:
+                if served and self.page_on():
+                    return self.first_call(call)  # too large for a form: the page shows it whole
+                raise
         state = self.confirmations.verify(call, bound, {self.phase})
         answered = self.confirmations.answer(call, state, [self.key])
         if answered.reply is confirmations.Reply.ASK_AGAIN:
@@ -365,16 +423,139 @@ class ConfirmedTool(NoteTool):
         if not confirm:
             self.confirmations.consume(call.principal, state)
             return self.not_done("not_confirmed", "Not confirmed; nothing was changed.")
+        audit.mark("form")  # the person confirmed in the host's form: the entry says so
+        return self.apply(call.principal, scope, args, state)
+
+    def apply(self, principal: str, scope: main.Scope, args: dict[str, Any], state: main.StatePayload) -> dict[str, Any]:
+        """The confirmed write: the store's one transaction claims the nonce, re-checks layers 1, 2 and the version, writes once."""
         # The digest of the arguments already binds the new text's sha256; the claim says it again, readably.
-        if any(state.extra.get(name) != value for name, value in self.bound(args).items()):
+        if len(state.cands) != 1 or any(state.extra.get(name) != value for name, value in self.bound(args).items()):
             raise main.McpError(main.INVALID_PARAMS, main.STATE_INVALID)
         (note_id, version) = state.cands[0]
-        audit.mark("form")  # the person confirmed in the host's form: the entry says so
-        write = Write(lambda principal, nonce, expires: self.write(principal, nonce, expires, scope, args, note_id, version))
-        main.consume(self.services._replace(replay=write), call.principal, state)  # a replay: -32602; the bound: isError
+        write = Write(lambda who, nonce, expires: self.write(who, nonce, expires, scope, args, note_id, version))
+        main.consume(self.services._replace(replay=write), principal, state)  # a replay: -32602; the bound: isError
         if isinstance(write.done, str):
-            raise main.ToolError(write.done)  # changed, moved or taken since the form: consumed, nothing written
+            raise main.ToolError(write.done)  # changed, moved or taken since it was shown: consumed, nothing written
         return self.done(write.done, scope)
+
+    # ---------------------------------------------------------------- the confirmation page
+
+    def open_page(self, call: main.ToolCall, phase: str) -> tuple[main.Scope, str, dict[str, Any]]:
+        """The form's checks (layer 1, the live note inside the workspace, its version, a real change), then a pending page.
+
+        Its signed state binds what the form's does: principal, tool, the arguments' digest
+        (the new text by its sha256), the note and its version, the nonce, the expiry.
+        """
+        assert self.flow is not None
+        args, scope = self.begin(call)
+        note, text = self.live(scope, args["noteId"])
+        version = content_version(note, text)
+        if "version" in args and version != args["version"]:
+            raise main.ToolError(STALE)
+        self.refuse_no_change(scope, args, text)
+        detail = json.dumps({"noteId": note.id, "version": version, **self.shown(args)})
+        handle, claims = self.flow.open(call.principal, self.name, self.digest(scope, args, **self.bound(args)), phase,
+                                        [(note.id, version)], self.bound(args), scope.arguments["workspaceUri"], note.title, detail)
+        return scope, handle, claims
+
+    def first_call(self, call: main.ToolCall) -> dict[str, Any]:
+        """Nothing changed: the link, its expiry and the signed confirmation token (never a sign-in secret)."""
+        _, handle, claims = self.open_page(call, browser_confirm.PHASE_BROWSER)
+        return self.awaiting(self.services.signer.sign(claims), handle, claims["exp"])
+
+    def awaiting(self, token: str, handle: str, expires_at: float) -> dict[str, Any]:
+        """The non-error result saying nothing changed yet, what the user does, and what to call next."""
+        assert self.flow is not None
+        return self.flow.awaiting(token, handle, expires_at, lambda url, until: (
+            f"Nothing was changed yet. Ask the user to open {url} in their browser, sign in, review the change and press "
+            f"{self.apply_label} (or Keep). Then call {self.name} again with the same arguments and with confirmation set "
+            f"to the token below. The link and the token stop working at {until}."), {self.done_field: False})
+
+    def confirmed(self, call: main.ToolCall) -> dict[str, Any]:
+        """The second call: layer 1 again, the token verified (main.verify_state), then the page's record decides."""
+        assert self.flow is not None
+        token, arguments = self.flow.token_of(call.arguments, self.name)
+        args, scope = self.begin(call, arguments)
+        bound = self.digest(scope, args, **self.bound(args))
+        state = main.verify_state(self.services, token, call.principal, self.name, bound, {browser_confirm.PHASE_BROWSER})
+        return self.settle_page(call.principal, scope, args, state, "browser",
+                                lambda record: self.flow.not_yet(self.awaiting(token, record.handle, record.expires_at)))  # type: ignore[union-attr]
+
+    def by_url(self, call: main.ToolCall) -> dict[str, Any]:
+        """URL mode: input_required naming the page; each retry reads the server's record, never the answer's content."""
+        assert self.flow is not None
+        if call.state is None:
+            _, handle, claims = self.open_page(call, browser_confirm.PHASE_URL)
+            return main.input_required({browser_confirm.URL_KEY: self.url_request(handle)}, self.services.signer.sign(claims))
+        args, scope = self.begin(call)
+        state = main.verify_state(self.services, call.state, call.principal, self.name,
+                                  self.digest(scope, args, **self.bound(args)), {browser_confirm.PHASE_URL})
+        answer = main.read_answer(call.responses, browser_confirm.URL_KEY)
+        if answer is not None and answer.action == "cancel":
+            return self.not_done("cancelled", "Cancelled; nothing was changed.")  # the state stays usable
+        if answer is not None and answer.action == "decline":
+            audit.mark("url")
+            self.confirmations.consume(call.principal, state)
+            return self.not_done("declined", "Declined; nothing was changed.")
+        token = call.state  # asked again: the very same state, so the same nonce and expiry
+        return self.settle_page(call.principal, scope, args, state, "url",
+                                lambda record: main.input_required({browser_confirm.URL_KEY: self.url_request(record.handle)}, token))
+
+    def url_request(self, handle: str) -> dict[str, Any]:
+        """The URL-mode elicitation naming this server's page for `handle`."""
+        assert self.flow is not None
+        return self.flow.url_request(handle, "Review the change and confirm it on this server's page.")
+
+    def settle_page(self, principal: str, scope: main.Scope, args: dict[str, Any], state: main.StatePayload, channel: str,
+                    ask_again: Callable[[browser_confirm.Record], dict[str, Any]]) -> dict[str, Any]:
+        """What the page recorded decides: pending asks again, Keep consumes, an approval writes in the atomic step."""
+        assert self.flow is not None
+        record = self.flow.decided(principal, state, self.name)
+        if record.status == browser_confirm.PENDING:
+            return ask_again(record)
+        audit.mark(channel, record.decided_by, record.decided_at)
+        if not self.flow.approved(record, principal):
+            self.confirmations.consume(principal, state)
+            return self.not_done("declined", "The user pressed Keep on the confirmation page; nothing was changed.")
+        # The page approved this note at this version, showing these very bytes: anything else is not that approval.
+        detail = json.loads(record.detail or "{}")
+        if (len(state.cands) != 1 or tuple(state.cands[0]) != (record.note_id, record.version)
+                or any(detail.get(name) != value for name, value in self.shown(args).items())):
+            self.log("refused requestState: the page approved another change")
+            raise main.McpError(main.INVALID_PARAMS, main.STATE_INVALID)
+        return self.apply(principal, scope, args, state)
+
+    def review(self, record: browser_confirm.Record) -> browser_confirm.Review | str:
+        """The change a pending record asks for, read live: layer 1, the note inside the workspace (layer 2) at the version asked at."""
+        workspace = main.parse_file_uri(record.workspace)
+        if not self.policy.allows(record.principal, workspace):  # a grant may have been revoked since
+            return "That workspace is no longer authorized for you; nothing can be changed here."
+        detail = json.loads(record.detail or "{}")
+        found = self.store.note_text(str(detail.get("noteId", "")), workspace) if hasattr(self.store, "note_text") else None
+        if found is None or not main.inside_workspace(found[0], workspace) or content_version(*found) != detail.get("version"):
+            return PAGE_STALE
+        note, text = found
+        shown = self.shows(workspace, note, text, detail)
+        if shown is None:
+            return PAGE_STALE
+        request = (f"Your MCP client called {self.name} for \u201c{visible(note.title)}\u201d ({note.id}) in {record.workspace}.")
+        return browser_confirm.Review(self.heading, request, shown, self.page_hint(), self.apply_label, note.id, content_version(note, text))
+
+    def shown(self, args: dict[str, Any]) -> dict[str, str]:
+        """The arguments the page shows, kept with its record (the new text, the new place)."""
+        raise NotImplementedError
+
+    def shows(self, workspace: main.Path, note: main.Note, text: str, detail: dict[str, Any]) -> str | None:
+        """The change as the page shows it, whole; None if it no longer makes sense."""
+        raise NotImplementedError
+
+    def page_hint(self) -> str:
+        """What happens to what the change replaces."""
+        raise NotImplementedError
+
+    def refuse_no_change(self, scope: main.Scope, args: dict[str, Any], text: str) -> None:
+        """A ToolError when the arguments ask for no valid change (checked before any page is opened)."""
+        raise NotImplementedError
 
     def ask(self, call: main.ToolCall, scope: main.Scope, args: dict[str, Any], bound: str, follows: main.StatePayload | None) -> dict[str, Any]:
         """The form over the live note (layer 2), the state binding its version (and the new text's sha256)."""
@@ -415,6 +596,7 @@ class NotesUpdate(ConfirmedTool):
         ["workspaceUri", "noteId", "body", "version"], read_only=False, destructive=True, idempotent=True)
     fields = {"workspaceUri": WORKSPACE_FIELD, "noteId": NOTE_FIELD, "body": ("string", 0, MAX_TEXT_CHARS, True), "version": VERSION_FIELD}
     key, phase, done_field = UPDATE_KEY, PHASE_UPDATE, "updated"
+    heading, apply_label = "Replace a note's text?", "Apply"
 
     def bound(self, args: dict[str, Any]) -> dict[str, str]:
         """The sha256 of the exact new text: the state cannot confirm other bytes."""
@@ -424,15 +606,34 @@ class NotesUpdate(ConfirmedTool):
         """The diff, whole and with invisible characters shown, and what happens to the old text; a diff too large is refused."""
         diff = unified_diff(text, args["body"])
         if diff is None:
-            raise main.ToolError(f"The change is larger than one form can show ({MAX_DIFF_LINES} lines or {MAX_DIFF_CHARS:,} characters of diff); "
-                                 "nothing was changed. Make it in smaller steps.")
-        if not diff:
-            raise main.ToolError("The new text is the note's text already; nothing to change.")
-        kept = ("The old text is moved to the trash; an operator can restore it." if getattr(self.store, "retention", None) is not None
-                and self.store.retention.trash else "The old text is not kept.")
-        message = (f"Replace the text of \"{note.title}\" ({note.id}) in {scope.arguments['workspaceUri']}? {kept} "
+            raise TooLarge(TOO_LARGE)
+        self.refuse_no_change(scope, args, text)
+        message = (f"Replace the text of \"{note.title}\" ({note.id}) in {scope.arguments['workspaceUri']}? {self.kept()} "
                    f"The change (invisible characters shown as \\u escapes):\n{diff}")
         return confirm_form(message, "Apply this change")
+
+    def kept(self) -> str:
+        """What happens to the old text."""
+        return ("The old text is moved to the trash; an operator can restore it." if getattr(self.store, "retention", None) is not None
+                and self.store.retention.trash else "The old text is not kept.")
+
+    def refuse_no_change(self, scope: main.Scope, args: dict[str, Any], text: str) -> None:
+        """The same text again is no change."""
+        if text == args["body"]:
+            raise main.ToolError("The new text is the note's text already; nothing to change.")
+
+    def shown(self, args: dict[str, Any]) -> dict[str, str]:
+        """The page keeps the new text itself, to show the whole diff."""
+        return {"body": args["body"]}
+
+    def shows(self, workspace: main.Path, note: main.Note, text: str, detail: dict[str, Any]) -> str | None:
+        """The whole diff, made visible as the form makes it, with no bound but the request's own (MAX_TEXT_CHARS)."""
+        body = detail.get("body")
+        return whole_diff(text, body)[0] if isinstance(body, str) else None
+
+    def page_hint(self) -> str:
+        """The old text's fate, and how invisible characters read."""
+        return f"{self.kept()} Invisible characters are shown as \\u escapes."
 
     def write(self, principal: str, nonce: str, expires: float, scope: main.Scope, args: dict[str, Any],
               note_id: str, version: str) -> tuple[main.Settlement, Any]:
@@ -456,8 +657,9 @@ class NotesMove(ConfirmedTool):
         ["workspaceUri", "noteId", "newPath"], read_only=False, destructive=True, idempotent=True)
     fields = {"workspaceUri": WORKSPACE_FIELD, "noteId": NOTE_FIELD, "newPath": ("string", 1, MAX_PATH_LENGTH, True)}
     key, phase, done_field = MOVE_KEY, PHASE_MOVE, "moved"
+    heading, apply_label = "Move a note?", "Apply"
 
-    def place(self, scope: main.Scope, new_path: str) -> main.Path:
+    def place(self, workspace: main.Path, new_path: str) -> main.Path:
         """The new place, strictly inside the workspace (layer 2 for the destination), or a ToolError; never repaired."""
         # `../x.md`, `/etc/x.md`, `a\\b.md`, `%2e%2e/x.md` and control characters name another
         # place than they seem to, on some system or after some decoder: refused, not resolved.
@@ -467,22 +669,42 @@ class NotesMove(ConfirmedTool):
                 or len(parts[-1]) == len(".md") or not all(part.isprintable() for part in parts)):
             raise main.ToolError("newPath must be a relative path inside the workspace ending in .md: no .., no leading /, "
                                  "no backslash, %, hidden names or control characters (e.g. archive/old.md).")
-        place = scope.workspace + tuple(parts)
-        if not (main.is_within(place, scope.workspace) and len(place) > len(scope.workspace)):
+        place = workspace + tuple(parts)
+        if not (main.is_within(place, workspace) and len(place) > len(workspace)):
             raise main.ToolError("newPath must lie inside the workspace.")
         return place
 
     def form(self, scope: main.Scope, args: dict[str, Any], note: main.Note, text: str) -> dict[str, Any]:
         """Where from, where to, and that nothing is replaced."""
-        place = self.place(scope, args["newPath"])
+        place = self.place(scope.workspace, args["newPath"])
         message = (f"Move \"{note.title}\" ({note.id}) from {visible(note.uri)} to {visible(main.format_file_uri(place))}? "
                    "A note already there is never replaced: the move is refused instead.")
         return confirm_form(message, "Move the note")
 
+    def refuse_no_change(self, scope: main.Scope, args: dict[str, Any], text: str) -> None:
+        """A destination that is no place inside the workspace is refused before any page opens."""
+        self.place(scope.workspace, args["newPath"])
+
+    def shown(self, args: dict[str, Any]) -> dict[str, str]:
+        """The page keeps the destination as asked."""
+        return {"newPath": args["newPath"]}
+
+    def shows(self, workspace: main.Path, note: main.Note, text: str, detail: dict[str, Any]) -> str | None:
+        """Where from and where to, made visible."""
+        try:
+            place = self.place(workspace, str(detail.get("newPath", "")))
+        except main.ToolError:
+            return None
+        return f"from: {visible(note.uri)}\nto:   {visible(main.format_file_uri(place))}"
+
+    def page_hint(self) -> str:
+        """That nothing is replaced."""
+        return "A note already at that place is never replaced: the move is refused instead."
+
     def write(self, principal: str, nonce: str, expires: float, scope: main.Scope, args: dict[str, Any],
               note_id: str, version: str) -> tuple[main.Settlement, Any]:
         """The store's one transaction: claim, re-check (layers 1, 2, version), move if the place is free."""
-        place = self.place(scope, args["newPath"])
+        place = self.place(scope.workspace, args["newPath"])
         return self.store.move_note(principal, nonce, expires, scope.workspace, note_id, place, self.check(principal, scope, version))
 
     def done(self, note: main.Note, scope: main.Scope) -> dict[str, Any]:
@@ -494,6 +716,14 @@ TOOLS = (NotesWorkspaces, NotesSearch, NotesRead, NotesCreate, NotesAppend, Note
 
 
 def install(server: Any) -> None:
-    """Register the note tools on a frame.Server (after notes_delete, so the lesson's tool stays first)."""
+    """Register the note tools on a frame.Server (after notes_delete, so the lesson's tool stays first).
+
+    Where notes_delete is the product's (browser_confirm.ConfirmedNotesDelete), notes_update and
+    notes_move share its confirmation page: its option, its decisions table, its pages once served.
+    """
+    flow = getattr(server.tools.get(main.TOOL_NAME), "flow", None)
     for tool in TOOLS:
-        server.add_tool(tool(server.services, server.confirmations))
+        if issubclass(tool, ConfirmedTool):
+            server.add_tool(tool(server.services, server.confirmations, flow))
+        else:
+            server.add_tool(tool(server.services, server.confirmations))

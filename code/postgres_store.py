@@ -777,3 +777,7 @@ def _audit_tables(conn: Any) -> None:
     audit.add_columns(conn, [row[0] for row in present], sqlite=False)
     for statement in audit.DECISIONS_POSTGRES_TABLES:  # the confirmation pages' decisions
         conn.execute(statement)
+    present = conn.execute("SELECT column_name FROM information_schema.columns WHERE table_name = 'browser_confirmations'"
+                           " AND table_schema = current_schema()").fetchall()
+    audit.add_columns(conn, [row[0] for row in present], sqlite=False, table="browser_confirmations",
+                      columns=audit.DECISIONS_ADDED_COLUMNS)

@@ -5,7 +5,7 @@
     ... [--db FILE]            notes and consumed confirmations in SQLite (code/sqlite_store.py)
     ... [--notes-dir DIR]...   real Markdown folders (code/markdown_store.py)
     ... [--publish]            also serve notes_publish and its connect pages (code/connect.py)
-    ... [--confirm-in-browser] notes_delete without a form: a link to this server's confirmation page
+    ... [--confirm-in-browser] notes_delete (and notes_update, notes_move) without a form: a link to this server's confirmation page
     ... [--notes-tools]        also serve the note tools: search, read, create, append, update, move (code/notes_tools.py)
     python3 code/serve.py audit [--config FILE | --db FILE|URL | --notes-dir DIR] list|restore ...
                                the audit of consumed confirmations; restore a trashed note (code/audit_cli.py)
@@ -389,7 +389,8 @@ def parser(prog: str = "serve.py") -> argparse.ArgumentParser:
     p.add_argument("--publish", action="store_true", help="also serve notes_publish and its URL-mode connect pages")
     p.add_argument(
         "--confirm-in-browser", action="store_true",
-        help="hosts without forms confirm notes_delete on this server's page: the first call returns a link (off by default)",
+        help="hosts without forms confirm notes_delete (with --notes-tools also notes_update and notes_move) on this server's page: "
+             "the first call returns a link (off by default)",
     )  # fmt: skip
     p.add_argument(
         "--notes-tools", action="store_true",

@@ -1004,6 +1004,8 @@ def _audit_tables(conn: sqlite3.Connection) -> None:
     audit.add_columns(conn, [row[1] for row in conn.execute("PRAGMA table_info(audit)")], sqlite=True)
     for statement in audit.DECISIONS_SQLITE_TABLES:  # the confirmation pages' decisions
         conn.execute(statement)
+    present = [row[1] for row in conn.execute("PRAGMA table_info(browser_confirmations)")]
+    audit.add_columns(conn, present, sqlite=True, table="browser_confirmations", columns=audit.DECISIONS_ADDED_COLUMNS)
 
 
 def _add_store_id(conn: sqlite3.Connection) -> None:

@@ -1,7 +1,8 @@
 """What every page a person signs in to shares: sessions, the sign-in, CSRF, the Origin rule, the HTML.
 
 Two sets of pages build on it: the URL-mode connect pages of `notes_publish`
-(code/connect.py) and the confirmation pages of `notes_delete` (code/confirm_pages.py).
+(code/connect.py) and the confirmation pages of `notes_delete`, `notes_update` and
+`notes_move` (code/confirm_pages.py).
 Each is a `SignedInPages` under its own path prefix, behind a framework-free
 `handle(method, path, headers, body, peer) -> (status, headers, body)`; `PageSet` puts
 several behind one listener (the HTTP endpoint, or the loopback listener under --stdio).
@@ -136,6 +137,7 @@ STYLE = (
     ".note{display:block;border:1px solid #ccc;border-radius:.35rem;padding:.5rem .7rem;margin:.5rem 0;font-weight:400}"
     ".note input{margin-right:.5rem}"
     ".note pre{white-space:pre-wrap;font-size:.9rem;color:#333;margin:.3rem 0 0;max-height:6.5rem;overflow:hidden}"
+    "pre.change{white-space:pre-wrap;overflow-wrap:anywhere;font-size:.9rem;border:1px solid #ccc;border-radius:.35rem;padding:.5rem .7rem;background:#fafafa}"
 )
 STYLE_HASH = "'sha256-" + base64.b64encode(hashlib.sha256(STYLE.encode("utf-8")).digest()).decode("ascii") + "'"
 CONTENT_SECURITY_POLICY = (

@@ -24,6 +24,8 @@ import sqlite_store  # noqa: E402
 import streamable_http  # noqa: E402
 import web_pages  # noqa: E402
 from test_browser_confirm import TOKENS, Client, build  # noqa: E402
+from test_notes_tools_browser import Client as NotesClient  # noqa: E402
+from test_notes_tools_browser import build as notes_page_server  # noqa: E402
 
 SCREENSHOTS = os.path.join(support.ROOT, "docs", "img")
 PROBE = "<!DOCTYPE html><title>probe</title><p id=p>script off</p><script>document.getElementById('p').textContent='script on'</script>"
@@ -159,6 +161,20 @@ class BrowserFlowTests(RealHttpServer, unittest.TestCase):
         self.assertEqual(driver.current_url(), attacker.url("/ours"))
 
 
+def serve_pages(test: unittest.TestCase, server: Any, pages: Any) -> None:
+    """`pages` on a real loopback listener until the test ends (the MCP calls go to the server in process)."""
+    policy = streamable_http.HttpPolicy({}, None, None, frozenset())
+    endpoint = streamable_http.McpEndpoint(server, policy, web_pages.PageSet([pages]), mcp_endpoint=False)
+    listener = streamable_http.listen("127.0.0.1", 0, endpoint, support.Log())
+    port = listener.address[1]
+    policy.allowed_hosts = frozenset(f"{name}:{port}" for name in streamable_http.LOOPBACK_NAMES)
+    pages.base_url = listener.url("")
+    thread = threading.Thread(target=listener.serve_forever, daemon=True)
+    thread.start()
+    test.addCleanup(thread.join, procs.GUARD)
+    test.addCleanup(listener.shutdown, 0)
+
+
 class ConfirmInChromiumTests(unittest.TestCase):
     """A person confirms notes_delete in Chromium; the model's second call deletes what they chose, once."""
 
@@ -185,16 +201,7 @@ class ConfirmInChromiumTests(unittest.TestCase):
 
     def listen(self, pages: Any) -> None:
         """The pages on a real loopback listener (the MCP calls go to the servers in process)."""
-        policy = streamable_http.HttpPolicy({}, None, None, frozenset())
-        endpoint = streamable_http.McpEndpoint(self.server, policy, web_pages.PageSet([pages]), mcp_endpoint=False)
-        listener = streamable_http.listen("127.0.0.1", 0, endpoint, support.Log())
-        port = listener.address[1]
-        policy.allowed_hosts = frozenset(f"{name}:{port}" for name in streamable_http.LOOPBACK_NAMES)
-        pages.base_url = listener.url("")
-        thread = threading.Thread(target=listener.serve_forever, daemon=True)
-        thread.start()
-        self.addCleanup(thread.join, procs.GUARD)
-        self.addCleanup(listener.shutdown, 0)
+        serve_pages(self, self.server, pages)
 
     def first(self) -> tuple[dict[str, Any], str]:
         result = self.alice.call(tps("TPS report"))["result"]
@@ -269,6 +276,51 @@ class ConfirmInChromiumTests(unittest.TestCase):
         self.driver.get(url)
         self.assertIn("Sign in", self.driver.source())  # bob's session is for bob's link alone
         self.assertTrue(self.second(first)["result"]["content"][0]["text"].startswith("Not approved yet"))
+
+
+
+class UpdateInChromiumTests(unittest.TestCase):
+    """A person reviews a notes_update's whole diff in Chromium and applies it; the second call writes those bytes, once."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        if not webdriver.available():
+            raise unittest.SkipTest("Chromium or chromedriver not installed (run .ci/setup-chromium.sh)")
+        super().setUpClass()
+
+    def test_an_update_reviewed_and_applied_on_the_page_is_written_by_the_second_call_once(self) -> None:
+        folder = tempfile.TemporaryDirectory()
+        self.addCleanup(folder.cleanup)
+        clock = support.Clock()
+        server, pages, store = notes_page_server(clock, support.Log(), os.path.join(folder.name, "notes.db"))
+        self.addCleanup(store.close)
+        serve_pages(self, server, pages)
+        alice = NotesClient(server, "alice")
+        note = alice.call("notes_create", {"workspaceUri": main.LESSON_WORKSPACE, "title": "Groceries", "body": "milk\neggs\n"})
+        note = note["result"]["structuredContent"]
+        body = "milk\nbread\u200b\n"
+        arguments = {"workspaceUri": main.LESSON_WORKSPACE, "noteId": note["noteId"], "body": body, "version": note["version"]}
+        first = alice.call("notes_update", arguments)["result"]
+        url = first["structuredContent"]["url"]
+        driver = webdriver.Driver()
+        self.addCleanup(driver.close)
+        driver.get(url)
+        driver.send_keys(driver.find("input[name=token]"), ALICE_TOKEN)
+        driver.submit(driver.find("form button[type=submit]"))
+        page = driver.source()
+        for shown in ("<strong>alice</strong>", "-eggs", "+bread\\u200b", ">Apply</button>"):
+            self.assertIn(shown, page)
+        os.makedirs(SCREENSHOTS, exist_ok=True)
+        with open(os.path.join(SCREENSHOTS, "confirm-update.png"), "wb") as handle:
+            handle.write(driver.screenshot())
+        driver.submit(driver.find("button[value=approve]"))
+        self.assertIn("<h1>Approved</h1>", driver.source())
+        self.assertEqual(store.note_text(note["noteId"], main.parse_file_uri(main.LESSON_WORKSPACE))[1], "milk\neggs\n")
+        second = {**arguments, "confirmation": first["structuredContent"]["confirmation"]}
+        done = alice.call("notes_update", second)["result"]
+        self.assertTrue(done["structuredContent"]["updated"], done)
+        self.assertEqual(store.note_text(note["noteId"], main.parse_file_uri(main.LESSON_WORKSPACE))[1], body)
+        self.assertEqual(alice.call("notes_update", second)["error"]["message"], main.STATE_INVALID)
 
 
 if __name__ == "__main__":

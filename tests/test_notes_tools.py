@@ -236,6 +236,8 @@ class NotesToolsContract:
             error = self.call(name, arguments, capabilities={"elicitation": {"url": {}}})["error"]
             self.assertEqual(error["code"], main.MISSING_REQUIRED_CLIENT_CAPABILITY)
             self.assertIn("Nothing was changed", error["message"])
+            self.assertIn("host that shows forms", error["message"])
+            self.assertIn("--confirm-in-browser", error["message"])
             self.assertEqual(error["data"], {"requiredCapabilities": {"elicitation": {"form": {}}}})
         self.assertEqual(self.snapshot(), before)
 
@@ -244,6 +246,7 @@ class NotesToolsContract:
         done = self.result("notes_update", {"workspaceUri": self.notes_uri, "noteId": self.groceries["noteId"], "body": big,
                                             "version": self.groceries["version"]})
         self.assertTrue(done["isError"])
+        self.assertEqual(done["content"][0]["text"], notes_tools.TOO_LARGE)  # names --confirm-in-browser, where it is reviewed whole
         self.assertEqual(self.snapshot()[0][1], self.read(self.groceries["noteId"])["text"])
 
     def test_audit_restore_undoes_an_update(self) -> None:
