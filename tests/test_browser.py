@@ -27,7 +27,10 @@ from test_browser_confirm import TOKENS, Client, build  # noqa: E402
 from test_notes_tools_browser import Client as NotesClient  # noqa: E402
 from test_notes_tools_browser import build as notes_page_server  # noqa: E402
 
-SCREENSHOTS = os.path.join(support.ROOT, "docs", "img")
+# Where the pages' screenshots go: a scratch folder, so a run never changes the checkout;
+# `NOTES_MCP_SCREENSHOTS=docs/img python3 -m unittest tests.test_browser` refreshes the
+# committed ones the docs show.
+SCREENSHOTS = os.environ.get("NOTES_MCP_SCREENSHOTS") or os.path.join(tempfile.gettempdir(), "notes-mcp-screenshots")
 PROBE = "<!DOCTYPE html><title>probe</title><p id=p>script off</p><script>document.getElementById('p').textContent='script on'</script>"
 FRAMED_MARKER = "plain page that allows framing"
 
