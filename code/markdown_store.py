@@ -29,6 +29,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import audit
 import folder_bodies
@@ -435,21 +436,33 @@ class MarkdownNotesStore(stores.SettleSeam):
 
         return self.nonces.audited(principal, act)  # type: ignore[return-value]
 
+    def _checked(self, workspace: main.Path, note_id: str, check: note_bodies.Check, record: note_bodies.Record) -> tuple[Any, ...] | str:
+        """(root, rel, fd, note, loaded) of the note `note_id` if `check` passes on it as it is now (the caller closes fd); else CHANGED, audited `refused`."""
+        opened = self._opened(workspace, note_id)
+        if opened is None:
+            record(audit.REFUSED, audit.Facts(note_id))
+            return note_bodies.CHANGED
+        root, rel, fd = opened
+        try:
+            found = self._loaded(root, rel, fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        if found is None or not check(found[0], found[1].text):
+            os.close(fd)
+            record(audit.REFUSED, audit.Facts(note_id))
+            return note_bodies.CHANGED
+        return root, rel, fd, found[0], found[1]
+
     def append_note(self, principal: str, workspace: main.Path, note_id: str, text: str, check: note_bodies.Check) -> tuple[main.Note, str] | str:
         """`text` written at the end of the very file `check` passed on (audited `appended`); or why not (audited `refused`)."""
 
         def act(record: note_bodies.Record) -> tuple[main.Note, str] | str:
-            opened = self._opened(workspace, note_id)
-            if opened is None:
-                record(audit.REFUSED, audit.Facts(note_id))
-                return note_bodies.CHANGED
-            root, rel, fd = opened
+            checked = self._checked(workspace, note_id, check, record)
+            if isinstance(checked, str):
+                return checked
+            root, rel, fd, note, loaded = checked
             try:
-                found = self._loaded(root, rel, fd)
-                if found is None or not check(found[0], found[1].text):
-                    record(audit.REFUSED, audit.Facts(note_id))
-                    return note_bodies.CHANGED
-                note, loaded = found
                 added = text.encode("utf-8")
                 if len(loaded.front) + len(loaded.text.encode("utf-8")) + len(added) > folder_bodies.MAX_FILE_BYTES:
                     record(audit.REFUSED, audit.Facts(note.id, note.title, note.uri))
@@ -470,17 +483,11 @@ class MarkdownNotesStore(stores.SettleSeam):
         """One claim transaction: claim, re-read and re-check, old bytes to the trash, new bytes (frontmatter kept) renamed over the note; audited."""
 
         def act(record: note_bodies.Record) -> main.Note | str:
-            opened = self._opened(workspace, note_id)
-            if opened is None:
-                record(audit.REFUSED, audit.Facts(note_id))
-                return note_bodies.CHANGED
-            root, rel, fd = opened
+            checked = self._checked(workspace, note_id, check, record)
+            if isinstance(checked, str):
+                return checked
+            root, rel, fd, note, loaded = checked
             try:
-                found = self._loaded(root, rel, fd)
-                if found is None or not check(found[0], found[1].text):
-                    record(audit.REFUSED, audit.Facts(note_id))
-                    return note_bodies.CHANGED
-                note, loaded = found
                 new = loaded.front + body.encode("utf-8")  # the frontmatter, byte for byte, then the confirmed text
                 if len(new) > folder_bodies.MAX_FILE_BYTES:
                     record(audit.REFUSED, audit.Facts(note.id, note.title, note.uri))
