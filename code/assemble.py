@@ -75,11 +75,16 @@ class StopOnLoss:
         return self._guard(self.store.consume, *args)
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.store, name)  # all(), put(), close(): the store's own
+        # Every other method of the store (the note tools' reads and writes, all(), put(),
+        # close()) is guarded alike: a loss met by any tool stops the process once.
+        value = getattr(self.store, name)
+        if not callable(value):
+            return value
+        return lambda *args, **kwargs: self._guard(value, *args, **kwargs)
 
-    def _guard(self, method: Any, *args: Any) -> Any:
+    def _guard(self, method: Any, *args: Any, **kwargs: Any) -> Any:
         try:
-            return method(*args)
+            return method(*args, **kwargs)
         except stores.StoreLost as exc:
             # The client gets the store's isError result; the operator gets one line, and
             # the process ends non-zero so a supervisor restarts it on the right file.

@@ -16,7 +16,7 @@ import main
 from helpers import procs
 import serve
 import stores
-from helpers.support import accept, call, tps
+from helpers.support import accept, call, request, tps
 
 BOB_TOKEN = "bob-token-0123456789abcdef"
 DECLINE = {main.INPUT_KEY: {"action": "decline"}}
@@ -142,6 +142,20 @@ class ServingFaultTests(CliCase):
         moved = sqlite3.connect(self.db + ".moved")
         self.addCleanup(moved.close)
         self.assertIn(("note-14",), moved.execute("SELECT id FROM notes").fetchall())  # nothing deleted anywhere
+
+    def test_a_replaced_database_met_by_a_note_tool_is_an_error_result_and_the_process_exits_1(self) -> None:
+        server = procs.HttpServer(self, "--db", self.db, "--notes-tools", env=env(self.dir, NOTES_MCP_TOKEN=procs.TOKEN))
+        search = request("tools/call", {"name": "notes_search", "arguments": {"workspaceUri": main.LESSON_WORKSPACE, "query": "TPS"}})
+        self.assertIs(self.http_call(server, self, search)["result"]["isError"], False)
+        os.replace(self.db, self.db + ".moved")
+        sqlite3.connect(self.db).close()  # a fresh, empty database where the served one was
+        arguments = {"workspaceUri": main.LESSON_WORKSPACE, "title": "Minutes", "body": "agreed\n"}
+        result = self.http_call(server, self, request("tools/call", {"name": "notes_create", "arguments": arguments}, id=2))["result"]
+        self.assertIs(result["isError"], True)
+        self.assertIn("removed or replaced", result["content"][0]["text"])
+        self.assertEqual(server.wait(), serve.EXIT_STORE_LOST)
+        self.assertEqual(len([line for line in server.stderr_lines if "removed or replaced" in line]), 1, server.stderr_lines)
+        self.assertNotIn("Traceback", server.stderr_text())
 
     def test_a_removed_wal_file_refuses_the_change_and_the_process_exits_1(self) -> None:
         server = procs.HttpServer(self, "--db", self.db, env=env(self.dir, NOTES_MCP_TOKEN=procs.TOKEN))
