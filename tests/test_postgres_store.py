@@ -133,6 +133,31 @@ class SchemaAndSeeding(PgCase, sql_stores.SeedingContract):
         self.assertNotIn("\n", str(caught.exception))
 
 
+class OlderTables(PgCase):
+    def test_a_decisions_table_from_before_the_note_tools_gains_their_columns_and_old_rows_read_as_notes_delete(self) -> None:
+        import browser_confirm
+
+        self.open().close()
+        raw = self.raw()
+        raw.execute("DROP TABLE browser_confirmations")
+        raw.execute(
+            "CREATE TABLE browser_confirmations (nonce text PRIMARY KEY, handle text NOT NULL UNIQUE, principal text NOT NULL,"
+            " workspace text NOT NULL, title text NOT NULL, expires_at double precision NOT NULL, status text NOT NULL,"
+            " note_id text, version text, decided_by text, decided_at double precision)"
+        )
+        raw.execute(
+            "INSERT INTO browser_confirmations VALUES ('n', %s, 'alice', %s, 'TPS', %s, 'pending', NULL, NULL, NULL, NULL)",
+            ("h" * 43, WORKSPACE, self.clock.now + 60),
+        )
+        store = self.open()
+        record = browser_confirm.records_for(store, self.clock).by_handle("h" * 43)
+        assert record is not None
+        self.assertEqual((record.tool, record.detail, record.title), (main.TOOL_NAME, None, "TPS"))
+        columns = {row[0] for row in raw.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'browser_confirmations'")}
+        self.assertTrue({"tool", "detail"} <= columns)
+
+
 class TimeoutsAreRetryable(PgCase):
     def hold_the_consume_lock(self) -> Any:
         """Another instance stuck inside its consume transaction, holding the high-water row."""
