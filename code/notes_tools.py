@@ -226,15 +226,28 @@ class NoteTool:
     def begin(self, call: main.ToolCall, arguments: Any = None) -> tuple[dict[str, Any], main.Scope]:
         """Checked arguments (the call's, or `arguments`) and the authorized scope (layer 1), or the refusal; a store without bodies says so."""
         args = read_args(call.arguments if arguments is None else arguments, self.name, self.fields)
-        scope = main.authorize(self.policy, call.principal, main.ScopeArgs(args["workspaceUri"], self.name), self.log)
+        try:
+            scope = main.authorize(self.policy, call.principal, main.ScopeArgs(args["workspaceUri"], self.name), self.log)
+        except main.ToolError:
+            # A workspace not granted, or a URI that names none: refused, and the refusal is
+            # audited with what was asked, so probing another principal's folders leaves a trace.
+            self.refused(call.principal, audit.Facts())
+            raise
         if self.needs_bodies and not hasattr(self.store, "note_text"):
             raise main.ToolError(NO_BODIES)
         return args, scope
 
-    def live(self, scope: main.Scope, note_id: str) -> tuple[main.Note, str]:
-        """The note and its text as stored now, strictly inside the workspace (layer 2); else a ToolError revealing nothing."""
+    def refused(self, principal: str, facts: audit.Facts) -> None:
+        """Record a refused call in the store's audit (outcome `refused`), where the store keeps one."""
+        audited = getattr(self.store, "audited", None)  # the memory store keeps no audit
+        if audited is not None:
+            audited(principal, lambda record: record(audit.REFUSED, facts))
+
+    def live(self, scope: main.Scope, note_id: str, principal: str) -> tuple[main.Note, str]:
+        """The note and its text as stored now, strictly inside the workspace (layer 2); else a ToolError revealing nothing (audited)."""
         found = self.store.note_text(note_id, scope.workspace)
         if found is None or not main.inside_workspace(found[0], scope.workspace):
+            self.refused(principal, audit.Facts(note_id))
             raise main.ToolError(f"No note {note_id!r} in that workspace (or it cannot be read as text).")
         return found
 
@@ -308,7 +321,7 @@ class NotesRead(NoteTool):
     def call(self, call: main.ToolCall) -> dict[str, Any]:
         """The note's text (cut at MAX_READ_CHARS, saying so), title and version."""
         args, scope = self.begin(call)
-        note, text = self.live(scope, args["noteId"])
+        note, text = self.live(scope, args["noteId"], call.principal)
         truncated = len(text) > MAX_READ_CHARS
         structured = {"noteId": note.id, "title": note.title, "version": content_version(note, text),
                       "text": text[:MAX_READ_CHARS], "truncated": truncated, "length": len(text)}
@@ -337,7 +350,7 @@ class NotesCreate(NoteTool):
         done = self.store.create_note(call.principal, scope.workspace, title, args["body"])
         if isinstance(done, str):
             raise main.ToolError(done)
-        note, text = self.live(scope, done.id)
+        note, text = self.live(scope, done.id, call.principal)
         return main.tool_result(f"Created note {note.id} ({note.title}).",
                                 {"created": True, "noteId": note.id, "title": note.title, "version": content_version(note, text)})
 
@@ -356,7 +369,7 @@ class NotesAppend(NoteTool):
     def call(self, call: main.ToolCall) -> dict[str, Any]:
         """Append in one store transaction that re-checks layers 1 and 2 and the version (audited), or refuse."""
         args, scope = self.begin(call)
-        note, text = self.live(scope, args["noteId"])
+        note, text = self.live(scope, args["noteId"], call.principal)
         if content_version(note, text) != args["version"]:
             raise main.ToolError(STALE)
         done = self.store.append_note(call.principal, scope.workspace, note.id, args["text"], self.check(call.principal, scope, args["version"]))
@@ -448,7 +461,7 @@ class ConfirmedTool(NoteTool):
         """
         assert self.flow is not None
         args, scope = self.begin(call)
-        note, text = self.live(scope, args["noteId"])
+        note, text = self.live(scope, args["noteId"], call.principal)
         version = content_version(note, text)
         if "version" in args and version != args["version"]:
             raise main.ToolError(STALE)
@@ -559,7 +572,7 @@ class ConfirmedTool(NoteTool):
 
     def ask(self, call: main.ToolCall, scope: main.Scope, args: dict[str, Any], bound: str, follows: main.StatePayload | None) -> dict[str, Any]:
         """The form over the live note (layer 2), the state binding its version (and the new text's sha256)."""
-        note, text = self.live(scope, args["noteId"])
+        note, text = self.live(scope, args["noteId"], call.principal)
         version = content_version(note, text)
         if "version" in args and version != args["version"]:
             raise main.ToolError(STALE)

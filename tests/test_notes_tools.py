@@ -154,7 +154,12 @@ class NotesToolsContract:
         # Alice's own workspace cannot reach a note of another folder by its id either.
         self.assertTrue(self.result("notes_read", {"workspaceUri": self.notes_uri, "noteId": self.bobs["noteId"]})["isError"])
         self.assertEqual(self.snapshot(), before)
-        self.assertEqual(self.outcomes(), entries)
+        # Every refusal leaves one `refused` entry and nothing else: 6 tools x 4 workspaces
+        # refused at layer 1 (the update and move refused at their form check, before it, are
+        # not: they never reach the store), and the read of another folder's id at layer 2.
+        refused = self.outcomes()[len(entries):]
+        self.assertEqual(set(refused), {audit.REFUSED})
+        self.assertEqual(len(refused), len(bad) * 6 + 1)
 
     # ---------------------------------------------------------------- append
 
