@@ -409,9 +409,9 @@ class MarkdownNotesStore(stores.SettleSeam):
                 break
         return hits, scan.stopped
 
-    def audited(self, principal: str, act: Callable[[note_bodies.Record], object]) -> object:
-        """One write transaction of the confirmations database: `act(record)` and its audit entry (the SQL stores' own seam)."""
-        return self.nonces.audited(principal, act)
+    def audit_refusal(self, principal: str, facts: audit.Facts) -> None:
+        """One `refused` audit entry for `principal` (a call refused before any store step), in the confirmations database."""
+        self.nonces.audit_refusal(principal, facts)
 
     def create_note(self, principal: str, workspace: main.Path, title: str, body: str) -> main.Note | str:
         """A new file `title.md` (or `title-2.md`, ...) in `workspace`, never over one (audited `created`); or why not (audited `refused`)."""

@@ -239,9 +239,9 @@ class NoteTool:
 
     def refused(self, principal: str, facts: audit.Facts) -> None:
         """Record a refused call in the store's audit (outcome `refused`), where the store keeps one."""
-        audited = getattr(self.store, "audited", None)  # the memory store keeps no audit
-        if audited is not None:
-            audited(principal, lambda record: record(audit.REFUSED, facts))
+        refusal = getattr(self.store, "audit_refusal", None)  # the memory store keeps no audit
+        if refusal is not None:
+            refusal(principal, facts)
 
     def live(self, scope: main.Scope, note_id: str, principal: str) -> tuple[main.Note, str]:
         """The note and its text as stored now, strictly inside the workspace (layer 2); else a ToolError revealing nothing (audited)."""

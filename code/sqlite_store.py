@@ -487,6 +487,10 @@ class SqliteNotesStore(stores.SettleSeam):
 
             return act(record)
 
+    def audit_refusal(self, principal: str, facts: audit.Facts) -> None:
+        """One `refused` audit entry for `principal` (a call refused before any store step), in its own transaction."""
+        self.audited(principal, lambda record: record(audit.REFUSED, facts))
+
     def create_note(self, principal: str, workspace: main.Path, title: str, body: str) -> main.Note | str:
         """A new note in `workspace` (audited `created`), or why not (audited `refused`)."""
         return self.audited(principal, lambda record: _BODY.create(self._conn, record, workspace, title, body))  # type: ignore[return-value]
