@@ -216,7 +216,7 @@ def context_of(request: main.Envelope) -> AuditContext:
         name = f"{name}/{version}"  # recorded as name/version, both self-reported
     arguments = params.get("arguments") if isinstance(params.get("arguments"), dict) else {}
     try:
-        workspace: str | None = main.normalize_file_uri(arguments.get("workspaceUri"))
+        workspace: str | None = stores.normalize_file_uri(arguments.get("workspaceUri"))
     except main.ScopeError:
         workspace = None
     tool = params.get("name") if isinstance(params.get("name"), str) else None

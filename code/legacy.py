@@ -550,7 +550,7 @@ class LegacySession:
         suggestion = self.suggested_workspace()
         arguments = params.get("arguments")
         try:
-            given = main.normalize_file_uri(arguments.get("workspaceUri") if isinstance(arguments, dict) else None)
+            given = main.format_file_uri(main.parse_file_uri(arguments.get("workspaceUri") if isinstance(arguments, dict) else None))
         except main.ScopeError:
             given = None
         if suggestion is None or suggestion == given:

@@ -1,17 +1,13 @@
 """Explicit scope and stateless elicitation: a reference MCP server (revision 2026-07-28).
 
-One destructive tool, `notes_delete`, scoped by an explicit `workspaceUri` (Roots are
-deprecated and were never a sandbox), asks which note to delete with a form delivered as
-`input_required`, binds the answer with an HMAC-signed `requestState`, and consumes that
-confirmation once through a replay store every instance shares. The rules it keeps:
-    - Scope is an argument, authorized for the authenticated principal (never Roots).
-    - A destructive step needs a form the user answered.
-    - A confirmation is bound, signed and consumed once, atomically with the deletion.
-    - A refusal changes nothing.
+One destructive tool, `notes_delete`, takes its scope from an explicit `workspaceUri`,
+asks which note to delete with a form returned as `input_required`, binds the answer with
+an HMAC-signed `requestState`, and consumes that confirmation once through a replay store
+every instance shares. A refusal changes nothing.
 
-Read it top to bottom beside the lesson: the two kinds of error, the configuration, then
-the lesson's headings in order. The tool's whole two-call flow is section 7; the sections
-after it are the machinery it calls, the protocol frame and the demo:
+Read it top to bottom beside the lesson: the errors and the configuration, then the
+lesson's headings in order. The tool's whole two-call flow is section 7; after it come
+the machinery it calls, the protocol frame and the demo:
 
     1. The two problems, and explicit scope (Roots as a migration surface)
     2. The three-layer rule: authorization, containment, sandbox
@@ -29,8 +25,8 @@ after it are the machinery it calls, the protocol frame and the demo:
    14. The protocol frame: tools/call
    15. The demo
 
-`python3 code/main.py` runs the demo. This file imports no other module of the project;
-the product (`python3 code/serve.py`) builds on it. Standard library only.
+`python3 code/main.py` runs the demo. Standard library only, and no other module of the
+project: the product (`python3 code/serve.py`) builds on this file, never the reverse.
 """
 
 from __future__ import annotations
@@ -83,10 +79,8 @@ STATE_VERSION = "v1"
 STATE_INVALID = "Invalid params: requestState is not valid"  # the one message for every state refusal
 
 # Errors, first; call_tool and handle() are the one place that converts them.
-#   ToolError  the tool ran and refused (bad argument, workspace not granted, no match):
-#              a *result* with `isError: true` the model can correct itself from.
-#   McpError   the request is wrong (malformed, unknown method, missing capability, bad
-#              or replayed requestState): a JSON-RPC *error* with one of the codes below.
+#   ToolError  the tool refused (bad argument, workspace not granted, no match): an `isError: true` result
+#   McpError   the request is wrong (malformed, unknown method, bad or replayed state): a JSON-RPC error
 
 # JSON-RPC 2.0 codes, and two of the codes 2026-07-28 defines in its reserved range.
 INVALID_REQUEST = -32600
@@ -107,28 +101,21 @@ class McpError(Exception):
         self.code, self.message, self.data = code, message, data
 
 # Configuration: who calls, what they may touch, which key signs, what instances share.
-#   Who:      the transport authenticates the principal (stdio: the configured local user;
-#             HTTP: the bearer token's owner), never arguments or clientInfo.
-#   Granted:  an AuthorizationPolicy maps each principal to its workspace folders.
-#   Key:      one secret of 32+ random bytes, held by every instance, signs each requestState.
-#   Shared:   the notes store and the replay store: consumed on one instance is consumed on all.
 LESSON_PRINCIPAL = "alice"
 LESSON_WORKSPACE = "file:///Users/alice/Documents/Notes"
 
 class Services(NamedTuple):
     """Everything a server is built from; it builds none of it (lesson_server, section 15, does)."""
-    policy: AuthorizationPolicy  # principal -> granted workspaces (layer 1)
-    signer: StateSigner  # the key that signs requestState, and how long a state lives
+    # Who calls is not here: the transport authenticates the principal (stdio: the
+    # configured user; HTTP: the bearer token's owner), never arguments or clientInfo.
+    policy: AuthorizationPolicy  # principal -> granted workspace folders (layer 1)
+    signer: StateSigner  # one secret of 32+ random bytes, held by every instance, signs each state
     notes: MemoryNotesStore  # shared by every instance (the product injects SQLite or folders)
-    replay: MemoryReplayStore  # shared by every instance: consumed nonces, and the atomic step
+    replay: MemoryReplayStore  # shared by every instance: consumed on one is consumed on all
     clock: Callable[[], float]  # injected, so tests move time without sleeping
     log: Callable[[str], None]  # stderr by default, never the protocol stream
 
-
-# =====================================================================================
-# 1. The two problems, and explicit scope (Roots as a migration surface)
-# =====================================================================================
-#
+# === 1. The two problems, and explicit scope (Roots as a migration surface) ============
 # Scope: which folder may the tool touch? Roots were a hint from the client, never a
 # sandbox, and 2026-07-28 deprecates them; the scope is an explicit argument the *server*
 # authorizes (section 2). A legacy host's roots may at most suggest a value (legacy.py).
@@ -190,11 +177,7 @@ def read_scope_args(arguments: Any, tool: str = TOOL_NAME) -> ScopeArgs:
         raise McpError(INVALID_PARAMS, f"Invalid params: title for tool {tool} holds a NUL or a lone surrogate")
     return ScopeArgs(uri, title)
 
-
-# =====================================================================================
-# 2. The three-layer rule: authorization, containment, sandbox
-# =====================================================================================
-#
+# === 2. The three-layer rule: authorization, containment, sandbox ======================
 #   1. Authorization: is this authenticated principal allowed this workspace?
 #   2. Containment: is the note inside it, compared by path components? (On disk, the
 #      folder store opens each component O_NOFOLLOW relative to a directory descriptor.)
@@ -244,10 +227,6 @@ def format_file_uri(path: Path) -> str:
     """The one canonical spelling of a path as a URI (`file:///` plus encoded components)."""
     return "file:///" + quote("/".join(path), safe="/")
 
-def normalize_file_uri(uri: Any) -> str:
-    """Canonical spelling of a file URI, or ScopeError; equal folders get equal strings."""
-    return format_file_uri(parse_file_uri(uri))
-
 def is_within(path: Path, folder: Path) -> bool:
     """Component-wise containment (inclusive): never a string prefix, so Notes-evil is out."""
     return path[: len(folder)] == folder
@@ -258,17 +237,13 @@ class AuthorizationPolicy:
     def __init__(self, grants: Mapping[str, Iterable[str]]) -> None:
         self._grants: dict[str, tuple[Path, ...]] = {}
         for principal, uris in grants.items():
-            if not isinstance(principal, str) or not principal:
-                raise ValueError("principal names must be non-empty strings")
-            if isinstance(uris, str):
-                raise ValueError(f"workspaces for {principal!r} must be a list of URIs")
-            paths = []
-            for uri in uris:
-                try:
-                    paths.append(parse_file_uri(uri))
-                except ScopeError as exc:
-                    raise ValueError(f"workspace {uri!r} for {principal!r} {exc}") from None
-            self._grants[principal] = tuple(paths)
+            # A bare string would be read one character at a time, "f", "i", "l", "e", ...
+            if not isinstance(principal, str) or not principal or isinstance(uris, str):
+                raise ValueError(f"workspaces must be a list of URIs under a non-empty name (got {principal!r})")
+            try:
+                self._grants[principal] = tuple(parse_file_uri(uri) for uri in uris)
+            except ScopeError as exc:
+                raise ValueError(f"a workspace for {principal!r} {exc}") from None
 
     def allows(self, principal: str, workspace: Path) -> bool:
         """True when this principal was granted `workspace` or a folder that contains it."""
@@ -347,11 +322,7 @@ def lookup(store: MemoryNotesStore, scope: Scope) -> list[Note]:
         raise ToolError(f"{len(found)} notes match; more than {MAX_CANDIDATES} cannot be offered. Use a more specific title.")
     return found
 
-
-# =====================================================================================
-# 3. Elicitation delivered as input_required
-# =====================================================================================
-#
+# === 3. Elicitation delivered as input_required ========================================
 # No server-to-client request is in flight: a tool that needs the user answers with
 # `input_required`, its questions (`inputRequests`) and an opaque `requestState`; the client
 # asks, then retries the same call with a fresh id, `inputResponses` and the state echoed.
@@ -383,11 +354,7 @@ def input_required(requests: dict[str, Any], state: str) -> dict[str, Any]:
     """An `input_required` result: the questions and the state the retry must echo."""
     return {"resultType": "input_required", "inputRequests": requests, "requestState": state}
 
-
-# =====================================================================================
-# 4. Capability negotiation per request
-# =====================================================================================
-#
+# === 4. Capability negotiation per request =============================================
 # No `initialize`, no session: every request declares its protocol version and what its
 # client can do in `params._meta`, and nothing carries over to the next request.
 
@@ -433,11 +400,7 @@ def require_form_elicitation(meta: RequestMeta) -> None:
         message = "Server requires form elicitation for this request. Nothing was deleted: use a host that shows forms."
         raise McpError(MISSING_REQUIRED_CLIENT_CAPABILITY, message, {"requiredCapabilities": {"elicitation": {"form": {}}}})
 
-
-# =====================================================================================
-# 5. Form mode
-# =====================================================================================
-#
+# === 5. Form mode ======================================================================
 # A form asks for data a person may see in the client: a choice between records and a
 # checkbox. Never a secret: URL mode sends the user to the server's own page (connect.py).
 
@@ -464,11 +427,7 @@ def delete_form(workspace_uri: str, title: str, notes: list[Note], outcome: str)
     message = f"{count} \"{title}\" in {workspace_uri}. Choose the note to delete and confirm. {outcome}"
     return {"method": "elicitation/create", "params": {"mode": "form", "message": message, "requestedSchema": schema}}
 
-
-# =====================================================================================
-# 6. Response branches
-# =====================================================================================
-#
+# === 6. Response branches ==============================================================
 # Every answer is read by read_answer and means the same for every tool:
 #   (none)     the client did not answer our question: ask again, in the same flow
 #   cancel     dismissed: nothing happens, and the same state may be answered again
@@ -514,11 +473,7 @@ def not_deleted(reason: str, text: str) -> dict[str, Any]:
     """The complete, non-error answer when the user said no, declined or cancelled."""
     return tool_result(text, {"deleted": False, "reason": reason})
 
-
-# =====================================================================================
-# 7. The two-call flow, in one place: notes_delete
-# =====================================================================================
-#
+# === 7. The two-call flow, in one place: notes_delete ==================================
 # First call: authorize the workspace, look up the notes inside it, build the form, sign
 # a state: `input_required`. Retry: verify the echoed state, read the answer, branch on
 # it, and for a confirmed choice claim the nonce, re-check the live note and delete it,
@@ -576,11 +531,7 @@ class NotesDelete:
             raise ToolError("The chosen note changed, moved or was deleted since the form was shown; nothing was deleted.")
         return tool_result(f"Deleted note {target[0]}.", {"deleted": True, "noteId": target[0]})
 
-
-# =====================================================================================
-# 8. Protecting destructive MRTR state: signing the state
-# =====================================================================================
-#
+# === 8. Protecting destructive MRTR state: signing the state ===========================
 #   v1.<key id>.<base64url(canonical JSON claims)>.<base64url(HMAC-SHA256 of what precedes)>
 #
 # Signed, not encrypted: the client can read every claim, so none may be a secret. The
@@ -711,28 +662,18 @@ def verify_state(services: Services, token: Any, principal: str, tool: str, args
         services.log(f"refused requestState: {exc}")
         raise McpError(INVALID_PARAMS, STATE_INVALID) from None
 
-
-# =====================================================================================
-# 9. Protecting destructive MRTR state: the replay store
-# =====================================================================================
-#
+# === 9. Protecting destructive MRTR state: the replay store ============================
 # A signed state proves the server asked; it does not stop the client from answering
 # twice. Each state carries a random nonce, and its terminal answer claims that nonce in
 # a store every server instance shares: the second claim finds it and is refused.
 
-class ClaimOutcome(enum.Enum):
-    """The answer to "may this nonce be claimed now?"."""
-    OK = "ok"
-    USED = "used"  # replay: consumed before, here or on another instance
-    FULL = "full"  # this principal holds MAX_REPLAY_PER_PRINCIPAL unexpired confirmations
-
 class Settlement(enum.Enum):
-    """How the atomic step ended."""
-    DELETED = "deleted"  # nonce consumed, note deleted
+    """How a claim, or the atomic step around it, ended."""
     CONSUMED = "consumed"  # nonce consumed, nothing deleted (decline, explicit "no")
+    DELETED = "deleted"  # nonce consumed, note deleted
     CHANGED = "changed"  # nonce consumed, note vanished/changed/moved: nothing deleted
-    USED = "used"  # nonce was already consumed: nothing happened
-    FULL = "full"  # replay bound for this principal: nothing happened
+    USED = "used"  # replay: consumed before, here or on another instance; nothing happened
+    FULL = "full"  # the principal holds MAX_REPLAY_PER_PRINCIPAL unexpired confirmations; nothing happened
 
 class MemoryReplayStore:
     """Consumed nonces until their state expires, bounded per principal, under one lock; settle() is the atomic step."""
@@ -747,23 +688,13 @@ class MemoryReplayStore:
         self._latest = -math.inf  # the highest clock reading seen
         self.lock = threading.RLock()
 
-    def _now(self) -> float:
+    def _prune(self) -> float:
         # Never backwards: a clock stepped back (NTP, a restored VM) after a declined state's
         # record was pruned would make that state look unused, and its accept would delete.
-        self._latest = max(self._latest, self._clock())
-        return self._latest
-
-    def _prune(self) -> None:
-        now = self._now()
+        now = self._latest = max(self._latest, self._clock())
         while self._expiries and not now < self._expiries[0][0]:
-            self._forget(heapq.heappop(self._expiries)[1])
-
-    def _forget(self, nonce: str) -> None:
-        principal = self._owner.pop(nonce, None)
-        if principal is not None:
-            self._per_principal[principal] -= 1
-            if not self._per_principal[principal]:
-                del self._per_principal[principal]
+            self.release(heapq.heappop(self._expiries)[1])
+        return now
 
     def is_consumed(self, nonce: str) -> bool:
         """True when this nonce has been consumed and its state has not yet expired."""
@@ -771,25 +702,29 @@ class MemoryReplayStore:
             self._prune()
             return nonce in self._owner
 
-    def claim(self, principal: str, nonce: str, expires_at: float) -> ClaimOutcome:
-        """Record `nonce` as consumed (OK), unless it already is or just expired (USED), or the principal is at the bound (FULL)."""
+    def claim(self, principal: str, nonce: str, expires_at: float) -> Settlement:
+        """Record `nonce` as consumed (CONSUMED), unless it already is or just expired (USED), or the principal is at the bound (FULL)."""
         with self.lock:
-            self._prune()
+            now = self._prune()
             # Verified just before its expiry, arriving just after, when the record of an earlier
             # use is pruned: refused as used, or a declined state's replayed accept would delete.
-            if nonce in self._owner or not self._now() < expires_at:
-                return ClaimOutcome.USED
+            if nonce in self._owner or not now < expires_at:
+                return Settlement.USED
             if self._per_principal.get(principal, 0) >= self._limit:  # one principal in a loop blocks nobody else
-                return ClaimOutcome.FULL
+                return Settlement.FULL
             self._owner[nonce] = principal
             self._per_principal[principal] = self._per_principal.get(principal, 0) + 1
             heapq.heappush(self._expiries, (expires_at, nonce))
-            return ClaimOutcome.OK
+            return Settlement.CONSUMED
 
     def release(self, nonce: str) -> None:
-        """Undo a claim (the atomic step failed before it finished)."""
+        """Forget a claim: its state expired, or the atomic step failed before it finished (a stale heap entry is harmless)."""
         with self.lock:
-            self._forget(nonce)  # its heap entry is dropped harmlessly when it expires
+            principal = self._owner.pop(nonce, None)
+            if principal is not None:
+                self._per_principal[principal] -= 1
+                if not self._per_principal[principal]:
+                    del self._per_principal[principal]
 
     def __len__(self) -> int:
         with self.lock:
@@ -801,10 +736,8 @@ class MemoryReplayStore:
         """The atomic step, under this store's one lock: claim; for `target` (id, version) re-read, re-check, delete."""
         with self.lock:
             outcome = self.claim(principal, nonce, expires_at)
-            if outcome is not ClaimOutcome.OK:
-                return Settlement.USED if outcome is ClaimOutcome.USED else Settlement.FULL
-            if target is None:
-                return Settlement.CONSUMED
+            if outcome is not Settlement.CONSUMED or target is None:
+                return outcome
             try:
                 live = notes.get(target[0])  # re-read the live record inside the lock
                 # Shown minutes ago: gone, edited or no longer allowed ends the confirmation.
@@ -816,11 +749,7 @@ class MemoryReplayStore:
                 self.release(nonce)  # a check or the store raised: the same state may be answered again
                 raise
 
-
-# =====================================================================================
-# 10. Protecting destructive MRTR state: the live re-check
-# =====================================================================================
-#
+# === 10. Protecting destructive MRTR state: the live re-check ==========================
 # Minutes pass between the form and the answer: the note may have been edited, moved or
 # deleted, and the grant revoked. So the terminal step is one atomic operation: claim the
 # nonce, re-read the live record, run layers 1 and 2 again, delete. In memory that is the
@@ -885,10 +814,7 @@ class MemoryNotesStore:
         with self._lock:
             return sorted((note for note, _ in self._notes.values()), key=lambda note: note.id)
 
-
-# =====================================================================================
-# 11. The protocol frame: handle() and the JSON-RPC envelope
-# =====================================================================================
+# === 11. The protocol frame: handle() and the JSON-RPC envelope ========================
 
 class Envelope(NamedTuple):
     """A well-formed JSON-RPC message: `id` is None for a notification."""
@@ -986,10 +912,7 @@ def stderr_log(line: str) -> None:
     """The default log sink: one line to stderr, never to the protocol stream."""
     print(line, file=sys.stderr, flush=True)
 
-
-# =====================================================================================
-# 12. The protocol frame: server/discover
-# =====================================================================================
+# === 12. The protocol frame: server/discover ===========================================
 
 def discover(server: Server, request: Envelope, meta: RequestMeta, principal: str) -> dict[str, Any]:
     """Versions, capabilities and identity: what a client needs before anything else."""
@@ -999,10 +922,7 @@ def discover(server: Server, request: Envelope, meta: RequestMeta, principal: st
             "instructions": instructions, "ttlMs": DISCOVER_TTL_MS, "cacheScope": "public",
             "_meta": {META_SERVER_INFO: dict(SERVER_INFO)}}
 
-
-# =====================================================================================
-# 13. The protocol frame: tools/list
-# =====================================================================================
+# === 13. The protocol frame: tools/list ================================================
 
 def list_tools(server: Server, request: Envelope, meta: RequestMeta, principal: str) -> dict[str, Any]:
     """Every tool, in registration order, as fresh copies (callers may mutate what they get)."""
@@ -1012,10 +932,7 @@ def list_tools(server: Server, request: Envelope, meta: RequestMeta, principal: 
     return {"resultType": "complete", "tools": tools, "ttlMs": TOOLS_TTL_MS, "cacheScope": "public",
             "_meta": {META_SERVER_INFO: dict(SERVER_INFO)}}
 
-
-# =====================================================================================
-# 14. The protocol frame: tools/call
-# =====================================================================================
+# === 14. The protocol frame: tools/call ================================================
 
 def call_tool(server: Server, request: Envelope, meta: RequestMeta, principal: str) -> dict[str, Any]:
     """Find the tool and run it; unknown tools and malformed MRTR fields are -32602, a ToolError an isError result."""
@@ -1030,10 +947,7 @@ def call_tool(server: Server, request: Envelope, meta: RequestMeta, principal: s
     result.setdefault("_meta", {META_SERVER_INFO: dict(SERVER_INFO)})
     return result
 
-
-# =====================================================================================
-# 15. The demo
-# =====================================================================================
+# === 15. The demo ======================================================================
 
 def lesson_notes() -> list[Note]:
     """The lesson fixture: four notes in the workspace, two look-alikes outside it."""
@@ -1046,14 +960,13 @@ def lesson_notes() -> list[Note]:
         Note("tmp-1", "TPS report", "file:///tmp/tps-report.md"),
     ]
 
-def lesson_server(key: bytes, clock: Callable[[], float] = time.time, log: Callable[[str], None] = stderr_log,
-                  max_replay: int = MAX_REPLAY_PER_PRINCIPAL) -> Server:
+def lesson_server(key: bytes, clock: Callable[[], float] = time.time, log: Callable[[str], None] = stderr_log) -> Server:
     """The configuration above, built: alice granted the lesson workspace, one key, the memory stores."""
     services = Services(
         policy=AuthorizationPolicy({LESSON_PRINCIPAL: [LESSON_WORKSPACE]}),
         signer=StateSigner(key),
         notes=MemoryNotesStore(lesson_notes()),
-        replay=MemoryReplayStore(clock, max_replay),
+        replay=MemoryReplayStore(clock),
         clock=clock,
         log=log,
     )

@@ -250,7 +250,7 @@ class PostgresNotesStore(stores.SettleSeam):
     def put(self, note: main.Note) -> None:
         """Insert or replace a note (an edit by another actor; used to show the re-check)."""
         stores.check_note(note)
-        note = note._replace(uri=main.normalize_file_uri(note.uri))
+        note = note._replace(uri=stores.normalize_file_uri(note.uri))
         self._run(lambda conn: _replace(conn, note), transaction=True)
 
     def remove(self, note_id: str) -> None:

@@ -318,7 +318,7 @@ class SqliteNotesStore(stores.SettleSeam):
     def put(self, note: main.Note) -> None:
         """Insert or replace a note (an edit by another actor; used to show the re-check)."""
         stores.check_note(note)
-        note = note._replace(uri=main.normalize_file_uri(note.uri))
+        note = note._replace(uri=stores.normalize_file_uri(note.uri))
         with self._transaction() as conn:
             # DELETE then INSERT, not INSERT OR REPLACE: a REPLACE deletes without firing
             # the trigger that drops the old title from the index.
@@ -366,9 +366,9 @@ class SqliteNotesStore(stores.SettleSeam):
     ) -> tuple[main.Settlement, int]:
         """consume_with's body, inside its transaction: the claim, `act`, the audit entry."""
         claim = self._claim(principal, nonce, expires_at)
-        if claim is not main.ClaimOutcome.OK:
+        if claim is not main.Settlement.CONSUMED:
             # USED and FULL write nothing, not even the pruning: a refusal mutates nothing.
-            raise stores.Rollback(main.Settlement.USED if claim is main.ClaimOutcome.USED else main.Settlement.FULL)
+            raise stores.Rollback(claim)
         self._pause("claimed")
         (now,) = conn.execute("SELECT seen FROM high_water").fetchone()
         entries: list[int] = []
@@ -385,7 +385,7 @@ class SqliteNotesStore(stores.SettleSeam):
             self._pause("deleted")
         return outcome, entries[0]
 
-    def _claim(self, principal: str, nonce: str, expires_at: float) -> main.ClaimOutcome:
+    def _claim(self, principal: str, nonce: str, expires_at: float) -> main.Settlement:
         conn = self._conn
         # A clock stepped back (NTP, a VM restored, another instance's skewed clock) would
         # make a pruned nonce look unexpired again, and its replay would be accepted. So
@@ -403,20 +403,20 @@ class SqliteNotesStore(stores.SettleSeam):
         # an earlier use may already be pruned, so an expired nonce is refused here, with
         # the clock reading that pruning used; otherwise a replay could slip in at the edge.
         if not now < expires_at:
-            return main.ClaimOutcome.USED
+            return main.Settlement.USED
         inserted = conn.execute(
             "INSERT INTO consumed_nonces (nonce, principal, expires_at) VALUES (?, ?, ?) ON CONFLICT (nonce) DO NOTHING",
             (nonce, principal, expires_at),
         ).rowcount
         if inserted != 1:
-            return main.ClaimOutcome.USED  # replay: another call, on any instance, committed it first
+            return main.Settlement.USED  # replay: another call, on any instance, committed it first
         # Without a bound one principal confirming in a loop grows the table without limit.
         # Counted in SQL over unexpired rows (this one included), so rows not yet pruned
         # never count and every instance enforces the same bound.
         (held,) = conn.execute(
             "SELECT COUNT(*) FROM consumed_nonces WHERE principal = ? AND expires_at > ?", (principal, now)
         ).fetchone()
-        return main.ClaimOutcome.FULL if held > self._limit else main.ClaimOutcome.OK
+        return main.Settlement.FULL if held > self._limit else main.Settlement.CONSUMED
 
     def _delete_row(
         self, target: tuple[str, str] | None, recheck: Callable[[main.Note], bool], record: Record

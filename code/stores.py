@@ -45,6 +45,7 @@ __all__ = [
     "StoreUnavailable",
     "StoreWriteFailed",
     "stored_note",
+    "normalize_file_uri",
     "MAX_NOTE_ID_LENGTH",
     "fold_title",
     "form_order",
@@ -130,6 +131,11 @@ def stored_note(row: tuple[object, ...]) -> main.Note | None:
     return note
 
 
+def normalize_file_uri(uri: Any) -> str:
+    """The one canonical spelling of a file URI (main.format_file_uri of main.parse_file_uri), or main.ScopeError."""
+    return main.format_file_uri(main.parse_file_uri(uri))
+
+
 def fold_title(text: str) -> str:
     """A title or query as matching compares it: the lesson's own rule, NFC then casefolded (main.MemoryNotesStore.fold)."""
     return main.MemoryNotesStore.fold(text)
@@ -165,7 +171,7 @@ def checked_notes(notes: Iterable[main.Note]) -> list[main.Note]:
         check_note(note)
         if note.id in checked:
             raise ValueError(f"duplicate note id {note.id!r}")
-        uri, title = main.normalize_file_uri(note.uri), blank_controls(note.title)
+        uri, title = normalize_file_uri(note.uri), blank_controls(note.title)
         checked[note.id] = note if (uri, title) == (note.uri, note.title) else note._replace(uri=uri, title=title)
     return list(checked.values())
 

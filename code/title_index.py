@@ -90,7 +90,7 @@ def index_key(note: main.Note) -> str | None:
     # A row whose URI is spelled otherwise than main.format_file_uri would fall outside
     # the workspace's key range: None keeps it on the always-scanned list instead.
     try:
-        canonical = main.normalize_file_uri(note.uri) == note.uri
+        canonical = stores.normalize_file_uri(note.uri) == note.uri
     except main.ScopeError:
         canonical = False
     if not canonical or not isinstance(note.title, str):

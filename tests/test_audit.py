@@ -130,7 +130,7 @@ class AuditContract:
             {key: entry[key] for key in ("principal", "tool", "outcome", "note_id", "title", "workspace", "request_id", "client_name", "restores")},
             {
                 "principal": PRINCIPAL, "tool": main.TOOL_NAME, "outcome": audit.DELETED, "note_id": self.chosen[0],
-                "title": self.chosen[1], "workspace": main.normalize_file_uri(self.workspace), "request_id": '"req-2"',
+                "title": self.chosen[1], "workspace": stores.normalize_file_uri(self.workspace), "request_id": '"req-2"',
                 "client_name": CLIENT, "restores": None,
             },
         )  # fmt: skip

@@ -278,19 +278,19 @@ class ReplayStoreUnit(unittest.TestCase):
     def test_claim_then_claim_again_is_used_and_release_undoes_a_claim(self) -> None:
         clock = Clock()
         store = main.MemoryReplayStore(clock, max_per_principal=1)
-        self.assertIs(store.claim("a", "n1", clock.now + 10), main.ClaimOutcome.OK)
-        self.assertIs(store.claim("a", "n1", clock.now + 10), main.ClaimOutcome.USED)
-        self.assertIs(store.claim("a", "n2", clock.now + 10), main.ClaimOutcome.FULL)
+        self.assertIs(store.claim("a", "n1", clock.now + 10), main.Settlement.CONSUMED)
+        self.assertIs(store.claim("a", "n1", clock.now + 10), main.Settlement.USED)
+        self.assertIs(store.claim("a", "n2", clock.now + 10), main.Settlement.FULL)
         store.release("n1")
         self.assertFalse(store.is_consumed("n1"))
-        self.assertIs(store.claim("a", "n2", clock.now + 10), main.ClaimOutcome.OK)
+        self.assertIs(store.claim("a", "n2", clock.now + 10), main.Settlement.CONSUMED)
 
     def test_a_claim_arriving_at_its_expiry_is_refused_even_after_pruning(self) -> None:
         clock = Clock()
         store = main.MemoryReplayStore(clock)
-        self.assertIs(store.claim("a", "n1", clock.now + 10), main.ClaimOutcome.OK)  # the decline
+        self.assertIs(store.claim("a", "n1", clock.now + 10), main.Settlement.CONSUMED)  # the decline
         clock.now += 10  # the replayed accept was verified just before this instant
-        self.assertIs(store.claim("a", "n1", clock.now), main.ClaimOutcome.USED)
+        self.assertIs(store.claim("a", "n1", clock.now), main.Settlement.USED)
         self.assertFalse(store.is_consumed("n1"))  # pruned, yet still refused
 
     def test_a_clock_stepped_back_after_pruning_cannot_revive_a_declined_state(self) -> None:
@@ -311,19 +311,19 @@ class ReplayStoreUnit(unittest.TestCase):
         store = main.MemoryReplayStore(clock, max_per_principal=3)
         # Claimed out of expiry order, so the heap's last entry is not its latest.
         for nonce, ttl in (("mid", 20), ("early", 10), ("late", 30)):
-            self.assertIs(store.claim("a", nonce, clock.now + ttl), main.ClaimOutcome.OK)
-        self.assertIs(store.claim("a", "over", clock.now + 40), main.ClaimOutcome.FULL)
+            self.assertIs(store.claim("a", nonce, clock.now + ttl), main.Settlement.CONSUMED)
+        self.assertIs(store.claim("a", "over", clock.now + 40), main.Settlement.FULL)
         clock.now += 15  # "early" has expired, the other two have not
         self.assertEqual(len(store), 2)
         self.assertFalse(store.is_consumed("early"))
         self.assertTrue(store.is_consumed("mid") and store.is_consumed("late"))
         # Exactly one slot was freed: one new claim succeeds and the next is refused.
-        self.assertIs(store.claim("a", "new-1", clock.now + 40), main.ClaimOutcome.OK)
-        self.assertIs(store.claim("a", "new-2", clock.now + 40), main.ClaimOutcome.FULL)
+        self.assertIs(store.claim("a", "new-1", clock.now + 40), main.Settlement.CONSUMED)
+        self.assertIs(store.claim("a", "new-2", clock.now + 40), main.Settlement.FULL)
         clock.now += 10  # "mid" expires too
         self.assertEqual(len(store), 2)
-        self.assertIs(store.claim("a", "new-2", clock.now + 40), main.ClaimOutcome.OK)
-        self.assertIs(store.claim("a", "new-3", clock.now + 40), main.ClaimOutcome.FULL)
+        self.assertIs(store.claim("a", "new-2", clock.now + 40), main.Settlement.CONSUMED)
+        self.assertIs(store.claim("a", "new-3", clock.now + 40), main.Settlement.FULL)
         self.assertEqual(len(store), 3)
 
     def test_after_everything_expires_exactly_the_bounds_worth_of_new_claims_succeed(self) -> None:
@@ -333,7 +333,7 @@ class ReplayStoreUnit(unittest.TestCase):
             store.claim("a", f"old-{i}", clock.now + ttl)
         clock.now += 30
         outcomes = [store.claim("a", f"new-{i}", clock.now + 60) for i in range(4)]
-        self.assertEqual(outcomes, [main.ClaimOutcome.OK] * 3 + [main.ClaimOutcome.FULL])
+        self.assertEqual(outcomes, [main.Settlement.CONSUMED] * 3 + [main.Settlement.FULL])
         self.assertEqual(len(store), 3)
 
     def test_a_bound_below_one_is_refused(self) -> None:
@@ -344,8 +344,8 @@ class ReplayStoreUnit(unittest.TestCase):
         clock = Clock()
         store = main.MemoryReplayStore(clock, max_per_principal=main.MAX_REPLAY_PER_PRINCIPAL)
         outcomes = [store.claim("flooder", f"n{i}", clock.now + 60) for i in range(main.MAX_REPLAY_PER_PRINCIPAL + 500)]
-        self.assertEqual(outcomes.count(main.ClaimOutcome.OK), main.MAX_REPLAY_PER_PRINCIPAL)
-        self.assertEqual(outcomes.count(main.ClaimOutcome.FULL), 500)
+        self.assertEqual(outcomes.count(main.Settlement.CONSUMED), main.MAX_REPLAY_PER_PRINCIPAL)
+        self.assertEqual(outcomes.count(main.Settlement.FULL), 500)
         self.assertEqual(len(store), main.MAX_REPLAY_PER_PRINCIPAL)
 
 

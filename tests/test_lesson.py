@@ -31,7 +31,7 @@ class Containment(unittest.TestCase):
                     main.parse_file_uri(uri)
         evil = main.parse_file_uri("file:///Users/alice/Documents/Notes-evil/secret.md")
         self.assertFalse(main.is_within(evil, main.parse_file_uri(WORKSPACE)))
-        self.assertEqual(main.normalize_file_uri("file://localhost/Users/alice/Documents/./Notes/"), WORKSPACE)
+        self.assertEqual(main.format_file_uri(main.parse_file_uri("file://localhost/Users/alice/Documents/./Notes/")), WORKSPACE)
 
     def test_a_workspace_not_granted_is_an_error_result_naming_only_the_callers_own(self) -> None:
         server = make_lesson_server()
@@ -74,13 +74,13 @@ class ReplayStore(unittest.TestCase):
     def test_a_nonce_is_claimed_once_and_forgotten_only_after_its_expiry(self) -> None:
         clock = Clock()
         replay = main.MemoryReplayStore(clock)
-        self.assertIs(replay.claim(PRINCIPAL, "n", clock.now + 10), main.ClaimOutcome.OK)
-        self.assertIs(replay.claim(PRINCIPAL, "n", clock.now + 10), main.ClaimOutcome.USED)
+        self.assertIs(replay.claim(PRINCIPAL, "n", clock.now + 10), main.Settlement.CONSUMED)
+        self.assertIs(replay.claim(PRINCIPAL, "n", clock.now + 10), main.Settlement.USED)
         clock.now += 9.99
         self.assertTrue(replay.is_consumed("n"))
         clock.now += 0.01
         self.assertFalse(replay.is_consumed("n"))
-        self.assertIs(replay.claim(PRINCIPAL, "n", clock.now), main.ClaimOutcome.USED)  # expired: never claimable again
+        self.assertIs(replay.claim(PRINCIPAL, "n", clock.now), main.Settlement.USED)  # expired: never claimable again
 
     def test_a_clock_stepped_back_does_not_revive_a_pruned_nonce(self) -> None:
         clock = Clock()
@@ -89,15 +89,15 @@ class ReplayStore(unittest.TestCase):
         clock.now += 20  # pruned
         self.assertFalse(replay.is_consumed("n"))
         clock.now -= 15  # stepped back inside the old lifetime
-        self.assertIs(replay.claim(PRINCIPAL, "n", clock.now + 10 - 5), main.ClaimOutcome.USED)
+        self.assertIs(replay.claim(PRINCIPAL, "n", clock.now + 10 - 5), main.Settlement.USED)
 
     def test_one_principal_at_the_bound_blocks_nobody_else(self) -> None:
         clock = Clock()
         replay = main.MemoryReplayStore(clock, max_per_principal=2)
-        self.assertIs(replay.claim("a", "1", clock.now + 10), main.ClaimOutcome.OK)
-        self.assertIs(replay.claim("a", "2", clock.now + 10), main.ClaimOutcome.OK)
-        self.assertIs(replay.claim("a", "3", clock.now + 10), main.ClaimOutcome.FULL)
-        self.assertIs(replay.claim("b", "4", clock.now + 10), main.ClaimOutcome.OK)
+        self.assertIs(replay.claim("a", "1", clock.now + 10), main.Settlement.CONSUMED)
+        self.assertIs(replay.claim("a", "2", clock.now + 10), main.Settlement.CONSUMED)
+        self.assertIs(replay.claim("a", "3", clock.now + 10), main.Settlement.FULL)
+        self.assertIs(replay.claim("b", "4", clock.now + 10), main.Settlement.CONSUMED)
         self.assertEqual(len(replay), 3)
 
     def test_the_atomic_step_rolls_its_claim_back_when_a_check_raises(self) -> None:

@@ -183,7 +183,7 @@ class ReadingOrder(unittest.TestCase):
         # (sections 8-10) and handle() (section 11) dispatches to its frame (11-14). Any
         # other use of a name defined further down sends a reader ahead.
         source = main_source()
-        starts = [source[: m.start()].count("\n") + 1 for m in re.finditer(r"^# \d+\. ", source, re.MULTILINE)]
+        starts = [source[: m.start()].count("\n") + 1 for m in re.finditer(r"^# =+ \d+\. ", source, re.MULTILINE)]
 
         def section(line: int) -> int:
             return sum(1 for start in starts if start <= line)
@@ -227,7 +227,7 @@ class ReadingOrder(unittest.TestCase):
 
     def test_the_errors_and_their_codes_come_before_the_first_section(self) -> None:
         source = main_source()
-        first_banner = source.index("# 1. The two problems")
+        first_banner = source.index("# === 1. The two problems")
         for name in ("class ToolError", "class McpError", "INVALID_PARAMS = ", "isError: true"):
             self.assertLess(source.index(name), first_banner, name)
 
@@ -236,8 +236,8 @@ class FileShape(unittest.TestCase):
     def test_main_py_presents_the_lesson_headings_in_order_as_top_level_banners(self) -> None:
         with open(os.path.join(CODE, "main.py"), encoding="utf-8") as handle:
             source = handle.read()
-        # A banner is a top-level comment between two rules of "=" (never indented in a class).
-        banners = re.findall(r"^# =+\n# (\d+)\. (.+)\n# =+$", source, re.MULTILINE)
+        # A banner is one top-level comment line ruled with "=" (never indented in a class).
+        banners = re.findall(r"^# =+ (\d+)\. (.+?) =+$", source, re.MULTILINE)
         self.assertEqual([title for _, title in banners], SECTIONS)
         self.assertEqual([int(number) for number, _ in banners], list(range(1, len(SECTIONS) + 1)))
         self.assertIsNone(re.search(r"^\s+# -+ \d+\.", source, re.MULTILINE))  # no section inside a class

@@ -27,11 +27,11 @@ class UriNormalization(unittest.TestCase):
         ]
         for uri in spellings:
             with self.subTest(uri=uri):
-                self.assertEqual(main.normalize_file_uri(uri), WORKSPACE)
+                self.assertEqual(stores.normalize_file_uri(uri), WORKSPACE)
 
     def test_spaces_and_unicode_survive_normalization(self) -> None:
         self.assertEqual(main.parse_file_uri("file:///a/My%20Notes/caf%C3%A9"), ("a", "My Notes", "café"))
-        self.assertEqual(main.normalize_file_uri("file:///a/My Notes/café"), "file:///a/My%20Notes/caf%C3%A9")
+        self.assertEqual(stores.normalize_file_uri("file:///a/My Notes/café"), "file:///a/My%20Notes/caf%C3%A9")
 
     def test_ambiguous_or_foreign_uris_are_refused(self) -> None:
         refused = {

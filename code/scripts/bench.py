@@ -660,7 +660,7 @@ def settled(params):
         return False
     if payload["args"] != main.digest(params["arguments"]) or not time.time() < payload["exp"]:
         return False
-    return REPLAY.claim(payload["sub"], payload["nonce"], payload["exp"]) is main.ClaimOutcome.OK
+    return REPLAY.claim(payload["sub"], payload["nonce"], payload["exp"]) is main.Settlement.CONSUMED
 
 def answer(raw):
     message = json.loads(raw)
