@@ -35,6 +35,7 @@ SECTIONS = [
 ]
 
 
+MAX_LESSON_LINES = 1080  # main.py: the card with every check it keeps; what only the product needs lives elsewhere
 MAX_DEMO_LINES = 250  # the demo's five exchanges as indented JSON, the form and the notes left
 DEMO_WIDTH = 100  # characters in one line of the demo
 
@@ -233,6 +234,9 @@ class ReadingOrder(unittest.TestCase):
 
 
 class FileShape(unittest.TestCase):
+    def test_main_py_holds_at_most_its_measured_lines_so_product_code_does_not_creep_back_in(self) -> None:
+        self.assertLessEqual(len(main_source().splitlines()), MAX_LESSON_LINES)
+
     def test_main_py_presents_the_lesson_headings_in_order_as_top_level_banners(self) -> None:
         with open(os.path.join(CODE, "main.py"), encoding="utf-8") as handle:
             source = handle.read()
