@@ -110,8 +110,8 @@ class Services(NamedTuple):
     # configured user; HTTP: the bearer token's owner), never arguments or clientInfo.
     policy: AuthorizationPolicy  # principal -> granted workspace folders (layer 1)
     signer: StateSigner  # one secret of 32+ random bytes, held by every instance, signs each state
-    notes: MemoryNotesStore  # shared by every instance (the product injects SQLite or folders)
-    replay: MemoryReplayStore  # shared by every instance: consumed on one is consumed on all
+    notes: MemoryNotesStore  # shared by every instance: in memory, instances in one process (the demo's
+    replay: MemoryReplayStore  # two); across processes the product injects SQLite or PostgreSQL for both
     clock: Callable[[], float]  # injected, so tests move time without sleeping
     log: Callable[[str], None]  # stderr by default, never the protocol stream
 
@@ -218,7 +218,7 @@ def parse_file_uri(uri: Any) -> Path:
         raise ScopeError("must not contain backslashes")
     if re.search("[\x00-\x1f\x7f]", path):  # NUL and every other control character
         raise ScopeError("must not contain control characters")
-    parts = tuple(part for part in path.split("/") if part not in ("", "."))
+    parts = tuple(part for part in path.split("/") if part not in ("", "."))  # `a//./b` is `a/b` on every system
     if ".." in parts:
         raise ScopeError("must not contain .. components")
     return parts
@@ -477,7 +477,8 @@ def not_deleted(reason: str, text: str) -> dict[str, Any]:
 # First call: authorize the workspace, look up the notes inside it, build the form, sign
 # a state: `input_required`. Retry: verify the echoed state, read the answer, branch on
 # it, and for a confirmed choice claim the nonce, re-check the live note and delete it,
-# in one atomic step. Signing is section 8, the replay store 9, the atomic step 10.
+# in one atomic step. Signing is section 8; the replay store and its atomic step, 9; the
+# live re-check inside that step, 10.
 
 class NotesDelete:
     """`notes_delete`, the lesson's tool: scope, ask, then verify, read the answer, re-check and delete once."""
@@ -733,8 +734,8 @@ class MemoryReplayStore:
 
     def settle(self, notes: MemoryNotesStore, principal: str, nonce: str, expires_at: float,
                target: tuple[str, str] | None, recheck: Callable[[Note], bool]) -> Settlement:
-        """The atomic step, under this store's one lock: claim; for `target` (id, version) re-read, re-check, delete."""
-        with self.lock:
+        """The atomic step, under this store's lock and the notes store's: claim; for `target` (id, version) re-read, re-check, delete."""
+        with self.lock, notes.lock:  # no other claim, and no edit of a note, can come between the steps
             outcome = self.claim(principal, nonce, expires_at)
             if outcome is not Settlement.CONSUMED or target is None:
                 return outcome
@@ -753,7 +754,8 @@ class MemoryReplayStore:
 # Minutes pass between the form and the answer: the note may have been edited, moved or
 # deleted, and the grant revoked. So the terminal step is one atomic operation: claim the
 # nonce, re-read the live record, run layers 1 and 2 again, delete. In memory that is the
-# replay store's one lock (settle, above); in SQLite one transaction (sqlite_store.py).
+# replay store's lock and the notes store's, held together (settle, above); in SQLite one
+# transaction (sqlite_store.py).
 
 def refuse_every_note(note: Note) -> bool:
     """The re-check when none is given: no note passes, so nothing is ever deleted by default."""
@@ -777,7 +779,7 @@ class MemoryNotesStore:
     deletion = "Deletion cannot be undone."  # what deleting does, said in the form
     def __init__(self, notes: Iterable[Note]) -> None:
         self._notes: dict[str, tuple[Note, str]] = {}  # id -> (note, its title folded once, when stored)
-        self._lock = threading.Lock()
+        self.lock = threading.RLock()  # held by the atomic step from its re-read to its delete
         for note in notes:
             self.put(note)
 
@@ -789,29 +791,29 @@ class MemoryNotesStore:
     def candidates(self, workspace: Path, title: str) -> list[Note]:
         """Notes strictly inside `workspace` (layer 2) whose title contains `title` (folded), by title then id."""
         needle = self.fold(title)
-        with self._lock:
+        with self.lock:
             found = [(folded, note) for note, folded in self._notes.values() if needle in folded]
         return [note for folded, note in sorted(found, key=lambda f: (f[0], f[1].id)) if inside_workspace(note, workspace)]
 
     def get(self, note_id: str) -> Note | None:
         """The live note with this id, or None."""
-        with self._lock:
+        with self.lock:
             stored = self._notes.get(note_id)
         return stored[0] if stored else None
 
     def remove(self, note_id: str) -> None:
         """Delete a note (the atomic step does; tests do, as another actor would)."""
-        with self._lock:
+        with self.lock:
             self._notes.pop(note_id, None)
 
     def put(self, note: Note) -> None:
         """Insert or replace a note (an edit elsewhere; used to show the re-check)."""
-        with self._lock:
+        with self.lock:
             self._notes[note.id] = (note, self.fold(note.title))
 
     def all(self) -> list[Note]:
         """Every note, in id order."""
-        with self._lock:
+        with self.lock:
             return sorted((note for note, _ in self._notes.values()), key=lambda note: note.id)
 
 # === 11. The protocol frame: handle() and the JSON-RPC envelope ========================
@@ -871,7 +873,7 @@ class Server:
         return McpError(METHOD_NOT_FOUND, "Method not found")
 
     def notification(self, request: Envelope) -> None:
-        """Id-less messages get no response; an id-less request is logged and never runs."""
+        """A well-formed id-less message gets no response; an id-less request is logged and never runs."""
         # A *request* without an id (tools/call, say) could be run silently; here it never
         # runs: a deletion nobody can be told about is worse than a refusal nobody hears.
         # Every request completes synchronously, so notifications/cancelled has nothing to stop.

@@ -217,6 +217,7 @@ class MemoryStore:
     def __init__(self, notes: Iterable[main.Note], replay: main.MemoryReplayStore) -> None:
         self.notes = main.MemoryNotesStore(checked_notes(notes))
         self.replay = replay
+        self.lock = self.notes.lock  # what the atomic step holds from its re-read to its delete
 
     def candidates(self, workspace: main.Path, title: str) -> list[main.Note]:
         """As main.MemoryNotesStore.candidates."""

@@ -6,6 +6,7 @@ With the checkpoints, these are what the lesson's command runs
 
 from __future__ import annotations
 
+import threading
 import unittest
 
 from helpers.support import KEY, OTHER_KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call, make_lesson_server, note_ids, request, tps
@@ -116,6 +117,34 @@ class ReplayStore(unittest.TestCase):
         self.assertIs(replay.settle(notes, PRINCIPAL, "n", clock.now + 10, (note.id, note.version), lambda live: True),
                       main.Settlement.DELETED)
         self.assertIsNone(notes.get("note-14"))
+
+
+    def test_no_edit_can_land_between_the_atomic_steps_re_read_and_its_delete(self) -> None:
+        clock = Clock()
+        replay, notes = main.MemoryReplayStore(clock), main.MemoryNotesStore(main.lesson_notes())
+        note = notes.get("note-14")
+        assert note is not None
+        writer_could_enter: list[bool] = []
+
+        def recheck(live: main.Note) -> bool:  # runs after the re-read, before the delete
+            def writer() -> None:  # another thread, as an edit from another request would be
+                entered = notes.lock.acquire(blocking=False)
+                writer_could_enter.append(entered)
+                if entered:
+                    notes.lock.release()
+
+            probe = threading.Thread(target=writer)
+            probe.start()
+            probe.join()
+            return True
+
+        self.assertIs(replay.settle(notes, PRINCIPAL, "n", clock.now + 10, (note.id, note.version), recheck), main.Settlement.DELETED)
+        self.assertEqual(writer_could_enter, [False])
+        edited = main.Note("note-7", "TPS report 2024 (edited)", f"{WORKSPACE}/tps-2024.md", 1)
+        editor = threading.Thread(target=notes.put, args=(edited,))  # once the step is over, writers go on
+        editor.start()
+        editor.join()
+        self.assertEqual(notes.get("note-7"), edited)
 
 
 class Flow(unittest.TestCase):
