@@ -108,10 +108,12 @@ class Services(NamedTuple):
     """Everything a server is built from; it builds none of it (lesson_server, section 15, does)."""
     # Who calls is not here: the transport authenticates the principal (stdio: the
     # configured user; HTTP: the bearer token's owner), never arguments or clientInfo.
-    policy: AuthorizationPolicy  # principal -> granted workspace folders (layer 1)
-    signer: StateSigner  # one secret of 32+ random bytes, held by every instance, signs each state
-    notes: MemoryNotesStore  # shared by every instance: in memory, instances in one process (the demo's
-    replay: MemoryReplayStore  # two); across processes the product injects SQLite or PostgreSQL for both
+    # Every instance shares the notes and the replay store: here, instances in one process
+    # (the demo's two); across processes, one SQLite or PostgreSQL database holds both.
+    policy: AuthorizationPolicy  # section 2: principal -> granted workspace folders (layer 1)
+    signer: StateSigner  # section 8: one secret of 32+ random bytes, held by every instance
+    notes: MemoryNotesStore  # section 10: the notes
+    replay: MemoryReplayStore  # section 9: consumed nonces, and the atomic step
     clock: Callable[[], float]  # injected, so tests move time without sleeping
     log: Callable[[str], None]  # stderr by default, never the protocol stream
 
