@@ -2,8 +2,9 @@
 
 One destructive tool, `notes_delete`, takes its scope from an explicit `workspaceUri`,
 asks which note to delete with a form returned as `input_required`, binds the answer with
-an HMAC-signed `requestState`, and consumes that confirmation once through a replay store
-every instance shares. A refusal changes nothing.
+an HMAC-signed `requestState`, and consumes that confirmation at most once through a
+replay store every instance shares. A refused request changes nothing; a confirmation ends
+with its first final answer (a decline, a "no", a deletion, or a note found changed).
 
 Read it top to bottom beside the lesson: the errors and the configuration, then the
 lesson's headings in order. The tool's whole two-call flow is section 7; after it come
@@ -604,7 +605,7 @@ class StatePayload(NamedTuple):
     args: str  # digest of the canonical arguments
     phase: str  # which step of the tool's flow this state answers
     cands: tuple[tuple[str, str], ...]  # (id, version shown) for every choice offered
-    nonce: str  # consumed exactly once, by the flow's terminal outcome
+    nonce: str  # consumed at most once, by the flow's final answer
     iat: float
     exp: float
     extra: dict[str, Any]  # a tool's own public values (never a secret)
@@ -667,7 +668,7 @@ def verify_state(services: Services, token: Any, principal: str, tool: str, args
 
 # === 9. Protecting destructive MRTR state: the replay store ============================
 # A signed state proves the server asked; it does not stop the client from answering
-# twice. Each state carries a random nonce, and its terminal answer claims that nonce in
+# twice. Each state carries a random nonce, and its final answer claims that nonce in
 # a store every server instance shares: the second claim finds it and is refused.
 
 class Settlement(enum.Enum):
@@ -754,7 +755,7 @@ class MemoryReplayStore:
 
 # === 10. Protecting destructive MRTR state: the live re-check ==========================
 # Minutes pass between the form and the answer: the note may have been edited, moved or
-# deleted, and the grant revoked. So the terminal step is one atomic operation: claim the
+# deleted, and the grant revoked. So the final step is one atomic operation: claim the
 # nonce, re-read the live record, run layers 1 and 2 again, delete. In memory that is the
 # replay store's lock and the notes store's, held together (settle, above); in SQLite one
 # transaction (sqlite_store.py).
@@ -767,7 +768,7 @@ def consume(services: Services, principal: str, state: StatePayload, target: tup
             recheck: Callable[[Note], bool] = refuse_every_note) -> Settlement:
     """Consume a verified state's nonce (and delete `target`) in the one atomic step; a replay is -32602."""
     outcome = services.replay.settle(services.notes, principal, state.nonce, state.exp, target, recheck)
-    if outcome is Settlement.USED:  # two retries racing with one state, on any instances: one wins
+    if outcome is Settlement.USED:  # two retries racing with one state, on instances sharing this store: one wins
         services.log("refused requestState: confirmation already used or just expired")
         raise McpError(INVALID_PARAMS, STATE_INVALID)
     if outcome is Settlement.FULL:

@@ -35,7 +35,7 @@ SECTIONS = [
 ]
 
 
-MAX_LESSON_LINES = 1081  # main.py: the card with every check it keeps; what only the product needs lives elsewhere
+MAX_LESSON_LINES = 1082  # main.py: the card with every check it keeps; what only the product needs lives elsewhere
 MAX_DEMO_LINES = 250  # the demo's five exchanges as indented JSON, the form and the notes left
 DEMO_WIDTH = 100  # characters in one line of the demo
 
