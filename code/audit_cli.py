@@ -98,11 +98,14 @@ def parser(prog: str = "serve.py audit") -> argparse.ArgumentParser:
     return p
 
 
-def run(store: Any, args: argparse.Namespace, out: Callable[[str], None], clock: Callable[[], float] = time.time) -> int:
+def run(store: stores.Store, args: argparse.Namespace, out: Callable[[str], None], clock: Callable[[], float] = time.time) -> int:
     """Run one parsed command against a store that keeps an audit; the exit status."""
     if args.command == "restore":
+        if store.texts is None:
+            out("refused: the memory store keeps no trash")
+            return EXIT_REFUSED
         try:
-            entry = store.restore(args.entry)
+            entry = store.texts.restore(args.entry)
         except stores.StoreRefused as exc:
             out(f"refused: {exc}")
             return EXIT_REFUSED

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import audit
+import ledger
 import main
 import stores
 import title_index
@@ -39,8 +40,8 @@ TOO_LONG = f"The note would hold more than {MAX_NOTE_BYTES:,} bytes; nothing was
 TAKEN = "A note already exists at that place; nothing was moved (a move never replaces a note)."
 NO_PLACE = f"{MAX_NAME_TRIES} notes in that folder already take this title's file name; nothing was created. Choose another title."
 
-Check = Callable[[main.Note, str], bool]  # the tool's live re-check: (note, body) -> still the one asked about?
-Record = Callable[[str, audit.Facts], int]  # writes this call's audit entry (outcome, facts) -> its id
+Check = stores.Check  # the tool's live re-check: (note, body) -> still the one asked about?
+Record = stores.Entry  # writes this call's audit entry (outcome, facts) -> its id
 
 _ROW = "SELECT id, title, uri, revision, body FROM notes"
 
@@ -73,15 +74,16 @@ def new_place(workspace: main.Path, title: str, tries: int = MAX_NAME_TRIES) -> 
 
 
 class BodySql:
-    """The body statements of both SQL stores, each inside the caller's transaction."""
+    """The notes-table statements of both SQL stores' writes, each inside the caller's transaction."""
 
-    def __init__(self, placeholder: str, lock: str = "") -> None:
-        self.sql = audit.AuditSql(placeholder)
+    def __init__(self, dialect: ledger.Dialect, lock: str = "") -> None:
+        self.dialect = dialect
+        self.sql = ledger.AuditSql(dialect)
         self.lock = lock  # " FOR UPDATE" in PostgreSQL: the row stays as read until COMMIT
 
     def run(self, conn: Any, sql: str, params: Iterable[Any] = ()) -> Any:
         """Execute `sql` with its `?` markers in this driver's style."""
-        return self.sql.run(conn, sql, tuple(params))
+        return self.dialect.run(conn, sql, tuple(params))
 
     def live(self, conn: Any, note_id: str, lock: bool = False) -> tuple[main.Note, str] | None:
         """The note `note_id` and its body as stored now (locked for the transaction when asked)."""
@@ -150,11 +152,61 @@ class BodySql:
 
     def keep(self, conn: Any, entry: int, note: main.Note, body: str, now: float) -> None:
         """Put one version of a note in the trash under the audit entry that replaced it."""
+        self.sql.keep(conn, entry, note, body, now)
+
+    def delete(self, conn: Any, record: stores.Record, target: tuple[str, str] | None, recheck: Callable[[main.Note], bool],
+               now: float, trash: bool) -> main.Settlement:
+        """notes_delete's change inside the claim's transaction: re-read `target` (id, version), re-check, trash or delete."""
+        if target is None:
+            return main.Settlement.CONSUMED
+        note_id, version = target
+        row = self.run(conn, "SELECT id, title, uri, revision FROM notes WHERE id = ?" + self.lock, (note_id,)).fetchone()
+        live = stores.stored_note(row) if row is not None else None
+        # Time of check to time of use: the form was shown minutes ago; the note may have
+        # been edited, moved out of the workspace, or the grant revoked since then.
+        if live is None or live.version != version or not recheck(live):
+            record(main.Settlement.CHANGED, audit.Facts(note_id))
+            return main.Settlement.CHANGED
+        entry = record(main.Settlement.DELETED, audit.Facts(live.id, live.title, live.uri, audit.SQL_TRASH if trash else None))
+        if trash:  # the row, with its body as stored (NULL stays NULL), to the trash under the entry
+            self.run(conn, "INSERT INTO deleted_notes (audit_id, id, title, uri, revision, deleted_at, body)"
+                     " SELECT ?, ?, ?, ?, ?, ?, body FROM notes WHERE id = ?", (entry, *live, now, live.id))
+        self.run(conn, "DELETE FROM notes WHERE id = ?", (note_id,))
+        return main.Settlement.DELETED
+
+    def restore(self, conn: Any, entry_id: int, now: float) -> int:
+        """Put a trashed row back, or undo an edit, and audit it (the restore entry's id); stores.StoreRefused if it cannot."""
+        kept = self.sql.kept(conn, entry_id)
+        if kept is None:
+            raise stores.StoreRefused(f"entry {entry_id} has no note in the trash (not a trashed deletion, restored, or emptied)")
+        note, body = kept
+        found = self.run(conn, f"{_ROW} WHERE id = ?", (note.id,)).fetchone()
+        if self.sql.outcome(conn, entry_id) == audit.UPDATED and found is not None:
+            return self.undo_update(conn, entry_id, now, main.Note(*found[:4]), found[4], body)
+        if found is not None or self.run(conn, "SELECT 1 FROM notes WHERE uri = ?", (note.uri,)).fetchone() is not None:
+            raise stores.StoreRefused(f"entry {entry_id}: a note now exists with id {note.id!r} or at its place; nothing restored")
+        # A new revision, as a file moved back out of a folder's trash gets one: with its old
+        # revision, a form shown before the deletion (still unexpired, never answered) would
+        # match the restored note again, and its accept would delete it a second time.
+        note = note._replace(revision=secrets.randbits(audit.RESTORED_REVISION_BITS))
+        # With the folded title and body the lookup indexes keep, as every store writes a note.
         self.run(
             conn,
-            "INSERT INTO deleted_notes (audit_id, id, title, uri, revision, deleted_at, body) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (entry, note.id, note.title, note.uri, note.revision, now, body),
+            "INSERT INTO notes (id, title, uri, revision, folded, body, body_folded) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (*note, title_index.index_key(note), body, body_key(body)),
         )
+        self.sql.unkeep(conn, entry_id)
+        return self.sql.insert_restore(conn, entry_id, now, audit.Facts(note.id, note.title, note.uri))
+
+    def undo_update(self, conn: Any, entry_id: int, now: float, live: main.Note, current: str | None, kept: str | None) -> int:
+        """Undo an edit: the text the update replaced comes back, the text now in place goes to the trash under the restore's entry."""
+        new_id = self.sql.insert_restore(conn, entry_id, now, audit.Facts(live.id, live.title, live.uri, audit.SQL_TRASH))
+        self.sql.keep(conn, new_id, live, current, now)
+        # The next revision: every version a tool gave out before the restore is stale after it.
+        self.run(conn, "UPDATE notes SET body = ?, body_folded = ?, revision = ? WHERE id = ?",
+                 (kept, body_key(kept), live.revision + 1, live.id))
+        self.sql.unkeep(conn, entry_id)
+        return new_id
 
     def _write(self, conn: Any, note: main.Note, body: str) -> main.Note:
         """Store `body` as the note's text, with the next revision (so every version the tools gave out is stale)."""
