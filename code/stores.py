@@ -594,6 +594,7 @@ class MemoryLedger:
         self._clock = clock
         self._entries: dict[int, dict[str, Any]] = {}  # id -> entry, in id order
         self._next = 1
+        self._decisions: MemoryConfirmations | None = None
 
     def is_consumed(self, nonce: str) -> bool:
         """As main.MemoryReplayStore.is_consumed."""
@@ -692,8 +693,11 @@ class MemoryLedger:
             return dict(self._entries[new_id])
 
     def decisions(self, clock: Callable[[], float]) -> Confirmations:
-        """The page's decisions in memory (this process only)."""
-        return MemoryConfirmations(clock)
+        """The page's decisions in memory (this process only): one set per ledger, on the clock first given."""
+        with self.replay.lock:
+            if self._decisions is None:
+                self._decisions = MemoryConfirmations(clock)
+            return self._decisions
 
     def now(self) -> float:
         """The ledger's clock."""
