@@ -26,6 +26,9 @@ Schema (version SCHEMA_VERSION, recorded in the `meta` table):
     index notes_body_unindexed(id) WHERE body_folded IS NULL AND body IS NOT NULL  -- bodies written elsewhere (v3)
     index notes_by_body USING gin (body_folded gin_trgm_ops)  -- bodies by substring, when pg_trgm is there
 
+The nonces, the audit, the trash rows and the page's decisions are the store's ledger's
+(code/ledger.py, `SqlLedger`), on this store's own transactions (`write_with`).
+
 Every consume transaction starts by raising `clock_high_water.seen` to this host's clock
 and using the result as "now". That row lock also puts every consume, on every host, in
 one order, so the per-principal count and the expiry check never race each other.

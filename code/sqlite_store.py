@@ -31,8 +31,14 @@ The last two are added to any database that lacks them, whatever its version: a 
 from before them ignores them. `consume` writes the entry, and moves a deleted note's row
 to deleted_notes (unless the deletion mode is "unlink"), in its one transaction.
 
+Two classes: `SqliteDatabase` is the file, guarded while serving (its connections, its
+transaction, the checks that it is still the file opened) with its ledger (code/ledger.py:
+the nonces, the audit, the trash rows, the page's decisions, on this transaction);
+`SqliteNotesStore` adds the notes. The folder store's confirmation database is a
+`SqliteDatabase` alone: `open_ledger` gives its ledger.
+
 Threading: a writer connection behind one lock, a reader connection behind another
-(see SqliteNotesStore). Call close() at shutdown: it checkpoints the WAL into the file.
+(see SqliteDatabase). Call close() at shutdown: it checkpoints the WAL into the file.
 
 Transactions follow the one rule of both SQL stores (code/stores.py): COMMIT when the
 body returns, ROLLBACK when it raises; a refusal that writes nothing (USED, FULL)
