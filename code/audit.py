@@ -43,9 +43,8 @@ from __future__ import annotations
 
 import contextvars
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import main
 import stores

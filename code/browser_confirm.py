@@ -42,7 +42,7 @@ import audit
 import ledger
 import main
 import stores
-from stores import MAX_PENDING_PER_PRINCIPAL, Confirmations
+from stores import MAX_PENDING_PER_PRINCIPAL, Confirmations  # the bound on undecided pages, named where the pages are
 
 __all__ = [
     "APPROVED", "CONFIRMATION", "CONFIRMATION_PROPERTY", "DECLINED", "PENDING", "PHASE_BROWSER", "PHASE_URL", "URL_KEY",

@@ -27,7 +27,7 @@ import main
 import stores
 import title_index
 
-__all__ = ["BodySql", "CHANGED", "Check", "NO_PLACE", "Record", "TAKEN", "TOO_LONG", "new_place", "note_with_body"]
+__all__ = ["BodySql", "CHANGED", "SqlTexts", "Check", "NO_PLACE", "Record", "TAKEN", "TOO_LONG", "new_place", "note_with_body"]
 
 MAX_NOTE_BYTES = 262_144  # UTF-8 bytes one stored note body may hold; a write past it is refused
 NEW_ID_BYTES = 8  # random bytes in the id of a note created in an SQL store (16 hex digits)
@@ -214,3 +214,44 @@ class BodySql:
         # The title of an SQL note is its own column: a body never renames it.
         self.run(conn, "UPDATE notes SET body = ?, body_folded = ?, revision = ? WHERE id = ?", (body, body_key(body), written.revision, note.id))
         return written
+
+
+class SqlTexts:
+    """What both SQL stores' writes share: each is one transaction of the store's ledger around a BodySql statement."""
+
+    ledger: ledger.SqlLedger
+    retention: stores.Retention
+    body: BodySql  # the store's driver's statements
+
+    def consume(self, principal: str, nonce: str, expires_at: float, target: tuple[str, str] | None,
+                recheck: Callable[[main.Note], bool]) -> main.Settlement:
+        """One transaction: claim the nonce; for `target` (id, version) re-read, re-check, trash (or delete); audit."""
+        trash = self.retention.trash
+        return self.ledger.consume_in(
+            principal, nonce, expires_at, lambda conn, now, record: self.body.delete(conn, record, target, recheck, now, trash)
+        )[0]
+
+    def create_note(self, principal: str, workspace: main.Path, title: str, body: str) -> main.Note | str:
+        """A new note in `workspace` (audited `created`), or why not (audited `refused`)."""
+        return self.ledger.audited_in(principal, lambda conn, now, entry: self.body.create(conn, entry, workspace, title, body))
+
+    def append_note(self, principal: str, workspace: main.Path, note_id: str, text: str, check: Check) -> tuple[main.Note, str] | str:
+        """`text` added at the end if `check` passes on the live note (audited `appended`), or why not (audited `refused`)."""
+        return self.ledger.audited_in(principal, lambda conn, now, entry: self.body.append(conn, entry, note_id, text, check))
+
+    def update_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, body: str,
+                    check: Check) -> tuple[main.Settlement, main.Note | str | None]:
+        """One transaction: claim the nonce, re-check the live note, keep its old text in the trash, write `body`; audited."""
+        trash = self.retention.trash
+        return self.ledger.act_in(principal, nonce, expires_at,
+                                  lambda conn, now, entry: self.body.update(conn, entry, note_id, body, check, now, trash))
+
+    def move_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, place: main.Path,
+                  check: Check) -> tuple[main.Settlement, main.Note | str | None]:
+        """One transaction: claim the nonce, re-check the live note, give it the place if free; audited."""
+        return self.ledger.act_in(principal, nonce, expires_at, lambda conn, now, entry: self.body.move(conn, entry, note_id, place, check))
+
+    def restore(self, entry_id: int) -> dict[str, Any]:
+        """Put back what a `deleted` or `updated` entry trashed, and audit it; or StoreRefused."""
+        return self.ledger.restore_in(lambda conn, now: self.body.restore(conn, entry_id, now))
+

@@ -168,7 +168,7 @@ STALE_STATISTICS_FACTOR = 2  # rows past this many times the planner's count: AN
 _BODY = note_bodies.BodySql(ledger.POSTGRES, " FOR UPDATE")
 
 
-class PostgresNotesStore(stores.SettleSeam):
+class PostgresNotesStore(note_bodies.SqlTexts, stores.SettleSeam[ledger.SqlLedger]):
     """stores.Store over one PostgreSQL database: a writer and a reader connection, each behind its own lock, reopened when broken.
 
     The nonces, the audit and the page's decisions are its ledger's (ledger.SqlLedger), on this store's own transactions.
@@ -191,6 +191,7 @@ class PostgresNotesStore(stores.SettleSeam):
         self.retention = retention  # the ledger's too: deletion mode, trash and audit bounds
         self.ledger = ledger.SqlLedger(self, ledger.POSTGRES, max_per_principal, retention)
         self.texts: stores.Texts | None = self
+        self.body = _BODY
         self._conn: Any = None
         self._clock = clock
         self._lock = threading.Lock()
@@ -242,27 +243,6 @@ class PostgresNotesStore(stores.SettleSeam):
             )
         return f"PostgreSQL: workspace rows by URI index; no title index ({self._titles_missing}): lookups read the workspace's rows"
 
-    def is_consumed(self, nonce: str) -> bool:
-        """True when this confirmation was consumed by any instance and not yet pruned."""
-        return self.ledger.is_consumed(nonce)
-
-    def audit_refusal(self, principal: str, facts: audit.Facts) -> None:
-        """One `refused` entry for `principal` (a call refused before any store step), in its own transaction."""
-        self.ledger.audit_refusal(principal, facts)
-
-    def audit_entries(self, principal: str | None = None, since: float | None = None,
-                      outcome: str | None = None) -> list[dict[str, Any]]:
-        """The ledger's audit entries matching every filter given, oldest first."""
-        return self.ledger.audit_entries(principal, since, outcome)
-
-    def count(self, workspace: main.Path) -> int:
-        """How many notes `workspace` holds (every title contains "")."""
-        return len(self.candidates(workspace, ""))
-
-    def preview(self, note: main.Note) -> tuple[float, list[str]] | None:
-        """None: a row keeps no time of its last change."""
-        return None
-
     def all(self) -> list[main.Note]:
         """Every note, in id order (for tests, the benchmark and admin views)."""
         rows = self._read(lambda conn: conn.execute("SELECT id, title, uri, revision FROM notes ORDER BY id").fetchall())
@@ -280,18 +260,6 @@ class PostgresNotesStore(stores.SettleSeam):
         """Delete a note outside any confirmation (another actor; used to show the re-check)."""
         self._run(lambda conn: conn.execute("DELETE FROM notes WHERE id = %s", (note_id,)))
 
-    def consume(self, principal: str, nonce: str, expires_at: float, target: tuple[str, str] | None,
-                recheck: Callable[[main.Note], bool]) -> main.Settlement:
-        """One transaction: claim the nonce; for `target` (id, version) re-read (locked), re-check, trash or delete; COMMIT.
-
-        USED and FULL roll back (a refusal mutates nothing); any exception rolls back the
-        claim with the deletion. A connection or timeout failure raises stores.StoreBusy.
-        """
-        trash = self.retention.trash
-        return self.ledger.consume_in(
-            principal, nonce, expires_at, lambda conn, now, record: _BODY.delete(conn, record, target, recheck, now, trash)
-        )[0]
-
     # ---------------------------------------------------------------- note bodies (code/note_bodies.py)
 
     def note_text(self, note_id: str, workspace: main.Path) -> tuple[main.Note, str] | None:
@@ -305,30 +273,6 @@ class PostgresNotesStore(stores.SettleSeam):
         pattern = _contains(needle)
         rows = self._read(lambda conn: conn.execute(_SEARCH, (low, high, pattern, low, high, pattern), prepare=False).fetchall())
         return title_index.exact_text(rows, workspace, needle, limit), False
-
-    def create_note(self, principal: str, workspace: main.Path, title: str, body: str) -> main.Note | str:
-        """A new note in `workspace` (audited `created`), or why not (audited `refused`)."""
-        return self.ledger.audited_in(principal, lambda conn, now, entry: _BODY.create(conn, entry, workspace, title, body))
-
-    def append_note(self, principal: str, workspace: main.Path, note_id: str, text: str, check: stores.Check) -> tuple[main.Note, str] | str:
-        """`text` added at the end if `check` passes on the live note (audited `appended`), or why not (audited `refused`)."""
-        return self.ledger.audited_in(principal, lambda conn, now, entry: _BODY.append(conn, entry, note_id, text, check))
-
-    def update_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, body: str,
-                    check: stores.Check) -> tuple[main.Settlement, main.Note | str | None]:
-        """One transaction: claim the nonce, re-check the live note, keep its old text in the trash, write `body`; audited."""
-        trash = self.retention.trash
-        return self.ledger.act_in(principal, nonce, expires_at,
-                                  lambda conn, now, entry: _BODY.update(conn, entry, note_id, body, check, now, trash))
-
-    def move_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, place: main.Path,
-                  check: stores.Check) -> tuple[main.Settlement, main.Note | str | None]:
-        """One transaction: claim the nonce, re-check the live note, give it the place if free; audited."""
-        return self.ledger.act_in(principal, nonce, expires_at, lambda conn, now, entry: _BODY.move(conn, entry, note_id, place, check))
-
-    def restore(self, entry_id: int) -> dict[str, Any]:
-        """Put back what a `deleted` or `updated` entry trashed, and audit it; or StoreRefused."""
-        return self.ledger.restore_in(lambda conn, now: _BODY.restore(conn, entry_id, now))
 
     def now(self) -> float:
         """This store's clock."""

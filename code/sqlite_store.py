@@ -60,7 +60,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import audit
 import ledger
@@ -456,7 +456,7 @@ class SqliteDatabase:
 
 
 
-class SqliteNotesStore(SqliteDatabase, stores.SettleSeam):
+class SqliteNotesStore(SqliteDatabase, note_bodies.SqlTexts, stores.SettleSeam[ledger.SqlLedger]):
     """stores.Store over one SQLite database: the notes' reads and writes; the nonces and the audit in its ledger."""
 
     def __init__(self, path: str, writer: sqlite3.Connection, reader: sqlite3.Connection, *, clock: Callable[[], float],
@@ -465,6 +465,7 @@ class SqliteNotesStore(SqliteDatabase, stores.SettleSeam):
                          busy_timeout_ms=busy_timeout_ms, retention=retention)
         self.retention = retention  # the ledger's too: deletion mode, trash and audit bounds
         self.texts: stores.Texts | None = self
+        self.body = _BODY
         self._titles_missing = trigram_support()
         self._titles = self._titles_missing is None
 
@@ -508,31 +509,10 @@ class SqliteNotesStore(SqliteDatabase, stores.SettleSeam):
             )
         return f"SQLite: workspace rows by URI index; no title index ({self._titles_missing}): lookups read the workspace's rows"
 
-    def is_consumed(self, nonce: str) -> bool:
-        """True when this confirmation was consumed by any instance and not yet pruned."""
-        return self.ledger.is_consumed(nonce)
-
-    def audit_entries(self, principal: str | None = None, since: float | None = None,
-                      outcome: str | None = None) -> list[dict[str, Any]]:
-        """The ledger's audit entries matching every filter given, oldest first."""
-        return self.ledger.audit_entries(principal, since, outcome)
-
-    def count(self, workspace: main.Path) -> int:
-        """How many notes `workspace` holds (every title contains "")."""
-        return len(self.candidates(workspace, ""))
-
-    def preview(self, note: main.Note) -> tuple[float, list[str]] | None:
-        """None: a row keeps no time of its last change."""
-        return None
-
     def all(self) -> list[main.Note]:
         """Every note, in id order (for tests, the benchmark and admin views)."""
         rows = self._read("SELECT id, title, uri, revision FROM notes ORDER BY id")
         return [note for note in map(stores.stored_note, rows) if note is not None]
-
-    def audit_refusal(self, principal: str, facts: audit.Facts) -> None:
-        """One `refused` entry for `principal` (a call refused before any store step), in its own transaction."""
-        self.ledger.audit_refusal(principal, facts)
 
     # ---------------------------------------------------------------- writes
 
@@ -550,14 +530,6 @@ class SqliteNotesStore(SqliteDatabase, stores.SettleSeam):
         """Delete a note outside any confirmation (another actor; used to show the re-check)."""
         with self._transaction() as conn:
             conn.execute("DELETE FROM notes WHERE id = ?", (note_id,))
-
-    def consume(self, principal: str, nonce: str, expires_at: float, target: tuple[str, str] | None,
-                recheck: Callable[[main.Note], bool]) -> main.Settlement:
-        """One transaction: claim the nonce; for `target` (id, version) re-read, re-check, trash or delete; audit."""
-        trash = self.retention.trash
-        return self.ledger.consume_in(
-            principal, nonce, expires_at, lambda conn, now, record: _BODY.delete(conn, record, target, recheck, now, trash)
-        )[0]
 
     # ---------------------------------------------------------------- note texts (code/note_bodies.py)
 
@@ -582,30 +554,6 @@ class SqliteNotesStore(SqliteDatabase, stores.SettleSeam):
     def _match(grams: list[str]) -> str:
         """An FTS5 query for rows holding every one of `grams`, each quoted whole (nothing in a note is query syntax)."""
         return " AND ".join('"' + gram.replace('"', '""') + '"' for gram in grams)
-
-    def create_note(self, principal: str, workspace: main.Path, title: str, body: str) -> main.Note | str:
-        """A new note in `workspace` (audited `created`), or why not (audited `refused`)."""
-        return self.ledger.audited_in(principal, lambda conn, now, entry: _BODY.create(conn, entry, workspace, title, body))
-
-    def append_note(self, principal: str, workspace: main.Path, note_id: str, text: str, check: stores.Check) -> tuple[main.Note, str] | str:
-        """`text` added at the end if `check` passes on the live note (audited `appended`), or why not (audited `refused`)."""
-        return self.ledger.audited_in(principal, lambda conn, now, entry: _BODY.append(conn, entry, note_id, text, check))
-
-    def update_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, body: str,
-                    check: stores.Check) -> tuple[main.Settlement, main.Note | str | None]:
-        """One transaction: claim the nonce, re-check the live note, keep its old text in the trash, write `body`; audited."""
-        trash = self.retention.trash
-        return self.ledger.act_in(principal, nonce, expires_at,
-                                  lambda conn, now, entry: _BODY.update(conn, entry, note_id, body, check, now, trash))
-
-    def move_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, place: main.Path,
-                  check: stores.Check) -> tuple[main.Settlement, main.Note | str | None]:
-        """One transaction: claim the nonce, re-check the live note, give it the place if free; audited."""
-        return self.ledger.act_in(principal, nonce, expires_at, lambda conn, now, entry: _BODY.move(conn, entry, note_id, place, check))
-
-    def restore(self, entry_id: int) -> dict[str, object]:
-        """Put back what a `deleted` or `updated` entry trashed, and audit it; or StoreRefused."""
-        return self.ledger.restore_in(lambda conn, now: _BODY.restore(conn, entry_id, now))
 
 
 def side_identities(path: str) -> tuple[tuple[int, int] | None, ...]:

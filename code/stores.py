@@ -32,7 +32,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple, Protocol, TypeVar, cast
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar, cast
 
 import main
 
@@ -559,10 +559,18 @@ def with_replay(services: main.Services, replay: Settles) -> main.Services:
     return services._replace(replay=cast(main.MemoryReplayStore, replay))
 
 
-class SettleSeam:
-    """What every SQL or folder store adds to its `consume`: the lesson's `settle` name and `deletion`."""
+L = TypeVar("L", bound="Ledger")
+
+
+class SettleSeam(Generic[L]):
+    """What every product store shares around its own `candidates` and `consume`: the lesson's `settle`, the ledger's reads."""
 
     retention: Retention  # deletion mode, trash and audit bounds (the store's ledger prunes by them too)
+    ledger: L
+
+    def candidates(self, workspace: main.Path, title: str) -> list[main.Note]:
+        """Each store's own lookup."""
+        raise NotImplementedError
 
     @property
     def deletion(self) -> str:
@@ -578,6 +586,27 @@ class SettleSeam:
                target: tuple[str, str] | None, recheck: Callable[[main.Note], bool]) -> main.Settlement:
         """The lesson's atomic step (main.MemoryReplayStore.settle): this store holds the notes and the nonces, so `notes` is itself."""
         return self.consume(principal, nonce, expires_at, target, recheck)
+
+    def is_consumed(self, nonce: str) -> bool:
+        """True when this confirmation was consumed by any instance sharing the ledger, and not yet pruned."""
+        return self.ledger.is_consumed(nonce)
+
+    def audit_refusal(self, principal: str, facts: Facts) -> None:
+        """One `refused` entry for `principal` (a call refused before any store step)."""
+        self.ledger.audit_refusal(principal, facts)
+
+    def audit_entries(self, principal: str | None = None, since: float | None = None,
+                      outcome: str | None = None) -> list[dict[str, Any]]:
+        """The ledger's audit entries matching every filter given, oldest first."""
+        return self.ledger.audit_entries(principal, since, outcome)
+
+    def count(self, workspace: main.Path) -> int:
+        """How many notes `workspace` holds (every title contains "")."""
+        return len(self.candidates(workspace, ""))
+
+    def preview(self, note: main.Note) -> tuple[float, list[str]] | None:
+        """None: the store keeps no file whose time and first lines it could show."""
+        return None
 
 
 # =====================================================================================
@@ -717,7 +746,7 @@ def _outcome(settlement: main.Settlement, pending: bool) -> str:
     return {main.Settlement.DELETED: "deleted", main.Settlement.CHANGED: "refused"}.get(settlement, "consumed")
 
 
-class MemoryStore:
+class MemoryStore(SettleSeam[Ledger]):
     """The lesson's memory notes and replay stores as one product store: checked notes, the product's seam, a memory ledger."""
 
     deletion = main.MemoryNotesStore.deletion  # a memory store keeps no trash
@@ -737,10 +766,6 @@ class MemoryStore:
         """As main.MemoryNotesStore.get."""
         return self.notes.get(note_id)
 
-    def is_consumed(self, nonce: str) -> bool:
-        """As main.MemoryReplayStore.is_consumed."""
-        return self.replay.is_consumed(nonce)
-
     def settle(self, notes: object, principal: str, nonce: str, expires_at: float,
                target: tuple[str, str] | None, recheck: Callable[[main.Note], bool]) -> main.Settlement:
         """The atomic step: main.MemoryReplayStore.settle over this store's notes (`notes` is this store)."""
@@ -750,23 +775,6 @@ class MemoryStore:
                 target: tuple[str, str] | None, recheck: Callable[[main.Note], bool]) -> main.Settlement:
         """The atomic step, as every product store names it."""
         return self.settle(self, principal, nonce, expires_at, target, recheck)
-
-    def audit_refusal(self, principal: str, facts: Facts) -> None:
-        """As the ledger's."""
-        self.ledger.audit_refusal(principal, facts)
-
-    def audit_entries(self, principal: str | None = None, since: float | None = None,
-                      outcome: str | None = None) -> list[dict[str, Any]]:
-        """The ledger's audit entries matching every filter given, oldest first."""
-        return self.ledger.audit_entries(principal, since, outcome)
-
-    def count(self, workspace: main.Path) -> int:
-        """How many notes `workspace` holds (every title contains "")."""
-        return len(self.candidates(workspace, ""))
-
-    def preview(self, note: main.Note) -> tuple[float, list[str]] | None:
-        """None: a memory note has no file to show."""
-        return None
 
     def describe(self) -> list[str]:
         """Nothing to report: every lookup scans the notes."""
