@@ -250,15 +250,7 @@ class SqliteDatabase:
 
     def _read(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
         """Rows from the reader connection; never waits for the write lock."""
-        with self._read_lock:
-            self._check_shm()
-            try:
-                return self._reader.execute(sql, params).fetchall()
-            except sqlite3.DatabaseError as exc:
-                if getattr(exc, "sqlite_errorcode", -1) & 0xFF in _NOT_OURS:
-                    self._gone = True  # overwritten in place: the bytes are not the database we opened
-                    raise stores.StoreGone() from None
-                raise
+        return self.read_with(lambda conn: conn.execute(sql, params).fetchall())
 
     def write_with(self, work: Callable[[sqlite3.Connection], T], durable: bool = False) -> T:
         """`work(conn)` in one write transaction (the write lock, BEGIN IMMEDIATE, one budget); `durable`: checkpointed before return."""
@@ -266,10 +258,16 @@ class SqliteDatabase:
             return work(conn)
 
     def read_with(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """`work(conn)` on the reader connection (never waits for the write lock)."""
+        """`work(conn)` on the reader connection (never waits for the write lock); a file no longer ours is StoreGone."""
         with self._read_lock:
             self._check_shm()
-            return work(self._reader)
+            try:
+                return work(self._reader)
+            except sqlite3.DatabaseError as exc:
+                if getattr(exc, "sqlite_errorcode", -1) & 0xFF in _NOT_OURS:
+                    self._gone = True  # overwritten in place: the bytes are not the database we opened
+                    raise stores.StoreGone() from None
+                raise
 
     def now(self) -> float:
         """This database's clock."""
