@@ -132,14 +132,67 @@ def content_version(note: main.Note, text: str) -> str:
     return main.digest([note.version, text_sha256(text)])
 
 
-# Characters a person could not see or tell apart in a form: every non-printable character
-# (tabs, carriage returns, zero-width and bidi controls, escapes), and the backslash that
-# starts our spelling of them, so that "\u200b" typed in a note cannot pass for one.
+# Characters a person cannot see, or cannot tell from others, in a form or on the page:
+# written out once here, and escaped by `visible` wherever either shows text. The person
+# approves what they see, so a character that renders as nothing, or that lays itself
+# over the character before it, would let "pay 100 to account 12345" plus hidden bytes
+# read exactly as the line it replaces. Python's str.isprintable() already refuses the
+# categories Cc, Cf, Cs, Co, Cn, Zs (but U+0020), Zl and Zp; this table adds what it lets
+# through. Ranges are inclusive; the data is the Unicode Character Database 14.0.0 (the
+# version of Python 3.11's unicodedata), and tests/test_hidden_text.py checks the table
+# against that data.
+HIDDEN_RANGES: tuple[tuple[int, int, str], ...] = (
+    # Default_Ignorable_Code_Point, every range of DerivedCoreProperties.txt (UCD 14.0.0):
+    # variation selectors, joiners, fillers, bidi and tag characters, and the reserved rest.
+    (0x00AD, 0x00AD, "soft hyphen"),
+    (0x034F, 0x034F, "combining grapheme joiner"),
+    (0x061C, 0x061C, "Arabic letter mark"),
+    (0x115F, 0x1160, "Hangul choseong and jungseong fillers"),
+    (0x17B4, 0x17B5, "Khmer inherent vowels"),
+    (0x180B, 0x180F, "Mongolian variation selectors and vowel separator"),
+    (0x200B, 0x200F, "zero-width space, joiners, direction marks"),
+    (0x202A, 0x202E, "bidi embeddings and overrides"),
+    (0x2060, 0x206F, "word joiner, invisible operators, bidi isolates"),
+    (0x3164, 0x3164, "Hangul filler"),
+    (0xFE00, 0xFE0F, "variation selectors"),
+    (0xFEFF, 0xFEFF, "zero-width no-break space"),
+    (0xFFA0, 0xFFA0, "halfwidth Hangul filler"),
+    (0xFFF0, 0xFFF8, "reserved specials"),
+    (0x1BCA0, 0x1BCA3, "shorthand format controls"),
+    (0x1D173, 0x1D17A, "musical beam and phrase controls"),
+    (0xE0000, 0xE0FFF, "tags, variation selectors supplement, reserved"),
+    # Canonical_Combining_Class 1 (Overlay): drawn over the character before them, so
+    # "1\u0338" reads as a struck-out 1 in one font and as 1 in another.
+    (0x0334, 0x0338, "combining overlays"),
+    (0x1CD4, 0x1CD4, "Vedic overlay"),
+    (0x1CE2, 0x1CE8, "Vedic overlays"),
+    (0x20D2, 0x20D3, "combining long and short vertical line overlays"),
+    (0x20D8, 0x20DA, "combining ring and clockwise ring overlays"),
+    (0x20E5, 0x20E6, "combining reverse solidus and double vertical stroke overlays"),
+    (0x20EA, 0x20EB, "combining leftwards arrow and long double solidus overlays"),
+    (0x10A39, 0x10A39, "Kharoshthi cauda"),
+    (0x16AF0, 0x16AF4, "Bassa Vah combining tones"),
+    (0x1BC9E, 0x1BC9E, "Duployan double mark"),
+    (0x1D167, 0x1D169, "musical tremolo overlays"),
+    # Printable characters whose glyph is blank.
+    (0x2800, 0x2800, "Braille pattern blank"),
+    (0x16FE4, 0x16FE4, "Khitan small script filler"),
+    (0x1D159, 0x1D159, "musical symbol null notehead"),
+)
+HIDDEN = frozenset(chr(point) for first, last, _ in HIDDEN_RANGES for point in range(first, last + 1))
+
+
+def escape(ch: str) -> str:
+    """One character spelled as the \\u (or \\U) escape a person reads in a form or on the page."""
+    return f"\\u{ord(ch):04x}" if ord(ch) <= 0xFFFF else f"\\U{ord(ch):08x}"
+
+
 def visible(text: str) -> str:
-    """`text` with the backslash doubled and every non-printable character as a \\u (or \\U) escape."""
-    if text.isprintable() and "\\" not in text:
+    """`text` with the backslash doubled and every non-printable or HIDDEN character as a \\u (or \\U) escape."""
+    # The backslash is doubled so that "\\u200b" typed in a note cannot pass for an escape.
+    if text.isprintable() and "\\" not in text and HIDDEN.isdisjoint(text):
         return text
-    return "".join("\\\\" if ch == "\\" else ch if ch.isprintable() else (f"\\u{ord(ch):04x}" if ord(ch) <= 0xFFFF else f"\\U{ord(ch):08x}") for ch in text)
+    return "".join("\\\\" if ch == "\\" else escape(ch) if ch in HIDDEN or not ch.isprintable() else ch for ch in text)
 
 
 def whole_diff(old: str, new: str) -> tuple[str, int]:
@@ -621,7 +674,7 @@ class NotesUpdate(ConfirmedTool):
         if diff is None:
             raise TooLarge(TOO_LARGE)
         self.refuse_no_change(scope, args, text)
-        message = (f"Replace the text of \"{note.title}\" ({note.id}) in {scope.arguments['workspaceUri']}? {self.kept()} "
+        message = (f"Replace the text of \"{visible(note.title)}\" ({note.id}) in {scope.arguments['workspaceUri']}? {self.kept()} "
                    f"The change (invisible characters shown as \\u escapes):\n{diff}")
         return confirm_form(message, "Apply this change")
 
@@ -690,7 +743,7 @@ class NotesMove(ConfirmedTool):
     def form(self, scope: main.Scope, args: dict[str, Any], note: main.Note, text: str) -> dict[str, Any]:
         """Where from, where to, and that nothing is replaced."""
         place = self.place(scope.workspace, args["newPath"])
-        message = (f"Move \"{note.title}\" ({note.id}) from {visible(note.uri)} to {visible(main.format_file_uri(place))}? "
+        message = (f"Move \"{visible(note.title)}\" ({note.id}) from {visible(note.uri)} to {visible(main.format_file_uri(place))}? "
                    "A note already there is never replaced: the move is refused instead.")
         return confirm_form(message, "Move the note")
 
