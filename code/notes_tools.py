@@ -518,7 +518,7 @@ class ConfirmedTool(NoteTool):
         version = content_version(note, text)
         if "version" in args and version != args["version"]:
             raise main.ToolError(STALE)
-        self.refuse_no_change(scope, args, text)
+        self.refuse_no_change(scope, args, note, text)
         detail = json.dumps({"noteId": note.id, "version": version, **self.shown(args)})
         handle, claims = self.flow.open(call.principal, self.name, self.digest(scope, args, **self.bound(args)), phase,
                                         [(note.id, version)], self.bound(args), scope.arguments["workspaceUri"], note.title, detail)
@@ -619,7 +619,7 @@ class ConfirmedTool(NoteTool):
         """What happens to what the change replaces."""
         raise NotImplementedError
 
-    def refuse_no_change(self, scope: main.Scope, args: dict[str, Any], text: str) -> None:
+    def refuse_no_change(self, scope: main.Scope, args: dict[str, Any], note: main.Note, text: str) -> None:
         """A ToolError when the arguments ask for no valid change (checked before any page is opened)."""
         raise NotImplementedError
 
@@ -673,7 +673,7 @@ class NotesUpdate(ConfirmedTool):
         diff = unified_diff(text, args["body"])
         if diff is None:
             raise TooLarge(TOO_LARGE)
-        self.refuse_no_change(scope, args, text)
+        self.refuse_no_change(scope, args, note, text)
         message = (f"Replace the text of \"{visible(note.title)}\" ({note.id}) in {scope.arguments['workspaceUri']}? {self.kept()} "
                    f"The change (invisible characters shown as \\u escapes):\n{diff}")
         return confirm_form(message, "Apply this change")
@@ -683,7 +683,7 @@ class NotesUpdate(ConfirmedTool):
         return ("The old text is moved to the trash; an operator can restore it." if getattr(self.store, "retention", None) is not None
                 and self.store.retention.trash else "The old text is not kept.")
 
-    def refuse_no_change(self, scope: main.Scope, args: dict[str, Any], text: str) -> None:
+    def refuse_no_change(self, scope: main.Scope, args: dict[str, Any], note: main.Note, text: str) -> None:
         """The same text again is no change."""
         if text == args["body"]:
             raise main.ToolError("The new text is the note's text already; nothing to change.")
@@ -741,15 +741,20 @@ class NotesMove(ConfirmedTool):
         return place
 
     def form(self, scope: main.Scope, args: dict[str, Any], note: main.Note, text: str) -> dict[str, Any]:
-        """Where from, where to, and that nothing is replaced."""
+        """Where from, where to, and that nothing is replaced; a place the store refuses is refused before any form."""
+        self.refuse_no_change(scope, args, note, text)
         place = self.place(scope.workspace, args["newPath"])
         message = (f"Move \"{visible(note.title)}\" ({note.id}) from {visible(note.uri)} to {visible(main.format_file_uri(place))}? "
                    "A note already there is never replaced: the move is refused instead.")
         return confirm_form(message, "Move the note")
 
-    def refuse_no_change(self, scope: main.Scope, args: dict[str, Any], text: str) -> None:
-        """A destination that is no place inside the workspace is refused before any page opens."""
-        self.place(scope.workspace, args["newPath"])
+    def refuse_no_change(self, scope: main.Scope, args: dict[str, Any], note: main.Note, text: str) -> None:
+        """A destination that is no place inside the workspace, or one the store refuses, is refused before any form or page."""
+        # The person must never approve a move the store then refuses: a place taken, a
+        # folder that does not exist, or one where no tool would reach the note again.
+        refusal = self.store.move_refusal(scope.workspace, note, self.place(scope.workspace, args["newPath"]))
+        if refusal is not None:
+            raise main.ToolError(refusal)
 
     def shown(self, args: dict[str, Any]) -> dict[str, str]:
         """The page keeps the destination as asked."""
@@ -774,8 +779,8 @@ class NotesMove(ConfirmedTool):
         return self.store.move_note(principal, nonce, expires, scope.workspace, note_id, place, self.check(principal, scope, version))
 
     def done(self, note: main.Note, scope: main.Scope) -> dict[str, Any]:
-        """The note is at its new place (its id may change with it, in a folder)."""
-        return main.tool_result(f"Moved note to {note.uri} (id {note.id}).", {"moved": True, "noteId": note.id})
+        """The note's new place and id, as the store wrote them (its id may change with it, in a folder)."""
+        return main.tool_result(f"Moved note to {note.uri} (id {note.id}).", {"moved": True, "noteId": note.id, "uri": note.uri})
 
 
 TOOLS = (NotesWorkspaces, NotesSearch, NotesRead, NotesCreate, NotesAppend, NotesUpdate, NotesMove)
