@@ -90,11 +90,23 @@ def startup_report(
     if not owners:
         lines.append("workspaces: none granted, so every notes_delete call is refused")
     lines.extend(described)
-    lines.append(f"consumed confirmations: {assemble.confirmations_home(config)}")
+    lines.append(f"consumed confirmations: {assemble.confirmations_home(config)}{relative_db(args)}")
     lines.append(f"extensions: {', '.join(extensions(config, args)) or 'none'}")
     lines.append(f"confirmation page: {confirmation_page(config, args)}")
     lines.extend(extra)
     return lines
+
+
+def relative_db(args: argparse.Namespace) -> str:
+    """For a relative --db, what the report adds to the absolute path it resolved to at start-up; else ""."""
+    # A host starts servers from whatever folder it likes: `--db notes.db` from two folders
+    # is two databases, so a confirmation declined on one instance could be accepted on the
+    # other. The path each instance really uses is said, and why it is that one.
+    db = getattr(args, "db", None)
+    if not db or os.path.isabs(db) or db.startswith(configuration.POSTGRES_SCHEMES):
+        return ""
+    return (f" (--db {db} is relative: resolved against the working directory at start-up; instances share "
+            "confirmations only when they name this same file, so give hosts the absolute path)")
 
 
 def confirmation_page(config: dict[str, Any], args: argparse.Namespace) -> str:
