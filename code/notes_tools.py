@@ -49,7 +49,17 @@ DEFAULT_SEARCH_LIMIT = 10  # results of a search when the caller gives no limit
 MAX_SEARCH_LIMIT = 50  # results one search returns at most
 SNIPPET_CHARS = 160  # characters of a note's text shown beside each search result
 MAX_READ_CHARS = 20_000  # characters of a note's text one read returns; a longer text is cut, and the result says so
-MAX_TEXT_CHARS = 32_000  # characters of text one create, append or update carries
+# Text is bounded in UTF-8 bytes, the unit of the message bound (frame.MAX_MESSAGE_BYTES,
+# 64 KiB, tested against these three; past it a request is -32600 before any tool sees it). JSON spells a byte of text
+# in at most JSON_GROWTH bytes when a client sends UTF-8 as itself (a newline, a quote or a
+# backslash in two) and a CJK character in six when it escapes it (\uXXXX, for three bytes
+# of UTF-8); the rest of the largest request this server asks for (the workspace URI, the
+# note id, the version, the requestState or confirmation token it issued, JSON-RPC's own
+# keys) fits in ENVELOPE_BYTES. So a text at the bound always arrives: 32,000 CJK characters
+# (96,000 bytes) once passed a 32,000-character bound and were refused as -32600.
+JSON_GROWTH = 2  # bytes of JSON per byte of UTF-8 text, at most, for the text a note holds
+ENVELOPE_BYTES = 5_536  # bytes of the largest request around its text: URI 2,048, id 768, version 64, token 1,600, the rest 1,056
+MAX_TEXT_BYTES = 30_000  # UTF-8 bytes of text one create, append or update carries: (65,536 - ENVELOPE_BYTES) // JSON_GROWTH
 MAX_PATH_LENGTH = 1024  # characters in a move's newPath
 MAX_DIFF_LINES = 400  # lines of the unified diff an update's form shows; a larger change is refused, never shown in part
 MAX_DIFF_CHARS = 16_000  # characters of that diff, likewise
@@ -72,6 +82,14 @@ _NOTE_ID = {"type": "string", "minLength": 1, "maxLength": stores.MAX_NOTE_ID_LE
 _VERSION = {"type": "string", "minLength": 1, "maxLength": 64, "description": "The version notes_read returned."}
 
 
+def text_property(what: str, min_length: int = 0) -> dict[str, Any]:
+    """The schema of a text argument: its bound is in UTF-8 bytes, said in words (maxLength, in characters, is implied by it)."""
+    return {"type": "string", "minLength": min_length, "maxLength": MAX_TEXT_BYTES,
+            "description": f"{what} At most {MAX_TEXT_BYTES:,} bytes in UTF-8 (ASCII 1 byte a character, CJK 3, emoji 4: at most "
+                           f"{MAX_TEXT_BYTES // 3:,} CJK characters), so the request fits the 64 KiB message bound; "
+                           "split a longer text over notes_append calls."}
+
+
 def descriptor(name: str, title: str, description: str, properties: dict[str, Any], required: list[str], *,
                read_only: bool, destructive: bool, idempotent: bool) -> dict[str, Any]:
     """A tool descriptor whose annotations say what the tool does: reads only, destroys, repeats safely; never the open world."""
@@ -89,7 +107,7 @@ def descriptor(name: str, title: str, description: str, properties: dict[str, An
 # Arguments, scope, versions, what a person is shown
 # =====================================================================================
 
-Field = tuple[str, int, int, bool]  # (kind "string"/"integer", minimum, maximum, required)
+Field = tuple[str, int, int, bool]  # (kind "string" (characters) / "text" (UTF-8 bytes) / "integer", minimum, maximum, required)
 
 
 def read_args(arguments: Any, tool: str, fields: dict[str, Field]) -> dict[str, Any]:
@@ -107,9 +125,15 @@ def read_args(arguments: Any, tool: str, fields: dict[str, Field]) -> dict[str, 
         if kind == "integer":
             if type(value) is not int or not low <= value <= high:
                 raise main.ToolError(f"Invalid arguments for tool {tool}: {name} must be an integer in {low}..{high}.")
+        elif kind == "text":
+            # Measured as the message measures it: in UTF-8 bytes (a lone surrogate counts 3, then -32602 below).
+            if not isinstance(value, str) or not low <= len(value.encode("utf-8", "surrogatepass")) <= high:
+                raise main.ToolError(f"Invalid arguments for tool {tool}: {name} must be text of {low}..{high:,} bytes in UTF-8 "
+                                     f"(a CJK character is 3 bytes, so at most {high // 3:,} of them); split a longer text.")
         else:
             if not isinstance(value, str) or not low <= len(value) <= high:
                 raise main.ToolError(f"Invalid arguments for tool {tool}: {name} must be a string of {low}..{high} characters.")
+        if kind != "integer":
             # A NUL or a lone surrogate is text no note holds and no store can encode.
             if "\x00" in value or any("\ud800" <= ch <= "\udfff" for ch in value):
                 raise main.McpError(main.INVALID_PARAMS, f"Invalid params: {name} for tool {tool} holds a NUL or a lone surrogate")
@@ -389,9 +413,9 @@ class NotesCreate(NoteTool):
         "notes_create", "Create a note",
         "Create a new note with a title and text in the workspace folder you name; it never replaces an existing note.",
         {"workspaceUri": _URI, "title": {"type": "string", "minLength": 1, "maxLength": main.MAX_TITLE_LENGTH},
-         "body": {"type": "string", "maxLength": MAX_TEXT_CHARS}},
+         "body": text_property("The note's text.")},
         ["workspaceUri", "title", "body"], read_only=False, destructive=False, idempotent=False)
-    fields = {"workspaceUri": WORKSPACE_FIELD, "title": ("string", 1, main.MAX_TITLE_LENGTH, True), "body": ("string", 0, MAX_TEXT_CHARS, True)}
+    fields = {"workspaceUri": WORKSPACE_FIELD, "title": ("string", 1, main.MAX_TITLE_LENGTH, True), "body": ("text", 0, MAX_TEXT_BYTES, True)}
 
     def call(self, call: main.ToolCall) -> dict[str, Any]:
         """Create the note at the first free place for its title (audited), or say why not."""
@@ -415,9 +439,9 @@ class NotesAppend(NoteTool):
         "notes_append", "Append to a note",
         "Add text at the end of a note (nothing is overwritten). Pass the version notes_read returned: if the note changed "
         "since, nothing is added.",
-        {"workspaceUri": _URI, "noteId": _NOTE_ID, "text": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT_CHARS}, "version": _VERSION},
+        {"workspaceUri": _URI, "noteId": _NOTE_ID, "text": text_property("The text to add at the end.", 1), "version": _VERSION},
         ["workspaceUri", "noteId", "text", "version"], read_only=False, destructive=False, idempotent=True)
-    fields = {"workspaceUri": WORKSPACE_FIELD, "noteId": NOTE_FIELD, "text": ("string", 1, MAX_TEXT_CHARS, True), "version": VERSION_FIELD}
+    fields = {"workspaceUri": WORKSPACE_FIELD, "noteId": NOTE_FIELD, "text": ("text", 1, MAX_TEXT_BYTES, True), "version": VERSION_FIELD}
 
     def call(self, call: main.ToolCall) -> dict[str, Any]:
         """Append in one store transaction that re-checks layers 1 and 2 and the version (audited), or refuse."""
@@ -658,9 +682,9 @@ class NotesUpdate(ConfirmedTool):
         "notes_update", "Replace a note's text",
         "Replace the text of a note read at `version` with `body`. The user sees the change as a diff and confirms it in a form "
         "before anything is written; the old text goes to the trash, where an operator can restore it.",
-        {"workspaceUri": _URI, "noteId": _NOTE_ID, "body": {"type": "string", "maxLength": MAX_TEXT_CHARS}, "version": _VERSION},
+        {"workspaceUri": _URI, "noteId": _NOTE_ID, "body": text_property("The note's whole new text."), "version": _VERSION},
         ["workspaceUri", "noteId", "body", "version"], read_only=False, destructive=True, idempotent=True)
-    fields = {"workspaceUri": WORKSPACE_FIELD, "noteId": NOTE_FIELD, "body": ("string", 0, MAX_TEXT_CHARS, True), "version": VERSION_FIELD}
+    fields = {"workspaceUri": WORKSPACE_FIELD, "noteId": NOTE_FIELD, "body": ("text", 0, MAX_TEXT_BYTES, True), "version": VERSION_FIELD}
     key, phase, done_field = UPDATE_KEY, PHASE_UPDATE, "updated"
     heading, apply_label = "Replace a note's text?", "Apply"
 
@@ -693,7 +717,7 @@ class NotesUpdate(ConfirmedTool):
         return {"body": args["body"]}
 
     def shows(self, workspace: main.Path, note: main.Note, text: str, detail: dict[str, Any]) -> str | None:
-        """The whole diff, made visible as the form makes it, with no bound but the request's own (MAX_TEXT_CHARS)."""
+        """The whole diff, made visible as the form makes it, with no bound but the request's own (MAX_TEXT_BYTES)."""
         body = detail.get("body")
         return whole_diff(text, body)[0] if isinstance(body, str) else None
 
