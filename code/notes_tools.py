@@ -133,10 +133,9 @@ def read_args(arguments: Any, tool: str, fields: dict[str, Field]) -> dict[str, 
         else:
             if not isinstance(value, str) or not low <= len(value) <= high:
                 raise main.ToolError(f"Invalid arguments for tool {tool}: {name} must be a string of {low}..{high} characters.")
-        if kind != "integer":
-            # A NUL or a lone surrogate is text no note holds and no store can encode.
-            if "\x00" in value or any("\ud800" <= ch <= "\udfff" for ch in value):
-                raise main.McpError(main.INVALID_PARAMS, f"Invalid params: {name} for tool {tool} holds a NUL or a lone surrogate")
+        # A NUL or a lone surrogate is text no note holds and no store can encode.
+        if isinstance(value, str) and ("\x00" in value or any("\ud800" <= ch <= "\udfff" for ch in value)):
+            raise main.McpError(main.INVALID_PARAMS, f"Invalid params: {name} for tool {tool} holds a NUL or a lone surrogate")
         read[name] = value
     return read
 
