@@ -137,6 +137,7 @@ def render() -> str:
     if missing or sorted(PROOFS) != [s.number for s in found]:
         raise SystemExit(f"walkthrough: PROOFS names tests that do not exist ({missing}) or other headings than main.py's")
     steps = demo_steps()
+    shown_tests: dict[str, int] = {}
     parts = [HEAD, '<nav aria-label="Headings"><ol>']
     parts += [f'<li><a href="#section-{s.number}">{html.escape(s.title)}</a> '
               f'<span class="where">lines {s.first}–{s.last}</span></li>' for s in found]
@@ -153,8 +154,13 @@ def render() -> str:
         parts.append("<h3>The test that proves it</h3><ul class=\"proofs\">")
         for name in PROOFS[s.number]:
             proof = tests[name]
-            parts.append(f'<li><details><summary><code>{html.escape(name)}</code> '
-                         f'<span class="where"><a href="../{proof.path}">{proof.path}</a> line {proof.line}</span></summary>'
+            where = f'<span class="where"><a href="../{proof.path}">{proof.path}</a> line {proof.line}</span>'
+            if name in shown_tests:  # its source is on the page once, under the first heading it proves
+                parts.append(f'<li><a href="#{name}"><code>{html.escape(name)}</code></a> {where} '
+                             f'(shown under heading {shown_tests[name]})</li>')
+                continue
+            shown_tests[name] = s.number
+            parts.append(f'<li><details id="{name}"><summary><code>{html.escape(name)}</code> {where}</summary>'
                          f'<pre class="test">{html.escape(proof.source)}</pre></details></li>')
         parts.append("</ul>")
         shown = [step for cited, step in steps if s.number in cited]
