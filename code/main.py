@@ -857,7 +857,7 @@ class Server:
     def __init__(self, services: Services) -> None:
         self.services = services
         self.tools: dict[str, Any] = {}  # name -> a tool: `.descriptor` and `.call(ToolCall)`
-        self.methods = dict(self.METHODS)  # this server's copy: discover's capabilities derive from the tools
+        self.methods = dict(self.METHODS)  # this server's own copy: the product adds methods to it
 
     def add_tool(self, tool: Any) -> None:
         """Register a tool under its descriptor's name (once); tools/list shows it from now on."""
