@@ -110,14 +110,20 @@ class Regenerated(unittest.TestCase):
         import test_checkpoints
         import test_lesson
 
-        cases = {name: case for module in (test_checkpoints, test_lesson)
-                 for case in unittest.defaultTestLoader.loadTestsFromModule(module) for case in case  # type: ignore[attr-defined]
-                 for name in [case.id().rsplit(".", 1)[-1]]}
+        cases = {case.id().rsplit(".", 1)[-1]: case for module in (test_checkpoints, test_lesson)
+                 for case in flatten(unittest.defaultTestLoader.loadTestsFromModule(module))}
         for number, names in walkthrough.PROOFS.items():
             for name in names:
                 with self.subTest(section=number, test=name):
                     ran = traced_lines(cases[name])
                     self.assertTrue(ran & set(spans[number]), f"{name} runs no line of section {number}")
+
+
+def flatten(suite: unittest.TestSuite | unittest.TestCase) -> list[unittest.TestCase]:
+    """Every test case in a suite, however nested."""
+    if isinstance(suite, unittest.TestCase):
+        return [suite]
+    return [case for part in suite for case in flatten(part)]
 
 
 def traced_lines(case: unittest.TestCase) -> set[int]:

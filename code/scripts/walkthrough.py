@@ -84,7 +84,7 @@ class Proof(NamedTuple):
 
 def sections(lines: list[str]) -> list[Section]:
     """main.py's banners, each running to the line before the next banner (the last to the end of the file)."""
-    starts = [(k, BANNER.match(line)) for k, line in enumerate(lines, start=1) if BANNER.match(line)]
+    starts = [(k, match) for k, line in enumerate(lines, start=1) if (match := BANNER.match(line))]
     found = []
     for index, (start, match) in enumerate(starts):
         end = starts[index + 1][0] - 1 if index + 1 < len(starts) else len(lines)
