@@ -116,6 +116,9 @@ def demo_steps() -> list[tuple[set[int], list[tuple[int, str]]]]:
             steps.append(({int(n) for n in cited.group(1).replace(",", " ").split()} if cited else set(), []))
         if line or steps[-1][1]:
             steps[-1][1].append((number, line))
+    for _, step in steps:
+        while step and not step[-1][1]:  # the blank line before the next step's title
+            step.pop()
     return steps
 
 
