@@ -349,8 +349,8 @@ def lookup(store: MemoryNotesStore, scope: Scope) -> list[Note]:
 
 # === 3. Elicitation delivered as input_required ========================================
 # No server-to-client request is in flight: a tool that needs the user answers with
-# `input_required`, its questions (`inputRequests`) and an opaque `requestState`; the client
-# asks, then retries the same call with a fresh id, `inputResponses` and the state echoed.
+# `input_required`, its questions (`inputRequests`) and an opaque `requestState`; the client asks,
+# then retries the same call with a fresh id, `inputResponses` and the state echoed (section 4 reads them).
 
 def input_required(requests: dict[str, Any], state: str) -> dict[str, Any]:
     """An `input_required` result: the questions and the state the retry must echo."""
@@ -455,7 +455,7 @@ def delete_form(workspace_uri: str, title: str, notes: list[Note], outcome: str)
 #   (none)     the client did not answer our question: ask again, in the same flow
 #   cancel     dismissed: nothing happens, and the same state may be answered again
 #   decline    an explicit no: nothing happens, and this confirmation is consumed
-#   accept     the content goes on to the tool; a choice must be one the form showed
+#   accept     the content goes on to the tool; a choice must be one the form showed (chosen, section 7)
 #   malformed  -32602, and nothing changes
 
 class Answer(NamedTuple):
