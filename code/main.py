@@ -454,7 +454,7 @@ def delete_form(workspace_uri: str, title: str, notes: list[Note], outcome: str)
 # Every answer is read by read_answer and means the same for every tool:
 #   (none)     the client did not answer our question: ask again, in the same flow
 #   cancel     dismissed: nothing happens, and the same state may be answered again
-#   decline    an explicit no: nothing happens, and this confirmation is consumed
+#   decline    an explicit no: nothing is changed, and this confirmation is consumed
 #   accept     the content goes on to the tool; a choice must be one the form showed (chosen, section 7)
 #   malformed  -32602, and nothing changes
 
@@ -906,8 +906,6 @@ class Server:
             import traceback  # loaded at the first internal error: most processes never have one
             self.services.log("internal error:\n" + traceback.format_exc())
             return error_response(request_id, McpError(INTERNAL_ERROR, "Internal error"))
-
-Handler = Callable[[Server, Envelope, RequestMeta, str], dict[str, Any]]  # what the dispatch table holds
 
 # === 12. The protocol frame: server/discover ===========================================
 def discover(server: Server, request: Envelope, meta: RequestMeta, principal: str) -> dict[str, Any]:
