@@ -146,6 +146,10 @@ class StopOnLoss:
         """As the store's, stopping the process on loss."""
         return self._guard(lambda: self._texts().move_note(principal, nonce, expires_at, workspace, note_id, place, check))
 
+    def move_refusal(self, workspace: main.Path, note: main.Note, place: main.Path) -> str | None:
+        """As the store's, stopping the process on loss."""
+        return self._guard(lambda: self._texts().move_refusal(workspace, note, place))
+
     def restore(self, entry_id: int) -> dict[str, Any]:
         """As the store's, stopping the process on loss."""
         return self._guard(lambda: self._texts().restore(entry_id))

@@ -488,6 +488,10 @@ class NotesWriter(Protocol):
         """The atomic step of notes_delete: claim; for `target` (id, version) re-read, re-check, trash (or delete)."""
         ...
 
+    def move_refusal(self, workspace: main.Path, note: main.Note, place: main.Path) -> str | None:
+        """Why `note` cannot be moved to `place` now (asked before any form or page), or None."""
+        ...
+
     def restore(self, entry_id: int) -> dict[str, Any]:
         """Put back what the entry `entry_id` trashed (a note, or an edit's old text), audited; StoreRefused if it cannot."""
         ...
