@@ -210,6 +210,7 @@ DAY_SECONDS = 86_400.0
 DEFAULT_TRASH_DAYS = 30.0  # a trashed note is emptied this long after its deletion
 DEFAULT_AUDIT_DAYS = 365.0  # an entry is pruned this long after it was written
 DEFAULT_AUDIT_MAX_ENTRIES = 100_000  # at most this many entries are kept per principal (its newest)
+MEMORY_AUDIT_MAX_ENTRIES = 1_000  # the memory ledger keeps a principal's newest this many: it lives in the process's memory
 
 
 class Retention(NamedTuple):
@@ -759,7 +760,9 @@ class MemoryStore(SettleSeam[Ledger]):
     def __init__(self, notes: Iterable[main.Note], replay: main.MemoryReplayStore, clock: Callable[[], float] = time.time) -> None:
         self.notes = main.MemoryNotesStore(checked_notes(notes))
         self.replay = replay
-        self.ledger: Ledger = MemoryLedger(replay, clock)  # `clock` dates its audit entries
+        # `clock` dates its audit entries; a principal calling in a loop holds at most
+        # MEMORY_AUDIT_MAX_ENTRIES of them in this process's memory.
+        self.ledger: Ledger = MemoryLedger(replay, clock, Retention(max_entries=MEMORY_AUDIT_MAX_ENTRIES))
         self.lock = self.notes.lock  # what the atomic step holds from its re-read to its delete
 
     def candidates(self, workspace: main.Path, title: str) -> list[main.Note]:

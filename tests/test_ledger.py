@@ -131,6 +131,17 @@ class MemoryLedger(LedgerContract, unittest.TestCase):
     def open(self) -> stores.Ledger:
         return stores.MemoryStore([], main.MemoryReplayStore(self.clock, BOUND), self.clock).ledger
 
+    def test_a_principal_in_a_loop_keeps_its_newest_entries_up_to_the_bound_and_another_keeps_its_own(self) -> None:
+        self.ledger.audit_refusal("bob", audit.Facts("bob-1"))
+        for k in range(stores.MEMORY_AUDIT_MAX_ENTRIES):
+            self.ledger.audit_refusal(PRINCIPAL, audit.Facts(f"n-{k}"))
+        mine = [e["note_id"] for e in self.ledger.audit_entries(principal=PRINCIPAL)]
+        self.assertEqual((len(mine), mine[0]), (stores.MEMORY_AUDIT_MAX_ENTRIES, "n-0"))  # at the bound: all kept
+        self.ledger.audit_refusal(PRINCIPAL, audit.Facts("one-more"))
+        mine = [e["note_id"] for e in self.ledger.audit_entries(principal=PRINCIPAL)]
+        self.assertEqual((len(mine), mine[0], mine[-1]), (stores.MEMORY_AUDIT_MAX_ENTRIES, "n-1", "one-more"))  # the oldest went
+        self.assertEqual([e["note_id"] for e in self.ledger.audit_entries(principal="bob")], ["bob-1"])
+
 
 class SqliteLedger(LedgerContract, unittest.TestCase):
     def open(self) -> stores.Ledger:
