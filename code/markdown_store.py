@@ -58,7 +58,7 @@ NAME_TOO_LONG = f"That file name is longer than {folder_paths.NAME_MAX} bytes; n
 
 
 class MarkdownNotesStore(stores.SettleSeam):
-    """stores.NotesStore over Markdown folders; nonces in an SQLite store's consumed_nonces table."""
+    """stores.Store over Markdown folders; nonces, audit and the page's decisions in its ledger (an SQLite file of its own)."""
 
     def __init__(
         self,
