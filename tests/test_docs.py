@@ -187,6 +187,8 @@ def sequence_problems(lines: list[str]) -> list[str]:
             problems += [f"{name!r} used before it is declared" for name in map(str.strip, note.group(1).split(",")) if name not in declared]
         elif message := _SEQ_MESSAGE_RE.match(line):
             problems += [f"{name!r} used before it is declared" for name in message.groups() if name not in declared]
+            if ";" in _QUOTED_RE.sub('""', line):
+                problems.append(f"a `;` ends the statement, so the rest of the message is read as a new one: {line}")
         elif word not in ("autonumber", "activate", "deactivate", "title"):
             problems.append(f"neither a declaration, a message nor a block: {line}")
     if depth:
@@ -547,9 +549,68 @@ class MermaidTests(unittest.TestCase):
         self.assertEqual(mermaid_problems("flowchart LR\n  subgraph s\n  a --> b\n"), ["1 subgraph(s) without `end`"])
         self.assertEqual(mermaid_problems('flowchart LR\n  call["x"] --> b\n'), ['a node named \'call\', a Mermaid keyword: call["x"] --> b'])
         self.assertEqual(mermaid_problems("flowchart LR\n  a[x (y] --> b\n"), ["unbalanced (): a[x (y] --> b"])
+        self.assertEqual(mermaid_problems("sequenceDiagram\n  participant A\n  A->>A: x; y\n"), ["a `;` ends the statement, so the rest of the message is read as a new one: A->>A: x; y"])
         good = 'sequenceDiagram\n  participant A as Client\n  participant B\n  alt yes\n  A->>B: x: y\n  else no\n  B-->>A: z\n  end\n'
         self.assertEqual(mermaid_problems(good), [])
         self.assertEqual(mermaid_problems('flowchart TB\n  subgraph s["a (b)"]\n  a{"q?"} -->|yes| b[("db")]\n  end\n  s -.->|no| c\n'), [])
+
+
+MERMAID_CI = os.path.join(ROOT, ".ci", "mermaid")
+MERMAID_PARSE = os.path.join(MERMAID_CI, "parse.mjs")
+
+
+def mermaid_modules() -> str:
+    """Where .ci/setup-mermaid.sh installs the pinned parser: ${XDG_CACHE_HOME:-~/.cache}/notes-mcp-ci/mermaid."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "notes-mcp-ci", "mermaid")
+
+
+def pinned_mermaid() -> str:
+    """The mermaid version .ci/mermaid/package.json pins."""
+    with open(os.path.join(MERMAID_CI, "package.json"), encoding="utf-8") as handle:
+        return str(json.load(handle)["dependencies"]["mermaid"])
+
+
+def installed_mermaid() -> str | None:
+    """The mermaid version installed where .ci/setup-mermaid.sh puts it, or None."""
+    try:
+        with open(os.path.join(mermaid_modules(), "node_modules", "mermaid", "package.json"), encoding="utf-8") as handle:
+            return str(json.load(handle)["version"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def mermaid_parse(diagrams: list[str]) -> list[str | None]:
+    """Mermaid's own parser over each diagram (node .ci/mermaid/parse.mjs): None where it parses, else its message."""
+    done = subprocess.run(["node", MERMAID_PARSE, mermaid_modules()], input=json.dumps(diagrams), capture_output=True, text=True, timeout=GUARD)
+    if done.returncode != 0:
+        raise AssertionError(f"parse.mjs failed: {done.stderr}")
+    answer = json.loads(done.stdout)
+    if answer["version"] != pinned_mermaid():
+        raise AssertionError(f"mermaid {answer['version']} answered, not the pinned {pinned_mermaid()}")
+    return list(answer["results"])
+
+
+@unittest.skipIf(shutil.which("node") is None or installed_mermaid() != pinned_mermaid(),
+                 "Mermaid's parser is not installed (node and sh .ci/setup-mermaid.sh, which .ci/run runs)")  # fmt: skip
+class MermaidParserTests(unittest.TestCase):
+    """Every ```mermaid block in README.md and docs/*.md parses with Mermaid's own parser, at the pinned version."""
+
+    def test_every_mermaid_block_parses_with_mermaids_own_parser(self) -> None:
+        blocks = [(os.path.relpath(page, ROOT), block) for page in documented_pages() for block in mermaid_blocks(read(page))]
+        self.assertGreaterEqual(len(blocks), 5)
+        for (page, block), problem in zip(blocks, mermaid_parse([block for _, block in blocks]), strict=True):
+            with self.subTest(page=page, diagram=block.splitlines()[1].strip()):
+                self.assertIsNone(problem)
+
+    def test_the_parser_refuses_a_semicolon_in_a_message_and_a_keyword_node(self) -> None:
+        semicolon = "sequenceDiagram\n    participant S\n    S->>S: look up (none: the lesson's error); keep a pending record\n"
+        keyword = "flowchart LR\n    a --> end\n"
+        good = 'flowchart LR\n    a["x (y)"] -->|no| b{"q?"}\n'
+        refused, keyword_refused, parsed = mermaid_parse([semicolon, keyword, good])
+        self.assertIn("Parse error", refused or "")
+        self.assertIn("Parse error", keyword_refused or "")
+        self.assertIsNone(parsed)
 
 
 class ImageTests(unittest.TestCase):
