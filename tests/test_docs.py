@@ -613,6 +613,65 @@ class MermaidParserTests(unittest.TestCase):
         self.assertIsNone(parsed)
 
 
+# ------------------------------------------------------------------ the words of the forms and pages
+
+_BUTTON_RE = re.compile(r"<button[^>]*>([^<{]+)</button>")  # a literal button label in a page's HTML
+_CONFIRM_FORM_RE = re.compile(r'confirm_form\([^()]*?, "([^"]+)"\)')  # a note tool's one-checkbox form
+_APPLY_LABEL_RE = re.compile(r'apply_label = "[^"]*", "([^"]+)"')  # the page's approving button for a note tool
+# How a page names a control: a "Label" box, a **Label** button, the checkbox **Label** ...
+_CONTROL_NAMED_RE = re.compile(r'(?:\*\*([^*\n]+)\*\*|"([^"\n]+)") (?:box|checkbox|button)\b|\b(?:box|checkbox|button) (?:\*\*([^*\n]+)\*\*|"([^"\n]+)")')
+
+
+def interface_labels() -> dict[str, str]:
+    """Every label a person reads on a control the product shows (form fields, page buttons): label -> where in code/."""
+    import main
+
+    form = main.delete_form("file:///w", "TPS", [main.Note("a.md", "TPS", "file:///w/a.md")], "")
+    labels = {field["title"]: "main.delete_form" for field in form["params"]["requestedSchema"]["properties"].values()}
+    for path in sorted(pathlib.Path(ROOT, "code").glob("*.py")):
+        if path.stem == "conformance_fixtures":
+            continue  # the conformance suite's test forms: not the product's
+        text = path.read_text(encoding="utf-8")
+        for pattern in (_BUTTON_RE, _CONFIRM_FORM_RE, _APPLY_LABEL_RE):
+            labels.update({label: f"code/{path.name}" for label in pattern.findall(text)})
+    return labels
+
+
+def controls_named(text: str) -> list[str]:
+    """The labels a page gives controls it names as a box, checkbox or button ("the **Keep** button", a "Delete" box)."""
+    return [next(group for group in found if group) for found in _CONTROL_NAMED_RE.findall(_FENCE_RE.sub("", text))]
+
+
+class InterfaceWordsTests(unittest.TestCase):
+    """The docs name each form field and page button by the exact words the product shows."""
+
+    def test_the_labels_are_read_from_the_code(self) -> None:
+        labels = interface_labels()
+        for label in ("Note to delete", "Delete the chosen note", "Move to trash", "Keep", "Sign in", "Apply", "Apply this change",
+                      "Move the note", "Allow", "Deny", "Disconnect"):  # fmt: skip
+            self.assertIn(label, labels)
+
+    def test_every_label_is_quoted_in_bold_in_the_docs(self) -> None:
+        text = "\n".join(read(page) for page in documented_pages())
+        for label, where in interface_labels().items():
+            with self.subTest(label=label, code=where):
+                self.assertTrue(f"**{label}**" in text, f"no page quotes **{label}** ({where})")
+
+    def test_every_control_a_page_names_has_that_label_in_the_product(self) -> None:
+        labels = interface_labels()
+        named = 0
+        for page in documented_pages():
+            for label in controls_named(read(page)):
+                named += 1
+                with self.subTest(page=os.path.relpath(page, ROOT), label=label):
+                    self.assertIn(label, labels)
+        self.assertGreaterEqual(named, 1)  # the form's box in docs/serving.md
+
+    def test_the_control_finder_reads_quotes_and_bold_before_and_after_the_word(self) -> None:
+        text = 'a "Delete it permanently" box, the **Keep** button, the checkbox **Apply**; "not" a name\n```\na "Code" box\n```\n'
+        self.assertEqual(controls_named(text), ["Delete it permanently", "Keep", "Apply"])
+
+
 class ImageTests(unittest.TestCase):
     """Every image in README.md and docs/*.md is a file of the repository."""
 
