@@ -16,7 +16,7 @@ import tempfile
 import threading
 import tomllib
 import unittest
-from typing import Any
+from typing import Any, NamedTuple
 
 from helpers import support
 
@@ -108,6 +108,30 @@ def dead_anchors(page: str, text: str) -> list[str]:
 def python_blocks(text: str) -> list[str]:
     """The bodies of every ```python block: complete programs (a sketch is shown some other way)."""
     return _PYTHON_BLOCK_RE.findall(text)
+
+
+# A fenced block, and the comment before it that keeps it from the snippet runners:
+# `<!-- not run as a snippet: REASON -->` on the line just above the fence.
+NOT_RUN = "<!-- not run as a snippet: "
+_SNIPPET_RE = re.compile(r"^(?:<!-- not run as a snippet: (?P<reason>[^\n]*?) -->\n)?```(?P<lang>[^\n`]*)\n(?P<body>.*?)^```", re.DOTALL | re.MULTILINE)
+
+
+class Snippet(NamedTuple):
+    """One fenced block of a page: its language tag, text, line of its fence, and why the runners skip it (None: they run it)."""
+
+    lang: str
+    body: str
+    line: int
+    not_run: str | None
+
+
+def snippets(text: str) -> list[Snippet]:
+    """Every fenced block of `text`, in order, with its not-run reason where the page gives one."""
+    found = []
+    for match in _SNIPPET_RE.finditer(text):
+        fence = match.start("lang") - 3
+        found.append(Snippet(match.group("lang").strip(), match.group("body"), text.count("\n", 0, fence) + 1, match.group("reason")))
+    return found
 
 
 def documented_pages() -> list[str]:
@@ -473,7 +497,7 @@ class RunnableSnippetTests(unittest.TestCase):
     def test_every_python_block_runs_and_exits_zero(self) -> None:
         ran = 0
         for page in documented_pages():
-            for index, block in enumerate(python_blocks(read(page))):
+            for index, block in enumerate(snippet.body for snippet in snippets(read(page)) if snippet.lang == "python" and not snippet.not_run):
                 ran += 1
                 with self.subTest(page=os.path.relpath(page, ROOT), block=index):
                     folder = tempfile.mkdtemp(prefix="docs-snippet-")
@@ -520,6 +544,79 @@ class CurlWalkthroughTests(unittest.TestCase):
         self.assertEqual([name.endswith("-tps.md") for name in os.listdir(os.path.join(notes, ".trash"))], [True])  # into the trash
 
 
+SDK_URL_LINES = {"python": 'URL = "http://127.0.0.1:8765/mcp"', "js": 'const url = new URL("http://127.0.0.1:8765/mcp");'}
+TS_CLIENT = os.path.join(ROOT, ".ci", "ts-client")
+
+
+def ci_npm_folder(name: str) -> str:
+    """Where `.ci/setup-npm.sh NAME` installs .ci/NAME's pinned packages: ${XDG_CACHE_HOME:-~/.cache}/notes-mcp-ci/NAME."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "notes-mcp-ci", name)
+
+
+def npm_tool_ready(name: str, package: str) -> bool:
+    """True when node is here and `package` is installed at the version .ci/NAME/package.json pins."""
+    try:
+        with open(os.path.join(ROOT, ".ci", name, "package.json"), encoding="utf-8") as handle:
+            pinned = json.load(handle)["dependencies"][package]
+        with open(os.path.join(ci_npm_folder(name), "node_modules", *package.split("/"), "package.json"), encoding="utf-8") as handle:
+            return shutil.which("node") is not None and json.load(handle)["version"] == pinned
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+def mcp_importable() -> bool:
+    """True when this interpreter has the official MCP Python SDK (the CI's venv: .ci/setup-clients.sh)."""
+    import importlib.util
+
+    return importlib.util.find_spec("mcp") is not None
+
+
+class SdkClientTests(unittest.TestCase):
+    """docs/serving.md's official SDK clients, as written, against a real HTTP server with a bearer token: the note goes to the trash."""
+
+    def client_block(self, lang: str) -> str:
+        (block,) = [snippet.body for snippet in snippets(read(SERVING)) if snippet.lang == lang and SDK_URL_LINES[lang] in snippet.body]
+        return block
+
+    def run_client(self, lang: str, command: list[str], folder: str) -> None:
+        """Start a server over `folder` (one note), write the block pointed at it, run `command` + [file, folder]; check the deletion."""
+        from helpers import procs
+
+        notes = os.path.join(folder, "Notes")
+        os.mkdir(notes)
+        with open(os.path.join(notes, "tps.md"), "w", encoding="utf-8") as handle:
+            handle.write("# TPS report\n")
+        env = procs.server_env(NOTES_MCP_TOKEN=procs.TOKEN, NOTES_MCP_SECRET=procs.SECRET, XDG_STATE_HOME=os.path.join(folder, "state"))
+        server = procs.HttpServer(self, "--notes-dir", notes, env=env)
+        block = self.client_block(lang)
+        self.assertEqual(block.count(SDK_URL_LINES[lang]), 1)
+        script = os.path.join(folder, "client.py" if lang == "python" else "client.mjs")
+        with open(script, "w", encoding="utf-8") as handle:
+            handle.write(block.replace(SDK_URL_LINES[lang], SDK_URL_LINES[lang].replace("http://127.0.0.1:8765/mcp", str(server.url))))
+        done = subprocess.run([*command, script, notes], capture_output=True, text=True, timeout=GUARD, cwd=folder, env=env)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn('1 note matches "TPS"', done.stdout)  # the form's message, as the client was shown it
+        self.assertRegex(done.stdout, r"deleted'?: [Tt]rue")
+        self.assertEqual(os.listdir(notes), [".trash"])  # tps.md went to the trash, and only it
+        self.assertEqual([name.endswith("-tps.md") for name in os.listdir(os.path.join(notes, ".trash"))], [True])
+
+    @unittest.skipUnless(mcp_importable(), "the mcp package is absent: .ci/setup-clients.sh installs it (and .ci/run runs the suite with it)")
+    def test_the_python_sdk_client_deletes_the_note_with_the_token(self) -> None:
+        folder = tempfile.mkdtemp(prefix="docs-sdk-python-")
+        self.addCleanup(shutil.rmtree, folder, True)
+        self.run_client("python", [sys.executable], folder)
+
+    @unittest.skipUnless(npm_tool_ready("ts-client", "@modelcontextprotocol/client"),
+                         "the TypeScript MCP client is not installed (needs node; sh .ci/setup-npm.sh ts-client, which .ci/run runs)")  # fmt: skip
+    def test_the_typescript_sdk_client_deletes_the_note_with_the_token(self) -> None:
+        folder = tempfile.mkdtemp(prefix="docs-sdk-ts-")
+        self.addCleanup(shutil.rmtree, folder, True)
+        # Node resolves an ES module's imports from the folders above the file: the pinned install, linked in.
+        os.symlink(os.path.join(ci_npm_folder("ts-client"), "node_modules"), os.path.join(folder, "node_modules"))
+        self.run_client("js", ["node"], folder)
+
+
 class MermaidTests(unittest.TestCase):
     """Every ```mermaid block in README.md and docs/*.md names a diagram type and is well-formed enough to draw."""
 
@@ -560,24 +657,14 @@ MERMAID_PARSE = os.path.join(MERMAID_CI, "parse.mjs")
 
 
 def mermaid_modules() -> str:
-    """Where .ci/setup-mermaid.sh installs the pinned parser: ${XDG_CACHE_HOME:-~/.cache}/notes-mcp-ci/mermaid."""
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(cache, "notes-mcp-ci", "mermaid")
+    """Where .ci/setup-npm.sh installs the pinned parser."""
+    return ci_npm_folder("mermaid")
 
 
 def pinned_mermaid() -> str:
     """The mermaid version .ci/mermaid/package.json pins."""
     with open(os.path.join(MERMAID_CI, "package.json"), encoding="utf-8") as handle:
         return str(json.load(handle)["dependencies"]["mermaid"])
-
-
-def installed_mermaid() -> str | None:
-    """The mermaid version installed where .ci/setup-mermaid.sh puts it, or None."""
-    try:
-        with open(os.path.join(mermaid_modules(), "node_modules", "mermaid", "package.json"), encoding="utf-8") as handle:
-            return str(json.load(handle)["version"])
-    except (OSError, ValueError, KeyError):
-        return None
 
 
 def mermaid_parse(diagrams: list[str]) -> list[str | None]:
@@ -591,8 +678,7 @@ def mermaid_parse(diagrams: list[str]) -> list[str | None]:
     return list(answer["results"])
 
 
-@unittest.skipIf(shutil.which("node") is None or installed_mermaid() != pinned_mermaid(),
-                 "Mermaid's parser is not installed (node and sh .ci/setup-mermaid.sh, which .ci/run runs)")  # fmt: skip
+@unittest.skipUnless(npm_tool_ready("mermaid", "mermaid"), "Mermaid's parser is not installed (needs node; sh .ci/setup-npm.sh mermaid, which .ci/run runs)")
 class MermaidParserTests(unittest.TestCase):
     """Every ```mermaid block in README.md and docs/*.md parses with Mermaid's own parser, at the pinned version."""
 

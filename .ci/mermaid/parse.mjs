@@ -3,7 +3,7 @@
 // stdin: a JSON array of diagram texts. stdout: one JSON object, {"version": mermaid's
 // version, "results": [...]}, one result per diagram in order: null where Mermaid parses
 // it, else the parser's message. MODULES_DIR holds node_modules with the versions
-// package-lock.json pins (.ci/setup-mermaid.sh installs them there).
+// package-lock.json pins (.ci/setup-npm.sh mermaid installs them there).
 //
 // mermaid.parse runs the grammar, not the renderer, but mermaid's label sanitizer
 // (DOMPurify) is created when mermaid loads and needs a window: linkedom provides one,
