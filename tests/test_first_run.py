@@ -786,3 +786,17 @@ class AuditRestoreMissingEntryTests(Tree):
             args = audit_cli.parser("t").parse_args(["restore", str(entry)])
             self.assertEqual(audit_cli.run(Store(), args, out.append), audit_cli.EXIT_REFUSED)
             self.assertEqual(out[-1], expected)
+
+
+class StopBeforeServingTests(unittest.TestCase):
+    """A stop that lands between the URL line and the event loop (a SIGTERM right after start-up) ends the server cleanly."""
+
+    def test_a_shutdown_before_serve_forever_makes_it_return_at_once_with_its_sockets_closed(self) -> None:
+        import http_server
+
+        server = http_server.HttpServer(lambda request: http_server.Response(200, [], b""), "127.0.0.1", 0)
+        port = server.address[1]
+        server.shutdown()
+        server.serve_forever()  # returned: no loop over a closed listener, no traceback
+        with self.assertRaises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=procs.GUARD).close()
