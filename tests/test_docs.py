@@ -10,6 +10,7 @@ import pathlib
 import queue
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -509,39 +510,186 @@ class RunnableSnippetTests(unittest.TestCase):
         self.assertGreaterEqual(ran, 2)
 
 
-_SH_BLOCK_RE = re.compile(r"^```sh\n(.*?)^```", re.DOTALL | re.MULTILINE)
-CURL_URL_LINE = "URL=http://127.0.0.1:8765/mcp"  # the line of the walkthrough a test points at its own server
+# ------------------------------------------------------------------ shell blocks, pasted whole
+
+SHELL_LANGS = ("sh", "bash", "shell")
+# An untagged block starting with one of these is a command someone will paste: it is tagged sh.
+COMMAND_STARTS = ("python3 ", "notes-mcp ", "export ", "curl ", "pip ", "pipx ", "uvx ", "docker ", "sqlite3 ", "bwrap ", "git ",
+                  "conformance.sh ", "node ", "npm ", "NOTES_MCP_", "PYTHONPATH=", "TMPDIR=", "sh ")  # fmt: skip
+# Paths that exist on one machine only: a home folder, a scratch install, this machine's checkout.
+_MACHINE_LOCAL_RE = re.compile(r"(?<![\w.$])/(?:home|root|Users|work)/|/tmp/h\d|PYTHONPATH=/")
+_SERVER_START_RE = re.compile(r"(?:code/serve\.py|notes-mcp) --http\b")
+_FIXED_PORT_RE = re.compile(r"--port (?!0\b)\d+")
+# Blocks the runner must find runnable (it runs every runnable block; these are the ones the pages must keep so).
+RUN_AT_LEAST = frozenset({
+    ("README.md", "(cd code && python3 -m unittest discover tests -v)"),
+    ("docs/serving.md", "python3 code/serve.py --stdio                                  # the lesson fixture in memory, as alice"),
+    ("docs/serving.md", 'python3 code/serve.py --stdio --notes-dir "$HOME/Notes"        # your Markdown notes'),
+    ("docs/serving.md", 'export NOTES_MCP_TOKEN=$(python3 -c "import secrets; print(secrets.token_urlsafe(24))")'),
+    ("docs/serving.md", 'export NOTES_MCP_SECRET=$(python3 -c "import secrets; print(secrets.token_hex(32))")'),
+    ("docs/serving.md", "NOTES=$(mktemp -d)                                    # a scratch notes folder with one note"),
+    ("docs/serving.md", "python3 code/serve.py --stdio"),
+    ("docs/tools.md", "python3 code/serve.py --stdio --db notes.db --notes-tools"),
+    ("docs/conformance.md", "python3 code/serve.py --http --port 0 --no-auth --conformance-fixtures"),
+})  # fmt: skip
 
 
-@unittest.skipIf(shutil.which("curl") is None, "curl is not installed: the walkthrough's requests cannot be sent as written")
-class CurlWalkthroughTests(unittest.TestCase):
-    """The curl walkthrough in docs/serving.md, run as written against a real server: ask, accept, replay refused."""
+def shell_blocks() -> list[tuple[str, Snippet]]:
+    """Every shell block of README.md and docs/*.md, with its page (relative to the root)."""
+    return [(os.path.relpath(page, ROOT), snippet) for page in documented_pages() for snippet in snippets(read(page)) if snippet.lang in SHELL_LANGS]
 
-    def test_the_walkthrough_deletes_the_note_once_refuses_its_replay_and_stops_its_server(self) -> None:
+
+def runnable_shell_blocks() -> list[tuple[str, Snippet]]:
+    """The shell blocks the runner pastes: every one without a not-run reason."""
+    return [(page, snippet) for page, snippet in shell_blocks() if snippet.not_run is None]
+
+
+def leaves_servers(block: str) -> int:
+    """How many HTTP servers a block leaves running when it is done: those it starts, if its last command starts one (else 0)."""
+    commands = [line for line in block.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    return len(_SERVER_START_RE.findall(block)) if commands and _SERVER_START_RE.search(commands[-1]) else 0
+
+
+class Pasted(NamedTuple):
+    """What pasting one block into bash did: the shell's status (None: stopped by the runner), its output, its error lines."""
+
+    status: int | None
+    stdout: str
+    stderr: list[str]
+    scratch: str
+
+
+def paste(test: unittest.TestCase, block: str) -> Pasted:
+    """Feed `block` to `bash -e` on its stdin, as a terminal paste does, in a scratch checkout, home and TMPDIR; stop what it leaves running.
+
+    The scratch folder holds a copy of code/ and tests/ (the working directory), a home
+    with Notes/tps.md, and TMPDIR. A fixed --port becomes --port 0 (tests listen on free
+    ports only). A block whose last command starts HTTP servers is stopped with SIGTERM once
+    each has printed its URL; any other block must end by itself with status 0. Either way
+    the runner waits until every process the block started has closed its stderr.
+    """
+    scratch = tempfile.mkdtemp(prefix="docs-paste-")
+    test.addCleanup(shutil.rmtree, scratch, True)
+    checkout, home, tmp = (os.path.join(scratch, name) for name in ("checkout", "home", "tmp"))
+    for part in ("code", "tests"):
+        shutil.copytree(os.path.join(ROOT, part), os.path.join(checkout, part), ignore=shutil.ignore_patterns("__pycache__", "*.db", "*.db-*"))
+    os.makedirs(os.path.join(home, "Notes"))
+    os.mkdir(tmp)
+    with open(os.path.join(home, "Notes", "tps.md"), "w", encoding="utf-8") as handle:
+        handle.write("# TPS report\n")
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("NOTES_MCP_", "XDG_", "PYTHON"))}
+    env.update(HOME=home, TMPDIR=tmp, PYTHONDONTWRITEBYTECODE="1")
+    servers = leaves_servers(block)
+    proc = subprocess.Popen(["bash", "-e", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            cwd=checkout, env=env, start_new_session=True)  # fmt: skip
+    stderr: list[str] = []
+    stdout: list[bytes] = []
+    changed = threading.Condition()
+    ended = threading.Event()
+
+    def drain_stderr() -> None:
+        for raw in proc.stderr:  # type: ignore[union-attr]
+            with changed:
+                stderr.append(raw.decode("utf-8", "replace").rstrip("\n"))
+                changed.notify_all()
+        with changed:
+            ended.set()
+            changed.notify_all()
+
+    readers = [threading.Thread(target=drain_stderr, daemon=True), threading.Thread(target=lambda: stdout.extend(proc.stdout), daemon=True)]  # type: ignore[arg-type]
+    for reader in readers:
+        reader.start()
+
+    def stop_group() -> None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+    test.addCleanup(stop_group)
+    proc.stdin.write(_FIXED_PORT_RE.sub("--port 0", block).encode())  # type: ignore[union-attr]
+    proc.stdin.close()  # type: ignore[union-attr]
+    status: int | None
+    if servers:
+        with changed:
+            changed.wait_for(lambda: ended.is_set() or sum("notes-mcp: listening on " in line for line in stderr) >= servers, GUARD)
+        stop_group()
+        status = None
+        proc.wait(GUARD)
+    else:
+        status = proc.wait(GUARD)
+    for reader in readers:
+        reader.join(GUARD)
+    for pipe in (proc.stdout, proc.stderr):
+        pipe.close()  # type: ignore[union-attr]
+    test.assertTrue(ended.is_set(), "a process the block started still holds its stderr")
+    return Pasted(status, b"".join(stdout).decode("utf-8", "replace"), stderr, scratch)
+
+
+class ShellBlockTests(unittest.TestCase):
+    """Every shell block of README.md and docs/ can be pasted whole; the runner pastes each one it can and says why not for the rest."""
+
+    def test_every_shell_block_is_pasted_by_the_runner_or_says_why_not(self) -> None:
+        for page, snippet in shell_blocks():
+            with self.subTest(page=page, line=snippet.line):
+                self.assertTrue(snippet.not_run is None or snippet.not_run.strip(), "a not-run mark needs its reason")
+        runnable = {(page, snippet.body.splitlines()[0]) for page, snippet in runnable_shell_blocks()}
+        self.assertEqual(RUN_AT_LEAST - runnable, set())
+
+    def test_every_command_block_is_tagged_as_shell(self) -> None:
+        for page in documented_pages():
+            for snippet in snippets(read(page)):
+                with self.subTest(page=os.path.relpath(page, ROOT), line=snippet.line):
+                    self.assertFalse(snippet.lang == "" and snippet.body.startswith(COMMAND_STARTS), snippet.body.splitlines()[0])
+
+    def test_no_shell_block_holds_a_path_of_one_machine(self) -> None:
+        for page, snippet in shell_blocks():
+            with self.subTest(page=page, line=snippet.line):
+                self.assertIsNone(_MACHINE_LOCAL_RE.search(snippet.body))
+
+    def test_the_block_checks_see_an_unmarked_command_a_local_path_and_a_server_left_running(self) -> None:
+        text = "```\npython3 code/serve.py --stdio\n```\n<!-- not run as a snippet: a reason -->\n```sh\nPYTHONPATH=/tmp/h12-pg x\n```\n"
+        first, second = snippets(text)
+        self.assertTrue(first.lang == "" and first.body.startswith(COMMAND_STARTS))
+        self.assertEqual((second.lang, second.not_run, second.line), ("sh", "a reason", 5))
+        self.assertIsNotNone(_MACHINE_LOCAL_RE.search(second.body))
+        self.assertIsNone(_MACHINE_LOCAL_RE.search('cd "$HOME/Notes" && ls /tmp/perf'))
+        self.assertEqual(leaves_servers("export X=1\npython3 code/serve.py --http --port 8765 &\nnotes-mcp --http --port 8766 &\n"), 2)
+        self.assertEqual(leaves_servers("python3 code/serve.py --http --port 0 &\nkill $!\n"), 0)
+
+    @unittest.skipIf(shutil.which("bash") is None, "bash is not installed: the blocks cannot be pasted as a terminal would")
+    def test_each_pasteable_block_runs_whole_in_a_scratch_folder_and_leaves_nothing_running(self) -> None:
+        for page, snippet in runnable_shell_blocks():
+            if 'curl -sS "$URL"' in snippet.body:
+                continue  # the walkthrough has its own test below, with its answers checked
+            with self.subTest(page=page, line=snippet.line, block=snippet.body.splitlines()[0][:60]):
+                pasted = paste(self, snippet.body)
+                if leaves_servers(snippet.body):
+                    self.assertEqual(sum("notes-mcp: listening on " in line for line in pasted.stderr), leaves_servers(snippet.body), pasted.stderr)
+                else:
+                    self.assertEqual(pasted.status, 0, "\n".join(pasted.stderr))
+                # A stdio server reading the block's later lines as messages answers -32700.
+                self.assertNotIn("-32700", pasted.stdout)
+                self.assertFalse(any("Traceback" in line for line in pasted.stderr), pasted.stderr)
+
+    @unittest.skipIf(shutil.which("curl") is None or shutil.which("bash") is None, "curl or bash is not installed: the walkthrough cannot run as written")
+    def test_the_curl_walkthrough_pasted_whole_deletes_once_refuses_the_replay_and_stops_its_server(self) -> None:
         import main
-        from helpers import procs
 
-        (block,) = [body for body in _SH_BLOCK_RE.findall(read(SERVING)) if 'curl -sS "$URL"' in body]
-        self.assertEqual(block.count(CURL_URL_LINE), 1)
-        notes = tempfile.mkdtemp(prefix="docs-curl-")
-        self.addCleanup(shutil.rmtree, notes, True)
-        with open(os.path.join(notes, "tps.md"), "w", encoding="utf-8") as handle:
-            handle.write("# TPS report\n")
-        env = procs.server_env(NOTES_MCP_TOKEN=procs.TOKEN, NOTES_MCP_SECRET=procs.SECRET, XDG_STATE_HOME=os.path.join(notes, ".state"))
-        server = procs.HttpServer(self, "--notes-dir", notes, env=env)
-        script = block.replace(CURL_URL_LINE, f"URL={server.url}")
-        self.assertIsNone(server.proc.poll())
-        done = subprocess.run(
-            ["sh", "-eu", "-c", script], env=dict(env, NOTES=notes, SERVER=str(server.proc.pid)), capture_output=True, text=True, timeout=GUARD
-        )
-        self.assertEqual(done.returncode, 0, done.stderr)
-        self.assertEqual(server.wait(), 0)  # step 4 stopped it: SIGTERM, a clean exit
-        first, second, third = (json.loads(line) for line in done.stdout.splitlines() if line.strip())
+        (block,) = [snippet.body for page, snippet in runnable_shell_blocks() if 'curl -sS "$URL"' in snippet.body]
+        self.assertIsNone(_FIXED_PORT_RE.search(block))  # run exactly as written: nothing to rewrite
+        pasted = paste(self, block)
+        self.assertEqual(pasted.status, 0, pasted.stderr)
+        first, second, third = (json.loads(line) for line in pasted.stdout.splitlines() if line.strip())
         self.assertEqual(first["result"]["resultType"], "input_required")
         self.assertIs(second["result"]["structuredContent"]["deleted"], True)
         self.assertEqual(third["error"]["code"], main.INVALID_PARAMS)
-        self.assertEqual(sorted(os.listdir(notes)), [".state", ".trash"])  # tps.md, and only it, is gone
-        self.assertEqual([name.endswith("-tps.md") for name in os.listdir(os.path.join(notes, ".trash"))], [True])  # into the trash
+        (notes,) = [os.path.join(pasted.scratch, "tmp", name) for name in os.listdir(os.path.join(pasted.scratch, "tmp")) if not name.endswith(".log")]
+        self.assertEqual(os.listdir(notes), [".trash"])  # tps.md, and only it, is gone: into the trash
+        self.assertEqual([name.endswith("-tps.md") for name in os.listdir(os.path.join(notes, ".trash"))], [True])
+        with open(notes + ".log", encoding="utf-8") as handle:
+            log = handle.read().splitlines()
+        self.assertIn("notes-mcp: shutting down: stopped accepting; 0 request(s) in flight", log)  # step 4 stopped it: SIGTERM
 
 
 SDK_URL_LINES = {"python": 'URL = "http://127.0.0.1:8765/mcp"', "js": 'const url = new URL("http://127.0.0.1:8765/mcp");'}
