@@ -18,9 +18,9 @@ code/streamable_http.py) until a signal stops it. Extension modules are imported
 when asked for. Standard library only.
 """
 
-# ruff: noqa: E402  (the version check below runs before the imports that need Python 3.11)
-# No `from __future__` import here: this file must compile on an older Python 3 so that the
-# check below, its first statement, can say what is wrong in one line.
+# ruff: noqa: E402
+# The imports come after the version check below, on purpose. No `from __future__` import
+# here: this file must compile on an older Python 3 so that the check can say what is wrong.
 import sys
 
 # The first thing serve.py does: on Python 3.10 or older the imports below fail with a
