@@ -146,7 +146,7 @@ def append(folder: int, name: str, seen: tuple[int, ...], data: bytes) -> tuple[
 
 
 def replace(
-    root: str, folder: int, name: str, seen: tuple[int, ...], old: bytes, new: bytes, mode: int, trash_name: str,
+    root: folder_paths.Root, folder: int, name: str, seen: tuple[int, ...], old: bytes, new: bytes, mode: int, trash_name: str,
     mkdir: Callable[..., None] = os.mkdir,
 ) -> bool:
     """Replace `name` by `new` if it is still the file whose facts were `seen`, `old` kept in the trash as `trash_name` (if given); False if it changed."""
@@ -204,7 +204,7 @@ def write_all(handle: int, data: bytes) -> None:
         view = view[os.write(handle, view) :]
 
 
-def _keep(root: str, trash_name: str, data: bytes, mkdir: Callable[..., None]) -> tuple[int, str]:
+def _keep(root: folder_paths.Root, trash_name: str, data: bytes, mkdir: Callable[..., None]) -> tuple[int, str]:
     """Write `data` to the trash as `trash_name` (a new file); (trash descriptor, name) to undo it."""
     trash = folder_trash.open_trash(root, create=True, mkdir=mkdir)
     assert trash is not None
@@ -217,7 +217,7 @@ def _keep(root: str, trash_name: str, data: bytes, mkdir: Callable[..., None]) -
     return trash, trash_name
 
 
-def _drop_kept(root: str, kept: tuple[int, str] | None) -> None:
+def _drop_kept(root: folder_paths.Root, kept: tuple[int, str] | None) -> None:
     if kept is not None:
         _unlink_quietly(kept[0], kept[1])
         os.close(kept[0])

@@ -79,16 +79,15 @@ class MarkdownNotesStore(stores.SettleSeam):
         # A root the outer root's walk reaches through real folders is dropped; one reached
         # through a symlink is its own root (the outer walk never follows the link).
         self.roots = tuple(sorted(p for p in real if not any(q != p and main.is_within(p, q) and folder_paths.same_folder(real[q], p[len(q) :], real[p]) for q in real)))
-        self.real = {root: real[root] for root in self.roots}
         # Each root opened here, once: every lookup, move, restore and emptying starts from
         # this descriptor, and refuses when the path now leads elsewhere (Root.check).
         self.dirs: dict[main.Path, folder_paths.Root] = {}
         for root in self.roots:
             try:
-                self.dirs[root] = folder_paths.Root(root, self.real[root])
+                self.dirs[root] = folder_paths.Root(root, real[root])
             except OSError as exc:
                 self.close_dirs()
-                raise stores.StoreError(f"notes folder {self.real[root]} cannot be opened ({exc.strerror or exc})") from None
+                raise stores.StoreError(f"notes folder {real[root]} cannot be opened ({exc.strerror or exc})") from None
         # Two configured paths that are one folder (a link put at one principal's path,
         # leading to another's folder) would serve that folder to both: refused, not guessed.
         first: dict[tuple[int, int], main.Path] = {}
@@ -130,17 +129,24 @@ class MarkdownNotesStore(stores.SettleSeam):
 
     def candidates(self, workspace: main.Path, title: str) -> list[main.Note]:
         """Notes in the folder `workspace` names, found through the root's title index and re-read live."""
-        root = self._root_of(workspace)
+        root = self._served(workspace)
         if root is None:
             return []
         where = main.format_file_uri(workspace)
-        # A folder swapped for another one (a link to another principal's folder, or that
-        # folder renamed into its place) offers nothing, saying so.
-        self.dirs[root].check(where)
         # The workspace itself is opened as the deletion will open it: a symlinked folder
         # named in the URI, a file, or one that is gone lists nothing, saying which.
         os.close(folder_paths.open_workspace(self.dirs[root], workspace[len(root) :], where))
         return self.indexes[root].candidates(workspace, title)
+
+    def _served(self, workspace: main.Path) -> main.Path | None:
+        """The root serving `workspace` (None: no root holds it), or StoreRefused(REPLACED) naming the workspace when that root was replaced."""
+        # A folder swapped for another one (a link to another principal's folder, that
+        # folder renamed into its place, or any folder outside) serves nothing, saying so.
+        # Every later open goes through folder_paths.open_below, which checks again.
+        root = self._root_of(workspace)
+        if root is not None:
+            self.dirs[root].check(main.format_file_uri(workspace))
+        return root
 
     def _root_of(self, workspace: main.Path) -> main.Path | None:
         """The innermost root holding `workspace`: a vault linked into another root is served from its own root."""
@@ -159,7 +165,8 @@ class MarkdownNotesStore(stores.SettleSeam):
         lines = [f"Markdown folders ({len(self.roots)}): title index kept per file, built at the first lookup; " + "; ".join(modes)]
         for root in self.roots:
             written = "/" + "/".join(root)
-            shown = written if self.real[root] == written else f"{written} (resolved at start-up to {self.real[root]})"
+            resolved = self.dirs[root].real
+            shown = written if resolved == written else f"{written} (resolved at start-up to {resolved})"
             try:
                 survey = self._survey(root)
             except stores.StoreUnavailable as exc:  # too many entries: every call would say the same
@@ -259,6 +266,8 @@ class MarkdownNotesStore(stores.SettleSeam):
         for root in self.roots if rel is not None else ():
             fd = folder_paths.open_below(self.dirs[root], rel[:-1])
             if fd is None:
+                # Replaced since start-up: refused (rolled back) saying so, never "changed".
+                self.dirs[root].check(main.format_file_uri(root + rel[:-1]))
                 continue
             try:
                 loaded = folder_paths.load_note(fd, rel[-1], root, rel)
@@ -285,7 +294,7 @@ class MarkdownNotesStore(stores.SettleSeam):
         """(last change, the first lines after the heading) of `note` as listed, read through the descriptors; None if it changed."""
         rel = folder_paths.id_path(note.id)
         for root in self.roots if rel is not None else ():
-            fd = folder_paths.open_below(self.real[root], rel[:-1])
+            fd = folder_paths.open_below(self.dirs[root], rel[:-1])  # None when replaced: nothing shown
             if fd is None:
                 continue
             try:
@@ -358,10 +367,10 @@ class MarkdownNotesStore(stores.SettleSeam):
 
     def _opened(self, workspace: main.Path, note_id: str) -> tuple[main.Path, main.Path, int] | None:
         """(root, path below it, descriptor of its folder) of the note `note_id` in the root serving `workspace`."""
-        root, rel = self._root_of(workspace), folder_paths.id_path(note_id)
+        root, rel = self._served(workspace), folder_paths.id_path(note_id)
         if root is None or rel is None:
             return None
-        fd = folder_paths.open_below(self.real[root], rel[:-1])
+        fd = folder_paths.open_below(self.dirs[root], rel[:-1])
         return None if fd is None else (root, rel, fd)
 
     def _loaded(self, root: main.Path, rel: main.Path, fd: int) -> tuple[main.Note, folder_bodies.Loaded] | None:
@@ -384,8 +393,8 @@ class MarkdownNotesStore(stores.SettleSeam):
 
     def search_text(self, workspace: main.Path, query: str, limit: int) -> tuple[list[tuple[main.Note, str]], bool]:
         """Notes in `workspace` whose title (the index) or text (a bounded walk) holds `query`, at most `limit`; True when the walk stopped early."""
-        root = self._root_of(workspace)
-        fd = folder_paths.open_below(self.real[root], workspace[len(root) :]) if root is not None else None
+        root = self._served(workspace)
+        fd = folder_paths.open_below(self.dirs[root], workspace[len(root) :]) if root is not None else None
         if root is None or fd is None:
             return [], False
         needle = stores.fold_title(query)
@@ -419,7 +428,8 @@ class MarkdownNotesStore(stores.SettleSeam):
         data = f"# {title}\n\n{body}".encode("utf-8")
 
         def act(record: note_bodies.Record) -> main.Note | str:
-            fd = folder_paths.open_below(self.real[root], workspace[len(root) :]) if root is not None else None
+            self._served(workspace)  # replaced: StoreRefused, the transaction (and its audit entry) rolled back
+            fd = folder_paths.open_below(self.dirs[root], workspace[len(root) :]) if root is not None else None
             if root is None or fd is None:
                 record(audit.REFUSED, audit.Facts(None, title, None))
                 return NO_FOLDER
@@ -498,7 +508,7 @@ class MarkdownNotesStore(stores.SettleSeam):
                     return note_bodies.TOO_LONG
                 trash_name = folder_trash.trash_name_for(rel[-1], self.nonces.now()) if self.retention.trash else ""
                 old = loaded.front + loaded.text.encode("utf-8")
-                if not folder_bodies.replace(self.real[root], fd, rel[-1], loaded.facts, old, new, loaded.mode, trash_name, self._ops.mkdir):
+                if not folder_bodies.replace(self.dirs[root], fd, rel[-1], loaded.facts, old, new, loaded.mode, trash_name, self._ops.mkdir):
                     record(audit.REFUSED, audit.Facts(note_id))
                     return note_bodies.CHANGED
                 record(audit.UPDATED, audit.Facts(note.id, note.title, note.uri, trash_name or None))
@@ -521,8 +531,9 @@ class MarkdownNotesStore(stores.SettleSeam):
             root, rel, fd = opened
             # Both ends inside the one root that serves the workspace (layer 2 at the destination too).
             target = place[len(root) :] if main.is_within(place, root) and len(place) > len(root) else None
-            dst = folder_paths.open_below(self.real[root], target[:-1]) if target else None
+            dst = None
             try:
+                dst = folder_paths.open_below(self.dirs[root], target[:-1]) if target else None
                 found = self._loaded(root, rel, fd)
                 if found is None or not check(found[0], found[1].text):
                     record(audit.REFUSED, audit.Facts(note_id))
@@ -552,8 +563,10 @@ class MarkdownNotesStore(stores.SettleSeam):
         if located is None:
             raise stores.StoreRefused(f"entry {entry_id} is not an edit of a note in a folder served here")
         root, rel = located
-        fd = folder_paths.open_below(self.real[root], rel[:-1])
-        trash = folder_trash.open_trash(self.real[root], create=False)
+        # Replaced since start-up: the note and the trash the path now reaches are another folder's.
+        self.dirs[root].check(main.format_file_uri(root))
+        fd = folder_paths.open_below(self.dirs[root], rel[:-1])
+        trash = folder_trash.open_trash(self.dirs[root], create=False)
         try:
             current = self._loaded(root, rel, fd) if fd is not None else None
             kept = folder_bodies.load(trash, str(entry["trash"])) if trash is not None else None
@@ -561,7 +574,7 @@ class MarkdownNotesStore(stores.SettleSeam):
                 raise stores.StoreRefused(f"entry {entry_id}: the note or its kept version is gone (or not text); nothing restored")
             name = folder_trash.trash_name_for(rel[-1], self.nonces.now())
             now_bytes = current[1].front + current[1].text.encode("utf-8")
-            if not folder_bodies.replace(self.real[root], fd, rel[-1], current[1].facts, now_bytes, kept.front + kept.text.encode("utf-8"),
+            if not folder_bodies.replace(self.dirs[root], fd, rel[-1], current[1].facts, now_bytes, kept.front + kept.text.encode("utf-8"),
                                          current[1].mode, name, self._ops.mkdir):
                 raise stores.StoreRefused(f"entry {entry_id}: the note changed while it was restored; nothing restored")
             os.unlink(str(entry["trash"]), dir_fd=trash)
