@@ -508,9 +508,10 @@ class MarkdownNotesStore(stores.SettleSeam):
                     return note_bodies.TOO_LONG
                 trash_name = folder_trash.trash_name_for(rel[-1], self.nonces.now()) if self.retention.trash else ""
                 old = loaded.front + loaded.text.encode("utf-8")
-                if not folder_bodies.replace(self.dirs[root], fd, rel[-1], loaded.facts, old, new, loaded.mode, trash_name, self._ops.mkdir):
+                done = folder_bodies.replace(self.dirs[root], fd, rel[-1], loaded.facts, old, new, trash_name, self._ops.mkdir)
+                if done is not True:
                     record(audit.REFUSED, audit.Facts(note_id))
-                    return note_bodies.CHANGED
+                    return done or note_bodies.CHANGED  # changed since it was read, or why its new version could not be written
                 record(audit.UPDATED, audit.Facts(note.id, note.title, note.uri, trash_name or None))
                 after = self._loaded(root, rel, fd)
                 return after[0] if after is not None else note
@@ -574,9 +575,10 @@ class MarkdownNotesStore(stores.SettleSeam):
                 raise stores.StoreRefused(f"entry {entry_id}: the note or its kept version is gone (or not text); nothing restored")
             name = folder_trash.trash_name_for(rel[-1], self.nonces.now())
             now_bytes = current[1].front + current[1].text.encode("utf-8")
-            if not folder_bodies.replace(self.dirs[root], fd, rel[-1], current[1].facts, now_bytes, kept.front + kept.text.encode("utf-8"),
-                                         current[1].mode, name, self._ops.mkdir):
-                raise stores.StoreRefused(f"entry {entry_id}: the note changed while it was restored; nothing restored")
+            done = folder_bodies.replace(self.dirs[root], fd, rel[-1], current[1].facts, now_bytes, kept.front + kept.text.encode("utf-8"),
+                                         name, self._ops.mkdir)
+            if done is not True:
+                raise stores.StoreRefused(f"entry {entry_id}: {done or 'the note changed while it was restored; nothing restored'}")
             os.unlink(str(entry["trash"]), dir_fd=trash)
         finally:
             for opened in (fd, trash):
