@@ -49,7 +49,8 @@ PREVIEW_LINES = 4  # lines of the note shown under its title there
 PREVIEW_LINE_CHARS = 160  # characters of one such line
 MAX_SEARCH_ENTRIES = 20_000  # directory entries one text search lists; past it the search stops early and says so
 MAX_SEARCH_FILES = 2_000  # note files one text search reads; past it the search stops early and says so
-MAX_SEARCH_SECONDS = 2.0  # one text search's time; past it the search stops early and says so
+MAX_SEARCH_SECONDS = 2.0  # one text search's time, checked before every listed entry and every read; past it the search stops early and says so
+MAX_SEARCH_BYTES = 32 * 1024 * 1024  # note bytes one text search reads; a read that would pass it is not made, and the search stops early and says so
 NO_FOLDER = "The folder of that place does not exist in the workspace (or is not a plain folder); nothing was changed."
 
 
@@ -117,6 +118,7 @@ class MarkdownNotesStore(stores.SettleSeam):
         self._ops = ops  # the file-system calls a test may make fail or race: os's own otherwise
         # A text search's bounds (named constants; a test passes smaller ones) and its clock.
         self.search_entries, self.search_files, self.search_seconds = MAX_SEARCH_ENTRIES, MAX_SEARCH_FILES, MAX_SEARCH_SECONDS
+        self.search_bytes = MAX_SEARCH_BYTES
         self.search_clock: Callable[[], float] = time.monotonic
         try:
             self.recover()
@@ -398,7 +400,7 @@ class MarkdownNotesStore(stores.SettleSeam):
         if root is None or fd is None:
             return [], False
         needle = stores.fold_title(query)
-        scan = TextScan(root, needle, self.search_entries, self.search_files, self.search_clock, self.search_seconds)
+        scan = TextScan(root, needle, self.search_entries, self.search_files, self.search_clock, self.search_seconds, self.search_bytes)
         try:
             folder_paths.walk(fd, workspace[len(root) :], scan, 0)
         except SearchStopped:
@@ -594,9 +596,10 @@ class SearchStopped(Exception):
 class TextScan:
     """One bounded walk of a workspace for notes whose title or text holds a folded query (a folder_paths.Visitor)."""
 
-    def __init__(self, root: main.Path, needle: str, entries: int, files: int, clock: Callable[[], float], seconds: float) -> None:
+    def __init__(self, root: main.Path, needle: str, entries: int, files: int, clock: Callable[[], float], seconds: float,
+                 size: int = MAX_SEARCH_BYTES) -> None:
         self.root, self.needle = root, needle
-        self.entries, self.files = entries, files
+        self.entries, self.files, self.bytes = entries, files, size
         self.clock, self.deadline = clock, clock() + seconds
         self.found: dict[str, tuple[main.Note, str]] = {}
         self.stopped = False
@@ -622,10 +625,21 @@ class TextScan:
         return False
 
     def note(self, fd: int, rel: main.Path, info: os.stat_result | None) -> None:
-        """Read one note (bounded) and keep it when its title or text holds the query."""
+        """Read one note (bounded) and keep it when its title or text holds the query; past a bound the search stops."""
+        # Listing is cheap and reading is not: 2,000 notes of 200 kB in one folder are
+        # listed in milliseconds and read in seconds. So the clock is asked before every
+        # read too, and the bytes read are bounded, each file's size known before it is read.
         self.files -= 1
-        if self.files < 0:
+        if self.files < 0 or not self.clock() < self.deadline:
             raise SearchStopped()
+        try:
+            size = os.stat(rel[-1], dir_fd=fd, follow_symlinks=False).st_size
+        except OSError:
+            return  # gone since it was listed
+        if size <= folder_bodies.MAX_FILE_BYTES:  # a larger file is not read (load refuses it from its fstat)
+            if size > self.bytes:
+                raise SearchStopped()
+            self.bytes -= size
         loaded = folder_bodies.load(fd, rel[-1])
         note = folder_paths.indexed_note(self.root, rel, loaded.title, loaded.facts) if loaded is not None else None
         if note is not None and loaded is not None and (self.needle in stores.fold_title(loaded.text) or self.needle in stores.fold_title(note.title)):
