@@ -156,12 +156,12 @@ def append(folder: int, name: str, seen: tuple[int, ...], data: bytes) -> tuple[
 def replace(
     root: folder_paths.Root, folder: int, name: str, seen: tuple[int, ...], old: bytes, new: bytes, trash_name: str,
     mkdir: Callable[..., None] = os.mkdir,
-) -> bool | str:
+) -> tuple[int, int, int, int, int] | bool | str:
     """Replace `name` by `new` if it is still the file whose facts were `seen`, `old` kept in the trash as `trash_name` (if given).
 
-    True when done; False when the note changed since it was read; a one-line refusal
+    The new file's facts when done; False when the note changed since it was read; a one-line refusal
     when its new version could not keep the note's mode, owner, group or extended
-    attributes. Nothing is changed unless True.
+    attributes. Nothing is changed unless it is done.
     """
     note = _metadata(folder, name, seen)
     if note is None:
@@ -197,6 +197,7 @@ def replace(
             _unlink_quietly(folder, temp)
             _drop_kept(kept)
             return False
+        written = folder_paths.facts(os.fstat(handle))
         os.rename(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
     except BaseException:
         _unlink_quietly(folder, temp)
@@ -206,7 +207,7 @@ def replace(
         if handle is not None:
             os.close(handle)
     _release(kept)
-    return True
+    return written
 
 
 # What a note's new version must keep of it, or the update is refused, saying why: a

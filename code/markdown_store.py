@@ -25,6 +25,8 @@ Standard library only.
 from __future__ import annotations
 
 import collections
+import hashlib
+import json
 import math
 import os
 import time
@@ -511,10 +513,11 @@ class MarkdownNotesStore(stores.SettleSeam):
                 trash_name = folder_trash.trash_name_for(rel[-1], self.nonces.now()) if self.retention.trash else ""
                 old = loaded.front + loaded.text.encode("utf-8")
                 done = folder_bodies.replace(self.dirs[root], fd, rel[-1], loaded.facts, old, new, trash_name, self._ops.mkdir)
-                if done is not True:
+                if not isinstance(done, tuple):
                     record(audit.REFUSED, audit.Facts(note_id))
                     return done or note_bodies.CHANGED  # changed since it was read, or why its new version could not be written
-                record(audit.UPDATED, audit.Facts(note.id, note.title, note.uri, trash_name or None))
+                # The file written, and the one it replaced: `audit restore` follows the note by them.
+                record(audit.UPDATED, audit.Facts(note.id, note.title, note.uri, trash_name or None, identity(done, new, was=loaded.facts)))
                 after = self._loaded(root, rel, fd)
                 return after[0] if after is not None else note
             finally:
@@ -549,7 +552,8 @@ class MarkdownNotesStore(stores.SettleSeam):
                 if why is not None:
                     record(audit.REFUSED, audit.Facts(note.id, note.title, note.uri))
                     return note_bodies.TAKEN if why == "taken" else note_bodies.CHANGED
-                record(audit.MOVED, audit.Facts(note.id, note.title, note.uri))
+                moved = identity(found[1].facts, found[1].front + found[1].text.encode("utf-8"), to=main.format_file_uri(root + target))
+                record(audit.MOVED, audit.Facts(note.id, note.title, note.uri, None, moved))
                 after = self._loaded(root, target, dst)
                 return after[0] if after is not None else note
             finally:
@@ -560,33 +564,83 @@ class MarkdownNotesStore(stores.SettleSeam):
         return self.nonces.consume_act(principal, nonce, expires_at, lambda record: act(sqlite_store.as_outcome(record)))
 
     def undo_update(self, entry: dict[str, object]) -> dict[str, object]:
-        """Restore an `updated` entry: the kept bytes back over the note, the bytes now there to the trash; StoreRefused if it cannot."""
+        """Restore an `updated` entry: the kept bytes back over the very file it wrote, wherever it moved since; the bytes now there to the trash.
+
+        StoreRefused when the note, its folder or its kept version is gone, or when the file
+        at the note's place now is another file than the one the update wrote.
+        """
         entry_id = int(entry["id"])  # type: ignore[arg-type]
-        located = self.locate(str(entry["uri"]))
+        place, written = self.follow(entry)
+        located = self.locate(place)
         if located is None:
             raise stores.StoreRefused(f"entry {entry_id} is not an edit of a note in a folder served here")
         root, rel = located
         # Replaced since start-up: the note and the trash the path now reaches are another folder's.
         self.dirs[root].check(main.format_file_uri(root))
         fd = folder_paths.open_below(self.dirs[root], rel[:-1])
-        trash = folder_trash.open_trash(self.dirs[root], create=False)
+        trash = None
         try:
+            trash = folder_trash.open_trash(self.dirs[root], create=False)
             current = self._loaded(root, rel, fd) if fd is not None else None
             kept = folder_bodies.load(trash, str(entry["trash"])) if trash is not None else None
             if fd is None or current is None or kept is None:
                 raise stores.StoreRefused(f"entry {entry_id}: the note or its kept version is gone (or not text); nothing restored")
+            # Restore by note, not by place: another note moved to where this one was must
+            # not be overwritten with this one's old text.
+            if written is not None and tuple(current[1].facts[:2]) != written:
+                raise stores.StoreRefused(f"entry {entry_id}: the file at {current[0].id} is another note than the one the update wrote; "
+                                          "nothing restored")
             name = folder_trash.trash_name_for(rel[-1], self.nonces.now())
             now_bytes = current[1].front + current[1].text.encode("utf-8")
-            done = folder_bodies.replace(self.dirs[root], fd, rel[-1], current[1].facts, now_bytes, kept.front + kept.text.encode("utf-8"),
-                                         name, self._ops.mkdir)
-            if done is not True:
+            old_bytes = kept.front + kept.text.encode("utf-8")
+            done = folder_bodies.replace(self.dirs[root], fd, rel[-1], current[1].facts, now_bytes, old_bytes, name, self._ops.mkdir)
+            if not isinstance(done, tuple):
                 raise stores.StoreRefused(f"entry {entry_id}: {done or 'the note changed while it was restored; nothing restored'}")
             os.unlink(str(entry["trash"]), dir_fd=trash)
         finally:
             for opened in (fd, trash):
                 if opened is not None:
                     os.close(opened)
-        return self.nonces.record_restore(entry_id, audit.Facts(str(entry["note_id"]), entry["title"], entry["uri"], name))  # type: ignore[arg-type]
+        facts = audit.Facts(current[0].id, current[0].title, current[0].uri, name, identity(done, old_bytes, was=current[1].facts))
+        return self.nonces.record_restore(entry_id, facts)
+
+    def follow(self, entry: dict[str, object]) -> tuple[str, tuple[int, int] | None]:
+        """(where the file an update wrote is now, its device and inode) by the later entries that moved or rewrote it; (its URI, None) for an entry without them."""
+        recorded = read_identity(entry.get("file_identity"))
+        place = str(entry["uri"])
+        if recorded is None:
+            return place, None  # written before file identities were recorded: by place, as then
+        current = (int(recorded["dev"]), int(recorded["ino"]))
+        later = sorted((e for outcome in (audit.MOVED, audit.UPDATED, audit.RESTORED) for e in self.nonces.audit_entries(outcome=outcome)
+                        if int(e["id"]) > int(entry["id"])), key=lambda e: int(e["id"]))  # type: ignore[call-overload]
+        for step in later:
+            facts = read_identity(step.get("file_identity"))
+            if facts is None or step["uri"] != place:
+                continue
+            if step["outcome"] == audit.MOVED and (int(facts["dev"]), int(facts["ino"])) == current:
+                place = str(facts["to"])  # this very file, moved
+            elif step["outcome"] != audit.MOVED and tuple(facts.get("was") or ()) == current:
+                current = (int(facts["dev"]), int(facts["ino"]))  # this note, rewritten (a later update or a restore)
+        return place, current
+
+
+def identity(facts: tuple[int, ...], data: bytes, **more: object) -> str:
+    """What an audit entry records of the file a folder write produced or moved: device, inode, size, sha256 (and `more`), as JSON."""
+    fields = {"dev": facts[0], "ino": facts[1], "size": len(data), "sha256": hashlib.sha256(data).hexdigest(), **more}
+    if isinstance(fields.get("was"), tuple):
+        fields["was"] = list(fields["was"][:2])  # type: ignore[index]
+    return json.dumps(fields, sort_keys=True)
+
+
+def read_identity(text: object) -> dict[str, Any] | None:
+    """An entry's recorded file identity, or None where it has none (or not one this store wrote)."""
+    if not isinstance(text, str):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) and isinstance(value.get("dev"), int) and isinstance(value.get("ino"), int) else None
 
 
 class SearchStopped(Exception):
