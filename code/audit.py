@@ -77,6 +77,7 @@ __all__ = [
     "POSTGRES_TABLES",
     "PRUNE_BATCH",
     "REFUSED",
+    "RESTORED",
     "Retention",
     "SQLITE_TABLES",
     "SQL_TRASH",
