@@ -515,7 +515,7 @@ class MarkdownNotesStore(stores.SettleSeam):
                 done = folder_bodies.replace(self.dirs[root], fd, rel[-1], loaded.facts, old, new, trash_name, self._ops.mkdir)
                 if not isinstance(done, tuple):
                     record(audit.REFUSED, audit.Facts(note_id))
-                    return done or note_bodies.CHANGED  # changed since it was read, or why its new version could not be written
+                    return done if isinstance(done, str) else note_bodies.CHANGED  # why its new version could not be written, or changed since read
                 # The file written, and the one it replaced: `audit restore` follows the note by them.
                 record(audit.UPDATED, audit.Facts(note.id, note.title, note.uri, trash_name or None, identity(done, new, was=loaded.facts)))
                 after = self._loaded(root, rel, fd)
@@ -595,7 +595,8 @@ class MarkdownNotesStore(stores.SettleSeam):
             old_bytes = kept.front + kept.text.encode("utf-8")
             done = folder_bodies.replace(self.dirs[root], fd, rel[-1], current[1].facts, now_bytes, old_bytes, name, self._ops.mkdir)
             if not isinstance(done, tuple):
-                raise stores.StoreRefused(f"entry {entry_id}: {done or 'the note changed while it was restored; nothing restored'}")
+                why = done if isinstance(done, str) else "the note changed while it was restored; nothing restored"
+                raise stores.StoreRefused(f"entry {entry_id}: {why}")
             os.unlink(str(entry["trash"]), dir_fd=trash)
         finally:
             for opened in (fd, trash):
