@@ -270,8 +270,11 @@ class MarkdownNotesStore(stores.SettleSeam):
         for root in self.roots if rel is not None else ():
             fd = folder_paths.open_below(self.dirs[root], rel[:-1])
             if fd is None:
-                # Replaced since start-up: refused (rolled back) saying so, never "changed".
-                self.dirs[root].check(main.format_file_uri(root + rel[:-1]))
+                # Replaced since start-up, and the root the caller's workspace is in (the
+                # re-check passes on the note's place there): refused (rolled back) saying
+                # so, never "changed". Another principal's replaced root is passed over.
+                if self.dirs[root].replaced() and recheck(main.Note(note_id, note_id, main.format_file_uri(root + rel), 0)):
+                    self.dirs[root].check(main.format_file_uri(root + rel[:-1]))
                 continue
             try:
                 loaded = folder_paths.load_note(fd, rel[-1], root, rel)
@@ -330,6 +333,8 @@ class MarkdownNotesStore(stores.SettleSeam):
         now = self.nonces.now()
         for entry in self.nonces.audit_entries(outcome=audit.PENDING):
             located = self.locate(entry["uri"])
+            if located is not None and self.dirs[located[0]].replaced():
+                continue  # its folder cannot be looked at: left pending until a restart serves it again
             if located is not None and folder_trash.settled(self.dirs[located[0]], located[1], entry["trash"] and str(entry["trash"])):
                 self.nonces.complete_audit(entry["id"], audit.DELETED, audit.PENDING)
             elif now - float(entry["at"]) >= audit.PENDING_GRACE_SECONDS:  # not another instance's move in flight

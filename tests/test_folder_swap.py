@@ -256,6 +256,30 @@ class SwapInProcess(unittest.TestCase):
                 self.assertEqual(os.listdir(os.path.join(target, ".trash")), [OLD_TRASH])
 
 
+class OtherPrincipalsSwap(unittest.TestCase):
+    """alice's folder swapped: bob, served by the same store, deletes his own note and hears nothing of hers."""
+
+    def test_a_deletion_in_bob_s_folder_is_not_refused_for_alice_s_replaced_one_and_never_names_it(self) -> None:
+        folders = Folders(self)
+        clock = Clock()
+        nonces = sqlite_store.open_store(os.path.join(folders.dir, "nonces.db"), clock=clock)
+        store = markdown_store.MarkdownNotesStore([folders.alice, folders.bob], nonces)
+        self.addCleanup(store.close)
+        bob_uri = folder_uri(folders.bob)
+        server = frame.notes_server(keys=[KEY], notes=store, policy=main.AuthorizationPolicy({"bob": [bob_uri]}), clock=clock, log=Log())
+        args = {"workspaceUri": bob_uri, "title": "TPS bob secret"}
+        form = server.handle(tool("notes_delete", args), "bob")
+        assert form is not None
+        # alice's root sorts first: the accept's re-walk meets her replaced folder before bob's.
+        self.assertLess(folders.alice, folders.bob)
+        folders.swap(folders.outside)
+        done = server.handle(tool("notes_delete", args, 2, requestState=form["result"]["requestState"],
+                                  inputResponses={main.INPUT_KEY: {"action": "accept", "content": {"note_id": "tps.md", "confirm": True}}}), "bob")
+        assert done is not None
+        self.assertEqual(done["result"]["structuredContent"], {"deleted": True, "noteId": "tps.md"})
+        self.assertFalse(os.path.exists(os.path.join(folders.bob, "tps.md")))
+
+
 class OneWayIn(unittest.TestCase):
     """Structure: after start-up no open takes a root's path string; open_below takes only the Root opened at start-up."""
 

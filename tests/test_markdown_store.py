@@ -410,6 +410,16 @@ class DeletionTests(FolderCase):
         self.assertTrue(store.is_consumed("n1"))  # the confirmation stays used: a replay moves nothing
         self.assertIs(self.store().consume(PRINCIPAL, "n1", self.clock.now + 60, ("2025/tps.md", "v"), ALWAYS), main.Settlement.USED)
 
+    def test_a_pending_entry_of_a_folder_replaced_since_start_up_stays_pending_and_its_listing_works(self) -> None:
+        store = self.store()
+        self.crash_at(store, "committed")
+        os.rename(self.ws, self.ws + "-old")
+        os.symlink(self.outside, self.ws)  # the path now leads to a folder this store never opened
+        self.clock.now += audit.PENDING_GRACE_SECONDS
+        before = FolderIdentityTests.snapshot(self.outside)
+        self.assertEqual([e["outcome"] for e in store.audit_entries()], [audit.PENDING])  # not judged from another folder
+        self.assertEqual(FolderIdentityTests.snapshot(self.outside), before)
+
     def test_a_crash_between_the_move_and_its_completion_is_deleted_after_restart(self) -> None:
         store = self.store()
         before = self.tree()
