@@ -16,9 +16,10 @@ configured folder, its root. This module says how a file is named and found:
               Note.version binds the path, the title and the exact file the user was shown.
 
 Nothing is resolved by string. The root path comes from the operator and is trusted at
-start-up, once: it is opened then (a Root), and every later open starts from that
-descriptor, never from the path again; a path that now leads to another folder is
-refused (Root.check). Every component below it is opened with O_NOFOLLOW relative to
+start-up, once: it is opened then (a Root), and every later open goes through
+open_below, which takes only that Root, checks that its path still leads to the folder
+opened (a path that now leads to another folder opens nothing, and callers answering a
+person refuse with Root.check), and starts from the descriptor, never from the path. Every component below it is opened with O_NOFOLLOW relative to
 its parent's descriptor, and every entry is examined with lstat semantics. Hidden names (leading ".") and names
 a file URI cannot spell are never served, so the trash is never walked. `walk` is the
 one walk of a folder tree: the title index (code/folder_index.py) and the start-up

@@ -7,13 +7,15 @@ folder is a root; a note is a regular `*.md` file inside a root (sub-folders inc
     store = MarkdownNotesStore(["/home/alice/Notes"], nonces)
     server = frame.notes_server(keys=[key], notes=store, policy=AuthorizationPolicy({"alice": ["file:///home/alice/Notes"]}))
 
-Four modules, one concern each:
+Five modules, one concern each:
   - code/folder_paths.py   how a note is named (id, title, URI, revision) and reached:
-                           through descriptors, never following a link; the one tree walk.
+                           through the start-up descriptor (open_below, the one way in),
+                           never following a link; the one tree walk.
   - code/folder_index.py   the title index of each root, kept up to date.
   - code/folder_trash.py   the deletion's move into `.trash`, emptying it, restoring from it.
+  - code/folder_bodies.py  what the note tools do to a file: read, create, append, replace, move.
   - this module            the store: the seam (`candidates`, `consume`, `is_consumed`),
-                           the start-up count, the audit.
+                           the note tools' steps, the start-up count, the audit.
 
 Ids are unique within a root; roots are disjoint (a root inside another is dropped), and
 a confirmation names (id, version) where the version binds the full URI. The nonce is
