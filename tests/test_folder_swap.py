@@ -28,7 +28,6 @@ from helpers.support import FORM, KEY, Clock, Log, request
 
 import audit
 import folder_paths
-import folder_trash
 import frame
 import main
 import markdown_store
@@ -39,6 +38,21 @@ import sqlite_store
 BOB_TOKEN = "bob-token-0123456789abcdef"
 OLD_TRASH = "19700101T000000Z-0123456789ab-expired.md"  # a trashed file long past any retention
 TARGETS = ("bob", "outside")
+
+
+def audit_command(config: str, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """`serve.py audit --config CONFIG ARGS...`, a new process, as the operator runs it."""
+    return subprocess.run([sys.executable, procs.SERVE, "audit", "--config", config, *args],
+                          env=env, capture_output=True, text=True, timeout=procs.GUARD)
+
+
+def audit_rows(db: str, columns: str) -> list[tuple[Any, ...]]:
+    """The audit table's `columns` in entry order, read behind the server's back."""
+    conn = sqlite3.connect(db, timeout=procs.GUARD)
+    try:
+        return conn.execute(f"SELECT {columns} FROM audit ORDER BY id").fetchall()
+    finally:
+        conn.close()
 
 
 def tree(folder: str) -> dict[str, tuple[int, bytes | None]]:
@@ -133,15 +147,10 @@ class SwapContract(unittest.TestCase):
         return json.loads(body)["result"]
 
     def audit_command(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, procs.SERVE, "audit", "--config", self.config, *args],
-                              env=self.env, capture_output=True, text=True, timeout=procs.GUARD)
+        return audit_command(self.config, self.env, *args)
 
     def audit_rows(self) -> list[tuple[Any, ...]]:
-        conn = sqlite3.connect(self.db, timeout=procs.GUARD)
-        try:
-            return conn.execute("SELECT id, principal, outcome, note_id, title, uri, workspace, trash FROM audit ORDER BY id").fetchall()
-        finally:
-            conn.close()
+        return audit_rows(self.db, "id, principal, outcome, note_id, title, uri, workspace, trash, file_identity")
 
     def run_matrix(self, target_name: str, confined: bool) -> None:
         self.start(confined)

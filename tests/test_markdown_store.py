@@ -8,7 +8,6 @@ import random
 import shutil
 import sqlite3
 import subprocess
-import sys
 import tempfile
 import unicodedata
 import unittest
@@ -17,6 +16,7 @@ from typing import Any
 from unittest import mock
 
 from helpers import procs, races
+import test_folder_swap
 from helpers.support import KEY, PRINCIPAL, Clock, Log, accept, call
 
 import audit
@@ -1048,15 +1048,10 @@ class TwoPrincipalServerTests(unittest.TestCase):
         return json.loads(body)["result"]
 
     def audit_command(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, procs.SERVE, "audit", "--config", self.config, *args],
-                              env=self.env, capture_output=True, text=True, timeout=procs.GUARD)
+        return test_folder_swap.audit_command(self.config, self.env, *args)
 
     def audit_rows(self) -> list[tuple[Any, ...]]:
-        conn = sqlite3.connect(self.db, timeout=procs.GUARD)
-        try:
-            return conn.execute("SELECT principal, outcome, note_id, title, uri, workspace FROM audit ORDER BY id").fetchall()
-        finally:
-            conn.close()
+        return test_folder_swap.audit_rows(self.db, "principal, outcome, note_id, title, uri, workspace")
 
     def attack(self, swap: Callable[[], None], bob_now: str) -> None:
         """alice: a form and a deletion of her own before the swap; then the swap, a first call, an accept, a restore."""
