@@ -524,7 +524,7 @@ class MarkdownNotesStore(stores.SettleSeam):
                     record(audit.REFUSED, audit.Facts(note_id))
                     return done if isinstance(done, str) else note_bodies.CHANGED  # why its new version could not be written, or changed since read
                 # The file written, and the one it replaced: `audit restore` follows the note by them.
-                record(audit.UPDATED, audit.Facts(note.id, note.title, note.uri, trash_name or None, identity(done, new, was=loaded.facts)))
+                record(audit.UPDATED, audit.Facts(note.id, note.title, note.uri, trash_name or None, identity(done, new, was=loaded.facts[:2])))
                 after = self._loaded(root, rel, fd)
                 return after[0] if after is not None else note
             finally:
@@ -609,7 +609,7 @@ class MarkdownNotesStore(stores.SettleSeam):
             for opened in (fd, trash):
                 if opened is not None:
                     os.close(opened)
-        facts = audit.Facts(current[0].id, current[0].title, current[0].uri, name, identity(done, old_bytes, was=current[1].facts))
+        facts = audit.Facts(current[0].id, current[0].title, current[0].uri, name, identity(done, old_bytes, was=current[1].facts[:2]))
         return self.nonces.record_restore(entry_id, facts)
 
     def follow(self, entry: dict[str, object]) -> tuple[str, tuple[int, int] | None]:
@@ -635,8 +635,6 @@ class MarkdownNotesStore(stores.SettleSeam):
 def identity(facts: tuple[int, ...], data: bytes, **more: object) -> str:
     """What an audit entry records of the file a folder write produced or moved: device, inode, size, sha256 (and `more`), as JSON."""
     fields = {"dev": facts[0], "ino": facts[1], "size": len(data), "sha256": hashlib.sha256(data).hexdigest(), **more}
-    if isinstance(fields.get("was"), tuple):
-        fields["was"] = list(fields["was"][:2])  # type: ignore[index]
     return json.dumps(fields, sort_keys=True)
 
 
