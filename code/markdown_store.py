@@ -56,6 +56,11 @@ MAX_SEARCH_FILES = 2_000  # note files one text search reads; past it the search
 MAX_SEARCH_SECONDS = 2.0  # one text search's time, checked before every listed entry and every read; past it the search stops early and says so
 MAX_SEARCH_BYTES = 32 * 1024 * 1024  # note bytes one text search reads; a read that would pass it is not made, and the search stops early and says so
 NO_FOLDER = "The folder of that place does not exist in the workspace (or is not a plain folder); nothing was changed."
+UNREACHABLE = (f"At that place the note's id would be longer than {stores.MAX_NOTE_ID_LENGTH} characters or its URI longer than "
+               f"{main.MAX_URI_LENGTH:,}, where no tool reaches it; nothing was moved. Choose a shorter path.")
+TOO_DEEP = (f"That place is more than {folder_paths.MAX_WALK_DEPTH} folders below the notes folder, where no search or deletion "
+            "reaches a note; nothing was moved.")
+NAME_TOO_LONG = f"That file name is longer than {folder_paths.NAME_MAX} bytes; nothing was moved."
 
 
 class MarkdownNotesStore(stores.SettleSeam):
@@ -532,6 +537,33 @@ class MarkdownNotesStore(stores.SettleSeam):
 
         return self.nonces.consume_act(principal, nonce, expires_at, lambda record: act(sqlite_store.as_outcome(record)))
 
+    def move_refusal(self, workspace: main.Path, note: main.Note, place: main.Path) -> str | None:
+        """Why `note` cannot be moved to `place` here, read now (id or URI too long, too deep, no such folder, a file there), or None."""
+        root = self._served(workspace)
+        target = place[len(root) :] if root is not None and main.is_within(place, root) and len(place) > len(root) else None
+        if root is None or target is None or not all(folder_paths.plain(name) for name in target):
+            return NO_FOLDER
+        # Moved where the index, a search or a deletion never looks, the note would be on
+        # disk and out of every tool's reach: each rule is the one that skips such a file.
+        if len(target[-1].encode("utf-8", "surrogateescape")) > folder_paths.NAME_MAX:
+            return NAME_TOO_LONG
+        if folder_paths.indexed_note(root, target, note.title, (0, 0, 0, 0, 0)) is None:
+            return UNREACHABLE
+        if len(target) - 1 > folder_paths.MAX_WALK_DEPTH:
+            return TOO_DEEP
+        dst = folder_paths.open_below(self.dirs[root], target[:-1])
+        if dst is None:
+            return NO_FOLDER
+        try:
+            os.stat(target[-1], dir_fd=dst, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        except OSError:
+            return NO_FOLDER  # a component that is a file, or unreadable
+        finally:
+            os.close(dst)
+        return note_bodies.TAKEN
+
     def move_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, place: main.Path,
                   check: note_bodies.Check) -> tuple[main.Settlement, main.Note | str | None]:
         """One claim transaction: claim, re-read and re-check, renameat2(RENAME_NOREPLACE) to `place` in the same folder tree; audited."""
@@ -552,9 +584,11 @@ class MarkdownNotesStore(stores.SettleSeam):
                     record(audit.REFUSED, audit.Facts(note_id))
                     return note_bodies.CHANGED
                 note = found[0]
-                if target is None or dst is None:
+                refusal = NO_FOLDER if target is None or dst is None else self.move_refusal(workspace, note, place)
+                if refusal is not None and refusal != note_bodies.TAKEN:  # taken: renameat2 below says so, atomically
                     record(audit.REFUSED, audit.Facts(note.id, note.title, note.uri))
-                    return NO_FOLDER
+                    return refusal
+                assert target is not None and dst is not None
                 why = folder_bodies.move(fd, rel[-1], found[1].facts, dst, target[-1])
                 if why is not None:
                     record(audit.REFUSED, audit.Facts(note.id, note.title, note.uri))
@@ -562,7 +596,8 @@ class MarkdownNotesStore(stores.SettleSeam):
                 moved = identity(found[1].facts, found[1].front + found[1].text.encode("utf-8"), to=main.format_file_uri(root + target))
                 record(audit.MOVED, audit.Facts(note.id, note.title, note.uri, None, moved))
                 after = self._loaded(root, target, dst)
-                return after[0] if after is not None else note
+                # Edited again since the rename, the file is read as nothing: the result still names the new place.
+                return after[0] if after is not None else note._replace(id=folder_paths.note_id(target), uri=main.format_file_uri(root + target))
             finally:
                 os.close(fd)
                 if dst is not None:

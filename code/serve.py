@@ -90,20 +90,56 @@ def startup_report(
     if not owners:
         lines.append("workspaces: none granted, so every notes_delete call is refused")
     lines.extend(described)
-    lines.append(f"consumed confirmations: {assemble.confirmations_home(config)}")
+    lines.append(f"consumed confirmations: {assemble.confirmations_home(config)}{relative_db(args)}")
     lines.append(f"extensions: {', '.join(extensions(config, args)) or 'none'}")
     lines.append(f"confirmation page: {confirmation_page(config, args)}")
     lines.extend(extra)
     return lines
 
 
+def pages_on_loopback(args: argparse.Namespace) -> bool:
+    """True when the pages would be served on a loopback address (always under --stdio; --host's under --http)."""
+    import streamable_http
+
+    return not args.http or streamable_http.is_loopback(args.host)
+
+
+def serve_pages_at(pages: Any, policy: Any, config: dict[str, Any], listened: str, loopback: bool) -> str:
+    """Give the pages their origin (publicUrl, else the listener's `listened`) and let the transport accept it; that origin."""
+    public = config.get("publicUrl")
+    pages.base_url = public or listened
+    if public:
+        # The browser names the public origin in Origin and, through a proxy that keeps it, in Host.
+        policy.allowed_origins = frozenset(policy.allowed_origins) | {public}
+        if loopback and policy.allowed_hosts is not None:
+            policy.allowed_hosts = frozenset(policy.allowed_hosts) | {public.split("://", 1)[1]}
+    return pages.base_url  # type: ignore[no-any-return]
+
+
+def relative_db(args: argparse.Namespace) -> str:
+    """For a relative --db, what the report adds to the absolute path it resolved to at start-up; else ""."""
+    # A host starts servers from whatever folder it likes: `--db notes.db` from two folders
+    # is two databases, so a confirmation declined on one instance could be accepted on the
+    # other. The path each instance really uses is said, and why it is that one.
+    db = getattr(args, "db", None)
+    if not db or os.path.isabs(db) or db.startswith(configuration.POSTGRES_SCHEMES):
+        return ""
+    return (f" (--db {db} is relative: resolved against the working directory at start-up; instances share "
+            "confirmations only when they name this same file, so give hosts the absolute path)")
+
+
 def confirmation_page(config: dict[str, Any], args: argparse.Namespace) -> str:
     """Whether hosts without a form can confirm a deletion on this server's page, and how."""
     browser = args.confirm_in_browser or config.get("confirmInBrowser", False)
+    public = config.get("publicUrl")
+    at = f"; links at {public} (publicUrl: the pages' Origin, Secure cookies when https)" if public else ""
     if browser:
-        return "on (--confirm-in-browser): a host without forms gets a link, and URL-mode hosts the page"
-    if args.http or args.publish or config.get("publish", False):
-        return "URL-mode hosts only (--confirm-in-browser is off: hosts with neither forms nor URL mode get -32021)"
+        return f"on (--confirm-in-browser): a host without forms gets a link, and URL-mode hosts the page{at}"
+    if args.publish or config.get("publish", False) or (args.http and (pages_on_loopback(args) or public)):
+        return f"URL-mode hosts only (--confirm-in-browser is off: hosts with neither forms nor URL mode get -32021){at}"
+    if args.http:
+        return (f"off: --host {args.host} is not a loopback address and publicUrl is unset, so no page is served "
+                "(hosts without forms get -32021)")
     return "off (hosts without forms get -32021; --confirm-in-browser turns it on)"
 
 
@@ -196,14 +232,14 @@ def serve_http(server: frame.Server, config: dict[str, Any], args: argparse.Name
     except OSError as exc:
         say(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
         return 1
-    if pages is not None:
-        pages.base_url = httpd.url("")
     if streamable_http.is_loopback(args.host):
         # Known only once bound (--port 0): the names a loopback client may put in Host.
         port = httpd.address[1]
         policy.allowed_hosts = frozenset(f"{name}:{port}" for name in streamable_http.LOOPBACK_NAMES)
         if port == 80:
             policy.allowed_hosts |= frozenset(streamable_http.LOOPBACK_NAMES)
+    if pages is not None:
+        serve_pages_at(pages, policy, config, httpd.url(""), streamable_http.is_loopback(args.host))
 
     # Counted before confinement (a walk of each folder); printed after it, the listening line first.
     lines = startup_report(server, config, args, f"listening on {httpd.url(streamable_http.ENDPOINT)}")
@@ -254,11 +290,12 @@ def serve_stdio(server: frame.Server, config: dict[str, Any], args: argparse.Nam
         return 1
     port = listener.address[1]
     policy.allowed_hosts = frozenset(f"{name}:{port}" for name in streamable_http.LOOPBACK_NAMES)
-    pages.base_url = listener.url("")
+    base = serve_pages_at(pages, policy, config, listener.url(""), True)
     confined = confine(config, args, [port])
     if confined is None:
         return EXIT_USAGE
-    report([*lines, "; ".join(f"{member.title} on {listener.url(member.prefix)}" for member in pages.members), confined])
+    where = "" if base == listener.url("") else f" (listening on {listener.url('')})"
+    report([*lines, "; ".join(f"{member.title} on {base}{member.prefix}" for member in pages.members) + where, confined])
     thread = threading.Thread(target=listener.serve_forever, name="connect-pages", daemon=True)
     thread.start()
     try:
@@ -380,6 +417,11 @@ def parser(prog: str = "serve.py") -> argparse.ArgumentParser:
     )
     p.add_argument("--db", metavar="FILE|URL", help="SQLite file or postgresql:// URL shared by instances (overrides the config's db)")
     p.add_argument(
+        "--public-url", metavar="URL",
+        help="the address people open the pages at, e.g. https://notes.example.com behind a TLS proxy: the pages' links, "
+             "Origin rule and Secure cookies (overrides the config's publicUrl; required for pages on a non-loopback --host)",
+    )  # fmt: skip
+    p.add_argument(
         "--notes-dir",
         metavar="DIR",
         action="append",
@@ -499,6 +541,14 @@ def start(argv: Sequence[str], prog: str = "serve.py") -> tuple[frame.Server, di
         if args.db is not None:
             # As typed in a shell: the working directory's (a config's db is its folder's).
             config["db"] = configuration.db_location(configuration.read_path(args.db, "--db"), "--db", os.getcwd())
+        if args.public_url is not None:
+            config["publicUrl"] = configuration.read_public_url(args.public_url, "--public-url")
+        if args.http and (publish or browser) and not config.get("publicUrl") and not pages_on_loopback(args):
+            # http://0.0.0.0:PORT/confirm/... opens nowhere, and a sign-in there sends the
+            # bearer token across the network in clear text: people need the real address.
+            raise ConfigError("publicUrl", f"is required to serve pages on --host {args.host}, which is not a loopback address: set "
+                                           "publicUrl in the config or --public-url to the address people open them at (e.g. "
+                                           "https://notes.example.com, a TLS proxy in front of this server); not serving")
     except ConfigError as exc:
         say(str(exc))
         raise StartupRefused(EXIT_USAGE) from None
@@ -531,7 +581,8 @@ def start(argv: Sequence[str], prog: str = "serve.py") -> tuple[frame.Server, di
         import connect
 
         members.append(connect.install(server, tokens))
-    if args.http or publish or browser:
+    # Without a public address, a non-loopback HTTP server serves no pages (URL-mode hosts get -32021, as hosts without forms).
+    if (args.http and (pages_on_loopback(args) or config.get("publicUrl"))) or publish or browser:
         # The confirmation pages wherever pages are served: URL-mode hosts get them without
         # --confirm-in-browser too. Under --stdio without either flag, no socket is opened.
         import confirm_pages
