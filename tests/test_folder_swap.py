@@ -9,6 +9,7 @@ is in docs/security.md.
 
 from __future__ import annotations
 
+import ast
 import builtins
 import json
 import os
@@ -297,6 +298,28 @@ class OneWayIn(unittest.TestCase):
         for given in (folders.alice, folder_paths.root_path(folders.alice)):
             with self.subTest(given=given), self.assertRaises(TypeError):
                 folder_paths.open_below(given, ())  # type: ignore[arg-type]
+
+    def test_no_folder_module_names_a_path_to_the_os_outside_start_up(self) -> None:
+        # Read from the source: every call that takes a path either names an entry relative to
+        # an open folder (dir_fd=) or runs at start-up (the Root's own open, the check that
+        # compares its path, the start-up test of nested roots).
+        allowed = {("folder_paths.py", "__init__", "open"), ("folder_paths.py", "replaced", "stat"),
+                   ("folder_paths.py", "same_folder", "open"), ("folder_paths.py", "same_folder", "stat")}
+        path_calls = {"open", "stat", "lstat", "mkdir", "rename", "replace", "unlink", "link", "rmdir", "access", "chmod",
+                      "chown", "listdir", "readlink", "symlink", "truncate", "utime"}
+        found = set()
+        for module in ("folder_paths.py", "folder_bodies.py", "folder_trash.py", "folder_index.py", "markdown_store.py"):
+            with open(os.path.join(os.path.dirname(folder_paths.__file__), module), encoding="utf-8") as handle:
+                tree_ = ast.parse(handle.read())
+            for function in ast.walk(tree_):
+                if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    continue
+                for node in ast.walk(function):
+                    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
+                            and node.func.value.id == "os" and node.func.attr in path_calls
+                            and not any(k.arg in ("dir_fd", "src_dir_fd") for k in node.keywords)):
+                        found.add((module, function.name, node.func.attr))
+        self.assertEqual(found, allowed)
 
     @contextmanager
     def traced(self) -> Iterator[list[tuple[str, Any]]]:
