@@ -18,7 +18,7 @@ from typing import Any
 from unittest import mock
 
 from helpers import procs
-from helpers.support import FORM, request
+from test_notes_tools import accept, tools_call
 
 import folder_bodies
 import main
@@ -45,9 +45,6 @@ def xattrs_work(folder: str) -> bool:
         os.unlink(probe)
     return True
 
-
-def tool(name: str, arguments: dict[str, Any], id: int = 1, **extra: Any) -> dict[str, Any]:
-    return request("tools/call", {"name": name, "arguments": arguments, **extra}, id=id, capabilities=FORM)
 
 
 def state(path: str) -> tuple[int, int, int, bytes, dict[str, bytes]]:
@@ -130,11 +127,10 @@ class PermissionMatrix(unittest.TestCase):
         done = {}
         for name in notes.cases:
             before = state(notes.path(name))
-            read = call(tool("notes_read", {"workspaceUri": notes.uri, "noteId": f"{name}.md"}))["structuredContent"]
+            read = call(tools_call("notes_read", {"workspaceUri": notes.uri, "noteId": f"{name}.md"}))["structuredContent"]
             args = {"workspaceUri": notes.uri, "noteId": f"{name}.md", "body": NEW.format(name=name), "version": read["version"]}
-            form = call(tool("notes_update", args))
-            answer = {notes_tools.UPDATE_KEY: {"action": "accept", "content": {notes_tools.CONFIRM_FIELD: True}}}
-            result = call(tool("notes_update", args, 2, requestState=form["requestState"], inputResponses=answer))
+            form = call(tools_call("notes_update", args))
+            result = call(tools_call("notes_update", args, requestState=form["requestState"], inputResponses=accept(notes_tools.UPDATE_KEY)))
             done[name] = {"before": before, "after": state(notes.path(name)), "error": result["content"][0]["text"] if result["isError"] else None}
         trashed = notes.trashed()
         sandboxed = "on" if confined else "off"

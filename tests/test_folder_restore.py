@@ -9,7 +9,8 @@ import tempfile
 import unittest
 from typing import Any
 
-from helpers.support import FORM, KEY, Clock, Log, request
+from test_notes_tools import accept, tools_call
+from helpers.support import KEY, Clock, Log
 
 import audit
 import frame
@@ -20,12 +21,6 @@ import sqlite_store
 import stores
 
 
-def tool(name: str, arguments: dict[str, Any], id: int = 1, **extra: Any) -> dict[str, Any]:
-    return request("tools/call", {"name": name, "arguments": arguments, **extra}, id=id, capabilities=FORM)
-
-
-def confirm(key: str) -> dict[str, Any]:
-    return {key: {"action": "accept", "content": {notes_tools.CONFIRM_FIELD: True}}}
 
 
 class RestoreByNote(unittest.TestCase):
@@ -64,16 +59,16 @@ class RestoreByNote(unittest.TestCase):
         return response["result"]
 
     def update(self, note_id: str, body: str) -> int:
-        version = self.result(tool("notes_read", {"workspaceUri": self.uri, "noteId": note_id}))["structuredContent"]["version"]
+        version = self.result(tools_call("notes_read", {"workspaceUri": self.uri, "noteId": note_id}))["structuredContent"]["version"]
         args = {"workspaceUri": self.uri, "noteId": note_id, "body": body, "version": version}
-        form = self.result(tool("notes_update", args))
-        self.result(tool("notes_update", args, 2, requestState=form["requestState"], inputResponses=confirm(notes_tools.UPDATE_KEY)))
+        form = self.result(tools_call("notes_update", args))
+        self.result(tools_call("notes_update", args, requestState=form["requestState"], inputResponses=accept(notes_tools.UPDATE_KEY)))
         return int(self.store.audit_entries(outcome=audit.UPDATED)[-1]["id"])  # type: ignore[call-overload]
 
     def move(self, note_id: str, place: str) -> None:
         args = {"workspaceUri": self.uri, "noteId": note_id, "newPath": place}
-        form = self.result(tool("notes_move", args))
-        self.result(tool("notes_move", args, 2, requestState=form["requestState"], inputResponses=confirm(notes_tools.MOVE_KEY)))
+        form = self.result(tools_call("notes_move", args))
+        self.result(tools_call("notes_move", args, requestState=form["requestState"], inputResponses=accept(notes_tools.MOVE_KEY)))
 
     def test_an_update_s_entry_records_the_device_inode_size_and_digest_of_the_file_it_wrote(self) -> None:
         entry_id = self.update("a.md", "# A\nedited\n")

@@ -25,7 +25,8 @@ from typing import Any
 from unittest import mock
 
 from helpers import procs
-from helpers.support import FORM, KEY, Clock, Log, request
+from test_notes_tools import accept, tools_call
+from helpers.support import KEY, Clock, Log
 
 import audit
 import folder_paths
@@ -81,12 +82,6 @@ def folder_uri(path: str) -> str:
     return main.format_file_uri(tuple(p for p in path.split("/") if p))
 
 
-def tool(name: str, arguments: dict[str, Any], id: int = 1, **extra: Any) -> dict[str, Any]:
-    return request("tools/call", {"name": name, "arguments": arguments, **extra}, id=id, capabilities=FORM)
-
-
-def confirm(key: str) -> dict[str, Any]:
-    return {key: {"action": "accept", "content": {notes_tools.CONFIRM_FIELD: True}}}
 
 
 class Folders:
@@ -159,20 +154,20 @@ class SwapContract(unittest.TestCase):
         ws = {"workspaceUri": f.alice_uri}
         # Before the swap: a deletion and an update of alice's own (entries a restore could name),
         # a read's version, and a form for each confirmed tool, left unanswered.
-        form = self.call(tool("notes_delete", {**ws, "title": "TPS alice old"}))
-        done = self.call(tool("notes_delete", {**ws, "title": "TPS alice old"}, 2, requestState=form["requestState"],
+        form = self.call(tools_call("notes_delete", {**ws, "title": "TPS alice old"}))
+        done = self.call(tools_call("notes_delete", {**ws, "title": "TPS alice old"}, requestState=form["requestState"],
                               inputResponses={main.INPUT_KEY: {"action": "accept", "content": {"note_id": "old.md", "confirm": True}}}))
         self.assertTrue(done["structuredContent"]["deleted"], done)
-        version = self.call(tool("notes_read", {**ws, "noteId": "plan.md"}))["structuredContent"]["version"]
+        version = self.call(tools_call("notes_read", {**ws, "noteId": "plan.md"}))["structuredContent"]["version"]
         update = {**ws, "noteId": "plan.md", "body": "# Plan alice\nsecond\n", "version": version}
-        form = self.call(tool("notes_update", update))
-        done = self.call(tool("notes_update", update, 2, requestState=form["requestState"], inputResponses=confirm(notes_tools.UPDATE_KEY)))
+        form = self.call(tools_call("notes_update", update))
+        done = self.call(tools_call("notes_update", update, requestState=form["requestState"], inputResponses=accept(notes_tools.UPDATE_KEY)))
         self.assertFalse(done["isError"], done)
-        version = self.call(tool("notes_read", {**ws, "noteId": "plan.md"}))["structuredContent"]["version"]
+        version = self.call(tools_call("notes_read", {**ws, "noteId": "plan.md"}))["structuredContent"]["version"]
         delete_args = {**ws, "title": "TPS"}
         update = {**ws, "noteId": "plan.md", "body": "# Plan\nwritten by alice\n", "version": version}
         move = {**ws, "noteId": "plan.md", "newPath": "moved.md"}
-        pending = {name: (args, self.call(tool(name, args))["requestState"])
+        pending = {name: (args, self.call(tools_call(name, args))["requestState"])
                    for name, args in (("notes_delete", delete_args), ("notes_update", update), ("notes_move", move))}
         rows = self.audit_rows()
         target = f.target(target_name)
@@ -180,18 +175,18 @@ class SwapContract(unittest.TestCase):
 
         f.swap(target)
         calls = {
-            "notes_delete (form)": tool("notes_delete", delete_args),
-            "notes_search": tool("notes_search", {**ws, "query": "secret"}),
-            "notes_read": tool("notes_read", {**ws, "noteId": "plan.md"}),
-            "notes_create": tool("notes_create", {**ws, "title": "Planted", "body": "by alice\n"}),
-            "notes_append": tool("notes_append", {**ws, "noteId": "plan.md", "text": "appended by alice\n", "version": version}),
-            "notes_update (form)": tool("notes_update", update),
-            "notes_move (form)": tool("notes_move", move),
+            "notes_delete (form)": tools_call("notes_delete", delete_args),
+            "notes_search": tools_call("notes_search", {**ws, "query": "secret"}),
+            "notes_read": tools_call("notes_read", {**ws, "noteId": "plan.md"}),
+            "notes_create": tools_call("notes_create", {**ws, "title": "Planted", "body": "by alice\n"}),
+            "notes_append": tools_call("notes_append", {**ws, "noteId": "plan.md", "text": "appended by alice\n", "version": version}),
+            "notes_update (form)": tools_call("notes_update", update),
+            "notes_move (form)": tools_call("notes_move", move),
         }
         answers = {main.INPUT_KEY: {"action": "accept", "content": {"note_id": "tps.md", "confirm": True}}}
         for name, key in (("notes_delete", None), ("notes_update", notes_tools.UPDATE_KEY), ("notes_move", notes_tools.MOVE_KEY)):
             args, state = pending[name]
-            calls[f"{name} (accept)"] = tool(name, args, 2, requestState=state, inputResponses=answers if key is None else confirm(key))
+            calls[f"{name} (accept)"] = tools_call(name, args, requestState=state, inputResponses=answers if key is None else accept(key))
         sandbox_name = "on" if confined else "off"
         for name, message in calls.items():
             with self.subTest(tool=name):
@@ -278,12 +273,12 @@ class OtherPrincipalsSwap(unittest.TestCase):
         bob_uri = folder_uri(folders.bob)
         server = frame.notes_server(keys=[KEY], notes=store, policy=main.AuthorizationPolicy({"bob": [bob_uri]}), clock=clock, log=Log())
         args = {"workspaceUri": bob_uri, "title": "TPS bob secret"}
-        form = server.handle(tool("notes_delete", args), "bob")
+        form = server.handle(tools_call("notes_delete", args), "bob")
         assert form is not None
         # alice's root sorts first: the accept's re-walk meets her replaced folder before bob's.
         self.assertLess(folders.alice, folders.bob)
         folders.swap(folders.outside)
-        done = server.handle(tool("notes_delete", args, 2, requestState=form["result"]["requestState"],
+        done = server.handle(tools_call("notes_delete", args, requestState=form["result"]["requestState"],
                                   inputResponses={main.INPUT_KEY: {"action": "accept", "content": {"note_id": "tps.md", "confirm": True}}}), "bob")
         assert done is not None
         self.assertEqual(done["result"]["structuredContent"], {"deleted": True, "noteId": "tps.md"})
@@ -369,24 +364,24 @@ class OneWayIn(unittest.TestCase):
         with self.traced() as seen:
             # Every operation a folder note knows: lookup, search, read, create, append, update,
             # move, delete, preview, restore of an update and of a deletion, emptying, recovery.
-            self.assertFalse(result(tool("notes_search", {**ws, "query": "alice"}))["isError"])
-            version = result(tool("notes_read", {**ws, "noteId": "plan.md"}))["structuredContent"]["version"]
-            self.assertFalse(result(tool("notes_create", {**ws, "title": "New", "body": "new\n"}))["isError"])
-            appended = result(tool("notes_append", {**ws, "noteId": "plan.md", "text": "more\n", "version": version}))
+            self.assertFalse(result(tools_call("notes_search", {**ws, "query": "alice"}))["isError"])
+            version = result(tools_call("notes_read", {**ws, "noteId": "plan.md"}))["structuredContent"]["version"]
+            self.assertFalse(result(tools_call("notes_create", {**ws, "title": "New", "body": "new\n"}))["isError"])
+            appended = result(tools_call("notes_append", {**ws, "noteId": "plan.md", "text": "more\n", "version": version}))
             version = appended["structuredContent"]["version"]
             update = {**ws, "noteId": "plan.md", "body": "# Plan\nnew\n", "version": version}
-            form = result(tool("notes_update", update))
-            self.assertFalse(result(tool("notes_update", update, 2, requestState=form["requestState"],
-                                         inputResponses=confirm(notes_tools.UPDATE_KEY)))["isError"])
+            form = result(tools_call("notes_update", update))
+            self.assertFalse(result(tools_call("notes_update", update, requestState=form["requestState"],
+                                         inputResponses=accept(notes_tools.UPDATE_KEY)))["isError"])
             store.restore(next(e["id"] for e in store.audit_entries() if e["outcome"] == audit.UPDATED))
             move = {**ws, "noteId": "plan.md", "newPath": "moved.md"}
-            form = result(tool("notes_move", move))
-            self.assertFalse(result(tool("notes_move", move, 2, requestState=form["requestState"],
-                                         inputResponses=confirm(notes_tools.MOVE_KEY)))["isError"])
+            form = result(tools_call("notes_move", move))
+            self.assertFalse(result(tools_call("notes_move", move, requestState=form["requestState"],
+                                         inputResponses=accept(notes_tools.MOVE_KEY)))["isError"])
             listed = store.candidates(alice, "TPS")
             self.assertTrue(all(store.preview(note) is not None for note in listed))
-            form = result(tool("notes_delete", {**ws, "title": "TPS alice old"}))
-            done = result(tool("notes_delete", {**ws, "title": "TPS alice old"}, 2, requestState=form["requestState"],
+            form = result(tools_call("notes_delete", {**ws, "title": "TPS alice old"}))
+            done = result(tools_call("notes_delete", {**ws, "title": "TPS alice old"}, requestState=form["requestState"],
                                inputResponses={main.INPUT_KEY: {"action": "accept", "content": {"note_id": "old.md", "confirm": True}}}))
             self.assertTrue(done["structuredContent"]["deleted"], done)
             store.restore(next(e["id"] for e in store.audit_entries() if e["outcome"] == audit.DELETED))
