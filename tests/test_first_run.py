@@ -249,12 +249,14 @@ def survey_line(markdown_store: Any, folder: str) -> str:
     """What the folder store's start-up survey says of `folder`: its note count and skipped entries."""
     import folder_paths
 
-    survey = markdown_store.Survey(folder_paths.root_path(folder))
-    fd = folder_paths.open_below(folder, ())
+    root = folder_paths.Root(folder_paths.root_path(folder), os.path.realpath(folder))
+    survey = markdown_store.Survey(root.path)
+    fd = folder_paths.open_below(root, ())
     try:
         folder_paths.walk(fd, (), survey, 0)
     finally:
         os.close(fd)
+        root.close()
     skipped = "; ".join(f"{reason}: {count}" for reason, count in sorted(survey.skipped.items()))
     return f"{survey.surveyed} notes; skipped {skipped or 'nothing'}"
 
