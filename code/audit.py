@@ -7,7 +7,8 @@ outcome completed after the file operation:
     id, at (UTC seconds), principal, tool, outcome, note_id, title (as shown), workspace,
     uri (where the note lived), request_id, client_name (self-reported), trash, restores,
     channel (how the person confirmed: form, url or browser), approved_by and approved_at
-    (the principal signed in on the confirmation page, and when it approved or kept)
+    (the principal signed in on the confirmation page, and when it approved or kept),
+    file_identity (folders: the file an update, move or restore acted on, as JSON)
 
 Never the requestState, its nonce, a token or a note's content. Outcomes:
 
@@ -105,7 +106,7 @@ OUTCOMES = (DELETED, DECLINED, NOT_CONFIRMED, PUBLISHED, DENIED, REFUSED, CONSUM
 SQL_TRASH = "deleted_notes"  # the `trash` value of a row moved to the deleted-notes table
 
 COLUMNS = ("id", "at", "principal", "tool", "outcome", "note_id", "title", "workspace", "uri",
-           "request_id", "client_name", "trash", "restores", "channel", "approved_by", "approved_at")  # fmt: skip
+           "request_id", "client_name", "trash", "restores", "channel", "approved_by", "approved_at", "file_identity")  # fmt: skip
 CHANNELS = ("form", "url", "browser")  # a form in the host; this server's page by URL mode; or by the link in a result
 
 

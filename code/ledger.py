@@ -98,7 +98,8 @@ class Database(Protocol):
 # =====================================================================================
 
 # (name, SQLite type, PostgreSQL type) of each column added after the first audit schema.
-ADDED_COLUMNS = (("channel", "TEXT", "text"), ("approved_by", "TEXT", "text"), ("approved_at", "REAL", "double precision"))
+ADDED_COLUMNS = (("channel", "TEXT", "text"), ("approved_by", "TEXT", "text"), ("approved_at", "REAL", "double precision"),
+                 ("file_identity", "TEXT", "text"))
 # Columns the confirmation pages' table gained after its first release: which tool asked, and
 # what its page shows (notes_update's new text, notes_move's destination).
 DECISIONS_ADDED_COLUMNS = (("tool", "TEXT NOT NULL DEFAULT 'notes_delete'", "text NOT NULL DEFAULT 'notes_delete'"),
@@ -167,11 +168,11 @@ class AuditSql:
         (entry_id,) = self.dialect.run(
             conn,
             "INSERT INTO audit (at, principal, tool, outcome, note_id, title, workspace, uri, request_id,"
-            " client_name, trash, restores, channel, approved_by, approved_at, principal_seq)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+            " client_name, trash, restores, channel, approved_by, approved_at, file_identity, principal_seq)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
             " (SELECT COALESCE(MAX(principal_seq), 0) + 1 FROM audit WHERE principal = ?)) RETURNING id",
             (now, principal, tool, outcome, facts.note_id, audit.clip(facts.title), workspace, facts.uri, request_id,
-             client, facts.trash, restores, *channel, principal),
+             client, facts.trash, restores, *channel, facts.file_identity, principal),
         ).fetchone()  # fmt: skip
         return int(entry_id)
 

@@ -241,6 +241,7 @@ class Facts(NamedTuple):
     title: str | None = None
     uri: str | None = None
     trash: str | None = None
+    file_identity: str | None = None  # folders: JSON naming the file written or moved (code/markdown_store.py)
 
 
 Check = Callable[[main.Note, str], bool]  # a note tool's live re-check: (note, text) -> still the one asked about?
@@ -529,6 +530,10 @@ class Store(NotesStore, Protocol):
         """One `refused` entry in the store's ledger for a call refused before any store step."""
         ...
 
+    def restore(self, entry_id: int) -> dict[str, Any]:
+        """Put back what the entry `entry_id` trashed, audited; StoreRefused if it cannot (the memory store never trashes)."""
+        ...
+
     def audit_entries(self, principal: str | None = None, since: float | None = None,
                       outcome: str | None = None) -> list[dict[str, Any]]:
         """The audit entries matching every filter given, oldest first (the folder store completes pending ones first)."""
@@ -639,7 +644,8 @@ class MemoryLedger:
         now = self.now()
         entry_id, self._next = self._next, self._next + 1
         self._entries[entry_id] = {"id": entry_id, "at": now, "principal": principal, "outcome": outcome, "note_id": facts.note_id,
-                                   "title": facts.title, "uri": facts.uri, "trash": facts.trash, "restores": restores}
+                                   "title": facts.title, "uri": facts.uri, "trash": facts.trash, "restores": restores,
+                                   "file_identity": facts.file_identity}
         for old in [key for key, entry in self._entries.items() if entry["at"] <= now - self.retention.audit_seconds]:
             del self._entries[old]
         mine = [key for key, entry in self._entries.items() if entry["principal"] == principal]
@@ -782,6 +788,10 @@ class MemoryStore(SettleSeam[Ledger]):
                 target: tuple[str, str] | None, recheck: Callable[[main.Note], bool]) -> main.Settlement:
         """The atomic step, as every product store names it."""
         return self.settle(self, principal, nonce, expires_at, target, recheck)
+
+    def restore(self, entry_id: int) -> dict[str, Any]:
+        """Always StoreRefused: a memory store deletes at once and keeps no trash."""
+        raise StoreRefused(f"entry {entry_id}: the memory store keeps no trash; nothing restored")
 
     def describe(self) -> list[str]:
         """Nothing to report: every lookup scans the notes."""

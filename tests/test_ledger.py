@@ -131,6 +131,13 @@ class MemoryLedger(LedgerContract, unittest.TestCase):
     def open(self) -> stores.Ledger:
         return stores.MemoryStore([], main.MemoryReplayStore(self.clock, BOUND), self.clock).ledger
 
+    def test_the_memory_store_refuses_every_restore_and_writes_no_entry(self) -> None:
+        store = stores.MemoryStore([], main.MemoryReplayStore(self.clock, BOUND), self.clock)
+        store.audit_refusal(PRINCIPAL, audit.Facts("n-1"))
+        with self.assertRaises(stores.StoreRefused):
+            store.restore(store.audit_entries()[0]["id"])
+        self.assertEqual([e["outcome"] for e in store.audit_entries()], [audit.REFUSED])
+
     def test_a_principal_in_a_loop_keeps_its_newest_entries_up_to_the_bound_and_another_keeps_its_own(self) -> None:
         self.ledger.audit_refusal("bob", audit.Facts("bob-1"))
         for k in range(stores.MEMORY_AUDIT_MAX_ENTRIES):
