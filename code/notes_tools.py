@@ -48,7 +48,8 @@ MAX_QUERY_LENGTH = 200  # characters in a search query
 DEFAULT_SEARCH_LIMIT = 10  # results of a search when the caller gives no limit
 MAX_SEARCH_LIMIT = 50  # results one search returns at most
 SNIPPET_CHARS = 160  # characters of a note's text shown beside each search result
-MAX_READ_CHARS = 20_000  # characters of a note's text one read returns; a longer text is cut, and the result says so
+MAX_READ_CHARS = 20_000  # characters of a note's text one read returns; a longer text is read on with `offset`
+MAX_READ_OFFSET = 1 << 30  # the largest offset a read accepts (no note is that long: the schema's bound, not a note's)
 # Text is bounded in UTF-8 bytes, the unit of the message bound (frame.MAX_MESSAGE_BYTES,
 # 64 KiB, tested against these three; past it a request is -32600 before any tool sees it). JSON spells a byte of text
 # in at most JSON_GROWTH bytes when a client sends UTF-8 as itself (a newline, a quote or a
@@ -60,13 +61,14 @@ MAX_READ_CHARS = 20_000  # characters of a note's text one read returns; a longe
 JSON_GROWTH = 2  # bytes of JSON per byte of UTF-8 text, at most, for the text a note holds
 ENVELOPE_BYTES = 5_536  # bytes of the largest request around its text: URI 2,048, id 768, version 64, token 1,600, the rest 1,056
 MAX_TEXT_BYTES = 30_000  # UTF-8 bytes of text one create, append or update carries: (65,536 - ENVELOPE_BYTES) // JSON_GROWTH
+MAX_EDIT_MATCHES = 1_000  # occurrences one notes_edit replaces at most (its expectedMatches)
 MAX_PATH_LENGTH = 1024  # characters in a move's newPath
 MAX_DIFF_LINES = 400  # lines of the unified diff an update's form shows; a larger change is refused, never shown in part
 MAX_DIFF_CHARS = 16_000  # characters of that diff, likewise
 DIFF_CONTEXT_LINES = 2  # unchanged lines shown around each change
 
-UPDATE_KEY, MOVE_KEY = "update_confirm", "move_confirm"  # the elicitation keys in inputRequests
-PHASE_UPDATE, PHASE_MOVE = "confirm_update", "confirm_move"
+UPDATE_KEY, EDIT_KEY, MOVE_KEY = "update_confirm", "edit_confirm", "move_confirm"  # the elicitation keys in inputRequests
+PHASE_UPDATE, PHASE_EDIT, PHASE_MOVE = "confirm_update", "confirm_edit", "confirm_move"
 CONFIRM_FIELD = "confirm"
 NO_BODIES = "This store keeps no note bodies (the lesson's memory store); serve with --db or --notes-dir to read and write notes."
 STALE = "The note changed since you read it (its version moved); nothing was changed. Read it again with notes_read."
@@ -391,23 +393,39 @@ class NotesSearch(NoteTool):
 
 
 class NotesRead(NoteTool):
-    """`notes_read`: one note's text (bounded) and its version."""
+    """`notes_read`: a window of one note's text (offset and length in characters, bounded), its total size and its version."""
 
     descriptor = descriptor(
         "notes_read", "Read a note",
-        f"The text of one note in the workspace folder you name (at most {MAX_READ_CHARS:,} characters; the result says when it is cut) "
-        "and its version, which notes_append, notes_update and notes_move need.",
-        {"workspaceUri": _URI, "noteId": _NOTE_ID}, ["workspaceUri", "noteId"], read_only=True, destructive=False, idempotent=True)
-    fields = {"workspaceUri": WORKSPACE_FIELD, "noteId": NOTE_FIELD}
+        f"The text of one note in the workspace folder you name, from `offset` (characters, default 0) for at most `length` "
+        f"characters (default and at most {MAX_READ_CHARS:,}); the result gives the note's total size in characters and bytes, "
+        "and `nextOffset` when more follows. Its version, which notes_append, notes_edit, notes_update and notes_move need, is "
+        "the whole note's.",
+        {"workspaceUri": _URI, "noteId": _NOTE_ID,
+         "offset": {"type": "integer", "minimum": 0, "maximum": MAX_READ_OFFSET, "default": 0,
+                    "description": "The first character to return (Unicode code points from the start of the note)."},
+         "length": {"type": "integer", "minimum": 1, "maximum": MAX_READ_CHARS, "default": MAX_READ_CHARS,
+                    "description": "How many characters to return at most."}},
+        ["workspaceUri", "noteId"], read_only=True, destructive=False, idempotent=True)
+    fields = {"workspaceUri": WORKSPACE_FIELD, "noteId": NOTE_FIELD, "offset": ("integer", 0, MAX_READ_OFFSET, False),
+              "length": ("integer", 1, MAX_READ_CHARS, False)}
 
     def call(self, call: main.ToolCall) -> dict[str, Any]:
-        """The note's text (cut at MAX_READ_CHARS, saying so), title and version."""
+        """The characters [offset, offset + length) of the note's text, its total size, whether and where more follows, title and version."""
         args, scope = self.begin(call)
         note, text = self.live(scope, args["noteId"], call.principal)
-        truncated = len(text) > MAX_READ_CHARS
-        structured = {"noteId": note.id, "title": note.title, "version": content_version(note, text),
-                      "text": text[:MAX_READ_CHARS], "truncated": truncated, "length": len(text)}
-        said = text[:MAX_READ_CHARS] + (f"\n(cut at {MAX_READ_CHARS:,} of {len(text):,} characters)" if truncated else "")
+        offset, length = args.get("offset", 0), args.get("length", MAX_READ_CHARS)
+        if offset > len(text):
+            raise main.ToolError(f"offset {offset:,} is past the end of the note ({len(text):,} characters); nothing to read there.")
+        piece = text[offset : offset + length]
+        end = offset + len(piece)
+        truncated = end < len(text)
+        structured: dict[str, Any] = {"noteId": note.id, "title": note.title, "version": content_version(note, text), "text": piece,
+                                      "offset": offset, "truncated": truncated, "length": len(text),
+                                      "bytes": len(text.encode("utf-8"))}
+        if truncated:
+            structured["nextOffset"] = end
+        said = piece + (f"\n(characters {offset:,}..{end:,} of {len(text):,}; read on with offset {end})" if truncated else "")
         return main.tool_result(said, structured)
 
 
@@ -744,6 +762,87 @@ class NotesUpdate(ConfirmedTool):
         return main.tool_result(f"Updated note {note.id}.", {"updated": True, "noteId": note.id, "version": content_version(*found) if found else ""})
 
 
+class NotesEdit(NotesUpdate):
+    """`notes_edit`: exact find-and-replace in a note read at `version`, the match count the model expected, confirmed as an update."""
+
+    descriptor = descriptor(
+        "notes_edit", "Edit a note",
+        "Replace every occurrence of `oldText` with `newText` in a note read at `version` (exact text, case and spaces as they are; "
+        "`expectedMatches`, default 1, must be how many times oldText occurs, or nothing is changed and the result says how many "
+        "did). The user sees the change as a diff and confirms it in a form before anything is written; the old text goes to the "
+        "trash, where an operator can restore it. To replace the whole text, use notes_update.",
+        {"workspaceUri": _URI, "noteId": _NOTE_ID, "oldText": text_property("The exact text to find.", 1),
+         "newText": text_property("The text to put in its place (empty: remove it)."),
+         "expectedMatches": {"type": "integer", "minimum": 1, "maximum": MAX_EDIT_MATCHES, "default": 1,
+                             "description": "How many times oldText occurs in the note (non-overlapping); every one is replaced."},
+         "version": _VERSION},
+        ["workspaceUri", "noteId", "oldText", "newText", "version"], read_only=False, destructive=True, idempotent=False)
+    fields = {"workspaceUri": WORKSPACE_FIELD, "noteId": NOTE_FIELD, "oldText": ("text", 1, MAX_TEXT_BYTES, True),
+              "newText": ("text", 0, MAX_TEXT_BYTES, True), "expectedMatches": ("integer", 1, MAX_EDIT_MATCHES, False),
+              "version": VERSION_FIELD}
+    key, phase, done_field = EDIT_KEY, PHASE_EDIT, "updated"
+    heading, apply_label = "Edit a note?", "Apply"
+
+    @staticmethod
+    def edited(text: str, args: dict[str, Any]) -> str:
+        """`text` with every oldText replaced by newText (what the person is shown and what is written)."""
+        return text.replace(args["oldText"], args["newText"])
+
+    def bound(self, args: dict[str, Any]) -> dict[str, str]:
+        """Nothing beyond the arguments' digest: the new text follows from them and the bound version."""
+        return {}
+
+    def form(self, scope: main.Scope, args: dict[str, Any], note: main.Note, text: str) -> dict[str, Any]:
+        """The count checked first, then the diff, whole, as notes_update shows it; a diff too large is refused (or sent to the page)."""
+        self.refuse_no_change(scope, args, note, text)
+        diff = unified_diff(text, self.edited(text, args))
+        if diff is None:
+            raise TooLarge(TOO_LARGE)
+        count = text.count(args["oldText"])
+        message = (f"Edit \"{visible(note.title)}\" ({note.id}) in {scope.arguments['workspaceUri']}: replace {count} occurrence"
+                   f"{'' if count == 1 else 's'} of the text below? {self.kept()} "
+                   f"The change (invisible characters shown as \\u escapes):\n{diff}")
+        return confirm_form(message, "Apply this change")
+
+    def refuse_no_change(self, scope: main.Scope, args: dict[str, Any], note: main.Note, text: str) -> None:
+        """A match count other than the expected one, or a replacement by the same text, is refused before any form or page."""
+        # The model may have read an older window or guessed: replacing a count it did not
+        # expect would change places nobody looked at.
+        count, expected = text.count(args["oldText"]), args.get("expectedMatches", 1)
+        if count != expected:
+            raise main.ToolError(f"oldText occurs {count} time{'' if count == 1 else 's'} in the note, not {expected} as "
+                                 "expectedMatches says; nothing was changed. Read the note again, and give a longer oldText "
+                                 "or the count it has.")
+        if args["oldText"] == args["newText"]:
+            raise main.ToolError("newText is oldText; nothing to change.")
+
+    def shown(self, args: dict[str, Any]) -> dict[str, Any]:
+        """The page keeps the find-and-replace itself, to show the whole diff."""
+        return {"oldText": args["oldText"], "newText": args["newText"], "expectedMatches": args.get("expectedMatches", 1)}
+
+    def shows(self, workspace: main.Path, note: main.Note, text: str, detail: dict[str, Any]) -> str | None:
+        """The whole diff of the edit over the live text, made visible; None if the count no longer holds."""
+        old, new, expected = detail.get("oldText"), detail.get("newText"), detail.get("expectedMatches")
+        if not (isinstance(old, str) and old and isinstance(new, str)) or text.count(old) != expected:
+            return None
+        return whole_diff(text, text.replace(old, new))[0]
+
+    def write(self, principal: str, nonce: str, expires: float, scope: main.Scope, args: dict[str, Any],
+              note_id: str, version: str) -> tuple[main.Settlement, Any]:
+        """notes_update's transaction with the edited text of the note at the bound version; any other text fails its re-check."""
+        # The text is read outside the transaction; the re-check inside it compares the live
+        # note to the bound version, so a text changed in between is refused, never edited.
+        found = self.bodies().note_text(note_id, scope.workspace)
+        body = self.edited(found[1], args) if found is not None else ""
+        return self.bodies().update_note(principal, nonce, expires, scope.workspace, note_id, body, self.check(principal, scope, version))
+
+    def done(self, note: main.Note, scope: main.Scope) -> dict[str, Any]:
+        """notes_update's answer, naming the edit."""
+        result = super().done(note, scope)
+        result["content"][0]["text"] = f"Edited note {note.id}."
+        return result
+
+
 class NotesMove(ConfirmedTool):
     """`notes_move`: a note given another place in the workspace, after a person confirmed; never over another note."""
 
@@ -815,7 +914,7 @@ class NotesMove(ConfirmedTool):
         return main.tool_result(f"Moved note to {note.uri} (id {note.id}).", {"moved": True, "noteId": note.id, "uri": note.uri})
 
 
-TOOLS: tuple[type[NoteTool], ...] = (NotesWorkspaces, NotesSearch, NotesRead, NotesCreate, NotesAppend, NotesUpdate, NotesMove)
+TOOLS: tuple[type[NoteTool], ...] = (NotesWorkspaces, NotesSearch, NotesRead, NotesCreate, NotesAppend, NotesUpdate, NotesEdit, NotesMove)
 
 
 def install(server: Any) -> None:

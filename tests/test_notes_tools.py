@@ -348,6 +348,120 @@ class NotesToolsContract:
 # =====================================================================================
 
 
+    # ---------------------------------------------------------------- reading a window, editing by find-and-replace
+
+    def test_read_with_an_offset_and_length_returns_that_window_the_total_size_and_where_to_read_on(self) -> None:
+        note = self.create("Long", "".join(f"line {k}\n" for k in range(2500)))  # 21,890 characters
+        more = {"workspaceUri": self.notes_uri, "noteId": note["noteId"], "text": "\u00e9t\u00e9\n" * 4000, "version": note["version"]}
+        self.assertFalse(self.result("notes_append", more)["isError"])  # 16,000 more characters, 24,000 bytes in UTF-8
+        text = self.store.note_text(note["noteId"], main.parse_file_uri(self.notes_uri))[1]  # behind the tools' back
+        first = self.result("notes_read", {"workspaceUri": self.notes_uri, "noteId": note["noteId"], "length": 100})["structuredContent"]
+        self.assertEqual((first["offset"], first["text"], first["nextOffset"]), (0, text[:100], 100))
+        self.assertEqual((first["length"], first["bytes"]), (len(text), len(text.encode("utf-8"))))
+        self.assertTrue(first["truncated"])
+        pieces, at = [], 0
+        while True:
+            got = self.result("notes_read", {"workspaceUri": self.notes_uri, "noteId": note["noteId"], "offset": at})["structuredContent"]
+            self.assertLessEqual(len(got["text"]), notes_tools.MAX_READ_CHARS)
+            self.assertEqual(got["version"], first["version"])  # the whole note's version, whatever the window
+            pieces.append(got["text"])
+            if "nextOffset" not in got:
+                self.assertFalse(got["truncated"])
+                break
+            at = got["nextOffset"]
+        self.assertEqual("".join(pieces), text)
+        self.assertEqual(len(pieces), 2)
+
+    def test_a_read_offset_past_the_end_or_a_length_outside_its_bounds_is_refused(self) -> None:
+        size = len(self.read(self.groceries["noteId"])["text"])
+        base = {"workspaceUri": self.notes_uri, "noteId": self.groceries["noteId"]}
+        at_end = self.result("notes_read", dict(base, offset=size))
+        self.assertEqual((at_end["isError"], at_end["structuredContent"]["text"]), (False, ""))
+        self.assertTrue(self.result("notes_read", dict(base, offset=size + 1))["isError"])
+        self.assertFalse(self.result("notes_read", dict(base, length=notes_tools.MAX_READ_CHARS))["isError"])
+        for bad in ({"length": notes_tools.MAX_READ_CHARS + 1}, {"length": 0}, {"offset": -1},
+                    {"offset": notes_tools.MAX_READ_OFFSET + 1}, {"offset": "3"}):
+            self.assertTrue(self.result("notes_read", dict(base, **bad))["isError"], bad)
+
+    def edit_args(self, old: str, new: str, **more: Any) -> dict[str, Any]:
+        return {"workspaceUri": self.notes_uri, "noteId": self.groceries["noteId"], "oldText": old, "newText": new,
+                "version": self.groceries["version"], **more}
+
+    def test_an_accepted_edit_replaces_exactly_the_expected_matches_after_a_form_showing_the_diff(self) -> None:
+        args = self.edit_args("eggs", "eggs\nbutter\u200b")
+        first = self.result("notes_edit", args)
+        self.assertEqual(first["resultType"], "input_required", first)
+        message = first["inputRequests"][notes_tools.EDIT_KEY]["params"]["message"]
+        self.assertIn("+butter\\u200b", message)
+        self.assertIn("replace 1 occurrence ", message)
+        self.assertEqual(self.read(self.groceries["noteId"])["version"], self.groceries["version"])  # asking changed nothing
+        done = self.result("notes_edit", args, requestState=first["requestState"], inputResponses=accept(notes_tools.EDIT_KEY))
+        self.assertFalse(done["isError"], done)
+        self.assertTrue(done["structuredContent"]["updated"])
+        now = self.read(self.groceries["noteId"])
+        self.assertTrue(now["text"].endswith("milk\neggs\nbutter\u200b\n"), now)
+        self.assertEqual(now["version"], done["structuredContent"]["version"])
+        self.assertEqual(self.outcomes()[-1], audit.UPDATED)
+        replay = self.call("notes_edit", args, requestState=first["requestState"], inputResponses=accept(notes_tools.EDIT_KEY))
+        self.assertEqual(replay["error"]["code"], main.INVALID_PARAMS)
+
+    def test_an_edit_whose_match_count_is_not_the_expected_one_is_refused_before_any_form_saying_how_many(self) -> None:
+        note = self.create("Counted", "ant\nbee ant\nwasp\n")
+        args = {"workspaceUri": self.notes_uri, "noteId": note["noteId"], "version": note["version"]}
+        before, entries = self.read(note["noteId"]), len(self.outcomes())
+        for old, expected, said in (("bee", 2, "occurs 1 time "), ("ant", 1, "occurs 2 times"), ("moth", 1, "occurs 0 times")):
+            done = self.result("notes_edit", dict(args, oldText=old, newText="x", expectedMatches=expected))
+            self.assertEqual(done["resultType"], "complete")
+            self.assertTrue(done["isError"], done)
+            self.assertIn(said, done["content"][0]["text"])
+        same = self.result("notes_edit", dict(args, oldText="bee", newText="bee"))
+        self.assertTrue(same["isError"])
+        self.assertEqual(self.read(note["noteId"]), before)
+        self.assertEqual(len(self.outcomes()), entries)
+        both = dict(args, oldText="ant", newText="emmet", expectedMatches=2)
+        first = self.result("notes_edit", both)
+        self.assertEqual(first["resultType"], "input_required")
+        self.result("notes_edit", both, requestState=first["requestState"], inputResponses=accept(notes_tools.EDIT_KEY))
+        self.assertEqual(self.read(note["noteId"])["text"], before["text"].replace("ant", "emmet"))
+        self.assertIn("emmet\nbee emmet\nwasp\n", self.read(note["noteId"])["text"])
+
+    def test_expected_matches_is_bounded_on_both_sides(self) -> None:
+        for count, refused_by_schema in ((0, True), (notes_tools.MAX_EDIT_MATCHES, False), (notes_tools.MAX_EDIT_MATCHES + 1, True)):
+            done = self.result("notes_edit", self.edit_args("milk", "x", expectedMatches=count))
+            self.assertTrue(done["isError"])
+            self.assertEqual("Invalid arguments" in done["content"][0]["text"], refused_by_schema, count)
+
+    def test_an_edit_confirmed_after_the_note_changed_is_refused_and_nothing_is_written(self) -> None:
+        args = self.edit_args("milk", "oat milk")
+        first = self.result("notes_edit", args)
+        self.result("notes_append", {"workspaceUri": self.notes_uri, "noteId": self.groceries["noteId"], "text": "milk again\n",
+                                     "version": self.groceries["version"]})
+        before = self.snapshot()
+        done = self.result("notes_edit", args, requestState=first["requestState"], inputResponses=accept(notes_tools.EDIT_KEY))
+        self.assertTrue(done["isError"])
+        self.assertEqual(self.snapshot(), before)
+        self.assertEqual(self.outcomes()[-1], audit.REFUSED)
+
+    def test_an_edit_state_cannot_confirm_another_replacement(self) -> None:
+        args = self.edit_args("milk", "oat milk")
+        first = self.result("notes_edit", args)
+        before = self.snapshot()
+        other = self.call("notes_edit", dict(args, newText="poison"), requestState=first["requestState"],
+                          inputResponses=accept(notes_tools.EDIT_KEY))
+        self.assertEqual(other["error"]["code"], main.INVALID_PARAMS)
+        self.assertEqual(self.snapshot(), before)
+
+    def test_audit_restore_undoes_an_edit(self) -> None:
+        original = self.read(self.groceries["noteId"])["text"]
+        args = self.edit_args("milk", "oat milk")
+        first = self.result("notes_edit", args)
+        self.result("notes_edit", args, requestState=first["requestState"], inputResponses=accept(notes_tools.EDIT_KEY))
+        self.assertIn("oat milk", self.read(self.groceries["noteId"])["text"])
+        (entry,) = [e for e in self.store.audit_entries() if e["outcome"] == audit.UPDATED]
+        self.store.restore(entry["id"])
+        self.assertEqual(self.read(self.groceries["noteId"])["text"], original)
+
+
 class SqlPlaces:
     """The SQL stores' rule for a place: its URI at most main.MAX_URI_LENGTH characters (stores.check_note); folders need not exist."""
 
@@ -523,13 +637,13 @@ class OptIn(unittest.TestCase):
         server = self.memory_server()
         notes_tools.install(server)
         self.assertEqual(self.list_names(server), [main.TOOL_NAME, "notes_workspaces", "notes_search", "notes_read", "notes_create",
-                                                   "notes_append", "notes_update", "notes_move"])
+                                                   "notes_append", "notes_update", "notes_edit", "notes_move"])
         tools = {tool["name"]: tool["annotations"] for tool in server.handle(request("tools/list"), PRINCIPAL)["result"]["tools"]}
         for name in ("notes_workspaces", "notes_search", "notes_read"):
             self.assertEqual((tools[name]["readOnlyHint"], tools[name]["destructiveHint"]), (True, False))
         for name in ("notes_create", "notes_append"):
             self.assertEqual((tools[name]["readOnlyHint"], tools[name]["destructiveHint"]), (False, False))
-        for name in ("notes_update", "notes_move"):
+        for name in ("notes_update", "notes_edit", "notes_move"):
             self.assertEqual((tools[name]["readOnlyHint"], tools[name]["destructiveHint"]), (False, True))
         self.assertFalse(tools["notes_create"]["idempotentHint"])
         self.assertTrue(all(not hints["openWorldHint"] for hints in tools.values()))
