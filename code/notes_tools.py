@@ -48,6 +48,9 @@ MAX_QUERY_LENGTH = 200  # characters in a search query
 DEFAULT_SEARCH_LIMIT = 10  # results of a search when the caller gives no limit
 MAX_SEARCH_LIMIT = 50  # results one search returns at most
 SNIPPET_CHARS = 160  # characters of a note's text shown beside each search result
+DEFAULT_LIST_LIMIT = 50  # entries of a folder one notes_list returns when the caller gives no limit
+MAX_LIST_LIMIT = 200  # entries one notes_list returns at most
+LIST_CURSOR = "notes_list.cursor"  # what a signed cursor says it is: never a requestState, never another tool's
 MAX_READ_CHARS = 20_000  # characters of a note's text one read returns; a longer text is read on with `offset`
 MAX_READ_OFFSET = 1 << 30  # the largest offset a read accepts (no note is that long: the schema's bound, not a note's)
 # Text is bounded in UTF-8 bytes, the unit of the message bound (frame.MAX_MESSAGE_BYTES,
@@ -257,6 +260,31 @@ def refuse_without_form(tool: str) -> None:
     raise main.McpError(main.MISSING_REQUIRED_CLIENT_CAPABILITY, message, {"requiredCapabilities": {"elicitation": {"form": {}}}})
 
 
+MOVE_PATH_RULE = ("newPath must be a relative path inside the workspace ending in .md: no .., no leading /, "
+                  "no backslash, %, hidden names or control characters (e.g. archive/old.md).")
+FOLDER_RULE = ("folder must be a relative path of a folder inside the workspace (\"\" for the workspace itself): no .., no leading "
+               "or trailing /, no backslash, %, hidden names or control characters (e.g. projects/2026).")
+
+
+def relative_parts(path: str, rule: str) -> list[str]:
+    """The names of a relative path inside a workspace, or a ToolError saying `rule`; never repaired."""
+    # `../x.md`, `/etc/x.md`, `a\\b.md`, `%2e%2e/x.md` and control characters name another
+    # place than they seem to, on some system or after some decoder: refused, not resolved.
+    parts = path.split("/")
+    if (path.startswith("/") or "\\" in path or "%" in path or re.search("[\x00-\x1f\x7f]", path)
+            or any(part in ("", ".", "..") or part.startswith(".") for part in parts) or not all(part.isprintable() for part in parts)):
+        raise main.ToolError(rule)
+    return parts
+
+
+def below(workspace: main.Path, parts: list[str], what: str) -> main.Path:
+    """`workspace` joined with `parts`, checked to lie strictly inside it (layer 2 for a place not yet a note); else `what` is refused."""
+    place = workspace + tuple(parts)
+    if not (main.is_within(place, workspace) and len(place) > len(workspace)):
+        raise main.ToolError(f"{what} must lie inside the workspace.")
+    return place
+
+
 class TooLarge(main.ToolError):
     """An update whose diff a form cannot show whole: refused, or sent to the confirmation page where it is on."""
 
@@ -360,6 +388,75 @@ class NotesWorkspaces(NoteTool):
         read_args(call.arguments, self.name, self.fields)
         granted = self.policy.workspaces(call.principal)
         return main.tool_result(main.your_workspaces(self.policy, call.principal), {"workspaces": granted})
+
+
+class NotesList(NoteTool):
+    """`notes_list`: the notes and sub-folders directly in one folder of the workspace, a page at a time."""
+
+    descriptor = descriptor(
+        "notes_list", "List a folder",
+        f"The notes (id, title, file name) and sub-folders (name, how many notes lie below) directly in `folder` of the workspace "
+        f"you name (\"\" or absent: the workspace itself), sub-folders first, then by name; at most `limit` (default "
+        f"{DEFAULT_LIST_LIMIT}, at most {MAX_LIST_LIMIT}) a page. When more follow, the result has `nextCursor`: pass it as "
+        "`cursor` with the same workspaceUri and folder for the next page.",
+        {"workspaceUri": _URI, "folder": {"type": "string", "maxLength": MAX_PATH_LENGTH, "default": "",
+                                         "description": "A folder inside the workspace, relative to it (e.g. projects/2026)."},
+         "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIST_LIMIT, "default": DEFAULT_LIST_LIMIT},
+         "cursor": {"type": "string", "minLength": 1, "maxLength": main.MAX_STATE_LENGTH,
+                    "description": "The nextCursor of the previous page, as it was given."}},
+        ["workspaceUri"], read_only=True, destructive=False, idempotent=True)
+    fields = {"workspaceUri": WORKSPACE_FIELD, "folder": ("string", 0, MAX_PATH_LENGTH, False),
+              "limit": ("integer", 1, MAX_LIST_LIMIT, False), "cursor": ("string", 1, main.MAX_STATE_LENGTH, False)}
+
+    def call(self, call: main.ToolCall) -> dict[str, Any]:
+        """One page of the folder's entries after the cursor's; nextCursor when more follow (a cursor not ours: -32602)."""
+        args, scope = self.begin(call)
+        folder_text = args.get("folder", "")
+        folder = below(scope.workspace, relative_parts(folder_text, FOLDER_RULE), "folder") if folder_text else scope.workspace
+        bound = {"typ": LIST_CURSOR, "sub": call.principal, "ws": scope.arguments["workspaceUri"], "folder": folder_text}
+        after = self.after(args.get("cursor"), bound)
+        limit = args.get("limit", DEFAULT_LIST_LIMIT)
+        entries = [entry for entry in self.entries(scope.workspace, folder) if after is None or list(entry[0]) > after]
+        page = [shown for _, shown in entries[:limit]]
+        structured: dict[str, Any] = {"folder": folder_text, "entries": page}
+        lines = [f"{e['name']}/ ({e['notes']} note{'' if e['notes'] == 1 else 's'} below)" if e["kind"] == "folder"
+                 else f"{e['name']}: {e['title']} (id {e['noteId']})" for e in page]
+        if len(entries) > limit:
+            structured["nextCursor"] = self.services.signer.sign({**bound, "after": list(entries[limit - 1][0])})
+            lines.append(f"(more follow: call notes_list again with cursor {structured['nextCursor']})")
+        return main.tool_result("\n".join(lines) if lines else "No note or sub-folder there.", structured)
+
+    def after(self, cursor: str | None, bound: dict[str, str]) -> list[Any] | None:
+        """The sort key a cursor continues after, or -32602 for a cursor this server did not sign for this principal and folder."""
+        if cursor is None:
+            return None
+        # A cursor is the server's own signed claims: a forged, edited or borrowed one (another
+        # principal's, another workspace's or folder's) is refused before any store is read.
+        try:
+            claims = self.services.signer.verify(cursor)
+        except main.StateError:
+            claims = {}
+        key = claims.get("after")
+        if any(claims.get(name) != value for name, value in bound.items()) or not (
+                isinstance(key, list) and len(key) == 3 and type(key[0]) is int and all(isinstance(k, str) for k in key[1:])):
+            raise main.McpError(main.INVALID_PARAMS, "Invalid params: cursor is not valid")
+        return key
+
+    def entries(self, workspace: main.Path, folder: main.Path) -> list[tuple[tuple[int, str, str], dict[str, Any]]]:
+        """Every entry directly in `folder`, each with its sort key: sub-folders (0) then notes (1), by folded name, then id."""
+        folders: dict[str, int] = {}
+        notes: list[tuple[tuple[int, str, str], dict[str, Any]]] = []
+        for note in self.bodies().candidates(folder, ""):
+            if not main.inside_workspace(note, workspace):
+                continue  # layer 2, again for each note: never one outside the workspace
+            rest = main.parse_file_uri(note.uri)[len(folder):]
+            if len(rest) > 1:
+                folders[rest[0]] = folders.get(rest[0], 0) + 1
+            elif rest:
+                notes.append(((1, stores.fold_title(rest[0]), note.id),
+                              {"kind": "note", "name": rest[0], "noteId": note.id, "title": note.title}))
+        listed = [((0, stores.fold_title(name), name), {"kind": "folder", "name": name, "notes": count}) for name, count in folders.items()]
+        return sorted(listed + notes, key=lambda entry: entry[0])
 
 
 class NotesSearch(NoteTool):
@@ -858,18 +955,10 @@ class NotesMove(ConfirmedTool):
 
     def place(self, workspace: main.Path, new_path: str) -> main.Path:
         """The new place, strictly inside the workspace (layer 2 for the destination), or a ToolError; never repaired."""
-        # `../x.md`, `/etc/x.md`, `a\\b.md`, `%2e%2e/x.md` and control characters name another
-        # place than they seem to, on some system or after some decoder: refused, not resolved.
-        parts = new_path.split("/")
-        if (new_path.startswith("/") or "\\" in new_path or "%" in new_path or re.search("[\x00-\x1f\x7f]", new_path)
-                or any(part in ("", ".", "..") or part.startswith(".") for part in parts) or not parts[-1].endswith(".md")
-                or len(parts[-1]) == len(".md") or not all(part.isprintable() for part in parts)):
-            raise main.ToolError("newPath must be a relative path inside the workspace ending in .md: no .., no leading /, "
-                                 "no backslash, %, hidden names or control characters (e.g. archive/old.md).")
-        place = workspace + tuple(parts)
-        if not (main.is_within(place, workspace) and len(place) > len(workspace)):
-            raise main.ToolError("newPath must lie inside the workspace.")
-        return place
+        parts = relative_parts(new_path, MOVE_PATH_RULE)
+        if not parts[-1].endswith(".md") or len(parts[-1]) == len(".md"):
+            raise main.ToolError(MOVE_PATH_RULE)
+        return below(workspace, parts, "newPath")
 
     def form(self, scope: main.Scope, args: dict[str, Any], note: main.Note, text: str) -> dict[str, Any]:
         """Where from, where to, and that nothing is replaced; a place the store refuses is refused before any form."""
@@ -914,7 +1003,7 @@ class NotesMove(ConfirmedTool):
         return main.tool_result(f"Moved note to {note.uri} (id {note.id}).", {"moved": True, "noteId": note.id, "uri": note.uri})
 
 
-TOOLS: tuple[type[NoteTool], ...] = (NotesWorkspaces, NotesSearch, NotesRead, NotesCreate, NotesAppend, NotesUpdate, NotesEdit, NotesMove)
+TOOLS: tuple[type[NoteTool], ...] = (NotesWorkspaces, NotesList, NotesSearch, NotesRead, NotesCreate, NotesAppend, NotesUpdate, NotesEdit, NotesMove)
 
 
 def install(server: Any) -> None:

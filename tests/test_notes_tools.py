@@ -348,6 +348,79 @@ class NotesToolsContract:
 # =====================================================================================
 
 
+    # ---------------------------------------------------------------- listing a folder
+
+    def moved(self, note: dict[str, Any], new_path: str) -> None:
+        """`note` moved to `new_path` through the confirmed notes_move."""
+        args = {"workspaceUri": self.notes_uri, "noteId": note["noteId"], "newPath": new_path}
+        first = self.result("notes_move", args)
+        done = self.result("notes_move", args, requestState=first["requestState"], inputResponses=accept(notes_tools.MOVE_KEY))
+        self.assertTrue(done["structuredContent"]["moved"], done)
+
+    def listed(self, **arguments: Any) -> dict[str, Any]:
+        done = self.result("notes_list", {"workspaceUri": self.notes_uri, **arguments})
+        self.assertFalse(done["isError"], done)
+        return done["structuredContent"]
+
+    def test_list_shows_the_folders_notes_and_sub_folders_first_never_another_workspaces(self) -> None:
+        self.moved(self.create("Old plan", "x"), "archive/old-plan.md")
+        self.moved(self.create("Older plan", "y"), "archive/older-plan.md")
+        top = self.listed()
+        self.assertEqual([(e["kind"], e["name"]) for e in top["entries"]], [("folder", "archive"), ("note", top["entries"][1]["name"])])
+        self.assertEqual(top["entries"][0]["notes"], 2)
+        self.assertEqual((top["entries"][1]["noteId"], top["entries"][1]["title"]), (self.groceries["noteId"], "Groceries"))
+        self.assertNotIn("nextCursor", top)
+        inside = self.listed(folder="archive")
+        self.assertEqual([e["title"] for e in inside["entries"]], ["Old plan", "Older plan"])
+        self.assertEqual({e["kind"] for e in inside["entries"]}, {"note"})
+        read = self.read(inside["entries"][0]["noteId"])  # an id from the list reads
+        self.assertEqual(read["title"], "Old plan")
+
+    def test_list_pages_with_a_signed_cursor_through_every_entry_once(self) -> None:
+        for k in range(5):
+            self.create(f"Note {k}", "x")
+        self.moved(self.create("Filed", "y"), "archive/filed.md")
+        whole = self.listed(limit=notes_tools.MAX_LIST_LIMIT)["entries"]
+        self.assertEqual(len(whole), 7)  # archive/, Groceries and five notes
+        pages, cursor = [], None
+        while True:
+            page = self.listed(limit=2, **({"cursor": cursor} if cursor else {}))
+            pages.append(page["entries"])
+            cursor = page.get("nextCursor")
+            if cursor is None:
+                break
+        self.assertEqual([len(p) for p in pages], [2, 2, 2, 1])
+        self.assertEqual([e for p in pages for e in p], whole)
+
+    def test_a_forged_edited_or_borrowed_cursor_is_32602(self) -> None:
+        self.create("Second", "x")
+        self.moved(self.create("Filed", "y"), "archive/filed.md")
+        self.moved(self.create("Filed too", "y"), "archive/filed-too.md")
+        good = self.listed(limit=1)["nextCursor"]
+        inner = self.listed(folder="archive", limit=1)["nextCursor"]
+        state = self.result("notes_update", {"workspaceUri": self.notes_uri, "noteId": self.groceries["noteId"], "body": "z",
+                                             "version": self.groceries["version"]})["requestState"]
+        before = self.snapshot()
+        flipped = good[:-2] + ("A" if good[-2] != "A" else "B") + good[-1]
+        for bad in ("x", flipped, inner, state, good + "=", "\u00e9" * 10):
+            error = self.call("notes_list", {"workspaceUri": self.notes_uri, "limit": 1, "cursor": bad})["error"]
+            self.assertEqual(error["code"], main.INVALID_PARAMS, bad)
+        self.assertEqual(self.call("notes_list", {"workspaceUri": self.notes_uri, "folder": "archive", "cursor": good})["error"]["code"],
+                         main.INVALID_PARAMS)
+        self.assertEqual(self.snapshot(), before)
+        self.assertIn("entries", self.listed(limit=1, cursor=good))  # the cursor as given still works
+
+    def test_list_limits_and_hostile_folders_are_refused(self) -> None:
+        self.assertIn("entries", self.listed(limit=notes_tools.MAX_LIST_LIMIT))
+        for bad in ({"limit": notes_tools.MAX_LIST_LIMIT + 1}, {"limit": 0}, {"folder": "../Bob"}, {"folder": "/etc"},
+                    {"folder": "archive/"}, {"folder": "%2e%2e"}, {"folder": ".hidden"}, {"folder": "a\\b"},
+                    {"folder": "x" * (notes_tools.MAX_PATH_LENGTH + 1)}):
+            done = self.result("notes_list", {"workspaceUri": self.notes_uri, **bad})
+            self.assertTrue(done["isError"], bad)
+        other = self.result("notes_list", {"workspaceUri": self.bob_uri})
+        self.assertTrue(other["isError"])
+        self.assertNotIn("Bob secret", other["content"][0]["text"])
+
     # ---------------------------------------------------------------- reading a window, editing by find-and-replace
 
     def test_read_with_an_offset_and_length_returns_that_window_the_total_size_and_where_to_read_on(self) -> None:
@@ -543,6 +616,14 @@ class FolderNotesTools(NotesToolsContract, unittest.TestCase):
         self.move_offered(at)
         self.move_refused_before_any_form(over, markdown_store.NAME_TOO_LONG)
 
+    def test_listing_a_missing_folder_a_file_or_a_symlink_to_another_workspace_is_refused_showing_nothing(self) -> None:
+        os.symlink(os.path.join(self.base, "Bob"), os.path.join(self.base, "Notes", "linked"))
+        for folder in ("missing", self.groceries["noteId"].rsplit("/", 1)[1], "linked"):
+            done = self.result("notes_list", {"workspaceUri": self.notes_uri, "folder": folder})
+            self.assertTrue(done["isError"], folder)
+            self.assertNotIn("Bob secret", done["content"][0]["text"])
+            self.assertNotIn("structuredContent", done)
+
     def test_frontmatter_survives_append_and_update_byte_for_byte(self) -> None:
         front = b"---\r\ntitle: Plan\ntags: [a, b]\n---\n"
         note = self.write_file("plan.md", front + b"# Plan\nfirst\n")
@@ -636,10 +717,10 @@ class OptIn(unittest.TestCase):
     def test_with_the_option_the_note_tools_follow_notes_delete_with_truthful_annotations(self) -> None:
         server = self.memory_server()
         notes_tools.install(server)
-        self.assertEqual(self.list_names(server), [main.TOOL_NAME, "notes_workspaces", "notes_search", "notes_read", "notes_create",
+        self.assertEqual(self.list_names(server), [main.TOOL_NAME, "notes_workspaces", "notes_list", "notes_search", "notes_read", "notes_create",
                                                    "notes_append", "notes_update", "notes_edit", "notes_move"])
         tools = {tool["name"]: tool["annotations"] for tool in server.handle(request("tools/list"), PRINCIPAL)["result"]["tools"]}
-        for name in ("notes_workspaces", "notes_search", "notes_read"):
+        for name in ("notes_workspaces", "notes_list", "notes_search", "notes_read"):
             self.assertEqual((tools[name]["readOnlyHint"], tools[name]["destructiveHint"]), (True, False))
         for name in ("notes_create", "notes_append"):
             self.assertEqual((tools[name]["readOnlyHint"], tools[name]["destructiveHint"]), (False, False))
