@@ -58,7 +58,7 @@ NO_FOLDER = "The folder of that place does not exist in the workspace (or is not
 UNREACHABLE = (f"At that place the note's id would be longer than {stores.MAX_NOTE_ID_LENGTH} characters or its URI longer than "
                f"{main.MAX_URI_LENGTH:,}, where no tool reaches it; nothing was moved. Choose a shorter path.")
 TOO_DEEP = (f"That place is more than {folder_paths.MAX_WALK_DEPTH} folders below the notes folder, where no search or deletion "
-            "reaches a note; nothing was moved.")
+            "reaches a note; nothing was changed.")
 NAME_TOO_LONG = f"That file name is longer than {folder_paths.NAME_MAX} bytes; nothing was moved."
 
 
@@ -445,6 +445,10 @@ class MarkdownNotesStore(stores.SettleSeam):
 
         def act(record: note_bodies.Record) -> main.Note | str:
             self._served(workspace)  # replaced: StoreRefused, the transaction (and its audit entry) rolled back
+            # A folder deeper than the index walks would hold a note no tool reaches again.
+            if root is not None and len(workspace) - len(root) > folder_paths.MAX_WALK_DEPTH:
+                record(audit.REFUSED, audit.Facts(None, title, None))
+                return TOO_DEEP
             fd = folder_paths.open_below(self.dirs[root], workspace[len(root) :]) if root is not None else None
             if root is None or fd is None:
                 record(audit.REFUSED, audit.Facts(None, title, None))

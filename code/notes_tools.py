@@ -527,29 +527,39 @@ class NotesRead(NoteTool):
 
 
 class NotesCreate(NoteTool):
-    """`notes_create`: a new note; never over an existing one."""
+    """`notes_create`: a new note in the workspace or one of its folders; never over an existing note or file."""
 
     descriptor = descriptor(
         "notes_create", "Create a note",
-        "Create a new note with a title and text in the workspace folder you name; it never replaces an existing note.",
+        "Create a new note with a title and text in the workspace folder you name, or in `folder`, a folder inside it given "
+        "relative to it (e.g. projects/2026); it never replaces an existing note. In a Markdown folder the folder must exist "
+        "already: none is created.",
         {"workspaceUri": _URI, "title": {"type": "string", "minLength": 1, "maxLength": main.MAX_TITLE_LENGTH},
-         "body": text_property("The note's text.")},
+         "body": text_property("The note's text."),
+         "folder": {"type": "string", "maxLength": MAX_PATH_LENGTH, "default": "",
+                    "description": "A folder inside the workspace, relative to it; \"\" or absent: the workspace itself."}},
         ["workspaceUri", "title", "body"], read_only=False, destructive=False, idempotent=False)
-    fields = {"workspaceUri": WORKSPACE_FIELD, "title": ("string", 1, main.MAX_TITLE_LENGTH, True), "body": ("text", 0, MAX_TEXT_BYTES, True)}
+    fields = {"workspaceUri": WORKSPACE_FIELD, "title": ("string", 1, main.MAX_TITLE_LENGTH, True), "body": ("text", 0, MAX_TEXT_BYTES, True),
+              "folder": ("string", 0, MAX_PATH_LENGTH, False)}
 
     def call(self, call: main.ToolCall) -> dict[str, Any]:
-        """Create the note at the first free place for its title (audited), or say why not."""
+        """Create the note at the first free place for its title in the folder (audited), or say why not."""
         args, scope = self.begin(call)
         title = args["title"]
         # A title is one visible line: a newline would end the heading, a bidi control disguise it.
         if not title.isprintable() or not title.strip():
             raise main.ToolError(f"Invalid arguments for tool {self.name}: title must be one line of visible characters.")
-        done = self.bodies().create_note(call.principal, scope.workspace, title, args["body"])
+        folder = args.get("folder", "")
+        # The folder is checked as a move's destination is (layer 2 before the store sees it);
+        # the store then opens it as it opens every folder, and refuses what is not one.
+        where = below(scope.workspace, relative_parts(folder, FOLDER_RULE), "folder") if folder else scope.workspace
+        done = self.bodies().create_note(call.principal, where, title, args["body"])
         if isinstance(done, str):
             raise main.ToolError(done)
         note, text = self.live(scope, done.id, call.principal)
-        return main.tool_result(f"Created note {note.id} ({note.title}).",
-                                {"created": True, "noteId": note.id, "title": note.title, "version": content_version(note, text)})
+        return main.tool_result(f"Created note {note.id} ({note.title}) at {note.uri}.",
+                                {"created": True, "noteId": note.id, "title": note.title, "uri": note.uri,
+                                 "version": content_version(note, text)})
 
 
 class NotesAppend(NoteTool):

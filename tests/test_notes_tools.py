@@ -421,6 +421,26 @@ class NotesToolsContract:
         self.assertTrue(other["isError"])
         self.assertNotIn("Bob secret", other["content"][0]["text"])
 
+    # ---------------------------------------------------------------- creating in a folder
+
+    def test_create_in_a_folder_of_the_workspace_puts_the_note_there_and_lists_it(self) -> None:
+        done = self.result("notes_create", {"workspaceUri": self.notes_uri, "title": "Filed", "body": "x", "folder": "archive"})
+        self.assertFalse(done["isError"], done)
+        self.assertEqual(done["structuredContent"]["uri"], f"{self.notes_uri}/archive/filed.md")
+        self.assertEqual([e["title"] for e in self.listed(folder="archive")["entries"]], ["Filed"])
+        again = self.result("notes_create", {"workspaceUri": self.notes_uri, "title": "Filed", "body": "y", "folder": "archive"})
+        self.assertEqual(again["structuredContent"]["uri"], f"{self.notes_uri}/archive/filed-2.md")  # never over the first
+        self.assertEqual(self.read(done["structuredContent"]["noteId"])["text"].rstrip().rsplit("\n", 1)[-1], "x")
+
+    def test_create_into_a_hostile_or_outside_folder_is_refused_and_creates_nothing(self) -> None:
+        before, entries = self.listed(limit=notes_tools.MAX_LIST_LIMIT), len(self.outcomes())
+        for folder in ("../Bob", "/etc", "archive/", "%2e%2e", ".hidden", "a\\b", "archive/../..", "x\ty", "x" * (notes_tools.MAX_PATH_LENGTH + 1)):
+            done = self.result("notes_create", {"workspaceUri": self.notes_uri, "title": "Planted", "body": "x", "folder": folder})
+            self.assertTrue(done["isError"], folder)
+        self.assertEqual(self.listed(limit=notes_tools.MAX_LIST_LIMIT), before)
+        self.assertEqual(len(self.outcomes()), entries)
+        self.assertEqual([n.title for n in self.store.candidates(main.parse_file_uri(self.bob_uri), "Planted")], [])
+
     # ---------------------------------------------------------------- reading a window, editing by find-and-replace
 
     def test_read_with_an_offset_and_length_returns_that_window_the_total_size_and_where_to_read_on(self) -> None:
@@ -623,6 +643,23 @@ class FolderNotesTools(NotesToolsContract, unittest.TestCase):
             self.assertTrue(done["isError"], folder)
             self.assertNotIn("Bob secret", done["content"][0]["text"])
             self.assertNotIn("structuredContent", done)
+
+    def test_create_into_a_missing_folder_a_file_a_symlink_or_one_too_deep_is_refused_and_no_folder_is_made(self) -> None:
+        os.symlink(os.path.join(self.base, "Bob"), os.path.join(self.base, "Notes", "linked"))
+        depth = folder_paths.MAX_WALK_DEPTH - 1  # Notes/ itself is the first folder below the notes folder
+        os.makedirs(os.path.join(self.base, "Notes", *["d"] * (depth + 1)))
+        name = self.groceries["noteId"].rsplit("/", 1)[1]
+        before = sorted(os.walk(self.base))
+        for folder, said in (("missing", markdown_store.NO_FOLDER), ("missing/deeper", markdown_store.NO_FOLDER),
+                             (name, markdown_store.NO_FOLDER), ("linked", markdown_store.NO_FOLDER),
+                             ("/".join(["d"] * (depth + 1)), markdown_store.TOO_DEEP)):
+            done = self.result("notes_create", {"workspaceUri": self.notes_uri, "title": "Planted", "body": "x", "folder": folder})
+            self.assertEqual((done["isError"], done["content"][0]["text"]), (True, said), folder)
+        self.assertEqual(sorted(os.walk(self.base)), before)
+        self.assertEqual(os.listdir(os.path.join(self.base, "Bob")), [self.bobs["noteId"].rsplit("/", 1)[1]])
+        deepest = self.result("notes_create", {"workspaceUri": self.notes_uri, "title": "Deep", "body": "x", "folder": "/".join(["d"] * depth)})
+        self.assertFalse(deepest["isError"], deepest)
+        self.assertEqual(self.read(deepest["structuredContent"]["noteId"])["title"], "Deep")
 
     def test_frontmatter_survives_append_and_update_byte_for_byte(self) -> None:
         front = b"---\r\ntitle: Plan\ntags: [a, b]\n---\n"
