@@ -52,7 +52,7 @@ DEFAULT_LIST_LIMIT = 50  # entries of a folder one notes_list returns when the c
 MAX_LIST_LIMIT = 200  # entries one notes_list returns at most
 LIST_CURSOR = "notes_list.cursor"  # what a signed cursor says it is: never a requestState, never another tool's
 MAX_READ_CHARS = 20_000  # characters of a note's text one read returns; a longer text is read on with `offset`
-MAX_READ_OFFSET = 1 << 30  # the largest offset a read accepts (no note is that long: the schema's bound, not a note's)
+MAX_READ_OFFSET = 1_073_741_824  # the largest offset a read accepts (no note is that long: the schema's bound, not a note's)
 # Text is bounded in UTF-8 bytes, the unit of the message bound (frame.MAX_MESSAGE_BYTES,
 # 64 KiB, tested against these three; past it a request is -32600 before any tool sees it). JSON spells a byte of text
 # in at most JSON_GROWTH bytes when a client sends UTF-8 as itself (a newline, a quote or a

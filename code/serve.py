@@ -162,7 +162,7 @@ def extensions(config: dict[str, Any], args: argparse.Namespace) -> list[str]:
     if args.publish or config.get("publish", False):
         names.append("notes_publish and its connect pages")
     if args.notes_tools or config.get("notesTools", False):
-        names.append("the note tools (notes_workspaces, notes_search, notes_read, notes_create, notes_append, notes_update, notes_move)")
+        names.append("the note tools (notes_workspaces, notes_list, notes_search, notes_read, notes_create, notes_append, notes_update, notes_edit, notes_move)")
     if args.conformance_fixtures:
         names.append("conformance fixtures (testing only)")
     return names
@@ -490,7 +490,7 @@ def parser(prog: str = "serve.py") -> argparse.ArgumentParser:
     )  # fmt: skip
     p.add_argument(
         "--notes-tools", action="store_true",
-        help="also serve the note tools: notes_workspaces, notes_search, notes_read, notes_create, notes_append, notes_update, notes_move",
+        help="also serve the note tools: notes_workspaces, notes_list, notes_search, notes_read, notes_create, notes_append, notes_update, notes_edit, notes_move",
     )  # fmt: skip
     p.add_argument(
         "--conformance-fixtures",
