@@ -142,9 +142,9 @@ class StopOnLoss:
         return self._guard(lambda: self._texts().update_note(principal, nonce, expires_at, workspace, note_id, body, check))
 
     def move_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, place: main.Path,
-                  check: stores.Check) -> tuple[main.Settlement, main.Note | str | None]:
+                  check: stores.Check, rewrites: tuple[stores.Rewrite, ...] = ()) -> tuple[main.Settlement, main.Note | str | None]:
         """As the store's, stopping the process on loss."""
-        return self._guard(lambda: self._texts().move_note(principal, nonce, expires_at, workspace, note_id, place, check))
+        return self._guard(lambda: self._texts().move_note(principal, nonce, expires_at, workspace, note_id, place, check, rewrites))
 
     def move_refusal(self, workspace: main.Path, note: main.Note, place: main.Path) -> str | None:
         """As the store's, stopping the process on loss."""

@@ -515,31 +515,36 @@ class MarkdownNotesStore(stores.SettleSeam):
     def update_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, body: str,
                     check: note_bodies.Check) -> tuple[main.Settlement, main.Note | str | None]:
         """One claim transaction: claim, re-read and re-check, old bytes to the trash, new bytes (frontmatter kept) renamed over the note; audited."""
+        return self.nonces.consume_act(principal, nonce, expires_at, lambda record: self._rewrite(record, workspace, note_id, body, check))
 
-        def act(record: note_bodies.Record) -> main.Note | str:
-            checked = self._checked(workspace, note_id, check, record)
-            if isinstance(checked, str):
-                return checked
-            root, rel, fd, note, loaded = checked
-            try:
-                new = loaded.front + body.encode("utf-8")  # the frontmatter, byte for byte, then the confirmed text
-                if len(new) > folder_bodies.MAX_FILE_BYTES:
-                    record(audit.REFUSED, audit.Facts(note.id, note.title, note.uri))
-                    return note_bodies.TOO_LONG
-                trash_name = folder_trash.trash_name_for(rel[-1], self.nonces.now()) if self.retention.trash else ""
-                old = loaded.front + loaded.text.encode("utf-8")
-                done = folder_bodies.replace(self.dirs[root], fd, rel[-1], loaded.facts, old, new, trash_name, self._ops.mkdir)
-                if not isinstance(done, tuple):
-                    record(audit.REFUSED, audit.Facts(note_id))
-                    return done if isinstance(done, str) else note_bodies.CHANGED  # why its new version could not be written, or changed since read
-                # The file written, and the one it replaced: `audit restore` follows the note by them.
-                record(audit.UPDATED, audit.Facts(note.id, note.title, note.uri, trash_name or None, identity(done, new, was=loaded.facts[:2])))
-                after = self._loaded(root, rel, fd)
-                return after[0] if after is not None else note
-            finally:
-                os.close(fd)
+    def _rewrite(self, record: note_bodies.Record, workspace: main.Path, note_id: str, body: str, check: note_bodies.Check) -> main.Note | str:
+        """Re-read and re-check the note, old bytes to the trash, new bytes (frontmatter kept) renamed over it; audited `updated`, or why not."""
+        checked = self._checked(workspace, note_id, check, record)
+        if isinstance(checked, str):
+            return checked
+        root, rel, fd, note, loaded = checked
+        try:
+            new = loaded.front + body.encode("utf-8")  # the frontmatter, byte for byte, then the confirmed text
+            if len(new) > folder_bodies.MAX_FILE_BYTES:
+                record(audit.REFUSED, audit.Facts(note.id, note.title, note.uri))
+                return note_bodies.TOO_LONG
+            trash_name = folder_trash.trash_name_for(rel[-1], self.nonces.now()) if self.retention.trash else ""
+            old = loaded.front + loaded.text.encode("utf-8")
+            done = folder_bodies.replace(self.dirs[root], fd, rel[-1], loaded.facts, old, new, trash_name, self._ops.mkdir)
+            if not isinstance(done, tuple):
+                record(audit.REFUSED, audit.Facts(note_id))
+                return done if isinstance(done, str) else note_bodies.CHANGED  # why its new version could not be written, or changed since read
+            # The file written, and the one it replaced: `audit restore` follows the note by them.
+            record(audit.UPDATED, audit.Facts(note.id, note.title, note.uri, trash_name or None, identity(done, new, was=loaded.facts[:2])))
+            after = self._loaded(root, rel, fd)
+            return after[0] if after is not None else note
+        finally:
+            os.close(fd)
 
-        return self.nonces.consume_act(principal, nonce, expires_at, act)
+    def _holds(self, workspace: main.Path, note_id: str, check: note_bodies.Check) -> bool:
+        """True when the note `note_id` of `workspace` passes `check` as it is read now (nothing audited)."""
+        found = self.note_text(note_id, workspace)
+        return found is not None and check(*found)
 
     def move_refusal(self, workspace: main.Path, note: main.Note, place: main.Path) -> str | None:
         """Why `note` cannot be moved to `place` here, read now (id or URI too long, too deep, no such folder, a file there), or None."""
@@ -569,7 +574,7 @@ class MarkdownNotesStore(stores.SettleSeam):
         return note_bodies.TAKEN
 
     def move_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, place: main.Path,
-                  check: note_bodies.Check) -> tuple[main.Settlement, main.Note | str | None]:
+                  check: note_bodies.Check, rewrites: tuple[stores.Rewrite, ...] = ()) -> tuple[main.Settlement, main.Note | str | None]:
         """One claim transaction: claim, re-read and re-check, renameat2(RENAME_NOREPLACE) to `place` in the same folder tree; audited."""
 
         def act(record: note_bodies.Record) -> main.Note | str:
@@ -589,6 +594,10 @@ class MarkdownNotesStore(stores.SettleSeam):
                     return note_bodies.CHANGED
                 note = found[0]
                 refusal = NO_FOLDER if target is None or dst is None else self.move_refusal(workspace, note, place)
+                # Every note whose links the person saw rewritten is re-read and re-checked
+                # before the rename: one changed since the form refuses the whole step.
+                if refusal is None and not all(self._holds(workspace, rid, rcheck) for rid, _, rcheck in rewrites):
+                    refusal = stores.LINKS_CHANGED
                 if refusal is not None and refusal != note_bodies.TAKEN:  # taken: renameat2 below says so, atomically
                     record(audit.REFUSED, audit.Facts(note.id, note.title, note.uri))
                     return refusal
@@ -599,6 +608,12 @@ class MarkdownNotesStore(stores.SettleSeam):
                     return note_bodies.TAKEN if why == "taken" else note_bodies.CHANGED
                 moved = identity(found[1].facts, found[1].front + found[1].text.encode("utf-8"), to=main.format_file_uri(root + target))
                 record(audit.MOVED, audit.Facts(note.id, note.title, note.uri, None, moved))
+                # Then each linking note, each replaced atomically on its own (renamed over, its
+                # old bytes to the trash under an `updated` entry): files share no transaction,
+                # so a note changed in the instant since its re-check keeps its old link, and
+                # its refused entry says so.
+                for rid, body, rcheck in rewrites:
+                    self._rewrite(record, workspace, rid, body, rcheck)
                 after = self._loaded(root, target, dst)
                 # Edited again since the rename, the file is read as nothing: the result still names the new place.
                 return after[0] if after is not None else note._replace(id=folder_paths.note_id(target), uri=main.format_file_uri(root + target))

@@ -136,8 +136,9 @@ class BodySql:
             self.keep(conn, entry, note, old, now)
         return self._write(conn, note, body)
 
-    def move(self, conn: Any, record: Record, note_id: str, place: main.Path, check: Check) -> main.Note | str:
-        """Give the note the URI of `place` if `check` passes and no note is there; else the refusal, audited."""
+    def move(self, conn: Any, record: Record, note_id: str, place: main.Path, check: Check,
+             rewrites: tuple[stores.Rewrite, ...] = (), now: float = 0.0, trash: bool = False) -> main.Note | str:
+        """Give the note the URI of `place` if `check` passes and no note is there, and write each rewrite as an update; else the refusal, audited."""
         found = self.live(conn, note_id, lock=True)
         if found is None or not check(*found):
             record(audit.REFUSED, audit.Facts(note_id))
@@ -145,13 +146,24 @@ class BodySql:
         note, _ = found
         uri = main.format_file_uri(place)
         refusal = self.place_refusal(conn, note, place)
+        # Every note whose links the person saw rewritten is locked and re-checked before
+        # anything is written: one changed since the form refuses the whole step.
+        if refusal is None and not all(self.holds(conn, rid, rcheck) for rid, _, rcheck in rewrites):
+            refusal = stores.LINKS_CHANGED
         if refusal is not None:
             record(audit.REFUSED, audit.Facts(note.id, note.title, note.uri))
             return refusal
         moved = note._replace(uri=uri, revision=note.revision + 1)
         self.run(conn, "UPDATE notes SET uri = ?, revision = ?, folded = ? WHERE id = ?", (uri, moved.revision, title_index.index_key(moved), note.id))
         record(audit.MOVED, audit.Facts(note.id, note.title, note.uri))
+        for rid, body, rcheck in rewrites:  # each an update of its own: its old text to the trash, restorable alone
+            self.update(conn, record, rid, body, rcheck, now, trash)
         return moved
+
+    def holds(self, conn: Any, note_id: str, check: Check) -> bool:
+        """True when the note `note_id`, locked for the transaction, passes `check` as it is now."""
+        found = self.live(conn, note_id, lock=True)
+        return found is not None and check(*found)
 
     def place_refusal(self, conn: Any, note: main.Note, place: main.Path) -> str | None:
         """Why `note` cannot take `place` in this database now: a URI no row may hold (stores.check_note), or a note there; else None."""
@@ -263,9 +275,11 @@ class SqlTexts:
                                   lambda conn, now, entry: self.body.update(conn, entry, note_id, body, check, now, trash))
 
     def move_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, place: main.Path,
-                  check: Check) -> tuple[main.Settlement, main.Note | str | None]:
-        """One transaction: claim the nonce, re-check the live note, give it the place if free; audited."""
-        return self.ledger.act_in(principal, nonce, expires_at, lambda conn, now, entry: self.body.move(conn, entry, note_id, place, check))
+                  check: Check, rewrites: tuple[stores.Rewrite, ...] = ()) -> tuple[main.Settlement, main.Note | str | None]:
+        """One transaction: claim the nonce, re-check the live note and every note to rewrite, move, rewrite their links; audited."""
+        trash = self.retention.trash
+        return self.ledger.act_in(principal, nonce, expires_at,
+                                  lambda conn, now, entry: self.body.move(conn, entry, note_id, place, check, rewrites, now, trash))
 
     def move_refusal(self, workspace: main.Path, note: main.Note, place: main.Path) -> str | None:
         """Why `note` cannot be moved to `place` here, read now (a URI over MAX_URI_LENGTH, a note there), or None; asked before any form."""

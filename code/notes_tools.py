@@ -34,7 +34,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import audit
 import browser_confirm
@@ -69,6 +69,9 @@ MAX_PATH_LENGTH = 1024  # characters in a move's newPath
 MAX_DIFF_LINES = 400  # lines of the unified diff an update's form shows; a larger change is refused, never shown in part
 MAX_DIFF_CHARS = 16_000  # characters of that diff, likewise
 DIFF_CONTEXT_LINES = 2  # unchanged lines shown around each change
+MAX_LINK_SCAN = 5_000  # notes of the workspace a move reads for [[links]] to the note; in a larger workspace no rewrite is offered
+MAX_LINKING_NOTES = 50  # notes whose links one move rewrites, each listed in its form; more, and no rewrite is offered
+REWRITE_FIELD = "rewriteLinks"  # the move form's second checkbox, and the tool's argument of the same name
 
 UPDATE_KEY, EDIT_KEY, MOVE_KEY = "update_confirm", "edit_confirm", "move_confirm"  # the elicitation keys in inputRequests
 PHASE_UPDATE, PHASE_EDIT, PHASE_MOVE = "confirm_update", "confirm_edit", "confirm_move"
@@ -112,7 +115,7 @@ def descriptor(name: str, title: str, description: str, properties: dict[str, An
 # Arguments, scope, versions, what a person is shown
 # =====================================================================================
 
-Field = tuple[str, int, int, bool]  # (kind "string" (characters) / "text" (UTF-8 bytes) / "integer", minimum, maximum, required)
+Field = tuple[str, int, int, bool]  # (kind "string" (characters) / "text" (UTF-8 bytes) / "integer" / "boolean", minimum, maximum, required)
 
 
 def read_args(arguments: Any, tool: str, fields: dict[str, Field]) -> dict[str, Any]:
@@ -127,7 +130,10 @@ def read_args(arguments: Any, tool: str, fields: dict[str, Field]) -> dict[str, 
         value = arguments.get(name)
         if value is None and not required and name not in arguments:
             continue
-        if kind == "integer":
+        if kind == "boolean":
+            if type(value) is not bool:
+                raise main.ToolError(f"Invalid arguments for tool {tool}: {name} must be true or false.")
+        elif kind == "integer":
             if type(value) is not int or not low <= value <= high:
                 raise main.ToolError(f"Invalid arguments for tool {tool}: {name} must be an integer in {low}..{high}.")
         elif kind == "text":
@@ -283,6 +289,43 @@ def below(workspace: main.Path, parts: list[str], what: str) -> main.Path:
     if not (main.is_within(place, workspace) and len(place) > len(workspace)):
         raise main.ToolError(f"{what} must lie inside the workspace.")
     return place
+
+
+# An Obsidian-style link: [[target]], [[target#heading]], [[target|alias]], [[target#heading|alias]].
+WIKI_LINK = re.compile(r"\[\[([^\[\]|#\n]+)(#[^\[\]|\n]*)?(\|[^\[\]\n]*)?\]\]")
+
+
+class Linking(NamedTuple):
+    """A note whose links a move rewrites: the note, its version, its new text, and each link before and after."""
+
+    note: main.Note
+    version: str
+    text: str
+    changes: tuple[tuple[str, str], ...]
+
+
+def relinked(text: str, old: tuple[str, ...], new: tuple[str, ...], bare: bool) -> tuple[str, list[tuple[str, str]]]:
+    """`text` with each [[link]] to the place `old` (names below the workspace) pointed at `new`, heading and alias kept; and the changes."""
+    def stem(parts: tuple[str, ...]) -> str:
+        return "/".join(parts)[: -len(".md")]
+
+    changes: list[tuple[str, str]] = []
+
+    def swap(match: re.Match[str]) -> str:
+        target = match.group(1).strip()
+        suffix = ".md" if target.lower().endswith(".md") else ""
+        name = stores.fold_title(target[: len(target) - len(suffix)])
+        if "/" in name:  # a path from the workspace names one note
+            hit, to = name == stores.fold_title(stem(old)), stem(new)
+        else:  # a bare name names the one note of that name: only a name no other note has is followed
+            hit, to = bare and name == stores.fold_title(stem(old[-1:])), stem(new[-1:])
+        if not hit or stores.fold_title(to) == name:
+            return match.group(0)
+        link = f"[[{to}{suffix}{match.group(2) or ''}{match.group(3) or ''}]]"
+        changes.append((match.group(0), link))
+        return link
+
+    return WIKI_LINK.sub(swap, text), changes
 
 
 class TooLarge(main.ToolError):
@@ -644,15 +687,17 @@ class ConfirmedTool(NoteTool):
             self.confirmations.consume(call.principal, state)
             return self.not_done("not_confirmed", "Not confirmed; nothing was changed.")
         audit.mark("form")  # the person confirmed in the host's form: the entry says so
-        return self.apply(call.principal, scope, args, state)
+        return self.apply(call.principal, scope, args, state, answered.content[self.key])
 
-    def apply(self, principal: str, scope: main.Scope, args: dict[str, Any], state: main.StatePayload) -> dict[str, Any]:
+    def apply(self, principal: str, scope: main.Scope, args: dict[str, Any], state: main.StatePayload,
+              answer: dict[str, Any] | None = None) -> dict[str, Any]:
         """The confirmed write: the store's one transaction claims the nonce, re-checks layers 1, 2 and the version, writes once."""
         # The digest of the arguments already binds the new text's sha256; the claim says it again, readably.
         if len(state.cands) != 1 or any(state.extra.get(name) != value for name, value in self.bound(args).items()):
             raise main.McpError(main.INVALID_PARAMS, main.STATE_INVALID)
         (note_id, version) = state.cands[0]
-        write = Write(lambda who, nonce, expires: self.write(who, nonce, expires, scope, args, note_id, version))
+        prepared = self.prepare(principal, scope, args, state, answer)
+        write = Write(lambda who, nonce, expires: self.write(who, nonce, expires, scope, args, note_id, version, prepared))
         main.consume(stores.with_replay(self.services, write), principal, state)  # a replay: -32602; the bound: isError
         if isinstance(write.done, str):
             raise main.ToolError(write.done)  # changed, moved or taken since it was shown: consumed, nothing written
@@ -675,7 +720,8 @@ class ConfirmedTool(NoteTool):
         self.refuse_no_change(scope, args, note, text)
         detail = json.dumps({"noteId": note.id, "version": version, **self.shown(args)})
         handle, claims = self.flow.open(call.principal, self.name, self.digest(scope, args, **self.bound(args)), phase,
-                                        [(note.id, version)], self.bound(args), scope.arguments["workspaceUri"], note.title, detail)
+                                        [(note.id, version)], self.binds(scope, args, note, text), scope.arguments["workspaceUri"],
+                                        note.title, detail)
         return scope, handle, claims
 
     def first_call(self, call: main.ToolCall) -> dict[str, Any]:
@@ -787,11 +833,21 @@ class ConfirmedTool(NoteTool):
         if "version" in args and version != args["version"]:
             raise main.ToolError(STALE)
         form = self.form(scope, args, note, text)
-        return self.confirmations.ask(call, bound, self.phase, {self.key: form}, [(note.id, version)], self.bound(args), follows=follows)
+        return self.confirmations.ask(call, bound, self.phase, {self.key: form}, [(note.id, version)], self.binds(scope, args, note, text),
+                                      follows=follows)
 
     def bound(self, args: dict[str, Any]) -> dict[str, str]:
         """What the state binds beyond the arguments' own values (the sha256 of new text)."""
         return {}
+
+    def binds(self, scope: main.Scope, args: dict[str, Any], note: main.Note, text: str) -> dict[str, str]:
+        """What the state binds beyond the arguments, read from the store when asked (a move: the links it rewrites)."""
+        return self.bound(args)
+
+    def prepare(self, principal: str, scope: main.Scope, args: dict[str, Any], state: main.StatePayload,
+                answer: dict[str, Any] | None) -> Any:
+        """What the write needs beyond the arguments, checked against the state before the claim (a move: its rewrites)."""
+        return None
 
     def not_done(self, reason: str, text: str) -> dict[str, Any]:
         """The complete, non-error answer when the person said no, declined or cancelled (the audit completes from `reason`)."""
@@ -801,7 +857,7 @@ class ConfirmedTool(NoteTool):
         raise NotImplementedError
 
     def write(self, principal: str, nonce: str, expires: float, scope: main.Scope, args: dict[str, Any],
-              note_id: str, version: str) -> tuple[main.Settlement, Any]:
+              note_id: str, version: str, prepared: Any = None) -> tuple[main.Settlement, Any]:
         raise NotImplementedError
 
     def done(self, note: main.Note, scope: main.Scope) -> dict[str, Any]:
@@ -859,7 +915,7 @@ class NotesUpdate(ConfirmedTool):
         return f"{self.kept()} Invisible characters are shown as \\u escapes."
 
     def write(self, principal: str, nonce: str, expires: float, scope: main.Scope, args: dict[str, Any],
-              note_id: str, version: str) -> tuple[main.Settlement, Any]:
+              note_id: str, version: str, prepared: Any = None) -> tuple[main.Settlement, Any]:
         """The store's one transaction: claim, re-check (layers 1, 2, version), old text to the trash, new text in."""
         return self.bodies().update_note(principal, nonce, expires, scope.workspace, note_id, args["body"], self.check(principal, scope, version))
 
@@ -935,7 +991,7 @@ class NotesEdit(NotesUpdate):
         return whole_diff(text, text.replace(old, new))[0]
 
     def write(self, principal: str, nonce: str, expires: float, scope: main.Scope, args: dict[str, Any],
-              note_id: str, version: str) -> tuple[main.Settlement, Any]:
+              note_id: str, version: str, prepared: Any = None) -> tuple[main.Settlement, Any]:
         """notes_update's transaction with the edited text of the note at the bound version; any other text fails its re-check."""
         # The text is read outside the transaction; the re-check inside it compares the live
         # note to the bound version, so a text changed in between is refused, never edited.
@@ -956,10 +1012,15 @@ class NotesMove(ConfirmedTool):
     descriptor = descriptor(
         "notes_move", "Move a note",
         "Move a note to another place inside the same workspace folder (newPath: a relative path ending in .md, e.g. archive/old.md). "
-        "The user confirms in a form first; a note already at that place is never replaced.",
-        {"workspaceUri": _URI, "noteId": _NOTE_ID, "newPath": {"type": "string", "minLength": 1, "maxLength": MAX_PATH_LENGTH}},
+        "The user confirms in a form first; a note already at that place is never replaced. Notes whose [[links]] name the note by "
+        "its place are listed in the same form, and their links rewritten to the new place unless the user unticks it "
+        "(rewriteLinks: false asks for no rewrite).",
+        {"workspaceUri": _URI, "noteId": _NOTE_ID, "newPath": {"type": "string", "minLength": 1, "maxLength": MAX_PATH_LENGTH},
+         REWRITE_FIELD: {"type": "boolean", "default": True,
+                         "description": "Offer to rewrite [[links]] to the note in other notes of the workspace (default true)."}},
         ["workspaceUri", "noteId", "newPath"], read_only=False, destructive=True, idempotent=True)
-    fields = {"workspaceUri": WORKSPACE_FIELD, "noteId": NOTE_FIELD, "newPath": ("string", 1, MAX_PATH_LENGTH, True)}
+    fields = {"workspaceUri": WORKSPACE_FIELD, "noteId": NOTE_FIELD, "newPath": ("string", 1, MAX_PATH_LENGTH, True),
+              REWRITE_FIELD: ("boolean", 0, 0, False)}
     key, phase, done_field = MOVE_KEY, PHASE_MOVE, "moved"
     heading, apply_label = "Move a note?", "Apply"
 
@@ -971,12 +1032,81 @@ class NotesMove(ConfirmedTool):
         return below(workspace, parts, "newPath")
 
     def form(self, scope: main.Scope, args: dict[str, Any], note: main.Note, text: str) -> dict[str, Any]:
-        """Where from, where to, and that nothing is replaced; a place the store refuses is refused before any form."""
+        """Where from, where to, that nothing is replaced, and the notes whose links change (a second box); a place the store refuses is refused first."""
         self.refuse_no_change(scope, args, note, text)
         place = self.place(scope.workspace, args["newPath"])
         message = (f"Move \"{visible(note.title)}\" ({note.id}) from {visible(note.uri)} to {visible(main.format_file_uri(place))}? "
                    "A note already there is never replaced: the move is refused instead.")
-        return confirm_form(message, "Move the note")
+        links, why = self.linking(scope.workspace, note, place, args)
+        form = confirm_form(message + (f" {why}" if why else "") + self.listed(links), "Move the note")
+        if links:
+            form["params"]["requestedSchema"]["properties"][REWRITE_FIELD] = {
+                "type": "boolean", "default": True,
+                "title": f"Also rewrite the links in the {len(links)} note{'' if len(links) == 1 else 's'} listed (each keeps its old text in the trash)"}
+        return form
+
+    @staticmethod
+    def listed(links: list[Linking]) -> str:
+        """The notes whose links change, one line each with every link before and after, made visible."""
+        if not links:
+            return ""
+        lines = [f"- \"{visible(link.note.title)}\" ({visible(link.note.id)}): "
+                 + ", ".join(f"{visible(was)} \u2192 {visible(now)}" for was, now in link.changes) for link in links]
+        return "\nLinks to it that the move rewrites (untick the second box to keep them as they are):\n" + "\n".join(lines)
+
+    def linking(self, workspace: main.Path, note: main.Note, place: main.Path, args: dict[str, Any]) -> tuple[list[Linking], str]:
+        """The notes of the workspace whose [[links]] to `note` would change at `place`, read now; or none and why none is offered."""
+        if not args.get(REWRITE_FIELD, True):
+            return [], ""
+        notes = [other for other in self.bodies().candidates(workspace, "") if main.inside_workspace(other, workspace)]
+        if len(notes) > MAX_LINK_SCAN:
+            return [], f"(The workspace holds more than {MAX_LINK_SCAN:,} notes: links to this note are not looked for or rewritten.)"
+        old, new = main.parse_file_uri(note.uri)[len(workspace):], place[len(workspace):]
+        # A bare [[name]] is followed only when no other note of the workspace has that file name.
+        stem = stores.fold_title(old[-1])
+        bare = sum(1 for other in notes if stores.fold_title(main.parse_file_uri(other.uri)[-1]) == stem) == 1
+        found: list[Linking] = []
+        for other in notes:
+            if other.id == note.id:
+                continue
+            read = self.bodies().note_text(other.id, workspace)
+            if read is None or "[[" not in read[1] or not main.inside_workspace(read[0], workspace):
+                continue
+            text, changes = relinked(read[1], old, new, bare)
+            if changes:
+                found.append(Linking(read[0], content_version(*read), text, tuple(changes)))
+        if len(found) > MAX_LINKING_NOTES:
+            return [], (f"({len(found)} notes link to it, more than the {MAX_LINKING_NOTES} one form lists: their links are not "
+                        "rewritten.)")
+        return found, ""
+
+    @staticmethod
+    def links_digest(links: list[Linking]) -> str:
+        """What a state binds of a move's rewrites: each note's id, version and new text's sha256 ("" for none)."""
+        return main.digest([[link.note.id, link.version, text_sha256(link.text)] for link in links]) if links else ""
+
+    def binds(self, scope: main.Scope, args: dict[str, Any], note: main.Note, text: str) -> dict[str, str]:
+        """The rewrites the person is shown, by digest: a note changed, added or gone since cannot be rewritten unseen."""
+        links, _ = self.linking(scope.workspace, note, self.place(scope.workspace, args["newPath"]), args)
+        return {"links": self.links_digest(links)}
+
+    def prepare(self, principal: str, scope: main.Scope, args: dict[str, Any], state: main.StatePayload,
+                answer: dict[str, Any] | None) -> Any:
+        """The rewrites as shown, read again now (none when the person unticked them); a set changed since: refused, nothing moved."""
+        chosen = True if answer is None else answer.get(REWRITE_FIELD, True)
+        if not isinstance(chosen, bool):
+            raise main.McpError(main.INVALID_PARAMS, "Invalid params: the answer does not match the form")
+        if not chosen:
+            return ()
+        found = self.bodies().note_text(state.cands[0][0], scope.workspace)
+        if found is None:
+            return ()  # the store's re-check refuses the move itself
+        links, _ = self.linking(scope.workspace, found[0], self.place(scope.workspace, args["newPath"]), args)
+        if self.links_digest(links) != state.extra.get("links"):
+            self.refused(principal, audit.Facts(found[0].id, found[0].title, found[0].uri))
+            raise main.ToolError(stores.LINKS_CHANGED)
+        check = self.check
+        return tuple((link.note.id, link.text, check(principal, scope, link.version)) for link in links)
 
     def refuse_no_change(self, scope: main.Scope, args: dict[str, Any], note: main.Note, text: str) -> None:
         """A destination that is no place inside the workspace, or one the store refuses, is refused before any form or page."""
@@ -987,26 +1117,29 @@ class NotesMove(ConfirmedTool):
             raise main.ToolError(refusal)
 
     def shown(self, args: dict[str, Any]) -> dict[str, str]:
-        """The page keeps the destination as asked."""
-        return {"newPath": args["newPath"]}
+        """The page keeps the destination as asked, and whether links are rewritten."""
+        return {"newPath": args["newPath"], REWRITE_FIELD: args.get(REWRITE_FIELD, True)}
 
     def shows(self, workspace: main.Path, note: main.Note, text: str, detail: dict[str, Any]) -> str | None:
-        """Where from and where to, made visible."""
+        """Where from and where to, made visible, and the notes whose links the approval rewrites."""
         try:
             place = self.place(workspace, str(detail.get("newPath", "")))
         except main.ToolError:
             return None
-        return f"from: {visible(note.uri)}\nto:   {visible(main.format_file_uri(place))}"
+        links, why = self.linking(workspace, note, place, detail)
+        return (f"from: {visible(note.uri)}\nto:   {visible(main.format_file_uri(place))}" + (f"\n{why}" if why else "")
+                + self.listed(links).replace("(untick the second box to keep them as they are)", "(Keep, then ask for the move with rewriteLinks false, to keep them)"))
 
     def page_hint(self) -> str:
         """That nothing is replaced."""
         return "A note already at that place is never replaced: the move is refused instead."
 
     def write(self, principal: str, nonce: str, expires: float, scope: main.Scope, args: dict[str, Any],
-              note_id: str, version: str) -> tuple[main.Settlement, Any]:
+              note_id: str, version: str, prepared: Any = None) -> tuple[main.Settlement, Any]:
         """The store's one transaction: claim, re-check (layers 1, 2, version), move if the place is free."""
         place = self.place(scope.workspace, args["newPath"])
-        return self.bodies().move_note(principal, nonce, expires, scope.workspace, note_id, place, self.check(principal, scope, version))
+        return self.bodies().move_note(principal, nonce, expires, scope.workspace, note_id, place, self.check(principal, scope, version),
+                                       prepared or ())
 
     def done(self, note: main.Note, scope: main.Scope) -> dict[str, Any]:
         """The note's new place and id, as the store wrote them (its id may change with it, in a folder)."""

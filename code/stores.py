@@ -49,6 +49,7 @@ __all__ = [
     "stored_note",
     "normalize_file_uri",
     "MAX_NOTE_ID_LENGTH",
+    "LINKS_CHANGED",
     "fold_title",
     "form_order",
     "check_note",
@@ -72,6 +73,7 @@ __all__ = [
     "NotesStore",
     "Record",
     "Retention",
+    "Rewrite",
     "SettleSeam",
     "Store",
     "Texts",
@@ -86,6 +88,8 @@ MAX_NOTE_ID_LENGTH = 128  # characters in a note id (keeps the signed state smal
 BUSY = "The notes database is busy; nothing was changed. Try again in a moment."
 WRITE_FAILED = "The notes database could not be written; nothing was changed. Try again in a moment."
 GONE = "The notes database file was removed or replaced while serving; refusing every change."
+LINKS_CHANGED = ("A note whose links the move would rewrite changed, moved or was deleted since you were shown it; nothing was "
+                 "moved or rewritten. Ask again.")
 BROKEN = "The notes database could not be written or reopened while serving; refusing every change."
 
 
@@ -245,6 +249,7 @@ class Facts(NamedTuple):
 
 
 Check = Callable[[main.Note, str], bool]  # a note tool's live re-check: (note, text) -> still the one asked about?
+Rewrite = tuple[str, str, Check]  # a move's rewrite of another note's links: (its id, its new text, its re-check at the version shown)
 Entry = Callable[[str, Facts], int]  # writes this call's audit entry (outcome, facts) -> its id
 Record = Callable[..., int]  # inside consume_with: record(settlement, facts=Facts(), pending=False, outcome=None) -> entry id
 
@@ -481,8 +486,8 @@ class NotesWriter(Protocol):
         ...
 
     def move_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, place: main.Path,
-                  check: Check) -> tuple[main.Settlement, main.Note | str | None]:
-        """Give the note the place `place` if free, in one atomic step with the claim (audited `moved`)."""
+                  check: Check, rewrites: tuple[Rewrite, ...] = ()) -> tuple[main.Settlement, main.Note | str | None]:
+        """Give the note the place `place` if free, with the claim (audited `moved`); each rewrite's note re-checked first, then written as an update."""
         ...
 
     def consume(self, principal: str, nonce: str, expires_at: float, target: tuple[str, str] | None,

@@ -441,6 +441,85 @@ class NotesToolsContract:
         self.assertEqual(len(self.outcomes()), entries)
         self.assertEqual([n.title for n in self.store.candidates(main.parse_file_uri(self.bob_uri), "Planted")], [])
 
+    # ---------------------------------------------------------------- a move rewrites [[links]]
+
+    def text_of(self, note: dict[str, Any]) -> str:
+        found = self.store.note_text(note["noteId"], main.parse_file_uri(self.notes_uri))
+        return found[1] if found else ""
+
+    def linked(self) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        plan = self.create("Plan", "the plan\n")
+        index = self.create("Index", "See [[plan]], [[Plan#Goals|the goals]] and [[plans]].\n")
+        other = self.create("Other", "no links, only [plan] and [[ plan.md ]]\n")
+        return plan, index, other
+
+    def test_a_move_lists_the_notes_whose_links_change_and_rewrites_them_with_it_each_restorable(self) -> None:
+        plan, index, other = self.linked()
+        expected = self.text_of(other).replace("[[ plan.md ]]", "[[launch.md]]")
+        args = {"workspaceUri": self.notes_uri, "noteId": plan["noteId"], "newPath": "archive/launch.md"}
+        first = self.result("notes_move", args)
+        form = first["inputRequests"][notes_tools.MOVE_KEY]["params"]
+        self.assertIn("[[plan]] \u2192 [[launch]]", form["message"])
+        self.assertIn("[[Plan#Goals|the goals]] \u2192 [[launch#Goals|the goals]]", form["message"])
+        self.assertIn('"Other"', form["message"])  # [[ plan.md ]] names it too: the other form of a link, kept as written
+        self.assertEqual(form["requestedSchema"]["properties"][notes_tools.REWRITE_FIELD]["default"], True)
+        self.assertNotIn("[[launch]]", self.text_of(index))  # asking changed nothing
+        done = self.result("notes_move", args, requestState=first["requestState"],
+                           inputResponses={notes_tools.MOVE_KEY: {"action": "accept", "content": {"confirm": True, "rewriteLinks": True}}})
+        self.assertTrue(done["structuredContent"]["moved"], done)
+        self.assertIn("See [[launch]], [[launch#Goals|the goals]] and [[plans]].", self.text_of(index))
+        self.assertEqual(self.text_of(other), expected)
+        self.assertEqual(self.outcomes()[-3:], [audit.MOVED, audit.UPDATED, audit.UPDATED])
+        entry = [e for e in self.store.audit_entries() if e["outcome"] == audit.UPDATED and e["note_id"] == index["noteId"]][0]
+        self.store.restore(entry["id"])
+        self.assertIn("See [[plan]], [[Plan#Goals|the goals]]", self.text_of(index))
+
+    def test_an_unticked_rewrite_moves_the_note_and_leaves_every_link_as_it_was(self) -> None:
+        plan, index, _ = self.linked()
+        before = self.text_of(index)
+        args = {"workspaceUri": self.notes_uri, "noteId": plan["noteId"], "newPath": "archive/launch.md"}
+        first = self.result("notes_move", args)
+        done = self.result("notes_move", args, requestState=first["requestState"],
+                           inputResponses={notes_tools.MOVE_KEY: {"action": "accept", "content": {"confirm": True, "rewriteLinks": False}}})
+        self.assertTrue(done["structuredContent"]["moved"], done)
+        self.assertEqual(self.text_of(index), before)
+        self.assertEqual(self.outcomes()[-1], audit.MOVED)
+
+    def test_a_move_asked_without_rewriting_offers_no_second_box_and_rewrites_nothing(self) -> None:
+        plan, index, _ = self.linked()
+        before = self.text_of(index)
+        args = {"workspaceUri": self.notes_uri, "noteId": plan["noteId"], "newPath": "launch.md", "rewriteLinks": False}
+        first = self.result("notes_move", args)
+        self.assertNotIn(notes_tools.REWRITE_FIELD, first["inputRequests"][notes_tools.MOVE_KEY]["params"]["requestedSchema"]["properties"])
+        self.result("notes_move", args, requestState=first["requestState"], inputResponses=accept(notes_tools.MOVE_KEY))
+        self.assertEqual(self.text_of(index), before)
+
+    def test_a_linking_note_changed_after_the_form_refuses_the_move_and_nothing_moves_or_is_rewritten(self) -> None:
+        plan, index, _ = self.linked()
+        args = {"workspaceUri": self.notes_uri, "noteId": plan["noteId"], "newPath": "archive/launch.md"}
+        first = self.result("notes_move", args)
+        self.result("notes_append", {"workspaceUri": self.notes_uri, "noteId": index["noteId"], "text": "[[plan]] again\n",
+                                     "version": index["version"]})
+        before = self.text_of(index)
+        done = self.result("notes_move", args, requestState=first["requestState"], inputResponses=accept(notes_tools.MOVE_KEY))
+        self.assertTrue(done["isError"], done)
+        self.assertEqual(done["content"][0]["text"], stores.LINKS_CHANGED)
+        self.assertEqual(self.text_of(index), before)
+        found = self.store.note_text(plan["noteId"], main.parse_file_uri(self.notes_uri))
+        self.assertEqual(found[0].uri if found else None, plan["uri"])  # still at its old place
+        self.assertEqual(self.outcomes()[-1], audit.REFUSED)
+
+    def test_path_links_are_rewritten_and_a_bare_name_two_notes_share_is_not(self) -> None:
+        filed = self.create("Filed", "x")
+        self.moved(filed, "archive/filed.md")
+        self.create("Filed", "a top-level note of the same file name")
+        ref = self.create("Ref", "[[archive/filed]] [[ARCHIVE/Filed.md|x]] [[filed]]\n")
+        moved_id = [e["noteId"] for e in self.listed(folder="archive")["entries"]][0]
+        args = {"workspaceUri": self.notes_uri, "noteId": moved_id, "newPath": "archive/done.md"}
+        first = self.result("notes_move", args)
+        self.result("notes_move", args, requestState=first["requestState"], inputResponses=accept(notes_tools.MOVE_KEY))
+        self.assertIn("[[archive/done]] [[archive/done.md|x]] [[filed]]\n", self.text_of(ref))
+
     # ---------------------------------------------------------------- reading a window, editing by find-and-replace
 
     def test_read_with_an_offset_and_length_returns_that_window_the_total_size_and_where_to_read_on(self) -> None:

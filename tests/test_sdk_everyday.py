@@ -1,10 +1,11 @@
-"""The official MCP Python SDK's client runs the everyday tools over stdio: list, search, read on, edit, move.
+"""The official MCP Python SDK's client runs the everyday tools over stdio: list, search, read on, edit, move with link rewrite.
 
 The client (the `mcp` package, not this project's code: the test imports none of it) runs
 in its own process against `serve.py --stdio --notes-tools` over a Markdown folder: it
 lists the workspace, searches, reads a note in two windows, asks for an exact
 find-and-replace and answers the diff form with accept, then moves the note and answers
-that form too; it prints what it saw. Without the package the class skips with one line
+that form, which lists the note whose [[link]] the move rewrites, ticking both boxes; it
+prints what it saw. Without the package the class skips with one line
 (`.ci/run` installs it).
 """
 
@@ -33,7 +34,8 @@ ws = "file://" + notes
 forms, seen = [], {}
 async def answer(context, params):
     forms.append(params.message)
-    return ElicitResult(action="accept", content={"confirm": True})
+    boxes = params.requested_schema["properties"]
+    return ElicitResult(action="accept", content={name: True for name in boxes})
 async def main():
     server = StdioServerParameters(command=sys.executable, args=[os.path.join(repo, "code", "serve.py"), "--stdio",
         "--notes-dir", notes, "--db", db, "--notes-tools"])
@@ -70,7 +72,7 @@ class OfficialSdkEverydayTools(unittest.TestCase):
             with open(os.path.join(self.notes, name), "w", encoding="utf-8") as handle:
                 handle.write(text)
 
-    def test_list_search_read_on_edit_with_a_form_and_move_with_a_form(self) -> None:
+    def test_list_search_read_on_edit_with_a_form_and_move_rewriting_links_with_a_form(self) -> None:
         done = subprocess.run([sys.executable, "-c", DRIVER, support.ROOT, self.notes, os.path.join(self.base, "nonces.db")],
                               capture_output=True, text=True, timeout=120, cwd=self.base)
         self.assertEqual(done.returncode, 0, done.stderr[-3000:])
@@ -85,7 +87,10 @@ class OfficialSdkEverydayTools(unittest.TestCase):
         self.assertIn("+Tell the Monday crew.", edit_form)
         self.assertTrue(seen["edit"]["updated"])
         self.assertIn("projects/launch.md", move_form)
+        self.assertIn('"Index" (projects/index.md): [[plan]] \u2192 [[launch]]', move_form)  # the link rewrite, in the same form
         self.assertTrue(seen["move"]["moved"], seen["move"])
+        with open(os.path.join(self.notes, "projects", "index.md"), encoding="utf-8") as handle:
+            self.assertEqual(handle.read(), INDEX.replace("[[plan]]", "[[launch]]"))
         self.assertFalse(os.path.exists(os.path.join(self.notes, "plan.md")))
         with open(os.path.join(self.notes, "projects", "launch.md"), encoding="utf-8") as handle:
             self.assertEqual(handle.read(), PLAN.replace("Friday", "Monday"))
