@@ -1038,7 +1038,8 @@ class NotesMove(ConfirmedTool):
         message = (f"Move \"{visible(note.title)}\" ({note.id}) from {visible(note.uri)} to {visible(main.format_file_uri(place))}? "
                    "A note already there is never replaced: the move is refused instead.")
         links, why = self.linking(scope.workspace, note, place, args)
-        form = confirm_form(message + (f" {why}" if why else "") + self.listed(links), "Move the note")
+        message += (f" {why}" if why else "") + self.listed(links)
+        form = confirm_form(message, "Move the note")
         if links:
             form["params"]["requestedSchema"]["properties"][REWRITE_FIELD] = {
                 "type": "boolean", "default": True,
