@@ -367,7 +367,7 @@ class MarkdownNotesStore(stores.SettleSeam):
     def restore(self, entry_id: int) -> dict[str, object]:
         """Move a trashed file back to where it was, refusing (StoreRefused) if anything is there now; audited."""
         entry = self.nonces.audit_entry(entry_id)
-        if entry is not None and entry["outcome"] == audit.UPDATED and entry["trash"]:
+        if entry is not None and entry["outcome"] in (audit.UPDATED, audit.APPENDED) and entry["trash"]:
             return self.undo_update(entry)
         trash_name = entry["trash"] if entry is not None and entry["outcome"] == audit.DELETED else None
         located = self.locate(str(entry["uri"])) if trash_name else None
@@ -492,6 +492,8 @@ class MarkdownNotesStore(stores.SettleSeam):
         """`text` written at the end of the very file `check` passed on (audited `appended`); or why not (audited `refused`)."""
 
         def act(record: note_bodies.Record) -> tuple[main.Note, str] | str:
+            if self.retention.trash:  # the version before the append kept in the trash, restorable like an update's
+                return self._rewrite(record, workspace, note_id, lambda old: old + text, check, audit.APPENDED)
             checked = self._checked(workspace, note_id, check, record)
             if isinstance(checked, str):
                 return checked
@@ -515,15 +517,21 @@ class MarkdownNotesStore(stores.SettleSeam):
     def update_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, body: str,
                     check: note_bodies.Check) -> tuple[main.Settlement, main.Note | str | None]:
         """One claim transaction: claim, re-read and re-check, old bytes to the trash, new bytes (frontmatter kept) renamed over the note; audited."""
-        return self.nonces.consume_act(principal, nonce, expires_at, lambda record: self._rewrite(record, workspace, note_id, body, check))
+        def act(record: note_bodies.Record) -> main.Note | str:
+            done = self._rewrite(record, workspace, note_id, lambda old: body, check, audit.UPDATED)
+            return done if isinstance(done, str) else done[0]
 
-    def _rewrite(self, record: note_bodies.Record, workspace: main.Path, note_id: str, body: str, check: note_bodies.Check) -> main.Note | str:
-        """Re-read and re-check the note, old bytes to the trash, new bytes (frontmatter kept) renamed over it; audited `updated`, or why not."""
+        return self.nonces.consume_act(principal, nonce, expires_at, act)
+
+    def _rewrite(self, record: note_bodies.Record, workspace: main.Path, note_id: str, make: Callable[[str], str],
+                 check: note_bodies.Check, outcome: str) -> tuple[main.Note, str] | str:
+        """Re-read and re-check the note, old bytes to the trash, make(old text) (frontmatter kept) renamed over it; audited `outcome`, or why not."""
         checked = self._checked(workspace, note_id, check, record)
         if isinstance(checked, str):
             return checked
         root, rel, fd, note, loaded = checked
         try:
+            body = make(loaded.text)
             new = loaded.front + body.encode("utf-8")  # the frontmatter, byte for byte, then the confirmed text
             if len(new) > folder_bodies.MAX_FILE_BYTES:
                 record(audit.REFUSED, audit.Facts(note.id, note.title, note.uri))
@@ -535,9 +543,9 @@ class MarkdownNotesStore(stores.SettleSeam):
                 record(audit.REFUSED, audit.Facts(note_id))
                 return done if isinstance(done, str) else note_bodies.CHANGED  # why its new version could not be written, or changed since read
             # The file written, and the one it replaced: `audit restore` follows the note by them.
-            record(audit.UPDATED, audit.Facts(note.id, note.title, note.uri, trash_name or None, identity(done, new, was=loaded.facts[:2])))
+            record(outcome, audit.Facts(note.id, note.title, note.uri, trash_name or None, identity(done, new, was=loaded.facts[:2])))
             after = self._loaded(root, rel, fd)
-            return after[0] if after is not None else note
+            return (after[0], after[1].text) if after is not None else (note, body)
         finally:
             os.close(fd)
 
@@ -613,7 +621,7 @@ class MarkdownNotesStore(stores.SettleSeam):
                 # so a note changed in the instant since its re-check keeps its old link, and
                 # its refused entry says so.
                 for rid, body, rcheck in rewrites:
-                    self._rewrite(record, workspace, rid, body, rcheck)
+                    self._rewrite(record, workspace, rid, lambda old, body=body: body, rcheck, audit.UPDATED)
                 after = self._loaded(root, target, dst)
                 # Edited again since the rename, the file is read as nothing: the result still names the new place.
                 return after[0] if after is not None else note._replace(id=folder_paths.note_id(target), uri=main.format_file_uri(root + target))
@@ -673,7 +681,7 @@ class MarkdownNotesStore(stores.SettleSeam):
         if recorded is None:
             return place, None  # written before file identities were recorded: by place, as then
         current = (int(recorded["dev"]), int(recorded["ino"]))
-        later = sorted((e for outcome in (audit.MOVED, audit.UPDATED, audit.RESTORED) for e in self.nonces.audit_entries(outcome=outcome)
+        later = sorted((e for outcome in (audit.MOVED, audit.UPDATED, audit.APPENDED, audit.RESTORED) for e in self.nonces.audit_entries(outcome=outcome)
                         if int(e["id"]) > int(entry["id"])), key=lambda e: int(e["id"]))  # type: ignore[call-overload]
         for step in later:
             facts = read_identity(step.get("file_identity"))

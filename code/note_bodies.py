@@ -110,8 +110,9 @@ class BodySql:
         record(audit.CREATED, audit.Facts(note.id, note.title, note.uri))
         return note
 
-    def append(self, conn: Any, record: Record, note_id: str, text: str, check: Check) -> tuple[main.Note, str] | str:
-        """Add `text` at the end of the note if `check` passes on it as it is now; else the refusal, audited."""
+    def append(self, conn: Any, record: Record, note_id: str, text: str, check: Check, now: float = 0.0,
+               trash: bool = False) -> tuple[main.Note, str] | str:
+        """Add `text` at the end of the note if `check` passes on it as it is now, the old version to the trash; else the refusal, audited."""
         found = self.live(conn, note_id, lock=True)
         if found is None or not check(*found):
             record(audit.REFUSED, audit.Facts(note_id))
@@ -120,8 +121,10 @@ class BodySql:
         if len((body + text).encode("utf-8")) > MAX_NOTE_BYTES:
             record(audit.REFUSED, audit.Facts(note.id, note.title, note.uri))
             return TOO_LONG
+        entry = record(audit.APPENDED, audit.Facts(note.id, note.title, note.uri, audit.SQL_TRASH if trash else None))
+        if trash:  # the version before the append, restorable like an update's
+            self.keep(conn, entry, note, body, now)
         written = self._write(conn, note, body + text)
-        record(audit.APPENDED, audit.Facts(note.id, note.title, note.uri))
         return written, body + text
 
     def update(self, conn: Any, record: Record, note_id: str, body: str, check: Check, now: float, trash: bool) -> main.Note | str:
@@ -209,7 +212,7 @@ class BodySql:
             raise stores.StoreRefused(f"entry {entry_id} has no note in the trash (not a trashed deletion, restored, or emptied)")
         note, body = kept
         found = self.run(conn, f"{_ROW} WHERE id = ?", (note.id,)).fetchone()
-        if self.sql.outcome(conn, entry_id) == audit.UPDATED and found is not None:
+        if self.sql.outcome(conn, entry_id) in (audit.UPDATED, audit.APPENDED) and found is not None:
             return self.undo_update(conn, entry_id, now, main.Note(*found[:4]), found[4], body)
         if found is not None or self.run(conn, "SELECT 1 FROM notes WHERE uri = ?", (note.uri,)).fetchone() is not None:
             raise stores.StoreRefused(f"entry {entry_id}: a note now exists with id {note.id!r} or at its place; nothing restored")
@@ -265,7 +268,8 @@ class SqlTexts:
 
     def append_note(self, principal: str, workspace: main.Path, note_id: str, text: str, check: Check) -> tuple[main.Note, str] | str:
         """`text` added at the end if `check` passes on the live note (audited `appended`), or why not (audited `refused`)."""
-        return self.ledger.audited_in(principal, lambda conn, now, entry: self.body.append(conn, entry, note_id, text, check))
+        trash = self.retention.trash
+        return self.ledger.audited_in(principal, lambda conn, now, entry: self.body.append(conn, entry, note_id, text, check, now, trash))
 
     def update_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, body: str,
                     check: Check) -> tuple[main.Settlement, main.Note | str | None]:

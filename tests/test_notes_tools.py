@@ -520,6 +520,23 @@ class NotesToolsContract:
         self.result("notes_move", args, requestState=first["requestState"], inputResponses=accept(notes_tools.MOVE_KEY))
         self.assertIn("[[archive/done]] [[archive/done.md|x]] [[filed]]\n", self.text_of(ref))
 
+    # ---------------------------------------------------------------- an append keeps the version before it
+
+    def test_an_append_keeps_the_version_before_it_and_audit_restore_puts_it_back_once(self) -> None:
+        original = self.text_of(self.groceries)
+        done = self.result("notes_append", {"workspaceUri": self.notes_uri, "noteId": self.groceries["noteId"], "text": "butter\n",
+                                            "version": self.groceries["version"]})
+        self.assertFalse(done["isError"], done)
+        self.assertEqual(self.text_of(self.groceries), original + "butter\n")
+        (entry,) = [e for e in self.store.audit_entries() if e["outcome"] == audit.APPENDED]
+        self.assertTrue(entry["trash"])  # the version before the append is kept
+        restored = self.store.restore(entry["id"])
+        self.assertEqual(restored["outcome"], audit.RESTORED)
+        self.assertEqual(self.text_of(self.groceries), original)
+        with self.assertRaises(stores.StoreRefused):
+            self.store.restore(entry["id"])  # once
+        self.assertEqual(self.text_of(self.groceries), original)
+
     # ---------------------------------------------------------------- reading a window, editing by find-and-replace
 
     def test_read_with_an_offset_and_length_returns_that_window_the_total_size_and_where_to_read_on(self) -> None:
@@ -751,10 +768,12 @@ class FolderNotesTools(NotesToolsContract, unittest.TestCase):
         self.result("notes_update", args, requestState=first["requestState"], inputResponses=accept(notes_tools.UPDATE_KEY))
         with open(os.path.join(self.base, "Notes", "plan.md"), "rb") as handle:
             self.assertEqual(handle.read(), front + b"# Plan\nrewritten\n")
-        kept = os.listdir(os.path.join(self.base, ".trash"))
-        self.assertEqual(len(kept), 1)
-        with open(os.path.join(self.base, ".trash", kept[0]), "rb") as handle:
-            self.assertEqual(handle.read(), front + b"# Plan\nfirst\nsecond\n")
+        kept = []
+        for name in os.listdir(os.path.join(self.base, ".trash")):
+            with open(os.path.join(self.base, ".trash", name), "rb") as handle:
+                kept.append(handle.read())
+        # The version before the append and the one before the update, each with its frontmatter.
+        self.assertEqual(sorted(kept), [front + b"# Plan\nfirst\n", front + b"# Plan\nfirst\nsecond\n"])
 
     def test_a_note_that_is_a_symlink_is_never_read_or_written(self) -> None:
         outside = tempfile.NamedTemporaryFile(delete=False, suffix=".md")
