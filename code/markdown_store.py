@@ -369,6 +369,8 @@ class MarkdownNotesStore(stores.SettleSeam):
         entry = self.nonces.audit_entry(entry_id)
         if entry is not None and entry["outcome"] in (audit.UPDATED, audit.APPENDED) and entry["trash"]:
             return self.undo_update(entry)
+        if entry is not None and entry["outcome"] == audit.MOVED:
+            return self.undo_move(entry)
         trash_name = entry["trash"] if entry is not None and entry["outcome"] == audit.DELETED else None
         located = self.locate(str(entry["uri"])) if trash_name else None
         if entry is None or not trash_name or located is None:
@@ -674,12 +676,47 @@ class MarkdownNotesStore(stores.SettleSeam):
         facts = audit.Facts(current[0].id, current[0].title, current[0].uri, name, identity(done, old_bytes, was=current[1].facts[:2]))
         return self.nonces.record_restore(entry_id, facts)
 
+    def undo_move(self, entry: dict[str, object]) -> dict[str, object]:
+        """Restore a `moved` entry: the very file the move renamed, where the move put it, renamed back to where it was, never over anything.
+
+        StoreRefused when the entry recorded no file, the file there now is another one (moved
+        on, replaced), or a file now takes the old place.
+        """
+        entry_id = int(entry["id"])  # type: ignore[arg-type]
+        place, current = self.follow(entry)  # the very file the move renamed, wherever later edits left it
+        here = self.locate(place) if current is not None else None
+        back = self.locate(str(entry["uri"]))
+        if current is None or here is None or back is None or here[0] != back[0]:
+            raise stores.StoreRefused(f"entry {entry_id} is not a move of a note in a folder served here")
+        root, rel = here
+        self.dirs[root].check(main.format_file_uri(root))
+        src = folder_paths.open_below(self.dirs[root], rel[:-1])
+        dst = folder_paths.open_below(self.dirs[root], back[1][:-1])
+        try:
+            loaded = folder_bodies.load(src, rel[-1]) if src is not None else None
+            # Restore by note, not by place: only the very file the move renamed goes back.
+            if src is None or dst is None or loaded is None or tuple(loaded.facts[:2]) != current:
+                raise stores.StoreRefused(f"entry {entry_id}: the note the move renamed is no longer where it put it; nothing restored")
+            why = folder_bodies.move(src, rel[-1], loaded.facts, dst, back[1][-1])
+            if why is not None:
+                raise stores.StoreRefused(f"entry {entry_id}: " + ("a file now takes the note's old place" if why == "taken"
+                                                                     else "the note changed while it was restored") + "; nothing restored")
+        finally:
+            for opened in (src, dst):
+                if opened is not None:
+                    os.close(opened)
+        facts = audit.Facts(folder_paths.note_id(back[1]), entry["title"], str(entry["uri"]), None,  # type: ignore[arg-type]
+                            identity(loaded.facts, loaded.front + loaded.text.encode("utf-8"), to=str(entry["uri"])))
+        return self.nonces.record_restore(entry_id, facts)
+
     def follow(self, entry: dict[str, object]) -> tuple[str, tuple[int, int] | None]:
-        """(where the file an update wrote is now, its device and inode) by the later entries that moved or rewrote it; (its URI, None) for an entry without them."""
+        """(where the file an update wrote, or a move renamed, is now, its device and inode) by the later entries that moved or rewrote it; (its URI, None) for an entry without them."""
         recorded = read_identity(entry.get("file_identity"))
         place = str(entry["uri"])
         if recorded is None:
             return place, None  # written before file identities were recorded: by place, as then
+        if entry["outcome"] == audit.MOVED:
+            place = str(recorded.get("to"))  # a move's file starts where the move put it
         current = (int(recorded["dev"]), int(recorded["ino"]))
         later = sorted((e for outcome in (audit.MOVED, audit.UPDATED, audit.APPENDED, audit.RESTORED) for e in self.nonces.audit_entries(outcome=outcome)
                         if int(e["id"]) > int(entry["id"])), key=lambda e: int(e["id"]))  # type: ignore[call-overload]

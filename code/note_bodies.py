@@ -146,7 +146,7 @@ class BodySql:
         if found is None or not check(*found):
             record(audit.REFUSED, audit.Facts(note_id))
             return CHANGED
-        note, _ = found
+        note, body = found
         uri = main.format_file_uri(place)
         refusal = self.place_refusal(conn, note, place)
         # Every note whose links the person saw rewritten is locked and re-checked before
@@ -158,7 +158,9 @@ class BodySql:
             return refusal
         moved = note._replace(uri=uri, revision=note.revision + 1)
         self.run(conn, "UPDATE notes SET uri = ?, revision = ?, folded = ? WHERE id = ?", (uri, moved.revision, title_index.index_key(moved), note.id))
-        record(audit.MOVED, audit.Facts(note.id, note.title, note.uri))
+        entry = record(audit.MOVED, audit.Facts(note.id, note.title, note.uri, audit.SQL_TRASH if trash else None))
+        if trash:  # the note as it was, its old place with it: `audit restore` moves it back
+            self.keep(conn, entry, note, body, now)
         for rid, body, rcheck in rewrites:  # each an update of its own: its old text to the trash, restorable alone
             self.update(conn, record, rid, body, rcheck, now, trash)
         return moved
@@ -212,6 +214,8 @@ class BodySql:
             raise stores.StoreRefused(f"entry {entry_id} has no note in the trash (not a trashed deletion, restored, or emptied)")
         note, body = kept
         found = self.run(conn, f"{_ROW} WHERE id = ?", (note.id,)).fetchone()
+        if self.sql.outcome(conn, entry_id) == audit.MOVED:
+            return self.undo_move(conn, entry_id, now, note, note_with_body(found))
         if self.sql.outcome(conn, entry_id) in (audit.UPDATED, audit.APPENDED) and found is not None:
             return self.undo_update(conn, entry_id, now, main.Note(*found[:4]), found[4], body)
         if found is not None or self.run(conn, "SELECT 1 FROM notes WHERE uri = ?", (note.uri,)).fetchone() is not None:
@@ -228,6 +232,18 @@ class BodySql:
         )
         self.sql.unkeep(conn, entry_id)
         return self.sql.insert_restore(conn, entry_id, now, audit.Facts(note.id, note.title, note.uri))
+
+    def undo_move(self, conn: Any, entry_id: int, now: float, was: main.Note, found: tuple[main.Note, str] | None) -> int:
+        """Undo a move: the note, as it is now, back at the place it had, never over another note; its text stays as it is now."""
+        if found is None:
+            raise stores.StoreRefused(f"entry {entry_id}: the moved note is gone; nothing restored")
+        live = found[0]
+        if live.uri != was.uri and self.run(conn, "SELECT 1 FROM notes WHERE uri = ?", (was.uri,)).fetchone() is not None:
+            raise stores.StoreRefused(f"entry {entry_id}: a note now takes the moved note's old place; nothing restored")
+        back = live._replace(uri=was.uri, revision=live.revision + 1)  # every version given out before is stale after it
+        self.run(conn, "UPDATE notes SET uri = ?, revision = ?, folded = ? WHERE id = ?", (back.uri, back.revision, title_index.index_key(back), back.id))
+        self.sql.unkeep(conn, entry_id)
+        return self.sql.insert_restore(conn, entry_id, now, audit.Facts(back.id, back.title, back.uri))
 
     def undo_update(self, conn: Any, entry_id: int, now: float, live: main.Note, current: str | None, kept: str | None) -> int:
         """Undo an edit: the text the update replaced comes back, the text now in place goes to the trash under the restore's entry."""

@@ -537,6 +537,37 @@ class NotesToolsContract:
             self.store.restore(entry["id"])  # once
         self.assertEqual(self.text_of(self.groceries), original)
 
+    def place_of(self, note_id: str) -> str | None:
+        found = self.store.note_text(note_id, main.parse_file_uri(self.notes_uri))
+        return found[0].uri if found else None
+
+    def test_a_move_keeps_the_old_place_and_audit_restore_moves_the_note_back_once_with_its_text_as_it_is(self) -> None:
+        self.moved(self.groceries, "archive/food.md")
+        (entry,) = [e for e in self.store.audit_entries() if e["outcome"] == audit.MOVED]
+        moved_id = [e["noteId"] for e in self.listed(folder="archive")["entries"]][0]
+        self.result("notes_append", {"workspaceUri": self.notes_uri, "noteId": moved_id, "text": "after the move\n",
+                                     "version": self.read(moved_id)["version"]})
+        text = self.text_of({"noteId": moved_id})
+        restored = self.store.restore(entry["id"])
+        self.assertEqual(restored["outcome"], audit.RESTORED)
+        self.assertEqual(self.place_of(self.groceries["noteId"]), self.groceries["uri"])
+        self.assertEqual(self.text_of(self.groceries), text)  # the place comes back; the text stays as it is now
+        self.assertEqual(self.listed(folder="archive")["entries"], [])
+        with self.assertRaises(stores.StoreRefused):
+            self.store.restore(entry["id"])
+        self.assertEqual(self.place_of(self.groceries["noteId"]), self.groceries["uri"])
+
+    def test_restoring_a_move_whose_old_place_is_taken_is_refused_and_changes_nothing(self) -> None:
+        self.moved(self.groceries, "archive/food.md")
+        (entry,) = [e for e in self.store.audit_entries() if e["outcome"] == audit.MOVED]
+        taker = self.create("Groceries", "a new list at the old place\n")
+        self.assertEqual(taker["uri"], self.groceries["uri"])
+        before = self.listed(limit=notes_tools.MAX_LIST_LIMIT), self.listed(folder="archive")
+        with self.assertRaises(stores.StoreRefused):
+            self.store.restore(entry["id"])
+        self.assertEqual((self.listed(limit=notes_tools.MAX_LIST_LIMIT), self.listed(folder="archive")), before)
+        self.assertIn("a new list at the old place", self.text_of(taker))
+
     # ---------------------------------------------------------------- reading a window, editing by find-and-replace
 
     def test_read_with_an_offset_and_length_returns_that_window_the_total_size_and_where_to_read_on(self) -> None:
