@@ -490,9 +490,10 @@ class NotesList(NoteTool):
         folders: dict[str, int] = {}
         notes: list[tuple[tuple[int, str, str], dict[str, Any]]] = []
         for note in self.bodies().candidates(folder, ""):
-            if not main.inside_workspace(note, workspace):
+            path = note.path  # parsed once: layer 2 (main.inside_workspace's test) and the names below the folder
+            if not (len(path) > len(workspace) and main.is_within(path, workspace) and main.is_within(path, folder)):
                 continue  # layer 2, again for each note: never one outside the workspace
-            rest = main.parse_file_uri(note.uri)[len(folder):]
+            rest = path[len(folder):]
             if len(rest) > 1:
                 folders[rest[0]] = folders.get(rest[0], 0) + 1
             elif rest:
@@ -832,9 +833,12 @@ class ConfirmedTool(NoteTool):
         version = content_version(note, text)
         if "version" in args and version != args["version"]:
             raise main.ToolError(STALE)
-        form = self.form(scope, args, note, text)
-        return self.confirmations.ask(call, bound, self.phase, {self.key: form}, [(note.id, version)], self.binds(scope, args, note, text),
-                                      follows=follows)
+        form, extra = self.asked(scope, args, note, text)
+        return self.confirmations.ask(call, bound, self.phase, {self.key: form}, [(note.id, version)], extra, follows=follows)
+
+    def asked(self, scope: main.Scope, args: dict[str, Any], note: main.Note, text: str) -> tuple[dict[str, Any], dict[str, str]]:
+        """The form and what its state binds beyond the arguments (a move reads its links once for both)."""
+        return self.form(scope, args, note, text), self.binds(scope, args, note, text)
 
     def bound(self, args: dict[str, Any]) -> dict[str, str]:
         """What the state binds beyond the arguments' own values (the sha256 of new text)."""
@@ -1032,7 +1036,12 @@ class NotesMove(ConfirmedTool):
         return below(workspace, parts, "newPath")
 
     def form(self, scope: main.Scope, args: dict[str, Any], note: main.Note, text: str) -> dict[str, Any]:
-        """Where from, where to, that nothing is replaced, and the notes whose links change (a second box); a place the store refuses is refused first."""
+        """The form of `asked`."""
+        return self.asked(scope, args, note, text)[0]
+
+    def asked(self, scope: main.Scope, args: dict[str, Any], note: main.Note, text: str) -> tuple[dict[str, Any], dict[str, str]]:
+        """Where from, where to, that nothing is replaced, the notes whose links change (a second box), and their digest for the state."""
+        # A place the store refuses is refused before the links are looked for, and before any form.
         self.refuse_no_change(scope, args, note, text)
         place = self.place(scope.workspace, args["newPath"])
         message = (f"Move \"{visible(note.title)}\" ({note.id}) from {visible(note.uri)} to {visible(main.format_file_uri(place))}? "
@@ -1044,7 +1053,7 @@ class NotesMove(ConfirmedTool):
             form["params"]["requestedSchema"]["properties"][REWRITE_FIELD] = {
                 "type": "boolean", "default": True,
                 "title": f"Also rewrite the links in the {len(links)} note{'' if len(links) == 1 else 's'} listed (each keeps its old text in the trash)"}
-        return form
+        return form, {"links": self.links_digest(links)}
 
     @staticmethod
     def listed(links: list[Linking]) -> str:
