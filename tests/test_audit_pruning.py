@@ -161,6 +161,15 @@ class SqlRowPruning(PruningContract):
     """An SQL store's ledger: the kept text is a row of deleted_notes, pruned after trashDays or taken back by a restore."""
 
     kept_seconds = TRASH_DAYS * audit.DAY_SECONDS
+    module: Any  # the store's module (SqliteFile, PostgresDatabase)
+
+    def location(self) -> str:
+        raise NotImplementedError
+
+    def open(self, retention: stores.Retention) -> stores.Ledger:
+        store = self.module.open_store(self.location(), clock=self.clock, retention=retention)
+        self.addCleanup(store.close)  # type: ignore[attr-defined]  # the TestCase this is mixed into
+        return store.ledger  # type: ignore[no-any-return]
 
     def keep(self, led: stores.Ledger, principal: str) -> int:
         assert isinstance(led, ledger.SqlLedger)
@@ -184,18 +193,33 @@ class SqlRowPruning(PruningContract):
         self.assertEqual(self.ids(led), made[-2:])
 
 
-class SqlitePruning(SqlRowPruning, unittest.TestCase):
-    def open(self, retention: stores.Retention) -> stores.Ledger:
-        folder = tempfile.TemporaryDirectory(prefix="prune-sqlite-")
-        self.addCleanup(folder.cleanup)
-        store = sqlite_store.open_store(os.path.join(folder.name, "notes.db"), clock=self.clock, retention=retention)
-        self.addCleanup(store.close)
-        return store.ledger
+class SqliteFile:
+    """A new SQLite database file for each test, removed after it."""
 
+    module = sqlite_store
+
+    def location(self) -> str:
+        folder = tempfile.TemporaryDirectory(prefix="prune-sqlite-")
+        self.addCleanup(folder.cleanup)  # type: ignore[attr-defined]  # the TestCase this is mixed into
+        return os.path.join(folder.name, "notes.db")
+
+
+class PostgresDatabase:
+    """A new database of the module's throwaway cluster for each test (skipped without one)."""
+
+    module = postgres_store
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        PG.require()
+
+    def location(self) -> str:
+        return str(PG.require().new_database())
+
+
+class SqlitePruning(SqliteFile, SqlRowPruning, unittest.TestCase):
     def test_refusals_from_before_their_own_number_are_numbered_with_the_other_entries_at_start_up(self) -> None:
-        folder = tempfile.TemporaryDirectory(prefix="prune-old-")
-        self.addCleanup(folder.cleanup)
-        path = os.path.join(folder.name, "notes.db")
+        path = self.location()
         store = sqlite_store.open_store(path, clock=self.clock, retention=self.retention())
         store.audit_refusal(PRINCIPAL, audit.Facts("old"))
         store.close()
@@ -211,15 +235,8 @@ class SqlitePruning(SqlRowPruning, unittest.TestCase):
         self.assertEqual([e["note_id"] for e in reopened.audit_entries()], ["new", "n-2"])  # the old one counted with the others
 
 
-class PostgresPruning(SqlRowPruning, unittest.TestCase):
-    @classmethod
-    def setUpClass(cls) -> None:
-        PG.require()
-
-    def open(self, retention: stores.Retention) -> stores.Ledger:
-        store = postgres_store.open_store(PG.require().new_database(), clock=self.clock, retention=retention)
-        self.addCleanup(store.close)
-        return store.ledger
+class PostgresPruning(PostgresDatabase, SqlRowPruning, unittest.TestCase):
+    pass
 
 
 # =====================================================================================
@@ -276,36 +293,31 @@ class RefusedReadsThenRestore:
         self.assertEqual(self.text(note_id), before)
 
 
-class SqliteRestore(RefusedReadsThenRestore, unittest.TestCase):
+class SqlRestore(RefusedReadsThenRestore):
+    """An SQL store, named to `audit` by its file or URL."""
+
     workspace = main.LESSON_WORKSPACE
+    module: Any
+
+    def location(self) -> str:
+        raise NotImplementedError
 
     def open_store(self, retention: stores.Retention) -> Any:
-        folder = tempfile.TemporaryDirectory(prefix="prune-e2e-")
-        self.addCleanup(folder.cleanup)
-        self.path = os.path.join(folder.name, "notes.db")
-        store = sqlite_store.open_store(self.path, clock=self.clock, retention=retention)
-        self.addCleanup(store.close)
+        self.where = self.location()
+        store = self.module.open_store(self.where, clock=self.clock, retention=retention)
+        self.addCleanup(store.close)  # type: ignore[attr-defined]  # the TestCase this is mixed into
         return store
 
     def cli_store(self) -> list[str]:
-        return ["--db", self.path]
+        return ["--db", self.where]
 
 
-class PostgresRestore(RefusedReadsThenRestore, unittest.TestCase):
-    workspace = main.LESSON_WORKSPACE
+class SqliteRestore(SqliteFile, SqlRestore, unittest.TestCase):
+    pass
 
-    @classmethod
-    def setUpClass(cls) -> None:
-        PG.require()
 
-    def open_store(self, retention: stores.Retention) -> Any:
-        self.url = PG.require().new_database()
-        store = postgres_store.open_store(self.url, clock=self.clock, retention=retention)
-        self.addCleanup(store.close)
-        return store
-
-    def cli_store(self) -> list[str]:
-        return ["--db", self.url]
+class PostgresRestore(PostgresDatabase, SqlRestore, unittest.TestCase):
+    pass
 
 
 class FolderRestore(RefusedReadsThenRestore, unittest.TestCase):
