@@ -6,6 +6,7 @@ import gc
 import os
 import random
 import shutil
+import tempfile
 import threading
 import unittest
 from typing import Any
@@ -16,6 +17,7 @@ from test_indexed_lookup import bounded_titles, parts
 from test_markdown_store import FolderCase
 
 import bench
+import change_watch
 import folder_index
 import folder_paths
 import main
@@ -97,6 +99,17 @@ class ChangeNotification(IndexCase):
         self.assertEqual(sorted(read), ["a.md", "c.md"])
         self.assertEqual(self.listed(store, "TPS"), {"sub/c.md": "TPS c"})
         self.assertEqual(self.listed(store, "budget"), {"a.md": "Budget"})
+
+    def test_the_changed_entries_of_one_folder_are_looked_at_through_one_open_of_it(self) -> None:
+        self.write("sub/a.md", "# TPS a\n")
+        store = self.indexed()
+        self.listed(store, "TPS")
+        for name in ("a", "b", "c", "d"):
+            self.write(f"sub/{name}.md", f"# Budget {name}\n")
+        with mock.patch.object(folder_paths, "open_below", wraps=folder_paths.open_below) as opens:
+            self.assertEqual(self.listed(store, "zzz"), {})  # no candidate: no note opened to be offered
+        self.assertEqual([call.args[1] for call in opens.call_args_list].count(("sub",)), 1)  # four entries changed in it
+        self.assertEqual(len(self.listed(store, "budget")), 4)
 
     def test_a_store_dropped_without_close_gives_its_inotify_instance_back(self) -> None:
         def held() -> int:
@@ -733,6 +746,73 @@ class TitleCost(IndexCase):
                 self.assertLessEqual(held, len(titles) * 188)  # 4 bytes each: at most 752 bytes of postings per note
                 self.assertEqual(held, sum(self.postings(index, slot) for slot in range(len(titles))))
         self.assertEqual(folder_index.TRIGRAM_BUCKETS, 65_536)
+
+
+class EventQueue(unittest.TestCase):
+    """change_watch.Inotify.drain: what one call reads of the kernel's queue."""
+
+    def setUp(self) -> None:
+        tmp = tempfile.TemporaryDirectory(prefix="inotify-")
+        self.addCleanup(tmp.cleanup)
+        self.folder = tmp.name
+        self.watch = change_watch.Inotify()
+        self.addCleanup(self.watch.close)
+        self.wd = self.watch.add(self.folder)
+
+    def touch(self, name: str) -> str:
+        path = os.path.join(self.folder, name)
+        with open(path, "w", encoding="utf-8"):
+            pass  # IN_CREATE, then IN_CLOSE_WRITE
+        return path
+
+    def test_a_drain_takes_the_events_queued_when_it_began_and_those_queued_during_it_wait_for_the_next(self) -> None:
+        self.touch("before.md")
+        real = os.read
+
+        def read_while_a_file_is_made(fd: int, size: int) -> bytes:
+            self.touch("during.md")  # queued after the call began: read by this same read(), held back
+            return real(fd, size)
+
+        with mock.patch.object(change_watch.os, "read", read_while_a_file_is_made):
+            first = self.watch.drain(100)
+        self.assertEqual([name for _, _, name in first], ["before.md", "before.md"])
+        self.assertFalse(self.watch.behind())
+        self.assertEqual([name for _, _, name in self.watch.drain(100)], ["during.md", "during.md"])
+        self.assertEqual(self.watch.drain(100), [])
+
+    def test_a_drain_takes_at_most_its_limit_and_says_it_left_some(self) -> None:
+        for name in ("a.md", "b.md"):
+            self.touch(name)  # four events
+        self.assertEqual(len(self.watch.drain(4)), 4)
+        self.assertFalse(self.watch.behind())
+        self.touch("c.md")
+        self.touch("d.md")
+        self.assertEqual([name for _, _, name in self.watch.drain(3)], ["c.md", "c.md", "d.md"])
+        self.assertTrue(self.watch.behind())
+
+    def test_a_queue_holding_more_bytes_than_the_limits_events_can_fill_is_not_read(self) -> None:
+        for i in range(5):
+            self.touch(f"{i}.md")
+        with mock.patch.object(change_watch.os, "read", wraps=os.read) as reads:
+            # Ten events of 32 bytes: more than one event of the longest name (272 bytes) holds.
+            self.assertEqual(self.watch.drain(1), [])
+        self.assertEqual(reads.call_count, 0)
+        self.assertTrue(self.watch.behind())
+        self.assertEqual(len(self.watch.drain(10)), 10)  # still queued
+
+    def test_an_overflowed_queue_is_answered_with_its_overflow_event_alone_and_the_next_events_follow(self) -> None:
+        path = self.touch("a.md")
+        bench.overflow_queue(path)
+        self.assertEqual(self.watch.drain(_above_the_kernels_queue()), [(-1, change_watch.IN_Q_OVERFLOW, "")])
+        self.assertFalse(self.watch.behind())
+        self.touch("after.md")
+        self.assertEqual([name for _, _, name in self.watch.drain(100)], ["after.md", "after.md"])
+
+
+def _above_the_kernels_queue() -> int:
+    """A drain limit above the kernel's queue length: the overflow is seen however many events it holds."""
+    with open("/proc/sys/fs/inotify/max_queued_events", encoding="ascii") as limit:
+        return int(limit.read()) + 1
 
 
 class Bounds(unittest.TestCase):
