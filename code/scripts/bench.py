@@ -25,7 +25,8 @@
                                           one of its files in a loop
     python3 code/scripts/bench.py --mode index-rebuild [--notes N]
                                           the folder index's first build, and its rebuild after an
-                                          inotify queue overflow, in process (median of five each)
+                                          inotify queue overflow, in process (median of five each);
+                                          a first build while another process makes and removes notes
     python3 code/scripts/bench.py --mode search [--seconds N] [--kinds sqlite,postgres]
                                           notes_search calls/s in-process at 10 and 100,000 notes with text
     python3 code/scripts/bench.py --mode plot [--figures FILE] [--out DIR]
@@ -2160,7 +2161,9 @@ def run_hostile(argv: list[str]) -> int:
 # --mode rename-loop: the folder store's lookups while another process renames one file
 # back and forth as fast as it can.
 # --mode index-rebuild: the folder index's first build, and the lookup after an inotify
-# queue overflow (the rebuild it makes), with a note made after the overflow looked up.
+# queue overflow (the rebuild it makes), with a note made after the overflow looked up;
+# then a first build while another process makes and removes notes, and what the
+# lookups after it miss.
 #
 #     python3 code/scripts/bench.py --mode index-memory [--notes N]
 #     python3 code/scripts/bench.py --mode rename-loop [--notes N] [--seconds N]
@@ -2171,6 +2174,21 @@ INDEX_MEMORY_LENGTHS = (190, 200)  # characters of the random CJK titles measure
 INDEX_MEMORY_SEED_TIMEOUT_MS = 600_000  # the PostgreSQL seed's statement timeout in --mode index-memory
 RENAME_LOOP_FOLDERS = 100  # sub-folders the rename-loop notes are spread over
 INDEX_REBUILD_RUNS = 5  # --mode index-rebuild: builds and overflows measured, the median reported
+INDEX_STORM_MADE, INDEX_STORM_REMOVED = 2000, 400  # --mode index-rebuild: notes another process makes and removes during a first build
+_STORMER = """
+import os, sys
+folder, made, removed, folders = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+print("ready", flush=True)
+sys.stdin.readline()
+every = made // removed
+for i in range(made):
+    with open(os.path.join(folder, f"f{i % folders:03d}", f"storm-{i:06d}.md"), "w", encoding="utf-8") as handle:
+        handle.write(f"# Storm note {i:06d}\\n")
+    if i % every == 0 and i // every < removed:
+        k = i // every
+        os.unlink(os.path.join(folder, f"f{k % folders:03d}", f"n{k:06d}.md"))
+print("done", flush=True)
+"""
 _RENAMER = """
 import os, sys
 first, fresh = sys.argv[1], sys.argv[2] == "fresh"
@@ -2378,6 +2396,34 @@ def overflow_queue(path: str) -> None:
     os.unlink(other)
 
 
+def index_storm(folder: str, root: main.Path, nonces_path: str) -> dict[str, int]:
+    """A first build while another process makes INDEX_STORM_MADE notes and removes INDEX_STORM_REMOVED: what later lookups miss."""
+    import markdown_store
+    import sqlite_store
+
+    nonces = sqlite_store.open_store(nonces_path, clock=time.time)
+    store = markdown_store.MarkdownNotesStore([folder], nonces)
+    stormer = spawn([sys.executable, "-c", _STORMER, folder, str(INDEX_STORM_MADE), str(INDEX_STORM_REMOVED), str(RENAME_LOOP_FOLDERS)],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert stormer.stdin is not None and stormer.stdout is not None
+        stormer.stdout.readline()  # ready
+        stormer.stdin.write(b"go\n")
+        stormer.stdin.flush()  # it makes and removes notes from now on, while the lookup builds
+        store.candidates(root, note_title(INDEX_STORM_REMOVED))
+        made_before = len([name for sub in os.listdir(folder) for name in os.listdir(os.path.join(folder, sub)) if name.startswith("storm-")])
+        stormer.stdout.readline()  # done
+        # Newest first: an index that applies changes oldest first, a few per lookup, cannot hide behind the order.
+        missed = sum(1 for i in reversed(range(INDEX_STORM_MADE)) if len(store.candidates(root, f"Storm note {i:06d}")) != 1)
+        stale = sum(1 for k in range(INDEX_STORM_REMOVED) if store.candidates(root, note_title(k)))
+    finally:
+        stormer.kill()
+        stormer.wait()
+        store.close()
+        nonces.close()
+    return {"made": INDEX_STORM_MADE, "before": made_before, "removed": INDEX_STORM_REMOVED, "missed": missed, "stale": stale}
+
+
 def run_index_rebuild(args: argparse.Namespace) -> None:
     """The folder index's first build, and the lookups after an inotify queue overflow, at --notes notes."""
     import markdown_store
@@ -2426,9 +2472,13 @@ def run_index_rebuild(args: argparse.Namespace) -> None:
             finally:
                 store.close()
                 nonces.close()
+        storm = index_storm(folder, root, os.path.join(directory, "storm.db"))
     built = statistics.median(builds)
     section(f"Folder index, {count:,} notes in {RENAME_LOOP_FOLDERS} folders, inotify (median of {INDEX_REBUILD_RUNS} runs)")
     row("first build (the first lookup)", f"{built:,.0f} ms", "runs: " + " ".join(f"{ms:,.0f}" for ms in builds))
+    row("  notes made by another process meanwhile", f"{storm['made']:,}", f"{storm['before']:,} of them before the lookup returned, {storm['removed']:,} notes removed")
+    row("  made, not offered by a lookup after", f"{storm['missed']:,}", "each looked up by its title, the newest first")
+    row("  removed, still offered by a lookup after", f"{storm['stale']:,}")
     for k, label in enumerate(("the first lookup after a queue overflow", "the first once a rescan is due")):
         taken = statistics.median(run_[k][0] for run_ in after)
         rebuilt, seen, stale = (sum(run_[k][j] for run_ in after) for j in (1, 2, 3))
