@@ -180,7 +180,7 @@ class FolderIndex:
             watching = self.watch is not None and () in self.folders  # built, the root there and watched
             if watching and not self.lost and self._catch_up():
                 pass  # every event queued before this lookup began is applied
-            elif watching or not self.built or self.clock() - self.scanned_at >= self.rescan_interval:
+            elif watching or self.clock() - self.scanned_at >= self.rescan_interval:  # never built: scanned_at is -inf
                 # Events were lost (a queue overflow), more wait than one lookup applies, or
                 # the index is not built: a walk begun now sees every note made before this
                 # lookup. An index served as it was until a rebuild was due never offered a
@@ -189,7 +189,7 @@ class FolderIndex:
                 # What changed while the walk ran is queued on the watches it set before
                 # each listing. One rebuild per lookup at most: if those events are lost
                 # too, this lookup answers from its walk and the next one rebuilds.
-                if self.watch is not None and () in self.folders and not self._catch_up():
+                if self.watch is not None and not self._catch_up():
                     self.lost = True
             if self.dead > max(COMPACT_AFTER, len(self.files)):
                 self._compact()
