@@ -803,6 +803,12 @@ class EventQueue(unittest.TestCase):
         self.assertTrue(self.watch.behind())
         self.assertEqual(len(self.watch.drain(10)), 10)  # still queued
 
+    def test_a_queue_of_exactly_its_limits_events_of_the_longest_name_is_read(self) -> None:
+        longest = "n" * (folder_paths.NAME_MAX - 3) + ".md"  # 255 bytes: each event 16 + 256 bytes
+        self.touch(longest)  # two events
+        self.assertEqual([name for _, _, name in self.watch.drain(2)], [longest, longest])
+        self.assertFalse(self.watch.behind())
+
     def test_an_overflowed_queue_is_answered_with_its_overflow_event_alone_and_the_next_events_follow(self) -> None:
         path = self.touch("a.md")
         bench.overflow_queue(path)
