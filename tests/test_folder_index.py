@@ -809,6 +809,11 @@ class EventQueue(unittest.TestCase):
         self.assertEqual([name for _, _, name in self.watch.drain(2)], [longest, longest])
         self.assertFalse(self.watch.behind())
 
+    def test_the_watched_folder_removed_gives_its_nameless_events_the_last_one_included(self) -> None:
+        os.rmdir(self.folder)
+        self.assertEqual(self.watch.drain(100), [(self.wd, change_watch.IN_DELETE_SELF, ""), (self.wd, change_watch.IN_IGNORED, "")])
+        os.makedirs(self.folder)  # for the cleanup
+
     def test_an_overflowed_queue_is_answered_with_its_overflow_event_alone_and_the_next_events_follow(self) -> None:
         path = self.touch("a.md")
         bench.overflow_queue(path)
