@@ -3,7 +3,7 @@
     {"principals": {"alice": {"token": "...", "workspaces": ["file:///..."], "notesDirs": ["..."]}},
      "stdioPrincipal": "alice", "notes": [...], "db": "notes.db", "keys": ["<hex>"],
      "stateTtlSeconds": 300, "allowedOrigins": [...], "connectPort": 0, "publish": false, "confirmInBrowser": false,
-     "notesTools": false}
+     "notesTools": false, "publicUrl": "https://notes.example.com"}
 
 CONFIG_FIELDS and PRINCIPAL_FIELDS list every key allowed; anything else is refused with
 one line naming the field. Standard library only.
@@ -35,6 +35,7 @@ __all__ = [
     "one_line",
     "read_keys",
     "read_path",
+    "read_public_url",
     "read_token",
 ]
 
@@ -253,6 +254,16 @@ def read_origins(value: Any, field: str) -> frozenset[str]:
     return frozenset(origin.lower() for origin in value)
 
 
+def read_public_url(value: Any, field: str) -> str:
+    """The address people open this server's pages at (scheme://host[:port], no path), lowercased; its links, Origin, cookies."""
+    # A TLS proxy in front of the server: the browser is on https://notes.example.com, not on
+    # the address the server listens on, and every link, Origin check and cookie must say so.
+    if not isinstance(value, str) or not _ORIGIN_RE.fullmatch(value.lower()):
+        raise ConfigError(field, "must be the address people open the pages at, scheme://host[:port] with scheme http or https "
+                                 "and nothing after it, e.g. https://notes.example.com")
+    return value.lower()
+
+
 def read_deletion(value: Any, field: str) -> str:
     """How a confirmed deletion is done: "trash" (the default: undoable) or "unlink"."""
     if value not in audit.DELETION_MODES:
@@ -285,6 +296,7 @@ CONFIG_FIELDS: dict[str, Callable[[Any, str], Any]] = {
     "notesTools": read_bool,  # serve the note tools (code/notes_tools.py: search, read, create, append, update, move); off by default
     "confirmInBrowser": read_bool,  # notes_delete, notes_update, notes_move without a form: a link to the confirmation page; off by default
     "connectPort": read_port,  # stdio with publish or confirmInBrowser: the loopback port of the pages
+    "publicUrl": read_public_url,  # where people open the pages (a TLS proxy's https://...): links, the Origin rule, Secure cookies
     "db": read_path,  # SQLite file: the notes store, or with notesDirs only the consumed confirmations
     "deletion": read_deletion,  # "trash" (default) or "unlink" (code/audit.py)
     "trashDays": read_days,  # how long a trashed note is kept (default audit.DEFAULT_TRASH_DAYS)

@@ -37,6 +37,8 @@ MAX_SLUG_CHARS = 60  # characters of the title kept in a new note's file name
 CHANGED = "The note changed, moved or was deleted since you read it; nothing was changed. Read it again."
 TOO_LONG = f"The note would hold more than {MAX_NOTE_BYTES:,} bytes; nothing was changed."
 TAKEN = "A note already exists at that place; nothing was moved (a move never replaces a note)."
+UNREACHABLE = (f"At that place the note's URI would be longer than {main.MAX_URI_LENGTH:,} characters, where no tool reaches it; "
+               "nothing was moved. Choose a shorter path.")
 NO_PLACE = f"{MAX_NAME_TRIES} notes in that folder already take this title's file name; nothing was created. Choose another title."
 
 Check = Callable[[main.Note, str], bool]  # the tool's live re-check: (note, body) -> still the one asked about?
@@ -140,13 +142,27 @@ class BodySql:
             return CHANGED
         note, _ = found
         uri = main.format_file_uri(place)
-        if self.run(conn, "SELECT 1 FROM notes WHERE uri = ?", (uri,)).fetchone() is not None:
+        refusal = self.place_refusal(conn, note, place)
+        if refusal is not None:
             record(audit.REFUSED, audit.Facts(note.id, note.title, note.uri))
-            return TAKEN
+            return refusal
         moved = note._replace(uri=uri, revision=note.revision + 1)
         self.run(conn, "UPDATE notes SET uri = ?, revision = ?, folded = ? WHERE id = ?", (uri, moved.revision, title_index.index_key(moved), note.id))
         record(audit.MOVED, audit.Facts(note.id, note.title, note.uri))
         return moved
+
+    def place_refusal(self, conn: Any, note: main.Note, place: main.Path) -> str | None:
+        """Why `note` cannot take `place` in this database now: a URI no row may hold (stores.check_note), or a note there; else None."""
+        # A row whose URI check_note refuses is skipped by every read (stores.stored_note):
+        # moved there, the note would be in the database and out of every tool's reach.
+        uri = main.format_file_uri(place)
+        try:
+            stores.check_note(note._replace(uri=uri))
+        except ValueError:
+            return UNREACHABLE
+        if self.run(conn, "SELECT 1 FROM notes WHERE uri = ?", (uri,)).fetchone() is not None:
+            return TAKEN
+        return None
 
     def keep(self, conn: Any, entry: int, note: main.Note, body: str, now: float) -> None:
         """Put one version of a note in the trash under the audit entry that replaced it."""

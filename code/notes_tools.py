@@ -49,7 +49,17 @@ DEFAULT_SEARCH_LIMIT = 10  # results of a search when the caller gives no limit
 MAX_SEARCH_LIMIT = 50  # results one search returns at most
 SNIPPET_CHARS = 160  # characters of a note's text shown beside each search result
 MAX_READ_CHARS = 20_000  # characters of a note's text one read returns; a longer text is cut, and the result says so
-MAX_TEXT_CHARS = 32_000  # characters of text one create, append or update carries
+# Text is bounded in UTF-8 bytes, the unit of the message bound (frame.MAX_MESSAGE_BYTES,
+# 64 KiB, tested against these three; past it a request is -32600 before any tool sees it). JSON spells a byte of text
+# in at most JSON_GROWTH bytes when a client sends UTF-8 as itself (a newline, a quote or a
+# backslash in two) and a CJK character in six when it escapes it (\uXXXX, for three bytes
+# of UTF-8); the rest of the largest request this server asks for (the workspace URI, the
+# note id, the version, the requestState or confirmation token it issued, JSON-RPC's own
+# keys) fits in ENVELOPE_BYTES. So a text at the bound always arrives: 32,000 CJK characters
+# (96,000 bytes) once passed a 32,000-character bound and were refused as -32600.
+JSON_GROWTH = 2  # bytes of JSON per byte of UTF-8 text, at most, for the text a note holds
+ENVELOPE_BYTES = 5_536  # bytes of the largest request around its text: URI 2,048, id 768, version 64, token 1,600, the rest 1,056
+MAX_TEXT_BYTES = 30_000  # UTF-8 bytes of text one create, append or update carries: (65,536 - ENVELOPE_BYTES) // JSON_GROWTH
 MAX_PATH_LENGTH = 1024  # characters in a move's newPath
 MAX_DIFF_LINES = 400  # lines of the unified diff an update's form shows; a larger change is refused, never shown in part
 MAX_DIFF_CHARS = 16_000  # characters of that diff, likewise
@@ -72,6 +82,14 @@ _NOTE_ID = {"type": "string", "minLength": 1, "maxLength": stores.MAX_NOTE_ID_LE
 _VERSION = {"type": "string", "minLength": 1, "maxLength": 64, "description": "The version notes_read returned."}
 
 
+def text_property(what: str, min_length: int = 0) -> dict[str, Any]:
+    """The schema of a text argument: its bound is in UTF-8 bytes, said in words (maxLength, in characters, is implied by it)."""
+    return {"type": "string", "minLength": min_length, "maxLength": MAX_TEXT_BYTES,
+            "description": f"{what} At most {MAX_TEXT_BYTES:,} bytes in UTF-8 (ASCII 1 byte a character, CJK 3, emoji 4: at most "
+                           f"{MAX_TEXT_BYTES // 3:,} CJK characters), so the request fits the 64 KiB message bound; "
+                           "split a longer text over notes_append calls."}
+
+
 def descriptor(name: str, title: str, description: str, properties: dict[str, Any], required: list[str], *,
                read_only: bool, destructive: bool, idempotent: bool) -> dict[str, Any]:
     """A tool descriptor whose annotations say what the tool does: reads only, destroys, repeats safely; never the open world."""
@@ -89,7 +107,7 @@ def descriptor(name: str, title: str, description: str, properties: dict[str, An
 # Arguments, scope, versions, what a person is shown
 # =====================================================================================
 
-Field = tuple[str, int, int, bool]  # (kind "string"/"integer", minimum, maximum, required)
+Field = tuple[str, int, int, bool]  # (kind "string" (characters) / "text" (UTF-8 bytes) / "integer", minimum, maximum, required)
 
 
 def read_args(arguments: Any, tool: str, fields: dict[str, Field]) -> dict[str, Any]:
@@ -107,12 +125,17 @@ def read_args(arguments: Any, tool: str, fields: dict[str, Field]) -> dict[str, 
         if kind == "integer":
             if type(value) is not int or not low <= value <= high:
                 raise main.ToolError(f"Invalid arguments for tool {tool}: {name} must be an integer in {low}..{high}.")
+        elif kind == "text":
+            # Measured as the message measures it: in UTF-8 bytes (a lone surrogate counts 3, then -32602 below).
+            if not isinstance(value, str) or not low <= len(value.encode("utf-8", "surrogatepass")) <= high:
+                raise main.ToolError(f"Invalid arguments for tool {tool}: {name} must be text of {low}..{high:,} bytes in UTF-8 "
+                                     f"(a CJK character is 3 bytes, so at most {high // 3:,} of them); split a longer text.")
         else:
             if not isinstance(value, str) or not low <= len(value) <= high:
                 raise main.ToolError(f"Invalid arguments for tool {tool}: {name} must be a string of {low}..{high} characters.")
-            # A NUL or a lone surrogate is text no note holds and no store can encode.
-            if "\x00" in value or any("\ud800" <= ch <= "\udfff" for ch in value):
-                raise main.McpError(main.INVALID_PARAMS, f"Invalid params: {name} for tool {tool} holds a NUL or a lone surrogate")
+        # A NUL or a lone surrogate is text no note holds and no store can encode.
+        if isinstance(value, str) and ("\x00" in value or any("\ud800" <= ch <= "\udfff" for ch in value)):
+            raise main.McpError(main.INVALID_PARAMS, f"Invalid params: {name} for tool {tool} holds a NUL or a lone surrogate")
         read[name] = value
     return read
 
@@ -132,14 +155,67 @@ def content_version(note: main.Note, text: str) -> str:
     return main.digest([note.version, text_sha256(text)])
 
 
-# Characters a person could not see or tell apart in a form: every non-printable character
-# (tabs, carriage returns, zero-width and bidi controls, escapes), and the backslash that
-# starts our spelling of them, so that "\u200b" typed in a note cannot pass for one.
+# Characters a person cannot see, or cannot tell from others, in a form or on the page:
+# written out once here, and escaped by `visible` wherever either shows text. The person
+# approves what they see, so a character that renders as nothing, or that lays itself
+# over the character before it, would let "pay 100 to account 12345" plus hidden bytes
+# read exactly as the line it replaces. Python's str.isprintable() already refuses the
+# categories Cc, Cf, Cs, Co, Cn, Zs (but U+0020), Zl and Zp; this table adds what it lets
+# through. Ranges are inclusive; the data is the Unicode Character Database 14.0.0 (the
+# version of Python 3.11's unicodedata), and tests/test_hidden_text.py checks the table
+# against that data.
+HIDDEN_RANGES: tuple[tuple[int, int, str], ...] = (
+    # Default_Ignorable_Code_Point, every range of DerivedCoreProperties.txt (UCD 14.0.0):
+    # variation selectors, joiners, fillers, bidi and tag characters, and the reserved rest.
+    (0x00AD, 0x00AD, "soft hyphen"),
+    (0x034F, 0x034F, "combining grapheme joiner"),
+    (0x061C, 0x061C, "Arabic letter mark"),
+    (0x115F, 0x1160, "Hangul choseong and jungseong fillers"),
+    (0x17B4, 0x17B5, "Khmer inherent vowels"),
+    (0x180B, 0x180F, "Mongolian variation selectors and vowel separator"),
+    (0x200B, 0x200F, "zero-width space, joiners, direction marks"),
+    (0x202A, 0x202E, "bidi embeddings and overrides"),
+    (0x2060, 0x206F, "word joiner, invisible operators, bidi isolates"),
+    (0x3164, 0x3164, "Hangul filler"),
+    (0xFE00, 0xFE0F, "variation selectors"),
+    (0xFEFF, 0xFEFF, "zero-width no-break space"),
+    (0xFFA0, 0xFFA0, "halfwidth Hangul filler"),
+    (0xFFF0, 0xFFF8, "reserved specials"),
+    (0x1BCA0, 0x1BCA3, "shorthand format controls"),
+    (0x1D173, 0x1D17A, "musical beam and phrase controls"),
+    (0xE0000, 0xE0FFF, "tags, variation selectors supplement, reserved"),
+    # Canonical_Combining_Class 1 (Overlay): drawn over the character before them, so
+    # "1\u0338" reads as a struck-out 1 in one font and as 1 in another.
+    (0x0334, 0x0338, "combining overlays"),
+    (0x1CD4, 0x1CD4, "Vedic overlay"),
+    (0x1CE2, 0x1CE8, "Vedic overlays"),
+    (0x20D2, 0x20D3, "combining long and short vertical line overlays"),
+    (0x20D8, 0x20DA, "combining ring and clockwise ring overlays"),
+    (0x20E5, 0x20E6, "combining reverse solidus and double vertical stroke overlays"),
+    (0x20EA, 0x20EB, "combining leftwards arrow and long double solidus overlays"),
+    (0x10A39, 0x10A39, "Kharoshthi cauda"),
+    (0x16AF0, 0x16AF4, "Bassa Vah combining tones"),
+    (0x1BC9E, 0x1BC9E, "Duployan double mark"),
+    (0x1D167, 0x1D169, "musical tremolo overlays"),
+    # Printable characters whose glyph is blank.
+    (0x2800, 0x2800, "Braille pattern blank"),
+    (0x16FE4, 0x16FE4, "Khitan small script filler"),
+    (0x1D159, 0x1D159, "musical symbol null notehead"),
+)
+HIDDEN = frozenset(chr(point) for first, last, _ in HIDDEN_RANGES for point in range(first, last + 1))
+
+
+def escape(ch: str) -> str:
+    """One character spelled as the \\u (or \\U) escape a person reads in a form or on the page."""
+    return f"\\u{ord(ch):04x}" if ord(ch) <= 0xFFFF else f"\\U{ord(ch):08x}"
+
+
 def visible(text: str) -> str:
-    """`text` with the backslash doubled and every non-printable character as a \\u (or \\U) escape."""
-    if text.isprintable() and "\\" not in text:
+    """`text` with the backslash doubled and every non-printable or HIDDEN character as a \\u (or \\U) escape."""
+    # The backslash is doubled so that "\\u200b" typed in a note cannot pass for an escape.
+    if text.isprintable() and "\\" not in text and HIDDEN.isdisjoint(text):
         return text
-    return "".join("\\\\" if ch == "\\" else ch if ch.isprintable() else (f"\\u{ord(ch):04x}" if ord(ch) <= 0xFFFF else f"\\U{ord(ch):08x}") for ch in text)
+    return "".join("\\\\" if ch == "\\" else escape(ch) if ch in HIDDEN or not ch.isprintable() else ch for ch in text)
 
 
 def whole_diff(old: str, new: str) -> tuple[str, int]:
@@ -336,9 +412,9 @@ class NotesCreate(NoteTool):
         "notes_create", "Create a note",
         "Create a new note with a title and text in the workspace folder you name; it never replaces an existing note.",
         {"workspaceUri": _URI, "title": {"type": "string", "minLength": 1, "maxLength": main.MAX_TITLE_LENGTH},
-         "body": {"type": "string", "maxLength": MAX_TEXT_CHARS}},
+         "body": text_property("The note's text.")},
         ["workspaceUri", "title", "body"], read_only=False, destructive=False, idempotent=False)
-    fields = {"workspaceUri": WORKSPACE_FIELD, "title": ("string", 1, main.MAX_TITLE_LENGTH, True), "body": ("string", 0, MAX_TEXT_CHARS, True)}
+    fields = {"workspaceUri": WORKSPACE_FIELD, "title": ("string", 1, main.MAX_TITLE_LENGTH, True), "body": ("text", 0, MAX_TEXT_BYTES, True)}
 
     def call(self, call: main.ToolCall) -> dict[str, Any]:
         """Create the note at the first free place for its title (audited), or say why not."""
@@ -362,9 +438,9 @@ class NotesAppend(NoteTool):
         "notes_append", "Append to a note",
         "Add text at the end of a note (nothing is overwritten). Pass the version notes_read returned: if the note changed "
         "since, nothing is added.",
-        {"workspaceUri": _URI, "noteId": _NOTE_ID, "text": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT_CHARS}, "version": _VERSION},
+        {"workspaceUri": _URI, "noteId": _NOTE_ID, "text": text_property("The text to add at the end.", 1), "version": _VERSION},
         ["workspaceUri", "noteId", "text", "version"], read_only=False, destructive=False, idempotent=True)
-    fields = {"workspaceUri": WORKSPACE_FIELD, "noteId": NOTE_FIELD, "text": ("string", 1, MAX_TEXT_CHARS, True), "version": VERSION_FIELD}
+    fields = {"workspaceUri": WORKSPACE_FIELD, "noteId": NOTE_FIELD, "text": ("text", 1, MAX_TEXT_BYTES, True), "version": VERSION_FIELD}
 
     def call(self, call: main.ToolCall) -> dict[str, Any]:
         """Append in one store transaction that re-checks layers 1 and 2 and the version (audited), or refuse."""
@@ -465,7 +541,7 @@ class ConfirmedTool(NoteTool):
         version = content_version(note, text)
         if "version" in args and version != args["version"]:
             raise main.ToolError(STALE)
-        self.refuse_no_change(scope, args, text)
+        self.refuse_no_change(scope, args, note, text)
         detail = json.dumps({"noteId": note.id, "version": version, **self.shown(args)})
         handle, claims = self.flow.open(call.principal, self.name, self.digest(scope, args, **self.bound(args)), phase,
                                         [(note.id, version)], self.bound(args), scope.arguments["workspaceUri"], note.title, detail)
@@ -544,7 +620,10 @@ class ConfirmedTool(NoteTool):
         if not self.policy.allows(record.principal, workspace):  # a grant may have been revoked since
             return "That workspace is no longer authorized for you; nothing can be changed here."
         detail = json.loads(record.detail or "{}")
-        found = self.store.note_text(str(detail.get("noteId", "")), workspace) if hasattr(self.store, "note_text") else None
+        try:
+            found = self.store.note_text(str(detail.get("noteId", "")), workspace) if hasattr(self.store, "note_text") else None
+        except stores.StoreRefused as exc:
+            return str(exc)  # the folder was replaced since start-up: nothing to approve, said as the tools say it
         if found is None or not main.inside_workspace(found[0], workspace) or content_version(*found) != detail.get("version"):
             return PAGE_STALE
         note, text = found
@@ -566,7 +645,7 @@ class ConfirmedTool(NoteTool):
         """What happens to what the change replaces."""
         raise NotImplementedError
 
-    def refuse_no_change(self, scope: main.Scope, args: dict[str, Any], text: str) -> None:
+    def refuse_no_change(self, scope: main.Scope, args: dict[str, Any], note: main.Note, text: str) -> None:
         """A ToolError when the arguments ask for no valid change (checked before any page is opened)."""
         raise NotImplementedError
 
@@ -605,9 +684,9 @@ class NotesUpdate(ConfirmedTool):
         "notes_update", "Replace a note's text",
         "Replace the text of a note read at `version` with `body`. The user sees the change as a diff and confirms it in a form "
         "before anything is written; the old text goes to the trash, where an operator can restore it.",
-        {"workspaceUri": _URI, "noteId": _NOTE_ID, "body": {"type": "string", "maxLength": MAX_TEXT_CHARS}, "version": _VERSION},
+        {"workspaceUri": _URI, "noteId": _NOTE_ID, "body": text_property("The note's whole new text."), "version": _VERSION},
         ["workspaceUri", "noteId", "body", "version"], read_only=False, destructive=True, idempotent=True)
-    fields = {"workspaceUri": WORKSPACE_FIELD, "noteId": NOTE_FIELD, "body": ("string", 0, MAX_TEXT_CHARS, True), "version": VERSION_FIELD}
+    fields = {"workspaceUri": WORKSPACE_FIELD, "noteId": NOTE_FIELD, "body": ("text", 0, MAX_TEXT_BYTES, True), "version": VERSION_FIELD}
     key, phase, done_field = UPDATE_KEY, PHASE_UPDATE, "updated"
     heading, apply_label = "Replace a note's text?", "Apply"
 
@@ -620,8 +699,8 @@ class NotesUpdate(ConfirmedTool):
         diff = unified_diff(text, args["body"])
         if diff is None:
             raise TooLarge(TOO_LARGE)
-        self.refuse_no_change(scope, args, text)
-        message = (f"Replace the text of \"{note.title}\" ({note.id}) in {scope.arguments['workspaceUri']}? {self.kept()} "
+        self.refuse_no_change(scope, args, note, text)
+        message = (f"Replace the text of \"{visible(note.title)}\" ({note.id}) in {scope.arguments['workspaceUri']}? {self.kept()} "
                    f"The change (invisible characters shown as \\u escapes):\n{diff}")
         return confirm_form(message, "Apply this change")
 
@@ -630,7 +709,7 @@ class NotesUpdate(ConfirmedTool):
         return ("The old text is moved to the trash; an operator can restore it." if getattr(self.store, "retention", None) is not None
                 and self.store.retention.trash else "The old text is not kept.")
 
-    def refuse_no_change(self, scope: main.Scope, args: dict[str, Any], text: str) -> None:
+    def refuse_no_change(self, scope: main.Scope, args: dict[str, Any], note: main.Note, text: str) -> None:
         """The same text again is no change."""
         if text == args["body"]:
             raise main.ToolError("The new text is the note's text already; nothing to change.")
@@ -640,7 +719,7 @@ class NotesUpdate(ConfirmedTool):
         return {"body": args["body"]}
 
     def shows(self, workspace: main.Path, note: main.Note, text: str, detail: dict[str, Any]) -> str | None:
-        """The whole diff, made visible as the form makes it, with no bound but the request's own (MAX_TEXT_CHARS)."""
+        """The whole diff, made visible as the form makes it, with no bound but the request's own (MAX_TEXT_BYTES)."""
         body = detail.get("body")
         return whole_diff(text, body)[0] if isinstance(body, str) else None
 
@@ -688,15 +767,20 @@ class NotesMove(ConfirmedTool):
         return place
 
     def form(self, scope: main.Scope, args: dict[str, Any], note: main.Note, text: str) -> dict[str, Any]:
-        """Where from, where to, and that nothing is replaced."""
+        """Where from, where to, and that nothing is replaced; a place the store refuses is refused before any form."""
+        self.refuse_no_change(scope, args, note, text)
         place = self.place(scope.workspace, args["newPath"])
-        message = (f"Move \"{note.title}\" ({note.id}) from {visible(note.uri)} to {visible(main.format_file_uri(place))}? "
+        message = (f"Move \"{visible(note.title)}\" ({note.id}) from {visible(note.uri)} to {visible(main.format_file_uri(place))}? "
                    "A note already there is never replaced: the move is refused instead.")
         return confirm_form(message, "Move the note")
 
-    def refuse_no_change(self, scope: main.Scope, args: dict[str, Any], text: str) -> None:
-        """A destination that is no place inside the workspace is refused before any page opens."""
-        self.place(scope.workspace, args["newPath"])
+    def refuse_no_change(self, scope: main.Scope, args: dict[str, Any], note: main.Note, text: str) -> None:
+        """A destination that is no place inside the workspace, or one the store refuses, is refused before any form or page."""
+        # The person must never approve a move the store then refuses: a place taken, a
+        # folder that does not exist, or one where no tool would reach the note again.
+        refusal = self.store.move_refusal(scope.workspace, note, self.place(scope.workspace, args["newPath"]))
+        if refusal is not None:
+            raise main.ToolError(refusal)
 
     def shown(self, args: dict[str, Any]) -> dict[str, str]:
         """The page keeps the destination as asked."""
@@ -721,8 +805,8 @@ class NotesMove(ConfirmedTool):
         return self.store.move_note(principal, nonce, expires, scope.workspace, note_id, place, self.check(principal, scope, version))
 
     def done(self, note: main.Note, scope: main.Scope) -> dict[str, Any]:
-        """The note is at its new place (its id may change with it, in a folder)."""
-        return main.tool_result(f"Moved note to {note.uri} (id {note.id}).", {"moved": True, "noteId": note.id})
+        """The note's new place and id, as the store wrote them (its id may change with it, in a folder)."""
+        return main.tool_result(f"Moved note to {note.uri} (id {note.id}).", {"moved": True, "noteId": note.id, "uri": note.uri})
 
 
 TOOLS = (NotesWorkspaces, NotesSearch, NotesRead, NotesCreate, NotesAppend, NotesUpdate, NotesMove)

@@ -389,6 +389,10 @@ class PostgresNotesStore(stores.SettleSeam):
         """One transaction: claim the nonce, re-check the live note, give it the place if free; audited."""
         return self.consume_act(principal, nonce, expires_at, lambda conn, now, record: _BODY.move(conn, record, note_id, place, check))
 
+    def move_refusal(self, workspace: main.Path, note: main.Note, place: main.Path) -> str | None:
+        """Why `note` cannot be moved to `place` here, read now (a URI over MAX_URI_LENGTH, a note there), or None; asked before any form."""
+        return self._read(lambda conn: _BODY.place_refusal(conn, note, place))  # type: ignore[no-any-return]
+
     def consume_act(self, principal: str, nonce: str, expires_at: float,
                     act: Callable[[Any, float, note_bodies.Record], object]) -> tuple[main.Settlement, main.Note | str | None]:
         """One transaction: claim the nonce, run a note tool's write; CONSUMED with what it returned (CHANGED: a refusal), or USED/FULL."""

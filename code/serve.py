@@ -18,16 +18,30 @@ code/streamable_http.py) until a signal stops it. Extension modules are imported
 when asked for. Standard library only.
 """
 
-from __future__ import annotations
+# ruff: noqa: E402
+# The imports come after the version check below, on purpose. No `from __future__` import
+# here: this file must compile on an older Python 3 so that the check can say what is wrong.
+import sys
+
+# The first thing serve.py does: on Python 3.10 or older the imports below fail with a
+# traceback that names sqlite3 or typing, not the interpreter. `python3` in a host's
+# configuration is often an older system Python than the shell's.
+if sys.version_info < (3, 11):
+    sys.stderr.write(
+        "notes-mcp: needs Python 3.11 or later; this is Python %d.%d.%d (%s)\n"
+        % (sys.version_info[0], sys.version_info[1], sys.version_info[2], sys.executable or "python3")
+    )
+    raise SystemExit(2)
 
 import argparse
+import difflib
 import math
 import os
+import re
 import signal
-import sys
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import assemble
 import config as configuration
@@ -90,20 +104,56 @@ def startup_report(
     if not owners:
         lines.append("workspaces: none granted, so every notes_delete call is refused")
     lines.extend(described)
-    lines.append(f"consumed confirmations: {assemble.confirmations_home(config)}")
+    lines.append(f"consumed confirmations: {assemble.confirmations_home(config)}{relative_db(args)}")
     lines.append(f"extensions: {', '.join(extensions(config, args)) or 'none'}")
     lines.append(f"confirmation page: {confirmation_page(config, args)}")
     lines.extend(extra)
     return lines
 
 
+def pages_on_loopback(args: argparse.Namespace) -> bool:
+    """True when the pages would be served on a loopback address (always under --stdio; --host's under --http)."""
+    import streamable_http
+
+    return not args.http or streamable_http.is_loopback(args.host)
+
+
+def serve_pages_at(pages: Any, policy: Any, config: dict[str, Any], listened: str, loopback: bool) -> str:
+    """Give the pages their origin (publicUrl, else the listener's `listened`) and let the transport accept it; that origin."""
+    public = config.get("publicUrl")
+    pages.base_url = public or listened
+    if public:
+        # The browser names the public origin in Origin and, through a proxy that keeps it, in Host.
+        policy.allowed_origins = frozenset(policy.allowed_origins) | {public}
+        if loopback and policy.allowed_hosts is not None:
+            policy.allowed_hosts = frozenset(policy.allowed_hosts) | {public.split("://", 1)[1]}
+    return pages.base_url  # type: ignore[no-any-return]
+
+
+def relative_db(args: argparse.Namespace) -> str:
+    """For a relative --db, what the report adds to the absolute path it resolved to at start-up; else ""."""
+    # A host starts servers from whatever folder it likes: `--db notes.db` from two folders
+    # is two databases, so a confirmation declined on one instance could be accepted on the
+    # other. The path each instance really uses is said, and why it is that one.
+    db = getattr(args, "db", None)
+    if not db or os.path.isabs(db) or db.startswith(configuration.POSTGRES_SCHEMES):
+        return ""
+    return (f" (--db {db} is relative: resolved against the working directory at start-up; instances share "
+            "confirmations only when they name this same file, so give hosts the absolute path)")
+
+
 def confirmation_page(config: dict[str, Any], args: argparse.Namespace) -> str:
     """Whether hosts without a form can confirm a deletion on this server's page, and how."""
     browser = args.confirm_in_browser or config.get("confirmInBrowser", False)
+    public = config.get("publicUrl")
+    at = f"; links at {public} (publicUrl: the pages' Origin, Secure cookies when https)" if public else ""
     if browser:
-        return "on (--confirm-in-browser): a host without forms gets a link, and URL-mode hosts the page"
-    if args.http or args.publish or config.get("publish", False):
-        return "URL-mode hosts only (--confirm-in-browser is off: hosts with neither forms nor URL mode get -32021)"
+        return f"on (--confirm-in-browser): a host without forms gets a link, and URL-mode hosts the page{at}"
+    if args.publish or config.get("publish", False) or (args.http and (pages_on_loopback(args) or public)):
+        return f"URL-mode hosts only (--confirm-in-browser is off: hosts with neither forms nor URL mode get -32021){at}"
+    if args.http:
+        return (f"off: --host {args.host} is not a loopback address and publicUrl is unset, so no page is served "
+                "(hosts without forms get -32021)")
     return "off (hosts without forms get -32021; --confirm-in-browser turns it on)"
 
 
@@ -151,7 +201,7 @@ class LegacyOnDemand:
             if self.sessions is None:
                 import legacy_http
 
-                self.sessions = legacy_http.install(self.endpoint, self.server, log=main.stderr_log)
+                self.sessions = legacy_http.install(self.endpoint, self.server, log=say)
         return self.sessions.route(request, principal)
 
     def close(self) -> None:
@@ -188,7 +238,7 @@ def serve_http(server: frame.Server, config: dict[str, Any], args: argparse.Name
             args.host.strip("[]"),
             args.port,
             endpoint,
-            main.stderr_log,
+            say,
             args.request_timeout or streamable_http.REQUEST_TIMEOUT_SECONDS,
             store_waits=store_waits(server.notes),
             refused=endpoint.refused,
@@ -196,14 +246,14 @@ def serve_http(server: frame.Server, config: dict[str, Any], args: argparse.Name
     except OSError as exc:
         say(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
         return 1
-    if pages is not None:
-        pages.base_url = httpd.url("")
     if streamable_http.is_loopback(args.host):
         # Known only once bound (--port 0): the names a loopback client may put in Host.
         port = httpd.address[1]
         policy.allowed_hosts = frozenset(f"{name}:{port}" for name in streamable_http.LOOPBACK_NAMES)
         if port == 80:
             policy.allowed_hosts |= frozenset(streamable_http.LOOPBACK_NAMES)
+    if pages is not None:
+        serve_pages_at(pages, policy, config, httpd.url(""), streamable_http.is_loopback(args.host))
 
     # Counted before confinement (a walk of each folder); printed after it, the listening line first.
     lines = startup_report(server, config, args, f"listening on {httpd.url(streamable_http.ENDPOINT)}")
@@ -247,18 +297,19 @@ def serve_stdio(server: frame.Server, config: dict[str, Any], args: argparse.Nam
     port = config.get("connectPort", 0)
     try:
         listener = streamable_http.listen(
-            "127.0.0.1", port, endpoint, main.stderr_log, args.request_timeout or streamable_http.REQUEST_TIMEOUT_SECONDS, refused=endpoint.refused
+            "127.0.0.1", port, endpoint, say, args.request_timeout or streamable_http.REQUEST_TIMEOUT_SECONDS, refused=endpoint.refused
         )
     except OSError as exc:
         say(f"cannot listen on 127.0.0.1:{port} for the pages: {exc.strerror or exc}")
         return 1
     port = listener.address[1]
     policy.allowed_hosts = frozenset(f"{name}:{port}" for name in streamable_http.LOOPBACK_NAMES)
-    pages.base_url = listener.url("")
+    base = serve_pages_at(pages, policy, config, listener.url(""), True)
     confined = confine(config, args, [port])
     if confined is None:
         return EXIT_USAGE
-    report([*lines, "; ".join(f"{member.title} on {listener.url(member.prefix)}" for member in pages.members), confined])
+    where = "" if base == listener.url("") else f" (listening on {listener.url('')})"
+    report([*lines, "; ".join(f"{member.title} on {base}{member.prefix}" for member in pages.members) + where, confined])
     thread = threading.Thread(target=listener.serve_forever, name="connect-pages", daemon=True)
     thread.start()
     try:
@@ -332,7 +383,7 @@ def port_number(text: str) -> int:
 # Every variable the server reads, for --help (tests/test_package.py checks the code reads no other).
 ENVIRONMENT = (
     ("NOTES_MCP_SECRET", "signing keys as hex, comma-separated, newest first (instead of the config's keys)"),
-    ("NOTES_MCP_TOKEN", f"the bearer token of {main.LESSON_PRINCIPAL!r} without --config (for --http and --publish)"),
+    ("NOTES_MCP_TOKEN", f"the token of principal {main.LESSON_PRINCIPAL!r} without --config: the bearer token for --http, the pages' sign-in for --publish and --confirm-in-browser"),
     ("XDG_STATE_HOME", "folders without --db keep consumed confirmations in $XDG_STATE_HOME/notes-mcp/nonces.db"),
     ("PGPASSWORD", "--db postgresql://...: the password, read by libpq (or ~/.pgpass)"),
     ("PGHOST, PGPORT", "--db postgresql://...: libpq's defaults for a URL without them (the sandbox allows them)"),
@@ -345,6 +396,47 @@ def version() -> str:
     return str(main.SERVER_INFO["version"])
 
 
+class CommandLine(argparse.ArgumentParser):
+    """argparse with every mistake on one prefixed line; an unknown option names the nearest known one."""
+
+    def parse_known_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:
+        """Refuse an unknown option first: argparse would otherwise report a missing --stdio/--http and drop the typo."""
+        words = list(sys.argv[1:] if args is None else args)
+        unknown = self.unknown_option(words)
+        if unknown is not None:
+            nearest = difflib.get_close_matches(unknown, self.long_options(), n=1, cutoff=SUGGEST_CUTOFF)
+            self.error(f"unknown option {unknown}" + (f": did you mean {nearest[0]}?" if nearest else ""))
+        return super().parse_known_args(args, namespace)
+
+    def long_options(self) -> list[str]:
+        """Every --option this command takes, in the order --help lists them."""
+        return [name for action in self._actions for name in action.option_strings if name.startswith("--")]
+
+    def unknown_option(self, words: Sequence[str]) -> str | None:
+        """The first word that looks like an option but names none (nor abbreviates one, as argparse allows); else None."""
+        for word in words:
+            if word == "--":
+                return None  # what follows is not an option
+            if not word.startswith("-") or word == "-" or _NUMBER_RE.fullmatch(word):
+                continue
+            name = word.split("=", 1)[0]
+            if name in self._option_string_actions:
+                continue
+            if name.startswith("--") and any(option.startswith(name) for option in self.long_options()):
+                continue  # an abbreviation: argparse resolves it, or says it is ambiguous
+            return name
+        return None
+
+    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+        """One line on stderr, then exit 2: the usage block would bury the one thing that is wrong."""
+        say(f"{message} ({self.prog} --help lists every option)")
+        raise SystemExit(EXIT_USAGE)
+
+
+SUGGEST_CUTOFF = 0.6  # difflib's similarity an unknown option needs to a known one to be suggested
+_NUMBER_RE = re.compile(r"-\d+(?:\.\d*)?")  # a negative number is a value, not an option
+
+
 def parser(prog: str = "serve.py") -> argparse.ArgumentParser:
     """The serving command line; `prog` is how it was started (serve.py, or the installed notes-mcp)."""
     width = max(len(name) for name, _ in ENVIRONMENT)
@@ -354,7 +446,7 @@ def parser(prog: str = "serve.py") -> argparse.ArgumentParser:
     )  # fmt: skip
     if prog != "serve.py":
         epilog += f" {prog} demo runs the scripted demo (python3 code/main.py in a checkout)."
-    p = argparse.ArgumentParser(
+    p = CommandLine(
         prog=prog, description="Serve the notes MCP server (protocol 2026-07-28).", epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
@@ -379,6 +471,11 @@ def parser(prog: str = "serve.py") -> argparse.ArgumentParser:
         help="serve 2026-07-28 only, on stdio and HTTP (initialize gets -32601 naming the supported versions)",
     )
     p.add_argument("--db", metavar="FILE|URL", help="SQLite file or postgresql:// URL shared by instances (overrides the config's db)")
+    p.add_argument(
+        "--public-url", metavar="URL",
+        help="the address people open the pages at, e.g. https://notes.example.com behind a TLS proxy: the pages' links, "
+             "Origin rule and Secure cookies (overrides the config's publicUrl; required for pages on a non-loopback --host)",
+    )  # fmt: skip
     p.add_argument(
         "--notes-dir",
         metavar="DIR",
@@ -499,6 +596,14 @@ def start(argv: Sequence[str], prog: str = "serve.py") -> tuple[frame.Server, di
         if args.db is not None:
             # As typed in a shell: the working directory's (a config's db is its folder's).
             config["db"] = configuration.db_location(configuration.read_path(args.db, "--db"), "--db", os.getcwd())
+        if args.public_url is not None:
+            config["publicUrl"] = configuration.read_public_url(args.public_url, "--public-url")
+        if args.http and (publish or browser) and not config.get("publicUrl") and not pages_on_loopback(args):
+            # http://0.0.0.0:PORT/confirm/... opens nowhere, and a sign-in there sends the
+            # bearer token across the network in clear text: people need the real address.
+            raise ConfigError("publicUrl", f"is required to serve pages on --host {args.host}, which is not a loopback address: set "
+                                           "publicUrl in the config or --public-url to the address people open them at (e.g. "
+                                           "https://notes.example.com, a TLS proxy in front of this server); not serving")
     except ConfigError as exc:
         say(str(exc))
         raise StartupRefused(EXIT_USAGE) from None
@@ -517,6 +622,7 @@ def start(argv: Sequence[str], prog: str = "serve.py") -> tuple[frame.Server, di
     except (ConfigError, assemble.StartupError) as exc:
         say(str(exc))
         raise StartupRefused(EXIT_USAGE) from None
+    server.log = say  # every line the running server logs carries the prefix, as the start-up block does
     if args.notes_tools or config.get("notesTools", False):
         import notes_tools  # imported only when asked for: the lesson's server lists notes_delete alone
 
@@ -531,7 +637,8 @@ def start(argv: Sequence[str], prog: str = "serve.py") -> tuple[frame.Server, di
         import connect
 
         members.append(connect.install(server, tokens))
-    if args.http or publish or browser:
+    # Without a public address, a non-loopback HTTP server serves no pages (URL-mode hosts get -32021, as hosts without forms).
+    if (args.http and (pages_on_loopback(args) or config.get("publicUrl"))) or publish or browser:
         # The confirmation pages wherever pages are served: URL-mode hosts get them without
         # --confirm-in-browser too. Under --stdio without either flag, no socket is opened.
         import confirm_pages

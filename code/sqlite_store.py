@@ -512,6 +512,10 @@ class SqliteNotesStore(stores.SettleSeam):
         """One transaction: claim the nonce, re-check the live note, give it the place if free; audited."""
         return self.consume_act(principal, nonce, expires_at, lambda record: _BODY.move(self._conn, as_outcome(record), note_id, place, check))
 
+    def move_refusal(self, workspace: main.Path, note: main.Note, place: main.Path) -> str | None:
+        """Why `note` cannot be moved to `place` here, read now (a URI over MAX_URI_LENGTH, a note there), or None; asked before any form."""
+        return self.read_with(lambda conn: _BODY.place_refusal(conn, note, place))  # type: ignore[no-any-return]
+
     def consume_act(self, principal: str, nonce: str, expires_at: float,
                     act: Callable[[Record], object]) -> tuple[main.Settlement, main.Note | str | None]:
         """consume_with for a note tool's write: CONSUMED with what `act` returned (CHANGED for a refusal), or USED/FULL with None."""

@@ -182,7 +182,7 @@ class SignedInPages:
         self.sessions = sessions
         self.tokens = streamable_http.BearerTokens(tokens)  # sign-in uses the MCP bearer tokens
         self.signs_in = frozenset(tokens)  # the principals that have a token to sign in with
-        self.base_url = base_url  # http://host:port of the listener; set by the transport once bound
+        self.base_url = base_url  # the pages' origin: the publicUrl, else http://host:port of the listener once bound
         self._login_key = secrets.token_bytes(32)  # MACs login tokens; never leaves this object
 
     def owns(self, path: str) -> bool:
@@ -290,8 +290,14 @@ class SignedInPages:
         # Session fixation: whatever id the browser had is dropped and a new one issued.
         self.sessions.sign_out(old_session)
         session_id = self.sessions.sign_in(principal, scope)
-        cookie = f"{self.session_cookie}={session_id}; Path={self.prefix}; Max-Age={int(SESSION_TTL_SECONDS)}; HttpOnly; SameSite=Strict"
+        cookie = f"{self.session_cookie}={session_id}; Path={self.prefix}; Max-Age={int(SESSION_TTL_SECONDS)}; {self.cookie_flags()}"
         return self.page(303, "Signed in", "Continue to the request.", [("Location", f"{self.prefix}{handle}"), ("Set-Cookie", cookie)])
+
+    def cookie_flags(self) -> str:
+        """HttpOnly and SameSite=Strict on every cookie, and Secure where people open the pages over https."""
+        # Behind a TLS proxy (publicUrl https://...) a session cookie must never be sent
+        # over a plain-http request to the same name, where anyone on the path could read it.
+        return "HttpOnly; SameSite=Strict" + ("; Secure" if (self.base_url or "").startswith("https://") else "")
 
     # ---------------------------------------------------------------- rendering
 
@@ -317,7 +323,7 @@ class SignedInPages:
             '<button type="submit" class="primary">Sign in</button></form>'
             "<p class=\"hint\">This link alone grants nothing: only the account that asked can continue.</p>"
         )
-        cookie = f"{self.login_cookie}={pre_session}; Path={self.prefix}; Max-Age={int(self.login_ttl)}; HttpOnly; SameSite=Strict"
+        cookie = f"{self.login_cookie}={pre_session}; Path={self.prefix}; Max-Age={int(self.login_ttl)}; {self.cookie_flags()}"
         return self.page(status, "Sign in", "", [("Set-Cookie", cookie)], raw=body)
 
     @staticmethod

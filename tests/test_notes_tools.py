@@ -16,9 +16,11 @@ from helpers.support import FORM, KEY, PRINCIPAL, Clock, Log, request
 
 import audit
 import folder_bodies
+import folder_paths
 import frame
 import main
 import markdown_store
+import note_bodies
 import notes_tools
 import postgres_store
 import sqlite_store
@@ -276,16 +278,61 @@ class NotesToolsContract:
         self.assertIn("milk", moved["text"])
         self.assertEqual(self.outcomes()[-1], audit.MOVED)
 
-    def test_a_move_never_replaces_a_note(self) -> None:
-        other = self.create("Taken place", "keep me\n")
-        place = self.store.note_text(other["noteId"], main.parse_file_uri(self.notes_uri))[0].uri.rsplit("/", 1)[1]
-        args = {"workspaceUri": self.notes_uri, "noteId": self.groceries["noteId"], "newPath": place}
+    def test_a_move_never_replaces_a_note_taken_between_the_form_and_the_accept(self) -> None:
+        args = {"workspaceUri": self.notes_uri, "noteId": self.groceries["noteId"], "newPath": "taken-place.md"}
         first = self.result("notes_move", args)
+        self.assertEqual(first["resultType"], "input_required", first)
+        other = self.create("Taken place", "keep me\n")  # a new note takes its title's place: taken-place.md
+        self.assertTrue(self.store.note_text(other["noteId"], main.parse_file_uri(self.notes_uri))[0].uri.endswith("/taken-place.md"))
         before = self.snapshot()
         done = self.result("notes_move", args, requestState=first["requestState"], inputResponses=accept(notes_tools.MOVE_KEY))
         self.assertTrue(done["isError"])
+        self.assertEqual(done["content"][0]["text"], note_bodies.TAKEN)
         self.assertEqual(self.snapshot(), before)
         self.assertEqual(self.read(other["noteId"])["text"].rsplit("\n", 2)[-2], "keep me")
+
+    def move_refused_before_any_form(self, new_path: str, why: str) -> None:
+        """notes_move to `new_path` is an error result saying `why`, with no form, no page, no change."""
+        before, entries = self.snapshot(), len(self.outcomes())
+        done = self.result("notes_move", {"workspaceUri": self.notes_uri, "noteId": self.groceries["noteId"], "newPath": new_path})
+        self.assertTrue(done["isError"], done)
+        self.assertNotIn("inputRequests", done)
+        self.assertEqual(done["content"][0]["text"], why)
+        self.assertEqual(self.snapshot(), before)
+        self.assertEqual(self.outcomes()[entries:], [])  # asked nothing, wrote nothing
+
+    def move_offered(self, new_path: str) -> dict[str, Any]:
+        """notes_move to `new_path` answers with its form."""
+        first = self.result("notes_move", {"workspaceUri": self.notes_uri, "noteId": self.groceries["noteId"], "newPath": new_path})
+        self.assertEqual(first.get("resultType"), "input_required", first)
+        return first
+
+    def test_a_move_onto_an_existing_note_is_refused_before_any_form(self) -> None:
+        other = self.create("Taken place", "keep me\n")
+        place = self.store.note_text(other["noteId"], main.parse_file_uri(self.notes_uri))[0].uri.rsplit("/", 1)[1]
+        self.move_refused_before_any_form(place, note_bodies.TAKEN)
+        self.assertEqual(self.read(other["noteId"])["text"].rsplit("\n", 2)[-2], "keep me")
+
+    def test_a_move_where_no_tool_would_reach_the_note_is_refused_before_any_form_and_the_limit_itself_is_offered(self) -> None:
+        at, over, why = self.longest_place()
+        self.move_offered(at)
+        self.move_refused_before_any_form(over, why)
+
+    def longest_place(self) -> tuple[str, str, str]:
+        """A newPath at this store's limit, one just past it, and the refusal of the second."""
+        raise NotImplementedError
+
+    def test_a_confirmed_move_names_the_notes_new_place(self) -> None:
+        args = {"workspaceUri": self.notes_uri, "noteId": self.groceries["noteId"], "newPath": "archive/moved-here.md"}
+        old_uri = self.store.note_text(self.groceries["noteId"], main.parse_file_uri(self.notes_uri))[0].uri
+        first = self.move_offered(args["newPath"])
+        done = self.result("notes_move", args, requestState=first["requestState"], inputResponses=accept(notes_tools.MOVE_KEY))
+        new_uri = self.notes_uri + "/archive/moved-here.md"
+        self.assertEqual(done["structuredContent"]["uri"], new_uri, done)
+        self.assertIn(new_uri, done["content"][0]["text"])
+        self.assertNotIn(old_uri, done["content"][0]["text"])
+        moved = self.store.note_text(done["structuredContent"]["noteId"], main.parse_file_uri(self.notes_uri))
+        self.assertEqual(moved[0].uri, new_uri)
 
     def test_a_move_to_a_path_that_leaves_or_disguises_the_workspace_is_refused(self) -> None:
         before = self.snapshot()
@@ -301,7 +348,20 @@ class NotesToolsContract:
 # =====================================================================================
 
 
-class SqliteNotesTools(NotesToolsContract, unittest.TestCase):
+class SqlPlaces:
+    """The SQL stores' rule for a place: its URI at most main.MAX_URI_LENGTH characters (stores.check_note); folders need not exist."""
+
+    notes_uri: str
+
+    def longest_place(self) -> tuple[str, str, str]:
+        room = main.MAX_URI_LENGTH - len(self.notes_uri + "/") - len(".md")
+        wide = "\u00e9" * (room // 6)  # é is spelt %C3%A9 in a URI: 6 characters for 1 of newPath
+        at = wide + "a" * (room - 6 * len(wide)) + ".md"
+        self.assertEqual(len(main.format_file_uri(main.parse_file_uri(self.notes_uri) + (at,))), main.MAX_URI_LENGTH)
+        return at, "b" + at, note_bodies.UNREACHABLE
+
+
+class SqliteNotesTools(SqlPlaces, NotesToolsContract, unittest.TestCase):
     def open_store(self, clock: Clock) -> Any:
         folder = tempfile.mkdtemp(prefix="tools-")
         self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
@@ -333,6 +393,41 @@ class FolderNotesTools(NotesToolsContract, unittest.TestCase):
         with open(os.path.join(self.base, "Notes", name), "wb") as handle:
             handle.write(data)
         return self.read(f"Notes/{name}")
+
+    def longest_place(self) -> tuple[str, str, str]:
+        """The folder store's id limit: `Notes/<name>` of stores.MAX_NOTE_ID_LENGTH characters."""
+        at = "n" * (stores.MAX_NOTE_ID_LENGTH - len("Notes/") - len(".md")) + ".md"
+        return at, "n" + at, markdown_store.UNREACHABLE
+
+    def test_a_move_into_a_folder_that_does_not_exist_or_is_a_file_is_refused_before_any_form(self) -> None:
+        self.move_refused_before_any_form("no-such-folder/x.md", markdown_store.NO_FOLDER)
+        self.write_file("plain.md", b"# Plain\n")
+        self.move_refused_before_any_form("plain.md/x.md", markdown_store.NO_FOLDER)
+        self.assertFalse(os.path.exists(os.path.join(self.base, "Notes", "no-such-folder")))
+
+    def test_a_move_deeper_than_the_index_walks_is_refused_before_any_form_and_the_deepest_folder_is_offered(self) -> None:
+        depth = folder_paths.MAX_WALK_DEPTH - 1  # Notes/ itself is the first folder below the notes folder
+        os.makedirs(os.path.join(self.base, "Notes", *["d"] * (depth + 1)))
+        self.move_offered("/".join(["d"] * depth + ["x.md"]))
+        self.move_refused_before_any_form("/".join(["d"] * (depth + 1) + ["x.md"]), markdown_store.TOO_DEEP)
+
+    def test_the_deepest_place_a_move_accepts_is_one_the_index_finds(self) -> None:
+        depth = folder_paths.MAX_WALK_DEPTH - 1
+        folders = os.path.join(self.base, "Notes", *["d"] * (depth + 1))
+        os.makedirs(folders)
+        for k, folder in enumerate((os.path.dirname(folders), folders)):
+            with open(os.path.join(folder, f"deep{k}.md"), "w", encoding="utf-8") as handle:
+                handle.write(f"# Deep{k}\n")
+        found = {note.title for note in self.store.candidates(main.parse_file_uri(self.notes_uri), "Deep")}
+        self.assertEqual(found, {"Deep0"})  # one folder deeper is never indexed: what TOO_DEEP refuses
+
+    def test_a_file_name_longer_than_name_max_bytes_is_refused_before_any_form_and_one_at_it_is_offered(self) -> None:
+        at = "\u65e5" * ((folder_paths.NAME_MAX - len(".md")) // 3) + ".md"  # 3 bytes each: 255 bytes in 87 characters
+        over = "\u65e5" + at
+        self.assertEqual((len(at.encode("utf-8")), len(over.encode("utf-8"))), (folder_paths.NAME_MAX, folder_paths.NAME_MAX + 3))
+        self.assertLess(len("Notes/" + over), stores.MAX_NOTE_ID_LENGTH)  # the id would fit: the name's bytes are the rule
+        self.move_offered(at)
+        self.move_refused_before_any_form(over, markdown_store.NAME_TOO_LONG)
 
     def test_frontmatter_survives_append_and_update_byte_for_byte(self) -> None:
         front = b"---\r\ntitle: Plan\ntags: [a, b]\n---\n"
@@ -393,7 +488,7 @@ PG = store_workers.OptionalCluster()
 setUpModule, tearDownModule = PG.start, PG.stop  # only the PostgreSQL class skips
 
 
-class PostgresNotesTools(NotesToolsContract, unittest.TestCase):
+class PostgresNotesTools(SqlPlaces, NotesToolsContract, unittest.TestCase):
     @classmethod
     def setUpClass(cls) -> None:
         PG.require()
@@ -449,6 +544,17 @@ class OptIn(unittest.TestCase):
         self.assertTrue(done["isError"])
         self.assertEqual(done["content"][0]["text"], notes_tools.NO_BODIES)
         self.assertEqual([note.id for note in server.services.notes.all()], before)
+
+    def test_a_move_over_the_memory_store_is_refused_before_any_form_saying_it_keeps_no_bodies(self) -> None:
+        server = self.memory_server()
+        notes_tools.install(server)
+        before = server.services.notes.all()
+        arguments = {"workspaceUri": main.LESSON_WORKSPACE, "noteId": before[0].id, "newPath": "moved.md"}
+        done = server.handle(tools_call("notes_move", arguments), PRINCIPAL)["result"]
+        self.assertTrue(done["isError"])
+        self.assertNotIn("inputRequests", done)
+        self.assertEqual(done["content"][0]["text"], notes_tools.NO_BODIES)
+        self.assertEqual(server.services.notes.all(), before)
 
     def test_workspaces_names_only_the_callers_own(self) -> None:
         server = self.memory_server()
