@@ -10,6 +10,7 @@ import os
 import shutil
 import tempfile
 import unittest
+from unittest import mock
 from typing import Any
 
 from helpers.support import FORM, KEY, PRINCIPAL, Clock, Log, request
@@ -509,6 +510,36 @@ class NotesToolsContract:
         self.assertEqual(found[0].uri if found else None, plan["uri"])  # still at its old place
         self.assertEqual(self.outcomes()[-1], audit.REFUSED)
 
+    def test_an_answer_whose_rewrite_box_is_not_a_boolean_is_32602_and_changes_nothing(self) -> None:
+        plan, index, _ = self.linked()
+        before = self.text_of(index)
+        args = {"workspaceUri": self.notes_uri, "noteId": plan["noteId"], "newPath": "archive/launch.md"}
+        first = self.result("notes_move", args)
+        bad = {notes_tools.MOVE_KEY: {"action": "accept", "content": {"confirm": True, "rewriteLinks": "no"}}}
+        error = self.call("notes_move", args, requestState=first["requestState"], inputResponses=bad).get("error")
+        self.assertEqual(error["code"] if error else None, main.INVALID_PARAMS)
+        self.assertEqual(self.text_of(index), before)
+        found = self.store.note_text(plan["noteId"], main.parse_file_uri(self.notes_uri))
+        self.assertEqual(found[0].uri if found else None, plan["uri"])
+
+    def test_the_link_bounds_offer_a_rewrite_at_the_bound_and_none_past_it_saying_why(self) -> None:
+        plan, index, other = self.linked()  # two notes link to plan; four notes in the workspace with Groceries
+        args = {"workspaceUri": self.notes_uri, "noteId": plan["noteId"], "newPath": "archive/launch.md"}
+
+        def offered(**bounds: int) -> tuple[bool, str]:
+            with mock.patch.multiple(notes_tools, **bounds):
+                form = self.result("notes_move", args)["inputRequests"][notes_tools.MOVE_KEY]["params"]
+            return notes_tools.REWRITE_FIELD in form["requestedSchema"]["properties"], form["message"]
+
+        self.assertEqual(offered(MAX_LINKING_NOTES=2)[0], True)
+        past, said = offered(MAX_LINKING_NOTES=1)
+        self.assertEqual(past, False)
+        self.assertIn("2 notes link to it, more than the 1 one form lists", said)
+        self.assertEqual(offered(MAX_LINK_SCAN=4)[0], True)
+        past, said = offered(MAX_LINK_SCAN=3)
+        self.assertEqual(past, False)
+        self.assertIn("more than 3 notes", said)
+
     def test_path_links_are_rewritten_and_a_bare_name_two_notes_share_is_not(self) -> None:
         filed = self.create("Filed", "x")
         self.moved(filed, "archive/filed.md")
@@ -598,6 +629,10 @@ class NotesToolsContract:
         at_end = self.result("notes_read", dict(base, offset=size))
         self.assertEqual((at_end["isError"], at_end["structuredContent"]["text"]), (False, ""))
         self.assertTrue(self.result("notes_read", dict(base, offset=size + 1))["isError"])
+        at_bound = self.result("notes_read", dict(base, offset=notes_tools.MAX_READ_OFFSET))["content"][0]["text"]
+        self.assertIn("past the end", at_bound)  # the schema accepts it; the note is shorter
+        over = self.result("notes_read", dict(base, offset=notes_tools.MAX_READ_OFFSET + 1))["content"][0]["text"]
+        self.assertIn("Invalid arguments", over)
         self.assertFalse(self.result("notes_read", dict(base, length=notes_tools.MAX_READ_CHARS))["isError"])
         for bad in ({"length": notes_tools.MAX_READ_CHARS + 1}, {"length": 0}, {"offset": -1},
                     {"offset": notes_tools.MAX_READ_OFFSET + 1}, {"offset": "3"}):
