@@ -307,7 +307,8 @@ class Linking(NamedTuple):
 def relinked(text: str, old: tuple[str, ...], new: tuple[str, ...], bare: bool) -> tuple[str, list[tuple[str, str]]]:
     """`text` with each [[link]] to the place `old` (names below the workspace) pointed at `new`, heading and alias kept; and the changes."""
     def stem(parts: tuple[str, ...]) -> str:
-        return "/".join(parts)[: -len(".md")]
+        joined = "/".join(parts)
+        return joined[: -len(".md")] if joined.lower().endswith(".md") else joined  # an SQL note's place may have no .md
 
     changes: list[tuple[str, str]] = []
 

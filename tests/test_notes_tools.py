@@ -1027,3 +1027,22 @@ class WhatAPersonSees(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class LinkRewrites(unittest.TestCase):
+    """notes_tools.relinked on its own: which [[links]] name a place, and how each is rewritten."""
+
+    def test_each_form_of_a_link_is_rewritten_in_its_own_form_and_others_are_left_alone(self) -> None:
+        text = "[[plan]] [[Plan.md#Goals|g]] [[a/plan]] [[A/PLAN.md|x]] [[planning]] [[b/plan]] [plan] [[plan"
+        new, changes = notes_tools.relinked(text, ("a", "plan.md"), ("b", "new.md"), bare=True)
+        self.assertEqual(new, "[[new]] [[new.md#Goals|g]] [[b/new]] [[b/new.md|x]] [[planning]] [[b/plan]] [plan] [[plan")
+        self.assertEqual(len(changes), 4)
+
+    def test_a_bare_name_another_note_shares_and_a_move_that_keeps_the_name_change_no_bare_link(self) -> None:
+        self.assertEqual(notes_tools.relinked("[[plan]] [[a/plan]]", ("a", "plan.md"), ("b", "new.md"), bare=False)[0],
+                         "[[plan]] [[b/new]]")
+        self.assertEqual(notes_tools.relinked("[[plan]] [[a/plan]]", ("a", "plan.md"), ("b", "plan.md"), bare=True)[0],
+                         "[[plan]] [[b/plan]]")
+
+    def test_a_place_without_md_is_named_by_its_whole_name(self) -> None:
+        self.assertEqual(notes_tools.relinked("[[tps]] [[x/tps]]", ("x", "tps"), ("y", "tps.md"), bare=True)[0], "[[tps]] [[y/tps]]")
