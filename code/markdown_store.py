@@ -623,7 +623,11 @@ class MarkdownNotesStore(stores.SettleSeam):
                 # so a note changed in the instant since its re-check keeps its old link, and
                 # its refused entry says so.
                 for rid, body, rcheck in rewrites:
-                    self._rewrite(record, workspace, rid, lambda old, body=body: body, rcheck, audit.UPDATED)
+                    try:
+                        self._rewrite(record, workspace, rid, lambda old, body=body: body, rcheck, audit.UPDATED)
+                    except stores.StoreRefused:
+                        # The OS refused this one file: the move is done and audited; this note keeps its link.
+                        record(audit.REFUSED, audit.Facts(rid))
                 after = self._loaded(root, target, dst)
                 # Edited again since the rename, the file is read as nothing: the result still names the new place.
                 return after[0] if after is not None else note._replace(id=folder_paths.note_id(target), uri=main.format_file_uri(root + target))

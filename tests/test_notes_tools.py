@@ -823,6 +823,18 @@ class FolderNotesTools(NotesToolsContract, unittest.TestCase):
         self.assertFalse(deepest["isError"], deepest)
         self.assertEqual(self.read(deepest["structuredContent"]["noteId"])["title"], "Deep")
 
+    def test_a_link_rewrite_the_os_refuses_after_the_rename_leaves_the_move_done_audited_and_that_link_as_it_was(self) -> None:
+        plan, index, _ = self.linked()
+        before = self.text_of(index)
+        args = {"workspaceUri": self.notes_uri, "noteId": plan["noteId"], "newPath": "archive/launch.md"}
+        first = self.result("notes_move", args)
+        with mock.patch.object(folder_bodies, "replace", side_effect=stores.StoreRefused(folder_bodies.WRITE_REFUSED)):
+            done = self.result("notes_move", args, requestState=first["requestState"], inputResponses=accept(notes_tools.MOVE_KEY))
+        self.assertTrue(done["structuredContent"]["moved"], done)
+        self.assertTrue(os.path.exists(os.path.join(self.base, "Notes", "archive", "launch.md")))
+        self.assertEqual(self.text_of(index), before)
+        self.assertEqual(self.outcomes()[-3:], [audit.MOVED, audit.REFUSED, audit.REFUSED])
+
     def test_frontmatter_survives_append_and_update_byte_for_byte(self) -> None:
         front = b"---\r\ntitle: Plan\ntags: [a, b]\n---\n"
         note = self.write_file("plan.md", front + b"# Plan\nfirst\n")
