@@ -178,7 +178,12 @@ class SwapContract(unittest.TestCase):
             "notes_delete (form)": tools_call("notes_delete", delete_args),
             "notes_search": tools_call("notes_search", {**ws, "query": "secret"}),
             "notes_read": tools_call("notes_read", {**ws, "noteId": "plan.md"}),
+            "notes_read (offset)": tools_call("notes_read", {**ws, "noteId": "plan.md", "offset": 2, "length": 3}),
+            "notes_list": tools_call("notes_list", ws),
             "notes_create": tools_call("notes_create", {**ws, "title": "Planted", "body": "by alice\n"}),
+            "notes_create (folder)": tools_call("notes_create", {**ws, "title": "Planted", "body": "by alice\n", "folder": "sub"}),
+            "notes_edit (form)": tools_call("notes_edit", {**ws, "noteId": "plan.md", "oldText": "Plan", "newText": "Planted",
+                                                          "version": version}),
             "notes_append": tools_call("notes_append", {**ws, "noteId": "plan.md", "text": "appended by alice\n", "version": version}),
             "notes_update (form)": tools_call("notes_update", update),
             "notes_move (form)": tools_call("notes_move", move),
@@ -192,7 +197,9 @@ class SwapContract(unittest.TestCase):
             with self.subTest(tool=name):
                 result = self.call(message)
                 self.assertTrue(result.get("isError"), result)
-                self.assertEqual(result["content"][0]["text"], f.replaced)
+                # A create into a folder names that folder, inside the replaced one.
+                said = folder_paths.REPLACED.format(where=f.alice_uri + "/sub") if name == "notes_create (folder)" else f.replaced
+                self.assertEqual(result["content"][0]["text"], said)
                 self.assertNotIn("requestState", result)
                 self.matrix[(name, target_name, sandbox_name)] = "refused (REPLACED)"
         # The operator's commands: new processes, which open the folders afresh.
