@@ -65,6 +65,7 @@ JSON_GROWTH = 2  # bytes of JSON per byte of UTF-8 text, at most, for the text a
 ENVELOPE_BYTES = 5_536  # bytes of the largest request around its text: URI 2,048, id 768, version 64, token 1,600, the rest 1,056
 MAX_TEXT_BYTES = 30_000  # UTF-8 bytes of text one create, append or update carries: (65,536 - ENVELOPE_BYTES) // JSON_GROWTH
 MAX_EDIT_MATCHES = 1_000  # occurrences one notes_edit replaces at most (its expectedMatches)
+MAX_EDITED_BYTES = 262_144  # UTF-8 bytes of a note after an edit: the stores' own bound (note_bodies.MAX_NOTE_BYTES, folder_bodies.MAX_FILE_BYTES)
 MAX_PATH_LENGTH = 1024  # characters in a move's newPath
 MAX_DIFF_LINES = 400  # lines of the unified diff an update's form shows; a larger change is refused, never shown in part
 MAX_DIFF_CHARS = 16_000  # characters of that diff, likewise
@@ -983,6 +984,12 @@ class NotesEdit(NotesUpdate):
                                  "or the count it has.")
         if args["oldText"] == args["newText"]:
             raise main.ToolError("newText is oldText; nothing to change.")
+        # 1,000 matches of a 30,000-byte newText would build a 30 MB text and diff it: the
+        # size is counted first, from the lengths alone, and a note past the stores' bound refused.
+        grown = len(text.encode("utf-8")) + count * (len(args["newText"].encode("utf-8")) - len(args["oldText"].encode("utf-8")))
+        if grown > MAX_EDITED_BYTES:
+            raise main.ToolError(f"After this edit the note would hold {grown:,} bytes, more than the {MAX_EDITED_BYTES:,} a note "
+                                 "may hold; nothing was changed.")
 
     def shown(self, args: dict[str, Any]) -> dict[str, Any]:
         """The page keeps the find-and-replace itself, to show the whole diff."""

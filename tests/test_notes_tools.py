@@ -686,6 +686,20 @@ class NotesToolsContract:
             self.assertTrue(done["isError"])
             self.assertEqual("Invalid arguments" in done["content"][0]["text"], refused_by_schema, count)
 
+    def test_an_edit_that_would_grow_the_note_past_the_stores_bound_is_refused_before_any_diff(self) -> None:
+        self.assertEqual(notes_tools.MAX_EDITED_BYTES, note_bodies.MAX_NOTE_BYTES)
+        self.assertEqual(notes_tools.MAX_EDITED_BYTES, folder_bodies.MAX_FILE_BYTES)
+        note = self.create("Many", "x\n" * 1000)
+        size = len(self.text_of(note).encode("utf-8"))
+        args = {"workspaceUri": self.notes_uri, "noteId": note["noteId"], "oldText": "x", "expectedMatches": 1000, "version": note["version"]}
+        room = (notes_tools.MAX_EDITED_BYTES - size) // 1000  # bytes each match may grow by, to land at or under the bound
+        at = self.result("notes_edit", dict(args, newText="x" + "y" * room))["content"][0]["text"]
+        self.assertNotIn("more than the", at)  # at the bound: not this refusal (the diff is too large for a form instead)
+        over = self.result("notes_edit", dict(args, newText="x" + "y" * (room + 1)))
+        self.assertTrue(over["isError"])
+        self.assertIn(f"more than the {notes_tools.MAX_EDITED_BYTES:,} a note may hold", over["content"][0]["text"])
+        self.assertEqual(self.read(note["noteId"])["version"], note["version"])
+
     def test_an_edit_confirmed_after_the_note_changed_is_refused_and_nothing_is_written(self) -> None:
         args = self.edit_args("milk", "oat milk")
         first = self.result("notes_edit", args)
