@@ -71,6 +71,7 @@ MAX_DIFF_LINES = 400  # lines of the unified diff an update's form shows; a larg
 MAX_DIFF_CHARS = 16_000  # characters of that diff, likewise
 DIFF_CONTEXT_LINES = 2  # unchanged lines shown around each change
 MAX_LINK_SCAN = 5_000  # notes of the workspace a move reads for [[links]] to the note; in a larger workspace no rewrite is offered
+MAX_LINK_SCAN_CHARS = 64_000_000  # characters of note text one move reads for links; past it no rewrite is offered
 MAX_LINKING_NOTES = 50  # notes whose links one move rewrites, each listed in its form; more, and no rewrite is offered
 REWRITE_FIELD = "rewriteLinks"  # the move form's second checkbox, and the tool's argument of the same name
 
@@ -1084,10 +1085,15 @@ class NotesMove(ConfirmedTool):
         stem = stores.fold_title(old[-1])
         bare = sum(1 for other in notes if stores.fold_title(main.parse_file_uri(other.uri)[-1]) == stem) == 1
         found: list[Linking] = []
+        read_chars = 0
         for other in notes:
             if other.id == note.id:
                 continue
             read = self.bodies().note_text(other.id, workspace)
+            read_chars += len(read[1]) if read is not None else 0
+            if read_chars > MAX_LINK_SCAN_CHARS:  # 5,000 notes of 256 KiB each would be over a gigabyte read for one form
+                return [], (f"(The workspace's notes hold more than {MAX_LINK_SCAN_CHARS:,} characters: links to this note are not "
+                            "looked for or rewritten.)")
             if read is None or "[[" not in read[1] or not main.inside_workspace(read[0], workspace):
                 continue
             text, changes = relinked(read[1], old, new, bare)

@@ -539,6 +539,11 @@ class NotesToolsContract:
         past, said = offered(MAX_LINK_SCAN=3)
         self.assertEqual(past, False)
         self.assertIn("more than 3 notes", said)
+        texts = sum(len(self.text_of(n)) for n in (self.groceries, index, other))  # every note read but the moved one
+        self.assertEqual(offered(MAX_LINK_SCAN_CHARS=texts)[0], True)
+        past, said = offered(MAX_LINK_SCAN_CHARS=texts - 1)
+        self.assertEqual(past, False)
+        self.assertIn(f"more than {texts - 1:,} characters", said)
 
     def test_path_links_are_rewritten_and_a_bare_name_two_notes_share_is_not(self) -> None:
         filed = self.create("Filed", "x")
