@@ -61,10 +61,17 @@ class ConfirmPages(web_pages.SignedInPages):
         self.notes = server.notes
         self.policy = server.policy
         self.clock = server.clock
+        # Told of each link given out (handle, expiry): under --stdio, the page keeper that
+        # serves it after this process exits (code/page_keeper.py); nothing elsewhere.
+        self.on_issue: Callable[[str, float], None] = lambda handle, expires_at: None
 
     def serves(self, principal: str) -> bool:
         """True once the listener is bound and `principal` has a token to sign in with."""
         return self.base_url is not None and principal in self.signs_in
+
+    def issued(self, handle: str, expires_at: float) -> None:
+        """A link to `handle` was given out: whoever keeps these pages alive is told until when."""
+        self.on_issue(handle, expires_at)
 
     def handle(self, method: str, path: str, headers: Headers, body: bytes, peer: str = "") -> Response:
         """One HTTP request under /confirm/ from `peer` to (status, headers, body); never raises for client input."""

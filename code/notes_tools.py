@@ -477,6 +477,8 @@ class ConfirmedTool(NoteTool):
 
     def call(self, call: main.ToolCall) -> dict[str, Any]:
         """Route: the page's second call; a form (first call: -32021 before any lookup); else URL mode, the link, or -32021."""
+        if self.page_on():
+            call = browser_confirm.absent_if_empty(call)
         if self.page_on() and isinstance(call.arguments, dict) and browser_confirm.CONFIRMATION in call.arguments:
             return self.confirmed(call)
         read_args(call.arguments, self.name, self.fields)
@@ -549,16 +551,17 @@ class ConfirmedTool(NoteTool):
 
     def first_call(self, call: main.ToolCall) -> dict[str, Any]:
         """Nothing changed: the link, its expiry and the signed confirmation token (never a sign-in secret)."""
+        assert self.flow is not None
         _, handle, claims = self.open_page(call, browser_confirm.PHASE_BROWSER)
-        return self.awaiting(self.services.signer.sign(claims), handle, claims["exp"])
+        return self.awaiting(self.services.signer.sign(claims), self.flow.link(claims, handle), claims["exp"])
 
-    def awaiting(self, token: str, handle: str, expires_at: float) -> dict[str, Any]:
+    def awaiting(self, token: str, link: str, expires_at: float, status: str = browser_confirm.ISSUED) -> dict[str, Any]:
         """The non-error result saying nothing changed yet, what the user does, and what to call next."""
         assert self.flow is not None
-        return self.flow.awaiting(token, handle, expires_at, lambda url, until: (
+        return self.flow.awaiting(token, link, expires_at, lambda url, until: (
             f"Nothing was changed yet. Ask the user to open {url} in their browser, sign in, review the change and press "
             f"{self.apply_label} (or Keep). Then call {self.name} again with the same arguments and with confirmation set "
-            f"to the token below. The link and the token stop working at {until}."), {self.done_field: False})
+            f"to the token below. The link and the token stop working at {until}."), {self.done_field: False}, status)
 
     def confirmed(self, call: main.ToolCall) -> dict[str, Any]:
         """The second call: layer 1 again, the token verified (main.verify_state), then the page's record decides."""
@@ -566,16 +569,20 @@ class ConfirmedTool(NoteTool):
         token, arguments = self.flow.token_of(call.arguments, self.name)
         args, scope = self.begin(call, arguments)
         bound = self.digest(scope, args, **self.bound(args))
-        state = main.verify_state(self.services, token, call.principal, self.name, bound, {browser_confirm.PHASE_BROWSER})
-        return self.settle_page(call.principal, scope, args, state, "browser",
-                                lambda record: self.flow.not_yet(self.awaiting(token, record.handle, record.expires_at)))  # type: ignore[union-attr]
+        flow = self.flow
+        with flow.refused_as_confirmation(self.name):
+            state = main.verify_state(self.services, token, call.principal, self.name, bound, {browser_confirm.PHASE_BROWSER})
+            return self.settle_page(call.principal, scope, args, state, "browser",
+                                    lambda record: self.awaiting(token, flow.link(state, record.handle), record.expires_at,
+                                                                 browser_confirm.STILL_PENDING))
 
     def by_url(self, call: main.ToolCall) -> dict[str, Any]:
         """URL mode: input_required naming the page; each retry reads the server's record, never the answer's content."""
         assert self.flow is not None
         if call.state is None:
             _, handle, claims = self.open_page(call, browser_confirm.PHASE_URL)
-            return main.input_required({browser_confirm.URL_KEY: self.url_request(handle)}, self.services.signer.sign(claims))
+            return main.input_required({browser_confirm.URL_KEY: self.url_request(self.flow.link(claims, handle))},
+                                       self.services.signer.sign(claims))
         args, scope = self.begin(call)
         state = main.verify_state(self.services, call.state, call.principal, self.name,
                                   self.digest(scope, args, **self.bound(args)), {browser_confirm.PHASE_URL})
@@ -588,12 +595,13 @@ class ConfirmedTool(NoteTool):
             return self.not_done("declined", "Declined; nothing was changed.")
         token = call.state  # asked again: the very same state, so the same nonce and expiry
         return self.settle_page(call.principal, scope, args, state, "url",
-                                lambda record: main.input_required({browser_confirm.URL_KEY: self.url_request(record.handle)}, token))
+                                lambda record: main.input_required(
+                                    {browser_confirm.URL_KEY: self.url_request(self.flow.link(state, record.handle))}, token))  # type: ignore[union-attr]
 
-    def url_request(self, handle: str) -> dict[str, Any]:
-        """The URL-mode elicitation naming this server's page for `handle`."""
+    def url_request(self, link: str) -> dict[str, Any]:
+        """The URL-mode elicitation naming this server's page at `link`."""
         assert self.flow is not None
-        return self.flow.url_request(handle, "Review the change and confirm it on this server's page.")
+        return self.flow.url_request(link, "Review the change and confirm it on this server's page.")
 
     def settle_page(self, principal: str, scope: main.Scope, args: dict[str, Any], state: main.StatePayload, channel: str,
                     ask_again: Callable[[browser_confirm.Record], dict[str, Any]]) -> dict[str, Any]:
