@@ -45,8 +45,8 @@ import main
 
 __all__ = [
     "APPROVED", "CONFIRMATION", "CONFIRMATION_PROPERTY", "DECLINED", "ISSUED", "PENDING", "PHASE_BROWSER", "PHASE_URL",
-    "STATUS_PROPERTY", "STILL_PENDING", "URL_KEY", "ConfirmedNotesDelete", "PageFlow", "Record", "Review", "Reviewer",
-    "absent_if_empty", "records_for", "refused_confirmation", "supports_url_elicitation",
+    "STILL_PENDING", "URL_KEY", "ConfirmedNotesDelete", "PageFlow", "Record", "Review", "Reviewer",
+    "absent_if_empty", "records_for", "supports_url_elicitation",
 ]
 
 PHASE_BROWSER = "confirm_in_browser"  # the phase of a `confirmation` token (second call with the argument)

@@ -29,10 +29,10 @@ is audited (code/audit.py). Standard library only.
 from __future__ import annotations
 
 import copy
-import difflib
 import hashlib
 import json
 import re
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
@@ -42,7 +42,7 @@ import confirmations
 import main
 import stores
 
-__all__ = ["install"]
+__all__ = ["install", "person_uri"]
 
 MAX_QUERY_LENGTH = 200  # characters in a search query
 DEFAULT_SEARCH_LIMIT = 10  # results of a search when the caller gives no limit
@@ -218,10 +218,35 @@ def visible(text: str) -> str:
     return "".join("\\\\" if ch == "\\" else escape(ch) if ch in HIDDEN or not ch.isprintable() else ch for ch in text)
 
 
+def person_uri(uri: str) -> str:
+    """A file:// URI as a person reads it: percent-escapes decoded (`My Notes`, not `My%20Notes`), then made `visible`."""
+    # Decoded, a %0A or %E2%80%AE would be a line break or a bidi override in front of a
+    # person deciding: `visible` spells every such character as an escape instead.
+    return visible(urllib.parse.unquote(uri, errors="replace"))
+
+
+NO_NEWLINE = "\\ No newline at end of file"  # the unified diff's marker for a last line without one
+
+
+def text_lines(text: str) -> list[str]:
+    """A text's lines, split at "\\n" only, each keeping its "\\n" (the last may have none): a 4-line note is 4 lines."""
+    pieces = text.split("\n")
+    return [piece + "\n" for piece in pieces[:-1]] + ([pieces[-1]] if pieces[-1] else [])
+
+
 def whole_diff(old: str, new: str) -> tuple[str, int]:
     """The unified diff from `old` to `new`, lines split at "\\n" only, invisible characters made visible, and its line count."""
-    lines = list(difflib.unified_diff(old.split("\n"), new.split("\n"), "current", "proposed", lineterm="", n=DIFF_CONTEXT_LINES))
-    return "\n".join(visible(line) for line in lines), len(lines)
+    import difflib  # only where a change is shown: start-up does without it
+
+    shown: list[str] = []
+    for k, line in enumerate(difflib.unified_diff(text_lines(old), text_lines(new), "current", "proposed", lineterm="", n=DIFF_CONTEXT_LINES)):
+        if line.endswith("\n"):
+            shown.append(visible(line[:-1]))
+        else:
+            shown.append(visible(line))
+            if k >= 2 and not line.startswith("@@"):  # a text's last line without its newline, as diff(1) marks it
+                shown.append(NO_NEWLINE)
+    return "\n".join(shown), len(shown)
 
 
 def unified_diff(old: str, new: str) -> str | None:
@@ -232,8 +257,15 @@ def unified_diff(old: str, new: str) -> str | None:
     return shown
 
 
-def snippet(text: str, query: str) -> str:
-    """At most SNIPPET_CHARS of `text` around the first match of `query` (else its start), on one line, made visible."""
+def snippet(text: str, query: str, title: str = "") -> str:
+    """At most SNIPPET_CHARS of `text` around the first match of `query` (else its start), on one line, made visible.
+
+    A first line that only repeats the title as a Markdown heading (`# Title`) is left out:
+    the result names the title beside the snippet already.
+    """
+    first, _, rest = text.partition("\n")
+    if title and first.startswith("#") and stores.fold_title(first.lstrip("#").strip()) == stores.fold_title(title.strip()):
+        text = rest.lstrip("\n")
     folded = stores.fold_title(text)
     at = folded.find(stores.fold_title(query)) if len(folded) == len(text) else text.lower().find(query.lower())
     start = max(0, at - SNIPPET_CHARS // 3) if at > 0 else 0
@@ -372,7 +404,7 @@ class NotesSearch(NoteTool):
         limit = args.get("limit", DEFAULT_SEARCH_LIMIT)
         found, stopped = self.store.search_text(scope.workspace, args["query"], limit + 1)
         found = [(note, text) for note, text in found if main.inside_workspace(note, scope.workspace)]
-        results = [{"noteId": note.id, "title": note.title, "version": content_version(note, text), "snippet": snippet(text, args["query"])}
+        results = [{"noteId": note.id, "title": note.title, "version": content_version(note, text), "snippet": snippet(text, args["query"], note.title)}
                    for note, text in found[:limit]]
         more = len(found) > limit
         lines = [f"{r['noteId']}: {r['title']} — {r['snippet']}" for r in results]
@@ -635,7 +667,7 @@ class ConfirmedTool(NoteTool):
         shown = self.shows(workspace, note, text, detail)
         if shown is None:
             return PAGE_STALE
-        request = (f"Your MCP client called {self.name} for \u201c{visible(note.title)}\u201d ({note.id}) in {record.workspace}.")
+        request = (f"Your MCP client called {self.name} for \u201c{visible(note.title)}\u201d ({note.id}) in {person_uri(record.workspace)}.")
         return browser_confirm.Review(self.heading, request, shown, self.page_hint(), self.apply_label, note.id, content_version(note, text))
 
     def shown(self, args: dict[str, Any]) -> dict[str, str]:
@@ -705,7 +737,7 @@ class NotesUpdate(ConfirmedTool):
         if diff is None:
             raise TooLarge(TOO_LARGE)
         self.refuse_no_change(scope, args, note, text)
-        message = (f"Replace the text of \"{visible(note.title)}\" ({note.id}) in {scope.arguments['workspaceUri']}? {self.kept()} "
+        message = (f"Replace the text of \"{visible(note.title)}\" ({note.id}) in {person_uri(scope.arguments['workspaceUri'])}? {self.kept()} "
                    f"The change (invisible characters shown as \\u escapes):\n{diff}")
         return confirm_form(message, "Apply this change")
 
@@ -775,7 +807,7 @@ class NotesMove(ConfirmedTool):
         """Where from, where to, and that nothing is replaced; a place the store refuses is refused before any form."""
         self.refuse_no_change(scope, args, note, text)
         place = self.place(scope.workspace, args["newPath"])
-        message = (f"Move \"{visible(note.title)}\" ({note.id}) from {visible(note.uri)} to {visible(main.format_file_uri(place))}? "
+        message = (f"Move \"{visible(note.title)}\" ({note.id}) from {person_uri(note.uri)} to {person_uri(main.format_file_uri(place))}? "
                    "A note already there is never replaced: the move is refused instead.")
         return confirm_form(message, "Move the note")
 
@@ -797,7 +829,7 @@ class NotesMove(ConfirmedTool):
             place = self.place(workspace, str(detail.get("newPath", "")))
         except main.ToolError:
             return None
-        return f"from: {visible(note.uri)}\nto:   {visible(main.format_file_uri(place))}"
+        return f"from: {person_uri(note.uri)}\nto:   {person_uri(main.format_file_uri(place))}"
 
     def page_hint(self) -> str:
         """That nothing is replaced."""

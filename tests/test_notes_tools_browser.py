@@ -260,8 +260,10 @@ class DecisionTests(PageCase):
                 self.first("notes_update", arguments, capabilities)  # a form host too: the page, not a refusal
         first = self.first("notes_update", arguments)
         browser, page = self.signed_in(first)
+        shown = page.split('<pre class="change">', 1)[1].split("</pre>", 1)[0].split("\n")
         for k in range(notes_tools.MAX_DIFF_LINES + 50):
-            self.assertIn(f"+line {k}\n", page)  # every line, none cut
+            self.assertIn(f"+line {k}", shown)  # every line, none cut
+        self.assertEqual(shown[2], f"@@ -1,2 +1,{notes_tools.MAX_DIFF_LINES + 50} @@")  # the lines there are, none more
         self.press(browser, first, "approve")
         done = self.second("notes_update", arguments, first)["result"]
         self.assertTrue(done["structuredContent"]["updated"], done)
