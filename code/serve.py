@@ -275,27 +275,15 @@ def serve_stdio(server: frame.Server, config: dict[str, Any], args: argparse.Nam
             return EXIT_USAGE
         report([*lines, confined])
         return stdio_transport.serve_stdio(server, config["stdioPrincipal"], not args.no_legacy)
-    import streamable_http
-
-    policy = streamable_http.HttpPolicy({}, None, None, frozenset())
-    endpoint = streamable_http.McpEndpoint(server, policy, pages, mcp_endpoint=False)
-    endpoint.refused = streamable_http.RefusalLog(say)
-    port = config.get("connectPort", 0)
-    try:
-        listener = streamable_http.listen(
-            "127.0.0.1", port, endpoint, main.stderr_log, args.request_timeout or streamable_http.REQUEST_TIMEOUT_SECONDS, refused=endpoint.refused
-        )
-    except OSError as exc:
-        say(f"cannot listen on 127.0.0.1:{port} for the pages: {exc.strerror or exc}")
-        return 1
+    listener, base = page_listener(server, config, args, pages, main.stderr_log)
     port = listener.address[1]
-    policy.allowed_hosts = frozenset(f"{name}:{port}" for name in streamable_http.LOOPBACK_NAMES)
-    base = serve_pages_at(pages, policy, config, listener.url(""), True)
     confined = confine(config, args, [port])
     if confined is None:
         return EXIT_USAGE
     where = "" if base == listener.url("") else f" (listening on {listener.url('')})"
-    report([*lines, "; ".join(f"{member.title} on {base}{member.prefix}" for member in pages.members) + where, confined])
+    kept = (f"; links kept by process {args.keeper.pid} once this one exits, until each is decided or expires"
+            if args.keeper is not None else "; links live as long as this process (the memory store shares no decision)")
+    report([*lines, "; ".join(f"{member.title} on {base}{member.prefix}" for member in pages.members) + where + kept, confined])
     thread = threading.Thread(target=listener.serve_forever, name="connect-pages", daemon=True)
     thread.start()
     try:
@@ -303,6 +291,68 @@ def serve_stdio(server: frame.Server, config: dict[str, Any], args: argparse.Nam
     finally:
         listener.shutdown(0)
         thread.join()
+
+
+def page_listener(server: frame.Server, config: dict[str, Any], args: argparse.Namespace, pages: Any,
+                  log: Any) -> tuple[Any, str]:
+    """The loopback listener of the pages alone (no /mcp), on the socket bound at start-up; it and the pages' origin."""
+    import streamable_http
+
+    policy = streamable_http.HttpPolicy({}, None, None, frozenset())
+    endpoint = streamable_http.McpEndpoint(server, policy, pages, mcp_endpoint=False)
+    endpoint.refused = streamable_http.RefusalLog(say)
+    listener = streamable_http.listen("127.0.0.1", 0, endpoint, log, args.request_timeout or streamable_http.REQUEST_TIMEOUT_SECONDS,
+                                      refused=endpoint.refused, sock=args.pages_socket)
+    port = listener.address[1]
+    policy.allowed_hosts = frozenset(f"{name}:{port}" for name in streamable_http.LOOPBACK_NAMES)
+    return listener, serve_pages_at(pages, policy, config, listener.url(""), True)
+
+
+def shares_decisions(config: dict[str, Any]) -> bool:
+    """True when the page's decisions live in a database other processes open (SQLite, PostgreSQL, the folders' one)."""
+    return "db" in config or any(entry.get("notesDirs") for entry in config["principals"].values())
+
+
+def hand_down_pages(config: dict[str, Any], args: argparse.Namespace, keys: Sequence[bytes]) -> tuple[Any, Any]:
+    """Under --stdio: the pages' socket, bound now, and where decisions are shared, the keeper that serves it after this process."""
+    import http_server
+
+    port = config.get("connectPort", 0)
+    try:
+        sock = http_server.bound_listener("127.0.0.1", port)
+    except OSError as exc:
+        say(f"cannot listen on 127.0.0.1:{port} for the pages: {exc.strerror or exc}")
+        raise StartupRefused(1) from None
+    args.pages_socket = sock  # before the fork: the keeper serves this very socket
+    if not shares_decisions(config):
+        return sock, None  # the memory store: a later process could not read a decision made here
+    import page_keeper
+
+    # Forked now: one thread, no database open yet (a fork after either is unsafe).
+    return sock, page_keeper.fork(lambda links: keep_pages(config, args, keys, links))
+
+
+def keep_pages(config: dict[str, Any], args: argparse.Namespace, keys: Sequence[bytes], links: dict[str, float]) -> int:
+    """The keeper's work once the server ended: the confirmation pages of `links` alone, on the same socket, until done."""
+    import confirm_pages
+    import page_keeper
+    import web_pages
+
+    server, pages = build(config, args, keys)  # the shared store, opened afresh in this process
+    confirm = next(member for member in pages.members if isinstance(member, confirm_pages.ConfirmPages))
+    confirm.records = page_keeper.OnlyThese(confirm.records, set(links))
+    listener, _ = page_listener(server, config, args, web_pages.PageSet([confirm]), lambda line: None)
+    if confine(config, args, [listener.address[1]]) is None:  # the server's own sandbox plan
+        return EXIT_USAGE
+    thread = threading.Thread(target=listener.serve_forever, name="kept-pages", daemon=True)
+    thread.start()
+    try:
+        page_keeper.keep_until_done(confirm.records, links, server.clock, threading.Event().wait)
+    finally:
+        listener.shutdown(0)
+        thread.join()
+        assemble.close_store(server.notes)
+    return 0
 
 
 def unsafe_for_sandbox(config: dict[str, Any], args: argparse.Namespace) -> str | None:
@@ -469,7 +519,7 @@ def serve(argv: Sequence[str], prog: str = "serve.py") -> int:
     # the start-up with one line, never a KeyboardInterrupt traceback.
     stop_on_signals(stop)
     try:
-        server, config, args, pages = start(argv, prog)
+        server, config, args, pages = start(argv, prog, keep_pages=True)
     except Stop:
         say("interrupted during start-up; nothing was served")
         return EXIT_USAGE
@@ -506,8 +556,13 @@ class StartupRefused(Exception):
         self.status = status
 
 
-def start(argv: Sequence[str], prog: str = "serve.py") -> tuple[frame.Server, dict[str, Any], argparse.Namespace, Any]:
-    """Everything before serving: arguments, config, keys, store, server, extensions; or StartupRefused."""
+def start(argv: Sequence[str], prog: str = "serve.py",
+          keep_pages: bool = False) -> tuple[frame.Server, dict[str, Any], argparse.Namespace, Any]:
+    """Everything before serving: arguments, config, keys, store, server, extensions; or StartupRefused.
+
+    With `keep_pages` (the command, not a test building a server in its own process), --stdio
+    binds the pages' socket here and forks their keeper (code/page_keeper.py) before the store opens.
+    """
     try:
         args = parser(prog).parse_args(list(argv))
     except SystemExit as exc:  # --help (0) or a usage error (2), already printed
@@ -562,11 +617,30 @@ def start(argv: Sequence[str], prog: str = "serve.py") -> tuple[frame.Server, di
     if refusal:
         say(refusal)
         raise StartupRefused(EXIT_USAGE)
+    stdio_pages = keep_pages and args.stdio and (publish or browser)
+    args.pages_socket, args.keeper = hand_down_pages(config, args, keys) if stdio_pages else (None, None)
     try:
-        server = assemble.build_server(config, keys)
+        server, pages = build(config, args, keys)
     except (ConfigError, assemble.StartupError) as exc:
         say(str(exc))
         raise StartupRefused(EXIT_USAGE) from None
+    if args.keeper is not None:
+        import confirm_pages
+
+        for member in pages.members:
+            if isinstance(member, confirm_pages.ConfirmPages):
+                member.on_issue = args.keeper.issued
+    for line in later:
+        say(line)
+    assemble.warn_weak_secrets(config, keys)  # once start-up has succeeded: a refusal stays one line
+    return server, config, args, pages
+
+
+def build(config: dict[str, Any], args: argparse.Namespace, keys: Sequence[bytes]) -> tuple[frame.Server, Any]:
+    """The server for a checked configuration, the extensions asked for, and its pages (None where none are served)."""
+    publish = args.publish or config.get("publish", False)
+    browser = config["confirmInBrowser"]
+    server = assemble.build_server(config, keys)
     if args.notes_tools or config.get("notesTools", False):
         import notes_tools  # imported only when asked for: the lesson's server lists notes_delete alone
 
@@ -592,10 +666,7 @@ def start(argv: Sequence[str], prog: str = "serve.py") -> tuple[frame.Server, di
         pages = web_pages.PageSet(members)
     else:
         pages = None
-    for line in later:
-        say(line)
-    assemble.warn_weak_secrets(config, keys)  # once start-up has succeeded: a refusal stays one line
-    return server, config, args, pages
+    return server, pages
 
 
 def refuse_flags(args: argparse.Namespace) -> int | None:
