@@ -29,7 +29,7 @@ import notes_tools
 import web_pages
 from web_pages import Headers, Response, Session
 
-__all__ = ["install"]
+__all__ = ["ConfirmPages", "install"]
 
 PATH_PREFIX = "/confirm/"
 SESSION_COOKIE = "confirm_session"

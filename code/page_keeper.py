@@ -32,7 +32,7 @@ from typing import Any
 
 import browser_confirm
 
-__all__ = ["Keeper", "OnlyThese", "fork", "keep_until_done"]
+__all__ = ["OnlyThese", "fork", "keep_until_done"]
 
 RECHECK_SECONDS = 5.0  # how often a keeper looks whether its links were decided (it ends when none is pending)
 MAX_LINKS = 4096  # links one keeper remembers; an older one is dropped first (its page then reads as not valid)
@@ -117,7 +117,7 @@ def read_links(control: int) -> dict[str, float]:
 class OnlyThese:
     """A confirmations table as the keeper's pages see it: the links it keeps, no other."""
 
-    def __init__(self, records: browser_confirm.Confirmations, handles: set[str]) -> None:
+    def __init__(self, records: Any, handles: set[str]) -> None:
         self.records, self.handles = records, handles
 
     def open(self, record: browser_confirm.Record) -> bool:
