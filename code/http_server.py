@@ -77,7 +77,6 @@ __all__ = [
     "HEAD_TIMEOUT_SECONDS",
     "HttpServer",
     "Limits",
-    "bound_listener",
     "Request",
     "Response",
     "StreamResponse",
@@ -310,20 +309,6 @@ class _Conn:
         self.empty_lines = 0  # CRLFs skipped before the current request line
 
 
-def bound_listener(host: str, port: int) -> socket.socket:
-    """A non-blocking TCP socket bound to host:port and listening (OSError if it cannot bind)."""
-    listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind((host, port))
-        listener.listen(LISTEN_BACKLOG)
-        listener.setblocking(False)
-    except OSError:
-        listener.close()
-        raise
-    return listener
-
-
 class HttpServer:
     """An HTTP/1.1 server: event loop for connections, worker pool for the app (see the module docstring)."""
 
@@ -350,10 +335,19 @@ class HttpServer:
         self.limits = limits
         self.max_connections = max(1, min(limits.max_connections, _fd_limit() - FD_RESERVE))
         if sock is not None:
-            self._listener = sock  # bound and listening already (`bound_listener`): host and port are its own
+            self._listener = sock  # bound and listening already (a page keeper's, inherited): host and port are its own
             self._listener.setblocking(False)
         else:
-            self._listener = bound_listener(host, port)
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            self._listener = socket.socket(family, socket.SOCK_STREAM)
+            try:
+                self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                self._listener.bind((host, port))
+                self._listener.listen(LISTEN_BACKLOG)
+                self._listener.setblocking(False)
+            except OSError:
+                self._listener.close()
+                raise
         self.address: tuple[str, int] = self._listener.getsockname()[:2]
         self._selector = selectors.DefaultSelector()
         self._wake_r, self._wake_w = socket.socketpair()

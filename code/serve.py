@@ -275,14 +275,25 @@ def serve_stdio(server: frame.Server, config: dict[str, Any], args: argparse.Nam
             return EXIT_USAGE
         report([*lines, confined])
         return stdio_transport.serve_stdio(server, config["stdioPrincipal"], not args.no_legacy)
+    kept = (f"; links kept by process {args.keeper.pid} once this one exits, until each is decided or expires"
+            if args.keeper is not None else "; links live as long as this process (the memory store shares no decision)")
+    if isinstance(pages, PagesOnDemand):
+        confined = confine(config, args, [pages.port])
+        if confined is None:
+            return EXIT_USAGE
+        listening = f"http://127.0.0.1:{pages.port}"
+        where = "" if pages.base_url == listening else f" (listening on {listening})"
+        report([*lines, f"confirmation pages on {pages.base_url}{PagesOnDemand.prefix}" + where + kept, confined])
+        try:
+            return stdio_transport.serve_stdio(server, config["stdioPrincipal"], not args.no_legacy)
+        finally:
+            pages.close()
     listener, base = page_listener(server, config, args, pages, main.stderr_log)
     port = listener.address[1]
     confined = confine(config, args, [port])
     if confined is None:
         return EXIT_USAGE
     where = "" if base == listener.url("") else f" (listening on {listener.url('')})"
-    kept = (f"; links kept by process {args.keeper.pid} once this one exits, until each is decided or expires"
-            if args.keeper is not None else "; links live as long as this process (the memory store shares no decision)")
     report([*lines, "; ".join(f"{member.title} on {base}{member.prefix}" for member in pages.members) + where + kept, confined])
     thread = threading.Thread(target=listener.serve_forever, name="connect-pages", daemon=True)
     thread.start()
@@ -291,6 +302,56 @@ def serve_stdio(server: frame.Server, config: dict[str, Any], args: argparse.Nam
     finally:
         listener.shutdown(0)
         thread.join()
+
+
+class PagesOnDemand:
+    """Under --stdio, the confirmation pages until a link is given out: then the real pages and their listener start.
+
+    The socket is bound at start-up (its port is in the sandbox plan and the start-up report);
+    the HTTP engine and the pages are loaded only by a process that gives out a link, so a
+    host that starts a process per call waits for none of it on calls that need no page.
+    """
+
+    prefix = "/confirm/"
+
+    def __init__(self, server: frame.Server, config: dict[str, Any], args: argparse.Namespace, tokens: dict[str, str]) -> None:
+        self.server, self.config, self.args, self.tokens = server, config, args, tokens
+        self.port = args.pages_socket.getsockname()[1]
+        self.base_url = config.get("publicUrl") or f"http://127.0.0.1:{self.port}"
+        self.on_issue: Any = lambda handle, expires_at: None
+        self._started: tuple[Any, threading.Thread] | None = None
+        self._lock = threading.Lock()
+
+    def serves(self, principal: str) -> bool:
+        """As ConfirmPages.serves: `principal` has a token to sign in with."""
+        return principal in self.tokens
+
+    def url(self, handle: str) -> str:
+        """The link to `handle`, once the real pages serve it (started here, once)."""
+        with self._lock:
+            if self._started is None:
+                import confirm_pages
+                import web_pages
+
+                real = confirm_pages.install(self.server, self.tokens)  # the tools hold the real pages from now on
+                real.on_issue = self.on_issue
+                listener, _ = page_listener(self.server, self.config, self.args, web_pages.PageSet([real]), main.stderr_log)
+                thread = threading.Thread(target=listener.serve_forever, name="confirm-pages", daemon=True)
+                thread.start()
+                self._started = (listener, thread)
+        return f"{self.base_url}{self.prefix}{handle}"
+
+    def issued(self, handle: str, expires_at: float) -> None:
+        """As ConfirmPages.issued."""
+        self.on_issue(handle, expires_at)
+
+    def close(self) -> None:
+        """Stop the listener if it was started."""
+        with self._lock:
+            if self._started is not None:
+                listener, thread = self._started
+                listener.shutdown(0)
+                thread.join()
 
 
 def page_listener(server: frame.Server, config: dict[str, Any], args: argparse.Namespace, pages: Any,
@@ -315,11 +376,11 @@ def shares_decisions(config: dict[str, Any]) -> bool:
 
 def hand_down_pages(config: dict[str, Any], args: argparse.Namespace, keys: Sequence[bytes]) -> tuple[Any, Any]:
     """Under --stdio: the pages' socket, bound now, and where decisions are shared, the keeper that serves it after this process."""
-    import http_server
+    import socket
 
     port = config.get("connectPort", 0)
     try:
-        sock = http_server.bound_listener("127.0.0.1", port)
+        sock = socket.create_server(("127.0.0.1", port))  # SO_REUSEADDR and listening, as the HTTP engine's own
     except OSError as exc:
         say(f"cannot listen on 127.0.0.1:{port} for the pages: {exc.strerror or exc}")
         raise StartupRefused(1) from None
@@ -620,11 +681,13 @@ def start(argv: Sequence[str], prog: str = "serve.py",
     stdio_pages = keep_pages and args.stdio and (publish or browser)
     args.pages_socket, args.keeper = hand_down_pages(config, args, keys) if stdio_pages else (None, None)
     try:
-        server, pages = build(config, args, keys)
+        server, pages = build(config, args, keys, on_demand=stdio_pages)
     except (ConfigError, assemble.StartupError) as exc:
         say(str(exc))
         raise StartupRefused(EXIT_USAGE) from None
-    if args.keeper is not None:
+    if args.keeper is not None and isinstance(pages, PagesOnDemand):
+        pages.on_issue = args.keeper.issued
+    elif args.keeper is not None:
         import confirm_pages
 
         for member in pages.members:
@@ -636,8 +699,12 @@ def start(argv: Sequence[str], prog: str = "serve.py",
     return server, config, args, pages
 
 
-def build(config: dict[str, Any], args: argparse.Namespace, keys: Sequence[bytes]) -> tuple[frame.Server, Any]:
-    """The server for a checked configuration, the extensions asked for, and its pages (None where none are served)."""
+def build(config: dict[str, Any], args: argparse.Namespace, keys: Sequence[bytes],
+          on_demand: bool = False) -> tuple[frame.Server, Any]:
+    """The server for a checked configuration, the extensions asked for, and its pages (None where none are served).
+
+    `on_demand` (--stdio with the confirmation pages alone): a stand-in until the first link, see PagesOnDemand.
+    """
     publish = args.publish or config.get("publish", False)
     browser = config["confirmInBrowser"]
     server = assemble.build_server(config, keys)
@@ -650,6 +717,10 @@ def build(config: dict[str, Any], args: argparse.Namespace, keys: Sequence[bytes
 
         conformance_fixtures.install(server)
     tokens = {name: entry["token"] for name, entry in config["principals"].items() if entry["token"]}
+    if on_demand and browser and not publish:
+        demand = PagesOnDemand(server, config, args, tokens)
+        server.tools[main.TOOL_NAME].pages = demand
+        return server, demand
     members = []
     if publish:
         import connect
