@@ -11,9 +11,10 @@ named a new port. Here the listener is handed down instead:
     (this process ends, however)           the keeper reads end-of-file on that pipe
 
 The keeper is a fork of the server made while it is still one thread with no database
-open (a fork after either is unsafe), detached at once: its own session, re-parented (a
-host that kills the server's process group or tree does not reach it), its stdin, stdout
-and stderr on /dev/null (a host waiting for the server's pipes to close is not held up).
+open (a fork after either is unsafe), detached at once: its own session and process group
+(a host that kills the server's group, as the official Python SDK does after its grace
+period, does not reach it), its stdin, stdout and stderr on /dev/null (a host waiting for
+the server's pipes to close is not held up); it is re-parented when the server ends.
 It sleeps on the pipe while the server lives. At end-of-file, with no unexpired link it
 exits at once; otherwise `take_over(links)` builds the pages over the shared store, in the
 server's own sandbox plan, and serves the inherited socket (the same port: the same link)
@@ -59,31 +60,19 @@ class Keeper:
 def fork(take_over: Callable[[dict[str, float]], int]) -> Keeper:
     """Fork the detached keeper; it runs `take_over(links)` once this process ends with links unexpired, then exits."""
     control_r, control_w = os.pipe()
-    report_r, report_w = os.pipe()
-    first = os.fork()
-    if first == 0:  # the intermediate: a new session, then the keeper, then gone, so the keeper is nobody's child here
-        try:
-            os.setsid()
-            second = os.fork()
-            if second == 0:
-                os.close(control_w)
-                os.close(report_r)
-                os.close(report_w)
-                os._exit(_keeper(control_r, take_over))
-            os.write(report_w, str(second).encode("ascii"))
-        finally:
-            os._exit(0)
+    pid = os.fork()
+    if pid == 0:  # the keeper
+        os.close(control_w)
+        os._exit(_keeper(control_r, take_over))
+    # No wait for the child here: on a busy machine that would delay the server's first answer.
     os.close(control_r)
-    os.close(report_w)
-    os.waitpid(first, 0)
-    pid = int(os.read(report_r, 32) or b"0")
-    os.close(report_r)
     return Keeper(pid, control_w)
 
 
 def _keeper(control: int, take_over: Callable[[dict[str, float]], int]) -> int:
     """The keeper's life: quiet, wait for the server to end, then keep its unexpired links (or exit at once)."""
     try:
+        os.setsid()  # its own session and process group: a host's killpg of the server's group does not reach it
         quiet = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(quiet, fd)
