@@ -1441,7 +1441,7 @@ def decline_round_trip(send: Callable[[bytes], bytes], workspace: str, title: st
         raise BenchError(f"first call for {title!r}: expected one choice, got {len(options)}")
     retry = dict(params, requestState=result["requestState"], inputResponses={main.INPUT_KEY: {"action": "decline"}})
     final = json.loads(send(encode({"jsonrpc": "2.0", "id": request_id + 1, "method": "tools/call", "params": retry})))
-    if "Too many confirmations are pending" in str(final.get("result")):
+    if "Too many confirmations" in str(final.get("result")):
         raise ReplayBoundReached(f"decline for {title!r}: the replay bound")
     if (final.get("result") or {}).get("structuredContent") != {"deleted": False, "reason": "declined"}:
         raise BenchError(f"decline for {title!r}: expected declined, got {str(final)[:300]}")
