@@ -7,7 +7,8 @@ outcome completed after the file operation:
     id, at (UTC seconds), principal, tool, outcome, note_id, title (as shown), workspace,
     uri (where the note lived), request_id, client_name (self-reported), trash, restores,
     channel (how the person confirmed: form, url or browser), approved_by and approved_at
-    (the principal signed in on the confirmation page, and when it approved or kept)
+    (the principal signed in on the confirmation page, and when it approved or kept),
+    file_identity (folders: the file an update, move or restore acted on, as JSON)
 
 Never the requestState, its nonce, a token or a note's content. Outcomes:
 
@@ -76,6 +77,7 @@ __all__ = [
     "POSTGRES_TABLES",
     "PRUNE_BATCH",
     "REFUSED",
+    "RESTORED",
     "Retention",
     "SQLITE_TABLES",
     "SQL_TRASH",
@@ -110,10 +112,11 @@ OUTCOMES = (DELETED, DECLINED, NOT_CONFIRMED, PUBLISHED, DENIED, REFUSED, CONSUM
 SQL_TRASH = "deleted_notes"  # the `trash` value of a row moved to the deleted-notes table
 
 COLUMNS = ("id", "at", "principal", "tool", "outcome", "note_id", "title", "workspace", "uri",
-           "request_id", "client_name", "trash", "restores", "channel", "approved_by", "approved_at")  # fmt: skip
+           "request_id", "client_name", "trash", "restores", "channel", "approved_by", "approved_at", "file_identity")  # fmt: skip
 CHANNELS = ("form", "url", "browser")  # a form in the host; this server's page by URL mode; or by the link in a result
 # Added after the first audit schema, by migration, to a table that lacks them (older servers ignore them).
-ADDED_COLUMNS = (("channel", "TEXT", "text"), ("approved_by", "TEXT", "text"), ("approved_at", "REAL", "double precision"))
+ADDED_COLUMNS = (("channel", "TEXT", "text"), ("approved_by", "TEXT", "text"), ("approved_at", "REAL", "double precision"),
+                 ("file_identity", "TEXT", "text"))
 # Columns the confirmation pages' table gained after its first release: which tool asked, and
 # what its page shows (notes_update's new text, notes_move's destination); added where missing.
 DECISIONS_ADDED_COLUMNS = (("tool", "TEXT NOT NULL DEFAULT 'notes_delete'", "text NOT NULL DEFAULT 'notes_delete'"),
@@ -148,6 +151,7 @@ class Facts(NamedTuple):
     title: str | None = None
     uri: str | None = None
     trash: str | None = None
+    file_identity: str | None = None  # folders: JSON naming the file written or moved (code/markdown_store.py)
 
 
 # The confirmation page's decisions (code/browser_confirm.py), one row per nonce, kept beside the
@@ -363,11 +367,11 @@ class AuditSql:
         (entry_id,) = self.run(
             conn,
             "INSERT INTO audit (at, principal, tool, outcome, note_id, title, workspace, uri, request_id,"
-            " client_name, trash, restores, channel, approved_by, approved_at, principal_seq)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+            " client_name, trash, restores, channel, approved_by, approved_at, file_identity, principal_seq)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
             " (SELECT COALESCE(MAX(principal_seq), 0) + 1 FROM audit WHERE principal = ?)) RETURNING id",
             (now, principal, tool, outcome, facts.note_id, clip(facts.title), workspace, facts.uri, request_id,
-             client, facts.trash, restores, *channel, principal),
+             client, facts.trash, restores, *channel, facts.file_identity, principal),
         ).fetchone()  # fmt: skip
         return int(entry_id)
 

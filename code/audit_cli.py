@@ -104,7 +104,12 @@ def run(store: Any, args: argparse.Namespace, out: Callable[[str], None], clock:
         try:
             entry = store.restore(args.entry)
         except stores.StoreRefused as exc:
-            out(f"refused: {exc}")
+            # The store's reason fits an entry that is there but cannot be restored; an id
+            # that names no entry at all (a typo, another store's id) is told as such.
+            if not any(entry["id"] == args.entry for entry in store.audit_entries()):
+                out(f"refused: entry {args.entry} does not exist (audit list shows every entry)")
+            else:
+                out(f"refused: {exc}")
             return EXIT_REFUSED
         out(f"restored entry {args.entry}: note {shown(entry['note_id'])} ({shown(entry['title'])}), recorded as entry {entry['id']}")
         return 0

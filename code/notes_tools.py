@@ -660,7 +660,10 @@ class ConfirmedTool(NoteTool):
         if not self.policy.allows(record.principal, workspace):  # a grant may have been revoked since
             return "That workspace is no longer authorized for you; nothing can be changed here."
         detail = json.loads(record.detail or "{}")
-        found = self.store.note_text(str(detail.get("noteId", "")), workspace) if hasattr(self.store, "note_text") else None
+        try:
+            found = self.store.note_text(str(detail.get("noteId", "")), workspace) if hasattr(self.store, "note_text") else None
+        except stores.StoreRefused as exc:
+            return str(exc)  # the folder was replaced since start-up: nothing to approve, said as the tools say it
         if found is None or not main.inside_workspace(found[0], workspace) or content_version(*found) != detail.get("version"):
             return PAGE_STALE
         note, text = found

@@ -668,7 +668,8 @@ class FolderAudit(AuditContract, unittest.TestCase):
 
     def test_the_trash_is_the_same_only_while_dot_trash_names_the_very_folder_opened(self) -> None:
         self.delete_chosen(self.open())
-        root = folder_paths.root_path(self.ws)
+        root = folder_paths.Root(folder_paths.root_path(self.ws), os.path.realpath(self.ws))
+        self.addCleanup(root.close)
         fd = folder_trash.open_trash(root, create=False)
         assert fd is not None
         self.addCleanup(os.close, fd)

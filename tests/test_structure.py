@@ -24,7 +24,7 @@ LAYERS = (
     ("frame", "notes_tools", "connect", "conformance_fixtures", "legacy", "legacy_http", "stdio_transport", "streamable_http",
      "web_pages", "browser_confirm", "confirm_pages", "page_keeper"),
     ("config", "assemble", "audit_cli"),  # a server built from a config
-    ("serve", "cli"),  # the command line
+    ("serve", "cli", "__main__"),  # the command line
 )
 LAYER_OF = {module: depth for depth, modules in enumerate(LAYERS) for module in modules}
 
@@ -37,8 +37,8 @@ def project_imports(filename: str) -> set[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module.split(".")[0])
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module.split(".")[0])  # `from .cli import run` (the package's __main__) counts too
     return found & OWN
 
 
