@@ -98,7 +98,7 @@ def parser(prog: str = "serve.py audit") -> argparse.ArgumentParser:
     return p
 
 
-def run(store: Any, args: argparse.Namespace, out: Callable[[str], None], clock: Callable[[], float] = time.time) -> int:
+def run(store: stores.Store, args: argparse.Namespace, out: Callable[[str], None], clock: Callable[[], float] = time.time) -> int:
     """Run one parsed command against a store that keeps an audit; the exit status."""
     if args.command == "restore":
         try:

@@ -3,7 +3,7 @@
 Exercise four of the lesson: point the server at a notes vault on disk. Each configured
 folder is a root; a note is a regular `*.md` file inside a root (sub-folders included).
 
-    nonces = sqlite_store.open_store("nonces.db", clock=time.time)
+    nonces = sqlite_store.open_ledger("nonces.db", clock=time.time)
     store = MarkdownNotesStore(["/home/alice/Notes"], nonces)
     server = frame.notes_server(keys=[key], notes=store, policy=AuthorizationPolicy({"alice": ["file:///home/alice/Notes"]}))
 
@@ -42,7 +42,6 @@ import folder_paths
 import folder_trash
 import main
 import note_bodies
-import sqlite_store
 import stores
 
 __all__ = ["MarkdownNotesStore"]
@@ -64,12 +63,12 @@ NAME_TOO_LONG = f"That file name is longer than {folder_paths.NAME_MAX} bytes; n
 
 
 class MarkdownNotesStore(stores.SettleSeam):
-    """stores.NotesStore over Markdown folders; nonces in an SQLite store's consumed_nonces table."""
+    """stores.Store over Markdown folders; nonces, audit and the page's decisions in its ledger (an SQLite file of its own)."""
 
     def __init__(
         self,
         roots: Iterable[str],
-        nonces: sqlite_store.SqliteNotesStore,
+        nonces: stores.Ledger,
         max_walk_entries: int = folder_paths.MAX_WALK_ENTRIES,
         retention: audit.Retention | None = None,
         *,
@@ -109,7 +108,8 @@ class MarkdownNotesStore(stores.SettleSeam):
                     f"notes folders {'/' + '/'.join(other)} and {'/' + '/'.join(root)} are one folder "
                     "(a symbolic link leads from one to the other, or both to it); configure it once"
                 )
-        self.nonces = nonces
+        self.nonces = self.ledger = nonces  # the confirmation database's ledger: nonces, audit, the page's decisions
+        self.texts: stores.Texts | None = self
         self.max_walk_entries = max_walk_entries
         self.described: dict[main.Path, int] = {}  # root -> notes counted by the last describe(), until count() takes it
         # One title index per root, built at its first lookup. No thread is started:
@@ -266,7 +266,7 @@ class MarkdownNotesStore(stores.SettleSeam):
         self,
         target: tuple[str, str] | None,
         recheck: Callable[[main.Note], bool],
-        record: sqlite_store.Record,
+        record: stores.Record,
         chosen: list[tuple[main.Path, main.Path, tuple[int, ...], str]],
     ) -> main.Settlement:
         """Inside the claim transaction: re-walk, re-read and re-check; DELETED (pending), CHANGED or CONSUMED."""
@@ -377,7 +377,7 @@ class MarkdownNotesStore(stores.SettleSeam):
         # Replaced since start-up: the trash and the place the path now reaches are another folder's.
         self.dirs[root].check(main.format_file_uri(root))
         folder_trash.restore_file(self.dirs[root], rel, str(trash_name), entry_id)
-        return self.nonces.record_restore(entry_id, audit.Facts(str(entry["note_id"]), entry["title"], entry["uri"], str(trash_name)))  # type: ignore[arg-type]
+        return self.nonces.record_restore(entry_id, audit.Facts(str(entry["note_id"]), entry["title"], entry["uri"], str(trash_name)))
 
     # ---------------------------------------------------------------- note bodies (code/folder_bodies.py)
 
@@ -464,7 +464,7 @@ class MarkdownNotesStore(stores.SettleSeam):
             record(audit.REFUSED, audit.Facts(None, title, None))
             return note_bodies.NO_PLACE
 
-        return self.nonces.audited(principal, act)  # type: ignore[return-value]
+        return self.nonces.audited(principal, act)
 
     def _checked(self, workspace: main.Path, note_id: str, check: note_bodies.Check, record: note_bodies.Record) -> tuple[Any, ...] | str:
         """(root, rel, fd, note, loaded) of the note `note_id` if `check` passes on it as it is now (the caller closes fd); else CHANGED, audited `refused`."""
@@ -506,7 +506,7 @@ class MarkdownNotesStore(stores.SettleSeam):
             finally:
                 os.close(fd)
 
-        return self.nonces.audited(principal, act)  # type: ignore[return-value]
+        return self.nonces.audited(principal, act)
 
     def update_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, body: str,
                     check: note_bodies.Check) -> tuple[main.Settlement, main.Note | str | None]:
@@ -535,7 +535,7 @@ class MarkdownNotesStore(stores.SettleSeam):
             finally:
                 os.close(fd)
 
-        return self.nonces.consume_act(principal, nonce, expires_at, lambda record: act(sqlite_store.as_outcome(record)))
+        return self.nonces.consume_act(principal, nonce, expires_at, act)
 
     def move_refusal(self, workspace: main.Path, note: main.Note, place: main.Path) -> str | None:
         """Why `note` cannot be moved to `place` here, read now (id or URI too long, too deep, no such folder, a file there), or None."""
@@ -603,7 +603,7 @@ class MarkdownNotesStore(stores.SettleSeam):
                 if dst is not None:
                     os.close(dst)
 
-        return self.nonces.consume_act(principal, nonce, expires_at, lambda record: act(sqlite_store.as_outcome(record)))
+        return self.nonces.consume_act(principal, nonce, expires_at, act)
 
     def undo_update(self, entry: dict[str, object]) -> dict[str, object]:
         """Restore an `updated` entry: the kept bytes back over the very file it wrote, wherever it moved since; the bytes now there to the trash.

@@ -89,9 +89,8 @@ def startup_report(
     elif args.http:
         lines.append(f"principals: {', '.join(sorted(principals))} (each by its bearer token)")
     # The store's own lines first: a folder store counts each folder in the same walk.
-    describe = getattr(server.notes, "describe", None)  # e.g. what a folder walk skipped
-    described = describe() if describe is not None else []
-    if isinstance(described, str):  # the SQL stores: one line, which lookup indexes serve or why a fallback does
+    described = stores.store_of(server.services).describe()  # which lookup indexes serve; what a folder walk skipped
+    if isinstance(described, str):  # the SQL stores: one line
         described = [described]
     if described:
         described = [f"notes store: {described[0]}", *described[1:]]
@@ -100,7 +99,7 @@ def startup_report(
         for uri in server.policy.workspaces(name):
             owners.setdefault(uri, []).append(name)
     for uri, names in owners.items():
-        lines.append(f"workspace {uri} ({', '.join(names)}): {assemble.note_count(server.notes, uri)}")
+        lines.append(f"workspace {uri} ({', '.join(names)}): {assemble.note_count(stores.store_of(server.services), uri)}")
     if not owners:
         lines.append("workspaces: none granted, so every notes_delete call is refused")
     lines.extend(described)
@@ -649,8 +648,9 @@ def serve(argv: Sequence[str], prog: str = "serve.py") -> int:
     except Stop:
         status = 0
     finally:
-        assemble.close_store(server.notes)
-    return EXIT_STORE_LOST if getattr(server.notes, "lost", False) else status
+        assemble.close_store(stores.store_of(server.services))
+    store = stores.store_of(server.services)
+    return EXIT_STORE_LOST if isinstance(store, assemble.StopOnLoss) and store.lost else status
 
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)

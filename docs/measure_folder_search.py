@@ -33,7 +33,7 @@ try:
     for k in range(notes):
         with open(os.path.join(folder, f"note-{k:05d}.md"), "w", encoding="utf-8") as handle:
             handle.write(f"# Note {k:05d}\n{body}")
-    nonces = sqlite_store.open_store(os.path.join(base, "nonces.db"), clock=time.time)
+    nonces = sqlite_store.open_ledger(os.path.join(base, "nonces.db"), clock=time.time)
     store = markdown_store.MarkdownNotesStore([folder], nonces)
     workspace = main.parse_file_uri(store.workspace_uris()[0])
     store.search_text(workspace, "warm the title index", 10)  # the title index is built once, at the first lookup

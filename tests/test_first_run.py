@@ -134,7 +134,7 @@ class StartupReportTests(Tree):
     def test_the_folder_store_counts_without_opening_notes_and_reuses_describe_once(self) -> None:
         import markdown_store
 
-        nonces = sqlite_store.open_store(os.path.join(self.dir, "nonces.db"), clock=support.Clock())
+        nonces = sqlite_store.open_ledger(os.path.join(self.dir, "nonces.db"), clock=support.Clock())
         self.addCleanup(nonces.close)
         store = markdown_store.MarkdownNotesStore([self.notes], nonces)
         root = main.parse_file_uri(folder_uri(self.notes))
@@ -159,7 +159,7 @@ class StartupReportTests(Tree):
             write(os.path.join(root, "x" * (length - 3) + ".md"), "# Edge\n")
         for length in (stores.MAX_NOTE_ID_LENGTH, stores.MAX_NOTE_ID_LENGTH + 1):
             write(os.path.join(self.notes, "y" * (length - 3) + ".md"), "# Edge\n")
-        nonces = sqlite_store.open_store(os.path.join(self.dir, "nonces.db"), clock=support.Clock())
+        nonces = sqlite_store.open_ledger(os.path.join(self.dir, "nonces.db"), clock=support.Clock())
         self.addCleanup(nonces.close)
         for folder, expected in ((root, 1), (self.notes, 3)):
             with self.subTest(folder=folder[-20:]):
@@ -211,7 +211,7 @@ class StartupReportTests(Tree):
         ])  # fmt: skip
         self.assertEqual(serve.extensions(lesson, serve.parser().parse_args(["--http", "--conformance-fixtures", "--no-legacy"])),
                          ["conformance fixtures (testing only)"])  # fmt: skip
-        nonces = sqlite_store.open_store(os.path.join(self.dir, "nonces.db"), clock=support.Clock())
+        nonces = sqlite_store.open_ledger(os.path.join(self.dir, "nonces.db"), clock=support.Clock())
         self.addCleanup(nonces.close)
         crowded = markdown_store.MarkdownNotesStore([self.notes], nonces, max_walk_entries=1)
         self.assertEqual(assemble.note_count(crowded, folder_uri(self.notes)), "cannot be listed (That notes folder holds more than 1 entries; serve a smaller folder (a sub-folder) instead.)")
@@ -322,7 +322,7 @@ class ScopeFromWhatWasAskedTests(Tree):
         write(os.path.join(vault, "idea.md"), "# Idea\n")
         linked = os.path.join(self.notes, "vault")
         os.symlink(vault, linked)
-        nonces = sqlite_store.open_store(os.path.join(self.dir, "nonces.db"), clock=support.Clock())
+        nonces = sqlite_store.open_ledger(os.path.join(self.dir, "nonces.db"), clock=support.Clock())
         self.addCleanup(nonces.close)
         store = markdown_store.MarkdownNotesStore([self.notes, linked], nonces)
         self.assertEqual(store.workspace_uris(), [folder_uri(self.notes), folder_uri(linked)])
@@ -334,7 +334,7 @@ class ScopeFromWhatWasAskedTests(Tree):
     def test_a_real_sub_folder_configured_beside_its_parent_is_still_dropped(self) -> None:
         import markdown_store
 
-        nonces = sqlite_store.open_store(os.path.join(self.dir, "nonces.db"), clock=support.Clock())
+        nonces = sqlite_store.open_ledger(os.path.join(self.dir, "nonces.db"), clock=support.Clock())
         self.addCleanup(nonces.close)
         store = markdown_store.MarkdownNotesStore([self.notes, os.path.join(self.notes, "2025")], nonces)
         self.assertEqual(store.workspace_uris(), [folder_uri(self.notes)])
@@ -524,7 +524,7 @@ class NormalizedMatchingTests(Tree):
 
         write(os.path.join(self.notes, "cafe.md"), "# Cafe\u0301 notes\n")  # NFD, as macOS writes names
         write(os.path.join(self.notes, "creme.md"), "# Cr\u00e8me list\n")  # NFC
-        nonces = sqlite_store.open_store(os.path.join(self.dir, "nonces.db"), clock=support.Clock())
+        nonces = sqlite_store.open_ledger(os.path.join(self.dir, "nonces.db"), clock=support.Clock())
         self.addCleanup(nonces.close)
         store = markdown_store.MarkdownNotesStore([self.notes], nonces)
         workspace = main.parse_file_uri(folder_uri(self.notes))

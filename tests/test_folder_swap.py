@@ -240,7 +240,7 @@ class SwapInProcess(unittest.TestCase):
         self.clock = Clock()
 
     def store(self) -> markdown_store.MarkdownNotesStore:
-        nonces = sqlite_store.open_store(os.path.join(self.folders.dir, "nonces.db"), clock=self.clock)
+        nonces = sqlite_store.open_ledger(os.path.join(self.folders.dir, "nonces.db"), clock=self.clock)
         store = markdown_store.MarkdownNotesStore([self.folders.alice], nonces, retention=audit.Retention(trash_seconds=1))
         self.addCleanup(store.close)
         return store
@@ -267,7 +267,7 @@ class OtherPrincipalsSwap(unittest.TestCase):
     def test_a_deletion_in_bob_s_folder_is_not_refused_for_alice_s_replaced_one_and_never_names_it(self) -> None:
         folders = Folders(self)
         clock = Clock()
-        nonces = sqlite_store.open_store(os.path.join(folders.dir, "nonces.db"), clock=clock)
+        nonces = sqlite_store.open_ledger(os.path.join(folders.dir, "nonces.db"), clock=clock)
         store = markdown_store.MarkdownNotesStore([folders.alice, folders.bob], nonces)
         self.addCleanup(store.close)
         bob_uri = folder_uri(folders.bob)
@@ -344,7 +344,7 @@ class OneWayIn(unittest.TestCase):
     def test_after_start_up_every_operation_opens_through_the_start_up_descriptor(self) -> None:
         folders = Folders(self)
         clock = Clock()
-        nonces = sqlite_store.open_store(os.path.join(folders.dir, "nonces.db"), clock=clock)
+        nonces = sqlite_store.open_ledger(os.path.join(folders.dir, "nonces.db"), clock=clock)
         store = markdown_store.MarkdownNotesStore([folders.alice, folders.bob], nonces, retention=audit.Retention(trash_seconds=1))
         self.addCleanup(store.close)
         policy = main.AuthorizationPolicy({"alice": [folders.alice_uri]})

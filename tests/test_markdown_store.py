@@ -62,7 +62,7 @@ class FolderCase(unittest.TestCase):
         return path
 
     def store(self, roots: list[str] | None = None, deletion: str = audit.DELETION_TRASH, ops: folder_paths.FileOps = folder_paths.OS_OPS) -> MarkdownNotesStore:
-        nonces = sqlite_store.open_store(os.path.join(self.base, "nonces.db"), clock=self.clock)
+        nonces = sqlite_store.open_ledger(os.path.join(self.base, "nonces.db"), clock=self.clock)
         self.addCleanup(nonces.close)
         store = MarkdownNotesStore(roots or [self.ws], nonces, retention=audit.Retention(deletion=deletion), ops=ops)
         self.addCleanup(store.close)
@@ -356,18 +356,18 @@ class DeletionTests(FolderCase):
             if stage == when:
                 raise KeyboardInterrupt("simulated death")
 
-        store.nonces._inside_transaction_hook = crash
+        store.nonces.db._inside_transaction_hook = crash
         with self.assertRaises(KeyboardInterrupt):
             store.consume(PRINCIPAL, "n1", self.clock.now + main.DEFAULT_STATE_TTL_SECONDS, (note.id, note.version), ALWAYS)
-        store.nonces._inside_transaction_hook = None
+        store.nonces.db._inside_transaction_hook = None
 
     def between_claim_and_move(self, action: Callable[[], None]) -> MarkdownNotesStore:
         """Consume the chosen note with `action` run after the claim commits, before the move; the store."""
         store = self.store()
         (note,) = store.candidates(main.parse_file_uri(self.uri()), "2025")
-        store.nonces._inside_transaction_hook = lambda stage: action() if stage == "committed" else None
+        store.nonces.db._inside_transaction_hook = lambda stage: action() if stage == "committed" else None
         outcome = store.consume(PRINCIPAL, "n1", self.clock.now + 60, (note.id, note.version), ALWAYS)
-        store.nonces._inside_transaction_hook = None
+        store.nonces.db._inside_transaction_hook = None
         self.assertIs(outcome, main.Settlement.CHANGED)
         self.assertEqual(self.trashed(), [])
         self.assertEqual([e["outcome"] for e in store.audit_entries()], [audit.REFUSED])
@@ -434,7 +434,7 @@ class DeletionTests(FolderCase):
 
     def test_a_store_opened_while_another_instance_writes_starts_and_completes_the_entry_later(self) -> None:
         self.crash_at(self.store(), "moved")
-        nonces = sqlite_store.open_store(os.path.join(self.base, "nonces.db"), clock=self.clock, busy_timeout_ms=50)
+        nonces = sqlite_store.open_ledger(os.path.join(self.base, "nonces.db"), clock=self.clock, busy_timeout_ms=50)
         self.addCleanup(nonces.close)
         holder = sqlite3.connect(os.path.join(self.base, "nonces.db"), isolation_level=None)
         self.addCleanup(holder.close)
@@ -790,10 +790,10 @@ class FolderIdentityTests(FolderCase):
     def test_a_swap_between_the_claim_and_the_move_moves_nothing_and_releases_the_claim(self) -> None:
         store = self.both()
         (note,) = store.candidates(self.alice_path(), "TPS")
-        store.nonces._inside_transaction_hook = lambda stage: self.link_bob_at_alice() if stage == "committed" else None
+        store.nonces.db._inside_transaction_hook = lambda stage: self.link_bob_at_alice() if stage == "committed" else None
         with self.assertRaises(stores.StoreRefused) as caught:
             store.consume(PRINCIPAL, "n1", self.clock.now + 60, (note.id, note.version), ALWAYS)
-        store.nonces._inside_transaction_hook = None
+        store.nonces.db._inside_transaction_hook = None
         self.assert_replaced(caught, main.format_file_uri(self.alice_path()))
         self.assertEqual(self.snapshot(self.alice + "-old"), {"tps.md": "# TPS alice\n"})
         self.assertEqual(self.snapshot(self.bob), self.bob_before)
@@ -820,7 +820,7 @@ class FolderIdentityTests(FolderCase):
 
     def test_two_configured_paths_that_are_one_folder_are_refused_at_start_up(self) -> None:
         self.link_bob_at_alice()
-        nonces = sqlite_store.open_store(os.path.join(self.base, "nonces.db"), clock=self.clock)
+        nonces = sqlite_store.open_ledger(os.path.join(self.base, "nonces.db"), clock=self.clock)
         self.addCleanup(nonces.close)
         with self.assertRaises(stores.StoreError) as caught:
             MarkdownNotesStore([self.alice, self.bob], nonces)

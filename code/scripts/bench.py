@@ -1510,7 +1510,7 @@ def folder_index_bytes_per_note(directory: str, size: int) -> tuple[float, float
     config, uri = scaling_config(directory, "folder", notes, workspace, None)
     with open(config, encoding="utf-8") as handle:
         folder = json.load(handle)["principals"][PRINCIPAL]["notesDirs"][0]
-    nonces = sqlite_store.open_store(os.path.join(directory, "index-memory.db"), clock=time.time)
+    nonces = sqlite_store.open_ledger(os.path.join(directory, "index-memory.db"), clock=time.time)
     gc.collect()
     tracemalloc.start()
     try:
@@ -2300,7 +2300,7 @@ def folder_store_over(directory: str, notes: list[main.Note]) -> tuple[str, Any,
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(f"# {note.title}\n")
-    nonces = sqlite_store.open_store(os.path.join(directory, "nonces.db"), clock=time.time)
+    nonces = sqlite_store.open_ledger(os.path.join(directory, "nonces.db"), clock=time.time)
     store = markdown_store.MarkdownNotesStore([folder], nonces)
     return folder, store, tuple(p for p in os.path.realpath(folder).split("/") if p)
 
