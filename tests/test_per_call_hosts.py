@@ -28,6 +28,7 @@ import browser_confirm  # noqa: E402
 import main  # noqa: E402
 import page_keeper  # noqa: E402
 import sqlite_store  # noqa: E402
+import stores  # noqa: E402
 
 NO_FORM: dict[str, Any] = {}
 
@@ -111,7 +112,7 @@ class KeeperLifetimeTests(unittest.TestCase):
 
     def setUp(self) -> None:
         self.clock = support.Clock()
-        self.records = browser_confirm.MemoryConfirmations(self.clock)
+        self.records = stores.MemoryConfirmations(self.clock)
         self.waits: list[float] = []
 
     def link(self, handle: str, ttl: float) -> float:
