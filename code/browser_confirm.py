@@ -43,7 +43,6 @@ import audit
 import ledger
 import main
 import stores
-import visible_text
 from stores import MAX_PENDING_PER_PRINCIPAL, Confirmations  # the bound on undecided pages, named where the pages are
 
 __all__ = [
@@ -311,14 +310,6 @@ class ConfirmedNotesDelete(main.NotesDelete):
             if exc.code != main.MISSING_REQUIRED_CLIENT_CAPABILITY:
                 raise
             raise main.McpError(exc.code, REFUSAL, exc.data) from None
-
-    def ask(self, call: main.ToolCall, scope: main.Scope, follows: main.StatePayload | None = None) -> dict[str, Any]:
-        """The lesson's form, naming the workspace as a person reads it (decoded, invisible characters spelled out)."""
-        result = super().ask(call, scope, follows)
-        uri = scope.arguments["workspaceUri"]
-        params = result["inputRequests"][main.INPUT_KEY]["params"]
-        params["message"] = params["message"].replace(f" in {uri}. ", f" in {visible_text.person_uri(uri)}. ", 1)
-        return result
 
     # ---------------------------------------------------------------- both channels
 

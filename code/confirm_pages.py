@@ -25,8 +25,8 @@ from typing import Any, Literal
 
 import browser_confirm
 import main
+import notes_tools
 import stores
-import visible_text
 import web_pages
 from web_pages import Headers, Response, Session
 
@@ -138,7 +138,7 @@ class ConfirmPages(web_pages.SignedInPages):
             (f'<p class="alert" role="alert">{html.escape(error)}</p>' if error else "")
             + f"<p>Signed in as <strong>{who}</strong>.</p>"
             f'<div class="request"><p>Your MCP client called <strong>{main.TOOL_NAME}</strong> for notes titled like '
-            f"<strong>&ldquo;{html.escape(record.title)}&rdquo;</strong> in <strong>{html.escape(visible_text.person_uri(record.workspace))}</strong>.</p></div>"
+            f"<strong>&ldquo;{html.escape(record.title)}&rdquo;</strong> in <strong>{html.escape(notes_tools.person_uri(record.workspace))}</strong>.</p></div>"
             f'<form method="post" action="{html.escape(f"{PATH_PREFIX}{handle}/decision")}">'
             f'<input type="hidden" name="csrf" value="{html.escape(session.csrf)}">{listing}'
             f'<p class="hint">{html.escape(self.notes.deletion)} Nothing happens until your MCP client calls again.</p>'
@@ -150,7 +150,7 @@ class ConfirmPages(web_pages.SignedInPages):
 
     def note_item(self, note: main.Note, only: bool) -> str:
         """One choice: title, folder, last change, the first lines where the store has them."""
-        folder = visible_text.person_uri(main.format_file_uri(note.path[:-1]))
+        folder = notes_tools.person_uri(main.format_file_uri(note.path[:-1]))
         seen = self.notes.preview(note)
         changed = f"last changed {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(seen[0]))}" if seen else f"revision {note.revision}"
         lines = f"<pre>{html.escape(chr(10).join(seen[1]))}</pre>" if seen and seen[1] else ""

@@ -25,7 +25,6 @@ import notes_tools
 import postgres_store
 import sqlite_store
 import stores
-import visible_text
 from helpers import store_workers
 
 OTHER = "bob"
@@ -613,8 +612,8 @@ class TheOption(unittest.TestCase):
 
 class WhatAPersonSees(unittest.TestCase):
     def test_tabs_zero_width_and_bidi_characters_are_shown_as_escapes_and_a_backslash_is_doubled(self) -> None:
-        self.assertEqual(visible_text.visible("a\tb\u200bc\u202ed\\u"), "a\\u0009b\\u200bc\\u202ed\\\\u")
-        self.assertEqual(visible_text.visible("plain text"), "plain text")
+        self.assertEqual(notes_tools.visible("a\tb\u200bc\u202ed\\u"), "a\\u0009b\\u200bc\\u202ed\\\\u")
+        self.assertEqual(notes_tools.visible("plain text"), "plain text")
 
     def test_a_diff_is_whole_or_refused(self) -> None:
         small = notes_tools.unified_diff("a\nb\n", "a\nc\n")

@@ -18,7 +18,7 @@ OWN = {os.path.basename(name)[:-3] for name in CODE_FILES}
 
 LAYERS = (
     ("main",),  # the lesson
-    ("confirmations", "stores", "title_index", "change_watch", "http_server", "sandbox", "visible_text"),  # on the lesson only
+    ("confirmations", "stores", "title_index", "change_watch", "http_server", "sandbox"),  # on the lesson only
     ("audit", "ledger", "sqlite_store", "postgres_store", "folder_paths", "folder_index", "folder_trash", "markdown_store",
      "note_bodies", "folder_bodies"),
     ("frame", "notes_tools", "connect", "conformance_fixtures", "legacy", "legacy_http", "stdio_transport", "streamable_http",

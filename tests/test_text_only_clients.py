@@ -13,11 +13,8 @@ from typing import Any
 
 from helpers import support  # first: it puts code/ on the import path
 import browser_confirm  # noqa: E402
-import frame  # noqa: E402
 import main  # noqa: E402
 import notes_tools  # noqa: E402
-import stores  # noqa: E402
-import visible_text  # noqa: E402
 from helpers.support import WORKSPACE  # noqa: E402
 from test_notes_tools_browser import FORM_ONLY, GROCERIES, PageCase  # noqa: E402
 
@@ -121,26 +118,12 @@ class WordsTests(PageCase):
         self.assertEqual(self.text(), GROCERIES)
 
     def test_the_form_and_the_page_show_the_workspace_decoded_with_controls_escaped(self) -> None:
-        self.assertEqual(visible_text.person_uri("file:///Users/alice/My%20Notes"), "file:///Users/alice/My Notes")
-        self.assertEqual(visible_text.person_uri("file:///a/%E2%80%AEtxt.md%0A"), "file:///a/\\u202etxt.md\\u000a")
+        self.assertEqual(notes_tools.person_uri("file:///Users/alice/My%20Notes"), "file:///Users/alice/My Notes")
+        self.assertEqual(notes_tools.person_uri("file:///a/%E2%80%AEtxt.md%0A"), "file:///a/\\u202etxt.md\\u000a")
         form = self.alice.call("notes_move", self.move_args("My Archive/g.md"), FORM_ONLY)["result"]
         message = form["inputRequests"][notes_tools.MOVE_KEY]["params"]["message"]
         self.assertIn("/My Archive/g.md", message)
         self.assertNotIn("%20", message)
-
-    def test_notes_delete_s_form_names_the_workspace_decoded(self) -> None:
-        workspace = "file:///Users/alice/My%20Notes"
-        store = stores.MemoryStore([main.Note("n1", "Trip plan", workspace + "/trip.md")], main.MemoryReplayStore(self.clock))
-        records = browser_confirm.records_for(store, self.clock)
-        server = frame.notes_server(keys=[support.KEY], notes=store, replay=store.replay, clock=self.clock, log=self.log,
-                                    policy=main.AuthorizationPolicy({"alice": [workspace]}),
-                                    tool=lambda services: browser_confirm.ConfirmedNotesDelete(services, records))
-        form = server.handle(support.request("tools/call", {"name": main.TOOL_NAME, "arguments": {"workspaceUri": workspace, "title": "Trip"}},
-                                             capabilities=FORM_ONLY), "alice")["result"]
-        message = form["inputRequests"][main.INPUT_KEY]["params"]["message"]
-        self.assertIn(" in file:///Users/alice/My Notes. ", message)
-        self.assertNotIn("%20", message)
-        self.assertEqual(support.claims_of(form["requestState"])["cands"][0][0], "n1")  # the flow itself is the lesson's
 
     def test_a_search_snippet_leaves_out_the_heading_that_repeats_the_title(self) -> None:
         self.created(self.alice, WORKSPACE, "Trip plan", "# Trip plan\n\nPack the tent and the stove.\n")
