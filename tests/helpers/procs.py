@@ -27,7 +27,6 @@ _URL_RE = re.compile(r"http://(127\.0\.0\.1|\[::1\]):(\d+)/mcp")
 def server_env(**extra: str) -> dict[str, str]:
     """The test environment: no inherited NOTES_MCP_* values, plus `extra`."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("NOTES_MCP_")}
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.update(extra)
     return env
 
