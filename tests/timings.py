@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import time
 import unittest
@@ -32,6 +33,17 @@ def cpu_seconds() -> float:
     return times.user + times.system + times.children_user + times.children_system
 
 
+_started = [0]  # processes started through subprocess so far
+
+
+def _counting(execute_child: Callable[..., Any]) -> Callable[..., Any]:
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        _started[0] += 1
+        return execute_child(*args, **kwargs)
+
+    return counted
+
+
 def child_seconds() -> float:
     """User + system CPU of the children this process has waited for so far."""
     times = os.times()
@@ -45,17 +57,19 @@ class Ledger:
         self.cpu: dict[str, float] = defaultdict(float)
         self.wall: dict[str, float] = defaultdict(float)
         self.children: dict[str, float] = defaultdict(float)
+        self.processes: dict[str, int] = defaultdict(int)
 
-    def start(self) -> tuple[float, float, float]:
+    def start(self) -> tuple[float, float, float, int]:
         """The readings `stop` subtracts from."""
-        return cpu_seconds(), child_seconds(), time.monotonic()
+        return cpu_seconds(), child_seconds(), time.monotonic(), _started[0]
 
-    def stop(self, owner: str, started: tuple[float, float, float]) -> None:
+    def stop(self, owner: str, started: tuple[float, float, float, int]) -> None:
         """Charge what was spent since `started` to `owner`."""
-        cpu, children, wall = started
+        cpu, children, wall, processes = started
         self.cpu[owner] += cpu_seconds() - cpu
         self.children[owner] += child_seconds() - children
         self.wall[owner] += time.monotonic() - wall
+        self.processes[owner] += _started[0] - processes
 
     @contextmanager
     def charge(self, owner: str) -> Iterator[None]:
@@ -66,14 +80,15 @@ class Ledger:
         finally:
             self.stop(owner, started)
 
-    def totals(self, depth: int) -> list[tuple[str, float, float, float]]:
-        """(name, cpu, children's cpu, wall) summed over the first `depth` dotted parts of each owner, most CPU first."""
-        sums: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    def totals(self, depth: int) -> list[tuple[str, float, float, float, float]]:
+        """(name, cpu, children's cpu, wall, processes started) summed over the first `depth` dotted parts of each owner, most CPU first."""
+        sums: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
         for owner, seconds in self.cpu.items():
             row = sums[".".join(owner.removeprefix("tests.").split(".")[:depth])]
             row[0] += seconds
             row[1] += self.children[owner]
             row[2] += self.wall[owner]
+            row[3] += self.processes[owner]
         return sorted(((key, *row) for key, row in sums.items()), key=lambda row: -row[1])
 
 
@@ -140,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     with ledger.charge("(loading)"):
         suite = loader.loadTestsFromNames(args.names) if args.names else loader.discover(ROOT)
     saved = _instrument(ledger)
+    saved.append((subprocess.Popen, "_execute_child", subprocess.Popen._execute_child))  # type: ignore[attr-defined]
+    subprocess.Popen._execute_child = _counting(subprocess.Popen._execute_child)  # type: ignore[attr-defined]
     try:
         runner = unittest.TextTestRunner(resultclass=_timed_result(ledger), verbosity=0, stream=sys.stderr)
         result = runner.run(suite)
@@ -147,15 +164,18 @@ def main(argv: list[str] | None = None) -> int:
         for owner, name, original in saved:
             setattr(owner, name, original)
     total_cpu, total_wall = cpu_seconds() - start_cpu, time.monotonic() - start_wall
-    print(f"\n{result.testsRun} tests: {total_cpu:.1f} s CPU (user+sys, children included), {total_wall:.1f} s wall, load {os.getloadavg()[0]:.1f}")
+    print(
+        f"\n{result.testsRun} tests: {total_cpu:.1f} s CPU (user+sys, children included), {total_wall:.1f} s wall,"
+        f" {_started[0]} processes started, load {os.getloadavg()[0]:.1f}"
+    )
     for title, depth in (("modules", 1), ("classes", 2), ("tests", 3)):
-        print(f"\ntop {args.top} {title}: CPU s, of it in child processes, wall s")
-        for name, cpu, children, wall in ledger.totals(depth)[: args.top]:
-            print(f"  {cpu:7.2f} {children:7.2f} {wall:7.2f}  {name}")
+        print(f"\ntop {args.top} {title}: CPU s, of it in child processes, wall s, processes started")
+        for name, cpu, children, wall, processes in ledger.totals(depth)[: args.top]:
+            print(f"  {cpu:7.2f} {children:7.2f} {wall:7.2f} {processes:5.0f}  {name}")
     if args.all:
         with open(args.all, "w", encoding="utf-8") as handle:
-            for name, cpu, children, wall in ledger.totals(3):
-                handle.write(f"{cpu:.3f}\t{children:.3f}\t{wall:.3f}\t{name}\n")
+            for name, cpu, children, wall, processes in ledger.totals(3):
+                handle.write(f"{cpu:.3f}\t{children:.3f}\t{wall:.3f}\t{processes:.0f}\t{name}\n")
     return 0 if result.wasSuccessful() else 1
 
 
