@@ -58,18 +58,27 @@ class Ledger:
         self.wall: dict[str, float] = defaultdict(float)
         self.children: dict[str, float] = defaultdict(float)
         self.processes: dict[str, int] = defaultdict(int)
+        self._open: list[list[float]] = []
 
-    def start(self) -> tuple[float, float, float, int]:
-        """The readings `stop` subtracts from."""
-        return cpu_seconds(), child_seconds(), time.monotonic(), _started[0]
+    def start(self) -> list[float]:
+        """Open a charge; `stop` closes it. A charge opened inside another is not charged to the outer one too."""
+        frame = [cpu_seconds(), child_seconds(), time.monotonic(), float(_started[0]), 0.0, 0.0, 0.0, 0.0]
+        self._open.append(frame)
+        return frame
 
-    def stop(self, owner: str, started: tuple[float, float, float, int]) -> None:
-        """Charge what was spent since `started` to `owner`."""
-        cpu, children, wall, processes = started
-        self.cpu[owner] += cpu_seconds() - cpu
-        self.children[owner] += child_seconds() - children
-        self.wall[owner] += time.monotonic() - wall
-        self.processes[owner] += _started[0] - processes
+    def stop(self, owner: str, frame: list[float]) -> None:
+        """Charge what was spent since `frame` was opened to `owner`, less what inner charges took."""
+        self._open.remove(frame)
+        spent = [cpu_seconds() - frame[0], child_seconds() - frame[1], time.monotonic() - frame[2], _started[0] - frame[3]]
+        if self._open:  # the enclosing charge must not count this again
+            outer = self._open[-1]
+            for index, amount in enumerate(spent):
+                outer[4 + index] += amount
+        cpu, children, wall, processes = (amount - inner for amount, inner in zip(spent, frame[4:]))
+        self.cpu[owner] += cpu
+        self.children[owner] += children
+        self.wall[owner] += wall
+        self.processes[owner] += int(processes)
 
     @contextmanager
     def charge(self, owner: str) -> Iterator[None]:
