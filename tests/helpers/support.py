@@ -2,33 +2,21 @@
 
 from __future__ import annotations
 
-import atexit
 import base64
 import json
 import os
-import shutil
 import sys
-import tempfile
 from typing import Any
 
 
 def _share_bytecode() -> None:
-    """Let every Python the tests start reuse one compiled copy of code/, kept outside the checkout.
+    """Let the Python processes the tests start keep the bytecode they compile (in __pycache__, which git ignores).
 
-    A test starts several hundred Python processes (serve.py, the scripts); with
-    PYTHONDONTWRITEBYTECODE each of them compiled every module it imports from source again,
-    about a third of its start-up. One cache folder per run, removed at exit, holds the
-    bytecode instead, so the checkout stays free of __pycache__ and the processes after the
-    first import compiled modules.
+    The suite starts a few hundred of them (serve.py, the scripts). With
+    PYTHONDONTWRITEBYTECODE inherited, each compiled every module of code/ it imports from
+    source again; now the first one writes the bytecode and the others load it.
     """
-    folder = os.environ.get("PYTHONPYCACHEPREFIX")  # set by the run that started this one, or by you
-    if not folder:
-        folder = tempfile.mkdtemp(prefix="notes-mcp-tests-bytecode-")
-        atexit.register(shutil.rmtree, folder, True)
-        os.environ["PYTHONPYCACHEPREFIX"] = folder
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-    sys.pycache_prefix = folder
-    sys.dont_write_bytecode = False
 
 
 _share_bytecode()
