@@ -20,8 +20,8 @@ import signal
 import sys
 import time
 import urllib.parse
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import audit
 import browser_confirm
@@ -32,7 +32,7 @@ import stores
 from config import ConfigError
 
 __all__ = [
-    "EXIT_STORE_LOST", "EXIT_USAGE", "LOG_PREFIX", "StartupError", "add_notes_dirs", "build_server", "build_store",
+    "EXIT_STORE_LOST", "EXIT_USAGE", "LOG_PREFIX", "StartupError", "StopOnLoss", "add_notes_dirs", "build_server", "build_store",
     "check_folders", "close_store", "confirmations_home", "default_nonce_db", "lesson_token", "note_count", "say",
     "signing_keys", "warn_weak_secrets",
 ]
@@ -40,6 +40,7 @@ __all__ = [
 LOG_PREFIX = "notes-mcp"
 EXIT_USAGE = 2  # bad command line, configuration or environment
 EXIT_STORE_LOST = 1  # the store reported itself lost while serving (its database file was replaced)
+T = TypeVar("T")
 
 
 def say(line: str) -> None:
@@ -52,39 +53,110 @@ class StartupError(Exception):
 
 
 class StopOnLoss:
-    """The store seam, delegated; the first time the store reports itself lost, say so once and stop serving."""
+    """stores.Store, delegated; the first time the store reports itself lost, say so once and stop serving."""
 
-    def __init__(self, store: stores.NotesStore) -> None:
+    def __init__(self, store: stores.Store) -> None:
         self.store = store
         self.lost = False
+        self.ledger = store.ledger  # written only inside the store's own calls (guarded below) and by the page's decisions
+        self.texts: stores.Texts | None = self if store.texts is not None else None
+
+    @property
+    def deletion(self) -> str:
+        """As the store's."""
+        return self.store.deletion
+
+    @property
+    def retention(self) -> audit.Retention:
+        """The store's deletion mode, trash and audit bounds (its ledger's)."""
+        return self.ledger.retention
+
+    def _texts(self) -> stores.Texts:
+        """The store's text side (declared present: `texts` is None otherwise, and no tool calls these)."""
+        texts = self.store.texts
+        assert texts is not None
+        return texts
 
     def candidates(self, workspace: main.Path, title: str) -> list[main.Note]:
         """As the store's, stopping the process on loss."""
-        return self._guard(self.store.candidates, workspace, title)
+        return self._guard(lambda: self.store.candidates(workspace, title))
 
     def is_consumed(self, nonce: str) -> bool:
         """As the store's, stopping the process on loss."""
-        return self._guard(self.store.is_consumed, nonce)
+        return self._guard(lambda: self.store.is_consumed(nonce))
 
-    def consume(self, *args: Any) -> main.Settlement:
+    def consume(self, principal: str, nonce: str, expires_at: float, target: tuple[str, str] | None,
+                recheck: Callable[[main.Note], bool]) -> main.Settlement:
         """As the store's, stopping the process on loss."""
-        return self._guard(self.store.consume, *args)
+        return self._guard(lambda: self.store.consume(principal, nonce, expires_at, target, recheck))
 
-    def settle(self, notes: object, *args: Any) -> main.Settlement:
+    def settle(self, notes: object, principal: str, nonce: str, expires_at: float, target: tuple[str, str] | None,
+               recheck: Callable[[main.Note], bool]) -> main.Settlement:
         """The atomic step (the store's consume), stopping the process on loss."""
-        return self._guard(self.store.consume, *args)
+        return self.consume(principal, nonce, expires_at, target, recheck)
 
-    def __getattr__(self, name: str) -> Any:
-        # Every other method of the store (the note tools' reads and writes, all(), put(),
-        # close()) is guarded alike: a loss met by any tool stops the process once.
-        value = getattr(self.store, name)
-        if not callable(value):
-            return value
-        return lambda *args, **kwargs: self._guard(value, *args, **kwargs)
+    def audit_refusal(self, principal: str, facts: audit.Facts) -> None:
+        """As the store's, stopping the process on loss."""
+        self._guard(lambda: self.store.audit_refusal(principal, facts))
 
-    def _guard(self, method: Any, *args: Any, **kwargs: Any) -> Any:
+    def audit_entries(self, principal: str | None = None, since: float | None = None,
+                      outcome: str | None = None) -> list[dict[str, Any]]:
+        """As the store's, stopping the process on loss."""
+        return self._guard(lambda: self.store.audit_entries(principal, since, outcome))
+
+    def count(self, workspace: main.Path) -> int:
+        """As the store's, stopping the process on loss."""
+        return self._guard(lambda: self.store.count(workspace))
+
+    def preview(self, note: main.Note) -> tuple[float, list[str]] | None:
+        """As the store's, stopping the process on loss."""
+        return self._guard(lambda: self.store.preview(note))
+
+    def describe(self) -> str | list[str]:
+        """As the store's."""
+        return self.store.describe()
+
+    def close(self) -> None:
+        """As the store's."""
+        self.store.close()
+
+    def note_text(self, note_id: str, workspace: main.Path) -> tuple[main.Note, str] | None:
+        """As the store's, stopping the process on loss."""
+        return self._guard(lambda: self._texts().note_text(note_id, workspace))
+
+    def search_text(self, workspace: main.Path, query: str, limit: int) -> tuple[list[tuple[main.Note, str]], bool]:
+        """As the store's, stopping the process on loss."""
+        return self._guard(lambda: self._texts().search_text(workspace, query, limit))
+
+    def create_note(self, principal: str, workspace: main.Path, title: str, body: str) -> main.Note | str:
+        """As the store's, stopping the process on loss."""
+        return self._guard(lambda: self._texts().create_note(principal, workspace, title, body))
+
+    def append_note(self, principal: str, workspace: main.Path, note_id: str, text: str, check: stores.Check) -> tuple[main.Note, str] | str:
+        """As the store's, stopping the process on loss."""
+        return self._guard(lambda: self._texts().append_note(principal, workspace, note_id, text, check))
+
+    def update_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, body: str,
+                    check: stores.Check) -> tuple[main.Settlement, main.Note | str | None]:
+        """As the store's, stopping the process on loss."""
+        return self._guard(lambda: self._texts().update_note(principal, nonce, expires_at, workspace, note_id, body, check))
+
+    def move_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, place: main.Path,
+                  check: stores.Check) -> tuple[main.Settlement, main.Note | str | None]:
+        """As the store's, stopping the process on loss."""
+        return self._guard(lambda: self._texts().move_note(principal, nonce, expires_at, workspace, note_id, place, check))
+
+    def move_refusal(self, workspace: main.Path, note: main.Note, place: main.Path) -> str | None:
+        """As the store's, stopping the process on loss."""
+        return self._guard(lambda: self._texts().move_refusal(workspace, note, place))
+
+    def restore(self, entry_id: int) -> dict[str, Any]:
+        """As the store's, stopping the process on loss."""
+        return self._guard(lambda: self._texts().restore(entry_id))
+
+    def _guard(self, call: Callable[[], T]) -> T:
         try:
-            return method(*args, **kwargs)
+            return call()
         except stores.StoreLost as exc:
             # The client gets the store's isError result; the operator gets one line, and
             # the process ends non-zero so a supervisor restarts it on the right file.
@@ -100,7 +172,7 @@ class StopOnLoss:
 # =====================================================================================
 
 
-def build_store(config: dict[str, Any]) -> stores.NotesStore:
+def build_store(config: dict[str, Any]) -> stores.Store:
     """Markdown folders (any notesDirs), else SQLite ("db"), else memory; StartupError if unusable."""
     folders = [path for entry in config["principals"].values() for path in entry.get("notesDirs", [])]
     if not folders and "db" not in config:
@@ -124,7 +196,7 @@ def build_store(config: dict[str, Any]) -> stores.NotesStore:
         if folders:
             import markdown_store
 
-            nonces = sqlite_store.open_store(config.get("db") or default_nonce_db(), clock=time.time)
+            nonces = sqlite_store.open_ledger(config.get("db") or default_nonce_db(), clock=time.time)
             return markdown_store.MarkdownNotesStore(folders, nonces, retention=retention(config))
         # Seeded only when this creates the database: from "notes", or the lesson fixture without --config.
         return sqlite_store.open_store(
@@ -198,7 +270,7 @@ def build_server(config: dict[str, Any], keys: Sequence[bytes]) -> frame.Server:
     browser = config.get("confirmInBrowser", False)
     server = frame.notes_server(
         keys=keys,
-        notes=store if isinstance(store, stores.MemoryStore) else StopOnLoss(store),
+        notes=store if isinstance(store, stores.MemoryStore) else StopOnLoss(store),  # the memory store cannot be lost
         policy=main.AuthorizationPolicy(grants),
         clock=time.time,
         state_ttl=config.get("stateTtlSeconds", main.DEFAULT_STATE_TTL_SECONDS),
@@ -280,12 +352,11 @@ def check_folders(config: dict[str, Any], config_path: str | None, notes_dirs: S
 # =====================================================================================
 
 
-def note_count(store: stores.NotesStore, uri: str) -> str:
+def note_count(store: stores.Store, uri: str) -> str:
     """How many notes the store offers in the workspace `uri` ("N notes"), or why it cannot tell."""
-    counter = getattr(store, "count", None)  # a store that can count without loading (the folder store)
     try:
         workspace = main.parse_file_uri(uri)
-        count = counter(workspace) if counter is not None else len(store.candidates(workspace, ""))  # every title contains ""
+        count = store.count(workspace)
     except (main.ScopeError, stores.StoreError) as exc:
         return f"cannot be listed ({exc})"
     return f"{count} note{'' if count == 1 else 's'}" + (" (nothing will be offered)" if count == 0 else "")
@@ -304,8 +375,6 @@ def confirmations_home(config: dict[str, Any]) -> str:
         return f"PostgreSQL {host}{port}{parts.path}"
     return f"SQLite {os.path.abspath(db or default_nonce_db())}"
 
-def close_store(store: Any) -> None:
+def close_store(store: stores.Store) -> None:
     """Close the store on every exit path (SQLite checkpoints its log into the database file)."""
-    close = getattr(store, "close", None)
-    if close is not None:
-        close()
+    store.close()

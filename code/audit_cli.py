@@ -98,13 +98,18 @@ def parser(prog: str = "serve.py audit") -> argparse.ArgumentParser:
     return p
 
 
-def run(store: Any, args: argparse.Namespace, out: Callable[[str], None], clock: Callable[[], float] = time.time) -> int:
+def run(store: stores.Store, args: argparse.Namespace, out: Callable[[str], None], clock: Callable[[], float] = time.time) -> int:
     """Run one parsed command against a store that keeps an audit; the exit status."""
     if args.command == "restore":
         try:
             entry = store.restore(args.entry)
         except stores.StoreRefused as exc:
-            out(f"refused: {exc}")
+            # The store's reason fits an entry that is there but cannot be restored; an id
+            # that names no entry at all (a typo, another store's id) is told as such.
+            if not any(entry["id"] == args.entry for entry in store.audit_entries()):
+                out(f"refused: entry {args.entry} does not exist (audit list shows every entry)")
+            else:
+                out(f"refused: {exc}")
             return EXIT_REFUSED
         out(f"restored entry {args.entry}: note {shown(entry['note_id'])} ({shown(entry['title'])}), recorded as entry {entry['id']}")
         return 0

@@ -23,9 +23,9 @@ record and, through main.consume (the store's atomic step, with its audit entry)
 and re-checks the chosen note (layers 1 and 2), deletes it and consumes the nonce: once.
 
     ConfirmedNotesDelete   the tool (registered by assemble.build_server)
-    MemoryConfirmations    the page's decisions in memory (the memory store)
-    SqlConfirmations       the same in the store's database (SQLite, PostgreSQL, the folder
-                           store's confirmation database): table browser_confirmations
+    records_for            where a store keeps the page's decisions: its ledger's (stores.Ledger.decisions),
+                           in memory for the memory store, else in the store's database
+                           (SQLite, PostgreSQL, the folder store's confirmation database)
 
 The pages themselves are code/confirm_pages.py. Standard library only.
 """
@@ -34,13 +34,15 @@ from __future__ import annotations
 
 import copy
 import secrets
-import threading
 import time
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
 import audit
+import ledger
 import main
+import stores
+from stores import MAX_PENDING_PER_PRINCIPAL, Confirmations  # the bound on undecided pages, named where the pages are
 
 __all__ = [
     "APPROVED", "CONFIRMATION", "CONFIRMATION_PROPERTY", "DECLINED", "PENDING", "PHASE_BROWSER", "PHASE_URL", "URL_KEY",
@@ -51,9 +53,7 @@ PHASE_BROWSER = "confirm_in_browser"  # the phase of a `confirmation` token (sec
 PHASE_URL = "confirm_on_page"  # the phase of a URL-mode requestState
 URL_KEY = "confirm_on_page"  # the inputRequests key of the URL-mode elicitation
 CONFIRMATION = "confirmation"  # the argument the second call carries the token in
-MAX_PENDING_PER_PRINCIPAL = 20  # undecided confirmation pages one principal may hold
-PRUNE_BATCH = 64  # expired records removed per new confirmation: bounded work per call
-PENDING, APPROVED, DECLINED = "pending", "approved", "declined"
+PENDING, APPROVED, DECLINED = stores.DECISION_PENDING, "approved", "declined"
 AWAITING = "awaiting_approval"  # the reason of the first call's result: nothing deleted yet
 
 NOTHING_DELETED = (
@@ -94,157 +94,13 @@ PRODUCT_TOOL = product_descriptor()
 # =====================================================================================
 
 
-class Record(NamedTuple):
-    """One confirmation page: whose, for which arguments, until when, and what the person decided."""
-
-    handle: str  # the random part of the link
-    nonce: str  # the signed token's nonce
-    principal: str
-    workspace: str  # canonical workspaceUri
-    title: str
-    expires_at: float
-    status: str = PENDING
-    note_id: str | None = None  # approved: the note chosen, and the version shown
-    version: str | None = None
-    decided_by: str | None = None  # the principal signed in on the page
-    decided_at: float | None = None
-    tool: str = main.TOOL_NAME  # the tool that asked (its page is rendered by that tool's kind)
-    detail: str | None = None  # JSON: what a note tool's page shows (the note, its version, the new text or place)
+Record = stores.Decision  # one confirmation page: whose, for which arguments, until when, what the person decided
+SqlConfirmations = ledger.SqlConfirmations  # the page's decisions in the store's database (SQLite, PostgreSQL, folders)
 
 
-class Confirmations(Protocol):
-    """The page's decisions, shared by every instance serving the same store."""
-
-    def open(self, record: Record) -> bool:
-        """Keep a new pending record; False when its principal holds MAX_PENDING_PER_PRINCIPAL undecided ones."""
-        ...
-
-    def by_handle(self, handle: str) -> Record | None:
-        """The unexpired record of this link, or None."""
-        ...
-
-    def by_nonce(self, nonce: str) -> Record | None:
-        """The unexpired record of this token's nonce, or None."""
-        ...
-
-    def decide(self, handle: str, principal: str, status: str, note_id: str | None, version: str | None) -> bool:
-        """Pending -> approved or declined, once, by its own principal, before expiry; False otherwise."""
-        ...
-
-
-class MemoryConfirmations:
-    """Confirmations in a dict under one lock (the memory store: this process only)."""
-
-    def __init__(self, clock: Callable[[], float]) -> None:
-        self.clock = clock
-        self._records: dict[str, Record] = {}  # handle -> record
-        self._lock = threading.Lock()
-
-    def _prune(self, now: float) -> None:
-        for handle in [h for h, record in self._records.items() if not now < record.expires_at]:
-            del self._records[handle]
-
-    def open(self, record: Record) -> bool:
-        """As Confirmations.open."""
-        with self._lock:
-            now = self.clock()
-            self._prune(now)
-            pending = sum(1 for r in self._records.values() if r.principal == record.principal and r.status == PENDING)
-            if pending >= MAX_PENDING_PER_PRINCIPAL:
-                return False
-            self._records[record.handle] = record
-            return True
-
-    def by_handle(self, handle: str) -> Record | None:
-        """As Confirmations.by_handle."""
-        with self._lock:
-            self._prune(self.clock())
-            return self._records.get(handle)
-
-    def by_nonce(self, nonce: str) -> Record | None:
-        """As Confirmations.by_nonce."""
-        with self._lock:
-            self._prune(self.clock())
-            return next((r for r in self._records.values() if r.nonce == nonce), None)
-
-    def decide(self, handle: str, principal: str, status: str, note_id: str | None, version: str | None) -> bool:
-        """As Confirmations.decide."""
-        with self._lock:
-            now = self.clock()
-            self._prune(now)
-            record = self._records.get(handle)
-            # Checked under the lock: two tabs pressing Move to trash and Keep race here.
-            if record is None or record.status != PENDING or record.principal != principal:
-                return False
-            self._records[handle] = record._replace(status=status, note_id=note_id, version=version, decided_by=principal, decided_at=now)
-            return True
-
-
-_COLUMNS = "handle, nonce, principal, workspace, title, expires_at, status, note_id, version, decided_by, decided_at, tool, detail"
-
-class SqlConfirmations:
-    """Confirmations in the store's own database, table browser_confirmations, through its transactions."""
-
-    def __init__(self, store: Any, clock: Callable[[], float]) -> None:
-        self.store = store  # has write_with(work) and read_with(work), and its driver's `placeholder`
-        self.clock = clock
-        self.placeholder = store.placeholder
-
-    def _run(self, conn: Any, sql: str, params: tuple[Any, ...] = ()) -> Any:
-        return conn.execute(sql.replace("?", self.placeholder), params)
-
-    def open(self, record: Record) -> bool:
-        """As Confirmations.open, in one write transaction (the prune included)."""
-        now = self.clock()
-
-        def work(conn: Any) -> bool:
-            self._run(conn, "DELETE FROM browser_confirmations WHERE nonce IN"
-                      " (SELECT nonce FROM browser_confirmations WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)", (now, PRUNE_BATCH))
-            (pending,) = self._run(conn, "SELECT COUNT(*) FROM browser_confirmations WHERE principal = ? AND status = ?"
-                                   " AND expires_at > ?", (record.principal, PENDING, now)).fetchone()
-            if pending >= MAX_PENDING_PER_PRINCIPAL:
-                return False
-            self._run(conn, f"INSERT INTO browser_confirmations ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", tuple(record))
-            return True
-
-        return bool(self.store.write_with(work))
-
-    def _one(self, column: str, value: str) -> Record | None:
-        now = self.clock()
-        rows = self.store.read_with(
-            lambda conn: self._run(conn, f"SELECT {_COLUMNS} FROM browser_confirmations WHERE {column} = ? AND expires_at > ?",
-                                   (value, now)).fetchall()
-        )
-        return Record(*rows[0]) if rows else None
-
-    def by_handle(self, handle: str) -> Record | None:
-        """As Confirmations.by_handle."""
-        return self._one("handle", handle)
-
-    def by_nonce(self, nonce: str) -> Record | None:
-        """As Confirmations.by_nonce."""
-        return self._one("nonce", nonce)
-
-    def decide(self, handle: str, principal: str, status: str, note_id: str | None, version: str | None) -> bool:
-        """As Confirmations.decide: one UPDATE of a pending row, so two decisions on any instances: one wins."""
-        now = self.clock()
-        changed = self.store.write_with(
-            lambda conn: self._run(
-                conn,
-                "UPDATE browser_confirmations SET status = ?, note_id = ?, version = ?, decided_by = ?, decided_at = ?"
-                " WHERE handle = ? AND principal = ? AND status = ? AND expires_at > ?",
-                (status, note_id, version, principal, now, handle, principal, PENDING, now),
-            ).rowcount
-        )
-        return changed == 1
-
-
-def records_for(store: Any, clock: Callable[[], float]) -> Confirmations:
-    """Where a store keeps the page's decisions: its own database (the folder store's confirmation database), else memory."""
-    database = getattr(store, "nonces", store)  # the folder store keeps nonces in an SQLite store
-    if hasattr(database, "write_with"):
-        return SqlConfirmations(database, clock)
-    return MemoryConfirmations(clock)
+def records_for(store: stores.Store, clock: Callable[[], float]) -> Confirmations:
+    """Where a store keeps the page's decisions: beside its nonces, in its ledger (the folder store's confirmation database)."""
+    return store.ledger.decisions(clock)
 
 
 # =====================================================================================

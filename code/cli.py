@@ -1,5 +1,7 @@
 """The installed `notes-mcp` command: `notes-mcp --stdio | --http ...` (serve.py's flags) or `notes-mcp demo`.
 
+`python -m notes_mcp` runs the same command (code/__main__.py).
+
 `pip install .` puts the files of code/ into ONE package, `notes_mcp` (pyproject.toml maps
 it with setuptools' package-dir), so no generic top-level name (main, config, serve) lands
 in site-packages. The modules still import each other as flat top-level modules
@@ -33,12 +35,14 @@ def run(argv: Sequence[str] | None = None) -> int:
     """`notes-mcp demo` runs the scripted demo; anything else is serve.py's command line."""
     args = list(sys.argv[1:] if argv is None else argv)
     flat_imports()
+    # serve.py first, for every command: its first statement refuses a Python older than
+    # the package needs in one line, before any other module is imported.
+    import serve
+
     if args[:1] == [DEMO]:
         import main
 
         return main.main(args[1:])
-    import serve
-
     return serve.serve(args, prog=PROG)
 
 

@@ -21,10 +21,11 @@ from __future__ import annotations
 import html
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import browser_confirm
 import main
+import stores
 import web_pages
 from web_pages import Headers, Response, Session
 
@@ -58,7 +59,7 @@ class ConfirmPages(web_pages.SignedInPages):
         super().__init__(tokens, log, web_pages.Sessions(server.clock), base_url)
         self.records = records
         self.tools = server.tools  # the tools by name, read at each request: a note tool's page is its own (Reviewer)
-        self.notes = server.notes
+        self.notes = stores.store_of(server.services)
         self.policy = server.policy
         self.clock = server.clock
 
@@ -98,7 +99,7 @@ class ConfirmPages(web_pages.SignedInPages):
             return self.choice_page(handle, record, session) if reviewer is None else self.review_page(handle, record, session, reviewer)
         return self.decision(handle, record, session, body, reviewer)
 
-    def reviewer(self, record: browser_confirm.Record | None) -> browser_confirm.Reviewer | None | bool:
+    def reviewer(self, record: browser_confirm.Record | None) -> browser_confirm.Reviewer | None | Literal[False]:
         """None for notes_delete's own page; the tool that shows a note tool's record; False when no tool here can show it."""
         if record is None or (record.tool or main.TOOL_NAME) == main.TOOL_NAME:
             return None
@@ -142,8 +143,7 @@ class ConfirmPages(web_pages.SignedInPages):
     def note_item(self, note: main.Note, only: bool) -> str:
         """One choice: title, folder, last change, the first lines where the store has them."""
         folder = main.format_file_uri(note.path[:-1])
-        preview = getattr(self.notes, "preview", None)
-        seen = preview(note) if preview is not None else None
+        seen = self.notes.preview(note)
         changed = f"last changed {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(seen[0]))}" if seen else f"revision {note.revision}"
         lines = f"<pre>{html.escape(chr(10).join(seen[1]))}</pre>" if seen and seen[1] else ""
         value = html.escape(f"{note.version}:{note.id}")  # the version shown is approved, never a later one

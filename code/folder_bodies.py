@@ -22,6 +22,7 @@ Standard library only.
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import stat
@@ -49,7 +50,6 @@ class Loaded(NamedTuple):
     front: bytes
     text: str
     title: str
-    mode: int
 
 
 def split_frontmatter(data: bytes) -> tuple[bytes, bytes]:
@@ -105,15 +105,24 @@ def read_open(handle: int, name: str) -> Loaded | None:
     # The title exactly as the folder store reads it (folder_paths.read_title), frontmatter included.
     stem = name[: -len(folder_paths.NOTE_SUFFIX)] if name.endswith(folder_paths.NOTE_SUFFIX) else name
     title = folder_paths.heading(data[: folder_paths.TITLE_SCAN_BYTES]) or folder_paths.shown(stem) or folder_paths.shown(name)
-    return Loaded(folder_paths.facts(os.fstat(handle)), front, text, title, stat.S_IMODE(info.st_mode))
+    return Loaded(folder_paths.facts(os.fstat(handle)), front, text, title)
 
 
 def create(folder: int, name: str, data: bytes) -> bool:
-    """Write a new file `name` in `folder` holding `data`; False when the name is taken (nothing written)."""
-    try:
-        handle = os.open(name, _NEW_FLAGS, 0o644, dir_fd=folder)
-    except FileExistsError:
+    """Write a new file `name` in `folder` holding `data` (mode 0644 less the umask, as any new file); False when the name is taken."""
+    made = _new_file(folder, name, data, 0o644)
+    if made is None:
         return False
+    os.close(made)
+    return True
+
+
+def _new_file(folder: int, name: str, data: bytes, mode: int) -> int | None:
+    """A new file `name` in `folder` holding `data`, created with `mode` (the umask applies); its open descriptor, or None when the name is taken."""
+    try:
+        handle = os.open(name, _NEW_FLAGS, mode, dir_fd=folder)
+    except FileExistsError:
+        return None
     except OSError:
         raise stores.StoreRefused(WRITE_REFUSED) from None
     try:
@@ -123,8 +132,7 @@ def create(folder: int, name: str, data: bytes) -> bool:
         os.close(handle)
         _unlink_quietly(folder, name)
         raise stores.StoreRefused(WRITE_REFUSED) from None
-    os.close(handle)
-    return True
+    return handle
 
 
 def append(folder: int, name: str, seen: tuple[int, ...], data: bytes) -> tuple[int, int, int, int, int] | None:
@@ -146,19 +154,39 @@ def append(folder: int, name: str, seen: tuple[int, ...], data: bytes) -> tuple[
 
 
 def replace(
-    root: str, folder: int, name: str, seen: tuple[int, ...], old: bytes, new: bytes, mode: int, trash_name: str,
+    root: folder_paths.Root, folder: int, name: str, seen: tuple[int, ...], old: bytes, new: bytes, trash_name: str,
     mkdir: Callable[..., None] = os.mkdir,
-) -> bool:
-    """Replace `name` by `new` if it is still the file whose facts were `seen`, `old` kept in the trash as `trash_name` (if given); False if it changed."""
-    kept = _keep(root, trash_name, old, mkdir) if trash_name else None
+) -> tuple[int, int, int, int, int] | bool | str:
+    """Replace `name` by `new` if it is still the file whose facts were `seen`, `old` kept in the trash as `trash_name` (if given).
+
+    The new file's facts when done; False when the note changed since it was read; a one-line refusal
+    when its new version could not keep the note's mode, owner, group or extended
+    attributes. Nothing is changed unless it is done.
+    """
+    note = _metadata(folder, name, seen)
+    if note is None:
+        return False
+    if isinstance(note, str):
+        return note
+    info, attributes = note
+    mode = stat.S_IMODE(info.st_mode)
+    kept: tuple[int, str] | None = None
     temp = TEMP_PREFIX + secrets.token_hex(8) + ".tmp"
+    handle: int | None = None
     try:
-        if not create(folder, temp, new):
+        if trash_name:
+            made = _keep(root, trash_name, old, mkdir, mode)
+            if isinstance(made, str):
+                return made
+            kept = made
+        handle = _new_file(folder, temp, new, mode)
+        if handle is None:
             raise stores.StoreRefused(WRITE_REFUSED)
-        try:
-            os.chmod(temp, mode, dir_fd=folder, follow_symlinks=False)
-        except (OSError, NotImplementedError):
-            pass  # the new file keeps 0644: readable as before, never more open than that
+        why = _same_metadata(handle, info, attributes)
+        if why is not None:
+            _unlink_quietly(folder, temp)
+            _drop_kept(kept)
+            return why
         # Facts compared just before the rename: a note edited or swapped for a link since it
         # was read is refused. rename() replaces the entry itself, never a link's target.
         try:
@@ -167,15 +195,80 @@ def replace(
             now = None
         if now is None or not stat.S_ISREG(now.st_mode) or folder_paths.facts(now) != seen:
             _unlink_quietly(folder, temp)
-            _drop_kept(root, kept)
+            _drop_kept(kept)
             return False
+        written = folder_paths.facts(os.fstat(handle))
         os.rename(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
     except BaseException:
         _unlink_quietly(folder, temp)
-        _drop_kept(root, kept)
+        _drop_kept(kept)
         raise
+    finally:
+        if handle is not None:
+            os.close(handle)
     _release(kept)
-    return True
+    return written
+
+
+# What a note's new version must keep of it, or the update is refused, saying why: a
+# confirmed edit of its text must not make a private note readable by others (its mode),
+# hand it to the server's user (its owner and group), or drop what the extended
+# attributes say of it (an ACL is one). The sandbox's filter forbids chmod, chown and
+# setxattr, so the mode is given where the file is created (the open call's mode); the
+# umask may still take bits from it, which is checked, never assumed.
+NOT_OWNER = ("The note belongs to another user (uid {owner}; this server runs as uid {me}); a new version written by this "
+             "server would belong to uid {me}. Nothing was changed.")
+MODE_NARROWED = ("This server's umask takes permission bits from the note's mode ({mode:04o}: a new version would be "
+                 "{got:04o}) and it may not change a mode here; nothing was changed. Serve with a umask that keeps them (022).")
+GROUP_CHANGED = "A new version of the note would belong to group {got}, not to group {group} like the note; nothing was changed."
+XATTRS_UNKEPT = "The note has extended attributes this server may not copy to a new version ({names}); nothing was changed."
+KERNEL_XATTRS = ("security.",)  # labels the kernel's policy gives a new file itself (SELinux, SMACK, IMA): never copied
+
+
+def _metadata(folder: int, name: str, seen: tuple[int, ...]) -> tuple[os.stat_result, list[tuple[str, bytes]]] | str | None:
+    """(fstat, extended attributes) of the note if it is still the file whose facts were `seen`; None if not; a refusal if the server does not own it."""
+    try:
+        handle = os.open(name, _READ_FLAGS, dir_fd=folder)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(handle)
+        if not stat.S_ISREG(info.st_mode) or folder_paths.facts(info) != seen:
+            return None
+        if info.st_uid != os.geteuid():
+            return NOT_OWNER.format(owner=info.st_uid, me=os.geteuid())
+        try:
+            names = [n for n in os.listxattr(handle) if not n.startswith(KERNEL_XATTRS)]
+            return info, [(n, os.getxattr(handle, n)) for n in names]
+        except OSError as exc:
+            if exc.errno in (errno.ENOTSUP, errno.EOPNOTSUPP):
+                return info, []  # a file system without extended attributes
+            return XATTRS_UNKEPT.format(names="unreadable")
+    finally:
+        os.close(handle)
+
+
+def _same_metadata(handle: int, note: os.stat_result, attributes: list[tuple[str, bytes]]) -> str | None:
+    """Give the new file `handle` the note's mode, group and extended attributes; None when it has them, else why not."""
+    mode = stat.S_IMODE(note.st_mode)
+    got = stat.S_IMODE(os.fstat(handle).st_mode)
+    if got != mode:
+        try:
+            os.fchmod(handle, mode)  # only the umask's bits, on the server's own new file; EPERM inside the sandbox
+        except OSError:
+            return MODE_NARROWED.format(mode=mode, got=got)
+    group = os.fstat(handle).st_gid
+    if group != note.st_gid:
+        try:
+            os.fchown(handle, -1, note.st_gid)
+        except OSError:
+            return GROUP_CHANGED.format(got=group, group=note.st_gid)
+    for key, value in attributes:
+        try:
+            os.setxattr(handle, key, value)
+        except OSError:
+            return XATTRS_UNKEPT.format(names=", ".join(sorted(k for k, _ in attributes)))
+    return None
 
 
 def move(src: int, name: str, seen: tuple[int, ...], dst: int, new_name: str) -> str | None:
@@ -204,20 +297,32 @@ def write_all(handle: int, data: bytes) -> None:
         view = view[os.write(handle, view) :]
 
 
-def _keep(root: str, trash_name: str, data: bytes, mkdir: Callable[..., None]) -> tuple[int, str]:
-    """Write `data` to the trash as `trash_name` (a new file); (trash descriptor, name) to undo it."""
+def _keep(root: folder_paths.Root, trash_name: str, data: bytes, mkdir: Callable[..., None], mode: int) -> tuple[int, str] | str:
+    """Write `data` to the trash as `trash_name` (a new file, the note's `mode`); (trash descriptor, name) to undo it, or why not."""
     trash = folder_trash.open_trash(root, create=True, mkdir=mkdir)
     assert trash is not None
     try:
-        if not create(trash, trash_name, data):
+        handle = _new_file(trash, trash_name, data, mode)
+        if handle is None:
             raise stores.StoreRefused(WRITE_REFUSED)
     except BaseException:
         os.close(trash)
         raise
+    try:
+        got = stat.S_IMODE(os.fstat(handle).st_mode)
+        if got != mode:
+            try:
+                os.fchmod(handle, mode)
+            except OSError:
+                _unlink_quietly(trash, trash_name)
+                os.close(trash)
+                return MODE_NARROWED.format(mode=mode, got=got)
+    finally:
+        os.close(handle)
     return trash, trash_name
 
 
-def _drop_kept(root: str, kept: tuple[int, str] | None) -> None:
+def _drop_kept(kept: tuple[int, str] | None) -> None:
     if kept is not None:
         _unlink_quietly(kept[0], kept[1])
         os.close(kept[0])

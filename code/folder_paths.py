@@ -16,9 +16,10 @@ configured folder, its root. This module says how a file is named and found:
               Note.version binds the path, the title and the exact file the user was shown.
 
 Nothing is resolved by string. The root path comes from the operator and is trusted at
-start-up, once: it is opened then (a Root), and every later open starts from that
-descriptor, never from the path again; a path that now leads to another folder is
-refused (Root.check). Every component below it is opened with O_NOFOLLOW relative to
+start-up, once: it is opened then (a Root), and every later open goes through
+open_below, which takes only that Root, checks that its path still leads to the folder
+opened (a path that now leads to another folder opens nothing, and callers answering a
+person refuse with Root.check), and starts from the descriptor, never from the path. Every component below it is opened with O_NOFOLLOW relative to
 its parent's descriptor, and every entry is examined with lstat semantics. Hidden names (leading ".") and names
 a file URI cannot spell are never served, so the trash is never walked. `walk` is the
 one walk of a folder tree: the title index (code/folder_index.py) and the start-up
@@ -275,8 +276,12 @@ class Root:
 
 
 def same_folder(outer: str, below: main.Path, inner: str) -> bool:
-    """True when the walk of the folder `outer` reaches the folder `inner` at `below` through real folders (no symlink)."""
-    fd = open_below(outer, below)
+    """At start-up: True when the walk of the folder `outer` reaches the folder `inner` at `below` through real folders (no symlink)."""
+    try:
+        # Start-up only (the store's constructor, before any Root exists): the operator's paths.
+        fd = descend(os.open(outer, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC), below)
+    except OSError:
+        return False
     if fd is None:
         return False
     try:
@@ -290,18 +295,31 @@ def same_folder(outer: str, below: main.Path, inner: str) -> bool:
     return (reached.st_dev, reached.st_ino) == (target.st_dev, target.st_ino)
 
 
-def open_below(root: Root | str | main.Path, below: main.Path) -> int | None:
-    """A descriptor for the folder `root` (opened at start-up, or a path) / below, walking each component below it with O_NOFOLLOW."""
-    try:
-        if isinstance(root, Root):
-            # A new open file description of the start-up folder (not a dup: two listings
-            # must not share one directory offset), wherever its path leads now.
-            fd = os.open(".", DIR_FLAGS, dir_fd=root.fd)
-        else:
-            # A path the operator gave, at start-up (it may lead through a symlink).
-            fd = os.open(root if isinstance(root, str) else "/" + "/".join(root), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
+def open_below(root: Root, below: main.Path) -> int | None:
+    """The one way into a folder after start-up: the root checked first, then root/below from the start-up descriptor, each component O_NOFOLLOW.
+
+    None, with nothing opened, when the root's path no longer leads to the folder opened
+    at start-up (Root.replaced: callers that answer a person say so first, by Root.check),
+    or when a component is missing, not a plain folder, or a link.
+    """
+    # A path string would be resolved again, following whatever link now sits at it: a
+    # principal who may rename their folder's parent would reach another principal's
+    # folder. Only the descriptor opened at start-up is accepted.
+    if not isinstance(root, Root):
+        raise TypeError("open_below takes the Root opened at start-up, never a path")
+    if root.replaced():
         return None
+    try:
+        # A new open file description of the start-up folder (not a dup: two listings
+        # must not share one directory offset).
+        fd = os.open(".", DIR_FLAGS, dir_fd=root.fd)
+    except OSError:
+        return None  # closed (the store is closing)
+    return descend(fd, below)
+
+
+def descend(fd: int, below: main.Path) -> int | None:
+    """From the open folder `fd` (consumed: closed here), the folder `below` it, each component opened O_NOFOLLOW; or None."""
     for name in below:
         # `..` would climb out of the parent; a symlink would leave the tree. Both fail here.
         if not plain(name):
@@ -332,6 +350,7 @@ WORKSPACE_PATH = "Workspace {where} cannot be reached: a folder on its path is m
 
 def open_workspace(root: Root, below: main.Path, where: str) -> int:
     """A descriptor for the folder root/below, or StoreRefused saying in one line why it is not one; `where` names it."""
+    root.check(where)
     fd = open_below(root, ())
     if fd is None:
         raise stores.StoreRefused(REPLACED.format(where=where))

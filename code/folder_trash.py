@@ -34,7 +34,7 @@ __all__ = ["delete", "empty", "open_trash", "rename_noreplace", "restore_file", 
 
 TRASH_DIR = ".trash"  # in each notes folder; hidden, so never walked or offered, and no id can name it
 Facts = tuple[int, ...]  # folder_paths.facts(): device, inode, size, mtime_ns, ctime_ns
-Folder = folder_paths.Root | str | main.Path  # a notes folder: opened at start-up (the store's), or a path
+Folder = folder_paths.Root  # a notes folder, opened at start-up: never a path, which would be resolved again
 DELETE_REFUSED = "The chosen note could not be deleted (the folder does not allow it); nothing was deleted."
 TRASH_REFUSED = f"The notes folder's trash ({TRASH_DIR}) is not a plain folder; nothing was deleted."
 
@@ -115,9 +115,12 @@ def trash_stamp(at: float) -> str:
 
 
 def open_trash(root: Folder, create: bool, mkdir: Callable[..., None] = os.mkdir) -> int | None:
-    """A descriptor for root/.trash, made (by `mkdir`) if asked; None when absent; StoreRefused if it is not a plain folder."""
+    """A descriptor for root/.trash, made (by `mkdir`) if asked; None when absent; StoreRefused if it is not a plain folder or the root was replaced."""
     fd = folder_paths.open_below(root, ())
     if fd is None:
+        root.check(main.format_file_uri(root.path))  # replaced since start-up: no trash of its is ours
+        if create:
+            raise stores.StoreRefused(DELETE_REFUSED)
         return None
     try:
         if create:

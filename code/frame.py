@@ -22,10 +22,11 @@ import contextvars
 import json
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import confirmations as confirming
 import main
+import stores
 
 __all__ = [
     "MAX_MESSAGE_BYTES", "PARSE_ERROR", "HEADER_MISMATCH", "Notify", "Check", "context", "decode_message", "encode_message",
@@ -124,7 +125,7 @@ class Server(main.Server):
         """Add one method to the dispatch table; `capability` (e.g. "prompts") is reported by discover from then on."""
         if method in self.methods:
             raise ValueError(f"method {method!r} is already handled")
-        self.methods[method] = lambda server, request, meta, principal: handler(server, request, meta, principal, context().notify)
+        self.methods[method] = lambda server, request, meta, principal: handler(self, request, meta, principal, context().notify)
         if capability is not None:
             self._capabilities.setdefault(capability, {})
 
@@ -175,17 +176,20 @@ class Server(main.Server):
 def notes_server(
     *,
     keys: Sequence[bytes],
-    notes: Any,
+    notes: stores.NotesStore,
     policy: main.AuthorizationPolicy,
     clock: Callable[[], float] = time.time,
     state_ttl: float = main.DEFAULT_STATE_TTL_SECONDS,
     log: Callable[[str], None] = main.stderr_log,
-    replay: Any = None,
+    replay: stores.NotesStore | None = None,
     tool: Callable[[main.Services], Any] = main.NotesDelete,
 ) -> Server:
     """A server serving notes_delete (`tool`: the lesson's, or the product's) over `notes`; `replay` defaults to the store itself."""
+    # main.Services types its slots as the lesson's memory classes; the product puts any
+    # store of the family there (stores.store_of reads it back as the product's Store).
     services = main.Services(
-        policy=policy, signer=KeyRing(keys, state_ttl), notes=notes, replay=notes if replay is None else replay, clock=clock, log=log
+        policy=policy, signer=KeyRing(keys, state_ttl), notes=cast(main.MemoryNotesStore, notes),
+        replay=cast(main.MemoryReplayStore, notes if replay is None else replay), clock=clock, log=log,
     )
     server = Server(services)
     server.add_tool(tool(server.services))

@@ -363,6 +363,10 @@ class HttpServer:
         self._answering = threading.Lock()  # a worker's send and its report to the loop, as one step
         self._stopping = threading.Event()
         self._stopped = threading.Event()
+        # serve_forever and shutdown decide under it who closes the sockets: a shutdown that
+        # lands before the loop starts (a SIGTERM right after the URL line) closes them, and
+        # serve_forever then returns at once instead of registering a closed socket.
+        self._life = threading.Lock()
         self._grace_deadline = 0.0
         self._running = False
         tick = min(TICK_SECONDS, limits.head_timeout / 4, limits.body_timeout / 4, limits.drain_timeout / 4)
@@ -376,8 +380,11 @@ class HttpServer:
     # ----------------------------------------------------------------- life cycle
 
     def serve_forever(self) -> None:
-        """Run the event loop until `shutdown` has finished (call once, from one thread)."""
-        self._running = True
+        """Run the event loop until `shutdown` has finished (call once, from one thread); at once if it already has."""
+        with self._life:
+            if self._stopping.is_set():
+                return
+            self._running = True
         self._selector.register(self._listener, selectors.EVENT_READ, None)
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         try:
@@ -398,8 +405,10 @@ class HttpServer:
     def shutdown(self, grace: float = SHUTDOWN_GRACE_SECONDS) -> None:
         """Stop accepting, close idle connections, let requests in flight finish within `grace`, return."""
         self._grace_deadline = time.monotonic() + max(grace, 0.0)
-        self._stopping.set()
-        if not self._running:
+        with self._life:
+            self._stopping.set()
+            running = self._running
+        if not running:
             for resource in (self._listener, self._wake_r, self._wake_w, self._selector):
                 resource.close()
             self._stopped.set()

@@ -6,9 +6,9 @@ an HMAC-signed `requestState`, and consumes that confirmation at most once throu
 replay store every instance shares. A refused request changes nothing; a confirmation ends
 with its first final answer (a decline, a "no", a deletion, or a note found changed).
 
-Read it top to bottom beside the lesson: the errors and the configuration, then the
-lesson's headings in order. The tool's whole two-call flow is section 7; after it come
-the machinery it calls, the protocol frame and the demo:
+Read it top to bottom beside the lesson: the errors, then the lesson's headings in order,
+each name defined above its first use. The tool's whole two-call flow is section 10,
+right after the machinery it calls; the protocol frame and the demo come last:
 
     1. The two problems, and explicit scope (Roots as a migration surface)
     2. The three-layer rule: authorization, containment, sandbox
@@ -16,10 +16,10 @@ the machinery it calls, the protocol frame and the demo:
     4. Capability negotiation per request
     5. Form mode
     6. Response branches
-    7. The two-call flow, in one place: notes_delete
-    8. Protecting destructive MRTR state: signing the state
-    9. Protecting destructive MRTR state: the replay store
-   10. Protecting destructive MRTR state: the live re-check
+    7. Protecting destructive MRTR state: signing the state
+    8. Protecting destructive MRTR state: the replay store
+    9. Protecting destructive MRTR state: the live re-check
+   10. The two-call flow, in one place: notes_delete
    11. The protocol frame: handle() and the JSON-RPC envelope
    12. The protocol frame: server/discover
    13. The protocol frame: tools/list
@@ -80,8 +80,10 @@ STATE_VERSION = "v1"
 STATE_INVALID = "Invalid params: requestState is not valid"  # the one message for every state refusal
 
 # Errors, first; call_tool and handle() are the one place that converts them.
-#   ToolError  the tool refused (bad argument, workspace not granted, no match): an `isError: true` result
-#   McpError   the request is wrong (malformed, unknown method, bad or replayed state): a JSON-RPC error
+#   ToolError  the tool refused what the model can correct (an argument outside the schema, a workspace
+#              not granted, no match): an `isError: true` result
+#   McpError   the request is wrong (malformed, an unknown method, `arguments` not an object, a NUL or
+#              lone surrogate in an argument, a bad or replayed state): a JSON-RPC error
 
 # JSON-RPC 2.0 codes, and two of the codes 2026-07-28 defines in its reserved range.
 INVALID_REQUEST = -32600
@@ -101,37 +103,22 @@ class McpError(Exception):
         super().__init__(message)
         self.code, self.message, self.data = code, message, data
 
-# Configuration: who calls, what they may touch, which key signs, what instances share.
+# Who calls and their workspace; what a server is built from is `Services` (section 8).
 LESSON_PRINCIPAL = "alice"
 LESSON_WORKSPACE = "file:///Users/alice/Documents/Notes"
-
-class Services(NamedTuple):
-    """Everything a server is built from; it builds none of it (lesson_server, section 15, does)."""
-    # Who calls is not here: the transport authenticates the principal (stdio: the
-    # configured user; HTTP: the bearer token's owner), never arguments or clientInfo.
-    # Every instance shares the notes and the replay store: here, instances in one process
-    # (the demo's two); across processes, one SQLite or PostgreSQL database holds both.
-    policy: AuthorizationPolicy  # section 2: principal -> granted workspace folders (layer 1)
-    signer: StateSigner  # section 8: one secret of 32+ random bytes, held by every instance
-    notes: MemoryNotesStore  # section 10: the notes
-    replay: MemoryReplayStore  # section 9: consumed nonces, and the atomic step
-    clock: Callable[[], float]  # injected, so tests move time without sleeping
-    log: Callable[[str], None]  # stderr by default, never the protocol stream
 
 # === 1. The two problems, and explicit scope (Roots as a migration surface) ============
 # Scope: which folder may the tool touch? Roots were a hint from the client, never a
 # sandbox, and 2026-07-28 deprecates them; the scope is an explicit argument the *server*
 # authorizes (section 2). A legacy host's roots may at most suggest a value (legacy.py).
-# Consent: which note, and does the person mean it? A form asks (sections 3-7); the
-# protocol is stateless, so the question travels with a signed state (sections 8-10).
+# Consent: which note, and does the person mean it? A form asks (sections 3-6); the
+# protocol is stateless, so the question travels with a signed state (sections 7-9).
 
 NOTES_DELETE_TOOL: dict[str, Any] = {
     "name": TOOL_NAME,
     "title": "Delete a note",
-    "description": (
-        "Delete one note whose title matches, inside the workspace folder you name. "
-        "The user chooses the note and confirms in a form before anything is deleted."
-    ),
+    "description": ("Delete one note whose title matches, inside the workspace folder you name. "
+                    "The user chooses the note and confirms in a form before anything is deleted."),
     "inputSchema": {
         "type": "object",
         "properties": {
@@ -140,19 +127,11 @@ NOTES_DELETE_TOOL: dict[str, Any] = {
             "title": {"type": "string", "minLength": 1, "maxLength": MAX_TITLE_LENGTH,
                       "description": "Text the note's title contains (case-insensitive)."},
         },
-        "required": ["workspaceUri", "title"],
-        "additionalProperties": False,
+        "required": ["workspaceUri", "title"], "additionalProperties": False,
     },
-    "outputSchema": {
-        "type": "object",
-        "properties": {
-            "deleted": {"type": "boolean"},
-            "noteId": {"type": "string"},
-            "reason": {"type": "string", "enum": ["declined", "cancelled", "not_confirmed"]},
-        },
-        "required": ["deleted"],
-        "additionalProperties": False,
-    },
+    "outputSchema": {"type": "object", "properties": {"deleted": {"type": "boolean"}, "noteId": {"type": "string"},
+                     "reason": {"type": "string", "enum": ["declined", "cancelled", "not_confirmed"]}},
+                     "required": ["deleted"], "additionalProperties": False},
     "annotations": {"title": "Delete a note", "readOnlyHint": False, "destructiveHint": True,
                     "idempotentHint": False, "openWorldHint": False},
 }
@@ -174,10 +153,11 @@ def read_scope_args(arguments: Any, tool: str = TOOL_NAME) -> ScopeArgs:
         raise ToolError(f"Invalid arguments for tool {tool}: workspaceUri must be a file:// URI string of 1..{MAX_URI_LENGTH} characters.")
     if not isinstance(title, str) or not 0 < len(title) <= MAX_TITLE_LENGTH or not title.strip():
         raise ToolError(f"Invalid arguments for tool {tool}: title must be 1..{MAX_TITLE_LENGTH} characters, not only spaces.")
-    # A NUL or a lone surrogate is text no title holds and no store can encode: refused
-    # before any store sees it, as the malformed request it is.
-    if "\x00" in title or any("\ud800" <= ch <= "\udfff" for ch in title):
-        raise McpError(INVALID_PARAMS, f"Invalid params: title for tool {tool} holds a NUL or a lone surrogate")
+    # A NUL or a lone surrogate is text no title or path holds and no store can encode:
+    # refused before any store sees it, as the malformed request it is.
+    for name, text in (("workspaceUri", uri), ("title", title)):
+        if "\x00" in text or any("\ud800" <= ch <= "\udfff" for ch in text):
+            raise McpError(INVALID_PARAMS, f"Invalid params: {name} for tool {tool} holds a NUL or a lone surrogate")
     return ScopeArgs(uri, title)
 
 # === 2. The three-layer rule: authorization, containment, sandbox ======================
@@ -201,6 +181,8 @@ def parse_file_uri(uri: Any) -> Path:
     """
     if not isinstance(uri, str) or len(uri) > MAX_URI_LENGTH:
         raise ScopeError("must be a file:// URI of at most %d characters" % MAX_URI_LENGTH)
+    if any("\ud800" <= ch <= "\udfff" for ch in uri):  # a lone surrogate names no file and no encoder takes it
+        raise ScopeError("must be valid UTF-8 text")
     scheme, sep, rest = uri.partition("://")
     if not sep or scheme.lower() != "file":
         raise ScopeError("must use the file:// scheme")
@@ -256,7 +238,6 @@ class AuthorizationPolicy:
         """The principal's granted workspaces, canonical URIs (for hosts and adapters)."""
         return [format_file_uri(path) for path in self._grants.get(principal, ())]
 
-# Canonical JSON (sorted keys, no spaces, ASCII): equal values give equal bytes for MACs.
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True, check_circular=False)
 
 def canonical_json(value: Any) -> bytes:
@@ -315,6 +296,47 @@ def inside_workspace(note: Note, workspace: Path) -> bool:
     path = note.path
     return len(path) > len(workspace) and is_within(path, workspace)
 
+class MemoryNotesStore:
+    """Notes in a dict; a lookup scans every title (the product's stores keep indexes)."""
+
+    deletion = "Deletion cannot be undone."  # what deleting does, said in the form
+    @staticmethod
+    def fold(text: str) -> str:
+        """A title as matching compares it: NFC, then casefolded ("café" typed composed finds it stored decomposed)."""
+        return unicodedata.normalize("NFC", text).casefold()
+
+    def __init__(self, notes: Iterable[Note]) -> None:
+        self._notes = {note.id: (note, self.fold(note.title)) for note in notes}  # id -> (note, folded title)
+        self.lock = threading.RLock()  # held by the atomic step from its re-read to its delete
+
+    def candidates(self, workspace: Path, title: str) -> list[Note]:
+        """Notes strictly inside `workspace` (layer 2) whose title contains `title` (folded), by title then id."""
+        needle = self.fold(title)
+        with self.lock:
+            found = [(folded, note) for note, folded in self._notes.values() if needle in folded]
+        return [note for folded, note in sorted(found, key=lambda f: (f[0], f[1].id)) if inside_workspace(note, workspace)]
+
+    def get(self, note_id: str) -> Note | None:
+        """The live note with this id, or None."""
+        with self.lock:
+            stored = self._notes.get(note_id)
+        return stored[0] if stored else None
+
+    def remove(self, note_id: str) -> None:
+        """Delete a note (the atomic step does; tests do, as another actor would)."""
+        with self.lock:
+            self._notes.pop(note_id, None)
+
+    def put(self, note: Note) -> None:
+        """Insert or replace a note (an edit elsewhere; used to show the re-check)."""
+        with self.lock:
+            self._notes[note.id] = (note, self.fold(note.title))
+
+    def all(self) -> list[Note]:
+        """Every note, in id order."""
+        with self.lock:
+            return sorted((note for note, _ in self._notes.values()), key=lambda note: note.id)
+
 def lookup(store: MemoryNotesStore, scope: Scope) -> list[Note]:
     """Candidates inside the workspace (the store's candidates); none, or more than a form can offer, is a ToolError."""
     title = scope.arguments["title"]
@@ -327,31 +349,8 @@ def lookup(store: MemoryNotesStore, scope: Scope) -> list[Note]:
 
 # === 3. Elicitation delivered as input_required ========================================
 # No server-to-client request is in flight: a tool that needs the user answers with
-# `input_required`, its questions (`inputRequests`) and an opaque `requestState`; the client
-# asks, then retries the same call with a fresh id, `inputResponses` and the state echoed.
-
-class ToolCall(NamedTuple):
-    """One `tools/call` as a tool sees it: a first call (no state) or a retry with answers."""
-    name: str
-    arguments: Any
-    meta: RequestMeta
-    principal: str
-    state: str | None = None  # the echoed requestState, on a retry
-    responses: dict[str, Any] | None = None  # inputResponses, on a retry
-
-def read_tool_call(params: dict[str, Any], meta: RequestMeta, principal: str) -> ToolCall:
-    """The call's name, arguments and MRTR fields; a half or mistyped retry is -32602."""
-    name = params.get("name")
-    if not isinstance(name, str):
-        raise McpError(INVALID_PARAMS, "Unknown tool")
-    has_state, has_responses = "requestState" in params, "inputResponses" in params
-    if has_state != has_responses:
-        raise McpError(INVALID_PARAMS, "Invalid params: requestState and inputResponses go together")
-    if has_state and not isinstance(params["inputResponses"], dict):
-        raise McpError(INVALID_PARAMS, "Invalid params: inputResponses must be an object")
-    if has_state and not isinstance(params["requestState"], str):  # null read as absent would drop the answers
-        raise McpError(INVALID_PARAMS, STATE_INVALID)
-    return ToolCall(name, params.get("arguments", {}), meta, principal, params.get("requestState"), params.get("inputResponses"))
+# `input_required`, its questions (`inputRequests`) and an opaque `requestState`; the client asks,
+# then retries the same call with a fresh id, `inputResponses` and the state echoed (section 4 reads them).
 
 def input_required(requests: dict[str, Any], state: str) -> dict[str, Any]:
     """An `input_required` result: the questions and the state the retry must echo."""
@@ -403,6 +402,29 @@ def require_form_elicitation(meta: RequestMeta) -> None:
         message = "Server requires form elicitation for this request. Nothing was deleted: use a host that shows forms."
         raise McpError(MISSING_REQUIRED_CLIENT_CAPABILITY, message, {"requiredCapabilities": {"elicitation": {"form": {}}}})
 
+class ToolCall(NamedTuple):
+    """One `tools/call` as a tool sees it: a first call (no state) or a retry with answers."""
+    name: str
+    arguments: Any
+    meta: RequestMeta
+    principal: str
+    state: str | None = None  # the echoed requestState, on a retry
+    responses: dict[str, Any] | None = None  # inputResponses, on a retry
+
+def read_tool_call(params: dict[str, Any], meta: RequestMeta, principal: str) -> ToolCall:
+    """The call's name, arguments and MRTR fields; a half or mistyped retry is -32602."""
+    name = params.get("name")
+    if not isinstance(name, str):
+        raise McpError(INVALID_PARAMS, "Unknown tool")
+    has_state, has_responses = "requestState" in params, "inputResponses" in params
+    if has_state != has_responses:
+        raise McpError(INVALID_PARAMS, "Invalid params: requestState and inputResponses go together")
+    if has_state and not isinstance(params["inputResponses"], dict):
+        raise McpError(INVALID_PARAMS, "Invalid params: inputResponses must be an object")
+    if has_state and not isinstance(params["requestState"], str):  # null read as absent would drop the answers
+        raise McpError(INVALID_PARAMS, STATE_INVALID)
+    return ToolCall(name, params.get("arguments", {}), meta, principal, params.get("requestState"), params.get("inputResponses"))
+
 # === 5. Form mode ======================================================================
 # A form asks for data a person may see in the client: a choice between records and a
 # checkbox. Never a secret: URL mode sends the user to the server's own page (connect.py).
@@ -410,10 +432,8 @@ def require_form_elicitation(meta: RequestMeta) -> None:
 def choice_options(notes: list[Note]) -> list[dict[str, str]]:
     """A titled single-select's options: each note's id, shown by its title (with the id when two look alike)."""
     shown = [unicodedata.normalize("NFC", note.title) for note in notes]  # "Café" typed as é or as e + accent
-    return [
-        {"const": note.id, "title": note.title if shown.count(looks) == 1 else f"{note.title} ({note.id})"}
-        for note, looks in zip(notes, shown)
-    ]
+    return [{"const": note.id, "title": note.title if shown.count(looks) == 1 else f"{note.title} ({note.id})"}
+            for note, looks in zip(notes, shown)]
 
 def delete_form(workspace_uri: str, title: str, notes: list[Note], outcome: str) -> dict[str, Any]:
     """The elicitation: a titled single-select of the candidates and a confirm box; `outcome` says what deleting does."""
@@ -434,8 +454,8 @@ def delete_form(workspace_uri: str, title: str, notes: list[Note], outcome: str)
 # Every answer is read by read_answer and means the same for every tool:
 #   (none)     the client did not answer our question: ask again, in the same flow
 #   cancel     dismissed: nothing happens, and the same state may be answered again
-#   decline    an explicit no: nothing happens, and this confirmation is consumed
-#   accept     the content goes on to the tool; a choice must be one the form showed
+#   decline    an explicit no: nothing is changed, and this confirmation is consumed
+#   accept     the content goes on to the tool; a choice must be one the form showed (chosen, section 7)
 #   malformed  -32602, and nothing changes
 
 class Answer(NamedTuple):
@@ -455,92 +475,23 @@ def read_answer(responses: dict[str, Any] | None, key: str) -> Answer | None:
         raise McpError(INVALID_PARAMS, "Invalid params: accept needs the form's content")
     return Answer(answer["action"], content or {})
 
-def chosen(content: Mapping[str, Any], state: StatePayload, field: str = CHOICE_FIELD) -> tuple[str, str]:
-    """The (id, version) picked in the form's `field`, which must be one the signed state offered, or -32602."""
-    note_id = content.get(field)
-    # Only a note the user was shown can be chosen: a client cannot swap in another id.
-    version = dict(state.cands).get(note_id) if isinstance(note_id, str) else None
-    if version is None:
-        raise McpError(INVALID_PARAMS, "Invalid params: the answer does not match the form")
-    return note_id, version
-
 def tool_result(text: str, structured: dict[str, Any] | None = None, *, is_error: bool = False) -> dict[str, Any]:
     """A complete CallToolResult: text for people and models, structured for programs."""
     result: dict[str, Any] = {"resultType": "complete", "content": [{"type": "text", "text": text}]}
     if structured is not None:
         result["structuredContent"] = structured
-    result["isError"] = is_error
-    return result
+    return result | {"isError": is_error}
 
 def not_deleted(reason: str, text: str) -> dict[str, Any]:
     """The complete, non-error answer when the user said no, declined or cancelled."""
     return tool_result(text, {"deleted": False, "reason": reason})
 
-# === 7. The two-call flow, in one place: notes_delete ==================================
-# First call: authorize the workspace, look up the notes inside it, build the form, sign
-# a state: `input_required`. Retry: verify the echoed state, read the answer, branch on
-# it, and for a confirmed choice claim the nonce, re-check the live note and delete it,
-# in one atomic step. Signing is section 8; the replay store and its atomic step, 9; the
-# live re-check inside that step, 10.
-
-class NotesDelete:
-    """`notes_delete`, the lesson's tool: scope, ask, then verify, read the answer, re-check and delete once."""
-    descriptor = NOTES_DELETE_TOOL
-
-    def __init__(self, services: Services) -> None:
-        self.services = services
-        self.policy, self.notes, self.log = services.policy, services.notes, services.log
-
-    def call(self, call: ToolCall) -> dict[str, Any]:
-        """First call: authorize, look up, form, sign. Retry: verify, read the answer, branch, claim and delete."""
-        args = read_scope_args(call.arguments)
-        require_form_elicitation(call.meta)  # before any lookup: no form, no knowledge of the notes
-        scope = authorize(self.policy, call.principal, args, self.log)  # layer 1, on every call
-        if call.state is None:
-            return self.ask(call, scope)
-        # The retry: ours, for this principal, tool, arguments and step, unexpired, unused; else -32602.
-        state = verify_state(self.services, call.state, call.principal, TOOL_NAME, scope.digest, {PHASE_CONFIRM})
-        answer = read_answer(call.responses, INPUT_KEY)
-        if answer is None:
-            return self.ask(call, scope, follows=state)  # the same flow: same nonce, same expiry
-        if answer.action == "cancel":
-            return not_deleted("cancelled", "Cancelled; nothing was deleted.")  # the state stays usable
-        if answer.action == "decline":
-            consume(self.services, call.principal, state)
-            return not_deleted("declined", "Declined; nothing was deleted.")
-        target = chosen(answer.content, state)  # one of the notes the form showed, or -32602
-        confirm = answer.content.get(CONFIRM_FIELD)
-        if not isinstance(confirm, bool):
-            raise McpError(INVALID_PARAMS, "Invalid params: the answer does not match the form")
-        if not confirm:
-            consume(self.services, call.principal, state)
-            return not_deleted("not_confirmed", "Not confirmed; nothing was deleted.")
-        return self.delete(call.principal, scope, state, target)
-
-    def ask(self, call: ToolCall, scope: Scope, follows: StatePayload | None = None) -> dict[str, Any]:
-        """The form over the live candidates (layer 2), with a signed state (a new flow unless it `follows` one)."""
-        found = lookup(self.notes, scope)
-        form = delete_form(scope.arguments["workspaceUri"], scope.arguments["title"], found, self.notes.deletion)
-        cands = [(note.id, note.version) for note in found]
-        claims = new_state(self.services, call.principal, TOOL_NAME, scope.digest, PHASE_CONFIRM, cands, follows)
-        return input_required({INPUT_KEY: form}, self.services.signer.sign(claims))
-
-    def delete(self, principal: str, scope: Scope, state: StatePayload, target: tuple[str, str]) -> dict[str, Any]:
-        """Claim the nonce, re-read and re-check the chosen note, and delete it: one atomic step."""
-
-        def recheck(live: Note) -> bool:  # layers 1 and 2 again: grants and notes may have changed
-            return self.policy.allows(principal, scope.workspace) and inside_workspace(live, scope.workspace)
-
-        if consume(self.services, principal, state, target, recheck) is Settlement.CHANGED:
-            raise ToolError("The chosen note changed, moved or was deleted since the form was shown; nothing was deleted.")
-        return tool_result(f"Deleted note {target[0]}.", {"deleted": True, "noteId": target[0]})
-
-# === 8. Protecting destructive MRTR state: signing the state ===========================
+# === 7. Protecting destructive MRTR state: signing the state ===========================
 #   v1.<key id>.<base64url(canonical JSON claims)>.<base64url(HMAC-SHA256 of what precedes)>
 #
-# Signed, not encrypted: the client can read every claim, so none may be a secret. The
-# MAC is checked in constant time before the JSON is parsed, so a forged state costs one
-# HMAC and never reaches the parser or the replay store.
+# Signed, not encrypted: the client can read every claim, so none may be a secret. The MAC is
+# checked in constant time before the JSON is parsed, so a forged state costs one HMAC and never
+# reaches the parser or the replay store. new_state and verify_state follow that store (section 8).
 
 class StateError(Exception):
     """requestState failed verification; the reason is logged, never sent."""
@@ -557,6 +508,11 @@ _DECODER = json.JSONDecoder(parse_constant=_refuse_constant)  # built once, not 
 class StateSigner:
     """Sign and verify requestState with one key; a state lives `ttl` seconds."""
 
+    @staticmethod
+    def key_id(key: bytes) -> str:
+        """A public name for a key (a hash prefix), so a verifier knows which key signed."""
+        return hashlib.sha256(b"notes-mcp key id\x00" + key).hexdigest()[:8]
+
     def __init__(self, key: bytes, ttl: float = DEFAULT_STATE_TTL_SECONDS) -> None:
         if not isinstance(key, (bytes, bytearray)) or len(key) < MIN_KEY_BYTES:
             raise ValueError(f"every signing key must be at least {MIN_KEY_BYTES} bytes")
@@ -565,11 +521,6 @@ class StateSigner:
         self.ttl = float(ttl)
         self.signing_id = self.key_id(bytes(key))
         self.keys: dict[str, bytes] = {self.signing_id: bytes(key)}  # key id -> key (a product ring holds more)
-
-    @staticmethod
-    def key_id(key: bytes) -> str:
-        """A public name for a key (a hash prefix), so a verifier knows which key signed."""
-        return hashlib.sha256(b"notes-mcp key id\x00" + key).hexdigest()[:8]
 
     def sign(self, claims: dict[str, Any]) -> str:
         """The claims as a state signed with the signing key."""
@@ -628,6 +579,116 @@ class StatePayload(NamedTuple):
             raise StateError("malformed extra")
         return cls(sub, tool, args, phase, tuple((c[0], c[1]) for c in cands), nonce, float(iat), float(exp), extra)
 
+def chosen(content: Mapping[str, Any], state: StatePayload, field: str = CHOICE_FIELD) -> tuple[str, str]:
+    """The (id, version) picked in the form's `field`, which must be one the signed state offered, or -32602."""
+    note_id = content.get(field)
+    # Only a note the user was shown can be chosen: a client cannot swap in another id.
+    version = dict(state.cands).get(note_id) if isinstance(note_id, str) else None
+    if version is None:
+        raise McpError(INVALID_PARAMS, "Invalid params: the answer does not match the form")
+    return note_id, version
+
+# === 8. Protecting destructive MRTR state: the replay store ============================
+# A signed state proves the server asked; it does not stop the client answering twice. Each
+# state carries a random nonce that its final answer claims in a store every instance shares.
+# An ordinary replay is refused earlier, by verify_state finding the nonce consumed; retries
+# racing past verify_state with one state meet at the claim: the first wins, the rest are used.
+
+class Settlement(enum.Enum):
+    """How a claim, or the atomic step around it, ended."""
+    CONSUMED = "consumed"  # nonce consumed, nothing deleted (decline, explicit "no")
+    DELETED = "deleted"  # nonce consumed, note deleted
+    CHANGED = "changed"  # nonce consumed, nothing deleted: the note is gone, edited or moved, or the grant revoked
+    USED = "used"  # replay: consumed before, here or on another instance; nothing happened
+    FULL = "full"  # the principal holds MAX_REPLAY_PER_PRINCIPAL unexpired confirmations; nothing happened
+
+class MemoryReplayStore:
+    """Consumed nonces until their state expires, bounded per principal, under one lock; settle() is the atomic step."""
+
+    def __init__(self, clock: Callable[[], float], max_per_principal: int = MAX_REPLAY_PER_PRINCIPAL) -> None:
+        if max_per_principal < 1:
+            raise ValueError("max_per_principal must be at least 1")
+        self._clock, self._limit = clock, max_per_principal
+        self._owner: dict[str, str] = {}  # nonce -> principal
+        self._per_principal: dict[str, int] = {}
+        self._expiries: list[tuple[float, str]] = []  # heap of (expires at, nonce)
+        self._latest = -math.inf  # the highest clock reading seen
+        self.lock = threading.RLock()
+
+    def release(self, nonce: str) -> None:
+        """Forget a claim: its state expired, or the atomic step failed before it finished (a stale heap entry is harmless)."""
+        with self.lock:
+            principal = self._owner.pop(nonce, None)
+            if principal is not None:
+                self._per_principal[principal] -= 1
+                if not self._per_principal[principal]:
+                    del self._per_principal[principal]
+
+    def _prune(self) -> float:
+        # Never backwards: a clock stepped back (NTP, a restored VM) after a declined state's
+        # record was pruned would make that state look unused, and its accept would delete.
+        now = self._latest = max(self._latest, self._clock())
+        while self._expiries and not now < self._expiries[0][0]:
+            self.release(heapq.heappop(self._expiries)[1])
+        return now
+
+    def is_consumed(self, nonce: str) -> bool:
+        """True when this nonce has been consumed and its state has not yet expired."""
+        with self.lock:
+            self._prune()
+            return nonce in self._owner
+
+    def claim(self, principal: str, nonce: str, expires_at: float) -> Settlement:
+        """Record `nonce` as consumed (CONSUMED), unless it already is or just expired (USED), or the principal is at the bound (FULL)."""
+        with self.lock:
+            now = self._prune()
+            # Verified just before its expiry, arriving just after, when the record of an earlier
+            # use is pruned: refused as used, or a declined state's replayed accept would delete.
+            if nonce in self._owner or not now < expires_at:
+                return Settlement.USED
+            if self._per_principal.get(principal, 0) >= self._limit:  # one principal in a loop blocks nobody else
+                return Settlement.FULL
+            self._owner[nonce] = principal
+            self._per_principal[principal] = self._per_principal.get(principal, 0) + 1
+            heapq.heappush(self._expiries, (expires_at, nonce))
+            return Settlement.CONSUMED
+
+    def __len__(self) -> int:
+        with self.lock:
+            self._prune()
+            return len(self._owner)
+
+    def settle(self, notes: MemoryNotesStore, principal: str, nonce: str, expires_at: float,
+               target: tuple[str, str] | None, recheck: Callable[[Note], bool]) -> Settlement:
+        """The atomic step, under this store's lock and the notes store's: claim; for `target` (id, version) re-read, re-check, delete."""
+        with self.lock, notes.lock:  # no other claim, and no edit of a note, can come between the steps
+            outcome = self.claim(principal, nonce, expires_at)
+            if outcome is not Settlement.CONSUMED or target is None:
+                return outcome
+            try:
+                live = notes.get(target[0])  # re-read the live record inside the lock
+                # Shown minutes ago: gone, edited or no longer allowed ends the confirmation.
+                if live is None or live.version != target[1] or not recheck(live):
+                    return Settlement.CHANGED
+                notes.remove(live.id)
+                return Settlement.DELETED
+            except BaseException:
+                self.release(nonce)  # a check or the store raised: the same state may be answered again
+                raise
+
+class Services(NamedTuple):
+    """Everything a server is built from; it builds none of it (lesson_server, section 15, does)."""
+    # Who calls is not here: the transport authenticates the principal (stdio: the
+    # configured user; HTTP: the bearer token's owner), never arguments or clientInfo.
+    # Every instance shares the notes and the replay store: here, instances in one process
+    # (the demo's two); across processes, one SQLite or PostgreSQL database holds both.
+    policy: AuthorizationPolicy  # section 2: principal -> granted workspace folders (layer 1)
+    signer: StateSigner  # section 7: one secret of 32+ random bytes, held by every instance
+    notes: MemoryNotesStore  # section 2: the notes
+    replay: MemoryReplayStore  # above: consumed nonces, and the atomic step
+    clock: Callable[[], float]  # injected, so tests move time without sleeping
+    log: Callable[[str], None]  # stderr by default, never the protocol stream
+
 def new_state(services: Services, principal: str, tool: str, args_digest: str, phase: str, cands: Iterable[tuple[str, str]],
               follows: StatePayload | None = None, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The claims of a new state; one that `follows` an earlier state keeps its nonce and expiry."""
@@ -666,99 +727,11 @@ def verify_state(services: Services, token: Any, principal: str, tool: str, args
         services.log(f"refused requestState: {exc}")
         raise McpError(INVALID_PARAMS, STATE_INVALID) from None
 
-# === 9. Protecting destructive MRTR state: the replay store ============================
-# A signed state proves the server asked; it does not stop the client from answering
-# twice. Each state carries a random nonce, and its final answer claims that nonce in
-# a store every server instance shares: the second claim finds it and is refused.
-
-class Settlement(enum.Enum):
-    """How a claim, or the atomic step around it, ended."""
-    CONSUMED = "consumed"  # nonce consumed, nothing deleted (decline, explicit "no")
-    DELETED = "deleted"  # nonce consumed, note deleted
-    CHANGED = "changed"  # nonce consumed, note vanished/changed/moved: nothing deleted
-    USED = "used"  # replay: consumed before, here or on another instance; nothing happened
-    FULL = "full"  # the principal holds MAX_REPLAY_PER_PRINCIPAL unexpired confirmations; nothing happened
-
-class MemoryReplayStore:
-    """Consumed nonces until their state expires, bounded per principal, under one lock; settle() is the atomic step."""
-
-    def __init__(self, clock: Callable[[], float], max_per_principal: int = MAX_REPLAY_PER_PRINCIPAL) -> None:
-        if max_per_principal < 1:
-            raise ValueError("max_per_principal must be at least 1")
-        self._clock, self._limit = clock, max_per_principal
-        self._owner: dict[str, str] = {}  # nonce -> principal
-        self._per_principal: dict[str, int] = {}
-        self._expiries: list[tuple[float, str]] = []  # heap of (expires at, nonce)
-        self._latest = -math.inf  # the highest clock reading seen
-        self.lock = threading.RLock()
-
-    def _prune(self) -> float:
-        # Never backwards: a clock stepped back (NTP, a restored VM) after a declined state's
-        # record was pruned would make that state look unused, and its accept would delete.
-        now = self._latest = max(self._latest, self._clock())
-        while self._expiries and not now < self._expiries[0][0]:
-            self.release(heapq.heappop(self._expiries)[1])
-        return now
-
-    def is_consumed(self, nonce: str) -> bool:
-        """True when this nonce has been consumed and its state has not yet expired."""
-        with self.lock:
-            self._prune()
-            return nonce in self._owner
-
-    def claim(self, principal: str, nonce: str, expires_at: float) -> Settlement:
-        """Record `nonce` as consumed (CONSUMED), unless it already is or just expired (USED), or the principal is at the bound (FULL)."""
-        with self.lock:
-            now = self._prune()
-            # Verified just before its expiry, arriving just after, when the record of an earlier
-            # use is pruned: refused as used, or a declined state's replayed accept would delete.
-            if nonce in self._owner or not now < expires_at:
-                return Settlement.USED
-            if self._per_principal.get(principal, 0) >= self._limit:  # one principal in a loop blocks nobody else
-                return Settlement.FULL
-            self._owner[nonce] = principal
-            self._per_principal[principal] = self._per_principal.get(principal, 0) + 1
-            heapq.heappush(self._expiries, (expires_at, nonce))
-            return Settlement.CONSUMED
-
-    def release(self, nonce: str) -> None:
-        """Forget a claim: its state expired, or the atomic step failed before it finished (a stale heap entry is harmless)."""
-        with self.lock:
-            principal = self._owner.pop(nonce, None)
-            if principal is not None:
-                self._per_principal[principal] -= 1
-                if not self._per_principal[principal]:
-                    del self._per_principal[principal]
-
-    def __len__(self) -> int:
-        with self.lock:
-            self._prune()
-            return len(self._owner)
-
-    def settle(self, notes: MemoryNotesStore, principal: str, nonce: str, expires_at: float,
-               target: tuple[str, str] | None, recheck: Callable[[Note], bool]) -> Settlement:
-        """The atomic step, under this store's lock and the notes store's: claim; for `target` (id, version) re-read, re-check, delete."""
-        with self.lock, notes.lock:  # no other claim, and no edit of a note, can come between the steps
-            outcome = self.claim(principal, nonce, expires_at)
-            if outcome is not Settlement.CONSUMED or target is None:
-                return outcome
-            try:
-                live = notes.get(target[0])  # re-read the live record inside the lock
-                # Shown minutes ago: gone, edited or no longer allowed ends the confirmation.
-                if live is None or live.version != target[1] or not recheck(live):
-                    return Settlement.CHANGED
-                notes.remove(live.id)
-                return Settlement.DELETED
-            except BaseException:
-                self.release(nonce)  # a check or the store raised: the same state may be answered again
-                raise
-
-# === 10. Protecting destructive MRTR state: the live re-check ==========================
-# Minutes pass between the form and the answer: the note may have been edited, moved or
-# deleted, and the grant revoked. So the final step is one atomic operation: claim the
-# nonce, re-read the live record, run layers 1 and 2 again, delete. In memory that is the
-# replay store's lock and the notes store's, held together (settle, above); in SQLite one
-# transaction (sqlite_store.py).
+# === 9. Protecting destructive MRTR state: the live re-check ===========================
+# Minutes pass between the form and the answer: the note may have been edited, moved or deleted,
+# and the grant revoked. So the final step is one atomic operation: claim the nonce, re-read the
+# live record, run layers 1 and 2 again (the re-check NotesDelete.delete passes), delete: in
+# memory under both stores' locks (MemoryReplayStore.settle, section 8), in SQLite one transaction.
 
 def refuse_every_note(note: Note) -> bool:
     """The re-check when none is given: no note passes, so nothing is ever deleted by default."""
@@ -768,124 +741,82 @@ def consume(services: Services, principal: str, state: StatePayload, target: tup
             recheck: Callable[[Note], bool] = refuse_every_note) -> Settlement:
     """Consume a verified state's nonce (and delete `target`) in the one atomic step; a replay is -32602."""
     outcome = services.replay.settle(services.notes, principal, state.nonce, state.exp, target, recheck)
-    if outcome is Settlement.USED:  # two retries racing with one state, on instances sharing this store: one wins
+    if outcome is Settlement.USED:  # a retry that raced another past verify_state with one state, or just expired
         services.log("refused requestState: confirmation already used or just expired")
         raise McpError(INVALID_PARAMS, STATE_INVALID)
     if outcome is Settlement.FULL:
         services.log(f"refused: replay bound reached for principal {principal!r}")
-        raise ToolError("Too many confirmations are pending for you; try again later.")
+        # The bound counts confirmations already used and kept until their states expire.
+        raise ToolError("Too many confirmations used recently by you; try again once their forms expire.")
     return outcome
 
-class MemoryNotesStore:
-    """Notes in a dict; a lookup scans every title (the product's stores keep indexes)."""
+# === 10. The two-call flow, in one place: notes_delete =================================
+# First call: authorize the workspace, look up the notes inside it, build the form, sign a state:
+# `input_required`. Retry: verify the echoed state, read the answer, branch on it, and for a
+# confirmed choice claim the nonce, re-check the live note and delete it in one atomic step.
+# Everything it calls is above (sections 7-9); its steps come first, `call` last.
 
-    deletion = "Deletion cannot be undone."  # what deleting does, said in the form
-    def __init__(self, notes: Iterable[Note]) -> None:
-        self._notes: dict[str, tuple[Note, str]] = {}  # id -> (note, its title folded once, when stored)
-        self.lock = threading.RLock()  # held by the atomic step from its re-read to its delete
-        for note in notes:
-            self.put(note)
+class NotesDelete:
+    """`notes_delete`, the lesson's tool: scope, ask, then verify, read the answer, re-check and delete once."""
+    descriptor = NOTES_DELETE_TOOL
 
-    @staticmethod
-    def fold(text: str) -> str:
-        """A title as matching compares it: NFC, then casefolded ("café" typed composed finds it stored decomposed)."""
-        return unicodedata.normalize("NFC", text).casefold()
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.policy, self.notes, self.log = services.policy, services.notes, services.log
 
-    def candidates(self, workspace: Path, title: str) -> list[Note]:
-        """Notes strictly inside `workspace` (layer 2) whose title contains `title` (folded), by title then id."""
-        needle = self.fold(title)
-        with self.lock:
-            found = [(folded, note) for note, folded in self._notes.values() if needle in folded]
-        return [note for folded, note in sorted(found, key=lambda f: (f[0], f[1].id)) if inside_workspace(note, workspace)]
+    def ask(self, call: ToolCall, scope: Scope, follows: StatePayload | None = None) -> dict[str, Any]:
+        """The form over the live candidates (layer 2), with a signed state (a new flow unless it `follows` one)."""
+        found = lookup(self.notes, scope)
+        form = delete_form(scope.arguments["workspaceUri"], scope.arguments["title"], found, self.notes.deletion)
+        cands = [(note.id, note.version) for note in found]
+        claims = new_state(self.services, call.principal, TOOL_NAME, scope.digest, PHASE_CONFIRM, cands, follows)
+        return input_required({INPUT_KEY: form}, self.services.signer.sign(claims))
 
-    def get(self, note_id: str) -> Note | None:
-        """The live note with this id, or None."""
-        with self.lock:
-            stored = self._notes.get(note_id)
-        return stored[0] if stored else None
+    def delete(self, principal: str, scope: Scope, state: StatePayload, target: tuple[str, str]) -> dict[str, Any]:
+        """Claim the nonce, re-read and re-check the chosen note, and delete it: one atomic step."""
+        def recheck(live: Note) -> bool:  # layers 1 and 2 again: grants and notes may have changed
+            return self.policy.allows(principal, scope.workspace) and inside_workspace(live, scope.workspace)
 
-    def remove(self, note_id: str) -> None:
-        """Delete a note (the atomic step does; tests do, as another actor would)."""
-        with self.lock:
-            self._notes.pop(note_id, None)
+        # One text for every failed re-check, a revoked grant included: nothing was deleted.
+        if consume(self.services, principal, state, target, recheck) is Settlement.CHANGED:
+            raise ToolError("The chosen note changed, moved or was deleted since the form was shown; nothing was deleted.")
+        return tool_result(f"Deleted note {target[0]}.", {"deleted": True, "noteId": target[0]})
 
-    def put(self, note: Note) -> None:
-        """Insert or replace a note (an edit elsewhere; used to show the re-check)."""
-        with self.lock:
-            self._notes[note.id] = (note, self.fold(note.title))
-
-    def all(self) -> list[Note]:
-        """Every note, in id order."""
-        with self.lock:
-            return sorted((note for note, _ in self._notes.values()), key=lambda note: note.id)
+    def call(self, call: ToolCall) -> dict[str, Any]:
+        """First call: authorize, look up, form, sign. Retry: verify, read the answer, branch, claim and delete."""
+        args = read_scope_args(call.arguments)
+        require_form_elicitation(call.meta)  # before any lookup: no form, no knowledge of the notes
+        scope = authorize(self.policy, call.principal, args, self.log)  # layer 1, on every call
+        if call.state is None:
+            return self.ask(call, scope)
+        # The retry: ours, for this principal, tool, arguments and step, unexpired, unused; else -32602.
+        state = verify_state(self.services, call.state, call.principal, TOOL_NAME, scope.digest, {PHASE_CONFIRM})
+        answer = read_answer(call.responses, INPUT_KEY)
+        if answer is None:
+            return self.ask(call, scope, follows=state)  # the same flow: same nonce, same expiry
+        if answer.action == "cancel":
+            return not_deleted("cancelled", "Cancelled; nothing was deleted.")  # the state stays usable
+        if answer.action == "decline":
+            consume(self.services, call.principal, state)
+            return not_deleted("declined", "Declined; nothing was deleted.")
+        target = chosen(answer.content, state)  # one of the notes the form showed, or -32602
+        confirm = answer.content.get(CONFIRM_FIELD)
+        if not isinstance(confirm, bool):
+            raise McpError(INVALID_PARAMS, "Invalid params: the answer does not match the form")
+        if not confirm:
+            consume(self.services, call.principal, state)
+            return not_deleted("not_confirmed", "Not confirmed; nothing was deleted.")
+        return self.delete(call.principal, scope, state, target)
 
 # === 11. The protocol frame: handle() and the JSON-RPC envelope ========================
+# The frame's helpers, then Server: handle() reads the envelope, finds the method in the
+# one dispatch table (sections 12-14 enter theirs), checks `_meta`, runs it, answers errors.
 
 class Envelope(NamedTuple):
     """A well-formed JSON-RPC message: `id` is None for a notification."""
     id: str | int | None
     method: str
     params: Any  # validated per method; absent params arrive as None
-
-Handler = Callable[["Server", Envelope, RequestMeta, str], dict[str, Any]]
-
-class Server:
-    """The protocol server: one dispatch table, one exception boundary, tools added through add_tool."""
-
-    def __init__(self, services: Services) -> None:
-        self.services = services
-        self.tools: dict[str, Any] = {}  # name -> a tool: `.descriptor` and `.call(ToolCall)`
-        # One dispatch table; discover's capabilities derive from the tools registered.
-        self.methods: dict[str, Handler] = {"server/discover": discover, "tools/list": list_tools, "tools/call": call_tool}
-
-    def add_tool(self, tool: Any) -> None:
-        """Register a tool under its descriptor's name (once); tools/list shows it from now on."""
-        name = tool.descriptor.get("name")
-        if not isinstance(name, str) or not name or name in self.tools:
-            raise ValueError(f"a tool needs a new, non-empty name (got {name!r})")
-        self.tools[name] = tool
-
-    def handle(self, message: Any, principal: str) -> dict[str, Any] | None:
-        """One decoded message in, its response out (None: no response); the one exception boundary."""
-        request_id = read_id(message)
-        try:
-            request = parse_envelope(message)
-            if request.id is None:
-                return self.notification(request)
-            handler = self.methods.get(request.method)
-            if handler is None:
-                raise self.unknown_method(request.method)
-            meta = self.read_meta(request)
-            return {"jsonrpc": "2.0", "id": request.id, "result": handler(self, request, meta, principal)}
-        except McpError as exc:
-            return error_response(request_id, exc)
-        except Exception:  # noqa: BLE001 - this is the boundary
-            import traceback  # loaded at the first internal error: most processes never have one
-
-            self.services.log("internal error:\n" + traceback.format_exc())
-            return error_response(request_id, McpError(INTERNAL_ERROR, "Internal error"))
-
-    def read_meta(self, request: Envelope) -> RequestMeta:
-        """The request's `_meta` (-32602 when malformed), at a version this server speaks (else -32022)."""
-        meta = read_meta(request.params)
-        check_version(meta)
-        return meta
-
-    def unknown_method(self, method: str) -> McpError:
-        """-32601 for a method this server does not handle."""
-        return McpError(METHOD_NOT_FOUND, "Method not found")
-
-    def notification(self, request: Envelope) -> None:
-        """A well-formed id-less message gets no response; an id-less request is logged and never runs."""
-        # A *request* without an id (tools/call, say) could be run silently; here it never
-        # runs: a deletion nobody can be told about is worse than a refusal nobody hears.
-        # Every request completes synchronously, so notifications/cancelled has nothing to stop.
-        if not request.method.startswith("notifications/"):
-            self.services.log(f"ignored id-less request {request.method[:64]!r}: a request needs an id")
-
-    def capabilities(self) -> dict[str, Any]:
-        """The server capabilities discover reports, derived from what is registered."""
-        return {"tools": {}} if self.tools else {}
 
 def read_id(message: Any) -> str | int | None:
     """The message's id if it is a legal MCP id (string or integer, not bool/float/null)."""
@@ -917,8 +848,66 @@ def stderr_log(line: str) -> None:
     """The default log sink: one line to stderr, never to the protocol stream."""
     print(line, file=sys.stderr, flush=True)
 
-# === 12. The protocol frame: server/discover ===========================================
+class Server:
+    """The protocol server: one dispatch table, one exception boundary, tools added through add_tool."""
 
+    # The one dispatch table: method -> handler(server, request, meta, principal), from sections 12-14.
+    METHODS: dict[str, Callable[[Server, Envelope, RequestMeta, str], dict[str, Any]]] = {}
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.tools: dict[str, Any] = {}  # name -> a tool: `.descriptor` and `.call(ToolCall)`
+        self.methods = dict(self.METHODS)  # this server's own copy: the product adds methods to it
+
+    def add_tool(self, tool: Any) -> None:
+        """Register a tool under its descriptor's name (once); tools/list shows it from now on."""
+        name = tool.descriptor.get("name")
+        if not isinstance(name, str) or not name or name in self.tools:
+            raise ValueError(f"a tool needs a new, non-empty name (got {name!r})")
+        self.tools[name] = tool
+
+    def capabilities(self) -> dict[str, Any]:
+        """The server capabilities discover reports, derived from what is registered."""
+        return {"tools": {}} if self.tools else {}
+
+    def read_meta(self, request: Envelope) -> RequestMeta:
+        """The request's `_meta` (-32602 when malformed), at a version this server speaks (else -32022)."""
+        meta = read_meta(request.params)
+        check_version(meta)
+        return meta
+
+    def unknown_method(self, method: str) -> McpError:
+        """-32601 for a method this server does not handle."""
+        return McpError(METHOD_NOT_FOUND, "Method not found")
+
+    def notification(self, request: Envelope) -> None:
+        """A well-formed id-less message gets no response; an id-less request is logged and never runs."""
+        # A *request* without an id (tools/call, say) could be run silently; here it never
+        # runs: a deletion nobody can be told about is worse than a refusal nobody hears.
+        # Every request completes synchronously, so notifications/cancelled has nothing to stop.
+        if not request.method.startswith("notifications/"):
+            self.services.log(f"ignored id-less request {request.method[:64]!r}: a request needs an id")
+
+    def handle(self, message: Any, principal: str) -> dict[str, Any] | None:
+        """One decoded message in, its response out (None: no response); the one exception boundary."""
+        request_id = read_id(message)
+        try:
+            request = parse_envelope(message)
+            if request.id is None:
+                return self.notification(request)
+            handler = self.methods.get(request.method)
+            if handler is None:
+                raise self.unknown_method(request.method)
+            meta = self.read_meta(request)
+            return {"jsonrpc": "2.0", "id": request.id, "result": handler(self, request, meta, principal)}
+        except McpError as exc:
+            return error_response(request_id, exc)
+        except Exception:  # noqa: BLE001 - this is the boundary
+            import traceback  # loaded at the first internal error: most processes never have one
+            self.services.log("internal error:\n" + traceback.format_exc())
+            return error_response(request_id, McpError(INTERNAL_ERROR, "Internal error"))
+
+# === 12. The protocol frame: server/discover ===========================================
 def discover(server: Server, request: Envelope, meta: RequestMeta, principal: str) -> dict[str, Any]:
     """Versions, capabilities and identity: what a client needs before anything else."""
     instructions = ("Pass the workspace folder explicitly as workspaceUri; deletions are confirmed by the user "
@@ -926,9 +915,9 @@ def discover(server: Server, request: Envelope, meta: RequestMeta, principal: st
     return {"resultType": "complete", "supportedVersions": list(SUPPORTED_VERSIONS), "capabilities": server.capabilities(),
             "instructions": instructions, "ttlMs": DISCOVER_TTL_MS, "cacheScope": "public",
             "_meta": {META_SERVER_INFO: dict(SERVER_INFO)}}
+Server.METHODS["server/discover"] = discover
 
 # === 13. The protocol frame: tools/list ================================================
-
 def list_tools(server: Server, request: Envelope, meta: RequestMeta, principal: str) -> dict[str, Any]:
     """Every tool, in registration order, as fresh copies (callers may mutate what they get)."""
     if request.params.get("cursor") is not None:  # we never hand out a nextCursor
@@ -936,9 +925,9 @@ def list_tools(server: Server, request: Envelope, meta: RequestMeta, principal: 
     tools = [json.loads(json.dumps(tool.descriptor)) for tool in server.tools.values()]
     return {"resultType": "complete", "tools": tools, "ttlMs": TOOLS_TTL_MS, "cacheScope": "public",
             "_meta": {META_SERVER_INFO: dict(SERVER_INFO)}}
+Server.METHODS["tools/list"] = list_tools
 
 # === 14. The protocol frame: tools/call ================================================
-
 def call_tool(server: Server, request: Envelope, meta: RequestMeta, principal: str) -> dict[str, Any]:
     """Find the tool and run it; unknown tools and malformed MRTR fields are -32602, a ToolError an isError result."""
     call = read_tool_call(request.params, meta, principal)
@@ -951,9 +940,9 @@ def call_tool(server: Server, request: Envelope, meta: RequestMeta, principal: s
         result = tool_result(str(exc), is_error=True)
     result.setdefault("_meta", {META_SERVER_INFO: dict(SERVER_INFO)})
     return result
+Server.METHODS["tools/call"] = call_tool
 
 # === 15. The demo ======================================================================
-
 def lesson_notes() -> list[Note]:
     """The lesson fixture: four notes in the workspace, two look-alikes outside it."""
     return [
@@ -967,14 +956,8 @@ def lesson_notes() -> list[Note]:
 
 def lesson_server(key: bytes, clock: Callable[[], float] = time.time, log: Callable[[str], None] = stderr_log) -> Server:
     """The configuration above, built: alice granted the lesson workspace, one key, the memory stores."""
-    services = Services(
-        policy=AuthorizationPolicy({LESSON_PRINCIPAL: [LESSON_WORKSPACE]}),
-        signer=StateSigner(key),
-        notes=MemoryNotesStore(lesson_notes()),
-        replay=MemoryReplayStore(clock),
-        clock=clock,
-        log=log,
-    )
+    services = Services(policy=AuthorizationPolicy({LESSON_PRINCIPAL: [LESSON_WORKSPACE]}), signer=StateSigner(key),
+                        notes=MemoryNotesStore(lesson_notes()), replay=MemoryReplayStore(clock), clock=clock, log=log)
     server = Server(services)
     server.add_tool(NotesDelete(services))
     return server
@@ -987,11 +970,9 @@ def request_meta(capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
 DEMO_WIDTH = 100  # characters in one line of the demo's output
 
 def wire_lines(message: dict[str, Any], width: int) -> list[str]:
-    """A wire message as indented JSON in lines of at most `width`; long strings end in "…"."""
-
-    def fit(value: Any, prefix: str, indent: str, last: bool) -> list[str]:
-        comma = "" if last else ","
-        room = width - len(indent) - len(prefix) - len(comma)
+    """A wire message as JSON in lines of at most `width`: members that fit share a line, long strings end in "…"."""
+    def fit(value: Any, prefix: str, indent: str, tail: str) -> list[str]:
+        room = width - len(indent) - len(prefix) - len(tail)
         if isinstance(value, str) and len(json.dumps(value, ensure_ascii=False)) > room:
             if value.startswith(STATE_VERSION + "."):
                 value = f"{value[:12]}…({len(value)} chars, signed)"  # the requestState
@@ -999,69 +980,86 @@ def wire_lines(message: dict[str, Any], width: int) -> list[str]:
                 value = value[: len(value) - 2] + "…"
         flat = json.dumps(value, ensure_ascii=False)
         if len(flat) <= room or not isinstance(value, (dict, list)) or not value:
-            return [indent + prefix + flat + comma]
+            return [indent + prefix + flat + tail]
         items = list(value.items()) if isinstance(value, dict) else [(None, item) for item in value]
         lines = [indent + prefix + ("{" if isinstance(value, dict) else "[")]
         for k, (key, item) in enumerate(items):
             label = "" if key is None else json.dumps(key, ensure_ascii=False) + ": "
-            lines += fit(item, label, indent + "  ", k == len(items) - 1)
-        return lines + [indent + ("}" if isinstance(value, dict) else "]") + comma]
+            last = ("}" if isinstance(value, dict) else "]") + tail
+            more = fit(item, label, indent + "  ", last if k == len(items) - 1 else ",")
+            joined = lines[-1] + (" " if k else "") + more[0].lstrip()
+            if len(more) == 1 and (lines[-1].endswith(",") or not k and not indent) and len(joined) <= width:
+                lines[-1] = joined  # a member that fits joins the line before it (the envelope's first, its brace's)
+            else:
+                lines += more
+        return lines
 
-    return fit(message, "", "", True)
+    return fit(message, "", "", "")
 
 def demo(out: Callable[[str], None] = print) -> None:
-    """The scripted two-call flow, each message as it crosses the wire, then a replay on a second instance."""
+    """The two-call flow as it crosses the wire, a replay on a second instance, and a declined flow."""
     key = secrets.token_bytes(32)  # random per run, which is why the requestState differs each time
     server = lesson_server(key, log=lambda line: out(f"   (server log: {line})"))
-    # A second instance with the same services, as two processes behind a load balancer
-    # share one database: either may receive any retry.
+    # A second instance with the same services, as two processes share one database: either may get any retry.
     other = Server(server.services)
     other.add_tool(NotesDelete(server.services))
-    seen: set[str] = set()  # each `_meta` is shown in full the first time only
+    seen: list[Any] = []  # an object (`_meta`, `arguments`, a call's `params`) is shown in full once
 
     def show(arrow: str, message: dict[str, Any]) -> None:
         shown = json.loads(json.dumps(message))
-        for part in (shown.get("params"), shown.get("result")):
-            if isinstance(part, dict) and "_meta" in part:
-                meta = json.dumps(part["_meta"], sort_keys=True)
-                part["_meta"] = "…(the same _meta as above)" if meta in seen else part["_meta"]
-                seen.add(meta)
-        lines = wire_lines(shown, DEMO_WIDTH - 4)
-        out(f"{arrow} {lines[0]}")
-        for line in lines[1:]:
-            out(f"    {line}")
+        for part in (shown, shown.get("params"), shown.get("result")):
+            for name, value in part.items() if isinstance(part, dict) else ():
+                if isinstance(value, dict) and name in ("_meta", "arguments", "params") and value in seen:
+                    part[name] = "…(as above)"
+                elif isinstance(value, dict):
+                    seen.append(json.loads(json.dumps(value)))
+        for k, line in enumerate(wire_lines(shown, DEMO_WIDTH - 4)):
+            out(f"{arrow if k == 0 else '   '} {line}")
 
-    def exchange(title: str, message: dict[str, Any], to: Server = server) -> dict[str, Any]:
+    def exchange(title: str, message: dict[str, Any], to: Server = server, view: Callable[[Any], Any] = dict) -> dict[str, Any]:
         out(f"\n## {title}")
         show("-->", message)
         response = to.handle(message, LESSON_PRINCIPAL)
         assert response is not None
-        show("<--", response)
+        show("<--", view(response))
         return response
+
+    def compact(listed: dict[str, Any]) -> dict[str, Any]:  # each tool's name and inputSchema, no descriptions
+        tools = [{"name": tool["name"], "inputSchema": tool["inputSchema"] | {"properties": {name: {k: v for k, v in prop.items()
+                  if k != "description"} for name, prop in tool["inputSchema"]["properties"].items()}}} for tool in listed["result"]["tools"]]
+        return listed | {"result": listed["result"] | {"tools": tools}}
 
     def tools_call(request_id: int, **mrtr: Any) -> dict[str, Any]:
         arguments = {"workspaceUri": LESSON_WORKSPACE, "title": "TPS report"}
         params = {"_meta": request_meta(), "name": TOOL_NAME, "arguments": arguments, **mrtr}
         return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
 
-    out(f"Notes server demo, protocol {PROTOCOL_VERSION}, principal {LESSON_PRINCIPAL!r}")
+    out(f"Notes server demo (section 15), protocol {PROTOCOL_VERSION}, principal {LESSON_PRINCIPAL!r}; long strings cut (…)")
     out(f"Workspace {LESSON_WORKSPACE} (notes outside it exist but must never be offered)")
-    out("Long strings are shortened here (…); on the wire they are whole.")
-    exchange("1. server/discover", {"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {"_meta": request_meta({})}})
-    exchange("2. tools/list", {"jsonrpc": "2.0", "id": "list", "method": "tools/list", "params": {"_meta": request_meta({})}})
-    first = exchange("3. tools/call, id 1: the server asks instead of guessing", tools_call(1))["result"]
-    form = first["inputRequests"][INPUT_KEY]["params"]
-    out("\n## The user sees the form")
+    exchange("1. server/discover (sections 4, 11, 12)",
+             {"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {"_meta": request_meta({})}})
+    exchange("2. tools/list (sections 1, 13)", {"jsonrpc": "2.0", "id": "list", "method": "tools/list",
+                                                "params": {"_meta": request_meta({})}}, view=compact)
+    out("    (left out here: the tool's title, description, outputSchema, annotations, property descriptions)")
+
+    first = exchange("3. tools/call, id 1: the server asks instead of guessing (sections 2, 3, 7, 14)", tools_call(1))
+    form = first["result"]["inputRequests"][INPUT_KEY]["params"]
+    out("\n## The user sees the form (section 5)")
     for line in textwrap.wrap(form["message"], DEMO_WIDTH - 3):
         out("   " + line)
     for option in form["requestedSchema"]["properties"][CHOICE_FIELD]["oneOf"]:
-        out(f"   ( ) {option['title']}  [{option['const']}]")
-    out("   User picks note-14 and ticks 'Delete the chosen note'.")
+        picked = "(x)" if option["const"] == "note-14" else "( )"
+        out(f"   {picked} {option['title']}  [{option['const']}]" + ("  <- picked, and 'Delete the chosen note' ticked" * (picked == "(x)")))
     answer = {INPUT_KEY: {"action": "accept", "content": {CHOICE_FIELD: "note-14", CONFIRM_FIELD: True}}}
-    retry = {"requestState": first["requestState"], "inputResponses": answer}
-    exchange("4. tools/call, id 2: retry with the answer and the echoed state", tools_call(2, **retry))
-    exchange("5. tools/call, id 3: the same answer replayed, to a second instance sharing the stores", tools_call(3, **retry), other)
-    out("\n## Notes left")
+    retry = {"requestState": first["result"]["requestState"], "inputResponses": answer}
+    exchange("4. tools/call, id 2: the answer, with the state echoed (sections 6, 9, 10)", tools_call(2, **retry))
+    exchange("5. tools/call, id 3: id 2 replayed to a second instance sharing the stores (section 8)",
+             tools_call(3, **retry), other)
+    again = server.handle(tools_call(4), LESSON_PRINCIPAL) or {}
+    declined = {"requestState": again["result"]["requestState"], "inputResponses": {INPUT_KEY: {"action": "decline"}}}
+    exchange("6. tools/call, id 4 (not shown) got a new form and state; id 5 declines it (section 6)",
+             tools_call(5, **declined))
+    out("\n## Notes left (section 2: the look-alikes outside the workspace were never offered)")
     for note in server.services.notes.all():
         out(f"   {note.id:8} {note.title:16} {note.uri}")
 
@@ -1074,8 +1072,8 @@ def main(argv: list[str] | None = None) -> int:
         except BrokenPipeError:  # `python3 code/main.py | head`: the reader has all it wanted
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit flush has nowhere to fail
         return 0
-    print("usage: python3 code/main.py        run the scripted demo", file=sys.stderr)
-    print("       python3 code/serve.py ...   run the server (--stdio or --http; --help)", file=sys.stderr)
+    print("usage: python3 code/main.py        run the scripted demo\n"
+          "       python3 code/serve.py ...   run the server (--stdio or --http; --help)", file=sys.stderr)
     return 2
 
 if __name__ == "__main__":

@@ -3,17 +3,19 @@
 Exercise four of the lesson: point the server at a notes vault on disk. Each configured
 folder is a root; a note is a regular `*.md` file inside a root (sub-folders included).
 
-    nonces = sqlite_store.open_store("nonces.db", clock=time.time)
+    nonces = sqlite_store.open_ledger("nonces.db", clock=time.time)
     store = MarkdownNotesStore(["/home/alice/Notes"], nonces)
     server = frame.notes_server(keys=[key], notes=store, policy=AuthorizationPolicy({"alice": ["file:///home/alice/Notes"]}))
 
-Four modules, one concern each:
+Five modules, one concern each:
   - code/folder_paths.py   how a note is named (id, title, URI, revision) and reached:
-                           through descriptors, never following a link; the one tree walk.
+                           through the start-up descriptor (open_below, the one way in),
+                           never following a link; the one tree walk.
   - code/folder_index.py   the title index of each root, kept up to date.
   - code/folder_trash.py   the deletion's move into `.trash`, emptying it, restoring from it.
+  - code/folder_bodies.py  what the note tools do to a file: read, create, append, replace, move.
   - this module            the store: the seam (`candidates`, `consume`, `is_consumed`),
-                           the start-up count, the audit.
+                           the note tools' steps, the start-up count, the audit.
 
 Ids are unique within a root; roots are disjoint (a root inside another is dropped), and
 a confirmation names (id, version) where the version binds the full URI. The nonce is
@@ -25,6 +27,8 @@ Standard library only.
 from __future__ import annotations
 
 import collections
+import hashlib
+import json
 import math
 import os
 import time
@@ -38,7 +42,6 @@ import folder_paths
 import folder_trash
 import main
 import note_bodies
-import sqlite_store
 import stores
 
 __all__ = ["MarkdownNotesStore"]
@@ -49,7 +52,8 @@ PREVIEW_LINES = 4  # lines of the note shown under its title there
 PREVIEW_LINE_CHARS = 160  # characters of one such line
 MAX_SEARCH_ENTRIES = 20_000  # directory entries one text search lists; past it the search stops early and says so
 MAX_SEARCH_FILES = 2_000  # note files one text search reads; past it the search stops early and says so
-MAX_SEARCH_SECONDS = 2.0  # one text search's time; past it the search stops early and says so
+MAX_SEARCH_SECONDS = 2.0  # one text search's time, checked before every listed entry and every read; past it the search stops early and says so
+MAX_SEARCH_BYTES = 32 * 1024 * 1024  # note bytes one text search reads; a read that would pass it is not made, and the search stops early and says so
 NO_FOLDER = "The folder of that place does not exist in the workspace (or is not a plain folder); nothing was changed."
 UNREACHABLE = (f"At that place the note's id would be longer than {stores.MAX_NOTE_ID_LENGTH} characters or its URI longer than "
                f"{main.MAX_URI_LENGTH:,}, where no tool reaches it; nothing was moved. Choose a shorter path.")
@@ -59,12 +63,12 @@ NAME_TOO_LONG = f"That file name is longer than {folder_paths.NAME_MAX} bytes; n
 
 
 class MarkdownNotesStore(stores.SettleSeam):
-    """stores.NotesStore over Markdown folders; nonces in an SQLite store's consumed_nonces table."""
+    """stores.Store over Markdown folders; nonces, audit and the page's decisions in its ledger (an SQLite file of its own)."""
 
     def __init__(
         self,
         roots: Iterable[str],
-        nonces: sqlite_store.SqliteNotesStore,
+        nonces: stores.Ledger,
         max_walk_entries: int = folder_paths.MAX_WALK_ENTRIES,
         retention: audit.Retention | None = None,
         *,
@@ -84,16 +88,15 @@ class MarkdownNotesStore(stores.SettleSeam):
         # A root the outer root's walk reaches through real folders is dropped; one reached
         # through a symlink is its own root (the outer walk never follows the link).
         self.roots = tuple(sorted(p for p in real if not any(q != p and main.is_within(p, q) and folder_paths.same_folder(real[q], p[len(q) :], real[p]) for q in real)))
-        self.real = {root: real[root] for root in self.roots}
         # Each root opened here, once: every lookup, move, restore and emptying starts from
         # this descriptor, and refuses when the path now leads elsewhere (Root.check).
         self.dirs: dict[main.Path, folder_paths.Root] = {}
         for root in self.roots:
             try:
-                self.dirs[root] = folder_paths.Root(root, self.real[root])
+                self.dirs[root] = folder_paths.Root(root, real[root])
             except OSError as exc:
                 self.close_dirs()
-                raise stores.StoreError(f"notes folder {self.real[root]} cannot be opened ({exc.strerror or exc})") from None
+                raise stores.StoreError(f"notes folder {real[root]} cannot be opened ({exc.strerror or exc})") from None
         # Two configured paths that are one folder (a link put at one principal's path,
         # leading to another's folder) would serve that folder to both: refused, not guessed.
         first: dict[tuple[int, int], main.Path] = {}
@@ -105,7 +108,8 @@ class MarkdownNotesStore(stores.SettleSeam):
                     f"notes folders {'/' + '/'.join(other)} and {'/' + '/'.join(root)} are one folder "
                     "(a symbolic link leads from one to the other, or both to it); configure it once"
                 )
-        self.nonces = nonces
+        self.nonces = self.ledger = nonces  # the confirmation database's ledger: nonces, audit, the page's decisions
+        self.texts: stores.Texts | None = self
         self.max_walk_entries = max_walk_entries
         self.described: dict[main.Path, int] = {}  # root -> notes counted by the last describe(), until count() takes it
         # One title index per root, built at its first lookup. No thread is started:
@@ -123,6 +127,7 @@ class MarkdownNotesStore(stores.SettleSeam):
         self._ops = ops  # the file-system calls a test may make fail or race: os's own otherwise
         # A text search's bounds (named constants; a test passes smaller ones) and its clock.
         self.search_entries, self.search_files, self.search_seconds = MAX_SEARCH_ENTRIES, MAX_SEARCH_FILES, MAX_SEARCH_SECONDS
+        self.search_bytes = MAX_SEARCH_BYTES
         self.search_clock: Callable[[], float] = time.monotonic
         try:
             self.recover()
@@ -135,17 +140,24 @@ class MarkdownNotesStore(stores.SettleSeam):
 
     def candidates(self, workspace: main.Path, title: str) -> list[main.Note]:
         """Notes in the folder `workspace` names, found through the root's title index and re-read live."""
-        root = self._root_of(workspace)
+        root = self._served(workspace)
         if root is None:
             return []
         where = main.format_file_uri(workspace)
-        # A folder swapped for another one (a link to another principal's folder, or that
-        # folder renamed into its place) offers nothing, saying so.
-        self.dirs[root].check(where)
         # The workspace itself is opened as the deletion will open it: a symlinked folder
         # named in the URI, a file, or one that is gone lists nothing, saying which.
         os.close(folder_paths.open_workspace(self.dirs[root], workspace[len(root) :], where))
         return self.indexes[root].candidates(workspace, title)
+
+    def _served(self, workspace: main.Path) -> main.Path | None:
+        """The root serving `workspace` (None: no root holds it), or StoreRefused(REPLACED) naming the workspace when that root was replaced."""
+        # A folder swapped for another one (a link to another principal's folder, that
+        # folder renamed into its place, or any folder outside) serves nothing, saying so.
+        # Every later open goes through folder_paths.open_below, which checks again.
+        root = self._root_of(workspace)
+        if root is not None:
+            self.dirs[root].check(main.format_file_uri(workspace))
+        return root
 
     def _root_of(self, workspace: main.Path) -> main.Path | None:
         """The innermost root holding `workspace`: a vault linked into another root is served from its own root."""
@@ -164,7 +176,8 @@ class MarkdownNotesStore(stores.SettleSeam):
         lines = [f"Markdown folders ({len(self.roots)}): title index kept per file, built at the first lookup; " + "; ".join(modes)]
         for root in self.roots:
             written = "/" + "/".join(root)
-            shown = written if self.real[root] == written else f"{written} (resolved at start-up to {self.real[root]})"
+            resolved = self.dirs[root].real
+            shown = written if resolved == written else f"{written} (resolved at start-up to {resolved})"
             try:
                 survey = self._survey(root)
             except stores.StoreUnavailable as exc:  # too many entries: every call would say the same
@@ -253,7 +266,7 @@ class MarkdownNotesStore(stores.SettleSeam):
         self,
         target: tuple[str, str] | None,
         recheck: Callable[[main.Note], bool],
-        record: sqlite_store.Record,
+        record: stores.Record,
         chosen: list[tuple[main.Path, main.Path, tuple[int, ...], str]],
     ) -> main.Settlement:
         """Inside the claim transaction: re-walk, re-read and re-check; DELETED (pending), CHANGED or CONSUMED."""
@@ -264,6 +277,11 @@ class MarkdownNotesStore(stores.SettleSeam):
         for root in self.roots if rel is not None else ():
             fd = folder_paths.open_below(self.dirs[root], rel[:-1])
             if fd is None:
+                # Replaced since start-up, and the root the caller's workspace is in (the
+                # re-check passes on the note's place there): refused (rolled back) saying
+                # so, never "changed". Another principal's replaced root is passed over.
+                if self.dirs[root].replaced() and recheck(main.Note(note_id, note_id, main.format_file_uri(root + rel), 0)):
+                    self.dirs[root].check(main.format_file_uri(root + rel[:-1]))
                 continue
             try:
                 loaded = folder_paths.load_note(fd, rel[-1], root, rel)
@@ -290,7 +308,7 @@ class MarkdownNotesStore(stores.SettleSeam):
         """(last change, the first lines after the heading) of `note` as listed, read through the descriptors; None if it changed."""
         rel = folder_paths.id_path(note.id)
         for root in self.roots if rel is not None else ():
-            fd = folder_paths.open_below(self.real[root], rel[:-1])
+            fd = folder_paths.open_below(self.dirs[root], rel[:-1])  # None when replaced: nothing shown
             if fd is None:
                 continue
             try:
@@ -322,6 +340,8 @@ class MarkdownNotesStore(stores.SettleSeam):
         now = self.nonces.now()
         for entry in self.nonces.audit_entries(outcome=audit.PENDING):
             located = self.locate(entry["uri"])
+            if located is not None and self.dirs[located[0]].replaced():
+                continue  # its folder cannot be looked at: left pending until a restart serves it again
             if located is not None and folder_trash.settled(self.dirs[located[0]], located[1], entry["trash"] and str(entry["trash"])):
                 self.nonces.complete_audit(entry["id"], audit.DELETED, audit.PENDING)
             elif now - float(entry["at"]) >= audit.PENDING_GRACE_SECONDS:  # not another instance's move in flight
@@ -357,16 +377,16 @@ class MarkdownNotesStore(stores.SettleSeam):
         # Replaced since start-up: the trash and the place the path now reaches are another folder's.
         self.dirs[root].check(main.format_file_uri(root))
         folder_trash.restore_file(self.dirs[root], rel, str(trash_name), entry_id)
-        return self.nonces.record_restore(entry_id, audit.Facts(str(entry["note_id"]), entry["title"], entry["uri"], str(trash_name)))  # type: ignore[arg-type]
+        return self.nonces.record_restore(entry_id, audit.Facts(str(entry["note_id"]), entry["title"], entry["uri"], str(trash_name)))
 
     # ---------------------------------------------------------------- note bodies (code/folder_bodies.py)
 
     def _opened(self, workspace: main.Path, note_id: str) -> tuple[main.Path, main.Path, int] | None:
         """(root, path below it, descriptor of its folder) of the note `note_id` in the root serving `workspace`."""
-        root, rel = self._root_of(workspace), folder_paths.id_path(note_id)
+        root, rel = self._served(workspace), folder_paths.id_path(note_id)
         if root is None or rel is None:
             return None
-        fd = folder_paths.open_below(self.real[root], rel[:-1])
+        fd = folder_paths.open_below(self.dirs[root], rel[:-1])
         return None if fd is None else (root, rel, fd)
 
     def _loaded(self, root: main.Path, rel: main.Path, fd: int) -> tuple[main.Note, folder_bodies.Loaded] | None:
@@ -389,12 +409,12 @@ class MarkdownNotesStore(stores.SettleSeam):
 
     def search_text(self, workspace: main.Path, query: str, limit: int) -> tuple[list[tuple[main.Note, str]], bool]:
         """Notes in `workspace` whose title (the index) or text (a bounded walk) holds `query`, at most `limit`; True when the walk stopped early."""
-        root = self._root_of(workspace)
-        fd = folder_paths.open_below(self.real[root], workspace[len(root) :]) if root is not None else None
+        root = self._served(workspace)
+        fd = folder_paths.open_below(self.dirs[root], workspace[len(root) :]) if root is not None else None
         if root is None or fd is None:
             return [], False
         needle = stores.fold_title(query)
-        scan = TextScan(root, needle, self.search_entries, self.search_files, self.search_clock, self.search_seconds)
+        scan = TextScan(root, needle, self.search_entries, self.search_files, self.search_clock, self.search_seconds, self.search_bytes)
         try:
             folder_paths.walk(fd, workspace[len(root) :], scan, 0)
         except SearchStopped:
@@ -424,7 +444,8 @@ class MarkdownNotesStore(stores.SettleSeam):
         data = f"# {title}\n\n{body}".encode("utf-8")
 
         def act(record: note_bodies.Record) -> main.Note | str:
-            fd = folder_paths.open_below(self.real[root], workspace[len(root) :]) if root is not None else None
+            self._served(workspace)  # replaced: StoreRefused, the transaction (and its audit entry) rolled back
+            fd = folder_paths.open_below(self.dirs[root], workspace[len(root) :]) if root is not None else None
             if root is None or fd is None:
                 record(audit.REFUSED, audit.Facts(None, title, None))
                 return NO_FOLDER
@@ -443,7 +464,7 @@ class MarkdownNotesStore(stores.SettleSeam):
             record(audit.REFUSED, audit.Facts(None, title, None))
             return note_bodies.NO_PLACE
 
-        return self.nonces.audited(principal, act)  # type: ignore[return-value]
+        return self.nonces.audited(principal, act)
 
     def _checked(self, workspace: main.Path, note_id: str, check: note_bodies.Check, record: note_bodies.Record) -> tuple[Any, ...] | str:
         """(root, rel, fd, note, loaded) of the note `note_id` if `check` passes on it as it is now (the caller closes fd); else CHANGED, audited `refused`."""
@@ -485,7 +506,7 @@ class MarkdownNotesStore(stores.SettleSeam):
             finally:
                 os.close(fd)
 
-        return self.nonces.audited(principal, act)  # type: ignore[return-value]
+        return self.nonces.audited(principal, act)
 
     def update_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, body: str,
                     check: note_bodies.Check) -> tuple[main.Settlement, main.Note | str | None]:
@@ -503,20 +524,22 @@ class MarkdownNotesStore(stores.SettleSeam):
                     return note_bodies.TOO_LONG
                 trash_name = folder_trash.trash_name_for(rel[-1], self.nonces.now()) if self.retention.trash else ""
                 old = loaded.front + loaded.text.encode("utf-8")
-                if not folder_bodies.replace(self.real[root], fd, rel[-1], loaded.facts, old, new, loaded.mode, trash_name, self._ops.mkdir):
+                done = folder_bodies.replace(self.dirs[root], fd, rel[-1], loaded.facts, old, new, trash_name, self._ops.mkdir)
+                if not isinstance(done, tuple):
                     record(audit.REFUSED, audit.Facts(note_id))
-                    return note_bodies.CHANGED
-                record(audit.UPDATED, audit.Facts(note.id, note.title, note.uri, trash_name or None))
+                    return done if isinstance(done, str) else note_bodies.CHANGED  # why its new version could not be written, or changed since read
+                # The file written, and the one it replaced: `audit restore` follows the note by them.
+                record(audit.UPDATED, audit.Facts(note.id, note.title, note.uri, trash_name or None, identity(done, new, was=loaded.facts[:2])))
                 after = self._loaded(root, rel, fd)
                 return after[0] if after is not None else note
             finally:
                 os.close(fd)
 
-        return self.nonces.consume_act(principal, nonce, expires_at, lambda record: act(sqlite_store.as_outcome(record)))
+        return self.nonces.consume_act(principal, nonce, expires_at, act)
 
     def move_refusal(self, workspace: main.Path, note: main.Note, place: main.Path) -> str | None:
         """Why `note` cannot be moved to `place` here, read now (id or URI too long, too deep, no such folder, a file there), or None."""
-        root = self._root_of(workspace)
+        root = self._served(workspace)
         target = place[len(root) :] if root is not None and main.is_within(place, root) and len(place) > len(root) else None
         if root is None or target is None or not all(folder_paths.plain(name) for name in target):
             return NO_FOLDER
@@ -528,7 +551,7 @@ class MarkdownNotesStore(stores.SettleSeam):
             return UNREACHABLE
         if len(target) - 1 > folder_paths.MAX_WALK_DEPTH:
             return TOO_DEEP
-        dst = folder_paths.open_below(self.real[root], target[:-1])
+        dst = folder_paths.open_below(self.dirs[root], target[:-1])
         if dst is None:
             return NO_FOLDER
         try:
@@ -553,8 +576,9 @@ class MarkdownNotesStore(stores.SettleSeam):
             root, rel, fd = opened
             # Both ends inside the one root that serves the workspace (layer 2 at the destination too).
             target = place[len(root) :] if main.is_within(place, root) and len(place) > len(root) else None
-            dst = folder_paths.open_below(self.real[root], target[:-1]) if target else None
+            dst = None
             try:
+                dst = folder_paths.open_below(self.dirs[root], target[:-1]) if target else None
                 found = self._loaded(root, rel, fd)
                 if found is None or not check(found[0], found[1].text):
                     record(audit.REFUSED, audit.Facts(note_id))
@@ -569,7 +593,8 @@ class MarkdownNotesStore(stores.SettleSeam):
                 if why is not None:
                     record(audit.REFUSED, audit.Facts(note.id, note.title, note.uri))
                     return note_bodies.TAKEN if why == "taken" else note_bodies.CHANGED
-                record(audit.MOVED, audit.Facts(note.id, note.title, note.uri))
+                moved = identity(found[1].facts, found[1].front + found[1].text.encode("utf-8"), to=main.format_file_uri(root + target))
+                record(audit.MOVED, audit.Facts(note.id, note.title, note.uri, None, moved))
                 after = self._loaded(root, target, dst)
                 # Edited again since the rename, the file is read as nothing: the result still names the new place.
                 return after[0] if after is not None else note._replace(id=folder_paths.note_id(target), uri=main.format_file_uri(root + target))
@@ -578,33 +603,85 @@ class MarkdownNotesStore(stores.SettleSeam):
                 if dst is not None:
                     os.close(dst)
 
-        return self.nonces.consume_act(principal, nonce, expires_at, lambda record: act(sqlite_store.as_outcome(record)))
+        return self.nonces.consume_act(principal, nonce, expires_at, act)
 
     def undo_update(self, entry: dict[str, object]) -> dict[str, object]:
-        """Restore an `updated` entry: the kept bytes back over the note, the bytes now there to the trash; StoreRefused if it cannot."""
+        """Restore an `updated` entry: the kept bytes back over the very file it wrote, wherever it moved since; the bytes now there to the trash.
+
+        StoreRefused when the note, its folder or its kept version is gone, or when the file
+        at the note's place now is another file than the one the update wrote.
+        """
         entry_id = int(entry["id"])  # type: ignore[arg-type]
-        located = self.locate(str(entry["uri"]))
+        place, written = self.follow(entry)
+        located = self.locate(place)
         if located is None:
             raise stores.StoreRefused(f"entry {entry_id} is not an edit of a note in a folder served here")
         root, rel = located
-        fd = folder_paths.open_below(self.real[root], rel[:-1])
-        trash = folder_trash.open_trash(self.real[root], create=False)
+        # Replaced since start-up: the note and the trash the path now reaches are another folder's.
+        self.dirs[root].check(main.format_file_uri(root))
+        fd = folder_paths.open_below(self.dirs[root], rel[:-1])
+        trash = None
         try:
+            trash = folder_trash.open_trash(self.dirs[root], create=False)
             current = self._loaded(root, rel, fd) if fd is not None else None
             kept = folder_bodies.load(trash, str(entry["trash"])) if trash is not None else None
             if fd is None or current is None or kept is None:
                 raise stores.StoreRefused(f"entry {entry_id}: the note or its kept version is gone (or not text); nothing restored")
+            # Restore by note, not by place: another note moved to where this one was must
+            # not be overwritten with this one's old text.
+            if written is not None and tuple(current[1].facts[:2]) != written:
+                raise stores.StoreRefused(f"entry {entry_id}: the file at {current[0].id} is another note than the one the update wrote; "
+                                          "nothing restored")
             name = folder_trash.trash_name_for(rel[-1], self.nonces.now())
             now_bytes = current[1].front + current[1].text.encode("utf-8")
-            if not folder_bodies.replace(self.real[root], fd, rel[-1], current[1].facts, now_bytes, kept.front + kept.text.encode("utf-8"),
-                                         current[1].mode, name, self._ops.mkdir):
-                raise stores.StoreRefused(f"entry {entry_id}: the note changed while it was restored; nothing restored")
+            old_bytes = kept.front + kept.text.encode("utf-8")
+            done = folder_bodies.replace(self.dirs[root], fd, rel[-1], current[1].facts, now_bytes, old_bytes, name, self._ops.mkdir)
+            if not isinstance(done, tuple):
+                why = done if isinstance(done, str) else "the note changed while it was restored; nothing restored"
+                raise stores.StoreRefused(f"entry {entry_id}: {why}")
             os.unlink(str(entry["trash"]), dir_fd=trash)
         finally:
             for opened in (fd, trash):
                 if opened is not None:
                     os.close(opened)
-        return self.nonces.record_restore(entry_id, audit.Facts(str(entry["note_id"]), entry["title"], entry["uri"], name))  # type: ignore[arg-type]
+        facts = audit.Facts(current[0].id, current[0].title, current[0].uri, name, identity(done, old_bytes, was=current[1].facts[:2]))
+        return self.nonces.record_restore(entry_id, facts)
+
+    def follow(self, entry: dict[str, object]) -> tuple[str, tuple[int, int] | None]:
+        """(where the file an update wrote is now, its device and inode) by the later entries that moved or rewrote it; (its URI, None) for an entry without them."""
+        recorded = read_identity(entry.get("file_identity"))
+        place = str(entry["uri"])
+        if recorded is None:
+            return place, None  # written before file identities were recorded: by place, as then
+        current = (int(recorded["dev"]), int(recorded["ino"]))
+        later = sorted((e for outcome in (audit.MOVED, audit.UPDATED, audit.RESTORED) for e in self.nonces.audit_entries(outcome=outcome)
+                        if int(e["id"]) > int(entry["id"])), key=lambda e: int(e["id"]))  # type: ignore[call-overload]
+        for step in later:
+            facts = read_identity(step.get("file_identity"))
+            if facts is None or step["uri"] != place:
+                continue
+            if step["outcome"] == audit.MOVED and (int(facts["dev"]), int(facts["ino"])) == current:
+                place = str(facts["to"])  # this very file, moved
+            elif step["outcome"] != audit.MOVED and tuple(facts.get("was") or ()) == current:
+                current = (int(facts["dev"]), int(facts["ino"]))  # this note, rewritten (a later update or a restore)
+        return place, current
+
+
+def identity(facts: tuple[int, ...], data: bytes, **more: object) -> str:
+    """What an audit entry records of the file a folder write produced or moved: device, inode, size, sha256 (and `more`), as JSON."""
+    fields = {"dev": facts[0], "ino": facts[1], "size": len(data), "sha256": hashlib.sha256(data).hexdigest(), **more}
+    return json.dumps(fields, sort_keys=True)
+
+
+def read_identity(text: object) -> dict[str, Any] | None:
+    """An entry's recorded file identity, or None where it has none (or not one this store wrote)."""
+    if not isinstance(text, str):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) and isinstance(value.get("dev"), int) and isinstance(value.get("ino"), int) else None
 
 
 class SearchStopped(Exception):
@@ -614,9 +691,10 @@ class SearchStopped(Exception):
 class TextScan:
     """One bounded walk of a workspace for notes whose title or text holds a folded query (a folder_paths.Visitor)."""
 
-    def __init__(self, root: main.Path, needle: str, entries: int, files: int, clock: Callable[[], float], seconds: float) -> None:
+    def __init__(self, root: main.Path, needle: str, entries: int, files: int, clock: Callable[[], float], seconds: float,
+                 size: int = MAX_SEARCH_BYTES) -> None:
         self.root, self.needle = root, needle
-        self.entries, self.files = entries, files
+        self.entries, self.files, self.bytes = entries, files, size
         self.clock, self.deadline = clock, clock() + seconds
         self.found: dict[str, tuple[main.Note, str]] = {}
         self.stopped = False
@@ -642,10 +720,21 @@ class TextScan:
         return False
 
     def note(self, fd: int, rel: main.Path, info: os.stat_result | None) -> None:
-        """Read one note (bounded) and keep it when its title or text holds the query."""
+        """Read one note (bounded) and keep it when its title or text holds the query; past a bound the search stops."""
+        # Listing is cheap and reading is not: 2,000 notes of 200 kB in one folder are
+        # listed in milliseconds and read in seconds. So the clock is asked before every
+        # read too, and the bytes read are bounded, each file's size known before it is read.
         self.files -= 1
-        if self.files < 0:
+        if self.files < 0 or not self.clock() < self.deadline:
             raise SearchStopped()
+        try:
+            size = os.stat(rel[-1], dir_fd=fd, follow_symlinks=False).st_size
+        except OSError:
+            return  # gone since it was listed
+        if size <= folder_bodies.MAX_FILE_BYTES:  # a larger file is not read (load refuses it from its fstat)
+            if size > self.bytes:
+                raise SearchStopped()
+            self.bytes -= size
         loaded = folder_bodies.load(fd, rel[-1])
         note = folder_paths.indexed_note(self.root, rel, loaded.title, loaded.facts) if loaded is not None else None
         if note is not None and loaded is not None and (self.needle in stores.fold_title(loaded.text) or self.needle in stores.fold_title(note.title)):

@@ -22,11 +22,12 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import audit
+import ledger
 import main
 import stores
 import title_index
 
-__all__ = ["BodySql", "CHANGED", "Check", "NO_PLACE", "Record", "TAKEN", "TOO_LONG", "new_place", "note_with_body"]
+__all__ = ["BodySql", "CHANGED", "SqlTexts", "Check", "NO_PLACE", "Record", "TAKEN", "TOO_LONG", "new_place", "note_with_body"]
 
 MAX_NOTE_BYTES = 262_144  # UTF-8 bytes one stored note body may hold; a write past it is refused
 NEW_ID_BYTES = 8  # random bytes in the id of a note created in an SQL store (16 hex digits)
@@ -41,8 +42,8 @@ UNREACHABLE = (f"At that place the note's URI would be longer than {main.MAX_URI
                "nothing was moved. Choose a shorter path.")
 NO_PLACE = f"{MAX_NAME_TRIES} notes in that folder already take this title's file name; nothing was created. Choose another title."
 
-Check = Callable[[main.Note, str], bool]  # the tool's live re-check: (note, body) -> still the one asked about?
-Record = Callable[[str, audit.Facts], int]  # writes this call's audit entry (outcome, facts) -> its id
+Check = stores.Check  # the tool's live re-check: (note, body) -> still the one asked about?
+Record = stores.Entry  # writes this call's audit entry (outcome, facts) -> its id
 
 _ROW = "SELECT id, title, uri, revision, body FROM notes"
 
@@ -75,15 +76,16 @@ def new_place(workspace: main.Path, title: str, tries: int = MAX_NAME_TRIES) -> 
 
 
 class BodySql:
-    """The body statements of both SQL stores, each inside the caller's transaction."""
+    """The notes-table statements of both SQL stores' writes, each inside the caller's transaction."""
 
-    def __init__(self, placeholder: str, lock: str = "") -> None:
-        self.sql = audit.AuditSql(placeholder)
+    def __init__(self, dialect: ledger.Dialect, lock: str = "") -> None:
+        self.dialect = dialect
+        self.sql = ledger.AuditSql(dialect)
         self.lock = lock  # " FOR UPDATE" in PostgreSQL: the row stays as read until COMMIT
 
     def run(self, conn: Any, sql: str, params: Iterable[Any] = ()) -> Any:
         """Execute `sql` with its `?` markers in this driver's style."""
-        return self.sql.run(conn, sql, tuple(params))
+        return self.dialect.run(conn, sql, tuple(params))
 
     def live(self, conn: Any, note_id: str, lock: bool = False) -> tuple[main.Note, str] | None:
         """The note `note_id` and its body as stored now (locked for the transaction when asked)."""
@@ -166,11 +168,61 @@ class BodySql:
 
     def keep(self, conn: Any, entry: int, note: main.Note, body: str, now: float) -> None:
         """Put one version of a note in the trash under the audit entry that replaced it."""
+        self.sql.keep(conn, entry, note, body, now)
+
+    def delete(self, conn: Any, record: stores.Record, target: tuple[str, str] | None, recheck: Callable[[main.Note], bool],
+               now: float, trash: bool) -> main.Settlement:
+        """notes_delete's change inside the claim's transaction: re-read `target` (id, version), re-check, trash or delete."""
+        if target is None:
+            return main.Settlement.CONSUMED
+        note_id, version = target
+        row = self.run(conn, "SELECT id, title, uri, revision FROM notes WHERE id = ?" + self.lock, (note_id,)).fetchone()
+        live = stores.stored_note(row) if row is not None else None
+        # Time of check to time of use: the form was shown minutes ago; the note may have
+        # been edited, moved out of the workspace, or the grant revoked since then.
+        if live is None or live.version != version or not recheck(live):
+            record(main.Settlement.CHANGED, audit.Facts(note_id))
+            return main.Settlement.CHANGED
+        entry = record(main.Settlement.DELETED, audit.Facts(live.id, live.title, live.uri, audit.SQL_TRASH if trash else None))
+        if trash:  # the row, with its body as stored (NULL stays NULL), to the trash under the entry
+            self.run(conn, "INSERT INTO deleted_notes (audit_id, id, title, uri, revision, deleted_at, body)"
+                     " SELECT ?, ?, ?, ?, ?, ?, body FROM notes WHERE id = ?", (entry, *live, now, live.id))
+        self.run(conn, "DELETE FROM notes WHERE id = ?", (note_id,))
+        return main.Settlement.DELETED
+
+    def restore(self, conn: Any, entry_id: int, now: float) -> int:
+        """Put a trashed row back, or undo an edit, and audit it (the restore entry's id); stores.StoreRefused if it cannot."""
+        kept = self.sql.kept(conn, entry_id)
+        if kept is None:
+            raise stores.StoreRefused(f"entry {entry_id} has no note in the trash (not a trashed deletion, restored, or emptied)")
+        note, body = kept
+        found = self.run(conn, f"{_ROW} WHERE id = ?", (note.id,)).fetchone()
+        if self.sql.outcome(conn, entry_id) == audit.UPDATED and found is not None:
+            return self.undo_update(conn, entry_id, now, main.Note(*found[:4]), found[4], body)
+        if found is not None or self.run(conn, "SELECT 1 FROM notes WHERE uri = ?", (note.uri,)).fetchone() is not None:
+            raise stores.StoreRefused(f"entry {entry_id}: a note now exists with id {note.id!r} or at its place; nothing restored")
+        # A new revision, as a file moved back out of a folder's trash gets one: with its old
+        # revision, a form shown before the deletion (still unexpired, never answered) would
+        # match the restored note again, and its accept would delete it a second time.
+        note = note._replace(revision=secrets.randbits(audit.RESTORED_REVISION_BITS))
+        # With the folded title and body the lookup indexes keep, as every store writes a note.
         self.run(
             conn,
-            "INSERT INTO deleted_notes (audit_id, id, title, uri, revision, deleted_at, body) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (entry, note.id, note.title, note.uri, note.revision, now, body),
+            "INSERT INTO notes (id, title, uri, revision, folded, body, body_folded) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (*note, title_index.index_key(note), body, body_key(body)),
         )
+        self.sql.unkeep(conn, entry_id)
+        return self.sql.insert_restore(conn, entry_id, now, audit.Facts(note.id, note.title, note.uri))
+
+    def undo_update(self, conn: Any, entry_id: int, now: float, live: main.Note, current: str | None, kept: str | None) -> int:
+        """Undo an edit: the text the update replaced comes back, the text now in place goes to the trash under the restore's entry."""
+        new_id = self.sql.insert_restore(conn, entry_id, now, audit.Facts(live.id, live.title, live.uri, audit.SQL_TRASH))
+        self.sql.keep(conn, new_id, live, current, now)
+        # The next revision: every version a tool gave out before the restore is stale after it.
+        self.run(conn, "UPDATE notes SET body = ?, body_folded = ?, revision = ? WHERE id = ?",
+                 (kept, body_key(kept), live.revision + 1, live.id))
+        self.sql.unkeep(conn, entry_id)
+        return new_id
 
     def _write(self, conn: Any, note: main.Note, body: str) -> main.Note:
         """Store `body` as the note's text, with the next revision (so every version the tools gave out is stale)."""
@@ -178,3 +230,48 @@ class BodySql:
         # The title of an SQL note is its own column: a body never renames it.
         self.run(conn, "UPDATE notes SET body = ?, body_folded = ?, revision = ? WHERE id = ?", (body, body_key(body), written.revision, note.id))
         return written
+
+
+class SqlTexts:
+    """What both SQL stores' writes share: each is one transaction of the store's ledger around a BodySql statement."""
+
+    ledger: ledger.SqlLedger
+    retention: stores.Retention
+    body: BodySql  # the store's driver's statements
+
+    def consume(self, principal: str, nonce: str, expires_at: float, target: tuple[str, str] | None,
+                recheck: Callable[[main.Note], bool]) -> main.Settlement:
+        """One transaction: claim the nonce; for `target` (id, version) re-read, re-check, trash (or delete); audit."""
+        trash = self.retention.trash
+        return self.ledger.consume_in(
+            principal, nonce, expires_at, lambda conn, now, record: self.body.delete(conn, record, target, recheck, now, trash)
+        )[0]
+
+    def create_note(self, principal: str, workspace: main.Path, title: str, body: str) -> main.Note | str:
+        """A new note in `workspace` (audited `created`), or why not (audited `refused`)."""
+        return self.ledger.audited_in(principal, lambda conn, now, entry: self.body.create(conn, entry, workspace, title, body))
+
+    def append_note(self, principal: str, workspace: main.Path, note_id: str, text: str, check: Check) -> tuple[main.Note, str] | str:
+        """`text` added at the end if `check` passes on the live note (audited `appended`), or why not (audited `refused`)."""
+        return self.ledger.audited_in(principal, lambda conn, now, entry: self.body.append(conn, entry, note_id, text, check))
+
+    def update_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, body: str,
+                    check: Check) -> tuple[main.Settlement, main.Note | str | None]:
+        """One transaction: claim the nonce, re-check the live note, keep its old text in the trash, write `body`; audited."""
+        trash = self.retention.trash
+        return self.ledger.act_in(principal, nonce, expires_at,
+                                  lambda conn, now, entry: self.body.update(conn, entry, note_id, body, check, now, trash))
+
+    def move_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, place: main.Path,
+                  check: Check) -> tuple[main.Settlement, main.Note | str | None]:
+        """One transaction: claim the nonce, re-check the live note, give it the place if free; audited."""
+        return self.ledger.act_in(principal, nonce, expires_at, lambda conn, now, entry: self.body.move(conn, entry, note_id, place, check))
+
+    def move_refusal(self, workspace: main.Path, note: main.Note, place: main.Path) -> str | None:
+        """Why `note` cannot be moved to `place` here, read now (a URI over MAX_URI_LENGTH, a note there), or None; asked before any form."""
+        return self.ledger.db.read_with(lambda conn: self.body.place_refusal(conn, note, place))
+
+    def restore(self, entry_id: int) -> dict[str, Any]:
+        """Put back what a `deleted` or `updated` entry trashed, and audit it; or StoreRefused."""
+        return self.ledger.restore_in(lambda conn, now: self.body.restore(conn, entry_id, now))
+

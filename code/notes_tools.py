@@ -296,7 +296,9 @@ class NoteTool:
 
     def __init__(self, services: main.Services, confirming: confirmations.Confirmations) -> None:
         self.services, self.confirmations = services, confirming
-        self.policy, self.store, self.log = services.policy, services.notes, services.log
+        self.policy, self.log = services.policy, services.log
+        self.store = stores.store_of(services)
+        self.texts = self.store.texts  # declared by the store: its text side, or None (the memory store)
         self.name = self.descriptor["name"]
 
     def begin(self, call: main.ToolCall, arguments: Any = None) -> tuple[dict[str, Any], main.Scope]:
@@ -309,19 +311,23 @@ class NoteTool:
             # audited with what was asked, so probing another principal's folders leaves a trace.
             self.refused(call.principal, audit.Facts())
             raise
-        if self.needs_bodies and not hasattr(self.store, "note_text"):
-            raise main.ToolError(NO_BODIES)
+        if self.needs_bodies:
+            self.bodies()
         return args, scope
+
+    def bodies(self) -> stores.Texts:
+        """The store's text side; the NO_BODIES refusal where the store declares none."""
+        if self.texts is None:
+            raise main.ToolError(NO_BODIES)
+        return self.texts
 
     def refused(self, principal: str, facts: audit.Facts) -> None:
         """Record a refused call in the store's audit (outcome `refused`), where the store keeps one."""
-        refusal = getattr(self.store, "audit_refusal", None)  # the memory store keeps no audit
-        if refusal is not None:
-            refusal(principal, facts)
+        self.store.audit_refusal(principal, facts)
 
     def live(self, scope: main.Scope, note_id: str, principal: str) -> tuple[main.Note, str]:
         """The note and its text as stored now, strictly inside the workspace (layer 2); else a ToolError revealing nothing (audited)."""
-        found = self.store.note_text(note_id, scope.workspace)
+        found = self.bodies().note_text(note_id, scope.workspace)
         if found is None or not main.inside_workspace(found[0], scope.workspace):
             self.refused(principal, audit.Facts(note_id))
             raise main.ToolError(f"No note {note_id!r} in that workspace (or it cannot be read as text).")
@@ -370,7 +376,7 @@ class NotesSearch(NoteTool):
         """At most `limit` results, each id, title, version and snippet (never a whole note); says when there are more or the search stopped early."""
         args, scope = self.begin(call)
         limit = args.get("limit", DEFAULT_SEARCH_LIMIT)
-        found, stopped = self.store.search_text(scope.workspace, args["query"], limit + 1)
+        found, stopped = self.bodies().search_text(scope.workspace, args["query"], limit + 1)
         found = [(note, text) for note, text in found if main.inside_workspace(note, scope.workspace)]
         results = [{"noteId": note.id, "title": note.title, "version": content_version(note, text), "snippet": snippet(text, args["query"])}
                    for note, text in found[:limit]]
@@ -423,7 +429,7 @@ class NotesCreate(NoteTool):
         # A title is one visible line: a newline would end the heading, a bidi control disguise it.
         if not title.isprintable() or not title.strip():
             raise main.ToolError(f"Invalid arguments for tool {self.name}: title must be one line of visible characters.")
-        done = self.store.create_note(call.principal, scope.workspace, title, args["body"])
+        done = self.bodies().create_note(call.principal, scope.workspace, title, args["body"])
         if isinstance(done, str):
             raise main.ToolError(done)
         note, text = self.live(scope, done.id, call.principal)
@@ -448,7 +454,7 @@ class NotesAppend(NoteTool):
         note, text = self.live(scope, args["noteId"], call.principal)
         if content_version(note, text) != args["version"]:
             raise main.ToolError(STALE)
-        done = self.store.append_note(call.principal, scope.workspace, note.id, args["text"], self.check(call.principal, scope, args["version"]))
+        done = self.bodies().append_note(call.principal, scope.workspace, note.id, args["text"], self.check(call.principal, scope, args["version"]))
         if isinstance(done, str):
             raise main.ToolError(done)
         written, now = done
@@ -522,7 +528,7 @@ class ConfirmedTool(NoteTool):
             raise main.McpError(main.INVALID_PARAMS, main.STATE_INVALID)
         (note_id, version) = state.cands[0]
         write = Write(lambda who, nonce, expires: self.write(who, nonce, expires, scope, args, note_id, version))
-        main.consume(self.services._replace(replay=write), principal, state)  # a replay: -32602; the bound: isError
+        main.consume(stores.with_replay(self.services, write), principal, state)  # a replay: -32602; the bound: isError
         if isinstance(write.done, str):
             raise main.ToolError(write.done)  # changed, moved or taken since it was shown: consumed, nothing written
         return self.done(write.done, scope)
@@ -620,7 +626,10 @@ class ConfirmedTool(NoteTool):
         if not self.policy.allows(record.principal, workspace):  # a grant may have been revoked since
             return "That workspace is no longer authorized for you; nothing can be changed here."
         detail = json.loads(record.detail or "{}")
-        found = self.store.note_text(str(detail.get("noteId", "")), workspace) if hasattr(self.store, "note_text") else None
+        try:
+            found = self.texts.note_text(str(detail.get("noteId", "")), workspace) if self.texts is not None else None
+        except stores.StoreRefused as exc:
+            return str(exc)  # the folder was replaced since start-up: nothing to approve, said as the tools say it
         if found is None or not main.inside_workspace(found[0], workspace) or content_version(*found) != detail.get("version"):
             return PAGE_STALE
         note, text = found
@@ -703,8 +712,8 @@ class NotesUpdate(ConfirmedTool):
 
     def kept(self) -> str:
         """What happens to the old text."""
-        return ("The old text is moved to the trash; an operator can restore it." if getattr(self.store, "retention", None) is not None
-                and self.store.retention.trash else "The old text is not kept.")
+        return ("The old text is moved to the trash; an operator can restore it." if self.texts is not None
+                and self.store.ledger.retention.trash else "The old text is not kept.")
 
     def refuse_no_change(self, scope: main.Scope, args: dict[str, Any], note: main.Note, text: str) -> None:
         """The same text again is no change."""
@@ -727,11 +736,11 @@ class NotesUpdate(ConfirmedTool):
     def write(self, principal: str, nonce: str, expires: float, scope: main.Scope, args: dict[str, Any],
               note_id: str, version: str) -> tuple[main.Settlement, Any]:
         """The store's one transaction: claim, re-check (layers 1, 2, version), old text to the trash, new text in."""
-        return self.store.update_note(principal, nonce, expires, scope.workspace, note_id, args["body"], self.check(principal, scope, version))
+        return self.bodies().update_note(principal, nonce, expires, scope.workspace, note_id, args["body"], self.check(principal, scope, version))
 
     def done(self, note: main.Note, scope: main.Scope) -> dict[str, Any]:
         """The confirmed text is written; its version, read again (a folder note's version is its file's)."""
-        found = self.store.note_text(note.id, scope.workspace)
+        found = self.bodies().note_text(note.id, scope.workspace)
         return main.tool_result(f"Updated note {note.id}.", {"updated": True, "noteId": note.id, "version": content_version(*found) if found else ""})
 
 
@@ -775,7 +784,7 @@ class NotesMove(ConfirmedTool):
         """A destination that is no place inside the workspace, or one the store refuses, is refused before any form or page."""
         # The person must never approve a move the store then refuses: a place taken, a
         # folder that does not exist, or one where no tool would reach the note again.
-        refusal = self.store.move_refusal(scope.workspace, note, self.place(scope.workspace, args["newPath"]))
+        refusal = self.bodies().move_refusal(scope.workspace, note, self.place(scope.workspace, args["newPath"]))
         if refusal is not None:
             raise main.ToolError(refusal)
 
@@ -799,14 +808,14 @@ class NotesMove(ConfirmedTool):
               note_id: str, version: str) -> tuple[main.Settlement, Any]:
         """The store's one transaction: claim, re-check (layers 1, 2, version), move if the place is free."""
         place = self.place(scope.workspace, args["newPath"])
-        return self.store.move_note(principal, nonce, expires, scope.workspace, note_id, place, self.check(principal, scope, version))
+        return self.bodies().move_note(principal, nonce, expires, scope.workspace, note_id, place, self.check(principal, scope, version))
 
     def done(self, note: main.Note, scope: main.Scope) -> dict[str, Any]:
         """The note's new place and id, as the store wrote them (its id may change with it, in a folder)."""
         return main.tool_result(f"Moved note to {note.uri} (id {note.id}).", {"moved": True, "noteId": note.id, "uri": note.uri})
 
 
-TOOLS = (NotesWorkspaces, NotesSearch, NotesRead, NotesCreate, NotesAppend, NotesUpdate, NotesMove)
+TOOLS: tuple[type[NoteTool], ...] = (NotesWorkspaces, NotesSearch, NotesRead, NotesCreate, NotesAppend, NotesUpdate, NotesMove)
 
 
 def install(server: Any) -> None:

@@ -26,6 +26,9 @@ Schema (version SCHEMA_VERSION, recorded in the `meta` table):
     index notes_body_unindexed(id) WHERE body_folded IS NULL AND body IS NOT NULL  -- bodies written elsewhere (v3)
     index notes_by_body USING gin (body_folded gin_trgm_ops)  -- bodies by substring, when pg_trgm is there
 
+The nonces, the audit, the trash rows and the page's decisions are the store's ledger's
+(code/ledger.py, `SqlLedger`), on this store's own transactions (`write_with`).
+
 Every consume transaction starts by raising `clock_high_water.seen` to this host's clock
 and using the result as "now". That row lock also puts every consume, on every host, in
 one order, so the per-principal count and the expiry check never race each other.
@@ -48,10 +51,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import audit
+import ledger
 import main
 import note_bodies
 import title_index
@@ -64,8 +68,10 @@ except ImportError:  # reported by open_store, so importing this module never fa
 
 __all__ = ["open_store"]
 
+T = TypeVar("T")
+
 SCHEMA_VERSION = 3
-PRUNE_BATCH = 64  # expired nonces deleted per consume(): bounded work, drains faster than one insert a call
+PRUNE_BATCH = ledger.PRUNE_NONCES  # expired nonces deleted per claim (the ledger's bound)
 STATEMENT_TIMEOUT_MS = 5000  # one statement; past it the call fails as stores.StoreBusy and rolls back
 LOCK_TIMEOUT_MS = 2000  # waiting for a row another instance holds (a consume in flight)
 IDLE_IN_TRANSACTION_TIMEOUT_MS = 10_000  # the server aborts a transaction whose host went silent
@@ -159,14 +165,14 @@ TRIGRAM_COUNTS_KEPT = 10_000  # the most common trigrams of the sample whose cou
 STALE_STATISTICS_FACTOR = 2  # rows past this many times the planner's count: ANALYZE before the counts are sampled
 
 
-_AUDIT = audit.AuditSql("%s")
-_BODY = note_bodies.BodySql("%s", " FOR UPDATE")
+_BODY = note_bodies.BodySql(ledger.POSTGRES, " FOR UPDATE")
 
 
-class PostgresNotesStore(stores.SettleSeam):
-    """stores.NotesStore over one PostgreSQL database: a writer and a reader connection, each behind its own lock, reopened when broken."""
+class PostgresNotesStore(note_bodies.SqlTexts, stores.SettleSeam[ledger.SqlLedger]):
+    """stores.Store over one PostgreSQL database: a writer and a reader connection, each behind its own lock, reopened when broken.
 
-    placeholder = "%s"  # the driver's parameter marker, for SQL other modules keep in this database
+    The nonces, the audit and the page's decisions are its ledger's (ledger.SqlLedger), on this store's own transactions.
+    """
 
     def __init__(
         self,
@@ -182,10 +188,12 @@ class PostgresNotesStore(stores.SettleSeam):
         self._titles_missing = titles_missing
         self._counts: dict[str, int] = {}
         self._counted_at = -float("inf")
-        self.retention = retention  # deletion mode, trash and audit bounds (code/audit.py)
+        self.retention = retention  # the ledger's too: deletion mode, trash and audit bounds
+        self.ledger = ledger.SqlLedger(self, ledger.POSTGRES, max_per_principal, retention)
+        self.texts: stores.Texts | None = self
+        self.body = _BODY
         self._conn: Any = None
         self._clock = clock
-        self._limit = max_per_principal
         self._lock = threading.Lock()
         # Reads on their own connection: with one connection for both, every lookup and
         # first call waited behind a write stuck on another host's row lock (3.7 s seen).
@@ -235,11 +243,6 @@ class PostgresNotesStore(stores.SettleSeam):
             )
         return f"PostgreSQL: workspace rows by URI index; no title index ({self._titles_missing}): lookups read the workspace's rows"
 
-    def is_consumed(self, nonce: str) -> bool:
-        """True when this confirmation was consumed by any instance and not yet pruned."""
-        row = self._read(lambda conn: conn.execute("SELECT 1 FROM consumed_nonces WHERE nonce = %s", (nonce,)).fetchone())
-        return row is not None
-
     def all(self) -> list[main.Note]:
         """Every note, in id order (for tests, the benchmark and admin views)."""
         rows = self._read(lambda conn: conn.execute("SELECT id, title, uri, revision FROM notes ORDER BY id").fetchall())
@@ -257,93 +260,6 @@ class PostgresNotesStore(stores.SettleSeam):
         """Delete a note outside any confirmation (another actor; used to show the re-check)."""
         self._run(lambda conn: conn.execute("DELETE FROM notes WHERE id = %s", (note_id,)))
 
-    def consume(
-        self,
-        principal: str,
-        nonce: str,
-        expires_at: float,
-        target: tuple[str, str] | None,
-        recheck: Callable[[main.Note], bool],
-    ) -> main.Settlement:
-        """One transaction: claim the nonce; for `target` (id, version) re-read, re-check, delete; COMMIT.
-
-        USED and FULL roll back (a refusal mutates nothing); any exception rolls back the
-        claim with the deletion. A connection or timeout failure raises stores.StoreBusy.
-        """
-        return self._run(lambda conn: self._consume(conn, principal, nonce, expires_at, target, recheck), transaction=True)
-
-
-    def _consume(
-        self,
-        conn: Any,
-        principal: str,
-        nonce: str,
-        expires_at: float,
-        target: tuple[str, str] | None,
-        recheck: Callable[[main.Note], bool],
-    ) -> main.Settlement:
-        now = self._claim(conn, principal, nonce, expires_at)
-        self._pause("claimed")
-        if target is None:
-            self._record(conn, now, principal, main.Settlement.CONSUMED, audit.Facts())
-            return main.Settlement.CONSUMED
-        note_id, version = target
-        row = conn.execute("SELECT id, title, uri, revision FROM notes WHERE id = %s FOR UPDATE", (note_id,)).fetchone()
-        live = stores.stored_note(row) if row is not None else None
-        # Time of check to time of use: the form was shown minutes ago; the note may have
-        # been edited, moved out of the workspace, or the grant revoked since then.
-        if live is None or live.version != version or not recheck(live):
-            self._record(conn, now, principal, main.Settlement.CHANGED, audit.Facts(note_id))
-            return main.Settlement.CHANGED
-        trash = self.retention.trash
-        facts = audit.Facts(live.id, live.title, live.uri, audit.SQL_TRASH if trash else None)
-        entry = self._record(conn, now, principal, main.Settlement.DELETED, facts)
-        if trash:
-            _AUDIT.trash_row(conn, entry, live, now)
-        else:
-            conn.execute("DELETE FROM notes WHERE id = %s", (note_id,))
-        self._pause("deleted")
-        return main.Settlement.DELETED
-
-    def _claim(self, conn: Any, principal: str, nonce: str, expires_at: float) -> float:
-        """Claim the nonce inside the caller's transaction, or raise stores.Rollback(USED or FULL); "now" as committed."""
-        # Time must never run backwards: a host whose clock steps back (NTP, a VM restored
-        # from a snapshot) would otherwise find a pruned nonce "unexpired" and accept a
-        # replay of a state that was already used. `now` is the highest reading any host
-        # has committed; the row lock also orders every consume on every host.
-        (now,) = conn.execute(
-            "UPDATE clock_high_water SET seen = GREATEST(seen, %s) RETURNING seen", (float(self._clock()),)
-        ).fetchone()
-        conn.execute(
-            "DELETE FROM consumed_nonces WHERE nonce IN"
-            " (SELECT nonce FROM consumed_nonces WHERE expires_at <= %s ORDER BY expires_at LIMIT %s)",
-            (now, PRUNE_BATCH),
-        )
-        # A state verified just before its expiry may reach us just after it, when its
-        # record of an earlier use may already be pruned: refuse it, with the reading the
-        # pruning used, or a decline followed by a replayed accept could delete the note.
-        if not now < expires_at:
-            raise stores.Rollback(main.Settlement.USED)
-        claimed = conn.execute(
-            "INSERT INTO consumed_nonces (nonce, principal, expires_at) VALUES (%s, %s, %s)"
-            " ON CONFLICT (nonce) DO NOTHING RETURNING nonce",
-            (nonce, principal, expires_at),
-        ).fetchone()
-        if claimed is None:
-            raise stores.Rollback(main.Settlement.USED)  # replay: another call, on any host, committed it first
-        # Without a bound one principal confirming in a loop grows the table without limit;
-        # counted in SQL over unexpired rows (this one included) so every host agrees.
-        (held,) = conn.execute(
-            "SELECT COUNT(*) FROM consumed_nonces WHERE principal = %s AND expires_at > %s", (principal, now)
-        ).fetchone()
-        if held > self._limit:
-            raise stores.Rollback(main.Settlement.FULL)
-        return float(now)
-
-    def _record(self, conn: Any, now: float, principal: str, settlement: main.Settlement, facts: audit.Facts) -> int:
-        """This consumption's audit entry, in its transaction (code/audit.py)."""
-        return _AUDIT.record(conn, self, now, principal, audit.outcome_of(settlement), facts, self.retention)
-
     # ---------------------------------------------------------------- note bodies (code/note_bodies.py)
 
     def note_text(self, note_id: str, workspace: main.Path) -> tuple[main.Note, str] | None:
@@ -358,77 +274,22 @@ class PostgresNotesStore(stores.SettleSeam):
         rows = self._read(lambda conn: conn.execute(_SEARCH, (low, high, pattern, low, high, pattern), prepare=False).fetchall())
         return title_index.exact_text(rows, workspace, needle, limit), False
 
-    def audited(self, principal: str, act: Callable[[Any, note_bodies.Record], object]) -> object:
-        """One write transaction: `act(conn, record)` writes and calls record(outcome, facts) for its audit entry; COMMIT."""
-        def work(conn: Any) -> object:
-            (now,) = conn.execute("UPDATE clock_high_water SET seen = GREATEST(seen, %s) RETURNING seen", (float(self._clock()),)).fetchone()
-            return act(conn, lambda outcome, facts: _AUDIT.record(conn, self, now, principal, outcome, facts, self.retention))
+    def now(self) -> float:
+        """This store's clock."""
+        return self._clock()
 
-        return self._run(work, transaction=True)
-
-    def audit_refusal(self, principal: str, facts: audit.Facts) -> None:
-        """One `refused` audit entry for `principal` (a call refused before any store step), in its own transaction."""
-        self.audited(principal, lambda conn, record: record(audit.REFUSED, facts))
-
-    def create_note(self, principal: str, workspace: main.Path, title: str, body: str) -> main.Note | str:
-        """A new note in `workspace` (audited `created`), or why not (audited `refused`)."""
-        return self.audited(principal, lambda conn, record: _BODY.create(conn, record, workspace, title, body))  # type: ignore[return-value]
-
-    def append_note(self, principal: str, workspace: main.Path, note_id: str, text: str, check: note_bodies.Check) -> tuple[main.Note, str] | str:
-        """`text` added at the end if `check` passes on the live note (audited `appended`), or why not (audited `refused`)."""
-        return self.audited(principal, lambda conn, record: _BODY.append(conn, record, note_id, text, check))  # type: ignore[return-value]
-
-    def update_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, body: str,
-                    check: note_bodies.Check) -> tuple[main.Settlement, main.Note | str | None]:
-        """One transaction: claim the nonce, re-check the live note, keep its old text in the trash, write `body`; audited."""
-        return self.consume_act(principal, nonce, expires_at,
-                                lambda conn, now, record: _BODY.update(conn, record, note_id, body, check, now, self.retention.trash))
-
-    def move_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, place: main.Path,
-                  check: note_bodies.Check) -> tuple[main.Settlement, main.Note | str | None]:
-        """One transaction: claim the nonce, re-check the live note, give it the place if free; audited."""
-        return self.consume_act(principal, nonce, expires_at, lambda conn, now, record: _BODY.move(conn, record, note_id, place, check))
-
-    def move_refusal(self, workspace: main.Path, note: main.Note, place: main.Path) -> str | None:
-        """Why `note` cannot be moved to `place` here, read now (a URI over MAX_URI_LENGTH, a note there), or None; asked before any form."""
-        return self._read(lambda conn: _BODY.place_refusal(conn, note, place))  # type: ignore[no-any-return]
-
-    def consume_act(self, principal: str, nonce: str, expires_at: float,
-                    act: Callable[[Any, float, note_bodies.Record], object]) -> tuple[main.Settlement, main.Note | str | None]:
-        """One transaction: claim the nonce, run a note tool's write; CONSUMED with what it returned (CHANGED: a refusal), or USED/FULL."""
-        def work(conn: Any) -> tuple[main.Settlement, object]:
-            now = self._claim(conn, principal, nonce, expires_at)
-            done = act(conn, now, lambda outcome, facts: _AUDIT.record(conn, self, now, principal, outcome, facts, self.retention))
-            return (main.Settlement.CHANGED if isinstance(done, str) else main.Settlement.CONSUMED), done
-
-        outcome = self._run(work, transaction=True)
-        return outcome if isinstance(outcome, tuple) else (outcome, None)  # a refusal rolled back: USED or FULL
-
-    # ---------------------------------------------------------------- the audit (code/audit.py)
-
-    def audit_entries(self, principal: str | None = None, since: float | None = None, outcome: str | None = None) -> list[dict[str, Any]]:
-        """Audit entries matching every filter given, oldest first."""
-        return self._read(lambda conn: _AUDIT.entries(conn, principal, since, outcome))
-
-    def complete_audit(self, entry_id: int, outcome: str, expected: str) -> None:
-        """Set an entry's outcome if it still says `expected` (consumed)."""
-        self._run(lambda conn: _AUDIT.complete(conn, entry_id, outcome, expected), transaction=True)
-
-    def restore(self, entry_id: int) -> dict[str, Any]:
-        """Put the note a `deleted` entry trashed back, with its id and title, and audit it; or StoreRefused."""
-        return self._run(lambda conn: _AUDIT.entry(conn, _AUDIT.restore_row(conn, entry_id, self._clock())), transaction=True)
-
-    def _pause(self, stage: str) -> None:
+    def pause(self, stage: str) -> None:
+        """Run the test-only hook at `stage` (nothing in service)."""
         if self._inside_transaction_hook is not None:
             self._inside_transaction_hook(stage)
 
     # ---------------------------------------------------------------- connection handling
 
-    def write_with(self, work: Callable[[Any], Any]) -> Any:
-        """`work(conn)` in one write transaction of this store's (one deadline); psycopg failures become stores.StoreBusy."""
+    def write_with(self, work: Callable[[Any], T], durable: bool = False) -> T:
+        """`work(conn)` in one write transaction of this store's (one deadline; every COMMIT is durable); psycopg failures become stores.StoreBusy."""
         return self._run(work, transaction=True)
 
-    def read_with(self, work: Callable[[Any], Any]) -> Any:
+    def read_with(self, work: Callable[[Any], T]) -> T:
         """`work(conn)` on the reader connection."""
         return self._read(work)
 
@@ -459,9 +320,9 @@ class PostgresNotesStore(stores.SettleSeam):
                 conn.execute("SELECT set_config('lock_timeout', %s, true)", (str(left_ms),))  # this transaction only
                 try:
                     outcome = work(conn)
-                except stores.Rollback as refusal:
-                    conn.execute("ROLLBACK")
-                    return refusal.outcome
+                except stores.Rollback:
+                    conn.execute("ROLLBACK")  # a refusal that writes nothing: its outcome is the ledger's to return
+                    raise
                 except BaseException:
                     # Half a deletion must never survive: the nonce goes with the note or not at all.
                     if not (conn.closed or conn.broken):
@@ -706,9 +567,9 @@ def _prepare(conn: Any, where: str, seed: list[main.Note]) -> str | None:
             raise stores.StoreError(
                 f"database {where} has schema version {str(row[0])[:20]!r}; this server reads version {SCHEMA_VERSION} only"
             )
-        missing = set(_OUR_TABLES) - present
-        if missing:
-            raise stores.StoreError(f"database {where} is a notes store missing table(s) {', '.join(sorted(missing))}")
+        absent = set(_OUR_TABLES) - present
+        if absent:
+            raise stores.StoreError(f"database {where} is a notes store missing table(s) {', '.join(sorted(absent))}")
         if row[0] != str(SCHEMA_VERSION):
             try:
                 with conn.transaction():  # a savepoint: a failure leaves the message, then all rolls back
@@ -770,22 +631,10 @@ def _title_index(conn: Any) -> str | None:
 
 
 def _audit_tables(conn: Any) -> None:
-    """The audit and deleted-notes tables, added to a database that lacks them (older servers ignore them)."""
-    for statement in audit.POSTGRES_TABLES:
-        conn.execute(statement)
-    numbered = conn.execute(
-        "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()"
-        " AND table_name = 'audit' AND column_name = 'principal_seq'"
-    ).fetchone()
-    if numbered is None:
-        conn.execute("ALTER TABLE audit ADD COLUMN principal_seq bigint")  # an audit from before the per-principal bound
-    _AUDIT.number_entries(conn)
-    present = conn.execute("SELECT column_name FROM information_schema.columns WHERE table_name = 'audit'"
-                           " AND table_schema = current_schema()").fetchall()
-    audit.add_columns(conn, [row[0] for row in present], sqlite=False)
-    for statement in audit.DECISIONS_POSTGRES_TABLES:  # the confirmation pages' decisions
-        conn.execute(statement)
-    present = conn.execute("SELECT column_name FROM information_schema.columns WHERE table_name = 'browser_confirmations'"
-                           " AND table_schema = current_schema()").fetchall()
-    audit.add_columns(conn, [row[0] for row in present], sqlite=False, table="browser_confirmations",
-                      columns=audit.DECISIONS_ADDED_COLUMNS)
+    """The ledger's tables (code/ledger.py), added to a database that lacks them (older servers ignore them)."""
+    def columns_of(table: str) -> list[str]:
+        rows = conn.execute("SELECT column_name FROM information_schema.columns WHERE table_name = %s"
+                            " AND table_schema = current_schema()", (table,)).fetchall()
+        return [row[0] for row in rows]
+
+    ledger.add_tables(conn, ledger.POSTGRES, columns_of)

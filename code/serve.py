@@ -18,16 +18,30 @@ code/streamable_http.py) until a signal stops it. Extension modules are imported
 when asked for. Standard library only.
 """
 
-from __future__ import annotations
+# ruff: noqa: E402
+# The imports come after the version check below, on purpose. No `from __future__` import
+# here: this file must compile on an older Python 3 so that the check can say what is wrong.
+import sys
+
+# The first thing serve.py does: on Python 3.10 or older the imports below fail with a
+# traceback that names sqlite3 or typing, not the interpreter. `python3` in a host's
+# configuration is often an older system Python than the shell's.
+if sys.version_info < (3, 11):
+    sys.stderr.write(
+        "notes-mcp: needs Python 3.11 or later; this is Python %d.%d.%d (%s)\n"
+        % (sys.version_info[0], sys.version_info[1], sys.version_info[2], sys.executable or "python3")
+    )
+    raise SystemExit(2)
 
 import argparse
+import difflib
 import math
 import os
+import re
 import signal
-import sys
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import assemble
 import config as configuration
@@ -75,9 +89,8 @@ def startup_report(
     elif args.http:
         lines.append(f"principals: {', '.join(sorted(principals))} (each by its bearer token)")
     # The store's own lines first: a folder store counts each folder in the same walk.
-    describe = getattr(server.notes, "describe", None)  # e.g. what a folder walk skipped
-    described = describe() if describe is not None else []
-    if isinstance(described, str):  # the SQL stores: one line, which lookup indexes serve or why a fallback does
+    described = stores.store_of(server.services).describe()  # which lookup indexes serve; what a folder walk skipped
+    if isinstance(described, str):  # the SQL stores: one line
         described = [described]
     if described:
         described = [f"notes store: {described[0]}", *described[1:]]
@@ -86,7 +99,7 @@ def startup_report(
         for uri in server.policy.workspaces(name):
             owners.setdefault(uri, []).append(name)
     for uri, names in owners.items():
-        lines.append(f"workspace {uri} ({', '.join(names)}): {assemble.note_count(server.notes, uri)}")
+        lines.append(f"workspace {uri} ({', '.join(names)}): {assemble.note_count(stores.store_of(server.services), uri)}")
     if not owners:
         lines.append("workspaces: none granted, so every notes_delete call is refused")
     lines.extend(described)
@@ -187,7 +200,7 @@ class LegacyOnDemand:
             if self.sessions is None:
                 import legacy_http
 
-                self.sessions = legacy_http.install(self.endpoint, self.server, log=main.stderr_log)
+                self.sessions = legacy_http.install(self.endpoint, self.server, log=say)
         return self.sessions.route(request, principal)
 
     def close(self) -> None:
@@ -224,7 +237,7 @@ def serve_http(server: frame.Server, config: dict[str, Any], args: argparse.Name
             args.host.strip("[]"),
             args.port,
             endpoint,
-            main.stderr_log,
+            say,
             args.request_timeout or streamable_http.REQUEST_TIMEOUT_SECONDS,
             store_waits=store_waits(server.notes),
             refused=endpoint.refused,
@@ -283,7 +296,7 @@ def serve_stdio(server: frame.Server, config: dict[str, Any], args: argparse.Nam
     port = config.get("connectPort", 0)
     try:
         listener = streamable_http.listen(
-            "127.0.0.1", port, endpoint, main.stderr_log, args.request_timeout or streamable_http.REQUEST_TIMEOUT_SECONDS, refused=endpoint.refused
+            "127.0.0.1", port, endpoint, say, args.request_timeout or streamable_http.REQUEST_TIMEOUT_SECONDS, refused=endpoint.refused
         )
     except OSError as exc:
         say(f"cannot listen on 127.0.0.1:{port} for the pages: {exc.strerror or exc}")
@@ -369,7 +382,7 @@ def port_number(text: str) -> int:
 # Every variable the server reads, for --help (tests/test_package.py checks the code reads no other).
 ENVIRONMENT = (
     ("NOTES_MCP_SECRET", "signing keys as hex, comma-separated, newest first (instead of the config's keys)"),
-    ("NOTES_MCP_TOKEN", f"the bearer token of {main.LESSON_PRINCIPAL!r} without --config (for --http and --publish)"),
+    ("NOTES_MCP_TOKEN", f"the token of principal {main.LESSON_PRINCIPAL!r} without --config: the bearer token for --http, the pages' sign-in for --publish and --confirm-in-browser"),
     ("XDG_STATE_HOME", "folders without --db keep consumed confirmations in $XDG_STATE_HOME/notes-mcp/nonces.db"),
     ("PGPASSWORD", "--db postgresql://...: the password, read by libpq (or ~/.pgpass)"),
     ("PGHOST, PGPORT", "--db postgresql://...: libpq's defaults for a URL without them (the sandbox allows them)"),
@@ -382,6 +395,47 @@ def version() -> str:
     return str(main.SERVER_INFO["version"])
 
 
+class CommandLine(argparse.ArgumentParser):
+    """argparse with every mistake on one prefixed line; an unknown option names the nearest known one."""
+
+    def parse_known_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:
+        """Refuse an unknown option first: argparse would otherwise report a missing --stdio/--http and drop the typo."""
+        words = list(sys.argv[1:] if args is None else args)
+        unknown = self.unknown_option(words)
+        if unknown is not None:
+            nearest = difflib.get_close_matches(unknown, self.long_options(), n=1, cutoff=SUGGEST_CUTOFF)
+            self.error(f"unknown option {unknown}" + (f": did you mean {nearest[0]}?" if nearest else ""))
+        return super().parse_known_args(args, namespace)
+
+    def long_options(self) -> list[str]:
+        """Every --option this command takes, in the order --help lists them."""
+        return [name for action in self._actions for name in action.option_strings if name.startswith("--")]
+
+    def unknown_option(self, words: Sequence[str]) -> str | None:
+        """The first word that looks like an option but names none (nor abbreviates one, as argparse allows); else None."""
+        for word in words:
+            if word == "--":
+                return None  # what follows is not an option
+            if not word.startswith("-") or word == "-" or _NUMBER_RE.fullmatch(word):
+                continue
+            name = word.split("=", 1)[0]
+            if name in self._option_string_actions:
+                continue
+            if name.startswith("--") and any(option.startswith(name) for option in self.long_options()):
+                continue  # an abbreviation: argparse resolves it, or says it is ambiguous
+            return name
+        return None
+
+    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+        """One line on stderr, then exit 2: the usage block would bury the one thing that is wrong."""
+        say(f"{message} ({self.prog} --help lists every option)")
+        raise SystemExit(EXIT_USAGE)
+
+
+SUGGEST_CUTOFF = 0.6  # difflib's similarity an unknown option needs to a known one to be suggested
+_NUMBER_RE = re.compile(r"-\d+(?:\.\d*)?")  # a negative number is a value, not an option
+
+
 def parser(prog: str = "serve.py") -> argparse.ArgumentParser:
     """The serving command line; `prog` is how it was started (serve.py, or the installed notes-mcp)."""
     width = max(len(name) for name, _ in ENVIRONMENT)
@@ -391,7 +445,7 @@ def parser(prog: str = "serve.py") -> argparse.ArgumentParser:
     )  # fmt: skip
     if prog != "serve.py":
         epilog += f" {prog} demo runs the scripted demo (python3 code/main.py in a checkout)."
-    p = argparse.ArgumentParser(
+    p = CommandLine(
         prog=prog, description="Serve the notes MCP server (protocol 2026-07-28).", epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
@@ -483,8 +537,9 @@ def serve(argv: Sequence[str], prog: str = "serve.py") -> int:
     except Stop:
         status = 0
     finally:
-        assemble.close_store(server.notes)
-    return EXIT_STORE_LOST if getattr(server.notes, "lost", False) else status
+        assemble.close_store(stores.store_of(server.services))
+    store = stores.store_of(server.services)
+    return EXIT_STORE_LOST if isinstance(store, assemble.StopOnLoss) and store.lost else status
 
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -567,6 +622,7 @@ def start(argv: Sequence[str], prog: str = "serve.py") -> tuple[frame.Server, di
     except (ConfigError, assemble.StartupError) as exc:
         say(str(exc))
         raise StartupRefused(EXIT_USAGE) from None
+    server.log = say  # every line the running server logs carries the prefix, as the start-up block does
     if args.notes_tools or config.get("notesTools", False):
         import notes_tools  # imported only when asked for: the lesson's server lists notes_delete alone
 

@@ -31,8 +31,14 @@ The last two are added to any database that lacks them, whatever its version: a 
 from before them ignores them. `consume` writes the entry, and moves a deleted note's row
 to deleted_notes (unless the deletion mode is "unlink"), in its one transaction.
 
+Two classes: `SqliteDatabase` is the file, guarded while serving (its connections, its
+transaction, the checks that it is still the file opened) with its ledger (code/ledger.py:
+the nonces, the audit, the trash rows, the page's decisions, on this transaction);
+`SqliteNotesStore` adds the notes. The folder store's confirmation database is a
+`SqliteDatabase` alone: `open_ledger` gives its ledger.
+
 Threading: a writer connection behind one lock, a reader connection behind another
-(see SqliteNotesStore). Call close() at shutdown: it checkpoints the WAL into the file.
+(see SqliteDatabase). Call close() at shutdown: it checkpoints the WAL into the file.
 
 Transactions follow the one rule of both SQL stores (code/stores.py): COMMIT when the
 body returns, ROLLBACK when it raises; a refusal that writes nothing (USED, FULL)
@@ -57,19 +63,20 @@ from contextlib import contextmanager
 from typing import TypeVar
 
 import audit
+import ledger
 import main
 import note_bodies
 import title_index
 import stores
 
-__all__ = ["Record", "SqliteNotesStore", "as_outcome", "open_store"]
+__all__ = ["open_ledger", "open_store"]
 
 T = TypeVar("T")
 
 SCHEMA_VERSION = 4
 BUSY_TIMEOUT_MS = 5000  # one write's whole wait: for this process's other writers and for other instances
 WAL_RETRY_SECONDS = 0.01  # pause between tries of the switch to WAL while another instance holds the file
-PRUNE_BATCH = 64  # expired nonces deleted per consume(): bounded work, still drains faster than one insert a call
+PRUNE_BATCH = ledger.PRUNE_NONCES  # expired nonces deleted per claim (the ledger's bound)
 QUERY_TRIGRAMS = 2  # the rarest trigrams of a query the title index is asked for (any of them finds every match)
 
 # Version 2 added this table; a version 1 database gains it when first opened.
@@ -177,16 +184,7 @@ def trigram_support() -> str | None:
         probe.close()
     return None
 
-
-_AUDIT = audit.AuditSql("?")
-_BODY = note_bodies.BodySql("?")
-Record = Callable[..., int]  # record(settlement, facts=Facts(), pending=False, outcome=None) -> audit entry id
-
-
-def as_outcome(record: Record) -> note_bodies.Record:
-    """consume_with's record as the note tools write entries: record(outcome, facts)."""
-    return lambda outcome, facts: record(main.Settlement.CONSUMED, facts, outcome=outcome)
-
+_BODY = note_bodies.BodySql(ledger.SQLITE)
 
 # Primary result codes (sqlite3.Error.sqlite_errorcode & 0xFF) for a write the OS refused,
 # which a reopened connection may well complete once the cause is gone ...
@@ -196,8 +194,8 @@ _NOT_OURS = frozenset({sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT})
 SIDE_FILES = ("-wal", "-shm")  # checked like the database file itself while serving
 
 
-class SqliteNotesStore(stores.SettleSeam):
-    """stores.NotesStore over one SQLite file in WAL mode: a writer connection and a reader connection.
+class SqliteDatabase:
+    """One SQLite file in WAL mode, guarded while serving: a writer connection and a reader connection, and its ledger.
 
     Writes share one connection behind one lock: SQLite admits one writer at a time
     anyway, and the lock stops two threads from interleaving statements in one
@@ -205,10 +203,9 @@ class SqliteNotesStore(stores.SettleSeam):
     that lock and SQLite's wait for another instance's transaction, so writers queued
     behind a stalled instance all fail with stores.StoreBusy after about one budget, not one
     budget each in turn. Reads use their own connection and lock: in WAL mode a reader
-    never needs the write lock, so a stalled writer elsewhere delays no lookup.
+    never needs the write lock, so a stalled writer elsewhere delays no lookup. The folder
+    store's confirmation database is one of these alone (open_ledger).
     """
-
-    placeholder = "?"  # the driver's parameter marker, for SQL other modules keep in this database
 
     def __init__(
         self,
@@ -222,11 +219,9 @@ class SqliteNotesStore(stores.SettleSeam):
         retention: audit.Retention = audit.Retention(),
     ) -> None:
         self._path = path
-        self.retention = retention  # deletion mode, trash and audit bounds (code/audit.py)
         self._conn = writer
         self._reader = reader
         self._clock = clock
-        self._limit = max_per_principal
         self._budget = busy_timeout_ms / 1000
         self._lock = threading.Lock()
         self._read_lock = threading.Lock()
@@ -249,333 +244,37 @@ class SqliteNotesStore(stores.SettleSeam):
         # checkpoint after each consume costs. True (the default) in service: off, a
         # removed -wal takes the consumed confirmations with it (_checkpoint).
         self.checkpoint_each_consume = True
-        self._titles_missing = trigram_support()
-        self._titles = self._titles_missing is None
-
-    # ---------------------------------------------------------------- reads
+        # What every confirmation writes (nonce, audit entry, trash row, page decisions), in
+        # this database's own transactions.
+        self.ledger = ledger.SqlLedger(self, ledger.SQLITE, max_per_principal, retention)
 
     def _read(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
         """Rows from the reader connection; never waits for the write lock."""
+        return self.read_with(lambda conn: conn.execute(sql, params).fetchall())
+
+    def write_with(self, work: Callable[[sqlite3.Connection], T], durable: bool = False) -> T:
+        """`work(conn)` in one write transaction (the write lock, BEGIN IMMEDIATE, one budget); `durable`: checkpointed before return."""
+        with self._transaction(durable) as conn:
+            return work(conn)
+
+    def read_with(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """`work(conn)` on the reader connection (never waits for the write lock); a file no longer ours is StoreGone."""
         with self._read_lock:
             self._check_shm()
             try:
-                return self._reader.execute(sql, params).fetchall()
+                return work(self._reader)
             except sqlite3.DatabaseError as exc:
                 if getattr(exc, "sqlite_errorcode", -1) & 0xFF in _NOT_OURS:
                     self._gone = True  # overwritten in place: the bytes are not the database we opened
                     raise stores.StoreGone() from None
                 raise
 
-    def candidates(self, workspace: main.Path, title: str) -> list[main.Note]:
-        """Notes strictly inside `workspace` whose title contains `title` (folded), sorted."""
-        needle = stores.fold_title(title)
-        low, high = title_index.uri_range(workspace)
-        if self._titles and title_index.uses_title_index(needle):
-            # A title holding the query holds every one of its trigrams, so asking FTS5 for
-            # the rarest few finds every match. (The whole query as one phrase makes FTS5
-            # read the long lists of its common trigrams: 10 ms at 100,000 titles.) Each
-            # trigram is quoted whole: nothing in a title is query syntax.
-            match = " AND ".join('"' + gram.replace('"', '""') + '"' for gram in self._rarest(needle))
-            rows = self._read(_BY_TITLE, (match, low, high))
-        else:
-            rows = self._read(_BY_FOLDER, (low, high, needle))
-        # The indexes narrow; the exact test decides (never a SQL LIKE on the URI string:
-        # `.../Notes%` would also match the look-alike folder `.../Notes-evil`).
-        return title_index.exact(rows, workspace, needle)
-
-    def _rarest(self, needle: str) -> list[str]:
-        """The QUERY_TRIGRAMS trigrams of `needle` held by the fewest titles."""
-        return title_index.rarest(needle, self._counts_of(title_index.trigrams(needle)), QUERY_TRIGRAMS)
-
-    def _counts_of(self, grams: set[str], vocabulary: str = "note_title_grams") -> dict[str, int]:
-        """How many titles (or, with "note_body_grams", bodies) hold each of `grams`, read from the index's vocabulary."""
-        # Only the query's own trigrams: a copy of the whole vocabulary held 341 MB at
-        # 10,000 titles of random CJK characters. (fts5vocab answers `term IN` by lookups.)
-        assert vocabulary in ("note_title_grams", "note_body_grams")  # a table name, never from a request
-        marks = ", ".join("?" * len(grams))
-        return dict(self._read(f"SELECT term, doc FROM {vocabulary} WHERE term IN ({marks})", tuple(grams)))  # type: ignore[arg-type]
-
-    def describe(self) -> str:
-        """One line for the start-up report: how lookups find rows."""
-        if self._titles:
-            return (
-                f"SQLite {sqlite3.sqlite_version}: workspace rows by URI index, titles by FTS5 trigram index"
-                f" (queries under {title_index.MIN_INDEXED_QUERY} characters read the workspace's rows)"
-            )
-        return f"SQLite: workspace rows by URI index; no title index ({self._titles_missing}): lookups read the workspace's rows"
-
-    def is_consumed(self, nonce: str) -> bool:
-        """True when this confirmation was consumed by any instance and not yet pruned."""
-        return bool(self._read("SELECT 1 FROM consumed_nonces WHERE nonce = ?", (nonce,)))
-
-    def all(self) -> list[main.Note]:
-        """Every note, in id order (for tests, the benchmark and admin views)."""
-        rows = self._read("SELECT id, title, uri, revision FROM notes ORDER BY id")
-        return [note for note in map(stores.stored_note, rows) if note is not None]
-
-    # ---------------------------------------------------------------- writes
-
-    def put(self, note: main.Note) -> None:
-        """Insert or replace a note (an edit by another actor; used to show the re-check)."""
-        stores.check_note(note)
-        note = note._replace(uri=stores.normalize_file_uri(note.uri))
-        with self._transaction() as conn:
-            # DELETE then INSERT, not INSERT OR REPLACE: a REPLACE deletes without firing
-            # the trigger that drops the old title from the index.
-            conn.execute("DELETE FROM notes WHERE id = ?", (note.id,))
-            conn.execute("INSERT INTO notes (id, title, uri, revision, folded) VALUES (?, ?, ?, ?, ?)", _row(note))
-
-    def remove(self, note_id: str) -> None:
-        """Delete a note outside any confirmation (another actor; used to show the re-check)."""
-        with self._transaction() as conn:
-            conn.execute("DELETE FROM notes WHERE id = ?", (note_id,))
-
-    def consume(
-        self,
-        principal: str,
-        nonce: str,
-        expires_at: float,
-        target: tuple[str, str] | None,
-        recheck: Callable[[main.Note], bool],
-    ) -> main.Settlement:
-        """One transaction: claim the nonce; for `target` (id, version) re-read, re-check, trash or delete; audit."""
-        return self.consume_with(principal, nonce, expires_at, lambda record: self._delete_row(target, recheck, record))[0]
-
-    def consume_with(
-        self, principal: str, nonce: str, expires_at: float, act: Callable[[Record], main.Settlement]
-    ) -> tuple[main.Settlement, int | None]:
-        """One BEGIN IMMEDIATE transaction: claim the nonce, run `act`, write the audit entry, COMMIT.
-
-        `act(record)` runs only after a successful claim, inside the transaction and under
-        the lock; it returns CONSUMED, CHANGED or DELETED, or raises to roll everything
-        back. It may call `record(settlement, facts, pending)` once to write the audit entry
-        with what it knows of the note (the id is returned); otherwise the entry is
-        written after it, from its settlement. The Markdown folder store passes an `act`
-        that records a pending entry and moves the file after COMMIT, so its nonce and
-        its entry share this table and this transaction. Returns the settlement and the
-        entry id (None for USED and FULL); raises stores.StoreBusy or stores.StoreGone, nothing written.
-        """
-        try:
-            with self._transaction(durable=True) as conn:
-                return self._claim_and_act(conn, principal, nonce, expires_at, act)
-        except stores.Rollback as refusal:
-            return refusal.outcome, None
-
-    def _claim_and_act(
-        self, conn: sqlite3.Connection, principal: str, nonce: str, expires_at: float, act: Callable[[Record], main.Settlement]
-    ) -> tuple[main.Settlement, int]:
-        """consume_with's body, inside its transaction: the claim, `act`, the audit entry."""
-        claim = self._claim(principal, nonce, expires_at)
-        if claim is not main.Settlement.CONSUMED:
-            # USED and FULL write nothing, not even the pruning: a refusal mutates nothing.
-            raise stores.Rollback(claim)
-        self._pause("claimed")
-        (now,) = conn.execute("SELECT seen FROM high_water").fetchone()
-        entries: list[int] = []
-
-        def record(settlement: main.Settlement, facts: audit.Facts = audit.Facts(), pending: bool = False, outcome: str | None = None) -> int:
-            outcome = outcome or audit.outcome_of(settlement, pending)
-            entries.append(_AUDIT.record(conn, self, float(now), principal, outcome, facts, self.retention))
-            return entries[-1]
-
-        outcome = act(record)
-        if not entries:
-            record(outcome)
-        if outcome is main.Settlement.DELETED:
-            self._pause("deleted")
-        return outcome, entries[0]
-
-    def _claim(self, principal: str, nonce: str, expires_at: float) -> main.Settlement:
-        conn = self._conn
-        # A clock stepped back (NTP, a VM restored, another instance's skewed clock) would
-        # make a pruned nonce look unexpired again, and its replay would be accepted. So
-        # time never runs backwards here: the highest reading any instance committed is
-        # kept in the database, and it is committed with every prune that relied on it.
-        (seen,) = conn.execute("SELECT seen FROM high_water").fetchone()
-        now = max(float(seen), self._clock())
-        conn.execute("UPDATE high_water SET seen = ?", (now,))
-        conn.execute(
-            "DELETE FROM consumed_nonces WHERE nonce IN"
-            " (SELECT nonce FROM consumed_nonces WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)",
-            (now, PRUNE_BATCH),
-        )
-        # A state verified just before its expiry may reach us just after it. Its record of
-        # an earlier use may already be pruned, so an expired nonce is refused here, with
-        # the clock reading that pruning used; otherwise a replay could slip in at the edge.
-        if not now < expires_at:
-            return main.Settlement.USED
-        inserted = conn.execute(
-            "INSERT INTO consumed_nonces (nonce, principal, expires_at) VALUES (?, ?, ?) ON CONFLICT (nonce) DO NOTHING",
-            (nonce, principal, expires_at),
-        ).rowcount
-        if inserted != 1:
-            return main.Settlement.USED  # replay: another call, on any instance, committed it first
-        # Without a bound one principal confirming in a loop grows the table without limit.
-        # Counted in SQL over unexpired rows (this one included), so rows not yet pruned
-        # never count and every instance enforces the same bound.
-        (held,) = conn.execute(
-            "SELECT COUNT(*) FROM consumed_nonces WHERE principal = ? AND expires_at > ?", (principal, now)
-        ).fetchone()
-        return main.Settlement.FULL if held > self._limit else main.Settlement.CONSUMED
-
-    def _delete_row(
-        self, target: tuple[str, str] | None, recheck: Callable[[main.Note], bool], record: Record
-    ) -> main.Settlement:
-        if target is None:
-            return main.Settlement.CONSUMED
-        note_id, version = target
-        row = self._conn.execute("SELECT id, title, uri, revision FROM notes WHERE id = ?", (note_id,)).fetchone()
-        live = stores.stored_note(row) if row is not None else None
-        # Time of check to time of use: the form was shown minutes ago; the note may have
-        # been edited, moved out of the workspace, or the grant revoked since then.
-        if live is None or live.version != version or not recheck(live):
-            record(main.Settlement.CHANGED, audit.Facts(note_id))
-            return main.Settlement.CHANGED
-        trash = self.retention.trash
-        entry = record(main.Settlement.DELETED, audit.Facts(live.id, live.title, live.uri, audit.SQL_TRASH if trash else None))
-        if trash:
-            _AUDIT.trash_row(self._conn, entry, live, self._conn.execute("SELECT seen FROM high_water").fetchone()[0])
-        else:
-            self._conn.execute("DELETE FROM notes WHERE id = ?", (note_id,))
-        return main.Settlement.DELETED
-
-    # ---------------------------------------------------------------- other tables in this database
-
-    def write_with(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """`work(conn)` in one write transaction of this store's (the write lock, BEGIN IMMEDIATE, one budget)."""
-        with self._transaction() as conn:
-            return work(conn)
-
-    def read_with(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """`work(conn)` on the reader connection (never waits for the write lock)."""
-        with self._read_lock:
-            self._check_shm()
-            return work(self._reader)
-
-    # ---------------------------------------------------------------- note bodies (code/note_bodies.py)
-
-    def note_text(self, note_id: str, workspace: main.Path) -> tuple[main.Note, str] | None:
-        """The note `note_id` and its text, as stored now (the reader connection; the caller checks the workspace)."""
-        rows = self._read(f"{_TEXT_ROW} WHERE id = ?", (note_id,))
-        return note_bodies.note_with_body(rows[0]) if rows else None
-
-    def search_text(self, workspace: main.Path, query: str, limit: int) -> tuple[list[tuple[main.Note, str]], bool]:
-        """Notes strictly inside `workspace` whose title or text holds `query` (folded), in form order, at most `limit`; never cut short."""
-        needle = stores.fold_title(query)
-        low, high = title_index.uri_range(workspace)
-        if self._titles and title_index.uses_title_index(needle):
-            titles = self._match(self._rarest(needle))
-            bodies = self._match(title_index.rarest(needle, self._counts_of(title_index.trigrams(needle), "note_body_grams"), QUERY_TRIGRAMS))
-            rows = self._read(_SEARCH, (titles, low, high, bodies, low, high))
-        else:
-            rows = self._read(_SEARCH_FOLDER, (low, high, needle, needle))
-        return title_index.exact_text(rows, workspace, needle, limit), False
-
-    @staticmethod
-    def _match(grams: list[str]) -> str:
-        """An FTS5 query for rows holding every one of `grams`, each quoted whole (nothing in a note is query syntax)."""
-        return " AND ".join('"' + gram.replace('"', '""') + '"' for gram in grams)
-
-    def audited(self, principal: str, act: Callable[[note_bodies.Record], object]) -> object:
-        """One write transaction: `act(record)` writes and calls record(outcome, facts) for its audit entry; COMMIT."""
-        with self._transaction() as conn:
-            (seen,) = conn.execute("SELECT seen FROM high_water").fetchone()
-            now = max(float(seen), self._clock())
-
-            def record(outcome: str, facts: audit.Facts) -> int:
-                return _AUDIT.record(conn, self, now, principal, outcome, facts, self.retention)
-
-            return act(record)
-
-    def audit_refusal(self, principal: str, facts: audit.Facts) -> None:
-        """One `refused` audit entry for `principal` (a call refused before any store step), in its own transaction."""
-        self.audited(principal, lambda record: record(audit.REFUSED, facts))
-
-    def create_note(self, principal: str, workspace: main.Path, title: str, body: str) -> main.Note | str:
-        """A new note in `workspace` (audited `created`), or why not (audited `refused`)."""
-        return self.audited(principal, lambda record: _BODY.create(self._conn, record, workspace, title, body))  # type: ignore[return-value]
-
-    def append_note(self, principal: str, workspace: main.Path, note_id: str, text: str, check: note_bodies.Check) -> tuple[main.Note, str] | str:
-        """`text` added at the end if `check` passes on the live note (audited `appended`), or why not (audited `refused`)."""
-        return self.audited(principal, lambda record: _BODY.append(self._conn, record, note_id, text, check))  # type: ignore[return-value]
-
-    def update_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, body: str,
-                    check: note_bodies.Check) -> tuple[main.Settlement, main.Note | str | None]:
-        """One transaction: claim the nonce, re-check the live note, keep its old text in the trash, write `body`; audited."""
-        def act(record: Record) -> object:
-            return _BODY.update(self._conn, as_outcome(record), note_id, body, check, self.now(), self.retention.trash)
-
-        return self.consume_act(principal, nonce, expires_at, act)
-
-    def move_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, place: main.Path,
-                  check: note_bodies.Check) -> tuple[main.Settlement, main.Note | str | None]:
-        """One transaction: claim the nonce, re-check the live note, give it the place if free; audited."""
-        return self.consume_act(principal, nonce, expires_at, lambda record: _BODY.move(self._conn, as_outcome(record), note_id, place, check))
-
-    def move_refusal(self, workspace: main.Path, note: main.Note, place: main.Path) -> str | None:
-        """Why `note` cannot be moved to `place` here, read now (a URI over MAX_URI_LENGTH, a note there), or None; asked before any form."""
-        return self.read_with(lambda conn: _BODY.place_refusal(conn, note, place))  # type: ignore[no-any-return]
-
-    def consume_act(self, principal: str, nonce: str, expires_at: float,
-                    act: Callable[[Record], object]) -> tuple[main.Settlement, main.Note | str | None]:
-        """consume_with for a note tool's write: CONSUMED with what `act` returned (CHANGED for a refusal), or USED/FULL with None."""
-        done: list[object] = []
-
-        def run(record: Record) -> main.Settlement:
-            done.append(act(record))
-            return main.Settlement.CHANGED if isinstance(done[0], str) else main.Settlement.CONSUMED
-
-        settlement, _ = self.consume_with(principal, nonce, expires_at, run)
-        return settlement, (done[0] if done else None)  # type: ignore[return-value]
-
-    # ---------------------------------------------------------------- the audit (code/audit.py)
-
-    def audit_entries(self, principal: str | None = None, since: float | None = None, outcome: str | None = None) -> list[dict[str, object]]:
-        """Audit entries matching every filter given, oldest first (the reader connection)."""
-        with self._read_lock:
-            return _AUDIT.entries(self._reader, principal, since, outcome)
-
-    def audit_entry(self, entry_id: int) -> dict[str, object] | None:
-        """One audit entry by id, or None (the reader connection)."""
-        with self._read_lock:
-            return _AUDIT.entry(self._reader, entry_id)
-
-    def complete_audit(self, entry_id: int, outcome: str, expected: str) -> None:
-        """Set an entry's outcome if it still says `expected` (pending or consumed); one transaction."""
-        with self._transaction() as conn:
-            _AUDIT.complete(conn, entry_id, outcome, expected)
-
-    def release(self, nonce: str, entry_id: int) -> None:
-        """Undo a committed claim and its pending entry (the OS refused the file operation): the state stays usable."""
-        with self._transaction() as conn:
-            conn.execute("DELETE FROM consumed_nonces WHERE nonce = ?", (nonce,))
-            conn.execute("DELETE FROM audit WHERE id = ? AND outcome = ?", (entry_id, audit.PENDING))
-
-    def record_restore(self, entry_id: int, facts: audit.Facts) -> dict[str, object]:
-        """Write the entry saying an operator restored `entry_id` (the folder store moved the file back)."""
-        with self._transaction() as conn:
-            new_id = _AUDIT.insert_restore(conn, entry_id, self._clock(), facts)
-            entry = _AUDIT.entry(conn, new_id)
-        assert entry is not None
-        return entry
-
-    def restore(self, entry_id: int) -> dict[str, object]:
-        """Put the note a `deleted` entry trashed back, with its id and title, and audit it; or StoreRefused."""
-        with self._transaction() as conn:
-            new_id = _AUDIT.restore_row(conn, entry_id, self._clock())
-            entry = _AUDIT.entry(conn, new_id)
-        assert entry is not None
-        return entry
-
-    def stage(self, name: str) -> None:
-        """Run the test-only hook at a stage outside this store's transaction (the folder store's move)."""
-        self._pause(name)
-
     def now(self) -> float:
-        """This store's clock (the folder store names and empties its trash by it)."""
+        """This database's clock."""
         return self._clock()
 
-    def _pause(self, stage: str) -> None:
+    def pause(self, stage: str) -> None:
+        """Run the test-only hook at `stage` (nothing in service)."""
         if self._inside_transaction_hook is not None:
             self._inside_transaction_hook(stage)
 
@@ -626,7 +325,7 @@ class SqliteNotesStore(stores.SettleSeam):
         conn = self._conn
         # What is left of this write's budget is all SQLite may wait for another instance.
         conn.execute(f"PRAGMA busy_timeout = {max(0, int((deadline - time.monotonic()) * 1000))}")
-        self._pause("waiting")
+        self.pause("waiting")
         try:
             conn.execute("BEGIN IMMEDIATE")  # the write lock first: every check below sees a frozen database
         except sqlite3.OperationalError as exc:
@@ -754,6 +453,107 @@ class SqliteNotesStore(stores.SettleSeam):
                 self._conn.close()
 
 
+
+class SqliteNotesStore(SqliteDatabase, note_bodies.SqlTexts, stores.SettleSeam[ledger.SqlLedger]):
+    """stores.Store over one SQLite database: the notes' reads and writes; the nonces and the audit in its ledger."""
+
+    def __init__(self, path: str, writer: sqlite3.Connection, reader: sqlite3.Connection, *, clock: Callable[[], float],
+                 max_per_principal: int, busy_timeout_ms: int, retention: audit.Retention = audit.Retention()) -> None:
+        super().__init__(path, writer, reader, clock=clock, max_per_principal=max_per_principal,
+                         busy_timeout_ms=busy_timeout_ms, retention=retention)
+        self.retention = retention  # the ledger's too: deletion mode, trash and audit bounds
+        self.texts: stores.Texts | None = self
+        self.body = _BODY
+        self._titles_missing = trigram_support()
+        self._titles = self._titles_missing is None
+
+    # ---------------------------------------------------------------- reads
+
+    def candidates(self, workspace: main.Path, title: str) -> list[main.Note]:
+        """Notes strictly inside `workspace` whose title contains `title` (folded), sorted."""
+        needle = stores.fold_title(title)
+        low, high = title_index.uri_range(workspace)
+        if self._titles and title_index.uses_title_index(needle):
+            # A title holding the query holds every one of its trigrams, so asking FTS5 for
+            # the rarest few finds every match. (The whole query as one phrase makes FTS5
+            # read the long lists of its common trigrams: 10 ms at 100,000 titles.) Each
+            # trigram is quoted whole: nothing in a title is query syntax.
+            match = " AND ".join('"' + gram.replace('"', '""') + '"' for gram in self._rarest(needle))
+            rows = self._read(_BY_TITLE, (match, low, high))
+        else:
+            rows = self._read(_BY_FOLDER, (low, high, needle))
+        # The indexes narrow; the exact test decides (never a SQL LIKE on the URI string:
+        # `.../Notes%` would also match the look-alike folder `.../Notes-evil`).
+        return title_index.exact(rows, workspace, needle)
+
+    def _rarest(self, needle: str) -> list[str]:
+        """The QUERY_TRIGRAMS trigrams of `needle` held by the fewest titles."""
+        return title_index.rarest(needle, self._counts_of(title_index.trigrams(needle)), QUERY_TRIGRAMS)
+
+    def _counts_of(self, grams: set[str], vocabulary: str = "note_title_grams") -> dict[str, int]:
+        """How many titles (or, with "note_body_grams", bodies) hold each of `grams`, read from the index's vocabulary."""
+        # Only the query's own trigrams: a copy of the whole vocabulary held 341 MB at
+        # 10,000 titles of random CJK characters. (fts5vocab answers `term IN` by lookups.)
+        assert vocabulary in ("note_title_grams", "note_body_grams")  # a table name, never from a request
+        marks = ", ".join("?" * len(grams))
+        return dict(self._read(f"SELECT term, doc FROM {vocabulary} WHERE term IN ({marks})", tuple(grams)))  # type: ignore[arg-type]
+
+    def describe(self) -> str:
+        """One line for the start-up report: how lookups find rows."""
+        if self._titles:
+            return (
+                f"SQLite {sqlite3.sqlite_version}: workspace rows by URI index, titles by FTS5 trigram index"
+                f" (queries under {title_index.MIN_INDEXED_QUERY} characters read the workspace's rows)"
+            )
+        return f"SQLite: workspace rows by URI index; no title index ({self._titles_missing}): lookups read the workspace's rows"
+
+    def all(self) -> list[main.Note]:
+        """Every note, in id order (for tests, the benchmark and admin views)."""
+        rows = self._read("SELECT id, title, uri, revision FROM notes ORDER BY id")
+        return [note for note in map(stores.stored_note, rows) if note is not None]
+
+    # ---------------------------------------------------------------- writes
+
+    def put(self, note: main.Note) -> None:
+        """Insert or replace a note (an edit by another actor; used to show the re-check)."""
+        stores.check_note(note)
+        note = note._replace(uri=stores.normalize_file_uri(note.uri))
+        with self._transaction() as conn:
+            # DELETE then INSERT, not INSERT OR REPLACE: a REPLACE deletes without firing
+            # the trigger that drops the old title from the index.
+            conn.execute("DELETE FROM notes WHERE id = ?", (note.id,))
+            conn.execute("INSERT INTO notes (id, title, uri, revision, folded) VALUES (?, ?, ?, ?, ?)", _row(note))
+
+    def remove(self, note_id: str) -> None:
+        """Delete a note outside any confirmation (another actor; used to show the re-check)."""
+        with self._transaction() as conn:
+            conn.execute("DELETE FROM notes WHERE id = ?", (note_id,))
+
+    # ---------------------------------------------------------------- note texts (code/note_bodies.py)
+
+    def note_text(self, note_id: str, workspace: main.Path) -> tuple[main.Note, str] | None:
+        """The note `note_id` and its text, as stored now (the reader connection; the caller checks the workspace)."""
+        rows = self._read(f"{_TEXT_ROW} WHERE id = ?", (note_id,))
+        return note_bodies.note_with_body(rows[0]) if rows else None
+
+    def search_text(self, workspace: main.Path, query: str, limit: int) -> tuple[list[tuple[main.Note, str]], bool]:
+        """Notes strictly inside `workspace` whose title or text holds `query` (folded), in form order, at most `limit`; never cut short."""
+        needle = stores.fold_title(query)
+        low, high = title_index.uri_range(workspace)
+        if self._titles and title_index.uses_title_index(needle):
+            titles = self._match(self._rarest(needle))
+            bodies = self._match(title_index.rarest(needle, self._counts_of(title_index.trigrams(needle), "note_body_grams"), QUERY_TRIGRAMS))
+            rows = self._read(_SEARCH, (titles, low, high, bodies, low, high))
+        else:
+            rows = self._read(_SEARCH_FOLDER, (low, high, needle, needle))
+        return title_index.exact_text(rows, workspace, needle, limit), False
+
+    @staticmethod
+    def _match(grams: list[str]) -> str:
+        """An FTS5 query for rows holding every one of `grams`, each quoted whole (nothing in a note is query syntax)."""
+        return " AND ".join('"' + gram.replace('"', '""') + '"' for gram in grams)
+
+
 def side_identities(path: str) -> tuple[tuple[int, int] | None, ...]:
     """(device, inode) of the database's -wal and -shm files now (None where absent)."""
     return tuple(_identity(path + suffix) for suffix in SIDE_FILES)
@@ -823,6 +623,16 @@ def open_store(
     database is never re-seeded, not even when its notes table is empty: that would
     bring back notes users deleted, on every restart.
     """
+    return _open(path, SqliteNotesStore, clock=clock, seed_notes=seed_notes, max_per_principal=max_per_principal,
+                 busy_timeout_ms=busy_timeout_ms, retention=retention)
+
+
+D = TypeVar("D", bound=SqliteDatabase)
+
+
+def _open(path: str, kind: type[D], *, clock: Callable[[], float], seed_notes: Iterable[main.Note] | None,
+          max_per_principal: int, busy_timeout_ms: int, retention: audit.Retention) -> D:
+    """open_store's work, for a database of `kind`."""
     if max_per_principal < 1:
         raise stores.StoreError("max_per_principal must be at least 1")
     if not isinstance(busy_timeout_ms, int) or busy_timeout_ms < 0:
@@ -852,7 +662,7 @@ def open_store(
         reader = _connect(path, busy_timeout_ms)
         reader.execute("PRAGMA query_only = ON")
         reader.execute("SELECT 1 FROM meta LIMIT 1").fetchall()  # a first read creates the -wal and -shm files
-        return SqliteNotesStore(
+        return kind(
             path, conn, reader, clock=clock, max_per_principal=max_per_principal, busy_timeout_ms=busy_timeout_ms,
             retention=retention,
         )
@@ -863,6 +673,17 @@ def open_store(
         if isinstance(exc, stores.StoreError):
             raise
         raise stores.StoreError(_describe(path, exc, busy_timeout_ms)) from None
+
+
+def open_ledger(path: str, *, clock: Callable[[], float], max_per_principal: int = main.MAX_REPLAY_PER_PRINCIPAL,
+                busy_timeout_ms: int = BUSY_TIMEOUT_MS, retention: audit.Retention = audit.Retention()) -> ledger.SqlLedger:
+    """The ledger in an SQLite file of its own (the folder store's confirmation database), or stores.StoreError with one line.
+
+    The file has the notes store's schema (its notes table stays empty), so one file may be
+    opened as either, by any version of the server.
+    """
+    return _open(path, SqliteDatabase, clock=clock, seed_notes=None, max_per_principal=max_per_principal,
+                 busy_timeout_ms=busy_timeout_ms, retention=retention).ledger
 
 
 def _switch_to_wal(conn: sqlite3.Connection, deadline: float) -> str:
@@ -1003,17 +824,8 @@ def _check_titles(conn: sqlite3.Connection, path: str) -> None:
 
 
 def _audit_tables(conn: sqlite3.Connection) -> None:
-    """The audit and deleted-notes tables, added to a database that lacks them (older servers ignore them)."""
-    for statement in audit.SQLITE_TABLES:
-        conn.execute(statement)
-    if conn.execute("SELECT 1 FROM pragma_table_info('audit') WHERE name = 'principal_seq'").fetchone() is None:
-        conn.execute("ALTER TABLE audit ADD COLUMN principal_seq INTEGER")  # an audit from before the per-principal bound
-    _AUDIT.number_entries(conn)
-    audit.add_columns(conn, [row[1] for row in conn.execute("PRAGMA table_info(audit)")], sqlite=True)
-    for statement in audit.DECISIONS_SQLITE_TABLES:  # the confirmation pages' decisions
-        conn.execute(statement)
-    present = [row[1] for row in conn.execute("PRAGMA table_info(browser_confirmations)")]
-    audit.add_columns(conn, present, sqlite=True, table="browser_confirmations", columns=audit.DECISIONS_ADDED_COLUMNS)
+    """The ledger's tables (code/ledger.py), added to a database that lacks them (older servers ignore them)."""
+    ledger.add_tables(conn, ledger.SQLITE, lambda table: [row[1] for row in conn.execute(f"PRAGMA table_info({table})")])
 
 
 def _add_store_id(conn: sqlite3.Connection) -> None:

@@ -29,8 +29,10 @@ Standard library only.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar, cast
 
 import main
 
@@ -52,10 +54,32 @@ __all__ = [
     "check_note",
     "blank_controls",
     "checked_notes",
-    "NotesStore",
-    "SettleSeam",
+    "Check",
+    "Confirmations",
+    "DAY_SECONDS",
+    "DECISION_PENDING",
+    "DEFAULT_AUDIT_DAYS",
+    "DEFAULT_AUDIT_MAX_ENTRIES",
+    "DEFAULT_TRASH_DAYS",
+    "DELETION_TRASH",
+    "DELETION_UNLINK",
+    "Decision",
+    "Entry",
+    "Facts",
+    "Ledger",
+    "MAX_PENDING_PER_PRINCIPAL",
     "MemoryStore",
+    "NotesStore",
+    "Record",
+    "Retention",
+    "SettleSeam",
+    "Store",
+    "Texts",
+    "store_of",
+    "with_replay",
 ]
+
+T = TypeVar("T")
 
 MAX_NOTE_ID_LENGTH = 128  # characters in a note id (keeps the signed state small)
 
@@ -176,24 +200,239 @@ def checked_notes(notes: Iterable[main.Note]) -> list[main.Note]:
     return list(checked.values())
 
 
-class SettleSeam:
-    """What a store that keeps its notes and nonces together adds to the seam: `settle` and `deletion`."""
+# =====================================================================================
+# What a deletion does, and what a store knows about a note it acted on
+# =====================================================================================
 
-    retention: Any  # audit.Retention: deletion mode, trash and audit bounds
+DELETION_TRASH = "trash"
+DELETION_UNLINK = "unlink"
+DAY_SECONDS = 86_400.0
+DEFAULT_TRASH_DAYS = 30.0  # a trashed note is emptied this long after its deletion
+DEFAULT_AUDIT_DAYS = 365.0  # an entry is pruned this long after it was written
+DEFAULT_AUDIT_MAX_ENTRIES = 100_000  # at most this many entries are kept per principal (its newest)
+MEMORY_AUDIT_MAX_ENTRIES = 1_000  # the memory ledger keeps a principal's newest this many: it lives in the process's memory
+
+
+class Retention(NamedTuple):
+    """How deletion works and how long what it leaves is kept."""
+
+    deletion: str = DELETION_TRASH  # "trash" (default) or "unlink" (as before: gone at once)
+    trash_seconds: float = DEFAULT_TRASH_DAYS * DAY_SECONDS
+    audit_seconds: float = DEFAULT_AUDIT_DAYS * DAY_SECONDS
+    max_entries: int = DEFAULT_AUDIT_MAX_ENTRIES  # per principal
 
     @property
-    def deletion(self) -> str:
-        """What a deletion does here, as the form says it (trash and its days, or gone for good)."""
-        return self.retention.said
+    def trash(self) -> bool:
+        """True when a deletion moves the note to the trash."""
+        return self.deletion == DELETION_TRASH
+
+    @property
+    def said(self) -> str:
+        """What a deletion does, in the words the form shows the user."""
+        if self.trash:
+            return f"The note is moved to the trash; an operator can restore it for {self.trash_seconds / DAY_SECONDS:g} days."
+        return "Deletion cannot be undone."
+
+
+class Facts(NamedTuple):
+    """What a store knows about the note a consumption acted on (all optional)."""
+
+    note_id: str | None = None
+    title: str | None = None
+    uri: str | None = None
+    trash: str | None = None
+    file_identity: str | None = None  # folders: JSON naming the file written or moved (code/markdown_store.py)
+
+
+Check = Callable[[main.Note, str], bool]  # a note tool's live re-check: (note, text) -> still the one asked about?
+Entry = Callable[[str, Facts], int]  # writes this call's audit entry (outcome, facts) -> its id
+Record = Callable[..., int]  # inside consume_with: record(settlement, facts=Facts(), pending=False, outcome=None) -> entry id
+
+
+# =====================================================================================
+# The confirmation page's decisions (code/browser_confirm.py): one per nonce
+# =====================================================================================
+
+MAX_PENDING_PER_PRINCIPAL = 20  # undecided confirmation pages one principal may hold
+DECISION_PENDING = "pending"
+
+
+class Decision(NamedTuple):
+    """One confirmation page: whose, for which arguments, until when, and what the person decided."""
+
+    handle: str  # the random part of the link
+    nonce: str  # the signed token's nonce
+    principal: str
+    workspace: str  # canonical workspaceUri
+    title: str
+    expires_at: float
+    status: str = DECISION_PENDING
+    note_id: str | None = None  # approved: the note chosen, and the version shown
+    version: str | None = None
+    decided_by: str | None = None  # the principal signed in on the page
+    decided_at: float | None = None
+    tool: str = main.TOOL_NAME  # the tool that asked (its page is rendered by that tool's kind)
+    detail: str | None = None  # JSON: what a note tool's page shows (the note, its version, the new text or place)
+
+
+class Confirmations(Protocol):
+    """The page's decisions, shared by every instance serving the same store."""
+
+    def open(self, record: Decision) -> bool:
+        """Keep a new pending record; False when its principal holds MAX_PENDING_PER_PRINCIPAL undecided ones."""
+        ...
+
+    def by_handle(self, handle: str) -> Decision | None:
+        """The unexpired record of this link, or None."""
+        ...
+
+    def by_nonce(self, nonce: str) -> Decision | None:
+        """The unexpired record of this token's nonce, or None."""
+        ...
+
+    def decide(self, handle: str, principal: str, status: str, note_id: str | None, version: str | None) -> bool:
+        """Pending -> approved or declined, once, by its own principal, before expiry; False otherwise."""
+        ...
+
+
+class MemoryConfirmations:
+    """Confirmations in a dict under one lock (the memory store: this process only)."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.clock = clock
+        self._records: dict[str, Decision] = {}  # handle -> record
+        self._lock = threading.Lock()
+
+    def _prune(self, now: float) -> None:
+        for handle in [h for h, record in self._records.items() if not now < record.expires_at]:
+            del self._records[handle]
+
+    def open(self, record: Decision) -> bool:
+        """As Confirmations.open."""
+        with self._lock:
+            now = self.clock()
+            self._prune(now)
+            pending = sum(1 for r in self._records.values() if r.principal == record.principal and r.status == DECISION_PENDING)
+            if pending >= MAX_PENDING_PER_PRINCIPAL:
+                return False
+            self._records[record.handle] = record
+            return True
+
+    def by_handle(self, handle: str) -> Decision | None:
+        """As Confirmations.by_handle."""
+        with self._lock:
+            self._prune(self.clock())
+            return self._records.get(handle)
+
+    def by_nonce(self, nonce: str) -> Decision | None:
+        """As Confirmations.by_nonce."""
+        with self._lock:
+            self._prune(self.clock())
+            return next((r for r in self._records.values() if r.nonce == nonce), None)
+
+    def decide(self, handle: str, principal: str, status: str, note_id: str | None, version: str | None) -> bool:
+        """As Confirmations.decide."""
+        with self._lock:
+            now = self.clock()
+            self._prune(now)
+            record = self._records.get(handle)
+            # Checked under the lock: two tabs pressing Move to trash and Keep race here.
+            if record is None or record.status != DECISION_PENDING or record.principal != principal:
+                return False
+            self._records[handle] = record._replace(status=status, note_id=note_id, version=version, decided_by=principal, decided_at=now)
+            return True
+
+
+# =====================================================================================
+# The interfaces
+# =====================================================================================
+
+
+class Ledger(Protocol):
+    """What every confirmation writes, in one atomic step with the note's re-check and change.
+
+    The consumed nonce, the audit entry, the kept text or trash row, and the confirmation
+    page's decisions. SQLite and PostgreSQL build theirs on their own transaction
+    (code/ledger.py, `SqlLedger`); the folder store takes one in an SQLite file of its own;
+    the memory store keeps one in memory (`MemoryLedger`).
+    """
+
+    retention: Retention  # deletion mode, trash and audit bounds
+
+    def is_consumed(self, nonce: str) -> bool:
+        """True when this nonce was consumed, on any instance, and its state has not expired."""
+        ...
+
+    def consume_with(self, principal: str, nonce: str, expires_at: float,
+                     act: Callable[[Record], main.Settlement]) -> tuple[main.Settlement, int | None]:
+        """One atomic step: claim the nonce, run `act(record)` (the re-check and change), write the audit entry.
+
+        USED and FULL write nothing (None for the entry); `act` raising undoes the claim.
+        """
+        ...
+
+    def consume_act(self, principal: str, nonce: str, expires_at: float,
+                    act: Callable[[Entry], T]) -> tuple[main.Settlement, T | None]:
+        """consume_with for a note tool's write: CONSUMED with what `act` returned (CHANGED for a refusal, a str), or USED/FULL with None."""
+        ...
+
+    def audited(self, principal: str, act: Callable[[Entry], T]) -> T:
+        """One atomic step without a nonce: `act(entry)` writes and calls entry(outcome, facts) for its audit entry."""
+        ...
+
+    def audit_refusal(self, principal: str, facts: Facts) -> None:
+        """One `refused` entry for `principal` (a call refused before any store step)."""
+        ...
+
+    def release(self, nonce: str, entry_id: int) -> None:
+        """Undo a committed claim and its pending entry (the OS refused the file operation): the state stays usable."""
+        ...
+
+    def complete_audit(self, entry_id: int, outcome: str, expected: str) -> None:
+        """Set an entry's outcome if it still says `expected` (pending or consumed)."""
+        ...
+
+    def audit_entries(self, principal: str | None = None, since: float | None = None,
+                      outcome: str | None = None) -> list[dict[str, Any]]:
+        """Audit entries matching every filter given, oldest first."""
+        ...
+
+    def audit_entry(self, entry_id: int) -> dict[str, Any] | None:
+        """One audit entry by id, or None."""
+        ...
+
+    def record_restore(self, entry_id: int, facts: Facts) -> dict[str, Any]:
+        """Write the entry saying an operator restored `entry_id` (the store put the note back); the new entry."""
+        ...
+
+    def decisions(self, clock: Callable[[], float]) -> Confirmations:
+        """Where the confirmation page's decisions are kept, beside the nonces (every instance sees them)."""
+        ...
+
+    def now(self) -> float:
+        """The ledger's clock."""
+        ...
+
+    def stage(self, name: str) -> None:
+        """Run the test-only hook at a stage outside the atomic step (the folder store's move)."""
+        ...
+
+    def close(self) -> None:
+        """Free what the ledger holds (SQLite checkpoints its log); later calls do nothing."""
+        ...
+
+
+class Settles(Protocol):
+    """The lesson's atomic step alone (main.consume calls nothing else on `replay`)."""
 
     def settle(self, notes: object, principal: str, nonce: str, expires_at: float,
                target: tuple[str, str] | None, recheck: Callable[[main.Note], bool]) -> main.Settlement:
-        """The lesson's atomic step (main.MemoryReplayStore.settle): this store holds the notes and the nonces, so `notes` is itself."""
-        return self.consume(principal, nonce, expires_at, target, recheck)  # type: ignore[attr-defined]
+        """Claim, re-read, re-check, change; one atomic step."""
+        ...
 
 
 class NotesStore(Protocol):
-    """The product's store seam: what every store of the family offers the server."""
+    """The lesson's seam (main.Services.notes and .replay): what notes_delete uses."""
 
     def candidates(self, workspace: main.Path, title: str) -> list[main.Note]:
         """Notes strictly inside `workspace` whose title contains `title` (folded), in form_order."""
@@ -209,14 +448,327 @@ class NotesStore(Protocol):
         ...
 
 
-class MemoryStore:
-    """The lesson's memory notes and replay stores as one product store: checked notes, the product's seam."""
+class NotesReader(Protocol):
+    """The read side of notes: candidates by title, one note with its text, a search of titles and texts."""
+
+    def candidates(self, workspace: main.Path, title: str) -> list[main.Note]:
+        """Notes strictly inside `workspace` whose title contains `title` (folded), in form_order."""
+        ...
+
+    def search_text(self, workspace: main.Path, query: str, limit: int) -> tuple[list[tuple[main.Note, str]], bool]:
+        """Notes strictly inside `workspace` whose title or text holds `query` (folded), in form order, at most `limit`; and whether cut short."""
+        ...
+
+    def note_text(self, note_id: str, workspace: main.Path) -> tuple[main.Note, str] | None:
+        """The note `note_id` and its text, as stored now (the caller checks the workspace)."""
+        ...
+
+
+class NotesWriter(Protocol):
+    """The write side of notes, each write audited in the store's ledger."""
+
+    def create_note(self, principal: str, workspace: main.Path, title: str, body: str) -> main.Note | str:
+        """A new note in `workspace` (audited `created`), or why not (audited `refused`)."""
+        ...
+
+    def append_note(self, principal: str, workspace: main.Path, note_id: str, text: str, check: Check) -> tuple[main.Note, str] | str:
+        """`text` added at the end if `check` passes on the live note (audited `appended`), or why not."""
+        ...
+
+    def update_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, body: str,
+                    check: Check) -> tuple[main.Settlement, main.Note | str | None]:
+        """Replace the text, in one atomic step with the claim; the old text kept in the trash (audited `updated`)."""
+        ...
+
+    def move_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, place: main.Path,
+                  check: Check) -> tuple[main.Settlement, main.Note | str | None]:
+        """Give the note the place `place` if free, in one atomic step with the claim (audited `moved`)."""
+        ...
+
+    def consume(self, principal: str, nonce: str, expires_at: float, target: tuple[str, str] | None,
+                recheck: Callable[[main.Note], bool]) -> main.Settlement:
+        """The atomic step of notes_delete: claim; for `target` (id, version) re-read, re-check, trash (or delete)."""
+        ...
+
+    def move_refusal(self, workspace: main.Path, note: main.Note, place: main.Path) -> str | None:
+        """Why `note` cannot be moved to `place` now (asked before any form or page), or None."""
+        ...
+
+    def restore(self, entry_id: int) -> dict[str, Any]:
+        """Put back what the entry `entry_id` trashed (a note, or an edit's old text), audited; StoreRefused if it cannot."""
+        ...
+
+
+class Texts(NotesReader, NotesWriter, Protocol):
+    """A store that keeps note texts: both sides (the note tools need it)."""
+
+
+class Store(NotesStore, Protocol):
+    """What the product's server holds: the lesson's seam, a ledger, and its declared capabilities."""
+
+    @property
+    def deletion(self) -> str:
+        """What a deletion does here, as the form says it."""
+        ...
+
+    @property
+    def ledger(self) -> Ledger:
+        """The store's ledger: nonces, audit, trash rows, the page's decisions."""
+        ...
+
+    @property
+    def texts(self) -> Texts | None:
+        """Declared: the store's text side, or None (the memory store keeps no text)."""
+        ...
+
+    def consume(self, principal: str, nonce: str, expires_at: float, target: tuple[str, str] | None,
+                recheck: Callable[[main.Note], bool]) -> main.Settlement:
+        """The atomic step, as every product store names it."""
+        ...
+
+    def audit_refusal(self, principal: str, facts: Facts) -> None:
+        """One `refused` entry in the store's ledger for a call refused before any store step."""
+        ...
+
+    def restore(self, entry_id: int) -> dict[str, Any]:
+        """Put back what the entry `entry_id` trashed, audited; StoreRefused if it cannot (the memory store never trashes)."""
+        ...
+
+    def audit_entries(self, principal: str | None = None, since: float | None = None,
+                      outcome: str | None = None) -> list[dict[str, Any]]:
+        """The audit entries matching every filter given, oldest first (the folder store completes pending ones first)."""
+        ...
+
+    def count(self, workspace: main.Path) -> int:
+        """How many notes the store offers in `workspace`."""
+        ...
+
+    def preview(self, note: main.Note) -> tuple[float, list[str]] | None:
+        """When the note last changed and its first lines, where the store has them; else None."""
+        ...
+
+    def describe(self) -> str | list[str]:
+        """For the start-up report: one line (the SQL stores: which lookup indexes serve), or lines (a folder walk's)."""
+        ...
+
+    def close(self) -> None:
+        """Free the store at shutdown (SQLite checkpoints its log into the database file)."""
+        ...
+
+
+# main.Services types its `notes` and `replay` slots as the lesson's memory classes; the
+# product puts any store of the family there. These two read and write those slots typed
+# as the product's interfaces (frame.notes_server fills them when it builds a server).
+def store_of(services: main.Services) -> Store:
+    """The product's store in the lesson's Services."""
+    return cast(Store, services.notes)
+
+
+def with_replay(services: main.Services, replay: Settles) -> main.Services:
+    """`services` whose atomic step is `replay`'s (a note tool's write, for one call)."""
+    return services._replace(replay=cast(main.MemoryReplayStore, replay))
+
+
+L = TypeVar("L", bound="Ledger")
+
+
+class SettleSeam(Generic[L]):
+    """What every product store shares around its own `candidates` and `consume`: the lesson's `settle`, the ledger's reads."""
+
+    retention: Retention  # deletion mode, trash and audit bounds (the store's ledger prunes by them too)
+    ledger: L
+
+    def candidates(self, workspace: main.Path, title: str) -> list[main.Note]:
+        """Each store's own lookup."""
+        raise NotImplementedError
+
+    @property
+    def deletion(self) -> str:
+        """What a deletion does here, as the form says it (trash and its days, or gone for good)."""
+        return self.retention.said
+
+    def consume(self, principal: str, nonce: str, expires_at: float, target: tuple[str, str] | None,
+                recheck: Callable[[main.Note], bool]) -> main.Settlement:
+        """The atomic step (each store's own)."""
+        raise NotImplementedError
+
+    def settle(self, notes: object, principal: str, nonce: str, expires_at: float,
+               target: tuple[str, str] | None, recheck: Callable[[main.Note], bool]) -> main.Settlement:
+        """The lesson's atomic step (main.MemoryReplayStore.settle): this store holds the notes and the nonces, so `notes` is itself."""
+        return self.consume(principal, nonce, expires_at, target, recheck)
+
+    def is_consumed(self, nonce: str) -> bool:
+        """True when this confirmation was consumed by any instance sharing the ledger, and not yet pruned."""
+        return self.ledger.is_consumed(nonce)
+
+    def audit_refusal(self, principal: str, facts: Facts) -> None:
+        """One `refused` entry for `principal` (a call refused before any store step)."""
+        self.ledger.audit_refusal(principal, facts)
+
+    def audit_entries(self, principal: str | None = None, since: float | None = None,
+                      outcome: str | None = None) -> list[dict[str, Any]]:
+        """The ledger's audit entries matching every filter given, oldest first."""
+        return self.ledger.audit_entries(principal, since, outcome)
+
+    def count(self, workspace: main.Path) -> int:
+        """How many notes `workspace` holds (every title contains "")."""
+        return len(self.candidates(workspace, ""))
+
+    def preview(self, note: main.Note) -> tuple[float, list[str]] | None:
+        """None: the store keeps no file whose time and first lines it could show."""
+        return None
+
+
+# =====================================================================================
+# The memory store and its ledger
+# =====================================================================================
+
+
+class MemoryLedger:
+    """The Ledger in memory: the lesson's replay store for the nonces, an audit list, the page's decisions in a dict."""
+
+    def __init__(self, replay: main.MemoryReplayStore, clock: Callable[[], float], retention: Retention = Retention()) -> None:
+        self.replay = replay
+        self.retention = retention
+        self._clock = clock
+        self._entries: dict[int, dict[str, Any]] = {}  # id -> entry, in id order
+        self._next = 1
+        self._decisions: MemoryConfirmations | None = None
+
+    def is_consumed(self, nonce: str) -> bool:
+        """As main.MemoryReplayStore.is_consumed."""
+        return self.replay.is_consumed(nonce)
+
+    def _write(self, principal: str, outcome: str, facts: Facts, restores: int | None = None) -> int:
+        """One entry (the replay lock held), then the age and per-principal bounds, a batch at a time like the SQL stores."""
+        now = self.now()
+        entry_id, self._next = self._next, self._next + 1
+        self._entries[entry_id] = {"id": entry_id, "at": now, "principal": principal, "outcome": outcome, "note_id": facts.note_id,
+                                   "title": facts.title, "uri": facts.uri, "trash": facts.trash, "restores": restores,
+                                   "file_identity": facts.file_identity}
+        for old in [key for key, entry in self._entries.items() if entry["at"] <= now - self.retention.audit_seconds]:
+            del self._entries[old]
+        mine = [key for key, entry in self._entries.items() if entry["principal"] == principal]
+        for old in mine[:max(0, len(mine) - self.retention.max_entries)]:
+            del self._entries[old]
+        return entry_id
+
+    def consume_with(self, principal: str, nonce: str, expires_at: float,
+                     act: Callable[[Record], main.Settlement]) -> tuple[main.Settlement, int | None]:
+        """As Ledger.consume_with, under the replay store's lock: a raise releases the claim and drops the entries."""
+        with self.replay.lock:
+            claim = self.replay.claim(principal, nonce, expires_at)
+            if claim is not main.Settlement.CONSUMED:
+                return claim, None
+            entries: list[int] = []
+
+            def record(settlement: main.Settlement, facts: Facts = Facts(), pending: bool = False, outcome: str | None = None) -> int:
+                entries.append(self._write(principal, outcome or _outcome(settlement, pending), facts))
+                return entries[-1]
+
+            try:
+                settled = act(record)
+                if not entries:
+                    record(settled)
+            except BaseException:
+                self.replay.release(nonce)
+                for entry_id in entries:
+                    self._entries.pop(entry_id, None)
+                raise
+            return settled, entries[0]
+
+    def consume_act(self, principal: str, nonce: str, expires_at: float,
+                    act: Callable[[Entry], T]) -> tuple[main.Settlement, T | None]:
+        """As Ledger.consume_act."""
+        done: list[T] = []
+
+        def run(record: Record) -> main.Settlement:
+            done.append(act(lambda outcome, facts: record(main.Settlement.CONSUMED, facts, outcome=outcome)))
+            return main.Settlement.CHANGED if isinstance(done[0], str) else main.Settlement.CONSUMED
+
+        settlement, _ = self.consume_with(principal, nonce, expires_at, run)
+        return settlement, (done[0] if done else None)
+
+    def audited(self, principal: str, act: Callable[[Entry], T]) -> T:
+        """As Ledger.audited, under the replay store's lock."""
+        with self.replay.lock:
+            return act(lambda outcome, facts: self._write(principal, outcome, facts))
+
+    def audit_refusal(self, principal: str, facts: Facts) -> None:
+        """As Ledger.audit_refusal."""
+        self.audited(principal, lambda entry: entry("refused", facts))
+
+    def release(self, nonce: str, entry_id: int) -> None:
+        """As Ledger.release."""
+        with self.replay.lock:
+            self.replay.release(nonce)
+            if self._entries.get(entry_id, {}).get("outcome") == "pending":
+                del self._entries[entry_id]
+
+    def complete_audit(self, entry_id: int, outcome: str, expected: str) -> None:
+        """As Ledger.complete_audit."""
+        with self.replay.lock:
+            entry = self._entries.get(entry_id)
+            if entry is not None and entry["outcome"] == expected:
+                entry["outcome"] = outcome
+
+    def audit_entries(self, principal: str | None = None, since: float | None = None,
+                      outcome: str | None = None) -> list[dict[str, Any]]:
+        """As Ledger.audit_entries."""
+        with self.replay.lock:
+            return [dict(entry) for entry in self._entries.values()
+                    if (principal is None or entry["principal"] == principal) and (since is None or entry["at"] >= since)
+                    and (outcome is None or entry["outcome"] == outcome)]
+
+    def audit_entry(self, entry_id: int) -> dict[str, Any] | None:
+        """As Ledger.audit_entry."""
+        with self.replay.lock:
+            entry = self._entries.get(entry_id)
+            return dict(entry) if entry is not None else None
+
+    def record_restore(self, entry_id: int, facts: Facts) -> dict[str, Any]:
+        """As Ledger.record_restore."""
+        with self.replay.lock:
+            new_id = self._write("(operator)", "restored", facts, restores=entry_id)
+            return dict(self._entries[new_id])
+
+    def decisions(self, clock: Callable[[], float]) -> Confirmations:
+        """The page's decisions in memory (this process only): one set per ledger, on the clock first given."""
+        with self.replay.lock:
+            if self._decisions is None:
+                self._decisions = MemoryConfirmations(clock)
+            return self._decisions
+
+    def now(self) -> float:
+        """The ledger's clock."""
+        return self._clock()
+
+    def stage(self, name: str) -> None:
+        """Nothing to pause here (no process to crash between steps)."""
+
+    def close(self) -> None:
+        """Nothing to free."""
+
+
+def _outcome(settlement: main.Settlement, pending: bool) -> str:
+    """The outcome an entry is written with (as audit.outcome_of, which builds on this module)."""
+    if pending:
+        return "pending"
+    return {main.Settlement.DELETED: "deleted", main.Settlement.CHANGED: "refused"}.get(settlement, "consumed")
+
+
+class MemoryStore(SettleSeam[Ledger]):
+    """The lesson's memory notes and replay stores as one product store: checked notes, the product's seam, a memory ledger."""
 
     deletion = main.MemoryNotesStore.deletion  # a memory store keeps no trash
+    texts: Texts | None = None  # the memory store keeps titles and places, no text
 
-    def __init__(self, notes: Iterable[main.Note], replay: main.MemoryReplayStore) -> None:
+    def __init__(self, notes: Iterable[main.Note], replay: main.MemoryReplayStore, clock: Callable[[], float] = time.time) -> None:
         self.notes = main.MemoryNotesStore(checked_notes(notes))
         self.replay = replay
+        # `clock` dates its audit entries; a principal calling in a loop holds at most
+        # MEMORY_AUDIT_MAX_ENTRIES of them in this process's memory.
+        self.ledger: Ledger = MemoryLedger(replay, clock, Retention(max_entries=MEMORY_AUDIT_MAX_ENTRIES))
         self.lock = self.notes.lock  # what the atomic step holds from its re-read to its delete
 
     def candidates(self, workspace: main.Path, title: str) -> list[main.Note]:
@@ -227,10 +779,6 @@ class MemoryStore:
         """As main.MemoryNotesStore.get."""
         return self.notes.get(note_id)
 
-    def is_consumed(self, nonce: str) -> bool:
-        """As main.MemoryReplayStore.is_consumed."""
-        return self.replay.is_consumed(nonce)
-
     def settle(self, notes: object, principal: str, nonce: str, expires_at: float,
                target: tuple[str, str] | None, recheck: Callable[[main.Note], bool]) -> main.Settlement:
         """The atomic step: main.MemoryReplayStore.settle over this store's notes (`notes` is this store)."""
@@ -240,6 +788,17 @@ class MemoryStore:
                 target: tuple[str, str] | None, recheck: Callable[[main.Note], bool]) -> main.Settlement:
         """The atomic step, as every product store names it."""
         return self.settle(self, principal, nonce, expires_at, target, recheck)
+
+    def restore(self, entry_id: int) -> dict[str, Any]:
+        """Always StoreRefused: a memory store deletes at once and keeps no trash."""
+        raise StoreRefused(f"entry {entry_id}: the memory store keeps no trash; nothing restored")
+
+    def describe(self) -> list[str]:
+        """Nothing to report: every lookup scans the notes."""
+        return []
+
+    def close(self) -> None:
+        """Nothing to free."""
 
     def all(self) -> list[main.Note]:
         """Every note, in id order."""

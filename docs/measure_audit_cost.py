@@ -36,7 +36,7 @@ def folder_run(deletion: str) -> float:
     for k in range(COUNT):
         with open(os.path.join(ws, f"n{k}.md"), "w", encoding="utf-8") as handle:
             handle.write(f"# Note {k}\n")
-    nonces = sqlite_store.open_store(os.path.join(base, "nonces.db"), clock=time.time)
+    nonces = sqlite_store.open_ledger(os.path.join(base, "nonces.db"), clock=time.time)
     store = markdown_store.MarkdownNotesStore([ws], nonces, retention=audit.Retention(deletion=deletion))
     targets = [(n.id, n.version) for n in store.candidates(main.parse_file_uri(main.format_file_uri(tuple(p for p in ws.split("/") if p))), "Note")]
     start = time.perf_counter()

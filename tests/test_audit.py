@@ -534,7 +534,7 @@ class FolderAudit(AuditContract, unittest.TestCase):
             handle.write(text)
 
     def open(self, retention: audit.Retention = audit.Retention(), mkdir: Any = os.mkdir) -> Any:
-        nonces = sqlite_store.open_store(os.path.join(self.base, "nonces.db"), clock=self.clock)
+        nonces = sqlite_store.open_ledger(os.path.join(self.base, "nonces.db"), clock=self.clock)
         self.addCleanup(nonces.close)
         return markdown_store.MarkdownNotesStore([self.ws], nonces, retention=retention, ops=folder_paths.OS_OPS._replace(mkdir=mkdir))
 
@@ -668,7 +668,8 @@ class FolderAudit(AuditContract, unittest.TestCase):
 
     def test_the_trash_is_the_same_only_while_dot_trash_names_the_very_folder_opened(self) -> None:
         self.delete_chosen(self.open())
-        root = folder_paths.root_path(self.ws)
+        root = folder_paths.Root(folder_paths.root_path(self.ws), os.path.realpath(self.ws))
+        self.addCleanup(root.close)
         fd = folder_trash.open_trash(root, create=False)
         assert fd is not None
         self.addCleanup(os.close, fd)
@@ -713,7 +714,7 @@ class FolderAudit(AuditContract, unittest.TestCase):
         store = self.open(audit.Retention(trash_seconds=1))
         store.empty_trash()
         self.assertEqual(self.trash_size(), 2)
-        nonces = sqlite_store.open_store(os.path.join(self.base, "nonces.db"), clock=self.clock)
+        nonces = sqlite_store.open_ledger(os.path.join(self.base, "nonces.db"), clock=self.clock)
         self.addCleanup(nonces.close)
         narrow = markdown_store.MarkdownNotesStore([self.ws], nonces, max_walk_entries=1, retention=audit.Retention(trash_seconds=1))
         narrow.empty_trash()
@@ -726,7 +727,7 @@ class FolderAudit(AuditContract, unittest.TestCase):
             os.makedirs(os.path.join(folder, folder_trash.TRASH_DIR), exist_ok=True)
             with open(os.path.join(folder, folder_trash.TRASH_DIR, old + "a.md"), "w", encoding="utf-8") as handle:
                 handle.write("old")
-        nonces = sqlite_store.open_store(os.path.join(self.base, "nonces.db"), clock=self.clock)
+        nonces = sqlite_store.open_ledger(os.path.join(self.base, "nonces.db"), clock=self.clock)
         self.addCleanup(nonces.close)
         markdown_store.MarkdownNotesStore([self.ws, other], nonces, retention=audit.Retention(trash_seconds=1)).empty_trash()
         self.assertEqual((self.trash_size(), os.listdir(os.path.join(other, folder_trash.TRASH_DIR))), (0, []))

@@ -494,7 +494,7 @@ class FolderStoreTests(unittest.TestCase):
             with open(os.path.join(notes_dir, name), "w", encoding="utf-8") as handle:
                 handle.write(text)
         clock = Clock()
-        nonces = sqlite_store.open_store(os.path.join(folder.name, "nonces.db"), clock=clock)
+        nonces = sqlite_store.open_ledger(os.path.join(folder.name, "nonces.db"), clock=clock)
         store = markdown_store.MarkdownNotesStore([notes_dir], nonces, watch=False)
         self.addCleanup(store.close)
         uri = main.format_file_uri(folder_paths.root_path(notes_dir))

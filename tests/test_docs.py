@@ -10,13 +10,14 @@ import pathlib
 import queue
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import tomllib
 import unittest
-from typing import Any
+from typing import Any, NamedTuple
 
 from helpers import support
 
@@ -110,6 +111,30 @@ def python_blocks(text: str) -> list[str]:
     return _PYTHON_BLOCK_RE.findall(text)
 
 
+# A fenced block, and the comment before it that keeps it from the snippet runners:
+# `<!-- not run as a snippet: REASON -->` on the line just above the fence.
+NOT_RUN = "<!-- not run as a snippet: "
+_SNIPPET_RE = re.compile(r"^(?:<!-- not run as a snippet: (?P<reason>[^\n]*?) -->\n)?```(?P<lang>[^\n`]*)\n(?P<body>.*?)^```", re.DOTALL | re.MULTILINE)
+
+
+class Snippet(NamedTuple):
+    """One fenced block of a page: its language tag, text, line of its fence, and why the runners skip it (None: they run it)."""
+
+    lang: str
+    body: str
+    line: int
+    not_run: str | None
+
+
+def snippets(text: str) -> list[Snippet]:
+    """Every fenced block of `text`, in order, with its not-run reason where the page gives one."""
+    found = []
+    for match in _SNIPPET_RE.finditer(text):
+        fence = match.start("lang") - 3
+        found.append(Snippet(match.group("lang").strip(), match.group("body"), text.count("\n", 0, fence) + 1, match.group("reason")))
+    return found
+
+
 def documented_pages() -> list[str]:
     """README.md and every docs/*.md."""
     return [README] + sorted(str(path) for path in pathlib.Path(DOCS).glob("*.md"))
@@ -187,6 +212,8 @@ def sequence_problems(lines: list[str]) -> list[str]:
             problems += [f"{name!r} used before it is declared" for name in map(str.strip, note.group(1).split(",")) if name not in declared]
         elif message := _SEQ_MESSAGE_RE.match(line):
             problems += [f"{name!r} used before it is declared" for name in message.groups() if name not in declared]
+            if ";" in _QUOTED_RE.sub('""', line):
+                problems.append(f"a `;` ends the statement, so the rest of the message is read as a new one: {line}")
         elif word not in ("autonumber", "activate", "deactivate", "title"):
             problems.append(f"neither a declaration, a message nor a block: {line}")
     if depth:
@@ -471,7 +498,7 @@ class RunnableSnippetTests(unittest.TestCase):
     def test_every_python_block_runs_and_exits_zero(self) -> None:
         ran = 0
         for page in documented_pages():
-            for index, block in enumerate(python_blocks(read(page))):
+            for index, block in enumerate(snippet.body for snippet in snippets(read(page)) if snippet.lang == "python" and not snippet.not_run):
                 ran += 1
                 with self.subTest(page=os.path.relpath(page, ROOT), block=index):
                     folder = tempfile.mkdtemp(prefix="docs-snippet-")
@@ -483,39 +510,259 @@ class RunnableSnippetTests(unittest.TestCase):
         self.assertGreaterEqual(ran, 2)
 
 
-_SH_BLOCK_RE = re.compile(r"^```sh\n(.*?)^```", re.DOTALL | re.MULTILINE)
-CURL_URL_LINE = "URL=http://127.0.0.1:8765/mcp"  # the line of the walkthrough a test points at its own server
+# ------------------------------------------------------------------ shell blocks, pasted whole
+
+SHELL_LANGS = ("sh", "bash", "shell")
+# An untagged block starting with one of these is a command someone will paste: it is tagged sh.
+COMMAND_STARTS = ("python3 ", "notes-mcp ", "export ", "curl ", "pip ", "pipx ", "uvx ", "docker ", "sqlite3 ", "bwrap ", "git ",
+                  "conformance.sh ", "node ", "npm ", "NOTES_MCP_", "PYTHONPATH=", "TMPDIR=", "sh ")  # fmt: skip
+# Paths that exist on one machine only: a home folder, a scratch install, this machine's checkout.
+_MACHINE_LOCAL_RE = re.compile(r"(?<![\w.$])/(?:home|root|Users|work)/|/tmp/h\d|PYTHONPATH=/")
+_SERVER_START_RE = re.compile(r"(?:code/serve\.py|notes-mcp) --http\b")
+_FIXED_PORT_RE = re.compile(r"--port (?!0\b)\d+")
+# Blocks the runner must find runnable (it runs every runnable block; these are the ones the pages must keep so).
+RUN_AT_LEAST = frozenset({
+    ("README.md", "(cd code && python3 -m unittest discover tests -v)"),
+    ("docs/serving.md", "python3 code/serve.py --stdio                                  # the lesson fixture in memory, as alice"),
+    ("docs/serving.md", 'python3 code/serve.py --stdio --notes-dir "$HOME/Notes"        # your Markdown notes'),
+    ("docs/serving.md", 'export NOTES_MCP_TOKEN=$(python3 -c "import secrets; print(secrets.token_urlsafe(24))")'),
+    ("docs/serving.md", 'export NOTES_MCP_SECRET=$(python3 -c "import secrets; print(secrets.token_hex(32))")'),
+    ("docs/serving.md", "NOTES=$(mktemp -d)                                    # a scratch notes folder with one note"),
+    ("docs/serving.md", "python3 code/serve.py --stdio"),
+    ("docs/tools.md", "python3 code/serve.py --stdio --db notes.db --notes-tools"),
+    ("docs/conformance.md", "python3 code/serve.py --http --port 0 --no-auth --conformance-fixtures"),
+})  # fmt: skip
 
 
-@unittest.skipIf(shutil.which("curl") is None, "curl is not installed: the walkthrough's requests cannot be sent as written")
-class CurlWalkthroughTests(unittest.TestCase):
-    """The curl walkthrough in docs/serving.md, run as written against a real server: ask, accept, replay refused."""
+def shell_blocks() -> list[tuple[str, Snippet]]:
+    """Every shell block of README.md and docs/*.md, with its page (relative to the root)."""
+    return [(os.path.relpath(page, ROOT), snippet) for page in documented_pages() for snippet in snippets(read(page)) if snippet.lang in SHELL_LANGS]
 
-    def test_the_walkthrough_deletes_the_note_once_refuses_its_replay_and_stops_its_server(self) -> None:
+
+def runnable_shell_blocks() -> list[tuple[str, Snippet]]:
+    """The shell blocks the runner pastes: every one without a not-run reason."""
+    return [(page, snippet) for page, snippet in shell_blocks() if snippet.not_run is None]
+
+
+def leaves_servers(block: str) -> int:
+    """How many HTTP servers a block leaves running when it is done: those it starts, if its last command starts one (else 0)."""
+    commands = [line for line in block.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    return len(_SERVER_START_RE.findall(block)) if commands and _SERVER_START_RE.search(commands[-1]) else 0
+
+
+class Pasted(NamedTuple):
+    """What pasting one block into bash did: the shell's status (None: stopped by the runner), its output, its error lines."""
+
+    status: int | None
+    stdout: str
+    stderr: list[str]
+    scratch: str
+
+
+def paste(test: unittest.TestCase, block: str) -> Pasted:
+    """Feed `block` to `bash -e` on its stdin, as a terminal paste does, in a scratch checkout, home and TMPDIR; stop what it leaves running.
+
+    The scratch folder holds a copy of code/ and tests/ (the working directory), a home
+    with Notes/tps.md, and TMPDIR. A fixed --port becomes --port 0 (tests listen on free
+    ports only). A block whose last command starts HTTP servers is stopped with SIGTERM once
+    each has printed its URL; any other block must end by itself with status 0. Either way
+    the runner waits until every process the block started has closed its stderr.
+    """
+    scratch = tempfile.mkdtemp(prefix="docs-paste-")
+    test.addCleanup(shutil.rmtree, scratch, True)
+    checkout, home, tmp = (os.path.join(scratch, name) for name in ("checkout", "home", "tmp"))
+    for part in ("code", "tests"):
+        shutil.copytree(os.path.join(ROOT, part), os.path.join(checkout, part), ignore=shutil.ignore_patterns("__pycache__", "*.db", "*.db-*"))
+    os.makedirs(os.path.join(home, "Notes"))
+    os.mkdir(tmp)
+    with open(os.path.join(home, "Notes", "tps.md"), "w", encoding="utf-8") as handle:
+        handle.write("# TPS report\n")
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("NOTES_MCP_", "XDG_", "PYTHON"))}
+    env.update(HOME=home, TMPDIR=tmp, PYTHONDONTWRITEBYTECODE="1")
+    servers = leaves_servers(block)
+    proc = subprocess.Popen(["bash", "-e", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            cwd=checkout, env=env, start_new_session=True)  # fmt: skip
+    stderr: list[str] = []
+    stdout: list[bytes] = []
+    changed = threading.Condition()
+    ended = threading.Event()
+
+    def drain_stderr() -> None:
+        for raw in proc.stderr:  # type: ignore[union-attr]
+            with changed:
+                stderr.append(raw.decode("utf-8", "replace").rstrip("\n"))
+                changed.notify_all()
+        with changed:
+            ended.set()
+            changed.notify_all()
+
+    readers = [threading.Thread(target=drain_stderr, daemon=True), threading.Thread(target=lambda: stdout.extend(proc.stdout), daemon=True)]  # type: ignore[arg-type]
+    for reader in readers:
+        reader.start()
+
+    def stop_group() -> None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+    test.addCleanup(stop_group)
+    proc.stdin.write(_FIXED_PORT_RE.sub("--port 0", block).encode())  # type: ignore[union-attr]
+    proc.stdin.close()  # type: ignore[union-attr]
+    status: int | None
+    if servers:
+        with changed:
+            changed.wait_for(lambda: ended.is_set() or sum("notes-mcp: listening on " in line for line in stderr) >= servers, GUARD)
+        stop_group()
+        status = None
+        proc.wait(GUARD)
+    else:
+        status = proc.wait(GUARD)
+    for reader in readers:
+        reader.join(GUARD)
+    for pipe in (proc.stdout, proc.stderr):
+        pipe.close()  # type: ignore[union-attr]
+    test.assertTrue(ended.is_set(), "a process the block started still holds its stderr")
+    return Pasted(status, b"".join(stdout).decode("utf-8", "replace"), stderr, scratch)
+
+
+class ShellBlockTests(unittest.TestCase):
+    """Every shell block of README.md and docs/ can be pasted whole; the runner pastes each one it can and says why not for the rest."""
+
+    def test_every_shell_block_is_pasted_by_the_runner_or_says_why_not(self) -> None:
+        for page, snippet in shell_blocks():
+            with self.subTest(page=page, line=snippet.line):
+                self.assertTrue(snippet.not_run is None or snippet.not_run.strip(), "a not-run mark needs its reason")
+        runnable = {(page, snippet.body.splitlines()[0]) for page, snippet in runnable_shell_blocks()}
+        self.assertEqual(RUN_AT_LEAST - runnable, set())
+
+    def test_every_command_block_is_tagged_as_shell(self) -> None:
+        for page in documented_pages():
+            for snippet in snippets(read(page)):
+                with self.subTest(page=os.path.relpath(page, ROOT), line=snippet.line):
+                    self.assertFalse(snippet.lang == "" and snippet.body.startswith(COMMAND_STARTS), snippet.body.splitlines()[0])
+
+    def test_no_shell_block_holds_a_path_of_one_machine(self) -> None:
+        for page, snippet in shell_blocks():
+            with self.subTest(page=page, line=snippet.line):
+                self.assertIsNone(_MACHINE_LOCAL_RE.search(snippet.body))
+
+    def test_the_block_checks_see_an_unmarked_command_a_local_path_and_a_server_left_running(self) -> None:
+        text = "```\npython3 code/serve.py --stdio\n```\n<!-- not run as a snippet: a reason -->\n```sh\nPYTHONPATH=/tmp/h12-pg x\n```\n"
+        first, second = snippets(text)
+        self.assertTrue(first.lang == "" and first.body.startswith(COMMAND_STARTS))
+        self.assertEqual((second.lang, second.not_run, second.line), ("sh", "a reason", 5))
+        self.assertIsNotNone(_MACHINE_LOCAL_RE.search(second.body))
+        self.assertIsNone(_MACHINE_LOCAL_RE.search('cd "$HOME/Notes" && ls /tmp/perf'))
+        self.assertEqual(leaves_servers("export X=1\npython3 code/serve.py --http --port 8765 &\nnotes-mcp --http --port 8766 &\n"), 2)
+        self.assertEqual(leaves_servers("python3 code/serve.py --http --port 0 &\nkill $!\n"), 0)
+
+    @unittest.skipIf(shutil.which("bash") is None, "bash is not installed: the blocks cannot be pasted as a terminal would")
+    def test_each_pasteable_block_runs_whole_in_a_scratch_folder_and_leaves_nothing_running(self) -> None:
+        for page, snippet in runnable_shell_blocks():
+            if 'curl -sS "$URL"' in snippet.body:
+                continue  # the walkthrough has its own test below, with its answers checked
+            with self.subTest(page=page, line=snippet.line, block=snippet.body.splitlines()[0][:60]):
+                pasted = paste(self, snippet.body)
+                if leaves_servers(snippet.body):
+                    self.assertEqual(sum("notes-mcp: listening on " in line for line in pasted.stderr), leaves_servers(snippet.body), pasted.stderr)
+                else:
+                    self.assertEqual(pasted.status, 0, "\n".join(pasted.stderr))
+                # A stdio server reading the block's later lines as messages answers -32700.
+                self.assertNotIn("-32700", pasted.stdout)
+                self.assertFalse(any("Traceback" in line for line in pasted.stderr), pasted.stderr)
+
+    @unittest.skipIf(shutil.which("curl") is None or shutil.which("bash") is None, "curl or bash is not installed: the walkthrough cannot run as written")
+    def test_the_curl_walkthrough_pasted_whole_deletes_once_refuses_the_replay_and_stops_its_server(self) -> None:
         import main
-        from helpers import procs
 
-        (block,) = [body for body in _SH_BLOCK_RE.findall(read(SERVING)) if 'curl -sS "$URL"' in body]
-        self.assertEqual(block.count(CURL_URL_LINE), 1)
-        notes = tempfile.mkdtemp(prefix="docs-curl-")
-        self.addCleanup(shutil.rmtree, notes, True)
-        with open(os.path.join(notes, "tps.md"), "w", encoding="utf-8") as handle:
-            handle.write("# TPS report\n")
-        env = procs.server_env(NOTES_MCP_TOKEN=procs.TOKEN, NOTES_MCP_SECRET=procs.SECRET, XDG_STATE_HOME=os.path.join(notes, ".state"))
-        server = procs.HttpServer(self, "--notes-dir", notes, env=env)
-        script = block.replace(CURL_URL_LINE, f"URL={server.url}")
-        self.assertIsNone(server.proc.poll())
-        done = subprocess.run(
-            ["sh", "-eu", "-c", script], env=dict(env, NOTES=notes, SERVER=str(server.proc.pid)), capture_output=True, text=True, timeout=GUARD
-        )
-        self.assertEqual(done.returncode, 0, done.stderr)
-        self.assertEqual(server.wait(), 0)  # step 4 stopped it: SIGTERM, a clean exit
-        first, second, third = (json.loads(line) for line in done.stdout.splitlines() if line.strip())
+        (block,) = [snippet.body for page, snippet in runnable_shell_blocks() if 'curl -sS "$URL"' in snippet.body]
+        self.assertIsNone(_FIXED_PORT_RE.search(block))  # run exactly as written: nothing to rewrite
+        pasted = paste(self, block)
+        self.assertEqual(pasted.status, 0, pasted.stderr)
+        first, second, third = (json.loads(line) for line in pasted.stdout.splitlines() if line.strip())
         self.assertEqual(first["result"]["resultType"], "input_required")
         self.assertIs(second["result"]["structuredContent"]["deleted"], True)
         self.assertEqual(third["error"]["code"], main.INVALID_PARAMS)
-        self.assertEqual(sorted(os.listdir(notes)), [".state", ".trash"])  # tps.md, and only it, is gone
-        self.assertEqual([name.endswith("-tps.md") for name in os.listdir(os.path.join(notes, ".trash"))], [True])  # into the trash
+        (notes,) = [os.path.join(pasted.scratch, "tmp", name) for name in os.listdir(os.path.join(pasted.scratch, "tmp")) if not name.endswith(".log")]
+        self.assertEqual(os.listdir(notes), [".trash"])  # tps.md, and only it, is gone: into the trash
+        self.assertEqual([name.endswith("-tps.md") for name in os.listdir(os.path.join(notes, ".trash"))], [True])
+        with open(notes + ".log", encoding="utf-8") as handle:
+            log = handle.read().splitlines()
+        self.assertIn("notes-mcp: shutting down: stopped accepting; 0 request(s) in flight", log)  # step 4 stopped it: SIGTERM
+
+
+SDK_URL_LINES = {"python": 'URL = "http://127.0.0.1:8765/mcp"', "js": 'const url = new URL("http://127.0.0.1:8765/mcp");'}
+TS_CLIENT = os.path.join(ROOT, ".ci", "ts-client")
+
+
+def ci_npm_folder(name: str) -> str:
+    """Where `.ci/setup-npm.sh NAME` installs .ci/NAME's pinned packages: ${XDG_CACHE_HOME:-~/.cache}/notes-mcp-ci/NAME."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "notes-mcp-ci", name)
+
+
+def npm_tool_ready(name: str, package: str) -> bool:
+    """True when node is here and `package` is installed at the version .ci/NAME/package.json pins."""
+    try:
+        with open(os.path.join(ROOT, ".ci", name, "package.json"), encoding="utf-8") as handle:
+            pinned = json.load(handle)["dependencies"][package]
+        with open(os.path.join(ci_npm_folder(name), "node_modules", *package.split("/"), "package.json"), encoding="utf-8") as handle:
+            return shutil.which("node") is not None and json.load(handle)["version"] == pinned
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+def mcp_importable() -> bool:
+    """True when this interpreter has the official MCP Python SDK (the CI's venv: .ci/setup-clients.sh)."""
+    import importlib.util
+
+    return importlib.util.find_spec("mcp") is not None
+
+
+class SdkClientTests(unittest.TestCase):
+    """docs/serving.md's official SDK clients, as written, against a real HTTP server with a bearer token: the note goes to the trash."""
+
+    def client_block(self, lang: str) -> str:
+        (block,) = [snippet.body for snippet in snippets(read(SERVING)) if snippet.lang == lang and SDK_URL_LINES[lang] in snippet.body]
+        return block
+
+    def run_client(self, lang: str, command: list[str], folder: str) -> None:
+        """Start a server over `folder` (one note), write the block pointed at it, run `command` + [file, folder]; check the deletion."""
+        from helpers import procs
+
+        notes = os.path.join(folder, "Notes")
+        os.mkdir(notes)
+        with open(os.path.join(notes, "tps.md"), "w", encoding="utf-8") as handle:
+            handle.write("# TPS report\n")
+        env = procs.server_env(NOTES_MCP_TOKEN=procs.TOKEN, NOTES_MCP_SECRET=procs.SECRET, XDG_STATE_HOME=os.path.join(folder, "state"))
+        server = procs.HttpServer(self, "--notes-dir", notes, env=env)
+        block = self.client_block(lang)
+        self.assertEqual(block.count(SDK_URL_LINES[lang]), 1)
+        script = os.path.join(folder, "client.py" if lang == "python" else "client.mjs")
+        with open(script, "w", encoding="utf-8") as handle:
+            handle.write(block.replace(SDK_URL_LINES[lang], SDK_URL_LINES[lang].replace("http://127.0.0.1:8765/mcp", str(server.url))))
+        done = subprocess.run([*command, script, notes], capture_output=True, text=True, timeout=GUARD, cwd=folder, env=env)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn('1 note matches "TPS"', done.stdout)  # the form's message, as the client was shown it
+        self.assertRegex(done.stdout, r"deleted'?: [Tt]rue")
+        self.assertEqual(os.listdir(notes), [".trash"])  # tps.md went to the trash, and only it
+        self.assertEqual([name.endswith("-tps.md") for name in os.listdir(os.path.join(notes, ".trash"))], [True])
+
+    @unittest.skipUnless(mcp_importable(), "the mcp package is absent: .ci/setup-clients.sh installs it (and .ci/run runs the suite with it)")
+    def test_the_python_sdk_client_deletes_the_note_with_the_token(self) -> None:
+        folder = tempfile.mkdtemp(prefix="docs-sdk-python-")
+        self.addCleanup(shutil.rmtree, folder, True)
+        self.run_client("python", [sys.executable], folder)
+
+    @unittest.skipUnless(npm_tool_ready("ts-client", "@modelcontextprotocol/client"),
+                         "the TypeScript MCP client is not installed (needs node; sh .ci/setup-npm.sh ts-client, which .ci/run runs)")  # fmt: skip
+    def test_the_typescript_sdk_client_deletes_the_note_with_the_token(self) -> None:
+        folder = tempfile.mkdtemp(prefix="docs-sdk-ts-")
+        self.addCleanup(shutil.rmtree, folder, True)
+        # Node resolves an ES module's imports from the folders above the file: the pinned install, linked in.
+        os.symlink(os.path.join(ci_npm_folder("ts-client"), "node_modules"), os.path.join(folder, "node_modules"))
+        self.run_client("js", ["node"], folder)
 
 
 class MermaidTests(unittest.TestCase):
@@ -547,9 +794,116 @@ class MermaidTests(unittest.TestCase):
         self.assertEqual(mermaid_problems("flowchart LR\n  subgraph s\n  a --> b\n"), ["1 subgraph(s) without `end`"])
         self.assertEqual(mermaid_problems('flowchart LR\n  call["x"] --> b\n'), ['a node named \'call\', a Mermaid keyword: call["x"] --> b'])
         self.assertEqual(mermaid_problems("flowchart LR\n  a[x (y] --> b\n"), ["unbalanced (): a[x (y] --> b"])
+        self.assertEqual(mermaid_problems("sequenceDiagram\n  participant A\n  A->>A: x; y\n"), ["a `;` ends the statement, so the rest of the message is read as a new one: A->>A: x; y"])
         good = 'sequenceDiagram\n  participant A as Client\n  participant B\n  alt yes\n  A->>B: x: y\n  else no\n  B-->>A: z\n  end\n'
         self.assertEqual(mermaid_problems(good), [])
         self.assertEqual(mermaid_problems('flowchart TB\n  subgraph s["a (b)"]\n  a{"q?"} -->|yes| b[("db")]\n  end\n  s -.->|no| c\n'), [])
+
+
+MERMAID_CI = os.path.join(ROOT, ".ci", "mermaid")
+MERMAID_PARSE = os.path.join(MERMAID_CI, "parse.mjs")
+
+
+def mermaid_modules() -> str:
+    """Where .ci/setup-npm.sh installs the pinned parser."""
+    return ci_npm_folder("mermaid")
+
+
+def pinned_mermaid() -> str:
+    """The mermaid version .ci/mermaid/package.json pins."""
+    with open(os.path.join(MERMAID_CI, "package.json"), encoding="utf-8") as handle:
+        return str(json.load(handle)["dependencies"]["mermaid"])
+
+
+def mermaid_parse(diagrams: list[str]) -> list[str | None]:
+    """Mermaid's own parser over each diagram (node .ci/mermaid/parse.mjs): None where it parses, else its message."""
+    done = subprocess.run(["node", MERMAID_PARSE, mermaid_modules()], input=json.dumps(diagrams), capture_output=True, text=True, timeout=GUARD)
+    if done.returncode != 0:
+        raise AssertionError(f"parse.mjs failed: {done.stderr}")
+    answer = json.loads(done.stdout)
+    if answer["version"] != pinned_mermaid():
+        raise AssertionError(f"mermaid {answer['version']} answered, not the pinned {pinned_mermaid()}")
+    return list(answer["results"])
+
+
+@unittest.skipUnless(npm_tool_ready("mermaid", "mermaid"), "Mermaid's parser is not installed (needs node; sh .ci/setup-npm.sh mermaid, which .ci/run runs)")
+class MermaidParserTests(unittest.TestCase):
+    """Every ```mermaid block in README.md and docs/*.md parses with Mermaid's own parser, at the pinned version."""
+
+    def test_every_mermaid_block_parses_with_mermaids_own_parser(self) -> None:
+        blocks = [(os.path.relpath(page, ROOT), block) for page in documented_pages() for block in mermaid_blocks(read(page))]
+        self.assertGreaterEqual(len(blocks), 5)
+        for (page, block), problem in zip(blocks, mermaid_parse([block for _, block in blocks]), strict=True):
+            with self.subTest(page=page, diagram=block.splitlines()[1].strip()):
+                self.assertIsNone(problem)
+
+    def test_the_parser_refuses_a_semicolon_in_a_message_and_a_keyword_node(self) -> None:
+        semicolon = "sequenceDiagram\n    participant S\n    S->>S: look up (none: the lesson's error); keep a pending record\n"
+        keyword = "flowchart LR\n    a --> end\n"
+        good = 'flowchart LR\n    a["x (y)"] -->|no| b{"q?"}\n'
+        refused, keyword_refused, parsed = mermaid_parse([semicolon, keyword, good])
+        self.assertIn("Parse error", refused or "")
+        self.assertIn("Parse error", keyword_refused or "")
+        self.assertIsNone(parsed)
+
+
+# ------------------------------------------------------------------ the words of the forms and pages
+
+_BUTTON_RE = re.compile(r"<button[^>]*>([^<{]+)</button>")  # a literal button label in a page's HTML
+_CONFIRM_FORM_RE = re.compile(r'confirm_form\([^()]*?, "([^"]+)"\)')  # a note tool's one-checkbox form
+_APPLY_LABEL_RE = re.compile(r'apply_label = "[^"]*", "([^"]+)"')  # the page's approving button for a note tool
+# How a page names a control: a "Label" box, a **Label** button, the checkbox **Label** ...
+_CONTROL_NAMED_RE = re.compile(r'(?:\*\*([^*\n]+)\*\*|"([^"\n]+)") (?:box|checkbox|button)\b|\b(?:box|checkbox|button) (?:\*\*([^*\n]+)\*\*|"([^"\n]+)")')
+
+
+def interface_labels() -> dict[str, str]:
+    """Every label a person reads on a control the product shows (form fields, page buttons): label -> where in code/."""
+    import main
+
+    form = main.delete_form("file:///w", "TPS", [main.Note("a.md", "TPS", "file:///w/a.md")], "")
+    labels = {field["title"]: "main.delete_form" for field in form["params"]["requestedSchema"]["properties"].values()}
+    for path in sorted(pathlib.Path(ROOT, "code").glob("*.py")):
+        if path.stem == "conformance_fixtures":
+            continue  # the conformance suite's test forms: not the product's
+        text = path.read_text(encoding="utf-8")
+        for pattern in (_BUTTON_RE, _CONFIRM_FORM_RE, _APPLY_LABEL_RE):
+            labels.update({label: f"code/{path.name}" for label in pattern.findall(text)})
+    return labels
+
+
+def controls_named(text: str) -> list[str]:
+    """The labels a page gives controls it names as a box, checkbox or button ("the **Keep** button", a "Delete" box)."""
+    return [next(group for group in found if group) for found in _CONTROL_NAMED_RE.findall(_FENCE_RE.sub("", text))]
+
+
+class InterfaceWordsTests(unittest.TestCase):
+    """The docs name each form field and page button by the exact words the product shows."""
+
+    def test_the_labels_are_read_from_the_code(self) -> None:
+        labels = interface_labels()
+        for label in ("Note to delete", "Delete the chosen note", "Move to trash", "Keep", "Sign in", "Apply", "Apply this change",
+                      "Move the note", "Allow", "Deny", "Disconnect"):  # fmt: skip
+            self.assertIn(label, labels)
+
+    def test_every_label_is_quoted_in_bold_in_the_docs(self) -> None:
+        text = "\n".join(read(page) for page in documented_pages())
+        for label, where in interface_labels().items():
+            with self.subTest(label=label, code=where):
+                self.assertTrue(f"**{label}**" in text, f"no page quotes **{label}** ({where})")
+
+    def test_every_control_a_page_names_has_that_label_in_the_product(self) -> None:
+        labels = interface_labels()
+        named = 0
+        for page in documented_pages():
+            for label in controls_named(read(page)):
+                named += 1
+                with self.subTest(page=os.path.relpath(page, ROOT), label=label):
+                    self.assertIn(label, labels)
+        self.assertGreaterEqual(named, 1)  # the form's box in docs/serving.md
+
+    def test_the_control_finder_reads_quotes_and_bold_before_and_after_the_word(self) -> None:
+        text = 'a "Delete it permanently" box, the **Keep** button, the checkbox **Apply**; "not" a name\n```\na "Code" box\n```\n'
+        self.assertEqual(controls_named(text), ["Delete it permanently", "Keep", "Apply"])
 
 
 class ImageTests(unittest.TestCase):

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import ast
+import contextlib
+import glob
+import io
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -11,6 +16,7 @@ import sys
 import tempfile
 import unittest
 from typing import Any
+from unittest import mock
 
 from helpers import support
 import assemble
@@ -128,7 +134,7 @@ class StartupReportTests(Tree):
     def test_the_folder_store_counts_without_opening_notes_and_reuses_describe_once(self) -> None:
         import markdown_store
 
-        nonces = sqlite_store.open_store(os.path.join(self.dir, "nonces.db"), clock=support.Clock())
+        nonces = sqlite_store.open_ledger(os.path.join(self.dir, "nonces.db"), clock=support.Clock())
         self.addCleanup(nonces.close)
         store = markdown_store.MarkdownNotesStore([self.notes], nonces)
         root = main.parse_file_uri(folder_uri(self.notes))
@@ -153,7 +159,7 @@ class StartupReportTests(Tree):
             write(os.path.join(root, "x" * (length - 3) + ".md"), "# Edge\n")
         for length in (stores.MAX_NOTE_ID_LENGTH, stores.MAX_NOTE_ID_LENGTH + 1):
             write(os.path.join(self.notes, "y" * (length - 3) + ".md"), "# Edge\n")
-        nonces = sqlite_store.open_store(os.path.join(self.dir, "nonces.db"), clock=support.Clock())
+        nonces = sqlite_store.open_ledger(os.path.join(self.dir, "nonces.db"), clock=support.Clock())
         self.addCleanup(nonces.close)
         for folder, expected in ((root, 1), (self.notes, 3)):
             with self.subTest(folder=folder[-20:]):
@@ -205,7 +211,7 @@ class StartupReportTests(Tree):
         ])  # fmt: skip
         self.assertEqual(serve.extensions(lesson, serve.parser().parse_args(["--http", "--conformance-fixtures", "--no-legacy"])),
                          ["conformance fixtures (testing only)"])  # fmt: skip
-        nonces = sqlite_store.open_store(os.path.join(self.dir, "nonces.db"), clock=support.Clock())
+        nonces = sqlite_store.open_ledger(os.path.join(self.dir, "nonces.db"), clock=support.Clock())
         self.addCleanup(nonces.close)
         crowded = markdown_store.MarkdownNotesStore([self.notes], nonces, max_walk_entries=1)
         self.assertEqual(assemble.note_count(crowded, folder_uri(self.notes)), "cannot be listed (That notes folder holds more than 1 entries; serve a smaller folder (a sub-folder) instead.)")
@@ -243,12 +249,14 @@ def survey_line(markdown_store: Any, folder: str) -> str:
     """What the folder store's start-up survey says of `folder`: its note count and skipped entries."""
     import folder_paths
 
-    survey = markdown_store.Survey(folder_paths.root_path(folder))
-    fd = folder_paths.open_below(folder, ())
+    root = folder_paths.Root(folder_paths.root_path(folder), os.path.realpath(folder))
+    survey = markdown_store.Survey(root.path)
+    fd = folder_paths.open_below(root, ())
     try:
         folder_paths.walk(fd, (), survey, 0)
     finally:
         os.close(fd)
+        root.close()
     skipped = "; ".join(f"{reason}: {count}" for reason, count in sorted(survey.skipped.items()))
     return f"{survey.surveyed} notes; skipped {skipped or 'nothing'}"
 
@@ -314,7 +322,7 @@ class ScopeFromWhatWasAskedTests(Tree):
         write(os.path.join(vault, "idea.md"), "# Idea\n")
         linked = os.path.join(self.notes, "vault")
         os.symlink(vault, linked)
-        nonces = sqlite_store.open_store(os.path.join(self.dir, "nonces.db"), clock=support.Clock())
+        nonces = sqlite_store.open_ledger(os.path.join(self.dir, "nonces.db"), clock=support.Clock())
         self.addCleanup(nonces.close)
         store = markdown_store.MarkdownNotesStore([self.notes, linked], nonces)
         self.assertEqual(store.workspace_uris(), [folder_uri(self.notes), folder_uri(linked)])
@@ -326,7 +334,7 @@ class ScopeFromWhatWasAskedTests(Tree):
     def test_a_real_sub_folder_configured_beside_its_parent_is_still_dropped(self) -> None:
         import markdown_store
 
-        nonces = sqlite_store.open_store(os.path.join(self.dir, "nonces.db"), clock=support.Clock())
+        nonces = sqlite_store.open_ledger(os.path.join(self.dir, "nonces.db"), clock=support.Clock())
         self.addCleanup(nonces.close)
         store = markdown_store.MarkdownNotesStore([self.notes, os.path.join(self.notes, "2025")], nonces)
         self.assertEqual(store.workspace_uris(), [folder_uri(self.notes)])
@@ -516,7 +524,7 @@ class NormalizedMatchingTests(Tree):
 
         write(os.path.join(self.notes, "cafe.md"), "# Cafe\u0301 notes\n")  # NFD, as macOS writes names
         write(os.path.join(self.notes, "creme.md"), "# Cr\u00e8me list\n")  # NFC
-        nonces = sqlite_store.open_store(os.path.join(self.dir, "nonces.db"), clock=support.Clock())
+        nonces = sqlite_store.open_ledger(os.path.join(self.dir, "nonces.db"), clock=support.Clock())
         self.addCleanup(nonces.close)
         store = markdown_store.MarkdownNotesStore([self.notes], nonces)
         workspace = main.parse_file_uri(folder_uri(self.notes))
@@ -541,3 +549,258 @@ class NormalizedMatchingTests(Tree):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+# ------------------------------------------------------------------ the Python version, the command line, the log
+
+
+def older_pythons() -> dict[tuple[int, ...], str]:
+    """Python 3 interpreters on this machine older than 3.11 (`python3.X` on PATH, pyenv's, the system's): version -> path."""
+    candidates = [shutil.which(f"python3.{minor}") for minor in range(6, 11)]
+    pyenv = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+    candidates += sorted(glob.glob(os.path.join(pyenv, "versions", "3.*", "bin", "python3")))
+    candidates += ["/usr/bin/python3", "/usr/local/bin/python3"]
+    found: dict[tuple[int, ...], str] = {}
+    for path in candidates:
+        if not path or not os.access(path, os.X_OK):
+            continue
+        probe = subprocess.run([path, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
+                               capture_output=True, text=True, timeout=procs.GUARD, env=procs.server_env())  # fmt: skip
+        version = probe.stdout.strip()  # a pyenv shim for a version not selected prints nothing and fails
+        if probe.returncode == 0 and version and tuple(map(int, version.split("."))) < (3, 11):
+            found.setdefault(tuple(map(int, version.split("."))), path)
+    return dict(sorted(found.items()))
+
+
+OLDER_PYTHONS = older_pythons()
+NEEDED = "notes-mcp: needs Python 3.11 or later; this is Python "
+
+
+def as_package(test: unittest.TestCase) -> str:
+    """A folder where `notes_mcp` is code/, as `pip install .` lays it out: a PYTHONPATH for `python -m notes_mcp`."""
+    folder = tempfile.mkdtemp(prefix="as-package-")
+    test.addCleanup(shutil.rmtree, folder, True)
+    os.symlink(support.CODE, os.path.join(folder, "notes_mcp"))
+    return folder
+
+
+class OlderPythonTests(unittest.TestCase):
+    """Under Python 3.10 or older every entry point says so in one line and exits 2, before any other import."""
+
+    def refusal(self, done: subprocess.CompletedProcess[str], version: str) -> None:
+        self.assertEqual(done.returncode, 2, done.stderr)
+        self.assertEqual(done.stdout, "")
+        self.assertEqual(len(done.stderr.splitlines()), 1, done.stderr)
+        self.assertTrue(done.stderr.startswith(NEEDED + version + " ("), done.stderr)
+
+    @unittest.skipUnless(OLDER_PYTHONS, "no Python older than 3.11 on this machine: the patched-version test below stands in")
+    def test_a_real_older_python_gets_one_line_from_serve_py_the_command_and_python_m(self) -> None:
+        scratch = tempfile.mkdtemp(prefix="older-python-")
+        self.addCleanup(shutil.rmtree, scratch, True)
+        notes = os.path.join(scratch, "Notes")
+        write(os.path.join(notes, "tps.md"), "# TPS report\n")
+        package = as_package(self)
+        for numbers, python in OLDER_PYTHONS.items():
+            version = ".".join(map(str, numbers))
+            entries = {"serve.py": [python, procs.SERVE, "--stdio", "--notes-dir", notes]}
+            if numbers >= (3, 7):  # 3.6 cannot compile the package's `from __future__ import annotations`
+                entries["python -m notes_mcp"] = [python, "-m", "notes_mcp", "--stdio"]
+                entries["notes-mcp (the console script)"] = [python, "-c", "import sys; from notes_mcp.cli import run; sys.exit(run())", "--stdio"]
+                entries["notes-mcp demo"] = [python, "-c", "import sys; from notes_mcp.cli import run; sys.exit(run())", "demo"]
+            for name, argv in entries.items():
+                with self.subTest(python=version, entry=name):
+                    done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=procs.GUARD,
+                                          env=procs.server_env(PYTHONPATH=package, XDG_STATE_HOME=os.path.join(scratch, "state")))  # fmt: skip
+                    self.refusal(done, version)
+                    self.assertIn(f"({python})", done.stderr)
+        self.assertFalse(os.path.exists(os.path.join(scratch, "state")))  # refused before any store was opened
+
+    @unittest.skipUnless([v for v in OLDER_PYTHONS if v >= (3, 9)], "no Python 3.9 or 3.10 here: the lesson's demo on them is not checked")
+    def test_the_lesson_demo_still_runs_on_python_3_9_and_3_10(self) -> None:
+        for numbers, python in OLDER_PYTHONS.items():
+            if numbers < (3, 9):
+                continue  # main.py's `tuple[str, ...]` needs 3.9
+            with self.subTest(python=python):
+                done = subprocess.run([python, os.path.join(support.CODE, "main.py")], capture_output=True, text=True, timeout=procs.GUARD, env=procs.server_env())
+                self.assertEqual(done.returncode, 0, done.stderr)
+                self.assertIn("tools/call, id 2", done.stdout)
+
+    def patched(self, run: str, *argv: str) -> subprocess.CompletedProcess[str]:
+        """This Python, told it is 3.10.13 before `run` starts an entry as its own process would; stderr gets the project modules loaded."""
+        script = (
+            "import sys, runpy\n"
+            "sys.version_info = (3, 10, 13, 'final', 0)\n"
+            f"sys.argv = {['entry', *argv]!r}\n"
+            "try:\n"
+            f"    {run}\n"
+            "finally:\n"
+            f"    print('loaded:', sorted(name for name in sys.modules if name.split('.')[-1] in {sorted(PROJECT_MODULES)!r}), file=sys.stderr)\n"
+        )
+        return subprocess.run([sys.executable, "-c", script], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=procs.GUARD,
+                              env=procs.server_env(PYTHONPATH=as_package(self)))  # fmt: skip
+
+    def test_under_a_patched_version_each_entry_refuses_before_importing_any_other_module(self) -> None:
+        runs = {
+            "serve.py": (f"runpy.run_path({procs.SERVE!r}, run_name='__main__')", []),
+            "python -m notes_mcp": ("runpy.run_module('notes_mcp', run_name='__main__', alter_sys=True)", ["notes_mcp", "notes_mcp.__main__", "notes_mcp.cli"]),
+            "notes-mcp demo": ("from notes_mcp.cli import run; sys.exit(run())", ["notes_mcp", "notes_mcp.cli"]),
+        }
+        for name, (run, allowed) in runs.items():
+            with self.subTest(entry=name):
+                done = self.patched(run, "demo" if name.endswith("demo") else "--stdio")
+                message, loaded = done.stderr.splitlines()
+                self.assertEqual(done.returncode, 2, done.stderr)
+                self.assertEqual(message, f"{NEEDED}3.10.13 ({sys.executable})")
+                # Nothing of the project but the entry itself is left loaded: serve.py's check ran
+                # first, and its own half-done import was undone as the exit unwound it.
+                modules = ast.literal_eval(loaded.removeprefix("loaded: "))
+                self.assertEqual([module for module in modules if module not in (*allowed, "__main__")], [])
+
+    def test_the_refusal_carries_the_prefix_every_other_line_does(self) -> None:
+        self.assertTrue(NEEDED.startswith(serve.LOG_PREFIX + ": "))
+
+
+PROJECT_MODULES = {name[:-3] for name in os.listdir(support.CODE) if name.endswith(".py")} | {"notes_mcp"}
+
+
+def refused_start(*argv: str, environ: dict[str, str] | None = None) -> tuple[int, list[str]]:
+    """serve.start(argv) in this process, expected to refuse: (its exit status, its stderr lines)."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), mock.patch.dict(os.environ, environ if environ is not None else {}, clear=environ is not None):
+        try:
+            server, *_ = serve.start(list(argv), prog="notes-mcp")
+        except serve.StartupRefused as refused:
+            return refused.status, err.getvalue().splitlines()
+    assemble.close_store(server.notes)
+    return 0, err.getvalue().splitlines()
+
+
+class CommandLineMistakeTests(unittest.TestCase):
+    """A mistyped option gets one line naming the nearest real one; argparse's other errors are one line too."""
+
+    def test_a_mistyped_option_gets_one_line_suggesting_the_nearest_and_exit_2(self) -> None:
+        for typed, expected in (("--stdoi", "--stdio"), ("--htpp", "--http"), ("--notes-dri", "--notes-dir"), ("--confirm-in-browsr", "--confirm-in-browser")):
+            with self.subTest(typed=typed):
+                status, lines = refused_start(typed, "x")
+                self.assertEqual(status, serve.EXIT_USAGE)
+                self.assertEqual(lines, [f"{serve.LOG_PREFIX}: unknown option {typed}: did you mean {expected}? (notes-mcp --help lists every option)"])
+
+    def test_the_suggestion_comes_before_the_missing_mode_and_survives_a_value(self) -> None:
+        status, lines = refused_start("--stdio", "--db=x.db", "--notes-tols=1")
+        self.assertEqual((status, lines), (serve.EXIT_USAGE, [f"{serve.LOG_PREFIX}: unknown option --notes-tols: did you mean --notes-tools? (notes-mcp --help lists every option)"]))
+
+    def test_an_option_like_nothing_known_is_named_without_a_guess(self) -> None:
+        self.assertEqual(refused_start("--stdio", "--zzz")[1], [f"{serve.LOG_PREFIX}: unknown option --zzz (notes-mcp --help lists every option)"])
+
+    def test_other_usage_errors_are_one_prefixed_line_and_exit_2(self) -> None:
+        for argv, message in (([], "one of the arguments --stdio --http is required"), (["--http", "--port", "70000"], "argument --port: must be 0..65535")):
+            with self.subTest(argv=argv):
+                self.assertEqual(refused_start(*argv), (serve.EXIT_USAGE, [f"{serve.LOG_PREFIX}: {message} (notes-mcp --help lists every option)"]))
+
+    def test_abbreviations_values_and_negative_numbers_are_not_taken_for_unknown_options(self) -> None:
+        command = serve.parser()
+        self.assertTrue(command.parse_args(["--std"]).stdio)  # argparse's unique prefix, as before
+        self.assertEqual(command.parse_args(["--stdio", "--notes-dir", "-"]).notes_dir, ["-"])
+        self.assertIsNone(command.unknown_option(["--http", "--port", "-1", "--", "--anything"]))
+        self.assertEqual(command.unknown_option(["--stdio", "--db", "x", "--nope=1"]), "--nope")
+
+    def test_a_real_process_prints_the_suggestion_alone(self) -> None:
+        done = subprocess.run([sys.executable, procs.SERVE, "--stdoi"], capture_output=True, text=True, timeout=procs.GUARD, env=procs.server_env())
+        self.assertEqual(done.returncode, serve.EXIT_USAGE)
+        self.assertEqual(done.stderr, f"{serve.LOG_PREFIX}: unknown option --stdoi: did you mean --stdio? (serve.py --help lists every option)\n")
+        self.assertEqual(done.stdout, "")
+
+
+class TokenHelpTests(unittest.TestCase):
+    """--help names every flag that needs NOTES_MCP_TOKEN without --config, and no other."""
+
+    def test_the_help_line_names_exactly_the_flags_that_refuse_to_start_without_a_token(self) -> None:
+        environ = {"NOTES_MCP_SECRET": procs.SECRET, "PATH": os.environ.get("PATH", "")}
+        flags = [option for action in serve.parser()._actions if action.nargs == 0 and action.const is True
+                 for option in action.option_strings if option not in ("--stdio", "--http", "--no-auth", "--conformance-fixtures")]  # fmt: skip
+        self.assertIn("--publish", flags)
+        needing = set()
+        for argv in (["--http"], *(["--stdio", flag] for flag in flags)):
+            status, lines = refused_start(*argv, environ=environ)
+            if status and any("NOTES_MCP_TOKEN: is required" in line for line in lines):
+                needing.add(argv[-1])
+        self.assertEqual(needing, {"--http", "--publish", "--confirm-in-browser"})
+        (meaning,) = [text for name, text in serve.ENVIRONMENT if name == "NOTES_MCP_TOKEN"]
+        self.assertEqual(set(re.findall(r"--[a-z-]+", meaning)) - {"--config"}, needing)
+
+
+class PrefixedLogTests(Tree):
+    """Every line a running server prints starts with `notes-mcp: `, from its start through its shutdown."""
+
+    def test_an_http_server_prefixes_start_refusals_the_legacy_adapter_and_shutdown(self) -> None:
+        server = procs.HttpServer(self, "--notes-dir", self.notes, env=env(self.dir, NOTES_MCP_TOKEN=procs.TOKEN))
+        self.assertTrue(server.wait_for_line("sandbox:"))
+        message = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+        status, _, _ = procs.post(server.connect(self), message, procs.mcp_headers(message, token="wrong-token-0123456789abcdef"))
+        self.assertEqual(status, 401)  # a refusal, logged
+        server.proc.terminate()
+        self.assertEqual(server.wait(), 0)
+        lines = server.stderr_lines
+        # How many requests are in flight depends on when the refused connection's close is seen.
+        self.assertEqual([re.sub(r"\d+ request", "N request", line) for line in lines if "shutting down" in line],
+                         [f"{serve.LOG_PREFIX}: shutting down: stopped accepting; N request(s) in flight"])  # fmt: skip
+        self.assertTrue(any("refused HTTP 401" in line for line in lines), lines)
+        self.assertEqual([line for line in lines if not line.startswith(serve.LOG_PREFIX + ": ")], [])
+
+    def test_a_stdio_server_prefixes_the_legacy_adapters_lines(self) -> None:
+        initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                      "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}  # fmt: skip
+        idless = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "notes_delete", "arguments": {}}}
+        done = subprocess.run(
+            [sys.executable, procs.SERVE, "--stdio", "--notes-dir", self.notes], input=f"{json.dumps(initialize)}\n{json.dumps(idless)}\n",
+            capture_output=True, text=True, timeout=procs.GUARD, env=env(self.dir),
+        )  # fmt: skip
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertTrue(any("legacy: ignored id-less request" in line for line in done.stderr.splitlines()), done.stderr)
+        self.assertEqual([line for line in done.stderr.splitlines() if not line.startswith(serve.LOG_PREFIX + ": ")], [])
+
+
+class AuditRestoreMissingEntryTests(Tree):
+    """`audit restore N` for an id with no entry says that it does not exist."""
+
+    def audit(self, *argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, procs.SERVE, "audit", *argv], capture_output=True, text=True, timeout=procs.GUARD, env=env(self.dir), cwd=self.dir)
+
+    def test_a_missing_entry_is_named_as_missing_in_sqlite_and_in_a_folders_database(self) -> None:
+        for store in (["--db", "notes.db"], ["--notes-dir", self.notes]):
+            with self.subTest(store=store[0]):
+                startup_lines(self, *store, extra_env=env(self.dir), cwd=self.dir)  # creates the database, empty audit
+                done = self.audit(*store, "restore", "99")
+                self.assertEqual(done.stdout, "refused: entry 99 does not exist (audit list shows every entry)\n")
+                self.assertEqual(done.returncode, 1)  # audit_cli.EXIT_REFUSED
+                self.assertEqual(self.audit(*store, "list", "--json").stdout, "")  # nothing was recorded
+
+    def test_an_entry_that_exists_but_is_no_deletion_keeps_the_stores_reason(self) -> None:
+        import audit_cli
+
+        class Store:
+            def restore(self, entry_id: int) -> None:
+                raise stores.StoreRefused(f"entry {entry_id} has no note in the trash")
+
+            def audit_entries(self) -> list[dict[str, Any]]:
+                return [{"id": 7}]
+
+        out: list[str] = []
+        for entry, expected in ((7, "refused: entry 7 has no note in the trash"), (8, "refused: entry 8 does not exist (audit list shows every entry)")):
+            args = audit_cli.parser("t").parse_args(["restore", str(entry)])
+            self.assertEqual(audit_cli.run(Store(), args, out.append), audit_cli.EXIT_REFUSED)
+            self.assertEqual(out[-1], expected)
+
+
+class StopBeforeServingTests(unittest.TestCase):
+    """A stop that lands between the URL line and the event loop (a SIGTERM right after start-up) ends the server cleanly."""
+
+    def test_a_shutdown_before_serve_forever_makes_it_return_at_once_with_its_sockets_closed(self) -> None:
+        import http_server
+
+        server = http_server.HttpServer(lambda request: http_server.Response(200, [], b""), "127.0.0.1", 0)
+        port = server.address[1]
+        server.shutdown()
+        server.serve_forever()  # returned: no loop over a closed listener, no traceback
+        with self.assertRaises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=procs.GUARD).close()

@@ -166,6 +166,17 @@ class Flow(unittest.TestCase):
                 self.assertEqual(response["error"]["code"], main.INVALID_PARAMS)
         self.assertEqual(server.handle(call(tps(title="TPS\u00e9")), PRINCIPAL)["result"]["isError"], True)  # no match, no refusal
 
+    def test_a_workspace_uri_holding_a_nul_or_a_lone_surrogate_is_invalid_params_and_reaches_no_store(self) -> None:
+        server = make_lesson_server()
+        server.services.notes.candidates = lambda workspace, title: 1 / 0  # type: ignore[method-assign]
+        for uri in (f"{WORKSPACE}/\x00", f"{WORKSPACE}/\ud800", f"{WORKSPACE}/a\udfffb"):
+            with self.subTest(uri=ascii(uri)):
+                response = server.handle(call(tps(workspace=uri)), PRINCIPAL)
+                self.assertEqual(response["error"]["code"], main.INVALID_PARAMS)
+                self.assertIn("workspaceUri", response["error"]["message"])
+        self.assertEqual(server.services.log, [])  # nothing was looked up, nothing was logged
+        self.assertEqual(note_ids(server), ALL)
+
     def test_the_form_says_what_deleting_does_in_this_store(self) -> None:
         params = make_lesson_server().handle(call(tps()), PRINCIPAL)["result"]["inputRequests"][main.INPUT_KEY]["params"]
         self.assertIn(main.MemoryNotesStore.deletion, params["message"])

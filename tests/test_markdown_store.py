@@ -8,7 +8,6 @@ import random
 import shutil
 import sqlite3
 import subprocess
-import sys
 import tempfile
 import unicodedata
 import unittest
@@ -17,9 +16,11 @@ from typing import Any
 from unittest import mock
 
 from helpers import procs, races
+import test_folder_swap
 from helpers.support import KEY, PRINCIPAL, Clock, Log, accept, call
 
 import audit
+import folder_bodies
 import folder_paths
 import folder_trash
 import main
@@ -61,7 +62,7 @@ class FolderCase(unittest.TestCase):
         return path
 
     def store(self, roots: list[str] | None = None, deletion: str = audit.DELETION_TRASH, ops: folder_paths.FileOps = folder_paths.OS_OPS) -> MarkdownNotesStore:
-        nonces = sqlite_store.open_store(os.path.join(self.base, "nonces.db"), clock=self.clock)
+        nonces = sqlite_store.open_ledger(os.path.join(self.base, "nonces.db"), clock=self.clock)
         self.addCleanup(nonces.close)
         store = MarkdownNotesStore(roots or [self.ws], nonces, retention=audit.Retention(deletion=deletion), ops=ops)
         self.addCleanup(store.close)
@@ -355,18 +356,18 @@ class DeletionTests(FolderCase):
             if stage == when:
                 raise KeyboardInterrupt("simulated death")
 
-        store.nonces._inside_transaction_hook = crash
+        store.nonces.db._inside_transaction_hook = crash
         with self.assertRaises(KeyboardInterrupt):
             store.consume(PRINCIPAL, "n1", self.clock.now + main.DEFAULT_STATE_TTL_SECONDS, (note.id, note.version), ALWAYS)
-        store.nonces._inside_transaction_hook = None
+        store.nonces.db._inside_transaction_hook = None
 
     def between_claim_and_move(self, action: Callable[[], None]) -> MarkdownNotesStore:
         """Consume the chosen note with `action` run after the claim commits, before the move; the store."""
         store = self.store()
         (note,) = store.candidates(main.parse_file_uri(self.uri()), "2025")
-        store.nonces._inside_transaction_hook = lambda stage: action() if stage == "committed" else None
+        store.nonces.db._inside_transaction_hook = lambda stage: action() if stage == "committed" else None
         outcome = store.consume(PRINCIPAL, "n1", self.clock.now + 60, (note.id, note.version), ALWAYS)
-        store.nonces._inside_transaction_hook = None
+        store.nonces.db._inside_transaction_hook = None
         self.assertIs(outcome, main.Settlement.CHANGED)
         self.assertEqual(self.trashed(), [])
         self.assertEqual([e["outcome"] for e in store.audit_entries()], [audit.REFUSED])
@@ -409,6 +410,16 @@ class DeletionTests(FolderCase):
         self.assertTrue(store.is_consumed("n1"))  # the confirmation stays used: a replay moves nothing
         self.assertIs(self.store().consume(PRINCIPAL, "n1", self.clock.now + 60, ("2025/tps.md", "v"), ALWAYS), main.Settlement.USED)
 
+    def test_a_pending_entry_of_a_folder_replaced_since_start_up_stays_pending_and_its_listing_works(self) -> None:
+        store = self.store()
+        self.crash_at(store, "committed")
+        os.rename(self.ws, self.ws + "-old")
+        os.symlink(self.outside, self.ws)  # the path now leads to a folder this store never opened
+        self.clock.now += audit.PENDING_GRACE_SECONDS
+        before = FolderIdentityTests.snapshot(self.outside)
+        self.assertEqual([e["outcome"] for e in store.audit_entries()], [audit.PENDING])  # not judged from another folder
+        self.assertEqual(FolderIdentityTests.snapshot(self.outside), before)
+
     def test_a_crash_between_the_move_and_its_completion_is_deleted_after_restart(self) -> None:
         store = self.store()
         before = self.tree()
@@ -423,7 +434,7 @@ class DeletionTests(FolderCase):
 
     def test_a_store_opened_while_another_instance_writes_starts_and_completes_the_entry_later(self) -> None:
         self.crash_at(self.store(), "moved")
-        nonces = sqlite_store.open_store(os.path.join(self.base, "nonces.db"), clock=self.clock, busy_timeout_ms=50)
+        nonces = sqlite_store.open_ledger(os.path.join(self.base, "nonces.db"), clock=self.clock, busy_timeout_ms=50)
         self.addCleanup(nonces.close)
         holder = sqlite3.connect(os.path.join(self.base, "nonces.db"), isolation_level=None)
         self.addCleanup(holder.close)
@@ -779,10 +790,10 @@ class FolderIdentityTests(FolderCase):
     def test_a_swap_between_the_claim_and_the_move_moves_nothing_and_releases_the_claim(self) -> None:
         store = self.both()
         (note,) = store.candidates(self.alice_path(), "TPS")
-        store.nonces._inside_transaction_hook = lambda stage: self.link_bob_at_alice() if stage == "committed" else None
+        store.nonces.db._inside_transaction_hook = lambda stage: self.link_bob_at_alice() if stage == "committed" else None
         with self.assertRaises(stores.StoreRefused) as caught:
             store.consume(PRINCIPAL, "n1", self.clock.now + 60, (note.id, note.version), ALWAYS)
-        store.nonces._inside_transaction_hook = None
+        store.nonces.db._inside_transaction_hook = None
         self.assert_replaced(caught, main.format_file_uri(self.alice_path()))
         self.assertEqual(self.snapshot(self.alice + "-old"), {"tps.md": "# TPS alice\n"})
         self.assertEqual(self.snapshot(self.bob), self.bob_before)
@@ -809,7 +820,7 @@ class FolderIdentityTests(FolderCase):
 
     def test_two_configured_paths_that_are_one_folder_are_refused_at_start_up(self) -> None:
         self.link_bob_at_alice()
-        nonces = sqlite_store.open_store(os.path.join(self.base, "nonces.db"), clock=self.clock)
+        nonces = sqlite_store.open_ledger(os.path.join(self.base, "nonces.db"), clock=self.clock)
         self.addCleanup(nonces.close)
         with self.assertRaises(stores.StoreError) as caught:
             MarkdownNotesStore([self.alice, self.bob], nonces)
@@ -960,6 +971,47 @@ class NameAndSizeTests(FolderCase):
         self.assertNotIn(self.base, str(caught.exception))
 
 
+class SearchBoundTests(FolderCase):
+    """A text search's time and bytes: both checked before every read, so a folder of large notes cannot hold a search."""
+
+    NOTE = "# F{k}\n" + "word " * 19  # 100 bytes for k < 10
+
+    def searched(self, bound: str, value: float, notes: int = 3) -> tuple[int, bool]:
+        """(notes read, stopped early) of a search of ws, all notes in one folder, with one bound set to `value`."""
+        for k in range(notes):
+            self.write(f"n{k}.md", self.NOTE.format(k=k))
+        self.assertEqual(os.path.getsize(os.path.join(self.ws, "n0.md")), 100)
+        store = self.store()
+        reads = [0]
+        if bound == "search_seconds":
+            store.search_clock = lambda: float(reads[0])  # time passes only while notes are read: one unit a read
+        else:
+            store.search_clock = lambda: 0.0  # no time passes
+        setattr(store, bound, value)
+        real = folder_bodies.load
+
+        def counted(fd: int, name: str) -> Any:
+            reads[0] += 1
+            return real(fd, name)
+
+        with mock.patch.object(folder_bodies, "load", counted):
+            found, stopped = store.search_text(main.parse_file_uri(self.uri()), "word", 50)
+        self.assertEqual(len(found), reads[0])  # every note read holds the word
+        return reads[0], stopped
+
+    def test_the_deadline_is_checked_before_every_read_not_only_while_listing(self) -> None:
+        self.assertEqual(self.searched("search_seconds", 2), (2, True))  # the third read would start at the deadline
+        self.assertEqual(self.searched("search_seconds", 3), (3, False))
+
+    def test_the_bytes_one_search_reads_are_bounded_and_a_read_that_would_pass_the_bound_is_not_made(self) -> None:
+        self.assertEqual(self.searched("search_bytes", 299), (2, True))
+        self.assertEqual(self.searched("search_bytes", 300), (3, False))
+
+    def test_the_default_bounds_are_the_named_constants(self) -> None:
+        store = self.store()
+        self.assertEqual((store.search_seconds, store.search_bytes), (markdown_store.MAX_SEARCH_SECONDS, markdown_store.MAX_SEARCH_BYTES))
+
+
 BOB_TOKEN = "bob-token-0123456789abcdef"
 
 
@@ -996,15 +1048,10 @@ class TwoPrincipalServerTests(unittest.TestCase):
         return json.loads(body)["result"]
 
     def audit_command(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, procs.SERVE, "audit", "--config", self.config, *args],
-                              env=self.env, capture_output=True, text=True, timeout=procs.GUARD)
+        return test_folder_swap.audit_command(self.config, self.env, *args)
 
     def audit_rows(self) -> list[tuple[Any, ...]]:
-        conn = sqlite3.connect(self.db, timeout=procs.GUARD)
-        try:
-            return conn.execute("SELECT principal, outcome, note_id, title, uri, workspace FROM audit ORDER BY id").fetchall()
-        finally:
-            conn.close()
+        return test_folder_swap.audit_rows(self.db, "principal, outcome, note_id, title, uri, workspace")
 
     def attack(self, swap: Callable[[], None], bob_now: str) -> None:
         """alice: a form and a deletion of her own before the swap; then the swap, a first call, an accept, a restore."""

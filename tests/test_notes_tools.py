@@ -378,7 +378,7 @@ class FolderNotesTools(NotesToolsContract, unittest.TestCase):
             self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
         for name in ("Notes", "Notes/archive", "Bob", "Notes-evil"):
             os.makedirs(os.path.join(self.base, name))
-        nonces = sqlite_store.open_store(os.path.join(state, "nonces.db"), clock=clock)
+        nonces = sqlite_store.open_ledger(os.path.join(state, "nonces.db"), clock=clock)
         store = markdown_store.MarkdownNotesStore([self.base], nonces)
         self.addCleanup(store.close)
         return store

@@ -197,6 +197,16 @@ class InstalledCommandTests(unittest.TestCase):
         self.assertEqual(done.stdout, f"{COMMAND} {installed.stdout.strip()} (MCP {main.PROTOCOL_VERSION})\n")
         self.assertEqual(installed.stdout.strip(), main.SERVER_INFO["version"])
 
+    def test_python_m_notes_mcp_is_the_same_command_as_notes_mcp(self) -> None:
+        for argv in (["--version"], ["--help"], ["--stdoi"], ["audit", "--help"]):
+            with self.subTest(argv=argv):
+                command = subprocess.run([self.command, *argv], capture_output=True, text=True, timeout=GUARD, env=clean_env())
+                module = subprocess.run([self.python, "-m", PACKAGE, *argv], capture_output=True, text=True, timeout=GUARD, env=clean_env())
+                self.assertEqual((module.returncode, module.stdout, module.stderr), (command.returncode, command.stdout, command.stderr))
+                self.assertTrue(command.stdout or command.stderr)
+        mistyped = subprocess.run([self.python, "-m", PACKAGE, "--stdoi"], capture_output=True, text=True, timeout=GUARD, env=clean_env())
+        self.assertEqual(mistyped.stderr, f"{COMMAND}: unknown option --stdoi: did you mean --stdio? ({COMMAND} --help lists every option)\n")
+
     def test_demo_runs_the_scripted_two_call_flow(self) -> None:
         done = subprocess.run([self.command, "demo"], capture_output=True, text=True, timeout=GUARD, env=clean_env())
         self.assertEqual(done.returncode, 0, done.stderr)

@@ -16,6 +16,7 @@ from helpers import procs
 from helpers.support import PRINCIPAL, WORKSPACE, Clock, accept, call, tps
 
 import main
+import test_ledger
 from helpers import sql_stores, store_workers
 from helpers.sql_stores import consume_command, race_notes
 import postgres_cluster
@@ -432,3 +433,12 @@ class TwoHttpServers(PgCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class PostgresLedger(test_ledger.LedgerContract, PgCase):
+    """The ledger contract (tests/test_ledger.py) on the PostgreSQL store's ledger."""
+
+    def open(self) -> Any:
+        store = postgres_store.open_store(self.url, clock=self.clock, max_per_principal=test_ledger.BOUND)
+        self.addCleanup(store.close)
+        return store.ledger

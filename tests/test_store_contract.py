@@ -300,7 +300,7 @@ class FolderContract(StoreContract, unittest.TestCase):
                 self.put_file(self.path_of(note.uri), note.title)
             self.workspace_uri = main.format_file_uri(self.below(main.parse_file_uri(WORKSPACE)))
         database = os.path.join(self.state, f"nonces-{len(os.listdir(self.state))}.db")
-        nonces = sqlite_store.open_store(database, clock=clock, max_per_principal=max_per_principal)
+        nonces = sqlite_store.open_ledger(database, clock=clock, max_per_principal=max_per_principal)
         store = markdown_store.MarkdownNotesStore([self.base], nonces)
         self.addCleanup(store.close)
         return store

@@ -20,12 +20,12 @@ OWN = {os.path.basename(name)[:-3] for name in CODE_FILES}
 LAYERS = (
     ("main",),  # the lesson
     ("confirmations", "stores", "title_index", "change_watch", "http_server", "sandbox"),  # on the lesson only
-    ("audit", "sqlite_store", "postgres_store", "folder_paths", "folder_index", "folder_trash", "markdown_store",
+    ("audit", "ledger", "sqlite_store", "postgres_store", "folder_paths", "folder_index", "folder_trash", "markdown_store",
      "note_bodies", "folder_bodies"),
     ("frame", "notes_tools", "connect", "conformance_fixtures", "legacy", "legacy_http", "stdio_transport", "streamable_http",
      "web_pages", "browser_confirm", "confirm_pages"),
     ("config", "assemble", "audit_cli"),  # a server built from a config
-    ("serve", "cli"),  # the command line
+    ("serve", "cli", "__main__"),  # the command line
 )
 LAYER_OF = {module: depth for depth, modules in enumerate(LAYERS) for module in modules}
 
@@ -44,8 +44,8 @@ def project_imports(filename: str) -> set[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module.split(".")[0])
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module.split(".")[0])  # `from .cli import run` (the package's __main__) counts too
     return found & OWN
 
 
@@ -141,6 +141,43 @@ class Encapsulation(unittest.TestCase):
             self.assertNotIn("._inside_transaction_hook", handle.read())
         source = "store._hook = 1\nself._own = 2\nnote._replace(a=1)\nx.__doc__\n"
         self.assertEqual(foreign_private_attributes("t.py", source), ["t.py:1: store._hook"])
+
+
+# What a store is called where the code holds one: a probe of any of these asks a store what
+# it can do instead of reading what it declares (stores.Store, stores.Ledger, stores.Texts).
+STORE_NAMES = {"store", "notes", "nonces", "ledger", "texts", "database", "replay", "records"}
+
+
+def store_probes(filename: str, source: str | None = None) -> list[str]:
+    """Each hasattr/getattr whose object is named like a store (`store`, `self.notes`, `server.notes`, ...)."""
+    found = []
+    for node in ast.walk(parsed(os.path.join(support.CODE, filename)) if source is None else ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("hasattr", "getattr") and node.args:
+            target = node.args[0]
+            name = target.attr if isinstance(target, ast.Attribute) else target.id if isinstance(target, ast.Name) else ""
+            if name in STORE_NAMES or "store" in name:
+                found.append(f"{filename}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+class DeclaredCapabilities(unittest.TestCase):
+    """A store says what it offers (the interfaces of code/stores.py); nothing asks it with hasattr or getattr."""
+
+    def test_no_module_probes_a_store_with_hasattr_or_getattr(self) -> None:
+        self.assertEqual([probe for name in CODE_FILES if name != "main.py" for probe in store_probes(name)], [])
+
+    def test_the_probe_finder_sees_a_probe_of_a_store_but_not_of_a_tool(self) -> None:
+        source = (
+            "a = hasattr(self.store, 'note_text')\n"
+            "b = getattr(server.notes, 'describe', None)\n"
+            "c = getattr(nonces, 'write_with')\n"
+            "d = getattr(tool, 'review', None)\n"
+        )
+        self.assertEqual(store_probes("t.py", source), [
+            "t.py:1: hasattr(self.store, 'note_text')",
+            "t.py:2: getattr(server.notes, 'describe', None)",
+            "t.py:3: getattr(nonces, 'write_with')",
+        ])
 
 
 TESTS = os.path.join(support.ROOT, "tests")

@@ -132,7 +132,7 @@ class TheEnvelope(unittest.TestCase):
         note_id = f"Notes/{first_part}/{second_part}"
         self.assertEqual(len(note_id), stores.MAX_NOTE_ID_LENGTH)
         clock = Clock()
-        nonces = sqlite_store.open_store(os.path.join(state, "nonces.db"), clock=clock)
+        nonces = sqlite_store.open_ledger(os.path.join(state, "nonces.db"), clock=clock)
         store = markdown_store.MarkdownNotesStore([base], nonces)
         self.addCleanup(store.close)
         workspace = main.format_file_uri(tuple(p for p in base.split("/") if p) + ("Notes",))

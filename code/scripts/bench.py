@@ -1364,7 +1364,7 @@ def decline_round_trip(send: Callable[[bytes], bytes], workspace: str, title: st
         raise BenchError(f"first call for {title!r}: expected one choice, got {len(options)}")
     retry = dict(params, requestState=result["requestState"], inputResponses={main.INPUT_KEY: {"action": "decline"}})
     final = json.loads(send(encode({"jsonrpc": "2.0", "id": request_id + 1, "method": "tools/call", "params": retry})))
-    if "Too many confirmations are pending" in str(final.get("result")):
+    if "Too many confirmations" in str(final.get("result")):
         raise ReplayBoundReached(f"decline for {title!r}: the replay bound")
     if (final.get("result") or {}).get("structuredContent") != {"deleted": False, "reason": "declined"}:
         raise BenchError(f"decline for {title!r}: expected declined, got {str(final)[:300]}")
@@ -1433,7 +1433,7 @@ def folder_index_bytes_per_note(directory: str, size: int) -> tuple[float, float
     config, uri = scaling_config(directory, "folder", notes, workspace, None)
     with open(config, encoding="utf-8") as handle:
         folder = json.load(handle)["principals"][PRINCIPAL]["notesDirs"][0]
-    nonces = sqlite_store.open_store(os.path.join(directory, "index-memory.db"), clock=time.time)
+    nonces = sqlite_store.open_ledger(os.path.join(directory, "index-memory.db"), clock=time.time)
     gc.collect()
     tracemalloc.start()
     try:
@@ -2219,7 +2219,7 @@ def folder_store_over(directory: str, notes: list[main.Note]) -> tuple[str, Any,
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(f"# {note.title}\n")
-    nonces = sqlite_store.open_store(os.path.join(directory, "nonces.db"), clock=time.time)
+    nonces = sqlite_store.open_ledger(os.path.join(directory, "nonces.db"), clock=time.time)
     store = markdown_store.MarkdownNotesStore([folder], nonces)
     return folder, store, tuple(p for p in os.path.realpath(folder).split("/") if p)
 

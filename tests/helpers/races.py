@@ -127,7 +127,7 @@ def race(tries: int, check: bool = True) -> collections.Counter[str]:
     with tempfile.TemporaryDirectory(prefix="exchange-race-") as base:
         notes = os.path.join(base, "notes")
         os.makedirs(notes)
-        nonces = sqlite_store.open_store(os.path.join(base, "nonces.db"), clock=lambda: 1_000_000.0)
+        nonces = sqlite_store.open_ledger(os.path.join(base, "nonces.db"), clock=lambda: 1_000_000.0)
         store = MarkdownNotesStore([notes], nonces, retention=audit.Retention(), watch=False)
         workspace = tuple(p for p in notes.split("/") if p)
         trash = os.path.join(notes, folder_trash.TRASH_DIR)

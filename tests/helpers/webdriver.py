@@ -1,7 +1,7 @@
 """A minimal W3C WebDriver client (http.client only) driving headless Chromium through chromedriver.
 
 Only what the browser tests need: start chromedriver on a free loopback port, open one
-session, navigate, find by CSS, type, click, read the source and URL, switch into a
+session, navigate, find by CSS, read text, type, click, read the source and URL, switch into a
 frame, take a PNG screenshot, and tear everything down (session, driver, profile dir).
 
 Starting Chromium is most of a browser test's cost, so `shared()` keeps one browser per
@@ -143,6 +143,10 @@ class Driver:
     def find(self, css: str) -> str:
         """The element id of the first match for a CSS selector (WebDriverError if none)."""
         return self._session("POST", "/element", {"using": "css selector", "value": css})[ELEMENT_KEY]
+
+    def text(self, element: str) -> str:
+        """An element's rendered text."""
+        return self._session("GET", f"/element/{element}/text")
 
     def send_keys(self, element: str, text: str) -> None:
         """Type text into an element."""
