@@ -10,7 +10,7 @@ import subprocess
 import unittest
 
 from helpers import support
-from tests import fast
+from tests import fast, timings
 
 
 def outcome(body: object) -> unittest.TestResult:
@@ -129,6 +129,28 @@ class FullSuiteOrder(unittest.TestCase):
     def test_a_module_outside_the_tier_runs_unguarded(self) -> None:
         guarded, rest, total = self.discovered("test_stdio.py")
         self.assertEqual((guarded, len(rest)), ([], total))
+
+
+class SuiteTimings(unittest.TestCase):
+    """`python3 -m tests.timings` charges a charge opened inside another to the inner owner only, and sums by module."""
+
+    def test_an_inner_charge_is_not_counted_again_in_the_outer_one(self) -> None:
+        ledger = timings.Ledger()
+        before = timings._started[0]
+        try:
+            outer = ledger.start()
+            inner = ledger.start()
+            timings._started[0] += 2  # two processes started inside the inner charge
+            ledger.stop("tests.test_x.A.test_inner", inner)
+            timings._started[0] += 1  # and one by the outer owner itself
+            ledger.stop("tests.test_x.A", outer)
+        finally:
+            timings._started[0] = before
+        self.assertEqual(dict(ledger.processes), {"tests.test_x.A.test_inner": 2, "tests.test_x.A": 1})
+        (module,) = ledger.totals(1)
+        self.assertEqual((module[0], module[4]), ("test_x", 3))
+        self.assertEqual(sorted(row[0] for row in ledger.totals(3)), ["test_x.A", "test_x.A.test_inner"])
+        self.assertGreaterEqual(min(ledger.cpu.values()), 0.0)
 
 
 if __name__ == "__main__":
