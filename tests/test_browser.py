@@ -19,6 +19,7 @@ from helpers import procs  # noqa: E402
 from helpers import webdriver  # noqa: E402
 from helpers.support import tps  # noqa: E402
 from test_connect import ALICE_TOKEN, BOB_TOKEN, BOB_WORKSPACE, RealHttpServer, answer, connect_request, notes  # noqa: E402
+import browser_confirm  # noqa: E402
 import main  # noqa: E402
 import sqlite_store  # noqa: E402
 import streamable_http  # noqa: E402
@@ -78,9 +79,7 @@ class BrowserFlowTests(RealHttpServer, unittest.TestCase):
         super().setUpClass()
 
     def driver(self, prefs: dict[str, Any] | None = None) -> webdriver.Driver:
-        driver = webdriver.Driver(prefs)
-        self.addCleanup(driver.close)
-        return driver
+        return webdriver.shared(prefs)
 
     def first_link(self) -> tuple[dict[str, Any], str]:
         """A real first tools/call notes_publish: its result and the link it carries."""
@@ -199,8 +198,7 @@ class ConfirmInChromiumTests(unittest.TestCase):
         (self.server, pages), (self.other, _) = [build(self.clock, support.Log(), store) for store in self.stores]
         self.listen(pages)
         self.alice = Client(self.server, "alice")
-        self.driver = webdriver.Driver()
-        self.addCleanup(self.driver.close)
+        self.driver = webdriver.shared()
 
     def listen(self, pages: Any) -> None:
         """The pages on a real loopback listener (the MCP calls go to the servers in process)."""
@@ -246,7 +244,7 @@ class ConfirmInChromiumTests(unittest.TestCase):
         done = self.second(first, self.other)["result"]  # the other instance reads the shared decision
         self.assertEqual(done["structuredContent"], {"deleted": True, "noteId": "note-7"})
         self.assertEqual(sorted(self.ids()), sorted(n.id for n in notes() if n.id != "note-7"))
-        self.assertEqual(self.second(first)["error"]["message"], main.STATE_INVALID)
+        self.assertEqual(self.second(first)["error"]["message"], browser_confirm.refused_confirmation(main.TOOL_NAME))
         self.driver.get(url)
         self.assertIn("Link not valid", self.driver.source())
 
@@ -265,7 +263,7 @@ class ConfirmInChromiumTests(unittest.TestCase):
         self.driver.click(self.driver.find("input[value$=':note-7']"))
         self.driver.submit(self.driver.find("button[value=approve]"))
         self.assertIn("Link not valid", self.driver.source())
-        self.assertEqual(self.second(first)["error"]["message"], main.STATE_INVALID)
+        self.assertEqual(self.second(first)["error"]["message"], browser_confirm.refused_confirmation(main.TOOL_NAME))
         self.assertEqual(sorted(self.ids()), sorted(n.id for n in notes()))
 
     def test_another_principals_browser_is_refused_and_alices_confirmation_stays_pending(self) -> None:
@@ -305,8 +303,7 @@ class UpdateInChromiumTests(unittest.TestCase):
         arguments = {"workspaceUri": main.LESSON_WORKSPACE, "noteId": note["noteId"], "body": body, "version": note["version"]}
         first = alice.call("notes_update", arguments)["result"]
         url = first["structuredContent"]["url"]
-        driver = webdriver.Driver()
-        self.addCleanup(driver.close)
+        driver = webdriver.shared()
         driver.get(url)
         driver.send_keys(driver.find("input[name=token]"), ALICE_TOKEN)
         driver.submit(driver.find("form button[type=submit]"))
@@ -323,7 +320,7 @@ class UpdateInChromiumTests(unittest.TestCase):
         done = alice.call("notes_update", second)["result"]
         self.assertTrue(done["structuredContent"]["updated"], done)
         self.assertEqual(store.note_text(note["noteId"], main.parse_file_uri(main.LESSON_WORKSPACE))[1], body)
-        self.assertEqual(alice.call("notes_update", second)["error"]["message"], main.STATE_INVALID)
+        self.assertEqual(alice.call("notes_update", second)["error"]["message"], browser_confirm.refused_confirmation("notes_update"))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from typing import Any
 
 from helpers import support  # noqa: F401  first: it puts code/ on the import path
 import audit  # noqa: E402
+import browser_confirm  # noqa: E402
 import main  # noqa: E402
 import notes_tools  # noqa: E402
 from helpers.support import WORKSPACE  # noqa: E402
@@ -35,7 +36,7 @@ class EditPageTests(PageCase):
         self.assertEqual(self.text(), "milk\neggs\u202e\nbread\u200b\n")
         entry = self.last_entry()
         self.assertEqual((entry["outcome"], entry["channel"], entry["approved_by"]), (audit.UPDATED, "browser", "alice"))
-        self.assertEqual(self.second("notes_edit", arguments, first)["error"]["message"], main.STATE_INVALID)
+        self.assertEqual(self.second("notes_edit", arguments, first)["error"]["message"], browser_confirm.refused_confirmation("notes_edit"))
 
     def test_a_count_mismatch_opens_no_page_and_says_how_many_matched(self) -> None:
         result = self.alice.call("notes_edit", self.edit_args("m", "M", expectedMatches=3))["result"]
