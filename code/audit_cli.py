@@ -59,14 +59,24 @@ def shown(value: Any) -> str:
     return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
 
 
-def table(entries: Sequence[dict[str, Any]]) -> list[str]:
+def approver(entry: dict[str, Any], labels: dict[str, str]) -> str:
+    """Who approved on the page, when, and with which passkey (its label where it is still registered)."""
+    text = shown(entry["approved_by"]) + (f" at {stamp(entry['approved_at'])}" if entry["approved_at"] is not None else "")
+    credential = entry.get("approved_with")
+    if credential:
+        label = labels.get(credential)
+        text += f" with passkey {shown(credential)}" + (f" ({shown(label)})" if label is not None else "")
+    return text
+
+
+def table(entries: Sequence[dict[str, Any]], labels: dict[str, str] | None = None) -> list[str]:
     """The entries as aligned lines under one header (the client name is labelled self-reported)."""
     header = ("ID", "TIME (UTC)", "PRINCIPAL", "TOOL", "OUTCOME", "CHANNEL", "APPROVED BY", "NOTE", "TITLE", "WORKSPACE",
               "REQUEST", "CLIENT (self-reported)", "TRASH")  # fmt: skip
     rows = [header] + [
         (shown(e["id"]), stamp(e["at"]), shown(e["principal"]), shown(e["tool"]),
          shown(e["outcome"]) + (f" #{e['restores']}" if e["restores"] is not None else ""), shown(e["channel"]),
-         shown(e["approved_by"]) + (f" at {stamp(e['approved_at'])}" if e["approved_at"] is not None else ""),
+         approver(e, labels or {}),
          shown(e["note_id"]), shown(e["title"]), shown(e["workspace"]), shown(e["request_id"]),
          shown(e["client_name"]), shown(e["trash"]))
         for e in entries
@@ -125,7 +135,8 @@ def run(store: stores.Store, args: argparse.Namespace, out: Callable[[str], None
         for entry in entries:
             out(json.dumps(entry, ensure_ascii=True))
     else:
-        for line in table(entries):
+        labels = {key.credential_id: key.label for key in store.ledger.passkeys().of()}
+        for line in table(entries, labels):
             out(line)
     return 0
 

@@ -608,7 +608,7 @@ class ConfirmedTool(NoteTool):
         record = self.flow.decided(principal, state, self.name)
         if record.status == browser_confirm.PENDING:
             return ask_again(record)
-        audit.mark(channel, record.decided_by, record.decided_at)
+        audit.mark(channel, record.decided_by, record.decided_at, record.decided_with)
         if not self.flow.approved(record, principal):
             self.confirmations.consume(principal, state)
             return self.not_done("declined", "The user pressed Keep on the confirmation page; nothing was changed.")

@@ -42,6 +42,7 @@ import signal
 import threading
 from collections.abc import Sequence
 from typing import Any, NoReturn
+from urllib.parse import urlsplit
 
 import assemble
 import config as configuration
@@ -120,6 +121,10 @@ def pages_on_loopback(args: argparse.Namespace) -> bool:
 def serve_pages_at(pages: Any, policy: Any, config: dict[str, Any], listened: str, loopback: bool) -> str:
     """Give the pages their origin (publicUrl, else the listener's `listened`) and let the transport accept it; that origin."""
     public = config.get("publicUrl")
+    if not public and config.get("passkeys", "off") != "off":
+        # WebAuthn needs a domain RP ID in a secure context: an IP address is never one, and
+        # http://localhost is both. The listener is on loopback (start() refused anything else).
+        listened = f"http://localhost:{urlsplit(listened).port}"
     pages.base_url = public or listened
     if public:
         # The browser names the public origin in Origin and, through a proxy that keeps it, in Host.
@@ -146,6 +151,8 @@ def confirmation_page(config: dict[str, Any], args: argparse.Namespace) -> str:
     browser = args.confirm_in_browser or config.get("confirmInBrowser", False)
     public = config.get("publicUrl")
     at = f"; links at {public} (publicUrl: the pages' Origin, Secure cookies when https)" if public else ""
+    at += {"offer": "; passkeys offered (a passkey signs in instead of the token)",
+           "require": "; passkeys required (every approval needs a passkey assertion)"}.get(config.get("passkeys", "off"), "")
     if browser:
         return f"on (--confirm-in-browser): a host without forms gets a link, and URL-mode hosts the page{at}"
     if args.publish or config.get("publish", False) or (args.http and (pages_on_loopback(args) or public)):
@@ -489,6 +496,11 @@ def parser(prog: str = "serve.py") -> argparse.ArgumentParser:
              "the first call returns a link (off by default)",
     )  # fmt: skip
     p.add_argument(
+        "--passkeys", choices=("off", "offer", "require"), default=None,
+        help="passkeys on the confirmation page: offer (sign in with one instead of the token) or require (every approval "
+             "needs one); off by default (overrides the config's passkeys; needs pip install 'notes-mcp[passkeys]')",
+    )  # fmt: skip
+    p.add_argument(
         "--notes-tools", action="store_true",
         help="also serve the note tools: notes_workspaces, notes_search, notes_read, notes_create, notes_append, notes_update, notes_move",
     )  # fmt: skip
@@ -598,6 +610,8 @@ def start(argv: Sequence[str], prog: str = "serve.py") -> tuple[frame.Server, di
             config["db"] = configuration.db_location(configuration.read_path(args.db, "--db"), "--db", os.getcwd())
         if args.public_url is not None:
             config["publicUrl"] = configuration.read_public_url(args.public_url, "--public-url")
+        if args.passkeys is not None:
+            config["passkeys"] = args.passkeys
         if args.http and (publish or browser) and not config.get("publicUrl") and not pages_on_loopback(args):
             # http://0.0.0.0:PORT/confirm/... opens nowhere, and a sign-in there sends the
             # bearer token across the network in clear text: people need the real address.
@@ -607,6 +621,12 @@ def start(argv: Sequence[str], prog: str = "serve.py") -> tuple[frame.Server, di
     except ConfigError as exc:
         say(str(exc))
         raise StartupRefused(EXIT_USAGE) from None
+    import passkey_pages
+
+    refusal = passkey_pages.refusal(config.get("passkeys", "off"), config.get("publicUrl"))
+    if refusal:
+        say(refusal)
+        raise StartupRefused(EXIT_USAGE)
     try:
         assemble.check_folders(config, args.config, args.notes_dir)
     except ConfigError as exc:
@@ -644,7 +664,7 @@ def start(argv: Sequence[str], prog: str = "serve.py") -> tuple[frame.Server, di
         import confirm_pages
         import web_pages
 
-        members.append(confirm_pages.install(server, tokens))
+        members.append(confirm_pages.install(server, tokens, passkeys=config.get("passkeys", "off")))
         pages = web_pages.PageSet(members)
     else:
         pages = None
