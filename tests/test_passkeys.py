@@ -1,0 +1,400 @@
+"""Passkeys on the confirmation page, in a real headless Chromium with a virtual WebAuthn authenticator (code/passkey_pages.py).
+
+The pages run on a real loopback listener linked as http://localhost:PORT (a secure context
+with a domain RP ID); the MCP calls go to the servers in process, two instances over one
+SQLite file. The authenticator is the W3C WebAuthn WebDriver extension's (CTAP2, internal,
+resident keys, user verification), so every assertion is a real browser's over a real key.
+Skipped in one line where Chromium or the optional extra (notes-mcp[passkeys]) is absent.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import os
+import re
+import tempfile
+import threading
+import time
+import unittest
+from contextlib import redirect_stdout
+from typing import Any
+from unittest import mock
+
+from helpers import support  # first: it puts code/ on the import path
+import audit  # noqa: E402
+import audit_cli  # noqa: E402
+import browser_confirm  # noqa: E402
+import confirm_pages  # noqa: E402
+import frame  # noqa: E402
+import main  # noqa: E402
+import passkey_pages  # noqa: E402
+import sqlite_store  # noqa: E402
+import stores  # noqa: E402
+import streamable_http  # noqa: E402
+import web_pages  # noqa: E402
+from helpers import procs, webdriver  # noqa: E402
+from helpers.support import KEY, tps  # noqa: E402
+from test_browser_confirm import TOKENS, Client  # noqa: E402
+from test_connect import ALICE_TOKEN, grants, notes  # noqa: E402
+
+SCREENSHOTS = os.environ.get("NOTES_MCP_SCREENSHOTS") or os.path.join(tempfile.gettempdir(), "notes-mcp-screenshots")
+HAS_EXTRA = importlib.util.find_spec("fido2") is not None
+SKIP_EXTRA = "the optional WebAuthn library is not installed (pip install 'notes-mcp[passkeys]'; .ci/setup-passkeys.sh)"
+
+# A hostile script in the page (what a model driving the browser can run): one assertion over
+# `challenge`, its fields put in the form `selector`, then `then`: "submit" sends the form as
+# it is, "hold" keeps the fields in sessionStorage, "choose:VALUE" picks another note and
+# approves it. It never runs the page's own script, and it may ask for no user verification.
+HOSTILE = """
+const [selector, challenge, verification, then, done] = arguments;
+const dec = t => Uint8Array.from(atob(t.replace(/-/g, "+").replace(/_/g, "/") + "===".slice((t.length + 3) % 4)), c => c.charCodeAt(0));
+const enc = b => btoa(String.fromCharCode(...new Uint8Array(b))).replace(/\\+/g, "-").replace(/\\//g, "_").replace(/=+$/, "");
+navigator.credentials.get({publicKey: {challenge: dec(challenge), rpId: "localhost", userVerification: verification}}).then(c => {
+  const form = document.querySelector(selector);
+  const fields = [["credential", c.id], ["client_data", enc(c.response.clientDataJSON)],
+                  ["authenticator_data", enc(c.response.authenticatorData)], ["signature", enc(c.response.signature)]];
+  if (then === "hold") {
+    const login = form.querySelector("input[name=login]");
+    if (login) { fields.push(["login", login.value]); }
+    window.sessionStorage.setItem("held", JSON.stringify(fields)); done("held"); return;
+  }
+  for (const [name, value] of fields) {
+    const input = document.createElement("input"); input.type = "hidden"; input.name = name; input.value = value; form.appendChild(input);
+  }
+  if (then.startsWith("choose:")) {
+    form.querySelector('input[name=note][value="' + then.slice(7) + '"]').checked = true;
+    const decision = document.createElement("input"); decision.type = "hidden"; decision.name = "decision"; decision.value = "approve";
+    form.appendChild(decision);
+  }
+  form.submit();
+  done("sent");
+}, e => done("refused: " + e.name));
+"""
+# The held fields, sent in the page's form `selector` (else a new form to `action`), with
+# decision=approve and the note `note` chosen when given.
+REPLAY = """
+const [selector, action, note] = arguments;
+let form = selector && document.querySelector(selector);
+if (!form) { form = document.createElement("form"); form.method = "post"; form.action = action; document.body.appendChild(form); }
+const fields = JSON.parse(window.sessionStorage.getItem("held"));
+if (note) {
+  form.querySelector('input[name=note][value="' + note + '"]').checked = true;
+  fields.push(["decision", "approve"]);
+}
+for (const [name, value] of fields) {
+  const input = document.createElement("input"); input.type = "hidden"; input.name = name; input.value = value; form.appendChild(input);
+}
+form.submit();
+"""
+SIGN_IN_FORM = "form[data-passkey=sign-in]"
+DECISION_FORM = "form[action$='/decision']"
+
+
+def build(clock: support.Clock, store: Any, mode: str) -> tuple[frame.Server, confirm_pages.ConfirmPages]:
+    """The product's server over `store` with --confirm-in-browser and the confirmation pages in passkey `mode`."""
+    records = browser_confirm.records_for(store, clock)
+    server = frame.notes_server(
+        keys=[KEY], notes=store, replay=None, policy=main.AuthorizationPolicy(grants()), clock=clock, log=support.Log(),
+        tool=lambda services: browser_confirm.ConfirmedNotesDelete(services, records, True),
+    )
+    audit.install(server)
+    return server, confirm_pages.install(server, TOKENS, passkeys=mode)
+
+
+def serve_on_localhost(test: unittest.TestCase, server: frame.Server, pages: confirm_pages.ConfirmPages) -> str:
+    """`pages` on a real loopback listener, linked as http://localhost:PORT, until the test ends; that origin."""
+    policy = streamable_http.HttpPolicy({}, None, None, frozenset())
+    endpoint = streamable_http.McpEndpoint(server, policy, web_pages.PageSet([pages]), mcp_endpoint=False)
+    listener = streamable_http.listen("127.0.0.1", 0, endpoint, support.Log())
+    port = listener.address[1]
+    policy.allowed_hosts = frozenset(f"{name}:{port}" for name in streamable_http.LOOPBACK_NAMES)
+    pages.base_url = f"http://localhost:{port}"
+    thread = threading.Thread(target=listener.serve_forever, daemon=True)
+    thread.start()
+    test.addCleanup(thread.join, procs.GUARD)
+    test.addCleanup(listener.shutdown, 0)
+    return pages.base_url
+
+
+class PasskeysInChromium(unittest.TestCase):
+    """Two instances over one SQLite file, each serving its pages; one Chromium with one virtual authenticator."""
+
+    mode = passkey_pages.OFFER
+    prefs: dict[str, Any] | None = None
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        if not webdriver.available():
+            raise unittest.SkipTest("Chromium or chromedriver not installed (run .ci/setup-chromium.sh)")
+        if not HAS_EXTRA:
+            raise unittest.SkipTest(SKIP_EXTRA)
+        super().setUpClass()
+
+    def setUp(self) -> None:
+        folder = tempfile.TemporaryDirectory()
+        self.addCleanup(folder.cleanup)
+        self.clock = support.Clock()
+        path = os.path.join(folder.name, "notes.db")
+        self.stores = [sqlite_store.open_store(path, clock=self.clock, seed_notes=notes()) for _ in range(2)]
+        for store in self.stores:
+            self.addCleanup(store.close)
+        (self.server, self.pages), (self.other, self.other_pages) = [build(self.clock, store, self.mode) for store in self.stores]
+        serve_on_localhost(self, self.server, self.pages)
+        serve_on_localhost(self, self.other, self.other_pages)
+        self.driver = webdriver.Driver(self.prefs)
+        self.addCleanup(self.driver.close)
+        self.authenticator = self.driver.add_authenticator()
+
+    # ---------------------------------------------------------------- steps
+
+    def first(self, server: frame.Server | None = None) -> tuple[dict[str, Any], str]:
+        result = Client(server or self.server, "alice").call(tps("TPS report"))["result"]
+        return result, result["structuredContent"]["url"]
+
+    def second(self, first: dict[str, Any], server: frame.Server | None = None) -> dict[str, Any]:
+        arguments = {**tps("TPS report"), "confirmation": first["structuredContent"]["confirmation"]}
+        return Client(server or self.server, "alice").call(arguments)
+
+    def sign_in_with_token(self, url: str) -> str:
+        self.driver.get(url)
+        self.driver.send_keys(self.driver.find("input[name=token]"), ALICE_TOKEN)
+        self.driver.submit(self.driver.find("form[action$='/sign-in'] button[type=submit]"))
+        return self.driver.source()
+
+    def register(self, label: str = "Test laptop") -> str:
+        self.driver.send_keys(self.driver.find("input[name=label]"), label)
+        self.save("passkey-register.png")
+        self.driver.submit(self.driver.find("form[data-passkey=register] button[type=submit]"))
+        return self.driver.source()
+
+    def sign_in_with_passkey(self, url: str) -> str:
+        self.driver.get(url)
+        self.driver.submit(self.driver.find("form[data-passkey=sign-in] button[type=submit]"))
+        return self.driver.source()
+
+    def save(self, name: str) -> None:
+        os.makedirs(SCREENSHOTS, exist_ok=True)
+        with open(os.path.join(SCREENSHOTS, name), "wb") as handle:
+            handle.write(self.driver.screenshot())
+
+    def ids(self) -> list[str]:
+        return [note.id for note in self.stores[1].all()]
+
+    def status(self, first: dict[str, Any]) -> str:
+        record = self.pages.records.by_handle(first["structuredContent"]["url"].rsplit("/", 1)[1])
+        assert record is not None
+        return record.status
+
+    def keys(self) -> list[stores.Passkey]:
+        return self.stores[1].ledger.passkeys().of("alice")
+
+    def hostile(self, selector: str, challenge: str, then: str = "submit", verification: str = "required") -> str:
+        """Run the hostile script; when it sent the form, wait for the page that answers it."""
+        old = self.driver.find("html")
+        said = str(self.driver.execute_async(HOSTILE, selector, challenge, verification, then))
+        if said == "sent":
+            self.arrived(old)
+        return said
+
+    def replay(self, action: str = "", selector: str = "", note: str = "") -> str:
+        """Send the held assertion in the form `selector` (else to `action`), approving `note` when given; the page that answers."""
+        old = self.driver.find("html")
+        self.driver.execute(REPLAY, selector, action, note)
+        self.arrived(old)
+        return self.driver.source()
+
+    def arrived(self, old: str) -> None:
+        deadline = time.monotonic() + webdriver.COMMAND_GUARD_SECONDS
+        while self.driver.current_root() in (old, None):
+            if time.monotonic() > deadline:
+                raise webdriver.WebDriverError("no page answered the form")
+            time.sleep(webdriver.NAVIGATION_POLL_SECONDS)
+
+    def challenge_of(self, css: str) -> str:
+        return str(self.driver.execute("return document.querySelector(arguments[0]).dataset.challenge", css))
+
+
+class OfferTests(PasskeysInChromium):
+    mode = passkey_pages.OFFER
+
+    def test_register_after_a_token_sign_in_then_sign_in_with_the_passkey_approve_and_the_next_call_deletes(self) -> None:
+        first, url = self.first()
+        page = self.sign_in_with_token(url)
+        self.assertIn("Register a passkey", page)
+        page = self.register()
+        self.assertIn("1 registered for alice", page)
+        [key] = self.keys()
+        self.assertEqual((key.label, key.principal), ("Test laptop", "alice"))
+        self.assertEqual([c["rpId"] for c in self.driver.authenticator_credentials(self.authenticator)], ["localhost"])
+        self.driver.submit(self.driver.find("button[value=keep]"))  # this one is kept; the next is approved by passkey
+        first, url = self.first()
+        self.driver.get(url)
+        self.save("passkey-sign-in.png")
+        page = self.sign_in_with_passkey(url)
+        self.assertIn("Signed in as <strong>alice</strong>", page)
+        self.assertNotIn("Register a passkey", page)  # a passkey session adds no passkey
+        self.driver.click(self.driver.find("input[value$=':note-7']"))
+        self.driver.submit(self.driver.find("button[value=approve]"))
+        self.assertIn("<h1>Approved</h1>", self.driver.source())
+        self.assertIn("note-7", self.ids())
+        done = self.second(first, self.other)["result"]
+        self.assertEqual(done["structuredContent"], {"deleted": True, "noteId": "note-7"})
+        entry = self.stores[1].audit_entries(outcome=audit.DELETED)[-1]
+        self.assertEqual((entry["channel"], entry["approved_by"], entry["approved_with"]), ("browser", "alice", key.credential_id))
+
+    def test_without_user_verification_no_passkey_is_registered_and_none_signs_in(self) -> None:
+        self.driver.set_user_verified(self.authenticator, False)
+        first, url = self.first()
+        self.sign_in_with_token(url)
+        self.driver.send_keys(self.driver.find("input[name=label]"), "No fingerprint")
+        self.driver.click(self.driver.find("form[data-passkey=register] button[type=submit]"))
+        self.assertEqual(self.driver.execute("return document.querySelector('form[data-passkey=register] .passkey-status').textContent"),
+                         "No passkey was registered (NotAllowedError).")
+        self.assertEqual(self.keys(), [])
+
+    def test_a_passkey_answer_without_user_verification_signs_in_to_nothing(self) -> None:
+        first, url = self.first()
+        self.sign_in_with_token(url)
+        self.register()
+        count = self.keys()[0].sign_count
+        _, url = self.first()
+        self.driver.get(url)
+        self.driver.set_user_verified(self.authenticator, False)
+        # The page asks for verification and the browser refuses; a script asking for none gets an answer without UV.
+        self.assertEqual(self.hostile(SIGN_IN_FORM, self.challenge_of(SIGN_IN_FORM), "submit", "discouraged"), "sent")
+        page = self.driver.source()
+        self.assertIn("did not verify", page)
+        self.assertNotIn("Signed in as", page)
+        self.assertEqual(self.keys()[0].sign_count, count)  # a refused answer records nothing
+
+    def test_a_replayed_sign_in_assertion_is_refused_by_its_sign_count(self) -> None:
+        first, url = self.first()
+        self.sign_in_with_token(url)
+        self.register()
+        _, url = self.first()
+        self.driver.get(url)
+        # Held back: an assertion made for this very sign-in form and not sent; then a newer one signs in.
+        self.assertEqual(self.hostile(SIGN_IN_FORM, self.challenge_of(SIGN_IN_FORM), "hold"), "held")
+        page = self.sign_in_with_passkey(url)
+        self.assertIn("Signed in as <strong>alice</strong>", page)
+        used = self.keys()[0].sign_count
+        page = self.replay(action=f"{url}/passkey")  # the held answer, with its login token and this browser's login cookie
+        self.assertIn("already used", page)
+        self.assertNotIn("Signed in as", page)
+        self.assertEqual(self.keys()[0].sign_count, used)
+
+    def test_two_instances_on_one_sqlite_file_share_the_credentials(self) -> None:
+        first, url = self.first()
+        self.sign_in_with_token(url)  # instance one's pages
+        self.register()
+        first, url = self.first(self.other)  # instance two's pages, another port
+        page = self.sign_in_with_passkey(url)
+        self.assertIn("Signed in as <strong>alice</strong>", page)
+        self.driver.click(self.driver.find("input[value$=':note-3']"))
+        self.driver.submit(self.driver.find("button[value=approve]"))
+        self.assertEqual(self.second(first)["result"]["structuredContent"], {"deleted": True, "noteId": "note-3"})
+
+
+class RequireTests(PasskeysInChromium):
+    mode = passkey_pages.REQUIRE
+
+    def registered(self) -> tuple[dict[str, Any], str]:
+        """alice signed in by token on a new confirmation, a passkey registered; (first result, link)."""
+        first, url = self.first()
+        self.sign_in_with_token(url)
+        self.register()
+        return first, url
+
+    def value(self, note_id: str) -> str:
+        return str(self.driver.execute("return document.querySelector(arguments[0]).value", f"input[value$=':{note_id}']"))
+
+    def test_register_then_approve_with_an_assertion_and_the_next_call_deletes_once_audited_with_the_credential(self) -> None:
+        first, url = self.registered()
+        [key] = self.keys()
+        self.driver.click(self.driver.find("input[value$=':note-7']"))
+        self.save("passkey-approve.png")
+        self.driver.submit(self.driver.find("button[value=approve]"))  # the page's script asks the passkey, then sends
+        self.assertIn("<h1>Approved</h1>", self.driver.source())
+        self.save("passkey-approved.png")
+        self.assertGreater(self.keys()[0].sign_count, key.sign_count)
+        self.assertEqual(self.second(first, self.other)["result"]["structuredContent"], {"deleted": True, "noteId": "note-7"})
+        self.assertEqual(self.second(first)["error"]["message"], main.STATE_INVALID)
+        entry = self.stores[1].audit_entries(outcome=audit.DELETED)[-1]
+        self.assertEqual((entry["approved_by"], entry["approved_with"]), ("alice", key.credential_id))
+        line = audit_cli.table([entry], {key.credential_id: key.label})[1]
+        self.assertIn(f"alice at {audit_cli.stamp(entry['approved_at'])} with passkey {key.credential_id} (Test laptop)", line)
+        with open(os.path.join(SCREENSHOTS, "passkey-audit-line.txt"), "w", encoding="utf-8") as handle:
+            handle.write("\n".join(audit_cli.table([entry], {key.credential_id: key.label})) + "\n")
+
+    def test_a_token_session_with_javascript_cannot_approve_by_sending_the_form_itself(self) -> None:
+        first, url = self.first()
+        page = self.sign_in_with_token(url)  # the cookie and the CSRF token in hand, as a model driving the browser
+        self.assertIn("Register a passkey", page)
+        self.driver.click(self.driver.find("input[value$=':note-7']"))
+        self.driver.click(self.driver.find("button[value=approve]"))  # no passkey registered: the ceremony fails, nothing is sent
+        status = self.driver.execute("return document.querySelector(arguments[0] + ' .passkey-status').textContent", DECISION_FORM)
+        self.assertTrue(status.startswith("No passkey was used"), status)
+        old = self.driver.find("html")
+        self.driver.execute("""const form = document.querySelector(arguments[0]);
+            const d = document.createElement('input'); d.type = 'hidden'; d.name = 'decision'; d.value = 'approve';
+            form.appendChild(d); form.submit();""", DECISION_FORM)
+        self.arrived(old)
+        page = self.driver.source()
+        self.assertIn("<h1>Not approved</h1>", page)
+        self.assertIn("needs a passkey", page)
+        self.assertEqual(self.status(first), browser_confirm.PENDING)
+        self.assertTrue(self.second(first)["result"]["content"][0]["text"].startswith("Not approved yet."))
+        self.assertEqual(sorted(self.ids()), sorted(n.id for n in notes()))
+
+    def test_an_assertion_for_one_note_cannot_approve_another(self) -> None:
+        first, url = self.registered()
+        other = self.value("note-3")
+        said = self.hostile(DECISION_FORM, self.challenge_of("input[value$=':note-7']"), f"choose:{other}")
+        self.assertEqual(said, "sent")
+        self.assertIn("did not verify", self.driver.source())
+        self.assertEqual(self.status(first), browser_confirm.PENDING)
+        self.assertEqual(sorted(self.ids()), sorted(n.id for n in notes()))
+
+    def test_an_assertion_for_one_version_cannot_approve_another(self) -> None:
+        first, url = self.registered()
+        self.assertEqual(self.hostile(DECISION_FORM, self.challenge_of("input[value$=':note-7']"), "hold"), "held")
+        store = self.stores[0]
+        store.put(next(n for n in store.all() if n.id == "note-7")._replace(revision=41))  # edited since: the page now offers another version
+        self.driver.get(url)
+        newer = self.value("note-7")
+        page = self.replay(selector=DECISION_FORM, note=newer)
+        self.assertIn("did not verify", page)
+        self.assertEqual(self.status(first), browser_confirm.PENDING)
+
+    def test_an_assertion_for_one_confirmation_cannot_approve_another(self) -> None:
+        first, url = self.registered()
+        value = self.value("note-7")
+        self.assertEqual(self.hostile(DECISION_FORM, self.challenge_of("input[value$=':note-7']"), "hold"), "held")
+        second_first, second_url = self.first()
+        self.sign_in_with_token(second_url)
+        page = self.replay(selector=DECISION_FORM, note=value)  # the same note and version, another confirmation
+        self.assertIn("did not verify", page)
+        self.assertEqual((self.status(first), self.status(second_first)), (browser_confirm.PENDING, browser_confirm.PENDING))
+
+
+class RequireWithoutJavaScriptTests(PasskeysInChromium):
+    mode = passkey_pages.REQUIRE
+    prefs = webdriver.JAVASCRIPT_OFF
+
+    def test_without_javascript_the_page_says_approval_needs_a_passkey_and_approves_nothing(self) -> None:
+        first, url = self.first()
+        page = self.sign_in_with_token(url)
+        self.assertIn("<noscript>", page)
+        self.assertIn(passkey_pages.NEEDS_PASSKEY, page.replace("&#x27;", "'"))
+        self.driver.click(self.driver.find("input[value$=':note-7']"))
+        self.save("passkey-no-javascript.png")
+        self.driver.submit(self.driver.find("button[value=approve]"))
+        page = self.driver.source()
+        self.assertIn("<h1>Not approved</h1>", page)
+        self.assertEqual(self.status(first), browser_confirm.PENDING)
+        self.assertEqual(sorted(self.ids()), sorted(n.id for n in notes()))
+        self.driver.get(url)
+        self.driver.submit(self.driver.find("button[value=keep]"))  # Keep needs no gesture
+        self.assertIn("<h1>Kept</h1>", self.driver.source())
+        self.assertEqual(self.second(first)["result"]["structuredContent"], {"deleted": False, "reason": "declined"})
