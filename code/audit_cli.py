@@ -1,11 +1,15 @@
-"""The operator's audit command: `python3 code/serve.py audit list|restore` (or `notes-mcp audit ...`).
+"""The operator's commands: `python3 code/serve.py audit list|restore` and `passkeys list|remove` (or `notes-mcp ...`).
 
     audit [--config FILE | --db FILE|URL | --notes-dir DIR]... list [--principal P] [--since WHEN] [--outcome O] [--json]
     audit [store options] restore ENTRY
+    passkeys [store options] list [--principal P] [--json]
+    passkeys [store options] remove CREDENTIAL_ID
 
 It opens the store the server uses (built by code/assemble.py from the same options),
 prints its audit entries (code/audit.py) as a table or as JSON lines, or puts a trashed
-note back. It only reads, except `restore`; a database that does not exist is never
+note back; or lists and removes the passkeys people approve with on the confirmation page
+(a lost one: remove it, and the principal's token registers a new one). It only reads,
+except `restore` and `remove`; a database that does not exist is never
 created. Every refusal is one line, and the exit status says which kind: 0 done, 1
 refused or the store unavailable, 2 a usage error. Standard library only.
 """
@@ -28,7 +32,7 @@ import stores
 from assemble import EXIT_USAGE, say
 from config import ConfigError
 
-__all__ = ["command"]
+__all__ = ["command", "passkeys_command"]
 
 EXIT_REFUSED = 1  # a restore refused, or the store unavailable: nothing changed
 
@@ -85,14 +89,16 @@ def table(entries: Sequence[dict[str, Any]], labels: dict[str, str] | None = Non
     return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
 
 
+def store_options(parser: argparse.ArgumentParser, default: Any) -> argparse.ArgumentParser:
+    """The options naming the store the server uses, as serve.py takes them."""
+    parser.add_argument("--config", metavar="FILE", default=default, help="the server's JSON config (its db and notesDirs)")
+    parser.add_argument("--db", metavar="FILE|URL", default=default, help="SQLite file or postgresql:// URL (overrides the config's db)")
+    parser.add_argument("--notes-dir", metavar="DIR", action="append", default=default, help="a Markdown folder (repeatable)")
+    return parser
+
+
 def parser(prog: str = "serve.py audit") -> argparse.ArgumentParser:
     """`PROG list|restore`: the store options serve.py takes, then the command's own; `prog` is what the user typed."""
-    def store_options(parser: argparse.ArgumentParser, default: Any) -> argparse.ArgumentParser:
-        parser.add_argument("--config", metavar="FILE", default=default, help="the server's JSON config (its db and notesDirs)")
-        parser.add_argument("--db", metavar="FILE|URL", default=default, help="SQLite file or postgresql:// URL (overrides the config's db)")
-        parser.add_argument("--notes-dir", metavar="DIR", action="append", default=default, help="a Markdown folder (repeatable)")
-        return parser
-
     # The store options go before or after the command: `audit --db F list` and `audit list --db F`.
     after = store_options(argparse.ArgumentParser(add_help=False), argparse.SUPPRESS)
     p = argparse.ArgumentParser(prog=prog, description="List the audit of consumed confirmations, or restore a trashed note.")
@@ -147,6 +153,59 @@ def command(argv: Sequence[str], prog: str = "serve.py audit") -> int:
         args = parser(prog).parse_args(list(argv))
     except SystemExit as exc:  # --help (0) or a usage error (2), already printed
         return int(exc.code or 0)
+    return with_store(args, run)
+
+
+def passkeys_parser(prog: str = "serve.py passkeys") -> argparse.ArgumentParser:
+    """`PROG list|remove`: the store options, then the command's own."""
+    after = store_options(argparse.ArgumentParser(add_help=False), argparse.SUPPRESS)
+    p = argparse.ArgumentParser(prog=prog, description="List or remove the passkeys people approve with on the confirmation page.")
+    store_options(p, None)
+    commands = p.add_subparsers(dest="command", required=True)
+    listing = commands.add_parser("list", parents=[after], help="print every registered passkey, oldest first")
+    listing.add_argument("--principal", help="only this principal's passkeys")
+    listing.add_argument("--json", action="store_true", help="one JSON object per line instead of the table")
+    remove = commands.add_parser("remove", parents=[after], help="forget a passkey (lost or retired): it approves nothing from now on")
+    remove.add_argument("credential", help="the passkey's credential id, as `list` shows it")
+    return p
+
+
+def run_passkeys(store: stores.Store, args: argparse.Namespace, out: Callable[[str], None]) -> int:
+    """Run one parsed passkeys command against a store's ledger; the exit status."""
+    keys = store.ledger.passkeys()
+    if args.command == "remove":
+        key = keys.get(args.credential)
+        if key is None or not keys.remove(args.credential):
+            out(f"refused: no passkey {shown(args.credential)} (passkeys list shows every one)")
+            return EXIT_REFUSED
+        out(f"removed passkey {shown(key.credential_id)} ({shown(key.label)}) of {shown(key.principal)}; "
+            "its principal's token registers a new one on the confirmation page")
+        return 0
+    found = keys.of(args.principal)
+    if args.json:
+        for key in found:
+            out(json.dumps(key._asdict(), ensure_ascii=True))
+        return 0
+    rows = [("CREDENTIAL", "PRINCIPAL", "LABEL", "CREATED (UTC)", "LAST USED (UTC)", "SIGN COUNT")] + [
+        (shown(k.credential_id), shown(k.principal), shown(k.label), stamp(k.created_at),
+         stamp(k.last_used_at) if k.last_used_at is not None else "-", str(k.sign_count)) for k in found]
+    widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
+    for row in rows:
+        out("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    return 0
+
+
+def passkeys_command(argv: Sequence[str], prog: str = "serve.py passkeys") -> int:
+    """`PROG [store options] list|remove ...`: the exit status."""
+    try:
+        args = passkeys_parser(prog).parse_args(list(argv))
+    except SystemExit as exc:  # --help (0) or a usage error (2), already printed
+        return int(exc.code or 0)
+    return with_store(args, run_passkeys)
+
+
+def with_store(args: argparse.Namespace, act: Callable[[stores.Store, argparse.Namespace, Callable[[str], None]], int]) -> int:
+    """Open the store the options name (never creating one), run `act` on it, close it; the exit status."""
     try:
         config = configuration.load_config(args.config) if args.config else configuration.lesson_config()
         if args.db is not None:
@@ -170,7 +229,7 @@ def command(argv: Sequence[str], prog: str = "serve.py audit") -> int:
         say(str(exc))
         return EXIT_USAGE
     try:
-        return run(store, args, print)
+        return act(store, args, print)
     except stores.StoreError as exc:
         say(str(exc))
         return EXIT_REFUSED

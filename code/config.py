@@ -36,7 +36,6 @@ __all__ = [
     "one_line",
     "read_keys",
     "read_path",
-    "read_passkeys",
     "read_public_url",
     "read_token",
 ]

@@ -40,7 +40,6 @@ __all__ = [
     "Dialect",
     "SqlConfirmations",
     "SqlLedger",
-    "SqlPasskeys",
     "add_tables",
 ]
 

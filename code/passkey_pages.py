@@ -30,25 +30,21 @@ import base64
 import hashlib
 import hmac
 import html
-import importlib
 import ipaddress
 import json
 import secrets
 from collections.abc import Callable, Mapping
-from typing import Any
 from urllib.parse import urlsplit
 
 import stores
 
-__all__ = [
-    "INSTALL", "MAX_LABEL_CHARS", "MODES", "OFF", "OFFER", "REGISTER_WINDOW_SECONDS", "REQUIRE", "SCRIPT", "Gate", "refusal",
-]
+__all__ = ["OFF", "REGISTER_WINDOW_SECONDS", "SCRIPT", "SCRIPT_HASH", "Gate", "refusal"]
 
 OFF, OFFER, REQUIRE = "off", "offer", "require"
 MODES = (OFF, OFFER, REQUIRE)
 INSTALL = "pip install 'notes-mcp[passkeys]'"
 MAX_LABEL_CHARS = 64  # what a person names a passkey ("Laptop fingerprint")
-REGISTER_WINDOW_SECONDS = 300.0  # a passkey is registered within five minutes of typing the token, in that session
+REGISTER_WINDOW_SECONDS = 120.0  # a passkey is registered within two minutes of typing the token, in that session
 ASSERTION_FIELDS = ("credential", "client_data", "authenticator_data", "signature")
 
 NEEDS_PASSKEY = ("Approving here needs a passkey: press the button in a browser with JavaScript on, and confirm with your "
@@ -130,7 +126,7 @@ def refusal(mode: str, base_url: str | None) -> str | None:
     if mode == OFF:
         return None
     try:
-        importlib.import_module("passkeys")
+        import passkeys  # noqa: F401  (the optional library, imported by its own module alone)
     except ImportError:
         return f"passkeys: --passkeys {mode} needs the optional WebAuthn library: {INSTALL}; not serving"
     if base_url is None:
@@ -163,7 +159,6 @@ class Gate:
         self.log = log
         self.origin = origin  # the pages' origin, known once they are served
         self._key = secrets.token_bytes(32)  # MACs every challenge; never leaves this object
-        self._webauthn: Any = importlib.import_module("passkeys")  # the fido2 checks (refusal() said how to install them)
 
     @property
     def required(self) -> bool:
@@ -171,14 +166,14 @@ class Gate:
         return self.mode == REQUIRE
 
     @property
-    def base_url(self) -> str | None:
-        """The pages' origin: what clientDataJSON must name."""
-        return self.origin()
+    def base_url(self) -> str:
+        """The pages' origin: what clientDataJSON must name ("" before they are served: then nothing matches it)."""
+        return self.origin() or ""
 
     @property
     def rp_id(self) -> str:
         """The WebAuthn RP ID: the host of the pages' origin (localhost on loopback, publicUrl's host behind a proxy)."""
-        return urlsplit(self.base_url or "").hostname or ""
+        return urlsplit(self.base_url).hostname or ""
 
     # ---------------------------------------------------------------- challenges
 
@@ -200,11 +195,12 @@ class Gate:
         key = self.keys.get(fields["credential"])
         if key is None or (principal is not None and key.principal != principal):
             return "That passkey is not registered for this account on this server. Nothing was approved."
-        webauthn = self._webauthn
+        import passkeys  # the fido2 checks (serve.py's refusal() said how to install them)
+
         try:
-            count = webauthn.asserted(webauthn.decode(fields["client_data"]), webauthn.decode(fields["authenticator_data"]),
-                                      webauthn.decode(fields["signature"]), challenge, self.base_url, self.rp_id, key.public_key)
-        except webauthn.Refused as refused:
+            count = passkeys.asserted(passkeys.decode(fields["client_data"]), passkeys.decode(fields["authenticator_data"]),
+                                      passkeys.decode(fields["signature"]), challenge, self.base_url, self.rp_id, key.public_key)
+        except passkeys.Refused as refused:
             self.log(f"confirm page: passkey assertion refused: {refused}")
             return "The passkey's answer did not verify for this page and this change. Nothing was approved."
         # A cloned authenticator or a replayed assertion: the count must grow (one conditional write, any instance).
@@ -218,12 +214,13 @@ class Gate:
         label = fields.get("label", "").strip()
         if not 0 < len(label) <= MAX_LABEL_CHARS or not label.isprintable():
             return f"Name the passkey (1 to {MAX_LABEL_CHARS} characters) so you can tell it apart later."
-        webauthn = self._webauthn
+        import passkeys
+
         try:
-            credential_id, public_key, count = webauthn.registered(
-                webauthn.decode(fields.get("client_data", "")), webauthn.decode(fields.get("attestation", "")),
+            credential_id, public_key, count = passkeys.registered(
+                passkeys.decode(fields.get("client_data", "")), passkeys.decode(fields.get("attestation", "")),
                 self.challenge("register", handle, csrf), self.base_url, self.rp_id)
-        except webauthn.Refused as refused:
+        except passkeys.Refused as refused:
             self.log(f"confirm page: passkey registration refused: {refused}")
             return "The passkey could not be registered: the browser's answer did not verify (user verification is required)."
         now = self.clock()

@@ -26,9 +26,7 @@ from fido2.cose import CoseKey, UnsupportedKey
 from fido2.utils import websafe_decode, websafe_encode
 from fido2.webauthn import AttestationObject, AuthenticatorData, CollectedClientData
 
-__all__ = ["LIBRARY", "Refused", "asserted", "decode", "registered"]
-
-LIBRARY = "fido2"  # the distribution the extra installs (pyproject.toml)
+__all__ = ["Refused", "asserted", "decode", "registered"]
 
 
 class Refused(Exception):
@@ -95,7 +93,10 @@ def asserted(client_data: bytes, authenticator_data: bytes, signature: bytes, ch
         _client_data(client_data, "webauthn.get", challenge, origin)
         auth = AuthenticatorData(authenticator_data)
         _flags(auth, rp_id)
-        key = CoseKey.parse(cbor.decode(websafe_decode(public_key)))
+        stored = cbor.decode(websafe_decode(public_key))
+        if not isinstance(stored, dict):
+            raise Refused("the stored key is not a COSE key")
+        key = CoseKey.parse(stored)
         key.verify(bytes(authenticator_data) + hashlib.sha256(client_data).digest(), signature)
         return int(auth.counter)
     except Refused:

@@ -448,7 +448,8 @@ def parser(prog: str = "serve.py") -> argparse.ArgumentParser:
     width = max(len(name) for name, _ in ENVIRONMENT)
     epilog = "\n".join(
         ["environment variables:", *(f"  {name.ljust(width)}  {meaning}" for name, meaning in ENVIRONMENT), "",
-         "The audit subcommand lists consumed confirmations and restores a trashed note (audit --help)."]
+         "The audit subcommand lists consumed confirmations and restores a trashed note (audit --help); "
+         "passkeys lists and removes the confirmation page's passkeys (passkeys --help)."]
     )  # fmt: skip
     if prog != "serve.py":
         epilog += f" {prog} demo runs the scripted demo (python3 code/main.py in a checkout)."
@@ -496,7 +497,7 @@ def parser(prog: str = "serve.py") -> argparse.ArgumentParser:
              "the first call returns a link (off by default)",
     )  # fmt: skip
     p.add_argument(
-        "--passkeys", choices=("off", "offer", "require"), default=None,
+        "--passkeys", choices=configuration.PASSKEY_MODES, default=None,
         help="passkeys on the confirmation page: offer (sign in with one instead of the token) or require (every approval "
              "needs one); off by default (overrides the config's passkeys; needs pip install 'notes-mcp[passkeys]')",
     )  # fmt: skip
@@ -527,6 +528,10 @@ def serve(argv: Sequence[str], prog: str = "serve.py") -> int:
         import audit_cli  # the operator's command: serving never loads it
 
         return audit_cli.command(argv[1:], prog=f"{prog} audit")
+    if list(argv[:1]) == ["passkeys"]:
+        import audit_cli
+
+        return audit_cli.passkeys_command(argv[1:], prog=f"{prog} passkeys")
 
     def stop(signum: int, frame: Any) -> None:
         raise Stop()

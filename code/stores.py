@@ -57,10 +57,8 @@ __all__ = [
     "Check",
     "Confirmations",
     "MAX_PASSKEYS_PER_PRINCIPAL",
-    "MemoryPasskeys",
     "Passkey",
     "Passkeys",
-    "counter_advances",
     "DAY_SECONDS",
     "DECISION_PENDING",
     "DEFAULT_AUDIT_DAYS",
@@ -395,7 +393,7 @@ class Passkeys(Protocol):
         ...
 
 
-def counter_advances(stored: int, given: int) -> bool:
+def _counter_advances(stored: int, given: int) -> bool:
     """WebAuthn's sign-count rule: a count that is used must grow; an authenticator that keeps none (0 and 0) passes."""
     return given > stored or (given == 0 and stored == 0)
 
@@ -430,7 +428,7 @@ class MemoryPasskeys:
         """As Passkeys.use."""
         with self._lock:
             key = self._keys.get(credential_id)
-            if key is None or not counter_advances(key.sign_count, sign_count):
+            if key is None or not _counter_advances(key.sign_count, sign_count):
                 return False
             self._keys[credential_id] = key._replace(sign_count=sign_count, last_used_at=at)
             return True

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import json
 import os
-import re
+import sys
 import tempfile
+import re
 import threading
 import time
 import unittest
@@ -35,6 +37,8 @@ import streamable_http  # noqa: E402
 import web_pages  # noqa: E402
 from helpers import procs, webdriver  # noqa: E402
 from helpers.support import KEY, tps  # noqa: E402
+import serve  # noqa: E402
+import test_browser_confirm  # noqa: E402
 from test_browser_confirm import TOKENS, Client  # noqa: E402
 from test_connect import ALICE_TOKEN, grants, notes  # noqa: E402
 
@@ -398,3 +402,142 @@ class RequireWithoutJavaScriptTests(PasskeysInChromium):
         self.driver.submit(self.driver.find("button[value=keep]"))  # Keep needs no gesture
         self.assertIn("<h1>Kept</h1>", self.driver.source())
         self.assertEqual(self.second(first)["result"]["structuredContent"], {"deleted": False, "reason": "declined"})
+
+
+# =====================================================================================
+# In process: the start-up rules, the operator's commands, what the pages refuse
+# =====================================================================================
+
+
+class StartupTests(unittest.TestCase):
+    def test_without_the_extra_offer_and_require_refuse_in_one_line_naming_the_install_command(self) -> None:
+        with mock.patch.dict(sys.modules, {"passkeys": None}):  # as if fido2 were not installed
+            for mode in (passkey_pages.OFFER, passkey_pages.REQUIRE):
+                line = passkey_pages.refusal(mode, None)
+                self.assertEqual(line, f"passkeys: --passkeys {mode} needs the optional WebAuthn library: "
+                                       "pip install 'notes-mcp[passkeys]'; not serving")
+            self.assertIsNone(passkey_pages.refusal(passkey_pages.OFF, "http://notes.example.com"))  # off: nothing changes
+
+    @unittest.skipUnless(HAS_EXTRA, SKIP_EXTRA)
+    def test_a_public_url_must_be_https_with_a_domain_name(self) -> None:
+        self.assertIn("is not https", passkey_pages.refusal(passkey_pages.REQUIRE, "http://notes.example.com") or "")
+        self.assertIn("names an IP address", passkey_pages.refusal(passkey_pages.OFFER, "https://192.0.2.7") or "")
+        self.assertIsNone(passkey_pages.refusal(passkey_pages.REQUIRE, "https://notes.example.com"))
+        self.assertIsNone(passkey_pages.refusal(passkey_pages.REQUIRE, None))  # loopback: linked as http://localhost
+
+    def test_on_loopback_the_pages_are_linked_as_localhost_with_passkeys_and_as_the_address_without(self) -> None:
+        policy = streamable_http.HttpPolicy({}, None, None, frozenset())
+        pages = mock.Mock()
+        self.assertEqual(serve.serve_pages_at(pages, policy, {"passkeys": "require"}, "http://127.0.0.1:4321", True), "http://localhost:4321")
+        self.assertEqual(serve.serve_pages_at(pages, policy, {"passkeys": "off"}, "http://127.0.0.1:4321", True), "http://127.0.0.1:4321")
+        self.assertEqual(serve.serve_pages_at(pages, policy, {"passkeys": "offer", "publicUrl": "https://notes.example.com"},
+                                              "http://127.0.0.1:4321", True), "https://notes.example.com")
+
+    def test_the_config_accepts_the_three_modes_and_refuses_anything_else(self) -> None:
+        import config
+
+        for mode in config.PASSKEY_MODES:
+            self.assertEqual(config.read_passkeys(mode, "passkeys"), mode)
+        for wrong in ("on", True, None, "REQUIRE"):
+            with self.assertRaises(config.ConfigError):
+                config.read_passkeys(wrong, "passkeys")
+
+    def test_serve_refuses_an_http_public_url_with_passkeys_before_serving(self) -> None:
+        out = io.StringIO()
+        with mock.patch.object(serve, "say", out.write), mock.patch("assemble.say"), \
+                mock.patch("passkey_pages.refusal", return_value="passkeys: refused"):
+            with self.assertRaises(serve.StartupRefused) as refused:
+                serve.start(["--http", "--port", "0", "--no-auth", "--passkeys", "require", "--public-url", "http://notes.example.com"])
+        self.assertEqual((refused.exception.status, out.getvalue()), (2, "passkeys: refused"))
+
+
+class PasskeyCommandTests(unittest.TestCase):
+    """`notes-mcp passkeys list|remove` over the database every instance shares."""
+
+    def setUp(self) -> None:
+        folder = tempfile.TemporaryDirectory()
+        self.addCleanup(folder.cleanup)
+        self.path = os.path.join(folder.name, "notes.db")
+        store = sqlite_store.open_store(self.path, clock=time.time, seed_notes=notes())
+        keys = store.ledger.passkeys()
+        keys.add(stores.Passkey("cred-A", "alice", "key", 3, 1_700_000_000.0, None, "Laptop"))
+        keys.add(stores.Passkey("cred-B", "bob", "key", 0, 1_700_000_100.0, 1_700_000_200.0, "Phone"))
+        store.close()
+
+    def run_command(self, *argv: str) -> tuple[int, str]:
+        out = io.StringIO()
+        with redirect_stdout(out):
+            status = serve.serve(["passkeys", "--db", self.path, *argv])
+        return status, out.getvalue()
+
+    def test_list_shows_every_passkey_with_its_principal_label_dates_and_count(self) -> None:
+        status, text = self.run_command("list")
+        lines = text.splitlines()
+        self.assertEqual(status, 0)
+        self.assertEqual(lines[0].split(), ["CREDENTIAL", "PRINCIPAL", "LABEL", "CREATED", "(UTC)", "LAST", "USED", "(UTC)", "SIGN", "COUNT"])
+        self.assertEqual(lines[1].split(), ["cred-A", "alice", "Laptop", "2023-11-14T22:13:20Z", "-", "3"])
+        self.assertEqual(lines[2].split(), ["cred-B", "bob", "Phone", "2023-11-14T22:15:00Z", "2023-11-14T22:16:40Z", "0"])
+        status, text = self.run_command("list", "--principal", "bob", "--json")
+        self.assertEqual([json.loads(line)["credential_id"] for line in text.splitlines()], ["cred-B"])
+
+    def test_remove_forgets_one_passkey_once_and_leaves_the_others(self) -> None:
+        self.assertEqual(self.run_command("remove", "cred-A"),
+                         (0, "removed passkey cred-A (Laptop) of alice; its principal's token registers a new one on the confirmation page\n"))
+        status, text = self.run_command("remove", "cred-A")
+        self.assertEqual((status, text), (audit_cli.EXIT_REFUSED, "refused: no passkey cred-A (passkeys list shows every one)\n"))
+        self.assertEqual([line.split()[0] for line in self.run_command("list")[1].splitlines()[1:]], ["cred-B"])
+
+
+@unittest.skipUnless(HAS_EXTRA, SKIP_EXTRA)
+class PagesInProcessTests(test_browser_confirm.InProcess):
+    """The pages' refusals that need no browser (require mode unless said)."""
+
+    mode = passkey_pages.REQUIRE
+
+    def setUp(self) -> None:
+        super().setUp()
+        keys = stores.store_of(self.server.services).ledger.passkeys()
+        self.pages.passkeys = passkey_pages.Gate(self.mode, keys, self.clock, self.log, lambda: self.pages.base_url)
+
+    def signed_in(self) -> tuple[test_browser_confirm.ConfirmBrowser, dict[str, Any], str]:
+        first = self.first()
+        browser = self.browser()
+        self.assertEqual(browser.sign_in(self.path(first), ALICE_TOKEN), 303)
+        return browser, first, self.path(first)
+
+    def register(self, browser: test_browser_confirm.ConfirmBrowser, path: str) -> tuple[int, str]:
+        _, _, page = browser.get(path)
+        csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)  # type: ignore[union-attr]
+        status, _, text = browser.open("POST", f"{path}/register", [("csrf", csrf), ("label", "Key"), ("client_data", "e30"),
+                                                                    ("attestation", "oA")])
+        return status, text
+
+    def test_a_token_session_holding_the_cookie_and_csrf_token_cannot_approve(self) -> None:
+        browser, first, path = self.signed_in()
+        status, page = browser.choose(path, "note-7")
+        self.assertEqual(status, 403)
+        self.assertIn("needs a passkey", page)
+        self.assertEqual(self.pages.records.by_handle(path.rsplit("/", 1)[1]).status, browser_confirm.PENDING)  # type: ignore[union-attr]
+        status, page = browser.choose(path, None, "keep")  # Keep needs no gesture
+        self.assertEqual((status, "Kept" in page), (200, True))
+
+    def test_registering_needs_a_token_sign_in_moments_before(self) -> None:
+        browser, first, path = self.signed_in()
+        self.assertEqual(self.register(browser, path)[0], 400)  # in the window: the registration itself is checked (and fails)
+        self.clock.now += passkey_pages.REGISTER_WINDOW_SECONDS + 1
+        status, page = self.register(browser, path)
+        self.assertEqual(status, 403)
+        self.assertIn("needs a sign-in with your token", page)
+        self.assertEqual(stores.store_of(self.server.services).ledger.passkeys().of(), [])
+
+    def test_pages_run_one_script_pinned_by_hash_and_with_passkeys_off_none_and_no_passkey_path(self) -> None:
+        browser, first, path = self.signed_in()
+        _, headers, page = browser.get(path)
+        self.assertIn(f"script-src {passkey_pages.SCRIPT_HASH}", headers["content-security-policy"])
+        self.assertEqual(page.count("<script>"), 1)
+        self.pages.passkeys = None
+        _, headers, page = browser.get(path)
+        self.assertNotIn("script-src", headers["content-security-policy"])
+        self.assertNotIn("<script>", page)
+        for action in ("register", "passkey"):
+            self.assertEqual(browser.open("POST", f"{path}/{action}", [("csrf", "x")])[0], 404)
