@@ -154,6 +154,11 @@ class ConfirmPages(web_pages.SignedInPages):
         if session.via != "token" or not self.clock() - session.started <= passkey_pages.REGISTER_WINDOW_SECONDS:
             return self.page(403, "Sign in with the token", "Registering a passkey needs a sign-in with your token just before. "
                              "Nothing was registered.")
+        # Require: the token alone must not add a key beside the person's, or a model holding
+        # the token (and a virtual authenticator) could approve with its own. A lost passkey is
+        # removed by the operator; then the token registers the new one.
+        if self.passkeys.required and self.passkeys.keys.of(session.principal):
+            return self.page(403, "Already registered", passkey_pages.ALREADY)
         key = self.passkeys.register(session.principal, handle, session.csrf, fields)
         if isinstance(key, str):
             return self.page(400, "Not registered", key)

@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 
 import stores
 
-__all__ = ["OFF", "REGISTER_WINDOW_SECONDS", "SCRIPT", "SCRIPT_HASH", "Gate", "refusal"]
+__all__ = ["ALREADY", "OFF", "REGISTER_WINDOW_SECONDS", "SCRIPT", "SCRIPT_HASH", "Gate", "refusal"]
 
 OFF, OFFER, REQUIRE = "off", "offer", "require"
 MODES = (OFF, OFFER, REQUIRE)
@@ -49,6 +49,9 @@ ASSERTION_FIELDS = ("credential", "client_data", "authenticator_data", "signatur
 
 NEEDS_PASSKEY = ("Approving here needs a passkey: press the button in a browser with JavaScript on, and confirm with your "
                  "fingerprint, face or device PIN. Nothing was approved.")
+
+ALREADY = ("This account already has a passkey, and approving needs it. If it is lost, ask the server's operator to remove it "
+           "(notes-mcp passkeys remove); then sign in with your token and register a new one here. Nothing was registered.")
 
 # The page's one script (the CSP allows it by its hash and nothing else). It reads what it
 # needs from the forms' data- attributes, runs one WebAuthn ceremony per press, puts the
@@ -248,6 +251,8 @@ class Gate:
         """The offer to register a passkey (a token sign-in's session only)."""
         user = _b64(hashlib.sha256(f"notes-mcp principal\n{principal}".encode()).digest()[:16])  # no name in the handle
         held = len(self.keys.of(principal))
+        if self.required and held:
+            return f'<hr><p class="hint">{html.escape(ALREADY.replace(" Nothing was registered.", ""))}</p>'
         return (
             f'<hr><form method="post" action="{html.escape(action)}" data-passkey="register" data-rp="{html.escape(self.rp_id)}" '
             f'data-challenge="{_b64(self.challenge("register", handle, csrf))}" data-user="{user}" data-name="{html.escape(principal)}" '

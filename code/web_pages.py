@@ -129,7 +129,7 @@ STYLE = (
     "body{font:17px/1.5 system-ui,sans-serif;max-width:34rem;margin:0 auto;padding:1rem;color:#1b1b1b;background:#fff}"
     "h1{font-size:1.45rem;margin:.5rem 0 1rem}"
     "label{display:block;font-weight:600}"
-    "input[type=password]{display:block;width:100%;box-sizing:border-box;font-size:1rem;padding:.6rem;margin:.3rem 0 .8rem}"
+    "input[type=password],input[type=text]{display:block;width:100%;box-sizing:border-box;font-size:1rem;padding:.6rem;margin:.3rem 0 .8rem}"
     "button{font-size:1rem;padding:.6rem 1.2rem;margin:.2rem .5rem .2rem 0;border-radius:.35rem;border:1px solid #555;background:#f2f2f2;color:#1b1b1b}"
     "button.primary{background:#0b5cad;border-color:#0b5cad;color:#fff}"
     "button.danger{background:#a31515;border-color:#a31515;color:#fff}"

@@ -328,8 +328,6 @@ class RequireTests(PasskeysInChromium):
         self.assertEqual((entry["approved_by"], entry["approved_with"]), ("alice", key.credential_id))
         line = audit_cli.table([entry], {key.credential_id: key.label})[1]
         self.assertIn(f"alice at {audit_cli.stamp(entry['approved_at'])} with passkey {key.credential_id} (Test laptop)", line)
-        with open(os.path.join(SCREENSHOTS, "passkey-audit-line.txt"), "w", encoding="utf-8") as handle:
-            handle.write("\n".join(audit_cli.table([entry], {key.credential_id: key.label})) + "\n")
 
     def test_a_token_session_with_javascript_cannot_approve_by_sending_the_form_itself(self) -> None:
         first, url = self.first()
@@ -529,6 +527,19 @@ class PagesInProcessTests(test_browser_confirm.InProcess):
         self.assertEqual(status, 403)
         self.assertIn("needs a sign-in with your token", page)
         self.assertEqual(stores.store_of(self.server.services).ledger.passkeys().of(), [])
+
+    def test_in_require_mode_the_token_registers_no_second_passkey_until_the_operator_removes_the_first(self) -> None:
+        keys = stores.store_of(self.server.services).ledger.passkeys()
+        keys.add(stores.Passkey("cred-A", "alice", "key", 1, self.clock.now, None, "Laptop"))
+        browser, first, path = self.signed_in()
+        self.assertNotIn("Register a passkey", browser.get(path)[2])
+        status, page = self.register(browser, path)
+        self.assertEqual(status, 403)
+        self.assertIn("already has a passkey", page)
+        self.assertEqual([k.credential_id for k in keys.of("alice")], ["cred-A"])
+        keys.remove("cred-A")  # the operator's `passkeys remove`
+        self.assertIn("Register a passkey", browser.get(path)[2])
+        self.assertEqual(self.register(browser, path)[0], 400)  # now the registration itself is checked
 
     def test_pages_run_one_script_pinned_by_hash_and_with_passkeys_off_none_and_no_passkey_path(self) -> None:
         browser, first, path = self.signed_in()
