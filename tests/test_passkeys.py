@@ -40,7 +40,7 @@ from helpers.support import KEY, tps  # noqa: E402
 import serve  # noqa: E402
 import test_browser_confirm  # noqa: E402
 from test_browser_confirm import TOKENS, Client  # noqa: E402
-from test_connect import ALICE_TOKEN, grants, notes  # noqa: E402
+from test_connect import ALICE_TOKEN, config_file, grants, notes  # noqa: E402
 
 SCREENSHOTS = os.environ.get("NOTES_MCP_SCREENSHOTS") or os.path.join(tempfile.gettempdir(), "notes-mcp-screenshots")
 HAS_EXTRA = importlib.util.find_spec("fido2") is not None
@@ -400,6 +400,43 @@ class RequireWithoutJavaScriptTests(PasskeysInChromium):
         self.driver.submit(self.driver.find("button[value=keep]"))  # Keep needs no gesture
         self.assertIn("<h1>Kept</h1>", self.driver.source())
         self.assertEqual(self.second(first)["result"]["structuredContent"], {"deleted": False, "reason": "declined"})
+
+
+class RealServerTests(unittest.TestCase):
+    """A real `serve.py --http --confirm-in-browser --passkeys require` process (sandboxed), Chromium on its localhost link."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        if not webdriver.available():
+            raise unittest.SkipTest("Chromium or chromedriver not installed (run .ci/setup-chromium.sh)")
+        if not HAS_EXTRA:
+            raise unittest.SkipTest(SKIP_EXTRA)
+        super().setUpClass()
+
+    def call(self, server: procs.HttpServer, arguments: dict[str, Any]) -> dict[str, Any]:
+        message = support.request("tools/call", {"name": main.TOOL_NAME, "arguments": arguments}, id=1, capabilities={})
+        _, _, body = procs.post(server.connect(self), message, procs.mcp_headers(message, token=ALICE_TOKEN))
+        return dict(json.loads(body))
+
+    def test_the_served_pages_are_linked_at_localhost_and_a_passkey_approval_deletes(self) -> None:
+        server = procs.HttpServer(self, "--config", config_file(self, confirmInBrowser=True, passkeys="require"), env=procs.server_env())
+        first = self.call(server, tps("TPS report"))["result"]
+        url = first["structuredContent"]["url"]
+        self.assertTrue(url.startswith(f"http://localhost:{server.port}/confirm/"), url)
+        driver = webdriver.Driver()
+        self.addCleanup(driver.close)
+        driver.add_authenticator()
+        driver.get(url)
+        driver.send_keys(driver.find("input[name=token]"), ALICE_TOKEN)
+        driver.submit(driver.find("form[action$='/sign-in'] button[type=submit]"))
+        driver.send_keys(driver.find("input[name=label]"), "Laptop")
+        driver.submit(driver.find("form[data-passkey=register] button[type=submit]"))
+        self.assertIn("already has a passkey", driver.source())
+        driver.click(driver.find("input[value$=':note-7']"))
+        driver.submit(driver.find("button[value=approve]"))
+        self.assertIn("<h1>Approved</h1>", driver.source())
+        done = self.call(server, {**tps("TPS report"), "confirmation": first["structuredContent"]["confirmation"]})["result"]
+        self.assertEqual(done["structuredContent"], {"deleted": True, "noteId": "note-7"})
 
 
 # =====================================================================================
