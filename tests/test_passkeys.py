@@ -39,6 +39,7 @@ from helpers import procs, webdriver  # noqa: E402
 from helpers.support import KEY, tps  # noqa: E402
 import serve  # noqa: E402
 import test_browser_confirm  # noqa: E402
+import test_notes_tools_browser  # noqa: E402
 from test_browser_confirm import TOKENS, Client  # noqa: E402
 from test_connect import ALICE_TOKEN, config_file, grants, notes  # noqa: E402
 
@@ -400,6 +401,41 @@ class RequireWithoutJavaScriptTests(PasskeysInChromium):
         self.driver.submit(self.driver.find("button[value=keep]"))  # Keep needs no gesture
         self.assertIn("<h1>Kept</h1>", self.driver.source())
         self.assertEqual(self.second(first)["result"]["structuredContent"], {"deleted": False, "reason": "declined"})
+
+
+class UpdateRequireTests(PasskeysInChromium):
+    """notes_update's page in require mode: Apply runs one assertion over that very change."""
+
+    def setUp(self) -> None:
+        folder = tempfile.TemporaryDirectory()
+        self.addCleanup(folder.cleanup)
+        self.clock = support.Clock()
+        self.server, self.pages, store = test_notes_tools_browser.build(self.clock, support.Log(), os.path.join(folder.name, "notes.db"))
+        self.addCleanup(store.close)
+        self.store = store
+        keys = store.ledger.passkeys()
+        self.pages.passkeys = passkey_pages.Gate(passkey_pages.REQUIRE, keys, self.clock, support.Log(), lambda: self.pages.base_url)
+        serve_on_localhost(self, self.server, self.pages)
+        self.driver = webdriver.Driver()
+        self.addCleanup(self.driver.close)
+        self.authenticator = self.driver.add_authenticator()
+
+    def test_an_update_applied_with_a_passkey_assertion_is_written_by_the_second_call(self) -> None:
+        alice = test_notes_tools_browser.Client(self.server, "alice")
+        made = alice.call("notes_create", {"workspaceUri": main.LESSON_WORKSPACE, "title": "Groceries", "body": "milk\neggs\n"})
+        note = made["result"]["structuredContent"]
+        arguments = {"workspaceUri": main.LESSON_WORKSPACE, "noteId": note["noteId"], "body": "milk\nbread\n", "version": note["version"]}
+        first = alice.call("notes_update", arguments)["result"]
+        self.sign_in_with_token(first["structuredContent"]["url"])
+        self.register()
+        self.driver.submit(self.driver.find("button[value=approve]"))  # Apply: the script asks the passkey first
+        self.assertIn("<h1>Approved</h1>", self.driver.source())
+        done = alice.call("notes_update", {**arguments, "confirmation": first["structuredContent"]["confirmation"]})["result"]
+        self.assertFalse(done.get("isError"), done)
+        read = alice.call("notes_read", {"workspaceUri": main.LESSON_WORKSPACE, "noteId": note["noteId"]})["result"]
+        self.assertIn("bread", json.dumps(read))
+        self.assertEqual(self.store.audit_entries(outcome=audit.UPDATED)[-1]["approved_with"],
+                         self.store.ledger.passkeys().of("alice")[0].credential_id)
 
 
 class RealServerTests(unittest.TestCase):
