@@ -184,7 +184,9 @@ def run_passkeys(store: stores.Store, args: argparse.Namespace, out: Callable[[s
     found = keys.of(args.principal)
     if args.json:
         for key in found:
-            out(json.dumps(key._asdict(), ensure_ascii=True))
+            out(json.dumps({"credential_id": key.credential_id, "principal": key.principal, "label": key.label,
+                            "created_at": key.created_at, "last_used_at": key.last_used_at, "sign_count": key.sign_count},
+                           ensure_ascii=True))
         return 0
     rows = [("CREDENTIAL", "PRINCIPAL", "LABEL", "CREATED (UTC)", "LAST USED (UTC)", "SIGN COUNT")] + [
         (shown(k.credential_id), shown(k.principal), shown(k.label), stamp(k.created_at),
