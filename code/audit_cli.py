@@ -85,7 +85,12 @@ def table(entries: Sequence[dict[str, Any]], labels: dict[str, str] | None = Non
          shown(e["client_name"]), shown(e["trash"]))
         for e in entries
     ]  # fmt: skip
-    widths = [max(len(row[k]) for row in rows) for k in range(len(header))]
+    return aligned(rows)
+
+
+def aligned(rows: Sequence[Sequence[str]]) -> list[str]:
+    """Rows as lines of left-aligned columns two spaces apart."""
+    widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
     return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
 
 
@@ -149,11 +154,7 @@ def run(store: stores.Store, args: argparse.Namespace, out: Callable[[str], None
 
 def command(argv: Sequence[str], prog: str = "serve.py audit") -> int:
     """`PROG [--config F] [--db F|URL] [--notes-dir D]... list|restore ...`: the exit status."""
-    try:
-        args = parser(prog).parse_args(list(argv))
-    except SystemExit as exc:  # --help (0) or a usage error (2), already printed
-        return int(exc.code or 0)
-    return with_store(args, run)
+    return parse_then(parser(prog), argv, run)
 
 
 def passkeys_parser(prog: str = "serve.py passkeys") -> argparse.ArgumentParser:
@@ -191,23 +192,23 @@ def run_passkeys(store: stores.Store, args: argparse.Namespace, out: Callable[[s
     rows = [("CREDENTIAL", "PRINCIPAL", "LABEL", "CREATED (UTC)", "LAST USED (UTC)", "SIGN COUNT")] + [
         (shown(k.credential_id), shown(k.principal), shown(k.label), stamp(k.created_at),
          stamp(k.last_used_at) if k.last_used_at is not None else "-", str(k.sign_count)) for k in found]
-    widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
-    for row in rows:
-        out("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    for line in aligned(rows):
+        out(line)
     return 0
 
 
 def passkeys_command(argv: Sequence[str], prog: str = "serve.py passkeys") -> int:
     """`PROG [store options] list|remove ...`: the exit status."""
+    return parse_then(passkeys_parser(prog), argv, run_passkeys)
+
+
+def parse_then(p: argparse.ArgumentParser, argv: Sequence[str],
+               act: Callable[[stores.Store, argparse.Namespace, Callable[[str], None]], int]) -> int:
+    """Parse `argv`, open the store the options name (never creating one), run `act` on it, close it; the exit status."""
     try:
-        args = passkeys_parser(prog).parse_args(list(argv))
+        args = p.parse_args(list(argv))
     except SystemExit as exc:  # --help (0) or a usage error (2), already printed
         return int(exc.code or 0)
-    return with_store(args, run_passkeys)
-
-
-def with_store(args: argparse.Namespace, act: Callable[[stores.Store, argparse.Namespace, Callable[[str], None]], int]) -> int:
-    """Open the store the options name (never creating one), run `act` on it, close it; the exit status."""
     try:
         config = configuration.load_config(args.config) if args.config else configuration.lesson_config()
         if args.db is not None:

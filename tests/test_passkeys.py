@@ -16,7 +16,6 @@ import os
 import sys
 import tempfile
 import re
-import threading
 import time
 import unittest
 from contextlib import redirect_stdout
@@ -34,10 +33,10 @@ import passkey_pages  # noqa: E402
 import sqlite_store  # noqa: E402
 import stores  # noqa: E402
 import streamable_http  # noqa: E402
-import web_pages  # noqa: E402
 from helpers import procs, webdriver  # noqa: E402
 from helpers.support import KEY, tps  # noqa: E402
 import serve  # noqa: E402
+import test_browser  # noqa: E402
 import test_browser_confirm  # noqa: E402
 import test_notes_tools_browser  # noqa: E402
 from test_browser_confirm import TOKENS, Client  # noqa: E402
@@ -107,26 +106,13 @@ def build(clock: support.Clock, store: Any, mode: str) -> tuple[frame.Server, co
     return server, confirm_pages.install(server, TOKENS, passkeys=mode)
 
 
-def serve_on_localhost(test: unittest.TestCase, server: frame.Server, pages: confirm_pages.ConfirmPages) -> str:
-    """`pages` on a real loopback listener, linked as http://localhost:PORT, until the test ends; that origin."""
-    policy = streamable_http.HttpPolicy({}, None, None, frozenset())
-    endpoint = streamable_http.McpEndpoint(server, policy, web_pages.PageSet([pages]), mcp_endpoint=False)
-    listener = streamable_http.listen("127.0.0.1", 0, endpoint, support.Log())
-    port = listener.address[1]
-    policy.allowed_hosts = frozenset(f"{name}:{port}" for name in streamable_http.LOOPBACK_NAMES)
-    pages.base_url = f"http://localhost:{port}"
-    thread = threading.Thread(target=listener.serve_forever, daemon=True)
-    thread.start()
-    test.addCleanup(thread.join, procs.GUARD)
-    test.addCleanup(listener.shutdown, 0)
-    return pages.base_url
+def serve_on_localhost(test: unittest.TestCase, server: frame.Server, pages: confirm_pages.ConfirmPages) -> None:
+    """`pages` on a real loopback listener linked as http://localhost:PORT (a secure context, a domain RP ID) until the test ends."""
+    test_browser.serve_pages(test, server, pages, "localhost")
 
 
-class PasskeysInChromium(unittest.TestCase):
-    """Two instances over one SQLite file, each serving its pages; one Chromium with one virtual authenticator."""
-
-    mode = passkey_pages.OFFER
-    prefs: dict[str, Any] | None = None
+class NeedsChromiumAndTheExtra:
+    """Mixed into a TestCase: skipped, in one line, where Chromium or the passkeys extra is absent."""
 
     @classmethod
     def setUpClass(cls) -> None:
@@ -134,7 +120,14 @@ class PasskeysInChromium(unittest.TestCase):
             raise unittest.SkipTest("Chromium or chromedriver not installed (run .ci/setup-chromium.sh)")
         if not HAS_EXTRA:
             raise unittest.SkipTest(SKIP_EXTRA)
-        super().setUpClass()
+        super().setUpClass()  # type: ignore[misc]
+
+
+class PasskeysInChromium(NeedsChromiumAndTheExtra, unittest.TestCase):
+    """Two instances over one SQLite file, each serving its pages; one Chromium with one virtual authenticator."""
+
+    mode = passkey_pages.OFFER
+    prefs: dict[str, Any] | None = None
 
     def setUp(self) -> None:
         folder = tempfile.TemporaryDirectory()
@@ -216,6 +209,15 @@ class PasskeysInChromium(unittest.TestCase):
                 raise webdriver.WebDriverError("no page answered the form")
             time.sleep(webdriver.NAVIGATION_POLL_SECONDS)
 
+    def said(self, form: str) -> str:
+        """What the page's script wrote under `form` once its ceremony ended (it fails asynchronously)."""
+        deadline = time.monotonic() + webdriver.COMMAND_GUARD_SECONDS
+        while not (text := str(self.driver.execute("return document.querySelector(arguments[0] + ' .passkey-status').textContent", form))):
+            if time.monotonic() > deadline:
+                raise webdriver.WebDriverError("the page's script said nothing")
+            time.sleep(webdriver.NAVIGATION_POLL_SECONDS)
+        return text
+
     def challenge_of(self, css: str) -> str:
         return str(self.driver.execute("return document.querySelector(arguments[0]).dataset.challenge", css))
 
@@ -254,8 +256,7 @@ class OfferTests(PasskeysInChromium):
         self.sign_in_with_token(url)
         self.driver.send_keys(self.driver.find("input[name=label]"), "No fingerprint")
         self.driver.click(self.driver.find("form[data-passkey=register] button[type=submit]"))
-        self.assertEqual(self.driver.execute("return document.querySelector('form[data-passkey=register] .passkey-status').textContent"),
-                         "No passkey was registered (NotAllowedError).")
+        self.assertEqual(self.said("form[data-passkey=register]"), "No passkey was registered (NotAllowedError).")
         self.assertEqual(self.keys(), [])
 
     def test_a_passkey_answer_without_user_verification_signs_in_to_nothing(self) -> None:
@@ -336,7 +337,7 @@ class RequireTests(PasskeysInChromium):
         self.assertIn("Register a passkey", page)
         self.driver.click(self.driver.find("input[value$=':note-7']"))
         self.driver.click(self.driver.find("button[value=approve]"))  # no passkey registered: the ceremony fails, nothing is sent
-        status = self.driver.execute("return document.querySelector(arguments[0] + ' .passkey-status').textContent", DECISION_FORM)
+        status = self.said(DECISION_FORM)
         self.assertTrue(status.startswith("No passkey was used"), status)
         old = self.driver.find("html")
         self.driver.execute("""const form = document.querySelector(arguments[0]);
@@ -438,16 +439,8 @@ class UpdateRequireTests(PasskeysInChromium):
                          self.store.ledger.passkeys().of("alice")[0].credential_id)
 
 
-class RealServerTests(unittest.TestCase):
+class RealServerTests(NeedsChromiumAndTheExtra, unittest.TestCase):
     """A real `serve.py --http --confirm-in-browser --passkeys require` process (sandboxed), Chromium on its localhost link."""
-
-    @classmethod
-    def setUpClass(cls) -> None:
-        if not webdriver.available():
-            raise unittest.SkipTest("Chromium or chromedriver not installed (run .ci/setup-chromium.sh)")
-        if not HAS_EXTRA:
-            raise unittest.SkipTest(SKIP_EXTRA)
-        super().setUpClass()
 
     def call(self, server: procs.HttpServer, arguments: dict[str, Any]) -> dict[str, Any]:
         message = support.request("tools/call", {"name": main.TOOL_NAME, "arguments": arguments}, id=1, capabilities={})
