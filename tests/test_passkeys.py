@@ -552,6 +552,33 @@ class PasskeyCommandTests(unittest.TestCase):
         self.assertEqual([line.split()[0] for line in self.run_command("list")[1].splitlines()[1:]], ["cred-B"])
 
 
+class MigrationTests(unittest.TestCase):
+    def test_an_older_database_gains_the_passkeys_table_and_the_columns_naming_the_passkey_that_approved(self) -> None:
+        import sqlite3
+
+        folder = tempfile.TemporaryDirectory()
+        self.addCleanup(folder.cleanup)
+        path = os.path.join(folder.name, "notes.db")
+        sqlite_store.open_store(path, clock=time.time, seed_notes=notes()).close()
+        conn = sqlite3.connect(path)  # as a server from before passkeys left it
+        conn.execute("DROP TABLE passkeys")
+        conn.execute("ALTER TABLE audit DROP COLUMN approved_with")
+        conn.execute("ALTER TABLE browser_confirmations DROP COLUMN decided_with")
+        conn.commit()
+        conn.close()
+        reopened = sqlite_store.open_store(path, clock=time.time)
+        self.addCleanup(reopened.close)
+
+        def columns(table: str) -> list[str]:
+            return [row[1] for row in reopened.read_with(lambda c: c.execute(f"PRAGMA table_info({table})").fetchall())]
+
+        self.assertIn("approved_with", columns("audit"))
+        self.assertIn("decided_with", columns("browser_confirmations"))
+        self.assertEqual(columns("passkeys"), ["credential_id", "principal", "public_key", "sign_count", "created_at", "last_used_at", "label"])
+        self.assertEqual(reopened.ledger.passkeys().of(), [])
+        self.assertEqual(len(reopened.all()), len(notes()))  # the notes are as they were
+
+
 @unittest.skipUnless(HAS_EXTRA, SKIP_EXTRA)
 class PagesInProcessTests(test_browser_confirm.InProcess):
     """The pages' refusals that need no browser (require mode unless said)."""
