@@ -50,6 +50,8 @@ ASSERTION_FIELDS = ("credential", "client_data", "authenticator_data", "signatur
 NEEDS_PASSKEY = ("Approving here needs a passkey: press the button in a browser with JavaScript on, and confirm with your "
                  "fingerprint, face or device PIN. Nothing was approved.")
 
+NO_SCRIPT = ("Approving here needs a passkey, and a passkey needs JavaScript: turn it on for this page, then confirm with "
+             "your fingerprint, face or device PIN. Keep works without it.")
 ALREADY = ("This account already has a passkey, and approving needs it. If it is lost, ask the server's operator to remove it "
            "(notes-mcp passkeys remove); then sign in with your token and register a new one here. Nothing was registered.")
 
@@ -281,5 +283,5 @@ class Gate:
         """What the decision form says in require mode (the noscript line is the no-JavaScript page's whole story)."""
         if not self.required:
             return ""
-        return (f'<noscript><p class="alert">{html.escape(NEEDS_PASSKEY)} Keep works without one.</p></noscript>'
+        return (f'<noscript><p class="alert">{html.escape(NO_SCRIPT)}</p></noscript>'
                 '<p class="hint passkey-status"></p>')

@@ -13,7 +13,8 @@ several behind one listener (the HTTP endpoint, or the loopback listener under -
                 optionally bound to one link (`scope`) so it acts on that link alone
     posts       a foreign or opaque `Origin` refused, one media type, bounded bodies, and
                 the session's CSRF token compared in constant time
-    pages       plain server-rendered HTML, no script, one inline style pinned by hash
+    pages       plain server-rendered HTML, one inline style pinned by hash, and no script but the
+                confirmation pages' passkey script, pinned by hash too (code/passkey_pages.py)
 
 Standard library only.
 """
@@ -145,7 +146,7 @@ STYLE = (
 )
 STYLE_HASH = "'sha256-" + base64.b64encode(hashlib.sha256(STYLE.encode("utf-8")).digest()).decode("ascii") + "'"
 CONTENT_SECURITY_POLICY = (
-    # Nothing loads from anywhere (no script at all); the one stylesheet is pinned by hash.
+    # Nothing loads from anywhere (no script: policy_with_script adds the passkeys' one, by hash); the one stylesheet is pinned by hash.
     f"default-src 'none'; style-src {STYLE_HASH}; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 )
 

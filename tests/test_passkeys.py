@@ -390,7 +390,7 @@ class RequireWithoutJavaScriptTests(PasskeysInChromium):
         first, url = self.first()
         page = self.sign_in_with_token(url)
         self.assertIn("<noscript>", page)
-        self.assertIn(passkey_pages.NEEDS_PASSKEY, page.replace("&#x27;", "'"))
+        self.assertIn(passkey_pages.NO_SCRIPT, page)
         self.driver.click(self.driver.find("input[value$=':note-7']"))
         self.save("passkey-no-javascript.png")
         self.driver.submit(self.driver.find("button[value=approve]"))
