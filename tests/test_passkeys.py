@@ -596,10 +596,10 @@ class PagesInProcessTests(test_browser_confirm.InProcess):
         self.assertEqual(browser.sign_in(self.path(first), ALICE_TOKEN), 303)
         return browser, first, self.path(first)
 
-    def register(self, browser: test_browser_confirm.ConfirmBrowser, path: str) -> tuple[int, str]:
+    def register(self, browser: test_browser_confirm.ConfirmBrowser, path: str, label: str = "Key") -> tuple[int, str]:
         _, _, page = browser.get(path)
         csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)  # type: ignore[union-attr]
-        status, _, text = browser.open("POST", f"{path}/register", [("csrf", csrf), ("label", "Key"), ("client_data", "e30"),
+        status, _, text = browser.open("POST", f"{path}/register", [("csrf", csrf), ("label", label), ("client_data", "e30"),
                                                                     ("attestation", "oA")])
         return status, text
 
@@ -620,6 +620,16 @@ class PagesInProcessTests(test_browser_confirm.InProcess):
         self.assertEqual(status, 403)
         self.assertIn("needs a sign-in with your token", page)
         self.assertEqual(stores.store_of(self.server.services).ledger.passkeys().of(), [])
+
+    def test_a_label_of_the_bound_is_taken_and_one_longer_or_unprintable_is_refused_before_any_check(self) -> None:
+        browser, first, path = self.signed_in()
+        status, page = self.register(browser, path, "k" * passkey_pages.MAX_LABEL_CHARS)
+        self.assertEqual(status, 400)
+        self.assertIn("did not verify", page)  # the label passed; the (junk) registration did not
+        for label in ("k" * (passkey_pages.MAX_LABEL_CHARS + 1), "", "two\nlines"):
+            status, page = self.register(browser, path, label)
+            self.assertEqual(status, 400)
+            self.assertIn("Name the passkey", page)
 
     def test_in_require_mode_the_token_registers_no_second_passkey_until_the_operator_removes_the_first(self) -> None:
         keys = stores.store_of(self.server.services).ledger.passkeys()
