@@ -29,6 +29,11 @@
                                           a first build while another process makes and removes notes
     python3 code/scripts/bench.py --mode search [--seconds N] [--kinds sqlite,postgres]
                                           notes_search calls/s in-process at 10 and 100,000 notes with text
+    python3 code/scripts/bench.py --mode startup [--starts N] [--against REF]
+                                          process start to the first answer (server/discover, and
+                                          initialize for 2025-11-25) over stdio, as a host that starts
+                                          a process per call pays it: the canned responder, this tree
+                                          and REF's (default main, from git), in turns in one run
     python3 code/scripts/bench.py --mode plot [--figures FILE] [--out DIR]
                                           draw docs/img/speed.svg and scaling.svg from recorded figures
     ... --mode stdio|http|scaling --record FILE   also add the run's figures to FILE (JSON), for plot
@@ -1020,6 +1025,78 @@ def run_transports(args: argparse.Namespace, kinds: list[str]) -> dict[str, Any]
     return figures
 
 
+# ---------------------------------------------------------------------------------- start-up
+
+START_TARGET_MS = 300.0  # the first answer, process start included, on an idle 2-core machine
+INITIALIZE = encode({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                     "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}})
+
+
+def first_line_ms(argv: list[str], message: bytes, env: dict[str, str]) -> float:
+    """Milliseconds from Popen of a stdio server to its answer to `message` (which must be a result, not an error)."""
+    start = time.perf_counter()
+    process = spawn(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write(message + b"\n")
+        process.stdin.flush()
+        line = process.stdout.readline()
+        took = (time.perf_counter() - start) * 1000
+    finally:
+        stop(process)
+    if "result" not in json.loads(line or b"{}"):
+        raise BenchError(f"no answer to the first message from {argv[-1]}: {line[:200]!r}")
+    return took
+
+
+def tree_of(ref: str, directory: str) -> str:
+    """REF's code/ folder exported from git into `directory`; the path of its serve.py."""
+    archive = subprocess.run(["git", "-C", ROOT, "archive", ref, "code"], capture_output=True, check=False)
+    if archive.returncode != 0:
+        raise BenchError(f"git archive {ref}: {archive.stderr.decode(errors='replace').strip()}")
+    os.makedirs(directory, exist_ok=True)
+    subprocess.run(["tar", "-x", "-C", directory], input=archive.stdout, check=True)
+    return os.path.join(directory, "code", "serve.py")
+
+
+def run_startup(args: argparse.Namespace) -> dict[str, dict[str, float]]:
+    """The first answer over stdio: canned responder, this tree and REF's, two set-ups, bytecode cached or not, in turns."""
+    section(f"Start-up over stdio: process start to the first answer (median of {args.starts}, in turns)")
+    with tempfile.TemporaryDirectory(prefix="notes-startup-") as directory:
+        serves = {"this tree": SERVE_PY, args.against: tree_of(args.against, os.path.join(directory, "ref"))}
+        config = write_config(directory, 10)
+        setups = {
+            "lesson (--stdio)": [],
+            "per-call set-up": ["--config", config, "--db", os.path.join(directory, "{tree}.db"),
+                                                                           "--notes-tools", "--confirm-in-browser"],
+        }
+        caches = {"bytecode cached": os.path.join(directory, "pycache-{tree}"), "compiled at each start": None}
+        messages = {"server/discover": DISCOVER, "initialize (2025-11-25)": INITIALIZE}
+        runs: dict[str, list[float]] = {}
+        for tree, serve in serves.items():  # one start each fills the bytecode caches, off the record
+            tag = "this" if tree == "this tree" else "ref"
+            first_line_ms([sys.executable, serve, "--stdio"], DISCOVER, server_env(caches["bytecode cached"].replace("{tree}", tag)))
+        for _ in range(args.starts):
+            for message_name, message in messages.items():
+                runs.setdefault(f"canned responder: {message_name}", []).append(first_line_ms(ceiling_argv("stdio"), message, server_env()))
+                for cache_name, cache in caches.items():
+                    for tree, serve in serves.items():
+                        tag = "this" if tree == "this tree" else "ref"
+                        for setup_name, setup in setups.items():
+                            argv = [sys.executable, serve, "--stdio", *(part.replace("{tree}", tag) for part in setup)]
+                            env = server_env(cache.replace("{tree}", tag) if cache else None)
+                            runs.setdefault(f"{tree}: {setup_name}, {cache_name}: {message_name}", []).append(first_line_ms(argv, message, env))
+        figures = {label: statistics.median(times) for label, times in runs.items()}
+        for message_name in messages:
+            canned = figures[f"canned responder: {message_name}"]
+            row(f"canned responder (the ceiling): {message_name}", f"{canned:.0f} ms")
+            for label, ms in figures.items():
+                if label.endswith(message_name) and not label.startswith("canned"):
+                    row(f"  {label.removesuffix(': ' + message_name)}", f"{ms:.0f} ms",
+                        f"{ms / canned:.1f}x the canned responder; <= {START_TARGET_MS:.0f} ms: {verdict(ms <= START_TARGET_MS)}")
+    return {"ms": figures}
+
+
 # ---------------------------------------------------------------------------------- SQLite
 
 SQLITE_TTL_SECONDS = 2.0  # short, so one principal's confirmations never reach the replay bound
@@ -1704,7 +1781,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--mode",
         choices=["inprocess", "stdio", "http", "sqlite", "checkpoint", "postgres", "scaling", "search", "latency",
-                 "index-memory", "rename-loop", "index-rebuild", "plot", "all"],
+                 "index-memory", "rename-loop", "index-rebuild", "startup", "plot", "all"],
         default="all",
     )
     parser.add_argument("--seconds", type=float, default=5.0, help="measuring time per throughput figure (default 5)")
@@ -1716,6 +1793,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--record", metavar="FILE", help="--mode stdio, http or scaling: add this run's figures to FILE (JSON)")
     parser.add_argument("--figures", metavar="FILE", default=RECORDED_FIGURES, help="--mode plot: the recorded figures (default docs/img/bench-figures.json)")
     parser.add_argument("--out", metavar="DIR", default=PLOTS, help="--mode plot: where speed.svg and scaling.svg go (default docs/img)")
+    parser.add_argument("--starts", type=int, default=10, help="--mode startup: process starts per figure (default 10)")
+    parser.add_argument("--against", metavar="REF", default="main", help="--mode startup: the git ref measured beside this tree (default main)")
     parser.add_argument("--store-worker", metavar="SPEC", help=argparse.SUPPRESS)  # a child of --mode sqlite/postgres
     args = parser.parse_args(argv)
     if args.seconds <= 0 or args.notes < 1 or args.flood < 1:
@@ -1764,6 +1843,8 @@ def run(argv: list[str] | None = None) -> int:
             run_index_memory(args)
         if args.mode == "rename-loop":
             run_rename_loop(args)
+        if args.mode == "startup":
+            run_startup(args)
         if args.mode == "index-rebuild":
             run_index_rebuild(args)
     except BenchError as exc:
