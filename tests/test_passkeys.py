@@ -325,7 +325,7 @@ class RequireTests(PasskeysInChromium):
         self.save("passkey-approved.png")
         self.assertGreater(self.keys()[0].sign_count, key.sign_count)
         self.assertEqual(self.second(first, self.other)["result"]["structuredContent"], {"deleted": True, "noteId": "note-7"})
-        self.assertEqual(self.second(first)["error"]["message"], main.STATE_INVALID)
+        self.assertEqual(self.second(first)["error"]["message"], browser_confirm.refused_confirmation(main.TOOL_NAME))
         entry = self.stores[1].audit_entries(outcome=audit.DELETED)[-1]
         self.assertEqual((entry["approved_by"], entry["approved_with"]), ("alice", key.credential_id))
         line = audit_cli.table([entry], {key.credential_id: key.label})[1]
