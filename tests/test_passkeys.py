@@ -468,6 +468,36 @@ class RealServerTests(NeedsChromiumAndTheExtra, unittest.TestCase):
         self.assertEqual(done["structuredContent"], {"deleted": True, "noteId": "note-7"})
 
 
+class PerCallStdioTests(NeedsChromiumAndTheExtra, unittest.TestCase):
+    """A host that starts `serve.py --stdio --passkeys require` per call: the kept link, on localhost, needs the passkey too."""
+
+    def test_the_kept_page_of_a_per_call_host_registers_and_approves_by_passkey_and_the_next_process_deletes(self) -> None:
+        import test_per_call_hosts
+
+        folder = tempfile.TemporaryDirectory()
+        self.addCleanup(folder.cleanup)
+        db = os.path.join(folder.name, "notes.db")
+        host = test_per_call_hosts.PerCallHost(self, config_file(self), db, "--passkeys", "require")
+        first = host.call(main.TOOL_NAME, tps("TPS report"))["result"]["structuredContent"]
+        self.assertTrue(first["url"].startswith("http://localhost:"), first["url"])
+        driver = webdriver.Driver()
+        self.addCleanup(driver.close)
+        driver.add_authenticator()
+        driver.get(first["url"])  # the process that gave it out has exited: its keeper serves it
+        driver.send_keys(driver.find("input[name=token]"), ALICE_TOKEN)
+        driver.submit(driver.find("form[action$='/sign-in'] button[type=submit]"))
+        driver.send_keys(driver.find("input[name=label]"), "Laptop")
+        driver.submit(driver.find("form[data-passkey=register] button[type=submit]"))
+        driver.click(driver.find("input[value$=':note-7']"))
+        driver.submit(driver.find("button[value=approve]"))
+        self.assertIn("<h1>Approved</h1>", driver.source())
+        done = host.call(main.TOOL_NAME, {**tps("TPS report"), "confirmation": first["confirmation"]})["result"]
+        self.assertEqual(done["structuredContent"], {"deleted": True, "noteId": "note-7"})
+        store = sqlite_store.open_store(db, clock=time.time)
+        self.addCleanup(store.close)
+        self.assertEqual([key.label for key in store.ledger.passkeys().of("alice")], ["Laptop"])
+        self.assertEqual(store.audit_entries(outcome=audit.DELETED)[-1]["approved_with"], store.ledger.passkeys().of("alice")[0].credential_id)
+
 # =====================================================================================
 # In process: the start-up rules, the operator's commands, what the pages refuse
 # =====================================================================================
