@@ -121,6 +121,7 @@ RESOLVER_FILES = ("/etc/hosts", "/etc/nsswitch.conf", "/etc/resolv.conf", "/etc/
 DEVICE_WRITE = ("/dev/null",)
 DEVICE_READ = ("/dev/urandom",)
 SQLITE_SIDE_FILES = ("-wal", "-shm")  # beside a WAL-mode database; its own files are granted, not its folder
+SEARCH_INDEX_SUFFIX = "-search"  # the folder store's text index beside its database (text_index.index_path), with its side files
 # What Python imports a file as (a module, bytecode, an extension) or runs at start-up (a site folder's .pth).
 IMPORT_SUFFIXES = (*importlib.machinery.all_suffixes(), ".pth")
 
@@ -442,7 +443,8 @@ def server_plan(
 def state_files(database: str) -> list[str]:
     """The SQLite database's own files, the only ones in its folder the confined server may write."""
     path = os.path.abspath(database)
-    return [path, *(path + suffix for suffix in SQLITE_SIDE_FILES)]
+    index = path + SEARCH_INDEX_SUFFIX
+    return [path, *(path + suffix for suffix in SQLITE_SIDE_FILES), index, *(index + suffix for suffix in SQLITE_SIDE_FILES)]
 
 
 def import_roots(code_folder: str) -> list[str]:
