@@ -138,8 +138,7 @@ _BODY_INDEX = "CREATE INDEX IF NOT EXISTS notes_by_body ON notes USING gin (body
 # title test and a score inside SQL over those rows, ordered, LIMIT. Only ids leave SQL
 # here: the bodies of the rows returned are read afterwards, by id. (`uri || ''` is no
 # indexed expression: given the range, the planner read the whole workspace, 15 ms at
-# 100,000 notes.) The score: each term's occurrences in the body per kilobyte of it,
-# summed; pg_trgm has no BM25 of its own.
+# 100,000 notes.) The score is text_index.score_sql's, as in the other stores.
 _CANDIDATES = (
     "SELECT id, folded, body_folded FROM notes"
     ' WHERE (uri || \'\') COLLATE "C" >= %s AND (uri || \'\') COLLATE "C" < %s'
@@ -150,11 +149,10 @@ _COUNT = f"SELECT count(*) FROM ({_CANDIDATES}) AS hits"  # rows examined, when 
 # materialized rows in their order without it.
 _RANKED = (
     f"WITH hits AS MATERIALIZED ({_CANDIDATES}), kept AS (SELECT * FROM hits LIMIT %s)"
-    " SELECT id, ({titled}) AS titled, -({score}) AS score, (SELECT count(*) FROM hits) FROM kept"
-    ' ORDER BY titled DESC, score, id COLLATE "C" LIMIT %s'
+    " SELECT id, ({titled}) AS titled, ({score}) AS score, (SELECT count(*) FROM hits) FROM kept"
+    ' ORDER BY titled DESC, score DESC, id COLLATE "C" LIMIT %s'
 )
 _TERM = " AND (folded LIKE %s OR body_folded LIKE %s)"
-_OCCURRENCES = "(length(coalesce(body_folded, '')) - length(replace(coalesce(body_folded, ''), %s, ''))) / length(%s)::float"
 _TEXT_ROW = "SELECT id, title, uri, revision, body FROM notes"
 # Rows another program wrote without their folded forms: tested in Python (they cannot be folded in SQL).
 _UNINDEXED = f"{_TEXT_ROW} WHERE folded IS NULL UNION {_TEXT_ROW} WHERE body_folded IS NULL AND body IS NOT NULL LIMIT %s"
@@ -293,15 +291,15 @@ class PostgresNotesStore(note_bodies.SqlTexts, stores.SettleSeam[ledger.SqlLedge
         sql = _RANKED.format(
             terms=_TERM * len(patterns),
             titled=" AND ".join(["folded LIKE %s"] * len(patterns)),
-            score=" + ".join([_OCCURRENCES] * len(patterns)) + " / (1 + length(coalesce(body_folded, '')) / 1024.0)",
+            score=text_index.score_sql(len(patterns), "folded", "coalesce(body_folded, '')", "%s::text"),
         )
         params = (low, high, *[p for p in patterns for _ in (0, 1)], bound + 1, bound, *patterns,
-                  *[t for t in parsed.terms for _ in (0, 1)], offset + limit)
+                  *[t for t in parsed.terms for _ in range(3)], offset + limit)
 
         def work(conn: Any) -> tuple[list[Any], list[Any], list[Any]]:
             ranked = conn.execute(sql, params, prepare=False).fetchall()
             unindexed = conn.execute(_UNINDEXED, (bound + 1,)).fetchall()
-            page = text_index.page_of(((i, t, float(sc)) for i, t, sc, _ in ranked), unindexed, parsed, workspace, offset, limit)
+            page = text_index.page_of(((i, t, -float(sc)) for i, t, sc, _ in ranked), unindexed, parsed, workspace, offset, limit)
             rows = conn.execute(f"{_TEXT_ROW} WHERE id = ANY(%s)", (page,)).fetchall() if page else []
             by_id = {row[0]: row for row in rows}
             return ranked, page, [by_id.get(note_id) for note_id in page]

@@ -141,18 +141,19 @@ _SEARCH_INDEX = (
 _ROW = "SELECT id, title, uri, revision FROM notes"
 _TEXT_ROW = "SELECT id, title, uri, revision, body FROM notes"
 # Searches (the note tools, code/text_index.py). The index's matches, newest first, at most
-# MAX_RANKED_ROWS + 1 of them with their BM25 score (the one past the bound only says that
-# the bound was met: `kept` is the materialized rows in their order without it); the workspace's URI range, the short
-# terms' test and the title test inside SQL over those rows; ordered, LIMIT. Only ids
+# MAX_RANKED_ROWS + 1 of them (the one past the bound only says that the bound was met:
+# `kept` is the materialized rows in their order without it); the workspace's URI range,
+# the short terms' test, the title test and the score (text_index.score_sql) inside SQL
+# over those rows; ordered, LIMIT. Only ids
 # leave SQL here: the bodies of the rows returned are read afterwards, by id.
 _RANKED = (
     "WITH hits AS MATERIALIZED ({hits}), kept AS (SELECT * FROM hits LIMIT ?)"
-    " SELECT n.id, ({titled}) AS titled, kept.score, (SELECT count(*) FROM hits) FROM kept JOIN notes n ON n.rowid = kept.r"
+    " SELECT n.id, ({titled}) AS titled, ({score}) AS score, (SELECT count(*) FROM hits) FROM kept JOIN notes n ON n.rowid = kept.r"
     " WHERE n.uri >= ? AND n.uri < ? AND n.folded IS NOT NULL AND (n.body_folded IS NOT NULL OR n.body IS NULL){short}"
-    " ORDER BY titled DESC, kept.score, n.id LIMIT ?"
+    " ORDER BY titled DESC, score DESC, n.id LIMIT ?"
 )
-_HITS_INDEXED = "SELECT rowid AS r, bm25(note_search, {weight}, 1.0) AS score FROM note_search WHERE note_search MATCH ? ORDER BY rowid DESC LIMIT ?"
-_HITS_SCANNED = "SELECT rowid AS r, 0.0 AS score FROM notes WHERE uri >= ? AND uri < ? ORDER BY uri LIMIT ?"
+_HITS_INDEXED = "SELECT rowid AS r FROM note_search WHERE note_search MATCH ? ORDER BY rowid DESC LIMIT ?"
+_HITS_SCANNED = "SELECT rowid AS r FROM notes WHERE uri >= ? AND uri < ? ORDER BY uri LIMIT ?"
 # Rows another program wrote without their folded forms: tested in Python (they cannot be folded in SQL).
 _UNINDEXED = (
     f"{_TEXT_ROW} WHERE folded IS NULL UNION {_TEXT_ROW} WHERE body_folded IS NULL AND body IS NOT NULL LIMIT ?"
@@ -556,7 +557,7 @@ class SqliteNotesStore(SqliteDatabase, note_bodies.SqlTexts, stores.SettleSeam[l
         bound = text_index.MAX_RANKED_ROWS
         matched = parsed.long_terms() if self._titles else []
         if matched:
-            hits, first = _HITS_INDEXED.format(weight=text_index.TITLE_WEIGHT), [text_index.fts_match(matched), bound + 1]
+            hits, first = _HITS_INDEXED, [text_index.fts_match(matched), bound + 1]
         else:
             # Only short terms (or no FTS5): the workspace's rows themselves, as many as the bound.
             hits, first = _HITS_SCANNED, [low, high, bound + 1]
@@ -564,12 +565,13 @@ class SqliteNotesStore(SqliteDatabase, note_bodies.SqlTexts, stores.SettleSeam[l
         sql = _RANKED.format(
             hits=hits,
             titled=" AND ".join(["instr(n.folded, ?) > 0"] * len(parsed.terms)),
+            score=text_index.score_sql(len(parsed.terms), "n.folded", "coalesce(n.body_folded, '')", "?"),
             short="".join(" AND (instr(n.folded, ?) > 0 OR instr(n.body_folded, ?) > 0)" for _ in tested),
         )
-        ranked = self._read(sql, (*first, bound, *parsed.terms, low, high, *[v for t in tested for v in (t, t)], offset + limit))
+        ranked = self._read(sql, (*first, bound, *parsed.terms, *[t for t in parsed.terms for _ in range(3)], low, high, *[v for t in tested for v in (t, t)], offset + limit))
         examined = ranked[0][3] if ranked else self._read(f"SELECT count(*) FROM ({hits})", tuple(first))[0][0]
         unindexed = self._read(_UNINDEXED, (bound + 1,))
-        page = text_index.page_of(((str(i), t, float(sc)) for i, t, sc, _ in ranked), unindexed, parsed, workspace, offset, limit)  # type: ignore[arg-type]
+        page = text_index.page_of(((str(i), t, -float(sc)) for i, t, sc, _ in ranked), unindexed, parsed, workspace, offset, limit)  # type: ignore[arg-type]
         rows: dict[object, tuple[object, ...]] = {}
         if page:
             marks = ", ".join("?" * len(page))

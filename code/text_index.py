@@ -14,8 +14,9 @@ by it exactly (the folded text is stored, the tokenizer is told case_sensitive 1
 match is the substring test itself). Shorter terms are tested in SQL (instr) over the
 rows the longer terms leave, or over the workspace's rows, within the row bound.
 
-Ranking: a note whose title holds every term comes first, then by the engine's rank
-(BM25 in SQLite, the title weighted TITLE_WEIGHT times the text), then by id. A search
+Ranking: a note whose title holds every term comes first, then by relevance (each term's
+occurrences per kilobyte of text, one in the title counting TITLE_WEIGHT times: score_sql,
+the same in every store), then by id. A search
 ranks at most MAX_RANKED_ROWS rows of its index (newest first); past it the result says
 it stopped early. Its cost therefore follows `limit` and that bound, never the number
 of notes holding a common word.
@@ -49,23 +50,20 @@ __all__ = [
     "FolderTextIndex",
     "MAX_CURSOR_CHARS",
     "MAX_RANKED_ROWS",
-    "MIN_INDEXED_TERM",
-    "Query",
-    "TITLE_WEIGHT",
     "cursor_for",
     "folder_hits",
     "fts_match",
-    "holds",
     "index_path",
     "offset_of",
     "page_of",
     "parse",
+    "score_sql",
     "search_snippet",
 ]
 
-MAX_RANKED_ROWS = 2_000  # index rows one search ranks at most (newest first); past it the search says it stopped early
+MAX_RANKED_ROWS = 500  # index rows one search ranks at most (newest first); past it the search says it stopped early
 MIN_INDEXED_TERM = 3  # characters (folded) of a term a trigram index can match; shorter terms are tested over the rows left
-TITLE_WEIGHT = 10.0  # BM25 weight of the title column against the text's 1
+TITLE_WEIGHT = 10.0  # an occurrence of a term in the title counts this many times one in the text
 MAX_CURSOR_CHARS = 200  # characters of a cursor; a longer one is refused before it is decoded
 CURSOR_REFUSED = "Invalid params: cursor is not one this search gave out for this query and workspace"
 FOLDER_INDEX_BUSY_MS = 5000  # one write to the folder text index waits at most this long for another instance's
@@ -105,6 +103,16 @@ def holds(query: Query, title: str, text: str) -> bool:
     """True when every term of `query` is in the folded `title` or the folded `text` (the exact test)."""
     folded_title, folded_text = stores.fold_title(title), stores.fold_title(text)
     return all(term in folded_title or term in folded_text for term in query.terms)
+
+
+def score_sql(count: int, title: str, body: str, mark: str) -> str:
+    """SQL for the relevance of a row to `count` terms (each bound three times, by `mark`): occurrences per kilobyte of text, the title's weighted."""
+    # Not SQLite's bm25(): its inverse document frequency counts every row holding each
+    # phrase, whatever the LIMIT (100 ms for a word in every one of 100,000 notes). This
+    # reads only the rows the search keeps, so its cost follows the row bound.
+    one = (f"((length({body}) - length(replace({body}, {mark}, ''))) + {TITLE_WEIGHT} * (length({title}) - length(replace({title}, {mark}, ''))))"
+           f" / (length({mark}) * (1.0 + length({body}) / 1024.0))")
+    return " + ".join([one] * count)
 
 
 def fts_match(terms: Iterable[str]) -> str:
@@ -305,21 +313,22 @@ class FolderTextIndex:
         shorts = [v for term in query.short_terms() for v in (term, term)]
         long_terms = query.long_terms()
         if long_terms:
-            hits = f"SELECT rowid AS r, bm25(texts, {TITLE_WEIGHT}, 1.0) AS score FROM texts WHERE texts MATCH ? ORDER BY rowid DESC LIMIT ?"
+            hits = "SELECT rowid AS r FROM texts WHERE texts MATCH ? ORDER BY rowid DESC LIMIT ?"
             first: list[object] = [fts_match(long_terms), MAX_RANKED_ROWS + 1]
         else:
-            hits = f"SELECT id AS r, 0.0 AS score FROM files f WHERE root = ? AND {inside} ORDER BY id DESC LIMIT ?"
+            hits = f"SELECT id AS r FROM files f WHERE root = ? AND {inside} ORDER BY id DESC LIMIT ?"
             first = [name, *bounds, MAX_RANKED_ROWS + 1]
         sql = (
             # One row past the bound only says the bound was met: `kept` is the rows without it.
             f"WITH hits AS MATERIALIZED ({hits}), kept AS (SELECT * FROM hits LIMIT ?)"
-            f" SELECT f.path, ({titled}) AS titled, (SELECT count(*) FROM hits) FROM kept JOIN files f ON f.id = kept.r"
+            f" SELECT f.path, ({titled}) AS titled, ({score_sql(len(query.terms), 't.title', 't.body', '?')}) AS score, (SELECT count(*) FROM hits)"
+            " FROM kept JOIN files f ON f.id = kept.r"
             f" JOIN texts t ON t.rowid = kept.r WHERE f.root = ? AND {inside}{short}"
-            " ORDER BY titled DESC, kept.score, f.path LIMIT ? OFFSET ?"
+            " ORDER BY titled DESC, score DESC, f.path LIMIT ? OFFSET ?"
         )
-        rows = self.conn.execute(sql, (*first, MAX_RANKED_ROWS, *query.terms, name, *bounds, *shorts, limit, offset)).fetchall()
+        rows = self.conn.execute(sql, (*first, MAX_RANKED_ROWS, *query.terms, *[t for t in query.terms for _ in range(3)], name, *bounds, *shorts, limit, offset)).fetchall()
         if rows:
-            examined = rows[0][2]
+            examined = rows[0][3]
         else:
             examined = self.conn.execute(f"SELECT count(*) FROM ({hits})", first).fetchone()[0]
         return [_path_of(row[0]) for row in rows], examined > MAX_RANKED_ROWS

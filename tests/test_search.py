@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 import tempfile
 import unicodedata
 import unittest
@@ -224,6 +225,39 @@ class SqliteSearch(SearchContract, unittest.TestCase):
         store = sqlite_store.open_store(os.path.join(folder, "notes.db"), clock=clock)
         self.addCleanup(store.close)
         return store
+
+
+class SqliteVersion4(unittest.TestCase):
+    """A database written by the server before the search index gains it, with every body, when first opened."""
+
+    def test_a_version_4_file_gains_the_search_index_and_loses_the_old_body_index(self) -> None:
+        folder = tempfile.mkdtemp(prefix="search-v4-")
+        self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
+        path = os.path.join(folder, "notes.db")
+        store = sqlite_store.open_store(path, clock=Clock())
+        workspace = main.parse_file_uri("file:///Users/alice/Documents/Notes")
+        store.create_note(PRINCIPAL, workspace, "Kept", "an albatross")
+        store.close()
+        raw = sqlite3.connect(path, isolation_level=None)
+        for statement in (  # version 4's layout: a body-only index, no search index
+            "DROP TABLE note_search", "DROP TRIGGER note_search_add", "DROP TRIGGER note_search_drop", "DROP TRIGGER note_search_change",
+            "CREATE VIRTUAL TABLE note_body_index USING fts5(body_folded, tokenize = 'trigram')",
+            "CREATE VIRTUAL TABLE note_body_grams USING fts5vocab(note_body_index, row)",
+            "CREATE TRIGGER note_body_drop AFTER DELETE ON notes BEGIN DELETE FROM note_body_index WHERE rowid = old.rowid; END",
+            "UPDATE meta SET value = '4' WHERE key = 'schema_version'",
+        ):
+            raw.execute(statement)
+        raw.close()
+        store = sqlite_store.open_store(path, clock=Clock())
+        self.addCleanup(store.close)
+        found, stopped = store.search_text(workspace, "albatross", 10)
+        self.assertEqual([note.title for note, _ in found], ["Kept"])
+        raw = sqlite3.connect(path)
+        self.addCleanup(raw.close)
+        names = {name for (name,) in raw.execute("SELECT name FROM sqlite_master")}
+        self.assertIn("note_search", names)
+        self.assertFalse({"note_body_index", "note_body_grams", "note_body_drop"} & names)
+        self.assertEqual(raw.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone(), (str(sqlite_store.SCHEMA_VERSION),))
 
 
 class FolderSearch(SearchContract, unittest.TestCase):
