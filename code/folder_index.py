@@ -152,7 +152,11 @@ class FolderIndex:
             if self.too_large:
                 raise folder_paths.too_large(self.limit)
             touched, self.touched = self.touched or set(), set()
-            use(self.files, touched)
+            try:
+                use(self.files, touched)
+            except BaseException:
+                self.touched |= touched  # not taken in: the next call is told of them again
+                raise
 
     def _hits(self, below: main.Path, needle: str) -> list[int]:
         """Slots of the notes strictly inside `below` whose folded title holds `needle`."""

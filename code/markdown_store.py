@@ -418,8 +418,13 @@ class MarkdownNotesStore(stores.SettleSeam):
         parsed = text_index.parse(query)
         if root is None or not parsed.terms:
             return [], False
-        self.indexes[root].with_changes(lambda files, touched: self.text_index.sync(root, self.dirs[root], files, touched))
-        paths, stopped = self.text_index.search(root, workspace[len(root) :], parsed, limit, offset)
+        try:
+            self.indexes[root].with_changes(lambda files, touched: self.text_index.sync(root, self.dirs[root], files, touched))
+            paths, stopped = self.text_index.search(root, workspace[len(root) :], parsed, limit, offset)
+        except sqlite3.OperationalError as exc:
+            # Another instance holding the index past the busy timeout, or a full disk: the
+            # search says the store is busy (one line, no path); the index is as it was.
+            raise stores.StoreBusy() if "locked" in str(exc) else stores.StoreRefused("The search index could not be read or written.") from None
 
         def load(rel: main.Path) -> tuple[main.Note, folder_bodies.Loaded] | None:
             fd = folder_paths.open_below(self.dirs[root], rel[:-1])

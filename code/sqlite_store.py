@@ -832,26 +832,24 @@ def _add_bodies(conn: sqlite3.Connection) -> None:
 
 
 def _check_search_index(conn: sqlite3.Connection, path: str) -> None:
-    """Build the search index when this SQLite can and the file lacks it (dropping version 4's body index); titles are _check_titles'."""
-    present = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'note_search'").fetchone() is not None
-    missing = trigram_support()
-    if present and missing is not None:
-        # Its triggers would fail every write to the notes table.
-        raise stores.StoreError(f"database {path} has an FTS5 trigram search index, but {missing}")
-    if not present and missing is None:
-        for statement in _SEARCH_INDEX:
-            conn.execute(statement)
+    """Build the search index when this SQLite can and the file lacks it (dropping version 4's body index)."""
+    _check_index(conn, path, "note_search", "search", _SEARCH_INDEX)
 
 
 def _check_titles(conn: sqlite3.Connection, path: str) -> None:
     """Build the title index when this SQLite can and the file lacks it; refuse one this SQLite cannot keep."""
-    present = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'note_titles'").fetchone() is not None
+    _check_index(conn, path, "note_titles", "title", _TITLES)
+
+
+def _check_index(conn: sqlite3.Connection, path: str, table: str, what: str, statements: tuple[str, ...]) -> None:
+    """Build the FTS5 trigram index `table` when this SQLite can and the file lacks it; refuse one this SQLite cannot keep."""
+    present = conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone() is not None
     missing = trigram_support()
     if present and missing is not None:
         # Its triggers would fail every write to the notes table.
-        raise stores.StoreError(f"database {path} has an FTS5 trigram title index, but {missing}")
+        raise stores.StoreError(f"database {path} has an FTS5 trigram {what} index, but {missing}")
     if not present and missing is None:
-        for statement in _TITLES:
+        for statement in statements:
             conn.execute(statement)
 
 

@@ -67,6 +67,8 @@ TITLE_WEIGHT = 10.0  # an occurrence of a term in the title counts this many tim
 MAX_CURSOR_CHARS = 200  # characters of a cursor; a longer one is refused before it is decoded
 CURSOR_REFUSED = "Invalid params: cursor is not one this search gave out for this query and workspace"
 FOLDER_INDEX_BUSY_MS = 5000  # one write to the folder text index waits at most this long for another instance's
+FOLDER_INDEX_LOG_BYTES = 4 * 1024 * 1024  # the folder text index's write-ahead log kept after a checkpoint, at most
+FOLDER_INDEX_CHECKPOINT_ROWS = 1_000  # files one sync re-read past which it checkpoints the index at once (a build)
 SNIPPET_CHARS = 160  # characters of a note's text shown beside a hit
 
 # Punctuation around a word is no part of it: `(Lisbon,` is the word lisbon. A `#` stays:
@@ -229,6 +231,9 @@ class FolderTextIndex:
         self.conn.execute(f"PRAGMA busy_timeout = {FOLDER_INDEX_BUSY_MS}")
         if path:
             self.conn.execute("PRAGMA journal_mode = WAL")
+            # A build writes the whole index in one transaction; the log it leaves is cut
+            # back to this size at the next checkpoint rather than kept at the build's.
+            self.conn.execute(f"PRAGMA journal_size_limit = {FOLDER_INDEX_LOG_BYTES}")
         for statement in _FOLDER_SCHEMA:
             self.conn.execute(statement)
         self.verified: set[str] = set()  # roots compared whole with their files since start-up
@@ -272,6 +277,8 @@ class FolderTextIndex:
             conn.execute("ROLLBACK")
             raise
         self.verified.add(name)
+        if len(touched) > FOLDER_INDEX_CHECKPOINT_ROWS:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # a build: its pages into the file, the log emptied
 
     def _current(self, name: str, rel: main.Path, held: tuple[Facts, int] | None) -> bool:
         row = self.conn.execute("SELECT dev, ino, size, mtime_ns, ctime_ns FROM files WHERE root = ? AND path = ?", (name, _path_key(rel))).fetchone()

@@ -76,6 +76,10 @@ class SearchContract:
     def setUp(self) -> None:
         self.clock = Clock()
         self.store = self.open_store(self.clock)
+        self.serve()
+
+    def serve(self) -> None:
+        """A server with the note tools over self.store, the principal granted the workspace."""
         policy = main.AuthorizationPolicy({PRINCIPAL: [self.notes_uri]})
         self.server = frame.notes_server(keys=[KEY], notes=self.store, policy=policy, clock=self.clock, log=Log())
         audit.install(self.server)
@@ -308,7 +312,7 @@ class FolderSearch(SearchContract, unittest.TestCase):
         os.unlink(os.path.join(self.base, "Notes", "gone.md"))
         self.write("new.md", "# New\na lynx\n")
         self.store = self.open_folder(self.clock)
-        self.setUp_server()
+        self.serve()
         self.assertEqual(self.titles("badger"), [])
         self.assertEqual(self.titles("wolverine"), ["Edited"])
         self.assertEqual(self.titles("stoat"), [])
@@ -320,7 +324,7 @@ class FolderSearch(SearchContract, unittest.TestCase):
         self.assertEqual(self.titles("otter"), ["Kept"])
         self.store.close()
         self.store = self.open_folder(self.clock)
-        self.setUp_server()
+        self.serve()
         index = self.store.text_index
         with mock.patch.object(index, "_read", side_effect=AssertionError("read again")):
             self.store.search_text(main.parse_file_uri(self.notes_uri), "nothing", 10)
@@ -332,11 +336,19 @@ class FolderSearch(SearchContract, unittest.TestCase):
         self.assertEqual(sorted(os.listdir(os.path.join(self.base, "Notes"))), ["a.md"])
         self.assertTrue(os.path.exists(os.path.join(self.state, "nonces.db-search")))
 
-    def setUp_server(self) -> None:
-        policy = main.AuthorizationPolicy({PRINCIPAL: [self.notes_uri]})
-        self.server = frame.notes_server(keys=[KEY], notes=self.store, policy=policy, clock=self.clock, log=Log())
-        audit.install(self.server)
-        notes_tools.install(self.server)
+    def test_a_search_while_another_instance_holds_the_index_says_busy_and_loses_no_change(self) -> None:
+        self.write("a.md", "# A\nword\n")
+        self.assertEqual(self.titles("word"), ["A"])
+        self.store.text_index.conn.execute("PRAGMA busy_timeout = 0")  # no wait: the other instance holds it now
+        other = sqlite3.connect(os.path.join(self.state, "nonces.db-search"), isolation_level=None)
+        self.addCleanup(other.close)
+        other.execute("BEGIN EXCLUSIVE")
+        self.write("b.md", "# B\nword\n")  # a change the next search must write into the index
+        done = self.result("notes_search", {"workspaceUri": self.notes_uri, "query": "word"})
+        self.assertTrue(done["isError"])
+        self.assertNotIn(self.state, done["content"][0]["text"])
+        other.execute("ROLLBACK")
+        self.assertEqual(sorted(self.titles("word")), ["A", "B"])
 
 
 PG = store_workers.OptionalCluster()

@@ -1313,8 +1313,6 @@ def make_vault(root: str, size: int) -> None:
 
 def vault_worker(spec: str) -> int:
     """A child: open the folder store on a vault (`SIZE:DIR:build|serve`), build or serve its index; one JSON line of figures."""
-    import resource
-
     import markdown_store
     import notes_tools
     import sqlite_store
@@ -1341,7 +1339,9 @@ def vault_worker(spec: str) -> int:
             hits = [hit["noteId"] for hit in tool_search(server, workspace, query, 5)["results"]]
             quality[label] = unicodedata.normalize("NFC", path) in [unicodedata.normalize("NFC", urllib.parse.unquote(h)) for h in hits]
         figures["quality"] = quality
-        figures["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1000
+        # VmHWM, not ru_maxrss: Linux keeps the parent's peak across exec in the latter.
+        with open("/proc/self/status") as handle:
+            figures["rss_mb"] = next(int(line.split()[1]) for line in handle if line.startswith("VmHWM:")) / 1000
     store.close()
     print(json.dumps(figures))
     return 0
