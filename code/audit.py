@@ -31,8 +31,11 @@ The note tools also write `refused` when a write found the note changed since it
 read (or its new place taken): every write and every refusal a store saw is recorded.
 
 Entries are bounded by age and, per principal, by count (each principal keeps its newest
-`max_entries`, so one principal's confirmations never push out another's), pruned a
-batch at a time inside the consume transaction like the replay store. The context of the request (tool, request id, the
+`max_entries`, so one principal's confirmations never push out another's; its refusals
+are counted apart, `Retention.refusals_kept`, so its refused calls never push out its
+other entries), pruned a batch at a time inside the consume transaction like the replay
+store. No bound removes an entry whose kept text may still exist (ledger.KEEPS_TEXT).
+The context of the request (tool, request id, the
 client's self-reported name, workspace) reaches the store through a context variable
 set by the wrapper `install()` puts around `tools/call`; code/main.py is unchanged.
 The audit's tables and statements are the ledger's (code/ledger.py). The operator
@@ -50,7 +53,7 @@ from typing import Any
 import main
 import stores
 from stores import (DAY_SECONDS, DEFAULT_AUDIT_DAYS, DEFAULT_AUDIT_MAX_ENTRIES, DEFAULT_TRASH_DAYS, DELETION_TRASH,
-                    DELETION_UNLINK, Facts, Retention)
+                    DELETION_UNLINK, SQL_TRASH, Facts, Retention)
 
 __all__ = [
     "APPENDED",
@@ -103,7 +106,6 @@ REFUSED, CONSUMED, PENDING, INTERRUPTED, RESTORED = "refused", "consumed", "pend
 CREATED, APPENDED, UPDATED, MOVED = "created", "appended", "updated", "moved"  # the note tools' writes
 OUTCOMES = (DELETED, DECLINED, NOT_CONFIRMED, PUBLISHED, DENIED, REFUSED, CONSUMED, PENDING, INTERRUPTED, RESTORED,
             CREATED, APPENDED, UPDATED, MOVED)  # fmt: skip
-SQL_TRASH = "deleted_notes"  # the `trash` value of a row moved to the deleted-notes table
 
 COLUMNS = ("id", "at", "principal", "tool", "outcome", "note_id", "title", "workspace", "uri",
            "request_id", "client_name", "trash", "restores", "channel", "approved_by", "approved_at", "file_identity")  # fmt: skip

@@ -32,10 +32,11 @@ The pages themselves are code/confirm_pages.py. Standard library only.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple, Protocol
 
 import audit
@@ -45,8 +46,9 @@ import stores
 from stores import MAX_PENDING_PER_PRINCIPAL, Confirmations  # the bound on undecided pages, named where the pages are
 
 __all__ = [
-    "APPROVED", "CONFIRMATION", "CONFIRMATION_PROPERTY", "DECLINED", "PENDING", "PHASE_BROWSER", "PHASE_URL", "URL_KEY",
-    "ConfirmedNotesDelete", "PageFlow", "Record", "Review", "Reviewer", "records_for", "supports_url_elicitation",
+    "APPROVED", "CONFIRMATION", "CONFIRMATION_PROPERTY", "DECLINED", "ISSUED", "PENDING", "PHASE_BROWSER", "PHASE_URL",
+    "STILL_PENDING", "URL_KEY", "ConfirmedNotesDelete", "PageFlow", "Record", "Review", "Reviewer",
+    "absent_if_empty", "records_for", "supports_url_elicitation",
 ]
 
 PHASE_BROWSER = "confirm_in_browser"  # the phase of a `confirmation` token (second call with the argument)
@@ -55,6 +57,7 @@ URL_KEY = "confirm_on_page"  # the inputRequests key of the URL-mode elicitation
 CONFIRMATION = "confirmation"  # the argument the second call carries the token in
 PENDING, APPROVED, DECLINED = stores.DECISION_PENDING, "approved", "declined"
 AWAITING = "awaiting_approval"  # the reason of the first call's result: nothing deleted yet
+LINK = "link"  # the claim holding the link a confirmation was issued with
 
 NOTHING_DELETED = (
     "Nothing was deleted: deleting needs a host that shows forms, or this server's operator turning on --confirm-in-browser."
@@ -65,8 +68,26 @@ URL_MESSAGE = "Choose the note to delete and confirm on this server's page."
 
 CONFIRMATION_PROPERTY = {
     "type": "string", "maxLength": main.MAX_STATE_LENGTH,
-    "description": "On the second call only: the confirmation token the first call returned, unchanged.",
+    "description": "Leave it out, or send an empty string, on the first call (both mean absent). On the second call: "
+                   "the confirmation token the first call returned, unchanged.",
 }  # fmt: skip
+ISSUED, STILL_PENDING = "issued", "pending"  # the `status` of the first call's result, and of a second call before any decision
+
+
+def refused_confirmation(tool: str) -> str:
+    """The one message for a `confirmation` token refused for any reason: it names the argument and the next step."""
+    # One message for every reason (forged, altered, used, expired, another's, other
+    # arguments), as the lesson keeps one for requestState: the refusal tells a prober nothing.
+    return (f"Invalid params: confirmation is not valid (it is used, expired or was made for other arguments); nothing was "
+            f"changed. Call {tool} again without confirmation to get a new link.")
+
+
+def absent_if_empty(call: main.ToolCall) -> main.ToolCall:
+    """The call with an empty `confirmation` left out: "" is the first call (some clients send every property)."""
+    arguments = call.arguments
+    if isinstance(arguments, dict) and arguments.get(CONFIRMATION) == "":
+        return call._replace(arguments={name: value for name, value in arguments.items() if name != CONFIRMATION})
+    return call
 
 
 def product_descriptor() -> dict[str, Any]:
@@ -83,7 +104,14 @@ def product_descriptor() -> dict[str, Any]:
     output["url"] = {"type": "string", "description": "The page where the user chooses and confirms."}
     output["expiresAt"] = {"type": "string", "description": "When the link and the token stop working (UTC)."}
     output[CONFIRMATION] = {"type": "string", "description": "Pass back unchanged on the second call."}
+    output.update(STATUS_PROPERTY)
     return tool
+
+
+STATUS_PROPERTY = {"status": {
+    "type": "string", "enum": [ISSUED, STILL_PENDING],
+    "description": f"With a link: {ISSUED!r} on the first call, {STILL_PENDING!r} when called again before the user decided.",
+}}  # fmt: skip
 
 
 PRODUCT_TOOL = product_descriptor()
@@ -117,6 +145,10 @@ class Pages(Protocol):
 
     def serves(self, principal: str) -> bool:
         """True when the pages are being served and `principal` can sign in to them."""
+        ...
+
+    def issued(self, handle: str, expires_at: float) -> None:
+        """A link to `handle` was given out: it must answer until `expires_at`, whatever becomes of this process."""
         ...
 
 
@@ -166,34 +198,41 @@ class PageFlow:
         """Keep a new pending record for `tool` and return its handle and the claims of its signed state."""
         handle = secrets.token_urlsafe(32)
         # The handle is signed into the state: a token presented with another page's record is refused.
-        claims = main.new_state(self.services, principal, tool, args_digest, phase, cands, extra={**extra, "handle": handle})
+        # So is the link itself: every later call, on any process, names the very link the person got.
+        claims = main.new_state(self.services, principal, tool, args_digest, phase, cands,
+                                extra={**extra, "handle": handle, LINK: self.url(handle)})
         record = Record(handle, claims["nonce"], principal, workspace, title, claims["exp"], tool=tool, detail=detail)
         if not self.records.open(record):
             raise main.ToolError("Too many confirmation pages are waiting for you; finish one or let it expire.")
+        assert self.pages is not None
+        self.pages.issued(handle, claims["exp"])
         self.services.log(f"confirmation page opened for principal {principal!r}")
         return handle, claims
+
+    def link(self, state: main.StatePayload | dict[str, Any], handle: str) -> str:
+        """The link a confirmation was issued with (signed into its state), else this server's link to `handle`."""
+        extra = state.get("extra", state) if isinstance(state, dict) else state.extra
+        given = extra.get(LINK) if isinstance(extra, dict) else None
+        return given if isinstance(given, str) else self.url(handle)
 
     def url(self, handle: str) -> str:
         """The page's absolute link."""
         assert self.pages is not None
         return self.pages.url(handle)
 
-    def url_request(self, handle: str, message: str) -> dict[str, Any]:
-        """The URL-mode elicitation naming this server's page for `handle`."""
-        return {"method": "elicitation/create", "params": {"mode": "url", "message": message, "url": self.url(handle)}}
+    def url_request(self, link: str, message: str) -> dict[str, Any]:
+        """The URL-mode elicitation naming this server's page at `link`."""
+        return {"method": "elicitation/create", "params": {"mode": "url", "message": message, "url": link}}
 
-    def awaiting(self, token: str, handle: str, expires_at: float, says: Callable[[str, str], str],
-                 structured: dict[str, Any]) -> dict[str, Any]:
+    def awaiting(self, token: str, link: str, expires_at: float, says: Callable[[str, str], str],
+                 structured: dict[str, Any], status: str = ISSUED) -> dict[str, Any]:
         """The non-error result saying nothing changed yet: `says(url, until)`, then the token; the link, expiry and token structured."""
-        url, until = self.url(handle), iso(expires_at)
-        text = f"{says(url, until)}\nconfirmation: {token}"
-        return main.tool_result(text, {**structured, "reason": AWAITING, "url": url, "expiresAt": until, CONFIRMATION: token})
-
-    @staticmethod
-    def not_yet(result: dict[str, Any]) -> dict[str, Any]:
-        """A pending decision: the awaiting result again (same token and link), saying so first."""
-        result["content"][0]["text"] = "Not approved yet. " + result["content"][0]["text"]
-        return result
+        until = iso(expires_at)
+        text = f"{says(link, until)}\nconfirmation: {token}"
+        if status == STILL_PENDING:
+            text = "Not approved yet. " + text
+        return main.tool_result(text, {**structured, "reason": AWAITING, "status": status, "url": link, "expiresAt": until,
+                                       CONFIRMATION: token})
 
     @staticmethod
     def token_of(arguments: dict[str, Any], tool: str) -> tuple[str, dict[str, Any]]:
@@ -201,8 +240,20 @@ class PageFlow:
         rest = dict(arguments)
         token = rest.pop(CONFIRMATION)
         if not isinstance(token, str) or not 0 < len(token) <= main.MAX_STATE_LENGTH:
-            raise main.ToolError(f"Invalid arguments for tool {tool}: confirmation must be the token the first call returned.")
+            raise main.ToolError(f"Invalid arguments for tool {tool}: confirmation must be the token the first call returned; "
+                                 "leave it out to get a new link.")
         return token, rest
+
+    @staticmethod
+    @contextlib.contextmanager
+    def refused_as_confirmation(tool: str) -> Iterator[None]:
+        """Inside: a refused token reads as `refused_confirmation(tool)`, naming the argument the model sent (still -32602)."""
+        try:
+            yield
+        except main.McpError as exc:
+            if exc.code == main.INVALID_PARAMS and exc.message == main.STATE_INVALID:
+                raise main.McpError(main.INVALID_PARAMS, refused_confirmation(tool)) from None
+            raise
 
     def decided(self, principal: str, state: main.StatePayload, tool: str) -> Record:
         """The page's record of a verified state: its own nonce, principal, handle and tool; else the one -32602."""
@@ -240,6 +291,8 @@ class ConfirmedNotesDelete(main.NotesDelete):
 
     def call(self, call: main.ToolCall) -> dict[str, Any]:
         """Route by what this request declares: a form (the lesson's flow), URL mode, the browser link; else -32021."""
+        if self.browser:
+            call = absent_if_empty(call)
         if self.browser and isinstance(call.arguments, dict) and CONFIRMATION in call.arguments:
             return self.confirmed(call)
         capabilities = call.meta.capabilities
@@ -287,7 +340,7 @@ class ConfirmedNotesDelete(main.NotesDelete):
         scope = main.authorize(self.policy, call.principal, args, self.log)
         if call.state is None:
             handle, claims = self.open_page(call, scope, PHASE_URL)
-            return main.input_required({URL_KEY: self.url_request(handle)}, self.services.signer.sign(claims))
+            return main.input_required({URL_KEY: self.url_request(self.flow.link(claims, handle))}, self.services.signer.sign(claims))
         state = main.verify_state(self.services, call.state, call.principal, main.TOOL_NAME, scope.digest, {PHASE_URL})
         answer = main.read_answer(call.responses, URL_KEY)
         if answer is not None and answer.action == "cancel":
@@ -298,11 +351,11 @@ class ConfirmedNotesDelete(main.NotesDelete):
             return main.not_deleted("declined", "Declined; nothing was deleted.")
         token = call.state  # asked again: the very same state, so the same nonce and expiry
         return self.settle_page(call.principal, scope, state, "url",
-                                lambda record: main.input_required({URL_KEY: self.url_request(record.handle)}, token))
+                                lambda record: main.input_required({URL_KEY: self.url_request(self.flow.link(state, record.handle))}, token))
 
-    def url_request(self, handle: str) -> dict[str, Any]:
-        """The URL-mode elicitation naming this server's page for `handle`."""
-        return self.flow.url_request(handle, URL_MESSAGE)
+    def url_request(self, link: str) -> dict[str, Any]:
+        """The URL-mode elicitation naming this server's page at `link`."""
+        return self.flow.url_request(link, URL_MESSAGE)
 
     # ---------------------------------------------------------------- --confirm-in-browser
 
@@ -311,27 +364,25 @@ class ConfirmedNotesDelete(main.NotesDelete):
         args = main.read_scope_args(call.arguments)
         scope = main.authorize(self.policy, call.principal, args, self.log)
         handle, claims = self.open_page(call, scope, PHASE_BROWSER)
-        return self.awaiting(self.services.signer.sign(claims), handle, claims["exp"])
+        return self.awaiting(self.services.signer.sign(claims), self.flow.link(claims, handle), claims["exp"])
 
-    def awaiting(self, token: str, handle: str, expires_at: float) -> dict[str, Any]:
+    def awaiting(self, token: str, link: str, expires_at: float, status: str = ISSUED) -> dict[str, Any]:
         """The non-error result saying nothing was deleted yet, what the user does, and what to call next."""
-        return self.flow.awaiting(token, handle, expires_at, lambda url, until: (
+        return self.flow.awaiting(token, link, expires_at, lambda url, until: (
             f"Nothing was deleted yet. Ask the user to open {url} in their browser, sign in, choose the note and press "
             f"Move to trash (or Keep). Then call notes_delete again with the same workspaceUri and title and with "
-            f"confirmation set to the token below. The link and the token stop working at {until}."), {"deleted": False})
+            f"confirmation set to the token below. The link and the token stop working at {until}."), {"deleted": False}, status)
 
     def confirmed(self, call: main.ToolCall) -> dict[str, Any]:
         """The second call: verify the token (main.verify_state), then the page's record decides."""
         token, arguments = self.flow.token_of(call.arguments, main.TOOL_NAME)
         args = main.read_scope_args(arguments)
         scope = main.authorize(self.policy, call.principal, args, self.log)  # layer 1, on every call
-        state = main.verify_state(self.services, token, call.principal, main.TOOL_NAME, scope.digest, {PHASE_BROWSER})
-        return self.settle_page(call.principal, scope, state, "browser",
-                                lambda record: self.not_yet(token, record))
-
-    def not_yet(self, token: str, record: Record) -> dict[str, Any]:
-        """Pending: a non-error result with the same token and link, until the expiry."""
-        return self.flow.not_yet(self.awaiting(token, record.handle, record.expires_at))
+        with self.flow.refused_as_confirmation(main.TOOL_NAME):
+            state = main.verify_state(self.services, token, call.principal, main.TOOL_NAME, scope.digest, {PHASE_BROWSER})
+            return self.settle_page(call.principal, scope, state, "browser",
+                                    lambda record: self.awaiting(token, self.flow.link(state, record.handle), record.expires_at,
+                                                                 STILL_PENDING))
 
 
 def supports_url_elicitation(capabilities: Any) -> bool:

@@ -48,6 +48,8 @@ FOLDER_MASK = (
 )
 READ_BYTES = 64 * 1024  # one read of the event queue; drained in a loop until empty
 _HEADER = struct.Struct("iIII")  # wd, mask, cookie, len
+_MAX_EVENT_BYTES = _HEADER.size + 256  # a header and the longest name (255 bytes, its NUL), padded as the kernel pads it
+_OVERFLOWED = _HEADER.pack(-1, IN_Q_OVERFLOW, 0, 0)  # the event the kernel queues last when its queue is full
 
 
 def _libc() -> ctypes.CDLL:
@@ -71,7 +73,8 @@ class Inotify:
             code = ctypes.get_errno()
             raise OSError(code, os.strerror(code))
         self.fd = fd
-        self._held: list[tuple[int, int, str]] = []  # read from the kernel, not yet handed out (at most one read's worth)
+        self._held: list[tuple[int, int, str]] = []  # read from the kernel, not yet handed out
+        self._over = False  # the last drain() left events unread that were queued when it was called
         # An instance dropped without close() (a store never closed) gives its descriptor
         # back when collected: the kernel allows a user only 128 inotify instances, and
         # a leaked one would push later stores into rescanning.
@@ -90,34 +93,63 @@ class Inotify:
         self._libc.inotify_rm_watch(self.fd, wd)
 
     def drain(self, limit: int) -> list[tuple[int, int, str]]:
-        """At most `limit` queued events as (wd, mask, name), oldest first, without blocking; [] when none.
+        """The events queued when called, oldest first, at most `limit` of them, without blocking; [] when none.
 
-        Events read from the kernel past `limit` are held here for the next call, so a
-        process that changes files faster than they are read cannot keep a caller
-        reading: what is left stays queued (and the kernel reports IN_Q_OVERFLOW once
-        its queue is full).
+        Only what the kernel held at the call is taken: a process that changes files
+        without pause cannot keep the caller reading, and what it queues meanwhile (read
+        in the same system call, or still in the kernel) waits for the next call.
+        behind() then says whether the call left any of those events unread. A queue
+        that overflowed is answered with its IN_Q_OVERFLOW event alone: the events
+        before it are no use once some are lost, and are not decoded.
         """
-        while len(self._held) < limit:
+        queued = self._queued()  # bytes of whole events the kernel holds now
+        if queued > limit * _MAX_EVENT_BYTES:  # more than `limit` events, whatever their names: not read
+            self._over = True
+            return []
+        chunks: list[bytes] = []
+        got = 0
+        while got < queued:
             try:
-                data = os.read(self.fd, READ_BYTES)
+                chunks.append(os.read(self.fd, READ_BYTES))
             except BlockingIOError:
                 break
-            offset = 0
-            while offset + _HEADER.size <= len(data):
-                wd, mask, _cookie, length = _HEADER.unpack_from(data, offset)
-                raw = data[offset + _HEADER.size : offset + _HEADER.size + length].split(b"\0", 1)[0]
-                self._held.append((wd, mask, os.fsdecode(raw)))
-                offset += _HEADER.size + length
-        events, self._held = self._held[:limit], self._held[limit:]
+            got += len(chunks[-1])
+        data = b"".join(chunks)
+        newer = self._parse(data[queued:])  # queued since the call: for the next one
+        if data[max(0, queued - _HEADER.size) : queued] == _OVERFLOWED:  # the kernel queues nothing after it
+            self._held, self._over = newer, False
+            return [(-1, IN_Q_OVERFLOW, "")]
+        events = self._held + self._parse(data[:queued])
+        self._over = len(events) > limit
+        events, self._held = events[:limit], events[limit:] + newer
+        return events
+
+    @staticmethod
+    def _parse(data: bytes) -> list[tuple[int, int, str]]:
+        """The events in `data` (whole events, as the kernel returns them) as (wd, mask, name)."""
+        events: list[tuple[int, int, str]] = []
+        names: dict[bytes, str] = {}  # a burst names the same few entries again and again: each decoded once
+        unpack, offset, end = _HEADER.unpack_from, 0, len(data)
+        while offset + _HEADER.size <= end:
+            wd, mask, _cookie, length = unpack(data, offset)
+            start = offset + _HEADER.size
+            raw = data[start : start + length]  # the name, padded with NULs (none holds one)
+            name = names.get(raw)
+            if name is None:
+                name = names[raw] = os.fsdecode(raw.rstrip(b"\0"))
+            events.append((wd, mask, name))
+            offset = start + length
         return events
 
     def behind(self) -> bool:
-        """True when events are left after the last drain: held here, or queued in the kernel."""
-        if self._held:
-            return True
+        """True when the last drain() left events unread that were queued when it was called."""
+        return self._over
+
+    def _queued(self) -> int:
+        """Bytes the kernel holds for the next read."""
         queued = array.array("i", [0])
-        fcntl.ioctl(self.fd, termios.FIONREAD, queued)  # bytes the kernel holds for the next read
-        return queued[0] > 0
+        fcntl.ioctl(self.fd, termios.FIONREAD, queued)
+        return queued[0]
 
     def close(self) -> None:
         """Close the descriptor (every watch goes with it); later calls do nothing."""

@@ -25,11 +25,12 @@ from typing import Any, Literal
 
 import browser_confirm
 import main
+import notes_tools
 import stores
 import web_pages
 from web_pages import Headers, Response, Session
 
-__all__ = ["install"]
+__all__ = ["ConfirmPages", "install"]
 
 PATH_PREFIX = "/confirm/"
 SESSION_COOKIE = "confirm_session"
@@ -62,10 +63,17 @@ class ConfirmPages(web_pages.SignedInPages):
         self.notes = stores.store_of(server.services)
         self.policy = server.policy
         self.clock = server.clock
+        # Told of each link given out (handle, expiry): under --stdio, the page keeper that
+        # serves it after this process exits (code/page_keeper.py); nothing elsewhere.
+        self.on_issue: Callable[[str, float], None] = lambda handle, expires_at: None
 
     def serves(self, principal: str) -> bool:
         """True once the listener is bound and `principal` has a token to sign in with."""
         return self.base_url is not None and principal in self.signs_in
+
+    def issued(self, handle: str, expires_at: float) -> None:
+        """A link to `handle` was given out: whoever keeps these pages alive is told until when."""
+        self.on_issue(handle, expires_at)
 
     def handle(self, method: str, path: str, headers: Headers, body: bytes, peer: str = "") -> Response:
         """One HTTP request under /confirm/ from `peer` to (status, headers, body); never raises for client input."""
@@ -130,7 +138,7 @@ class ConfirmPages(web_pages.SignedInPages):
             (f'<p class="alert" role="alert">{html.escape(error)}</p>' if error else "")
             + f"<p>Signed in as <strong>{who}</strong>.</p>"
             f'<div class="request"><p>Your MCP client called <strong>{main.TOOL_NAME}</strong> for notes titled like '
-            f"<strong>&ldquo;{html.escape(record.title)}&rdquo;</strong> in <strong>{html.escape(record.workspace)}</strong>.</p></div>"
+            f"<strong>&ldquo;{html.escape(record.title)}&rdquo;</strong> in <strong>{html.escape(notes_tools.person_uri(record.workspace))}</strong>.</p></div>"
             f'<form method="post" action="{html.escape(f"{PATH_PREFIX}{handle}/decision")}">'
             f'<input type="hidden" name="csrf" value="{html.escape(session.csrf)}">{listing}'
             f'<p class="hint">{html.escape(self.notes.deletion)} Nothing happens until your MCP client calls again.</p>'
@@ -142,7 +150,7 @@ class ConfirmPages(web_pages.SignedInPages):
 
     def note_item(self, note: main.Note, only: bool) -> str:
         """One choice: title, folder, last change, the first lines where the store has them."""
-        folder = main.format_file_uri(note.path[:-1])
+        folder = notes_tools.person_uri(main.format_file_uri(note.path[:-1]))
         seen = self.notes.preview(note)
         changed = f"last changed {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(seen[0]))}" if seen else f"revision {note.revision}"
         lines = f"<pre>{html.escape(chr(10).join(seen[1]))}</pre>" if seen and seen[1] else ""

@@ -12,7 +12,6 @@ Standard library only.
 from __future__ import annotations
 
 import errno
-import itertools
 import math
 import os
 from typing import Any
@@ -34,9 +33,8 @@ RESCAN_SECONDS = 2.0  # without change notification: the longest a lookup relies
 RESCAN_COST_FACTOR = 10  # ... unless a rescan took longer than 1/RESCAN_COST_FACTOR of that: then this many times its length
 COMPACT_AFTER = 4096  # dropped title slots tolerated (or as many as live ones) before the slot table is rebuilt
 TRIGRAM_BUCKETS = 1 << 16  # posting lists at most: a trigram's is list hash(trigram) % TRIGRAM_BUCKETS
-MAX_EVENTS_PER_LOOKUP = 4096  # inotify events one lookup reads; more queued, as after an overflow: a rebuild once one is due
-MAX_CHANGES_PER_LOOKUP = 64  # distinct changed entries one lookup looks at again; the rest wait for the next lookups
-MAX_PENDING_CHANGES = 4096  # distinct changed entries waiting; past it, as after an overflow: a rebuild once one is due
+MAX_EVENTS_PER_LOOKUP = 16_384  # inotify events one lookup reads (the kernel's default queue); more queued: a rebuild instead
+MAX_PENDING_CHANGES = 4096  # distinct changed entries one lookup looks at again; more: a rebuild instead
 
 Facts = tuple[int, int, int, int, int]  # folder_paths.facts(): device, inode, size, mtime_ns, ctime_ns
 
@@ -65,7 +63,9 @@ class FolderIndex:
     title_index.MIN_INDEXED_QUERY characters test every title of the workspace.
 
     Changes arrive from Linux inotify, drained (without blocking, without a thread) at
-    each lookup; where inotify is missing, refused, or out of watches, a full rescan
+    each lookup: every event queued before it began is applied before it answers, or,
+    after a queue overflow or past the per-lookup bounds, the index is rebuilt first
+    (one rebuild per lookup at most). Where inotify is missing, refused, or out of watches, a full rescan
     (stat only, files re-read only when their facts changed, unchanged ones keeping
     their slots) runs at a lookup once the last one is rescan_interval old: at least
     RESCAN_SECONDS, and RESCAN_COST_FACTOR times the last rescan's length, so that
@@ -103,8 +103,7 @@ class FolderIndex:
         self.rescan_interval = RESCAN_SECONDS
         self._known: dict[main.Path, tuple[Facts, int]] = {}  # during a rebuild: path -> (facts, slot) before it
         self._entering_wd: int | None = None  # the watch entering() added, for listed() just after
-        self.pending: dict[tuple[main.Path, str], None] = {}  # changed entries not yet looked at, oldest first
-        self.lost = False  # events were lost: the index serves as it is until a rebuild is due
+        self.lost = False  # events were lost while the last rebuild walked: the next lookup rebuilds first
         self.touched: set[main.Path] | None = None  # with a text index (code/text_index.py): paths indexed or dropped since it last looked
         self._reset()
 
@@ -190,12 +189,22 @@ class FolderIndex:
     # ---------------------------------------------------------------- keeping up
 
     def _update(self) -> None:
-        """Bring the index up to what is known now: drain the events, or rescan when one is due."""
+        """Bring the index up to every change made before this call: apply the events, or rebuild (rescan when due)."""
         try:
-            if self.watch is not None and () in self.folders and not self.lost:  # built, the root there and watched
-                self._drain()
-            elif not self.built or self.clock() - self.scanned_at >= self.rescan_interval:
+            watching = self.watch is not None and () in self.folders  # built, the root there and watched
+            if watching and not self.lost and self._catch_up():
+                pass  # every event queued before this lookup began is applied
+            elif watching or self.clock() - self.scanned_at >= self.rescan_interval:  # never built: scanned_at is -inf
+                # Events were lost (a queue overflow), more wait than one lookup applies, or
+                # the index is not built: a walk begun now sees every note made before this
+                # lookup. An index served as it was until a rebuild was due never offered a
+                # note made after an overflow in the meantime.
                 self._rebuild()
+                # What changed while the walk ran is queued on the watches it set before
+                # each listing. One rebuild per lookup at most: if those events are lost
+                # too, this lookup answers from its walk and the next one rebuilds.
+                if self.watch is not None and not self._catch_up():
+                    self.lost = True
             if self.dead > max(COMPACT_AFTER, len(self.files)):
                 self._compact()
         except _TooLarge:
@@ -213,7 +222,7 @@ class FolderIndex:
         if self.watch is not None and self.built:
             self._renew_watch()
         self.folders, self.by_wd, self.files, self.entries = {}, {}, {}, 0
-        self.pending, self.lost = {}, False
+        self.lost = False
         self.too_large = False
         self.built = True
         self.scanned_at = started = self.clock()
@@ -274,83 +283,74 @@ class FolderIndex:
     def skip(self, reason: str) -> None:
         """Entries not served leave no trace in the index."""
 
-    def _drain(self) -> None:
-        """Read queued inotify events and look again at the entries they name, within the per-lookup bounds."""
+    def _catch_up(self) -> bool:
+        """Look again at every entry named by the events queued now; False (nothing applied) when a rebuild must answer instead."""
         assert self.watch is not None
-        # A process renaming a file to a new name in a loop queues events faster than
-        # they can be applied, and a lookup that applied them all (or rebuilt at every
-        # overflow) took 160 ms and more: each lookup reads at most MAX_EVENTS_PER_LOOKUP
-        # events and looks at most at MAX_CHANGES_PER_LOOKUP distinct entries again (a
-        # name changed many times is looked at once); the rest waits for the next lookups.
-        # Events left in the kernel's queue past that bound mean the index is behind by
-        # more than a lookup reads (an overflow is then near): handled as an overflow.
+        # Only the events queued when the lookup began are read: a process changing files
+        # without pause cannot keep the lookup reading. More than MAX_EVENTS_PER_LOOKUP of
+        # them, a queue overflow, or more than MAX_PENDING_CHANGES distinct entries to look
+        # at: one rebuild (a walk, unchanged files only lstat-ed) costs less, and is what
+        # answers. A name changed many times is looked at once.
         events = self.watch.drain(MAX_EVENTS_PER_LOOKUP)
         if self.watch.behind():
-            self._lose()
-            return
+            return False
+        pending: dict[main.Path, dict[str, None]] = {}  # folder -> its changed entries, in the order first named
+        changed = 0
         for wd, mask, name in events:
             rel = self.by_wd.get(wd)
-            if rel == () and mask & (change_watch.IN_DELETE_SELF | change_watch.IN_MOVE_SELF):
-                self._rebuild()  # the root itself moved: look at everything again
-                return
-            if mask & change_watch.IN_Q_OVERFLOW:
-                self._lose()
-                return
+            if mask & change_watch.IN_Q_OVERFLOW or (rel == () and mask & (change_watch.IN_DELETE_SELF | change_watch.IN_MOVE_SELF)):
+                return False  # events lost, or the root itself moved: look at everything again
             if rel is None:
                 continue  # a folder this index no longer holds
             if mask & change_watch.IN_IGNORED:
                 del self.by_wd[wd]
-                continue
-            if name:
-                self.pending.pop((rel, name), None)  # to the end: the oldest changes are looked at first
-                self.pending[(rel, name)] = None
-        if len(self.pending) > MAX_PENDING_CHANGES:
-            self._lose()
-            return
-        for key in list(itertools.islice(self.pending, MAX_CHANGES_PER_LOOKUP)):
-            del self.pending[key]
-            self._refresh(*key)
+            elif name:
+                names = pending.setdefault(rel, {})
+                changed += name not in names
+                names[name] = None
+        if changed > MAX_PENDING_CHANGES:
+            return False
+        for rel, names in pending.items():
+            self._refresh(rel, names)
+        return True
 
-    def _lose(self) -> None:
-        """Events were lost (or too many wait): serve as is until a rebuild is due, as the rescan mode does."""
-        # A rebuild at every overflow let a process that changes files without pause keep
-        # every lookup rebuilding; spaced like rescans, rebuilds take at most a tenth of the time.
-        self.lost, self.pending = True, {}
-        if self.clock() - self.scanned_at >= self.rescan_interval:
-            self._rebuild()
-
-    def _refresh(self, rel: main.Path, name: str) -> None:
-        """Look again at the entry `name` of the indexed folder `rel`: added, changed, replaced or gone."""
+    def _refresh(self, rel: main.Path, names: Iterable[str]) -> None:
+        """Look again at the entries `names` of the indexed folder `rel`: each added, changed, replaced or gone."""
         folder = self.folders.get(rel)
         fd = folder_paths.open_below(self.opened, rel) if folder is not None else None
         if folder is None or fd is None:
-            return  # the folder itself went; its parent's event drops it
+            return  # the folder itself went (or was dropped by an entry of its parent looked at just before)
         try:
-            try:
-                info: os.stat_result | None = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            except OSError:
-                info = None
-            if info is None and name in folder.names:
-                folder.names.discard(name)
-                self.entries -= 1
-            elif info is not None and name not in folder.names:
-                folder.names.add(name)
-                self.entries += 1
-                if self.entries > self.limit:
-                    raise _TooLarge()
-            path = rel + (name,)
-            held = self.folders.get(path)
-            if held is not None and not (info is not None and stat.S_ISDIR(info.st_mode) and held.ident == (info.st_dev, info.st_ino)):
-                self._drop_folder(path)  # removed, moved away, or replaced by another folder or a link
-            if path in self.files:
-                # Read again even when its facts look the same: an edit that keeps the size
-                # within one tick of the file system's clock leaves them equal, and the
-                # event is the better witness.
-                self._drop_file(path)
-            if info is not None:
-                folder_paths.visit_entry(fd, rel, name, self, len(rel), scandir=self._scandir)
+            for name in names:
+                self._refresh_entry(fd, folder, rel, name)
         finally:
             os.close(fd)
+
+    def _refresh_entry(self, fd: int, folder: _Folder, rel: main.Path, name: str) -> None:
+        """Look again at the entry `name` of the open folder `fd` (`folder`, at `rel`)."""
+        try:
+            info: os.stat_result | None = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except OSError:
+            info = None
+        if info is None and name in folder.names:
+            folder.names.discard(name)
+            self.entries -= 1
+        elif info is not None and name not in folder.names:
+            folder.names.add(name)
+            self.entries += 1
+            if self.entries > self.limit:
+                raise _TooLarge()
+        path = rel + (name,)
+        held = self.folders.get(path)
+        if held is not None and not (info is not None and stat.S_ISDIR(info.st_mode) and held.ident == (info.st_dev, info.st_ino)):
+            self._drop_folder(path)  # removed, moved away, or replaced by another folder or a link
+        if path in self.files:
+            # Read again even when its facts look the same: an edit that keeps the size
+            # within one tick of the file system's clock leaves them equal, and the
+            # event is the better witness.
+            self._drop_file(path)
+        if info is not None:
+            folder_paths.visit_entry(fd, rel, name, self, len(rel), scandir=self._scandir)
 
     # ---------------------------------------------------------------- watches
 

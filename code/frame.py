@@ -9,6 +9,8 @@ code/main.py's `Server` is the lesson's frame: one dispatch table, one exception
       notifications ahead of a response where the transport can;
     - an extension registry (`add_method`), whose capabilities discover reports;
     - the answer to `initialize` (a 2025-11-25 client's first message), naming the versions;
+    - every structured tool result also as its serialized JSON, in a text block after the
+      tool's own text, so a host that gives its model the text alone loses no field;
     - a key ring: the newest key signs, every listed key verifies (rotation without downtime);
     - `notes_server`, which builds a server over any store of the family.
 
@@ -110,6 +112,7 @@ class Server(main.Server):
         self.log = services.log
         super().__init__(services._replace(log=self.say))
         self.confirmations = confirming.Confirmations(self.services)
+        self.methods["tools/call"] = call_tool
         self._capabilities: dict[str, dict[str, Any]] = {}  # what added methods declare (prompts, ...)
 
     # The services, by name, for the modules that wire tools and transports.
@@ -171,6 +174,19 @@ class Server(main.Server):
             return encode_message(main.error_response(None, exc))
         response = self.handle(message, principal, check)
         return None if response is None else encode_message(response)
+
+
+def call_tool(server: main.Server, request: main.Envelope, meta: main.RequestMeta, principal: str) -> dict[str, Any]:
+    """main.call_tool, with a complete result's structuredContent repeated as JSON in a last text block."""
+    # The spec: a tool returning structured content SHOULD also return it serialized in a
+    # TextContent block. Hosts that hand their model only the text (openai-agents, agno)
+    # otherwise hide the fields the next call needs: a note's version, a confirmation token.
+    result = main.call_tool(server, request, meta, principal)
+    structured = result.get("structuredContent")
+    if result.get("resultType") == "complete" and isinstance(structured, dict):
+        serialized = json.dumps(structured, ensure_ascii=False, separators=(",", ":"))
+        result["content"] = [*result.get("content", []), {"type": "text", "text": serialized}]
+    return result
 
 
 def notes_server(

@@ -324,6 +324,7 @@ class HttpServer:
         limits: Limits = Limits(),
         inline: Callable[[Request], bool] | None = None,
         refused: Callable[[tuple[str, int], int, str], None] | None = None,
+        sock: socket.socket | None = None,
     ) -> None:
         self.app = app
         self.inline = inline
@@ -333,16 +334,20 @@ class HttpServer:
         self.body_limit = body_limit
         self.limits = limits
         self.max_connections = max(1, min(limits.max_connections, _fd_limit() - FD_RESERVE))
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self._listener = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            self._listener.bind((host, port))
-            self._listener.listen(LISTEN_BACKLOG)
+        if sock is not None:
+            self._listener = sock  # bound and listening already (a page keeper's, inherited): host and port are its own
             self._listener.setblocking(False)
-        except OSError:
-            self._listener.close()
-            raise
+        else:
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            self._listener = socket.socket(family, socket.SOCK_STREAM)
+            try:
+                self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                self._listener.bind((host, port))
+                self._listener.listen(LISTEN_BACKLOG)
+                self._listener.setblocking(False)
+            except OSError:
+                self._listener.close()
+                raise
         self.address: tuple[str, int] = self._listener.getsockname()[:2]
         self._selector = selectors.DefaultSelector()
         self._wake_r, self._wake_w = socket.socketpair()

@@ -12,7 +12,7 @@ written once with `?` and sent in the driver's style by the one `Dialect` of eac
 Tables (created where missing, whatever the notes schema's version; older servers ignore them):
 
     audit(id, at, principal, tool, outcome, note_id, title, workspace, uri, request_id,
-          client_name, trash, restores, channel, approved_by, approved_at, principal_seq)
+          client_name, trash, restores, channel, approved_by, approved_at, principal_seq, refused_seq)
     deleted_notes(audit_id PRIMARY KEY, id, title, uri, revision, deleted_at, body)
     browser_confirmations(nonce PRIMARY KEY, handle UNIQUE, principal, workspace, title,
           expires_at, status, note_id, version, decided_by, decided_at, tool, detail)
@@ -106,7 +106,16 @@ DECISIONS_ADDED_COLUMNS = (("tool", "TEXT NOT NULL DEFAULT 'notes_delete'", "tex
                            ("detail", "TEXT", "text"))
 # `principal_seq` numbers each principal's entries 1, 2, 3, ... (the count bound keeps
 # the newest `max_entries` of each); an audit from before it is numbered at start-up.
+# A `refused` entry is numbered apart, in `refused_seq` (its principal_seq stays NULL),
+# so the refusals' own bound keeps the newest of them without counting the others.
 AUDIT_BY_PRINCIPAL = "CREATE INDEX IF NOT EXISTS audit_by_principal ON audit (principal, principal_seq)"
+REFUSALS_BY_PRINCIPAL = "CREATE INDEX IF NOT EXISTS audit_refusals_by_principal ON audit (principal, refused_seq)"
+# An entry whose kept text may still exist (`a`: the audit row): a trash row under it
+# (SQL stores), or a trash file it names that trashDays and a grace have not yet expired
+# (folders: the ledger cannot look in the folder). Parameters: SQL_TRASH, the time
+# Retention.files_kept_after gives.
+KEEPS_TEXT = ("(EXISTS (SELECT 1 FROM deleted_notes k WHERE k.audit_id = a.id)"
+              " OR (a.trash IS NOT NULL AND a.trash <> ? AND a.at > ?))")
 
 
 def _tables(sqlite: bool) -> tuple[str, ...]:
@@ -136,8 +145,8 @@ def add_tables(conn: Any, dialect: Dialect, columns_of: Callable[[str], list[str
     """The ledger's tables, added to a database that lacks them, and the columns added since (the caller's transaction)."""
     for statement in _tables(dialect.sqlite):
         dialect.run(conn, statement)
-    _add_columns(conn, dialect, "audit", columns_of("audit"),
-                 (("principal_seq", "INTEGER", "bigint"), *ADDED_COLUMNS))  # principal_seq: an audit from before the bound
+    _add_columns(conn, dialect, "audit", columns_of("audit"),  # the two numbers: an audit from before the bounds
+                 (("principal_seq", "INTEGER", "bigint"), ("refused_seq", "INTEGER", "bigint"), *ADDED_COLUMNS))
     AuditSql(dialect).number_entries(conn)
     _add_columns(conn, dialect, "browser_confirmations", columns_of("browser_confirmations"), DECISIONS_ADDED_COLUMNS)
 
@@ -165,43 +174,56 @@ class AuditSql:
         """Write one entry; its id."""
         tool, workspace, request_id, client = audit.context_fields(context)
         channel = (context.channel, context.approved_by, context.approved_at) if context is not None else (None, None, None)
+        seq = "refused_seq" if outcome == audit.REFUSED else "principal_seq"  # numbered among its own kind
         (entry_id,) = self.dialect.run(
             conn,
             "INSERT INTO audit (at, principal, tool, outcome, note_id, title, workspace, uri, request_id,"
-            " client_name, trash, restores, channel, approved_by, approved_at, file_identity, principal_seq)"
+            f" client_name, trash, restores, channel, approved_by, approved_at, file_identity, {seq})"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
-            " (SELECT COALESCE(MAX(principal_seq), 0) + 1 FROM audit WHERE principal = ?)) RETURNING id",
+            f" (SELECT COALESCE(MAX({seq}), 0) + 1 FROM audit WHERE principal = ?)) RETURNING id",
             (now, principal, tool, outcome, facts.note_id, audit.clip(facts.title), workspace, facts.uri, request_id,
              client, facts.trash, restores, *channel, facts.file_identity, principal),
         ).fetchone()  # fmt: skip
         return int(entry_id)
 
     def prune(self, conn: Any, now: float, principal: str, retention: stores.Retention) -> None:
-        """Remove at most PRUNE_BATCH entries past the age bound and as many of `principal`'s past its count, and trashed notes past theirs."""
+        """Remove at most PRUNE_BATCH trashed notes past their age, entries past theirs, and of `principal`'s past each count bound.
+
+        An entry whose kept text may still exist (KEEPS_TEXT) is never removed: `audit
+        restore` needs it. The trash goes first, so an entry whose text just expired goes
+        in the same call.
+        """
         run = self.dialect.run
-        run(conn, "DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE at <= ? ORDER BY at LIMIT ?)",
-            (now - retention.audit_seconds, audit.PRUNE_BATCH))
-        # The count bound is per principal: with one bound for all, a principal confirming
-        # in a loop would push every other principal's entries out of the audit. A
-        # principal's numbers only grow, so its newest `max_entries` are those within that
-        # many of its newest number.
-        run(conn, "DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE principal = ? AND principal_seq <="
-            " (SELECT MAX(principal_seq) FROM audit WHERE principal = ?) - ? ORDER BY principal_seq LIMIT ?)",
-            (principal, principal, retention.max_entries, audit.PRUNE_BATCH))
         run(conn, "DELETE FROM deleted_notes WHERE audit_id IN"
             " (SELECT audit_id FROM deleted_notes WHERE deleted_at <= ? ORDER BY deleted_at LIMIT ?)",
             (now - retention.trash_seconds, audit.PRUNE_BATCH))
+        kept = (stores.SQL_TRASH, retention.files_kept_after(now))
+        run(conn, f"DELETE FROM audit WHERE id IN (SELECT a.id FROM audit a WHERE a.at <= ? AND NOT {KEEPS_TEXT} ORDER BY a.at LIMIT ?)",
+            (now - retention.audit_seconds, *kept, audit.PRUNE_BATCH))
+        # The count bounds are per principal: with one bound for all, a principal confirming
+        # in a loop would push every other principal's entries out of the audit. And
+        # refusals are counted apart: a loop of refused calls (every refused call is an
+        # entry) would otherwise push out the principal's own update, whose kept text
+        # `audit restore` needs, or the moves a folder restore follows. A principal's
+        # numbers only grow, so its newest `bound` of a kind are those within that many of
+        # its newest number of that kind.
+        for seq, bound in (("principal_seq", retention.max_entries), ("refused_seq", retention.refusals_kept)):
+            run(conn, f"DELETE FROM audit WHERE id IN (SELECT a.id FROM audit a WHERE a.principal = ? AND a.{seq} <="
+                f" (SELECT MAX({seq}) FROM audit WHERE principal = ?) - ? AND NOT {KEEPS_TEXT} ORDER BY a.{seq} LIMIT ?)",
+                (principal, principal, bound, *kept, audit.PRUNE_BATCH))
 
     def number_entries(self, conn: Any) -> None:
         """Number each principal's entries by id where any lacks its number (a table from before it), and index them."""
-        if self.dialect.run(conn, "SELECT 1 FROM audit WHERE principal_seq IS NULL LIMIT 1").fetchone() is not None:
+        unnumbered = "principal_seq IS NULL AND refused_seq IS NULL"
+        if self.dialect.run(conn, f"SELECT 1 FROM audit WHERE {unnumbered} LIMIT 1").fetchone() is not None:
             counts: dict[str, int] = {}
-            numbered = []
-            for entry_id, principal in self.dialect.run(conn, "SELECT id, principal FROM audit ORDER BY id").fetchall():
+            numbered = []  # refusals numbered apart keep their numbers; every other entry is numbered again, in id order
+            for entry_id, principal in self.dialect.run(conn, "SELECT id, principal FROM audit WHERE refused_seq IS NULL ORDER BY id").fetchall():
                 counts[principal] = counts.get(principal, 0) + 1
                 numbered.append((counts[principal], entry_id))
             self.dialect.many(conn, "UPDATE audit SET principal_seq = ? WHERE id = ?", numbered)
         self.dialect.run(conn, AUDIT_BY_PRINCIPAL)
+        self.dialect.run(conn, REFUSALS_BY_PRINCIPAL)
 
     def complete(self, conn: Any, entry_id: int, outcome: str, expected: str) -> None:
         """Set the outcome of an entry still holding `expected` (pending or consumed)."""

@@ -29,10 +29,10 @@ is audited (code/audit.py). Standard library only.
 from __future__ import annotations
 
 import copy
-import difflib
 import hashlib
 import json
 import re
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
@@ -43,7 +43,7 @@ import main
 import stores
 import text_index
 
-__all__ = ["install"]
+__all__ = ["install", "person_uri"]
 
 MAX_QUERY_LENGTH = 200  # characters in a search query
 DEFAULT_SEARCH_LIMIT = 10  # results of a search when the caller gives no limit
@@ -218,10 +218,35 @@ def visible(text: str) -> str:
     return "".join("\\\\" if ch == "\\" else escape(ch) if ch in HIDDEN or not ch.isprintable() else ch for ch in text)
 
 
+def person_uri(uri: str) -> str:
+    """A file:// URI as a person reads it: percent-escapes decoded (`My Notes`, not `My%20Notes`), then made `visible`."""
+    # Decoded, a %0A or %E2%80%AE would be a line break or a bidi override in front of a
+    # person deciding: `visible` spells every such character as an escape instead.
+    return visible(urllib.parse.unquote(uri, errors="replace"))
+
+
+NO_NEWLINE = "\\ No newline at end of file"  # the unified diff's marker for a last line without one
+
+
+def text_lines(text: str) -> list[str]:
+    """A text's lines, split at "\\n" only, each keeping its "\\n" (the last may have none): a 4-line note is 4 lines."""
+    pieces = text.split("\n")
+    return [piece + "\n" for piece in pieces[:-1]] + ([pieces[-1]] if pieces[-1] else [])
+
+
 def whole_diff(old: str, new: str) -> tuple[str, int]:
     """The unified diff from `old` to `new`, lines split at "\\n" only, invisible characters made visible, and its line count."""
-    lines = list(difflib.unified_diff(old.split("\n"), new.split("\n"), "current", "proposed", lineterm="", n=DIFF_CONTEXT_LINES))
-    return "\n".join(visible(line) for line in lines), len(lines)
+    import difflib  # only where a change is shown: start-up does without it
+
+    shown: list[str] = []
+    for k, line in enumerate(difflib.unified_diff(text_lines(old), text_lines(new), "current", "proposed", lineterm="", n=DIFF_CONTEXT_LINES)):
+        if line.endswith("\n"):
+            shown.append(visible(line[:-1]))
+        else:
+            shown.append(visible(line))
+            if k >= 2 and not line.startswith("@@"):  # a text's last line without its newline, as diff(1) marks it
+                shown.append(NO_NEWLINE)
+    return "\n".join(shown), len(shown)
 
 
 def unified_diff(old: str, new: str) -> str | None:
@@ -230,6 +255,11 @@ def unified_diff(old: str, new: str) -> str | None:
     if count > MAX_DIFF_LINES or len(shown) > MAX_DIFF_CHARS:
         return None
     return shown
+
+
+def snippet(text: str, query: str, title: str = "") -> str:
+    """The search's snippet of `text` for `query` (text_index.search_snippet), made visible; a heading repeating `title` left out."""
+    return text_index.search_snippet(text, text_index.parse(query), visible, title)
 
 
 def confirm_form(message: str, label: str) -> dict[str, Any]:
@@ -400,7 +430,7 @@ class NotesSearch(NoteTool):
         found, stopped = self.bodies().search_text(scope.workspace, args["query"], limit + 1, offset)
         found = [(note, text) for note, text in found if main.inside_workspace(note, scope.workspace)]
         results = [{"noteId": note.id, "title": note.title, "version": content_version(note, text),
-                    "snippet": text_index.search_snippet(text, query, visible)}
+                    "snippet": text_index.search_snippet(text, query, visible, note.title)}
                    for note, text in found[:limit]]
         more = len(found) > limit
         structured: dict[str, Any] = {"results": results, "more": more, "stoppedEarly": stopped}
@@ -510,6 +540,8 @@ class ConfirmedTool(NoteTool):
 
     def call(self, call: main.ToolCall) -> dict[str, Any]:
         """Route: the page's second call; a form (first call: -32021 before any lookup); else URL mode, the link, or -32021."""
+        if self.page_on():
+            call = browser_confirm.absent_if_empty(call)
         if self.page_on() and isinstance(call.arguments, dict) and browser_confirm.CONFIRMATION in call.arguments:
             return self.confirmed(call)
         read_args(call.arguments, self.name, self.fields)
@@ -582,16 +614,17 @@ class ConfirmedTool(NoteTool):
 
     def first_call(self, call: main.ToolCall) -> dict[str, Any]:
         """Nothing changed: the link, its expiry and the signed confirmation token (never a sign-in secret)."""
+        assert self.flow is not None
         _, handle, claims = self.open_page(call, browser_confirm.PHASE_BROWSER)
-        return self.awaiting(self.services.signer.sign(claims), handle, claims["exp"])
+        return self.awaiting(self.services.signer.sign(claims), self.flow.link(claims, handle), claims["exp"])
 
-    def awaiting(self, token: str, handle: str, expires_at: float) -> dict[str, Any]:
+    def awaiting(self, token: str, link: str, expires_at: float, status: str = browser_confirm.ISSUED) -> dict[str, Any]:
         """The non-error result saying nothing changed yet, what the user does, and what to call next."""
         assert self.flow is not None
-        return self.flow.awaiting(token, handle, expires_at, lambda url, until: (
+        return self.flow.awaiting(token, link, expires_at, lambda url, until: (
             f"Nothing was changed yet. Ask the user to open {url} in their browser, sign in, review the change and press "
             f"{self.apply_label} (or Keep). Then call {self.name} again with the same arguments and with confirmation set "
-            f"to the token below. The link and the token stop working at {until}."), {self.done_field: False})
+            f"to the token below. The link and the token stop working at {until}."), {self.done_field: False}, status)
 
     def confirmed(self, call: main.ToolCall) -> dict[str, Any]:
         """The second call: layer 1 again, the token verified (main.verify_state), then the page's record decides."""
@@ -599,16 +632,20 @@ class ConfirmedTool(NoteTool):
         token, arguments = self.flow.token_of(call.arguments, self.name)
         args, scope = self.begin(call, arguments)
         bound = self.digest(scope, args, **self.bound(args))
-        state = main.verify_state(self.services, token, call.principal, self.name, bound, {browser_confirm.PHASE_BROWSER})
-        return self.settle_page(call.principal, scope, args, state, "browser",
-                                lambda record: self.flow.not_yet(self.awaiting(token, record.handle, record.expires_at)))  # type: ignore[union-attr]
+        flow = self.flow
+        with flow.refused_as_confirmation(self.name):
+            state = main.verify_state(self.services, token, call.principal, self.name, bound, {browser_confirm.PHASE_BROWSER})
+            return self.settle_page(call.principal, scope, args, state, "browser",
+                                    lambda record: self.awaiting(token, flow.link(state, record.handle), record.expires_at,
+                                                                 browser_confirm.STILL_PENDING))
 
     def by_url(self, call: main.ToolCall) -> dict[str, Any]:
         """URL mode: input_required naming the page; each retry reads the server's record, never the answer's content."""
         assert self.flow is not None
         if call.state is None:
             _, handle, claims = self.open_page(call, browser_confirm.PHASE_URL)
-            return main.input_required({browser_confirm.URL_KEY: self.url_request(handle)}, self.services.signer.sign(claims))
+            return main.input_required({browser_confirm.URL_KEY: self.url_request(self.flow.link(claims, handle))},
+                                       self.services.signer.sign(claims))
         args, scope = self.begin(call)
         state = main.verify_state(self.services, call.state, call.principal, self.name,
                                   self.digest(scope, args, **self.bound(args)), {browser_confirm.PHASE_URL})
@@ -621,12 +658,13 @@ class ConfirmedTool(NoteTool):
             return self.not_done("declined", "Declined; nothing was changed.")
         token = call.state  # asked again: the very same state, so the same nonce and expiry
         return self.settle_page(call.principal, scope, args, state, "url",
-                                lambda record: main.input_required({browser_confirm.URL_KEY: self.url_request(record.handle)}, token))
+                                lambda record: main.input_required(
+                                    {browser_confirm.URL_KEY: self.url_request(self.flow.link(state, record.handle))}, token))  # type: ignore[union-attr]
 
-    def url_request(self, handle: str) -> dict[str, Any]:
-        """The URL-mode elicitation naming this server's page for `handle`."""
+    def url_request(self, link: str) -> dict[str, Any]:
+        """The URL-mode elicitation naming this server's page at `link`."""
         assert self.flow is not None
-        return self.flow.url_request(handle, "Review the change and confirm it on this server's page.")
+        return self.flow.url_request(link, "Review the change and confirm it on this server's page.")
 
     def settle_page(self, principal: str, scope: main.Scope, args: dict[str, Any], state: main.StatePayload, channel: str,
                     ask_again: Callable[[browser_confirm.Record], dict[str, Any]]) -> dict[str, Any]:
@@ -663,7 +701,7 @@ class ConfirmedTool(NoteTool):
         shown = self.shows(workspace, note, text, detail)
         if shown is None:
             return PAGE_STALE
-        request = (f"Your MCP client called {self.name} for \u201c{visible(note.title)}\u201d ({note.id}) in {record.workspace}.")
+        request = (f"Your MCP client called {self.name} for \u201c{visible(note.title)}\u201d ({note.id}) in {person_uri(record.workspace)}.")
         return browser_confirm.Review(self.heading, request, shown, self.page_hint(), self.apply_label, note.id, content_version(note, text))
 
     def shown(self, args: dict[str, Any]) -> dict[str, str]:
@@ -733,7 +771,7 @@ class NotesUpdate(ConfirmedTool):
         if diff is None:
             raise TooLarge(TOO_LARGE)
         self.refuse_no_change(scope, args, note, text)
-        message = (f"Replace the text of \"{visible(note.title)}\" ({note.id}) in {scope.arguments['workspaceUri']}? {self.kept()} "
+        message = (f"Replace the text of \"{visible(note.title)}\" ({note.id}) in {person_uri(scope.arguments['workspaceUri'])}? {self.kept()} "
                    f"The change (invisible characters shown as \\u escapes):\n{diff}")
         return confirm_form(message, "Apply this change")
 
@@ -803,7 +841,7 @@ class NotesMove(ConfirmedTool):
         """Where from, where to, and that nothing is replaced; a place the store refuses is refused before any form."""
         self.refuse_no_change(scope, args, note, text)
         place = self.place(scope.workspace, args["newPath"])
-        message = (f"Move \"{visible(note.title)}\" ({note.id}) from {visible(note.uri)} to {visible(main.format_file_uri(place))}? "
+        message = (f"Move \"{visible(note.title)}\" ({note.id}) from {person_uri(note.uri)} to {person_uri(main.format_file_uri(place))}? "
                    "A note already there is never replaced: the move is refused instead.")
         return confirm_form(message, "Move the note")
 
@@ -825,7 +863,7 @@ class NotesMove(ConfirmedTool):
             place = self.place(workspace, str(detail.get("newPath", "")))
         except main.ToolError:
             return None
-        return f"from: {visible(note.uri)}\nto:   {visible(main.format_file_uri(place))}"
+        return f"from: {person_uri(note.uri)}\nto:   {person_uri(main.format_file_uri(place))}"
 
     def page_hint(self) -> str:
         """That nothing is replaced."""

@@ -402,7 +402,7 @@ def import_folders() -> list[str]:
 
 def outermost(paths: Iterable[str]) -> list[str]:
     """The existing paths among `paths` that lie inside no other one (a rule on a folder covers all below it)."""
-    real = [os.path.realpath(path) for path in paths if os.path.exists(path)]
+    real = [os.path.realpath(path) for path in dict.fromkeys(paths) if os.path.exists(path)]  # each path resolved once
     kept = [p for p in dict.fromkeys(real) if not any(q != p and (p + "/").startswith(q.rstrip("/") + "/") for q in real)]
     return kept
 
@@ -454,7 +454,7 @@ def import_roots(code_folder: str) -> list[str]:
     roots += [os.getcwd() if entry == "" else entry for entry in sys.path if entry == "" or os.path.isabs(entry)]
     roots += [os.path.dirname(path) for path in _module_files()]
     roots.append(site.getusersitepackages())  # read at the next start, once it exists, .pth files and all
-    return list(dict.fromkeys(os.path.realpath(root) for root in roots))
+    return list(dict.fromkeys(os.path.realpath(root) for root in dict.fromkeys(roots)))  # each folder resolved once
 
 
 def _module_files() -> list[str]:

@@ -288,27 +288,26 @@ def serve_stdio(server: frame.Server, config: dict[str, Any], args: argparse.Nam
             return EXIT_USAGE
         report([*lines, confined])
         return stdio_transport.serve_stdio(server, config["stdioPrincipal"], not args.no_legacy)
-    import streamable_http
-
-    policy = streamable_http.HttpPolicy({}, None, None, frozenset())
-    endpoint = streamable_http.McpEndpoint(server, policy, pages, mcp_endpoint=False)
-    endpoint.refused = streamable_http.RefusalLog(say)
-    port = config.get("connectPort", 0)
-    try:
-        listener = streamable_http.listen(
-            "127.0.0.1", port, endpoint, say, args.request_timeout or streamable_http.REQUEST_TIMEOUT_SECONDS, refused=endpoint.refused
-        )
-    except OSError as exc:
-        say(f"cannot listen on 127.0.0.1:{port} for the pages: {exc.strerror or exc}")
-        return 1
+    kept = (f"; links kept by process {args.keeper.pid} once this one exits, until each is decided or expires"
+            if args.keeper is not None else "; links live as long as this process (the memory store shares no decision)")
+    if isinstance(pages, PagesOnDemand):
+        confined = confine(config, args, [pages.port])
+        if confined is None:
+            return EXIT_USAGE
+        listening = f"http://127.0.0.1:{pages.port}"
+        where = "" if pages.base_url == listening else f" (listening on {listening})"
+        report([*lines, f"confirmation pages on {pages.base_url}{PagesOnDemand.prefix}" + where + kept, confined])
+        try:
+            return stdio_transport.serve_stdio(server, config["stdioPrincipal"], not args.no_legacy)
+        finally:
+            pages.close()
+    listener, base = page_listener(server, config, args, pages, say)
     port = listener.address[1]
-    policy.allowed_hosts = frozenset(f"{name}:{port}" for name in streamable_http.LOOPBACK_NAMES)
-    base = serve_pages_at(pages, policy, config, listener.url(""), True)
     confined = confine(config, args, [port])
     if confined is None:
         return EXIT_USAGE
     where = "" if base == listener.url("") else f" (listening on {listener.url('')})"
-    report([*lines, "; ".join(f"{member.title} on {base}{member.prefix}" for member in pages.members) + where, confined])
+    report([*lines, "; ".join(f"{member.title} on {base}{member.prefix}" for member in pages.members) + where + kept, confined])
     thread = threading.Thread(target=listener.serve_forever, name="connect-pages", daemon=True)
     thread.start()
     try:
@@ -316,6 +315,118 @@ def serve_stdio(server: frame.Server, config: dict[str, Any], args: argparse.Nam
     finally:
         listener.shutdown(0)
         thread.join()
+
+
+class PagesOnDemand:
+    """Under --stdio, the confirmation pages until a link is given out: then the real pages and their listener start.
+
+    The socket is bound at start-up (its port is in the sandbox plan and the start-up report);
+    the HTTP engine and the pages are loaded only by a process that gives out a link, so a
+    host that starts a process per call waits for none of it on calls that need no page.
+    """
+
+    prefix = "/confirm/"
+
+    def __init__(self, server: frame.Server, config: dict[str, Any], args: argparse.Namespace, tokens: dict[str, str]) -> None:
+        self.server, self.config, self.args, self.tokens = server, config, args, tokens
+        self.port = args.pages_socket.getsockname()[1]
+        self.base_url = config.get("publicUrl") or f"http://127.0.0.1:{self.port}"
+        self.on_issue: Any = lambda handle, expires_at: None
+        self._started: tuple[Any, threading.Thread] | None = None
+        self._lock = threading.Lock()
+
+    def serves(self, principal: str) -> bool:
+        """As ConfirmPages.serves: `principal` has a token to sign in with."""
+        return principal in self.tokens
+
+    def url(self, handle: str) -> str:
+        """The link to `handle`, once the real pages serve it (started here, once)."""
+        with self._lock:
+            if self._started is None:
+                import confirm_pages
+                import web_pages
+
+                real = confirm_pages.install(self.server, self.tokens)  # the tools hold the real pages from now on
+                real.on_issue = self.on_issue
+                listener, _ = page_listener(self.server, self.config, self.args, web_pages.PageSet([real]), say)
+                thread = threading.Thread(target=listener.serve_forever, name="confirm-pages", daemon=True)
+                thread.start()
+                self._started = (listener, thread)
+        return f"{self.base_url}{self.prefix}{handle}"
+
+    def issued(self, handle: str, expires_at: float) -> None:
+        """As ConfirmPages.issued."""
+        self.on_issue(handle, expires_at)
+
+    def close(self) -> None:
+        """Stop the listener if it was started."""
+        with self._lock:
+            if self._started is not None:
+                listener, thread = self._started
+                listener.shutdown(0)
+                thread.join()
+
+
+def page_listener(server: frame.Server, config: dict[str, Any], args: argparse.Namespace, pages: Any,
+                  log: Any) -> tuple[Any, str]:
+    """The loopback listener of the pages alone (no /mcp), on the socket bound at start-up; it and the pages' origin."""
+    import streamable_http
+
+    policy = streamable_http.HttpPolicy({}, None, None, frozenset())
+    endpoint = streamable_http.McpEndpoint(server, policy, pages, mcp_endpoint=False)
+    endpoint.refused = streamable_http.RefusalLog(say)
+    listener = streamable_http.listen("127.0.0.1", 0, endpoint, log, args.request_timeout or streamable_http.REQUEST_TIMEOUT_SECONDS,
+                                      refused=endpoint.refused, sock=args.pages_socket)
+    port = listener.address[1]
+    policy.allowed_hosts = frozenset(f"{name}:{port}" for name in streamable_http.LOOPBACK_NAMES)
+    return listener, serve_pages_at(pages, policy, config, listener.url(""), True)
+
+
+def shares_decisions(config: dict[str, Any]) -> bool:
+    """True when the page's decisions live in a database other processes open (SQLite, PostgreSQL, the folders' one)."""
+    return "db" in config or any(entry.get("notesDirs") for entry in config["principals"].values())
+
+
+def hand_down_pages(config: dict[str, Any], args: argparse.Namespace, keys: Sequence[bytes]) -> tuple[Any, Any]:
+    """Under --stdio: the pages' socket, bound now, and where decisions are shared, the keeper that serves it after this process."""
+    import socket
+
+    port = config.get("connectPort", 0)
+    try:
+        sock = socket.create_server(("127.0.0.1", port))  # SO_REUSEADDR and listening, as the HTTP engine's own
+    except OSError as exc:
+        say(f"cannot listen on 127.0.0.1:{port} for the pages: {exc.strerror or exc}")
+        raise StartupRefused(1) from None
+    args.pages_socket = sock  # before the fork: the keeper serves this very socket
+    if not shares_decisions(config):
+        return sock, None  # the memory store: a later process could not read a decision made here
+    import page_keeper
+
+    # Forked now: one thread, no database open yet (a fork after either is unsafe).
+    return sock, page_keeper.fork(lambda links: keep_pages(config, args, keys, links))
+
+
+def keep_pages(config: dict[str, Any], args: argparse.Namespace, keys: Sequence[bytes], links: dict[str, float]) -> int:
+    """The keeper's work once the server ended: the confirmation pages of `links` alone, on the same socket, until done."""
+    import confirm_pages
+    import page_keeper
+    import web_pages
+
+    server, pages = build(config, args, keys)  # the shared store, opened afresh in this process
+    confirm = next(member for member in pages.members if isinstance(member, confirm_pages.ConfirmPages))
+    confirm.records = page_keeper.OnlyThese(confirm.records, set(links))
+    listener, _ = page_listener(server, config, args, web_pages.PageSet([confirm]), lambda line: None)
+    if confine(config, args, [listener.address[1]]) is None:  # the server's own sandbox plan
+        return EXIT_USAGE
+    thread = threading.Thread(target=listener.serve_forever, name="kept-pages", daemon=True)
+    thread.start()
+    try:
+        page_keeper.keep_until_done(confirm.records, links, server.clock, threading.Event().wait)
+    finally:
+        listener.shutdown(0)
+        thread.join()
+        assemble.close_store(server.notes)
+    return 0
 
 
 def unsafe_for_sandbox(config: dict[str, Any], args: argparse.Namespace) -> str | None:
@@ -523,7 +634,7 @@ def serve(argv: Sequence[str], prog: str = "serve.py") -> int:
     # the start-up with one line, never a KeyboardInterrupt traceback.
     stop_on_signals(stop)
     try:
-        server, config, args, pages = start(argv, prog)
+        server, config, args, pages = start(argv, prog, keep_pages=True)
     except Stop:
         say("interrupted during start-up; nothing was served")
         return EXIT_USAGE
@@ -561,8 +672,13 @@ class StartupRefused(Exception):
         self.status = status
 
 
-def start(argv: Sequence[str], prog: str = "serve.py") -> tuple[frame.Server, dict[str, Any], argparse.Namespace, Any]:
-    """Everything before serving: arguments, config, keys, store, server, extensions; or StartupRefused."""
+def start(argv: Sequence[str], prog: str = "serve.py",
+          keep_pages: bool = False) -> tuple[frame.Server, dict[str, Any], argparse.Namespace, Any]:
+    """Everything before serving: arguments, config, keys, store, server, extensions; or StartupRefused.
+
+    With `keep_pages` (the command, not a test building a server in its own process), --stdio
+    binds the pages' socket here and forks their keeper (code/page_keeper.py) before the store opens.
+    """
     try:
         args = parser(prog).parse_args(list(argv))
     except SystemExit as exc:  # --help (0) or a usage error (2), already printed
@@ -617,11 +733,36 @@ def start(argv: Sequence[str], prog: str = "serve.py") -> tuple[frame.Server, di
     if refusal:
         say(refusal)
         raise StartupRefused(EXIT_USAGE)
+    stdio_pages = keep_pages and args.stdio and (publish or browser)
+    args.pages_socket, args.keeper = hand_down_pages(config, args, keys) if stdio_pages else (None, None)
     try:
-        server = assemble.build_server(config, keys)
+        server, pages = build(config, args, keys, on_demand=stdio_pages)
     except (ConfigError, assemble.StartupError) as exc:
         say(str(exc))
         raise StartupRefused(EXIT_USAGE) from None
+    if args.keeper is not None and isinstance(pages, PagesOnDemand):
+        pages.on_issue = args.keeper.issued
+    elif args.keeper is not None:
+        import confirm_pages
+
+        for member in pages.members:
+            if isinstance(member, confirm_pages.ConfirmPages):
+                member.on_issue = args.keeper.issued
+    for line in later:
+        say(line)
+    assemble.warn_weak_secrets(config, keys)  # once start-up has succeeded: a refusal stays one line
+    return server, config, args, pages
+
+
+def build(config: dict[str, Any], args: argparse.Namespace, keys: Sequence[bytes],
+          on_demand: bool = False) -> tuple[frame.Server, Any]:
+    """The server for a checked configuration, the extensions asked for, and its pages (None where none are served).
+
+    `on_demand` (--stdio with the confirmation pages alone): a stand-in until the first link, see PagesOnDemand.
+    """
+    publish = args.publish or config.get("publish", False)
+    browser = config["confirmInBrowser"]
+    server = assemble.build_server(config, keys)
     server.log = say  # every line the running server logs carries the prefix, as the start-up block does
     if args.notes_tools or config.get("notesTools", False):
         import notes_tools  # imported only when asked for: the lesson's server lists notes_delete alone
@@ -632,6 +773,10 @@ def start(argv: Sequence[str], prog: str = "serve.py") -> tuple[frame.Server, di
 
         conformance_fixtures.install(server)
     tokens = {name: entry["token"] for name, entry in config["principals"].items() if entry["token"]}
+    if on_demand and browser and not publish:
+        demand = PagesOnDemand(server, config, args, tokens)
+        server.tools[main.TOOL_NAME].pages = demand
+        return server, demand
     members = []
     if publish:
         import connect
@@ -648,10 +793,7 @@ def start(argv: Sequence[str], prog: str = "serve.py") -> tuple[frame.Server, di
         pages = web_pages.PageSet(members)
     else:
         pages = None
-    for line in later:
-        say(line)
-    assemble.warn_weak_secrets(config, keys)  # once start-up has succeeded: a refusal stays one line
-    return server, config, args, pages
+    return server, pages
 
 
 def refuse_flags(args: argparse.Namespace) -> int | None:

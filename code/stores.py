@@ -72,6 +72,7 @@ __all__ = [
     "NotesStore",
     "Record",
     "Retention",
+    "SQL_TRASH",
     "SettleSeam",
     "Store",
     "Texts",
@@ -211,6 +212,9 @@ DEFAULT_TRASH_DAYS = 30.0  # a trashed note is emptied this long after its delet
 DEFAULT_AUDIT_DAYS = 365.0  # an entry is pruned this long after it was written
 DEFAULT_AUDIT_MAX_ENTRIES = 100_000  # at most this many entries are kept per principal (its newest)
 MEMORY_AUDIT_MAX_ENTRIES = 1_000  # the memory ledger keeps a principal's newest this many: it lives in the process's memory
+DEFAULT_AUDIT_MAX_REFUSALS = 1_000  # `refused` entries kept per principal (its newest), counted apart from its other entries
+KEPT_FILE_GRACE_SECONDS = 86_400.0  # an entry naming a trash file outlives trashDays by this: the ledger cannot look in the folder
+SQL_TRASH = "deleted_notes"  # the `trash` value of a row moved to the deleted-notes table (any other value names a file)
 
 
 class Retention(NamedTuple):
@@ -219,7 +223,17 @@ class Retention(NamedTuple):
     deletion: str = DELETION_TRASH  # "trash" (default) or "unlink" (as before: gone at once)
     trash_seconds: float = DEFAULT_TRASH_DAYS * DAY_SECONDS
     audit_seconds: float = DEFAULT_AUDIT_DAYS * DAY_SECONDS
-    max_entries: int = DEFAULT_AUDIT_MAX_ENTRIES  # per principal
+    max_entries: int = DEFAULT_AUDIT_MAX_ENTRIES  # per principal, refusals not counted
+    max_refusals: int = DEFAULT_AUDIT_MAX_REFUSALS  # per principal: refusals have a bound of their own
+
+    @property
+    def refusals_kept(self) -> int:
+        """How many of a principal's `refused` entries are kept (its newest): their own bound, never above max_entries."""
+        return min(self.max_entries, self.max_refusals)
+
+    def files_kept_after(self, now: float) -> float:
+        """An entry naming a trash file and written after this time may still have its file: pruning passes it by."""
+        return now - self.trash_seconds - KEPT_FILE_GRACE_SECONDS
 
     @property
     def trash(self) -> bool:
@@ -632,6 +646,7 @@ class MemoryLedger:
         self.retention = retention
         self._clock = clock
         self._entries: dict[int, dict[str, Any]] = {}  # id -> entry, in id order
+        self._refusals: set[int] = set()  # the ids of entries written as `refused`: counted apart
         self._next = 1
         self._decisions: MemoryConfirmations | None = None
 
@@ -640,18 +655,35 @@ class MemoryLedger:
         return self.replay.is_consumed(nonce)
 
     def _write(self, principal: str, outcome: str, facts: Facts, restores: int | None = None) -> int:
-        """One entry (the replay lock held), then the age and per-principal bounds, a batch at a time like the SQL stores."""
+        """One entry (the replay lock held), then the age and per-principal bounds, as the SQL ledgers apply them."""
         now = self.now()
         entry_id, self._next = self._next, self._next + 1
         self._entries[entry_id] = {"id": entry_id, "at": now, "principal": principal, "outcome": outcome, "note_id": facts.note_id,
                                    "title": facts.title, "uri": facts.uri, "trash": facts.trash, "restores": restores,
                                    "file_identity": facts.file_identity}
-        for old in [key for key, entry in self._entries.items() if entry["at"] <= now - self.retention.audit_seconds]:
-            del self._entries[old]
-        mine = [key for key, entry in self._entries.items() if entry["principal"] == principal]
-        for old in mine[:max(0, len(mine) - self.retention.max_entries)]:
-            del self._entries[old]
+        if outcome == "refused":
+            self._refusals.add(entry_id)
+        self._prune(now, principal)
         return entry_id
+
+    def _prune(self, now: float, principal: str) -> None:
+        """Entries past the age bound, and `principal`'s past its two count bounds, except those whose kept text may still exist."""
+        # The rules of ledger.AuditSql.prune: refusals are counted apart from other entries,
+        # so a loop of refused calls cannot push out an entry `audit restore` needs.
+        files_after = self.retention.files_kept_after(now)
+        gone = [key for key, entry in self._entries.items() if entry["at"] <= now - self.retention.audit_seconds]
+        for refusals, bound in ((False, self.retention.max_entries), (True, self.retention.refusals_kept)):
+            mine = [key for key, entry in self._entries.items() if entry["principal"] == principal and (key in self._refusals) == refusals]
+            gone += mine[:max(0, len(mine) - bound)]
+        for key in dict.fromkeys(gone):  # once each: an entry may be past both bounds
+            trash = self._entries[key]["trash"]
+            if trash in (None, SQL_TRASH) or self._entries[key]["at"] <= files_after:  # no trash row here: a file, or nothing
+                self._drop(key)
+
+    def _drop(self, entry_id: int) -> None:
+        """Forget one entry (absent: nothing)."""
+        self._entries.pop(entry_id, None)
+        self._refusals.discard(entry_id)
 
     def consume_with(self, principal: str, nonce: str, expires_at: float,
                      act: Callable[[Record], main.Settlement]) -> tuple[main.Settlement, int | None]:
@@ -673,7 +705,7 @@ class MemoryLedger:
             except BaseException:
                 self.replay.release(nonce)
                 for entry_id in entries:
-                    self._entries.pop(entry_id, None)
+                    self._drop(entry_id)
                 raise
             return settled, entries[0]
 
@@ -703,7 +735,7 @@ class MemoryLedger:
         with self.replay.lock:
             self.replay.release(nonce)
             if self._entries.get(entry_id, {}).get("outcome") == "pending":
-                del self._entries[entry_id]
+                self._drop(entry_id)
 
     def complete_audit(self, entry_id: int, outcome: str, expected: str) -> None:
         """As Ledger.complete_audit."""

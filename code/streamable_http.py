@@ -583,6 +583,7 @@ def listen(
     request_timeout: float = REQUEST_TIMEOUT_SECONDS,
     store_waits: bool = True,
     refused: RefusalLog | None = None,
+    sock: Any = None,
 ) -> http_server.HttpServer:
     """An engine serving `endpoint` on host:port (OSError if it cannot bind).
 
@@ -603,6 +604,7 @@ def listen(
         limits=limits,
         inline=None if store_waits else endpoint.answers_at_once,
         refused=refused,
+        sock=sock,
     )
 
 

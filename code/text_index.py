@@ -174,13 +174,14 @@ def offset_of(cursor: object, workspace_uri: str, query: str) -> int | None:
 # -------------------------------------------------------------------------- snippets
 
 
-def search_snippet(text: str, query: Query, visible: Callable[[str], str]) -> str:
-    """At most SNIPPET_CHARS of `text` around its first term, on one line, made `visible`; the note's leading `# heading` left out."""
-    # The heading repeats the title the hit already shows: the snippet starts after it.
+def search_snippet(text: str, query: Query, visible: Callable[[str], str], title: str = "") -> str:
+    """At most SNIPPET_CHARS of `text` around its first term, on one line, made `visible`; a leading `# heading` that repeats `title` left out."""
+    # The hit shows its title already: a first line that only repeats it as a heading
+    # would fill the snippet with it. Another heading is the note's text, and kept.
     lines = text.split("\n")
-    start_line = next((k for k, line in enumerate(lines) if line.strip()), len(lines))
-    if start_line < len(lines) and re.match(r"#\s", lines[start_line].lstrip()):
-        text = "\n".join(lines[start_line + 1 :])
+    first = next((k for k, line in enumerate(lines) if line.strip()), len(lines))
+    if title and first < len(lines) and lines[first].startswith("#") and stores.fold_title(lines[first].lstrip("#").strip()) == stores.fold_title(title.strip()):
+        text = "\n".join(lines[first + 1 :])
     folded = stores.fold_title(text)
     at = -1
     if len(folded) == len(text):  # positions agree only when folding kept the length

@@ -923,7 +923,7 @@ class ServeWiring(unittest.TestCase):
             self.addCleanup(folders.close)
             self.assertEqual((folders.retention, folders.nonces.retention), (server.services.notes.retention,) * 2)
             memory = assemble.build_server({"principals": {"alice": {"token": None, "workspaces": []}}, "stdioPrincipal": "alice"}, [KEY])
-            self.assertIs(memory.methods["tools/call"], main.call_tool)
+            self.assertIs(memory.methods["tools/call"], frame.call_tool)  # the frame's (JSON text too), unwrapped: no audit
 
 
 class OperatorCommand(unittest.TestCase):

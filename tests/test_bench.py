@@ -172,6 +172,21 @@ class ScalingModeTests(unittest.TestCase):
 
 
 
+class StartupModeTests(unittest.TestCase):
+    """--mode startup times a real first answer of both kinds, from this tree and from a git export."""
+
+    def test_the_per_call_set_up_answers_discover_and_initialize_and_a_ref_is_exported_with_its_serve_py(self) -> None:
+        folder = tempfile.mkdtemp(prefix="bench-startup-")
+        self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
+        argv = [bench.sys.executable, bench.SERVE_PY, "--stdio", "--config", bench.write_config(folder, 3),
+                "--db", os.path.join(folder, "n.db"), "--notes-tools", "--confirm-in-browser"]
+        for message in (bench.DISCOVER, bench.INITIALIZE):
+            self.assertGreater(bench.first_line_ms(argv, message, bench.server_env()), 0)
+        with self.assertRaises(bench.BenchError):  # an error answer is no first answer
+            bench.first_line_ms(argv, bench.encode({"jsonrpc": "2.0", "id": 1, "method": "nope", "params": {}}), bench.server_env())
+        self.assertTrue(os.path.isfile(bench.tree_of("HEAD", os.path.join(folder, "ref"))))
+
+
 class PlotTests(unittest.TestCase):
     """`--mode plot` draws the README's two plots from recorded figures; `--record` records a run's."""
 

@@ -19,6 +19,7 @@ from helpers import procs  # noqa: E402
 from helpers import webdriver  # noqa: E402
 from helpers.support import tps  # noqa: E402
 from test_connect import ALICE_TOKEN, BOB_TOKEN, BOB_WORKSPACE, RealHttpServer, answer, connect_request, notes  # noqa: E402
+import browser_confirm  # noqa: E402
 import main  # noqa: E402
 import sqlite_store  # noqa: E402
 import streamable_http  # noqa: E402
@@ -246,7 +247,7 @@ class ConfirmInChromiumTests(unittest.TestCase):
         done = self.second(first, self.other)["result"]  # the other instance reads the shared decision
         self.assertEqual(done["structuredContent"], {"deleted": True, "noteId": "note-7"})
         self.assertEqual(sorted(self.ids()), sorted(n.id for n in notes() if n.id != "note-7"))
-        self.assertEqual(self.second(first)["error"]["message"], main.STATE_INVALID)
+        self.assertEqual(self.second(first)["error"]["message"], browser_confirm.refused_confirmation(main.TOOL_NAME))
         self.driver.get(url)
         self.assertIn("Link not valid", self.driver.source())
 
@@ -265,7 +266,7 @@ class ConfirmInChromiumTests(unittest.TestCase):
         self.driver.click(self.driver.find("input[value$=':note-7']"))
         self.driver.submit(self.driver.find("button[value=approve]"))
         self.assertIn("Link not valid", self.driver.source())
-        self.assertEqual(self.second(first)["error"]["message"], main.STATE_INVALID)
+        self.assertEqual(self.second(first)["error"]["message"], browser_confirm.refused_confirmation(main.TOOL_NAME))
         self.assertEqual(sorted(self.ids()), sorted(n.id for n in notes()))
 
     def test_another_principals_browser_is_refused_and_alices_confirmation_stays_pending(self) -> None:
@@ -323,7 +324,7 @@ class UpdateInChromiumTests(unittest.TestCase):
         done = alice.call("notes_update", second)["result"]
         self.assertTrue(done["structuredContent"]["updated"], done)
         self.assertEqual(store.note_text(note["noteId"], main.parse_file_uri(main.LESSON_WORKSPACE))[1], body)
-        self.assertEqual(alice.call("notes_update", second)["error"]["message"], main.STATE_INVALID)
+        self.assertEqual(alice.call("notes_update", second)["error"]["message"], browser_confirm.refused_confirmation("notes_update"))
 
 
 if __name__ == "__main__":

@@ -22,6 +22,8 @@ import legacy  # noqa: E402
 import main  # noqa: E402
 import sqlite_store  # noqa: E402
 import stores  # noqa: E402
+
+REFUSED_DELETE = browser_confirm.refused_confirmation(main.TOOL_NAME)  # the one refusal of a confirmation token
 import streamable_http  # noqa: E402
 import web_pages  # noqa: E402
 from helpers import procs  # noqa: E402
@@ -140,7 +142,8 @@ class FirstCallTests(InProcess):
         result = self.first()
         self.assertFalse(result["isError"])
         structured = result["structuredContent"]
-        self.assertEqual(set(structured), {"deleted", "reason", "url", "expiresAt", "confirmation"})
+        self.assertEqual(set(structured), {"deleted", "reason", "status", "url", "expiresAt", "confirmation"})
+        self.assertEqual(structured["status"], browser_confirm.ISSUED)
         self.assertFalse(structured["deleted"])
         self.assertEqual(structured["expiresAt"], browser_confirm.iso(self.clock.now + main.DEFAULT_STATE_TTL_SECONDS))
         claims = support.claims_of(structured["confirmation"])
@@ -225,7 +228,7 @@ class SecondCallTests(InProcess):
         self.assertEqual(done["structuredContent"], {"deleted": True, "noteId": "note-7"})
         self.assertEqual(self.ids(), sorted(set(n.id for n in notes()) - {"note-7"}))
         again = self.second(first)["error"]
-        self.assertEqual((again["code"], again["message"]), (main.INVALID_PARAMS, main.STATE_INVALID))
+        self.assertEqual((again["code"], again["message"]), (main.INVALID_PARAMS, REFUSED_DELETE))
         self.assertEqual(len(self.ids()), len(notes()) - 1)
 
     def test_before_the_page_is_decided_the_second_call_says_not_approved_yet_with_the_same_token(self) -> None:
@@ -233,7 +236,9 @@ class SecondCallTests(InProcess):
         pending = self.second(first)["result"]
         self.assertFalse(pending["isError"])
         self.assertTrue(pending["content"][0]["text"].startswith("Not approved yet."))
-        self.assertEqual(pending["structuredContent"], first["structuredContent"])
+        # The same token and link; only the status says it is still waiting (a client showing structured results sees it).
+        self.assertEqual(pending["structuredContent"], {**first["structuredContent"], "status": browser_confirm.STILL_PENDING})
+        self.assertEqual(first["structuredContent"]["status"], browser_confirm.ISSUED)
         self.approved(first, "note-14")
         self.assertEqual(self.second(first)["result"]["structuredContent"], {"deleted": True, "noteId": "note-14"})
 
@@ -255,7 +260,7 @@ class SecondCallTests(InProcess):
         self.clock.now += main.DEFAULT_STATE_TTL_SECONDS - 0.001
         other = self.first("TPS report 2025")
         self.clock.now += 0.001
-        self.assertEqual(self.second(first)["error"]["message"], main.STATE_INVALID)
+        self.assertEqual(self.second(first)["error"]["message"], REFUSED_DELETE)
         self.assertEqual(browser.get(self.path(other))[0], 200)  # a fresh link still opens (a sign-in page)
         self.clock.now += main.DEFAULT_STATE_TTL_SECONDS
         self.assertEqual(self.browser().get(self.path(other))[0], 404)
@@ -275,7 +280,9 @@ class SecondCallTests(InProcess):
         for name, send in cases:
             with self.subTest(name):
                 error = send()["error"]
-                self.assertEqual((error["code"], error["message"]), (main.INVALID_PARAMS, main.STATE_INVALID))
+                # The message names what the model sent: `confirmation`, or the form's requestState.
+                expected = main.STATE_INVALID if name == "a form state" else REFUSED_DELETE
+                self.assertEqual((error["code"], error["message"]), (main.INVALID_PARAMS, expected))
         self.assertEqual(self.ids(), sorted(n.id for n in notes()))
         self.assertEqual(self.second(first)["result"]["structuredContent"]["deleted"], True)  # still usable by its owner
 
@@ -457,7 +464,7 @@ class SharedSqliteTests(unittest.TestCase):
         deleted = [r for r in results if "result" in r and r["result"]["structuredContent"].get("deleted")]
         refused = [r for r in results if "error" in r]
         self.assertEqual((len(deleted), len(refused)), (1, 1), results)
-        self.assertEqual(refused[0]["error"]["message"], main.STATE_INVALID)
+        self.assertEqual(refused[0]["error"]["message"], REFUSED_DELETE)
         self.assertNotIn("note-14", [n.id for n in self.stores[1].all()])
         self.assertEqual(len(self.stores[0].all()), len(notes()) - 1)
         (entry,) = self.stores[0].audit_entries(outcome=audit.DELETED)
@@ -542,7 +549,7 @@ def process_flow(test: unittest.TestCase, send: Any, port_of: Any) -> None:
     test.assertEqual(browser.choose(url.path, "note-3")[0], 200)
     arguments = {**tps(), "confirmation": first["structuredContent"]["confirmation"]}
     test.assertEqual(call(arguments, 2)["result"]["structuredContent"], {"deleted": True, "noteId": "note-3"})
-    test.assertEqual(call(arguments, 3)["error"]["message"], main.STATE_INVALID)
+    test.assertEqual(call(arguments, 3)["error"]["message"], REFUSED_DELETE)
 
 
 class ProcessTests(unittest.TestCase):

@@ -6,6 +6,7 @@ import gc
 import os
 import random
 import shutil
+import tempfile
 import threading
 import unittest
 from typing import Any
@@ -15,6 +16,8 @@ from helpers.support import PRINCIPAL, accept
 from test_indexed_lookup import bounded_titles, parts
 from test_markdown_store import FolderCase
 
+import bench
+import change_watch
 import folder_index
 import folder_paths
 import main
@@ -97,6 +100,17 @@ class ChangeNotification(IndexCase):
         self.assertEqual(self.listed(store, "TPS"), {"sub/c.md": "TPS c"})
         self.assertEqual(self.listed(store, "budget"), {"a.md": "Budget"})
 
+    def test_the_changed_entries_of_one_folder_are_looked_at_through_one_open_of_it(self) -> None:
+        self.write("sub/a.md", "# TPS a\n")
+        store = self.indexed()
+        self.listed(store, "TPS")
+        for name in ("a", "b", "c", "d"):
+            self.write(f"sub/{name}.md", f"# Budget {name}\n")
+        with mock.patch.object(folder_paths, "open_below", wraps=folder_paths.open_below) as opens:
+            self.assertEqual(self.listed(store, "zzz"), {})  # no candidate: no note opened to be offered
+        self.assertEqual([call.args[1] for call in opens.call_args_list].count(("sub",)), 1)  # four entries changed in it
+        self.assertEqual(len(self.listed(store, "budget")), 4)
+
     def test_a_store_dropped_without_close_gives_its_inotify_instance_back(self) -> None:
         def held() -> int:
             fds = os.listdir("/proc/self/fd")
@@ -115,16 +129,19 @@ class ChangeNotification(IndexCase):
 
     def test_a_folder_created_renamed_and_removed_is_followed(self) -> None:
         store = self.indexed()
+        index = self.index(store)
         self.assertEqual(self.listed(store, "TPS"), {})
-        self.write("2025/q1/tps.md", "# TPS q1\n")
-        self.assertEqual(self.listed(store, "TPS"), {"2025/q1/tps.md": "TPS q1"})
-        os.rename(os.path.join(self.ws, "2025"), os.path.join(self.ws, "2026"))
-        self.assertEqual(self.listed(store, "TPS"), {"2026/q1/tps.md": "TPS q1"})
-        self.write("2026/q1/more.md", "# TPS more\n")  # the moved folder is still watched
-        self.assertEqual(self.listed(store, "TPS"), {"2026/q1/tps.md": "TPS q1", "2026/q1/more.md": "TPS more"})
-        shutil.rmtree(os.path.join(self.ws, "2026"))
-        self.assertEqual(self.listed(store, "TPS"), {})
-        self.assertEqual(self.index(store).folders.keys(), {()})
+        with mock.patch.object(index, "_rebuild", wraps=index._rebuild) as rebuilds:
+            self.write("2025/q1/tps.md", "# TPS q1\n")
+            self.assertEqual(self.listed(store, "TPS"), {"2025/q1/tps.md": "TPS q1"})
+            os.rename(os.path.join(self.ws, "2025"), os.path.join(self.ws, "2026"))
+            self.assertEqual(self.listed(store, "TPS"), {"2026/q1/tps.md": "TPS q1"})
+            self.write("2026/q1/more.md", "# TPS more\n")  # the moved folder is still watched
+            self.assertEqual(self.listed(store, "TPS"), {"2026/q1/tps.md": "TPS q1", "2026/q1/more.md": "TPS more"})
+            shutil.rmtree(os.path.join(self.ws, "2026"))
+            self.assertEqual(self.listed(store, "TPS"), {})
+        self.assertEqual(rebuilds.call_count, 0)  # a sub-folder moving or going is followed from its parent's events
+        self.assertEqual(index.folders.keys(), {()})
 
     def test_a_folder_whose_name_ends_in_md_is_walked_at_the_build_and_when_it_appears_later(self) -> None:
         self.write("archive.md/a.md", "# TPS a\n")
@@ -289,21 +306,11 @@ def _watches(index: folder_index.FolderIndex) -> int:
         return sum(1 for line in info if line.startswith("inotify wd:"))
 
 
-def _overflow_queue(path: str) -> None:
-    """Queue more inotify events than the kernel holds, so that it reports IN_Q_OVERFLOW."""
-    with open("/proc/sys/fs/inotify/max_queued_events", encoding="ascii") as limit:
-        events = int(limit.read())
-    other = path + ".other"
-    with open(other, "w", encoding="utf-8"):
-        pass
-    # Alternating between two files: the kernel merges an event only into an identical last one.
-    for k in range(events + 2):
-        os.utime(path if k % 2 else other)
-    os.unlink(other)
+BURST_BOUND = 1024  # MAX_EVENTS_PER_LOOKUP in the burst tests: far below the kernel's queue, whatever it is set to
 
 
 class LostEvents(IndexCase):
-    """A full kernel queue, or more changes than a lookup applies: bounded work, and no watch left behind."""
+    """A full kernel queue, or more changes than a lookup applies: a rebuild answers at once, one per lookup at most, no watch left behind."""
 
     def test_watches_stay_one_per_folder_after_five_queue_overflows_with_folders_moved_away(self) -> None:
         for i in range(10):
@@ -315,7 +322,7 @@ class LostEvents(IndexCase):
         away = os.path.join(self.base, "away")
         os.makedirs(away)
         for round_ in range(1, 6):
-            _overflow_queue(os.path.join(self.ws, "f0", "n.md"))
+            bench.overflow_queue(os.path.join(self.ws, "f0", "n.md"))
             # Lost with the queue full: the folders moved out keep their kernel watches
             # unless the index removes them.
             for i in range(10):
@@ -331,24 +338,52 @@ class LostEvents(IndexCase):
         self.write("f3/later.md", "# TPS later\n")  # still watched after the last rebuild
         self.assertIn("f3/later.md", self.listed(store, "TPS"))
 
-    def test_after_an_overflow_the_index_serves_as_it_is_until_a_rebuild_is_due(self) -> None:
+    def test_a_note_created_after_a_queue_overflow_is_offered_by_notes_delete_at_the_next_call_without_waiting(self) -> None:
         self.write("a.md", "# TPS a\n")
+        gone = self.write("gone.md", "# TPS gone\n")
         store = self.indexed()
         index = self.index(store)
-        self.listed(store, "TPS")
-        _overflow_queue(os.path.join(self.ws, "a.md"))
-        self.write("b.md", "# TPS b\n")
+        server = self.server(store)
+        self.assertEqual(sorted(self.offered(self.ask(server))), ["a.md", "gone.md"])
+        bench.overflow_queue(os.path.join(self.ws, "a.md"))
+        self.write("newborn.md", "# TPS newborn\n")
+        os.unlink(gone)
         with mock.patch.object(index, "_rebuild", wraps=index._rebuild) as rebuilds:
-            for _ in range(3):
-                self.assertEqual(list(self.listed(store, "TPS")), ["a.md"])  # not due: the last build is 0 s old
-            self.assertEqual(rebuilds.call_count, 0)
-            self.assertTrue(index.lost)
-            self.ticks[0] += folder_index.RESCAN_SECONDS
-            self.assertEqual(sorted(self.listed(store, "TPS")), ["a.md", "b.md"])
+            # The clock has not moved: no rescan is due, and the overflow alone brings the rebuild.
+            self.assertEqual(sorted(self.offered(self.ask(server))), ["a.md", "newborn.md"])
             self.assertEqual(rebuilds.call_count, 1)
+            self.assertFalse(index.lost)
+            self.write("later.md", "# TPS later\n")  # events are applied again, without another rebuild
+            self.assertEqual(sorted(self.offered(self.ask(server))), ["a.md", "later.md", "newborn.md"])
+            self.assertEqual(rebuilds.call_count, 1)
+        self.assertEqual(_watches(index), 1)
+
+    def test_a_queue_overflowing_again_while_the_rebuild_walks_costs_one_rebuild_per_lookup_and_loses_no_note(self) -> None:
+        self.write("a.md", "# TPS a\n")
+        self.write("sub/b.md", "# TPS b\n")
+        storm = [False]
+
+        def listing(fd: int) -> Any:
+            if storm[0] and os.fstat(fd).st_ino == os.stat(os.path.join(self.ws, "sub")).st_ino:
+                storm[0] = False  # the root is listed: a note made now is known only by its event, which is lost
+                self.write("during.md", "# TPS during\n")
+                bench.overflow_queue(os.path.join(self.ws, "a.md"))
+            return os.scandir(fd)
+
+        store = self.indexed(ops=folder_paths.OS_OPS._replace(scandir=listing))
+        index = self.index(store)
+        self.assertEqual(len(self.listed(store, "TPS")), 2)
+        bench.overflow_queue(os.path.join(self.ws, "a.md"))
+        self.write("after.md", "# TPS after\n")
+        storm[0] = True
+        with mock.patch.object(index, "_rebuild", wraps=index._rebuild) as rebuilds:
+            # Everything there before the lookup began is offered; during.md was made while it ran.
+            self.assertTrue({"a.md", "sub/b.md", "after.md"} <= set(self.listed(store, "TPS")))
+            self.assertEqual(rebuilds.call_count, 1)  # not one more: the next lookup rebuilds
+            self.assertTrue(index.lost)
+            self.assertEqual(sorted(self.listed(store, "TPS")), ["a.md", "after.md", "during.md", "sub/b.md"])
+            self.assertEqual(rebuilds.call_count, 2)
         self.assertFalse(index.lost)
-        self.write("c.md", "# TPS c\n")
-        self.assertEqual(sorted(self.listed(store, "TPS")), ["a.md", "b.md", "c.md"])  # events applied again
 
     def rename_burst(self, renames: int) -> None:
         """`renames` renames of one file between two names (two events each), then one to moved.md."""
@@ -362,7 +397,7 @@ class LostEvents(IndexCase):
         store = self.indexed()
         index = self.index(store)
         self.listed(store, "TPS")
-        self.rename_burst(folder_index.MAX_EVENTS_PER_LOOKUP // 2 - 1)  # exactly one lookup's worth of events
+        self.rename_burst(BURST_BOUND // 2 - 1)  # exactly one lookup's worth of events
         assert index.watch is not None
         real, drained = index.watch.drain, []
 
@@ -370,70 +405,116 @@ class LostEvents(IndexCase):
             drained.append(len(events := real(limit)))
             return events
 
-        with mock.patch.object(index.watch, "drain", counted), mock.patch.object(index, "_refresh", wraps=index._refresh) as refresh:
+        with mock.patch.object(folder_index, "MAX_EVENTS_PER_LOOKUP", BURST_BOUND), mock.patch.object(index.watch, "drain", counted), \
+                mock.patch.object(index, "_refresh_entry", wraps=index._refresh_entry) as refresh, mock.patch.object(index, "_rebuild", wraps=index._rebuild) as rebuilds:
             self.assertEqual(self.listed(store, "TPS"), {"keep.md": "TPS keep", "moved.md": "TPS moving"})
-        self.assertEqual(drained, [folder_index.MAX_EVENTS_PER_LOOKUP])
-        # 4,096 events, three names: each looked at once.
-        self.assertEqual(sorted(call.args[1] for call in refresh.call_args_list), ["moved.md", "moving-0.md", "moving-1.md"])
+        self.assertEqual(drained, [BURST_BOUND])
+        # BURST_BOUND events, three names: each looked at once, and no rebuild.
+        self.assertEqual(sorted(call.args[3] for call in refresh.call_args_list), ["moved.md", "moving-0.md", "moving-1.md"])
+        self.assertEqual(rebuilds.call_count, 0)
         self.assertFalse(index.lost)
 
-    def test_more_events_queued_than_a_lookup_reads_wait_for_a_rebuild(self) -> None:
+    def test_more_events_queued_than_a_lookup_reads_are_answered_by_a_rebuild_at_that_lookup(self) -> None:
         self.write("keep.md", "# TPS keep\n")
         self.write("moving-0.md", "# TPS moving\n")
         store = self.indexed()
         index = self.index(store)
         self.listed(store, "TPS")
-        self.rename_burst(folder_index.MAX_EVENTS_PER_LOOKUP // 2)  # two events past the bound
-        with mock.patch.object(index, "_refresh", wraps=index._refresh) as refresh:
-            self.assertEqual(self.listed(store, "TPS"), {"keep.md": "TPS keep"})  # behind: served as it is
-            self.assertTrue(index.lost)
-            self.assertEqual(self.listed(store, "TPS"), {"keep.md": "TPS keep"})  # not due: no event read
-        self.assertEqual(refresh.call_count, 0)
-        self.ticks[0] += folder_index.RESCAN_SECONDS
-        self.assertEqual(self.listed(store, "TPS"), {"keep.md": "TPS keep", "moved.md": "TPS moving"})
+        self.rename_burst(BURST_BOUND // 2)  # two events past the bound
+        with mock.patch.object(folder_index, "MAX_EVENTS_PER_LOOKUP", BURST_BOUND), mock.patch.object(index, "_refresh_entry", wraps=index._refresh_entry) as refresh, \
+                mock.patch.object(index, "_rebuild", wraps=index._rebuild) as rebuilds:
+            self.assertEqual(self.listed(store, "TPS"), {"keep.md": "TPS keep", "moved.md": "TPS moving"})  # the clock has not moved
+            self.assertEqual(rebuilds.call_count, 1)
+            self.assertEqual(refresh.call_count, 0)  # the events read are not applied: the walk answers
+            self.write("later.md", "# TPS later\n")  # the renewed watch sees changes again
+            self.assertIn("later.md", self.listed(store, "TPS"))
+            self.assertEqual(rebuilds.call_count, 1)
         self.assertFalse(index.lost)
-        self.write("later.md", "# TPS later\n")  # the renewed watch sees changes again
-        self.assertIn("later.md", self.listed(store, "TPS"))
-        self.assertEqual(folder_index.MAX_EVENTS_PER_LOOKUP, 4096)
+        self.assertEqual(folder_index.MAX_EVENTS_PER_LOOKUP, 16_384)
 
-    def test_the_changes_applied_per_lookup_on_both_sides_of_the_bound(self) -> None:
-        bound = folder_index.MAX_CHANGES_PER_LOOKUP
-        store = self.indexed()
-        index = self.index(store)
-        self.listed(store, "TPS")
-        for i in range(bound):
-            self.write(f"at{i:03d}.md", f"# TPS at {i}\n")
-        with mock.patch.object(index, "_refresh", wraps=index._refresh) as refresh:
-            self.assertEqual(len(self.listed(store, "TPS at")), bound)  # at the bound: all in one lookup
-        self.assertEqual(refresh.call_count, bound)
-        for i in range(bound + 1):
-            self.write(f"past{i:03d}.md", f"# TPS past {i}\n")
-        with mock.patch.object(index, "_refresh", wraps=index._refresh) as refresh:
-            self.assertEqual(len(self.listed(store, "TPS past")), bound)  # one past it: the oldest first ...
-            self.assertEqual(refresh.call_count, bound)
-        with mock.patch.object(index, "_refresh", wraps=index._refresh) as refresh:
-            self.assertEqual(len(self.listed(store, "TPS past")), bound + 1)  # ... the last at the next lookup
-        self.assertEqual(refresh.call_count, 1)
-        self.assertEqual(folder_index.MAX_CHANGES_PER_LOOKUP, 64)
-
-    def test_more_changes_waiting_than_the_pending_bound_wait_for_a_rebuild(self) -> None:
+    def test_changes_at_the_pending_bound_are_applied_and_one_more_is_answered_by_a_rebuild_at_that_lookup(self) -> None:
         self.write("a.md", "# TPS a\n")
         store = self.indexed()
         index = self.index(store)
         self.listed(store, "TPS")
-        with mock.patch.object(folder_index, "MAX_PENDING_CHANGES", 3), mock.patch.object(folder_index, "MAX_CHANGES_PER_LOOKUP", 1):
+        with mock.patch.object(folder_index, "MAX_PENDING_CHANGES", 3), mock.patch.object(index, "_refresh_entry", wraps=index._refresh_entry) as refresh, \
+                mock.patch.object(index, "_rebuild", wraps=index._rebuild) as rebuilds:
             for name in ("b", "c", "d"):
                 self.write(f"{name}.md", f"# TPS {name}\n")
-            self.assertEqual(len(self.listed(store, "TPS")), 2)  # 3 waiting, at the bound: one applied
-            self.assertFalse(index.lost)
-            for name in ("e", "f"):
+            self.assertEqual(len(self.listed(store, "TPS")), 4)  # 3 changed entries, at the bound: each looked at
+            self.assertEqual((refresh.call_count, rebuilds.call_count), (3, 0))
+            for name in ("e", "f", "g", "h"):
                 self.write(f"{name}.md", f"# TPS {name}\n")
-            self.assertEqual(len(self.listed(store, "TPS")), 2)  # 4 waiting, past it: dropped, rebuilt once due
+            self.assertEqual(len(self.listed(store, "TPS")), 8)  # 4, past it: one rebuild instead
+            self.assertEqual((refresh.call_count, rebuilds.call_count), (3, 1))
+        self.assertFalse(index.lost)
+        self.assertEqual(folder_index.MAX_PENDING_CHANGES, 4096)
+
+
+STORM_FOLDERS = 20  # folders of the first-build storm test, each listed once by the walk
+STORM_NOTES = 4  # notes made in every folder (and the root) each time the walk lists a folder
+
+
+class FirstBuild(IndexCase):
+    """Changes made while the first build walks: each one is seen by the lookup that built."""
+
+    def test_notes_created_and_removed_while_the_first_build_walks_are_offered_and_dropped_by_that_lookup(self) -> None:
+        folders = [""] + [f"d{k:02d}/" for k in range(STORM_FOLDERS)]
+        for prefix in folders:
+            for i in range(STORM_NOTES):
+                self.write(f"{prefix}old-{i}.md", f"# TPS old {prefix}{i}\n")
+        listings = [0]
+
+        def storm(fd: int) -> Any:
+            # Each listing of the walk begins by making notes in every folder, those already
+            # listed among them, and removing one note made before from each.
+            k = listings[0]
+            listings[0] += 1
+            for prefix in folders:
+                for i in range(STORM_NOTES):
+                    self.write(f"{prefix}new-{k}-{i}.md", f"# TPS new {prefix}{k}-{i}\n")
+                if k < STORM_NOTES:
+                    os.unlink(os.path.join(self.ws, f"{prefix}old-{k}.md"))
+            return os.scandir(fd)
+
+        store = self.indexed(ops=folder_paths.OS_OPS._replace(scandir=storm))
+        found = self.listed(store, "TPS")
+        self.assertEqual(listings[0], len(folders))  # one walk, each folder listed once
+        truth = self.notes_on_disk()
+        self.assertEqual(len(truth), len(folders) * (len(folders) * STORM_NOTES + STORM_NOTES) - len(folders) * STORM_NOTES)
+        self.assertEqual(sorted(found), sorted(truth))
+        self.assertEqual(self.listed(store, "TPS"), found)  # and the next lookup says the same
+
+    def test_changes_made_while_the_first_build_walks_past_what_one_lookup_applies_are_applied_by_a_rebuild_at_the_next(self) -> None:
+        self.write("a.md", "# TPS a\n")
+        self.write("sub/b.md", "# TPS b\n")
+        made = [False]
+
+        def storm(fd: int) -> Any:
+            if not made[0] and os.fstat(fd).st_ino == os.stat(os.path.join(self.ws, "sub")).st_ino:
+                made[0] = True  # the root is listed: these are known by their events only
+                for i in range(4):
+                    self.write(f"during-{i}.md", f"# TPS during {i}\n")
+            return os.scandir(fd)
+
+        store = self.indexed(ops=folder_paths.OS_OPS._replace(scandir=storm))
+        index = self.index(store)
+        with mock.patch.object(folder_index, "MAX_PENDING_CHANGES", 3), mock.patch.object(index, "_rebuild", wraps=index._rebuild) as rebuilds:
+            self.assertTrue({"a.md", "sub/b.md"} <= set(self.listed(store, "TPS")))
+            self.assertEqual(rebuilds.call_count, 1)  # the build: one rebuild per lookup at most
             self.assertTrue(index.lost)
-            self.assertEqual(index.pending, {})
-            self.ticks[0] += folder_index.RESCAN_SECONDS
-            self.assertEqual(len(self.listed(store, "TPS")), 6)
-            self.assertFalse(index.lost)
+            self.assertEqual(sorted(self.listed(store, "TPS")), ["a.md", *(f"during-{i}.md" for i in range(4)), "sub/b.md"])
+            self.assertEqual(rebuilds.call_count, 2)
+        self.assertFalse(index.lost)
+
+    def notes_on_disk(self) -> list[str]:
+        """The id of every `*.md` file below the notes folder, read from the disk."""
+        return [
+            os.path.relpath(os.path.join(folder, name), self.ws)
+            for folder, _, names in os.walk(self.ws)
+            for name in names
+            if name.endswith(".md")
+        ]
 
 
 class RescanFallback(IndexCase):
@@ -668,6 +749,84 @@ class TitleCost(IndexCase):
                 self.assertLessEqual(held, len(titles) * 188)  # 4 bytes each: at most 752 bytes of postings per note
                 self.assertEqual(held, sum(self.postings(index, slot) for slot in range(len(titles))))
         self.assertEqual(folder_index.TRIGRAM_BUCKETS, 65_536)
+
+
+class EventQueue(unittest.TestCase):
+    """change_watch.Inotify.drain: what one call reads of the kernel's queue."""
+
+    def setUp(self) -> None:
+        tmp = tempfile.TemporaryDirectory(prefix="inotify-")
+        self.addCleanup(tmp.cleanup)
+        self.folder = tmp.name
+        self.watch = change_watch.Inotify()
+        self.addCleanup(self.watch.close)
+        self.wd = self.watch.add(self.folder)
+
+    def touch(self, name: str) -> str:
+        path = os.path.join(self.folder, name)
+        with open(path, "w", encoding="utf-8"):
+            pass  # IN_CREATE, then IN_CLOSE_WRITE
+        return path
+
+    def test_a_drain_takes_the_events_queued_when_it_began_and_those_queued_during_it_wait_for_the_next(self) -> None:
+        self.touch("before.md")
+        real = os.read
+
+        def read_while_a_file_is_made(fd: int, size: int) -> bytes:
+            self.touch("during.md")  # queued after the call began: read by this same read(), held back
+            return real(fd, size)
+
+        with mock.patch.object(change_watch.os, "read", read_while_a_file_is_made):
+            first = self.watch.drain(100)
+        self.assertEqual([name for _, _, name in first], ["before.md", "before.md"])
+        self.assertFalse(self.watch.behind())
+        self.assertEqual([name for _, _, name in self.watch.drain(100)], ["during.md", "during.md"])
+        self.assertEqual(self.watch.drain(100), [])
+
+    def test_a_drain_takes_at_most_its_limit_and_says_it_left_some(self) -> None:
+        for name in ("a.md", "b.md"):
+            self.touch(name)  # four events
+        self.assertEqual(len(self.watch.drain(4)), 4)
+        self.assertFalse(self.watch.behind())
+        self.touch("c.md")
+        self.touch("d.md")
+        self.assertEqual([name for _, _, name in self.watch.drain(3)], ["c.md", "c.md", "d.md"])
+        self.assertTrue(self.watch.behind())
+
+    def test_a_queue_holding_more_bytes_than_the_limits_events_can_fill_is_not_read(self) -> None:
+        for i in range(5):
+            self.touch(f"{i}.md")
+        with mock.patch.object(change_watch.os, "read", wraps=os.read) as reads:
+            # Ten events of 32 bytes: more than one event of the longest name (272 bytes) holds.
+            self.assertEqual(self.watch.drain(1), [])
+        self.assertEqual(reads.call_count, 0)
+        self.assertTrue(self.watch.behind())
+        self.assertEqual(len(self.watch.drain(10)), 10)  # still queued
+
+    def test_a_queue_of_exactly_its_limits_events_of_the_longest_name_is_read(self) -> None:
+        longest = "n" * (folder_paths.NAME_MAX - 3) + ".md"  # 255 bytes: each event 16 + 256 bytes
+        self.touch(longest)  # two events
+        self.assertEqual([name for _, _, name in self.watch.drain(2)], [longest, longest])
+        self.assertFalse(self.watch.behind())
+
+    def test_the_watched_folder_removed_gives_its_nameless_events_the_last_one_included(self) -> None:
+        os.rmdir(self.folder)
+        self.assertEqual(self.watch.drain(100), [(self.wd, change_watch.IN_DELETE_SELF, ""), (self.wd, change_watch.IN_IGNORED, "")])
+        os.makedirs(self.folder)  # for the cleanup
+
+    def test_an_overflowed_queue_is_answered_with_its_overflow_event_alone_and_the_next_events_follow(self) -> None:
+        path = self.touch("a.md")
+        bench.overflow_queue(path)
+        self.assertEqual(self.watch.drain(_above_the_kernels_queue()), [(-1, change_watch.IN_Q_OVERFLOW, "")])
+        self.assertFalse(self.watch.behind())
+        self.touch("after.md")
+        self.assertEqual([name for _, _, name in self.watch.drain(100)], ["after.md", "after.md"])
+
+
+def _above_the_kernels_queue() -> int:
+    """A drain limit above the kernel's queue length: the overflow is seen however many events it holds."""
+    with open("/proc/sys/fs/inotify/max_queued_events", encoding="ascii") as limit:
+        return int(limit.read()) + 1
 
 
 class Bounds(unittest.TestCase):

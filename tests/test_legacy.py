@@ -469,7 +469,7 @@ class LegacyLimitsTests(unittest.TestCase):
         for _ in range(legacy.MAX_ELICITATION_ROUNDS):
             self.client.answer(self.client.server_request("elicitation/create"), {"action": "accept", "content": {}})
         result = self.client.response(call_id)["result"]
-        self.assertEqual(texts(result), f"done after {legacy.MAX_ELICITATION_ROUNDS}")
+        self.assertEqual(result["content"][0]["text"], f"done after {legacy.MAX_ELICITATION_ROUNDS}")
         self.assertEqual(result["structuredContent"], {"answers": {"q": {"action": "accept", "content": {}}}})
 
     def test_a_tool_asking_more_than_the_round_limit_gets_a_tool_error(self) -> None:
@@ -496,7 +496,7 @@ class LegacyUrlModeTests(unittest.TestCase):
         self.assertEqual(asked["params"]["url"], "https://example.invalid/x")
         self.assertIsInstance(asked["params"]["elicitationId"], str)
         client.answer(asked, {"action": "accept"})
-        self.assertEqual(texts(client.response(call_id)["result"]), "done after 1")
+        self.assertEqual(client.response(call_id)["result"]["content"][0]["text"], "done after 1")
 
     def test_url_input_for_a_form_only_client_is_a_tool_error_without_asking(self) -> None:
         client, wire, server = memory_client(self)

@@ -153,7 +153,7 @@ class FirstCallTests(PageCase):
         result = self.first("notes_update", self.update_args("milk\nbread\n"))
         self.assertFalse(result["isError"])
         structured = result["structuredContent"]
-        self.assertEqual(set(structured), {"updated", "reason", "url", "expiresAt", "confirmation"})
+        self.assertEqual(set(structured), {"updated", "reason", "status", "url", "expiresAt", "confirmation"})
         self.assertFalse(structured["updated"])
         claims = support.claims_of(structured["confirmation"])
         self.assertEqual((claims["sub"], claims["tool"], claims["phase"]), ("alice", "notes_update", browser_confirm.PHASE_BROWSER))
@@ -223,7 +223,7 @@ class DecisionTests(PageCase):
                          (audit.UPDATED, "browser", "alice", self.clock.now))
         again = self.second("notes_update", arguments, first)
         self.assertEqual(again["error"]["code"], main.INVALID_PARAMS)
-        self.assertEqual(again["error"]["message"], main.STATE_INVALID)
+        self.assertEqual(again["error"]["message"], browser_confirm.refused_confirmation("notes_update"))
         self.assertEqual(self.text(), body)
         self.assertEqual(browser.get(self.path(first))[0], 404)  # decided: the link is gone
 
@@ -238,7 +238,7 @@ class DecisionTests(PageCase):
         self.assertEqual(self.text(), GROCERIES)
         entry = self.last_entry()
         self.assertEqual((entry["outcome"], entry["channel"], entry["approved_by"]), ("declined", "browser", "alice"))
-        self.assertEqual(self.second("notes_update", arguments, first)["error"]["message"], main.STATE_INVALID)
+        self.assertEqual(self.second("notes_update", arguments, first)["error"]["message"], browser_confirm.refused_confirmation("notes_update"))
 
     def test_pending_says_not_approved_yet_with_the_same_token_and_link(self) -> None:
         arguments = self.update_args("bread\n")
@@ -247,7 +247,7 @@ class DecisionTests(PageCase):
         pending = self.second("notes_update", arguments, first)["result"]
         self.assertFalse(pending["isError"])
         self.assertTrue(pending["content"][0]["text"].startswith("Not approved yet"), pending)
-        self.assertEqual(pending["structuredContent"], first["structuredContent"])
+        self.assertEqual(pending["structuredContent"], {**first["structuredContent"], "status": browser_confirm.STILL_PENDING})
         self.assertEqual(self.text(), GROCERIES)
         self.assertEqual(self.record(first).status, browser_confirm.PENDING)
 
@@ -260,8 +260,10 @@ class DecisionTests(PageCase):
                 self.first("notes_update", arguments, capabilities)  # a form host too: the page, not a refusal
         first = self.first("notes_update", arguments)
         browser, page = self.signed_in(first)
+        shown = page.split('<pre class="change">', 1)[1].split("</pre>", 1)[0].split("\n")
         for k in range(notes_tools.MAX_DIFF_LINES + 50):
-            self.assertIn(f"+line {k}\n", page)  # every line, none cut
+            self.assertIn(f"+line {k}", shown)  # every line, none cut
+        self.assertEqual(shown[2], f"@@ -1,2 +1,{notes_tools.MAX_DIFF_LINES + 50} @@")  # the lines there are, none more
         self.press(browser, first, "approve")
         done = self.second("notes_update", arguments, first)["result"]
         self.assertTrue(done["structuredContent"]["updated"], done)
@@ -270,7 +272,7 @@ class DecisionTests(PageCase):
     def test_a_move_shows_from_and_to_and_moves_after_approval(self) -> None:
         arguments = self.move_args("archive/groceries.md")
         first = self.first("notes_move", arguments)
-        self.assertEqual(set(first["structuredContent"]), {"moved", "reason", "url", "expiresAt", "confirmation"})
+        self.assertEqual(set(first["structuredContent"]), {"moved", "reason", "status", "url", "expiresAt", "confirmation"})
         browser, page = self.signed_in(first)
         self.assertIn(f"to:   {WORKSPACE}/archive/groceries.md", page)
         self.assertIn("never replaced", page)
@@ -279,7 +281,7 @@ class DecisionTests(PageCase):
         self.assertTrue(done["structuredContent"]["moved"], done)
         entry = self.last_entry()
         self.assertEqual((entry["outcome"], entry["channel"], entry["approved_by"]), (audit.MOVED, "browser", "alice"))
-        self.assertEqual(self.second("notes_move", arguments, first)["error"]["message"], main.STATE_INVALID)
+        self.assertEqual(self.second("notes_move", arguments, first)["error"]["message"], browser_confirm.refused_confirmation("notes_move"))
 
     def test_other_arguments_other_bytes_a_forged_token_or_an_expired_one_are_the_one_32602_and_change_nothing(self) -> None:
         arguments = self.update_args("bread\n")
@@ -298,10 +300,10 @@ class DecisionTests(PageCase):
         for attempt in attempts:
             with self.subTest(attempt=attempt):
                 error = self.alice.call("notes_update", attempt)["error"]
-                self.assertEqual((error["code"], error["message"]), (main.INVALID_PARAMS, main.STATE_INVALID))
+                self.assertEqual((error["code"], error["message"]), (main.INVALID_PARAMS, browser_confirm.refused_confirmation("notes_update")))
         self.assertEqual(self.text(), GROCERIES)
         self.clock.now += main.DEFAULT_STATE_TTL_SECONDS
-        self.assertEqual(self.second("notes_update", arguments, first)["error"]["message"], main.STATE_INVALID)
+        self.assertEqual(self.second("notes_update", arguments, first)["error"]["message"], browser_confirm.refused_confirmation("notes_update"))
         self.assertEqual(self.text(), GROCERIES)
 
     def test_a_note_edited_after_the_request_cannot_be_approved_and_after_approval_is_not_written(self) -> None:
@@ -316,7 +318,7 @@ class DecisionTests(PageCase):
         self.assertTrue(done["isError"])  # the store's re-check: changed since; consumed, nothing written
         self.assertEqual(self.text(), GROCERIES + "tea\n")
         self.assertEqual(self.last_entry()["outcome"], audit.REFUSED)
-        self.assertEqual(self.second("notes_update", arguments, first)["error"]["message"], main.STATE_INVALID)
+        self.assertEqual(self.second("notes_update", arguments, first)["error"]["message"], browser_confirm.refused_confirmation("notes_update"))
         # Edited between the request and the page: nothing to approve there.
         later = self.first("notes_update", self.update_args("bread\n", version=appended["structuredContent"]["version"]))
         other, _ = self.signed_in(later)

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 from helpers import support  # noqa: F401  (first: it puts code/ on the import path)
 import config as configuration  # noqa: E402
+import browser_confirm  # noqa: E402
 import main  # noqa: E402
 import serve  # noqa: E402
 from helpers import procs  # noqa: E402
@@ -87,7 +88,7 @@ class OverHttps(ProxyCase):
         self.assertEqual(browser.choose(path, "note-3")[0], 200)
         arguments = {**tps(), "confirmation": first["structuredContent"]["confirmation"]}
         self.assertEqual(self.call(arguments, 2)["result"]["structuredContent"], {"deleted": True, "noteId": "note-3"})
-        self.assertEqual(self.call(arguments, 3)["error"]["message"], main.STATE_INVALID)
+        self.assertEqual(self.call(arguments, 3)["error"]["message"], browser_confirm.refused_confirmation(main.TOOL_NAME))
 
 
 class OverHttpPlain(ProxyCase):

@@ -47,6 +47,44 @@ async def main():
 asyncio.run(main())
 '''
 
+# A "model" that is given only the text content of each result (as openai-agents, agno and
+# autogen-ext give theirs): it finds the fields it needs for the next call in that text alone.
+TEXT_ONLY_DRIVER = '''
+import asyncio, json, os, sys
+from mcp import Client, StdioServerParameters
+from mcp.types import ElicitResult, Implementation
+repo, notes, db = sys.argv[1:4]
+ws = "file://" + notes
+shown, seen = [], []
+async def answer(context, params):
+    shown.append(params.message)
+    return ElicitResult(action="accept", content={"confirm": True})
+def text_of(result):
+    text = "\\n".join(block.text for block in result.content if block.type == "text")
+    seen.append(text)
+    return text
+def fields_in(text):
+    for line in reversed(text.splitlines()):
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    raise SystemExit("the text names no fields: " + text)
+async def main():
+    server = StdioServerParameters(command=sys.executable, args=[os.path.join(repo, "code", "serve.py"), "--stdio",
+        "--notes-dir", notes, "--db", db, "--notes-tools"])
+    async with Client(server, client_info=Implementation(name="text-only", version="1"), elicitation_callback=answer) as client:
+        found = fields_in(text_of(await client.call_tool("notes_search", {"workspaceUri": ws, "query": "friday"})))
+        note_id = found["results"][0]["noteId"]
+        read = fields_in(text_of(await client.call_tool("notes_read", {"workspaceUri": ws, "noteId": note_id})))
+        done = await client.call_tool("notes_update", {"workspaceUri": ws, "noteId": read["noteId"],
+                                                       "body": read["text"].replace("Friday", "Monday"), "version": read["version"]})
+        print(json.dumps({"forms": shown, "seen": seen, "result": fields_in(text_of(done))}))
+asyncio.run(main())
+'''
+
 FASTMCP_DRIVER = '''
 import asyncio, json, os, sys
 from fastmcp import Client
@@ -112,6 +150,13 @@ class RealClientUpdate:
 @unittest.skipUnless(installed("mcp"), "the official MCP Python SDK is not installed (pip install mcp==2.3.0; .ci/run installs it)")
 class OfficialPythonSdk(RealClientUpdate, unittest.TestCase):
     driver = SDK_DRIVER
+
+
+@unittest.skipUnless(installed("mcp"), "the official MCP Python SDK is not installed (pip install mcp==2.3.0; .ci/run installs it)")
+class TextOnlyModel(RealClientUpdate, unittest.TestCase):
+    """The official SDK, with a model that reads only each result's text: the version notes_update needs is in it."""
+
+    driver = TEXT_ONLY_DRIVER
 
 
 @unittest.skipUnless(installed("fastmcp"), "fastmcp is not installed (pip install fastmcp==4.2.3; .ci/run installs it)")

@@ -22,7 +22,7 @@ LAYERS = (
     ("audit", "ledger", "sqlite_store", "postgres_store", "folder_paths", "folder_index", "folder_trash", "markdown_store",
      "note_bodies", "folder_bodies", "text_index"),
     ("frame", "notes_tools", "connect", "conformance_fixtures", "legacy", "legacy_http", "stdio_transport", "streamable_http",
-     "web_pages", "browser_confirm", "confirm_pages"),
+     "web_pages", "browser_confirm", "confirm_pages", "page_keeper"),
     ("config", "assemble", "audit_cli"),  # a server built from a config
     ("serve", "cli", "__main__"),  # the command line
 )
@@ -119,7 +119,7 @@ def foreign_private_attributes(filename: str, source: str | None = None) -> list
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
-            if node.attr == "_replace" or (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+            if node.attr in ("_replace", "_exit") or (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
                 continue
             found.append(f"{filename}:{node.lineno}: {ast.unparse(node)}")
     return found

@@ -23,11 +23,20 @@
     python3 code/scripts/bench.py --mode rename-loop [--notes N] [--seconds N]
                                           folder-store lookup times while another process renames
                                           one of its files in a loop
+    python3 code/scripts/bench.py --mode index-rebuild [--notes N]
+                                          the folder index's first build, and its rebuild after an
+                                          inotify queue overflow, in process (median of five each);
+                                          a first build while another process makes and removes notes
     python3 code/scripts/bench.py --mode search [--kinds sqlite,postgres] [--vault-sizes 1000,10000,100000]
                                           notes_search p50 of a rare and a common word at 10 and 100,000
                                           notes per SQL store, beside the unbounded shape; then the folder
                                           store on generated vaults: index build, size, first search,
                                           p50s against 1,000 notes, RSS, the planted queries' quality
+    python3 code/scripts/bench.py --mode startup [--starts N] [--against REF]
+                                          process start to the first answer (server/discover, and
+                                          initialize for 2025-11-25) over stdio, as a host that starts
+                                          a process per call pays it: the canned responder, this tree
+                                          and REF's (default main, from git), in turns in one run
     python3 code/scripts/bench.py --mode plot [--figures FILE] [--out DIR]
                                           draw docs/img/speed.svg and scaling.svg from recorded figures
     ... --mode stdio|http|scaling --record FILE   also add the run's figures to FILE (JSON), for plot
@@ -1021,6 +1030,78 @@ def run_transports(args: argparse.Namespace, kinds: list[str]) -> dict[str, Any]
     return figures
 
 
+# ---------------------------------------------------------------------------------- start-up
+
+START_TARGET_MS = 300.0  # the first answer, process start included, on an idle 2-core machine
+INITIALIZE = encode({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                     "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}})
+
+
+def first_line_ms(argv: list[str], message: bytes, env: dict[str, str]) -> float:
+    """Milliseconds from Popen of a stdio server to its answer to `message` (which must be a result, not an error)."""
+    start = time.perf_counter()
+    process = spawn(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write(message + b"\n")
+        process.stdin.flush()
+        line = process.stdout.readline()
+        took = (time.perf_counter() - start) * 1000
+    finally:
+        stop(process)
+    if "result" not in json.loads(line or b"{}"):
+        raise BenchError(f"no answer to the first message from {argv[-1]}: {line[:200]!r}")
+    return took
+
+
+def tree_of(ref: str, directory: str) -> str:
+    """REF's code/ folder exported from git into `directory`; the path of its serve.py."""
+    archive = subprocess.run(["git", "-C", ROOT, "archive", ref, "code"], capture_output=True, check=False)
+    if archive.returncode != 0:
+        raise BenchError(f"git archive {ref}: {archive.stderr.decode(errors='replace').strip()}")
+    os.makedirs(directory, exist_ok=True)
+    subprocess.run(["tar", "-x", "-C", directory], input=archive.stdout, check=True)
+    return os.path.join(directory, "code", "serve.py")
+
+
+def run_startup(args: argparse.Namespace) -> dict[str, dict[str, float]]:
+    """The first answer over stdio: canned responder, this tree and REF's, two set-ups, bytecode cached or not, in turns."""
+    section(f"Start-up over stdio: process start to the first answer (median of {args.starts}, in turns)")
+    with tempfile.TemporaryDirectory(prefix="notes-startup-") as directory:
+        serves = {"this tree": SERVE_PY, args.against: tree_of(args.against, os.path.join(directory, "ref"))}
+        config = write_config(directory, 10)
+        setups = {
+            "lesson (--stdio)": [],
+            "per-call set-up": ["--config", config, "--db", os.path.join(directory, "{tree}.db"),
+                                                                           "--notes-tools", "--confirm-in-browser"],
+        }
+        caches = {"bytecode cached": os.path.join(directory, "pycache-{tree}"), "compiled at each start": None}
+        messages = {"server/discover": DISCOVER, "initialize (2025-11-25)": INITIALIZE}
+        runs: dict[str, list[float]] = {}
+        for tree, serve in serves.items():  # one start each fills the bytecode caches, off the record
+            tag = "this" if tree == "this tree" else "ref"
+            first_line_ms([sys.executable, serve, "--stdio"], DISCOVER, server_env(caches["bytecode cached"].replace("{tree}", tag)))
+        for _ in range(args.starts):
+            for message_name, message in messages.items():
+                runs.setdefault(f"canned responder: {message_name}", []).append(first_line_ms(ceiling_argv("stdio"), message, server_env()))
+                for cache_name, cache in caches.items():
+                    for tree, serve in serves.items():
+                        tag = "this" if tree == "this tree" else "ref"
+                        for setup_name, setup in setups.items():
+                            argv = [sys.executable, serve, "--stdio", *(part.replace("{tree}", tag) for part in setup)]
+                            env = server_env(cache.replace("{tree}", tag) if cache else None)
+                            runs.setdefault(f"{tree}: {setup_name}, {cache_name}: {message_name}", []).append(first_line_ms(argv, message, env))
+        figures = {label: statistics.median(times) for label, times in runs.items()}
+        for message_name in messages:
+            canned = figures[f"canned responder: {message_name}"]
+            row(f"canned responder (the ceiling): {message_name}", f"{canned:.0f} ms")
+            for label, ms in figures.items():
+                if label.endswith(message_name) and not label.startswith("canned"):
+                    row(f"  {label.removesuffix(': ' + message_name)}", f"{ms:.0f} ms",
+                        f"{ms / canned:.1f}x the canned responder; <= {START_TARGET_MS:.0f} ms: {verdict(ms <= START_TARGET_MS)}")
+    return {"ms": figures}
+
+
 # ---------------------------------------------------------------------------------- SQLite
 
 SQLITE_TTL_SECONDS = 2.0  # short, so one principal's confirmations never reach the replay bound
@@ -1874,7 +1955,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--mode",
         choices=["inprocess", "stdio", "http", "sqlite", "checkpoint", "postgres", "scaling", "search", "latency",
-                 "index-memory", "rename-loop", "plot", "all"],
+                 "index-memory", "rename-loop", "index-rebuild", "startup", "plot", "all"],
         default="all",
     )
     parser.add_argument("--seconds", type=float, default=5.0, help="measuring time per throughput figure (default 5)")
@@ -1886,6 +1967,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--record", metavar="FILE", help="--mode stdio, http or scaling: add this run's figures to FILE (JSON)")
     parser.add_argument("--figures", metavar="FILE", default=RECORDED_FIGURES, help="--mode plot: the recorded figures (default docs/img/bench-figures.json)")
     parser.add_argument("--out", metavar="DIR", default=PLOTS, help="--mode plot: where speed.svg and scaling.svg go (default docs/img)")
+    parser.add_argument("--starts", type=int, default=10, help="--mode startup: process starts per figure (default 10)")
+    parser.add_argument("--against", metavar="REF", default="main", help="--mode startup: the git ref measured beside this tree (default main)")
     parser.add_argument("--store-worker", metavar="SPEC", help=argparse.SUPPRESS)  # a child of --mode sqlite/postgres
     parser.add_argument("--vault-worker", metavar="SPEC", help=argparse.SUPPRESS)  # a child of --mode search
     parser.add_argument("--vault-sizes", default=",".join(map(str, VAULT_SIZES)), help="--mode search: notes in each generated vault")
@@ -1938,6 +2021,10 @@ def run(argv: list[str] | None = None) -> int:
             run_index_memory(args)
         if args.mode == "rename-loop":
             run_rename_loop(args)
+        if args.mode == "startup":
+            run_startup(args)
+        if args.mode == "index-rebuild":
+            run_index_rebuild(args)
     except BenchError as exc:
         print(f"\nFAILED: {exc}", file=sys.stderr)
         return 1
@@ -2332,14 +2419,35 @@ def run_hostile(argv: list[str]) -> int:
 # and at the worst a title can do (random CJK characters: every trigram new).
 # --mode rename-loop: the folder store's lookups while another process renames one file
 # back and forth as fast as it can.
+# --mode index-rebuild: the folder index's first build, and the lookup after an inotify
+# queue overflow (the rebuild it makes), with a note made after the overflow looked up;
+# then a first build while another process makes and removes notes, and what the
+# lookups after it miss.
 #
 #     python3 code/scripts/bench.py --mode index-memory [--notes N]
 #     python3 code/scripts/bench.py --mode rename-loop [--notes N] [--seconds N]
+#     python3 code/scripts/bench.py --mode index-rebuild [--notes N]
 # =====================================================================================
 
 INDEX_MEMORY_LENGTHS = (190, 200)  # characters of the random CJK titles measured (200 = main.MAX_TITLE_LENGTH)
 INDEX_MEMORY_SEED_TIMEOUT_MS = 600_000  # the PostgreSQL seed's statement timeout in --mode index-memory
 RENAME_LOOP_FOLDERS = 100  # sub-folders the rename-loop notes are spread over
+INDEX_REBUILD_RUNS = 5  # --mode index-rebuild: builds and overflows measured, the median reported
+INDEX_STORM_MADE, INDEX_STORM_REMOVED = 2000, 400  # --mode index-rebuild: notes another process makes and removes during a first build
+_STORMER = """
+import os, sys
+folder, made, removed, folders = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+print("ready", flush=True)
+sys.stdin.readline()
+every = made // removed
+for i in range(made):
+    with open(os.path.join(folder, f"f{i % folders:03d}", f"storm-{i:06d}.md"), "w", encoding="utf-8") as handle:
+        handle.write(f"# Storm note {i:06d}\\n")
+    if i % every == 0 and i // every < removed:
+        k = i // every
+        os.unlink(os.path.join(folder, f"f{k % folders:03d}", f"n{k:06d}.md"))
+print("done", flush=True)
+"""
 _RENAMER = """
 import os, sys
 first, fresh = sys.argv[1], sys.argv[2] == "fresh"
@@ -2534,6 +2642,109 @@ def run_rename_loop(args: argparse.Namespace) -> None:
         finally:
             store.close()
             store.nonces.close()
+
+def overflow_queue(path: str) -> None:
+    """Queue more inotify events than the kernel holds (fs.inotify.max_queued_events), so that it reports IN_Q_OVERFLOW."""
+    with open("/proc/sys/fs/inotify/max_queued_events", encoding="ascii") as limit:
+        events = int(limit.read())
+    other = path + ".other"
+    with open(other, "w", encoding="utf-8"):
+        pass
+    for k in range(events + 2):  # two files in turn: the kernel merges an event only into an identical last one
+        os.utime(path if k % 2 else other)
+    os.unlink(other)
+
+
+def index_storm(folder: str, root: main.Path, nonces_path: str) -> dict[str, int]:
+    """A first build while another process makes INDEX_STORM_MADE notes and removes INDEX_STORM_REMOVED: what later lookups miss."""
+    import markdown_store
+    import sqlite_store
+
+    nonces = sqlite_store.open_store(nonces_path, clock=time.time)
+    store = markdown_store.MarkdownNotesStore([folder], nonces)
+    stormer = spawn([sys.executable, "-c", _STORMER, folder, str(INDEX_STORM_MADE), str(INDEX_STORM_REMOVED), str(RENAME_LOOP_FOLDERS)],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert stormer.stdin is not None and stormer.stdout is not None
+        stormer.stdout.readline()  # ready
+        stormer.stdin.write(b"go\n")
+        stormer.stdin.flush()  # it makes and removes notes from now on, while the lookup builds
+        store.candidates(root, note_title(INDEX_STORM_REMOVED))
+        made_before = len([name for sub in os.listdir(folder) for name in os.listdir(os.path.join(folder, sub)) if name.startswith("storm-")])
+        stormer.stdout.readline()  # done
+        # Newest first: an index that applies changes oldest first, a few per lookup, cannot hide behind the order.
+        missed = sum(1 for i in reversed(range(INDEX_STORM_MADE)) if len(store.candidates(root, f"Storm note {i:06d}")) != 1)
+        stale = sum(1 for k in range(INDEX_STORM_REMOVED) if store.candidates(root, note_title(k)))
+    finally:
+        stormer.kill()
+        stormer.wait()
+        store.close()
+        nonces.close()
+    return {"made": INDEX_STORM_MADE, "before": made_before, "removed": INDEX_STORM_REMOVED, "missed": missed, "stale": stale}
+
+
+def run_index_rebuild(args: argparse.Namespace) -> None:
+    """The folder index's first build, and the lookups after an inotify queue overflow, at --notes notes."""
+    import markdown_store
+    import sqlite_store
+
+    count = args.notes
+    notes = memory_notes([note_title(i) for i in range(count)])
+    builds: list[float] = []
+    # Per run, the first lookup after the overflow and the first once a rescan is due:
+    # (ms, whether it rebuilt, the note made after the overflow offered, the note removed after it offered).
+    after: list[list[tuple[float, bool, bool, bool]]] = []
+    with tempfile.TemporaryDirectory(prefix="notes-bench-rebuild-") as directory:
+        folder, first, root = folder_store_over(directory, notes)
+        first.close()
+        first.nonces.close()
+        for run_ in range(INDEX_REBUILD_RUNS):
+            # Each run its own store: its first lookup builds the index. Its clock is moved
+            # past the rescan interval after the first lookup that follows the overflow, so
+            # that a rebuild is due by any rule the index follows and the second one makes it.
+            skew = [0.0]
+            nonces = sqlite_store.open_store(os.path.join(directory, f"rebuild-{run_}.db"), clock=time.time)
+            store = markdown_store.MarkdownNotesStore([folder], nonces, clock=lambda: time.monotonic() + skew[0])
+            (index,) = store.indexes.values()
+            try:
+                start = time.perf_counter()
+                store.candidates(root, note_title(1))
+                builds.append((time.perf_counter() - start) * 1000)
+                gone = os.path.join(folder, "f001", f"gone-{run_}.md")
+                with open(gone, "w", encoding="utf-8") as handle:
+                    handle.write(f"# Removed note {run_}\n")
+                if len(store.candidates(root, f"Removed note {run_}")) != 1:
+                    raise BenchError("a note made before the overflow was not offered")
+                overflow_queue(os.path.join(folder, "f000", "n000000.md"))
+                newborn = os.path.join(folder, "f002", f"newborn-{run_}.md")
+                with open(newborn, "w", encoding="utf-8") as handle:
+                    handle.write(f"# Newborn note {run_}\n")
+                os.unlink(gone)
+                lookups = []
+                for _ in range(2):
+                    scanned, start = index.scanned_at, time.perf_counter()
+                    seen = len(store.candidates(root, f"Newborn note {run_}")) == 1
+                    taken = (time.perf_counter() - start) * 1000
+                    lookups.append((taken, index.scanned_at != scanned, seen, bool(store.candidates(root, f"Removed note {run_}"))))
+                    skew[0] += 1e6
+                after.append(lookups)
+            finally:
+                store.close()
+                nonces.close()
+        storm = index_storm(folder, root, os.path.join(directory, "storm.db"))
+    built = statistics.median(builds)
+    section(f"Folder index, {count:,} notes in {RENAME_LOOP_FOLDERS} folders, inotify (median of {INDEX_REBUILD_RUNS} runs)")
+    row("first build (the first lookup)", f"{built:,.0f} ms", "runs: " + " ".join(f"{ms:,.0f}" for ms in builds))
+    row("  notes made by another process meanwhile", f"{storm['made']:,}", f"{storm['before']:,} of them before the lookup returned, {storm['removed']:,} notes removed")
+    row("  made, not offered by a lookup after", f"{storm['missed']:,}", "each looked up by its title, the newest first")
+    row("  removed, still offered by a lookup after", f"{storm['stale']:,}")
+    for k, label in enumerate(("the first lookup after a queue overflow", "the first once a rescan is due")):
+        taken = statistics.median(run_[k][0] for run_ in after)
+        rebuilt, seen, stale = (sum(run_[k][j] for run_ in after) for j in (1, 2, 3))
+        row(label, f"{taken:,.1f} ms", f"{taken / built:.0%} of the first build; runs: " + " ".join(f"{run_[k][0]:,.1f}" for run_ in after))
+        row("  rebuilt the index", f"{rebuilt} of {len(after)}")
+        row("  offered the note made after the overflow", f"{seen} of {len(after)}")
+        row("  offered the note removed after it", f"{stale} of {len(after)}")
 
 if __name__ == "__main__":
     # SIGTERM becomes SystemExit, so the `finally` above still stops every server we started.

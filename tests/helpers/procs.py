@@ -7,6 +7,8 @@ import json
 import os
 import queue
 import re
+import select
+import signal
 import socket
 import subprocess
 import sys
@@ -22,6 +24,19 @@ GUARD = 60.0  # seconds; only a failure guard, never what a test asserts
 TOKEN = "alice-token-0123456789abcdef"
 SECRET = support.KEY.hex()
 _URL_RE = re.compile(r"http://(127\.0\.0\.1|\[::1\]):(\d+)/mcp")
+_KEEPER_RE = re.compile(r"links kept by process (\d+)")
+
+
+def keeper_ended(pid: int, timeout: float) -> bool:
+    """True once process `pid` (not our child) has ended, waiting at most `timeout` seconds on its pidfd (no polling)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        return bool(select.select([fd], [], [], timeout)[0])  # readable exactly when the process has ended
+    finally:
+        os.close(fd)
 
 
 def server_env(**extra: str) -> dict[str, str]:
@@ -51,6 +66,7 @@ class Process:
         self.url: str | None = None
         self._stderr = threading.Thread(target=self._drain_stderr, daemon=True)
         self._stderr.start()
+        test.addCleanup(self.stop_keeper)  # runs after stop(): cleanups run last-in, first-out
         test.addCleanup(self.stop)
 
     def _drain_stderr(self) -> None:
@@ -91,6 +107,21 @@ class Process:
                     pass
         self._stderr.join(GUARD)
         self.proc.stderr.close()  # type: ignore[union-attr]
+
+    def keeper_pid(self) -> int | None:
+        """The process keeping this stdio server's confirmation pages after it exits (code/page_keeper.py), if it forked one."""
+        found = [_KEEPER_RE.search(line) for line in self.stderr_lines]
+        return next((int(match.group(1)) for match in found if match), None)
+
+    def stop_keeper(self) -> None:
+        """End the page keeper this server forked, if any is still running (it is not our child: SIGTERM, then wait)."""
+        pid = self.keeper_pid()
+        if pid is not None and not keeper_ended(pid, 0):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                return
+            keeper_ended(pid, GUARD)
 
     def wait(self) -> int:
         """Wait for exit (guarded) and for stderr to be fully drained; the exit status."""
