@@ -447,7 +447,8 @@ def delete_form(workspace_uri: str, title: str, notes: list[Note], outcome: str)
         },
         "required": [CHOICE_FIELD, CONFIRM_FIELD],
     }
-    message = f"{count} \"{title}\" in {workspace_uri}. Choose the note to delete and confirm. {outcome}"
+    asked = "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in f'"{title}" in {unquote(workspace_uri)}')
+    message = f"{count} {asked}. Choose the note to delete and confirm. {outcome}"  # decoded; hidden characters spelled
     return {"method": "elicitation/create", "params": {"mode": "form", "message": message, "requestedSchema": schema}}
 
 # === 6. Response branches ==============================================================

@@ -7,6 +7,9 @@ folder on the import path; `tests/helpers/support.py` adds `code/`. That makes t
 `python3 -m unittest discover -s tests`, and `python3 -m unittest tests.test_checkpoints`
 runs one file. The lesson's `cd code && python3 -m unittest discover tests` runs this
 folder too, through code/tests/test_suite.py.
+
+From the root, `load_tests` below runs the fast tier (tests/fast.py: the tests that stay in
+this process) first, with processes and sockets refused, then the rest.
 """
 
 import os
@@ -15,3 +18,11 @@ import sys
 _HERE = os.path.dirname(os.path.abspath(__file__))
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
+
+
+def load_tests(loader, standard_tests, pattern):  # type: ignore[no-untyped-def]
+    """This folder's tests as discovery finds them, the fast tier first and guarded."""
+    from tests import fast
+
+    standard_tests.addTest(fast.load(loader.discover(start_dir=_HERE, pattern=pattern or "test*.py")))
+    return standard_tests

@@ -79,9 +79,7 @@ class BrowserFlowTests(RealHttpServer, unittest.TestCase):
         super().setUpClass()
 
     def driver(self, prefs: dict[str, Any] | None = None) -> webdriver.Driver:
-        driver = webdriver.Driver(prefs)
-        self.addCleanup(driver.close)
-        return driver
+        return webdriver.shared(prefs)
 
     def first_link(self) -> tuple[dict[str, Any], str]:
         """A real first tools/call notes_publish: its result and the link it carries."""
@@ -200,8 +198,7 @@ class ConfirmInChromiumTests(unittest.TestCase):
         (self.server, pages), (self.other, _) = [build(self.clock, support.Log(), store) for store in self.stores]
         self.listen(pages)
         self.alice = Client(self.server, "alice")
-        self.driver = webdriver.Driver()
-        self.addCleanup(self.driver.close)
+        self.driver = webdriver.shared()
 
     def listen(self, pages: Any) -> None:
         """The pages on a real loopback listener (the MCP calls go to the servers in process)."""
@@ -306,8 +303,7 @@ class UpdateInChromiumTests(unittest.TestCase):
         arguments = {"workspaceUri": main.LESSON_WORKSPACE, "noteId": note["noteId"], "body": body, "version": note["version"]}
         first = alice.call("notes_update", arguments)["result"]
         url = first["structuredContent"]["url"]
-        driver = webdriver.Driver()
-        self.addCleanup(driver.close)
+        driver = webdriver.shared()
         driver.get(url)
         driver.send_keys(driver.find("input[name=token]"), ALICE_TOKEN)
         driver.submit(driver.find("form button[type=submit]"))

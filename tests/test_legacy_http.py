@@ -108,20 +108,34 @@ class LegacyHttpFlowTests(unittest.TestCase):
         self.assertEqual(modern_choices(self.server.port, self), ALL_LESSON_NOTES)
 
 
+def session_server(test: Any) -> procs.HttpServer:
+    """`serve --http` with alice and bob, one note of alice's (nothing here deletes it)."""
+    path = procs.write_config(test, {
+        "principals": {
+            "alice": {"token": procs.TOKEN, "workspaces": [support.WORKSPACE]},
+            "bob": {"token": BOB_TOKEN, "workspaces": [BOB_WORKSPACE]},
+        },
+        "stdioPrincipal": "alice",
+        "notes": [{"id": "a1", "title": "TPS report", "uri": support.WORKSPACE + "/a1.md"}],
+        "keys": [procs.SECRET],
+    })  # fmt: skip
+    return procs.HttpServer(test, "--config", path, env=procs.server_env())
+
+
 class LegacyHttpSessionTests(unittest.TestCase):
-    """Session ids: minted at random, required, bound to the principal, ended by DELETE."""
+    """Session ids: minted at random, required, bound to the principal, ended by DELETE.
+
+    One server for the class: each test opens its own session, and none deletes a note or
+    sends enough wrong tokens to make the address wait (that test has a server of its own).
+    """
+
+    server: procs.HttpServer
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.server = session_server(procs.ClassScope(cls))
 
     def setUp(self) -> None:
-        path = procs.write_config(self, {
-            "principals": {
-                "alice": {"token": procs.TOKEN, "workspaces": [support.WORKSPACE]},
-                "bob": {"token": BOB_TOKEN, "workspaces": [BOB_WORKSPACE]},
-            },
-            "stdioPrincipal": "alice",
-            "notes": [{"id": "a1", "title": "TPS report", "uri": support.WORKSPACE + "/a1.md"}],
-            "keys": [procs.SECRET],
-        })  # fmt: skip
-        self.server = procs.HttpServer(self, "--config", path, env=procs.server_env())
         self.client = HttpLegacyClient(self, self.server.port)
         self.client.initialize()
 
@@ -183,6 +197,16 @@ class LegacyHttpSessionTests(unittest.TestCase):
     def test_a_bad_token_is_401_before_any_session_lookup(self) -> None:
         headers = self.client.headers() | {"Authorization": "Bearer wrong-token-0123456789abcdef"}
         self.assertEqual(self.client.post(self.client.request("ping"), headers)[0], 401)
+
+
+
+class LegacyHttpSessionBackOffTests(unittest.TestCase):
+    """A session's own token is served while wrong tokens from its address wait (a server of its own: it spends the free guesses)."""
+
+    def setUp(self) -> None:
+        self.server = session_server(self)
+        self.client = HttpLegacyClient(self, self.server.port)
+        self.client.initialize()
 
     def test_a_session_is_served_and_ended_while_wrong_tokens_from_its_address_wait(self) -> None:
         wrong = self.client.headers() | {"Authorization": "Bearer wrong-token-0123456789abcdef"}

@@ -181,6 +181,12 @@ class Flow(unittest.TestCase):
         params = make_lesson_server().handle(call(tps()), PRINCIPAL)["result"]["inputRequests"][main.INPUT_KEY]["params"]
         self.assertIn(main.MemoryNotesStore.deletion, params["message"])
 
+    def test_the_form_shows_the_person_the_folder_decoded_and_hidden_characters_spelled(self) -> None:
+        message = main.delete_form("file:///Users/alice/My%20Notes", "TPS\u200breport", [], "")["params"]["message"]
+        self.assertIn('"TPS\\u200breport" in file:///Users/alice/My Notes.', message)
+        self.assertNotIn("%20", message)
+        self.assertNotIn("\u200b", message)
+
 
 class Frame(unittest.TestCase):
     def test_an_unexpected_error_is_32603_with_no_internals_and_the_traceback_in_the_log(self) -> None:

@@ -21,22 +21,16 @@ def padded(message: dict, size: int) -> bytes:
 
 
 class StdioFramingTests(unittest.TestCase):
-    """One compact JSON message per line, nothing else on stdout, bad lines do not kill it."""
+    """One compact JSON message per line, nothing else on stdout, bad lines do not kill it.
 
-    def setUp(self) -> None:
-        self.server = procs.StdioServer(self)
+    One server for the class: each test reads every line it causes and changes no note.
+    """
 
-    def test_a_full_confirmation_flow_deletes_the_chosen_note_once(self) -> None:
-        first = self.server.exchange(call(tps(), id=1))["result"]
-        self.assertEqual(first["resultType"], "input_required")
-        retry = call(tps(), id=2, requestState=first["requestState"], inputResponses=accept("note-14"))
-        done = self.server.exchange(retry)["result"]
-        self.assertEqual(done["structuredContent"], {"deleted": True, "noteId": "note-14"})
-        replay = dict(retry, id=3)
-        self.assertEqual(self.server.exchange(replay)["error"]["code"], main.INVALID_PARAMS)
-        again = self.server.exchange(call(tps(), id=4))["result"]
-        offered = [o["const"] for o in again["inputRequests"][main.INPUT_KEY]["params"]["requestedSchema"]["properties"]["note_id"]["oneOf"]]
-        self.assertEqual(offered, ["note-3", "note-7"])
+    server: procs.StdioServer
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.server = procs.StdioServer(procs.ClassScope(cls))  # type: ignore[arg-type]
 
     def test_a_line_over_the_limit_gets_one_error_and_the_server_keeps_serving(self) -> None:
         self.server.send(padded(request("server/discover", id="big"), frame.MAX_MESSAGE_BYTES + 1) + b"\n")
@@ -78,6 +72,25 @@ class StdioFramingTests(unittest.TestCase):
         # And the id-less tools/call never ran: all three TPS notes are still offered.
         form = self.server.exchange(call(tps(), id=9))["result"]
         self.assertEqual(len(form["inputRequests"][main.INPUT_KEY]["params"]["requestedSchema"]["properties"]["note_id"]["oneOf"]), 3)
+
+
+class StdioFramingOwnServerTests(unittest.TestCase):
+    """The framing tests that delete a note or end the process: a server each."""
+
+    def setUp(self) -> None:
+        self.server = procs.StdioServer(self)
+
+    def test_a_full_confirmation_flow_deletes_the_chosen_note_once(self) -> None:
+        first = self.server.exchange(call(tps(), id=1))["result"]
+        self.assertEqual(first["resultType"], "input_required")
+        retry = call(tps(), id=2, requestState=first["requestState"], inputResponses=accept("note-14"))
+        done = self.server.exchange(retry)["result"]
+        self.assertEqual(done["structuredContent"], {"deleted": True, "noteId": "note-14"})
+        replay = dict(retry, id=3)
+        self.assertEqual(self.server.exchange(replay)["error"]["code"], main.INVALID_PARAMS)
+        again = self.server.exchange(call(tps(), id=4))["result"]
+        offered = [o["const"] for o in again["inputRequests"][main.INPUT_KEY]["params"]["requestedSchema"]["properties"]["note_id"]["oneOf"]]
+        self.assertEqual(offered, ["note-3", "note-7"])
 
     def test_stdout_carries_nothing_but_json_lines_and_eof_exits_zero(self) -> None:
         self.server.send(b"garbage\n\n")

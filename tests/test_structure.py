@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import subprocess
 import sys
@@ -29,10 +30,16 @@ LAYERS = (
 LAYER_OF = {module: depth for depth, modules in enumerate(LAYERS) for module in modules}
 
 
+@functools.cache
+def parsed(path: str) -> ast.Module:
+    """The syntax tree of the file at `path`, parsed once per run: the checks below walk each file several times."""
+    with open(path, encoding="utf-8") as handle:
+        return ast.parse(handle.read())
+
+
 def project_imports(filename: str) -> set[str]:
     """The project modules `filename` imports, at module level or inside a function."""
-    with open(os.path.join(support.CODE, filename), encoding="utf-8") as handle:
-        tree = ast.parse(handle.read())
+    tree = parsed(os.path.join(support.CODE, filename))
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -112,10 +119,7 @@ class ImportGraph(unittest.TestCase):
 
 def foreign_private_attributes(filename: str, source: str | None = None) -> list[str]:
     """Every `x._name` in `filename` where x is not self or cls (NamedTuple's `_replace` aside)."""
-    if source is None:
-        with open(os.path.join(support.CODE, filename), encoding="utf-8") as handle:
-            source = handle.read()
-    tree = ast.parse(source)
+    tree = parsed(os.path.join(support.CODE, filename)) if source is None else ast.parse(source)
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
@@ -146,11 +150,8 @@ STORE_NAMES = {"store", "notes", "nonces", "ledger", "texts", "database", "repla
 
 def store_probes(filename: str, source: str | None = None) -> list[str]:
     """Each hasattr/getattr whose object is named like a store (`store`, `self.notes`, `server.notes`, ...)."""
-    if source is None:
-        with open(os.path.join(support.CODE, filename), encoding="utf-8") as handle:
-            source = handle.read()
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parsed(os.path.join(support.CODE, filename)) if source is None else ast.parse(source)):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("hasattr", "getattr") and node.args:
             target = node.args[0]
             name = target.attr if isinstance(target, ast.Attribute) else target.id if isinstance(target, ast.Name) else ""
@@ -185,10 +186,15 @@ TESTS = os.path.join(support.ROOT, "tests")
 def import_time_skips(filename: str, source: str | None = None) -> list[str]:
     """Every `raise ...SkipTest` a test module runs while it is imported (outside any function or class)."""
     if source is None:
-        with open(os.path.join(TESTS, filename), encoding="utf-8") as handle:
-            source = handle.read()
+        path = os.path.join(TESTS, filename)
+        with open(path, encoding="utf-8") as handle:
+            if "SkipTest" not in handle.read():
+                return []  # no raise below can name SkipTest: no need to parse the file
+        tree = parsed(path)
+    else:
+        tree = ast.parse(source)
     found = []
-    pending = list(ast.parse(source).body)
+    pending = list(tree.body)
     while pending:
         node = pending.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -231,8 +237,7 @@ ENTRY_POINTS = {("cli", "run")}  # pyproject.toml's `notes-mcp = "notes_mcp.cli:
 
 def declared(filename: str) -> set[str] | None:
     """The names a module lists in its `__all__`, or None when it has none."""
-    with open(os.path.join(support.CODE, filename), encoding="utf-8") as handle:
-        tree = ast.parse(handle.read())
+    tree = parsed(os.path.join(support.CODE, filename))
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
             return set(ast.literal_eval(node.value))
@@ -241,8 +246,7 @@ def declared(filename: str) -> set[str] | None:
 
 def defined(filename: str) -> set[str]:
     """The names a module binds at its top level (definitions, assignments, `from` imports)."""
-    with open(os.path.join(support.CODE, filename), encoding="utf-8") as handle:
-        tree = ast.parse(handle.read())
+    tree = parsed(os.path.join(support.CODE, filename))
     names: set[str] = set()
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
@@ -257,10 +261,7 @@ def defined(filename: str) -> set[str]:
 
 def used_names(filename: str, source: str | None = None) -> set[tuple[str, str, str]]:
     """(module, name, where) for every `from module import name` and `module.name` in `filename` on a project module."""
-    if source is None:
-        with open(os.path.join(support.CODE, filename), encoding="utf-8") as handle:
-            source = handle.read()
-    tree = ast.parse(source)
+    tree = parsed(os.path.join(support.CODE, filename)) if source is None else ast.parse(source)
     me = os.path.basename(filename)[:-3]
     aliases: dict[str, str] = {}  # local name -> project module
     found: set[tuple[str, str, str]] = set()

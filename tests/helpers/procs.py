@@ -42,7 +42,6 @@ def keeper_ended(pid: int, timeout: float) -> bool:
 def server_env(**extra: str) -> dict[str, str]:
     """The test environment: no inherited NOTES_MCP_* values, plus `extra`."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("NOTES_MCP_")}
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.update(extra)
     return env
 

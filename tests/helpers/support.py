@@ -8,6 +8,19 @@ import os
 import sys
 from typing import Any
 
+
+def _share_bytecode() -> None:
+    """Let the Python processes the tests start keep the bytecode they compile (in __pycache__, which git ignores).
+
+    The suite starts a few hundred of them (serve.py, the scripts). With
+    PYTHONDONTWRITEBYTECODE inherited, each compiled every module of code/ it imports from
+    source again; now the first one writes the bytecode and the others load it.
+    """
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
+
+_share_bytecode()
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CODE = os.path.join(ROOT, "code")
 SCRIPTS = os.path.join(CODE, "scripts")  # benchmarks and test-only helpers, apart from the server

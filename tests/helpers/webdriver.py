@@ -3,6 +3,10 @@
 Only what the browser tests need: start chromedriver on a free loopback port, open one
 session, navigate, find by CSS, read text, type, click, read the source and URL, switch into a
 frame, take a PNG screenshot, and tear everything down (session, driver, profile dir).
+
+Starting Chromium is most of a browser test's cost, so `shared()` keeps one browser per
+set of preferences for the test module that asks, and wipes it between tests (every
+cookie, the cache, the page): each test starts signed out, on a blank page, as in a new browser.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import unittest
 from typing import Any
 
 CHROMIUM = "/usr/bin/chromium"
@@ -173,6 +178,17 @@ class Driver:
         except WebDriverError:
             return None
 
+    def cdp(self, command: str, params: dict[str, Any] | None = None) -> Any:
+        """A Chrome DevTools Protocol command through chromedriver."""
+        return self._session("POST", "/goog/cdp/execute", {"cmd": command, "params": params or {}})
+
+    def wipe(self) -> None:
+        """Back to a new browser's state: the top page blank, no cookie of any site, nothing cached."""
+        self.switch_to_frame(None)
+        self.get("about:blank")
+        self.cdp("Network.clearBrowserCookies")
+        self.cdp("Network.clearBrowserCache")
+
     def switch_to_frame(self, index: int | None) -> None:
         """Enter the index-th child frame, or the top document with None."""
         self._session("POST", "/frame", {"id": index})
@@ -201,3 +217,28 @@ class Driver:
             self._reader.join(STARTUP_GUARD_SECONDS)
             self.process = None
         shutil.rmtree(self.profile, ignore_errors=True)
+
+
+_SHARED: dict[str, Driver] = {}
+
+
+def _close_shared() -> None:
+    while _SHARED:
+        _SHARED.popitem()[1].close()
+
+
+def shared(prefs: dict[str, Any] | None = None) -> Driver:
+    """The current test module's browser with these preferences, wiped; closed when the module's tests end."""
+    key = json.dumps(prefs or {}, sort_keys=True)
+    driver = _SHARED.get(key)
+    if driver is not None:
+        try:
+            driver.wipe()
+            return driver
+        except (OSError, WebDriverError):  # the last test left it unusable: a new one
+            del _SHARED[key]
+            driver.close()
+    if not _SHARED:
+        unittest.addModuleCleanup(_close_shared)
+    driver = _SHARED[key] = Driver(prefs)
+    return driver
