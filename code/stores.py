@@ -569,8 +569,8 @@ class NotesReader(Protocol):
         """Notes strictly inside `workspace` whose title contains `title` (folded), in form_order."""
         ...
 
-    def search_text(self, workspace: main.Path, query: str, limit: int) -> tuple[list[tuple[main.Note, str]], bool]:
-        """Notes strictly inside `workspace` whose title or text holds `query` (folded), in form order, at most `limit`; and whether cut short."""
+    def search_text(self, workspace: main.Path, query: str, limit: int, offset: int = 0) -> tuple[list[tuple[main.Note, str]], bool]:
+        """Notes strictly inside `workspace` holding every term of `query` (code/text_index.py), ranked, `limit` from `offset`; and whether its row bound was met."""
         ...
 
     def note_text(self, note_id: str, workspace: main.Path) -> tuple[main.Note, str] | None:
