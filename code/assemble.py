@@ -124,9 +124,9 @@ class StopOnLoss:
         """As the store's, stopping the process on loss."""
         return self._guard(lambda: self._texts().note_text(note_id, workspace))
 
-    def search_text(self, workspace: main.Path, query: str, limit: int) -> tuple[list[tuple[main.Note, str]], bool]:
+    def search_text(self, workspace: main.Path, query: str, limit: int, offset: int = 0) -> tuple[list[tuple[main.Note, str]], bool]:
         """As the store's, stopping the process on loss."""
-        return self._guard(lambda: self._texts().search_text(workspace, query, limit))
+        return self._guard(lambda: self._texts().search_text(workspace, query, limit, offset))
 
     def create_note(self, principal: str, workspace: main.Path, title: str, body: str) -> main.Note | str:
         """As the store's, stopping the process on loss."""
@@ -196,8 +196,11 @@ def build_store(config: dict[str, Any]) -> stores.Store:
         if folders:
             import markdown_store
 
-            nonces = sqlite_store.open_ledger(config.get("db") or default_nonce_db(), clock=time.time)
-            return markdown_store.MarkdownNotesStore(folders, nonces, retention=retention(config))
+            import text_index
+
+            database = config.get("db") or default_nonce_db()
+            nonces = sqlite_store.open_ledger(database, clock=time.time)
+            return markdown_store.MarkdownNotesStore(folders, nonces, retention=retention(config), text_index_path=text_index.index_path(database))
         # Seeded only when this creates the database: from "notes", or the lesson fixture without --config.
         return sqlite_store.open_store(
             config["db"], clock=time.time, seed_notes=config.get("notes", []), retention=retention(config)

@@ -8,7 +8,8 @@ outcome completed after the file operation:
     uri (where the note lived), request_id, client_name (self-reported), trash, restores,
     channel (how the person confirmed: form, url or browser), approved_by and approved_at
     (the principal signed in on the confirmation page, and when it approved or kept),
-    file_identity (folders: the file an update, move or restore acted on, as JSON)
+    file_identity (folders: the file an update, move or restore acted on, as JSON),
+    approved_with (the passkey whose assertion approved on the page, by credential id)
 
 Never the requestState, its nonce, a token or a note's content. Outcomes:
 
@@ -108,7 +109,7 @@ OUTCOMES = (DELETED, DECLINED, NOT_CONFIRMED, PUBLISHED, DENIED, REFUSED, CONSUM
             CREATED, APPENDED, UPDATED, MOVED)  # fmt: skip
 
 COLUMNS = ("id", "at", "principal", "tool", "outcome", "note_id", "title", "workspace", "uri",
-           "request_id", "client_name", "trash", "restores", "channel", "approved_by", "approved_at", "file_identity")  # fmt: skip
+           "request_id", "client_name", "trash", "restores", "channel", "approved_by", "approved_at", "file_identity", "approved_with")  # fmt: skip
 CHANNELS = ("form", "url", "browser")  # a form in the host; this server's page by URL mode; or by the link in a result
 
 
@@ -129,6 +130,7 @@ class AuditContext:
     channel: str | None = None  # set by the tool: how the person confirmed (CHANNELS)
     approved_by: str | None = None  # set by the tool: who approved or kept it on the page
     approved_at: float | None = None
+    approved_with: str | None = None  # set by the tool: the passkey (credential id) whose assertion approved
 
 
 _CURRENT: contextvars.ContextVar[AuditContext | None] = contextvars.ContextVar("notes_audit", default=None)
@@ -169,11 +171,12 @@ def context_of(request: main.Envelope) -> AuditContext:
     return AuditContext(clip(tool), clip(request_id), clip(name), workspace)
 
 
-def mark(channel: str, approved_by: str | None = None, approved_at: float | None = None) -> None:
-    """Record on this request's context how the person confirmed, and who approved on the page when (before consuming)."""
+def mark(channel: str, approved_by: str | None = None, approved_at: float | None = None, approved_with: str | None = None) -> None:
+    """Record on this request's context how the person confirmed, and who approved on the page when, with which passkey (before consuming)."""
     context = current()
     if context is not None:
         context.channel, context.approved_by, context.approved_at = channel, approved_by, approved_at
+        context.approved_with = approved_with
 
 
 def written(store: Any, entry_id: int, outcome: str) -> None:

@@ -325,7 +325,7 @@ class ConfirmedNotesDelete(main.NotesDelete):
         record = self.flow.decided(principal, state, main.TOOL_NAME)
         if record.status == PENDING:
             return ask_again(record)
-        audit.mark(channel, record.decided_by, record.decided_at)
+        audit.mark(channel, record.decided_by, record.decided_at, record.decided_with)
         if not self.flow.approved(record, principal):
             main.consume(self.services, principal, state)
             return main.not_deleted("declined", "The user pressed Keep on the confirmation page; nothing was deleted.")

@@ -3,7 +3,7 @@
     {"principals": {"alice": {"token": "...", "workspaces": ["file:///..."], "notesDirs": ["..."]}},
      "stdioPrincipal": "alice", "notes": [...], "db": "notes.db", "keys": ["<hex>"],
      "stateTtlSeconds": 300, "allowedOrigins": [...], "connectPort": 0, "publish": false, "confirmInBrowser": false,
-     "notesTools": false, "publicUrl": "https://notes.example.com"}
+     "notesTools": false, "publicUrl": "https://notes.example.com", "passkeys": "off"}
 
 CONFIG_FIELDS and PRINCIPAL_FIELDS list every key allowed; anything else is refused with
 one line naming the field. Standard library only.
@@ -24,6 +24,7 @@ import stores
 
 __all__ = [
     "ConfigError",
+    "PASSKEY_MODES",
     "POSTGRES_SCHEMES",
     "db_location",
     "MAX_CONFIG_BYTES",
@@ -264,6 +265,16 @@ def read_public_url(value: Any, field: str) -> str:
     return value.lower()
 
 
+PASSKEY_MODES = ("off", "offer", "require")  # the confirmation page's passkeys (code/passkey_pages.py)
+
+
+def read_passkeys(value: Any, field: str) -> str:
+    """Passkeys on the confirmation page: "off" (the default), "offer" (a sign-in) or "require" (every approval)."""
+    if value not in PASSKEY_MODES:
+        raise ConfigError(field, f"must be one of {', '.join(PASSKEY_MODES)}")
+    return str(value)
+
+
 def read_deletion(value: Any, field: str) -> str:
     """How a confirmed deletion is done: "trash" (the default: undoable) or "unlink"."""
     if value not in audit.DELETION_MODES:
@@ -297,6 +308,7 @@ CONFIG_FIELDS: dict[str, Callable[[Any, str], Any]] = {
     "confirmInBrowser": read_bool,  # notes_delete, notes_update, notes_move without a form: a link to the confirmation page; off by default
     "connectPort": read_port,  # stdio with publish or confirmInBrowser: the loopback port of the pages
     "publicUrl": read_public_url,  # where people open the pages (a TLS proxy's https://...): links, the Origin rule, Secure cookies
+    "passkeys": read_passkeys,  # "offer": a passkey signs in to the confirmation page; "require": every approval needs one
     "db": read_path,  # SQLite file: the notes store, or with notesDirs only the consumed confirmations
     "deletion": read_deletion,  # "trash" (default) or "unlink" (code/audit.py)
     "trashDays": read_days,  # how long a trashed note is kept (default audit.DEFAULT_TRASH_DAYS)

@@ -3,6 +3,8 @@
     GET  /confirm/<handle>            sign in, or (signed in as the link's principal) the request
     POST /confirm/<handle>/sign-in    the bearer token typed here; a session for this link alone
     POST /confirm/<handle>/decision   approve (Move to trash, Apply) or Keep, with the CSRF token
+    POST /confirm/<handle>/passkey    (--passkeys offer|require) sign in with a passkey's assertion
+    POST /confirm/<handle>/register   (--passkeys offer|require) register a passkey, just after a token sign-in
 
 The link comes from the tool's result (code/browser_confirm.py); it grants nothing. The
 sign-in, sessions, CSRF and the Origin rule are code/web_pages.py's, shared with the connect
@@ -26,6 +28,7 @@ from typing import Any, Literal
 import browser_confirm
 import main
 import notes_tools
+import passkey_pages
 import stores
 import web_pages
 from web_pages import Headers, Response, Session
@@ -48,6 +51,7 @@ class ConfirmPages(web_pages.SignedInPages):
     title = "confirmation pages"
     session_cookie = SESSION_COOKIE
     login_cookie = LOGIN_COOKIE
+    actions = ("sign-in", "decision", "passkey", "register")
 
     def __init__(
         self,
@@ -63,6 +67,7 @@ class ConfirmPages(web_pages.SignedInPages):
         self.notes = stores.store_of(server.services)
         self.policy = server.policy
         self.clock = server.clock
+        self.passkeys: passkey_pages.Gate | None = None  # --passkeys offer|require (install())
         # Told of each link given out (handle, expiry): under --stdio, the page keeper that
         # serves it after this process exits (code/page_keeper.py); nothing elsewhere.
         self.on_issue: Callable[[str, float], None] = lambda handle, expires_at: None
@@ -88,7 +93,11 @@ class ConfirmPages(web_pages.SignedInPages):
         if record is None or record.status != browser_confirm.PENDING or reviewer is False:
             # Forged, already decided and expired links all read the same (and one this server cannot show).
             return self.page(404, "Link not valid", GONE)
+        if action in ("passkey", "register") and self.passkeys is None:
+            return self.page(404, "Not found", GONE)
         session_id, session = self.session_of(headers)
+        if action == "passkey":
+            return self.passkey_sign_in(handle, record, session_id, headers, body)
         if action == "sign-in":
             principal = self.signed_in_principal(handle, headers, body, peer)
             if not isinstance(principal, str):
@@ -105,7 +114,96 @@ class ConfirmPages(web_pages.SignedInPages):
             return self.page(403, "Wrong account", WRONG_ACCOUNT)
         if action == "":
             return self.choice_page(handle, record, session) if reviewer is None else self.review_page(handle, record, session, reviewer)
+        if action == "register":
+            return self.register(handle, record, session, body, reviewer)
         return self.decision(handle, record, session, body, reviewer)
+
+    # ---------------------------------------------------------------- passkeys (code/passkey_pages.py)
+
+    def page(self, status: int, title: str, text: str, extra: Any = (), raw: str = "",  # type: ignore[override]
+             script: tuple[str, str] | None = None) -> Response:
+        """Every page here, with the passkeys' script when they are on."""
+        if self.passkeys is not None:
+            script = (passkey_pages.SCRIPT, passkey_pages.SCRIPT_HASH)
+        return web_pages.SignedInPages.page(status, title, text, extra, raw, script)
+
+    def sign_in_other(self, handle: str, pre_session: str) -> str:
+        """The passkey sign-in button beside the token form (offer and require)."""
+        if self.passkeys is None:
+            return ""
+        return self.passkeys.sign_in_form(f"{PATH_PREFIX}{handle}/passkey", self.login_token(pre_session, handle), handle, pre_session)
+
+    def passkey_sign_in(self, handle: str, record: browser_confirm.Record, old: str | None, headers: Headers, body: bytes) -> Response:
+        """A session for the link's principal from a passkey assertion over this link and this browser's sign-in form."""
+        assert self.passkeys is not None
+        fields = self.form(body) or {}
+        pre_session = self.pre_session(handle, headers, fields)
+        if not isinstance(pre_session, str):
+            return pre_session
+        key = self.passkeys.assertion(fields, self.passkeys.challenge("sign-in", handle, pre_session), None)
+        if isinstance(key, str):
+            return self.sign_in_page(handle, headers, 403, key.replace("Nothing was approved.", "You are not signed in."))
+        if key.principal != record.principal:
+            self.log(f"confirm page: passkey sign-in as {key.principal!r} refused on another principal's confirmation")
+            return self.page(403, "Wrong account", WRONG_ACCOUNT)
+        return self.start_session(key.principal, old, handle, scope=handle, via="passkey", credential=key.credential_id)
+
+    def register(self, handle: str, record: browser_confirm.Record, session: Session, body: bytes,
+                 reviewer: browser_confirm.Reviewer | None) -> Response:
+        """Register a passkey for the principal, only in a session its token signed in moments ago."""
+        assert self.passkeys is not None
+        fields = self.form(body)
+        if not self.csrf_ok(session, fields):
+            self.log("confirm page: passkey registration refused: missing or wrong CSRF token")
+            return self.page(403, "Forbidden", "The form expired or did not come from this page. Reload it and try again.")
+        assert fields is not None
+        # A passkey session cannot add another key, and a stale one must type the token again:
+        # registering is what the token proves, moments before.
+        if session.via != "token" or not self.clock() - session.started <= passkey_pages.REGISTER_WINDOW_SECONDS:
+            return self.page(403, "Sign in with the token", "Registering a passkey needs a sign-in with your token just before. "
+                             "Nothing was registered.")
+        # Require: the token alone must not add a key beside the person's, or a model holding
+        # the token (and a virtual authenticator) could approve with its own. A lost passkey is
+        # removed by the operator; then the token registers the new one.
+        if self.passkeys.required and self.passkeys.keys.of(session.principal):
+            return self.page(403, "Already registered", passkey_pages.ALREADY)
+        key = self.passkeys.register(session.principal, handle, session.csrf, fields)
+        if isinstance(key, str):
+            return self.page(400, "Not registered", key)
+        return self.page(303, "Passkey registered", "Continue to the request.", [("Location", f"{PATH_PREFIX}{handle}")])
+
+    def passkey_markup(self, handle: str, record: browser_confirm.Record, session: Session) -> str:
+        """After the decision form: the offer to register a passkey (a fresh token sign-in's session only)."""
+        if self.passkeys is None or session.via != "token":
+            return ""
+        return self.passkeys.register_form(f"{PATH_PREFIX}{handle}/register", session.principal, handle, session.csrf)
+
+    def approve_attributes(self, session: Session) -> str:
+        """The decision form's attributes: in require mode the script asks the passkey when approving."""
+        return self.passkeys.approve_attributes(session.principal) if self.passkeys is not None else ""
+
+    def note_attributes(self, record: browser_confirm.Record, note_id: str, version: str) -> str:
+        """A choice's own approval challenge (require mode)."""
+        return self.passkeys.note_attributes(record, note_id, version) if self.passkeys is not None else ""
+
+    def approve_notice(self) -> str:
+        """Require mode: approving needs a passkey (said without JavaScript too)."""
+        return self.passkeys.approve_notice() if self.passkeys is not None else ""
+
+    def approving_passkey(self, record: browser_confirm.Record, session: Session, fields: dict[str, str],
+                          note_id: str, version: str) -> str | Response | None:
+        """The credential an approval is made with (require: this request's assertion; a passkey sign-in's); else the refusal."""
+        if self.passkeys is None:
+            return None
+        if not self.passkeys.required:
+            return session.credential or None
+        # Require: a model holding the cookie and the CSRF token (driving the browser, or with
+        # a shell) still has no user-verified assertion over this one change.
+        key = self.passkeys.assertion(fields, self.passkeys.approval_challenge(record, note_id, version), session.principal)
+        if isinstance(key, str):
+            self.log(f"confirm page: approval for principal {session.principal!r} refused: no valid passkey assertion")
+            return self.page(403, "Not approved", key)
+        return key.credential_id
 
     def reviewer(self, record: browser_confirm.Record | None) -> browser_confirm.Reviewer | None | Literal[False]:
         """None for notes_delete's own page; the tool that shows a note tool's record; False when no tool here can show it."""
@@ -132,23 +230,26 @@ class ConfirmPages(web_pages.SignedInPages):
         if notes is None:
             return self.page(403, "Not authorized", "That workspace is no longer authorized for you; nothing can be deleted here.")
         who = html.escape(session.principal)
-        items = "".join(self.note_item(note, k == 0 and len(notes) == 1) for k, note in enumerate(notes))
+        items = "".join(self.note_item(note, k == 0 and len(notes) == 1, self.note_attributes(record, note.id, note.version))
+                        for k, note in enumerate(notes))
         listing = f"<fieldset><legend>Note to delete</legend>{items}</fieldset>" if notes else "<p>No note matches any more.</p>"
         body = (
             (f'<p class="alert" role="alert">{html.escape(error)}</p>' if error else "")
             + f"<p>Signed in as <strong>{who}</strong>.</p>"
             f'<div class="request"><p>Your MCP client called <strong>{main.TOOL_NAME}</strong> for notes titled like '
             f"<strong>&ldquo;{html.escape(record.title)}&rdquo;</strong> in <strong>{html.escape(notes_tools.person_uri(record.workspace))}</strong>.</p></div>"
-            f'<form method="post" action="{html.escape(f"{PATH_PREFIX}{handle}/decision")}">'
+            f'<form method="post" action="{html.escape(f"{PATH_PREFIX}{handle}/decision")}"{self.approve_attributes(session)}>'
             f'<input type="hidden" name="csrf" value="{html.escape(session.csrf)}">{listing}'
             f'<p class="hint">{html.escape(self.notes.deletion)} Nothing happens until your MCP client calls again.</p>'
+            + self.approve_notice()
             + ('<button type="submit" name="decision" value="approve" class="danger">Move to trash</button>' if notes else "")
             # Keep needs no choice: the browser must not hold it back for the unticked radio buttons.
             + '<button type="submit" name="decision" value="keep" formnovalidate>Keep</button></form>'
+            + self.passkey_markup(handle, record, session)
         )
         return self.page(200, "Delete a note?", "", raw=body)
 
-    def note_item(self, note: main.Note, only: bool) -> str:
+    def note_item(self, note: main.Note, only: bool, attributes: str = "") -> str:
         """One choice: title, folder, last change, the first lines where the store has them."""
         folder = notes_tools.person_uri(main.format_file_uri(note.path[:-1]))
         seen = self.notes.preview(note)
@@ -156,7 +257,7 @@ class ConfirmPages(web_pages.SignedInPages):
         lines = f"<pre>{html.escape(chr(10).join(seen[1]))}</pre>" if seen and seen[1] else ""
         value = html.escape(f"{note.version}:{note.id}")  # the version shown is approved, never a later one
         return (
-            f'<label class="note"><input type="radio" name="note" value="{value}" required{" checked" if only else ""}>'
+            f'<label class="note"><input type="radio" name="note" value="{value}" required{" checked" if only else ""}{attributes}>'
             f"<strong>{html.escape(note.title)}</strong><br><span class=\"hint\">{html.escape(folder)} &middot; {changed}</span>"
             f"{lines}</label>"
         )
@@ -173,14 +274,16 @@ class ConfirmPages(web_pages.SignedInPages):
             change = (f'<div class="request"><p>{html.escape(shown.request)}</p></div>'
                       f'<pre class="change">{html.escape(shown.shown)}</pre><p class="hint">{html.escape(shown.hint)} '
                       "Nothing happens until your MCP client calls again.</p>"
-                      f'<input type="hidden" name="note" value="{html.escape(f"{shown.version}:{shown.note_id}")}">')
+                      f'<input type="hidden" name="note" value="{html.escape(f"{shown.version}:{shown.note_id}")}"'
+                      f'{self.note_attributes(record, shown.note_id, shown.version)}>' + self.approve_notice())
             apply = f'<button type="submit" name="decision" value="approve" class="danger">{html.escape(shown.apply)}</button>'
         body = (
             (f'<p class="alert" role="alert">{html.escape(error)}</p>' if error else "")
             + f"<p>Signed in as <strong>{html.escape(session.principal)}</strong>.</p>"
-            f'<form method="post" action="{html.escape(f"{PATH_PREFIX}{handle}/decision")}">'
+            f'<form method="post" action="{html.escape(f"{PATH_PREFIX}{handle}/decision")}"{self.approve_attributes(session)}>'
             f'<input type="hidden" name="csrf" value="{html.escape(session.csrf)}">{change}{apply}'
             '<button type="submit" name="decision" value="keep" formnovalidate>Keep</button></form>'
+            + self.passkey_markup(handle, record, session)
         )
         return self.page(200, title, "", raw=body)
 
@@ -212,7 +315,10 @@ class ConfirmPages(web_pages.SignedInPages):
             # Only the change as it reads now, at the version it was asked at: edited since, it is refused.
             if isinstance(shown, str) or (shown.note_id, shown.version) != (note_id, version):
                 return self.review_page(handle, record, session, reviewer, CHANGED)
-        if not self.records.decide(handle, session.principal, browser_confirm.APPROVED, note_id, version):
+        credential = self.approving_passkey(record, session, fields, note_id, version)
+        if not isinstance(credential, (str, type(None))):
+            return credential
+        if not self.records.decide(handle, session.principal, browser_confirm.APPROVED, note_id, version, credential):
             return self.page(404, "Link not valid", GONE)
         self.log(f"confirmation for principal {session.principal!r}: approved")
         if reviewer is not None:
@@ -223,11 +329,17 @@ class ConfirmPages(web_pages.SignedInPages):
         )
 
 
-def install(server: Any, tokens: Mapping[str, str], base_url: str | None = None) -> ConfirmPages:
-    """The confirmation pages of the server's notes_delete (which must be the product's), attached to it (and so to the note tools)."""
+def install(server: Any, tokens: Mapping[str, str], base_url: str | None = None, passkeys: str = passkey_pages.OFF) -> ConfirmPages:
+    """The confirmation pages of the server's notes_delete (which must be the product's), attached to it (and so to the note tools).
+
+    With `passkeys` offer or require the optional WebAuthn library must be installed (serve.py says so first).
+    """
     tool = server.tools[main.TOOL_NAME]
     if not isinstance(tool, browser_confirm.ConfirmedNotesDelete):
         raise TypeError("the confirmation pages need the product's notes_delete (browser_confirm.ConfirmedNotesDelete)")
     pages = ConfirmPages(tool.records, server, tokens, server.say, base_url)
+    if passkeys != passkey_pages.OFF:
+        keys = stores.store_of(server.services).ledger.passkeys()
+        pages.passkeys = passkey_pages.Gate(passkeys, keys, server.clock, server.say, lambda: pages.base_url)
     tool.pages = pages
     return pages

@@ -104,6 +104,7 @@ class FolderIndex:
         self._known: dict[main.Path, tuple[Facts, int]] = {}  # during a rebuild: path -> (facts, slot) before it
         self._entering_wd: int | None = None  # the watch entering() added, for listed() just after
         self.lost = False  # events were lost while the last rebuild walked: the next lookup rebuilds first
+        self.touched: set[main.Path] | None = None  # with a text index (code/text_index.py): paths indexed or dropped since it last looked
         self._reset()
 
     def _reset(self) -> None:
@@ -142,6 +143,19 @@ class FolderIndex:
         # is offered (or not) for what it now says.
         live = (self._live(path) for path, _ in hits)
         return stores.form_order(note for note in live if note is not None and needle in stores.fold_title(note.title) and main.inside_workspace(note, workspace))
+
+    def with_changes(self, use: Callable[[dict[main.Path, tuple[Facts, int]], set[main.Path]], None]) -> None:
+        """Bring the index up to date, then call `use(files, touched)` under its lock: every file's (facts, slot), the paths changed since the last call."""
+        with self.lock:
+            self._update()
+            if self.too_large:
+                raise folder_paths.too_large(self.limit)
+            touched, self.touched = self.touched or set(), set()
+            try:
+                use(self.files, touched)
+            except BaseException:
+                self.touched |= touched  # not taken in: the next call is told of them again
+                raise
 
     def _hits(self, below: main.Path, needle: str) -> list[int]:
         """Slots of the notes strictly inside `below` whose folded title holds `needle`."""
@@ -398,6 +412,8 @@ class FolderIndex:
         if path in self.files:
             self._drop_file(path)
         slot = len(self.slot_path)
+        if self.touched is not None:
+            self.touched.add(path)
         folded = stores.fold_title(title)
         self.slot_path.append(path)
         self.slot_title.append(title)
@@ -421,6 +437,9 @@ class FolderIndex:
         self._kill_slot(slot)
 
     def _kill_slot(self, slot: int) -> None:
+        path = self.slot_path[slot]
+        if self.touched is not None and path is not None:
+            self.touched.add(path)
         self.slot_path[slot] = None  # its posting entries go at the next compaction
         self.slot_title[slot] = self.slot_folded[slot] = ""
         self.unindexed.discard(slot)

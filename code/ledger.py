@@ -15,7 +15,9 @@ Tables (created where missing, whatever the notes schema's version; older server
           client_name, trash, restores, channel, approved_by, approved_at, principal_seq, refused_seq)
     deleted_notes(audit_id PRIMARY KEY, id, title, uri, revision, deleted_at, body)
     browser_confirmations(nonce PRIMARY KEY, handle UNIQUE, principal, workspace, title,
-          expires_at, status, note_id, version, decided_by, decided_at, tool, detail)
+          expires_at, status, note_id, version, decided_by, decided_at, tool, detail, decided_with)
+    passkeys(credential_id PRIMARY KEY, principal, public_key, sign_count, created_at,
+          last_used_at, label)
 
 consumed_nonces and the high-water row are the notes schema's own (each store's _SCHEMA):
 their layout is part of its version. Standard library only.
@@ -99,11 +101,11 @@ class Database(Protocol):
 
 # (name, SQLite type, PostgreSQL type) of each column added after the first audit schema.
 ADDED_COLUMNS = (("channel", "TEXT", "text"), ("approved_by", "TEXT", "text"), ("approved_at", "REAL", "double precision"),
-                 ("file_identity", "TEXT", "text"))
+                 ("file_identity", "TEXT", "text"), ("approved_with", "TEXT", "text"))
 # Columns the confirmation pages' table gained after its first release: which tool asked, and
 # what its page shows (notes_update's new text, notes_move's destination).
 DECISIONS_ADDED_COLUMNS = (("tool", "TEXT NOT NULL DEFAULT 'notes_delete'", "text NOT NULL DEFAULT 'notes_delete'"),
-                           ("detail", "TEXT", "text"))
+                           ("detail", "TEXT", "text"), ("decided_with", "TEXT", "text"))
 # `principal_seq` numbers each principal's entries 1, 2, 3, ... (the count bound keeps
 # the newest `max_entries` of each); an audit from before it is numbered at start-up.
 # A `refused` entry is numbered apart, in `refused_seq` (its principal_seq stays NULL),
@@ -135,9 +137,13 @@ def _tables(sqlite: bool) -> tuple[str, ...]:
         "CREATE TABLE IF NOT EXISTS browser_confirmations ("
         " nonce TEXT PRIMARY KEY, handle TEXT NOT NULL UNIQUE, principal TEXT NOT NULL, workspace TEXT NOT NULL,"
         f" title TEXT NOT NULL, expires_at {real} NOT NULL, status TEXT NOT NULL, note_id TEXT, version TEXT,"
-        f" decided_by TEXT, decided_at {real}, tool TEXT NOT NULL DEFAULT 'notes_delete', detail TEXT)",
+        f" decided_by TEXT, decided_at {real}, tool TEXT NOT NULL DEFAULT 'notes_delete', detail TEXT, decided_with TEXT)",
         "CREATE INDEX IF NOT EXISTS browser_confirmations_by_principal ON browser_confirmations (principal, status, expires_at)",
         "CREATE INDEX IF NOT EXISTS browser_confirmations_by_expiry ON browser_confirmations (expires_at)",
+        # The passkeys people approve with on the page (code/passkey_pages.py), one row per credential.
+        "CREATE TABLE IF NOT EXISTS passkeys (credential_id TEXT PRIMARY KEY, principal TEXT NOT NULL, public_key TEXT NOT NULL,"
+        f" sign_count {integer} NOT NULL, created_at {real} NOT NULL, last_used_at {real}, label TEXT NOT NULL)",
+        "CREATE INDEX IF NOT EXISTS passkeys_by_principal ON passkeys (principal, created_at)",
     )
 
 
@@ -173,13 +179,14 @@ class AuditSql:
                context: audit.AuditContext | None = None, restores: int | None = None) -> int:
         """Write one entry; its id."""
         tool, workspace, request_id, client = audit.context_fields(context)
-        channel = (context.channel, context.approved_by, context.approved_at) if context is not None else (None, None, None)
+        channel = ((context.channel, context.approved_by, context.approved_at, context.approved_with) if context is not None
+                   else (None, None, None, None))
         seq = "refused_seq" if outcome == audit.REFUSED else "principal_seq"  # numbered among its own kind
         (entry_id,) = self.dialect.run(
             conn,
             "INSERT INTO audit (at, principal, tool, outcome, note_id, title, workspace, uri, request_id,"
-            f" client_name, trash, restores, channel, approved_by, approved_at, file_identity, {seq})"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+            f" client_name, trash, restores, channel, approved_by, approved_at, approved_with, file_identity, {seq})"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
             f" (SELECT COALESCE(MAX({seq}), 0) + 1 FROM audit WHERE principal = ?)) RETURNING id",
             (now, principal, tool, outcome, facts.note_id, audit.clip(facts.title), workspace, facts.uri, request_id,
              client, facts.trash, restores, *channel, facts.file_identity, principal),
@@ -449,6 +456,10 @@ class SqlLedger:
         """The page's decisions in this database (every instance sees them)."""
         return SqlConfirmations(self.db, self.dialect, clock)
 
+    def passkeys(self) -> stores.Passkeys:
+        """The registered passkeys in this database (every instance sees them)."""
+        return SqlPasskeys(self.db, self.dialect)
+
     def now(self) -> float:
         """As stores.Ledger.now: the database's clock."""
         return self.db.now()
@@ -466,7 +477,7 @@ class SqlLedger:
 # The confirmation page's decisions
 # =====================================================================================
 
-_DECISION_COLUMNS = "handle, nonce, principal, workspace, title, expires_at, status, note_id, version, decided_by, decided_at, tool, detail"
+_DECISION_COLUMNS = "handle, nonce, principal, workspace, title, expires_at, status, note_id, version, decided_by, decided_at, tool, detail, decided_with"
 
 
 class SqlConfirmations:
@@ -489,7 +500,7 @@ class SqlConfirmations:
                              " AND expires_at > ?", (record.principal, stores.DECISION_PENDING, now)).fetchone()
             if pending >= stores.MAX_PENDING_PER_PRINCIPAL:
                 return False
-            run(conn, f"INSERT INTO browser_confirmations ({_DECISION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", tuple(record))
+            run(conn, f"INSERT INTO browser_confirmations ({_DECISION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", tuple(record))
             return True
 
         return bool(self.db.write_with(work))
@@ -510,15 +521,71 @@ class SqlConfirmations:
         """As Confirmations.by_nonce."""
         return self._one("nonce", nonce)
 
-    def decide(self, handle: str, principal: str, status: str, note_id: str | None, version: str | None) -> bool:
+    def decide(self, handle: str, principal: str, status: str, note_id: str | None, version: str | None,
+               credential: str | None = None) -> bool:
         """As Confirmations.decide: one UPDATE of a pending row, so two decisions on any instances: one wins."""
         now = self.clock()
         changed = self.db.write_with(
             lambda conn: self.dialect.run(
                 conn,
-                "UPDATE browser_confirmations SET status = ?, note_id = ?, version = ?, decided_by = ?, decided_at = ?"
+                "UPDATE browser_confirmations SET status = ?, note_id = ?, version = ?, decided_by = ?, decided_at = ?, decided_with = ?"
                 " WHERE handle = ? AND principal = ? AND status = ? AND expires_at > ?",
-                (status, note_id, version, principal, now, handle, principal, stores.DECISION_PENDING, now),
+                (status, note_id, version, principal, now, credential, handle, principal, stores.DECISION_PENDING, now),
             ).rowcount
         )
         return changed == 1
+
+
+# =====================================================================================
+# Passkeys
+# =====================================================================================
+
+_PASSKEY_COLUMNS = "credential_id, principal, public_key, sign_count, created_at, last_used_at, label"
+
+
+class SqlPasskeys:
+    """stores.Passkeys in the store's own database, table passkeys, through its transactions."""
+
+    def __init__(self, db: Database, dialect: Dialect) -> None:
+        self.db = db
+        self.dialect = dialect
+
+    def add(self, passkey: stores.Passkey) -> bool:
+        """As Passkeys.add, in one write transaction (the bound counted in it)."""
+        run = self.dialect.run
+
+        def work(conn: Any) -> bool:
+            (held,) = run(conn, "SELECT COUNT(*) FROM passkeys WHERE principal = ?", (passkey.principal,)).fetchone()
+            if held >= stores.MAX_PASSKEYS_PER_PRINCIPAL:
+                return False
+            added = run(conn, f"INSERT INTO passkeys ({_PASSKEY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                        " ON CONFLICT (credential_id) DO NOTHING RETURNING credential_id", tuple(passkey)).fetchone()
+            return added is not None
+
+        return bool(self.db.write_with(work))
+
+    def get(self, credential_id: str) -> stores.Passkey | None:
+        """As Passkeys.get."""
+        rows = self.db.read_with(lambda conn: self.dialect.run(
+            conn, f"SELECT {_PASSKEY_COLUMNS} FROM passkeys WHERE credential_id = ?", (credential_id,)).fetchall())
+        return stores.Passkey(*rows[0]) if rows else None
+
+    def of(self, principal: str | None = None) -> list[stores.Passkey]:
+        """As Passkeys.of."""
+        where, params = (" WHERE principal = ?", (principal,)) if principal is not None else ("", ())
+        rows = self.db.read_with(lambda conn: self.dialect.run(
+            conn, f"SELECT {_PASSKEY_COLUMNS} FROM passkeys{where} ORDER BY created_at, credential_id", params).fetchall())
+        return [stores.Passkey(*row) for row in rows]
+
+    def use(self, credential_id: str, sign_count: int, at: float) -> bool:
+        """As Passkeys.use: one conditional UPDATE, so an assertion's count is accepted once on any instance."""
+        changed = self.db.write_with(lambda conn: self.dialect.run(
+            conn, "UPDATE passkeys SET sign_count = ?, last_used_at = ? WHERE credential_id = ?"
+            " AND (sign_count < ? OR (sign_count = 0 AND ? = 0))", (sign_count, at, credential_id, sign_count, sign_count)).rowcount)
+        return changed == 1
+
+    def remove(self, credential_id: str) -> bool:
+        """As Passkeys.remove."""
+        removed = self.db.write_with(lambda conn: self.dialect.run(
+            conn, "DELETE FROM passkeys WHERE credential_id = ?", (credential_id,)).rowcount)
+        return removed == 1

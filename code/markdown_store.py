@@ -31,6 +31,7 @@ import hashlib
 import json
 import math
 import os
+import sqlite3
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -43,6 +44,7 @@ import folder_trash
 import main
 import note_bodies
 import stores
+import text_index
 
 __all__ = ["MarkdownNotesStore"]
 
@@ -50,10 +52,6 @@ EMPTY_INTERVAL_SECONDS = 3600.0  # an instance lists its trash folders for expir
 PREVIEW_BYTES = 2048  # bytes read from the top of a note for the confirmation page's preview
 PREVIEW_LINES = 4  # lines of the note shown under its title there
 PREVIEW_LINE_CHARS = 160  # characters of one such line
-MAX_SEARCH_ENTRIES = 20_000  # directory entries one text search lists; past it the search stops early and says so
-MAX_SEARCH_FILES = 2_000  # note files one text search reads; past it the search stops early and says so
-MAX_SEARCH_SECONDS = 2.0  # one text search's time, checked before every listed entry and every read; past it the search stops early and says so
-MAX_SEARCH_BYTES = 32 * 1024 * 1024  # note bytes one text search reads; a read that would pass it is not made, and the search stops early and says so
 NO_FOLDER = "The folder of that place does not exist in the workspace (or is not a plain folder); nothing was changed."
 UNREACHABLE = (f"At that place the note's id would be longer than {stores.MAX_NOTE_ID_LENGTH} characters or its URI longer than "
                f"{main.MAX_URI_LENGTH:,}, where no tool reaches it; nothing was moved. Choose a shorter path.")
@@ -76,6 +74,7 @@ class MarkdownNotesStore(stores.SettleSeam):
         max_watches: int = folder_index.MAX_WATCHED_FOLDERS,
         clock: Callable[[], float] = time.monotonic,
         ops: folder_paths.FileOps = folder_paths.OS_OPS,
+        text_index_path: str | None = None,
     ) -> None:
         # Each root as the operator wrote it (its URI) and the folder it names, resolved once,
         # here: a folder reached through a symlink (macOS's /tmp, a vault linked into another
@@ -121,14 +120,19 @@ class MarkdownNotesStore(stores.SettleSeam):
             )
             for root in self.roots
         }
+        # The text search's index (code/text_index.py): its own SQLite file in the state
+        # folder (never in a notes folder), or in memory; told of changes by the title indexes.
+        try:
+            self.text_index = text_index.FolderTextIndex(text_index_path)
+        except sqlite3.Error as exc:
+            self.close_dirs()
+            raise stores.StoreError(f"text index {text_index_path} cannot be opened ({exc})") from None
+        for index in self.indexes.values():
+            index.touched = set()
         self.retention = retention or nonces.retention
         nonces.retention = self.retention  # the confirmations database prunes the audit with the same bounds
         self._emptied_at = -math.inf  # when this instance last emptied its trash folders (store clock)
         self._ops = ops  # the file-system calls a test may make fail or race: os's own otherwise
-        # A text search's bounds (named constants; a test passes smaller ones) and its clock.
-        self.search_entries, self.search_files, self.search_seconds = MAX_SEARCH_ENTRIES, MAX_SEARCH_FILES, MAX_SEARCH_SECONDS
-        self.search_bytes = MAX_SEARCH_BYTES
-        self.search_clock: Callable[[], float] = time.monotonic
         try:
             self.recover()
         except stores.StoreError:
@@ -216,6 +220,7 @@ class MarkdownNotesStore(stores.SettleSeam):
             index.close()
         self.close_dirs()
         self.nonces.close()
+        self.text_index.close()
 
     def close_dirs(self) -> None:
         """Close the folders' start-up descriptors."""
@@ -409,32 +414,30 @@ class MarkdownNotesStore(stores.SettleSeam):
             os.close(fd)
         return None if found is None else (found[0], found[1].text)
 
-    def search_text(self, workspace: main.Path, query: str, limit: int) -> tuple[list[tuple[main.Note, str]], bool]:
-        """Notes in `workspace` whose title (the index) or text (a bounded walk) holds `query`, at most `limit`; True when the walk stopped early."""
+    def search_text(self, workspace: main.Path, query: str, limit: int, offset: int = 0) -> tuple[list[tuple[main.Note, str]], bool]:
+        """Notes in `workspace` holding every term of `query`, ranked by the text index, `limit` from `offset`; True when its row bound was met."""
         root = self._served(workspace)
-        fd = folder_paths.open_below(self.dirs[root], workspace[len(root) :]) if root is not None else None
-        if root is None or fd is None:
+        parsed = text_index.parse(query)
+        if root is None or not parsed.terms:
             return [], False
-        needle = stores.fold_title(query)
-        scan = TextScan(root, needle, self.search_entries, self.search_files, self.search_clock, self.search_seconds, self.search_bytes)
         try:
-            folder_paths.walk(fd, workspace[len(root) :], scan, 0)
-        except SearchStopped:
-            scan.stopped = True
-        finally:
-            os.close(fd)
-        found = {note.id: note for note in self.indexes[root].candidates(workspace, query)}
-        found.update((note.id, note) for note, _ in scan.found.values())
-        hits = []
-        for note in stores.form_order(found.values()):
-            text = scan.found[note.id][1] if note.id in scan.found else self.note_text(note.id, workspace)
-            if isinstance(text, tuple):
-                text = text[1] if text[0].version == note.version else None
-            if text is not None:
-                hits.append((note, text))
-            if len(hits) == limit:
-                break
-        return hits, scan.stopped
+            self.indexes[root].with_changes(lambda files, touched: self.text_index.sync(root, self.dirs[root], files, touched))
+            paths, stopped = self.text_index.search(root, workspace[len(root) :], parsed, limit, offset)
+        except sqlite3.OperationalError as exc:
+            # Another instance holding the index past the busy timeout, or a full disk: the
+            # search says the store is busy (one line, no path); the index is as it was.
+            raise stores.StoreBusy() if "locked" in str(exc) else stores.StoreRefused("The search index could not be read or written.") from None
+
+        def load(rel: main.Path) -> tuple[main.Note, folder_bodies.Loaded] | None:
+            fd = folder_paths.open_below(self.dirs[root], rel[:-1])
+            if fd is None:
+                return None
+            try:
+                return self._loaded(root, rel, fd)
+            finally:
+                os.close(fd)
+
+        return text_index.folder_hits(paths, load, parsed), stopped
 
     def audit_refusal(self, principal: str, facts: audit.Facts) -> None:
         """One `refused` audit entry for `principal` (a call refused before any store step), in the confirmations database."""
@@ -750,66 +753,6 @@ def read_identity(text: object) -> dict[str, Any] | None:
     except ValueError:
         return None
     return value if isinstance(value, dict) and isinstance(value.get("dev"), int) and isinstance(value.get("ino"), int) else None
-
-
-class SearchStopped(Exception):
-    """Raised inside a text search's walk when it reaches one of its bounds."""
-
-
-class TextScan:
-    """One bounded walk of a workspace for notes whose title or text holds a folded query (a folder_paths.Visitor)."""
-
-    def __init__(self, root: main.Path, needle: str, entries: int, files: int, clock: Callable[[], float], seconds: float,
-                 size: int = MAX_SEARCH_BYTES) -> None:
-        self.root, self.needle = root, needle
-        self.entries, self.files, self.bytes = entries, files, size
-        self.clock, self.deadline = clock, clock() + seconds
-        self.found: dict[str, tuple[main.Note, str]] = {}
-        self.stopped = False
-
-    def entering(self, fd: int, rel: main.Path) -> None:
-        """Nothing to do before a listing."""
-
-    def listed(self, fd: int, rel: main.Path, names: set[str]) -> None:
-        """Nothing kept of a listing."""
-
-    def counted(self) -> None:
-        """One more entry listed: past the entry bound or the time bound the search stops, saying so."""
-        self.entries -= 1
-        if self.entries < 0 or not self.clock() < self.deadline:
-            raise SearchStopped()
-
-    def descend(self, rel: main.Path) -> bool:
-        """Every real sub-folder within the depth limit is searched."""
-        return True
-
-    def known(self, rel: main.Path) -> bool:
-        """No lstat: the open that reads a note refuses a link."""
-        return False
-
-    def note(self, fd: int, rel: main.Path, info: os.stat_result | None) -> None:
-        """Read one note (bounded) and keep it when its title or text holds the query; past a bound the search stops."""
-        # Listing is cheap and reading is not: 2,000 notes of 200 kB in one folder are
-        # listed in milliseconds and read in seconds. So the clock is asked before every
-        # read too, and the bytes read are bounded, each file's size known before it is read.
-        self.files -= 1
-        if self.files < 0 or not self.clock() < self.deadline:
-            raise SearchStopped()
-        try:
-            size = os.stat(rel[-1], dir_fd=fd, follow_symlinks=False).st_size
-        except OSError:
-            return  # gone since it was listed
-        if size <= folder_bodies.MAX_FILE_BYTES:  # a larger file is not read (load refuses it from its fstat)
-            if size > self.bytes:
-                raise SearchStopped()
-            self.bytes -= size
-        loaded = folder_bodies.load(fd, rel[-1])
-        note = folder_paths.indexed_note(self.root, rel, loaded.title, loaded.facts) if loaded is not None else None
-        if note is not None and loaded is not None and (self.needle in stores.fold_title(loaded.text) or self.needle in stores.fold_title(note.title)):
-            self.found[note.id] = (note, loaded.text)
-
-    def skip(self, reason: str) -> None:
-        """Entries not served are not searched."""
 
 
 class Survey:

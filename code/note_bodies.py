@@ -3,7 +3,7 @@
 The lesson's notes are titles and places; the note tools (code/notes_tools.py) also read,
 search and write what a note says. In the SQL stores a note's text is the `body` column of
 its row (added by a migration of its own, see each store's `_BODIES`), with `body_folded`
-(stores.fold_title of the body) beside it for the body index. A body that is NULL is
+(stores.fold_title of the body) beside it for the search index. A body that is NULL is
 empty; a body another program writes without `body_folded` is scanned, never missed.
 
 Every write runs inside the caller's transaction (the store's write lock held) and
@@ -49,7 +49,7 @@ _ROW = "SELECT id, title, uri, revision, body FROM notes"
 
 
 def body_key(body: str | None) -> str:
-    """The folded body the body index keeps (stores.fold_title of the text; empty for none)."""
+    """The folded body the search index keeps (stores.fold_title of the text; empty for none)."""
     return stores.fold_title(body or "")
 
 

@@ -41,13 +41,13 @@ import browser_confirm
 import confirmations
 import main
 import stores
+import text_index
 
 __all__ = ["install", "person_uri"]
 
 MAX_QUERY_LENGTH = 200  # characters in a search query
 DEFAULT_SEARCH_LIMIT = 10  # results of a search when the caller gives no limit
 MAX_SEARCH_LIMIT = 50  # results one search returns at most
-SNIPPET_CHARS = 160  # characters of a note's text shown beside each search result
 DEFAULT_LIST_LIMIT = 50  # entries of a folder one notes_list returns when the caller gives no limit
 MAX_LIST_LIMIT = 200  # entries one notes_list returns at most
 LIST_CURSOR = "notes_list.cursor"  # what a signed cursor says it is: never a requestState, never another tool's
@@ -271,19 +271,8 @@ def unified_diff(old: str, new: str) -> str | None:
 
 
 def snippet(text: str, query: str, title: str = "") -> str:
-    """At most SNIPPET_CHARS of `text` around the first match of `query` (else its start), on one line, made visible.
-
-    A first line that only repeats the title as a Markdown heading (`# Title`) is left out:
-    the result names the title beside the snippet already.
-    """
-    first, _, rest = text.partition("\n")
-    if title and first.startswith("#") and stores.fold_title(first.lstrip("#").strip()) == stores.fold_title(title.strip()):
-        text = rest.lstrip("\n")
-    folded = stores.fold_title(text)
-    at = folded.find(stores.fold_title(query)) if len(folded) == len(text) else text.lower().find(query.lower())
-    start = max(0, at - SNIPPET_CHARS // 3) if at > 0 else 0
-    piece = re.sub(r"\s+", " ", text[start : start + SNIPPET_CHARS]).strip()
-    return visible(piece)[:SNIPPET_CHARS]
+    """The search's snippet of `text` for `query` (text_index.search_snippet), made visible; a heading repeating `title` left out."""
+    return text_index.search_snippet(text, text_index.parse(query), visible, title)
 
 
 def confirm_form(message: str, label: str) -> dict[str, Any]:
@@ -539,33 +528,69 @@ class NotesList(NoteTool):
 
 
 class NotesSearch(NoteTool):
-    """`notes_search`: notes whose title or text holds the query, a bounded list of ids, titles and snippets."""
+    """`notes_search`: the notes holding every word of the query, ranked, a page of ids, titles and snippets with a cursor for the next."""
 
     descriptor = descriptor(
         "notes_search", "Search notes",
-        f"Find notes whose title or text contains the query (case-insensitive) in the workspace folder you name: "
-        f"ids, titles and a short snippet, at most {MAX_SEARCH_LIMIT}; read one with notes_read.",
-        {"workspaceUri": _URI, "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_LENGTH},
-         "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_LIMIT, "default": DEFAULT_SEARCH_LIMIT}},
+        "Find notes in the workspace folder you name that hold every word of the query, in the title or the text (case, accents' "
+        'composition and width folded; "a quoted phrase" must appear as written; Japanese and Chinese match as written). Ranked: '
+        f"notes whose title holds every word first, then by relevance. Returns ids, titles and a short snippet, at most "
+        f"{MAX_SEARCH_LIMIT} a page; pass nextCursor back as cursor (with the same query) for the next page. Each search ranks "
+        f"at most {text_index.MAX_RANKED_ROWS:,} matching notes, newest first; past that it says stoppedEarly: add a word. "
+        "Read one with notes_read.",
+        {"workspaceUri": _URI,
+         "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_LENGTH,
+                   "description": 'Words, all required, anywhere in a note; "quoted words" as one phrase.'},
+         "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_LIMIT, "default": DEFAULT_SEARCH_LIMIT},
+         "cursor": {"type": "string", "minLength": 1, "maxLength": text_index.MAX_CURSOR_CHARS,
+                    "description": "nextCursor from the previous page of this same query and workspace."}},
         ["workspaceUri", "query"], read_only=True, destructive=False, idempotent=True)
-    fields = {"workspaceUri": WORKSPACE_FIELD, "query": ("string", 1, MAX_QUERY_LENGTH, True), "limit": ("integer", 1, MAX_SEARCH_LIMIT, False)}
+    descriptor["outputSchema"] = {
+        "type": "object",
+        "properties": {
+            "results": {"type": "array", "items": {"type": "object", "properties": {
+                "noteId": {"type": "string"}, "title": {"type": "string"}, "version": {"type": "string"}, "snippet": {"type": "string"}},
+                "required": ["noteId", "title", "version", "snippet"]}},
+            "more": {"type": "boolean"},
+            "nextCursor": {"type": "string"},
+            "stoppedEarly": {"type": "boolean"},
+        },
+        "required": ["results", "more", "stoppedEarly"],
+    }
+    fields = {"workspaceUri": WORKSPACE_FIELD, "query": ("string", 1, MAX_QUERY_LENGTH, True), "limit": ("integer", 1, MAX_SEARCH_LIMIT, False),
+              "cursor": ("string", 1, text_index.MAX_CURSOR_CHARS, False)}
 
     def call(self, call: main.ToolCall) -> dict[str, Any]:
-        """At most `limit` results, each id, title, version and snippet (never a whole note); says when there are more or the search stopped early."""
+        """At most `limit` ranked results from the cursor's place, each id, title, version and snippet (never a whole note); a cursor when there are more."""
         args, scope = self.begin(call)
         limit = args.get("limit", DEFAULT_SEARCH_LIMIT)
-        found, stopped = self.bodies().search_text(scope.workspace, args["query"], limit + 1)
+        offset = 0
+        if "cursor" in args:
+            # A cursor is client input: only one this tool gave out for this very query and
+            # workspace is taken, and it names an offset below the row bound (text_index.offset_of).
+            found_offset = text_index.offset_of(args["cursor"], args["workspaceUri"], args["query"])
+            if found_offset is None:
+                raise main.McpError(main.INVALID_PARAMS, text_index.CURSOR_REFUSED)
+            offset = found_offset
+        query = text_index.parse(args["query"])
+        found, stopped = self.bodies().search_text(scope.workspace, args["query"], limit + 1, offset)
         found = [(note, text) for note, text in found if main.inside_workspace(note, scope.workspace)]
-        results = [{"noteId": note.id, "title": note.title, "version": content_version(note, text), "snippet": snippet(text, args["query"], note.title)}
+        results = [{"noteId": note.id, "title": note.title, "version": content_version(note, text),
+                    "snippet": text_index.search_snippet(text, query, visible, note.title)}
                    for note, text in found[:limit]]
         more = len(found) > limit
+        structured: dict[str, Any] = {"results": results, "more": more, "stoppedEarly": stopped}
         lines = [f"{r['noteId']}: {r['title']} — {r['snippet']}" for r in results]
-        if more:
-            lines.append(f"(more than {limit} match; narrow the query)")
+        if more and offset + limit < text_index.MAX_RANKED_ROWS:
+            structured["nextCursor"] = text_index.cursor_for(args["workspaceUri"], args["query"], offset + limit)
+            lines.append("(more match: pass nextCursor as cursor for the next page)")
+        elif more:
+            lines.append(f"(more match past the first {text_index.MAX_RANKED_ROWS:,}; narrow the query)")
         if stopped:
-            lines.append("(the search stopped early at its bound on files read, entries listed or time; some notes were not searched)")
+            lines.append(f"(the search ranked its bound of {text_index.MAX_RANKED_ROWS:,} matching notes, newest first, and stopped early; "
+                         "some notes were not ranked: add a word to narrow it)")
         text = "\n".join(lines) if lines else "No note matches in that workspace."
-        return main.tool_result(text, {"results": results, "more": more, "stoppedEarly": stopped})
+        return main.tool_result(text, structured)
 
 
 class NotesRead(NoteTool):
@@ -823,7 +848,7 @@ class ConfirmedTool(NoteTool):
         record = self.flow.decided(principal, state, self.name)
         if record.status == browser_confirm.PENDING:
             return ask_again(record)
-        audit.mark(channel, record.decided_by, record.decided_at)
+        audit.mark(channel, record.decided_by, record.decided_at, record.decided_with)
         if not self.flow.approved(record, principal):
             self.confirmations.consume(principal, state)
             return self.not_done("declined", "The user pressed Keep on the confirmation page; nothing was changed.")

@@ -121,9 +121,10 @@ class OnlyThese:
         """Not used by the pages; none."""
         return None
 
-    def decide(self, handle: str, principal: str, status: str, note_id: str | None, version: str | None) -> bool:
+    def decide(self, handle: str, principal: str, status: str, note_id: str | None, version: str | None,
+               credential: str | None = None) -> bool:
         """As Confirmations.decide, for a kept link only."""
-        return handle in self.handles and self.records.decide(handle, principal, status, note_id, version)
+        return handle in self.handles and self.records.decide(handle, principal, status, note_id, version, credential)
 
 
 def keep_until_done(records: Any, links: dict[str, float], clock: Callable[[], float], wait: Callable[[float], Any]) -> None:

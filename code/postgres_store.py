@@ -58,6 +58,7 @@ import audit
 import ledger
 import main
 import note_bodies
+import text_index
 import title_index
 import stores
 
@@ -131,17 +132,30 @@ _BODIES = (
 # by every search until a vacuum merges it; a note's write is one row, a search must not
 # depend on when autovacuum last ran.
 _BODY_INDEX = "CREATE INDEX IF NOT EXISTS notes_by_body ON notes USING gin (body_folded gin_trgm_ops) WITH (fastupdate = off)"
-_TEXT_ROW = "SELECT id, title, uri, revision, body FROM notes"
-# Searches (the note tools): the title or the body holding the query, each LIKE served by
-# its trigram index, then the workspace's URI range as a filter on what they return
-# (`uri || ''` is no indexed expression: given the range, the planner read the whole
-# workspace, 15 ms at 100,000 notes), plus the rows another program wrote.
-_SEARCH = (
-    f'{_TEXT_ROW} WHERE (uri || \'\') COLLATE "C" >= %s AND (uri || \'\') COLLATE "C" < %s AND folded LIKE %s'
-    f' UNION {_TEXT_ROW} WHERE (uri || \'\') COLLATE "C" >= %s AND (uri || \'\') COLLATE "C" < %s AND body_folded LIKE %s'
-    f" UNION {_TEXT_ROW} WHERE folded IS NULL"
-    f" UNION {_TEXT_ROW} WHERE body_folded IS NULL AND body IS NOT NULL"
+# Searches (the note tools, code/text_index.py). The candidates: rows of the workspace's URI
+# range holding every term in the title or the body, each `LIKE` served by its pg_trgm index
+# and exact (LIKE is the substring test), at most MAX_RANKED_ROWS + 1 of them; then the
+# title test and a score inside SQL over those rows, ordered, LIMIT. Only ids leave SQL
+# here: the bodies of the rows returned are read afterwards, by id. (`uri || ''` is no
+# indexed expression: given the range, the planner read the whole workspace, 15 ms at
+# 100,000 notes.) The score is text_index.score_sql's, as in the other stores.
+_CANDIDATES = (
+    "SELECT id, folded, body_folded FROM notes"
+    ' WHERE (uri || \'\') COLLATE "C" >= %s AND (uri || \'\') COLLATE "C" < %s'
+    " AND folded IS NOT NULL AND (body_folded IS NOT NULL OR body IS NULL){terms} LIMIT %s"
 )
+_COUNT = f"SELECT count(*) FROM ({_CANDIDATES}) AS hits"  # rows examined, when the ranked page is empty
+# One row past the bound is fetched only to learn that the bound was met: `kept` is the
+# materialized rows in their order without it.
+_RANKED = (
+    f"WITH hits AS MATERIALIZED ({_CANDIDATES}), kept AS (SELECT * FROM hits LIMIT %s)"
+    " SELECT id, ({titled}) AS titled, ({score}) AS score, (SELECT count(*) FROM hits) FROM kept"
+    ' ORDER BY titled DESC, score DESC, id COLLATE "C" LIMIT %s'
+)
+_TERM = " AND (folded LIKE %s OR body_folded LIKE %s)"
+_TEXT_ROW = "SELECT id, title, uri, revision, body FROM notes"
+# Rows another program wrote without their folded forms: tested in Python (they cannot be folded in SQL).
+_UNINDEXED = f"{_TEXT_ROW} WHERE folded IS NULL UNION {_TEXT_ROW} WHERE body_folded IS NULL AND body IS NOT NULL LIMIT %s"
 _ROW = "SELECT id, title, uri, revision FROM notes"
 # The planner picks the URI range (B-tree, byte order) or the title's trigrams (GIN) or
 # both; LIKE is re-checked on every row it returns, so the index only narrows.
@@ -266,13 +280,38 @@ class PostgresNotesStore(note_bodies.SqlTexts, stores.SettleSeam[ledger.SqlLedge
         """The note `note_id` and its text, as stored now (the reader connection; the caller checks the workspace)."""
         return self._read(lambda conn: _BODY.live(conn, note_id))
 
-    def search_text(self, workspace: main.Path, query: str, limit: int) -> tuple[list[tuple[main.Note, str]], bool]:
-        """Notes strictly inside `workspace` whose title or text holds `query` (folded), in form order, at most `limit`; never cut short."""
-        needle = stores.fold_title(query)
+    def search_text(self, workspace: main.Path, query: str, limit: int, offset: int = 0) -> tuple[list[tuple[main.Note, str]], bool]:
+        """Notes strictly inside `workspace` holding every term of `query`, ranked, `limit` from `offset`; True when MAX_RANKED_ROWS was met."""
+        parsed = text_index.parse(query)
+        if not parsed.terms:
+            return [], False
         low, high = title_index.uri_range(workspace)
-        pattern = _contains(needle)
-        rows = self._read(lambda conn: conn.execute(_SEARCH, (low, high, pattern, low, high, pattern), prepare=False).fetchall())
-        return title_index.exact_text(rows, workspace, needle, limit), False
+        bound = text_index.MAX_RANKED_ROWS
+        patterns = [_contains(term) for term in parsed.terms]
+        sql = _RANKED.format(
+            terms=_TERM * len(patterns),
+            titled=" AND ".join(["folded LIKE %s"] * len(patterns)),
+            score=text_index.score_sql(len(patterns), "folded", "coalesce(body_folded, '')", "%s::text"),
+        )
+        params = (low, high, *[p for p in patterns for _ in (0, 1)], bound + 1, bound, *patterns,
+                  *[t for t in parsed.terms for _ in range(3)], offset + limit)
+
+        def work(conn: Any) -> tuple[list[Any], list[Any], list[Any]]:
+            ranked = conn.execute(sql, params, prepare=False).fetchall()
+            unindexed = conn.execute(_UNINDEXED, (bound + 1,)).fetchall()
+            page = text_index.page_of(((i, t, -float(sc)) for i, t, sc, _ in ranked), unindexed, parsed, workspace, offset, limit)
+            rows = conn.execute(f"{_TEXT_ROW} WHERE id = ANY(%s)", (page,)).fetchall() if page else []
+            by_id = {row[0]: row for row in rows}
+            return ranked, page, [by_id.get(note_id) for note_id in page]
+
+        ranked, page, rows = self._read(work)
+        if ranked:
+            stopped = ranked[0][3] > bound
+        else:
+            count = _COUNT.format(terms=_TERM * len(patterns))
+            stopped = self._read(lambda conn: conn.execute(count, params[: 3 + 2 * len(patterns)], prepare=False).fetchone()[0]) > bound
+        found = [note_bodies.note_with_body(row) for row in rows]
+        return [hit for hit in found if hit is not None and main.inside_workspace(hit[0], workspace)], stopped
 
     def now(self) -> float:
         """This store's clock."""

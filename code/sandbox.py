@@ -121,6 +121,7 @@ RESOLVER_FILES = ("/etc/hosts", "/etc/nsswitch.conf", "/etc/resolv.conf", "/etc/
 DEVICE_WRITE = ("/dev/null",)
 DEVICE_READ = ("/dev/urandom",)
 SQLITE_SIDE_FILES = ("-wal", "-shm")  # beside a WAL-mode database; its own files are granted, not its folder
+SEARCH_INDEX_SUFFIX = "-search"  # the folder store's text index beside its database (text_index.index_path), with its side files
 # What Python imports a file as (a module, bytecode, an extension) or runs at start-up (a site folder's .pth).
 IMPORT_SUFFIXES = (*importlib.machinery.all_suffixes(), ".pth")
 
@@ -429,7 +430,7 @@ def server_plan(
         # run from the checkout) let the server append to code/serve.py and create a
         # sitecustomize.py that its next start would run. SQLite needs no new file here:
         # open_store created the -wal and -shm, and WAL mode uses no -journal.
-        plan.write += [("state file", path) for path in state_files(state_database)]
+        plan.write += [("state file", path) for path in state_files(state_database, search_index=bool(notes_folders))]
     if database_url:
         hosts, ports = postgres_endpoints(database_url)
         plan.connect += ports
@@ -439,10 +440,12 @@ def server_plan(
     return plan
 
 
-def state_files(database: str) -> list[str]:
-    """The SQLite database's own files, the only ones in its folder the confined server may write."""
+def state_files(database: str, search_index: bool = False) -> list[str]:
+    """The SQLite database's own files, the only ones in its folder the confined server may write; with the folder store's text index's too."""
     path = os.path.abspath(database)
-    return [path, *(path + suffix for suffix in SQLITE_SIDE_FILES)]
+    index = path + SEARCH_INDEX_SUFFIX
+    files = [path, *(path + suffix for suffix in SQLITE_SIDE_FILES)]
+    return files + [index, *(index + suffix for suffix in SQLITE_SIDE_FILES)] if search_index else files
 
 
 def import_roots(code_folder: str) -> list[str]:
@@ -481,7 +484,7 @@ def unsafe_writes(notes_folders: Iterable[str], state_database: str | None, root
                     f"sandbox: notes folder {real} {relation} a folder Python imports from; notes folders stay "
                     "writable, so the server could rewrite its own code: keep notes apart from code (or --no-sandbox)"
                 )
-    for path in state_files(state_database) if state_database else []:
+    for path in state_files(state_database, search_index=bool(notes_folders)) if state_database else []:
         real = os.path.realpath(path)
         if real in roots or (real.endswith(IMPORT_SUFFIXES) and any(_inside(os.path.dirname(real), root) for root in roots)):
             return f"sandbox: database file {real} is on Python's import path; the server could rewrite code it runs: rename or move it (or --no-sandbox)"

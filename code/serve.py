@@ -42,6 +42,7 @@ import signal
 import threading
 from collections.abc import Sequence
 from typing import Any, NoReturn
+from urllib.parse import urlsplit
 
 import assemble
 import config as configuration
@@ -117,10 +118,19 @@ def pages_on_loopback(args: argparse.Namespace) -> bool:
     return not args.http or streamable_http.is_loopback(args.host)
 
 
+def pages_origin(config: dict[str, Any], listened: str) -> str:
+    """Where people open the pages: publicUrl, else the loopback listener's `listened` (named localhost with passkeys)."""
+    if not config.get("publicUrl") and config.get("passkeys", "off") != "off":
+        # WebAuthn needs a domain RP ID in a secure context: an IP address is never one, and
+        # http://localhost is both. The listener is on loopback (start() refused anything else).
+        return f"http://localhost:{urlsplit(listened).port}"
+    return str(config.get("publicUrl") or listened)
+
+
 def serve_pages_at(pages: Any, policy: Any, config: dict[str, Any], listened: str, loopback: bool) -> str:
-    """Give the pages their origin (publicUrl, else the listener's `listened`) and let the transport accept it; that origin."""
+    """Give the pages their origin (pages_origin) and let the transport accept it; that origin."""
     public = config.get("publicUrl")
-    pages.base_url = public or listened
+    pages.base_url = pages_origin(config, listened)
     if public:
         # The browser names the public origin in Origin and, through a proxy that keeps it, in Host.
         policy.allowed_origins = frozenset(policy.allowed_origins) | {public}
@@ -146,6 +156,8 @@ def confirmation_page(config: dict[str, Any], args: argparse.Namespace) -> str:
     browser = args.confirm_in_browser or config.get("confirmInBrowser", False)
     public = config.get("publicUrl")
     at = f"; links at {public} (publicUrl: the pages' Origin, Secure cookies when https)" if public else ""
+    at += {"offer": "; passkeys offered (a passkey signs in instead of the token)",
+           "require": "; passkeys required (every approval needs a passkey assertion)"}.get(config.get("passkeys", "off"), "")
     if browser:
         return f"on (--confirm-in-browser): a host without forms gets a link, and URL-mode hosts the page{at}"
     if args.publish or config.get("publish", False) or (args.http and (pages_on_loopback(args) or public)):
@@ -330,7 +342,7 @@ class PagesOnDemand:
     def __init__(self, server: frame.Server, config: dict[str, Any], args: argparse.Namespace, tokens: dict[str, str]) -> None:
         self.server, self.config, self.args, self.tokens = server, config, args, tokens
         self.port = args.pages_socket.getsockname()[1]
-        self.base_url = config.get("publicUrl") or f"http://127.0.0.1:{self.port}"
+        self.base_url = pages_origin(config, f"http://127.0.0.1:{self.port}")
         self.on_issue: Any = lambda handle, expires_at: None
         self._started: tuple[Any, threading.Thread] | None = None
         self._lock = threading.Lock()
@@ -346,7 +358,8 @@ class PagesOnDemand:
                 import confirm_pages
                 import web_pages
 
-                real = confirm_pages.install(self.server, self.tokens)  # the tools hold the real pages from now on
+                # The tools hold the real pages from now on, in the operator's passkey mode.
+                real = confirm_pages.install(self.server, self.tokens, passkeys=self.config.get("passkeys", "off"))
                 real.on_issue = self.on_issue
                 listener, _ = page_listener(self.server, self.config, self.args, web_pages.PageSet([real]), say)
                 thread = threading.Thread(target=listener.serve_forever, name="confirm-pages", daemon=True)
@@ -552,7 +565,8 @@ def parser(prog: str = "serve.py") -> argparse.ArgumentParser:
     width = max(len(name) for name, _ in ENVIRONMENT)
     epilog = "\n".join(
         ["environment variables:", *(f"  {name.ljust(width)}  {meaning}" for name, meaning in ENVIRONMENT), "",
-         "The audit subcommand lists consumed confirmations and restores a trashed note (audit --help)."]
+         "The audit subcommand lists consumed confirmations and restores a trashed note (audit --help); "
+         "passkeys lists and removes the confirmation page's passkeys (passkeys --help)."]
     )  # fmt: skip
     if prog != "serve.py":
         epilog += f" {prog} demo runs the scripted demo (python3 code/main.py in a checkout)."
@@ -600,6 +614,11 @@ def parser(prog: str = "serve.py") -> argparse.ArgumentParser:
              "the first call returns a link (off by default)",
     )  # fmt: skip
     p.add_argument(
+        "--passkeys", choices=configuration.PASSKEY_MODES, default=None,
+        help="passkeys on the confirmation page: offer (sign in with one instead of the token) or require (every approval "
+             "needs one); off by default (overrides the config's passkeys; needs pip install 'notes-mcp[passkeys]')",
+    )  # fmt: skip
+    p.add_argument(
         "--notes-tools", action="store_true",
         help="also serve the note tools: notes_workspaces, notes_list, notes_search, notes_read, notes_create, notes_append, notes_update, notes_edit, notes_move",
     )  # fmt: skip
@@ -626,6 +645,10 @@ def serve(argv: Sequence[str], prog: str = "serve.py") -> int:
         import audit_cli  # the operator's command: serving never loads it
 
         return audit_cli.command(argv[1:], prog=f"{prog} audit")
+    if list(argv[:1]) == ["passkeys"]:
+        import audit_cli
+
+        return audit_cli.passkeys_command(argv[1:], prog=f"{prog} passkeys")
 
     def stop(signum: int, frame: Any) -> None:
         raise Stop()
@@ -714,6 +737,8 @@ def start(argv: Sequence[str], prog: str = "serve.py",
             config["db"] = configuration.db_location(configuration.read_path(args.db, "--db"), "--db", os.getcwd())
         if args.public_url is not None:
             config["publicUrl"] = configuration.read_public_url(args.public_url, "--public-url")
+        if args.passkeys is not None:
+            config["passkeys"] = args.passkeys
         if args.http and (publish or browser) and not config.get("publicUrl") and not pages_on_loopback(args):
             # http://0.0.0.0:PORT/confirm/... opens nowhere, and a sign-in there sends the
             # bearer token across the network in clear text: people need the real address.
@@ -723,6 +748,12 @@ def start(argv: Sequence[str], prog: str = "serve.py",
     except ConfigError as exc:
         say(str(exc))
         raise StartupRefused(EXIT_USAGE) from None
+    import passkey_pages
+
+    refusal = passkey_pages.refusal(config.get("passkeys", "off"), config.get("publicUrl"))
+    if refusal:
+        say(refusal)
+        raise StartupRefused(EXIT_USAGE)
     try:
         assemble.check_folders(config, args.config, args.notes_dir)
     except ConfigError as exc:
@@ -789,7 +820,7 @@ def build(config: dict[str, Any], args: argparse.Namespace, keys: Sequence[bytes
         import confirm_pages
         import web_pages
 
-        members.append(confirm_pages.install(server, tokens))
+        members.append(confirm_pages.install(server, tokens, passkeys=config.get("passkeys", "off")))
         pages = web_pages.PageSet(members)
     else:
         pages = None

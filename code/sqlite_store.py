@@ -25,7 +25,7 @@ Schema (version SCHEMA_VERSION, recorded in the `meta` table):
     deleted_notes(audit_id PRIMARY KEY, id, title, uri, revision, deleted_at, body)  -- the trash
     notes.body, notes.body_folded                    -- a note's text and its folded form (v4, the note tools)
     index notes_body_unindexed(id) WHERE body_folded IS NULL AND body IS NOT NULL  -- bodies written elsewhere (v4)
-    note_body_index: FTS5(body_folded, tokenize trigram)  -- bodies by substring, rowid = notes.rowid (v4)
+    note_search: FTS5(title, body; trigram, case_sensitive 1)  -- folded titles and bodies, ranked search, rowid = notes.rowid (v5)
 
 The last two are added to any database that lacks them, whatever its version: a server
 from before them ignores them. `consume` writes the entry, and moves a deleted note's row
@@ -66,6 +66,7 @@ import audit
 import ledger
 import main
 import note_bodies
+import text_index
 import title_index
 import stores
 
@@ -73,7 +74,7 @@ __all__ = ["open_ledger", "open_store"]
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 BUSY_TIMEOUT_MS = 5000  # one write's whole wait: for this process's other writers and for other instances
 WAL_RETRY_SECONDS = 0.01  # pause between tries of the switch to WAL while another instance holds the file
 PRUNE_BATCH = ledger.PRUNE_NONCES  # expired nonces deleted per claim (the ledger's bound)
@@ -118,32 +119,44 @@ _BODIES = (
     " WHEN new.body_folded IS old.body_folded AND new.body IS NOT old.body"
     " BEGIN UPDATE notes SET body_folded = NULL WHERE rowid = new.rowid; END",
 )
-# The body index: FTS5 over the folded bodies, kept in step by triggers as the title index is.
-_BODY_INDEX = (
-    "CREATE VIRTUAL TABLE note_body_index USING fts5(body_folded, tokenize = 'trigram')",
-    "CREATE VIRTUAL TABLE note_body_grams USING fts5vocab(note_body_index, row)",
-    "INSERT INTO note_body_index (rowid, body_folded) SELECT rowid, body_folded FROM notes WHERE body_folded IS NOT NULL",
-    "CREATE TRIGGER note_body_add AFTER INSERT ON notes BEGIN INSERT INTO note_body_index (rowid, body_folded)"
-    " SELECT rowid, body_folded FROM notes WHERE rowid = new.rowid AND body_folded IS NOT NULL; END",
-    "CREATE TRIGGER note_body_drop AFTER DELETE ON notes BEGIN DELETE FROM note_body_index WHERE rowid = old.rowid; END",
-    "CREATE TRIGGER note_body_change AFTER UPDATE ON notes BEGIN DELETE FROM note_body_index WHERE rowid = old.rowid;"
-    " INSERT INTO note_body_index (rowid, body_folded) SELECT rowid, body_folded FROM notes"
-    " WHERE rowid = new.rowid AND body_folded IS NOT NULL; END",
+# Version 5: the search index, FTS5 over each note's folded title and folded body in two
+# columns (BM25 weighs them apart), trigram tokens, case-sensitive since the text is folded
+# already: a quoted term's match is then exactly the substring test (code/text_index.py).
+# Kept in step by triggers as the title index is. It replaces version 4's body-only index.
+_SEARCH_INDEX = (
+    "DROP TRIGGER IF EXISTS note_body_add",
+    "DROP TRIGGER IF EXISTS note_body_drop",
+    "DROP TRIGGER IF EXISTS note_body_change",
+    "DROP TABLE IF EXISTS note_body_grams",
+    "DROP TABLE IF EXISTS note_body_index",
+    "CREATE VIRTUAL TABLE note_search USING fts5(title, body, tokenize = 'trigram case_sensitive 1')",
+    "INSERT INTO note_search (rowid, title, body) SELECT rowid, coalesce(folded, ''), coalesce(body_folded, '') FROM notes",
+    "CREATE TRIGGER note_search_add AFTER INSERT ON notes BEGIN INSERT INTO note_search (rowid, title, body)"
+    " SELECT rowid, coalesce(folded, ''), coalesce(body_folded, '') FROM notes WHERE rowid = new.rowid; END",
+    "CREATE TRIGGER note_search_drop AFTER DELETE ON notes BEGIN DELETE FROM note_search WHERE rowid = old.rowid; END",
+    "CREATE TRIGGER note_search_change AFTER UPDATE ON notes BEGIN DELETE FROM note_search WHERE rowid = old.rowid;"
+    " INSERT INTO note_search (rowid, title, body) SELECT rowid, coalesce(folded, ''), coalesce(body_folded, '') FROM notes"
+    " WHERE rowid = new.rowid; END",
 )
 _ROW = "SELECT id, title, uri, revision FROM notes"
 _TEXT_ROW = "SELECT id, title, uri, revision, body FROM notes"
-# Searches (the note tools): titles and bodies by their indexes inside the workspace's URI
-# range, plus the rows another program wrote; UNION drops a row both indexes found.
-_SEARCH = (
-    f"{_TEXT_ROW} WHERE rowid IN (SELECT rowid FROM note_titles WHERE note_titles MATCH ?) AND uri >= ? AND uri < ?"
-    f" UNION {_TEXT_ROW} WHERE rowid IN (SELECT rowid FROM note_body_index WHERE note_body_index MATCH ?) AND uri >= ? AND uri < ?"
-    f" UNION {_TEXT_ROW} WHERE folded IS NULL"
-    f" UNION {_TEXT_ROW} WHERE body_folded IS NULL AND body IS NOT NULL"
+# Searches (the note tools, code/text_index.py). The index's matches, newest first, at most
+# MAX_RANKED_ROWS + 1 of them (the one past the bound only says that the bound was met:
+# `kept` is the materialized rows in their order without it); the workspace's URI range,
+# the short terms' test, the title test and the score (text_index.score_sql) inside SQL
+# over those rows; ordered, LIMIT. Only ids
+# leave SQL here: the bodies of the rows returned are read afterwards, by id.
+_RANKED = (
+    "WITH hits AS MATERIALIZED ({hits}), kept AS (SELECT * FROM hits LIMIT ?)"
+    " SELECT n.id, ({titled}) AS titled, ({score}) AS score, (SELECT count(*) FROM hits) FROM kept JOIN notes n ON n.rowid = kept.r"
+    " WHERE n.uri >= ? AND n.uri < ? AND n.folded IS NOT NULL AND (n.body_folded IS NOT NULL OR n.body IS NULL){short}"
+    " ORDER BY titled DESC, score DESC, n.id LIMIT ?"
 )
-_SEARCH_FOLDER = (
-    f"{_TEXT_ROW} WHERE uri >= ? AND uri < ? AND (instr(folded, ?) > 0 OR instr(body_folded, ?) > 0)"
-    f" UNION {_TEXT_ROW} WHERE folded IS NULL"
-    f" UNION {_TEXT_ROW} WHERE body_folded IS NULL AND body IS NOT NULL"
+_HITS_INDEXED = "SELECT rowid AS r FROM note_search WHERE note_search MATCH ? ORDER BY rowid DESC LIMIT ?"
+_HITS_SCANNED = "SELECT rowid AS r FROM notes WHERE uri >= ? AND uri < ? ORDER BY uri LIMIT ?"
+# Rows another program wrote without their folded forms: tested in Python (they cannot be folded in SQL).
+_UNINDEXED = (
+    f"{_TEXT_ROW} WHERE folded IS NULL UNION {_TEXT_ROW} WHERE body_folded IS NULL AND body IS NOT NULL LIMIT ?"
 )
 # Long queries: the title index, then the workspace's URI range, plus the unindexed rows.
 _BY_TITLE = (
@@ -490,13 +503,12 @@ class SqliteNotesStore(SqliteDatabase, note_bodies.SqlTexts, stores.SettleSeam[l
         """The QUERY_TRIGRAMS trigrams of `needle` held by the fewest titles."""
         return title_index.rarest(needle, self._counts_of(title_index.trigrams(needle)), QUERY_TRIGRAMS)
 
-    def _counts_of(self, grams: set[str], vocabulary: str = "note_title_grams") -> dict[str, int]:
-        """How many titles (or, with "note_body_grams", bodies) hold each of `grams`, read from the index's vocabulary."""
+    def _counts_of(self, grams: set[str]) -> dict[str, int]:
+        """How many titles hold each of `grams`, read from the title index's vocabulary."""
         # Only the query's own trigrams: a copy of the whole vocabulary held 341 MB at
         # 10,000 titles of random CJK characters. (fts5vocab answers `term IN` by lookups.)
-        assert vocabulary in ("note_title_grams", "note_body_grams")  # a table name, never from a request
         marks = ", ".join("?" * len(grams))
-        return dict(self._read(f"SELECT term, doc FROM {vocabulary} WHERE term IN ({marks})", tuple(grams)))  # type: ignore[arg-type]
+        return dict(self._read(f"SELECT term, doc FROM note_title_grams WHERE term IN ({marks})", tuple(grams)))  # type: ignore[arg-type]
 
     def describe(self) -> str:
         """One line for the start-up report: how lookups find rows."""
@@ -536,22 +548,36 @@ class SqliteNotesStore(SqliteDatabase, note_bodies.SqlTexts, stores.SettleSeam[l
         rows = self._read(f"{_TEXT_ROW} WHERE id = ?", (note_id,))
         return note_bodies.note_with_body(rows[0]) if rows else None
 
-    def search_text(self, workspace: main.Path, query: str, limit: int) -> tuple[list[tuple[main.Note, str]], bool]:
-        """Notes strictly inside `workspace` whose title or text holds `query` (folded), in form order, at most `limit`; never cut short."""
-        needle = stores.fold_title(query)
+    def search_text(self, workspace: main.Path, query: str, limit: int, offset: int = 0) -> tuple[list[tuple[main.Note, str]], bool]:
+        """Notes strictly inside `workspace` holding every term of `query`, ranked, `limit` from `offset`; True when MAX_RANKED_ROWS was met."""
+        parsed = text_index.parse(query)
+        if not parsed.terms:
+            return [], False
         low, high = title_index.uri_range(workspace)
-        if self._titles and title_index.uses_title_index(needle):
-            titles = self._match(self._rarest(needle))
-            bodies = self._match(title_index.rarest(needle, self._counts_of(title_index.trigrams(needle), "note_body_grams"), QUERY_TRIGRAMS))
-            rows = self._read(_SEARCH, (titles, low, high, bodies, low, high))
+        bound = text_index.MAX_RANKED_ROWS
+        matched = parsed.long_terms() if self._titles else []
+        if matched:
+            hits, first = _HITS_INDEXED, [text_index.fts_match(matched), bound + 1]
         else:
-            rows = self._read(_SEARCH_FOLDER, (low, high, needle, needle))
-        return title_index.exact_text(rows, workspace, needle, limit), False
-
-    @staticmethod
-    def _match(grams: list[str]) -> str:
-        """An FTS5 query for rows holding every one of `grams`, each quoted whole (nothing in a note is query syntax)."""
-        return " AND ".join('"' + gram.replace('"', '""') + '"' for gram in grams)
+            # Only short terms (or no FTS5): the workspace's rows themselves, as many as the bound.
+            hits, first = _HITS_SCANNED, [low, high, bound + 1]
+        tested = [t for t in parsed.terms if t not in matched]
+        sql = _RANKED.format(
+            hits=hits,
+            titled=" AND ".join(["instr(n.folded, ?) > 0"] * len(parsed.terms)),
+            score=text_index.score_sql(len(parsed.terms), "n.folded", "coalesce(n.body_folded, '')", "?"),
+            short="".join(" AND (instr(n.folded, ?) > 0 OR instr(n.body_folded, ?) > 0)" for _ in tested),
+        )
+        ranked = self._read(sql, (*first, bound, *parsed.terms, *[t for t in parsed.terms for _ in range(3)], low, high, *[v for t in tested for v in (t, t)], offset + limit))
+        examined = ranked[0][3] if ranked else self._read(f"SELECT count(*) FROM ({hits})", tuple(first))[0][0]
+        unindexed = self._read(_UNINDEXED, (bound + 1,))
+        page = text_index.page_of(((str(i), t, -float(sc)) for i, t, sc, _ in ranked), unindexed, parsed, workspace, offset, limit)  # type: ignore[arg-type]
+        rows: dict[object, tuple[object, ...]] = {}
+        if page:
+            marks = ", ".join("?" * len(page))
+            rows = {row[0]: row for row in self._read(f"{_TEXT_ROW} WHERE id IN ({marks})", tuple(page))}
+        found = [note_bodies.note_with_body(rows.get(note_id)) for note_id in page]
+        return [hit for hit in found if hit is not None and main.inside_workspace(hit[0], workspace)], bool(examined > bound)  # type: ignore[operator]
 
 
 def side_identities(path: str) -> tuple[tuple[int, int] | None, ...]:
@@ -735,7 +761,7 @@ def _prepare(conn: sqlite3.Connection, path: str, seed: list[main.Note]) -> None
             conn.executemany("INSERT INTO notes (id, title, uri, revision, folded) VALUES (?, ?, ?, ?, ?)", map(_row, seed))
             _audit_tables(conn)
             _add_bodies(conn)
-            _check_body_index(conn, path)
+            _check_search_index(conn, path)
             conn.execute("COMMIT")
             return
         # Never guess at a layout we did not write: a newer schema may mean something else.
@@ -744,7 +770,7 @@ def _prepare(conn: sqlite3.Connection, path: str, seed: list[main.Note]) -> None
             row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         if row is None:
             raise stores.StoreError(f"database {path} is an SQLite file but not a notes store (no schema version)")
-        if row[0] not in ("1", "2", "3", str(SCHEMA_VERSION)):
+        if row[0] not in ("1", "2", "3", "4", str(SCHEMA_VERSION)):
             raise stores.StoreError(
                 f"database {path} has schema version {str(row[0])[:20]!r}; this server reads version {SCHEMA_VERSION} only"
             )
@@ -752,7 +778,9 @@ def _prepare(conn: sqlite3.Connection, path: str, seed: list[main.Note]) -> None
             try:
                 _migrate(conn, row[0])
                 _audit_tables(conn)  # the trash gains its body column in version 4's step
-                _add_bodies(conn)
+                if row[0] != "4":
+                    _add_bodies(conn)
+                conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
             except sqlite3.Error as exc:
                 # Rolled back below: the file is as it was, and says why in one line.
                 reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -762,7 +790,7 @@ def _prepare(conn: sqlite3.Connection, path: str, seed: list[main.Note]) -> None
                 ) from None
         _check_titles(conn, path)
         _audit_tables(conn)
-        _check_body_index(conn, path)
+        _check_search_index(conn, path)
         _add_store_id(conn)
         conn.execute("COMMIT")
     except BaseException:
@@ -777,8 +805,8 @@ def _row(note: main.Note) -> tuple[object, ...]:
 
 
 def _migrate(conn: sqlite3.Connection, version: str) -> None:
-    """Bring a version 1, 2 or 3 database to version 3, inside the caller's transaction (version 4's step is _add_bodies)."""
-    if version == "3":
+    """Bring a version 1, 2 or 3 database to version 3, inside the caller's transaction (version 4's step is _add_bodies, 5's _check_search_index)."""
+    if version in ("3", "4"):
         return
     if version == "1":
         for statement in _HIGH_WATER:
@@ -803,23 +831,25 @@ def _add_bodies(conn: sqlite3.Connection) -> None:
     conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
 
 
-def _check_body_index(conn: sqlite3.Connection, path: str) -> None:
-    """Build the body index when this SQLite can and the file lacks it (its title index is checked by _check_titles)."""
-    present = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'note_body_index'").fetchone() is not None
-    if not present and trigram_support() is None:
-        for statement in _BODY_INDEX:
-            conn.execute(statement)
+def _check_search_index(conn: sqlite3.Connection, path: str) -> None:
+    """Build the search index when this SQLite can and the file lacks it (dropping version 4's body index)."""
+    _check_index(conn, path, "note_search", "search", _SEARCH_INDEX)
 
 
 def _check_titles(conn: sqlite3.Connection, path: str) -> None:
     """Build the title index when this SQLite can and the file lacks it; refuse one this SQLite cannot keep."""
-    present = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'note_titles'").fetchone() is not None
+    _check_index(conn, path, "note_titles", "title", _TITLES)
+
+
+def _check_index(conn: sqlite3.Connection, path: str, table: str, what: str, statements: tuple[str, ...]) -> None:
+    """Build the FTS5 trigram index `table` when this SQLite can and the file lacks it; refuse one this SQLite cannot keep."""
+    present = conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone() is not None
     missing = trigram_support()
     if present and missing is not None:
         # Its triggers would fail every write to the notes table.
-        raise stores.StoreError(f"database {path} has an FTS5 trigram title index, but {missing}")
+        raise stores.StoreError(f"database {path} has an FTS5 trigram {what} index, but {missing}")
     if not present and missing is None:
-        for statement in _TITLES:
+        for statement in statements:
             conn.execute(statement)
 
 

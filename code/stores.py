@@ -57,6 +57,9 @@ __all__ = [
     "checked_notes",
     "Check",
     "Confirmations",
+    "MAX_PASSKEYS_PER_PRINCIPAL",
+    "Passkey",
+    "Passkeys",
     "DAY_SECONDS",
     "DECISION_PENDING",
     "DEFAULT_AUDIT_DAYS",
@@ -292,6 +295,7 @@ class Decision(NamedTuple):
     decided_at: float | None = None
     tool: str = main.TOOL_NAME  # the tool that asked (its page is rendered by that tool's kind)
     detail: str | None = None  # JSON: what a note tool's page shows (the note, its version, the new text or place)
+    decided_with: str | None = None  # the passkey (credential id) whose assertion approved, when one did
 
 
 class Confirmations(Protocol):
@@ -309,8 +313,9 @@ class Confirmations(Protocol):
         """The unexpired record of this token's nonce, or None."""
         ...
 
-    def decide(self, handle: str, principal: str, status: str, note_id: str | None, version: str | None) -> bool:
-        """Pending -> approved or declined, once, by its own principal, before expiry; False otherwise."""
+    def decide(self, handle: str, principal: str, status: str, note_id: str | None, version: str | None,
+               credential: str | None = None) -> bool:
+        """Pending -> approved or declined, once, by its own principal (with the passkey that approved), before expiry; False otherwise."""
         ...
 
 
@@ -349,7 +354,8 @@ class MemoryConfirmations:
             self._prune(self.clock())
             return next((r for r in self._records.values() if r.nonce == nonce), None)
 
-    def decide(self, handle: str, principal: str, status: str, note_id: str | None, version: str | None) -> bool:
+    def decide(self, handle: str, principal: str, status: str, note_id: str | None, version: str | None,
+               credential: str | None = None) -> bool:
         """As Confirmations.decide."""
         with self._lock:
             now = self.clock()
@@ -358,8 +364,98 @@ class MemoryConfirmations:
             # Checked under the lock: two tabs pressing Move to trash and Keep race here.
             if record is None or record.status != DECISION_PENDING or record.principal != principal:
                 return False
-            self._records[handle] = record._replace(status=status, note_id=note_id, version=version, decided_by=principal, decided_at=now)
+            self._records[handle] = record._replace(status=status, note_id=note_id, version=version, decided_by=principal, decided_at=now,
+                                                    decided_with=credential)
             return True
+
+
+# =====================================================================================
+# Passkeys: the WebAuthn credentials people approve with on the page (code/passkey_pages.py)
+# =====================================================================================
+
+MAX_PASSKEYS_PER_PRINCIPAL = 10  # registered passkeys one principal may hold; a sign-in in a loop cannot grow the table
+
+
+class Passkey(NamedTuple):
+    """One registered WebAuthn credential: whose, its public key (COSE, base64url) and the authenticator's last sign count."""
+
+    credential_id: str  # base64url, as the browser names it
+    principal: str
+    public_key: str  # the COSE key, base64url
+    sign_count: int
+    created_at: float
+    last_used_at: float | None
+    label: str  # what the person typed when registering it
+
+
+class Passkeys(Protocol):
+    """The registered passkeys, shared by every instance serving the same store."""
+
+    def add(self, passkey: Passkey) -> bool:
+        """Keep a new credential; False when its id is taken or its principal holds MAX_PASSKEYS_PER_PRINCIPAL."""
+        ...
+
+    def get(self, credential_id: str) -> Passkey | None:
+        """The credential with this id, or None."""
+        ...
+
+    def of(self, principal: str | None = None) -> list[Passkey]:
+        """Every credential (of one principal when given), oldest first."""
+        ...
+
+    def use(self, credential_id: str, sign_count: int, at: float) -> bool:
+        """Record an assertion's sign count, once: False when the stored count is not lower (a replayed or cloned assertion)."""
+        ...
+
+    def remove(self, credential_id: str) -> bool:
+        """Forget a credential; False when there was none."""
+        ...
+
+
+def _counter_advances(stored: int, given: int) -> bool:
+    """WebAuthn's sign-count rule: a count that is used must grow; an authenticator that keeps none (0 and 0) passes."""
+    return given > stored or (given == 0 and stored == 0)
+
+
+class MemoryPasskeys:
+    """Passkeys in a dict under one lock (the memory store: this process only)."""
+
+    def __init__(self) -> None:
+        self._keys: dict[str, Passkey] = {}
+        self._lock = threading.Lock()
+
+    def add(self, passkey: Passkey) -> bool:
+        """As Passkeys.add."""
+        with self._lock:
+            held = sum(1 for key in self._keys.values() if key.principal == passkey.principal)
+            if passkey.credential_id in self._keys or held >= MAX_PASSKEYS_PER_PRINCIPAL:
+                return False
+            self._keys[passkey.credential_id] = passkey
+            return True
+
+    def get(self, credential_id: str) -> Passkey | None:
+        """As Passkeys.get."""
+        with self._lock:
+            return self._keys.get(credential_id)
+
+    def of(self, principal: str | None = None) -> list[Passkey]:
+        """As Passkeys.of."""
+        with self._lock:
+            return [key for key in self._keys.values() if principal is None or key.principal == principal]
+
+    def use(self, credential_id: str, sign_count: int, at: float) -> bool:
+        """As Passkeys.use."""
+        with self._lock:
+            key = self._keys.get(credential_id)
+            if key is None or not _counter_advances(key.sign_count, sign_count):
+                return False
+            self._keys[credential_id] = key._replace(sign_count=sign_count, last_used_at=at)
+            return True
+
+    def remove(self, credential_id: str) -> bool:
+        """As Passkeys.remove."""
+        with self._lock:
+            return self._keys.pop(credential_id, None) is not None
 
 
 # =====================================================================================
@@ -428,6 +524,10 @@ class Ledger(Protocol):
         """Where the confirmation page's decisions are kept, beside the nonces (every instance sees them)."""
         ...
 
+    def passkeys(self) -> Passkeys:
+        """The registered passkeys, beside the decisions (every instance sees them)."""
+        ...
+
     def now(self) -> float:
         """The ledger's clock."""
         ...
@@ -474,8 +574,8 @@ class NotesReader(Protocol):
         """Notes strictly inside `workspace` whose title contains `title` (folded), in form_order."""
         ...
 
-    def search_text(self, workspace: main.Path, query: str, limit: int) -> tuple[list[tuple[main.Note, str]], bool]:
-        """Notes strictly inside `workspace` whose title or text holds `query` (folded), in form order, at most `limit`; and whether cut short."""
+    def search_text(self, workspace: main.Path, query: str, limit: int, offset: int = 0) -> tuple[list[tuple[main.Note, str]], bool]:
+        """Notes strictly inside `workspace` holding every term of `query` (code/text_index.py), ranked, `limit` from `offset`; and whether its row bound was met."""
         ...
 
     def note_text(self, note_id: str, workspace: main.Path) -> tuple[main.Note, str] | None:
@@ -654,6 +754,7 @@ class MemoryLedger:
         self._refusals: set[int] = set()  # the ids of entries written as `refused`: counted apart
         self._next = 1
         self._decisions: MemoryConfirmations | None = None
+        self._passkeys = MemoryPasskeys()
 
     def is_consumed(self, nonce: str) -> bool:
         """As main.MemoryReplayStore.is_consumed."""
@@ -775,6 +876,10 @@ class MemoryLedger:
             if self._decisions is None:
                 self._decisions = MemoryConfirmations(clock)
             return self._decisions
+
+    def passkeys(self) -> Passkeys:
+        """The passkeys in memory (this process only)."""
+        return self._passkeys
 
     def now(self) -> float:
         """The ledger's clock."""

@@ -13,7 +13,8 @@ several behind one listener (the HTTP endpoint, or the loopback listener under -
                 optionally bound to one link (`scope`) so it acts on that link alone
     posts       a foreign or opaque `Origin` refused, one media type, bounded bodies, and
                 the session's CSRF token compared in constant time
-    pages       plain server-rendered HTML, no script, one inline style pinned by hash
+    pages       plain server-rendered HTML, one inline style pinned by hash, and no script but the
+                confirmation pages' passkey script, pinned by hash too (code/passkey_pages.py)
 
 Standard library only.
 """
@@ -74,6 +75,9 @@ class Session:
     csrf: str
     expires: float
     scope: str = ""
+    via: str = "token"  # how it signed in: "token" (typed) or "passkey"
+    started: float = 0.0
+    credential: str = ""  # the passkey it signed in with (its credential id)
 
 
 class Sessions:
@@ -88,7 +92,7 @@ class Sessions:
         for key in [k for k, session in self._sessions.items() if not now < session.expires]:
             del self._sessions[key]
 
-    def sign_in(self, principal: str, scope: str = "") -> str:
+    def sign_in(self, principal: str, scope: str = "", via: str = "token", credential: str = "") -> str:
         """A fresh random session id for `principal`, acting on `scope` alone when given (never an id the browser chose)."""
         with self._lock:
             now = self.clock()
@@ -98,7 +102,8 @@ class Sessions:
             for key in mine[: max(0, len(mine) - MAX_SESSIONS_PER_PRINCIPAL + 1)]:
                 del self._sessions[key]
             session_id = secrets.token_urlsafe(32)
-            self._sessions[fingerprint(session_id)] = Session(principal, secrets.token_urlsafe(32), now + SESSION_TTL_SECONDS, scope)
+            self._sessions[fingerprint(session_id)] = Session(principal, secrets.token_urlsafe(32), now + SESSION_TTL_SECONDS, scope,
+                                                              via, now, credential)
             return session_id
 
     def session(self, session_id: str | None) -> Session | None:
@@ -125,7 +130,7 @@ STYLE = (
     "body{font:17px/1.5 system-ui,sans-serif;max-width:34rem;margin:0 auto;padding:1rem;color:#1b1b1b;background:#fff}"
     "h1{font-size:1.45rem;margin:.5rem 0 1rem}"
     "label{display:block;font-weight:600}"
-    "input[type=password]{display:block;width:100%;box-sizing:border-box;font-size:1rem;padding:.6rem;margin:.3rem 0 .8rem}"
+    "input[type=password],input[type=text]{display:block;width:100%;box-sizing:border-box;font-size:1rem;padding:.6rem;margin:.3rem 0 .8rem}"
     "button{font-size:1rem;padding:.6rem 1.2rem;margin:.2rem .5rem .2rem 0;border-radius:.35rem;border:1px solid #555;background:#f2f2f2;color:#1b1b1b}"
     "button.primary{background:#0b5cad;border-color:#0b5cad;color:#fff}"
     "button.danger{background:#a31515;border-color:#a31515;color:#fff}"
@@ -141,9 +146,14 @@ STYLE = (
 )
 STYLE_HASH = "'sha256-" + base64.b64encode(hashlib.sha256(STYLE.encode("utf-8")).digest()).decode("ascii") + "'"
 CONTENT_SECURITY_POLICY = (
-    # Nothing loads from anywhere (no script at all); the one stylesheet is pinned by hash.
+    # Nothing loads from anywhere (no script: policy_with_script adds the passkeys' one, by hash); the one stylesheet is pinned by hash.
     f"default-src 'none'; style-src {STYLE_HASH}; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 )
+
+
+def policy_with_script(script_hash: str) -> str:
+    """The CSP of a page that runs one inline script, allowed by its hash alone (the passkey pages)."""
+    return f"{CONTENT_SECURITY_POLICY}; script-src {script_hash}"
 PAGE_HEADERS: tuple[tuple[str, str], ...] = (
     ("Content-Type", "text/html; charset=utf-8"),
     ("X-Frame-Options", "DENY"),  # clickjacking: no one may frame a button that acts
@@ -176,6 +186,7 @@ class SignedInPages:
     session_cookie = "session"
     login_cookie = "login"
     login_ttl = SESSION_TTL_SECONDS  # how long a sign-in form's pre-session cookie lives
+    actions: tuple[str, ...] = ("sign-in", "decision")  # the POST actions under a handle
 
     def __init__(self, tokens: Mapping[str, str], log: Callable[[str], None], sessions: Sessions, base_url: str | None = None) -> None:
         self.log = log
@@ -203,7 +214,7 @@ class SignedInPages:
         if len(parts) not in (3, 4) or parts[1] != self.prefix.strip("/") or not is_handle(parts[2]):
             return self.page(404, "Not found", gone)
         handle, action = parts[2], (parts[3] if len(parts) == 4 else "")
-        if len(parts) == 4 and action not in ("sign-in", "decision"):
+        if len(parts) == 4 and action not in self.actions:
             return self.page(404, "Not found", gone)
         expected = "GET" if action == "" else "POST"
         if method != expected:
@@ -267,9 +278,8 @@ class SignedInPages:
         given = fields.get("csrf", "") if fields is not None else ""
         return hmac.compare_digest(given.encode("utf-8", "replace"), session.csrf.encode("ascii"))
 
-    def signed_in_principal(self, handle: str, headers: Headers, body: bytes, peer: str) -> str | Response:
-        """The principal whose bearer token this sign-in form carries, or the page refusing it (nothing stored)."""
-        fields = self.form(body) or {}
+    def pre_session(self, handle: str, headers: Headers, fields: Mapping[str, str]) -> str | Response:
+        """The browser's pre-session cookie when the sign-in form carries its login token; else the page refusing it."""
         pre_session = self.cookie(headers, self.login_cookie)
         expected = self.login_token(pre_session, handle) if pre_session is not None and is_handle(pre_session) else ""
         # Login CSRF: another page could otherwise sign this browser in as the attacker's
@@ -277,6 +287,15 @@ class SignedInPages:
         if not expected or not hmac.compare_digest(fields.get("login", "").encode("utf-8", "replace"), expected.encode("ascii")):
             self.log(f"{self.prefix.strip('/')} page: sign-in refused: missing or wrong login token")
             return self.sign_in_page(handle, headers, 403, "The sign-in form expired or did not come from this page. Try again.")
+        assert pre_session is not None
+        return pre_session
+
+    def signed_in_principal(self, handle: str, headers: Headers, body: bytes, peer: str) -> str | Response:
+        """The principal whose bearer token this sign-in form carries, or the page refusing it (nothing stored)."""
+        fields = self.form(body) or {}
+        checked = self.pre_session(handle, headers, fields)
+        if not isinstance(checked, str):
+            return checked
         try:
             principal = self.tokens.principal_from(fields["token"], peer) if fields.get("token") else None
         except streamable_http.Throttled as wait:
@@ -285,11 +304,12 @@ class SignedInPages:
             return self.sign_in_page(handle, headers, 403, "That token is not valid for this server.")
         return principal
 
-    def start_session(self, principal: str, old_session: str | None, handle: str, scope: str = "") -> Response:
+    def start_session(self, principal: str, old_session: str | None, handle: str, scope: str = "", via: str = "token",
+                      credential: str = "") -> Response:
         """Replace the browser's session with a fresh one for `principal` and go back to the handle's page."""
         # Session fixation: whatever id the browser had is dropped and a new one issued.
         self.sessions.sign_out(old_session)
-        session_id = self.sessions.sign_in(principal, scope)
+        session_id = self.sessions.sign_in(principal, scope, via, credential)
         cookie = f"{self.session_cookie}={session_id}; Path={self.prefix}; Max-Age={int(SESSION_TTL_SECONDS)}; {self.cookie_flags()}"
         return self.page(303, "Signed in", "Continue to the request.", [("Location", f"{self.prefix}{handle}"), ("Set-Cookie", cookie)])
 
@@ -304,6 +324,10 @@ class SignedInPages:
     def sign_in_intro(self) -> str:
         """The sentence above the sign-in form, as markup (a subclass says what the sign-in is for)."""
         return "<p>Sign in to this notes server.</p>"
+
+    def sign_in_other(self, handle: str, pre_session: str) -> str:
+        """Markup after the token form: another way to sign in (a subclass's; none here)."""
+        return ""
 
     def sign_in_page(self, handle: str, headers: Headers, status: int = 200, error: str = "") -> Response:
         """The sign-in form (it names neither the principal nor anything about the request) and its pre-session cookie."""
@@ -321,7 +345,8 @@ class SignedInPages:
             '<input type="password" name="token" id="token" aria-describedby="token-hint" autocomplete="off" required>'
             f'<input type="hidden" name="login" value="{self.login_token(pre_session, handle)}">'
             '<button type="submit" class="primary">Sign in</button></form>'
-            "<p class=\"hint\">This link alone grants nothing: only the account that asked can continue.</p>"
+            + self.sign_in_other(handle, pre_session)
+            + "<p class=\"hint\">This link alone grants nothing: only the account that asked can continue.</p>"
         )
         cookie = f"{self.login_cookie}={pre_session}; Path={self.prefix}; Max-Age={int(self.login_ttl)}; {self.cookie_flags()}"
         return self.page(status, "Sign in", "", [("Set-Cookie", cookie)], raw=body)
@@ -336,16 +361,19 @@ class SignedInPages:
         return SignedInPages.page(status, title, message)
 
     @staticmethod
-    def page(status: int, title: str, text: str, extra: Sequence[tuple[str, str]] = (), raw: str = "") -> Response:
-        """A complete page with the security headers; `raw` is markup already escaped."""
+    def page(status: int, title: str, text: str, extra: Sequence[tuple[str, str]] = (), raw: str = "",
+             script: tuple[str, str] | None = None) -> Response:
+        """A complete page with the security headers; `raw` is markup already escaped; `script` (its text, its CSP hash) runs at the end."""
         content = raw or f"<p>{html.escape(text)}</p>"
         document = (
             '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>{html.escape(title)}</title><style>{STYLE}</style></head>"
-            f"<body><h1>{html.escape(title)}</h1>{content}</body></html>"
+            f"<body><h1>{html.escape(title)}</h1>{content}{f'<script>{script[0]}</script>' if script else ''}</body></html>"
         )
-        return status, [*PAGE_HEADERS, *extra], document.encode("utf-8")
+        headers = [(name, policy_with_script(script[1]) if script and name == "Content-Security-Policy" else value)
+                   for name, value in PAGE_HEADERS]
+        return status, [*headers, *extra], document.encode("utf-8")
 
 
 class PageSet:

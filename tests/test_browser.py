@@ -163,14 +163,14 @@ class BrowserFlowTests(RealHttpServer, unittest.TestCase):
         self.assertEqual(driver.current_url(), attacker.url("/ours"))
 
 
-def serve_pages(test: unittest.TestCase, server: Any, pages: Any) -> None:
-    """`pages` on a real loopback listener until the test ends (the MCP calls go to the server in process)."""
+def serve_pages(test: unittest.TestCase, server: Any, pages: Any, name: str = "127.0.0.1") -> None:
+    """`pages` on a real loopback listener, linked as http://NAME:PORT, until the test ends (the MCP calls go to the server in process)."""
     policy = streamable_http.HttpPolicy({}, None, None, frozenset())
     endpoint = streamable_http.McpEndpoint(server, policy, web_pages.PageSet([pages]), mcp_endpoint=False)
     listener = streamable_http.listen("127.0.0.1", 0, endpoint, support.Log())
     port = listener.address[1]
     policy.allowed_hosts = frozenset(f"{name}:{port}" for name in streamable_http.LOOPBACK_NAMES)
-    pages.base_url = listener.url("")
+    pages.base_url = f"http://{name}:{port}"
     thread = threading.Thread(target=listener.serve_forever, daemon=True)
     thread.start()
     test.addCleanup(thread.join, procs.GUARD)

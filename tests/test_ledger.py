@@ -126,6 +126,60 @@ class LedgerContract:
         self.assertFalse(decisions.decide(record.handle, PRINCIPAL, "declined", None, None))  # decided once
         self.assertEqual(self.ledger.decisions(self.clock).by_handle(record.handle).status, "approved")  # type: ignore[union-attr]
 
+    def test_the_decision_keeps_the_passkey_that_approved(self) -> None:
+        decisions = self.ledger.decisions(self.clock)
+        record = stores.Decision("k" * 43, "n2", PRINCIPAL, "file:///w", "plan", LATER)
+        self.assertTrue(decisions.open(record))
+        self.assertTrue(decisions.decide(record.handle, PRINCIPAL, "approved", "n-1", "7", "cred-1"))
+        self.assertEqual(decisions.by_nonce("n2").decided_with, "cred-1")  # type: ignore[union-attr]
+
+    def passkey(self, credential_id: str = "cred-1", principal: str = PRINCIPAL, count: int = 5) -> stores.Passkey:
+        return stores.Passkey(credential_id, principal, "cose-key", count, self.clock.now, None, "Laptop")
+
+    def test_a_passkey_is_kept_read_back_listed_by_principal_and_removed_once(self) -> None:
+        keys = self.ledger.passkeys()
+        self.assertTrue(keys.add(self.passkey()))
+        self.assertTrue(keys.add(self.passkey("cred-2", "bob")))
+        self.assertEqual(self.ledger.passkeys().get("cred-1"), self.passkey())
+        self.assertEqual([k.credential_id for k in keys.of(PRINCIPAL)], ["cred-1"])
+        self.assertEqual(sorted(k.credential_id for k in keys.of()), ["cred-1", "cred-2"])
+        self.assertTrue(keys.remove("cred-1"))
+        self.assertFalse(keys.remove("cred-1"))
+        self.assertIsNone(keys.get("cred-1"))
+        self.assertEqual([k.credential_id for k in keys.of()], ["cred-2"])  # bob's untouched
+
+    def test_a_taken_credential_id_is_refused_and_the_first_stays(self) -> None:
+        keys = self.ledger.passkeys()
+        self.assertTrue(keys.add(self.passkey()))
+        self.assertFalse(keys.add(self.passkey(principal="bob")))
+        self.assertEqual(keys.get("cred-1").principal, PRINCIPAL)  # type: ignore[union-attr]
+
+    def test_passkeys_per_principal_are_bounded_and_another_principal_keeps_registering(self) -> None:
+        keys = self.ledger.passkeys()
+        for k in range(stores.MAX_PASSKEYS_PER_PRINCIPAL):
+            self.assertTrue(keys.add(self.passkey(f"cred-{k}")))
+        self.assertFalse(keys.add(self.passkey("one-more")))
+        self.assertEqual(len(keys.of(PRINCIPAL)), stores.MAX_PASSKEYS_PER_PRINCIPAL)
+        self.assertTrue(keys.add(self.passkey("bob-1", "bob")))
+
+    def test_a_sign_count_must_grow_and_a_replayed_or_lower_count_changes_nothing(self) -> None:
+        keys = self.ledger.passkeys()
+        keys.add(self.passkey(count=5))
+        for replayed in (5, 4, 0):
+            self.assertFalse(keys.use("cred-1", replayed, self.clock.now + 1))
+        self.assertEqual((keys.get("cred-1").sign_count, keys.get("cred-1").last_used_at), (5, None))  # type: ignore[union-attr]
+        self.assertTrue(keys.use("cred-1", 6, self.clock.now + 1))
+        self.assertEqual((keys.get("cred-1").sign_count, keys.get("cred-1").last_used_at), (6, self.clock.now + 1))  # type: ignore[union-attr]
+        self.assertFalse(keys.use("unknown", 9, self.clock.now))
+
+    def test_an_authenticator_that_keeps_no_count_stays_usable_at_zero(self) -> None:
+        keys = self.ledger.passkeys()
+        keys.add(self.passkey(count=0))
+        self.assertTrue(keys.use("cred-1", 0, self.clock.now))
+        self.assertTrue(keys.use("cred-1", 0, self.clock.now))
+        self.assertTrue(keys.use("cred-1", 3, self.clock.now))
+        self.assertFalse(keys.use("cred-1", 0, self.clock.now))  # it counted once: from then on it must grow
+
 
 class MemoryLedger(LedgerContract, unittest.TestCase):
     def open(self) -> stores.Ledger:

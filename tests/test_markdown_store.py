@@ -971,47 +971,6 @@ class NameAndSizeTests(FolderCase):
         self.assertNotIn(self.base, str(caught.exception))
 
 
-class SearchBoundTests(FolderCase):
-    """A text search's time and bytes: both checked before every read, so a folder of large notes cannot hold a search."""
-
-    NOTE = "# F{k}\n" + "word " * 19  # 100 bytes for k < 10
-
-    def searched(self, bound: str, value: float, notes: int = 3) -> tuple[int, bool]:
-        """(notes read, stopped early) of a search of ws, all notes in one folder, with one bound set to `value`."""
-        for k in range(notes):
-            self.write(f"n{k}.md", self.NOTE.format(k=k))
-        self.assertEqual(os.path.getsize(os.path.join(self.ws, "n0.md")), 100)
-        store = self.store()
-        reads = [0]
-        if bound == "search_seconds":
-            store.search_clock = lambda: float(reads[0])  # time passes only while notes are read: one unit a read
-        else:
-            store.search_clock = lambda: 0.0  # no time passes
-        setattr(store, bound, value)
-        real = folder_bodies.load
-
-        def counted(fd: int, name: str) -> Any:
-            reads[0] += 1
-            return real(fd, name)
-
-        with mock.patch.object(folder_bodies, "load", counted):
-            found, stopped = store.search_text(main.parse_file_uri(self.uri()), "word", 50)
-        self.assertEqual(len(found), reads[0])  # every note read holds the word
-        return reads[0], stopped
-
-    def test_the_deadline_is_checked_before_every_read_not_only_while_listing(self) -> None:
-        self.assertEqual(self.searched("search_seconds", 2), (2, True))  # the third read would start at the deadline
-        self.assertEqual(self.searched("search_seconds", 3), (3, False))
-
-    def test_the_bytes_one_search_reads_are_bounded_and_a_read_that_would_pass_the_bound_is_not_made(self) -> None:
-        self.assertEqual(self.searched("search_bytes", 299), (2, True))
-        self.assertEqual(self.searched("search_bytes", 300), (3, False))
-
-    def test_the_default_bounds_are_the_named_constants(self) -> None:
-        store = self.store()
-        self.assertEqual((store.search_seconds, store.search_bytes), (markdown_store.MAX_SEARCH_SECONDS, markdown_store.MAX_SEARCH_BYTES))
-
-
 BOB_TOKEN = "bob-token-0123456789abcdef"
 
 

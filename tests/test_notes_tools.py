@@ -26,6 +26,7 @@ import notes_tools
 import postgres_store
 import sqlite_store
 import stores
+import text_index
 from helpers import store_workers
 
 OTHER = "bob"
@@ -108,7 +109,7 @@ class NotesToolsContract:
         self.create("Recipes", "whisk the eggs " + "x" * 500)
         found = self.result("notes_search", {"workspaceUri": self.notes_uri, "query": "EGGS"})["structuredContent"]
         self.assertEqual(sorted(r["title"] for r in found["results"]), ["Groceries", "Recipes"])
-        self.assertTrue(all(len(r["snippet"]) <= notes_tools.SNIPPET_CHARS for r in found["results"]))
+        self.assertTrue(all(len(r["snippet"]) <= text_index.SNIPPET_CHARS for r in found["results"]))
         self.assertIn("eggs", found["results"][1]["snippet"])
         self.assertFalse(found["more"])
         by_title = self.result("notes_search", {"workspaceUri": self.notes_uri, "query": "groc"})["structuredContent"]
@@ -883,18 +884,6 @@ class FolderNotesTools(NotesToolsContract, unittest.TestCase):
         self.assertEqual(found["results"], [])
         with open(outside.name, "rb") as handle:
             self.assertEqual(handle.read(), b"# Outside\nsecret\n")
-
-    def test_a_search_stops_at_its_bound_on_files_read_and_says_so(self) -> None:
-        for k in range(3):
-            self.create(f"Filler {k}", "nothing here")
-        self.store.search_files = 2  # a smaller bound than MAX_SEARCH_FILES: two notes read
-        found = self.result("notes_search", {"workspaceUri": self.notes_uri, "query": "nothing"})
-        self.assertTrue(found["structuredContent"]["stoppedEarly"])
-        self.assertIn("stopped early", found["content"][0]["text"])
-        self.store.search_files = markdown_store.MAX_SEARCH_FILES
-        whole = self.result("notes_search", {"workspaceUri": self.notes_uri, "query": "nothing"})["structuredContent"]
-        self.assertFalse(whole["stoppedEarly"])
-        self.assertEqual(len(whole["results"]), 3)
 
     def test_a_created_note_never_replaces_a_file_of_the_same_name(self) -> None:
         self.write_file("dup.md", b"# Dup\nmine\n")

@@ -29,6 +29,7 @@ import postgres_cluster
 from helpers import procs
 import sandbox
 import serve
+import text_index
 from helpers.support import accept, call, tps
 
 PROBE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "helpers", "sandbox_probe")
@@ -263,22 +264,27 @@ class RulesetTests(unittest.TestCase):
         self.assertEqual(endpoints("postgresql:///notes", {}), (["/var/run/postgresql", "/tmp"], [5432]))
         self.assertEqual(endpoints("postgresql:///notes", {"PGPORT": "6543", "PGHOST": "pg.internal"}), (["pg.internal"], [6543]))
 
-    def test_the_state_database_is_granted_as_its_own_three_files_and_its_folder_not_at_all(self) -> None:
+    def test_the_state_database_is_granted_as_its_own_files_and_its_folder_not_at_all(self) -> None:
         db = os.path.join(os.path.dirname(self.notes), "notes.db")
-        for path in sandbox.state_files(db):
+        for path in sandbox.state_files(db, search_index=True):
             with open(path, "w", encoding="utf-8"):
                 pass
         plan = sandbox.server_plan(support.CODE, [self.notes], db, None, None, [])
         self.assertEqual(
             plan.write,
-            [("device", os.devnull), ("notes folder", self.notes), ("state file", db), ("state file", db + "-wal"), ("state file", db + "-shm")],
+            [("device", os.devnull), ("notes folder", self.notes), ("state file", db), ("state file", db + "-wal"), ("state file", db + "-shm"),
+             # the folder store's text index beside it (text_index.index_path), as three files of its own
+             ("state file", db + "-search"), ("state file", db + "-search-wal"), ("state file", db + "-search-shm")],
         )
         self.assertNotIn(os.path.dirname(db), [path for _, path in plan.read + plan.write])
         libc = FakeLibc(abi=7)
         sandbox.restrict(plan, libc, sandbox.SYSCALLS["x86_64"], 7)
         file_rights = sandbox.FS_READ_FILE | sandbox.FS_WRITE_FILE | sandbox.FS_TRUNCATE
-        self.assertEqual([call for call in libc.calls if call[0] == "path" and call[1].startswith(db)], [("path", p, file_rights) for p in sandbox.state_files(db)])
-        self.assertIn("3 state files", sandbox.summary(plan, 7))
+        self.assertEqual([call for call in libc.calls if call[0] == "path" and call[1].startswith(db)],
+                         [("path", p, file_rights) for p in sandbox.state_files(db, search_index=True)])
+        self.assertIn("6 state files", sandbox.summary(plan, 7))
+        self.assertEqual(sandbox.state_files(db), [db, db + "-wal", db + "-shm"])  # without notes folders: no text index
+        self.assertEqual(text_index.index_path(db), db + sandbox.SEARCH_INDEX_SUFFIX)
 
     def test_a_rule_the_kernel_refuses_leaves_the_process_unconfined_and_names_the_call(self) -> None:
         # In a fresh single-threaded process (confine refuses in this one, which runs threads).
@@ -553,7 +559,8 @@ class CompromisedServerTests(unittest.TestCase):
         self.assertEqual({name: file_bytes(os.path.join(self.code, name)) for name in self.code_before}, self.code_before)
         self.assertNotIn("sitecustomize.py", os.listdir(self.code))
         # The database's own files, and nothing created beside them.
-        self.assertEqual(sorted(os.listdir(self.checkout)), ["code", "notes.db", "notes.db-shm", "notes.db-wal"])
+        self.assertEqual(sorted(os.listdir(self.checkout)), ["code", "notes.db", "notes.db-search", "notes.db-search-shm", "notes.db-search-wal",
+                                                             "notes.db-shm", "notes.db-wal"])
         self.assertEqual(os.listdir(self.outside), ["secret.txt"])  # nothing written outside
         with open(self.secret, encoding="utf-8") as handle:
             self.assertEqual(handle.read(), SECRET_TEXT)
@@ -568,7 +575,7 @@ class CompromisedServerTests(unittest.TestCase):
         self.assertEqual(in_main, CONFINED)
         self.assertEqual(in_worker, CONFINED)
         line = next(line for line in server.stderr_lines if line.startswith(f"notes-mcp: sandbox: on (Landlock ABI {KERNEL_ABI}): "))
-        self.assertIn("read-write 1 device, 1 notes folder, 3 state files;", line)
+        self.assertIn("read-write 1 device, 1 notes folder, 6 state files;", line)
         self.assertIn("; no chmod, chown, utime or xattr writes;", line)
         server.proc.terminate()
         self.assertEqual(server.wait(), 0)  # graceful shutdown works inside the sandbox
@@ -672,14 +679,15 @@ class SqliteAndMountsTests(unittest.TestCase):
         self.assertEqual(shown(notes), [])
         self.assertTrue(os.path.exists(db + "-wal") and os.path.exists(db + "-shm"))  # written inside the sandbox
         self.assertTrue(server.wait_for_line("sandbox: "))  # stderr is drained by its own thread
-        self.assertIn("read-write 1 device, 1 notes folder, 3 state files", server.stderr_text())
+        self.assertIn("read-write 1 device, 1 notes folder, 6 state files", server.stderr_text())
         server.close_stdin()
         self.assertEqual(server.wait(), 0)
         self.assertNotIn("Traceback", server.stderr_text())
         # The folder is not writable, so the last close could not remove the -wal and -shm,
         # and nothing else was created; it checkpointed and emptied the log: the database
         # file alone (a naive backup) holds the deletion.
-        self.assertEqual(sorted(os.listdir(state)), ["confirmations.db", "confirmations.db-shm", "confirmations.db-wal"])
+        self.assertEqual(sorted(os.listdir(state)), ["confirmations.db", "confirmations.db-search", "confirmations.db-search-shm",
+                                                     "confirmations.db-search-wal", "confirmations.db-shm", "confirmations.db-wal"])
         self.assertEqual(os.path.getsize(db + "-wal"), 0)  # emptied: no old page of the deleted note left
         copy = os.path.join(self.enterContext(tempfile.TemporaryDirectory()), "copy.db")
         shutil.copyfile(db, copy)

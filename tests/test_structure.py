@@ -19,11 +19,11 @@ OWN = {os.path.basename(name)[:-3] for name in CODE_FILES}
 
 LAYERS = (
     ("main",),  # the lesson
-    ("confirmations", "stores", "title_index", "change_watch", "http_server", "sandbox"),  # on the lesson only
+    ("confirmations", "stores", "title_index", "change_watch", "http_server", "sandbox", "passkeys"),  # on the lesson only
     ("audit", "ledger", "sqlite_store", "postgres_store", "folder_paths", "folder_index", "folder_trash", "markdown_store",
-     "note_bodies", "folder_bodies"),
+     "note_bodies", "folder_bodies", "text_index"),
     ("frame", "notes_tools", "connect", "conformance_fixtures", "legacy", "legacy_http", "stdio_transport", "streamable_http",
-     "web_pages", "browser_confirm", "confirm_pages", "page_keeper"),
+     "web_pages", "browser_confirm", "confirm_pages", "page_keeper", "passkey_pages"),
     ("config", "assemble", "audit_cli"),  # a server built from a config
     ("serve", "cli", "__main__"),  # the command line
 )

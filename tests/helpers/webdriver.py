@@ -2,7 +2,8 @@
 
 Only what the browser tests need: start chromedriver on a free loopback port, open one
 session, navigate, find by CSS, read text, type, click, read the source and URL, switch into a
-frame, take a PNG screenshot, and tear everything down (session, driver, profile dir).
+frame, take a PNG screenshot, run a script, add a virtual WebAuthn authenticator (the W3C
+WebAuthn WebDriver extension), and tear everything down (session, driver, profile dir).
 
 Starting Chromium is most of a browser test's cost, so `shared()` keeps one browser per
 set of preferences for the test module that asks, and wipes it between tests (every
@@ -192,6 +193,28 @@ class Driver:
     def switch_to_frame(self, index: int | None) -> None:
         """Enter the index-th child frame, or the top document with None."""
         self._session("POST", "/frame", {"id": index})
+
+    def execute(self, script: str, *args: Any) -> Any:
+        """Run `script` (a function body; `arguments` holds args) in the page; its return value."""
+        return self._session("POST", "/execute/sync", {"script": script, "args": list(args)})
+
+    def execute_async(self, script: str, *args: Any) -> Any:
+        """Run `script` in the page; it calls `arguments[arguments.length - 1](value)` when done; that value."""
+        return self._session("POST", "/execute/async", {"script": script, "args": list(args)})
+
+    def add_authenticator(self, user_verified: bool = True) -> str:
+        """A virtual platform authenticator (CTAP2, internal, resident keys, user verification) in this session; its id."""
+        return str(self._session("POST", "/webauthn/authenticator", {
+            "protocol": "ctap2", "transport": "internal", "hasResidentKey": True, "hasUserVerification": True,
+            "isUserVerified": user_verified, "automaticPresenceSimulation": True}))
+
+    def set_user_verified(self, authenticator: str, verified: bool) -> None:
+        """Whether the virtual authenticator's user verification (fingerprint, PIN) succeeds from now on."""
+        self._session("POST", f"/webauthn/authenticator/{authenticator}/uv", {"isUserVerified": verified})
+
+    def authenticator_credentials(self, authenticator: str) -> list[dict[str, Any]]:
+        """The credentials the virtual authenticator holds (id, rpId, signCount, ...)."""
+        return list(self._session("GET", f"/webauthn/authenticator/{authenticator}/credentials"))
 
     def screenshot(self) -> bytes:
         """A PNG of the viewport."""

@@ -1,0 +1,370 @@
+"""Ranked word search (notes_search and the stores' text indexes): run on SQLite, PostgreSQL and Markdown folders.
+
+SearchContract holds the behaviours; one subclass per store says how to open it. The
+folder store's own index (a file beside its ledger) has a class of its own: complete past
+the old 2,000-file bound, kept current from outside edits, verified on start.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import tempfile
+import unicodedata
+import unittest
+from typing import Any
+from unittest import mock
+
+from helpers.support import FORM, KEY, PRINCIPAL, Clock, Log, request
+from helpers.support import accept as accept_delete
+from helpers.support import call as delete_call
+
+import audit
+import frame
+import main
+import markdown_store
+import notes_tools
+import postgres_store
+import sqlite_store
+import text_index
+from helpers import store_workers
+
+
+def tools_call(name: str, arguments: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return request("tools/call", {"name": name, "arguments": arguments, **extra}, capabilities=FORM)
+
+
+def accept(key: str) -> dict[str, Any]:
+    return {key: {"action": "accept", "content": {notes_tools.CONFIRM_FIELD: True}}}
+
+
+class QueryLanguage(unittest.TestCase):
+    """The query's terms and the cursor, as pure functions."""
+
+    def test_words_are_separate_terms_and_a_quoted_phrase_is_one(self) -> None:
+        self.assertEqual(text_index.parse('Lisbon  (invoice) "Ferry   Timetable"').terms, ("lisbon", "invoice", "ferry timetable"))
+
+    def test_terms_are_folded_as_titles_are(self) -> None:
+        self.assertEqual(text_index.parse(unicodedata.normalize("NFD", "CAFÉ")).terms, ("café",))
+
+    def test_a_cursor_is_taken_only_for_its_own_query_and_workspace_and_within_the_row_bound(self) -> None:
+        good = text_index.cursor_for("file:///a", "word", 10)
+        self.assertEqual(text_index.offset_of(good, "file:///a", "word"), 10)
+        self.assertIsNone(text_index.offset_of(good, "file:///a", "other"))
+        self.assertIsNone(text_index.offset_of(good, "file:///b", "word"))
+        self.assertIsNone(text_index.offset_of(text_index.cursor_for("file:///a", "word", text_index.MAX_RANKED_ROWS), "file:///a", "word"))
+        self.assertEqual(text_index.offset_of(text_index.cursor_for("file:///a", "word", text_index.MAX_RANKED_ROWS - 1), "file:///a", "word"),
+                         text_index.MAX_RANKED_ROWS - 1)
+        for hostile in ("", "!!", "x" * (text_index.MAX_CURSOR_CHARS + 1), 12, None, "eyJvIjotMX0"):
+            self.assertIsNone(text_index.offset_of(hostile, "file:///a", "word"), hostile)
+
+
+class SearchContract:
+    """Mixed into a TestCase per store: `open_store(clock)` differs."""
+
+    def open_store(self, clock: Clock) -> Any:
+        raise NotImplementedError
+
+    notes_uri = "file:///Users/alice/Documents/Notes"
+    heading_kept = True  # an SQL note's body is its text as given; a folder note's file starts with its `# title`
+
+    @staticmethod
+    def with_heading(title: str, text: str) -> str:
+        return f"# {title}\n{text}"
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.store = self.open_store(self.clock)
+        self.serve()
+
+    def serve(self) -> None:
+        """A server with the note tools over self.store, the principal granted the workspace."""
+        policy = main.AuthorizationPolicy({PRINCIPAL: [self.notes_uri]})
+        self.server = frame.notes_server(keys=[KEY], notes=self.store, policy=policy, clock=self.clock, log=Log())
+        audit.install(self.server)
+        notes_tools.install(self.server)
+
+    def call(self, name: str, arguments: dict[str, Any], **extra: Any) -> dict[str, Any]:
+        response = self.server.handle(tools_call(name, arguments, **extra), PRINCIPAL)
+        assert response is not None
+        return response
+
+    def result(self, name: str, arguments: dict[str, Any], **extra: Any) -> dict[str, Any]:
+        response = self.call(name, arguments, **extra)
+        self.assertNotIn("error", response, response)  # type: ignore[attr-defined]
+        return response["result"]
+
+    def create(self, title: str, body: str) -> dict[str, Any]:
+        done = self.result("notes_create", {"workspaceUri": self.notes_uri, "title": title, "body": body})
+        self.assertFalse(done["isError"], done)  # type: ignore[attr-defined]
+        return done["structuredContent"]
+
+    def search(self, query: str, **more: Any) -> dict[str, Any]:
+        done = self.result("notes_search", {"workspaceUri": self.notes_uri, "query": query, **more})
+        self.assertFalse(done["isError"], done)  # type: ignore[attr-defined]
+        return done["structuredContent"]
+
+    def titles(self, query: str, **more: Any) -> list[str]:
+        return [hit["title"] for hit in self.search(query, **more)["results"]]
+
+    def confirmed(self, name: str, args: dict[str, Any], key: str) -> dict[str, Any]:
+        first = self.result(name, args)
+        done = self.result(name, args, requestState=first["requestState"], inputResponses=accept(key))
+        self.assertFalse(done["isError"], done)  # type: ignore[attr-defined]
+        return done["structuredContent"]
+
+    # ---------------------------------------------------------------- what matches
+
+    def test_a_title_match_ranks_above_notes_that_only_link_to_it(self) -> None:
+        for k in range(7):
+            self.create(f"Trip day {k}", "Take the [[Zanzibar ferry timetable]] — Zanzibar ferry timetable again, zanzibar ferry timetable.")
+        self.create("Zanzibar ferry timetable", "Boats leave at noon.")
+        self.assertEqual(self.titles("zanzibar ferry timetable")[0], "Zanzibar ferry timetable")
+
+    def test_two_words_far_apart_in_one_note_are_found_and_each_is_required(self) -> None:
+        self.create("Trip", "The invoice arrived on Monday.\n\n" + "filler words " * 40 + "\nPaid in Lisbon.")
+        self.create("Lisbon only", "Lisbon is sunny.")
+        self.assertEqual(self.titles("Lisbon invoice"), ["Trip"])
+
+    def test_a_quoted_phrase_matches_only_the_words_together_in_that_order(self) -> None:
+        self.create("Together", "The ferry timetable is posted.")
+        self.create("Reversed", "A timetable for the ferry.")
+        self.assertEqual(self.titles('"Ferry Timetable"'), ["Together"])
+        self.assertEqual(sorted(self.titles("ferry timetable")), ["Reversed", "Together"])
+
+    def test_case_and_nfd_or_nfc_spellings_find_each_other(self) -> None:
+        self.create(unicodedata.normalize("NFD", "Café menu"), "crème brûlée")
+        self.assertEqual(self.titles(unicodedata.normalize("NFC", "CAFÉ")), [unicodedata.normalize("NFD", "Café menu")])
+        self.assertEqual(len(self.titles(unicodedata.normalize("NFD", "CRÈME Brûlée"))), 1)
+
+    def test_japanese_is_matched_inside_a_sentence(self) -> None:
+        self.create("旅行", "昨日は東京タワーに行きました。")
+        self.create("Other", "大阪城")
+        self.assertEqual(self.titles("東京タワー"), ["旅行"])
+        self.assertEqual(self.titles("タワ"), ["旅行"])  # under three characters: tested over the rows, still found
+
+    def test_a_snippet_leaves_out_the_notes_heading_and_shows_the_term(self) -> None:
+        self.create("Heading note", self.with_heading("Heading note", "The quokka smiled.") if self.heading_kept else "The quokka smiled.")
+        hit = self.search("quokka")["results"][0]
+        self.assertNotIn("Heading note", hit["snippet"])
+        self.assertIn("quokka", hit["snippet"])
+
+    # ---------------------------------------------------------------- pages
+
+    def test_a_cursor_gives_the_next_page_and_the_pages_hold_every_match_once(self) -> None:
+        for k in range(5):
+            self.create(f"Paged {k}", "pelican")
+        seen: list[str] = []
+        page = self.search("pelican", limit=2)
+        while True:
+            seen += [hit["noteId"] for hit in page["results"]]
+            if "nextCursor" not in page:
+                break
+            self.assertTrue(page["more"])
+            page = self.search("pelican", limit=2, cursor=page["nextCursor"])
+        self.assertEqual(len(seen), 5)
+        self.assertEqual(len(set(seen)), 5)
+
+    def test_a_hostile_or_foreign_cursor_is_refused_as_invalid_params(self) -> None:
+        self.create("Paged", "pelican")
+        other = text_index.cursor_for(self.notes_uri, "another query", 1)
+        for cursor in (other, "not-base64!", text_index.cursor_for(self.notes_uri, "pelican", text_index.MAX_RANKED_ROWS)):
+            response = self.call("notes_search", {"workspaceUri": self.notes_uri, "query": "pelican", "cursor": cursor})
+            self.assertEqual(response["error"]["code"], main.INVALID_PARAMS)  # type: ignore[attr-defined]
+            self.assertNotIn("result", response)  # type: ignore[attr-defined]
+
+    # ---------------------------------------------------------------- the row bound
+
+    def test_the_rows_one_search_ranks_are_bounded_and_meeting_the_bound_says_stopped_early(self) -> None:
+        for k in range(4):
+            self.create(f"Bound {k}", "walrus")
+        with mock.patch.object(text_index, "MAX_RANKED_ROWS", 4):
+            whole = self.search("walrus")
+        self.assertFalse(whole["stoppedEarly"])  # type: ignore[attr-defined]
+        self.assertEqual(len(whole["results"]), 4)  # type: ignore[attr-defined]
+        with mock.patch.object(text_index, "MAX_RANKED_ROWS", 3):
+            cut = self.search("walrus")
+        self.assertTrue(cut["stoppedEarly"])  # type: ignore[attr-defined]
+        self.assertEqual(len(cut["results"]), 3)  # type: ignore[attr-defined]
+
+    def test_a_short_query_scans_within_the_same_bound(self) -> None:
+        for k in range(4):
+            self.create(f"Short {k}", "ox")
+        with mock.patch.object(text_index, "MAX_RANKED_ROWS", 3):
+            self.assertTrue(self.search("ox")["stoppedEarly"])  # type: ignore[attr-defined]
+
+    # ---------------------------------------------------------------- kept current through the tools
+
+    def test_the_index_follows_create_append_update_move_and_delete(self) -> None:
+        made = self.create("Harbour", "nothing yet")
+        self.assertEqual(self.titles("gannet"), [])
+        args = {"workspaceUri": self.notes_uri, "noteId": made["noteId"]}
+        read = self.result("notes_read", args)["structuredContent"]
+        appended = self.result("notes_append", {**args, "text": "\na gannet flew", "version": read["version"]})
+        self.assertFalse(appended["isError"], appended)  # type: ignore[attr-defined]
+        self.assertEqual(self.titles("gannet"), ["Harbour"])
+        version = self.result("notes_read", args)["structuredContent"]["version"]
+        self.confirmed("notes_update", {**args, "body": self.with_heading("Harbour", "a puffin now"), "version": version}, notes_tools.UPDATE_KEY)
+        self.assertEqual(self.titles("gannet"), [])
+        self.assertEqual(self.titles("puffin"), ["Harbour"])
+        version = self.result("notes_read", args)["structuredContent"]["version"]
+        moved = self.confirmed("notes_move", {**args, "newPath": "moved-harbour.md"}, notes_tools.MOVE_KEY)
+        hits = self.search("puffin")["results"]
+        self.assertEqual([hit["noteId"] for hit in hits], [moved["noteId"]])
+        first = self.server.handle(delete_call({"workspaceUri": self.notes_uri, "title": "Harbour"}), PRINCIPAL)
+        assert first is not None
+        state = first["result"]["requestState"]
+        done = self.server.handle(delete_call({"workspaceUri": self.notes_uri, "title": "Harbour"}, requestState=state,
+                                              inputResponses=accept_delete(moved["noteId"])), PRINCIPAL)
+        assert done is not None
+        self.assertFalse(done["result"].get("isError"), done)  # type: ignore[attr-defined]
+        self.assertEqual(self.titles("puffin"), [])
+
+
+class SqliteSearch(SearchContract, unittest.TestCase):
+    def open_store(self, clock: Clock) -> Any:
+        folder = tempfile.mkdtemp(prefix="search-")
+        self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
+        store = sqlite_store.open_store(os.path.join(folder, "notes.db"), clock=clock)
+        self.addCleanup(store.close)
+        return store
+
+
+class SqliteVersion4(unittest.TestCase):
+    """A database written by the server before the search index gains it, with every body, when first opened."""
+
+    def test_a_version_4_file_gains_the_search_index_and_loses_the_old_body_index(self) -> None:
+        folder = tempfile.mkdtemp(prefix="search-v4-")
+        self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
+        path = os.path.join(folder, "notes.db")
+        store = sqlite_store.open_store(path, clock=Clock())
+        workspace = main.parse_file_uri("file:///Users/alice/Documents/Notes")
+        store.create_note(PRINCIPAL, workspace, "Kept", "an albatross")
+        store.close()
+        raw = sqlite3.connect(path, isolation_level=None)
+        for statement in (  # version 4's layout: a body-only index, no search index
+            "DROP TABLE note_search", "DROP TRIGGER note_search_add", "DROP TRIGGER note_search_drop", "DROP TRIGGER note_search_change",
+            "CREATE VIRTUAL TABLE note_body_index USING fts5(body_folded, tokenize = 'trigram')",
+            "CREATE VIRTUAL TABLE note_body_grams USING fts5vocab(note_body_index, row)",
+            "CREATE TRIGGER note_body_drop AFTER DELETE ON notes BEGIN DELETE FROM note_body_index WHERE rowid = old.rowid; END",
+            "UPDATE meta SET value = '4' WHERE key = 'schema_version'",
+        ):
+            raw.execute(statement)
+        raw.close()
+        store = sqlite_store.open_store(path, clock=Clock())
+        self.addCleanup(store.close)
+        found, stopped = store.search_text(workspace, "albatross", 10)
+        self.assertEqual([note.title for note, _ in found], ["Kept"])
+        raw = sqlite3.connect(path)
+        self.addCleanup(raw.close)
+        names = {name for (name,) in raw.execute("SELECT name FROM sqlite_master")}
+        self.assertIn("note_search", names)
+        self.assertFalse({"note_body_index", "note_body_grams", "note_body_drop"} & names)
+        self.assertEqual(raw.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone(), (str(sqlite_store.SCHEMA_VERSION),))
+
+
+class FolderSearch(SearchContract, unittest.TestCase):
+    heading_kept = False  # notes_create writes the heading itself
+    def open_store(self, clock: Clock) -> Any:
+        self.base = os.path.realpath(tempfile.mkdtemp(prefix="search-folder-"))
+        self.state = tempfile.mkdtemp(prefix="search-state-")
+        for folder in (self.base, self.state):
+            self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
+        os.makedirs(os.path.join(self.base, "Notes"))
+        self.notes_uri = main.format_file_uri(main.parse_file_uri("file://" + self.base + "/Notes"))
+        return self.open_folder(clock)
+
+    def open_folder(self, clock: Clock) -> markdown_store.MarkdownNotesStore:
+        nonces = sqlite_store.open_ledger(os.path.join(self.state, "nonces.db"), clock=clock)
+        store = markdown_store.MarkdownNotesStore([self.base], nonces, text_index_path=os.path.join(self.state, "nonces.db-search"))
+        self.addCleanup(store.close)
+        return store
+
+    def write(self, name: str, text: str) -> None:
+        with open(os.path.join(self.base, "Notes", name), "w", encoding="utf-8") as handle:
+            handle.write(text)
+
+    def test_every_note_is_searched_past_the_old_bound_of_two_thousand_files(self) -> None:
+        for k in range(2_100):
+            self.write(f"n{k:04}.md", f"# Note {k}\nordinary words\n")
+        self.write("zz-last.md", "# Last\nthe quokka hides here\n")
+        found = self.search("quokka")
+        self.assertEqual([hit["title"] for hit in found["results"]], ["Last"])
+        self.assertFalse(found["stoppedEarly"])
+
+    def test_an_outside_edit_of_a_file_is_seen_by_the_next_search(self) -> None:
+        self.write("pond.md", "# Pond\na heron stood\n")
+        self.assertEqual(self.titles("heron"), ["Pond"])
+        self.write("pond.md", "# Pond\nan egret stood now\n")
+        self.assertEqual(self.titles("heron"), [])
+        self.assertEqual(self.titles("egret"), ["Pond"])
+        os.unlink(os.path.join(self.base, "Notes", "pond.md"))
+        self.assertEqual(self.titles("egret"), [])
+
+    def test_files_changed_while_the_server_was_down_are_read_again_on_start(self) -> None:
+        self.write("kept.md", "# Kept\nan otter\n")
+        self.write("edited.md", "# Edited\na badger\n")
+        self.write("gone.md", "# Gone\na stoat\n")
+        self.assertEqual(self.titles("otter"), ["Kept"])  # the index is built and on disk
+        self.store.close()
+        self.write("edited.md", "# Edited\na wolverine now, longer\n")
+        os.unlink(os.path.join(self.base, "Notes", "gone.md"))
+        self.write("new.md", "# New\na lynx\n")
+        self.store = self.open_folder(self.clock)
+        self.serve()
+        self.assertEqual(self.titles("badger"), [])
+        self.assertEqual(self.titles("wolverine"), ["Edited"])
+        self.assertEqual(self.titles("stoat"), [])
+        self.assertEqual(self.titles("lynx"), ["New"])
+        self.assertEqual(self.titles("otter"), ["Kept"])
+
+    def test_an_unchanged_file_is_not_read_again_on_start(self) -> None:
+        self.write("kept.md", "# Kept\nan otter\n")
+        self.assertEqual(self.titles("otter"), ["Kept"])
+        self.store.close()
+        self.store = self.open_folder(self.clock)
+        self.serve()
+        index = self.store.text_index
+        with mock.patch.object(index, "_read", side_effect=AssertionError("read again")):
+            self.store.search_text(main.parse_file_uri(self.notes_uri), "nothing", 10)
+        self.assertEqual(self.titles("otter"), ["Kept"])
+
+    def test_the_index_lives_beside_the_ledger_and_never_in_the_notes_folder(self) -> None:
+        self.write("a.md", "# A\nword\n")
+        self.titles("word")
+        self.assertEqual(sorted(os.listdir(os.path.join(self.base, "Notes"))), ["a.md"])
+        self.assertTrue(os.path.exists(os.path.join(self.state, "nonces.db-search")))
+
+    def test_a_search_while_another_instance_holds_the_index_says_busy_and_loses_no_change(self) -> None:
+        self.write("a.md", "# A\nword\n")
+        self.assertEqual(self.titles("word"), ["A"])
+        self.store.text_index.conn.execute("PRAGMA busy_timeout = 0")  # no wait: the other instance holds it now
+        other = sqlite3.connect(os.path.join(self.state, "nonces.db-search"), isolation_level=None)
+        self.addCleanup(other.close)
+        other.execute("BEGIN EXCLUSIVE")
+        self.write("b.md", "# B\nword\n")  # a change the next search must write into the index
+        done = self.result("notes_search", {"workspaceUri": self.notes_uri, "query": "word"})
+        self.assertTrue(done["isError"])
+        self.assertNotIn(self.state, done["content"][0]["text"])
+        other.execute("ROLLBACK")
+        self.assertEqual(sorted(self.titles("word")), ["A", "B"])
+
+
+PG = store_workers.OptionalCluster()
+setUpModule, tearDownModule = PG.start, PG.stop  # only the PostgreSQL class skips
+
+
+class PostgresSearch(SearchContract, unittest.TestCase):
+    @classmethod
+    def setUpClass(cls) -> None:
+        PG.require()
+
+    def open_store(self, clock: Clock) -> Any:
+        store = postgres_store.open_store(PG.require().new_database(), clock=clock)
+        self.addCleanup(store.close)
+        return store
+
+
+if __name__ == "__main__":
+    unittest.main()
