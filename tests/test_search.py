@@ -365,6 +365,29 @@ class PostgresSearch(SearchContract, unittest.TestCase):
         self.addCleanup(store.close)
         return store
 
+    def test_a_word_the_first_rows_hold_meets_the_bound_there_and_keeps_the_first_by_uri(self) -> None:
+        for k in reversed(range(12)):  # written last to first: the table's order is the reverse of the URIs'
+            self.create(f"Aa {k:02}", "plain words")
+        with mock.patch.object(text_index, "MAX_RANKED_ROWS", 2):  # the first rows read: 4 x 3 = 12
+            found = self.search("plain")
+        self.assertTrue(found["stoppedEarly"])
+        self.assertEqual(sorted(hit["title"] for hit in found["results"]), ["Aa 00", "Aa 01"])
+        self.assertEqual(postgres_store.FIRST_ROWS_PER_BOUND, 4)
+
+    def test_a_word_too_few_of_the_first_rows_hold_is_found_past_them(self) -> None:
+        for k in range(12):
+            self.create(f"Aa {k:02}", "plain words")
+        for k in range(3):
+            self.create(f"Zz {k:02}", "a narwhal here")
+        with mock.patch.object(text_index, "MAX_RANKED_ROWS", 2):  # the first 12 rows by URI hold no narwhal
+            cut = self.search("narwhal")
+        self.assertTrue(cut["stoppedEarly"])
+        self.assertEqual(len(cut["results"]), 2)
+        with mock.patch.object(text_index, "MAX_RANKED_ROWS", 3):
+            whole = self.search("narwhal")
+        self.assertFalse(whole["stoppedEarly"])
+        self.assertEqual(sorted(hit["title"] for hit in whole["results"]), ["Zz 00", "Zz 01", "Zz 02"])
+
 
 if __name__ == "__main__":
     unittest.main()
