@@ -141,7 +141,7 @@ class FolderIndex:
         # The few the index names are read again, as the deletion will read them: the
         # offer shows each file as it is now, and a file changed since it was indexed
         # is offered (or not) for what it now says.
-        live = (self._live(path) for path, _ in hits)
+        live = (self._live(path) for path, _ in hits if path is not None)
         return stores.form_order(note for note in live if note is not None and needle in stores.fold_title(note.title) and main.inside_workspace(note, workspace))
 
     def with_changes(self, use: Callable[[dict[main.Path, tuple[Facts, int]], set[main.Path]], None]) -> None:

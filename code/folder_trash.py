@@ -254,7 +254,7 @@ def empty(root: Folder, cutoff: float, budget: int, limit: int) -> int:
 
 
 def _empty(trash: int, cutoff: float, budget: int, limit: int) -> int:
-    names = []
+    names: list[str] = []
     with os.scandir(trash) as entries:
         for entry in entries:
             if len(names) >= limit:

@@ -80,8 +80,8 @@ class MarkdownNotesStore(stores.SettleSeam):
         # here: a folder reached through a symlink (macOS's /tmp, a vault linked into another
         # folder) is served at the written path, and re-pointing the link later changes nothing.
         real: dict[main.Path, str] = {}
-        for root in roots:
-            path = folder_paths.root_path(root)
+        for written in roots:
+            path = folder_paths.root_path(written)
             real.setdefault(path, os.path.realpath("/" + "/".join(path)))
         # Disjoint roots: a file inside two roots would have two ids and could be offered twice.
         # A root the outer root's walk reaches through real folders is dropped; one reached
@@ -278,8 +278,8 @@ class MarkdownNotesStore(stores.SettleSeam):
         if target is None:
             return main.Settlement.CONSUMED
         note_id, version = target
-        rel = folder_paths.id_path(note_id)
-        for root in self.roots if rel is not None else ():
+        rel = folder_paths.id_path(note_id) or ()  # () for an id no path spells: nothing to walk
+        for root in self.roots if rel else ():
             fd = folder_paths.open_below(self.dirs[root], rel[:-1])
             if fd is None:
                 # Replaced since start-up, and the root the caller's workspace is in (the
@@ -311,8 +311,8 @@ class MarkdownNotesStore(stores.SettleSeam):
 
     def preview(self, note: main.Note) -> tuple[float, list[str]] | None:
         """(last change, the first lines after the heading) of `note` as listed, read through the descriptors; None if it changed."""
-        rel = folder_paths.id_path(note.id)
-        for root in self.roots if rel is not None else ():
+        rel = folder_paths.id_path(note.id) or ()  # () for an id no path spells: nothing to walk
+        for root in self.roots if rel else ():
             fd = folder_paths.open_below(self.dirs[root], rel[:-1])  # None when replaced: nothing shown
             if fd is None:
                 continue
@@ -377,7 +377,7 @@ class MarkdownNotesStore(stores.SettleSeam):
         if entry is not None and entry["outcome"] == audit.MOVED:
             return self.undo_move(entry)
         trash_name = entry["trash"] if entry is not None and entry["outcome"] == audit.DELETED else None
-        located = self.locate(str(entry["uri"])) if trash_name else None
+        located = self.locate(str(entry["uri"])) if trash_name and entry is not None else None
         if entry is None or not trash_name or located is None:
             raise stores.StoreRefused(f"entry {entry_id} is not a deletion into the trash of a folder served here")
         root, rel = located
@@ -627,7 +627,7 @@ class MarkdownNotesStore(stores.SettleSeam):
                 # its refused entry says so.
                 for rid, body, rcheck in rewrites:
                     try:
-                        self._rewrite(record, workspace, rid, lambda old, body=body: body, rcheck, audit.UPDATED)
+                        self._rewrite(record, workspace, rid, _always(body), rcheck, audit.UPDATED)
                     except stores.StoreRefused:
                         # The OS refused this one file: the move is done and audited; this note keeps its link.
                         record(audit.REFUSED, audit.Facts(rid))
@@ -647,7 +647,7 @@ class MarkdownNotesStore(stores.SettleSeam):
         StoreRefused when the note, its folder or its kept version is gone, or when the file
         at the note's place now is another file than the one the update wrote.
         """
-        entry_id = int(entry["id"])  # type: ignore[arg-type]
+        entry_id = int(str(entry["id"]))
         place, written = self.follow(entry)
         located = self.locate(place)
         if located is None:
@@ -689,7 +689,7 @@ class MarkdownNotesStore(stores.SettleSeam):
         StoreRefused when the entry recorded no file, the file there now is another one (moved
         on, replaced), or a file now takes the old place.
         """
-        entry_id = int(entry["id"])  # type: ignore[arg-type]
+        entry_id = int(str(entry["id"]))
         place, current = self.follow(entry)  # the very file the move renamed, wherever later edits left it
         here = self.locate(place) if current is not None else None
         back = self.locate(str(entry["uri"]))
@@ -800,3 +800,8 @@ class Survey:
     def skip(self, reason: str) -> None:
         """Count an entry not served, by reason."""
         self.skipped[reason] += 1
+
+
+def _always(text: str) -> Callable[[str], str]:
+    """A rewrite that gives `text` whatever the old text was (a linking note's body, prepared under the form's check)."""
+    return lambda _old: text
