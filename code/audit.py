@@ -53,8 +53,17 @@ from typing import Any
 
 import main
 import stores
-from stores import (DAY_SECONDS, DEFAULT_AUDIT_DAYS, DEFAULT_AUDIT_MAX_ENTRIES, DEFAULT_TRASH_DAYS, DELETION_TRASH,
-                    DELETION_UNLINK, SQL_TRASH, Facts, Retention)
+from stores import (
+    DAY_SECONDS,
+    DEFAULT_AUDIT_DAYS,
+    DEFAULT_AUDIT_MAX_ENTRIES,
+    DEFAULT_TRASH_DAYS,
+    DELETION_TRASH,
+    DELETION_UNLINK,
+    SQL_TRASH,
+    Facts,
+    Retention,
+)
 
 __all__ = [
     "APPENDED",
@@ -171,7 +180,9 @@ def context_of(request: main.Envelope) -> AuditContext:
     return AuditContext(clip(tool), clip(request_id), clip(name), workspace)
 
 
-def mark(channel: str, approved_by: str | None = None, approved_at: float | None = None, approved_with: str | None = None) -> None:
+def mark(
+    channel: str, approved_by: str | None = None, approved_at: float | None = None, approved_with: str | None = None
+) -> None:
     """Record on this request's context how the person confirmed, and who approved on the page when, with which passkey (before consuming)."""
     context = current()
     if context is not None:

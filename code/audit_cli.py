@@ -65,7 +65,9 @@ def shown(value: Any) -> str:
 
 def approver(entry: dict[str, Any], labels: dict[str, str]) -> str:
     """Who approved on the page, when, and with which passkey (its label where it is still registered)."""
-    text = shown(entry["approved_by"]) + (f" at {stamp(entry['approved_at'])}" if entry["approved_at"] is not None else "")
+    text = shown(entry["approved_by"]) + (
+        f" at {stamp(entry['approved_at'])}" if entry["approved_at"] is not None else ""
+    )
     credential = entry.get("approved_with")
     if credential:
         label = labels.get(credential)
@@ -96,9 +98,15 @@ def aligned(rows: Sequence[Sequence[str]]) -> list[str]:
 
 def store_options(parser: argparse.ArgumentParser, default: Any) -> argparse.ArgumentParser:
     """The options naming the store the server uses, as serve.py takes them."""
-    parser.add_argument("--config", metavar="FILE", default=default, help="the server's JSON config (its db and notesDirs)")
-    parser.add_argument("--db", metavar="FILE|URL", default=default, help="SQLite file or postgresql:// URL (overrides the config's db)")
-    parser.add_argument("--notes-dir", metavar="DIR", action="append", default=default, help="a Markdown folder (repeatable)")
+    parser.add_argument(
+        "--config", metavar="FILE", default=default, help="the server's JSON config (its db and notesDirs)"
+    )
+    parser.add_argument(
+        "--db", metavar="FILE|URL", default=default, help="SQLite file or postgresql:// URL (overrides the config's db)"
+    )
+    parser.add_argument(
+        "--notes-dir", metavar="DIR", action="append", default=default, help="a Markdown folder (repeatable)"
+    )
     return parser
 
 
@@ -106,20 +114,28 @@ def parser(prog: str = "serve.py audit") -> argparse.ArgumentParser:
     """`PROG list|restore`: the store options serve.py takes, then the command's own; `prog` is what the user typed."""
     # The store options go before or after the command: `audit --db F list` and `audit list --db F`.
     after = store_options(argparse.ArgumentParser(add_help=False), argparse.SUPPRESS)
-    p = argparse.ArgumentParser(prog=prog, description="List the audit of consumed confirmations, or restore a trashed note.")
+    p = argparse.ArgumentParser(
+        prog=prog, description="List the audit of consumed confirmations, or restore a trashed note."
+    )
     store_options(p, None)
     commands = p.add_subparsers(dest="command", required=True)
     listing = commands.add_parser("list", parents=[after], help="print entries, oldest first")
     listing.add_argument("--principal", help="only this principal's entries")
-    listing.add_argument("--since", metavar="WHEN", help="only entries at or after WHEN (30m, 12h, 7d, 2026-12-01, ...)")
+    listing.add_argument(
+        "--since", metavar="WHEN", help="only entries at or after WHEN (30m, 12h, 7d, 2026-12-01, ...)"
+    )
     listing.add_argument("--outcome", choices=audit.OUTCOMES, help="only entries with this outcome")
     listing.add_argument("--json", action="store_true", help="one JSON object per line instead of the table")
-    restore = commands.add_parser("restore", parents=[after], help="bring back the note a `deleted` entry moved to the trash")
+    restore = commands.add_parser(
+        "restore", parents=[after], help="bring back the note a `deleted` entry moved to the trash"
+    )
     restore.add_argument("entry", type=int, help="the id of the deletion's audit entry")
     return p
 
 
-def run(store: stores.Store, args: argparse.Namespace, out: Callable[[str], None], clock: Callable[[], float] = time.time) -> int:
+def run(
+    store: stores.Store, args: argparse.Namespace, out: Callable[[str], None], clock: Callable[[], float] = time.time
+) -> int:
     """Run one parsed command against a store that keeps an audit; the exit status."""
     if args.command == "restore":
         try:
@@ -132,7 +148,9 @@ def run(store: stores.Store, args: argparse.Namespace, out: Callable[[str], None
             else:
                 out(f"refused: {exc}")
             return EXIT_REFUSED
-        out(f"restored entry {args.entry}: note {shown(entry['note_id'])} ({shown(entry['title'])}), recorded as entry {entry['id']}")
+        out(
+            f"restored entry {args.entry}: note {shown(entry['note_id'])} ({shown(entry['title'])}), recorded as entry {entry['id']}"
+        )
         return 0
     since = None
     if args.since is not None:
@@ -160,13 +178,17 @@ def command(argv: Sequence[str], prog: str = "serve.py audit") -> int:
 def passkeys_parser(prog: str = "serve.py passkeys") -> argparse.ArgumentParser:
     """`PROG list|remove`: the store options, then the command's own."""
     after = store_options(argparse.ArgumentParser(add_help=False), argparse.SUPPRESS)
-    p = argparse.ArgumentParser(prog=prog, description="List or remove the passkeys people approve with on the confirmation page.")
+    p = argparse.ArgumentParser(
+        prog=prog, description="List or remove the passkeys people approve with on the confirmation page."
+    )
     store_options(p, None)
     commands = p.add_subparsers(dest="command", required=True)
     listing = commands.add_parser("list", parents=[after], help="print every registered passkey, oldest first")
     listing.add_argument("--principal", help="only this principal's passkeys")
     listing.add_argument("--json", action="store_true", help="one JSON object per line instead of the table")
-    remove = commands.add_parser("remove", parents=[after], help="forget a passkey (lost or retired): it approves nothing from now on")
+    remove = commands.add_parser(
+        "remove", parents=[after], help="forget a passkey (lost or retired): it approves nothing from now on"
+    )
     remove.add_argument("credential", help="the passkey's credential id, as `list` shows it")
     return p
 
@@ -179,19 +201,39 @@ def run_passkeys(store: stores.Store, args: argparse.Namespace, out: Callable[[s
         if key is None or not keys.remove(args.credential):
             out(f"refused: no passkey {shown(args.credential)} (passkeys list shows every one)")
             return EXIT_REFUSED
-        out(f"removed passkey {shown(key.credential_id)} ({shown(key.label)}) of {shown(key.principal)}; "
-            "its principal's token registers a new one on the confirmation page")
+        out(
+            f"removed passkey {shown(key.credential_id)} ({shown(key.label)}) of {shown(key.principal)}; "
+            "its principal's token registers a new one on the confirmation page"
+        )
         return 0
     found = keys.of(args.principal)
     if args.json:
         for key in found:
-            out(json.dumps({"credential_id": key.credential_id, "principal": key.principal, "label": key.label,
-                            "created_at": key.created_at, "last_used_at": key.last_used_at, "sign_count": key.sign_count},
-                           ensure_ascii=True))
+            out(
+                json.dumps(
+                    {
+                        "credential_id": key.credential_id,
+                        "principal": key.principal,
+                        "label": key.label,
+                        "created_at": key.created_at,
+                        "last_used_at": key.last_used_at,
+                        "sign_count": key.sign_count,
+                    },
+                    ensure_ascii=True,
+                )
+            )
         return 0
     rows = [("CREDENTIAL", "PRINCIPAL", "LABEL", "CREATED (UTC)", "LAST USED (UTC)", "SIGN COUNT")] + [
-        (shown(k.credential_id), shown(k.principal), shown(k.label), stamp(k.created_at),
-         stamp(k.last_used_at) if k.last_used_at is not None else "-", str(k.sign_count)) for k in found]
+        (
+            shown(k.credential_id),
+            shown(k.principal),
+            shown(k.label),
+            stamp(k.created_at),
+            stamp(k.last_used_at) if k.last_used_at is not None else "-",
+            str(k.sign_count),
+        )
+        for k in found
+    ]
     for line in aligned(rows):
         out(line)
     return 0
@@ -202,8 +244,11 @@ def passkeys_command(argv: Sequence[str], prog: str = "serve.py passkeys") -> in
     return parse_then(passkeys_parser(prog), argv, run_passkeys)
 
 
-def parse_then(p: argparse.ArgumentParser, argv: Sequence[str],
-               act: Callable[[stores.Store, argparse.Namespace, Callable[[str], None]], int]) -> int:
+def parse_then(
+    p: argparse.ArgumentParser,
+    argv: Sequence[str],
+    act: Callable[[stores.Store, argparse.Namespace, Callable[[str], None]], int],
+) -> int:
     """Parse `argv`, open the store the options name (never creating one), run `act` on it, close it; the exit status."""
     try:
         args = p.parse_args(list(argv))

@@ -145,7 +145,12 @@ class Fixture:
         return self.run(call, read_arguments(call, self.descriptor["inputSchema"]))
 
 
-def tool(name: str, description: str, run: Callable[[main.ToolCall, dict[str, Any]], dict[str, Any]], schema: dict[str, Any] | None = None) -> Fixture:
+def tool(
+    name: str,
+    description: str,
+    run: Callable[[main.ToolCall, dict[str, Any]], dict[str, Any]],
+    schema: dict[str, Any] | None = None,
+) -> Fixture:
     """A fixture tool; no schema means it takes no arguments."""
     return Fixture({"name": name, "description": description, "inputSchema": schema or EMPTY_SCHEMA}, run)
 
@@ -198,7 +203,9 @@ JSON_SCHEMA_2020_12: dict[str, Any] = {
 
 HEADER_PARAM_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"region": {"type": "string", "x-mcp-header": "Region", "description": "Mirrored in Mcp-Param-Region."}},
+    "properties": {
+        "region": {"type": "string", "x-mcp-header": "Region", "description": "Mirrored in Mcp-Param-Region."}
+    },
     "required": ["region"],
     "additionalProperties": False,
 }
@@ -206,8 +213,16 @@ HEADER_PARAM_SCHEMA: dict[str, Any] = {
 
 def plain_tools() -> list[Fixture]:
     """Every fixture tool that answers in one round."""
-    mixed = {"uri": "test://mixed-content-resource", "mimeType": "application/json", "text": '{"test":"data","value":123}'}
-    embedded = {"uri": "test://embedded-resource", "mimeType": "text/plain", "text": "This is an embedded resource content."}
+    mixed = {
+        "uri": "test://mixed-content-resource",
+        "mimeType": "application/json",
+        "text": '{"test":"data","value":123}',
+    }
+    embedded = {
+        "uri": "test://embedded-resource",
+        "mimeType": "text/plain",
+        "text": "This is an embedded resource content.",
+    }
     return [
         tool("test_simple_text", "Returns one text block.", lambda c, a: complete([text("This is a simple text response for testing.")])),
         tool("test_image_content", "Returns one PNG image block.", lambda c, a: complete([image()])),
@@ -256,7 +271,9 @@ def form_of(key: str, message: str, properties: dict[str, Any], required: list[s
     schema: dict[str, Any] = {"type": "object", "properties": properties}
     if required:
         schema["required"] = required
-    return Question(key, {"method": "elicitation/create", "params": {"mode": "form", "message": message, "requestedSchema": schema}})
+    return Question(
+        key, {"method": "elicitation/create", "params": {"mode": "form", "message": message, "requestedSchema": schema}}
+    )
 
 
 def sample(key: str, prompt: str, max_tokens: int) -> Question:
@@ -302,11 +319,15 @@ def kept(question: Question, sent: Any) -> dict[str, Any]:
     if question.method == "sampling/createMessage":
         content = sent.get("content") if isinstance(sent, dict) else None
         if not isinstance(content, dict) or content.get("type") != "text" or not isinstance(content.get("text"), str):
-            raise main.McpError(main.INVALID_PARAMS, f"Invalid params: inputResponses.{question.key} must be a text sampling result")
+            raise main.McpError(
+                main.INVALID_PARAMS, f"Invalid params: inputResponses.{question.key} must be a text sampling result"
+            )
         return {"text": content["text"][:MAX_ANSWER_TEXT]}
     found = sent.get("roots") if isinstance(sent, dict) else None
     if not isinstance(found, list) or not all(isinstance(r, dict) and isinstance(r.get("uri"), str) for r in found):
-        raise main.McpError(main.INVALID_PARAMS, f"Invalid params: inputResponses.{question.key} must be a roots result")
+        raise main.McpError(
+            main.INVALID_PARAMS, f"Invalid params: inputResponses.{question.key} must be a roots result"
+        )
     return {"uris": [r["uri"][: main.MAX_URI_LENGTH] for r in found[: main.MAX_CANDIDATES]]}
 
 
@@ -388,7 +409,13 @@ class AskingTool:
         return complete([text(self.finish(told))])
 
     def ask(
-        self, call: main.ToolCall, args_digest: str, rounds: list[list[Question]], index: int, told: dict[str, Any], follows: main.StatePayload | None = None
+        self,
+        call: main.ToolCall,
+        args_digest: str,
+        rounds: list[list[Question]],
+        index: int,
+        told: dict[str, Any],
+        follows: main.StatePayload | None = None,
     ) -> dict[str, Any]:
         """input_required with round `index`'s questions and a signed state carrying what was told."""
         requests = {q.key: q.request for q in self.questions(call, rounds, index)}
@@ -399,7 +426,13 @@ def asking_tools(confirmations: confirmations.Confirmations) -> list[AskingTool]
     """Every fixture tool that answers with input_required first."""
     name = form("user_name", "What is your name?", "name")
 
-    def ask(tool_name: str, description: str, rounds: list[list[Question]], finish: Callable[[dict[str, Any]], str], **kw: Any) -> AskingTool:
+    def ask(
+        tool_name: str,
+        description: str,
+        rounds: list[list[Question]],
+        finish: Callable[[dict[str, Any]], str],
+        **kw: Any,
+    ) -> AskingTool:
         return AskingTool(confirmations, tool_name, description, rounds, finish, **kw)
 
     return [
@@ -454,7 +487,12 @@ def with_logging(call: main.ToolCall, args: dict[str, Any]) -> dict[str, Any]:
 
 def string_argument(name: str, description: str) -> dict[str, Any]:
     """An inputSchema taking one required string argument."""
-    return {"type": "object", "properties": {name: {"type": "string", "description": description}}, "required": [name], "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": {name: {"type": "string", "description": description}},
+        "required": [name],
+        "additionalProperties": False,
+    }
 
 
 def titled(prefix: str, titles: list[str]) -> list[dict[str, str]]:
@@ -472,9 +510,16 @@ DEFAULTS_FORM = {
 ENUMS_FORM = {
     "untitledSingle": {"type": "string", "enum": ["option1", "option2", "option3"]},
     "titledSingle": {"type": "string", "oneOf": titled("value", ["First Option", "Second Option", "Third Option"])},
-    "legacyEnum": {"type": "string", "enum": ["opt1", "opt2", "opt3"], "enumNames": ["Option One", "Option Two", "Option Three"]},
+    "legacyEnum": {
+        "type": "string",
+        "enum": ["opt1", "opt2", "opt3"],
+        "enumNames": ["Option One", "Option Two", "Option Three"],
+    },
     "untitledMulti": {"type": "array", "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
-    "titledMulti": {"type": "array", "items": {"anyOf": titled("value", ["First Choice", "Second Choice", "Third Choice"])}},
+    "titledMulti": {
+        "type": "array",
+        "items": {"anyOf": titled("value", ["First Choice", "Second Choice", "Third Choice"])},
+    },
 }
 USER_INFO_FORM = {
     "username": {"type": "string", "description": "User's response"},
@@ -489,7 +534,10 @@ def completed(key: str) -> Callable[[dict[str, Any]], str]:
 
 def legacy_era_tools(confirmations: confirmations.Confirmations) -> list[Fixture | AskingTool]:
     """The tools only the 2025-11-25 suite calls (listed in both eras, like every fixture)."""
-    def ask(tool_name: str, description: str, rounds: Rounds, finish: Callable[[dict[str, Any]], str], **kw: Any) -> AskingTool:
+
+    def ask(
+        tool_name: str, description: str, rounds: Rounds, finish: Callable[[dict[str, Any]], str], **kw: Any
+    ) -> AskingTool:
         return AskingTool(confirmations, tool_name, description, rounds, finish, **kw)
 
     return [
@@ -554,13 +602,22 @@ PROMPTS: dict[str, Prompt] = {
 }  # fmt: skip
 
 
-def list_prompts(server: frame.Server, request: main.Envelope, meta: main.RequestMeta, principal: str, notify: frame.Notify | None) -> dict[str, Any]:
+def list_prompts(
+    server: frame.Server, request: main.Envelope, meta: main.RequestMeta, principal: str, notify: frame.Notify | None
+) -> dict[str, Any]:
     """Every prompt, in a fixed order, with cache hints."""
     refuse_cursor(request.params)
-    return {"resultType": "complete", "prompts": [json.loads(json.dumps(p.descriptor)) for p in PROMPTS.values()], "ttlMs": LIST_TTL_MS, "cacheScope": "public"}
+    return {
+        "resultType": "complete",
+        "prompts": [json.loads(json.dumps(p.descriptor)) for p in PROMPTS.values()],
+        "ttlMs": LIST_TTL_MS,
+        "cacheScope": "public",
+    }
 
 
-def get_prompt(server: frame.Server, request: main.Envelope, meta: main.RequestMeta, principal: str, notify: frame.Notify | None) -> dict[str, Any]:
+def get_prompt(
+    server: frame.Server, request: main.Envelope, meta: main.RequestMeta, principal: str, notify: frame.Notify | None
+) -> dict[str, Any]:
     """A prompt's messages; unknown names and missing or non-string arguments are -32602."""
     params = request.params
     prompt = PROMPTS.get(params.get("name")) if isinstance(params.get("name"), str) else None
@@ -591,7 +648,11 @@ def get_prompt(server: frame.Server, request: main.Envelope, meta: main.RequestM
         if answer is None or answer.action != "accept":
             return {"resultType": "input_required", "inputRequests": {CONTEXT_QUESTION.key: CONTEXT_QUESTION.request}}
         arguments = kept(CONTEXT_QUESTION, answer.content)
-    return {"resultType": "complete", "description": prompt.descriptor["description"], "messages": prompt.render(arguments)}
+    return {
+        "resultType": "complete",
+        "description": prompt.descriptor["description"],
+        "messages": prompt.render(arguments),
+    }
 
 
 # =====================================================================================
@@ -600,16 +661,35 @@ def get_prompt(server: frame.Server, request: main.Envelope, meta: main.RequestM
 
 RESOURCES: dict[str, dict[str, Any]] = {
     "test://static-text": {
-        "listing": {"uri": "test://static-text", "name": "static-text", "description": "A static text resource.", "mimeType": "text/plain"},
-        "contents": {"uri": "test://static-text", "mimeType": "text/plain", "text": "This is the content of the static text resource."},
+        "listing": {
+            "uri": "test://static-text",
+            "name": "static-text",
+            "description": "A static text resource.",
+            "mimeType": "text/plain",
+        },
+        "contents": {
+            "uri": "test://static-text",
+            "mimeType": "text/plain",
+            "text": "This is the content of the static text resource.",
+        },
     },
     "test://static-binary": {
-        "listing": {"uri": "test://static-binary", "name": "static-binary", "description": "A static PNG image.", "mimeType": "image/png"},
+        "listing": {
+            "uri": "test://static-binary",
+            "name": "static-binary",
+            "description": "A static PNG image.",
+            "mimeType": "image/png",
+        },
         "contents": {"uri": "test://static-binary", "mimeType": "image/png", "blob": PNG_BASE64},
     },
     # The resource the 2025-11-25 suite subscribes to (its content never changes).
     "test://watched-resource": {
-        "listing": {"uri": "test://watched-resource", "name": "watched-resource", "description": "A resource to subscribe to.", "mimeType": "text/plain"},
+        "listing": {
+            "uri": "test://watched-resource",
+            "name": "watched-resource",
+            "description": "A resource to subscribe to.",
+            "mimeType": "text/plain",
+        },
         "contents": {"uri": "test://watched-resource", "mimeType": "text/plain", "text": "Watched resource content."},
     },
 }
@@ -629,23 +709,41 @@ def refuse_cursor(params: dict[str, Any]) -> None:
         raise main.McpError(main.INVALID_PARAMS, "Invalid params: unknown cursor")
 
 
-def list_resources(server: frame.Server, request: main.Envelope, meta: main.RequestMeta, principal: str, notify: frame.Notify | None) -> dict[str, Any]:
+def list_resources(
+    server: frame.Server, request: main.Envelope, meta: main.RequestMeta, principal: str, notify: frame.Notify | None
+) -> dict[str, Any]:
     """The static resources, text first, with cache hints."""
     refuse_cursor(request.params)
-    return {"resultType": "complete", "resources": [dict(r["listing"]) for r in RESOURCES.values()], "ttlMs": LIST_TTL_MS, "cacheScope": "public"}
+    return {
+        "resultType": "complete",
+        "resources": [dict(r["listing"]) for r in RESOURCES.values()],
+        "ttlMs": LIST_TTL_MS,
+        "cacheScope": "public",
+    }
 
 
-def list_templates(server: frame.Server, request: main.Envelope, meta: main.RequestMeta, principal: str, notify: frame.Notify | None) -> dict[str, Any]:
+def list_templates(
+    server: frame.Server, request: main.Envelope, meta: main.RequestMeta, principal: str, notify: frame.Notify | None
+) -> dict[str, Any]:
     """The one resource template, with cache hints."""
     refuse_cursor(request.params)
-    return {"resultType": "complete", "resourceTemplates": [dict(TEMPLATE)], "ttlMs": LIST_TTL_MS, "cacheScope": "public"}
+    return {
+        "resultType": "complete",
+        "resourceTemplates": [dict(TEMPLATE)],
+        "ttlMs": LIST_TTL_MS,
+        "cacheScope": "public",
+    }
 
 
-def read_resource(server: frame.Server, request: main.Envelope, meta: main.RequestMeta, principal: str, notify: frame.Notify | None) -> dict[str, Any]:
+def read_resource(
+    server: frame.Server, request: main.Envelope, meta: main.RequestMeta, principal: str, notify: frame.Notify | None
+) -> dict[str, Any]:
     """A static resource or a template instance; anything else is -32602 naming the uri."""
     uri = request.params.get("uri")
     if not isinstance(uri, str) or not 0 < len(uri) <= main.MAX_URI_LENGTH:
-        raise main.McpError(main.INVALID_PARAMS, f"Invalid params: uri must be a string of 1..{main.MAX_URI_LENGTH} characters")
+        raise main.McpError(
+            main.INVALID_PARAMS, f"Invalid params: uri must be a string of 1..{main.MAX_URI_LENGTH} characters"
+        )
     if uri in RESOURCES:
         contents = dict(RESOURCES[uri]["contents"])
     elif match := _TEMPLATE_RE.fullmatch(uri):
@@ -662,7 +760,9 @@ COMPLETIONS: dict[tuple[str, str], list[str]] = {
 }
 
 
-def complete_argument(server: frame.Server, request: main.Envelope, meta: main.RequestMeta, principal: str, notify: frame.Notify | None) -> dict[str, Any]:
+def complete_argument(
+    server: frame.Server, request: main.Envelope, meta: main.RequestMeta, principal: str, notify: frame.Notify | None
+) -> dict[str, Any]:
     """Known values of a prompt argument that start with what was typed; unknown refs are -32602."""
     ref, argument_ = request.params.get("ref"), request.params.get("argument")
     if not isinstance(ref, dict) or ref.get("type") != "ref/prompt" or not isinstance(argument_, dict):
@@ -674,7 +774,14 @@ def complete_argument(server: frame.Server, request: main.Envelope, meta: main.R
     if known is None or not isinstance(typed, str):
         raise main.McpError(main.INVALID_PARAMS, "Invalid params: no completions for that prompt argument")
     values = [value for value in known if value.startswith(typed)]
-    return {"resultType": "complete", "completion": {"values": values[:MAX_COMPLETIONS], "total": len(values), "hasMore": len(values) > MAX_COMPLETIONS}}
+    return {
+        "resultType": "complete",
+        "completion": {
+            "values": values[:MAX_COMPLETIONS],
+            "total": len(values),
+            "hasMore": len(values) > MAX_COMPLETIONS,
+        },
+    }
 
 
 # =====================================================================================

@@ -38,8 +38,15 @@ import frame
 import stores
 import web_pages
 from web_pages import (  # noqa: F401  (the limits and style these pages share, named here too)
-    CONTENT_SECURITY_POLICY, MAX_FORM_BYTES, MAX_FORM_FIELDS, MAX_SESSIONS_PER_PRINCIPAL, SESSION_TTL_SECONDS, STYLE,
-    Headers, Response, Session,
+    CONTENT_SECURITY_POLICY,
+    MAX_FORM_BYTES,
+    MAX_FORM_FIELDS,
+    MAX_SESSIONS_PER_PRINCIPAL,
+    SESSION_TTL_SECONDS,
+    STYLE,
+    Headers,
+    Response,
+    Session,
 )
 
 __all__ = ["install"]
@@ -271,7 +278,9 @@ class ConnectPages(web_pages.SignedInPages):
     login_cookie = LOGIN_COOKIE
     login_ttl = FLOW_TTL_SECONDS
 
-    def __init__(self, store: ConnectStore, tokens: Mapping[str, str], log: Callable[[str], None], base_url: str | None = None) -> None:
+    def __init__(
+        self, store: ConnectStore, tokens: Mapping[str, str], log: Callable[[str], None], base_url: str | None = None
+    ) -> None:
         super().__init__(tokens, log, web_pages.Sessions(store.clock), base_url)
         self.store = store
 
@@ -300,7 +309,11 @@ class ConnectPages(web_pages.SignedInPages):
             return self.sign_in(handle, flow, headers, session_id, body, peer)
         if session is None:
             # A decision without a live session: sign in first (and nothing is stored).
-            return self.sign_in_page(handle, headers) if action == "" else self.sign_in_page(handle, headers, 403, "Sign in first.")
+            return (
+                self.sign_in_page(handle, headers)
+                if action == ""
+                else self.sign_in_page(handle, headers, 403, "Sign in first.")
+            )
         # The URL alone grants nothing: the browser must be signed in as the flow's principal.
         if session.principal != flow.principal:
             self.log(f"connect page: principal {session.principal!r} refused on another principal's flow")
@@ -309,7 +322,9 @@ class ConnectPages(web_pages.SignedInPages):
             return self.consent_page(handle, flow, session)
         return self.decision(handle, session, body)
 
-    def sign_in(self, handle: str, flow: Flow, headers: Headers, old_session: str | None, body: bytes, peer: str = "") -> Response:
+    def sign_in(
+        self, handle: str, flow: Flow, headers: Headers, old_session: str | None, body: bytes, peer: str = ""
+    ) -> Response:
         """Check the login token and the bearer token, bind a fresh session to its principal, go back to the flow page."""
         principal = self.signed_in_principal(handle, headers, body, peer)
         if not isinstance(principal, str):
@@ -325,7 +340,9 @@ class ConnectPages(web_pages.SignedInPages):
         # Cross-site request forgery: only our own page knows this session's token.
         if not self.csrf_ok(session, fields):
             self.log("connect page: decision refused: missing or wrong CSRF token")
-            return self.page(403, "Forbidden", "The form expired or did not come from this page. Reload it and try again.")
+            return self.page(
+                403, "Forbidden", "The form expired or did not come from this page. Reload it and try again."
+            )
         choice = fields.get("decision") if fields is not None else None
         if choice not in ("allow", "deny"):
             return self.page(400, "Bad request", "Choose Allow or Deny.")
@@ -334,7 +351,11 @@ class ConnectPages(web_pages.SignedInPages):
         self.log(f"connect flow for principal {session.principal!r}: {'allowed' if choice == 'allow' else 'denied'}")
         if choice == "allow":
             return self.connected_page(session)
-        return self.page(200, "Not connected", f"You denied the request; {SERVICE_NAME} was not connected. Return to your MCP client.")
+        return self.page(
+            200,
+            "Not connected",
+            f"You denied the request; {SERVICE_NAME} was not connected. Return to your MCP client.",
+        )
 
     def disconnect(self, headers: Headers, body: bytes) -> Response:
         """Remove the signed-in principal's stored credential, only with the session's CSRF token."""
@@ -374,7 +395,9 @@ class ConnectPages(web_pages.SignedInPages):
         """Which service, which principal, which request asked, what Allow means; Allow or Deny."""
         action = html.escape(f"{PATH_PREFIX}{handle}/decision")
         who, service = html.escape(session.principal), html.escape(SERVICE_NAME)
-        note = f" the note <strong>&ldquo;{html.escape(flow.note_title)}&rdquo;</strong>" if flow.note_title else " a note"
+        note = (
+            f" the note <strong>&ldquo;{html.escape(flow.note_title)}&rdquo;</strong>" if flow.note_title else " a note"
+        )
         connected = self.store.credential(session.principal) is not None
         body = (
             f"<p>Signed in as <strong>{who}</strong>.</p>"
@@ -389,7 +412,10 @@ class ConnectPages(web_pages.SignedInPages):
             '<button type="submit" name="decision" value="deny">Deny</button></form>'
         )
         if connected:
-            body += f"<hr><p>{service} is already connected for {who}. To remove that connection:</p>" + self.disconnect_form(session)
+            body += (
+                f"<hr><p>{service} is already connected for {who}. To remove that connection:</p>"
+                + self.disconnect_form(session)
+            )
         return self.page(200, f"Connect {SERVICE_NAME}", "", raw=body)
 
     def connected_page(self, session: Session) -> Response:
@@ -419,10 +445,12 @@ def choice_form(workspace_uri: str, title: str, notes: list[main.Note]) -> dict[
         "method": "elicitation/create",
         "params": {
             "mode": "form",
-            "message": f"{len(notes)} notes match \"{title}\" in {workspace_uri}. Choose the note to publish.",
+            "message": f'{len(notes)} notes match "{title}" in {workspace_uri}. Choose the note to publish.',
             "requestedSchema": {
                 "type": "object",
-                "properties": {"note_id": {"type": "string", "title": "Note to publish", "oneOf": main.choice_options(notes)}},
+                "properties": {
+                    "note_id": {"type": "string", "title": "Note to publish", "oneOf": main.choice_options(notes)}
+                },
                 "required": ["note_id"],
             },
         },
@@ -462,7 +490,11 @@ class NotesPublish:
         args = main.read_scope_args(call.arguments, TOOL_NAME)
         # Capability before any lookup, as for notes_delete: a client that cannot open the
         # page learns nothing about notes. Declarations count for this request only.
-        if call.state is None and self.store.credential(call.principal) is None and not supports_url_elicitation(call.meta.capabilities):
+        if (
+            call.state is None
+            and self.store.credential(call.principal) is None
+            and not supports_url_elicitation(call.meta.capabilities)
+        ):
             raise url_required()
         scope = main.authorize(self.policy, call.principal, args, self.log)
         if call.state is None:
@@ -496,10 +528,14 @@ class NotesPublish:
             return self.connect(call, scope, (found[0].id, found[0].version), None, None)
         if not main.supports_form_elicitation(call.meta.capabilities):
             # No guessing between notes: without a form the caller must name one.
-            raise main.ToolError(f"{len(found)} notes match; use a title that matches only one (this client cannot show a choice form).")
+            raise main.ToolError(
+                f"{len(found)} notes match; use a title that matches only one (this client cannot show a choice form)."
+            )
         return self.choose(call, scope, found, None)
 
-    def choose(self, call: main.ToolCall, scope: main.Scope, found: list[main.Note], follows: main.StatePayload | None) -> dict[str, Any]:
+    def choose(
+        self, call: main.ToolCall, scope: main.Scope, found: list[main.Note], follows: main.StatePayload | None
+    ) -> dict[str, Any]:
         """The "which note?" form."""
         form = choice_form(scope.arguments["workspaceUri"], scope.arguments["title"], found)
         cands = [(n.id, n.version) for n in found]
@@ -528,20 +564,33 @@ class NotesPublish:
             raise url_required()
         if flow != PENDING:
             # First time, or the old link expired. The page names the note that will be published.
-            chosen = [n.title for n in self.notes.candidates(scope.workspace, scope.arguments["title"]) if n.id == target[0]]
+            chosen = [
+                n.title for n in self.notes.candidates(scope.workspace, scope.arguments["title"]) if n.id == target[0]
+            ]
             handle = self.store.start_flow(principal, TOOL_NAME, chosen[0] if chosen else scope.arguments["title"])
             if handle is None:
                 raise main.ToolError("Too many connection requests are pending for you; finish one or try later.")
             self.log(f"connect flow started for principal {principal!r}")
-        request = {"method": "elicitation/create", "params": {"mode": "url", "message": CONNECT_MESSAGE, "url": self.pages.flow_url(handle)}}
-        return self.confirmations.ask(call, scope.digest, PHASE_CONNECT, {CONNECT_KEY: request}, [target], {"flow": handle}, follows=follows)
+        request = {
+            "method": "elicitation/create",
+            "params": {"mode": "url", "message": CONNECT_MESSAGE, "url": self.pages.flow_url(handle)},
+        }
+        return self.confirmations.ask(
+            call, scope.digest, PHASE_CONNECT, {CONNECT_KEY: request}, [target], {"flow": handle}, follows=follows
+        )
 
-    def publish(self, principal: str, scope: main.Scope, target: tuple[str, str], follows: main.StatePayload | None) -> dict[str, Any]:
+    def publish(
+        self, principal: str, scope: main.Scope, target: tuple[str, str], follows: main.StatePayload | None
+    ) -> dict[str, Any]:
         """Consume the flow (if any), re-read and re-check the note, publish it with the stored credential."""
         self.consume(principal, follows)
         note_id, version = target
         # Time of check to time of use: the note may have changed, moved or the grant gone.
-        live = [n for n in self.notes.candidates(scope.workspace, scope.arguments["title"]) if n.id == note_id and n.version == version]
+        live = [
+            n
+            for n in self.notes.candidates(scope.workspace, scope.arguments["title"])
+            if n.id == note_id and n.version == version
+        ]
         credential = self.store.credential(principal)
         if not live or credential is None or not self.policy.allows(principal, scope.workspace):
             raise main.ToolError("The note changed, moved or was deleted; nothing was published.")
@@ -573,7 +622,12 @@ def install(
     store = ConnectStore(service or ReportService(), server.clock)
     pages = ConnectPages(store, tokens, server.say, base_url)
     tool = NotesPublish(
-        policy=server.policy, notes=server.notes, confirmations=server.confirmations, log=server.say, store=store, pages=pages
+        policy=server.policy,
+        notes=server.notes,
+        confirmations=server.confirmations,
+        log=server.say,
+        store=store,
+        pages=pages,
     )
     server.add_tool(tool)
     return pages

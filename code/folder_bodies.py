@@ -104,7 +104,11 @@ def read_open(handle: int, name: str) -> Loaded | None:
         return None  # rewriting it as text would change bytes the user never saw
     # The title exactly as the folder store reads it (folder_paths.read_title), frontmatter included.
     stem = name[: -len(folder_paths.NOTE_SUFFIX)] if name.endswith(folder_paths.NOTE_SUFFIX) else name
-    title = folder_paths.heading(data[: folder_paths.TITLE_SCAN_BYTES]) or folder_paths.shown(stem) or folder_paths.shown(name)
+    title = (
+        folder_paths.heading(data[: folder_paths.TITLE_SCAN_BYTES])
+        or folder_paths.shown(stem)
+        or folder_paths.shown(name)
+    )
     return Loaded(folder_paths.facts(os.fstat(handle)), front, text, title)
 
 
@@ -154,7 +158,13 @@ def append(folder: int, name: str, seen: tuple[int, ...], data: bytes) -> tuple[
 
 
 def replace(
-    root: folder_paths.Root, folder: int, name: str, seen: tuple[int, ...], old: bytes, new: bytes, trash_name: str,
+    root: folder_paths.Root,
+    folder: int,
+    name: str,
+    seen: tuple[int, ...],
+    old: bytes,
+    new: bytes,
+    trash_name: str,
     mkdir: Callable[..., None] = os.mkdir,
 ) -> tuple[int, int, int, int, int] | bool | str:
     """Replace `name` by `new` if it is still the file whose facts were `seen`, `old` kept in the trash as `trash_name` (if given).
@@ -216,16 +226,26 @@ def replace(
 # attributes say of it (an ACL is one). The sandbox's filter forbids chmod, chown and
 # setxattr, so the mode is given where the file is created (the open call's mode); the
 # umask may still take bits from it, which is checked, never assumed.
-NOT_OWNER = ("The note belongs to another user (uid {owner}; this server runs as uid {me}); a new version written by this "
-             "server would belong to uid {me}. Nothing was changed.")
-MODE_NARROWED = ("This server's umask takes permission bits from the note's mode ({mode:04o}: a new version would be "
-                 "{got:04o}) and it may not change a mode here; nothing was changed. Serve with a umask that keeps them (022).")
-GROUP_CHANGED = "A new version of the note would belong to group {got}, not to group {group} like the note; nothing was changed."
-XATTRS_UNKEPT = "The note has extended attributes this server may not copy to a new version ({names}); nothing was changed."
+NOT_OWNER = (
+    "The note belongs to another user (uid {owner}; this server runs as uid {me}); a new version written by this "
+    "server would belong to uid {me}. Nothing was changed."
+)
+MODE_NARROWED = (
+    "This server's umask takes permission bits from the note's mode ({mode:04o}: a new version would be "
+    "{got:04o}) and it may not change a mode here; nothing was changed. Serve with a umask that keeps them (022)."
+)
+GROUP_CHANGED = (
+    "A new version of the note would belong to group {got}, not to group {group} like the note; nothing was changed."
+)
+XATTRS_UNKEPT = (
+    "The note has extended attributes this server may not copy to a new version ({names}); nothing was changed."
+)
 KERNEL_XATTRS = ("security.",)  # labels the kernel's policy gives a new file itself (SELinux, SMACK, IMA): never copied
 
 
-def _metadata(folder: int, name: str, seen: tuple[int, ...]) -> tuple[os.stat_result, list[tuple[str, bytes]]] | str | None:
+def _metadata(
+    folder: int, name: str, seen: tuple[int, ...]
+) -> tuple[os.stat_result, list[tuple[str, bytes]]] | str | None:
     """(fstat, extended attributes) of the note if it is still the file whose facts were `seen`; None if not; a refusal if the server does not own it."""
     try:
         handle = os.open(name, _READ_FLAGS, dir_fd=folder)
@@ -297,7 +317,9 @@ def write_all(handle: int, data: bytes) -> None:
         view = view[os.write(handle, view) :]
 
 
-def _keep(root: folder_paths.Root, trash_name: str, data: bytes, mkdir: Callable[..., None], mode: int) -> tuple[int, str] | str:
+def _keep(
+    root: folder_paths.Root, trash_name: str, data: bytes, mkdir: Callable[..., None], mode: int
+) -> tuple[int, str] | str:
     """Write `data` to the trash as `trash_name` (a new file, the note's `mode`); (trash descriptor, name) to undo it, or why not."""
     trash = folder_trash.open_trash(root, create=True, mkdir=mkdir)
     assert trash is not None

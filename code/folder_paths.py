@@ -75,7 +75,9 @@ __all__ = [
 
 TITLE_SCAN_BYTES = 4096  # bytes read from the top of a note to find its `# heading`
 MAX_WALK_DEPTH = 16  # sub-folder levels below a notes folder that are indexed
-MAX_WALK_ENTRIES = 1_000_000  # directory entries one notes folder may hold, sub-folders included; beyond it lookups fail, saying so
+MAX_WALK_ENTRIES = (
+    1_000_000  # directory entries one notes folder may hold, sub-folders included; beyond it lookups fail, saying so
+)
 NOTE_SUFFIX = ".md"
 NAME_MAX = 255  # bytes in one file name (Linux, macOS)
 
@@ -170,7 +172,13 @@ def walk(fd: int, rel: main.Path, visitor: Visitor, depth: int, scandir: Callabl
 
 
 def visit_entry(
-    fd: int, rel: main.Path, name: str, visitor: Visitor, depth: int, is_file: bool = False, scandir: Callable[[int], Any] = os.scandir
+    fd: int,
+    rel: main.Path,
+    name: str,
+    visitor: Visitor,
+    depth: int,
+    is_file: bool = False,
+    scandir: Callable[[int], Any] = os.scandir,
 ) -> None:
     """Visit the entry `name` of the open folder `fd`: a note, a real sub-folder within MAX_WALK_DEPTH (walked), or a skip."""
     if not plain(name):
@@ -225,11 +233,21 @@ def root_path(root: str) -> main.Path:
             f"notes folder {root} starts with ~, which is not expanded here (hosts start servers without a shell); "
             f"write the absolute path, e.g. {os.path.expanduser(root)}"
         )
-    relative = "" if os.path.isabs(root) else f" (relative to the working directory {os.getcwd()}, which a host chooses; pass an absolute path)"
+    relative = (
+        ""
+        if os.path.isabs(root)
+        else f" (relative to the working directory {os.getcwd()}, which a host chooses; pass an absolute path)"
+    )
     if not os.path.lexists(absolute):
         raise stores.StoreError(f"notes folder {absolute} does not exist{relative}")
     if not os.path.isdir(absolute):
-        what = "a symlink to nothing" if not os.path.exists(absolute) else "a file" if os.path.isfile(absolute) else "not a folder"
+        what = (
+            "a symlink to nothing"
+            if not os.path.exists(absolute)
+            else "a file"
+            if os.path.isfile(absolute)
+            else "not a folder"
+        )
         raise stores.StoreError(f"notes folder {absolute} is not a directory (it is {what}){relative}")
     try:
         path = main.parse_file_uri(main.format_file_uri(tuple(p for p in absolute.split("/") if p)))
@@ -344,7 +362,9 @@ WORKSPACE_FILE = "Workspace {where} is a file, not a folder."
 WORKSPACE_SPECIAL = "Workspace {where} is not a folder."
 WORKSPACE_LINK = "Workspace {where} is a symbolic link, which this server does not follow."
 WORKSPACE_UNREADABLE = "Workspace {where} is a folder this server may not read."
-WORKSPACE_HIDDEN = "Workspace {where} is a hidden folder (or has a name a file URI cannot spell), which this server does not serve."
+WORKSPACE_HIDDEN = (
+    "Workspace {where} is a hidden folder (or has a name a file URI cannot spell), which this server does not serve."
+)
 WORKSPACE_PATH = "Workspace {where} cannot be reached: a folder on its path is missing, a file, unreadable or a symbolic link, which this server does not follow."
 
 
@@ -367,7 +387,9 @@ def open_workspace(root: Root, below: main.Path, where: str) -> int:
             except OSError:
                 info = None
             os.close(fd)
-            raise stores.StoreRefused((workspace_problem(info) if last else WORKSPACE_PATH).format(where=where)) from None
+            raise stores.StoreRefused(
+                (workspace_problem(info) if last else WORKSPACE_PATH).format(where=where)
+            ) from None
         os.close(fd)
         fd = child
     return fd

@@ -39,7 +39,14 @@ DELETE_REFUSED = "The chosen note could not be deleted (the folder does not allo
 TRASH_REFUSED = f"The notes folder's trash ({TRASH_DIR}) is not a plain folder; nothing was deleted."
 
 
-def delete(root: Folder, rel: main.Path, seen: Facts, trash_name: str, unlink: bool = False, ops: folder_paths.FileOps = folder_paths.OS_OPS) -> bool:
+def delete(
+    root: Folder,
+    rel: main.Path,
+    seen: Facts,
+    trash_name: str,
+    unlink: bool = False,
+    ops: folder_paths.FileOps = folder_paths.OS_OPS,
+) -> bool:
     """Move root/rel to the trash as `trash_name` (then, if `unlink`, unlink it there) if it is the file whose facts were `seen`; False when not."""
     fd = folder_paths.open_below(root, rel[:-1])
     if fd is None:
@@ -84,14 +91,20 @@ def restore_file(root: Folder, rel: main.Path, trash_name: str, entry_id: int) -
             # Only the regular file the server put there: a link left in its place would
             # make the "restored" note point anywhere on the system.
             if not stat.S_ISREG(os.stat(trash_name, dir_fd=trash, follow_symlinks=False).st_mode):
-                raise stores.StoreRefused(f"entry {entry_id}: the trash holds something else than the note; nothing restored")
+                raise stores.StoreRefused(
+                    f"entry {entry_id}: the trash holds something else than the note; nothing restored"
+                )
             rename_noreplace(trash, trash_name, parent, rel[-1])
         except FileExistsError:
             raise stores.StoreRefused(f"entry {entry_id}: a note now exists at its place; nothing restored") from None
         except FileNotFoundError:
-            raise stores.StoreRefused(f"entry {entry_id}: the note is no longer in the trash (restored or emptied)") from None
+            raise stores.StoreRefused(
+                f"entry {entry_id}: the note is no longer in the trash (restored or emptied)"
+            ) from None
         except OSError:
-            raise stores.StoreRefused(f"entry {entry_id}: the folder does not allow the move; nothing restored") from None
+            raise stores.StoreRefused(
+                f"entry {entry_id}: the folder does not allow the move; nothing restored"
+            ) from None
         finally:
             os.close(trash)
     finally:
@@ -160,7 +173,15 @@ def same_trash(root: Folder, trash: int) -> bool:
     return (now.st_dev, now.st_ino) == (opened.st_dev, opened.st_ino)
 
 
-def move_to_trash(root: Folder, fd: int, name: str, trash_name: str, seen: Facts, unlink: bool = False, ops: folder_paths.FileOps = folder_paths.OS_OPS) -> bool:
+def move_to_trash(
+    root: Folder,
+    fd: int,
+    name: str,
+    trash_name: str,
+    seen: Facts,
+    unlink: bool = False,
+    ops: folder_paths.FileOps = folder_paths.OS_OPS,
+) -> bool:
     """renameat(fd, name, trash, trash_name) into root/.trash (opened without following links), then unlinked there if `unlink`.
 
     False, with the file put back, when what arrived is not the file whose facts were
@@ -176,7 +197,9 @@ def move_to_trash(root: Folder, fd: int, name: str, trash_name: str, seen: Facts
         except FileNotFoundError:
             return False  # removed by someone else since the re-stat
         except OSError:
-            raise stores.StoreRefused(DELETE_REFUSED) from None  # EPERM, EROFS, EXDEV (a sub-folder on another file system)
+            raise stores.StoreRefused(
+                DELETE_REFUSED
+            ) from None  # EPERM, EROFS, EXDEV (a sub-folder on another file system)
         # The trash swapped for another folder or a link while the file moved: the file went
         # to a folder that is no longer the trash. Put it back and refuse.
         if not same_trash(root, trash):
@@ -294,4 +317,3 @@ def rename_noreplace(src_fd: int, src: str, dst_fd: int, dst: str) -> None:
     # link() refuses an existing name as renameat2 would; then the old name goes.
     os.link(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd, follow_symlinks=False)
     os.unlink(src, dir_fd=src_fd)
-

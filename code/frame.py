@@ -31,8 +31,16 @@ import main
 import stores
 
 __all__ = [
-    "MAX_MESSAGE_BYTES", "PARSE_ERROR", "HEADER_MISMATCH", "Notify", "Check", "context", "decode_message", "encode_message",
-    "Server", "notes_server",
+    "MAX_MESSAGE_BYTES",
+    "PARSE_ERROR",
+    "HEADER_MISMATCH",
+    "Notify",
+    "Check",
+    "context",
+    "decode_message",
+    "encode_message",
+    "Server",
+    "notes_server",
 ]
 
 MAX_MESSAGE_BYTES = 64 * 1024  # one JSON-RPC message (stdio line, HTTP body)
@@ -128,7 +136,9 @@ class Server(main.Server):
         """Add one method to the dispatch table; `capability` (e.g. "prompts") is reported by discover from then on."""
         if method in self.methods:
             raise ValueError(f"method {method!r} is already handled")
-        self.methods[method] = lambda server, request, meta, principal: handler(self, request, meta, principal, context().notify)
+        self.methods[method] = lambda server, request, meta, principal: handler(
+            self, request, meta, principal, context().notify
+        )
         if capability is not None:
             self._capabilities.setdefault(capability, {})
 
@@ -161,7 +171,8 @@ class Server(main.Server):
         if method == "initialize":
             return main.McpError(
                 main.METHOD_NOT_FOUND,
-                "Method not found: initialize was removed in 2026-07-28; this server supports " + ", ".join(main.SUPPORTED_VERSIONS),
+                "Method not found: initialize was removed in 2026-07-28; this server supports "
+                + ", ".join(main.SUPPORTED_VERSIONS),
                 {"supported": list(main.SUPPORTED_VERSIONS)},
             )
         return super().unknown_method(method)
@@ -204,8 +215,12 @@ def notes_server(
     # main.Services types its slots as the lesson's memory classes; the product puts any
     # store of the family there (stores.store_of reads it back as the product's Store).
     services = main.Services(
-        policy=policy, signer=KeyRing(keys, state_ttl), notes=cast(main.MemoryNotesStore, notes),
-        replay=cast(main.MemoryReplayStore, notes if replay is None else replay), clock=clock, log=log,
+        policy=policy,
+        signer=KeyRing(keys, state_ttl),
+        notes=cast(main.MemoryNotesStore, notes),
+        replay=cast(main.MemoryReplayStore, notes if replay is None else replay),
+        clock=clock,
+        log=log,
     )
     server = Server(services)
     server.add_tool(tool(server.services))

@@ -100,12 +100,20 @@ class Database(Protocol):
 # =====================================================================================
 
 # (name, SQLite type, PostgreSQL type) of each column added after the first audit schema.
-ADDED_COLUMNS = (("channel", "TEXT", "text"), ("approved_by", "TEXT", "text"), ("approved_at", "REAL", "double precision"),
-                 ("file_identity", "TEXT", "text"), ("approved_with", "TEXT", "text"))
+ADDED_COLUMNS = (
+    ("channel", "TEXT", "text"),
+    ("approved_by", "TEXT", "text"),
+    ("approved_at", "REAL", "double precision"),
+    ("file_identity", "TEXT", "text"),
+    ("approved_with", "TEXT", "text"),
+)
 # Columns the confirmation pages' table gained after its first release: which tool asked, and
 # what its page shows (notes_update's new text, notes_move's destination).
-DECISIONS_ADDED_COLUMNS = (("tool", "TEXT NOT NULL DEFAULT 'notes_delete'", "text NOT NULL DEFAULT 'notes_delete'"),
-                           ("detail", "TEXT", "text"), ("decided_with", "TEXT", "text"))
+DECISIONS_ADDED_COLUMNS = (
+    ("tool", "TEXT NOT NULL DEFAULT 'notes_delete'", "text NOT NULL DEFAULT 'notes_delete'"),
+    ("detail", "TEXT", "text"),
+    ("decided_with", "TEXT", "text"),
+)
 # `principal_seq` numbers each principal's entries 1, 2, 3, ... (the count bound keeps
 # the newest `max_entries` of each); an audit from before it is numbered at start-up.
 # A `refused` entry is numbered apart, in `refused_seq` (its principal_seq stays NULL),
@@ -116,14 +124,19 @@ REFUSALS_BY_PRINCIPAL = "CREATE INDEX IF NOT EXISTS audit_refusals_by_principal 
 # (SQL stores), or a trash file it names that trashDays and a grace have not yet expired
 # (folders: the ledger cannot look in the folder). Parameters: SQL_TRASH, the time
 # Retention.files_kept_after gives.
-KEEPS_TEXT = ("(EXISTS (SELECT 1 FROM deleted_notes k WHERE k.audit_id = a.id)"
-              " OR (a.trash IS NOT NULL AND a.trash <> ? AND a.at > ?))")
+KEEPS_TEXT = (
+    "(EXISTS (SELECT 1 FROM deleted_notes k WHERE k.audit_id = a.id)"
+    " OR (a.trash IS NOT NULL AND a.trash <> ? AND a.at > ?))"
+)
 
 
 def _tables(sqlite: bool) -> tuple[str, ...]:
     """The ledger's tables and indexes in one driver's types."""
-    key, real, integer = (("INTEGER PRIMARY KEY AUTOINCREMENT", "REAL", "INTEGER") if sqlite
-                          else ("bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY", "double precision", "bigint"))
+    key, real, integer = (
+        ("INTEGER PRIMARY KEY AUTOINCREMENT", "REAL", "INTEGER")
+        if sqlite
+        else ("bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY", "double precision", "bigint")
+    )
     return (
         f"CREATE TABLE IF NOT EXISTS audit (id {key}, at {real} NOT NULL, principal TEXT NOT NULL, tool TEXT,"
         " outcome TEXT NOT NULL, note_id TEXT, title TEXT, workspace TEXT, uri TEXT, request_id TEXT,"
@@ -151,17 +164,26 @@ def add_tables(conn: Any, dialect: Dialect, columns_of: Callable[[str], list[str
     """The ledger's tables, added to a database that lacks them, and the columns added since (the caller's transaction)."""
     for statement in _tables(dialect.sqlite):
         dialect.run(conn, statement)
-    _add_columns(conn, dialect, "audit", columns_of("audit"),  # the two numbers: an audit from before the bounds
-                 (("principal_seq", "INTEGER", "bigint"), ("refused_seq", "INTEGER", "bigint"), *ADDED_COLUMNS))
+    _add_columns(
+        conn,
+        dialect,
+        "audit",
+        columns_of("audit"),  # the two numbers: an audit from before the bounds
+        (("principal_seq", "INTEGER", "bigint"), ("refused_seq", "INTEGER", "bigint"), *ADDED_COLUMNS),
+    )
     AuditSql(dialect).number_entries(conn)
     _add_columns(conn, dialect, "browser_confirmations", columns_of("browser_confirmations"), DECISIONS_ADDED_COLUMNS)
 
 
-def _add_columns(conn: Any, dialect: Dialect, table: str, present: Sequence[str], columns: Sequence[tuple[str, str, str]]) -> None:
+def _add_columns(
+    conn: Any, dialect: Dialect, table: str, present: Sequence[str], columns: Sequence[tuple[str, str, str]]
+) -> None:
     """Add each of `columns` the table lacks (`present`: its columns now)."""
     for name, sqlite_type, postgres_type in columns:
         if name not in present:
-            dialect.run(conn, f"ALTER TABLE {table} ADD COLUMN {name} {sqlite_type if dialect.sqlite else postgres_type}")
+            dialect.run(
+                conn, f"ALTER TABLE {table} ADD COLUMN {name} {sqlite_type if dialect.sqlite else postgres_type}"
+            )
 
 
 # =====================================================================================
@@ -175,12 +197,23 @@ class AuditSql:
     def __init__(self, dialect: Dialect) -> None:
         self.dialect = dialect
 
-    def insert(self, conn: Any, now: float, principal: str, outcome: str, facts: stores.Facts,
-               context: audit.AuditContext | None = None, restores: int | None = None) -> int:
+    def insert(
+        self,
+        conn: Any,
+        now: float,
+        principal: str,
+        outcome: str,
+        facts: stores.Facts,
+        context: audit.AuditContext | None = None,
+        restores: int | None = None,
+    ) -> int:
         """Write one entry; its id."""
         tool, workspace, request_id, client = audit.context_fields(context)
-        channel = ((context.channel, context.approved_by, context.approved_at, context.approved_with) if context is not None
-                   else (None, None, None, None))
+        channel = (
+            (context.channel, context.approved_by, context.approved_at, context.approved_with)
+            if context is not None
+            else (None, None, None, None)
+        )
         seq = "refused_seq" if outcome == audit.REFUSED else "principal_seq"  # numbered among its own kind
         (entry_id,) = self.dialect.run(
             conn,
@@ -201,12 +234,18 @@ class AuditSql:
         in the same call.
         """
         run = self.dialect.run
-        run(conn, "DELETE FROM deleted_notes WHERE audit_id IN"
+        run(
+            conn,
+            "DELETE FROM deleted_notes WHERE audit_id IN"
             " (SELECT audit_id FROM deleted_notes WHERE deleted_at <= ? ORDER BY deleted_at LIMIT ?)",
-            (now - retention.trash_seconds, audit.PRUNE_BATCH))
+            (now - retention.trash_seconds, audit.PRUNE_BATCH),
+        )
         kept = (stores.SQL_TRASH, retention.files_kept_after(now))
-        run(conn, f"DELETE FROM audit WHERE id IN (SELECT a.id FROM audit a WHERE a.at <= ? AND NOT {KEEPS_TEXT} ORDER BY a.at LIMIT ?)",
-            (now - retention.audit_seconds, *kept, audit.PRUNE_BATCH))
+        run(
+            conn,
+            f"DELETE FROM audit WHERE id IN (SELECT a.id FROM audit a WHERE a.at <= ? AND NOT {KEEPS_TEXT} ORDER BY a.at LIMIT ?)",
+            (now - retention.audit_seconds, *kept, audit.PRUNE_BATCH),
+        )
         # The count bounds are per principal: with one bound for all, a principal confirming
         # in a loop would push every other principal's entries out of the audit. And
         # refusals are counted apart: a loop of refused calls (every refused call is an
@@ -215,9 +254,12 @@ class AuditSql:
         # numbers only grow, so its newest `bound` of a kind are those within that many of
         # its newest number of that kind.
         for seq, bound in (("principal_seq", retention.max_entries), ("refused_seq", retention.refusals_kept)):
-            run(conn, f"DELETE FROM audit WHERE id IN (SELECT a.id FROM audit a WHERE a.principal = ? AND a.{seq} <="
+            run(
+                conn,
+                f"DELETE FROM audit WHERE id IN (SELECT a.id FROM audit a WHERE a.principal = ? AND a.{seq} <="
                 f" (SELECT MAX({seq}) FROM audit WHERE principal = ?) - ? AND NOT {KEEPS_TEXT} ORDER BY a.{seq} LIMIT ?)",
-                (principal, principal, bound, *kept, audit.PRUNE_BATCH))
+                (principal, principal, bound, *kept, audit.PRUNE_BATCH),
+            )
 
     def number_entries(self, conn: Any) -> None:
         """Number each principal's entries by id where any lacks its number (a table from before it), and index them."""
@@ -225,7 +267,9 @@ class AuditSql:
         if self.dialect.run(conn, f"SELECT 1 FROM audit WHERE {unnumbered} LIMIT 1").fetchone() is not None:
             counts: dict[str, int] = {}
             numbered = []  # refusals numbered apart keep their numbers; every other entry is numbered again, in id order
-            for entry_id, principal in self.dialect.run(conn, "SELECT id, principal FROM audit WHERE refused_seq IS NULL ORDER BY id").fetchall():
+            for entry_id, principal in self.dialect.run(
+                conn, "SELECT id, principal FROM audit WHERE refused_seq IS NULL ORDER BY id"
+            ).fetchall():
                 counts[principal] = counts.get(principal, 0) + 1
                 numbered.append((counts[principal], entry_id))
             self.dialect.many(conn, "UPDATE audit SET principal_seq = ? WHERE id = ?", numbered)
@@ -234,7 +278,9 @@ class AuditSql:
 
     def complete(self, conn: Any, entry_id: int, outcome: str, expected: str) -> None:
         """Set the outcome of an entry still holding `expected` (pending or consumed)."""
-        self.dialect.run(conn, "UPDATE audit SET outcome = ? WHERE id = ? AND outcome = ?", (outcome, entry_id, expected))
+        self.dialect.run(
+            conn, "UPDATE audit SET outcome = ? WHERE id = ? AND outcome = ?", (outcome, entry_id, expected)
+        )
 
     def insert_restore(self, conn: Any, entry_id: int, now: float, facts: stores.Facts) -> int:
         """The entry recording that an operator restored `entry_id` (its workspace copied)."""
@@ -252,7 +298,9 @@ class AuditSql:
 
     def kept(self, conn: Any, entry_id: int) -> tuple[main.Note, str | None] | None:
         """The version the trash keeps under `entry_id`, or None."""
-        row = self.dialect.run(conn, "SELECT id, title, uri, revision, body FROM deleted_notes WHERE audit_id = ?", (entry_id,)).fetchone()
+        row = self.dialect.run(
+            conn, "SELECT id, title, uri, revision, body FROM deleted_notes WHERE audit_id = ?", (entry_id,)
+        ).fetchone()
         return (main.Note(*row[:4]), row[4]) if row is not None else None
 
     def unkeep(self, conn: Any, entry_id: int) -> None:
@@ -266,18 +314,25 @@ class AuditSql:
 
     def entry(self, conn: Any, entry_id: int) -> dict[str, Any] | None:
         """One entry by id, or None."""
-        row = self.dialect.run(conn, f"SELECT {', '.join(audit.COLUMNS)} FROM audit WHERE id = ?", (entry_id,)).fetchone()
+        row = self.dialect.run(
+            conn, f"SELECT {', '.join(audit.COLUMNS)} FROM audit WHERE id = ?", (entry_id,)
+        ).fetchone()
         return dict(zip(audit.COLUMNS, row)) if row is not None else None
 
-    def entries(self, conn: Any, principal: str | None = None, since: float | None = None,
-                outcome: str | None = None) -> list[dict[str, Any]]:
+    def entries(
+        self, conn: Any, principal: str | None = None, since: float | None = None, outcome: str | None = None
+    ) -> list[dict[str, Any]]:
         """Entries matching every filter given, oldest first."""
         where, params = [], []
         for column, op, value in (("principal", "=", principal), ("at", ">=", since), ("outcome", "=", outcome)):
             if value is not None:
                 where.append(f"{column} {op} ?")
                 params.append(value)
-        sql = f"SELECT {', '.join(audit.COLUMNS)} FROM audit" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id"
+        sql = (
+            f"SELECT {', '.join(audit.COLUMNS)} FROM audit"
+            + (" WHERE " + " AND ".join(where) if where else "")
+            + " ORDER BY id"
+        )
         return [dict(zip(audit.COLUMNS, row)) for row in self.dialect.run(conn, sql, params).fetchall()]
 
 
@@ -285,7 +340,9 @@ class AuditSql:
 # The ledger
 # =====================================================================================
 
-InTransaction = Callable[[Any, float, stores.Record], main.Settlement]  # act(conn, now, record) inside the claim's transaction
+InTransaction = Callable[
+    [Any, float, stores.Record], main.Settlement
+]  # act(conn, now, record) inside the claim's transaction
 
 
 class SqlLedger:
@@ -308,28 +365,40 @@ class SqlLedger:
         # kept in the database, and it is committed with every prune that relied on it.
         # In PostgreSQL the row lock also puts every claim, on every host, in one order.
         d = self.dialect
-        (now,) = d.run(conn, f"UPDATE {d.high_water} SET seen = {d.greatest}(seen, ?) RETURNING seen", (float(self.db.now()),)).fetchone()
+        (now,) = d.run(
+            conn, f"UPDATE {d.high_water} SET seen = {d.greatest}(seen, ?) RETURNING seen", (float(self.db.now()),)
+        ).fetchone()
         return float(now)
 
     def _claim(self, conn: Any, principal: str, nonce: str, expires_at: float) -> float:
         """Claim the nonce inside the caller's transaction, or raise stores.Rollback(USED or FULL); "now" as committed."""
         run = self.dialect.run
         now = self._raise_clock(conn)
-        run(conn, "DELETE FROM consumed_nonces WHERE nonce IN"
-            " (SELECT nonce FROM consumed_nonces WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)", (now, PRUNE_NONCES))
+        run(
+            conn,
+            "DELETE FROM consumed_nonces WHERE nonce IN"
+            " (SELECT nonce FROM consumed_nonces WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)",
+            (now, PRUNE_NONCES),
+        )
         # A state verified just before its expiry may reach us just after it. Its record of
         # an earlier use may already be pruned, so an expired nonce is refused here, with
         # the clock reading that pruning used; otherwise a replay could slip in at the edge.
         if not now < expires_at:
             raise stores.Rollback(main.Settlement.USED)
-        claimed = run(conn, "INSERT INTO consumed_nonces (nonce, principal, expires_at) VALUES (?, ?, ?)"
-                      " ON CONFLICT (nonce) DO NOTHING RETURNING nonce", (nonce, principal, expires_at)).fetchone()
+        claimed = run(
+            conn,
+            "INSERT INTO consumed_nonces (nonce, principal, expires_at) VALUES (?, ?, ?)"
+            " ON CONFLICT (nonce) DO NOTHING RETURNING nonce",
+            (nonce, principal, expires_at),
+        ).fetchone()
         if claimed is None:
             raise stores.Rollback(main.Settlement.USED)  # replay: another call, on any instance, committed it first
         # Without a bound one principal confirming in a loop grows the table without limit.
         # Counted in SQL over unexpired rows (this one included), so rows not yet pruned
         # never count and every instance enforces the same bound.
-        (held,) = run(conn, "SELECT COUNT(*) FROM consumed_nonces WHERE principal = ? AND expires_at > ?", (principal, now)).fetchone()
+        (held,) = run(
+            conn, "SELECT COUNT(*) FROM consumed_nonces WHERE principal = ? AND expires_at > ?", (principal, now)
+        ).fetchone()
         if held > self._limit:
             raise stores.Rollback(main.Settlement.FULL)
         return now
@@ -341,7 +410,9 @@ class SqlLedger:
         audit.written(self, entry_id, outcome)
         return entry_id
 
-    def consume_in(self, principal: str, nonce: str, expires_at: float, act: InTransaction) -> tuple[main.Settlement, int | None]:
+    def consume_in(
+        self, principal: str, nonce: str, expires_at: float, act: InTransaction
+    ) -> tuple[main.Settlement, int | None]:
         """One durable write transaction: claim the nonce, run `act(conn, now, record)`, write the audit entry, COMMIT.
 
         `act` runs only after a successful claim; it returns CONSUMED, CHANGED or DELETED, or
@@ -350,14 +421,21 @@ class SqlLedger:
         the entry is written after it, from its settlement. USED and FULL write nothing
         (None for the entry); a store's errors (StoreBusy, StoreGone) pass through.
         """
+
         def work(conn: Any) -> tuple[main.Settlement, int | None]:
             now = self._claim(conn, principal, nonce, expires_at)
             self.db.pause("claimed")
             entries: list[int] = []
 
-            def record(settlement: main.Settlement, facts: stores.Facts = stores.Facts(), pending: bool = False,
-                       outcome: str | None = None) -> int:
-                entries.append(self._entry(conn, now, principal, outcome or audit.outcome_of(settlement, pending), facts))
+            def record(
+                settlement: main.Settlement,
+                facts: stores.Facts = stores.Facts(),
+                pending: bool = False,
+                outcome: str | None = None,
+            ) -> int:
+                entries.append(
+                    self._entry(conn, now, principal, outcome or audit.outcome_of(settlement, pending), facts)
+                )
                 return entries[-1]
 
             settled = act(conn, now, record)
@@ -372,13 +450,15 @@ class SqlLedger:
         except stores.Rollback as refusal:
             return refusal.outcome, None
 
-    def consume_with(self, principal: str, nonce: str, expires_at: float,
-                     act: Callable[[stores.Record], main.Settlement]) -> tuple[main.Settlement, int | None]:
+    def consume_with(
+        self, principal: str, nonce: str, expires_at: float, act: Callable[[stores.Record], main.Settlement]
+    ) -> tuple[main.Settlement, int | None]:
         """As stores.Ledger.consume_with."""
         return self.consume_in(principal, nonce, expires_at, lambda conn, now, record: act(record))
 
-    def act_in(self, principal: str, nonce: str, expires_at: float,
-               act: Callable[[Any, float, stores.Entry], T]) -> tuple[main.Settlement, T | None]:
+    def act_in(
+        self, principal: str, nonce: str, expires_at: float, act: Callable[[Any, float, stores.Entry], T]
+    ) -> tuple[main.Settlement, T | None]:
         """consume_in for a note tool's write, `act(conn, now, entry)`: CONSUMED with what it returned (CHANGED: a refusal), or USED/FULL with None."""
         done: list[T] = []
 
@@ -389,8 +469,9 @@ class SqlLedger:
         settlement, _ = self.consume_in(principal, nonce, expires_at, run)
         return settlement, (done[0] if done else None)
 
-    def consume_act(self, principal: str, nonce: str, expires_at: float,
-                    act: Callable[[stores.Entry], T]) -> tuple[main.Settlement, T | None]:
+    def consume_act(
+        self, principal: str, nonce: str, expires_at: float, act: Callable[[stores.Entry], T]
+    ) -> tuple[main.Settlement, T | None]:
         """As stores.Ledger.consume_act."""
         return self.act_in(principal, nonce, expires_at, lambda conn, now, entry: act(entry))
 
@@ -398,6 +479,7 @@ class SqlLedger:
 
     def audited_in(self, principal: str, act: Callable[[Any, float, stores.Entry], T]) -> T:
         """One write transaction: `act(conn, now, entry)` writes and calls entry(outcome, facts) for its audit entry; COMMIT."""
+
         def work(conn: Any) -> T:
             now = self._raise_clock(conn)
             return act(conn, now, lambda outcome, facts: self._entry(conn, now, principal, outcome, facts))
@@ -414,6 +496,7 @@ class SqlLedger:
 
     def release(self, nonce: str, entry_id: int) -> None:
         """As stores.Ledger.release."""
+
         def work(conn: Any) -> None:
             self.dialect.run(conn, "DELETE FROM consumed_nonces WHERE nonce = ?", (nonce,))
             self.dialect.run(conn, "DELETE FROM audit WHERE id = ? AND outcome = ?", (entry_id, audit.PENDING))
@@ -430,6 +513,7 @@ class SqlLedger:
 
     def restore_in(self, act: Callable[[Any, float], int]) -> dict[str, Any]:
         """One write transaction: `act(conn, now)` puts something back and returns its restore entry's id; that entry."""
+
         def work(conn: Any) -> dict[str, Any] | None:
             return self.sql.entry(conn, act(conn, self.db.now()))
 
@@ -441,10 +525,18 @@ class SqlLedger:
 
     def is_consumed(self, nonce: str) -> bool:
         """As stores.Ledger.is_consumed."""
-        return self.db.read_with(lambda conn: self.dialect.run(conn, "SELECT 1 FROM consumed_nonces WHERE nonce = ?", (nonce,)).fetchone()) is not None
+        return (
+            self.db.read_with(
+                lambda conn: self.dialect.run(
+                    conn, "SELECT 1 FROM consumed_nonces WHERE nonce = ?", (nonce,)
+                ).fetchone()
+            )
+            is not None
+        )
 
-    def audit_entries(self, principal: str | None = None, since: float | None = None,
-                      outcome: str | None = None) -> list[dict[str, Any]]:
+    def audit_entries(
+        self, principal: str | None = None, since: float | None = None, outcome: str | None = None
+    ) -> list[dict[str, Any]]:
         """As stores.Ledger.audit_entries."""
         return self.db.read_with(lambda conn: self.sql.entries(conn, principal, since, outcome))
 
@@ -494,13 +586,24 @@ class SqlConfirmations:
         run = self.dialect.run
 
         def work(conn: Any) -> bool:
-            run(conn, "DELETE FROM browser_confirmations WHERE nonce IN"
-                " (SELECT nonce FROM browser_confirmations WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)", (now, PRUNE_DECISIONS))
-            (pending,) = run(conn, "SELECT COUNT(*) FROM browser_confirmations WHERE principal = ? AND status = ?"
-                             " AND expires_at > ?", (record.principal, stores.DECISION_PENDING, now)).fetchone()
+            run(
+                conn,
+                "DELETE FROM browser_confirmations WHERE nonce IN"
+                " (SELECT nonce FROM browser_confirmations WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)",
+                (now, PRUNE_DECISIONS),
+            )
+            (pending,) = run(
+                conn,
+                "SELECT COUNT(*) FROM browser_confirmations WHERE principal = ? AND status = ? AND expires_at > ?",
+                (record.principal, stores.DECISION_PENDING, now),
+            ).fetchone()
             if pending >= stores.MAX_PENDING_PER_PRINCIPAL:
                 return False
-            run(conn, f"INSERT INTO browser_confirmations ({_DECISION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", tuple(record))
+            run(
+                conn,
+                f"INSERT INTO browser_confirmations ({_DECISION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                tuple(record),
+            )
             return True
 
         return bool(self.db.write_with(work))
@@ -508,8 +611,11 @@ class SqlConfirmations:
     def _one(self, column: str, value: str) -> stores.Decision | None:
         now = self.clock()
         rows = self.db.read_with(
-            lambda conn: self.dialect.run(conn, f"SELECT {_DECISION_COLUMNS} FROM browser_confirmations WHERE {column} = ? AND expires_at > ?",
-                                          (value, now)).fetchall()
+            lambda conn: self.dialect.run(
+                conn,
+                f"SELECT {_DECISION_COLUMNS} FROM browser_confirmations WHERE {column} = ? AND expires_at > ?",
+                (value, now),
+            ).fetchall()
         )
         return stores.Decision(*rows[0]) if rows else None
 
@@ -521,17 +627,37 @@ class SqlConfirmations:
         """As Confirmations.by_nonce."""
         return self._one("nonce", nonce)
 
-    def decide(self, handle: str, principal: str, status: str, note_id: str | None, version: str | None,
-               credential: str | None = None) -> bool:
+    def decide(
+        self,
+        handle: str,
+        principal: str,
+        status: str,
+        note_id: str | None,
+        version: str | None,
+        credential: str | None = None,
+    ) -> bool:
         """As Confirmations.decide: one UPDATE of a pending row, so two decisions on any instances: one wins."""
         now = self.clock()
         changed = self.db.write_with(
-            lambda conn: self.dialect.run(
-                conn,
-                "UPDATE browser_confirmations SET status = ?, note_id = ?, version = ?, decided_by = ?, decided_at = ?, decided_with = ?"
-                " WHERE handle = ? AND principal = ? AND status = ? AND expires_at > ?",
-                (status, note_id, version, principal, now, credential, handle, principal, stores.DECISION_PENDING, now),
-            ).rowcount
+            lambda conn: (
+                self.dialect.run(
+                    conn,
+                    "UPDATE browser_confirmations SET status = ?, note_id = ?, version = ?, decided_by = ?, decided_at = ?, decided_with = ?"
+                    " WHERE handle = ? AND principal = ? AND status = ? AND expires_at > ?",
+                    (
+                        status,
+                        note_id,
+                        version,
+                        principal,
+                        now,
+                        credential,
+                        handle,
+                        principal,
+                        stores.DECISION_PENDING,
+                        now,
+                    ),
+                ).rowcount
+            )
         )
         return changed == 1
 
@@ -558,34 +684,54 @@ class SqlPasskeys:
             (held,) = run(conn, "SELECT COUNT(*) FROM passkeys WHERE principal = ?", (passkey.principal,)).fetchone()
             if held >= stores.MAX_PASSKEYS_PER_PRINCIPAL:
                 return False
-            added = run(conn, f"INSERT INTO passkeys ({_PASSKEY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
-                        " ON CONFLICT (credential_id) DO NOTHING RETURNING credential_id", tuple(passkey)).fetchone()
+            added = run(
+                conn,
+                f"INSERT INTO passkeys ({_PASSKEY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (credential_id) DO NOTHING RETURNING credential_id",
+                tuple(passkey),
+            ).fetchone()
             return added is not None
 
         return bool(self.db.write_with(work))
 
     def get(self, credential_id: str) -> stores.Passkey | None:
         """As Passkeys.get."""
-        rows = self.db.read_with(lambda conn: self.dialect.run(
-            conn, f"SELECT {_PASSKEY_COLUMNS} FROM passkeys WHERE credential_id = ?", (credential_id,)).fetchall())
+        rows = self.db.read_with(
+            lambda conn: self.dialect.run(
+                conn, f"SELECT {_PASSKEY_COLUMNS} FROM passkeys WHERE credential_id = ?", (credential_id,)
+            ).fetchall()
+        )
         return stores.Passkey(*rows[0]) if rows else None
 
     def of(self, principal: str | None = None) -> list[stores.Passkey]:
         """As Passkeys.of."""
         where, params = (" WHERE principal = ?", (principal,)) if principal is not None else ("", ())
-        rows = self.db.read_with(lambda conn: self.dialect.run(
-            conn, f"SELECT {_PASSKEY_COLUMNS} FROM passkeys{where} ORDER BY created_at, credential_id", params).fetchall())
+        rows = self.db.read_with(
+            lambda conn: self.dialect.run(
+                conn, f"SELECT {_PASSKEY_COLUMNS} FROM passkeys{where} ORDER BY created_at, credential_id", params
+            ).fetchall()
+        )
         return [stores.Passkey(*row) for row in rows]
 
     def use(self, credential_id: str, sign_count: int, at: float) -> bool:
         """As Passkeys.use: one conditional UPDATE, so an assertion's count is accepted once on any instance."""
-        changed = self.db.write_with(lambda conn: self.dialect.run(
-            conn, "UPDATE passkeys SET sign_count = ?, last_used_at = ? WHERE credential_id = ?"
-            " AND (sign_count < ? OR (sign_count = 0 AND ? = 0))", (sign_count, at, credential_id, sign_count, sign_count)).rowcount)
+        changed = self.db.write_with(
+            lambda conn: (
+                self.dialect.run(
+                    conn,
+                    "UPDATE passkeys SET sign_count = ?, last_used_at = ? WHERE credential_id = ?"
+                    " AND (sign_count < ? OR (sign_count = 0 AND ? = 0))",
+                    (sign_count, at, credential_id, sign_count, sign_count),
+                ).rowcount
+            )
+        )
         return changed == 1
 
     def remove(self, credential_id: str) -> bool:
         """As Passkeys.remove."""
-        removed = self.db.write_with(lambda conn: self.dialect.run(
-            conn, "DELETE FROM passkeys WHERE credential_id = ?", (credential_id,)).rowcount)
+        removed = self.db.write_with(
+            lambda conn: (
+                self.dialect.run(conn, "DELETE FROM passkeys WHERE credential_id = ?", (credential_id,)).rowcount
+            )
+        )
         return removed == 1

@@ -79,7 +79,9 @@ MAX_PENDING_ELICITATIONS = MAX_CONCURRENT_LEGACY_CALLS  # forms awaiting an answ
 GONE_POLL_SECONDS = 0.25  # how often a wait checks whether the carrier's peer went away
 CLOSE_GRACE_SECONDS = 5.0  # close() waits this long for each worker to finish
 
-INTERNAL_ID_PREFIX = "legacy-internal-"  # ids of the requests the adapter hands the core (a tools/call keeps the client's)
+INTERNAL_ID_PREFIX = (
+    "legacy-internal-"  # ids of the requests the adapter hands the core (a tools/call keeps the client's)
+)
 CLIENT_INFO_META = "io.modelcontextprotocol/clientInfo"  # where a modern request names its client
 CLIENT_INFO_KEYS = ("name", "version")  # what of initialize's clientInfo each modern request carries
 MAX_CLIENT_INFO_CHARS = 200  # characters kept of each (a session holds them for its lifetime)
@@ -87,11 +89,30 @@ MAX_CLIENT_INFO_CHARS = 200  # characters kept of each (a session holds them for
 MODERN_ONLY_METHODS = ("server/discover", "subscriptions/listen")
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")  # least severe first
 RELAYED_NOTIFICATIONS = ("notifications/progress", "notifications/message")  # what a tool may send ahead of its result
-SAMPLING_KEYS = ("messages", "modelPreferences", "systemPrompt", "includeContext", "temperature", "maxTokens", "stopSequences", "metadata")
+SAMPLING_KEYS = (
+    "messages",
+    "modelPreferences",
+    "systemPrompt",
+    "includeContext",
+    "temperature",
+    "maxTokens",
+    "stopSequences",
+    "metadata",
+)
 SAMPLING_RESULT_KEYS = ("role", "content", "model", "stopReason")
 ASKED_WHAT = {"elicitation/create": "form", "sampling/createMessage": "sampling request"}
 MODERN_ONLY_RESULT_KEYS = ("resultType", "ttlMs", "cacheScope")
-LEGACY_TOOL_KEYS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations", "icons", "execution", "_meta")
+LEGACY_TOOL_KEYS = (
+    "name",
+    "title",
+    "description",
+    "inputSchema",
+    "outputSchema",
+    "annotations",
+    "icons",
+    "execution",
+    "_meta",
+)
 RESERVED_META_PREFIX = "io.modelcontextprotocol/"
 ELICIT_ACTIONS = ("accept", "decline", "cancel")
 
@@ -99,7 +120,9 @@ NEEDS_ELICITATION = (
     "This tool asks the user through elicitation ({modes} mode), which this client did not declare in "
     "initialize; nothing was changed. Use a client that supports it."
 )
-NEEDS_ELICITATION_TO_DELETE = "This tool asks the user through elicitation ({modes} mode), which this client did not declare in initialize. {why}"
+NEEDS_ELICITATION_TO_DELETE = (
+    "This tool asks the user through elicitation ({modes} mode), which this client did not declare in initialize. {why}"
+)
 NOTHING_DELETED = "Nothing was deleted"  # how the core's -32021 for notes_delete goes on
 NEEDS_CAPABILITY = (
     "This tool needs the client's {names} capability, which this client did not declare in initialize; "
@@ -135,7 +158,9 @@ def client_info(declared: dict[str, Any]) -> dict[str, str]:
     """The name and version of initialize's clientInfo that are strings, each clipped to MAX_CLIENT_INFO_CHARS."""
     # Self-reported labels for the audit, never a credential: a 60 KB name is clipped
     # rather than held for the session's lifetime, and anything but a string is left out.
-    return {key: declared[key][:MAX_CLIENT_INFO_CHARS] for key in CLIENT_INFO_KEYS if isinstance(declared.get(key), str)}
+    return {
+        key: declared[key][:MAX_CLIENT_INFO_CHARS] for key in CLIENT_INFO_KEYS if isinstance(declared.get(key), str)
+    }
 
 
 def legacy_result(result: dict[str, Any]) -> dict[str, Any]:
@@ -293,7 +318,11 @@ class LegacySession:
             self._log(f"legacy: ignored a response to no pending request (id {str(request_id)[:64]!r})")
             return
         body = message.get("result", message.get("error"))
-        if message.get("jsonrpc") != "2.0" or ("result" in message) == ("error" in message) or not isinstance(body, dict):
+        if (
+            message.get("jsonrpc") != "2.0"
+            or ("result" in message) == ("error" in message)
+            or not isinstance(body, dict)
+        ):
             self._log(f"legacy: malformed response to {outgoing.method} {request_id!r}; treated as a refusal")
         else:
             outgoing.response = message
@@ -319,7 +348,12 @@ class LegacySession:
             return len(self._outgoing)
 
     def _modern(
-        self, method: str, params: dict[str, Any], progress: Any = None, notify: frame.Notify | None = None, request_id: str | int | None = None
+        self,
+        method: str,
+        params: dict[str, Any],
+        progress: Any = None,
+        notify: frame.Notify | None = None,
+        request_id: str | int | None = None,
     ) -> dict[str, Any]:
         """Run one request through the core as a modern client with this session's capabilities and clientInfo.
 
@@ -369,7 +403,9 @@ class LegacySession:
             and isinstance(params.get("capabilities"), dict)
             and isinstance(params.get("clientInfo"), dict)
         ):
-            raise main.McpError(main.INVALID_PARAMS, "Invalid params: initialize needs protocolVersion, capabilities and clientInfo")
+            raise main.McpError(
+                main.INVALID_PARAMS, "Invalid params: initialize needs protocolVersion, capabilities and clientInfo"
+            )
         discovered = self._modern("server/discover", {})
         if "result" not in discovered:
             raise main.McpError(main.INTERNAL_ERROR, "Internal error")
@@ -396,7 +432,9 @@ class LegacySession:
             error = response["error"]
             raise main.McpError(error["code"], error["message"], error.get("data"))
         result = legacy_result(response["result"])
-        result["tools"] = [{key: value for key, value in tool.items() if key in LEGACY_TOOL_KEYS} for tool in result["tools"]]
+        result["tools"] = [
+            {key: value for key, value in tool.items() if key in LEGACY_TOOL_KEYS} for tool in result["tools"]
+        ]
         return result
 
     # ------------------------------------------------------------------ logging, subscriptions, forwarding
@@ -434,7 +472,9 @@ class LegacySession:
             raise main.McpError(main.METHOD_NOT_FOUND, "Method not found")
         uri = params.get("uri") if isinstance(params, dict) else None
         if not isinstance(uri, str) or not 0 < len(uri) <= main.MAX_URI_LENGTH:
-            raise main.McpError(main.INVALID_PARAMS, f"Invalid params: uri must be a string of 1..{main.MAX_URI_LENGTH} characters")
+            raise main.McpError(
+                main.INVALID_PARAMS, f"Invalid params: uri must be a string of 1..{main.MAX_URI_LENGTH} characters"
+            )
         return uri
 
     def _forwards(self, method: str) -> bool:
@@ -459,7 +499,10 @@ class LegacySession:
         if result.get("resultType") == "input_required":
             # Only tools/call has a loop that asks the client: a prompt that needs input
             # cannot be answered on this era's one request/response.
-            raise main.McpError(main.INVALID_REQUEST, f"Invalid Request: {method} needs input, which this server asks for in tools/call only")
+            raise main.McpError(
+                main.INVALID_REQUEST,
+                f"Invalid Request: {method} needs input, which this server asks for in tools/call only",
+            )
         return legacy_result(result)
 
     def _relayed(self, notes: list[dict[str, Any]]) -> Generator[dict[str, Any], None, None]:
@@ -541,7 +584,11 @@ class LegacySession:
         """True for a failed call of a tool taking workspaceUri: the one place a root may be suggested."""
         name = params.get("name")
         tool = self.server.tools.get(name) if isinstance(name, str) else None
-        return bool(result.get("isError")) and tool is not None and "workspaceUri" in tool.descriptor["inputSchema"].get("properties", {})
+        return (
+            bool(result.get("isError"))
+            and tool is not None
+            and "workspaceUri" in tool.descriptor["inputSchema"].get("properties", {})
+        )
 
     def _with_hint(self, result: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
         """A failed first call of a workspaceUri tool, plus the suggested root if there is one."""
@@ -550,7 +597,9 @@ class LegacySession:
         suggestion = self.suggested_workspace()
         arguments = params.get("arguments")
         try:
-            given = main.format_file_uri(main.parse_file_uri(arguments.get("workspaceUri") if isinstance(arguments, dict) else None))
+            given = main.format_file_uri(
+                main.parse_file_uri(arguments.get("workspaceUri") if isinstance(arguments, dict) else None)
+            )
         except main.ScopeError:
             given = None
         if suggestion is None or suggestion == given:
@@ -593,7 +642,9 @@ class LegacySession:
             self._log("legacy: internal error in tools/call:\n" + traceback.format_exc())
             return main.error_response(call.id, main.McpError(main.INTERNAL_ERROR, "Internal error"))
 
-    def _call_tool(self, call: LegacyCall, params: Any, gone: threading.Event | None) -> Generator[dict[str, Any], None, dict[str, Any]]:
+    def _call_tool(
+        self, call: LegacyCall, params: Any, gone: threading.Event | None
+    ) -> Generator[dict[str, Any], None, dict[str, Any]]:
         """The core's tools/call, relaying each input_required form to the client; McpError passes."""
         if not isinstance(params, dict):
             raise main.McpError(main.INVALID_PARAMS, "Invalid params: params must be an object")
@@ -626,7 +677,9 @@ class LegacySession:
                     yield from self._fetch_roots(gone)
                 return self._with_hint(shaped, base)
             if round_number == MAX_ELICITATION_ROUNDS:
-                return tool_error(f"The tool still needed input after {MAX_ELICITATION_ROUNDS} forms; nothing was changed.")
+                return tool_error(
+                    f"The tool still needed input after {MAX_ELICITATION_ROUNDS} forms; nothing was changed."
+                )
             answers = yield from self._ask_client(call, result.get("inputRequests"), gone)
             if isinstance(answers, str):
                 return tool_error(answers)
@@ -634,7 +687,9 @@ class LegacySession:
             response = self._modern("tools/call", retry, progress, notes.append, call.id)
         raise AssertionError("unreachable")
 
-    def _ask_client(self, call: LegacyCall, requests: Any, gone: threading.Event | None) -> Generator[dict[str, Any], None, dict[str, Any] | str]:
+    def _ask_client(
+        self, call: LegacyCall, requests: Any, gone: threading.Event | None
+    ) -> Generator[dict[str, Any], None, dict[str, Any] | str]:
         """Each form or sampling request in inputRequests asked live: the answers, or why not."""
         if not isinstance(requests, dict) or not requests:
             return "The tool asked for input it did not describe; nothing was changed."
@@ -649,7 +704,11 @@ class LegacySession:
             elif mode not in declared:
                 return "The tool needs input this adapter cannot ask this client for; nothing was changed."
             elif mode == "form":
-                legacy_params = {"mode": "form", "message": params.get("message"), "requestedSchema": params.get("requestedSchema")}
+                legacy_params = {
+                    "mode": "form",
+                    "message": params.get("message"),
+                    "requestedSchema": params.get("requestedSchema"),
+                }
             else:
                 # 2025-11-25 requires an elicitationId on URL mode; 2026-07-28 makes it optional.
                 elicitation_id = params.get("elicitationId")
@@ -665,7 +724,9 @@ class LegacySession:
             answers[key] = answer
         return answers
 
-    def _ask(self, call: LegacyCall, key: str, method: str, params: dict[str, Any], gone: threading.Event | None) -> Generator[dict[str, Any], None, dict[str, Any] | str]:
+    def _ask(
+        self, call: LegacyCall, key: str, method: str, params: dict[str, Any], gone: threading.Event | None
+    ) -> Generator[dict[str, Any], None, dict[str, Any] | str]:
         """Send one elicitation/create or sampling/createMessage and wait (bounded): its result, or why not."""
         what = ASKED_WHAT[method]
         with self._lock:
@@ -693,7 +754,11 @@ class LegacySession:
         if abandoned or not answered:
             # Tell the client to take the form down: nobody will read its answer.
             reason = "the tool call was cancelled" if abandoned else f"the {what} timed out"
-            yield {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id, "reason": reason}}
+            yield {
+                "jsonrpc": "2.0",
+                "method": "notifications/cancelled",
+                "params": {"requestId": request_id, "reason": reason},
+            }
             if abandoned:
                 raise _Abandoned()
             return f"The {what} was not answered in time; nothing was changed."
@@ -711,7 +776,9 @@ class LegacySession:
             if not isinstance(result.get("content"), (dict, list)):
                 return malformed
             return {name: result[name] for name in SAMPLING_RESULT_KEYS if name in result}
-        if result.get("action") not in ELICIT_ACTIONS or ("content" in result and not isinstance(result["content"], dict)):
+        if result.get("action") not in ELICIT_ACTIONS or (
+            "content" in result and not isinstance(result["content"], dict)
+        ):
             return malformed
         answer = {"action": result["action"]}
         if "content" in result:
@@ -812,7 +879,12 @@ class LegacyStdioSession(LegacySession):
         with self._lock:
             duplicate = request.id in self._calls
         if duplicate:
-            self._send(main.error_response(request.id, main.McpError(main.INVALID_REQUEST, "Invalid Request: id is in use by a call in progress")))
+            self._send(
+                main.error_response(
+                    request.id,
+                    main.McpError(main.INVALID_REQUEST, "Invalid Request: id is in use by a call in progress"),
+                )
+            )
             return
         if not self._slots.acquire(blocking=False):
             self._send({"jsonrpc": "2.0", "id": request.id, "result": tool_error(BUSY)})
@@ -821,7 +893,9 @@ class LegacyStdioSession(LegacySession):
         if call is None:  # closed meanwhile
             self._slots.release()
             return
-        call.thread = threading.Thread(target=self._run_call, args=(call, request.params), name="legacy-tools-call", daemon=True)
+        call.thread = threading.Thread(
+            target=self._run_call, args=(call, request.params), name="legacy-tools-call", daemon=True
+        )
         call.thread.start()
 
     def _run_call(self, call: LegacyCall, params: Any) -> None:

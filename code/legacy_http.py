@@ -60,9 +60,7 @@ SESSION_ID_BYTES = 32  # randomness in a session id (token_urlsafe: 43 visible A
 SESSION_HEADER = "Mcp-Session-Id"
 VERSION_HEADER = "MCP-Protocol-Version"
 
-STREAMS_BUSY = (
-    f"Too many forms are open on this server (at most {MAX_LEGACY_STREAMS}); nothing was changed. Try again."
-)
+STREAMS_BUSY = f"Too many forms are open on this server (at most {MAX_LEGACY_STREAMS}); nothing was changed. Try again."
 PRINCIPAL_STREAMS_BUSY = (
     f"Too many of your forms are open (at most {MAX_LEGACY_STREAMS_PER_PRINCIPAL}); "
     "nothing was changed. Answer or cancel one, then try again."
@@ -127,7 +125,9 @@ class LegacyHttp:
 
     # ------------------------------------------------------------------ routing
 
-    def route(self, request: http_server.Request, principal: str) -> http_server.Response | http_server.StreamResponse | None:
+    def route(
+        self, request: http_server.Request, principal: str
+    ) -> http_server.Response | http_server.StreamResponse | None:
         """The legacy answer to an authenticated POST or DELETE, or None: the modern path serves it."""
         session_ids = header_values(request.headers, SESSION_HEADER)
         if request.method == "DELETE":
@@ -160,7 +160,9 @@ class LegacyHttp:
         finally:
             self._release(session)
 
-    def _serve(self, session: _Session, message: dict[str, Any], gone: threading.Event) -> http_server.Response | http_server.StreamResponse:
+    def _serve(
+        self, session: _Session, message: dict[str, Any], gone: threading.Event
+    ) -> http_server.Response | http_server.StreamResponse:
         """One legacy message on its session."""
         core = session.core
         if message.get("method") != "notifications/initialized":
@@ -281,7 +283,9 @@ class LegacyHttp:
 
     # ------------------------------------------------------------------ tools/call
 
-    def _call(self, session: _Session, envelope: main.Envelope, gone: threading.Event) -> http_server.Response | http_server.StreamResponse:
+    def _call(
+        self, session: _Session, envelope: main.Envelope, gone: threading.Event
+    ) -> http_server.Response | http_server.StreamResponse:
         """tools/call: JSON when no message must reach the client first, else an event stream."""
         assert envelope.id is not None
         core = session.core
@@ -305,7 +309,6 @@ class LegacyHttp:
             stream.close()
             return _json(response) if response is not None else _refusal(404, NO_SESSION)  # ended meanwhile
         return http_server.StreamResponse(200, list(SSE), stream)
-
 
     def _take_stream(self, principal: str) -> str | None:
         """Take a stream slot for `principal`: None, or why not (its share, or the server's slots, are taken)."""

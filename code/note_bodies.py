@@ -27,7 +27,18 @@ import main
 import stores
 import title_index
 
-__all__ = ["BodySql", "CHANGED", "SqlTexts", "Check", "NO_PLACE", "Record", "TAKEN", "TOO_LONG", "new_place", "note_with_body"]
+__all__ = [
+    "BodySql",
+    "CHANGED",
+    "SqlTexts",
+    "Check",
+    "NO_PLACE",
+    "Record",
+    "TAKEN",
+    "TOO_LONG",
+    "new_place",
+    "note_with_body",
+]
 
 MAX_NOTE_BYTES = 262_144  # UTF-8 bytes one stored note body may hold; a write past it is refused
 NEW_ID_BYTES = 8  # random bytes in the id of a note created in an SQL store (16 hex digits)
@@ -38,8 +49,10 @@ MAX_SLUG_CHARS = 60  # characters of the title kept in a new note's file name
 CHANGED = "The note changed, moved or was deleted since you read it; nothing was changed. Read it again."
 TOO_LONG = f"The note would hold more than {MAX_NOTE_BYTES:,} bytes; nothing was changed."
 TAKEN = "A note already exists at that place; nothing was moved (a move never replaces a note)."
-UNREACHABLE = (f"At that place the note's URI would be longer than {main.MAX_URI_LENGTH:,} characters, where no tool reaches it; "
-               "nothing was moved. Choose a shorter path.")
+UNREACHABLE = (
+    f"At that place the note's URI would be longer than {main.MAX_URI_LENGTH:,} characters, where no tool reaches it; "
+    "nothing was moved. Choose a shorter path."
+)
 NO_PLACE = f"{MAX_NAME_TRIES} notes in that folder already take this title's file name; nothing was created. Choose another title."
 
 Check = stores.Check  # the tool's live re-check: (note, body) -> still the one asked about?
@@ -110,8 +123,9 @@ class BodySql:
         record(audit.CREATED, audit.Facts(note.id, note.title, note.uri))
         return note
 
-    def append(self, conn: Any, record: Record, note_id: str, text: str, check: Check, now: float = 0.0,
-               trash: bool = False) -> tuple[main.Note, str] | str:
+    def append(
+        self, conn: Any, record: Record, note_id: str, text: str, check: Check, now: float = 0.0, trash: bool = False
+    ) -> tuple[main.Note, str] | str:
         """Add `text` at the end of the note if `check` passes on it as it is now, the old version to the trash; else the refusal, audited."""
         found = self.live(conn, note_id, lock=True)
         if found is None or not check(*found):
@@ -127,7 +141,9 @@ class BodySql:
         written = self._write(conn, note, body + text)
         return written, body + text
 
-    def update(self, conn: Any, record: Record, note_id: str, body: str, check: Check, now: float, trash: bool) -> main.Note | str:
+    def update(
+        self, conn: Any, record: Record, note_id: str, body: str, check: Check, now: float, trash: bool
+    ) -> main.Note | str:
         """Replace the body if `check` passes on the note as it is now, the old version to the trash; else the refusal, audited."""
         found = self.live(conn, note_id, lock=True)
         if found is None or not check(*found):
@@ -139,8 +155,17 @@ class BodySql:
             self.keep(conn, entry, note, old, now)
         return self._write(conn, note, body)
 
-    def move(self, conn: Any, record: Record, note_id: str, place: main.Path, check: Check,
-             rewrites: tuple[stores.Rewrite, ...] = (), now: float = 0.0, trash: bool = False) -> main.Note | str:
+    def move(
+        self,
+        conn: Any,
+        record: Record,
+        note_id: str,
+        place: main.Path,
+        check: Check,
+        rewrites: tuple[stores.Rewrite, ...] = (),
+        now: float = 0.0,
+        trash: bool = False,
+    ) -> main.Note | str:
         """Give the note the URI of `place` if `check` passes and no note is there, and write each rewrite as an update; else the refusal, audited."""
         found = self.live(conn, note_id, lock=True)
         if found is None or not check(*found):
@@ -157,7 +182,11 @@ class BodySql:
             record(audit.REFUSED, audit.Facts(note.id, note.title, note.uri))
             return refusal
         moved = note._replace(uri=uri, revision=note.revision + 1)
-        self.run(conn, "UPDATE notes SET uri = ?, revision = ?, folded = ? WHERE id = ?", (uri, moved.revision, title_index.index_key(moved), note.id))
+        self.run(
+            conn,
+            "UPDATE notes SET uri = ?, revision = ?, folded = ? WHERE id = ?",
+            (uri, moved.revision, title_index.index_key(moved), note.id),
+        )
         entry = record(audit.MOVED, audit.Facts(note.id, note.title, note.uri, audit.SQL_TRASH if trash else None))
         if trash:  # the note as it was, its old place with it: `audit restore` moves it back
             self.keep(conn, entry, note, body, now)
@@ -187,23 +216,38 @@ class BodySql:
         """Put one version of a note in the trash under the audit entry that replaced it."""
         self.sql.keep(conn, entry, note, body, now)
 
-    def delete(self, conn: Any, record: stores.Record, target: tuple[str, str] | None, recheck: Callable[[main.Note], bool],
-               now: float, trash: bool) -> main.Settlement:
+    def delete(
+        self,
+        conn: Any,
+        record: stores.Record,
+        target: tuple[str, str] | None,
+        recheck: Callable[[main.Note], bool],
+        now: float,
+        trash: bool,
+    ) -> main.Settlement:
         """notes_delete's change inside the claim's transaction: re-read `target` (id, version), re-check, trash or delete."""
         if target is None:
             return main.Settlement.CONSUMED
         note_id, version = target
-        row = self.run(conn, "SELECT id, title, uri, revision FROM notes WHERE id = ?" + self.lock, (note_id,)).fetchone()
+        row = self.run(
+            conn, "SELECT id, title, uri, revision FROM notes WHERE id = ?" + self.lock, (note_id,)
+        ).fetchone()
         live = stores.stored_note(row) if row is not None else None
         # Time of check to time of use: the form was shown minutes ago; the note may have
         # been edited, moved out of the workspace, or the grant revoked since then.
         if live is None or live.version != version or not recheck(live):
             record(main.Settlement.CHANGED, audit.Facts(note_id))
             return main.Settlement.CHANGED
-        entry = record(main.Settlement.DELETED, audit.Facts(live.id, live.title, live.uri, audit.SQL_TRASH if trash else None))
+        entry = record(
+            main.Settlement.DELETED, audit.Facts(live.id, live.title, live.uri, audit.SQL_TRASH if trash else None)
+        )
         if trash:  # the row, with its body as stored (NULL stays NULL), to the trash under the entry
-            self.run(conn, "INSERT INTO deleted_notes (audit_id, id, title, uri, revision, deleted_at, body)"
-                     " SELECT ?, ?, ?, ?, ?, ?, body FROM notes WHERE id = ?", (entry, *live, now, live.id))
+            self.run(
+                conn,
+                "INSERT INTO deleted_notes (audit_id, id, title, uri, revision, deleted_at, body)"
+                " SELECT ?, ?, ?, ?, ?, ?, body FROM notes WHERE id = ?",
+                (entry, *live, now, live.id),
+            )
         self.run(conn, "DELETE FROM notes WHERE id = ?", (note_id,))
         return main.Settlement.DELETED
 
@@ -211,7 +255,9 @@ class BodySql:
         """Put a trashed row back, or undo an edit, and audit it (the restore entry's id); stores.StoreRefused if it cannot."""
         kept = self.sql.kept(conn, entry_id)
         if kept is None:
-            raise stores.StoreRefused(f"entry {entry_id} has no note in the trash (not a trashed deletion, restored, or emptied)")
+            raise stores.StoreRefused(
+                f"entry {entry_id} has no note in the trash (not a trashed deletion, restored, or emptied)"
+            )
         note, body = kept
         found = self.run(conn, f"{_ROW} WHERE id = ?", (note.id,)).fetchone()
         if self.sql.outcome(conn, entry_id) == audit.MOVED:
@@ -219,7 +265,9 @@ class BodySql:
         if self.sql.outcome(conn, entry_id) in (audit.UPDATED, audit.APPENDED) and found is not None:
             return self.undo_update(conn, entry_id, now, main.Note(*found[:4]), found[4], body)
         if found is not None or self.run(conn, "SELECT 1 FROM notes WHERE uri = ?", (note.uri,)).fetchone() is not None:
-            raise stores.StoreRefused(f"entry {entry_id}: a note now exists with id {note.id!r} or at its place; nothing restored")
+            raise stores.StoreRefused(
+                f"entry {entry_id}: a note now exists with id {note.id!r} or at its place; nothing restored"
+            )
         # A new revision, as a file moved back out of a folder's trash gets one: with its old
         # revision, a form shown before the deletion (still unexpired, never answered) would
         # match the restored note again, and its accept would delete it a second time.
@@ -233,25 +281,45 @@ class BodySql:
         self.sql.unkeep(conn, entry_id)
         return self.sql.insert_restore(conn, entry_id, now, audit.Facts(note.id, note.title, note.uri))
 
-    def undo_move(self, conn: Any, entry_id: int, now: float, was: main.Note, found: tuple[main.Note, str] | None) -> int:
+    def undo_move(
+        self, conn: Any, entry_id: int, now: float, was: main.Note, found: tuple[main.Note, str] | None
+    ) -> int:
         """Undo a move: the note, as it is now, back at the place it had, never over another note; its text stays as it is now."""
         if found is None:
             raise stores.StoreRefused(f"entry {entry_id}: the moved note is gone; nothing restored")
         live = found[0]
-        if live.uri != was.uri and self.run(conn, "SELECT 1 FROM notes WHERE uri = ?", (was.uri,)).fetchone() is not None:
-            raise stores.StoreRefused(f"entry {entry_id}: a note now takes the moved note's old place; nothing restored")
-        back = live._replace(uri=was.uri, revision=live.revision + 1)  # every version given out before is stale after it
-        self.run(conn, "UPDATE notes SET uri = ?, revision = ?, folded = ? WHERE id = ?", (back.uri, back.revision, title_index.index_key(back), back.id))
+        if (
+            live.uri != was.uri
+            and self.run(conn, "SELECT 1 FROM notes WHERE uri = ?", (was.uri,)).fetchone() is not None
+        ):
+            raise stores.StoreRefused(
+                f"entry {entry_id}: a note now takes the moved note's old place; nothing restored"
+            )
+        back = live._replace(
+            uri=was.uri, revision=live.revision + 1
+        )  # every version given out before is stale after it
+        self.run(
+            conn,
+            "UPDATE notes SET uri = ?, revision = ?, folded = ? WHERE id = ?",
+            (back.uri, back.revision, title_index.index_key(back), back.id),
+        )
         self.sql.unkeep(conn, entry_id)
         return self.sql.insert_restore(conn, entry_id, now, audit.Facts(back.id, back.title, back.uri))
 
-    def undo_update(self, conn: Any, entry_id: int, now: float, live: main.Note, current: str | None, kept: str | None) -> int:
+    def undo_update(
+        self, conn: Any, entry_id: int, now: float, live: main.Note, current: str | None, kept: str | None
+    ) -> int:
         """Undo an edit: the text the update replaced comes back, the text now in place goes to the trash under the restore's entry."""
-        new_id = self.sql.insert_restore(conn, entry_id, now, audit.Facts(live.id, live.title, live.uri, audit.SQL_TRASH))
+        new_id = self.sql.insert_restore(
+            conn, entry_id, now, audit.Facts(live.id, live.title, live.uri, audit.SQL_TRASH)
+        )
         self.sql.keep(conn, new_id, live, current, now)
         # The next revision: every version a tool gave out before the restore is stale after it.
-        self.run(conn, "UPDATE notes SET body = ?, body_folded = ?, revision = ? WHERE id = ?",
-                 (kept, body_key(kept), live.revision + 1, live.id))
+        self.run(
+            conn,
+            "UPDATE notes SET body = ?, body_folded = ?, revision = ? WHERE id = ?",
+            (kept, body_key(kept), live.revision + 1, live.id),
+        )
         self.sql.unkeep(conn, entry_id)
         return new_id
 
@@ -259,7 +327,11 @@ class BodySql:
         """Store `body` as the note's text, with the next revision (so every version the tools gave out is stale)."""
         written = note._replace(revision=note.revision + 1)
         # The title of an SQL note is its own column: a body never renames it.
-        self.run(conn, "UPDATE notes SET body = ?, body_folded = ?, revision = ? WHERE id = ?", (body, body_key(body), written.revision, note.id))
+        self.run(
+            conn,
+            "UPDATE notes SET body = ?, body_folded = ?, revision = ? WHERE id = ?",
+            (body, body_key(body), written.revision, note.id),
+        )
         return written
 
 
@@ -270,36 +342,69 @@ class SqlTexts:
     retention: stores.Retention
     body: BodySql  # the store's driver's statements
 
-    def consume(self, principal: str, nonce: str, expires_at: float, target: tuple[str, str] | None,
-                recheck: Callable[[main.Note], bool]) -> main.Settlement:
+    def consume(
+        self,
+        principal: str,
+        nonce: str,
+        expires_at: float,
+        target: tuple[str, str] | None,
+        recheck: Callable[[main.Note], bool],
+    ) -> main.Settlement:
         """One transaction: claim the nonce; for `target` (id, version) re-read, re-check, trash (or delete); audit."""
         trash = self.retention.trash
         return self.ledger.consume_in(
-            principal, nonce, expires_at, lambda conn, now, record: self.body.delete(conn, record, target, recheck, now, trash)
+            principal,
+            nonce,
+            expires_at,
+            lambda conn, now, record: self.body.delete(conn, record, target, recheck, now, trash),
         )[0]
 
     def create_note(self, principal: str, workspace: main.Path, title: str, body: str) -> main.Note | str:
         """A new note in `workspace` (audited `created`), or why not (audited `refused`)."""
-        return self.ledger.audited_in(principal, lambda conn, now, entry: self.body.create(conn, entry, workspace, title, body))
+        return self.ledger.audited_in(
+            principal, lambda conn, now, entry: self.body.create(conn, entry, workspace, title, body)
+        )
 
-    def append_note(self, principal: str, workspace: main.Path, note_id: str, text: str, check: Check) -> tuple[main.Note, str] | str:
+    def append_note(
+        self, principal: str, workspace: main.Path, note_id: str, text: str, check: Check
+    ) -> tuple[main.Note, str] | str:
         """`text` added at the end if `check` passes on the live note (audited `appended`), or why not (audited `refused`)."""
         trash = self.retention.trash
-        return self.ledger.audited_in(principal, lambda conn, now, entry: self.body.append(conn, entry, note_id, text, check, now, trash))
+        return self.ledger.audited_in(
+            principal, lambda conn, now, entry: self.body.append(conn, entry, note_id, text, check, now, trash)
+        )
 
-    def update_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, body: str,
-                    check: Check) -> tuple[main.Settlement, main.Note | str | None]:
+    def update_note(
+        self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, body: str, check: Check
+    ) -> tuple[main.Settlement, main.Note | str | None]:
         """One transaction: claim the nonce, re-check the live note, keep its old text in the trash, write `body`; audited."""
         trash = self.retention.trash
-        return self.ledger.act_in(principal, nonce, expires_at,
-                                  lambda conn, now, entry: self.body.update(conn, entry, note_id, body, check, now, trash))
+        return self.ledger.act_in(
+            principal,
+            nonce,
+            expires_at,
+            lambda conn, now, entry: self.body.update(conn, entry, note_id, body, check, now, trash),
+        )
 
-    def move_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, place: main.Path,
-                  check: Check, rewrites: tuple[stores.Rewrite, ...] = ()) -> tuple[main.Settlement, main.Note | str | None]:
+    def move_note(
+        self,
+        principal: str,
+        nonce: str,
+        expires_at: float,
+        workspace: main.Path,
+        note_id: str,
+        place: main.Path,
+        check: Check,
+        rewrites: tuple[stores.Rewrite, ...] = (),
+    ) -> tuple[main.Settlement, main.Note | str | None]:
         """One transaction: claim the nonce, re-check the live note and every note to rewrite, move, rewrite their links; audited."""
         trash = self.retention.trash
-        return self.ledger.act_in(principal, nonce, expires_at,
-                                  lambda conn, now, entry: self.body.move(conn, entry, note_id, place, check, rewrites, now, trash))
+        return self.ledger.act_in(
+            principal,
+            nonce,
+            expires_at,
+            lambda conn, now, entry: self.body.move(conn, entry, note_id, place, check, rewrites, now, trash),
+        )
 
     def move_refusal(self, workspace: main.Path, note: main.Note, place: main.Path) -> str | None:
         """Why `note` cannot be moved to `place` here, read now (a URI over MAX_URI_LENGTH, a note there), or None; asked before any form."""
@@ -308,4 +413,3 @@ class SqlTexts:
     def restore(self, entry_id: int) -> dict[str, Any]:
         """Put back what a `deleted` or `updated` entry trashed, and audit it; or StoreRefused."""
         return self.ledger.restore_in(lambda conn, now: self.body.restore(conn, entry_id, now))
-

@@ -67,7 +67,9 @@ def _flags(auth: AuthenticatorData, rp_id: str) -> None:
         raise Refused("no user verification")
 
 
-def registered(client_data: bytes, attestation: bytes, challenge: bytes, origin: str, rp_id: str) -> tuple[str, str, int]:
+def registered(
+    client_data: bytes, attestation: bytes, challenge: bytes, origin: str, rp_id: str
+) -> tuple[str, str, int]:
     """(credential id, COSE public key, sign count), both base64url, of a verified registration; else Refused."""
     try:
         _client_data(client_data, "webauthn.create", challenge, origin)
@@ -86,8 +88,15 @@ def registered(client_data: bytes, attestation: bytes, challenge: bytes, origin:
         raise Refused("a malformed registration") from exc
 
 
-def asserted(client_data: bytes, authenticator_data: bytes, signature: bytes, challenge: bytes, origin: str, rp_id: str,
-             public_key: str) -> int:
+def asserted(
+    client_data: bytes,
+    authenticator_data: bytes,
+    signature: bytes,
+    challenge: bytes,
+    origin: str,
+    rp_id: str,
+    public_key: str,
+) -> int:
     """The sign count of an assertion whose client data, flags and signature all verify; else Refused."""
     try:
         _client_data(client_data, "webauthn.get", challenge, origin)

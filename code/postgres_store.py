@@ -131,7 +131,9 @@ _BODIES = (
 # fastupdate off: GIN's pending list (up to 4 MB of entries not yet merged) is read whole
 # by every search until a vacuum merges it; a note's write is one row, a search must not
 # depend on when autovacuum last ran.
-_BODY_INDEX = "CREATE INDEX IF NOT EXISTS notes_by_body ON notes USING gin (body_folded gin_trgm_ops) WITH (fastupdate = off)"
+_BODY_INDEX = (
+    "CREATE INDEX IF NOT EXISTS notes_by_body ON notes USING gin (body_folded gin_trgm_ops) WITH (fastupdate = off)"
+)
 # Searches (the note tools, code/text_index.py). The candidates: rows of the workspace's URI
 # range holding every term in the title or the body, each `LIKE` served by its pg_trgm index
 # and exact (LIKE is the substring test), at most MAX_RANKED_ROWS + 1 of them; then the
@@ -141,7 +143,7 @@ _BODY_INDEX = "CREATE INDEX IF NOT EXISTS notes_by_body ON notes USING gin (body
 # 100,000 notes.) The score is text_index.score_sql's, as in the other stores.
 _CANDIDATES = (
     "SELECT id, folded, body_folded FROM {source}"
-    ' WHERE (uri || \'\') COLLATE "C" >= %s AND (uri || \'\') COLLATE "C" < %s'
+    " WHERE (uri || '') COLLATE \"C\" >= %s AND (uri || '') COLLATE \"C\" < %s"
     " AND folded IS NOT NULL AND (body_folded IS NOT NULL OR body IS NULL){terms} LIMIT %s"
 )
 _COUNT = f"SELECT count(*) FROM ({_CANDIDATES.replace('{source}', 'notes')}) AS hits"  # rows examined, when the ranked page is empty
@@ -163,10 +165,14 @@ _FIRST_ROWS = (
     '(SELECT * FROM notes WHERE uri COLLATE "C" >= %s AND uri COLLATE "C" < %s'
     ' ORDER BY uri COLLATE "C" LIMIT %s) AS notes'
 )
-FIRST_ROWS_PER_BOUND = 4  # rows read first per row of the bound: a word in a quarter of them meets the bound without the GIN index
+FIRST_ROWS_PER_BOUND = (
+    4  # rows read first per row of the bound: a word in a quarter of them meets the bound without the GIN index
+)
 _TEXT_ROW = "SELECT id, title, uri, revision, body FROM notes"
 # Rows another program wrote without their folded forms: tested in Python (they cannot be folded in SQL).
-_UNINDEXED = f"{_TEXT_ROW} WHERE folded IS NULL UNION {_TEXT_ROW} WHERE body_folded IS NULL AND body IS NOT NULL LIMIT %s"
+_UNINDEXED = (
+    f"{_TEXT_ROW} WHERE folded IS NULL UNION {_TEXT_ROW} WHERE body_folded IS NULL AND body IS NOT NULL LIMIT %s"
+)
 _ROW = "SELECT id, title, uri, revision FROM notes"
 # The planner picks the URI range (B-tree, byte order) or the title's trigrams (GIN) or
 # both; LIKE is re-checked on every row it returns, so the index only narrows.
@@ -270,7 +276,9 @@ class PostgresNotesStore(note_bodies.SqlTexts, stores.SettleSeam[ledger.SqlLedge
 
     def all(self) -> list[main.Note]:
         """Every note, in id order (for tests, the benchmark and admin views)."""
-        rows = self._read(lambda conn: conn.execute("SELECT id, title, uri, revision FROM notes ORDER BY id").fetchall())
+        rows = self._read(
+            lambda conn: conn.execute("SELECT id, title, uri, revision FROM notes ORDER BY id").fetchall()
+        )
         return [note for note in map(stores.stored_note, rows) if note is not None]
 
     # ---------------------------------------------------------------- writes
@@ -291,7 +299,9 @@ class PostgresNotesStore(note_bodies.SqlTexts, stores.SettleSeam[ledger.SqlLedge
         """The note `note_id` and its text, as stored now (the reader connection; the caller checks the workspace)."""
         return self._read(lambda conn: _BODY.live(conn, note_id))
 
-    def search_text(self, workspace: main.Path, query: str, limit: int, offset: int = 0) -> tuple[list[tuple[main.Note, str]], bool]:
+    def search_text(
+        self, workspace: main.Path, query: str, limit: int, offset: int = 0
+    ) -> tuple[list[tuple[main.Note, str]], bool]:
         """Notes strictly inside `workspace` holding every term of `query`, ranked, `limit` from `offset`; True when MAX_RANKED_ROWS was met."""
         parsed = text_index.parse(query)
         if not parsed.terms:
@@ -306,15 +316,29 @@ class PostgresNotesStore(note_bodies.SqlTexts, stores.SettleSeam[ledger.SqlLedge
         }
         sql = _RANKED.format(source="notes", **shape)
         first = _RANKED.format(source=_FIRST_ROWS, **shape)
-        params = (low, high, *[p for p in patterns for _ in (0, 1)], bound + 1, bound, *patterns,
-                  *[t for t in parsed.terms for _ in range(3)], offset + limit)
+        params = (
+            low,
+            high,
+            *[p for p in patterns for _ in (0, 1)],
+            bound + 1,
+            bound,
+            *patterns,
+            *[t for t in parsed.terms for _ in range(3)],
+            offset + limit,
+        )
 
         def work(conn: Any) -> tuple[list[Any], list[Any], list[Any]]:
-            ranked = conn.execute(first, (low, high, FIRST_ROWS_PER_BOUND * (bound + 1), *params), prepare=False).fetchall()
-            if not ranked or ranked[0][3] <= bound:  # the first rows did not meet the bound: the GIN index finds them all
+            ranked = conn.execute(
+                first, (low, high, FIRST_ROWS_PER_BOUND * (bound + 1), *params), prepare=False
+            ).fetchall()
+            if (
+                not ranked or ranked[0][3] <= bound
+            ):  # the first rows did not meet the bound: the GIN index finds them all
                 ranked = conn.execute(sql, params, prepare=False).fetchall()
             unindexed = conn.execute(_UNINDEXED, (bound + 1,)).fetchall()
-            page = text_index.page_of(((i, t, -float(sc)) for i, t, sc, _ in ranked), unindexed, parsed, workspace, offset, limit)
+            page = text_index.page_of(
+                ((i, t, -float(sc)) for i, t, sc, _ in ranked), unindexed, parsed, workspace, offset, limit
+            )
             rows = conn.execute(f"{_TEXT_ROW} WHERE id = ANY(%s)", (page,)).fetchall() if page else []
             by_id = {row[0]: row for row in rows}
             return ranked, page, [by_id.get(note_id) for note_id in page]
@@ -324,7 +348,12 @@ class PostgresNotesStore(note_bodies.SqlTexts, stores.SettleSeam[ledger.SqlLedge
             stopped = ranked[0][3] > bound
         else:
             count = _COUNT.format(terms=_TERM * len(patterns))
-            stopped = self._read(lambda conn: conn.execute(count, params[: 3 + 2 * len(patterns)], prepare=False).fetchone()[0]) > bound
+            stopped = (
+                self._read(
+                    lambda conn: conn.execute(count, params[: 3 + 2 * len(patterns)], prepare=False).fetchone()[0]
+                )
+                > bound
+            )
         found = [note_bodies.note_with_body(row) for row in rows]
         return [hit for hit in found if hit is not None and main.inside_workspace(hit[0], workspace)], stopped
 
@@ -596,16 +625,17 @@ def _prepare(conn: Any, where: str, seed: list[main.Note]) -> str | None:
         # then finds the schema the first one committed.
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
         present = {
-            name
-            for name in _OUR_TABLES
-            if conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()[0] is not None
+            name for name in _OUR_TABLES if conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()[0] is not None
         }
         if not present:
             for statement in _SCHEMA + _LOOKUP:
                 conn.execute(statement)
             conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', %s)", (str(SCHEMA_VERSION),))
             with conn.cursor() as cur:
-                cur.executemany("INSERT INTO notes (id, title, uri, revision, folded) VALUES (%s, %s, %s, %s, %s)", [_row(n) for n in seed])
+                cur.executemany(
+                    "INSERT INTO notes (id, title, uri, revision, folded) VALUES (%s, %s, %s, %s, %s)",
+                    [_row(n) for n in seed],
+                )
             _audit_tables(conn)
             _add_bodies(conn)
             missing = _title_index(conn)
@@ -616,7 +646,9 @@ def _prepare(conn: Any, where: str, seed: list[main.Note]) -> str | None:
         if "meta" in present:
             row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         if row is None:
-            raise stores.StoreError(f"database {where} has tables named like ours but is not a notes store (no schema version)")
+            raise stores.StoreError(
+                f"database {where} has tables named like ours but is not a notes store (no schema version)"
+            )
         if row[0] not in ("1", "2", str(SCHEMA_VERSION)):
             raise stores.StoreError(
                 f"database {where} has schema version {str(row[0])[:20]!r}; this server reads version {SCHEMA_VERSION} only"
@@ -657,7 +689,9 @@ def _migrate(conn: Any) -> None:
     conn.execute("ALTER TABLE notes ADD COLUMN folded text")
     rows = conn.execute("SELECT id, title, uri, revision FROM notes").fetchall()
     with conn.cursor() as cur:
-        cur.executemany("UPDATE notes SET folded = %s WHERE id = %s", [(title_index.index_key(main.Note(*r)), r[0]) for r in rows])
+        cur.executemany(
+            "UPDATE notes SET folded = %s WHERE id = %s", [(title_index.index_key(main.Note(*r)), r[0]) for r in rows]
+        )
     for statement in _LOOKUP:
         conn.execute(statement)
     conn.execute("ANALYZE notes")
@@ -686,9 +720,13 @@ def _title_index(conn: Any) -> str | None:
 
 def _audit_tables(conn: Any) -> None:
     """The ledger's tables (code/ledger.py), added to a database that lacks them (older servers ignore them)."""
+
     def columns_of(table: str) -> list[str]:
-        rows = conn.execute("SELECT column_name FROM information_schema.columns WHERE table_name = %s"
-                            " AND table_schema = current_schema()", (table,)).fetchall()
+        rows = conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = %s"
+            " AND table_schema = current_schema()",
+            (table,),
+        ).fetchall()
         return [row[0] for row in rows]
 
     ledger.add_tables(conn, ledger.POSTGRES, columns_of)

@@ -116,12 +116,21 @@ SECCOMP_RET_ALLOW = 0x7FFF0000
 SYSTEM_LIBRARY_FOLDERS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib")
 LOADER_FILES = ("/etc/ld.so.cache",)
 # Name resolution, read only where a database is reached by host name.
-RESOLVER_FILES = ("/etc/hosts", "/etc/nsswitch.conf", "/etc/resolv.conf", "/etc/host.conf", "/etc/gai.conf", "/etc/services")
+RESOLVER_FILES = (
+    "/etc/hosts",
+    "/etc/nsswitch.conf",
+    "/etc/resolv.conf",
+    "/etc/host.conf",
+    "/etc/gai.conf",
+    "/etc/services",
+)
 # Device files: /dev/null is written when a stdio client hangs up; urandom is the fallback of os.urandom.
 DEVICE_WRITE = ("/dev/null",)
 DEVICE_READ = ("/dev/urandom",)
 SQLITE_SIDE_FILES = ("-wal", "-shm")  # beside a WAL-mode database; its own files are granted, not its folder
-SEARCH_INDEX_SUFFIX = "-search"  # the folder store's text index beside its database (text_index.index_path), with its side files
+SEARCH_INDEX_SUFFIX = (
+    "-search"  # the folder store's text index beside its database (text_index.index_path), with its side files
+)
 # What Python imports a file as (a module, bytecode, an extension) or runs at start-up (a site folder's .pth).
 IMPORT_SUFFIXES = (*importlib.machinery.all_suffixes(), ".pth")
 
@@ -164,7 +173,11 @@ def off(reason: str) -> Status:
 
 
 class _RulesetAttr(ctypes.Structure):
-    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
 
 
 class _PathBeneathAttr(ctypes.Structure):
@@ -281,7 +294,9 @@ def restrict(plan: Plan, libc: Any, numbers: tuple[int, int, int], abi: int) -> 
     attr = _RulesetAttr(fs_mask, net, SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= SCOPE_FROM_ABI else 0)
     # The struct grew with the ABI: pass only the fields this kernel knows.
     size = 24 if abi >= SCOPE_FROM_ABI else 16 if abi >= NET_FROM_ABI else 8
-    ruleset = _syscall(libc, "landlock_create_ruleset", create, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
+    ruleset = _syscall(
+        libc, "landlock_create_ruleset", create, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0)
+    )
     try:
         for rights, entries in ((READ, plan.read), (WRITE, plan.write)):
             for _, path in entries:
@@ -291,7 +306,15 @@ def restrict(plan: Plan, libc: Any, numbers: tuple[int, int, int], abi: int) -> 
                 for port in sorted(set(ports)):
                     rule = ctypes.byref(_NetPortAttr(rights, port))
                     kind = ctypes.c_int(LANDLOCK_RULE_NET_PORT)
-                    _syscall(libc, f"landlock_add_rule port {port}", add_rule, ctypes.c_int(ruleset), kind, rule, ctypes.c_uint32(0))
+                    _syscall(
+                        libc,
+                        f"landlock_add_rule port {port}",
+                        add_rule,
+                        ctypes.c_int(ruleset),
+                        kind,
+                        rule,
+                        ctypes.c_uint32(0),
+                    )
         # Without no_new_privs an unprivileged process may not restrict itself, and a
         # set-uid program it executed could otherwise shed the domain's limits.
         no_new_privs = (ctypes.c_int(PR_SET_NO_NEW_PRIVS), ctypes.c_ulong(1), *[ctypes.c_ulong(0)] * 3)
@@ -333,7 +356,13 @@ def filter_metadata(libc: Any, machine: str) -> None:
     rows = metadata_filter(machine)
     table = (_SockFilter * len(rows))(*(_SockFilter(*row) for row in rows))
     program = _SockFprog(len(rows), table)
-    arguments = (ctypes.c_int(PR_SET_SECCOMP), ctypes.c_ulong(SECCOMP_MODE_FILTER), ctypes.byref(program), ctypes.c_ulong(0), ctypes.c_ulong(0))
+    arguments = (
+        ctypes.c_int(PR_SET_SECCOMP),
+        ctypes.c_ulong(SECCOMP_MODE_FILTER),
+        ctypes.byref(program),
+        ctypes.c_ulong(0),
+        ctypes.c_ulong(0),
+    )
     _check(libc.prctl(*arguments), "prctl(PR_SET_SECCOMP)")
 
 
@@ -403,7 +432,9 @@ def import_folders() -> list[str]:
 def outermost(paths: Iterable[str]) -> list[str]:
     """The existing paths among `paths` that lie inside no other one (a rule on a folder covers all below it)."""
     real = [os.path.realpath(path) for path in dict.fromkeys(paths) if os.path.exists(path)]  # each path resolved once
-    kept = [p for p in dict.fromkeys(real) if not any(q != p and (p + "/").startswith(q.rstrip("/") + "/") for q in real)]
+    kept = [
+        p for p in dict.fromkeys(real) if not any(q != p and (p + "/").startswith(q.rstrip("/") + "/") for q in real)
+    ]
     return kept
 
 
@@ -458,7 +489,11 @@ def import_roots(code_folder: str) -> list[str]:
 
 
 def _module_files() -> list[str]:
-    return [path for module in list(sys.modules.values()) if isinstance(path := getattr(module, "__file__", None), str) and os.path.isabs(path)]
+    return [
+        path
+        for module in list(sys.modules.values())
+        if isinstance(path := getattr(module, "__file__", None), str) and os.path.isabs(path)
+    ]
 
 
 def _inside(path: str, folder: str) -> bool:
@@ -478,7 +513,15 @@ def unsafe_writes(notes_folders: Iterable[str], state_database: str | None, root
     for folder in notes_folders:
         real = os.path.realpath(folder)
         for root in roots:
-            relation = "is" if real == root else f"lies inside {root}," if _inside(real, root) else f"holds {root}," if _inside(root, real) else ""
+            relation = (
+                "is"
+                if real == root
+                else f"lies inside {root},"
+                if _inside(real, root)
+                else f"holds {root},"
+                if _inside(root, real)
+                else ""
+            )
             if relation:
                 return (
                     f"sandbox: notes folder {real} {relation} a folder Python imports from; notes folders stay "
@@ -486,7 +529,9 @@ def unsafe_writes(notes_folders: Iterable[str], state_database: str | None, root
                 )
     for path in state_files(state_database, search_index=bool(notes_folders)) if state_database else []:
         real = os.path.realpath(path)
-        if real in roots or (real.endswith(IMPORT_SUFFIXES) and any(_inside(os.path.dirname(real), root) for root in roots)):
+        if real in roots or (
+            real.endswith(IMPORT_SUFFIXES) and any(_inside(os.path.dirname(real), root) for root in roots)
+        ):
             return f"sandbox: database file {real} is on Python's import path; the server could rewrite code it runs: rename or move it (or --no-sandbox)"
     return None
 

@@ -197,11 +197,14 @@ def trigram_support() -> str | None:
         probe.close()
     return None
 
+
 _BODY = note_bodies.BodySql(ledger.SQLITE)
 
 # Primary result codes (sqlite3.Error.sqlite_errorcode & 0xFF) for a write the OS refused,
 # which a reopened connection may well complete once the cause is gone ...
-_WRITE_FAILURES = frozenset({sqlite3.SQLITE_READONLY, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL, sqlite3.SQLITE_CANTOPEN})
+_WRITE_FAILURES = frozenset(
+    {sqlite3.SQLITE_READONLY, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL, sqlite3.SQLITE_CANTOPEN}
+)
 # ... and for a file that is no longer the database this store opened (overwritten in place).
 _NOT_OURS = frozenset({sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT})
 SIDE_FILES = ("-wal", "-shm")  # checked like the database file itself while serving
@@ -466,14 +469,29 @@ class SqliteDatabase:
                 self._conn.close()
 
 
-
 class SqliteNotesStore(SqliteDatabase, note_bodies.SqlTexts, stores.SettleSeam[ledger.SqlLedger]):
     """stores.Store over one SQLite database: the notes' reads and writes; the nonces and the audit in its ledger."""
 
-    def __init__(self, path: str, writer: sqlite3.Connection, reader: sqlite3.Connection, *, clock: Callable[[], float],
-                 max_per_principal: int, busy_timeout_ms: int, retention: audit.Retention = audit.Retention()) -> None:
-        super().__init__(path, writer, reader, clock=clock, max_per_principal=max_per_principal,
-                         busy_timeout_ms=busy_timeout_ms, retention=retention)
+    def __init__(
+        self,
+        path: str,
+        writer: sqlite3.Connection,
+        reader: sqlite3.Connection,
+        *,
+        clock: Callable[[], float],
+        max_per_principal: int,
+        busy_timeout_ms: int,
+        retention: audit.Retention = audit.Retention(),
+    ) -> None:
+        super().__init__(
+            path,
+            writer,
+            reader,
+            clock=clock,
+            max_per_principal=max_per_principal,
+            busy_timeout_ms=busy_timeout_ms,
+            retention=retention,
+        )
         self.retention = retention  # the ledger's too: deletion mode, trash and audit bounds
         self.texts: stores.Texts | None = self
         self.body = _BODY
@@ -548,7 +566,9 @@ class SqliteNotesStore(SqliteDatabase, note_bodies.SqlTexts, stores.SettleSeam[l
         rows = self._read(f"{_TEXT_ROW} WHERE id = ?", (note_id,))
         return note_bodies.note_with_body(rows[0]) if rows else None
 
-    def search_text(self, workspace: main.Path, query: str, limit: int, offset: int = 0) -> tuple[list[tuple[main.Note, str]], bool]:
+    def search_text(
+        self, workspace: main.Path, query: str, limit: int, offset: int = 0
+    ) -> tuple[list[tuple[main.Note, str]], bool]:
         """Notes strictly inside `workspace` holding every term of `query`, ranked, `limit` from `offset`; True when MAX_RANKED_ROWS was met."""
         parsed = text_index.parse(query)
         if not parsed.terms:
@@ -568,16 +588,32 @@ class SqliteNotesStore(SqliteDatabase, note_bodies.SqlTexts, stores.SettleSeam[l
             score=text_index.score_sql(len(parsed.terms), "n.folded", "coalesce(n.body_folded, '')", "?"),
             short="".join(" AND (instr(n.folded, ?) > 0 OR instr(n.body_folded, ?) > 0)" for _ in tested),
         )
-        ranked = self._read(sql, (*first, bound, *parsed.terms, *[t for t in parsed.terms for _ in range(3)], low, high, *[v for t in tested for v in (t, t)], offset + limit))
+        ranked = self._read(
+            sql,
+            (
+                *first,
+                bound,
+                *parsed.terms,
+                *[t for t in parsed.terms for _ in range(3)],
+                low,
+                high,
+                *[v for t in tested for v in (t, t)],
+                offset + limit,
+            ),
+        )
         examined = ranked[0][3] if ranked else self._read(f"SELECT count(*) FROM ({hits})", tuple(first))[0][0]
         unindexed = self._read(_UNINDEXED, (bound + 1,))
-        page = text_index.page_of(((str(i), t, -float(sc)) for i, t, sc, _ in ranked), unindexed, parsed, workspace, offset, limit)  # type: ignore[arg-type]
+        page = text_index.page_of(
+            ((str(i), t, -float(sc)) for i, t, sc, _ in ranked), unindexed, parsed, workspace, offset, limit
+        )  # type: ignore[arg-type]
         rows: dict[object, tuple[object, ...]] = {}
         if page:
             marks = ", ".join("?" * len(page))
             rows = {row[0]: row for row in self._read(f"{_TEXT_ROW} WHERE id IN ({marks})", tuple(page))}
         found = [note_bodies.note_with_body(rows.get(note_id)) for note_id in page]
-        return [hit for hit in found if hit is not None and main.inside_workspace(hit[0], workspace)], bool(examined > bound)  # type: ignore[operator]
+        return [hit for hit in found if hit is not None and main.inside_workspace(hit[0], workspace)], bool(
+            examined > bound
+        )  # type: ignore[operator]
 
 
 def side_identities(path: str) -> tuple[tuple[int, int] | None, ...]:
@@ -649,15 +685,30 @@ def open_store(
     database is never re-seeded, not even when its notes table is empty: that would
     bring back notes users deleted, on every restart.
     """
-    return _open(path, SqliteNotesStore, clock=clock, seed_notes=seed_notes, max_per_principal=max_per_principal,
-                 busy_timeout_ms=busy_timeout_ms, retention=retention)
+    return _open(
+        path,
+        SqliteNotesStore,
+        clock=clock,
+        seed_notes=seed_notes,
+        max_per_principal=max_per_principal,
+        busy_timeout_ms=busy_timeout_ms,
+        retention=retention,
+    )
 
 
 D = TypeVar("D", bound=SqliteDatabase)
 
 
-def _open(path: str, kind: type[D], *, clock: Callable[[], float], seed_notes: Iterable[main.Note] | None,
-          max_per_principal: int, busy_timeout_ms: int, retention: audit.Retention) -> D:
+def _open(
+    path: str,
+    kind: type[D],
+    *,
+    clock: Callable[[], float],
+    seed_notes: Iterable[main.Note] | None,
+    max_per_principal: int,
+    busy_timeout_ms: int,
+    retention: audit.Retention,
+) -> D:
     """open_store's work, for a database of `kind`."""
     if max_per_principal < 1:
         raise stores.StoreError("max_per_principal must be at least 1")
@@ -689,7 +740,12 @@ def _open(path: str, kind: type[D], *, clock: Callable[[], float], seed_notes: I
         reader.execute("PRAGMA query_only = ON")
         reader.execute("SELECT 1 FROM meta LIMIT 1").fetchall()  # a first read creates the -wal and -shm files
         return kind(
-            path, conn, reader, clock=clock, max_per_principal=max_per_principal, busy_timeout_ms=busy_timeout_ms,
+            path,
+            conn,
+            reader,
+            clock=clock,
+            max_per_principal=max_per_principal,
+            busy_timeout_ms=busy_timeout_ms,
             retention=retention,
         )
     except (stores.StoreError, sqlite3.Error) as exc:
@@ -701,15 +757,28 @@ def _open(path: str, kind: type[D], *, clock: Callable[[], float], seed_notes: I
         raise stores.StoreError(_describe(path, exc, busy_timeout_ms)) from None
 
 
-def open_ledger(path: str, *, clock: Callable[[], float], max_per_principal: int = main.MAX_REPLAY_PER_PRINCIPAL,
-                busy_timeout_ms: int = BUSY_TIMEOUT_MS, retention: audit.Retention = audit.Retention()) -> ledger.SqlLedger:
+def open_ledger(
+    path: str,
+    *,
+    clock: Callable[[], float],
+    max_per_principal: int = main.MAX_REPLAY_PER_PRINCIPAL,
+    busy_timeout_ms: int = BUSY_TIMEOUT_MS,
+    retention: audit.Retention = audit.Retention(),
+) -> ledger.SqlLedger:
     """The ledger in an SQLite file of its own (the folder store's confirmation database), or stores.StoreError with one line.
 
     The file has the notes store's schema (its notes table stays empty), so one file may be
     opened as either, by any version of the server.
     """
-    return _open(path, SqliteDatabase, clock=clock, seed_notes=None, max_per_principal=max_per_principal,
-                 busy_timeout_ms=busy_timeout_ms, retention=retention).ledger
+    return _open(
+        path,
+        SqliteDatabase,
+        clock=clock,
+        seed_notes=None,
+        max_per_principal=max_per_principal,
+        busy_timeout_ms=busy_timeout_ms,
+        retention=retention,
+    ).ledger
 
 
 def _switch_to_wal(conn: sqlite3.Connection, deadline: float) -> str:
@@ -758,7 +827,9 @@ def _prepare(conn: sqlite3.Connection, path: str, seed: list[main.Note]) -> None
             if trigram_support() is None:
                 for statement in _TITLES:
                     conn.execute(statement)
-            conn.executemany("INSERT INTO notes (id, title, uri, revision, folded) VALUES (?, ?, ?, ?, ?)", map(_row, seed))
+            conn.executemany(
+                "INSERT INTO notes (id, title, uri, revision, folded) VALUES (?, ?, ?, ?, ?)", map(_row, seed)
+            )
             _audit_tables(conn)
             _add_bodies(conn)
             _check_search_index(conn, path)
@@ -855,7 +926,9 @@ def _check_index(conn: sqlite3.Connection, path: str, table: str, what: str, sta
 
 def _audit_tables(conn: sqlite3.Connection) -> None:
     """The ledger's tables (code/ledger.py), added to a database that lacks them (older servers ignore them)."""
-    ledger.add_tables(conn, ledger.SQLITE, lambda table: [row[1] for row in conn.execute(f"PRAGMA table_info({table})")])
+    ledger.add_tables(
+        conn, ledger.SQLITE, lambda table: [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
+    )
 
 
 def _add_store_id(conn: sqlite3.Connection) -> None:

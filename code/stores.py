@@ -92,8 +92,10 @@ MAX_NOTE_ID_LENGTH = 128  # characters in a note id (keeps the signed state smal
 BUSY = "The notes database is busy; nothing was changed. Try again in a moment."
 WRITE_FAILED = "The notes database could not be written; nothing was changed. Try again in a moment."
 GONE = "The notes database file was removed or replaced while serving; refusing every change."
-LINKS_CHANGED = ("A note whose links the move would rewrite changed, moved or was deleted since you were shown it; nothing was "
-                 "moved or rewritten. Ask again.")
+LINKS_CHANGED = (
+    "A note whose links the move would rewrite changed, moved or was deleted since you were shown it; nothing was "
+    "moved or rewritten. Ask again."
+)
 BROKEN = "The notes database could not be written or reopened while serving; refusing every change."
 
 
@@ -218,10 +220,18 @@ DAY_SECONDS = 86_400.0
 DEFAULT_TRASH_DAYS = 30.0  # a trashed note is emptied this long after its deletion
 DEFAULT_AUDIT_DAYS = 365.0  # an entry is pruned this long after it was written
 DEFAULT_AUDIT_MAX_ENTRIES = 100_000  # at most this many entries are kept per principal (its newest)
-MEMORY_AUDIT_MAX_ENTRIES = 1_000  # the memory ledger keeps a principal's newest this many: it lives in the process's memory
-DEFAULT_AUDIT_MAX_REFUSALS = 1_000  # `refused` entries kept per principal (its newest), counted apart from its other entries
-KEPT_FILE_GRACE_SECONDS = 86_400.0  # an entry naming a trash file outlives trashDays by this: the ledger cannot look in the folder
-SQL_TRASH = "deleted_notes"  # the `trash` value of a row moved to the deleted-notes table (any other value names a file)
+MEMORY_AUDIT_MAX_ENTRIES = (
+    1_000  # the memory ledger keeps a principal's newest this many: it lives in the process's memory
+)
+DEFAULT_AUDIT_MAX_REFUSALS = (
+    1_000  # `refused` entries kept per principal (its newest), counted apart from its other entries
+)
+KEPT_FILE_GRACE_SECONDS = (
+    86_400.0  # an entry naming a trash file outlives trashDays by this: the ledger cannot look in the folder
+)
+SQL_TRASH = (
+    "deleted_notes"  # the `trash` value of a row moved to the deleted-notes table (any other value names a file)
+)
 
 
 class Retention(NamedTuple):
@@ -266,9 +276,13 @@ class Facts(NamedTuple):
 
 
 Check = Callable[[main.Note, str], bool]  # a note tool's live re-check: (note, text) -> still the one asked about?
-Rewrite = tuple[str, str, Check]  # a move's rewrite of another note's links: (its id, its new text, its re-check at the version shown)
+Rewrite = tuple[
+    str, str, Check
+]  # a move's rewrite of another note's links: (its id, its new text, its re-check at the version shown)
 Entry = Callable[[str, Facts], int]  # writes this call's audit entry (outcome, facts) -> its id
-Record = Callable[..., int]  # inside consume_with: record(settlement, facts=Facts(), pending=False, outcome=None) -> entry id
+Record = Callable[
+    ..., int
+]  # inside consume_with: record(settlement, facts=Facts(), pending=False, outcome=None) -> entry id
 
 
 # =====================================================================================
@@ -313,8 +327,15 @@ class Confirmations(Protocol):
         """The unexpired record of this token's nonce, or None."""
         ...
 
-    def decide(self, handle: str, principal: str, status: str, note_id: str | None, version: str | None,
-               credential: str | None = None) -> bool:
+    def decide(
+        self,
+        handle: str,
+        principal: str,
+        status: str,
+        note_id: str | None,
+        version: str | None,
+        credential: str | None = None,
+    ) -> bool:
         """Pending -> approved or declined, once, by its own principal (with the passkey that approved), before expiry; False otherwise."""
         ...
 
@@ -336,7 +357,9 @@ class MemoryConfirmations:
         with self._lock:
             now = self.clock()
             self._prune(now)
-            pending = sum(1 for r in self._records.values() if r.principal == record.principal and r.status == DECISION_PENDING)
+            pending = sum(
+                1 for r in self._records.values() if r.principal == record.principal and r.status == DECISION_PENDING
+            )
             if pending >= MAX_PENDING_PER_PRINCIPAL:
                 return False
             self._records[record.handle] = record
@@ -354,8 +377,15 @@ class MemoryConfirmations:
             self._prune(self.clock())
             return next((r for r in self._records.values() if r.nonce == nonce), None)
 
-    def decide(self, handle: str, principal: str, status: str, note_id: str | None, version: str | None,
-               credential: str | None = None) -> bool:
+    def decide(
+        self,
+        handle: str,
+        principal: str,
+        status: str,
+        note_id: str | None,
+        version: str | None,
+        credential: str | None = None,
+    ) -> bool:
         """As Confirmations.decide."""
         with self._lock:
             now = self.clock()
@@ -364,8 +394,14 @@ class MemoryConfirmations:
             # Checked under the lock: two tabs pressing Move to trash and Keep race here.
             if record is None or record.status != DECISION_PENDING or record.principal != principal:
                 return False
-            self._records[handle] = record._replace(status=status, note_id=note_id, version=version, decided_by=principal, decided_at=now,
-                                                    decided_with=credential)
+            self._records[handle] = record._replace(
+                status=status,
+                note_id=note_id,
+                version=version,
+                decided_by=principal,
+                decided_at=now,
+                decided_with=credential,
+            )
             return True
 
 
@@ -478,16 +514,18 @@ class Ledger(Protocol):
         """True when this nonce was consumed, on any instance, and its state has not expired."""
         ...
 
-    def consume_with(self, principal: str, nonce: str, expires_at: float,
-                     act: Callable[[Record], main.Settlement]) -> tuple[main.Settlement, int | None]:
+    def consume_with(
+        self, principal: str, nonce: str, expires_at: float, act: Callable[[Record], main.Settlement]
+    ) -> tuple[main.Settlement, int | None]:
         """One atomic step: claim the nonce, run `act(record)` (the re-check and change), write the audit entry.
 
         USED and FULL write nothing (None for the entry); `act` raising undoes the claim.
         """
         ...
 
-    def consume_act(self, principal: str, nonce: str, expires_at: float,
-                    act: Callable[[Entry], T]) -> tuple[main.Settlement, T | None]:
+    def consume_act(
+        self, principal: str, nonce: str, expires_at: float, act: Callable[[Entry], T]
+    ) -> tuple[main.Settlement, T | None]:
         """consume_with for a note tool's write: CONSUMED with what `act` returned (CHANGED for a refusal, a str), or USED/FULL with None."""
         ...
 
@@ -507,8 +545,9 @@ class Ledger(Protocol):
         """Set an entry's outcome if it still says `expected` (pending or consumed)."""
         ...
 
-    def audit_entries(self, principal: str | None = None, since: float | None = None,
-                      outcome: str | None = None) -> list[dict[str, Any]]:
+    def audit_entries(
+        self, principal: str | None = None, since: float | None = None, outcome: str | None = None
+    ) -> list[dict[str, Any]]:
         """Audit entries matching every filter given, oldest first."""
         ...
 
@@ -544,8 +583,15 @@ class Ledger(Protocol):
 class Settles(Protocol):
     """The lesson's atomic step alone (main.consume calls nothing else on `replay`)."""
 
-    def settle(self, notes: object, principal: str, nonce: str, expires_at: float,
-               target: tuple[str, str] | None, recheck: Callable[[main.Note], bool]) -> main.Settlement:
+    def settle(
+        self,
+        notes: object,
+        principal: str,
+        nonce: str,
+        expires_at: float,
+        target: tuple[str, str] | None,
+        recheck: Callable[[main.Note], bool],
+    ) -> main.Settlement:
         """Claim, re-read, re-check, change; one atomic step."""
         ...
 
@@ -561,8 +607,15 @@ class NotesStore(Protocol):
         """True when this nonce was consumed, on any instance, and its state has not expired."""
         ...
 
-    def settle(self, notes: object, principal: str, nonce: str, expires_at: float,
-               target: tuple[str, str] | None, recheck: Callable[[main.Note], bool]) -> main.Settlement:
+    def settle(
+        self,
+        notes: object,
+        principal: str,
+        nonce: str,
+        expires_at: float,
+        target: tuple[str, str] | None,
+        recheck: Callable[[main.Note], bool],
+    ) -> main.Settlement:
         """The lesson's atomic step (main.MemoryReplayStore.settle): claim, re-read, re-check, delete; `notes` is the store itself."""
         ...
 
@@ -574,7 +627,9 @@ class NotesReader(Protocol):
         """Notes strictly inside `workspace` whose title contains `title` (folded), in form_order."""
         ...
 
-    def search_text(self, workspace: main.Path, query: str, limit: int, offset: int = 0) -> tuple[list[tuple[main.Note, str]], bool]:
+    def search_text(
+        self, workspace: main.Path, query: str, limit: int, offset: int = 0
+    ) -> tuple[list[tuple[main.Note, str]], bool]:
         """Notes strictly inside `workspace` holding every term of `query` (code/text_index.py), ranked, `limit` from `offset`; and whether its row bound was met."""
         ...
 
@@ -590,22 +645,40 @@ class NotesWriter(Protocol):
         """A new note in `workspace` (audited `created`), or why not (audited `refused`)."""
         ...
 
-    def append_note(self, principal: str, workspace: main.Path, note_id: str, text: str, check: Check) -> tuple[main.Note, str] | str:
+    def append_note(
+        self, principal: str, workspace: main.Path, note_id: str, text: str, check: Check
+    ) -> tuple[main.Note, str] | str:
         """`text` added at the end if `check` passes on the live note (audited `appended`), or why not."""
         ...
 
-    def update_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, body: str,
-                    check: Check) -> tuple[main.Settlement, main.Note | str | None]:
+    def update_note(
+        self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, body: str, check: Check
+    ) -> tuple[main.Settlement, main.Note | str | None]:
         """Replace the text, in one atomic step with the claim; the old text kept in the trash (audited `updated`)."""
         ...
 
-    def move_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, place: main.Path,
-                  check: Check, rewrites: tuple[Rewrite, ...] = ()) -> tuple[main.Settlement, main.Note | str | None]:
+    def move_note(
+        self,
+        principal: str,
+        nonce: str,
+        expires_at: float,
+        workspace: main.Path,
+        note_id: str,
+        place: main.Path,
+        check: Check,
+        rewrites: tuple[Rewrite, ...] = (),
+    ) -> tuple[main.Settlement, main.Note | str | None]:
         """Give the note the place `place` if free, with the claim (audited `moved`); each rewrite's note re-checked first, then written as an update."""
         ...
 
-    def consume(self, principal: str, nonce: str, expires_at: float, target: tuple[str, str] | None,
-                recheck: Callable[[main.Note], bool]) -> main.Settlement:
+    def consume(
+        self,
+        principal: str,
+        nonce: str,
+        expires_at: float,
+        target: tuple[str, str] | None,
+        recheck: Callable[[main.Note], bool],
+    ) -> main.Settlement:
         """The atomic step of notes_delete: claim; for `target` (id, version) re-read, re-check, trash (or delete)."""
         ...
 
@@ -640,8 +713,14 @@ class Store(NotesStore, Protocol):
         """Declared: the store's text side, or None (the memory store keeps no text)."""
         ...
 
-    def consume(self, principal: str, nonce: str, expires_at: float, target: tuple[str, str] | None,
-                recheck: Callable[[main.Note], bool]) -> main.Settlement:
+    def consume(
+        self,
+        principal: str,
+        nonce: str,
+        expires_at: float,
+        target: tuple[str, str] | None,
+        recheck: Callable[[main.Note], bool],
+    ) -> main.Settlement:
         """The atomic step, as every product store names it."""
         ...
 
@@ -653,8 +732,9 @@ class Store(NotesStore, Protocol):
         """Put back what the entry `entry_id` trashed, audited; StoreRefused if it cannot (the memory store never trashes)."""
         ...
 
-    def audit_entries(self, principal: str | None = None, since: float | None = None,
-                      outcome: str | None = None) -> list[dict[str, Any]]:
+    def audit_entries(
+        self, principal: str | None = None, since: float | None = None, outcome: str | None = None
+    ) -> list[dict[str, Any]]:
         """The audit entries matching every filter given, oldest first (the folder store completes pending ones first)."""
         ...
 
@@ -706,13 +786,26 @@ class SettleSeam(Generic[L]):
         """What a deletion does here, as the form says it (trash and its days, or gone for good)."""
         return self.retention.said
 
-    def consume(self, principal: str, nonce: str, expires_at: float, target: tuple[str, str] | None,
-                recheck: Callable[[main.Note], bool]) -> main.Settlement:
+    def consume(
+        self,
+        principal: str,
+        nonce: str,
+        expires_at: float,
+        target: tuple[str, str] | None,
+        recheck: Callable[[main.Note], bool],
+    ) -> main.Settlement:
         """The atomic step (each store's own)."""
         raise NotImplementedError
 
-    def settle(self, notes: object, principal: str, nonce: str, expires_at: float,
-               target: tuple[str, str] | None, recheck: Callable[[main.Note], bool]) -> main.Settlement:
+    def settle(
+        self,
+        notes: object,
+        principal: str,
+        nonce: str,
+        expires_at: float,
+        target: tuple[str, str] | None,
+        recheck: Callable[[main.Note], bool],
+    ) -> main.Settlement:
         """The lesson's atomic step (main.MemoryReplayStore.settle): this store holds the notes and the nonces, so `notes` is itself."""
         return self.consume(principal, nonce, expires_at, target, recheck)
 
@@ -724,8 +817,9 @@ class SettleSeam(Generic[L]):
         """One `refused` entry for `principal` (a call refused before any store step)."""
         self.ledger.audit_refusal(principal, facts)
 
-    def audit_entries(self, principal: str | None = None, since: float | None = None,
-                      outcome: str | None = None) -> list[dict[str, Any]]:
+    def audit_entries(
+        self, principal: str | None = None, since: float | None = None, outcome: str | None = None
+    ) -> list[dict[str, Any]]:
         """The ledger's audit entries matching every filter given, oldest first."""
         return self.ledger.audit_entries(principal, since, outcome)
 
@@ -746,7 +840,9 @@ class SettleSeam(Generic[L]):
 class MemoryLedger:
     """The Ledger in memory: the lesson's replay store for the nonces, an audit list, the page's decisions in a dict."""
 
-    def __init__(self, replay: main.MemoryReplayStore, clock: Callable[[], float], retention: Retention = Retention()) -> None:
+    def __init__(
+        self, replay: main.MemoryReplayStore, clock: Callable[[], float], retention: Retention = Retention()
+    ) -> None:
         self.replay = replay
         self.retention = retention
         self._clock = clock
@@ -764,9 +860,18 @@ class MemoryLedger:
         """One entry (the replay lock held), then the age and per-principal bounds, as the SQL ledgers apply them."""
         now = self.now()
         entry_id, self._next = self._next, self._next + 1
-        self._entries[entry_id] = {"id": entry_id, "at": now, "principal": principal, "outcome": outcome, "note_id": facts.note_id,
-                                   "title": facts.title, "uri": facts.uri, "trash": facts.trash, "restores": restores,
-                                   "file_identity": facts.file_identity}
+        self._entries[entry_id] = {
+            "id": entry_id,
+            "at": now,
+            "principal": principal,
+            "outcome": outcome,
+            "note_id": facts.note_id,
+            "title": facts.title,
+            "uri": facts.uri,
+            "trash": facts.trash,
+            "restores": restores,
+            "file_identity": facts.file_identity,
+        }
         if outcome == "refused":
             self._refusals.add(entry_id)
         self._prune(now, principal)
@@ -779,11 +884,17 @@ class MemoryLedger:
         files_after = self.retention.files_kept_after(now)
         gone = [key for key, entry in self._entries.items() if entry["at"] <= now - self.retention.audit_seconds]
         for refusals, bound in ((False, self.retention.max_entries), (True, self.retention.refusals_kept)):
-            mine = [key for key, entry in self._entries.items() if entry["principal"] == principal and (key in self._refusals) == refusals]
-            gone += mine[:max(0, len(mine) - bound)]
+            mine = [
+                key
+                for key, entry in self._entries.items()
+                if entry["principal"] == principal and (key in self._refusals) == refusals
+            ]
+            gone += mine[: max(0, len(mine) - bound)]
         for key in dict.fromkeys(gone):  # once each: an entry may be past both bounds
             trash = self._entries[key]["trash"]
-            if trash in (None, SQL_TRASH) or self._entries[key]["at"] <= files_after:  # no trash row here: a file, or nothing
+            if (
+                trash in (None, SQL_TRASH) or self._entries[key]["at"] <= files_after
+            ):  # no trash row here: a file, or nothing
                 self._drop(key)
 
     def _drop(self, entry_id: int) -> None:
@@ -791,8 +902,9 @@ class MemoryLedger:
         self._entries.pop(entry_id, None)
         self._refusals.discard(entry_id)
 
-    def consume_with(self, principal: str, nonce: str, expires_at: float,
-                     act: Callable[[Record], main.Settlement]) -> tuple[main.Settlement, int | None]:
+    def consume_with(
+        self, principal: str, nonce: str, expires_at: float, act: Callable[[Record], main.Settlement]
+    ) -> tuple[main.Settlement, int | None]:
         """As Ledger.consume_with, under the replay store's lock: a raise releases the claim and drops the entries."""
         with self.replay.lock:
             claim = self.replay.claim(principal, nonce, expires_at)
@@ -800,7 +912,9 @@ class MemoryLedger:
                 return claim, None
             entries: list[int] = []
 
-            def record(settlement: main.Settlement, facts: Facts = Facts(), pending: bool = False, outcome: str | None = None) -> int:
+            def record(
+                settlement: main.Settlement, facts: Facts = Facts(), pending: bool = False, outcome: str | None = None
+            ) -> int:
                 entries.append(self._write(principal, outcome or _outcome(settlement, pending), facts))
                 return entries[-1]
 
@@ -815,8 +929,9 @@ class MemoryLedger:
                 raise
             return settled, entries[0]
 
-    def consume_act(self, principal: str, nonce: str, expires_at: float,
-                    act: Callable[[Entry], T]) -> tuple[main.Settlement, T | None]:
+    def consume_act(
+        self, principal: str, nonce: str, expires_at: float, act: Callable[[Entry], T]
+    ) -> tuple[main.Settlement, T | None]:
         """As Ledger.consume_act."""
         done: list[T] = []
 
@@ -850,13 +965,18 @@ class MemoryLedger:
             if entry is not None and entry["outcome"] == expected:
                 entry["outcome"] = outcome
 
-    def audit_entries(self, principal: str | None = None, since: float | None = None,
-                      outcome: str | None = None) -> list[dict[str, Any]]:
+    def audit_entries(
+        self, principal: str | None = None, since: float | None = None, outcome: str | None = None
+    ) -> list[dict[str, Any]]:
         """As Ledger.audit_entries."""
         with self.replay.lock:
-            return [dict(entry) for entry in self._entries.values()
-                    if (principal is None or entry["principal"] == principal) and (since is None or entry["at"] >= since)
-                    and (outcome is None or entry["outcome"] == outcome)]
+            return [
+                dict(entry)
+                for entry in self._entries.values()
+                if (principal is None or entry["principal"] == principal)
+                and (since is None or entry["at"] >= since)
+                and (outcome is None or entry["outcome"] == outcome)
+            ]
 
     def audit_entry(self, entry_id: int) -> dict[str, Any] | None:
         """As Ledger.audit_entry."""
@@ -905,7 +1025,9 @@ class MemoryStore(SettleSeam[Ledger]):
     deletion = main.MemoryNotesStore.deletion  # a memory store keeps no trash
     texts: Texts | None = None  # the memory store keeps titles and places, no text
 
-    def __init__(self, notes: Iterable[main.Note], replay: main.MemoryReplayStore, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, notes: Iterable[main.Note], replay: main.MemoryReplayStore, clock: Callable[[], float] = time.time
+    ) -> None:
         self.notes = main.MemoryNotesStore(checked_notes(notes))
         self.replay = replay
         # `clock` dates its audit entries; a principal calling in a loop holds at most
@@ -921,13 +1043,26 @@ class MemoryStore(SettleSeam[Ledger]):
         """As main.MemoryNotesStore.get."""
         return self.notes.get(note_id)
 
-    def settle(self, notes: object, principal: str, nonce: str, expires_at: float,
-               target: tuple[str, str] | None, recheck: Callable[[main.Note], bool]) -> main.Settlement:
+    def settle(
+        self,
+        notes: object,
+        principal: str,
+        nonce: str,
+        expires_at: float,
+        target: tuple[str, str] | None,
+        recheck: Callable[[main.Note], bool],
+    ) -> main.Settlement:
         """The atomic step: main.MemoryReplayStore.settle over this store's notes (`notes` is this store)."""
         return self.replay.settle(self.notes, principal, nonce, expires_at, target, recheck)
 
-    def consume(self, principal: str, nonce: str, expires_at: float,
-                target: tuple[str, str] | None, recheck: Callable[[main.Note], bool]) -> main.Settlement:
+    def consume(
+        self,
+        principal: str,
+        nonce: str,
+        expires_at: float,
+        target: tuple[str, str] | None,
+        recheck: Callable[[main.Note], bool],
+    ) -> main.Settlement:
         """The atomic step, as every product store names it."""
         return self.settle(self, principal, nonce, expires_at, target, recheck)
 

@@ -36,8 +36,19 @@ from urllib.parse import parse_qsl
 import streamable_http
 
 __all__ = [
-    "CONTENT_SECURITY_POLICY", "MAX_FORM_BYTES", "MAX_FORM_FIELDS", "MAX_SESSIONS_PER_PRINCIPAL",
-    "SESSION_TTL_SECONDS", "STYLE", "Headers", "PageRequest", "PageSet", "Response", "Session", "Sessions", "SignedInPages",
+    "CONTENT_SECURITY_POLICY",
+    "MAX_FORM_BYTES",
+    "MAX_FORM_FIELDS",
+    "MAX_SESSIONS_PER_PRINCIPAL",
+    "SESSION_TTL_SECONDS",
+    "STYLE",
+    "Headers",
+    "PageRequest",
+    "PageSet",
+    "Response",
+    "Session",
+    "Sessions",
+    "SignedInPages",
 ]
 
 SESSION_TTL_SECONDS = 900.0  # a browser sign-in lasts fifteen minutes
@@ -102,8 +113,9 @@ class Sessions:
             for key in mine[: max(0, len(mine) - MAX_SESSIONS_PER_PRINCIPAL + 1)]:
                 del self._sessions[key]
             session_id = secrets.token_urlsafe(32)
-            self._sessions[fingerprint(session_id)] = Session(principal, secrets.token_urlsafe(32), now + SESSION_TTL_SECONDS, scope,
-                                                              via, now, credential)
+            self._sessions[fingerprint(session_id)] = Session(
+                principal, secrets.token_urlsafe(32), now + SESSION_TTL_SECONDS, scope, via, now, credential
+            )
             return session_id
 
     def session(self, session_id: str | None) -> Session | None:
@@ -154,6 +166,8 @@ CONTENT_SECURITY_POLICY = (
 def policy_with_script(script_hash: str) -> str:
     """The CSP of a page that runs one inline script, allowed by its hash alone (the passkey pages)."""
     return f"{CONTENT_SECURITY_POLICY}; script-src {script_hash}"
+
+
 PAGE_HEADERS: tuple[tuple[str, str], ...] = (
     ("Content-Type", "text/html; charset=utf-8"),
     ("X-Frame-Options", "DENY"),  # clickjacking: no one may frame a button that acts
@@ -188,7 +202,9 @@ class SignedInPages:
     login_ttl = SESSION_TTL_SECONDS  # how long a sign-in form's pre-session cookie lives
     actions: tuple[str, ...] = ("sign-in", "decision")  # the POST actions under a handle
 
-    def __init__(self, tokens: Mapping[str, str], log: Callable[[str], None], sessions: Sessions, base_url: str | None = None) -> None:
+    def __init__(
+        self, tokens: Mapping[str, str], log: Callable[[str], None], sessions: Sessions, base_url: str | None = None
+    ) -> None:
         self.log = log
         self.sessions = sessions
         self.tokens = streamable_http.BearerTokens(tokens)  # sign-in uses the MCP bearer tokens
@@ -208,7 +224,9 @@ class SignedInPages:
 
     # ---------------------------------------------------------------- checks
 
-    def page_request(self, method: str, parts: list[str], headers: Headers, body: bytes, gone: str) -> PageRequest | Response:
+    def page_request(
+        self, method: str, parts: list[str], headers: Headers, body: bytes, gone: str
+    ) -> PageRequest | Response:
         """A request for a flow's page: GET the page, POST its sign-in or decision (CSRF and Origin checked); else the refusal."""
         # ["", prefix, handle] or ["", prefix, handle, action]: one spelling per page, no trailing slash.
         if len(parts) not in (3, 4) or parts[1] != self.prefix.strip("/") or not is_handle(parts[2]):
@@ -234,7 +252,9 @@ class SignedInPages:
         # policy makes a browser name our origin. A request without Origin is left to the tokens.
         if origins and (len(origins) != 1 or self.base_url is None or origins[0].lower() != self.base_url.lower()):
             self.log(f"{self.prefix.strip('/')} page: form refused: foreign or opaque Origin")
-            return self.refusal(403, NULL_ORIGIN if origins == ["null"] else "This form may only be sent from this server's own page.")
+            return self.refusal(
+                403, NULL_ORIGIN if origins == ["null"] else "This form may only be sent from this server's own page."
+            )
         types = streamable_http.header_values(headers, "content-type")
         if len(types) != 1 or types[0].split(";")[0].strip().lower() != "application/x-www-form-urlencoded":
             return self.page(415, "Unsupported form", "Send the form from this server's page.")
@@ -246,7 +266,9 @@ class SignedInPages:
     def form(body: bytes) -> dict[str, str] | None:
         """An urlencoded body as fields, or None if malformed, too many fields or repeated names."""
         try:
-            pairs = parse_qsl(body.decode("ascii"), keep_blank_values=True, strict_parsing=bool(body), max_num_fields=MAX_FORM_FIELDS)
+            pairs = parse_qsl(
+                body.decode("ascii"), keep_blank_values=True, strict_parsing=bool(body), max_num_fields=MAX_FORM_FIELDS
+            )
         except (UnicodeDecodeError, ValueError):
             return None
         fields = dict(pairs)
@@ -284,9 +306,13 @@ class SignedInPages:
         expected = self.login_token(pre_session, handle) if pre_session is not None and is_handle(pre_session) else ""
         # Login CSRF: another page could otherwise sign this browser in as the attacker's
         # account. Only our sign-in page, read with this browser's pre-session cookie, has the token.
-        if not expected or not hmac.compare_digest(fields.get("login", "").encode("utf-8", "replace"), expected.encode("ascii")):
+        if not expected or not hmac.compare_digest(
+            fields.get("login", "").encode("utf-8", "replace"), expected.encode("ascii")
+        ):
             self.log(f"{self.prefix.strip('/')} page: sign-in refused: missing or wrong login token")
-            return self.sign_in_page(handle, headers, 403, "The sign-in form expired or did not come from this page. Try again.")
+            return self.sign_in_page(
+                handle, headers, 403, "The sign-in form expired or did not come from this page. Try again."
+            )
         assert pre_session is not None
         return pre_session
 
@@ -299,19 +325,33 @@ class SignedInPages:
         try:
             principal = self.tokens.principal_from(fields["token"], peer) if fields.get("token") else None
         except streamable_http.Throttled as wait:
-            return self.sign_in_page(handle, headers, 429, f"Too many wrong tokens. Try again in {wait.retry_after} seconds.")
+            return self.sign_in_page(
+                handle, headers, 429, f"Too many wrong tokens. Try again in {wait.retry_after} seconds."
+            )
         if principal is None:
             return self.sign_in_page(handle, headers, 403, "That token is not valid for this server.")
         return principal
 
-    def start_session(self, principal: str, old_session: str | None, handle: str, scope: str = "", via: str = "token",
-                      credential: str = "") -> Response:
+    def start_session(
+        self,
+        principal: str,
+        old_session: str | None,
+        handle: str,
+        scope: str = "",
+        via: str = "token",
+        credential: str = "",
+    ) -> Response:
         """Replace the browser's session with a fresh one for `principal` and go back to the handle's page."""
         # Session fixation: whatever id the browser had is dropped and a new one issued.
         self.sessions.sign_out(old_session)
         session_id = self.sessions.sign_in(principal, scope, via, credential)
         cookie = f"{self.session_cookie}={session_id}; Path={self.prefix}; Max-Age={int(SESSION_TTL_SECONDS)}; {self.cookie_flags()}"
-        return self.page(303, "Signed in", "Continue to the request.", [("Location", f"{self.prefix}{handle}"), ("Set-Cookie", cookie)])
+        return self.page(
+            303,
+            "Signed in",
+            "Continue to the request.",
+            [("Location", f"{self.prefix}{handle}"), ("Set-Cookie", cookie)],
+        )
 
     def cookie_flags(self) -> str:
         """HttpOnly and SameSite=Strict on every cookie, and Secure where people open the pages over https."""
@@ -346,7 +386,7 @@ class SignedInPages:
             f'<input type="hidden" name="login" value="{self.login_token(pre_session, handle)}">'
             '<button type="submit" class="primary">Sign in</button></form>'
             + self.sign_in_other(handle, pre_session)
-            + "<p class=\"hint\">This link alone grants nothing: only the account that asked can continue.</p>"
+            + '<p class="hint">This link alone grants nothing: only the account that asked can continue.</p>'
         )
         cookie = f"{self.login_cookie}={pre_session}; Path={self.prefix}; Max-Age={int(self.login_ttl)}; {self.cookie_flags()}"
         return self.page(status, "Sign in", "", [("Set-Cookie", cookie)], raw=body)
@@ -361,8 +401,14 @@ class SignedInPages:
         return SignedInPages.page(status, title, message)
 
     @staticmethod
-    def page(status: int, title: str, text: str, extra: Sequence[tuple[str, str]] = (), raw: str = "",
-             script: tuple[str, str] | None = None) -> Response:
+    def page(
+        status: int,
+        title: str,
+        text: str,
+        extra: Sequence[tuple[str, str]] = (),
+        raw: str = "",
+        script: tuple[str, str] | None = None,
+    ) -> Response:
         """A complete page with the security headers; `raw` is markup already escaped; `script` (its text, its CSP hash) runs at the end."""
         content = raw or f"<p>{html.escape(text)}</p>"
         document = (
@@ -371,8 +417,10 @@ class SignedInPages:
             f"<title>{html.escape(title)}</title><style>{STYLE}</style></head>"
             f"<body><h1>{html.escape(title)}</h1>{content}{f'<script>{script[0]}</script>' if script else ''}</body></html>"
         )
-        headers = [(name, policy_with_script(script[1]) if script and name == "Content-Security-Policy" else value)
-                   for name, value in PAGE_HEADERS]
+        headers = [
+            (name, policy_with_script(script[1]) if script and name == "Content-Security-Policy" else value)
+            for name, value in PAGE_HEADERS
+        ]
         return status, [*headers, *extra], document.encode("utf-8")
 
 
