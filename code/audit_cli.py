@@ -93,7 +93,7 @@ def table(entries: Sequence[dict[str, Any]], labels: dict[str, str] | None = Non
 def aligned(rows: Sequence[Sequence[str]]) -> list[str]:
     """Rows as lines of left-aligned columns two spaces apart."""
     widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
-    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
 
 
 def store_options(parser: argparse.ArgumentParser, default: Any) -> argparse.ArgumentParser:

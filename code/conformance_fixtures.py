@@ -24,9 +24,9 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import main
 import confirmations
 import frame
+import main
 
 __all__ = ["install"]
 
@@ -700,7 +700,7 @@ TEMPLATE = {
     "mimeType": "application/json",
 }
 # A bounded, plain id: the template never reflects arbitrary text into a URI.
-_TEMPLATE_RE = re.compile(r"test://template/([A-Za-z0-9_-]{1,%d})/data" % MAX_TEMPLATE_ID_LENGTH)
+_TEMPLATE_RE = re.compile(rf"test://template/([A-Za-z0-9_-]{{1,{MAX_TEMPLATE_ID_LENGTH}}})/data")
 
 
 def refuse_cursor(params: dict[str, Any]) -> None:

@@ -32,9 +32,9 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import main
 import confirmations
 import frame
+import main
 import stores
 import web_pages
 from web_pages import (  # noqa: F401  (the limits and style these pages share, named here too)

@@ -83,7 +83,7 @@ NAME_MAX = 255  # bytes in one file name (Linux, macOS)
 
 # Names of letters, digits, `-`, `_`, `.`, `~` and spaces, at most NAME_MAX: format_file_uri
 # and parse_file_uri give them back as they are, so plain() need not spell the URI out.
-_SIMPLE_NAME = re.compile(r"[A-Za-z0-9_~ -][A-Za-z0-9._~ -]{0,%d}\Z" % (NAME_MAX - 1))
+_SIMPLE_NAME = re.compile(rf"[A-Za-z0-9_~ -][A-Za-z0-9._~ -]{{0,{NAME_MAX - 1}}}\Z")
 
 # Why an entry was not served, as the start-up report counts them (MarkdownNotesStore.describe).
 SKIP_SYMLINK = "symlinks"

@@ -317,7 +317,7 @@ class AuditSql:
         row = self.dialect.run(
             conn, f"SELECT {', '.join(audit.COLUMNS)} FROM audit WHERE id = ?", (entry_id,)
         ).fetchone()
-        return dict(zip(audit.COLUMNS, row)) if row is not None else None
+        return dict(zip(audit.COLUMNS, row, strict=True)) if row is not None else None
 
     def entries(
         self, conn: Any, principal: str | None = None, since: float | None = None, outcome: str | None = None
@@ -333,7 +333,7 @@ class AuditSql:
             + (" WHERE " + " AND ".join(where) if where else "")
             + " ORDER BY id"
         )
-        return [dict(zip(audit.COLUMNS, row)) for row in self.dialect.run(conn, sql, params).fetchall()]
+        return [dict(zip(audit.COLUMNS, row, strict=True)) for row in self.dialect.run(conn, sql, params).fetchall()]
 
 
 # =====================================================================================

@@ -51,8 +51,8 @@ import traceback
 from collections.abc import Callable, Generator
 from typing import Any
 
-import main
 import frame
+import main
 
 __all__ = [
     "CallSteps",

@@ -30,10 +30,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import frame
 import http_server
 import legacy
 import main
-import frame
 import streamable_http
 from streamable_http import JSON, SSE, header_values, json_error_body, sse_event
 

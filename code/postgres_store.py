@@ -58,9 +58,9 @@ import audit
 import ledger
 import main
 import note_bodies
+import stores
 import text_index
 import title_index
-import stores
 
 try:  # the optional dependency: `pip install .[postgres]`
     import psycopg
@@ -88,11 +88,11 @@ _SCHEMA = (
     "CREATE TABLE meta (key text PRIMARY KEY, value text NOT NULL)",
     # CHECKs keep a hand-edited row from reaching the server as an empty title or long id.
     "CREATE TABLE notes ("
-    " id text PRIMARY KEY CHECK (length(id) BETWEEN 1 AND %d),"
+    f" id text PRIMARY KEY CHECK (length(id) BETWEEN 1 AND {stores.MAX_NOTE_ID_LENGTH}),"
     " title text NOT NULL CHECK (length(btrim(title)) > 0),"
     " uri text NOT NULL,"
     " revision bigint NOT NULL,"
-    " folded text)" % stores.MAX_NOTE_ID_LENGTH,
+    " folded text)",
     "CREATE TABLE consumed_nonces ("
     " nonce text PRIMARY KEY,"
     " principal text NOT NULL,"

@@ -66,9 +66,9 @@ import audit
 import ledger
 import main
 import note_bodies
+import stores
 import text_index
 import title_index
-import stores
 
 __all__ = ["open_ledger", "open_store"]
 
@@ -170,11 +170,11 @@ _SCHEMA = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     # CHECKs keep a hand-edited row from reaching the server as a non-string title or id.
     "CREATE TABLE notes ("
-    " id TEXT PRIMARY KEY CHECK (typeof(id) = 'text' AND length(id) BETWEEN 1 AND %d),"
+    f" id TEXT PRIMARY KEY CHECK (typeof(id) = 'text' AND length(id) BETWEEN 1 AND {stores.MAX_NOTE_ID_LENGTH}),"
     " title TEXT NOT NULL CHECK (typeof(title) = 'text' AND length(trim(title)) > 0),"
     " uri TEXT NOT NULL CHECK (typeof(uri) = 'text'),"
     " revision INTEGER NOT NULL CHECK (typeof(revision) = 'integer'),"
-    " folded TEXT)" % stores.MAX_NOTE_ID_LENGTH,
+    " folded TEXT)",
     "CREATE TABLE consumed_nonces ("
     " nonce TEXT PRIMARY KEY CHECK (typeof(nonce) = 'text'),"
     " principal TEXT NOT NULL,"
