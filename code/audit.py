@@ -183,7 +183,8 @@ def context_of(request: main.Envelope) -> AuditContext:
 def mark(
     channel: str, approved_by: str | None = None, approved_at: float | None = None, approved_with: str | None = None
 ) -> None:
-    """Record on this request's context how the person confirmed, and who approved on the page when, with which passkey (before consuming)."""
+    """Record on this request's context how the person confirmed, and who approved on the page when, with which passkey
+    (before consuming)."""
     context = current()
     if context is not None:
         context.channel, context.approved_by, context.approved_at = channel, approved_by, approved_at

@@ -249,7 +249,8 @@ def parse_then(
     argv: Sequence[str],
     act: Callable[[stores.Store, argparse.Namespace, Callable[[str], None]], int],
 ) -> int:
-    """Parse `argv`, open the store the options name (never creating one), run `act` on it, close it; the exit status."""
+    """Parse `argv`, open the store the options name (never creating one), run `act` on it, close it; the exit
+    status."""
     try:
         args = p.parse_args(list(argv))
     except SystemExit as exc:  # --help (0) or a usage error (2), already printed

@@ -325,7 +325,8 @@ class ConnectPages(web_pages.SignedInPages):
     def sign_in(
         self, handle: str, flow: Flow, headers: Headers, old_session: str | None, body: bytes, peer: str = ""
     ) -> Response:
-        """Check the login token and the bearer token, bind a fresh session to its principal, go back to the flow page."""
+        """Check the login token and the bearer token, bind a fresh session to its principal, go back to the flow
+        page."""
         principal = self.signed_in_principal(handle, headers, body, peer)
         if not isinstance(principal, str):
             return principal

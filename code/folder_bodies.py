@@ -53,7 +53,8 @@ class Loaded(NamedTuple):
 
 
 def split_frontmatter(data: bytes) -> tuple[bytes, bytes]:
-    """(frontmatter, the rest): a leading `---` line up to and including the next `---` line; (b"", data) without one."""
+    """(frontmatter, the rest): a leading `---` line up to and including the next `---` line; (b"", data) without
+    one."""
     for opening in (b"---\n", b"---\r\n"):
         if data.startswith(opening):
             at = len(opening)
@@ -69,7 +70,8 @@ def split_frontmatter(data: bytes) -> tuple[bytes, bytes]:
 
 
 def load(folder: int, name: str) -> Loaded | None:
-    """The note `name` in the open folder `folder`, read without following a link; None if absent, not a plain file, too large or not UTF-8."""
+    """The note `name` in the open folder `folder`, read without following a link; None if absent, not a plain file, too
+    large or not UTF-8."""
     try:
         handle = os.open(name, _READ_FLAGS, dir_fd=folder)
     except OSError:
@@ -113,7 +115,8 @@ def read_open(handle: int, name: str) -> Loaded | None:
 
 
 def create(folder: int, name: str, data: bytes) -> bool:
-    """Write a new file `name` in `folder` holding `data` (mode 0644 less the umask, as any new file); False when the name is taken."""
+    """Write a new file `name` in `folder` holding `data` (mode 0644 less the umask, as any new file); False when the
+    name is taken."""
     made = _new_file(folder, name, data, 0o644)
     if made is None:
         return False
@@ -122,7 +125,8 @@ def create(folder: int, name: str, data: bytes) -> bool:
 
 
 def _new_file(folder: int, name: str, data: bytes, mode: int) -> int | None:
-    """A new file `name` in `folder` holding `data`, created with `mode` (the umask applies); its open descriptor, or None when the name is taken."""
+    """A new file `name` in `folder` holding `data`, created with `mode` (the umask applies); its open descriptor, or
+    None when the name is taken."""
     try:
         handle = os.open(name, _NEW_FLAGS, mode, dir_fd=folder)
     except FileExistsError:
@@ -246,7 +250,8 @@ KERNEL_XATTRS = ("security.",)  # labels the kernel's policy gives a new file it
 def _metadata(
     folder: int, name: str, seen: tuple[int, ...]
 ) -> tuple[os.stat_result, list[tuple[str, bytes]]] | str | None:
-    """(fstat, extended attributes) of the note if it is still the file whose facts were `seen`; None if not; a refusal if the server does not own it."""
+    """(fstat, extended attributes) of the note if it is still the file whose facts were `seen`; None if not; a refusal
+    if the server does not own it."""
     try:
         handle = os.open(name, _READ_FLAGS, dir_fd=folder)
     except OSError:
@@ -269,7 +274,8 @@ def _metadata(
 
 
 def _same_metadata(handle: int, note: os.stat_result, attributes: list[tuple[str, bytes]]) -> str | None:
-    """Give the new file `handle` the note's mode, group and extended attributes; None when it has them, else why not."""
+    """Give the new file `handle` the note's mode, group and extended attributes; None when it has them, else why
+    not."""
     mode = stat.S_IMODE(note.st_mode)
     got = stat.S_IMODE(os.fstat(handle).st_mode)
     if got != mode:
@@ -292,7 +298,8 @@ def _same_metadata(handle: int, note: os.stat_result, attributes: list[tuple[str
 
 
 def move(src: int, name: str, seen: tuple[int, ...], dst: int, new_name: str) -> str | None:
-    """Move `name` to `dst`/`new_name` if it is still the file read, never over anything; None when done, else "changed" or "taken"."""
+    """Move `name` to `dst`/`new_name` if it is still the file read, never over anything; None when done, else "changed"
+    or "taken"."""
     try:
         now = os.stat(name, dir_fd=src, follow_symlinks=False)
     except OSError:
@@ -320,7 +327,8 @@ def write_all(handle: int, data: bytes) -> None:
 def _keep(
     root: folder_paths.Root, trash_name: str, data: bytes, mkdir: Callable[..., None], mode: int
 ) -> tuple[int, str] | str:
-    """Write `data` to the trash as `trash_name` (a new file, the note's `mode`); (trash descriptor, name) to undo it, or why not."""
+    """Write `data` to the trash as `trash_name` (a new file, the note's `mode`); (trash descriptor, name) to undo it,
+    or why not."""
     trash = folder_trash.open_trash(root, create=True, mkdir=mkdir)
     assert trash is not None
     try:

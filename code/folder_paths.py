@@ -142,7 +142,8 @@ class Visitor(Protocol):
 
 
 class FileOps(NamedTuple):
-    """The file-system calls the folder store makes that a test must see fail or race: os's own unless a test injects one."""
+    """The file-system calls the folder store makes that a test must see fail or race: os's own unless a test injects
+    one."""
 
     stat: Callable[..., os.stat_result] = os.stat  # the re-stat just before the move
     unlink: Callable[..., None] = os.unlink  # unlink mode's unlink, in the trash
@@ -154,7 +155,8 @@ OS_OPS = FileOps()
 
 
 def walk(fd: int, rel: main.Path, visitor: Visitor, depth: int, scandir: Callable[[int], Any] = os.scandir) -> None:
-    """List the open folder `fd` (path `rel` below the root, `depth` levels below where the walk began) and visit each entry."""
+    """List the open folder `fd` (path `rel` below the root, `depth` levels below where the walk began) and visit each
+    entry."""
     visitor.entering(fd, rel)
     names: dict[str, bool] = {}  # name -> listed as a regular file (the directory entry's type, no stat)
     with scandir(fd) as entries:
@@ -180,7 +182,8 @@ def visit_entry(
     is_file: bool = False,
     scandir: Callable[[int], Any] = os.scandir,
 ) -> None:
-    """Visit the entry `name` of the open folder `fd`: a note, a real sub-folder within MAX_WALK_DEPTH (walked), or a skip."""
+    """Visit the entry `name` of the open folder `fd`: a note, a real sub-folder within MAX_WALK_DEPTH (walked), or a
+    skip."""
     if not plain(name):
         visitor.skip(SKIP_HIDDEN if name.startswith(".") else SKIP_NAME)
         return
@@ -294,7 +297,8 @@ class Root:
 
 
 def same_folder(outer: str, below: main.Path, inner: str) -> bool:
-    """At start-up: True when the walk of the folder `outer` reaches the folder `inner` at `below` through real folders (no symlink)."""
+    """At start-up: True when the walk of the folder `outer` reaches the folder `inner` at `below` through real folders
+    (no symlink)."""
     try:
         # Start-up only (the store's constructor, before any Root exists): the operator's paths.
         fd = descend(os.open(outer, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC), below)
@@ -337,7 +341,8 @@ def open_below(root: Root, below: main.Path) -> int | None:
 
 
 def descend(fd: int, below: main.Path) -> int | None:
-    """From the open folder `fd` (consumed: closed here), the folder `below` it, each component opened O_NOFOLLOW; or None."""
+    """From the open folder `fd` (consumed: closed here), the folder `below` it, each component opened O_NOFOLLOW; or
+    None."""
     for name in below:
         # `..` would climb out of the parent; a symlink would leave the tree. Both fail here.
         if not plain(name):
@@ -369,7 +374,8 @@ WORKSPACE_PATH = "Workspace {where} cannot be reached: a folder on its path is m
 
 
 def open_workspace(root: Root, below: main.Path, where: str) -> int:
-    """A descriptor for the folder root/below, or StoreRefused saying in one line why it is not one; `where` names it."""
+    """A descriptor for the folder root/below, or StoreRefused saying in one line why it is not one; `where` names
+    it."""
     root.check(where)
     fd = open_below(root, ())
     if fd is None:
@@ -396,7 +402,8 @@ def open_workspace(root: Root, below: main.Path, where: str) -> int:
 
 
 def workspace_problem(info: os.stat_result | None) -> str:
-    """Which WORKSPACE_* message an entry that could not be opened as a folder deserves (its lstat, or None if absent)."""
+    """Which WORKSPACE_* message an entry that could not be opened as a folder deserves (its lstat, or None if
+    absent)."""
     if info is None:
         return WORKSPACE_MISSING
     if stat.S_ISLNK(info.st_mode):

@@ -47,7 +47,8 @@ def delete(
     unlink: bool = False,
     ops: folder_paths.FileOps = folder_paths.OS_OPS,
 ) -> bool:
-    """Move root/rel to the trash as `trash_name` (then, if `unlink`, unlink it there) if it is the file whose facts were `seen`; False when not."""
+    """Move root/rel to the trash as `trash_name` (then, if `unlink`, unlink it there) if it is the file whose facts
+    were `seen`; False when not."""
     fd = folder_paths.open_below(root, rel[:-1])
     if fd is None:
         return False
@@ -128,7 +129,8 @@ def trash_stamp(at: float) -> str:
 
 
 def open_trash(root: Folder, create: bool, mkdir: Callable[..., None] = os.mkdir) -> int | None:
-    """A descriptor for root/.trash, made (by `mkdir`) if asked; None when absent; StoreRefused if it is not a plain folder or the root was replaced."""
+    """A descriptor for root/.trash, made (by `mkdir`) if asked; None when absent; StoreRefused if it is not a plain
+    folder or the root was replaced."""
     fd = folder_paths.open_below(root, ())
     if fd is None:
         root.check(main.format_file_uri(root.path))  # replaced since start-up: no trash of its is ours
@@ -232,7 +234,8 @@ def move_to_trash(
 
 
 def put_back(trash: int, trash_name: str, fd: int, name: str) -> None:
-    """Move trash/`trash_name` back to `name` in folder `fd`, never over anything; if the name was taken, it stays in the trash."""
+    """Move trash/`trash_name` back to `name` in folder `fd`, never over anything; if the name was taken, it stays in
+    the trash."""
     try:
         rename_noreplace(trash, trash_name, fd, name)
     except OSError:
@@ -266,7 +269,8 @@ def present(root: Folder, rel: main.Path) -> bool:
 
 
 def empty(root: Folder, cutoff: float, budget: int, limit: int) -> int:
-    """Unlink regular files in root/.trash named before `cutoff`, at most `budget`, listing at most `limit`; what is left of it."""
+    """Unlink regular files in root/.trash named before `cutoff`, at most `budget`, listing at most `limit`; what is
+    left of it."""
     trash = open_trash(root, create=False)
     if trash is None:
         return budget

@@ -211,7 +211,8 @@ def notes_server(
     replay: stores.NotesStore | None = None,
     tool: Callable[[main.Services], Any] = main.NotesDelete,
 ) -> Server:
-    """A server serving notes_delete (`tool`: the lesson's, or the product's) over `notes`; `replay` defaults to the store itself."""
+    """A server serving notes_delete (`tool`: the lesson's, or the product's) over `notes`; `replay` defaults to the
+    store itself."""
     # main.Services types its slots as the lesson's memory classes; the product puts any
     # store of the family there (stores.store_of reads it back as the product's Store).
     services = main.Services(

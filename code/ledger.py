@@ -50,7 +50,8 @@ PRUNE_DECISIONS = 64  # expired page records removed per new confirmation: bound
 
 
 class Dialect:
-    """How one driver spells what the ledger's statements leave open: its parameter marker, its high-water row, its types."""
+    """How one driver spells what the ledger's statements leave open: its parameter marker, its high-water row, its
+    types."""
 
     def __init__(self, placeholder: str, high_water: str, greatest: str, sqlite: bool) -> None:
         self.placeholder = placeholder
@@ -161,7 +162,8 @@ def _tables(sqlite: bool) -> tuple[str, ...]:
 
 
 def add_tables(conn: Any, dialect: Dialect, columns_of: Callable[[str], list[str]]) -> None:
-    """The ledger's tables, added to a database that lacks them, and the columns added since (the caller's transaction)."""
+    """The ledger's tables, added to a database that lacks them, and the columns added since (the caller's
+    transaction)."""
     for statement in _tables(dialect.sqlite):
         dialect.run(conn, statement)
     _add_columns(
@@ -371,7 +373,8 @@ class SqlLedger:
         return float(now)
 
     def _claim(self, conn: Any, principal: str, nonce: str, expires_at: float) -> float:
-        """Claim the nonce inside the caller's transaction, or raise stores.Rollback(USED or FULL); "now" as committed."""
+        """Claim the nonce inside the caller's transaction, or raise stores.Rollback(USED or FULL); "now" as
+        committed."""
         run = self.dialect.run
         now = self._raise_clock(conn)
         run(
@@ -404,7 +407,8 @@ class SqlLedger:
         return now
 
     def _entry(self, conn: Any, now: float, principal: str, outcome: str, facts: stores.Facts) -> int:
-        """This request's entry, then a batch of old entries and trashed notes pruned; the id (the caller's transaction)."""
+        """This request's entry, then a batch of old entries and trashed notes pruned; the id (the caller's
+        transaction)."""
         entry_id = self.sql.insert(conn, now, principal, outcome, facts, audit.current())
         self.sql.prune(conn, now, principal, self.retention)
         audit.written(self, entry_id, outcome)
@@ -459,7 +463,8 @@ class SqlLedger:
     def act_in(
         self, principal: str, nonce: str, expires_at: float, act: Callable[[Any, float, stores.Entry], T]
     ) -> tuple[main.Settlement, T | None]:
-        """consume_in for a note tool's write, `act(conn, now, entry)`: CONSUMED with what it returned (CHANGED: a refusal), or USED/FULL with None."""
+        """consume_in for a note tool's write, `act(conn, now, entry)`: CONSUMED with what it returned (CHANGED: a
+        refusal), or USED/FULL with None."""
         done: list[T] = []
 
         def run(conn: Any, now: float, record: stores.Record) -> main.Settlement:
@@ -478,7 +483,8 @@ class SqlLedger:
     # ---------------------------------------------------------------- writes without a nonce
 
     def audited_in(self, principal: str, act: Callable[[Any, float, stores.Entry], T]) -> T:
-        """One write transaction: `act(conn, now, entry)` writes and calls entry(outcome, facts) for its audit entry; COMMIT."""
+        """One write transaction: `act(conn, now, entry)` writes and calls entry(outcome, facts) for its audit entry;
+        COMMIT."""
 
         def work(conn: Any) -> T:
             now = self._raise_clock(conn)
@@ -512,7 +518,8 @@ class SqlLedger:
         return self.restore_in(lambda conn, now: self.sql.insert_restore(conn, entry_id, now, facts))
 
     def restore_in(self, act: Callable[[Any, float], int]) -> dict[str, Any]:
-        """One write transaction: `act(conn, now)` puts something back and returns its restore entry's id; that entry."""
+        """One write transaction: `act(conn, now)` puts something back and returns its restore entry's id; that
+        entry."""
 
         def work(conn: Any) -> dict[str, Any] | None:
             return self.sql.entry(conn, act(conn, self.db.now()))

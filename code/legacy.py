@@ -506,7 +506,8 @@ class LegacySession:
         return legacy_result(result)
 
     def _relayed(self, notes: list[dict[str, Any]]) -> Generator[dict[str, Any], None, None]:
-        """The core's notifications about a call, in 2025-11-25 shape; log messages below the session's level are dropped."""
+        """The core's notifications about a call, in 2025-11-25 shape; log messages below the session's level are
+        dropped."""
         for note in notes:
             params = note.get("params")
             if note.get("method") not in RELAYED_NOTIFICATIONS or not isinstance(params, dict):

@@ -79,7 +79,8 @@ class _Session:
 
 
 def eviction_order(session: _Session) -> tuple[bool, bool, float]:
-    """Sort key of a principal's sessions, the first to end first: idle ones that never did more than initialize, oldest first."""
+    """Sort key of a principal's sessions, the first to end first: idle ones that never did more than initialize, oldest
+    first."""
     # Short command-line runs that exit without DELETE must not push out a host's
     # long-lived session: handshake-only sessions go first, then those that served a
     # request, least recently used first (an idle host is among these: the bound is what

@@ -106,7 +106,8 @@ class BodySql:
         return note_with_body(row)
 
     def create(self, conn: Any, record: Record, workspace: main.Path, title: str, body: str) -> main.Note | str:
-        """Insert a new note at the first free place for its title in `workspace`; the refusal (audited) when none is free."""
+        """Insert a new note at the first free place for its title in `workspace`; the refusal (audited) when none is
+        free."""
         for place in new_place(workspace, title):
             uri = main.format_file_uri(place)
             if self.run(conn, "SELECT 1 FROM notes WHERE uri = ?", (uri,)).fetchone() is None:
@@ -126,7 +127,8 @@ class BodySql:
     def append(
         self, conn: Any, record: Record, note_id: str, text: str, check: Check, now: float = 0.0, trash: bool = False
     ) -> tuple[main.Note, str] | str:
-        """Add `text` at the end of the note if `check` passes on it as it is now, the old version to the trash; else the refusal, audited."""
+        """Add `text` at the end of the note if `check` passes on it as it is now, the old version to the trash; else
+        the refusal, audited."""
         found = self.live(conn, note_id, lock=True)
         if found is None or not check(*found):
             record(audit.REFUSED, audit.Facts(note_id))
@@ -144,7 +146,8 @@ class BodySql:
     def update(
         self, conn: Any, record: Record, note_id: str, body: str, check: Check, now: float, trash: bool
     ) -> main.Note | str:
-        """Replace the body if `check` passes on the note as it is now, the old version to the trash; else the refusal, audited."""
+        """Replace the body if `check` passes on the note as it is now, the old version to the trash; else the refusal,
+        audited."""
         found = self.live(conn, note_id, lock=True)
         if found is None or not check(*found):
             record(audit.REFUSED, audit.Facts(note_id))
@@ -166,7 +169,8 @@ class BodySql:
         now: float = 0.0,
         trash: bool = False,
     ) -> main.Note | str:
-        """Give the note the URI of `place` if `check` passes and no note is there, and write each rewrite as an update; else the refusal, audited."""
+        """Give the note the URI of `place` if `check` passes and no note is there, and write each rewrite as an update;
+        else the refusal, audited."""
         found = self.live(conn, note_id, lock=True)
         if found is None or not check(*found):
             record(audit.REFUSED, audit.Facts(note_id))
@@ -200,7 +204,8 @@ class BodySql:
         return found is not None and check(*found)
 
     def place_refusal(self, conn: Any, note: main.Note, place: main.Path) -> str | None:
-        """Why `note` cannot take `place` in this database now: a URI no row may hold (stores.check_note), or a note there; else None."""
+        """Why `note` cannot take `place` in this database now: a URI no row may hold (stores.check_note), or a note
+        there; else None."""
         # A row whose URI check_note refuses is skipped by every read (stores.stored_note):
         # moved there, the note would be in the database and out of every tool's reach.
         uri = main.format_file_uri(place)
@@ -225,7 +230,8 @@ class BodySql:
         now: float,
         trash: bool,
     ) -> main.Settlement:
-        """notes_delete's change inside the claim's transaction: re-read `target` (id, version), re-check, trash or delete."""
+        """notes_delete's change inside the claim's transaction: re-read `target` (id, version), re-check, trash or
+        delete."""
         if target is None:
             return main.Settlement.CONSUMED
         note_id, version = target
@@ -252,7 +258,8 @@ class BodySql:
         return main.Settlement.DELETED
 
     def restore(self, conn: Any, entry_id: int, now: float) -> int:
-        """Put a trashed row back, or undo an edit, and audit it (the restore entry's id); stores.StoreRefused if it cannot."""
+        """Put a trashed row back, or undo an edit, and audit it (the restore entry's id); stores.StoreRefused if it
+        cannot."""
         kept = self.sql.kept(conn, entry_id)
         if kept is None:
             raise stores.StoreRefused(
@@ -284,7 +291,8 @@ class BodySql:
     def undo_move(
         self, conn: Any, entry_id: int, now: float, was: main.Note, found: tuple[main.Note, str] | None
     ) -> int:
-        """Undo a move: the note, as it is now, back at the place it had, never over another note; its text stays as it is now."""
+        """Undo a move: the note, as it is now, back at the place it had, never over another note; its text stays as it
+        is now."""
         if found is None:
             raise stores.StoreRefused(f"entry {entry_id}: the moved note is gone; nothing restored")
         live = found[0]
@@ -309,7 +317,8 @@ class BodySql:
     def undo_update(
         self, conn: Any, entry_id: int, now: float, live: main.Note, current: str | None, kept: str | None
     ) -> int:
-        """Undo an edit: the text the update replaced comes back, the text now in place goes to the trash under the restore's entry."""
+        """Undo an edit: the text the update replaced comes back, the text now in place goes to the trash under the
+        restore's entry."""
         new_id = self.sql.insert_restore(
             conn, entry_id, now, audit.Facts(live.id, live.title, live.uri, audit.SQL_TRASH)
         )
@@ -368,7 +377,8 @@ class SqlTexts:
     def append_note(
         self, principal: str, workspace: main.Path, note_id: str, text: str, check: Check
     ) -> tuple[main.Note, str] | str:
-        """`text` added at the end if `check` passes on the live note (audited `appended`), or why not (audited `refused`)."""
+        """`text` added at the end if `check` passes on the live note (audited `appended`), or why not (audited
+        `refused`)."""
         trash = self.retention.trash
         return self.ledger.audited_in(
             principal, lambda conn, now, entry: self.body.append(conn, entry, note_id, text, check, now, trash)
@@ -377,7 +387,8 @@ class SqlTexts:
     def update_note(
         self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, body: str, check: Check
     ) -> tuple[main.Settlement, main.Note | str | None]:
-        """One transaction: claim the nonce, re-check the live note, keep its old text in the trash, write `body`; audited."""
+        """One transaction: claim the nonce, re-check the live note, keep its old text in the trash, write `body`;
+        audited."""
         trash = self.retention.trash
         return self.ledger.act_in(
             principal,
@@ -397,7 +408,8 @@ class SqlTexts:
         check: Check,
         rewrites: tuple[stores.Rewrite, ...] = (),
     ) -> tuple[main.Settlement, main.Note | str | None]:
-        """One transaction: claim the nonce, re-check the live note and every note to rewrite, move, rewrite their links; audited."""
+        """One transaction: claim the nonce, re-check the live note and every note to rewrite, move, rewrite their
+        links; audited."""
         trash = self.retention.trash
         return self.ledger.act_in(
             principal,
@@ -407,7 +419,8 @@ class SqlTexts:
         )
 
     def move_refusal(self, workspace: main.Path, note: main.Note, place: main.Path) -> str | None:
-        """Why `note` cannot be moved to `place` here, read now (a URI over MAX_URI_LENGTH, a note there), or None; asked before any form."""
+        """Why `note` cannot be moved to `place` here, read now (a URI over MAX_URI_LENGTH, a note there), or None;
+        asked before any form."""
         return self.ledger.db.read_with(lambda conn: self.body.place_refusal(conn, note, place))
 
     def restore(self, entry_id: int) -> dict[str, Any]:

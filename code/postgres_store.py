@@ -258,7 +258,8 @@ class PostgresNotesStore(note_bodies.SqlTexts, stores.SettleSeam[ledger.SqlLedge
         return title_index.exact(rows, workspace, needle)
 
     def _trigram_counts(self) -> dict[str, int]:
-        """Counts of the sample's TRIGRAM_COUNTS_KEPT most common trigrams, at most TRIGRAM_COUNTS_SECONDS old (they only rank; stale costs time)."""
+        """Counts of the sample's TRIGRAM_COUNTS_KEPT most common trigrams, at most TRIGRAM_COUNTS_SECONDS old (they
+        only rank; stale costs time)."""
         now = time.monotonic()
         if now - self._counted_at >= TRIGRAM_COUNTS_SECONDS:
             self._counts = dict(self._read(_sample_counts))
@@ -302,7 +303,8 @@ class PostgresNotesStore(note_bodies.SqlTexts, stores.SettleSeam[ledger.SqlLedge
     def search_text(
         self, workspace: main.Path, query: str, limit: int, offset: int = 0
     ) -> tuple[list[tuple[main.Note, str]], bool]:
-        """Notes strictly inside `workspace` holding every term of `query`, ranked, `limit` from `offset`; True when MAX_RANKED_ROWS was met."""
+        """Notes strictly inside `workspace` holding every term of `query`, ranked, `limit` from `offset`; True when
+        MAX_RANKED_ROWS was met."""
         parsed = text_index.parse(query)
         if not parsed.terms:
             return [], False
@@ -369,7 +371,8 @@ class PostgresNotesStore(note_bodies.SqlTexts, stores.SettleSeam[ledger.SqlLedge
     # ---------------------------------------------------------------- connection handling
 
     def write_with(self, work: Callable[[Any], T], durable: bool = False) -> T:
-        """`work(conn)` in one write transaction of this store's (one deadline; every COMMIT is durable); psycopg failures become stores.StoreBusy."""
+        """`work(conn)` in one write transaction of this store's (one deadline; every COMMIT is durable); psycopg
+        failures become stores.StoreBusy."""
         return self._run(work, transaction=True)
 
     def read_with(self, work: Callable[[Any], T]) -> T:
@@ -377,7 +380,8 @@ class PostgresNotesStore(note_bodies.SqlTexts, stores.SettleSeam[ledger.SqlLedge
         return self._read(work)
 
     def _read(self, work: Callable[[Any], Any]) -> Any:
-        """Run `work(conn)` on the reader connection; never waits for a write; psycopg failures become stores.StoreBusy."""
+        """Run `work(conn)` on the reader connection; never waits for a write; psycopg failures become
+        stores.StoreBusy."""
         with self._read_lock:
             conn = self._reader = self._fresh(self._reader)
             try:
@@ -386,7 +390,8 @@ class PostgresNotesStore(note_bodies.SqlTexts, stores.SettleSeam[ledger.SqlLedge
                 raise self._busy(conn, exc) from None
 
     def _run(self, work: Callable[[Any], Any], *, transaction: bool = False) -> Any:
-        """Run a write `work(conn)` within one deadline (inside BEGIN/COMMIT if asked); psycopg failures become stores.StoreBusy."""
+        """Run a write `work(conn)` within one deadline (inside BEGIN/COMMIT if asked); psycopg failures become
+        stores.StoreBusy."""
         # Writes queued behind one stuck on another host's row lock each waited their own
         # lock_timeout in turn (failing at 2, 4, 6, 8 s): now every wait counts against
         # one deadline taken when the write is asked.
@@ -618,7 +623,8 @@ def _checked_seed(notes: Iterable[main.Note]) -> list[main.Note]:
 
 
 def _prepare(conn: Any, where: str, seed: list[main.Note]) -> str | None:
-    """Create and seed, or check (and migrate) an existing schema; one transaction. Why there is no title index, or None."""
+    """Create and seed, or check (and migrate) an existing schema; one transaction. Why there is no title index, or
+    None."""
     with conn.transaction():
         _check_encoding(conn, where)
         # Two instances starting together on an empty database: the second waits here,

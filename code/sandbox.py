@@ -287,7 +287,8 @@ def _thread_count() -> int:
 
 
 def restrict(plan: Plan, libc: Any, numbers: tuple[int, int, int], abi: int) -> None:
-    """Build the ruleset for `plan` with the rights `abi` knows, then restrict the calling thread; Failed if a call fails."""
+    """Build the ruleset for `plan` with the rights `abi` knows, then restrict the calling thread; Failed if a call
+    fails."""
     create, add_rule, restrict = numbers
     fs_mask = FS_BY_ABI[max(v for v in FS_BY_ABI if v <= abi)]
     net = NET_BIND_TCP | NET_CONNECT_TCP if abi >= NET_FROM_ABI else 0
@@ -325,7 +326,8 @@ def restrict(plan: Plan, libc: Any, numbers: tuple[int, int, int], abi: int) -> 
 
 
 def metadata_filter(machine: str) -> list[tuple[int, int, int, int]]:
-    """The BPF program, as (code, jt, jf, k) rows: metadata writes answer EPERM, other calls pass, a foreign ABI is killed."""
+    """The BPF program, as (code, jt, jf, k) rows: metadata writes answer EPERM, other calls pass, a foreign ABI is
+    killed."""
     # Landlock checks opening, creating, renaming and removing, never chmod, chown,
     # utime or setxattr: without this, a compromised server could make any file its user
     # owns readable by all (0600 -> 0666), give it away, back-date it, or tag it, even
@@ -472,7 +474,8 @@ def server_plan(
 
 
 def state_files(database: str, search_index: bool = False) -> list[str]:
-    """The SQLite database's own files, the only ones in its folder the confined server may write; with the folder store's text index's too."""
+    """The SQLite database's own files, the only ones in its folder the confined server may write; with the folder
+    store's text index's too."""
     path = os.path.abspath(database)
     index = path + SEARCH_INDEX_SUFFIX
     files = [path, *(path + suffix for suffix in SQLITE_SIDE_FILES)]
@@ -537,7 +540,8 @@ def unsafe_writes(notes_folders: Iterable[str], state_database: str | None, root
 
 
 def postgres_endpoints(url: str, environ: Mapping[str, str] = os.environ) -> tuple[list[str], list[int]]:
-    """The hosts (names or socket folders) and TCP ports a postgresql:// URL connects to (PGHOST, PGPORT if it names none)."""
+    """The hosts (names or socket folders) and TCP ports a postgresql:// URL connects to (PGHOST, PGPORT if it names
+    none)."""
     from urllib.parse import parse_qs, unquote
 
     # Split by hand, not with urlsplit: libpq takes several hosts with an IPv6 literal

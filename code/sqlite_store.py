@@ -269,12 +269,14 @@ class SqliteDatabase:
         return self.read_with(lambda conn: conn.execute(sql, params).fetchall())
 
     def write_with(self, work: Callable[[sqlite3.Connection], T], durable: bool = False) -> T:
-        """`work(conn)` in one write transaction (the write lock, BEGIN IMMEDIATE, one budget); `durable`: checkpointed before return."""
+        """`work(conn)` in one write transaction (the write lock, BEGIN IMMEDIATE, one budget); `durable`: checkpointed
+        before return."""
         with self._transaction(durable) as conn:
             return work(conn)
 
     def read_with(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """`work(conn)` on the reader connection (never waits for the write lock); a file no longer ours is StoreGone."""
+        """`work(conn)` on the reader connection (never waits for the write lock); a file no longer ours is
+        StoreGone."""
         with self._read_lock:
             self._check_shm()
             try:
@@ -314,7 +316,8 @@ class SqliteDatabase:
             self._lock.release()
 
     def _checkpoint(self) -> None:
-        """Copy the committed -wal into the database file, waiting for no one (write lock held); failures are left to the next one."""
+        """Copy the committed -wal into the database file, waiting for no one (write lock held); failures are left to
+        the next one."""
         # A consumed confirmation that lives only in the -wal is lost with it: a -wal and
         # -shm removed under a running instance (a cleanup job, a careless operator) let
         # a fresh instance on the same file accept a state this one declined. So every
@@ -360,7 +363,8 @@ class SqliteDatabase:
 
     @contextmanager
     def _write_errors(self) -> Iterator[None]:
-        """Map SQLite failures of a write: not our file -> stores.StoreGone; refused by the OS -> reopen, stores.StoreWriteFailed."""
+        """Map SQLite failures of a write: not our file -> stores.StoreGone; refused by the OS -> reopen,
+        stores.StoreWriteFailed."""
         try:
             yield
         except sqlite3.DatabaseError as exc:
@@ -392,7 +396,8 @@ class SqliteDatabase:
             raise stores.StoreBroken() from None
 
     def _check_file(self) -> None:
-        """Raise stores.StoreGone unless the path and its -wal and -shm still name the files opened (device and inode)."""
+        """Raise stores.StoreGone unless the path and its -wal and -shm still name the files opened (device and
+        inode)."""
         # A database unlinked or replaced under a running server (a restore, a cleanup job,
         # `mv other.db notes.db`) would take this instance's commits where no other
         # instance sees them: confirmations consumed here could be replayed there. So
@@ -405,7 +410,8 @@ class SqliteDatabase:
             raise stores.StoreBroken() if self._broken else stores.StoreGone()
 
     def _check_shm(self) -> None:
-        """Raise stores.StoreLost, before SQLite touches its map, if the -shm file shrank or can no longer be written."""
+        """Raise stores.StoreLost, before SQLite touches its map, if the -shm file shrank or can no longer be
+        written."""
         # SQLite memory-maps the -shm file and writes to it on reads and writes alike. A
         # page cut off by a truncation faults on the next access (SIGBUS), and so does a
         # write to a file made immutable (`chattr +i`): either killed the process. Checked
@@ -569,7 +575,8 @@ class SqliteNotesStore(SqliteDatabase, note_bodies.SqlTexts, stores.SettleSeam[l
     def search_text(
         self, workspace: main.Path, query: str, limit: int, offset: int = 0
     ) -> tuple[list[tuple[main.Note, str]], bool]:
-        """Notes strictly inside `workspace` holding every term of `query`, ranked, `limit` from `offset`; True when MAX_RANKED_ROWS was met."""
+        """Notes strictly inside `workspace` holding every term of `query`, ranked, `limit` from `offset`; True when
+        MAX_RANKED_ROWS was met."""
         parsed = text_index.parse(query)
         if not parsed.terms:
             return [], False
@@ -639,7 +646,8 @@ SHRUNK, UNWRITABLE = "shrunk", "unwritable"  # what _shm_trouble finds
 
 
 def _shm_trouble(path: str, identity: tuple[int, int] | None, size: int) -> str | None:
-    """SHRUNK or UNWRITABLE when `path` is still the file `identity` names and is smaller than `size` or not writable; else None."""
+    """SHRUNK or UNWRITABLE when `path` is still the file `identity` names and is smaller than `size` or not writable;
+    else None."""
     # Removed or replaced is another check's business (and harmless to the map of the old file).
     try:
         info = os.stat(path)
@@ -782,7 +790,8 @@ def open_ledger(
 
 
 def _switch_to_wal(conn: sqlite3.Connection, deadline: float) -> str:
-    """`PRAGMA journal_mode = WAL`, tried again until `deadline` while another connection holds the file; the mode it reports."""
+    """`PRAGMA journal_mode = WAL`, tried again until `deadline` while another connection holds the file; the mode it
+    reports."""
     while True:
         try:
             return str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
@@ -876,7 +885,8 @@ def _row(note: main.Note) -> tuple[object, ...]:
 
 
 def _migrate(conn: sqlite3.Connection, version: str) -> None:
-    """Bring a version 1, 2 or 3 database to version 3, inside the caller's transaction (version 4's step is _add_bodies, 5's _check_search_index)."""
+    """Bring a version 1, 2 or 3 database to version 3, inside the caller's transaction (version 4's step is
+    _add_bodies, 5's _check_search_index)."""
     if version in ("3", "4"):
         return
     if version == "1":
@@ -913,7 +923,8 @@ def _check_titles(conn: sqlite3.Connection, path: str) -> None:
 
 
 def _check_index(conn: sqlite3.Connection, path: str, table: str, what: str, statements: tuple[str, ...]) -> None:
-    """Build the FTS5 trigram index `table` when this SQLite can and the file lacks it; refuse one this SQLite cannot keep."""
+    """Build the FTS5 trigram index `table` when this SQLite can and the file lacks it; refuse one this SQLite cannot
+    keep."""
     present = conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone() is not None
     missing = trigram_support()
     if present and missing is not None:

@@ -100,7 +100,8 @@ BROKEN = "The notes database could not be written or reopened while serving; ref
 
 
 class StoreError(Exception):
-    """The store cannot be used: raised as itself when it cannot be opened as configured; str() is one line for the operator."""
+    """The store cannot be used: raised as itself when it cannot be opened as configured; str() is one line for the
+    operator."""
 
 
 class StoreUnavailable(StoreError, main.ToolError):
@@ -119,14 +120,16 @@ class StoreBusy(StoreUnavailable):
 
 
 class StoreWriteFailed(StoreUnavailable):
-    """A write failed in the OS (read-only, I/O error, disk full): rolled back, the writer reopened; a retry may succeed."""
+    """A write failed in the OS (read-only, I/O error, disk full): rolled back, the writer reopened; a retry may
+    succeed."""
 
     def __init__(self) -> None:
         super().__init__(WRITE_FAILED)
 
 
 class StoreRefused(StoreUnavailable):
-    """The OS or the folder refused a file operation (the message says which): nothing was deleted, moved or restored."""
+    """The OS or the folder refused a file operation (the message says which): nothing was deleted, moved or
+    restored."""
 
 
 class StoreGone(StoreLost):
@@ -137,7 +140,8 @@ class StoreGone(StoreLost):
 
 
 class StoreBroken(StoreLost):
-    """A write failed and the database could not be reopened, or its -shm cannot be written: every later change is refused."""
+    """A write failed and the database could not be reopened, or its -shm cannot be written: every later change is
+    refused."""
 
     def __init__(self) -> None:
         super().__init__(BROKEN)
@@ -171,7 +175,8 @@ def normalize_file_uri(uri: Any) -> str:
 
 
 def fold_title(text: str) -> str:
-    """A title or query as matching compares it: the lesson's own rule, NFC then casefolded (main.MemoryNotesStore.fold)."""
+    """A title or query as matching compares it: the lesson's own rule, NFC then casefolded
+    (main.MemoryNotesStore.fold)."""
     return main.MemoryNotesStore.fold(text)
 
 
@@ -199,7 +204,8 @@ def blank_controls(title: str) -> str:
 
 
 def checked_notes(notes: Iterable[main.Note]) -> list[main.Note]:
-    """Notes a store may hold: each passes check_note, ids are unique, URIs canonical, titles printable; else ValueError."""
+    """Notes a store may hold: each passes check_note, ids are unique, URIs canonical, titles printable; else
+    ValueError."""
     checked: dict[str, main.Note] = {}
     for note in notes:
         check_note(note)
@@ -245,7 +251,8 @@ class Retention(NamedTuple):
 
     @property
     def refusals_kept(self) -> int:
-        """How many of a principal's `refused` entries are kept (its newest): their own bound, never above max_entries."""
+        """How many of a principal's `refused` entries are kept (its newest): their own bound, never above
+        max_entries."""
         return min(self.max_entries, self.max_refusals)
 
     def files_kept_after(self, now: float) -> float:
@@ -336,7 +343,8 @@ class Confirmations(Protocol):
         version: str | None,
         credential: str | None = None,
     ) -> bool:
-        """Pending -> approved or declined, once, by its own principal (with the passkey that approved), before expiry; False otherwise."""
+        """Pending -> approved or declined, once, by its own principal (with the passkey that approved), before expiry;
+        False otherwise."""
         ...
 
 
@@ -413,7 +421,8 @@ MAX_PASSKEYS_PER_PRINCIPAL = 10  # registered passkeys one principal may hold; a
 
 
 class Passkey(NamedTuple):
-    """One registered WebAuthn credential: whose, its public key (COSE, base64url) and the authenticator's last sign count."""
+    """One registered WebAuthn credential: whose, its public key (COSE, base64url) and the authenticator's last sign
+    count."""
 
     credential_id: str  # base64url, as the browser names it
     principal: str
@@ -440,7 +449,8 @@ class Passkeys(Protocol):
         ...
 
     def use(self, credential_id: str, sign_count: int, at: float) -> bool:
-        """Record an assertion's sign count, once: False when the stored count is not lower (a replayed or cloned assertion)."""
+        """Record an assertion's sign count, once: False when the stored count is not lower (a replayed or cloned
+        assertion)."""
         ...
 
     def remove(self, credential_id: str) -> bool:
@@ -526,7 +536,8 @@ class Ledger(Protocol):
     def consume_act(
         self, principal: str, nonce: str, expires_at: float, act: Callable[[Entry], T]
     ) -> tuple[main.Settlement, T | None]:
-        """consume_with for a note tool's write: CONSUMED with what `act` returned (CHANGED for a refusal, a str), or USED/FULL with None."""
+        """consume_with for a note tool's write: CONSUMED with what `act` returned (CHANGED for a refusal, a str), or
+        USED/FULL with None."""
         ...
 
     def audited(self, principal: str, act: Callable[[Entry], T]) -> T:
@@ -616,7 +627,8 @@ class NotesStore(Protocol):
         target: tuple[str, str] | None,
         recheck: Callable[[main.Note], bool],
     ) -> main.Settlement:
-        """The lesson's atomic step (main.MemoryReplayStore.settle): claim, re-read, re-check, delete; `notes` is the store itself."""
+        """The lesson's atomic step (main.MemoryReplayStore.settle): claim, re-read, re-check, delete; `notes` is the
+        store itself."""
         ...
 
 
@@ -630,7 +642,8 @@ class NotesReader(Protocol):
     def search_text(
         self, workspace: main.Path, query: str, limit: int, offset: int = 0
     ) -> tuple[list[tuple[main.Note, str]], bool]:
-        """Notes strictly inside `workspace` holding every term of `query` (code/text_index.py), ranked, `limit` from `offset`; and whether its row bound was met."""
+        """Notes strictly inside `workspace` holding every term of `query` (code/text_index.py), ranked, `limit` from
+        `offset`; and whether its row bound was met."""
         ...
 
     def note_text(self, note_id: str, workspace: main.Path) -> tuple[main.Note, str] | None:
@@ -668,7 +681,8 @@ class NotesWriter(Protocol):
         check: Check,
         rewrites: tuple[Rewrite, ...] = (),
     ) -> tuple[main.Settlement, main.Note | str | None]:
-        """Give the note the place `place` if free, with the claim (audited `moved`); each rewrite's note re-checked first, then written as an update."""
+        """Give the note the place `place` if free, with the claim (audited `moved`); each rewrite's note re-checked
+        first, then written as an update."""
         ...
 
     def consume(
@@ -687,7 +701,8 @@ class NotesWriter(Protocol):
         ...
 
     def restore(self, entry_id: int) -> dict[str, Any]:
-        """Put back what the entry `entry_id` trashed (a note, or an edit's old text), audited; StoreRefused if it cannot."""
+        """Put back what the entry `entry_id` trashed (a note, or an edit's old text), audited; StoreRefused if it
+        cannot."""
         ...
 
 
@@ -729,13 +744,15 @@ class Store(NotesStore, Protocol):
         ...
 
     def restore(self, entry_id: int) -> dict[str, Any]:
-        """Put back what the entry `entry_id` trashed, audited; StoreRefused if it cannot (the memory store never trashes)."""
+        """Put back what the entry `entry_id` trashed, audited; StoreRefused if it cannot (the memory store never
+        trashes)."""
         ...
 
     def audit_entries(
         self, principal: str | None = None, since: float | None = None, outcome: str | None = None
     ) -> list[dict[str, Any]]:
-        """The audit entries matching every filter given, oldest first (the folder store completes pending ones first)."""
+        """The audit entries matching every filter given, oldest first (the folder store completes pending ones
+        first)."""
         ...
 
     def count(self, workspace: main.Path) -> int:
@@ -747,7 +764,8 @@ class Store(NotesStore, Protocol):
         ...
 
     def describe(self) -> str | list[str]:
-        """For the start-up report: one line (the SQL stores: which lookup indexes serve), or lines (a folder walk's)."""
+        """For the start-up report: one line (the SQL stores: which lookup indexes serve), or lines (a folder
+        walk's)."""
         ...
 
     def close(self) -> None:
@@ -772,7 +790,8 @@ L = TypeVar("L", bound="Ledger")
 
 
 class SettleSeam(Generic[L]):
-    """What every product store shares around its own `candidates` and `consume`: the lesson's `settle`, the ledger's reads."""
+    """What every product store shares around its own `candidates` and `consume`: the lesson's `settle`, the ledger's
+    reads."""
 
     retention: Retention  # deletion mode, trash and audit bounds (the store's ledger prunes by them too)
     ledger: L
@@ -806,7 +825,8 @@ class SettleSeam(Generic[L]):
         target: tuple[str, str] | None,
         recheck: Callable[[main.Note], bool],
     ) -> main.Settlement:
-        """The lesson's atomic step (main.MemoryReplayStore.settle): this store holds the notes and the nonces, so `notes` is itself."""
+        """The lesson's atomic step (main.MemoryReplayStore.settle): this store holds the notes and the nonces, so
+        `notes` is itself."""
         return self.consume(principal, nonce, expires_at, target, recheck)
 
     def is_consumed(self, nonce: str) -> bool:
@@ -878,7 +898,8 @@ class MemoryLedger:
         return entry_id
 
     def _prune(self, now: float, principal: str) -> None:
-        """Entries past the age bound, and `principal`'s past its two count bounds, except those whose kept text may still exist."""
+        """Entries past the age bound, and `principal`'s past its two count bounds, except those whose kept text may
+        still exist."""
         # The rules of ledger.AuditSql.prune: refusals are counted apart from other entries,
         # so a loop of refused calls cannot push out an entry `audit restore` needs.
         files_after = self.retention.files_kept_after(now)
@@ -1020,7 +1041,8 @@ def _outcome(settlement: main.Settlement, pending: bool) -> str:
 
 
 class MemoryStore(SettleSeam[Ledger]):
-    """The lesson's memory notes and replay stores as one product store: checked notes, the product's seam, a memory ledger."""
+    """The lesson's memory notes and replay stores as one product store: checked notes, the product's seam, a memory
+    ledger."""
 
     deletion = main.MemoryNotesStore.deletion  # a memory store keeps no trash
     texts: Texts | None = None  # the memory store keeps titles and places, no text

@@ -80,7 +80,8 @@ def is_handle(text: str) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class Session:
-    """A signed-in browser: the principal it proved to be, its CSRF token, its expiry, and the one link it may act on ("" any)."""
+    """A signed-in browser: the principal it proved to be, its CSRF token, its expiry, and the one link it may act on
+    ("" any)."""
 
     principal: str
     csrf: str
@@ -104,7 +105,8 @@ class Sessions:
             del self._sessions[key]
 
     def sign_in(self, principal: str, scope: str = "", via: str = "token", credential: str = "") -> str:
-        """A fresh random session id for `principal`, acting on `scope` alone when given (never an id the browser chose)."""
+        """A fresh random session id for `principal`, acting on `scope` alone when given (never an id the browser
+        chose)."""
         with self._lock:
             now = self.clock()
             self._prune(now)
@@ -158,7 +160,8 @@ STYLE = (
 )
 STYLE_HASH = "'sha256-" + base64.b64encode(hashlib.sha256(STYLE.encode("utf-8")).digest()).decode("ascii") + "'"
 CONTENT_SECURITY_POLICY = (
-    # Nothing loads from anywhere (no script: policy_with_script adds the passkeys' one, by hash); the one stylesheet is pinned by hash.
+    # Nothing loads from anywhere (no script: policy_with_script adds the passkeys' one, by hash); the one stylesheet is
+    # pinned by hash.
     f"default-src 'none'; style-src {STYLE_HASH}; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 )
 
@@ -192,7 +195,8 @@ class PageRequest(NamedTuple):
 
 
 class SignedInPages:
-    """The shared half of a set of pages a person signs in to; a subclass names its prefix and cookies and renders its pages."""
+    """The shared half of a set of pages a person signs in to; a subclass names its prefix and cookies and renders its
+    pages."""
 
     prefix = "/"  # what the HTTP transport routes here (a subclass's own)
     title = "pages"  # how the start-up report names them
@@ -227,7 +231,8 @@ class SignedInPages:
     def page_request(
         self, method: str, parts: list[str], headers: Headers, body: bytes, gone: str
     ) -> PageRequest | Response:
-        """A request for a flow's page: GET the page, POST its sign-in or decision (CSRF and Origin checked); else the refusal."""
+        """A request for a flow's page: GET the page, POST its sign-in or decision (CSRF and Origin checked); else the
+        refusal."""
         # ["", prefix, handle] or ["", prefix, handle, action]: one spelling per page, no trailing slash.
         if len(parts) not in (3, 4) or parts[1] != self.prefix.strip("/") or not is_handle(parts[2]):
             return self.page(404, "Not found", gone)
@@ -370,7 +375,8 @@ class SignedInPages:
         return ""
 
     def sign_in_page(self, handle: str, headers: Headers, status: int = 200, error: str = "") -> Response:
-        """The sign-in form (it names neither the principal nor anything about the request) and its pre-session cookie."""
+        """The sign-in form (it names neither the principal nor anything about the request) and its pre-session
+        cookie."""
         pre_session = self.cookie(headers, self.login_cookie)
         if pre_session is None or not is_handle(pre_session):
             pre_session = secrets.token_urlsafe(32)
@@ -409,7 +415,8 @@ class SignedInPages:
         raw: str = "",
         script: tuple[str, str] | None = None,
     ) -> Response:
-        """A complete page with the security headers; `raw` is markup already escaped; `script` (its text, its CSP hash) runs at the end."""
+        """A complete page with the security headers; `raw` is markup already escaped; `script` (its text, its CSP hash)
+        runs at the end."""
         content = raw or f"<p>{html.escape(text)}</p>"
         document = (
             '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
