@@ -295,7 +295,7 @@ def declares(capabilities: Mapping[str, Any], method: str) -> bool:
     return isinstance(capabilities.get(name), dict)
 
 
-REQUIRED_FOR = {
+REQUIRED_FOR: dict[str, dict[str, Any]] = {
     "elicitation/create": {"elicitation": {"form": {}}},
     "sampling/createMessage": {"sampling": {}},
     "roots/list": {"roots": {}},
@@ -317,12 +317,12 @@ def kept(question: Question, sent: Any) -> dict[str, Any]:
             raise main.McpError(main.INVALID_PARAMS, "Invalid params: the answer does not match the form")
         return {name: bounded(value) for name, value in content.items()}
     if question.method == "sampling/createMessage":
-        content = sent.get("content") if isinstance(sent, dict) else None
-        if not isinstance(content, dict) or content.get("type") != "text" or not isinstance(content.get("text"), str):
+        answer = sent.get("content") if isinstance(sent, dict) else None
+        if not isinstance(answer, dict) or answer.get("type") != "text" or not isinstance(answer.get("text"), str):
             raise main.McpError(
                 main.INVALID_PARAMS, f"Invalid params: inputResponses.{question.key} must be a text sampling result"
             )
-        return {"text": content["text"][:MAX_ANSWER_TEXT]}
+        return {"text": answer["text"][:MAX_ANSWER_TEXT]}
     found = sent.get("roots") if isinstance(sent, dict) else None
     if not isinstance(found, list) or not all(isinstance(r, dict) and isinstance(r.get("uri"), str) for r in found):
         raise main.McpError(
@@ -364,7 +364,11 @@ class AskingTool:
         schema: dict[str, Any] | None = None,
     ) -> None:
         self.confirmations = confirmations
-        self.descriptor = {"name": name, "description": description, "inputSchema": schema or EMPTY_SCHEMA}
+        self.descriptor: dict[str, Any] = {
+            "name": name,
+            "description": description,
+            "inputSchema": schema or EMPTY_SCHEMA,
+        }
         self.rounds = rounds
         self.finish = finish
         self.only_declared = only_declared
@@ -767,9 +771,13 @@ def complete_argument(
     ref, argument_ = request.params.get("ref"), request.params.get("argument")
     if not isinstance(ref, dict) or ref.get("type") != "ref/prompt" or not isinstance(argument_, dict):
         raise main.McpError(main.INVALID_PARAMS, "Invalid params: ref must be a ref/prompt and argument an object")
-    key = (ref.get("name"), argument_.get("name"))
+    prompt_name, argument_name = ref.get("name"), argument_.get("name")
     # Strings only: a list or object as a name must not reach the dict lookup.
-    known = COMPLETIONS.get(key) if all(isinstance(part, str) for part in key) else None  # type: ignore[arg-type]
+    known = (
+        COMPLETIONS.get((prompt_name, argument_name))
+        if isinstance(prompt_name, str) and isinstance(argument_name, str)
+        else None
+    )
     typed = argument_.get("value")
     if known is None or not isinstance(typed, str):
         raise main.McpError(main.INVALID_PARAMS, "Invalid params: no completions for that prompt argument")

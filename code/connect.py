@@ -30,7 +30,7 @@ import html
 import secrets
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import confirmations
 import frame
@@ -515,16 +515,21 @@ class NotesPublish:
             self.store.discard_flow(state.extra.get("flow"), call.principal)  # answer() consumed the state
             return not_published("declined", "Declined; nothing was published.")
         if choosing and answered.reply is confirmations.Reply.ASK_AGAIN:
-            return self.choose(call, scope, main.lookup(self.notes, scope), state)  # the same flow
+            return self.choose(call, scope, self.lookup(scope), state)  # the same flow
         if choosing:
             assert answered.chosen is not None
             return self.connect(call, scope, answered.chosen, state, None)
         # A connect state, answered or not: the server's own records decide, never the answer.
         return self.connect(call, scope, state.cands[0], state, state.extra["flow"])
 
+    def lookup(self, scope: main.Scope) -> list[main.Note]:
+        """The lesson's lookup (its errors for none and for too many) over this server's store."""
+        # main.lookup reads only `candidates`, which every stores.NotesStore has.
+        return main.lookup(cast(main.MemoryNotesStore, self.notes), scope)
+
     def start(self, call: main.ToolCall, scope: main.Scope) -> dict[str, Any]:
         """Look up candidates: none is an error, several ask which one, one goes on."""
-        found = main.lookup(self.notes, scope)
+        found = self.lookup(scope)
         if len(found) == 1:
             return self.connect(call, scope, (found[0].id, found[0].version), None, None)
         if not main.supports_form_elicitation(call.meta.capabilities):
@@ -563,7 +568,7 @@ class NotesPublish:
         # A new URL elicitation needs URL mode declared on *this* request.
         if not supports_url_elicitation(call.meta.capabilities):
             raise url_required()
-        if flow != PENDING:
+        if flow != PENDING or handle is None:
             # First time, or the old link expired. The page names the note that will be published.
             chosen = [
                 n.title for n in self.notes.candidates(scope.workspace, scope.arguments["title"]) if n.id == target[0]

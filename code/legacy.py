@@ -128,7 +128,11 @@ NEEDS_CAPABILITY = (
     "This tool needs the client's {names} capability, which this client did not declare in initialize; "
     "nothing was changed. Use a client that supports it."
 )
-BUSY_FORMS = f"Too many forms are waiting for an answer in this session (at most {MAX_PENDING_ELICITATIONS}); nothing was changed."
+CANNOT_ASK = "The tool needs input this adapter cannot ask this client for; nothing was changed."
+BUSY_FORMS = (
+    f"Too many forms are waiting for an answer in this session (at most {MAX_PENDING_ELICITATIONS}); "
+    "nothing was changed."
+)
 BUSY = f"Too many tool calls are in progress (at most {MAX_CONCURRENT_LEGACY_CALLS}); nothing was changed. Try again."
 
 
@@ -700,10 +704,12 @@ class LegacySession:
             method = asked.get("method") if isinstance(asked, dict) else None
             params = asked.get("params") if isinstance(asked, dict) else None
             mode = params.get("mode", "form") if isinstance(params, dict) and method == "elicitation/create" else None
-            if method == "sampling/createMessage" and "sampling" in self._capabilities and isinstance(params, dict):
+            if not isinstance(method, str) or not isinstance(params, dict):
+                return CANNOT_ASK
+            if method == "sampling/createMessage" and "sampling" in self._capabilities:
                 legacy_params = {name: params[name] for name in SAMPLING_KEYS if name in params}
             elif mode not in declared:
-                return "The tool needs input this adapter cannot ask this client for; nothing was changed."
+                return CANNOT_ASK
             elif mode == "form":
                 legacy_params = {
                     "mode": "form",

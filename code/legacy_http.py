@@ -297,8 +297,8 @@ class LegacyHttp:
         call = core.begin_call(envelope.id)
         if call is None:
             self._give_stream(core.principal)
-            refusal = main.McpError(main.INVALID_REQUEST, "Invalid Request: id is in use by a call in progress")
-            return _json(main.error_response(envelope.id, refusal))
+            in_use = main.McpError(main.INVALID_REQUEST, "Invalid Request: id is in use by a call in progress")
+            return _json(main.error_response(envelope.id, in_use))
         stream = CallStream(self, session, call, core.run_call(call, envelope.params, gone))
         try:
             first = stream.prime()
@@ -380,10 +380,10 @@ class CallStream:
                 raise StopIteration
             message, self.response = self.response, None
             return sse_event(frame.encode_message(message))
-        message = self._step()
-        if message is None:
+        step = self._step()
+        if step is None:
             return self.__next__()
-        return sse_event(frame.encode_message(message))
+        return sse_event(frame.encode_message(step))
 
     def close(self) -> None:
         """Abandon what is left of the call and give back its stream slot (idempotent)."""

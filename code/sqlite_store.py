@@ -60,7 +60,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import audit
 import ledger
@@ -264,8 +264,8 @@ class SqliteDatabase:
         # this database's own transactions.
         self.ledger = ledger.SqlLedger(self, ledger.SQLITE, max_per_principal, retention)
 
-    def _read(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
-        """Rows from the reader connection; never waits for the write lock."""
+    def _read(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
+        """Rows from the reader connection, each value of the type its column holds; never waits for the write lock."""
         return self.read_with(lambda conn: conn.execute(sql, params).fetchall())
 
     def write_with(self, work: Callable[[sqlite3.Connection], T], durable: bool = False) -> T:
@@ -532,7 +532,7 @@ class SqliteNotesStore(SqliteDatabase, note_bodies.SqlTexts, stores.SettleSeam[l
         # Only the query's own trigrams: a copy of the whole vocabulary held 341 MB at
         # 10,000 titles of random CJK characters. (fts5vocab answers `term IN` by lookups.)
         marks = ", ".join("?" * len(grams))
-        return dict(self._read(f"SELECT term, doc FROM note_title_grams WHERE term IN ({marks})", tuple(grams)))  # type: ignore[arg-type]
+        return dict(self._read(f"SELECT term, doc FROM note_title_grams WHERE term IN ({marks})", tuple(grams)))
 
     def describe(self) -> str:
         """One line for the start-up report: how lookups find rows."""
@@ -612,7 +612,7 @@ class SqliteNotesStore(SqliteDatabase, note_bodies.SqlTexts, stores.SettleSeam[l
         unindexed = self._read(_UNINDEXED, (bound + 1,))
         page = text_index.page_of(
             ((str(i), t, -float(sc)) for i, t, sc, _ in ranked), unindexed, parsed, workspace, offset, limit
-        )  # type: ignore[arg-type]
+        )
         rows: dict[object, tuple[object, ...]] = {}
         if page:
             marks = ", ".join("?" * len(page))
@@ -620,7 +620,7 @@ class SqliteNotesStore(SqliteDatabase, note_bodies.SqlTexts, stores.SettleSeam[l
         found = [note_bodies.note_with_body(rows.get(note_id)) for note_id in page]
         return [hit for hit in found if hit is not None and main.inside_workspace(hit[0], workspace)], bool(
             examined > bound
-        )  # type: ignore[operator]
+        )
 
 
 def side_identities(path: str) -> tuple[tuple[int, int] | None, ...]:

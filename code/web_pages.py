@@ -220,6 +220,10 @@ class SignedInPages:
         """True when `path` is one of these pages'."""
         return path.startswith(self.prefix)
 
+    def handle(self, method: str, path: str, headers: Headers, body: bytes, peer: str = "") -> Response:
+        """The answer to a request for a path these pages own; each set of pages renders its own."""
+        raise NotImplementedError(f"{type(self).__name__} renders no pages")
+
     def url(self, handle: str) -> str:
         """The absolute link to a handle's page (the server's own page, nothing else in it)."""
         if self.base_url is None:
@@ -457,7 +461,7 @@ class PageSet:
         """The owning member's answer (the transport routes here only what some member owns)."""
         for member in self.members:
             if member.owns(path):
-                return member.handle(method, path, headers, body, peer)  # type: ignore[attr-defined]
+                return member.handle(method, path, headers, body, peer)
         return SignedInPages.refusal(404, "Not found.")
 
     refusal = staticmethod(SignedInPages.refusal)
