@@ -118,7 +118,8 @@ OUTCOMES = (DELETED, DECLINED, NOT_CONFIRMED, PUBLISHED, DENIED, REFUSED, CONSUM
             CREATED, APPENDED, UPDATED, MOVED)  # fmt: skip
 
 COLUMNS = ("id", "at", "principal", "tool", "outcome", "note_id", "title", "workspace", "uri",
-           "request_id", "client_name", "trash", "restores", "channel", "approved_by", "approved_at", "file_identity", "approved_with")  # fmt: skip
+           "request_id", "client_name", "trash", "restores", "channel", "approved_by", "approved_at", "file_identity",
+           "approved_with")  # fmt: skip
 CHANNELS = ("form", "url", "browser")  # a form in the host; this server's page by URL mode; or by the link in a result
 
 

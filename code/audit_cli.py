@@ -1,6 +1,7 @@
 """The operator's commands: `python3 code/serve.py audit list|restore` and `passkeys list|remove` (or `notes-mcp ...`).
 
-    audit [--config FILE | --db FILE|URL | --notes-dir DIR]... list [--principal P] [--since WHEN] [--outcome O] [--json]
+    audit [--config FILE | --db FILE|URL | --notes-dir DIR]... list [--principal P] [--since WHEN] [--outcome O]
+          [--json]
     audit [store options] restore ENTRY
     passkeys [store options] list [--principal P] [--json]
     passkeys [store options] remove CREDENTIAL_ID
@@ -77,8 +78,8 @@ def approver(entry: dict[str, Any], labels: dict[str, str]) -> str:
 
 def table(entries: Sequence[dict[str, Any]], labels: dict[str, str] | None = None) -> list[str]:
     """The entries as aligned lines under one header (the client name is labelled self-reported)."""
-    header = ("ID", "TIME (UTC)", "PRINCIPAL", "TOOL", "OUTCOME", "CHANNEL", "APPROVED BY", "NOTE", "TITLE", "WORKSPACE",
-              "REQUEST", "CLIENT (self-reported)", "TRASH")  # fmt: skip
+    header = ("ID", "TIME (UTC)", "PRINCIPAL", "TOOL", "OUTCOME", "CHANNEL", "APPROVED BY", "NOTE", "TITLE",
+              "WORKSPACE", "REQUEST", "CLIENT (self-reported)", "TRASH")  # fmt: skip
     rows = [header] + [
         (shown(e["id"]), stamp(e["at"]), shown(e["principal"]), shown(e["tool"]),
          shown(e["outcome"]) + (f" #{e['restores']}" if e["restores"] is not None else ""), shown(e["channel"]),
@@ -149,7 +150,8 @@ def run(
                 out(f"refused: {exc}")
             return EXIT_REFUSED
         out(
-            f"restored entry {args.entry}: note {shown(entry['note_id'])} ({shown(entry['title'])}), recorded as entry {entry['id']}"
+            f"restored entry {args.entry}: note {shown(entry['note_id'])} ({shown(entry['title'])}),"
+            f" recorded as entry {entry['id']}"
         )
         return 0
     since = None

@@ -224,23 +224,54 @@ def plain_tools() -> list[Fixture]:
         "text": "This is an embedded resource content.",
     }
     return [
-        tool("test_simple_text", "Returns one text block.", lambda c, a: complete([text("This is a simple text response for testing.")])),
-        tool("test_image_content", "Returns one PNG image block.", lambda c, a: complete([image()])),
-        tool("test_audio_content", "Returns one WAV audio block.", lambda c, a: complete([{"type": "audio", "data": WAV_BASE64, "mimeType": "audio/wav"}])),
-        tool("test_embedded_resource", "Returns one embedded text resource.", lambda c, a: complete([{"type": "resource", "resource": embedded}])),
         tool(
-            "test_multiple_content_types", "Returns text, an image and an embedded resource.",
-            lambda c, a: complete([text("Multiple content types test:"), image(), {"type": "resource", "resource": mixed}]),
-        ),  # fmt: skip
+            "test_simple_text",
+            "Returns one text block.",
+            lambda c, a: complete([text("This is a simple text response for testing.")]),
+        ),
+        tool("test_image_content", "Returns one PNG image block.", lambda c, a: complete([image()])),
+        tool(
+            "test_audio_content",
+            "Returns one WAV audio block.",
+            lambda c, a: complete([{"type": "audio", "data": WAV_BASE64, "mimeType": "audio/wav"}]),
+        ),
+        tool(
+            "test_embedded_resource",
+            "Returns one embedded text resource.",
+            lambda c, a: complete([{"type": "resource", "resource": embedded}]),
+        ),
+        tool(
+            "test_multiple_content_types",
+            "Returns text, an image and an embedded resource.",
+            lambda c, a: complete(
+                [text("Multiple content types test:"), image(), {"type": "resource", "resource": mixed}]
+            ),
+        ),
         tool("test_error_handling", "Always returns a tool execution error (isError).", error_result),
-        tool("test_tool_with_progress", "Sends three progress notifications when given a progressToken.", with_progress),
+        tool(
+            "test_tool_with_progress", "Sends three progress notifications when given a progressToken.", with_progress
+        ),
         tool("test_missing_capability", "Requires the client's sampling capability (else -32021).", needs_sampling),
         # No log notification without the request's own logLevel: this core reads no
         # per-request log level, so the tool never logs (the suite checks that absence).
-        tool("test_logging_tool", "Completes without log notifications unless the request sets a log level.", lambda c, a: complete([text("Logging tool done.")])),
-        tool("json_schema_2020_12_tool", "Tool with JSON Schema 2020-12 features", lambda c, a: complete([text("Valid: " + json.dumps(a, sort_keys=True))]), JSON_SCHEMA_2020_12),
-        tool("test_header_param", "Echoes its region argument, which is mirrored in the Mcp-Param-Region header.", lambda c, a: complete([text("Region: " + a["region"])]), HEADER_PARAM_SCHEMA),
-    ]  # fmt: skip
+        tool(
+            "test_logging_tool",
+            "Completes without log notifications unless the request sets a log level.",
+            lambda c, a: complete([text("Logging tool done.")]),
+        ),
+        tool(
+            "json_schema_2020_12_tool",
+            "Tool with JSON Schema 2020-12 features",
+            lambda c, a: complete([text("Valid: " + json.dumps(a, sort_keys=True))]),
+            JSON_SCHEMA_2020_12,
+        ),
+        tool(
+            "test_header_param",
+            "Echoes its region argument, which is mirrored in the Mcp-Param-Region header.",
+            lambda c, a: complete([text("Region: " + a["region"])]),
+            HEADER_PARAM_SCHEMA,
+        ),
+    ]
 
 
 # =====================================================================================
@@ -440,28 +471,65 @@ def asking_tools(confirmations: confirmations.Confirmations) -> list[AskingTool]
         return AskingTool(confirmations, tool_name, description, rounds, finish, **kw)
 
     return [
-        ask("test_input_required_result_elicitation", "Asks the user's name, then greets them.", [[name]],
-            lambda t: f"Hello, {t['user_name']['name']}!"),
-        ask("test_input_required_result_sampling", "Asks the client's model a question.",
-            [[sample("capital_question", "What is the capital of France?", 100)]], lambda t: "LLM said: " + t["capital_question"]["text"]),
-        ask("test_input_required_result_list_roots", "Asks the client for its roots.", [[roots("client_roots")]],
-            lambda t: "Client roots: " + ", ".join(t["client_roots"]["uris"])),
-        ask("test_input_required_result_request_state", "Asks for a confirmation carried by a signed requestState.",
-            [[form("confirm", "Please confirm", "ok", "boolean")]], lambda t: f"state-ok: confirmed={t['confirm']['ok']}"),
-        ask("test_input_required_result_multiple_inputs", "Asks a form, a sampling request and roots in one round.",
+        ask(
+            "test_input_required_result_elicitation",
+            "Asks the user's name, then greets them.",
+            [[name]],
+            lambda t: f"Hello, {t['user_name']['name']}!",
+        ),
+        ask(
+            "test_input_required_result_sampling",
+            "Asks the client's model a question.",
+            [[sample("capital_question", "What is the capital of France?", 100)]],
+            lambda t: "LLM said: " + t["capital_question"]["text"],
+        ),
+        ask(
+            "test_input_required_result_list_roots",
+            "Asks the client for its roots.",
+            [[roots("client_roots")]],
+            lambda t: "Client roots: " + ", ".join(t["client_roots"]["uris"]),
+        ),
+        ask(
+            "test_input_required_result_request_state",
+            "Asks for a confirmation carried by a signed requestState.",
+            [[form("confirm", "Please confirm", "ok", "boolean")]],
+            lambda t: f"state-ok: confirmed={t['confirm']['ok']}",
+        ),
+        ask(
+            "test_input_required_result_multiple_inputs",
+            "Asks a form, a sampling request and roots in one round.",
             [[name, sample("greeting", "Generate a greeting", 50), roots("client_roots")]],
-            lambda t: f"{t['greeting']['text']} {t['user_name']['name']} ({len(t['client_roots']['uris'])} roots)"),
-        ask("test_input_required_result_multi_round", "Asks two questions in two rounds.",
-            [[form("step1", "Step 1: What is your name?", "name")], [form("step2", "Step 2: What is your favorite color?", "color")]],
-            lambda t: f"{t['step1']['name']} likes {t['step2']['color']}."),
-        ask("test_input_required_result_tampered_state", "Asks for a confirmation; a modified requestState is refused.",
-            [[form("confirm", "Please confirm", "ok", "boolean")]], lambda t: f"confirmed={t['confirm']['ok']}"),
-        ask("test_input_required_result_capabilities", "Asks only what the request's client declares it can answer.",
+            lambda t: f"{t['greeting']['text']} {t['user_name']['name']} ({len(t['client_roots']['uris'])} roots)",
+        ),
+        ask(
+            "test_input_required_result_multi_round",
+            "Asks two questions in two rounds.",
+            [
+                [form("step1", "Step 1: What is your name?", "name")],
+                [form("step2", "Step 2: What is your favorite color?", "color")],
+            ],
+            lambda t: f"{t['step1']['name']} likes {t['step2']['color']}.",
+        ),
+        ask(
+            "test_input_required_result_tampered_state",
+            "Asks for a confirmation; a modified requestState is refused.",
+            [[form("confirm", "Please confirm", "ok", "boolean")]],
+            lambda t: f"confirmed={t['confirm']['ok']}",
+        ),
+        ask(
+            "test_input_required_result_capabilities",
+            "Asks only what the request's client declares it can answer.",
             [[name, sample("capital_question", "What is the capital of France?", 100)]],
-            lambda t: "Answered: " + ", ".join(sorted(t)), only_declared=True),
-        ask("test_streaming_elicitation", "Asks the user's name as input_required, never as a request on the stream.", [[name]],
-            lambda t: f"Hello, {t['user_name']['name']}!"),
-    ]  # fmt: skip
+            lambda t: "Answered: " + ", ".join(sorted(t)),
+            only_declared=True,
+        ),
+        ask(
+            "test_streaming_elicitation",
+            "Asks the user's name as input_required, never as a request on the stream.",
+            [[name]],
+            lambda t: f"Hello, {t['user_name']['name']}!",
+        ),
+    ]
 
 
 # =====================================================================================
@@ -546,18 +614,33 @@ def legacy_era_tools(confirmations: confirmations.Confirmations) -> list[Fixture
 
     return [
         tool("test_tool_with_logging", "Sends three info log messages, then completes.", with_logging),
-        ask("test_sampling", "Asks the client's model the given prompt.",
+        ask(
+            "test_sampling",
+            "Asks the client's model the given prompt.",
             lambda a: [[sample("llm_answer", a["prompt"][:MAX_ANSWER_TEXT], 100)]],
-            lambda t: "LLM response: " + t["llm_answer"]["text"], schema=string_argument("prompt", "The prompt to send to the LLM")),
-        ask("test_elicitation", "Asks the user for a username and an email address.",
+            lambda t: "LLM response: " + t["llm_answer"]["text"],
+            schema=string_argument("prompt", "The prompt to send to the LLM"),
+        ),
+        ask(
+            "test_elicitation",
+            "Asks the user for a username and an email address.",
             lambda a: [[form_of("user_info", a["message"][:MAX_ANSWER_TEXT], USER_INFO_FORM, ["username", "email"])]],
             lambda t: f"User response: action=accept, content={json.dumps(t['user_info'], sort_keys=True)}",
-            schema=string_argument("message", "The message to show the user")),
-        ask("test_elicitation_sep1034_defaults", "Asks a form whose every field has a default.",
-            [[form_of("defaults", "Please review the defaults", DEFAULTS_FORM)]], completed("defaults")),
-        ask("test_elicitation_sep1330_enums", "Asks a form with every kind of enum field.",
-            [[form_of("enums", "Please pick your options", ENUMS_FORM)]], completed("enums")),
-    ]  # fmt: skip
+            schema=string_argument("message", "The message to show the user"),
+        ),
+        ask(
+            "test_elicitation_sep1034_defaults",
+            "Asks a form whose every field has a default.",
+            [[form_of("defaults", "Please review the defaults", DEFAULTS_FORM)]],
+            completed("defaults"),
+        ),
+        ask(
+            "test_elicitation_sep1330_enums",
+            "Asks a form with every kind of enum field.",
+            [[form_of("enums", "Please pick your options", ENUMS_FORM)]],
+            completed("enums"),
+        ),
+    ]
 
 
 # =====================================================================================
@@ -588,22 +671,51 @@ CONTEXT_QUESTION = form("user_context", "What context should the prompt use?", "
 PROMPTS: dict[str, Prompt] = {
     p.descriptor["name"]: p
     for p in [
-        Prompt({"name": "test_simple_prompt", "description": "A prompt without arguments."},
-               lambda a: [user(text("This is a simple prompt for testing."))]),
-        Prompt({"name": "test_prompt_with_arguments", "description": "A prompt with two required arguments.",
-                "arguments": [argument("arg1", "First argument"), argument("arg2", "Second argument")]},
-               lambda a: [user(text(f"Prompt with arguments: arg1='{a['arg1']}', arg2='{a['arg2']}'"))]),
-        Prompt({"name": "test_prompt_with_embedded_resource", "description": "A prompt embedding the resource it is given.",
-                "arguments": [argument("resourceUri", "URI of the resource to embed")]},
-               lambda a: [user({"type": "resource", "resource": {"uri": a["resourceUri"], "mimeType": "text/plain",
-                                                                  "text": "Embedded resource content for testing."}}),
-                          user(text("Please process the embedded resource above."))]),
-        Prompt({"name": "test_prompt_with_image", "description": "A prompt with an image."},
-               lambda a: [user(image()), user(text("Please analyze the image above."))]),
-        Prompt({"name": "test_input_required_result_prompt", "description": "A prompt that asks the user for context first."},
-               lambda a: [user(text(f"Use this context: {a['context']}"))]),
+        Prompt(
+            {"name": "test_simple_prompt", "description": "A prompt without arguments."},
+            lambda a: [user(text("This is a simple prompt for testing."))],
+        ),
+        Prompt(
+            {
+                "name": "test_prompt_with_arguments",
+                "description": "A prompt with two required arguments.",
+                "arguments": [argument("arg1", "First argument"), argument("arg2", "Second argument")],
+            },
+            lambda a: [user(text(f"Prompt with arguments: arg1='{a['arg1']}', arg2='{a['arg2']}'"))],
+        ),
+        Prompt(
+            {
+                "name": "test_prompt_with_embedded_resource",
+                "description": "A prompt embedding the resource it is given.",
+                "arguments": [argument("resourceUri", "URI of the resource to embed")],
+            },
+            lambda a: [
+                user(
+                    {
+                        "type": "resource",
+                        "resource": {
+                            "uri": a["resourceUri"],
+                            "mimeType": "text/plain",
+                            "text": "Embedded resource content for testing.",
+                        },
+                    }
+                ),
+                user(text("Please process the embedded resource above.")),
+            ],
+        ),
+        Prompt(
+            {"name": "test_prompt_with_image", "description": "A prompt with an image."},
+            lambda a: [user(image()), user(text("Please analyze the image above."))],
+        ),
+        Prompt(
+            {
+                "name": "test_input_required_result_prompt",
+                "description": "A prompt that asks the user for context first.",
+            },
+            lambda a: [user(text(f"Use this context: {a['context']}"))],
+        ),
     ]
-}  # fmt: skip
+}
 
 
 def list_prompts(

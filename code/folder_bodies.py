@@ -171,7 +171,8 @@ def replace(
     trash_name: str,
     mkdir: Callable[..., None] = os.mkdir,
 ) -> tuple[int, int, int, int, int] | bool | str:
-    """Replace `name` by `new` if it is still the file whose facts were `seen`, `old` kept in the trash as `trash_name` (if given).
+    """Replace `name` by `new` if it is still the file whose facts were `seen`, `old` kept in the trash as
+    `trash_name` (if given).
 
     The new file's facts when done; False when the note changed since it was read; a one-line refusal
     when its new version could not keep the note's mode, owner, group or extended

@@ -19,11 +19,12 @@ Nothing is resolved by string. The root path comes from the operator and is trus
 start-up, once: it is opened then (a Root), and every later open goes through
 open_below, which takes only that Root, checks that its path still leads to the folder
 opened (a path that now leads to another folder opens nothing, and callers answering a
-person refuse with Root.check), and starts from the descriptor, never from the path. Every component below it is opened with O_NOFOLLOW relative to
-its parent's descriptor, and every entry is examined with lstat semantics. Hidden names (leading ".") and names
-a file URI cannot spell are never served, so the trash is never walked. `walk` is the
-one walk of a folder tree: the title index (code/folder_index.py) and the start-up
-count (MarkdownNotesStore.describe) both go through it.
+person refuse with Root.check), and starts from the descriptor, never from the path. Every
+component below it is opened with O_NOFOLLOW relative to its parent's descriptor, and every
+entry is examined with lstat semantics. Hidden names (leading ".") and names a file URI
+cannot spell are never served, so the trash is never walked. `walk` is the one walk of a
+folder tree: the title index (code/folder_index.py) and the start-up count
+(MarkdownNotesStore.describe) both go through it.
 Standard library only.
 """
 
@@ -103,7 +104,10 @@ _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 TOO_LARGE = "That notes folder holds more than {limit:,} entries; serve a smaller folder (a sub-folder) instead."
 
 
-REPLACED = "The notes folder {where} was replaced since the server started; nothing in it is offered, deleted or restored. Restart the server."
+REPLACED = (
+    "The notes folder {where} was replaced since the server started; nothing in it is offered, deleted or restored."
+    " Restart the server."
+)
 
 
 def too_large(limit: int) -> stores.StoreRefused:
@@ -318,7 +322,8 @@ def same_folder(outer: str, below: main.Path, inner: str) -> bool:
 
 
 def open_below(root: Root, below: main.Path) -> int | None:
-    """The one way into a folder after start-up: the root checked first, then root/below from the start-up descriptor, each component O_NOFOLLOW.
+    """The one way into a folder after start-up: the root checked first, then root/below from the start-up
+    descriptor, each component O_NOFOLLOW.
 
     None, with nothing opened, when the root's path no longer leads to the folder opened
     at start-up (Root.replaced: callers that answer a person say so first, by Root.check),
@@ -370,7 +375,10 @@ WORKSPACE_UNREADABLE = "Workspace {where} is a folder this server may not read."
 WORKSPACE_HIDDEN = (
     "Workspace {where} is a hidden folder (or has a name a file URI cannot spell), which this server does not serve."
 )
-WORKSPACE_PATH = "Workspace {where} cannot be reached: a folder on its path is missing, a file, unreadable or a symbolic link, which this server does not follow."
+WORKSPACE_PATH = (
+    "Workspace {where} cannot be reached: a folder on its path is missing, a file, unreadable or a symbolic link,"
+    " which this server does not follow."
+)
 
 
 def open_workspace(root: Root, below: main.Path, where: str) -> int:

@@ -184,7 +184,8 @@ def move_to_trash(
     unlink: bool = False,
     ops: folder_paths.FileOps = folder_paths.OS_OPS,
 ) -> bool:
-    """renameat(fd, name, trash, trash_name) into root/.trash (opened without following links), then unlinked there if `unlink`.
+    """renameat(fd, name, trash, trash_name) into root/.trash (opened without following links), then unlinked there
+    if `unlink`.
 
     False, with the file put back, when what arrived is not the file whose facts were
     `seen`; False when the entry is gone; StoreRefused when the folder refuses.

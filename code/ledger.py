@@ -144,18 +144,22 @@ def _tables(sqlite: bool) -> tuple[str, ...]:
         f" client_name TEXT, trash TEXT, restores {integer}, principal_seq {integer})",
         "CREATE INDEX IF NOT EXISTS audit_by_time ON audit (at)",
         "CREATE INDEX IF NOT EXISTS audit_by_outcome ON audit (outcome, id)",
-        f"CREATE TABLE IF NOT EXISTS deleted_notes (audit_id {integer} PRIMARY KEY, id TEXT NOT NULL, title TEXT NOT NULL,"
+        f"CREATE TABLE IF NOT EXISTS deleted_notes (audit_id {integer} PRIMARY KEY, id TEXT NOT NULL,"
+        " title TEXT NOT NULL,"
         f" uri TEXT NOT NULL, revision {integer} NOT NULL, deleted_at {real} NOT NULL, body TEXT)",
         "CREATE INDEX IF NOT EXISTS deleted_by_time ON deleted_notes (deleted_at)",
         # The confirmation page's decisions (code/browser_confirm.py), one row per nonce.
         "CREATE TABLE IF NOT EXISTS browser_confirmations ("
         " nonce TEXT PRIMARY KEY, handle TEXT NOT NULL UNIQUE, principal TEXT NOT NULL, workspace TEXT NOT NULL,"
         f" title TEXT NOT NULL, expires_at {real} NOT NULL, status TEXT NOT NULL, note_id TEXT, version TEXT,"
-        f" decided_by TEXT, decided_at {real}, tool TEXT NOT NULL DEFAULT 'notes_delete', detail TEXT, decided_with TEXT)",
-        "CREATE INDEX IF NOT EXISTS browser_confirmations_by_principal ON browser_confirmations (principal, status, expires_at)",
+        f" decided_by TEXT, decided_at {real}, tool TEXT NOT NULL DEFAULT 'notes_delete', detail TEXT,"
+        " decided_with TEXT)",
+        "CREATE INDEX IF NOT EXISTS browser_confirmations_by_principal ON browser_confirmations"
+        " (principal, status, expires_at)",
         "CREATE INDEX IF NOT EXISTS browser_confirmations_by_expiry ON browser_confirmations (expires_at)",
         # The passkeys people approve with on the page (code/passkey_pages.py), one row per credential.
-        "CREATE TABLE IF NOT EXISTS passkeys (credential_id TEXT PRIMARY KEY, principal TEXT NOT NULL, public_key TEXT NOT NULL,"
+        "CREATE TABLE IF NOT EXISTS passkeys (credential_id TEXT PRIMARY KEY, principal TEXT NOT NULL,"
+        " public_key TEXT NOT NULL,"
         f" sign_count {integer} NOT NULL, created_at {real} NOT NULL, last_used_at {real}, label TEXT NOT NULL)",
         "CREATE INDEX IF NOT EXISTS passkeys_by_principal ON passkeys (principal, created_at)",
     )
@@ -229,7 +233,8 @@ class AuditSql:
         return int(entry_id)
 
     def prune(self, conn: Any, now: float, principal: str, retention: stores.Retention) -> None:
-        """Remove at most PRUNE_BATCH trashed notes past their age, entries past theirs, and of `principal`'s past each count bound.
+        """Remove at most PRUNE_BATCH trashed notes past their age, entries past theirs, and of `principal`'s past
+        each count bound.
 
         An entry whose kept text may still exist (KEEPS_TEXT) is never removed: `audit
         restore` needs it. The trash goes first, so an entry whose text just expired goes
@@ -245,7 +250,8 @@ class AuditSql:
         kept = (stores.SQL_TRASH, retention.files_kept_after(now))
         run(
             conn,
-            f"DELETE FROM audit WHERE id IN (SELECT a.id FROM audit a WHERE a.at <= ? AND NOT {KEEPS_TEXT} ORDER BY a.at LIMIT ?)",
+            f"DELETE FROM audit WHERE id IN (SELECT a.id FROM audit a WHERE a.at <= ? AND NOT {KEEPS_TEXT}"
+            " ORDER BY a.at LIMIT ?)",
             (now - retention.audit_seconds, *kept, audit.PRUNE_BATCH),
         )
         # The count bounds are per principal: with one bound for all, a principal confirming
@@ -259,7 +265,8 @@ class AuditSql:
             run(
                 conn,
                 f"DELETE FROM audit WHERE id IN (SELECT a.id FROM audit a WHERE a.principal = ? AND a.{seq} <="
-                f" (SELECT MAX({seq}) FROM audit WHERE principal = ?) - ? AND NOT {KEEPS_TEXT} ORDER BY a.{seq} LIMIT ?)",
+                f" (SELECT MAX({seq}) FROM audit WHERE principal = ?) - ? AND NOT {KEEPS_TEXT}"
+                f" ORDER BY a.{seq} LIMIT ?)",
                 (principal, principal, bound, *kept, audit.PRUNE_BATCH),
             )
 
@@ -268,7 +275,8 @@ class AuditSql:
         unnumbered = "principal_seq IS NULL AND refused_seq IS NULL"
         if self.dialect.run(conn, f"SELECT 1 FROM audit WHERE {unnumbered} LIMIT 1").fetchone() is not None:
             counts: dict[str, int] = {}
-            numbered = []  # refusals numbered apart keep their numbers; every other entry is numbered again, in id order
+            # Refusals numbered apart keep their numbers; every other entry is numbered again, in id order.
+            numbered = []
             for entry_id, principal in self.dialect.run(
                 conn, "SELECT id, principal FROM audit WHERE refused_seq IS NULL ORDER BY id"
             ).fetchall():
@@ -294,7 +302,8 @@ class AuditSql:
         """Put one version of a note in the trash under the audit entry that removed or replaced it."""
         self.dialect.run(
             conn,
-            "INSERT INTO deleted_notes (audit_id, id, title, uri, revision, deleted_at, body) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO deleted_notes (audit_id, id, title, uri, revision, deleted_at, body)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
             (entry, note.id, note.title, note.uri, note.revision, now, body),
         )
 
@@ -576,7 +585,10 @@ class SqlLedger:
 # The confirmation page's decisions
 # =====================================================================================
 
-_DECISION_COLUMNS = "handle, nonce, principal, workspace, title, expires_at, status, note_id, version, decided_by, decided_at, tool, detail, decided_with"
+_DECISION_COLUMNS = (
+    "handle, nonce, principal, workspace, title, expires_at, status, note_id, version, decided_by, decided_at, tool,"
+    " detail, decided_with"
+)
 
 
 class SqlConfirmations:
@@ -608,7 +620,8 @@ class SqlConfirmations:
                 return False
             run(
                 conn,
-                f"INSERT INTO browser_confirmations ({_DECISION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO browser_confirmations ({_DECISION_COLUMNS})"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 tuple(record),
             )
             return True
@@ -649,7 +662,8 @@ class SqlConfirmations:
             lambda conn: (
                 self.dialect.run(
                     conn,
-                    "UPDATE browser_confirmations SET status = ?, note_id = ?, version = ?, decided_by = ?, decided_at = ?, decided_with = ?"
+                    "UPDATE browser_confirmations SET status = ?, note_id = ?, version = ?, decided_by = ?,"
+                    " decided_at = ?, decided_with = ?"
                     " WHERE handle = ? AND principal = ? AND status = ? AND expires_at > ?",
                     (
                         status,

@@ -53,7 +53,10 @@ UNREACHABLE = (
     f"At that place the note's URI would be longer than {main.MAX_URI_LENGTH:,} characters, where no tool reaches it; "
     "nothing was moved. Choose a shorter path."
 )
-NO_PLACE = f"{MAX_NAME_TRIES} notes in that folder already take this title's file name; nothing was created. Choose another title."
+NO_PLACE = (
+    f"{MAX_NAME_TRIES} notes in that folder already take this title's file name; nothing was created."
+    " Choose another title."
+)
 
 Check = stores.Check  # the tool's live re-check: (note, body) -> still the one asked about?
 Record = stores.Entry  # writes this call's audit entry (outcome, facts) -> its id

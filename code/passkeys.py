@@ -1,4 +1,5 @@
-"""The WebAuthn checks of the confirmation page's passkeys, on Yubico's `fido2` (the optional extra notes-mcp[passkeys]).
+"""The WebAuthn checks of the confirmation page's passkeys, on Yubico's `fido2` (the optional extra
+notes-mcp[passkeys]).
 
 This module alone imports the library; serve.py imports it only when --passkeys is offer
 or require, and code/passkey_pages.py (standard library) calls the two functions below:

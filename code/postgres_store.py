@@ -78,7 +78,10 @@ LOCK_TIMEOUT_MS = 2000  # waiting for a row another instance holds (a consume in
 IDLE_IN_TRANSACTION_TIMEOUT_MS = 10_000  # the server aborts a transaction whose host went silent
 CONNECT_TIMEOUT_SECONDS = 5  # reaching the server at all
 KEEPALIVE_IDLE_SECONDS = 10  # TCP keepalives: notice a server host that vanished
-INSTALL_HINT = "psycopg 3 is not installed; run: pip install 'psycopg[binary]>=3.2'  (or, in a checkout: pip install '.[postgres]')"
+INSTALL_HINT = (
+    "psycopg 3 is not installed; run: pip install 'psycopg[binary]>=3.2'"
+    "  (or, in a checkout: pip install '.[postgres]')"
+)
 BUSY_MESSAGE = "The notes database is busy; nothing was changed. Try again."
 UNREACHABLE_MESSAGE = "The notes database cannot be reached right now. Try again shortly."
 UNCHECKED_ENCODING = "SQL_ASCII"  # a database encoding refused at start-up (_check_encoding)
@@ -99,7 +102,8 @@ _SCHEMA = (
     " expires_at double precision NOT NULL)",
     "CREATE INDEX consumed_by_principal ON consumed_nonces (principal, expires_at)",
     "CREATE INDEX consumed_by_expiry ON consumed_nonces (expires_at)",
-    "CREATE TABLE clock_high_water (only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row), seen double precision NOT NULL)",
+    "CREATE TABLE clock_high_water (only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),"
+    " seen double precision NOT NULL)",
     "INSERT INTO clock_high_water (seen) VALUES (0)",
 )
 _OUR_TABLES = ("meta", "notes", "consumed_nonces", "clock_high_water")
@@ -123,7 +127,8 @@ _BODIES = (
     "ALTER TABLE notes ADD COLUMN body_folded text",
     "CREATE INDEX notes_body_unindexed ON notes (id) WHERE body_folded IS NULL AND body IS NOT NULL",
     "CREATE FUNCTION notes_body_edited_elsewhere() RETURNS trigger LANGUAGE plpgsql AS"
-    " $$ BEGIN IF NEW.body_folded IS NOT DISTINCT FROM OLD.body_folded THEN NEW.body_folded := NULL; END IF; RETURN NEW; END $$",
+    " $$ BEGIN IF NEW.body_folded IS NOT DISTINCT FROM OLD.body_folded THEN NEW.body_folded := NULL; END IF;"
+    " RETURN NEW; END $$",
     "CREATE TRIGGER notes_body_edited_elsewhere BEFORE UPDATE OF body ON notes"
     " FOR EACH ROW WHEN (NEW.body IS DISTINCT FROM OLD.body) EXECUTE FUNCTION notes_body_edited_elsewhere()",
     "ALTER TABLE deleted_notes ADD COLUMN IF NOT EXISTS body text",
@@ -146,7 +151,8 @@ _CANDIDATES = (
     " WHERE (uri || '') COLLATE \"C\" >= %s AND (uri || '') COLLATE \"C\" < %s"
     " AND folded IS NOT NULL AND (body_folded IS NOT NULL OR body IS NULL){terms} LIMIT %s"
 )
-_COUNT = f"SELECT count(*) FROM ({_CANDIDATES.replace('{source}', 'notes')}) AS hits"  # rows examined, when the ranked page is empty
+# The rows examined, when the ranked page is empty.
+_COUNT = f"SELECT count(*) FROM ({_CANDIDATES.replace('{source}', 'notes')}) AS hits"
 # One row past the bound is fetched only to learn that the bound was met: `kept` is the
 # materialized rows in their order without it.
 _RANKED = (
@@ -200,9 +206,11 @@ _BODY = note_bodies.BodySql(ledger.POSTGRES, " FOR UPDATE")
 
 
 class PostgresNotesStore(note_bodies.SqlTexts, stores.SettleSeam[ledger.SqlLedger]):
-    """stores.Store over one PostgreSQL database: a writer and a reader connection, each behind its own lock, reopened when broken.
+    """stores.Store over one PostgreSQL database: a writer and a reader connection, each behind its own lock,
+    reopened when broken.
 
-    The nonces, the audit and the page's decisions are its ledger's (ledger.SqlLedger), on this store's own transactions.
+    The nonces, the audit and the page's decisions are its ledger's (ledger.SqlLedger), on this store's own
+    transactions.
     """
 
     def __init__(
@@ -273,7 +281,10 @@ class PostgresNotesStore(note_bodies.SqlTexts, stores.SettleSeam[ledger.SqlLedge
                 "PostgreSQL: workspace rows by URI index, titles by pg_trgm index"
                 f" (queries under {title_index.MIN_INDEXED_QUERY} characters read the workspace's rows)"
             )
-        return f"PostgreSQL: workspace rows by URI index; no title index ({self._titles_missing}): lookups read the workspace's rows"
+        return (
+            f"PostgreSQL: workspace rows by URI index; no title index ({self._titles_missing}):"
+            " lookups read the workspace's rows"
+        )
 
     def all(self) -> list[main.Note]:
         """Every note, in id order (for tests, the benchmark and admin views)."""
@@ -657,7 +668,8 @@ def _prepare(conn: Any, where: str, seed: list[main.Note]) -> str | None:
             )
         if row[0] not in ("1", "2", str(SCHEMA_VERSION)):
             raise stores.StoreError(
-                f"database {where} has schema version {str(row[0])[:20]!r}; this server reads version {SCHEMA_VERSION} only"
+                f"database {where} has schema version {str(row[0])[:20]!r};"
+                f" this server reads version {SCHEMA_VERSION} only"
             )
         absent = set(_OUR_TABLES) - present
         if absent:
@@ -686,7 +698,8 @@ def _check_encoding(conn: Any, where: str) -> None:
     if conn.info.parameter_status("server_encoding") == UNCHECKED_ENCODING:  # text, whatever the encoding
         raise stores.StoreError(
             f"database {where} has encoding {UNCHECKED_ENCODING}, whose text is read as bytes and never served;"
-            " create the database with ENCODING 'UTF8' (CREATE DATABASE ... ENCODING 'UTF8' TEMPLATE template0) and use that"
+            " create the database with ENCODING 'UTF8' (CREATE DATABASE ... ENCODING 'UTF8' TEMPLATE template0)"
+            " and use that"
         )
 
 

@@ -535,7 +535,10 @@ def unsafe_writes(notes_folders: Iterable[str], state_database: str | None, root
         if real in roots or (
             real.endswith(IMPORT_SUFFIXES) and any(_inside(os.path.dirname(real), root) for root in roots)
         ):
-            return f"sandbox: database file {real} is on Python's import path; the server could rewrite code it runs: rename or move it (or --no-sandbox)"
+            return (
+                f"sandbox: database file {real} is on Python's import path; the server could rewrite code it runs:"
+                " rename or move it (or --no-sandbox)"
+            )
     return None
 
 

@@ -25,7 +25,8 @@ Schema (version SCHEMA_VERSION, recorded in the `meta` table):
     deleted_notes(audit_id PRIMARY KEY, id, title, uri, revision, deleted_at, body)  -- the trash
     notes.body, notes.body_folded                    -- a note's text and its folded form (v4, the note tools)
     index notes_body_unindexed(id) WHERE body_folded IS NULL AND body IS NOT NULL  -- bodies written elsewhere (v4)
-    note_search: FTS5(title, body; trigram, case_sensitive 1)  -- folded titles and bodies, ranked search, rowid = notes.rowid (v5)
+    note_search: FTS5(title, body; trigram, case_sensitive 1)  -- folded titles and bodies, ranked search,
+                                                               rowid = notes.rowid (v5)
 
 The last two are added to any database that lacks them, whatever its version: a server
 from before them ignores them. `consume` writes the entry, and moves a deleted note's row
@@ -103,10 +104,12 @@ _TITLES = (
     "CREATE VIRTUAL TABLE note_title_grams USING fts5vocab(note_titles, row)",  # trigram -> titles holding it
     "INSERT INTO note_titles (rowid, folded) SELECT rowid, folded FROM notes WHERE folded IS NOT NULL",
     "CREATE TRIGGER note_titles_add AFTER INSERT ON notes BEGIN"
-    " INSERT INTO note_titles (rowid, folded) SELECT rowid, folded FROM notes WHERE rowid = new.rowid AND folded IS NOT NULL; END",
+    " INSERT INTO note_titles (rowid, folded) SELECT rowid, folded FROM notes"
+    " WHERE rowid = new.rowid AND folded IS NOT NULL; END",
     "CREATE TRIGGER note_titles_drop AFTER DELETE ON notes BEGIN DELETE FROM note_titles WHERE rowid = old.rowid; END",
     "CREATE TRIGGER note_titles_change AFTER UPDATE ON notes BEGIN DELETE FROM note_titles WHERE rowid = old.rowid;"
-    " INSERT INTO note_titles (rowid, folded) SELECT rowid, folded FROM notes WHERE rowid = new.rowid AND folded IS NOT NULL; END",
+    " INSERT INTO note_titles (rowid, folded) SELECT rowid, folded FROM notes"
+    " WHERE rowid = new.rowid AND folded IS NOT NULL; END",
 )
 # Version 4 added note bodies (the opt-in note tools, code/notes_tools.py): a step of its
 # own, run on every database below version 4 after the earlier steps. A body another
@@ -130,12 +133,14 @@ _SEARCH_INDEX = (
     "DROP TABLE IF EXISTS note_body_grams",
     "DROP TABLE IF EXISTS note_body_index",
     "CREATE VIRTUAL TABLE note_search USING fts5(title, body, tokenize = 'trigram case_sensitive 1')",
-    "INSERT INTO note_search (rowid, title, body) SELECT rowid, coalesce(folded, ''), coalesce(body_folded, '') FROM notes",
+    "INSERT INTO note_search (rowid, title, body)"
+    " SELECT rowid, coalesce(folded, ''), coalesce(body_folded, '') FROM notes",
     "CREATE TRIGGER note_search_add AFTER INSERT ON notes BEGIN INSERT INTO note_search (rowid, title, body)"
     " SELECT rowid, coalesce(folded, ''), coalesce(body_folded, '') FROM notes WHERE rowid = new.rowid; END",
     "CREATE TRIGGER note_search_drop AFTER DELETE ON notes BEGIN DELETE FROM note_search WHERE rowid = old.rowid; END",
     "CREATE TRIGGER note_search_change AFTER UPDATE ON notes BEGIN DELETE FROM note_search WHERE rowid = old.rowid;"
-    " INSERT INTO note_search (rowid, title, body) SELECT rowid, coalesce(folded, ''), coalesce(body_folded, '') FROM notes"
+    " INSERT INTO note_search (rowid, title, body)"
+    " SELECT rowid, coalesce(folded, ''), coalesce(body_folded, '') FROM notes"
     " WHERE rowid = new.rowid; END",
 )
 _ROW = "SELECT id, title, uri, revision FROM notes"
@@ -148,7 +153,8 @@ _TEXT_ROW = "SELECT id, title, uri, revision, body FROM notes"
 # leave SQL here: the bodies of the rows returned are read afterwards, by id.
 _RANKED = (
     "WITH hits AS MATERIALIZED ({hits}), kept AS (SELECT * FROM hits LIMIT ?)"
-    " SELECT n.id, ({titled}) AS titled, ({score}) AS score, (SELECT count(*) FROM hits) FROM kept JOIN notes n ON n.rowid = kept.r"
+    " SELECT n.id, ({titled}) AS titled, ({score}) AS score, (SELECT count(*) FROM hits)"
+    " FROM kept JOIN notes n ON n.rowid = kept.r"
     " WHERE n.uri >= ? AND n.uri < ? AND n.folded IS NOT NULL AND (n.body_folded IS NOT NULL OR n.body IS NULL){short}"
     " ORDER BY titled DESC, score DESC, n.id LIMIT ?"
 )
@@ -541,7 +547,10 @@ class SqliteNotesStore(SqliteDatabase, note_bodies.SqlTexts, stores.SettleSeam[l
                 f"SQLite {sqlite3.sqlite_version}: workspace rows by URI index, titles by FTS5 trigram index"
                 f" (queries under {title_index.MIN_INDEXED_QUERY} characters read the workspace's rows)"
             )
-        return f"SQLite: workspace rows by URI index; no title index ({self._titles_missing}): lookups read the workspace's rows"
+        return (
+            f"SQLite: workspace rows by URI index; no title index ({self._titles_missing}):"
+            " lookups read the workspace's rows"
+        )
 
     def all(self) -> list[main.Note]:
         """Every note, in id order (for tests, the benchmark and admin views)."""
@@ -773,7 +782,8 @@ def open_ledger(
     busy_timeout_ms: int = BUSY_TIMEOUT_MS,
     retention: audit.Retention = audit.Retention(),
 ) -> ledger.SqlLedger:
-    """The ledger in an SQLite file of its own (the folder store's confirmation database), or stores.StoreError with one line.
+    """The ledger in an SQLite file of its own (the folder store's confirmation database), or stores.StoreError with
+    one line.
 
     The file has the notes store's schema (its notes table stays empty), so one file may be
     opened as either, by any version of the server.
@@ -852,7 +862,8 @@ def _prepare(conn: sqlite3.Connection, path: str, seed: list[main.Note]) -> None
             raise stores.StoreError(f"database {path} is an SQLite file but not a notes store (no schema version)")
         if row[0] not in ("1", "2", "3", "4", str(SCHEMA_VERSION)):
             raise stores.StoreError(
-                f"database {path} has schema version {str(row[0])[:20]!r}; this server reads version {SCHEMA_VERSION} only"
+                f"database {path} has schema version {str(row[0])[:20]!r};"
+                f" this server reads version {SCHEMA_VERSION} only"
             )
         if row[0] != str(SCHEMA_VERSION):
             try:

@@ -268,7 +268,8 @@ class Retention(NamedTuple):
     def said(self) -> str:
         """What a deletion does, in the words the form shows the user."""
         if self.trash:
-            return f"The note is moved to the trash; an operator can restore it for {self.trash_seconds / DAY_SECONDS:g} days."
+            days = self.trash_seconds / DAY_SECONDS
+            return f"The note is moved to the trash; an operator can restore it for {days:g} days."
         return "Deletion cannot be undone."
 
 

@@ -144,8 +144,10 @@ STYLE = (
     "body{font:17px/1.5 system-ui,sans-serif;max-width:34rem;margin:0 auto;padding:1rem;color:#1b1b1b;background:#fff}"
     "h1{font-size:1.45rem;margin:.5rem 0 1rem}"
     "label{display:block;font-weight:600}"
-    "input[type=password],input[type=text]{display:block;width:100%;box-sizing:border-box;font-size:1rem;padding:.6rem;margin:.3rem 0 .8rem}"
-    "button{font-size:1rem;padding:.6rem 1.2rem;margin:.2rem .5rem .2rem 0;border-radius:.35rem;border:1px solid #555;background:#f2f2f2;color:#1b1b1b}"
+    "input[type=password],input[type=text]{display:block;width:100%;box-sizing:border-box;font-size:1rem;"
+    "padding:.6rem;margin:.3rem 0 .8rem}"
+    "button{font-size:1rem;padding:.6rem 1.2rem;margin:.2rem .5rem .2rem 0;border-radius:.35rem;border:1px solid #555;"
+    "background:#f2f2f2;color:#1b1b1b}"
     "button.primary{background:#0b5cad;border-color:#0b5cad;color:#fff}"
     "button.danger{background:#a31515;border-color:#a31515;color:#fff}"
     ".request{background:#f3f5f8;border-left:4px solid #0b5cad;padding:.4rem .9rem;margin:1rem 0}"
@@ -156,7 +158,8 @@ STYLE = (
     ".note{display:block;border:1px solid #ccc;border-radius:.35rem;padding:.5rem .7rem;margin:.5rem 0;font-weight:400}"
     ".note input{margin-right:.5rem}"
     ".note pre{white-space:pre-wrap;font-size:.9rem;color:#333;margin:.3rem 0 0;max-height:6.5rem;overflow:hidden}"
-    "pre.change{white-space:pre-wrap;overflow-wrap:anywhere;font-size:.9rem;border:1px solid #ccc;border-radius:.35rem;padding:.5rem .7rem;background:#fafafa}"
+    "pre.change{white-space:pre-wrap;overflow-wrap:anywhere;font-size:.9rem;border:1px solid #ccc;border-radius:.35rem;"
+    "padding:.5rem .7rem;background:#fafafa}"
 )
 STYLE_HASH = "'sha256-" + base64.b64encode(hashlib.sha256(STYLE.encode("utf-8")).digest()).decode("ascii") + "'"
 CONTENT_SECURITY_POLICY = (
@@ -182,8 +185,8 @@ PAGE_HEADERS: tuple[tuple[str, str], ...] = (
     ("X-Content-Type-Options", "nosniff"),
 )
 NULL_ORIGIN = (
-    "Your browser sent this form as `Origin: null` (from a sandboxed frame, a local file or a page that hides its origin), "
-    "so it cannot be told apart from a forged one. Open the link directly in a browser tab and try again."
+    "Your browser sent this form as `Origin: null` (from a sandboxed frame, a local file or a page that hides its"
+    " origin), so it cannot be told apart from a forged one. Open the link directly in a browser tab and try again."
 )
 
 
@@ -354,7 +357,10 @@ class SignedInPages:
         # Session fixation: whatever id the browser had is dropped and a new one issued.
         self.sessions.sign_out(old_session)
         session_id = self.sessions.sign_in(principal, scope, via, credential)
-        cookie = f"{self.session_cookie}={session_id}; Path={self.prefix}; Max-Age={int(SESSION_TTL_SECONDS)}; {self.cookie_flags()}"
+        cookie = (
+            f"{self.session_cookie}={session_id}; Path={self.prefix}; Max-Age={int(SESSION_TTL_SECONDS)};"
+            f" {self.cookie_flags()}"
+        )
         return self.page(
             303,
             "Signed in",
@@ -398,7 +404,10 @@ class SignedInPages:
             + self.sign_in_other(handle, pre_session)
             + '<p class="hint">This link alone grants nothing: only the account that asked can continue.</p>'
         )
-        cookie = f"{self.login_cookie}={pre_session}; Path={self.prefix}; Max-Age={int(self.login_ttl)}; {self.cookie_flags()}"
+        cookie = (
+            f"{self.login_cookie}={pre_session}; Path={self.prefix}; Max-Age={int(self.login_ttl)};"
+            f" {self.cookie_flags()}"
+        )
         return self.page(status, "Sign in", "", [("Set-Cookie", cookie)], raw=body)
 
     @staticmethod
@@ -426,7 +435,8 @@ class SignedInPages:
             '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>{html.escape(title)}</title><style>{STYLE}</style></head>"
-            f"<body><h1>{html.escape(title)}</h1>{content}{f'<script>{script[0]}</script>' if script else ''}</body></html>"
+            f"<body><h1>{html.escape(title)}</h1>{content}"
+            f"{f'<script>{script[0]}</script>' if script else ''}</body></html>"
         )
         headers = [
             (name, policy_with_script(script[1]) if script and name == "Content-Security-Policy" else value)
