@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
-import io
 import errno
+import io
 import json
 import os
 import sqlite3
@@ -17,9 +17,7 @@ import unittest
 from typing import Any
 from unittest import mock
 
-from helpers import procs
-from helpers import store_workers
-import test_connect
+from helpers import procs, store_workers
 from helpers.support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call
 
 import assemble
@@ -28,13 +26,14 @@ import audit_cli
 import connect
 import folder_paths
 import folder_trash
-import main
 import frame
+import main
 import markdown_store
 import postgres_cluster
 import postgres_store
 import sqlite_store
 import stores
+import test_connect
 
 LATER = 10_000_000.0  # added to the clock: an expiry no test reaches
 DECLINE = {main.INPUT_KEY: {"action": "decline"}}

@@ -19,7 +19,6 @@ import time
 import unittest
 from typing import Any
 
-from test_notes_tools import accept, tools_call
 from helpers import store_workers
 from helpers.support import KEY, PRINCIPAL, Clock, Log
 
@@ -34,6 +33,7 @@ import notes_tools
 import postgres_store
 import sqlite_store
 import stores
+from test_notes_tools import accept, tools_call
 
 OTHER = "bob"
 BOUND = 50  # auditMaxEntries in these tests: the refusals' bound is then 50 too (never above it)

@@ -13,18 +13,21 @@ import threading
 import unittest
 from typing import Any
 
-from helpers import support  # first: it puts code/ on the import path
-import connect  # noqa: E402
-from helpers import procs  # noqa: E402
-from helpers import webdriver  # noqa: E402
+from helpers import (
+    procs,  # noqa: E402
+    support,  # first: it puts code/ on the import path
+    webdriver,  # noqa: E402
+)
 from helpers.support import tps  # noqa: E402
-from test_connect import ALICE_TOKEN, BOB_TOKEN, BOB_WORKSPACE, RealHttpServer, answer, connect_request, notes  # noqa: E402
+
 import browser_confirm  # noqa: E402
+import connect  # noqa: E402
 import main  # noqa: E402
 import sqlite_store  # noqa: E402
 import streamable_http  # noqa: E402
 import web_pages  # noqa: E402
-from test_browser_confirm import TOKENS, Client, build  # noqa: E402
+from test_browser_confirm import Client, build  # noqa: E402
+from test_connect import ALICE_TOKEN, BOB_TOKEN, BOB_WORKSPACE, RealHttpServer, answer, connect_request, notes  # noqa: E402
 from test_notes_tools_browser import Client as NotesClient  # noqa: E402
 from test_notes_tools_browser import build as notes_page_server  # noqa: E402
 

@@ -11,9 +11,10 @@ import tempfile
 import threading
 import unittest
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlsplit
 
 from helpers import support  # first: it puts code/ on the import path
+
 import audit  # noqa: E402
 import browser_confirm  # noqa: E402
 import confirm_pages  # noqa: E402
@@ -24,11 +25,11 @@ import sqlite_store  # noqa: E402
 import stores  # noqa: E402
 
 REFUSED_DELETE = browser_confirm.refused_confirmation(main.TOOL_NAME)  # the one refusal of a confirmation token
-import streamable_http  # noqa: E402
-import web_pages  # noqa: E402
 from helpers import procs  # noqa: E402
 from helpers.procs import GUARD  # noqa: E402
 from helpers.support import KEY, WORKSPACE, Clock, Log, request, tps  # noqa: E402
+
+import web_pages  # noqa: E402
 from test_connect import ALICE_TOKEN, BOB_TOKEN, BOB_WORKSPACE, Browser, grants, http_pages, note_entry, notes  # noqa: E402
 
 BASE = "http://127.0.0.1:5555"

@@ -15,16 +15,16 @@ import unittest
 from typing import Any
 from unittest import mock
 
-from helpers import support
+from helpers import procs, support
+from helpers.support import Log, accept, call, tps
+
 import assemble
 import audit
-import main
-from helpers import procs
 import config as configuration
-from config import ConfigError
+import main
 import serve
 import streamable_http
-from helpers.support import Log, accept, call, tps
+from config import ConfigError
 
 ALICE = {"token": "a" * configuration.MIN_TOKEN_LENGTH, "workspaces": [support.WORKSPACE]}
 BOB = {"token": "b" * configuration.MIN_TOKEN_LENGTH, "workspaces": ["file:///Users/bob/Notes"]}

@@ -9,9 +9,9 @@ import unittest
 from helpers import support
 from helpers.support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call, make_server, note_ids, server_over, tps
 
-import main
-import frame
 import confirmations
+import frame
+import main
 
 ALL = ["evil-1", "note-14", "note-3", "note-7", "note-99", "tmp-1"]
 

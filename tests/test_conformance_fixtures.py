@@ -11,9 +11,10 @@ from typing import Any
 from unittest import mock
 
 from helpers import support
+
 import conformance_fixtures as fixtures
-import main
 import frame
+import main
 import serve
 import streamable_http
 

@@ -13,15 +13,15 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-from helpers import support
-import connect
-import web_pages
-import streamable_http
-import main
-from helpers import procs
-import config as configuration
+from helpers import procs, support
 from helpers.procs import GUARD
 from helpers.support import KEY, WORKSPACE, Clock, Log, request, tps
+
+import config as configuration
+import connect
+import main
+import streamable_http
+import web_pages
 
 ALICE_TOKEN = "alice-token-0123456789abcdef"
 BOB_TOKEN = "bob-token-0123456789abcdefgh"

@@ -9,11 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from helpers import support  # noqa: F401  first: it puts code/ on the import path
+from helpers.support import WORKSPACE  # noqa: E402
+
 import audit  # noqa: E402
 import browser_confirm  # noqa: E402
 import main  # noqa: E402
 import notes_tools  # noqa: E402
-from helpers.support import WORKSPACE  # noqa: E402
 from test_notes_tools_browser import GROCERIES, PageCase  # noqa: E402
 
 

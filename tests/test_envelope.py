@@ -8,8 +8,8 @@ import unittest
 
 from helpers.support import PRINCIPAL, accept, call, make_server, note_ids, request, tps
 
-import main
 import frame
+import main
 import streamable_http
 
 

@@ -18,18 +18,18 @@ import unittest
 from typing import Any
 from unittest import mock
 
-from helpers import support
+from helpers import procs, support
+from helpers.support import accept, call, tps
+
 import assemble
 import config as configuration
-import main
 import frame
-import stores
-from helpers import procs
+import main
 import serve
 import sqlite_store
+import stores
 import streamable_http
 from config import ConfigError
-from helpers.support import accept, call, tps
 
 NOBODY = 65534  # the uid an unreadable file is read as when the tests run as root (root reads everything)
 

@@ -12,21 +12,20 @@ import unittest
 from typing import Any
 from unittest import mock
 
-from helpers.support import PRINCIPAL, accept
-from test_indexed_lookup import bounded_titles, parts
-from test_markdown_store import FolderCase
+from helpers.support import accept
 
 import bench
 import change_watch
 import folder_index
 import folder_paths
-import main
 import frame
-import markdown_store
+import main
 import sqlite_store
 import stores
 import title_index
 from markdown_store import MarkdownNotesStore
+from test_indexed_lookup import bounded_titles, parts
+from test_markdown_store import FolderCase
 
 TOO_LARGE = "more than [0-9,]+ entries"  # folder_paths.TOO_LARGE, the refusal of a folder past the entry limit
 

@@ -18,12 +18,12 @@ from typing import Any
 from unittest import mock
 
 from helpers import procs
-from test_notes_tools import accept, tools_call
 
 import folder_bodies
 import main
 import notes_tools
 import sandbox
+from test_notes_tools import accept, tools_call
 
 OTHER_ID = 12345  # a user and a group the server does not run as
 TEXT = "# {name}\nfirst\n"

@@ -9,7 +9,6 @@ import tempfile
 import unittest
 from typing import Any
 
-from test_notes_tools import accept, tools_call
 from helpers.support import KEY, Clock, Log
 
 import audit
@@ -19,8 +18,7 @@ import markdown_store
 import notes_tools
 import sqlite_store
 import stores
-
-
+from test_notes_tools import accept, tools_call
 
 
 class RestoreByNote(unittest.TestCase):

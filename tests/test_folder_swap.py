@@ -25,7 +25,6 @@ from typing import Any
 from unittest import mock
 
 from helpers import procs
-from test_notes_tools import accept, tools_call
 from helpers.support import KEY, Clock, Log
 
 import audit
@@ -36,6 +35,7 @@ import markdown_store
 import notes_tools
 import sandbox
 import sqlite_store
+from test_notes_tools import accept, tools_call
 
 BOB_TOKEN = "bob-token-0123456789abcdef"
 OLD_TRASH = "19700101T000000Z-0123456789ab-expired.md"  # a trashed file long past any retention

@@ -16,8 +16,9 @@ import unicodedata
 import unittest
 
 from helpers import support  # noqa: F401  (first: it puts code/ on the import path)
-import notes_tools  # noqa: E402
 from helpers.support import WORKSPACE  # noqa: E402
+
+import notes_tools  # noqa: E402
 from test_notes_tools_browser import FORM_ONLY, GROCERIES, PageCase  # noqa: E402
 
 # Default_Ignorable_Code_Point, every range in DerivedCoreProperties.txt of the Unicode

@@ -15,19 +15,17 @@ import threading
 import unittest
 from typing import Any
 
-from helpers import support
+from helpers import procs, support
+from helpers.procs import GUARD, TOKEN, mcp_headers, post
+from helpers.support import accept, call, request, tps
+
 import assemble
+import frame
 import http_server
 import main
-import frame
-import stores
-from helpers import procs
 import serve
 import sqlite_store
 import streamable_http
-
-from helpers.procs import GUARD, TOKEN, mcp_headers, post
-from helpers.support import accept, call, request, tps
 
 BOB_TOKEN = "bob-token-0123456789abcdefgh"
 BOB_WORKSPACE = "file:///Users/bob/Notes"

@@ -12,17 +12,16 @@ import unittest
 from typing import Any
 from unittest import mock
 
-import test_store_contract
+from helpers import old_schemas
 from helpers.support import PRINCIPAL, WORKSPACE, Clock
-from test_store_contract import StoreContract, contract_notes
 
 import main
-import stores
-from helpers import old_schemas
 import postgres_store
 import sqlite_store
 import stores
+import test_store_contract
 import title_index
+from test_store_contract import contract_notes
 
 ALWAYS = lambda note: True  # noqa: E731 - a recheck that accepts every live note
 PROPERTY_SEED = 20261201  # seeded: every run checks the same random cases

@@ -7,15 +7,14 @@ import types
 import unittest
 from typing import Any
 
-from helpers import support
-import conformance_fixtures as fixtures
-import main
-import frame
-import legacy
-from helpers import procs
+from helpers import procs, support
 from helpers.legacy_client import CLIENT_INFO, FORM_CLIENT, AuditedStore, LegacyClient, MemoryWire, accepted, choices
 from helpers.support import call, request, tps
-from helpers.legacy_client import FORM_CLIENT, LegacyClient, MemoryWire, accepted, choices
+
+import conformance_fixtures as fixtures
+import frame
+import legacy
+import main
 
 EVIL_WORKSPACE = "file:///Users/alice/Documents/Notes-evil"
 

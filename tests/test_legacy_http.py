@@ -8,19 +8,18 @@ import threading
 import unittest
 from typing import Any
 
-from helpers import support
+from helpers import procs, support
+from helpers.legacy_client import CLIENT_INFO, FORM_CLIENT, AuditedStore, HttpLegacyClient, SseReader, accepted, choices
+from helpers.support import call, request, tps
+
 import conformance_fixtures as fixtures
-import main
 import frame
-import stores
 import http_server
 import legacy
 import legacy_http
-from helpers import procs
+import main
+import stores
 import streamable_http
-from helpers.legacy_client import CLIENT_INFO, FORM_CLIENT, AuditedStore, HttpLegacyClient, SseReader, accepted, choices
-from helpers.support import call, request, tps
-from helpers.legacy_client import FORM_CLIENT, HttpLegacyClient, accepted, choices
 
 BOB_TOKEN = "bob-token-0123456789abcdefgh"
 BOB_WORKSPACE = "file:///Users/bob/Notes"

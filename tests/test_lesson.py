@@ -9,10 +9,23 @@ from __future__ import annotations
 import threading
 import unittest
 
-from helpers.support import KEY, OTHER_KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call, make_lesson_server, note_ids, request, tps
+from helpers.support import (
+    KEY,
+    OTHER_KEY,
+    PRINCIPAL,
+    WORKSPACE,
+    Clock,
+    Log,
+    accept,
+    call,
+    make_lesson_server,
+    note_ids,
+    request,
+    tps,
+)
 
-import main
 import frame
+import main
 
 ALL = ["evil-1", "note-14", "note-3", "note-7", "note-99", "tmp-1"]
 

@@ -16,19 +16,16 @@ from typing import Any
 from unittest import mock
 
 from helpers import procs, races
-import test_folder_swap
 from helpers.support import KEY, PRINCIPAL, Clock, Log, accept, call
 
 import audit
-import folder_bodies
 import folder_paths
 import folder_trash
-import main
 import frame
-import stores
-import markdown_store
+import main
 import sqlite_store
 import stores
+import test_folder_swap
 from markdown_store import MarkdownNotesStore
 
 ALWAYS = lambda note: True  # noqa: E731 - a recheck that accepts every live note

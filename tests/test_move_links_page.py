@@ -7,9 +7,10 @@ on, a host without forms.
 from __future__ import annotations
 
 from helpers import support  # noqa: F401  first: it puts code/ on the import path
+from helpers.support import WORKSPACE  # noqa: E402
+
 import audit  # noqa: E402
 import main  # noqa: E402
-from helpers.support import WORKSPACE  # noqa: E402
 from test_notes_tools_browser import PageCase  # noqa: E402
 
 

@@ -6,10 +6,11 @@ import json
 import unittest
 
 from helpers import support  # noqa: F401  (first: it puts code/ on the import path)
+from helpers.support import WORKSPACE  # noqa: E402
+
 import confirm_pages  # noqa: E402
 import main  # noqa: E402
 import note_bodies  # noqa: E402
-from helpers.support import WORKSPACE  # noqa: E402
 from test_notes_tools_browser import GROCERIES, PageCase  # noqa: E402
 
 

@@ -10,9 +10,10 @@ import os
 import shutil
 import tempfile
 import unittest
-from unittest import mock
 from typing import Any
+from unittest import mock
 
+from helpers import store_workers
 from helpers.support import FORM, KEY, PRINCIPAL, Clock, Log, request
 
 import audit
@@ -27,7 +28,6 @@ import postgres_store
 import sqlite_store
 import stores
 import text_index
-from helpers import store_workers
 
 OTHER = "bob"
 

@@ -17,6 +17,8 @@ import unittest
 from typing import Any
 
 from helpers import support  # first: it puts code/ on the import path
+from helpers.support import KEY, WORKSPACE, Clock, Log, request  # noqa: E402
+
 import audit  # noqa: E402
 import browser_confirm  # noqa: E402
 import confirm_pages  # noqa: E402
@@ -24,7 +26,6 @@ import frame  # noqa: E402
 import main  # noqa: E402
 import notes_tools  # noqa: E402
 import sqlite_store  # noqa: E402
-from helpers.support import KEY, WORKSPACE, Clock, Log, request  # noqa: E402
 from test_browser_confirm import BASE, TOKENS, ConfirmBrowser  # noqa: E402
 from test_connect import ALICE_TOKEN, BOB_TOKEN, BOB_WORKSPACE, grants  # noqa: E402
 

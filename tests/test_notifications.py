@@ -8,11 +8,12 @@ import types
 import unittest
 
 from helpers import support
+from helpers.support import PRINCIPAL, make_server, request
+
+import frame
 import http_server
 import main
-import frame
 import streamable_http
-from helpers.support import PRINCIPAL, make_server, request
 
 
 def chatty_tool(server: frame.Server) -> None:

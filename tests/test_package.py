@@ -18,6 +18,7 @@ import venv
 from typing import Any
 
 from helpers import support
+
 import main
 import serve
 import test_docs

@@ -13,16 +13,22 @@ import importlib.util
 import io
 import json
 import os
+import re
 import sys
 import tempfile
-import re
 import time
 import unittest
 from contextlib import redirect_stdout
 from typing import Any
 from unittest import mock
 
-from helpers import support  # first: it puts code/ on the import path
+from helpers import (  # noqa: E402
+    procs,
+    support,  # first: it puts code/ on the import path
+    webdriver,
+)
+from helpers.support import KEY, tps  # noqa: E402
+
 import audit  # noqa: E402
 import audit_cli  # noqa: E402
 import browser_confirm  # noqa: E402
@@ -30,12 +36,10 @@ import confirm_pages  # noqa: E402
 import frame  # noqa: E402
 import main  # noqa: E402
 import passkey_pages  # noqa: E402
+import serve  # noqa: E402
 import sqlite_store  # noqa: E402
 import stores  # noqa: E402
 import streamable_http  # noqa: E402
-from helpers import procs, webdriver  # noqa: E402
-from helpers.support import KEY, tps  # noqa: E402
-import serve  # noqa: E402
 import test_browser  # noqa: E402
 import test_browser_confirm  # noqa: E402
 import test_notes_tools_browser  # noqa: E402

@@ -19,16 +19,19 @@ import unittest
 from typing import Any
 from urllib.parse import urlsplit
 
-from helpers import support  # first: it puts code/ on the import path
-from helpers import procs  # noqa: E402
-from helpers import webdriver  # noqa: E402
+from helpers import (
+    procs,  # noqa: E402
+    support,  # first: it puts code/ on the import path
+    webdriver,  # noqa: E402
+)
 from helpers.support import tps  # noqa: E402
-from test_browser_confirm import ALICE_TOKEN, config_file, notes  # noqa: E402
+
 import browser_confirm  # noqa: E402
 import main  # noqa: E402
 import page_keeper  # noqa: E402
 import sqlite_store  # noqa: E402
 import stores  # noqa: E402
+from test_browser_confirm import ALICE_TOKEN, config_file, notes  # noqa: E402
 
 NO_FORM: dict[str, Any] = {}
 

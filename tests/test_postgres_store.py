@@ -12,15 +12,14 @@ import time
 import unittest
 from typing import Any
 
-from helpers import procs
+from helpers import procs, sql_stores, store_workers
+from helpers.sql_stores import consume_command, race_notes
 from helpers.support import PRINCIPAL, WORKSPACE, Clock, accept, call, tps
 
 import main
-import test_ledger
-from helpers import sql_stores, store_workers
-from helpers.sql_stores import consume_command, race_notes
 import postgres_cluster
 import postgres_store
+import test_ledger
 from stores import StoreBusy, StoreError
 
 GUARD_SECONDS = store_workers.GUARD_SECONDS  # failure guard for a worker that hangs; never the assertion itself

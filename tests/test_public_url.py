@@ -16,13 +16,16 @@ import unittest
 from typing import Any
 from urllib.parse import urlsplit
 
-from helpers import support  # noqa: F401  (first: it puts code/ on the import path)
-import config as configuration  # noqa: E402
+from helpers import (
+    procs,  # noqa: E402
+    support,  # noqa: F401  (first: it puts code/ on the import path)
+)
+from helpers.support import request, tps  # noqa: E402
+
 import browser_confirm  # noqa: E402
+import config as configuration  # noqa: E402
 import main  # noqa: E402
 import serve  # noqa: E402
-from helpers import procs  # noqa: E402
-from helpers.support import request, tps  # noqa: E402
 from test_browser_confirm import NO_FORM, ConfirmBrowser, config_file  # noqa: E402
 from test_config import StartupRefusalCase  # noqa: E402
 from test_connect import ALICE_TOKEN, http_pages  # noqa: E402

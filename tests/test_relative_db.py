@@ -10,11 +10,14 @@ from __future__ import annotations
 import os
 import unittest
 
-from helpers import support  # noqa: F401  (first: it puts code/ on the import path)
+from helpers import (
+    procs,  # noqa: E402
+    support,  # noqa: F401  (first: it puts code/ on the import path)
+)
+from helpers.support import accept, call, tps  # noqa: E402
+
 import main  # noqa: E402
 import serve  # noqa: E402
-from helpers import procs  # noqa: E402
-from helpers.support import accept, call, tps  # noqa: E402
 from test_store_cli import DECLINE, CliCase, env  # noqa: E402
 
 RELATIVE = "is relative: resolved against the working directory at start-up"

@@ -9,11 +9,22 @@ import inspect
 import json
 import unittest
 
-from helpers.support import KEY, claims_of, unb64, OTHER_KEY, PRINCIPAL, Clock, Log, accept, call, make_server, note_ids, tps
+from helpers.support import (
+    KEY,
+    OTHER_KEY,
+    PRINCIPAL,
+    Clock,
+    Log,
+    accept,
+    call,
+    make_server,
+    note_ids,
+    tps,
+    unb64,
+)
 
-import main
-import confirmations
 import frame
+import main
 
 ALL = 6  # notes in the lesson fixture
 

@@ -21,16 +21,19 @@ import threading
 import unittest
 from typing import Any
 
-from helpers import support  # noqa: F401 - puts code/ on the import path
+from helpers import (
+    legacy_client,
+    procs,
+    support,  # noqa: F401 - puts code/ on the import path
+)
+from helpers.support import accept, call, tps
+
 import legacy
-from helpers import legacy_client
 import main
 import postgres_cluster
-from helpers import procs
 import sandbox
 import serve
 import text_index
-from helpers.support import accept, call, tps
 
 PROBE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "helpers", "sandbox_probe")
 # What Landlock refuses (EACCES), then the metadata writes the seccomp filter refuses (EPERM).

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import unittest
 
+from helpers import support
 from helpers.support import PRINCIPAL, WORKSPACE, accept, call, contained, make_server, note_ids, server_over, tps
 
 import config
-import main
 import frame
+import main
 import stores
-from helpers import support
 
 
 class UriNormalization(unittest.TestCase):

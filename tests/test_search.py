@@ -16,6 +16,7 @@ import unittest
 from typing import Any
 from unittest import mock
 
+from helpers import store_workers
 from helpers.support import FORM, KEY, PRINCIPAL, Clock, Log, request
 from helpers.support import accept as accept_delete
 from helpers.support import call as delete_call
@@ -28,7 +29,6 @@ import notes_tools
 import postgres_store
 import sqlite_store
 import text_index
-from helpers import store_workers
 
 
 def tools_call(name: str, arguments: dict[str, Any], **extra: Any) -> dict[str, Any]:

@@ -14,16 +14,13 @@ import unittest
 from typing import Any
 from unittest import mock
 
+from helpers import old_schemas, sql_stores, store_workers
+from helpers.sql_stores import consume_command, race_notes
 from helpers.support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call, claims_of, tps
 
-import main
 import frame
-from helpers import old_schemas
-from helpers import store_workers
-import streamable_http
+import main
 import sqlite_store
-from helpers import sql_stores, store_workers
-from helpers.sql_stores import consume_command, race_notes
 import stores
 import streamable_http
 from sqlite_store import open_store

@@ -7,11 +7,11 @@ import signal
 import subprocess
 import unittest
 
-from helpers import support
-import main
-import frame
-from helpers import procs
+from helpers import procs, support
 from helpers.support import accept, call, request, tps
+
+import frame
+import main
 
 
 def padded(message: dict, size: int) -> bytes:
@@ -124,8 +124,9 @@ class StdioShutdownTests(unittest.TestCase):
         self.assertNotIn("Exception ignored", server.stderr_text())
 
     def test_a_broken_pipe_first_met_by_a_legacy_call_ends_the_process_with_zero(self) -> None:
-        import legacy
         from helpers import legacy_client
+
+        import legacy
 
         server = procs.Process(self, ["--stdio"], procs.server_env(NOTES_MCP_SECRET=procs.SECRET), stdin=subprocess.PIPE)
         initialize = {"protocolVersion": legacy.LATEST_LEGACY_VERSION, "capabilities": legacy_client.FORM_CLIENT, "clientInfo": legacy_client.CLIENT_INFO}

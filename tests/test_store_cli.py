@@ -11,12 +11,12 @@ import tempfile
 import unittest
 from typing import Any
 
-from helpers import support
+from helpers import procs, support
+from helpers.support import accept, call, request, tps
+
 import main
-from helpers import procs
 import serve
 import stores
-from helpers.support import accept, call, request, tps
 
 BOB_TOKEN = "bob-token-0123456789abcdef"
 DECLINE = {main.INPUT_KEY: {"action": "decline"}}

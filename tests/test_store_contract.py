@@ -13,17 +13,17 @@ import tempfile
 import unittest
 from typing import Any
 
+from helpers import store_workers
 from helpers.support import KEY, PRINCIPAL, WORKSPACE, Clock, call
 
 import audit
-import frame
 import folder_paths
+import frame
 import main
-import stores
 import markdown_store
 import postgres_store
 import sqlite_store
-from helpers import store_workers
+import stores
 
 TTL = main.DEFAULT_STATE_TTL_SECONDS
 OTHER_PRINCIPAL = "bob"

@@ -17,7 +17,12 @@ import tempfile
 import unittest
 from typing import Any
 
-from helpers import support  # noqa: F401  (first: it puts code/ on the import path)
+from helpers import (
+    procs,  # noqa: E402
+    support,  # noqa: F401  (first: it puts code/ on the import path)
+)
+from helpers.support import FORM, KEY, PRINCIPAL, Clock, Log, request  # noqa: E402
+
 import audit  # noqa: E402
 import frame  # noqa: E402
 import main  # noqa: E402
@@ -25,8 +30,6 @@ import markdown_store  # noqa: E402
 import notes_tools  # noqa: E402
 import sqlite_store  # noqa: E402
 import stores  # noqa: E402
-from helpers import procs  # noqa: E402
-from helpers.support import FORM, KEY, PRINCIPAL, Clock, Log, request  # noqa: E402
 
 CJK = "\u6f22"  # 3 bytes in UTF-8
 AT_BOUND = CJK * (notes_tools.MAX_TEXT_BYTES // 3)  # exactly MAX_TEXT_BYTES bytes

@@ -11,11 +11,11 @@ import json
 import unittest
 from typing import Any
 
-from helpers import support  # first: it puts code/ on the import path
+from helpers.support import WORKSPACE  # noqa: E402
+
 import browser_confirm  # noqa: E402
 import main  # noqa: E402
 import notes_tools  # noqa: E402
-from helpers.support import WORKSPACE  # noqa: E402
 from test_notes_tools_browser import FORM_ONLY, GROCERIES, PageCase  # noqa: E402
 
 

@@ -10,6 +10,7 @@ import subprocess
 import unittest
 
 from helpers import support
+
 from tests import fast, timings
 
 

@@ -11,8 +11,10 @@ import threading
 import unittest
 from typing import Any
 
-from helpers import support  # first: it puts code/ and code/scripts/ on the import path
-from helpers import webdriver  # noqa: E402
+from helpers import (
+    support,  # first: it puts code/ and code/scripts/ on the import path
+    webdriver,  # noqa: E402
+)
 
 import main  # noqa: E402
 import walkthrough  # noqa: E402

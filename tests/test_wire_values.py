@@ -7,8 +7,8 @@ import unittest
 
 from helpers import support  # noqa: F401 - puts code/ on the import path
 
-import main
 import frame
+import main
 
 
 class WireValues(unittest.TestCase):

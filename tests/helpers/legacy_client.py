@@ -13,11 +13,11 @@ import unittest
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from helpers import support
-import main
+from helpers import procs, support
+
 import frame
 import legacy
-from helpers import procs
+import main
 
 CLIENT_INFO = {"name": "scripted-legacy-client", "version": "1.0.0"}
 FORM_CLIENT = {"elicitation": {}}  # `{}` means form mode in 2025-11-25

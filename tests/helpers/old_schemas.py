@@ -5,6 +5,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from helpers import support  # noqa: F401 - puts code/ on the import path
+
 import main
 import stores
 

@@ -33,8 +33,8 @@ from typing import Any
 
 from helpers import support  # puts code/ on sys.path
 
-import main
 import frame
+import main
 
 GUARD_SECONDS = 60.0  # failure guard for a worker that hangs; never the assertion itself
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the folder `helpers` is imported from

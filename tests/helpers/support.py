@@ -28,8 +28,8 @@ for _folder in (SCRIPTS, CODE):
     if _folder not in sys.path:
         sys.path.insert(0, _folder)
 
-import main  # noqa: E402
 import frame
+import main  # noqa: E402
 import stores
 
 KEY = bytes(range(32))  # a test key; never used outside tests
