@@ -420,7 +420,7 @@ class SqlAuditContract(AuditContract):
             with self.subTest(stage=stage):
                 store = self.open()
 
-                def crash(at: str) -> None:
+                def crash(at: str, stage: str = stage) -> None:  # this subtest's stage, bound now
                     if at == stage:
                         raise KeyboardInterrupt("simulated death before COMMIT")
 

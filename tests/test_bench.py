@@ -213,7 +213,7 @@ class PlotTests(unittest.TestCase):
             bars = [float(bar.get("width", "")) for bar in page.iter(SVG + "rect") if bar.get("class") == part]
             expected = [480 * run[part] / run["ceiling"] for run in runs]  # the 0..100 % axis is 480 pixels wide
             self.assertEqual(len(bars), len(runs))
-            for bar, width in zip(bars, expected):
+            for bar, width in zip(bars, expected, strict=True):
                 self.assertAlmostEqual(bar, width, delta=0.05)
 
     def test_the_scaling_plot_has_a_line_per_store_through_each_measured_count(self) -> None:
@@ -221,7 +221,7 @@ class PlotTests(unittest.TestCase):
         page = ElementTree.fromstring(bench.scaling_svg(scaling))
         lines = [line.get("points", "").split() for line in page.iter(SVG + "polyline") if line.get("class") == "store"]
         self.assertEqual(len(lines), len(scaling["rates"]))
-        for points, rates in zip(lines, scaling["rates"].values()):
+        for points, rates in zip(lines, scaling["rates"].values(), strict=True):
             self.assertEqual(len(points), len([rate for rate in rates if rate is not None]))
         self.assertIn("keeps 81 % at 100,000", ElementTree.tostring(page, encoding="unicode"))  # SQLite: 469 of 576
 

@@ -62,7 +62,7 @@ class Client:
         self.sock = socket.create_connection(server.address, timeout=GUARD)
         self.file = self.sock.makefile("rb")
         test.addCleanup(self.close)
-        self.host = "%s:%d" % server.address
+        self.host = f"{server.address[0]}:{server.address[1]}"
 
     def close(self) -> None:
         self.file.close()
@@ -348,7 +348,7 @@ class FramingTest(unittest.TestCase):
 
     def test_an_absolute_form_target_for_another_authority_is_400(self) -> None:
         server, echo, _, _ = start(self)
-        host = "%s:%d" % server.address
+        host = f"{server.address[0]}:{server.address[1]}"
         for target in ("http://evil.example/mcp", f"https://{host}/mcp", f"http://user@{host}/mcp", "*"):
             with self.subTest(target=target):
                 raw = f"GET {target} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode()

@@ -176,7 +176,7 @@ class StaleCountsLoseNoMatch(SqliteCase):
         rng = random.Random(PROPERTY_SEED)
         for _ in range(20):
             counts = {gram: rng.randrange(5) for note in notes for gram in title_index.trigrams(stores.fold_title(note.title))}
-            with mock.patch.object(store, "_counts_of", lambda grams: counts):
+            with mock.patch.object(store, "_counts_of", lambda grams, counts=counts: counts):
                 for query in ("alpha", "report", "BÉTA rep", "ha r"):
                     self.assertEqual(store.candidates(workspace, query), plain_scan(notes, workspace, query))
 

@@ -398,7 +398,7 @@ def classes_of(tree: ast.Module) -> dict[str, ClassInfo]:
                 elif isinstance(statement, ast.Assign):
                     for target in statement.targets:
                         if isinstance(target, ast.Tuple) and isinstance(statement.value, ast.Tuple):
-                            pairs += [(t, None, v) for t, v in zip(target.elts, statement.value.elts)]
+                            pairs += [(t, None, v) for t, v in zip(target.elts, statement.value.elts, strict=False)]  # a starred target takes several
                         elif isinstance(target, ast.Tuple):
                             pairs += [(t, None, None) for t in target.elts]
                         else:

@@ -327,12 +327,12 @@ class ServedByDefault(unittest.TestCase):
             "socket.socket.bind = lambda self, *a: (opened.append(a), real(self, *a))[1]\n"
             "sys.argv = ['serve.py', '--stdio']\n"
             "try:\n"
-            "    runpy.run_path(%r, run_name='__main__')\n"
+            f"    runpy.run_path({os.path.join(support.CODE, 'serve.py')!r}, run_name='__main__')\n"
             "except SystemExit:\n"
             "    pass\n"
-            "own = sorted(m for m in sys.modules if m in %r)\n"
+            f"own = sorted(m for m in sys.modules if m in {OWN!r})\n"
             "print(own, opened, file=sys.__stderr__)\n"
-        ) % (os.path.join(support.CODE, "serve.py"), OWN)
+        )
         env = {k: v for k, v in os.environ.items() if not k.startswith("NOTES_MCP_")}
         env["NOTES_MCP_SECRET"] = support.KEY.hex()
         request = b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}\n'

@@ -98,8 +98,8 @@ class StaysInItsProcess(unittest.TestCase):
         originals = [getattr(owner, name) for owner, name in gates]
         with fast.outside_the_process_refused():
             inside = [getattr(owner, name) for owner, name in gates]
-        self.assertEqual([a is b for a, b in zip(inside, originals)], [False] * len(gates))
-        self.assertEqual([getattr(owner, name) is original for (owner, name), original in zip(gates, originals)], [True] * len(gates))
+        self.assertEqual([a is b for a, b in zip(inside, originals, strict=True)], [False] * len(gates))
+        self.assertEqual([getattr(owner, name) is original for (owner, name), original in zip(gates, originals, strict=True)], [True] * len(gates))
 
 
 class FullSuiteOrder(unittest.TestCase):

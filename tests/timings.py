@@ -74,7 +74,7 @@ class Ledger:
             outer = self._open[-1]
             for index, amount in enumerate(spent):
                 outer[4 + index] += amount
-        cpu, children, wall, processes = (amount - inner for amount, inner in zip(spent, frame[4:]))
+        cpu, children, wall, processes = (amount - inner for amount, inner in zip(spent, frame[4:], strict=True))
         self.cpu[owner] += cpu
         self.children[owner] += children
         self.wall[owner] += wall

@@ -224,7 +224,7 @@ def serve(store: Any, server: frame.Server, workspace: main.Path) -> None:
             continue
         pause = command.get("pause")
 
-        def hook(stage: str) -> None:
+        def hook(stage: str, pause: str | None = pause) -> None:  # this command's pause, bound now
             if stage == pause:
                 say(f"inside {stage}")
                 sys.stdin.readline()  # the test SIGKILLs us here

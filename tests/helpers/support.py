@@ -28,9 +28,9 @@ for _folder in (SCRIPTS, CODE):
     if _folder not in sys.path:
         sys.path.insert(0, _folder)
 
-import frame
-import main  # noqa: E402
-import stores
+import frame  # noqa: E402 - importable only once the loop above put code/ on the path
+import main  # noqa: E402 - importable only once the loop above put code/ on the path
+import stores  # noqa: E402 - importable only once the loop above put code/ on the path
 
 KEY = bytes(range(32))  # a test key; never used outside tests
 OTHER_KEY = bytes(range(100, 132))
