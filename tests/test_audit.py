@@ -132,7 +132,7 @@ class AuditContract:
                 "title": self.chosen[1], "workspace": stores.normalize_file_uri(self.workspace), "request_id": '"req-2"',
                 "client_name": CLIENT, "restores": None,
             },
-        )  # fmt: skip
+        )
         self.assertEqual(entry["at"], self.clock.now)
         self.assertFalse(self.present(self.chosen[0]))
         self.assertTrue(self.trashed(entry))

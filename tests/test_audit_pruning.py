@@ -1,4 +1,5 @@
-"""Audit pruning keeps what `audit restore` needs: refusals have a bound of their own, and an entry whose kept text exists stays.
+"""Audit pruning keeps what `audit restore` needs: refusals have a bound of their own, and an entry whose kept text
+exists stays.
 
 PruningContract holds the rules once for every ledger (memory, the folder store's SQLite
 file, the SQLite store's, PostgreSQL's): a loop of refused calls cannot push out an
@@ -158,7 +159,8 @@ class FolderLedgerPruning(PruningContract, unittest.TestCase):
 
 
 class SqlRowPruning(PruningContract):
-    """An SQL store's ledger: the kept text is a row of deleted_notes, pruned after trashDays or taken back by a restore."""
+    """An SQL store's ledger: the kept text is a row of deleted_notes, pruned after trashDays or taken back by a
+    restore."""
 
     kept_seconds = TRASH_DAYS * audit.DAY_SECONDS
     module: Any  # the store's module (SqliteFile, PostgresDatabase)

@@ -35,7 +35,10 @@ from test_notes_tools_browser import build as notes_page_server  # noqa: E402
 # `NOTES_MCP_SCREENSHOTS=docs/img python3 -m unittest tests.test_browser` refreshes the
 # committed ones the docs show.
 SCREENSHOTS = os.environ.get("NOTES_MCP_SCREENSHOTS") or os.path.join(tempfile.gettempdir(), "notes-mcp-screenshots")
-PROBE = "<!DOCTYPE html><title>probe</title><p id=p>script off</p><script>document.getElementById('p').textContent='script on'</script>"
+PROBE = (
+    "<!DOCTYPE html><title>probe</title><p id=p>script "
+    "off</p><script>document.getElementById('p').textContent='script on'</script>"
+)
 FRAMED_MARKER = "plain page that allows framing"
 
 
@@ -167,7 +170,8 @@ class BrowserFlowTests(RealHttpServer, unittest.TestCase):
 
 
 def serve_pages(test: unittest.TestCase, server: Any, pages: Any, name: str = "127.0.0.1") -> None:
-    """`pages` on a real loopback listener, linked as http://NAME:PORT, until the test ends (the MCP calls go to the server in process)."""
+    """`pages` on a real loopback listener, linked as http://NAME:PORT, until the test ends (the MCP calls go to the
+    server in process)."""
     policy = streamable_http.HttpPolicy({}, None, None, frozenset())
     endpoint = streamable_http.McpEndpoint(server, policy, web_pages.PageSet([pages]), mcp_endpoint=False)
     listener = streamable_http.listen("127.0.0.1", 0, endpoint, support.Log())
@@ -284,7 +288,8 @@ class ConfirmInChromiumTests(unittest.TestCase):
 
 
 class UpdateInChromiumTests(unittest.TestCase):
-    """A person reviews a notes_update's whole diff in Chromium and applies it; the second call writes those bytes, once."""
+    """A person reviews a notes_update's whole diff in Chromium and applies it; the second call writes those bytes,
+    once."""
 
     @classmethod
     def setUpClass(cls) -> None:

@@ -1,4 +1,5 @@
-"""notes_delete confirmed on this server's page: the link, the sign-in, the choice, the second call (code/browser_confirm.py, code/confirm_pages.py)."""
+"""notes_delete confirmed on this server's page: the link, the sign-in, the choice, the second call
+(code/browser_confirm.py, code/confirm_pages.py)."""
 
 from __future__ import annotations
 
@@ -237,7 +238,8 @@ class SecondCallTests(InProcess):
         pending = self.second(first)["result"]
         self.assertFalse(pending["isError"])
         self.assertTrue(pending["content"][0]["text"].startswith("Not approved yet."))
-        # The same token and link; only the status says it is still waiting (a client showing structured results sees it).
+        # The same token and link; only the status says it is still waiting (a client showing structured results sees
+        # it).
         self.assertEqual(pending["structuredContent"], {**first["structuredContent"], "status": browser_confirm.STILL_PENDING})
         self.assertEqual(first["structuredContent"]["status"], browser_confirm.ISSUED)
         self.approved(first, "note-14")
@@ -534,7 +536,7 @@ def config_file(test: unittest.TestCase, **extra: Any) -> str:
     return procs.write_config(test, {
         "principals": {"alice": {"token": ALICE_TOKEN, "workspaces": [WORKSPACE]}, "bob": {"token": BOB_TOKEN, "workspaces": [BOB_WORKSPACE]}},
         "stdioPrincipal": "alice", "notes": [note_entry(note) for note in notes()], "keys": [KEY.hex()], **extra,
-    })  # fmt: skip
+    })
 
 
 def process_flow(test: unittest.TestCase, send: Any, port_of: Any) -> None:

@@ -315,7 +315,7 @@ class ConfigRejectionTests(StartupRefusalCase):
         loaded = configuration.load_config(path)
         self.assertEqual(loaded["db"], os.path.join(folder, "state", "nonces.db"))
         self.assertEqual(loaded["principals"]["alice"]["notesDirs"],
-                         [os.path.join(folder, "notes"), "/srv/notes", os.path.join(folder, "..", "shared"), "~/Notes"])  # fmt: skip
+                         [os.path.join(folder, "notes"), "/srv/notes", os.path.join(folder, "..", "shared"), "~/Notes"])
         for db in ("/var/lib/notes-mcp/notes.db", "postgresql://db.example/notes", "postgres:///notes"):
             with self.subTest(db=db):
                 self.assertEqual(configuration.load_config(procs.write_config(self, config(db=db)))["db"], db)

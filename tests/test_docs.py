@@ -81,7 +81,8 @@ def broken_links(page: str, text: str) -> list[str]:
 
 
 def anchors(text: str) -> set[str]:
-    """The anchors a Markdown renderer gives the page's headings: lower case, punctuation dropped, spaces to `-`, repeats numbered."""
+    """The anchors a Markdown renderer gives the page's headings: lower case, punctuation dropped, spaces to `-`,
+    repeats numbered."""
     found: set[str] = set()
     for heading in _HEADING_RE.findall(_FENCE_RE.sub("", text)):
         slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
@@ -118,7 +119,8 @@ _SNIPPET_RE = re.compile(r"^(?:<!-- not run as a snippet: (?P<reason>[^\n]*?) --
 
 
 class Snippet(NamedTuple):
-    """One fenced block of a page: its language tag, text, line of its fence, and why the runners skip it (None: they run it)."""
+    """One fenced block of a page: its language tag, text, line of its fence, and why the runners skip it (None: they
+    run it)."""
 
     lang: str
     body: str
@@ -167,7 +169,8 @@ def mermaid_blocks(text: str) -> list[str]:
 
 
 def mermaid_problems(block: str) -> list[str]:
-    """What keeps a Mermaid block from drawing: an unknown type, unbalanced blocks or brackets, undeclared actors, keyword ids."""
+    """What keeps a Mermaid block from drawing: an unknown type, unbalanced blocks or brackets, undeclared actors,
+    keyword ids."""
     lines = [line.strip() for line in block.splitlines() if line.strip() and not line.strip().startswith("%%")]
     if not lines:
         return ["an empty diagram"]
@@ -252,7 +255,8 @@ def flowchart_problems(lines: list[str]) -> list[str]:
 
 
 def code_constants() -> dict[str, dict[str, float]]:
-    """Every module-level numeric constant (NAME = literal arithmetic) of code/ and code/scripts/: name -> module -> value."""
+    """Every module-level numeric constant (NAME = literal arithmetic) of code/ and code/scripts/: name -> module ->
+    value."""
     found: dict[str, dict[str, float]] = {}
     for path in sorted(pathlib.Path(support.CODE).glob("*.py")) + sorted(pathlib.Path(support.SCRIPTS).glob("*.py")):
         known: dict[str, Any] = {}
@@ -515,7 +519,7 @@ class RunnableSnippetTests(unittest.TestCase):
 SHELL_LANGS = ("sh", "bash", "shell")
 # An untagged block starting with one of these is a command someone will paste: it is tagged sh.
 COMMAND_STARTS = ("python3 ", "notes-mcp ", "export ", "curl ", "pip ", "pipx ", "uvx ", "docker ", "sqlite3 ", "bwrap ", "git ",
-                  "conformance.sh ", "node ", "npm ", "NOTES_MCP_", "PYTHONPATH=", "TMPDIR=", "sh ")  # fmt: skip
+                  "conformance.sh ", "node ", "npm ", "NOTES_MCP_", "PYTHONPATH=", "TMPDIR=", "sh ")
 # Paths that exist on one machine only: a home folder, a scratch install, this machine's checkout.
 _MACHINE_LOCAL_RE = re.compile(r"(?<![\w.$])/(?:home|root|Users|work)/|/tmp/h\d|PYTHONPATH=/")
 _SERVER_START_RE = re.compile(r"(?:code/serve\.py|notes-mcp) --http\b")
@@ -531,7 +535,7 @@ RUN_AT_LEAST = frozenset({
     ("docs/serving.md", "python3 code/serve.py --stdio"),
     ("docs/tools.md", "python3 code/serve.py --stdio --db notes.db --notes-tools"),
     ("docs/conformance.md", "python3 code/serve.py --http --port 0 --no-auth --conformance-fixtures"),
-})  # fmt: skip
+})
 
 
 def shell_blocks() -> list[tuple[str, Snippet]]:
@@ -545,13 +549,15 @@ def runnable_shell_blocks() -> list[tuple[str, Snippet]]:
 
 
 def leaves_servers(block: str) -> int:
-    """How many HTTP servers a block leaves running when it is done: those it starts, if its last command starts one (else 0)."""
+    """How many HTTP servers a block leaves running when it is done: those it starts, if its last command starts one
+    (else 0)."""
     commands = [line for line in block.splitlines() if line.strip() and not line.lstrip().startswith("#")]
     return len(_SERVER_START_RE.findall(block)) if commands and _SERVER_START_RE.search(commands[-1]) else 0
 
 
 class Pasted(NamedTuple):
-    """What pasting one block into bash did: the shell's status (None: stopped by the runner), its output, its error lines."""
+    """What pasting one block into bash did: the shell's status (None: stopped by the runner), its output, its error
+    lines."""
 
     status: int | None
     stdout: str
@@ -560,7 +566,8 @@ class Pasted(NamedTuple):
 
 
 def paste(test: unittest.TestCase, block: str) -> Pasted:
-    """Feed `block` to `bash -e` on its stdin, as a terminal paste does, in a scratch checkout, home and TMPDIR; stop what it leaves running.
+    """Feed `block` to `bash -e` on its stdin, as a terminal paste does, in a scratch checkout, home and TMPDIR; stop
+    what it leaves running.
 
     The scratch folder holds a copy of code/ and tests/ (the working directory), a home
     with Notes/tps.md, and TMPDIR. A fixed --port becomes --port 0 (tests listen on free
@@ -627,7 +634,8 @@ def paste(test: unittest.TestCase, block: str) -> Pasted:
 
 
 class ShellBlockTests(unittest.TestCase):
-    """Every shell block of README.md and docs/ can be pasted whole; the runner pastes each one it can and says why not for the rest."""
+    """Every shell block of README.md and docs/ can be pasted whole; the runner pastes each one it can and says why not
+    for the rest."""
 
     def test_every_shell_block_is_pasted_by_the_runner_or_says_why_not(self) -> None:
         for page, snippet in shell_blocks():
@@ -648,7 +656,10 @@ class ShellBlockTests(unittest.TestCase):
                 self.assertIsNone(_MACHINE_LOCAL_RE.search(snippet.body))
 
     def test_the_block_checks_see_an_unmarked_command_a_local_path_and_a_server_left_running(self) -> None:
-        text = "```\npython3 code/serve.py --stdio\n```\n<!-- not run as a snippet: a reason -->\n```sh\nPYTHONPATH=/tmp/h12-pg x\n```\n"
+        text = (
+            "```\npython3 code/serve.py --stdio\n```\n<!-- not run as a snippet: a reason "
+            "-->\n```sh\nPYTHONPATH=/tmp/h12-pg x\n```\n"
+        )
         first, second = snippets(text)
         self.assertTrue(first.lang == "" and first.body.startswith(COMMAND_STARTS))
         self.assertEqual((second.lang, second.not_run, second.line), ("sh", "a reason", 5))
@@ -697,7 +708,8 @@ TS_CLIENT = os.path.join(ROOT, ".ci", "ts-client")
 
 
 def ci_npm_folder(name: str) -> str:
-    """Where `.ci/setup-npm.sh NAME` installs .ci/NAME's pinned packages: ${XDG_CACHE_HOME:-~/.cache}/notes-mcp-ci/NAME."""
+    """Where `.ci/setup-npm.sh NAME` installs .ci/NAME's pinned packages:
+    ${XDG_CACHE_HOME:-~/.cache}/notes-mcp-ci/NAME."""
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(cache, "notes-mcp-ci", name)
 
@@ -721,14 +733,16 @@ def mcp_importable() -> bool:
 
 
 class SdkClientTests(unittest.TestCase):
-    """docs/serving.md's official SDK clients, as written, against a real HTTP server with a bearer token: the note goes to the trash."""
+    """docs/serving.md's official SDK clients, as written, against a real HTTP server with a bearer token: the note goes
+    to the trash."""
 
     def client_block(self, lang: str) -> str:
         (block,) = [snippet.body for snippet in snippets(read(SERVING)) if snippet.lang == lang and SDK_URL_LINES[lang] in snippet.body]
         return block
 
     def run_client(self, lang: str, command: list[str], folder: str) -> None:
-        """Start a server over `folder` (one note), write the block pointed at it, run `command` + [file, folder]; check the deletion."""
+        """Start a server over `folder` (one note), write the block pointed at it, run `command` + [file, folder]; check
+        the deletion."""
         from helpers import procs
 
         notes = os.path.join(folder, "Notes")
@@ -756,7 +770,7 @@ class SdkClientTests(unittest.TestCase):
         self.run_client("python", [sys.executable], folder)
 
     @unittest.skipUnless(npm_tool_ready("ts-client", "@modelcontextprotocol/client"),
-                         "the TypeScript MCP client is not installed (needs node; sh .ci/setup-npm.sh ts-client, which .ci/run runs)")  # fmt: skip
+                         "the TypeScript MCP client is not installed (needs node; sh .ci/setup-npm.sh ts-client, which .ci/run runs)")
     def test_the_typescript_sdk_client_deletes_the_note_with_the_token(self) -> None:
         folder = tempfile.mkdtemp(prefix="docs-sdk-ts-")
         self.addCleanup(shutil.rmtree, folder, True)
@@ -795,7 +809,10 @@ class MermaidTests(unittest.TestCase):
         self.assertEqual(mermaid_problems('flowchart LR\n  call["x"] --> b\n'), ['a node named \'call\', a Mermaid keyword: call["x"] --> b'])
         self.assertEqual(mermaid_problems("flowchart LR\n  a[x (y] --> b\n"), ["unbalanced (): a[x (y] --> b"])
         self.assertEqual(mermaid_problems("sequenceDiagram\n  participant A\n  A->>A: x; y\n"), ["a `;` ends the statement, so the rest of the message is read as a new one: A->>A: x; y"])
-        good = 'sequenceDiagram\n  participant A as Client\n  participant B\n  alt yes\n  A->>B: x: y\n  else no\n  B-->>A: z\n  end\n'
+        good = (
+            "sequenceDiagram\n  participant A as Client\n  participant B\n"
+            "  alt yes\n  A->>B: x: y\n  else no\n  B-->>A: z\n  end\n"
+        )
         self.assertEqual(mermaid_problems(good), [])
         self.assertEqual(mermaid_problems('flowchart TB\n  subgraph s["a (b)"]\n  a{"q?"} -->|yes| b[("db")]\n  end\n  s -.->|no| c\n'), [])
 
@@ -853,11 +870,13 @@ _BUTTON_RE = re.compile(r"<button[^>]*>([^<{]+)</button>")  # a literal button l
 _CONFIRM_FORM_RE = re.compile(r'confirm_form\([^()]*?, "([^"]+)"\)')  # a note tool's one-checkbox form
 _APPLY_LABEL_RE = re.compile(r'apply_label = "[^"]*", "([^"]+)"')  # the page's approving button for a note tool
 # How a page names a control: a "Label" box, a **Label** button, the checkbox **Label** ...
-_CONTROL_NAMED_RE = re.compile(r'(?:\*\*([^*\n]+)\*\*|"([^"\n]+)") (?:box|checkbox|button)\b|\b(?:box|checkbox|button) (?:\*\*([^*\n]+)\*\*|"([^"\n]+)")')
+_CONTROL_NAMED_RE = re.compile(r'(?:\*\*([^*\n]+)\*\*|"([^"\n]+)") (?:box|checkbox|button)\b|\b(?:box|checkbox|button) '
+    r'(?:\*\*([^*\n]+)\*\*|"([^"\n]+)")')
 
 
 def interface_labels() -> dict[str, str]:
-    """Every label a person reads on a control the product shows (form fields, page buttons): label -> where in code/."""
+    """Every label a person reads on a control the product shows (form fields, page buttons): label -> where in
+    code/."""
     import main
 
     form = main.delete_form("file:///w", "TPS", [main.Note("a.md", "TPS", "file:///w/a.md")], "")
@@ -872,7 +891,8 @@ def interface_labels() -> dict[str, str]:
 
 
 def controls_named(text: str) -> list[str]:
-    """The labels a page gives controls it names as a box, checkbox or button ("the **Keep** button", a "Delete" box)."""
+    """The labels a page gives controls it names as a box, checkbox or button ("the **Keep** button", a "Delete"
+    box)."""
     return [next(group for group in found if group) for found in _CONTROL_NAMED_RE.findall(_FENCE_RE.sub("", text))]
 
 
@@ -882,7 +902,7 @@ class InterfaceWordsTests(unittest.TestCase):
     def test_the_labels_are_read_from_the_code(self) -> None:
         labels = interface_labels()
         for label in ("Note to delete", "Delete the chosen note", "Move to trash", "Keep", "Sign in", "Apply", "Apply this change",
-                      "Move the note", "Allow", "Deny", "Disconnect"):  # fmt: skip
+                      "Move the note", "Allow", "Deny", "Disconnect"):
             self.assertIn(label, labels)
 
     def test_every_label_is_quoted_in_bold_in_the_docs(self) -> None:
@@ -902,7 +922,10 @@ class InterfaceWordsTests(unittest.TestCase):
         self.assertGreaterEqual(named, 1)  # the form's box in docs/serving.md
 
     def test_the_control_finder_reads_quotes_and_bold_before_and_after_the_word(self) -> None:
-        text = 'a "Delete it permanently" box, the **Keep** button, the checkbox **Apply**; "not" a name\n```\na "Code" box\n```\n'
+        text = (
+            'a "Delete it permanently" box, the **Keep** button, the checkbox **Apply**; "not" a name\n```\na "Code" '
+            'box\n```\n'
+        )
         self.assertEqual(controls_named(text), ["Delete it permanently", "Keep", "Apply"])
 
 
@@ -937,7 +960,10 @@ class FiguresTests(unittest.TestCase):
 
     def test_the_limit_checker_converts_units_and_reports_a_stale_value(self) -> None:
         constants = {"WAIT_MS": {"a": 2000}, "PAUSE_SECONDS": {"a": 0.01}, "MAX_BYTES": {"a": 16384, "b": 64}}
-        good = "`WAIT_MS` (2 s) `WAIT_MS` = 2000 `PAUSE_SECONDS` (10 ms) `MAX_BYTES` (16 KiB) `b.MAX_BYTES` (64)\n| `MAX_BYTES` | 64 |\n"
+        good = (
+            "`WAIT_MS` (2 s) `WAIT_MS` = 2000 `PAUSE_SECONDS` (10 ms) `MAX_BYTES` (16 KiB) `b.MAX_BYTES` (64)\n| "
+            "`MAX_BYTES` | 64 |\n"
+        )
         self.assertEqual(wrong_limits(good, constants), [])
         bad = "`a.MAX_BYTES` (64) `GONE` (3) `MAX_BYTES` (16 KiB + 4) `WAIT_MS` (2**3)\n| `WAIT_MS` | 3 s |\n"
         self.assertEqual(len(wrong_limits(bad, constants)), 3)  # the last two are not single values: not checked
@@ -969,7 +995,8 @@ def percent(share: float) -> str:
 
 
 class RecordedFiguresTests(unittest.TestCase):
-    """The speed and scaling figures of README.md and docs/benchmarks.md are the recorded runs the plots are drawn from."""
+    """The speed and scaling figures of README.md and docs/benchmarks.md are the recorded runs the plots are drawn
+    from."""
 
     def setUp(self) -> None:
         with open(RECORDED_FIGURES, encoding="utf-8") as handle:
@@ -981,7 +1008,8 @@ class RecordedFiguresTests(unittest.TestCase):
 
     def test_the_readmes_speed_table_gives_the_range_of_the_recorded_runs(self) -> None:
         readme = read(README)
-        self.assertIn(f"| Round trips/s, as a share of the canned responder's | {self.share_range('stdio', 'server')} | {self.share_range('http', 'server')} |", readme)
+        self.assertIn(f"| Round trips/s, as a share of the canned responder's | {self.share_range('stdio', 'server')} | "
+            f"{self.share_range('http', 'server')} |", readme)
         self.assertIn(f"(sign, verify, claim) | {self.share_range('stdio', 'floor')} | {self.share_range('http', 'floor')} |", readme)
 
     def test_the_benchmarks_speed_table_holds_each_recorded_run(self) -> None:
@@ -991,7 +1019,10 @@ class RecordedFiguresTests(unittest.TestCase):
             numbers[run["transport"]] = numbers.get(run["transport"], 0) + 1
             ceiling, floor, server = run["ceiling"], run["floor"], run["server"]
             name = "HTTP" if run["transport"] == "http" else run["transport"]
-            row = f"| {name} | {numbers[run['transport']]} | {ceiling:,} | {floor:,} ({percent(floor / ceiling)}) | {server:,} ({percent(server / ceiling)}) |"
+            row = (
+                f"| {name} | {numbers[run['transport']]} | {ceiling:,} | {floor:,} ({percent(floor / ceiling)}) | "
+                f"{server:,} ({percent(server / ceiling)}) |"
+            )
             with self.subTest(row=row):
                 self.assertIn(row, text)
 

@@ -1,4 +1,5 @@
-"""notes_edit confirmed on this server's page: the whole diff of the find-and-replace shown, the shown change written once.
+"""notes_edit confirmed on this server's page: the whole diff of the find-and-replace shown, the shown change written
+once.
 
 Built on the page's test case (tests/test_notes_tools_browser.py): a SQLite store, the page
 on, a host without forms.

@@ -1,4 +1,5 @@
-"""A first run: the start-up report, scope from what was asked, errors that say what to do, refusals the operator sees."""
+"""A first run: the start-up report, scope from what was asked, errors that say what to do, refusals the operator
+sees."""
 
 from __future__ import annotations
 
@@ -71,7 +72,8 @@ class Tree(unittest.TestCase):
 
 
 class StartupReportTests(Tree):
-    """One short block on stderr: transport, principals, workspaces with counts, skipped entries by reason, confirmations, extensions."""
+    """One short block on stderr: transport, principals, workspaces with counts, skipped entries by reason,
+    confirmations, extensions."""
 
     def populate_skipped(self) -> None:
         write(os.path.join(self.dir, "elsewhere", "linked.md"), "# Linked\n")
@@ -182,7 +184,7 @@ class StartupReportTests(Tree):
         args = serve.parser().parse_args(["--http", "--config", config])
         parsed = configuration.load_config(config)
         server = frame.notes_server(keys=[support.KEY], notes=stores.MemoryStore([], main.MemoryReplayStore(support.Clock())),
-                             policy=main.AuthorizationPolicy({"alice": [support.WORKSPACE], "bob": []}), clock=support.Clock())  # fmt: skip
+                             policy=main.AuthorizationPolicy({"alice": [support.WORKSPACE], "bob": []}), clock=support.Clock())
         lines = serve.startup_report(server, parsed, args, "listening on http://127.0.0.1:1/mcp")
         self.assertEqual(lines[:3], [
             "listening on http://127.0.0.1:1/mcp",
@@ -200,7 +202,7 @@ class StartupReportTests(Tree):
 
         lesson = configuration.lesson_config()
         memory = frame.notes_server(keys=[support.KEY], notes=stores.MemoryStore(lesson["notes"], main.MemoryReplayStore(support.Clock())),
-                             policy=main.AuthorizationPolicy({"alice": [support.WORKSPACE]}), clock=support.Clock())  # fmt: skip
+                             policy=main.AuthorizationPolicy({"alice": [support.WORKSPACE]}), clock=support.Clock())
         no_auth = serve.startup_report(memory, lesson, serve.parser().parse_args(["--http", "--no-auth"]), "t")
         self.assertEqual(no_auth[1], "principals: no bearer token (--no-auth): every request acts as 'alice'")
         stdio = serve.parser().parse_args(["--stdio"])
@@ -210,12 +212,14 @@ class StartupReportTests(Tree):
             "2025-11-25 clients (loaded at their first initialize)", "notes_publish and its connect pages"
         ])  # fmt: skip
         self.assertEqual(serve.extensions(lesson, serve.parser().parse_args(["--http", "--conformance-fixtures", "--no-legacy"])),
-                         ["conformance fixtures (testing only)"])  # fmt: skip
+                         ["conformance fixtures (testing only)"])
         nonces = sqlite_store.open_ledger(os.path.join(self.dir, "nonces.db"), clock=support.Clock())
         self.addCleanup(nonces.close)
         crowded = markdown_store.MarkdownNotesStore([self.notes], nonces, max_walk_entries=1)
-        self.assertEqual(assemble.note_count(crowded, folder_uri(self.notes)), "cannot be listed (That notes folder holds more than 1 entries; serve a smaller folder (a sub-folder) instead.)")
-        self.assertEqual(crowded.describe()[1:], [f"folder {self.notes}: That notes folder holds more than 1 entries; serve a smaller folder (a sub-folder) instead."])
+        self.assertEqual(assemble.note_count(crowded, folder_uri(self.notes)), "cannot be listed (That notes folder holds more than 1 entries; serve a smaller folder (a sub-folder) "
+            "instead.)")
+        self.assertEqual(crowded.describe()[1:], [f"folder {self.notes}: That notes folder holds more than 1 entries; serve a smaller folder (a "
+            "sub-folder) instead."])
 
     def test_a_real_http_server_prints_the_block_after_its_url(self) -> None:
         server = procs.HttpServer(self, "--notes-dir", self.notes, env=env(self.dir, NOTES_MCP_TOKEN=procs.TOKEN))
@@ -235,7 +239,8 @@ class StartupReportTests(Tree):
         _, lines = startup_lines(self, "--no-legacy", extra_env=env(self.dir))
         self.assertIn(f"{serve.LOG_PREFIX}: extensions: none", lines)
         _, lines = startup_lines(self, "--publish", extra_env=env(self.dir, NOTES_MCP_TOKEN=procs.TOKEN))
-        self.assertIn(f"{serve.LOG_PREFIX}: extensions: 2025-11-25 clients (loaded at their first initialize), notes_publish and its connect pages", lines)
+        self.assertIn(f"{serve.LOG_PREFIX}: extensions: 2025-11-25 clients (loaded at their first initialize), notes_publish "
+            "and its connect pages", lines)
 
 
 def markdown_store_depth() -> int:
@@ -262,7 +267,8 @@ def survey_line(markdown_store: Any, folder: str) -> str:
 
 
 def run_as_unprivileged(function: Any) -> Any:
-    """function() with permissions enforced: here if not root, else in a child that became `nobody` (its JSON result)."""
+    """function() with permissions enforced: here if not root, else in a child that became `nobody` (its JSON
+    result)."""
     if os.geteuid() != 0:
         return function()
     read, write_end = os.pipe()
@@ -284,7 +290,8 @@ def run_as_unprivileged(function: Any) -> Any:
 
 
 class ScopeFromWhatWasAskedTests(Tree):
-    """--notes-dir without a config grants exactly the folders; a symlinked folder is served where the operator wrote it."""
+    """--notes-dir without a config grants exactly the folders; a symlinked folder is served where the operator wrote
+    it."""
 
     def stdio(self, *args: str) -> procs.StdioServer:
         return procs.StdioServer(self, *args, env=env(self.dir))
@@ -460,9 +467,10 @@ class RefusalLogTests(unittest.TestCase):
         self.clock.now += 0.001
         self.refusals(("192.0.2.7", 1), 401, "Unauthorized")
         self.assertEqual(self.log[3:], [
-            "refused 100 more HTTP request(s) in the last 60 s without a line each (one line per peer and reason, at most 20 per 60 s)",
+            "refused 100 more HTTP request(s) in the last 60 s without a line each (one line per peer and "
+                "reason, at most 20 per 60 s)",
             "refused HTTP 401 to 192.0.2.7: Unauthorized",
-        ])  # fmt: skip
+        ])
 
     def test_many_peers_together_get_at_most_the_window_budget_of_lines(self) -> None:
         flood = streamable_http.MAX_REFUSAL_LINES_PER_WINDOW * 10
@@ -508,9 +516,10 @@ class RefusalLogTests(unittest.TestCase):
         self.assertEqual(lines, [
             f"{serve.LOG_PREFIX}: refused HTTP 401 to 127.0.0.1: Unauthorized: a valid bearer token is required",
             f"{serve.LOG_PREFIX}: refused HTTP 415 to 127.0.0.1: Unsupported Media Type: send application/json",
-            f"{serve.LOG_PREFIX}: refused HTTP 406 to 127.0.0.1: Not Acceptable: this server answers with application/json",
+            f"{serve.LOG_PREFIX}: refused HTTP 406 to 127.0.0.1: Not Acceptable: this server answers with "
+                "application/json",
             f"{serve.LOG_PREFIX}: refused HTTP 400 to 127.0.0.1: Bad Request: lines must end with CRLF",
-        ])  # fmt: skip
+        ])
         text = server.stderr_text()
         for secret in (wrong, procs.TOKEN, "SECRET-BODY-TEXT", "tools/list"):
             self.assertNotIn(secret, text)
@@ -555,7 +564,8 @@ if __name__ == "__main__":
 
 
 def older_pythons() -> dict[tuple[int, ...], str]:
-    """Python 3 interpreters on this machine older than 3.11 (`python3.X` on PATH, pyenv's, the system's): version -> path."""
+    """Python 3 interpreters on this machine older than 3.11 (`python3.X` on PATH, pyenv's, the system's): version ->
+    path."""
     candidates = [shutil.which(f"python3.{minor}") for minor in range(6, 11)]
     pyenv = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
     candidates += sorted(glob.glob(os.path.join(pyenv, "versions", "3.*", "bin", "python3")))
@@ -610,7 +620,7 @@ class OlderPythonTests(unittest.TestCase):
             for name, argv in entries.items():
                 with self.subTest(python=version, entry=name):
                     done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=procs.GUARD,
-                                          env=procs.server_env(PYTHONPATH=package, XDG_STATE_HOME=os.path.join(scratch, "state")))  # fmt: skip
+                                          env=procs.server_env(PYTHONPATH=package, XDG_STATE_HOME=os.path.join(scratch, "state")))
                     self.refusal(done, version)
                     self.assertIn(f"({python})", done.stderr)
         self.assertFalse(os.path.exists(os.path.join(scratch, "state")))  # refused before any store was opened
@@ -626,7 +636,8 @@ class OlderPythonTests(unittest.TestCase):
                 self.assertIn("tools/call, id 2", done.stdout)
 
     def patched(self, run: str, *argv: str) -> subprocess.CompletedProcess[str]:
-        """This Python, told it is 3.10.13 before `run` starts an entry as its own process would; stderr gets the project modules loaded."""
+        """This Python, told it is 3.10.13 before `run` starts an entry as its own process would; stderr gets the
+        project modules loaded."""
         script = (
             "import sys, runpy\n"
             "sys.version_info = (3, 10, 13, 'final', 0)\n"
@@ -634,10 +645,11 @@ class OlderPythonTests(unittest.TestCase):
             "try:\n"
             f"    {run}\n"
             "finally:\n"
-            f"    print('loaded:', sorted(name for name in sys.modules if name.split('.')[-1] in {sorted(PROJECT_MODULES)!r}), file=sys.stderr)\n"
+            "    print('loaded:', sorted(name for name in sys.modules if name.split('.')[-1] in "
+                f"{sorted(PROJECT_MODULES)!r}), file=sys.stderr)\n"
         )
         return subprocess.run([sys.executable, "-c", script], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=procs.GUARD,
-                              env=procs.server_env(PYTHONPATH=as_package(self)))  # fmt: skip
+                              env=procs.server_env(PYTHONPATH=as_package(self)))
 
     def test_under_a_patched_version_each_entry_refuses_before_importing_any_other_module(self) -> None:
         runs = {
@@ -683,11 +695,13 @@ class CommandLineMistakeTests(unittest.TestCase):
             with self.subTest(typed=typed):
                 status, lines = refused_start(typed, "x")
                 self.assertEqual(status, serve.EXIT_USAGE)
-                self.assertEqual(lines, [f"{serve.LOG_PREFIX}: unknown option {typed}: did you mean {expected}? (notes-mcp --help lists every option)"])
+                self.assertEqual(lines, [f"{serve.LOG_PREFIX}: unknown option {typed}: did you mean {expected}? (notes-mcp --help lists "
+                    "every option)"])
 
     def test_the_suggestion_comes_before_the_missing_mode_and_survives_a_value(self) -> None:
         status, lines = refused_start("--stdio", "--db=x.db", "--notes-tols=1")
-        self.assertEqual((status, lines), (serve.EXIT_USAGE, [f"{serve.LOG_PREFIX}: unknown option --notes-tols: did you mean --notes-tools? (notes-mcp --help lists every option)"]))
+        self.assertEqual((status, lines), (serve.EXIT_USAGE, [f"{serve.LOG_PREFIX}: unknown option --notes-tols:"
+            " did you mean --notes-tools? (notes-mcp --help lists every option)"]))
 
     def test_an_option_like_nothing_known_is_named_without_a_guess(self) -> None:
         self.assertEqual(refused_start("--stdio", "--zzz")[1], [f"{serve.LOG_PREFIX}: unknown option --zzz (notes-mcp --help lists every option)"])
@@ -717,7 +731,7 @@ class TokenHelpTests(unittest.TestCase):
     def test_the_help_line_names_exactly_the_flags_that_refuse_to_start_without_a_token(self) -> None:
         environ = {"NOTES_MCP_SECRET": procs.SECRET, "PATH": os.environ.get("PATH", "")}
         flags = [option for action in serve.parser()._actions if action.nargs == 0 and action.const is True
-                 for option in action.option_strings if option not in ("--stdio", "--http", "--no-auth", "--conformance-fixtures")]  # fmt: skip
+                 for option in action.option_strings if option not in ("--stdio", "--http", "--no-auth", "--conformance-fixtures")]
         self.assertIn("--publish", flags)
         needing = set()
         for argv in (["--http"], *(["--stdio", flag] for flag in flags)):
@@ -749,12 +763,12 @@ class PrefixedLogTests(Tree):
 
     def test_a_stdio_server_prefixes_the_legacy_adapters_lines(self) -> None:
         initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                      "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}  # fmt: skip
+                      "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
         idless = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "notes_delete", "arguments": {}}}
         done = subprocess.run(
             [sys.executable, procs.SERVE, "--stdio", "--notes-dir", self.notes], input=f"{json.dumps(initialize)}\n{json.dumps(idless)}\n",
             capture_output=True, text=True, timeout=procs.GUARD, env=env(self.dir),
-        )  # fmt: skip
+        )
         self.assertEqual(done.returncode, 0, done.stderr)
         self.assertTrue(any("legacy: ignored id-less request" in line for line in done.stderr.splitlines()), done.stderr)
         self.assertEqual([line for line in done.stderr.splitlines() if not line.startswith(serve.LOG_PREFIX + ": ")], [])
@@ -793,7 +807,8 @@ class AuditRestoreMissingEntryTests(Tree):
 
 
 class StopBeforeServingTests(unittest.TestCase):
-    """A stop that lands between the URL line and the event loop (a SIGTERM right after start-up) ends the server cleanly."""
+    """A stop that lands between the URL line and the event loop (a SIGTERM right after start-up) ends the server
+    cleanly."""
 
     def test_a_shutdown_before_serve_forever_makes_it_return_at_once_with_its_sockets_closed(self) -> None:
         import http_server

@@ -257,7 +257,8 @@ class ChangeNotification(IndexCase):
         over = self.indexed(max_watches=2)
         self.assertEqual(len(self.listed(over, "TPS")), 2)
         self.assertIsNone(self.index(over).watch)
-        self.assertIn("changes found by a rescan at most every 2 s, or 10 times the last rescan's length if longer (more than 2 folders to watch)", over.describe()[0])
+        self.assertIn("changes found by a rescan at most every 2 s, or 10 times the last rescan's length if longer (more than "
+            "2 folders to watch)", over.describe()[0])
         self.assertEqual(folder_index.MAX_WATCHED_FOLDERS, 65_536)
 
     def test_the_entry_count_follows_each_change_so_the_limit_holds_between_rebuilds(self) -> None:
@@ -309,7 +310,8 @@ BURST_BOUND = 1024  # MAX_EVENTS_PER_LOOKUP in the burst tests: far below the ke
 
 
 class LostEvents(IndexCase):
-    """A full kernel queue, or more changes than a lookup applies: a rebuild answers at once, one per lookup at most, no watch left behind."""
+    """A full kernel queue, or more changes than a lookup applies: a rebuild answers at once, one per lookup at most, no
+    watch left behind."""
 
     def test_watches_stay_one_per_folder_after_five_queue_overflows_with_folders_moved_away(self) -> None:
         for i in range(10):
@@ -521,7 +523,8 @@ class RescanFallback(IndexCase):
 
     def test_the_start_up_line_says_the_index_rescans_and_why(self) -> None:
         line = self.indexed().describe()[0]
-        self.assertIn("changes found by a rescan at most every 2 s, or 10 times the last rescan's length if longer (change notification off)", line)
+        self.assertIn("changes found by a rescan at most every 2 s, or 10 times the last rescan's length if longer (change "
+            "notification off)", line)
 
     def test_without_inotify_the_index_rescans_when_due_and_reads_only_changed_files(self) -> None:
         self.write("a.md", "# TPS a\n")
@@ -706,7 +709,8 @@ class StaleIndexAtTheAcceptWhileRescanning(StaleIndexAtTheAccept):
 
 
 class TitleCost(IndexCase):
-    """What one title may cost the index: at most one posting per bucket of its trigrams, none past the indexed length."""
+    """What one title may cost the index: at most one posting per bucket of its trigrams, none past the indexed
+    length."""
 
     def postings(self, index: folder_index.FolderIndex, slot: int) -> int:
         return sum(1 for posting in index.grams.values() if slot in posting)

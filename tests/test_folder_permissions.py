@@ -1,4 +1,5 @@
-"""A confirmed update of a folder note keeps its mode, owner, group and extended attributes, or is refused saying why; sandbox on and off.
+"""A confirmed update of a folder note keeps its mode, owner, group and extended attributes, or is refused saying why;
+sandbox on and off.
 
 The new version is created with the note's own mode in the open call, so no chmod is
 needed; what the umask, the owner or the sandbox's filter would change is refused with
@@ -139,7 +140,8 @@ class PermissionMatrix(unittest.TestCase):
             seen["trash"] = trashed.get(name)
             self.matrix[(name, sandboxed)] = (
                 f"refused: {seen['error']}" if seen["error"] else
-                f"{mode:04o} uid {uid} gid {gid} xattrs {sorted(attributes) or 'none'}; trash copy {seen['trash']:04o}")
+                f"{mode:04o} uid {uid} gid {gid} xattrs {sorted(attributes) or 'none'}; trash copy "
+                    f"{seen['trash']:04o}")
         return done
 
     def assert_kept(self, seen: dict[str, Any], name: str) -> None:
@@ -151,7 +153,8 @@ class PermissionMatrix(unittest.TestCase):
         self.assertEqual(seen["trash"], before[0])
 
     def assert_refused(self, seen: dict[str, Any], line: str) -> None:
-        """Refused with `line`; the note as it was, byte for byte, with its mode, owner and group; nothing in the trash."""
+        """Refused with `line`; the note as it was, byte for byte, with its mode, owner and group; nothing in the
+        trash."""
         self.assertEqual(seen["error"], line)
         self.assertEqual(seen["after"], seen["before"])
         self.assertIsNone(seen["trash"])

@@ -1,4 +1,5 @@
-"""`audit restore` of a folder note's update restores the note it wrote, wherever it moved, never whatever file is at its old place."""
+"""`audit restore` of a folder note's update restores the note it wrote, wherever it moved, never whatever file is at
+its old place."""
 
 from __future__ import annotations
 

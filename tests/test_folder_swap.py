@@ -1,4 +1,5 @@
-"""A notes folder swapped after start-up: every tool and every operator command refuses, and the folder reached is left byte for byte.
+"""A notes folder swapped after start-up: every tool and every operator command refuses, and the folder reached is left
+byte for byte.
 
 alice may rename her notes folder's parent's entries: she moves her folder away and puts a
 link at its path, to bob's folder or to a folder no principal is granted. The server opened
@@ -85,7 +86,8 @@ def folder_uri(path: str) -> str:
 
 
 class Folders:
-    """alice's, bob's and an outside folder under one temporary folder; each target holds notes and an expired trashed file."""
+    """alice's, bob's and an outside folder under one temporary folder; each target holds notes and an expired trashed
+    file."""
 
     def __init__(self, test: unittest.TestCase) -> None:
         tmp = tempfile.TemporaryDirectory(prefix="md-swap-")
@@ -293,7 +295,8 @@ class OtherPrincipalsSwap(unittest.TestCase):
 
 
 class OneWayIn(unittest.TestCase):
-    """Structure: after start-up no open takes a root's path string; open_below takes only the Root opened at start-up."""
+    """Structure: after start-up no open takes a root's path string; open_below takes only the Root opened at
+    start-up."""
 
     def test_open_below_refuses_a_path_string_or_components(self) -> None:
         folders = Folders(self)

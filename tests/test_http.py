@@ -310,7 +310,10 @@ class HttpLayerRefusalTests(SharedServer):
                 self.assertEqual(self.send(message, headers)[0], 200)
 
     def test_a_chunked_or_unframed_body_gets_411_and_both_framings_400(self) -> None:
-        base = f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{self.server.port}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
+        base = (
+            f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{self.server.port}\r\nAuthorization: Bearer "
+            f"{TOKEN}\r\nContent-Type: application/json\r\n"
+        )
         for label, extra in (("chunked", "Transfer-Encoding: chunked\r\n"), ("no length", "")):
             with self.subTest(label):
                 reply = procs.raw_exchange(self.server.port, (base + extra + "\r\n").encode())
@@ -496,7 +499,10 @@ class ClientBytesNeverCrashTheServer(unittest.TestCase):
     def test_a_content_length_of_thousands_of_digits_gets_400_and_no_traceback(self) -> None:
         for target in ("/mcp", "/connect/x"):
             with self.subTest(target=target):
-                head = f"POST {target} HTTP/1.1\r\nHost: 127.0.0.1:{self.server.port}\r\nContent-Length: {'9' * 4400}\r\n\r\n"
+                head = (
+                    f"POST {target} HTTP/1.1\r\nHost: 127.0.0.1:{self.server.port}\r\nContent-Length: "
+                    f"{'9' * 4400}\r\n\r\n"
+                )
                 self.assertTrue(self.exchange(head.encode()).startswith(b"HTTP/1.1 400 "))
         message = request("server/discover")
         self.assertEqual(post(self.server.connect(self), message, mcp_headers(message))[0], 200)
@@ -511,7 +517,10 @@ class ClientBytesNeverCrashTheServer(unittest.TestCase):
         body = json.dumps(message).encode()
         headers = "".join(f"{k}: {v}\r\n" for k, v in mcp_headers(message).items())
         authority = f"127.0.0.1:{self.server.port}"
-        raw = f"POST http://{authority}/mcp HTTP/1.1\r\nHost: {authority}\r\n{headers}Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        raw = (
+            f"POST http://{authority}/mcp HTTP/1.1\r\nHost: {authority}\r\n{headers}Content-Length: "
+            f"{len(body)}\r\nConnection: close\r\n\r\n"
+        )
         reply = self.exchange(raw.encode() + body)
         self.assertTrue(reply.startswith(b"HTTP/1.1 200 "), reply[:80])
         self.assertIn(b'"supportedVersions"', reply)
@@ -558,7 +567,8 @@ class SlowClientTests(unittest.TestCase):
 
 
 def guarded_endpoint(test: unittest.TestCase, host: str = "127.0.0.1") -> tuple[int, support.Clock, streamable_http.HttpPolicy]:
-    """An in-process server for TOKEN on host:0 whose token budgets run on a clock the test moves; (port, clock, policy)."""
+    """An in-process server for TOKEN on host:0 whose token budgets run on a clock the test moves; (port, clock,
+    policy)."""
     clock = support.Clock()
     policy = streamable_http.HttpPolicy({"alice": TOKEN}, None, None, frozenset(), clock)
     httpd = streamable_http.listen(host, 0, streamable_http.McpEndpoint(support.make_server(), policy), lambda line: None)

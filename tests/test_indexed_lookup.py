@@ -1,4 +1,5 @@
-"""Indexed lookups in the SQL stores: the same candidates as a plain scan, read through indexes, from migrated files too."""
+"""Indexed lookups in the SQL stores: the same candidates as a plain scan, read through indexes, from migrated files
+too."""
 
 from __future__ import annotations
 
@@ -46,7 +47,8 @@ def tearDownModule() -> None:
 
 
 def plain_scan(notes: list[main.Note], workspace: main.Path, title: str) -> list[main.Note]:
-    """What a lookup must answer: every note whose folded title holds the folded query, strictly inside, in form order."""
+    """What a lookup must answer: every note whose folded title holds the folded query, strictly inside, in form
+    order."""
     needle = stores.fold_title(title)
     return stores.form_order(note for note in notes if needle in stores.fold_title(note.title) and main.inside_workspace(note, workspace))
 
@@ -294,7 +296,8 @@ class RowsWrittenElsewhere(SqliteCase):
 
 
 def bounded_titles() -> tuple[str, str]:
-    """Two titles of 200 characters folding to MAX_INDEXED_TITLE_CHARS and one more ("ß" folds to "ss"), every trigram new."""
+    """Two titles of 200 characters folding to MAX_INDEXED_TITLE_CHARS and one more ("ß" folds to "ss"), every trigram
+    new."""
     bound = title_index.MAX_INDEXED_TITLE_CHARS
     rng = random.Random(PROPERTY_SEED)
     titles = []
@@ -313,7 +316,8 @@ def parts(title: str) -> list[str]:
 
 
 class TitleLengthBound:
-    """Mixed in: a title at MAX_INDEXED_TITLE_CHARS (folded) is indexed, one past it is not, and both are found by any part."""
+    """Mixed in: a title at MAX_INDEXED_TITLE_CHARS (folded) is indexed, one past it is not, and both are found by any
+    part."""
 
     def open_with(self, notes: list[main.Note]) -> Any:
         raise NotImplementedError
@@ -356,7 +360,8 @@ class SqliteTitleLengthBound(TitleLengthBound, SqliteCase):
         self.open([main.Note("at", at, f"{WORKSPACE}/at.md"), main.Note("past", past, f"{WORKSPACE}/past.md")])
         raw = self.raw()
         raw.execute("CREATE VIRTUAL TABLE temp.held USING fts5vocab(main, note_titles, instance)")
-        per_note = dict(raw.execute("SELECT notes.id, count(DISTINCT term) FROM temp.held JOIN notes ON notes.rowid = held.doc GROUP BY notes.id"))
+        per_note = dict(raw.execute("SELECT notes.id, count(DISTINCT term) FROM temp.held JOIN notes ON notes.rowid = held.doc GROUP BY "
+            "notes.id"))
         self.assertEqual(per_note, {"at": len(title_index.trigrams(stores.fold_title(at)))})
         self.assertLessEqual(per_note["at"], title_index.MAX_INDEXED_TITLE_CHARS - 2)
 
@@ -508,7 +513,8 @@ class PostgresTitleLengthBound(TitleLengthBound, PostgresCase):
         raw = self.raw()
         raw.execute("ALTER TABLE notes SET (autovacuum_enabled = false)")  # only the store may analyze
         raw.execute(
-            "INSERT INTO notes (id, title, uri, revision, folded) SELECT 'h' || k, 'Hand ' || k, %s || k || '.md', 0, 'hand ' || k"
+            "INSERT INTO notes (id, title, uri, revision, folded) SELECT 'h' || k, 'Hand ' || k, %s || k || "
+                "'.md', 0, 'hand ' || k"
             " FROM generate_series(1, 3000) AS k",
             (f"{WORKSPACE}/h",),
         )

@@ -521,7 +521,8 @@ class LegacyShapeTests(unittest.TestCase):
         self.assertEqual(legacy.core_capabilities({"roots": {}, "sampling": True}), {})
 
 
-# ------------------------------------------------------------------ the core's other methods, logging, notifications, sampling
+# ------------------------------------------------------------------ the core's other methods, logging, notifications,
+# sampling
 
 SUITE_CLIENT = {"sampling": {}, "elicitation": {}}  # what the 2025-11-25 suite's client declares
 MODERN_ONLY_KEYS = ("resultType", "ttlMs", "cacheScope", "_meta")
@@ -733,7 +734,8 @@ class LegacyLiveRequestTests(unittest.TestCase):
 
 
 class LegacyClientIdentityTests(unittest.TestCase):
-    """The core sees a legacy client as a modern one naming itself: initialize's clientInfo, each call under its own id."""
+    """The core sees a legacy client as a modern one naming itself: initialize's clientInfo, each call under its own
+    id."""
 
     def client_seen_by_core(self, client_info: Any = CLIENT_INFO) -> tuple[LegacyClient, list[tuple[Any, Any]]]:
         """A legacy client after initialize, and the (id, clientInfo) of each tools/call the core gets."""

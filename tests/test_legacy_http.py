@@ -1,4 +1,5 @@
-"""Legacy 2025-11-25 Streamable HTTP sessions: real `serve.py --http` processes for the wire, in process for the bounds."""
+"""Legacy 2025-11-25 Streamable HTTP sessions: real `serve.py --http` processes for the wire, in process for the
+bounds."""
 
 from __future__ import annotations
 
@@ -200,7 +201,8 @@ class LegacyHttpSessionTests(unittest.TestCase):
 
 
 class LegacyHttpSessionBackOffTests(unittest.TestCase):
-    """A session's own token is served while wrong tokens from its address wait (a server of its own: it spends the free guesses)."""
+    """A session's own token is served while wrong tokens from its address wait (a server of its own: it spends the free
+    guesses)."""
 
     def setUp(self) -> None:
         self.server = session_server(self)
@@ -258,7 +260,8 @@ SHORT_RUNS = 100  # command-line runs of another client of the host's principal,
 
 
 class LongLivedHostTests(unittest.TestCase):
-    """A host's session outlives short runs of its principal that never DELETE; an evicted one is 404, re-initialize works.
+    """A host's session outlives short runs of its principal that never DELETE; an evicted one is 404, re-initialize
+    works.
 
     `GET /mcp` is 405 here, so a host streams only on a call's POST: the streaming host
     holds an open form.

@@ -662,7 +662,8 @@ class OsRefusalTests(FolderCase):
 
 
 class WorkspaceProblemTests(FolderCase):
-    """A workspace inside a granted notes folder that is no folder says why, in one line, apart from "no note matches"."""
+    """A workspace inside a granted notes folder that is no folder says why, in one line, apart from "no note
+    matches"."""
 
     def refusal(self, workspace: str) -> str:
         """The text of the isError result a first call in `workspace` gets (no form, no state)."""
@@ -716,7 +717,8 @@ class WorkspaceProblemTests(FolderCase):
 
 
 class FolderIdentityTests(FolderCase):
-    """Two principals' folders: a folder whose path leads elsewhere since start-up offers, deletes and restores nothing."""
+    """Two principals' folders: a folder whose path leads elsewhere since start-up offers, deletes and restores
+    nothing."""
 
     def setUp(self) -> None:
         super().setUp()
@@ -1010,7 +1012,8 @@ class TwoPrincipalServerTests(unittest.TestCase):
         return test_folder_swap.audit_rows(self.db, "principal, outcome, note_id, title, uri, workspace")
 
     def attack(self, swap: Callable[[], None], bob_now: str) -> None:
-        """alice: a form and a deletion of her own before the swap; then the swap, a first call, an accept, a restore."""
+        """alice: a form and a deletion of her own before the swap; then the swap, a first call, an accept, a
+        restore."""
         alice_args = {"workspaceUri": self.alice_uri, "title": "TPS"}
         form = self.call(alice_args)
         self.assertEqual(FolderCase.offered({"result": form}), ["tps.md", "old.md"])

@@ -738,7 +738,8 @@ class NotesToolsContract:
 
 
 class SqlPlaces:
-    """The SQL stores' rule for a place: its URI at most main.MAX_URI_LENGTH characters (stores.check_note); folders need not exist."""
+    """The SQL stores' rule for a place: its URI at most main.MAX_URI_LENGTH characters (stores.check_note); folders
+    need not exist."""
 
     notes_uri: str
 

@@ -1,4 +1,5 @@
-"""notes_update and notes_move confirmed on this server's page (code/notes_tools.py on code/browser_confirm.py's PageFlow).
+"""notes_update and notes_move confirmed on this server's page (code/notes_tools.py on code/browser_confirm.py's
+PageFlow).
 
 The note tools share notes_delete's confirmation page: a host without forms gets a link and
 a signed token where the operator turned the page on (URL-mode hosts the page through
@@ -181,7 +182,9 @@ class FirstCallTests(PageCase):
         self.assertNotIn("confirmation", notes_tools.NotesUpdate.descriptor["inputSchema"]["properties"])  # the class's stays unchanged
 
     def test_a_stale_version_the_same_text_a_bad_path_or_another_workspace_opens_no_page(self) -> None:
-        count = lambda: self.store.read_with(lambda c: c.execute("SELECT COUNT(*) FROM browser_confirmations").fetchone()[0])  # noqa: E731
+        def count() -> int:
+            return self.store.read_with(lambda c: c.execute("SELECT COUNT(*) FROM browser_confirmations").fetchone()[0])
+
         refused = [
             ("notes_update", self.update_args("x", version="0" * 64)),
             ("notes_update", self.update_args(GROCERIES)),
@@ -435,10 +438,13 @@ class OlderDatabaseTests(unittest.TestCase):
         sqlite_store.open_store(path, clock=clock).close()
         conn = sqlite3.connect(path)
         conn.execute("DROP TABLE browser_confirmations")
-        conn.execute("CREATE TABLE browser_confirmations (nonce TEXT PRIMARY KEY, handle TEXT NOT NULL UNIQUE, principal TEXT NOT NULL,"
-                     " workspace TEXT NOT NULL, title TEXT NOT NULL, expires_at REAL NOT NULL, status TEXT NOT NULL, note_id TEXT,"
+        conn.execute("CREATE TABLE browser_confirmations (nonce TEXT PRIMARY KEY, handle TEXT NOT NULL UNIQUE, principal TEXT "
+            "NOT NULL,"
+                     " workspace TEXT NOT NULL, title TEXT NOT NULL, expires_at REAL NOT NULL, status TEXT NOT "
+                         "NULL, note_id TEXT,"
                      " version TEXT, decided_by TEXT, decided_at REAL)")
-        conn.execute("INSERT INTO browser_confirmations VALUES ('n', ?, 'alice', ?, 'TPS', ?, 'pending', NULL, NULL, NULL, NULL)",
+        conn.execute("INSERT INTO browser_confirmations VALUES ('n', ?, 'alice', ?, 'TPS', ?, 'pending', NULL, NULL, NULL, "
+            "NULL)",
                      ("h" * 43, WORKSPACE, clock.now + 60))
         conn.commit()
         conn.close()

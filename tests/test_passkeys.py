@@ -1,4 +1,5 @@
-"""Passkeys on the confirmation page, in a real headless Chromium with a virtual WebAuthn authenticator (code/passkey_pages.py).
+"""Passkeys on the confirmation page, in a real headless Chromium with a virtual WebAuthn authenticator
+(code/passkey_pages.py).
 
 The pages run on a real loopback listener linked as http://localhost:PORT (a secure context
 with a domain RP ID); the MCP calls go to the servers in process, two instances over one
@@ -56,9 +57,12 @@ SKIP_EXTRA = "the optional WebAuthn library is not installed (pip install 'notes
 # approves it. It never runs the page's own script, and it may ask for no user verification.
 HOSTILE = """
 const [selector, challenge, verification, then, done] = arguments;
-const dec = t => Uint8Array.from(atob(t.replace(/-/g, "+").replace(/_/g, "/") + "===".slice((t.length + 3) % 4)), c => c.charCodeAt(0));
-const enc = b => btoa(String.fromCharCode(...new Uint8Array(b))).replace(/\\+/g, "-").replace(/\\//g, "_").replace(/=+$/, "");
-navigator.credentials.get({publicKey: {challenge: dec(challenge), rpId: "localhost", userVerification: verification}}).then(c => {
+const dec = t => Uint8Array.from(atob(t.replace(/-/g, "+").replace(/_/g, "/") + "===".slice((t.length + 3) % 4)),
+                                 c => c.charCodeAt(0));
+const enc = b => btoa(String.fromCharCode(...new Uint8Array(b)))
+  .replace(/\\+/g, "-").replace(/\\//g, "_").replace(/=+$/, "");
+const asked = {challenge: dec(challenge), rpId: "localhost", userVerification: verification};
+navigator.credentials.get({publicKey: asked}).then(c => {
   const form = document.querySelector(selector);
   const fields = [["credential", c.id], ["client_data", enc(c.response.clientDataJSON)],
                   ["authenticator_data", enc(c.response.authenticatorData)], ["signature", enc(c.response.signature)]];
@@ -68,11 +72,13 @@ navigator.credentials.get({publicKey: {challenge: dec(challenge), rpId: "localho
     window.sessionStorage.setItem("held", JSON.stringify(fields)); done("held"); return;
   }
   for (const [name, value] of fields) {
-    const input = document.createElement("input"); input.type = "hidden"; input.name = name; input.value = value; form.appendChild(input);
+    const input = document.createElement("input");
+    input.type = "hidden"; input.name = name; input.value = value; form.appendChild(input);
   }
   if (then.startsWith("choose:")) {
     form.querySelector('input[name=note][value="' + then.slice(7) + '"]').checked = true;
-    const decision = document.createElement("input"); decision.type = "hidden"; decision.name = "decision"; decision.value = "approve";
+    const decision = document.createElement("input");
+    decision.type = "hidden"; decision.name = "decision"; decision.value = "approve";
     form.appendChild(decision);
   }
   form.submit();
@@ -84,14 +90,17 @@ navigator.credentials.get({publicKey: {challenge: dec(challenge), rpId: "localho
 REPLAY = """
 const [selector, action, note] = arguments;
 let form = selector && document.querySelector(selector);
-if (!form) { form = document.createElement("form"); form.method = "post"; form.action = action; document.body.appendChild(form); }
+if (!form) {
+  form = document.createElement("form"); form.method = "post"; form.action = action; document.body.appendChild(form);
+}
 const fields = JSON.parse(window.sessionStorage.getItem("held"));
 if (note) {
   form.querySelector('input[name=note][value="' + note + '"]').checked = true;
   fields.push(["decision", "approve"]);
 }
 for (const [name, value] of fields) {
-  const input = document.createElement("input"); input.type = "hidden"; input.name = name; input.value = value; form.appendChild(input);
+  const input = document.createElement("input");
+  input.type = "hidden"; input.name = name; input.value = value; form.appendChild(input);
 }
 form.submit();
 """
@@ -111,7 +120,8 @@ def build(clock: support.Clock, store: Any, mode: str) -> tuple[frame.Server, co
 
 
 def serve_on_localhost(test: unittest.TestCase, server: frame.Server, pages: confirm_pages.ConfirmPages) -> None:
-    """`pages` on a real loopback listener linked as http://localhost:PORT (a secure context, a domain RP ID) until the test ends."""
+    """`pages` on a real loopback listener linked as http://localhost:PORT (a secure context, a domain RP ID) until the
+    test ends."""
     test_browser.serve_pages(test, server, pages, "localhost")
 
 
@@ -200,7 +210,8 @@ class PasskeysInChromium(NeedsChromiumAndTheExtra, unittest.TestCase):
         return said
 
     def replay(self, action: str = "", selector: str = "", note: str = "") -> str:
-        """Send the held assertion in the form `selector` (else to `action`), approving `note` when given; the page that answers."""
+        """Send the held assertion in the form `selector` (else to `action`), approving `note` when given; the page that
+        answers."""
         old = self.driver.find("html")
         self.driver.execute(REPLAY, selector, action, note)
         self.arrived(old)
@@ -444,7 +455,8 @@ class UpdateRequireTests(PasskeysInChromium):
 
 
 class RealServerTests(NeedsChromiumAndTheExtra, unittest.TestCase):
-    """A real `serve.py --http --confirm-in-browser --passkeys require` process (sandboxed), Chromium on its localhost link."""
+    """A real `serve.py --http --confirm-in-browser --passkeys require` process (sandboxed), Chromium on its localhost
+    link."""
 
     def call(self, server: procs.HttpServer, arguments: dict[str, Any]) -> dict[str, Any]:
         message = support.request("tools/call", {"name": main.TOOL_NAME, "arguments": arguments}, id=1, capabilities={})
@@ -473,7 +485,8 @@ class RealServerTests(NeedsChromiumAndTheExtra, unittest.TestCase):
 
 
 class PerCallStdioTests(NeedsChromiumAndTheExtra, unittest.TestCase):
-    """A host that starts `serve.py --stdio --passkeys require` per call: the kept link, on localhost, needs the passkey too."""
+    """A host that starts `serve.py --stdio --passkeys require` per call: the kept link, on localhost, needs the passkey
+    too."""
 
     def test_the_kept_page_of_a_per_call_host_registers_and_approves_by_passkey_and_the_next_process_deletes(self) -> None:
         import test_per_call_hosts
@@ -580,7 +593,8 @@ class PasskeyCommandTests(unittest.TestCase):
 
     def test_remove_forgets_one_passkey_once_and_leaves_the_others(self) -> None:
         self.assertEqual(self.run_command("remove", "cred-A"),
-                         (0, "removed passkey cred-A (Laptop) of alice; its principal's token registers a new one on the confirmation page\n"))
+                         (0, "removed passkey cred-A (Laptop) of alice; its principal's token registers a new one on "
+                             "the confirmation page\n"))
         status, text = self.run_command("remove", "cred-A")
         self.assertEqual((status, text), (audit_cli.EXIT_REFUSED, "refused: no passkey cred-A (passkeys list shows every one)\n"))
         self.assertEqual([line.split()[0] for line in self.run_command("list")[1].splitlines()[1:]], ["cred-B"])

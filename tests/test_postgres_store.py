@@ -141,12 +141,14 @@ class OlderTables(PgCase):
         raw = self.raw()
         raw.execute("DROP TABLE browser_confirmations")
         raw.execute(
-            "CREATE TABLE browser_confirmations (nonce text PRIMARY KEY, handle text NOT NULL UNIQUE, principal text NOT NULL,"
+            "CREATE TABLE browser_confirmations (nonce text PRIMARY KEY, handle text NOT NULL UNIQUE, principal "
+                "text NOT NULL,"
             " workspace text NOT NULL, title text NOT NULL, expires_at double precision NOT NULL, status text NOT NULL,"
             " note_id text, version text, decided_by text, decided_at double precision)"
         )
         raw.execute(
-            "INSERT INTO browser_confirmations VALUES ('n', %s, 'alice', %s, 'TPS', %s, 'pending', NULL, NULL, NULL, NULL)",
+            "INSERT INTO browser_confirmations VALUES ('n', %s, 'alice', %s, 'TPS', %s, 'pending', NULL, NULL, "
+                "NULL, NULL)",
             ("h" * 43, WORKSPACE, self.clock.now + 60),
         )
         store = self.open()

@@ -36,7 +36,8 @@ async def answer(context, params):
 async def main():
     server = StdioServerParameters(command=sys.executable, args=[os.path.join(repo, "code", "serve.py"), "--stdio",
         "--notes-dir", notes, "--db", db, "--notes-tools"])
-    async with Client(server, client_info=Implementation(name="sdk-client", version="1"), elicitation_callback=answer) as client:
+    info = Implementation(name="sdk-client", version="1")
+    async with Client(server, client_info=info, elicitation_callback=answer) as client:
         found = await client.call_tool("notes_search", {"workspaceUri": ws, "query": "friday"})
         note_id = found.structured_content["results"][0]["noteId"]
         read = await client.call_tool("notes_read", {"workspaceUri": ws, "noteId": note_id})
@@ -75,12 +76,14 @@ def fields_in(text):
 async def main():
     server = StdioServerParameters(command=sys.executable, args=[os.path.join(repo, "code", "serve.py"), "--stdio",
         "--notes-dir", notes, "--db", db, "--notes-tools"])
-    async with Client(server, client_info=Implementation(name="text-only", version="1"), elicitation_callback=answer) as client:
+    info = Implementation(name="text-only", version="1")
+    async with Client(server, client_info=info, elicitation_callback=answer) as client:
         found = fields_in(text_of(await client.call_tool("notes_search", {"workspaceUri": ws, "query": "friday"})))
         note_id = found["results"][0]["noteId"]
         read = fields_in(text_of(await client.call_tool("notes_read", {"workspaceUri": ws, "noteId": note_id})))
         done = await client.call_tool("notes_update", {"workspaceUri": ws, "noteId": read["noteId"],
-                                                       "body": read["text"].replace("Friday", "Monday"), "version": read["version"]})
+                                                       "body": read["text"].replace("Friday", "Monday"),
+                                                       "version": read["version"]})
         print(json.dumps({"forms": shown, "seen": seen, "result": fields_in(text_of(done))}))
 asyncio.run(main())
 '''

@@ -302,7 +302,8 @@ class RulesetTests(unittest.TestCase):
             "            return -1\n"
             "        return super().syscall(number, *args)\n"
             "libc = Refusing(abi=7)\n"
-            "status = sandbox.confine(sandbox.Plan(read=[('code folder', sys.path[0])]), libc, machine='x86_64', system='Linux')\n"
+            "status = sandbox.confine(sandbox.Plan(read=[('code folder', sys.path[0])]), libc, machine='x86_64', "
+                "system='Linux')\n"
             "print(status.describe()); print([call[0] for call in libc.calls])\n"
         )
         done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=procs.GUARD)
@@ -320,7 +321,8 @@ SYSCALL_HEADERS = {"x86_64": "/usr/include/x86_64-linux-gnu/asm/unistd_64.h", "a
 
 
 def run_filter(program: list[tuple[int, int, int, int]], arch: int, number: int) -> int:
-    """What `program` returns for syscall `number` made through `arch`: a BPF interpreter for the four instructions it may use."""
+    """What `program` returns for syscall `number` made through `arch`: a BPF interpreter for the four instructions it
+    may use."""
     data = {0: number, 4: arch}  # struct seccomp_data: nr, then arch
     pc = accumulator = 0
     while True:
@@ -337,7 +339,8 @@ def run_filter(program: list[tuple[int, int, int, int]], arch: int, number: int)
 
 
 class MetadataFilterTests(unittest.TestCase):
-    """The seccomp program that refuses chmod, chown, utime and xattr writes, read by an interpreter, and its installation."""
+    """The seccomp program that refuses chmod, chown, utime and xattr writes, read by an interpreter, and its
+    installation."""
 
     def test_every_metadata_write_answers_eperm_and_every_other_call_passes(self) -> None:
         for machine, calls in sandbox.METADATA_SYSCALLS.items():
@@ -386,7 +389,8 @@ class MetadataFilterTests(unittest.TestCase):
             "            return -1\n"
             "        return super().prctl(option, *args)\n"
             "libc = Libc(abi=7)\n"
-            f"status = sandbox.confine(sandbox.Plan(read=[('code folder', {support.CODE!r})]), libc, machine='x86_64', system='Linux')\n"
+            f"status = sandbox.confine(sandbox.Plan(read=[('code folder', {support.CODE!r})]), libc, "
+                "machine='x86_64', system='Linux')\n"
             "print(status.describe()); print(status.complete); print([call[:2] for call in libc.calls])\n"
         )
         done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=procs.GUARD)
@@ -407,7 +411,8 @@ class MetadataFilterTests(unittest.TestCase):
 
 
 class ImportPathTests(unittest.TestCase):
-    """Nothing Python imports is left writable: notes folders on the import path are refused, the database granted file by file."""
+    """Nothing Python imports is left writable: notes folders on the import path are refused, the database granted file
+    by file."""
 
     def setUp(self) -> None:
         self.top = os.path.realpath(self.enterContext(tempfile.TemporaryDirectory(prefix="import-path-")))
@@ -463,7 +468,8 @@ class ImportPathTests(unittest.TestCase):
                 self.assertEqual(len(proc.stderr_lines), 1, proc.stderr_text())
                 named = "is" if relation == "is" else f"{relation} {os.path.realpath(root)},"
                 self.assertTrue(
-                    proc.stderr_lines[0].startswith(f"notes-mcp: sandbox: notes folder {os.path.realpath(folder)} {named} a folder Python imports from; "),
+                    proc.stderr_lines[0].startswith(f"notes-mcp: sandbox: notes folder {os.path.realpath(folder)} {named} a folder Python "
+                        "imports from; "),
                     proc.stderr_lines[0],
                 )
                 self.assertFalse(os.path.exists(self.state))  # no confirmation database created
@@ -538,7 +544,8 @@ class CompromisedServerTests(unittest.TestCase):
         return probe_results(next(line for line in server.stderr_lines if line.startswith(prefix)))
 
     def http_probe(self, *flags: str) -> tuple[procs.HttpServer, dict[str, str], dict[str, str]]:
-        """Serve the notes folder over HTTP, probe the main thread and a worker, then delete tps.md; the probes' results."""
+        """Serve the notes folder over HTTP, probe the main thread and a worker, then delete tps.md; the probes'
+        results."""
         server = procs.HttpServer(self, *self.args, *flags, env=self.env, serve=self.serve)
         # The sandbox line ends the start-up block: signalled before it, the probe could
         # print in the middle of a start-up line and its own line would not start it.
@@ -652,7 +659,8 @@ class CompromisedServerTests(unittest.TestCase):
         self.assertEqual(required.wait(), serve.EXIT_USAGE)
         self.assertEqual(
             [line for line in required.stderr_lines if "sandbox" in line],
-            ["notes-mcp: sandbox: required, but the metadata filter failed: prctl(PR_SET_SECCOMP) failed: EINVAL; not serving"],
+            ["notes-mcp: sandbox: required, but the metadata filter failed: prctl(PR_SET_SECCOMP) failed: EINVAL; "
+                "not serving"],
         )
         self.assertEqual(shown(self.notes), ["escape", "list.md", "tps.md"])
 
@@ -832,7 +840,8 @@ class OuterLayerTests(unittest.TestCase):
         }  # fmt: skip
         # The documented command, plus (test only) the probe's folder bound in and put on PYTHONPATH.
         command = recipe("sh", "bwrap ").replace(
-            '"$PYTHON" ', '--ro-bind "$PROBE" /probe --setenv PYTHONPATH /probe --setenv NOTES_MCP_TEST_PROBE "$PROBE_SPEC" "$PYTHON" ', 1
+            '"$PYTHON" ', '--ro-bind "$PROBE" /probe --setenv PYTHONPATH /probe --setenv NOTES_MCP_TEST_PROBE "$PROBE_SPEC" '
+                '"$PYTHON" ', 1
         )
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),

@@ -1,4 +1,5 @@
-"""The official MCP Python SDK's client runs the everyday tools over stdio: list, search, read on, edit, move with link rewrite.
+"""The official MCP Python SDK's client runs the everyday tools over stdio: list, search, read on, edit, move with link
+rewrite.
 
 The client (the `mcp` package, not this project's code: the test imports none of it) runs
 in its own process against `serve.py --stdio --notes-tools` over a Markdown folder: it
@@ -39,9 +40,11 @@ async def answer(context, params):
 async def main():
     server = StdioServerParameters(command=sys.executable, args=[os.path.join(repo, "code", "serve.py"), "--stdio",
         "--notes-dir", notes, "--db", db, "--notes-tools"])
-    async with Client(server, client_info=Implementation(name="sdk-client", version="1"), elicitation_callback=answer) as client:
+    info = Implementation(name="sdk-client", version="1")
+    async with Client(server, client_info=info, elicitation_callback=answer) as client:
         listed = await client.call_tool("notes_list", {"workspaceUri": ws, "limit": 1})
-        more = await client.call_tool("notes_list", {"workspaceUri": ws, "cursor": listed.structured_content["nextCursor"]})
+        cursor = listed.structured_content["nextCursor"]
+        more = await client.call_tool("notes_list", {"workspaceUri": ws, "cursor": cursor})
         seen["listed"] = listed.structured_content["entries"] + more.structured_content["entries"]
         found = await client.call_tool("notes_search", {"workspaceUri": ws, "query": "friday"})
         note_id = found.structured_content["results"][0]["noteId"]
@@ -53,7 +56,8 @@ async def main():
                                                      "newText": "Monday", "expectedMatches": 2,
                                                      "version": tail.structured_content["version"]})
         seen["edit"] = edit.structured_content
-        move = await client.call_tool("notes_move", {"workspaceUri": ws, "noteId": note_id, "newPath": "projects/launch.md"})
+        move = await client.call_tool("notes_move",
+                                      {"workspaceUri": ws, "noteId": note_id, "newPath": "projects/launch.md"})
         seen["move"] = move.structured_content
     print(json.dumps({"forms": forms, **seen}))
 asyncio.run(main())

@@ -247,7 +247,8 @@ class SqliteVersion4(unittest.TestCase):
             "DROP TABLE note_search", "DROP TRIGGER note_search_add", "DROP TRIGGER note_search_drop", "DROP TRIGGER note_search_change",
             "CREATE VIRTUAL TABLE note_body_index USING fts5(body_folded, tokenize = 'trigram')",
             "CREATE VIRTUAL TABLE note_body_grams USING fts5vocab(note_body_index, row)",
-            "CREATE TRIGGER note_body_drop AFTER DELETE ON notes BEGIN DELETE FROM note_body_index WHERE rowid = old.rowid; END",
+            "CREATE TRIGGER note_body_drop AFTER DELETE ON notes BEGIN DELETE FROM note_body_index WHERE rowid = "
+                "old.rowid; END",
             "UPDATE meta SET value = '4' WHERE key = 'schema_version'",
         ):
             raw.execute(statement)

@@ -308,7 +308,8 @@ class SchemaAndSeeding(StoreCase, sql_stores.SeedingContract):
 
 
     def holding_the_write_lock_after_prepare(self) -> sqlite3.Connection:
-        """A file left in rollback-journal mode, and another connection that takes its write lock once _prepare is done."""
+        """A file left in rollback-journal mode, and another connection that takes its write lock once _prepare is
+        done."""
         self.open().close()
         other = sqlite3.connect(self.path, isolation_level=None)
         self.addCleanup(other.close)

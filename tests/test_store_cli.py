@@ -307,7 +307,8 @@ class RelativePathTests(CliCase):
         here = self.working_directory("a")
         server = procs.StdioServer(self, "--db", "notes.db", env=env(self.dir), cwd=here)
         self.assertTrue(server.wait_for_line("consumed confirmations: "), server.stderr_text())
-        self.assertIn(f"{serve.LOG_PREFIX}: consumed confirmations: SQLite {os.path.join(here, 'notes.db')} (--db notes.db is relative",
+        self.assertIn(f"{serve.LOG_PREFIX}: consumed confirmations: SQLite {os.path.join(here, 'notes.db')} (--db notes.db is "
+            "relative",
                       server.stderr_text())
         server.close_stdin()
         self.assertEqual(server.wait(), 0)

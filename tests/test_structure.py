@@ -281,7 +281,8 @@ def used_names(filename: str, source: str | None = None) -> set[tuple[str, str, 
 
 
 def undeclared(uses: Iterable[tuple[str, str, str]], public: dict[str, set[str] | None]) -> list[str]:
-    """Each use of a name its module does not list in `__all__` ("where: module.name"); modules without one are skipped."""
+    """Each use of a name its module does not list in `__all__` ("where: module.name"); modules without one are
+    skipped."""
     return sorted(f"{where}: {module}.{name}" for module, name, where in uses if name not in (public.get(module) or {name}))
 
 
@@ -308,7 +309,10 @@ class PublicNames(unittest.TestCase):
                     self.assertEqual({n for n in names or () if (name, n) not in used | ENTRY_POINTS}, set())
 
     def test_the_public_name_check_sees_a_use_of_an_undeclared_name(self) -> None:
-        source = "import main, os, stores\nfrom stores import StoreError, _hidden\nstores.StoreLost\nstores.secret\nos.path\nmain.anything\n"
+        source = (
+            "import main, os, stores\nfrom stores import StoreError, "
+            "_hidden\nstores.StoreLost\nstores.secret\nos.path\nmain.anything\n"
+        )
         uses = used_names("t.py", source)
         found = {(module, name) for module, name, _ in uses}
         self.assertEqual(found, {("main", "anything"), *(("stores", n) for n in ("StoreError", "_hidden", "StoreLost", "secret"))})
@@ -335,7 +339,10 @@ class ServedByDefault(unittest.TestCase):
         )
         env = {k: v for k, v in os.environ.items() if not k.startswith("NOTES_MCP_")}
         env["NOTES_MCP_SECRET"] = support.KEY.hex()
-        request = b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}\n'
+        request = (
+            b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":'
+            b'{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}\n'
+        )
         done = subprocess.run(
             [sys.executable, "-c", script], input=request, capture_output=True, env=env, cwd=support.CODE, timeout=60
         )

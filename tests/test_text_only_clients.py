@@ -93,7 +93,8 @@ class JsonTextTests(PageCase):
 
 
 class WordsTests(PageCase):
-    """A refused token names `confirmation` and the next step; people read decoded URIs; snippets and diffs say what is."""
+    """A refused token names `confirmation` and the next step; people read decoded URIs; snippets and diffs say what
+    is."""
 
     def test_a_used_expired_or_foreign_confirmation_is_one_message_naming_the_argument_and_the_next_step(self) -> None:
         arguments = self.update_args("bread\n")

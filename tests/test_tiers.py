@@ -106,7 +106,8 @@ class FullSuiteOrder(unittest.TestCase):
     """From the root, discovery runs the fast tier first, guarded, then the rest, and loses no test."""
 
     def discovered(self, pattern: str) -> tuple[list[str], list[str], int]:
-        """(ids run guarded, ids run after them) as `discover` from the root loads the files matching `pattern`; the module's test count."""
+        """(ids run guarded, ids run after them) as `discover` from the root loads the files matching `pattern`; the
+        module's test count."""
         suite = unittest.TestLoader().discover(support.ROOT, pattern=pattern)
         (package,) = list(suite)  # what tests/__init__.py's load_tests returned
         (split,) = list(package)

@@ -1,4 +1,5 @@
-"""Text no file name can hold, sent as `workspaceUri` over real HTTP: refused as invalid params by every tool and store."""
+"""Text no file name can hold, sent as `workspaceUri` over real HTTP: refused as invalid params by every tool and
+store."""
 
 from __future__ import annotations
 

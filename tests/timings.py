@@ -90,7 +90,8 @@ class Ledger:
             self.stop(owner, started)
 
     def totals(self, depth: int) -> list[tuple[str, float, float, float, float]]:
-        """(name, cpu, children's cpu, wall, processes started) summed over the first `depth` dotted parts of each owner, most CPU first."""
+        """(name, cpu, children's cpu, wall, processes started) summed over the first `depth` dotted parts of each
+        owner, most CPU first."""
         sums: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
         for owner, seconds in self.cpu.items():
             row = sums[".".join(owner.removeprefix("tests.").split(".")[:depth])]

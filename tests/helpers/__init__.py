@@ -1,1 +1,3 @@
-"""What the tests share and are not tests themselves: `from helpers import support` (the import path, a clock, request builders), `procs` (real server processes), `store_workers` (store processes racing one confirmation), `legacy_client`, `old_schemas`, `webdriver`; `sandbox_probe/` is the simulated compromise the sandbox tests load."""
+"""What the tests share and are not tests themselves: `from helpers import support` (the import path, a clock, request
+builders), `procs` (real server processes), `store_workers` (store processes racing one confirmation), `legacy_client`,
+`old_schemas`, `webdriver`; `sandbox_probe/` is the simulated compromise the sandbox tests load."""

@@ -28,7 +28,8 @@ _KEEPER_RE = re.compile(r"links kept by process (\d+)")
 
 
 def keeper_ended(pid: int, timeout: float) -> bool:
-    """True once process `pid` (not our child) has ended, waiting at most `timeout` seconds on its pidfd (no polling)."""
+    """True once process `pid` (not our child) has ended, waiting at most `timeout` seconds on its pidfd (no
+    polling)."""
     try:
         fd = os.pidfd_open(pid)
     except ProcessLookupError:
@@ -108,7 +109,8 @@ class Process:
         self.proc.stderr.close()  # type: ignore[union-attr]
 
     def keeper_pid(self) -> int | None:
-        """The process keeping this stdio server's confirmation pages after it exits (code/page_keeper.py), if it forked one."""
+        """The process keeping this stdio server's confirmation pages after it exits (code/page_keeper.py), if it forked
+        one."""
         found = [_KEEPER_RE.search(line) for line in self.stderr_lines]
         return next((int(match.group(1)) for match in found if match), None)
 

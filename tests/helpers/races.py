@@ -1,4 +1,5 @@
-"""An attacker's tools against the folder store: renameat2(RENAME_EXCHANGE) and a thread that keeps exchanging two files."""
+"""An attacker's tools against the folder store: renameat2(RENAME_EXCHANGE) and a thread that keeps exchanging two
+files."""
 
 from __future__ import annotations
 
@@ -122,7 +123,8 @@ WRONG = "trashed another file"
 
 
 def race(tries: int, check: bool = True) -> collections.Counter[str]:
-    """Run `tries` confirmed deletions, each raced by an Exchanger; how each ended. `check=False` skips the arrival check."""
+    """Run `tries` confirmed deletions, each raced by an Exchanger; how each ended. `check=False` skips the arrival
+    check."""
     outcomes: collections.Counter[str] = collections.Counter()
     with tempfile.TemporaryDirectory(prefix="exchange-race-") as base:
         notes = os.path.join(base, "notes")

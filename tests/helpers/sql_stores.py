@@ -1,4 +1,5 @@
-"""What the SQLite and PostgreSQL store tests share: the race notes, the worker's consume command, and the tests both stores must pass alike."""
+"""What the SQLite and PostgreSQL store tests share: the race notes, the worker's consume command, and the tests both
+stores must pass alike."""
 
 from __future__ import annotations
 

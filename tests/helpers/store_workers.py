@@ -139,7 +139,8 @@ def together(count: int, call: Callable[[int], Any]) -> list[Any]:
 
 
 def open_together(case: unittest.TestCase, open_one: Callable[[], Any], count: int = 2) -> list[Any]:
-    """Call `open_one()` from `count` threads released at once; each store (or the exception) it gave, closed at cleanup."""
+    """Call `open_one()` from `count` threads released at once; each store (or the exception) it gave, closed at
+    cleanup."""
     opened = together(count, lambda _: open_one())
     for store in opened:
         if not isinstance(store, BaseException):

@@ -72,7 +72,8 @@ class Log(list):
 
 
 def make_server(clock: Clock | None = None, log: Log | None = None, **kwargs: Any) -> frame.Server:
-    """The product's server over the lesson fixture (memory stores), with the test key, an injected clock and a captured log."""
+    """The product's server over the lesson fixture (memory stores), with the test key, an injected clock and a captured
+    log."""
     return server_over(main.lesson_notes(), clock=clock, log=log if log is not None else Log(), **kwargs)
 
 

@@ -203,7 +203,8 @@ class Driver:
         return self._session("POST", "/execute/async", {"script": script, "args": list(args)})
 
     def add_authenticator(self, user_verified: bool = True) -> str:
-        """A virtual platform authenticator (CTAP2, internal, resident keys, user verification) in this session; its id."""
+        """A virtual platform authenticator (CTAP2, internal, resident keys, user verification) in this session; its
+        id."""
         return str(self._session("POST", "/webauthn/authenticator", {
             "protocol": "ctap2", "transport": "internal", "hasResidentKey": True, "hasUserVerification": True,
             "isUserVerified": user_verified, "automaticPresenceSimulation": True}))
