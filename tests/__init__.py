@@ -20,7 +20,7 @@ if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
 
-def load_tests(loader, standard_tests, pattern):  # type: ignore[no-untyped-def]
+def load_tests(loader, standard_tests, pattern):
     """This folder's tests as discovery finds them, the fast tier first and guarded."""
     from tests import fast
 

@@ -143,7 +143,7 @@ class GuardedSuite(unittest.TestSuite):
 
     def run(self, result: unittest.TestResult, debug: bool = False) -> unittest.TestResult:
         with outside_the_process_refused():
-            return super().run(result, debug)  # type: ignore[no-any-return]
+            return super().run(result, debug)
 
 
 def _cases(suite: unittest.TestSuite | unittest.TestCase) -> Iterator[unittest.TestCase]:

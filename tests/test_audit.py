@@ -18,7 +18,7 @@ from typing import Any
 from unittest import mock
 
 from helpers import procs, store_workers
-from helpers.support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call
+from helpers.support import KEY, PRINCIPAL, WORKSPACE, Clock, ContractCase, Log, accept, call
 
 import assemble
 import audit
@@ -49,7 +49,7 @@ def sqlite_rows(path: str, sql: str) -> list[tuple[Any, ...]]:
         conn.close()
 
 
-class AuditContract:
+class AuditContract(ContractCase):
     """Mixed into a TestCase per store; the subclass says how to open one and how to look inside it."""
 
     chosen = ("", "")  # (id, title) of the note the tests delete

@@ -21,7 +21,7 @@ import unittest
 from typing import Any
 
 from helpers import store_workers
-from helpers.support import KEY, PRINCIPAL, Clock, Log
+from helpers.support import KEY, PRINCIPAL, Clock, ContractCase, Log
 
 import audit
 import audit_cli
@@ -44,7 +44,7 @@ PG = store_workers.OptionalCluster()
 setUpModule, tearDownModule = PG.start, PG.stop
 
 
-class PruningContract:
+class PruningContract(ContractCase):
     """Mixed into a TestCase per ledger; the subclass opens one (`open`) and says how its kept text is kept (`keep`)."""
 
     clock: Clock
@@ -60,7 +60,7 @@ class PruningContract:
         return led.audited(principal, lambda entry: entry(audit.UPDATED, audit.Facts("n-1", "Plan", "file:///w/plan.md", FILE)))
 
     def setUp(self) -> None:
-        super().setUp()  # type: ignore[misc]  # the TestCase this is mixed into
+        super().setUp()
         self.clock = Clock(time.time())
 
     def retention(self, **bounds: Any) -> stores.Retention:
@@ -170,8 +170,8 @@ class SqlRowPruning(PruningContract):
 
     def open(self, retention: stores.Retention) -> stores.Ledger:
         store = self.module.open_store(self.location(), clock=self.clock, retention=retention)
-        self.addCleanup(store.close)  # type: ignore[attr-defined]  # the TestCase this is mixed into
-        return store.ledger  # type: ignore[no-any-return]
+        self.addCleanup(store.close)
+        return store.ledger
 
     def keep(self, led: stores.Ledger, principal: str) -> int:
         assert isinstance(led, ledger.SqlLedger)
@@ -246,7 +246,7 @@ class PostgresPruning(PostgresDatabase, SqlRowPruning, unittest.TestCase):
 # =====================================================================================
 
 
-class RefusedReadsThenRestore:
+class RefusedReadsThenRestore(ContractCase):
     """Mixed into a TestCase per store: `open_store(retention)` and `cli_store()` (the options `audit` takes) differ."""
 
     workspace = ""
@@ -307,7 +307,7 @@ class SqlRestore(RefusedReadsThenRestore):
     def open_store(self, retention: stores.Retention) -> Any:
         self.where = self.location()
         store = self.module.open_store(self.where, clock=self.clock, retention=retention)
-        self.addCleanup(store.close)  # type: ignore[attr-defined]  # the TestCase this is mixed into
+        self.addCleanup(store.close)
         return store
 
     def cli_store(self) -> list[str]:

@@ -369,15 +369,15 @@ class EnvironmentTests(StartupRefusalCase):
     def test_an_older_key_still_verifies_after_rotation_and_a_dropped_key_does_not(self) -> None:
         old, new = bytes(range(32)), bytes(range(1, 33))
         before = assemble.build_server(configuration.lesson_config(), [old])
-        form = before.handle(call(tps()), main.LESSON_PRINCIPAL)["result"]
+        form = support.answered(before, call(tps()), main.LESSON_PRINCIPAL)["result"]
         retry = call(tps(), id=2, requestState=form["requestState"], inputResponses=accept("note-14"))
         dropped = assemble.build_server(configuration.lesson_config(), [new])
         dropped.log = Log()  # keep the refusal's reason off the test output, and check it
-        self.assertEqual(dropped.handle(retry, main.LESSON_PRINCIPAL)["error"]["code"], main.INVALID_PARAMS)
+        self.assertEqual(support.answered(dropped, retry, main.LESSON_PRINCIPAL)["error"]["code"], main.INVALID_PARAMS)
         self.assertEqual(dropped.log, ["refused requestState: unknown key id"])
         rotated = assemble.build_server(configuration.lesson_config(), [new, old])
-        self.assertEqual(rotated.handle(retry, main.LESSON_PRINCIPAL)["result"]["structuredContent"], {"deleted": True, "noteId": "note-14"})
-        self.assertEqual([n.id for n in dropped.notes.all() if n.id == "note-14"], ["note-14"])  # type: ignore[attr-defined]
+        self.assertEqual(support.answered(rotated, retry, main.LESSON_PRINCIPAL)["result"]["structuredContent"], {"deleted": True, "noteId": "note-14"})
+        self.assertEqual([n.id for n in dropped.notes.all() if n.id == "note-14"], ["note-14"])
 
     def test_secret_keys_are_comma_separated_newest_first(self) -> None:
         self.assertEqual(assemble.signing_keys({}, {"NOTES_MCP_SECRET": "11" * 32 + ", " + "22" * 32}), [b"\x11" * 32, b"\x22" * 32])

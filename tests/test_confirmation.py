@@ -20,7 +20,7 @@ class Answers(unittest.TestCase):
     def setUp(self) -> None:
         self.clock = Clock()
         self.server = make_server(clock=self.clock)
-        self.state = self.server.handle(call(tps()), PRINCIPAL)["result"]["requestState"]
+        self.state = support.answered(self.server, call(tps()), PRINCIPAL)["result"]["requestState"]
         self.next_id = 2
 
     def answer(self, responses) -> dict:
@@ -115,7 +115,7 @@ class LiveRecheck(unittest.TestCase):
 
     def setUp(self) -> None:
         self.server = make_server()
-        self.state = self.server.handle(call(tps()), PRINCIPAL)["result"]["requestState"]
+        self.state = support.answered(self.server, call(tps()), PRINCIPAL)["result"]["requestState"]
 
     def accept_and_replay(self) -> tuple[dict, dict]:
         first = self.server.handle(call(tps(), id=2, requestState=self.state, inputResponses=accept()), PRINCIPAL)
@@ -171,7 +171,7 @@ class Atomicity(unittest.TestCase):
     def test_an_exception_inside_the_atomic_step_rolls_back_the_claim_and_deletes_nothing(self) -> None:
         log = Log()
         server = make_server(log=log)
-        state = server.handle(call(tps()), PRINCIPAL)["result"]["requestState"]
+        state = support.answered(server, call(tps()), PRINCIPAL)["result"]["requestState"]
 
         # Let the early authorization check pass, then fail inside the atomic step (the recheck),
         # the way a store's disk error would.
@@ -183,8 +183,8 @@ class Atomicity(unittest.TestCase):
                 raise OSError("/secret/path/notes.db: disk I/O error")
             return True
 
-        server.policy.allows = allows  # type: ignore[method-assign]
-        response = server.handle(call(tps(), id=2, requestState=state, inputResponses=accept()), PRINCIPAL)
+        server.policy.allows = allows
+        response = support.answered(server, call(tps(), id=2, requestState=state, inputResponses=accept()), PRINCIPAL)
         self.assertEqual(response["error"], {"code": main.INTERNAL_ERROR, "message": "Internal error"})
         self.assertNotIn("secret", str(response))
         self.assertTrue(any("Traceback" in line and "/secret/path" in line for line in log))
@@ -210,7 +210,7 @@ class ConsumeContract(unittest.TestCase):
         self.assertIs(self.store.consume(PRINCIPAL, "n3", exp, None, lambda note: True), main.Settlement.USED)
 
     def test_consuming_with_a_target_but_no_recheck_never_deletes(self) -> None:
-        state = self.server.handle(call(tps()), PRINCIPAL)["result"]["requestState"]
+        state = support.answered(self.server, call(tps()), PRINCIPAL)["result"]["requestState"]
         payload = main.StatePayload.parse(frame.KeyRing([KEY]).verify(state))
         outcome = self.server.confirmations.consume(PRINCIPAL, payload, (self.note.id, self.note.version))
         self.assertIs(outcome, main.Settlement.CHANGED)  # the default re-check refuses
@@ -243,7 +243,7 @@ class ReplayBound(unittest.TestCase):
         self.server = server_over(notes, clock=self.clock, grants=grants, max_replay=3)
 
     def decline(self, principal: str, title: str = "Memo 1", request_id: int = 1) -> dict:
-        state = self.server.handle(call(tps(title=title), id=request_id), principal)["result"]["requestState"]
+        state = support.answered(self.server, call(tps(title=title), id=request_id), principal)["result"]["requestState"]
         responses = {"delete_choice": {"action": "decline"}}
         return self.server.handle(call(tps(title=title), id=request_id + 1, requestState=state, inputResponses=responses), principal)
 
@@ -258,9 +258,9 @@ class ReplayBound(unittest.TestCase):
     def test_an_exhausted_principal_mutates_nothing_and_the_state_stays_unconsumed(self) -> None:
         for i in range(3):
             self.decline("alice", request_id=10 * i)
-        state = self.server.handle(call(tps(title="Memo 2"), id=200), "alice")["result"]["requestState"]
+        state = support.answered(self.server, call(tps(title="Memo 2"), id=200), "alice")["result"]["requestState"]
         answer = {"delete_choice": {"action": "accept", "content": {"note_id": "n2", "confirm": True}}}
-        refused = self.server.handle(call(tps(title="Memo 2"), id=201, requestState=state, inputResponses=answer), "alice")
+        refused = support.answered(self.server, call(tps(title="Memo 2"), id=201, requestState=state, inputResponses=answer), "alice")
         self.assertIs(refused["result"]["isError"], True)
         self.assertIn("n2", [n.id for n in self.server.services.notes.all()])
         nonce = frame.KeyRing([KEY]).verify(state)["nonce"]
@@ -296,13 +296,13 @@ class ReplayStoreUnit(unittest.TestCase):
     def test_a_clock_stepped_back_after_pruning_cannot_revive_a_declined_state(self) -> None:
         clock = Clock()
         server = make_server(clock=clock)
-        first = server.handle(call(tps()), PRINCIPAL)["result"]
+        first = support.answered(server, call(tps()), PRINCIPAL)["result"]
         decline = {main.INPUT_KEY: {"action": "decline"}}
-        self.assertEqual(server.handle(call(tps(), id=2, requestState=first["requestState"], inputResponses=decline), PRINCIPAL)["result"]["structuredContent"]["reason"], "declined")
+        self.assertEqual(support.answered(server, call(tps(), id=2, requestState=first["requestState"], inputResponses=decline), PRINCIPAL)["result"]["structuredContent"]["reason"], "declined")
         clock.now += main.DEFAULT_STATE_TTL_SECONDS + 1
         self.assertEqual(len(server.services.replay), 0)  # the decline's record is pruned
         clock.now -= main.DEFAULT_STATE_TTL_SECONDS  # the wall clock steps back before the state's expiry
-        replay = server.handle(call(tps(), id=3, requestState=first["requestState"], inputResponses=accept()), PRINCIPAL)
+        replay = support.answered(server, call(tps(), id=3, requestState=first["requestState"], inputResponses=accept()), PRINCIPAL)
         self.assertEqual(replay["error"]["code"], main.INVALID_PARAMS)
         self.assertIn("note-14", note_ids(server))
 
@@ -448,7 +448,7 @@ class TheAnswerEntryItself(unittest.TestCase):
 
     def setUp(self) -> None:
         self.server = make_server()
-        self.state_text = self.server.handle(call(tps()), PRINCIPAL)["result"]["requestState"]
+        self.state_text = support.answered(self.server, call(tps()), PRINCIPAL)["result"]["requestState"]
         self.state = main.StatePayload.parse(frame.KeyRing([KEY]).verify(self.state_text))
 
     def tool_call(self, responses: dict | None) -> main.ToolCall:

@@ -254,7 +254,7 @@ class ScopeTests(InProcess):
     """notes_publish scopes exactly like notes_delete and asks which note with a form."""
 
     def test_tools_list_describes_both_tools(self) -> None:
-        tools = self.server.handle(request("tools/list"), "alice")["result"]["tools"]
+        tools = support.answered(self.server, request("tools/list"), "alice")["result"]["tools"]
         self.assertEqual([tool["name"] for tool in tools], [main.TOOL_NAME, connect.TOOL_NAME])
         self.assertEqual(tools[1]["inputSchema"], main.NOTES_DELETE_TOOL["inputSchema"])
         self.assertFalse(tools[1]["annotations"]["destructiveHint"])
@@ -309,7 +309,7 @@ class ScopeTests(InProcess):
         self.assertIn(connect.CONNECT_KEY, again["inputRequests"])
 
     def test_a_notes_delete_state_is_refused_by_notes_publish(self) -> None:
-        delete = self.server.handle(support.call(tps()), "alice")["result"]
+        delete = support.answered(self.server, support.call(tps()), "alice")["result"]
         error = self.retry(delete, answer("accept", connect.CHOICE_KEY, {"note_id": "note-3"}), "TPS report")["error"]
         self.assertEqual(error["code"], main.INVALID_PARAMS)
         self.assertEqual(self.service.published("alice"), [])
@@ -501,7 +501,7 @@ class RetryTests(InProcess):
         first = self.first()
         path = self.connect_path(first)
         self.signed_in(path).decide(path, "allow")
-        self.server.services.notes.put(main.Note("note-14", "TPS report 2025", f"{WORKSPACE}/tps-2025.md", revision=1))  # type: ignore[attr-defined]
+        self.server.services.notes.put(main.Note("note-14", "TPS report 2025", f"{WORKSPACE}/tps-2025.md", revision=1))
         result = self.retry(first, answer("accept"))["result"]
         self.assertTrue(result["isError"])
         self.assertEqual(self.service.published("alice"), [])
@@ -1114,7 +1114,7 @@ class StdioTransportTests(unittest.TestCase):
         url = urlsplit(connect_request(first)["params"]["url"])
         self.assertEqual(url.hostname, "127.0.0.1")
         self.assertTrue(server.wait_for_line(f"connect pages on http://127.0.0.1:{url.port}/connect/"))  # stderr is read by another thread
-        browser = Browser(http_pages(self, url.port))  # type: ignore[arg-type]
+        browser = Browser(http_pages(self, url.port))
         self.assertEqual(browser.sign_in(url.path, ALICE_TOKEN), 303)
         self.assertEqual(browser.decide(url.path, "allow"), 200)
         done = client.retry(tps("TPS report 2025"), first, answer("accept"))["result"]

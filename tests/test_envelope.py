@@ -6,7 +6,7 @@ import base64
 import json
 import unittest
 
-from helpers.support import PRINCIPAL, accept, call, make_server, note_ids, request, tps
+from helpers.support import PRINCIPAL, accept, answered, call, make_server, note_ids, request, tps
 
 import frame
 import main
@@ -72,7 +72,7 @@ class JsonAndEnvelope(unittest.TestCase):
     def test_non_objects_and_batches_are_invalid_requests_without_an_id(self) -> None:
         for message in ([request("server/discover")], [], "x", 1, None):
             with self.subTest(message=message):
-                response = self.server.handle(message, PRINCIPAL)
+                response = answered(self.server, message, PRINCIPAL)
                 self.assertEqual(response["error"]["code"], main.INVALID_REQUEST)
                 self.assertNotIn("id", response)
 
@@ -80,21 +80,21 @@ class JsonAndEnvelope(unittest.TestCase):
         for mutate in ({"jsonrpc": "1.0"}, {"jsonrpc": None}, {"method": 7}, {"method": None}):
             with self.subTest(mutate=mutate):
                 message = {**request("server/discover", id="r1"), **mutate}
-                response = self.server.handle(message, PRINCIPAL)
+                response = answered(self.server, message, PRINCIPAL)
                 self.assertEqual(response["error"]["code"], main.INVALID_REQUEST)
                 self.assertEqual(response["id"], "r1")
 
     def test_bool_float_null_and_object_ids_are_refused_and_never_echoed(self) -> None:
         for bad_id in (True, False, 1.0, 1.5, None, {"a": 1}, [1]):
             with self.subTest(id=bad_id):
-                response = self.server.handle(request("server/discover", id=bad_id), PRINCIPAL)
+                response = answered(self.server, request("server/discover", id=bad_id), PRINCIPAL)
                 self.assertEqual(response["error"]["code"], main.INVALID_REQUEST)
                 self.assertNotIn("id", response)
 
     def test_string_and_integer_ids_are_echoed_exactly(self) -> None:
         for good_id in ("abc", "", 0, -5, 2**53 + 1):
             with self.subTest(id=good_id):
-                response = self.server.handle(request("server/discover", id=good_id), PRINCIPAL)
+                response = answered(self.server, request("server/discover", id=good_id), PRINCIPAL)
                 self.assertEqual(response["id"], good_id)
                 self.assertIn("result", response)
 
@@ -112,7 +112,7 @@ class MethodsAndNotifications(unittest.TestCase):
 
     def test_initialize_gets_32601_naming_the_supported_versions(self) -> None:
         legacy = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}}}
-        error = self.server.handle(legacy, PRINCIPAL)["error"]
+        error = answered(self.server, legacy, PRINCIPAL)["error"]
         self.assertEqual(error["code"], main.METHOD_NOT_FOUND)
         self.assertIn("2026-07-28", error["message"])
 
@@ -124,7 +124,7 @@ class MethodsAndNotifications(unittest.TestCase):
                 self.assertEqual(status, 202)
 
     def test_id_less_request_is_never_executed_silent_on_stdio_and_400_on_http(self) -> None:
-        state = self.server.handle(call(tps()), PRINCIPAL)["result"]["requestState"]
+        state = answered(self.server, call(tps()), PRINCIPAL)["result"]["requestState"]
         message = call(tps(), requestState=state, inputResponses=accept())
         del message["id"]
         self.assertEqual(dispatch(self.server, message), (202, None))
@@ -167,17 +167,17 @@ class RequestMeta(unittest.TestCase):
         message = request("server/discover")
         message["params"]["_meta"][main.META_PROTOCOL_VERSION] = "1900-01-01"
         del message["params"]["_meta"][main.META_CLIENT_CAPABILITIES]
-        self.assertEqual(self.server.handle(message, PRINCIPAL)["error"]["code"], main.INVALID_PARAMS)
+        self.assertEqual(answered(self.server, message, PRINCIPAL)["error"]["code"], main.INVALID_PARAMS)
 
     def test_capabilities_are_read_from_each_request_never_remembered(self) -> None:
-        self.assertIn("result", self.server.handle(call(tps(), id=1), PRINCIPAL))
-        error = self.server.handle(call(tps(), id=2, capabilities={}), PRINCIPAL)["error"]
+        self.assertIn("result", answered(self.server, call(tps(), id=1), PRINCIPAL))
+        error = answered(self.server, call(tps(), id=2, capabilities={}), PRINCIPAL)["error"]
         self.assertEqual(error["code"], main.MISSING_REQUIRED_CLIENT_CAPABILITY)
 
     def test_missing_capability_is_reported_before_any_lookup(self) -> None:
         for arguments in (tps(workspace="file:///not/authorized"), tps(title="no such note")):
             with self.subTest(arguments=arguments):
-                error = self.server.handle(call(arguments, capabilities={}), PRINCIPAL)["error"]
+                error = answered(self.server, call(arguments, capabilities={}), PRINCIPAL)["error"]
                 self.assertEqual(error["code"], main.MISSING_REQUIRED_CLIENT_CAPABILITY)
 
     def test_form_elicitation_is_declared_by_an_empty_elicitation_or_a_form_object_only(self) -> None:
@@ -197,7 +197,7 @@ class RequestMeta(unittest.TestCase):
     def test_tools_list_refuses_a_cursor_it_never_issued(self) -> None:
         for cursor in ("", "abc", 5):
             with self.subTest(cursor=cursor):
-                error = self.server.handle(request("tools/list", {"cursor": cursor}), PRINCIPAL)["error"]
+                error = answered(self.server, request("tools/list", {"cursor": cursor}), PRINCIPAL)["error"]
                 self.assertEqual(error["code"], main.INVALID_PARAMS)
 
 
@@ -292,7 +292,7 @@ class ToolArguments(unittest.TestCase):
         self.server = make_server()
 
     def code(self, message: dict) -> int | None:
-        return self.server.handle(message, PRINCIPAL).get("error", {}).get("code")
+        return answered(self.server, message, PRINCIPAL).get("error", {}).get("code")
 
     def test_unknown_tool_is_invalid_params(self) -> None:
         for name in ("notes_remove", None, 5, "", [], ["notes_delete"], {}):
@@ -322,7 +322,7 @@ class ToolArguments(unittest.TestCase):
         }
         for said, arguments in bad.items():
             with self.subTest(arguments=str(arguments)[:60]):
-                response = self.server.handle(call(arguments), PRINCIPAL)
+                response = answered(self.server, call(arguments), PRINCIPAL)
                 self.assertNotIn("error", response)
                 result = response["result"]
                 self.assertIs(result["isError"], True)
@@ -331,20 +331,20 @@ class ToolArguments(unittest.TestCase):
         # An absent `arguments` is an empty object: it fails the schema the same way.
         message = call(tps())
         del message["params"]["arguments"]
-        self.assertIs(self.server.handle(message, PRINCIPAL)["result"]["isError"], True)
+        self.assertIs(answered(self.server, message, PRINCIPAL)["result"]["isError"], True)
         self.assertEqual(len(note_ids(self.server)), 6)
 
     def test_input_validation_comes_before_the_capability_check(self) -> None:
-        result = self.server.handle(call({}, capabilities={}), PRINCIPAL)["result"]
+        result = answered(self.server, call({}, capabilities={}), PRINCIPAL)["result"]
         self.assertIs(result["isError"], True)
 
     def test_title_length_limit_is_inclusive(self) -> None:
-        result = self.server.handle(call(tps(title="x" * main.MAX_TITLE_LENGTH)), PRINCIPAL)["result"]
+        result = answered(self.server, call(tps(title="x" * main.MAX_TITLE_LENGTH)), PRINCIPAL)["result"]
         self.assertIs(result["isError"], True)
         self.assertIn("No note titled like", result["content"][0]["text"])  # valid arguments, just no such note
 
     def test_request_state_and_input_responses_must_come_together(self) -> None:
-        state = self.server.handle(call(tps()), PRINCIPAL)["result"]["requestState"]
+        state = answered(self.server, call(tps()), PRINCIPAL)["result"]["requestState"]
         self.assertEqual(self.code(call(tps(), requestState=state)), main.INVALID_PARAMS)
         self.assertEqual(self.code(call(tps(), inputResponses=accept())), main.INVALID_PARAMS)
         self.assertEqual(self.code(call(tps(), requestState=state, inputResponses=[])), main.INVALID_PARAMS)

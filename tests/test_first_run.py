@@ -438,7 +438,7 @@ class MetaErrorTests(unittest.TestCase):
                     del message["params"]["_meta"][key]
                 else:
                     message["params"]["_meta"][key] = value
-                error = server.handle(message, support.PRINCIPAL)["error"]
+                error = support.answered(server, message, support.PRINCIPAL)["error"]
                 self.assertEqual(error["code"], main.INVALID_PARAMS)
                 self.assertEqual(error["message"], f"Invalid params: {expected}")
 

@@ -14,7 +14,7 @@ from typing import Any
 from unittest import mock
 
 from helpers import old_schemas
-from helpers.support import PRINCIPAL, WORKSPACE, Clock
+from helpers.support import PRINCIPAL, WORKSPACE, Clock, ContractCase
 
 import main
 import postgres_store
@@ -315,7 +315,7 @@ def parts(title: str) -> list[str]:
     return [title[:5], title[95:110], title[-7:], title, title[48:53], title[-2:], title[:2], title[100:115].upper()]
 
 
-class TitleLengthBound:
+class TitleLengthBound(ContractCase):
     """Mixed in: a title at MAX_INDEXED_TITLE_CHARS (folded) is indexed, one past it is not, and both are found by any
     part."""
 

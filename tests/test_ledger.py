@@ -14,7 +14,7 @@ import tempfile
 import unittest
 from typing import Any
 
-from helpers.support import PRINCIPAL, Clock
+from helpers.support import PRINCIPAL, Clock, ContractCase
 
 import audit
 import ledger
@@ -30,7 +30,7 @@ class Boom(Exception):
     """Raised by an act to show what a failing change undoes."""
 
 
-class LedgerContract:
+class LedgerContract(ContractCase):
     """The behaviours; a subclass opens one ledger as `self.ledger` with a replay bound of BOUND."""
 
     ledger: stores.Ledger
@@ -40,7 +40,7 @@ class LedgerContract:
         raise NotImplementedError
 
     def setUp(self) -> None:
-        super().setUp()  # type: ignore[misc]  # the TestCase (and its store's case) this is mixed into
+        super().setUp()
         self.clock = Clock()
         self.ledger = self.open()
 

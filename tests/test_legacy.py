@@ -90,11 +90,11 @@ class LegacyHandshakeTests(unittest.TestCase):
         # Without the adapter, stdio lines go straight to the core (stdio_transport.serve_stdio).
         server = support.make_server()
         params = {"protocolVersion": "2025-11-25", "capabilities": FORM_CLIENT, "clientInfo": {"name": "x", "version": "1"}}
-        refused = server.handle({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}, support.PRINCIPAL)
+        refused = support.answered(server, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}, support.PRINCIPAL)
         self.assertEqual(refused["error"]["code"], main.METHOD_NOT_FOUND)
         self.assertEqual(refused["error"]["data"], {"supported": list(main.SUPPORTED_VERSIONS)})
         self.assertIn(main.PROTOCOL_VERSION, refused["error"]["message"])
-        self.assertEqual(server.handle({"jsonrpc": "2.0", "id": 2, "method": "ping"}, support.PRINCIPAL)["error"]["code"], main.METHOD_NOT_FOUND)
+        self.assertEqual(support.answered(server, {"jsonrpc": "2.0", "id": 2, "method": "ping"}, support.PRINCIPAL)["error"]["code"], main.METHOD_NOT_FOUND)
 
 
 class LegacyToolsTests(unittest.TestCase):

@@ -16,7 +16,7 @@ from test_notes_tools_browser import GROCERIES, PageCase  # noqa: E402
 
 class RefusedBeforeThePage(PageCase):
     def pages_opened(self) -> int:
-        return self.store.read_with(lambda c: c.execute("SELECT COUNT(*) FROM browser_confirmations").fetchone()[0])  # type: ignore[no-any-return]
+        return self.store.read_with(lambda c: c.execute("SELECT COUNT(*) FROM browser_confirmations").fetchone()[0])
 
     def test_a_move_onto_an_existing_note_opens_no_page_and_changes_nothing(self) -> None:
         other = self.created(self.alice, WORKSPACE, "Taken", "keep\n")

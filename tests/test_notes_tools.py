@@ -14,7 +14,7 @@ from typing import Any
 from unittest import mock
 
 from helpers import store_workers
-from helpers.support import FORM, KEY, PRINCIPAL, Clock, Log, request
+from helpers.support import FORM, KEY, PRINCIPAL, Clock, ContractCase, Log, answered, request
 
 import audit
 import folder_bodies
@@ -41,7 +41,7 @@ def accept(key: str, confirm: bool = True) -> dict[str, Any]:
     return {key: {"action": "accept", "content": {notes_tools.CONFIRM_FIELD: confirm}}}
 
 
-class NotesToolsContract:
+class NotesToolsContract(ContractCase):
     """Mixed into a TestCase per store: `open_store(clock)` and `uri(name)` (a workspace folder's URI) differ."""
 
     def open_store(self, clock: Clock) -> Any:
@@ -737,7 +737,7 @@ class NotesToolsContract:
         self.assertEqual(self.read(self.groceries["noteId"])["text"], original)
 
 
-class SqlPlaces:
+class SqlPlaces(ContractCase):
     """The SQL stores' rule for a place: its URI at most main.MAX_URI_LENGTH characters (stores.check_note); folders
     need not exist."""
 
@@ -941,7 +941,7 @@ class OptIn(unittest.TestCase):
         notes_tools.install(server)
         self.assertEqual(self.list_names(server), [main.TOOL_NAME, "notes_workspaces", "notes_list", "notes_search", "notes_read", "notes_create",
                                                    "notes_append", "notes_update", "notes_edit", "notes_move"])
-        tools = {tool["name"]: tool["annotations"] for tool in server.handle(request("tools/list"), PRINCIPAL)["result"]["tools"]}
+        tools = {tool["name"]: tool["annotations"] for tool in answered(server, request("tools/list"), PRINCIPAL)["result"]["tools"]}
         for name in ("notes_workspaces", "notes_list", "notes_search", "notes_read"):
             self.assertEqual((tools[name]["readOnlyHint"], tools[name]["destructiveHint"]), (True, False))
         for name in ("notes_create", "notes_append"):
@@ -954,10 +954,10 @@ class OptIn(unittest.TestCase):
     def test_the_memory_store_lists_workspaces_but_says_it_keeps_no_bodies(self) -> None:
         server = self.memory_server()
         notes_tools.install(server)
-        listed = server.handle(tools_call("notes_workspaces", {}), PRINCIPAL)["result"]
+        listed = answered(server, tools_call("notes_workspaces", {}), PRINCIPAL)["result"]
         self.assertEqual(listed["structuredContent"], {"workspaces": [main.LESSON_WORKSPACE]})
         before = [note.id for note in server.services.notes.all()]
-        done = server.handle(tools_call("notes_search", {"workspaceUri": main.LESSON_WORKSPACE, "query": "TPS"}), PRINCIPAL)["result"]
+        done = answered(server, tools_call("notes_search", {"workspaceUri": main.LESSON_WORKSPACE, "query": "TPS"}), PRINCIPAL)["result"]
         self.assertTrue(done["isError"])
         self.assertEqual(done["content"][0]["text"], notes_tools.NO_BODIES)
         self.assertEqual([note.id for note in server.services.notes.all()], before)
@@ -967,7 +967,7 @@ class OptIn(unittest.TestCase):
         notes_tools.install(server)
         before = server.services.notes.all()
         arguments = {"workspaceUri": main.LESSON_WORKSPACE, "noteId": before[0].id, "newPath": "moved.md"}
-        done = server.handle(tools_call("notes_move", arguments), PRINCIPAL)["result"]
+        done = answered(server, tools_call("notes_move", arguments), PRINCIPAL)["result"]
         self.assertTrue(done["isError"])
         self.assertNotIn("inputRequests", done)
         self.assertEqual(done["content"][0]["text"], notes_tools.NO_BODIES)
@@ -976,19 +976,19 @@ class OptIn(unittest.TestCase):
     def test_workspaces_names_only_the_callers_own(self) -> None:
         server = self.memory_server()
         notes_tools.install(server)
-        other = server.handle(tools_call("notes_workspaces", {}), "mallory")["result"]
+        other = answered(server, tools_call("notes_workspaces", {}), "mallory")["result"]
         self.assertEqual(other["structuredContent"], {"workspaces": []})
 
     def test_arguments_that_are_not_an_object_are_32602_and_an_unknown_one_is_an_error_result(self) -> None:
         server = self.memory_server()
         notes_tools.install(server)
-        self.assertEqual(server.handle(tools_call("notes_read", []), PRINCIPAL)["error"]["code"], main.INVALID_PARAMS)  # type: ignore[arg-type]
-        done = server.handle(tools_call("notes_read", {"workspaceUri": main.LESSON_WORKSPACE, "noteId": "x", "extra": 1}), PRINCIPAL)["result"]
+        self.assertEqual(answered(server, tools_call("notes_read", []), PRINCIPAL)["error"]["code"], main.INVALID_PARAMS)  # type: ignore[arg-type]
+        done = answered(server, tools_call("notes_read", {"workspaceUri": main.LESSON_WORKSPACE, "noteId": "x", "extra": 1}), PRINCIPAL)["result"]
         self.assertTrue(done["isError"])
         query = "q" * notes_tools.MAX_QUERY_LENGTH
-        at = server.handle(tools_call("notes_search", {"workspaceUri": main.LESSON_WORKSPACE, "query": query}), PRINCIPAL)["result"]
+        at = answered(server, tools_call("notes_search", {"workspaceUri": main.LESSON_WORKSPACE, "query": query}), PRINCIPAL)["result"]
         self.assertEqual(at["content"][0]["text"], notes_tools.NO_BODIES)  # the length passed; the store answered
-        over = server.handle(tools_call("notes_search", {"workspaceUri": main.LESSON_WORKSPACE, "query": query + "q"}), PRINCIPAL)["result"]
+        over = answered(server, tools_call("notes_search", {"workspaceUri": main.LESSON_WORKSPACE, "query": query + "q"}), PRINCIPAL)["result"]
         self.assertIn("must be a string", over["content"][0]["text"])
 
 
@@ -1017,7 +1017,7 @@ class TheOption(unittest.TestCase):
             else:
                 os.environ["NOTES_MCP_SECRET"] = saved
         self.addCleanup(server.notes.close)
-        return [tool["name"] for tool in server.handle(request("tools/list"), PRINCIPAL)["result"]["tools"]]
+        return [tool["name"] for tool in answered(server, request("tools/list"), PRINCIPAL)["result"]["tools"]]
 
     def test_the_flag_or_the_config_key_serves_the_note_tools_and_neither_does_not(self) -> None:
         config = {"principals": {PRINCIPAL: {"token": "t-" + KEY.hex(), "workspaces": [main.LESSON_WORKSPACE]}}, "stdioPrincipal": PRINCIPAL}

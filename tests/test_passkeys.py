@@ -656,7 +656,7 @@ class PagesInProcessTests(test_browser_confirm.InProcess):
         status, page = browser.choose(path, "note-7")
         self.assertEqual(status, 403)
         self.assertIn("needs a passkey", page)
-        self.assertEqual(self.pages.records.by_handle(path.rsplit("/", 1)[1]).status, browser_confirm.PENDING)  # type: ignore[union-attr]
+        self.assertEqual(self.pages.records.by_handle(path.rsplit("/", 1)[1]).status, browser_confirm.PENDING)
         status, page = browser.choose(path, None, "keep")  # Keep needs no gesture
         self.assertEqual((status, "Kept" in page), (200, True))
 

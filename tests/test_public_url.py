@@ -53,7 +53,7 @@ class ProxyCase(unittest.TestCase):
     def call(self, arguments: dict[str, Any], id: int) -> dict[str, Any]:
         message = request("tools/call", {"name": main.TOOL_NAME, "arguments": arguments}, id=id, capabilities=NO_FORM)
         _, _, body = procs.post(self.server.connect(self), message, procs.mcp_headers(message, token=ALICE_TOKEN))
-        return json.loads(body)  # type: ignore[no-any-return]
+        return json.loads(body)
 
     def browser(self, origin: str) -> ConfirmBrowser:
         return ConfirmBrowser(with_origin(http_pages(self, self.server.port), origin))

@@ -118,7 +118,7 @@ def installed(package: str) -> bool:
     return importlib.util.find_spec(package) is not None
 
 
-class RealClientUpdate:
+class RealClientUpdate(support.ContractCase):
     """Mixed into one TestCase per client: its driver, and the package it needs."""
 
     driver = ""

@@ -16,6 +16,7 @@ from helpers.support import (
     Clock,
     Log,
     accept,
+    answered,
     call,
     make_server,
     note_ids,
@@ -117,7 +118,7 @@ class Bindings(unittest.TestCase):
         self.clock = Clock()
         self.log = Log()
         self.server = make_server(clock=self.clock, log=self.log)
-        self.state = self.server.handle(call(tps()), PRINCIPAL)["result"]["requestState"]
+        self.state = answered(self.server, call(tps()), PRINCIPAL)["result"]["requestState"]
         self.claims = frame.KeyRing([KEY]).verify(self.state)
 
     def retry(self, state, principal: str = PRINCIPAL, arguments: dict | None = None) -> dict:
@@ -232,11 +233,11 @@ class Bindings(unittest.TestCase):
         self.assertEqual(result["structuredContent"], {"deleted": True, "noteId": "note-14"})
 
     def test_a_null_request_state_beside_answers_is_a_malformed_pairing_not_a_first_call(self) -> None:
-        response = self.server.handle(call(tps(), id=2, requestState=None, inputResponses=accept()), PRINCIPAL)
+        response = answered(self.server, call(tps(), id=2, requestState=None, inputResponses=accept()), PRINCIPAL)
         self.assert_refused(response)
         for state in (5, ["x"], {"a": 1}, True):
             with self.subTest(state=state):
-                self.assert_refused(self.server.handle(call(tps(), id=3, requestState=state, inputResponses=accept()), PRINCIPAL))
+                self.assert_refused(answered(self.server, call(tps(), id=3, requestState=state, inputResponses=accept()), PRINCIPAL))
 
     def test_expiry_is_accepted_just_inside_and_refused_at_the_limit(self) -> None:
         self.clock.now = self.claims["exp"]
@@ -253,7 +254,7 @@ class Bindings(unittest.TestCase):
             self.clock.now = self.claims["exp"] + offset
             for label, responses in answers.items():
                 with self.subTest(label, after=offset):
-                    response = self.server.handle(call(tps(), id=5, requestState=self.state, inputResponses=responses), PRINCIPAL)
+                    response = answered(self.server, call(tps(), id=5, requestState=self.state, inputResponses=responses), PRINCIPAL)
                     self.assert_refused(response)
                     self.assertNotIn("result", response)
         self.assertEqual(len(self.server.services.replay), 0)

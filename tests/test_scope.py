@@ -105,21 +105,21 @@ class Containment(unittest.TestCase):
 
     def test_look_alike_notes_outside_the_workspace_are_never_offered(self) -> None:
         server = make_server()
-        form = server.handle(call(tps()), PRINCIPAL)["result"]["inputRequests"]["delete_choice"]
+        form = support.answered(server, call(tps()), PRINCIPAL)["result"]["inputRequests"]["delete_choice"]
         offered = [o["const"] for o in form["params"]["requestedSchema"]["properties"]["note_id"]["oneOf"]]
         self.assertNotIn("evil-1", offered)
         self.assertNotIn("tmp-1", offered)
 
     def test_an_outside_note_id_cannot_be_smuggled_into_the_accept(self) -> None:
         server = make_server()
-        state = server.handle(call(tps()), PRINCIPAL)["result"]["requestState"]
+        state = support.answered(server, call(tps()), PRINCIPAL)["result"]["requestState"]
         for outside in ("evil-1", "tmp-1", "note-99"):
             with self.subTest(note=outside):
-                response = server.handle(call(tps(), id=2, requestState=state, inputResponses=accept(outside)), PRINCIPAL)
+                response = support.answered(server, call(tps(), id=2, requestState=state, inputResponses=accept(outside)), PRINCIPAL)
                 self.assertEqual(response["error"]["code"], main.INVALID_PARAMS)
         self.assertEqual(len(note_ids(server)), 6)
         # The refusals did not consume the state.
-        done = server.handle(call(tps(), id=3, requestState=state, inputResponses=accept("note-3")), PRINCIPAL)["result"]
+        done = support.answered(server, call(tps(), id=3, requestState=state, inputResponses=accept("note-3")), PRINCIPAL)["result"]
         self.assertEqual(done["structuredContent"], {"deleted": True, "noteId": "note-3"})
 
     def test_the_workspace_folder_itself_is_not_a_note_inside_it(self) -> None:
@@ -132,7 +132,7 @@ class Authorization(unittest.TestCase):
         server = server_over(main.lesson_notes(), grants={PRINCIPAL: ["file:///"]})  # alice may see everything
         for uri in ("file://", "file://localhost"):
             with self.subTest(uri=uri):
-                result = server.handle(call(tps(workspace=uri)), PRINCIPAL)["result"]
+                result = support.answered(server, call(tps(workspace=uri)), PRINCIPAL)["result"]
                 self.assertIs(result["isError"], True)
                 self.assertIn("must name a local path", result["content"][0]["text"])
                 self.assertNotIn("inputRequests", result)
@@ -142,7 +142,7 @@ class Authorization(unittest.TestCase):
 
     def test_an_empty_workspace_uri_is_an_is_error_result_not_a_form(self) -> None:
         server = make_server()
-        result = server.handle(call(tps(workspace="")), PRINCIPAL)["result"]
+        result = support.answered(server, call(tps(workspace="")), PRINCIPAL)["result"]
         self.assertIs(result["isError"], True)
         self.assertIn("workspaceUri must be a file:// URI string", result["content"][0]["text"])
         self.assertNotIn("inputRequests", result)
@@ -151,12 +151,12 @@ class Authorization(unittest.TestCase):
         at_limit = WORKSPACE + "/" + "a" * (main.MAX_URI_LENGTH - len(WORKSPACE) - 1)
         self.assertEqual(len(at_limit), main.MAX_URI_LENGTH)
         server = make_server()
-        inside = server.handle(call(tps(workspace=at_limit)), PRINCIPAL)["result"]
+        inside = support.answered(server, call(tps(workspace=at_limit)), PRINCIPAL)["result"]
         self.assertIn("No note titled like", inside["content"][0]["text"])  # authorized and searched
-        over = server.handle(call(tps(workspace=at_limit + "a")), PRINCIPAL)["result"]
+        over = support.answered(server, call(tps(workspace=at_limit + "a")), PRINCIPAL)["result"]
         self.assertIn(f"workspaceUri must be a file:// URI string of 1..{main.MAX_URI_LENGTH}", over["content"][0]["text"])
         # One character is inside the schema's bounds: it fails later, as an unparseable URI.
-        short = server.handle(call(tps(workspace="x")), PRINCIPAL)["result"]
+        short = support.answered(server, call(tps(workspace="x")), PRINCIPAL)["result"]
         self.assertIn("workspaceUri must use the file:// scheme", short["content"][0]["text"])
         self.assertEqual(len(note_ids(server)), 6)
 
@@ -177,9 +177,9 @@ class Authorization(unittest.TestCase):
         for principal, (arguments, said) in cases.items():
             for label, server in (("notes", full), ("no notes", empty)):
                 with self.subTest(principal=principal, store=label):
-                    text = server.handle(call(arguments), principal)["result"]["content"][0]["text"]
+                    text = support.answered(server, call(arguments), principal)["result"]["content"][0]["text"]
                     self.assertEqual(text, f"That workspace is not authorized for you. {said}")
-        alice_text = full.handle(call(tps(workspace="https://x/")), PRINCIPAL)["result"]["content"][0]["text"]
+        alice_text = support.answered(full, call(tps(workspace="https://x/")), PRINCIPAL)["result"]["content"][0]["text"]
         self.assertIn(f"Your workspaces: {main.LESSON_WORKSPACE}.", alice_text)  # an unknown workspace too
         self.assertNotIn("bob", alice_text)
         self.assertEqual(len(note_ids(full)), 6)
@@ -188,7 +188,7 @@ class Authorization(unittest.TestCase):
         server = make_server()
         for principal in ("bob", "", "ALICE"):
             with self.subTest(principal=principal):
-                result = server.handle(call(tps()), principal)["result"]
+                result = support.answered(server, call(tps()), principal)["result"]
                 self.assertIs(result["isError"], True)
                 text = result["content"][0]["text"]
                 self.assertNotIn("TPS report 20", text)
@@ -198,8 +198,8 @@ class Authorization(unittest.TestCase):
 
     def test_an_unauthorized_workspace_and_a_missing_one_read_the_same(self) -> None:
         server = make_server()
-        missing = server.handle(call(tps(workspace="file:///Users/alice/Nowhere")), PRINCIPAL)["result"]
-        private = server.handle(call(tps(workspace="file:///Users/alice/Documents")), PRINCIPAL)["result"]
+        missing = support.answered(server, call(tps(workspace="file:///Users/alice/Nowhere")), PRINCIPAL)["result"]
+        private = support.answered(server, call(tps(workspace="file:///Users/alice/Documents")), PRINCIPAL)["result"]
         self.assertEqual(missing, private)
 
     def test_a_sub_folder_of_an_authorized_workspace_is_authorized(self) -> None:
@@ -225,14 +225,14 @@ class Authorization(unittest.TestCase):
         message = call(tps())
         message["params"]["_meta"]["io.modelcontextprotocol/clientInfo"] = {"name": "alice", "version": "1"}
         message["params"]["arguments"]["principal"] = "alice"
-        response = server.handle(message, "mallory")
+        response = support.answered(server, message, "mallory")
         self.assertIn("unexpected property 'principal'", response["result"]["content"][0]["text"])  # unknown argument
         del message["params"]["arguments"]["principal"]
-        self.assertIs(server.handle(message, "mallory")["result"]["isError"], True)
+        self.assertIs(support.answered(server, message, "mallory")["result"]["isError"], True)
 
     def test_no_match_and_too_many_matches_are_tool_errors(self) -> None:
         server = make_server()
-        self.assertIs(server.handle(call(tps(title="zzz")), PRINCIPAL)["result"]["isError"], True)
+        self.assertIs(support.answered(server, call(tps(title="zzz")), PRINCIPAL)["result"]["isError"], True)
 
     def test_candidate_limit_is_enforced_on_both_sides(self) -> None:
         def server_with(count: int) -> frame.Server:
@@ -252,15 +252,15 @@ class Authorization(unittest.TestCase):
             for i in range(main.MAX_CANDIDATES)
         ]
         server = server_over(notes)
-        state = server.handle(call(tps(title="Memo")), PRINCIPAL)["result"]["requestState"]
+        state = support.answered(server, call(tps(title="Memo")), PRINCIPAL)["result"]["requestState"]
         self.assertLessEqual(len(state), main.MAX_STATE_LENGTH)
         answer = {"delete_choice": {"action": "accept", "content": {"note_id": notes[-1].id, "confirm": True}}}
-        done = server.handle(call(tps(title="Memo"), id=2, requestState=state, inputResponses=answer), PRINCIPAL)
+        done = support.answered(server, call(tps(title="Memo"), id=2, requestState=state, inputResponses=answer), PRINCIPAL)
         self.assertIs(done["result"]["structuredContent"]["deleted"], True)
 
     def test_duplicate_titles_are_told_apart_in_the_form(self) -> None:
         server = server_over([main.Note("a", "Same", f"{WORKSPACE}/a.md"), main.Note("b", "Same", f"{WORKSPACE}/b.md")])
-        form = server.handle(call(tps(title="Same")), PRINCIPAL)["result"]["inputRequests"]["delete_choice"]
+        form = support.answered(server, call(tps(title="Same")), PRINCIPAL)["result"]["inputRequests"]["delete_choice"]
         titles = [o["title"] for o in form["params"]["requestedSchema"]["properties"]["note_id"]["oneOf"]]
         self.assertEqual(len(set(titles)), 2)
 

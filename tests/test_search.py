@@ -17,7 +17,7 @@ from typing import Any
 from unittest import mock
 
 from helpers import store_workers
-from helpers.support import FORM, KEY, PRINCIPAL, Clock, Log, request
+from helpers.support import FORM, KEY, PRINCIPAL, Clock, ContractCase, Log, request
 from helpers.support import accept as accept_delete
 from helpers.support import call as delete_call
 
@@ -60,7 +60,7 @@ class QueryLanguage(unittest.TestCase):
             self.assertIsNone(text_index.offset_of(hostile, "file:///a", "word"), hostile)
 
 
-class SearchContract:
+class SearchContract(ContractCase):
     """Mixed into a TestCase per store: `open_store(clock)` differs."""
 
     def open_store(self, clock: Clock) -> Any:
@@ -92,17 +92,17 @@ class SearchContract:
 
     def result(self, name: str, arguments: dict[str, Any], **extra: Any) -> dict[str, Any]:
         response = self.call(name, arguments, **extra)
-        self.assertNotIn("error", response, response)  # type: ignore[attr-defined]
+        self.assertNotIn("error", response, response)
         return response["result"]
 
     def create(self, title: str, body: str) -> dict[str, Any]:
         done = self.result("notes_create", {"workspaceUri": self.notes_uri, "title": title, "body": body})
-        self.assertFalse(done["isError"], done)  # type: ignore[attr-defined]
+        self.assertFalse(done["isError"], done)
         return done["structuredContent"]
 
     def search(self, query: str, **more: Any) -> dict[str, Any]:
         done = self.result("notes_search", {"workspaceUri": self.notes_uri, "query": query, **more})
-        self.assertFalse(done["isError"], done)  # type: ignore[attr-defined]
+        self.assertFalse(done["isError"], done)
         return done["structuredContent"]
 
     def titles(self, query: str, **more: Any) -> list[str]:
@@ -111,7 +111,7 @@ class SearchContract:
     def confirmed(self, name: str, args: dict[str, Any], key: str) -> dict[str, Any]:
         first = self.result(name, args)
         done = self.result(name, args, requestState=first["requestState"], inputResponses=accept(key))
-        self.assertFalse(done["isError"], done)  # type: ignore[attr-defined]
+        self.assertFalse(done["isError"], done)
         return done["structuredContent"]
 
     # ---------------------------------------------------------------- what matches
@@ -171,8 +171,8 @@ class SearchContract:
         other = text_index.cursor_for(self.notes_uri, "another query", 1)
         for cursor in (other, "not-base64!", text_index.cursor_for(self.notes_uri, "pelican", text_index.MAX_RANKED_ROWS)):
             response = self.call("notes_search", {"workspaceUri": self.notes_uri, "query": "pelican", "cursor": cursor})
-            self.assertEqual(response["error"]["code"], main.INVALID_PARAMS)  # type: ignore[attr-defined]
-            self.assertNotIn("result", response)  # type: ignore[attr-defined]
+            self.assertEqual(response["error"]["code"], main.INVALID_PARAMS)
+            self.assertNotIn("result", response)
 
     # ---------------------------------------------------------------- the row bound
 
@@ -181,18 +181,18 @@ class SearchContract:
             self.create(f"Bound {k}", "walrus")
         with mock.patch.object(text_index, "MAX_RANKED_ROWS", 4):
             whole = self.search("walrus")
-        self.assertFalse(whole["stoppedEarly"])  # type: ignore[attr-defined]
-        self.assertEqual(len(whole["results"]), 4)  # type: ignore[attr-defined]
+        self.assertFalse(whole["stoppedEarly"])
+        self.assertEqual(len(whole["results"]), 4)
         with mock.patch.object(text_index, "MAX_RANKED_ROWS", 3):
             cut = self.search("walrus")
-        self.assertTrue(cut["stoppedEarly"])  # type: ignore[attr-defined]
-        self.assertEqual(len(cut["results"]), 3)  # type: ignore[attr-defined]
+        self.assertTrue(cut["stoppedEarly"])
+        self.assertEqual(len(cut["results"]), 3)
 
     def test_a_short_query_scans_within_the_same_bound(self) -> None:
         for k in range(4):
             self.create(f"Short {k}", "ox")
         with mock.patch.object(text_index, "MAX_RANKED_ROWS", 3):
-            self.assertTrue(self.search("ox")["stoppedEarly"])  # type: ignore[attr-defined]
+            self.assertTrue(self.search("ox")["stoppedEarly"])
 
     # ---------------------------------------------------------------- kept current through the tools
 
@@ -202,7 +202,7 @@ class SearchContract:
         args = {"workspaceUri": self.notes_uri, "noteId": made["noteId"]}
         read = self.result("notes_read", args)["structuredContent"]
         appended = self.result("notes_append", {**args, "text": "\na gannet flew", "version": read["version"]})
-        self.assertFalse(appended["isError"], appended)  # type: ignore[attr-defined]
+        self.assertFalse(appended["isError"], appended)
         self.assertEqual(self.titles("gannet"), ["Harbour"])
         version = self.result("notes_read", args)["structuredContent"]["version"]
         self.confirmed("notes_update", {**args, "body": self.with_heading("Harbour", "a puffin now"), "version": version}, notes_tools.UPDATE_KEY)
@@ -218,7 +218,7 @@ class SearchContract:
         done = self.server.handle(delete_call({"workspaceUri": self.notes_uri, "title": "Harbour"}, requestState=state,
                                               inputResponses=accept_delete(moved["noteId"])), PRINCIPAL)
         assert done is not None
-        self.assertFalse(done["result"].get("isError"), done)  # type: ignore[attr-defined]
+        self.assertFalse(done["result"].get("isError"), done)
         self.assertEqual(self.titles("puffin"), [])
 
 

@@ -16,7 +16,7 @@ from unittest import mock
 
 from helpers import old_schemas, sql_stores, store_workers
 from helpers.sql_stores import consume_command, race_notes
-from helpers.support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call, claims_of, tps
+from helpers.support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, answered, call, claims_of, tps
 
 import frame
 import main
@@ -130,9 +130,9 @@ class SeamParity(StoreCase):
         server = self.server(self.open())
         state = self.first_call(server)["requestState"]
         retry = call(tps(), id=2, requestState=state, inputResponses=accept("note-14"))
-        done = server.handle(retry, PRINCIPAL)
+        done = answered(server, retry, PRINCIPAL)
         self.assertEqual(done["result"]["structuredContent"], {"deleted": True, "noteId": "note-14"})
-        replay = server.handle(retry, PRINCIPAL)
+        replay = answered(server, retry, PRINCIPAL)
         self.assertEqual(replay["error"]["code"], main.INVALID_PARAMS)
         self.assertNotIn("note-14", self.note_ids())
         self.assertEqual(len(self.note_ids()), len(main.lesson_notes()) - 1)
@@ -286,9 +286,9 @@ class CrossInstance(StoreCase):
         server_a, server_b = self.server(self.open()), self.server(self.open())
         state = self.first_call(server_a)["requestState"]
         decline = {main.INPUT_KEY: {"action": "decline"}}
-        declined = server_b.handle(call(tps(), id=2, requestState=state, inputResponses=decline), PRINCIPAL)
+        declined = answered(server_b, call(tps(), id=2, requestState=state, inputResponses=decline), PRINCIPAL)
         self.assertEqual(declined["result"]["structuredContent"], {"deleted": False, "reason": "declined"})
-        refused = server_a.handle(call(tps(), id=3, requestState=state, inputResponses=accept()), PRINCIPAL)
+        refused = answered(server_a, call(tps(), id=3, requestState=state, inputResponses=accept()), PRINCIPAL)
         self.assertEqual(refused["error"]["code"], main.INVALID_PARAMS)
         self.assertIn("note-14", self.note_ids())
 
@@ -880,12 +880,12 @@ class WriteFailures(StoreCase):
         retry = call(tps(), id=2, requestState=state, inputResponses=accept("note-14"))
         lift = self.limited_writes()
         try:
-            result = server.handle(retry, PRINCIPAL)["result"]
+            result = answered(server, retry, PRINCIPAL)["result"]
         finally:
             lift()
         self.assertIs(result["isError"], True)
         self.assertNotIn("Traceback", "\n".join(server.log))
-        self.assertEqual(server.handle(retry, PRINCIPAL)["result"]["structuredContent"], {"deleted": True, "noteId": "note-14"})
+        self.assertEqual(answered(server, retry, PRINCIPAL)["result"]["structuredContent"], {"deleted": True, "noteId": "note-14"})
 
 
 class TwoProcessRace(StoreCase):

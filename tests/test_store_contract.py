@@ -14,7 +14,7 @@ import unittest
 from typing import Any
 
 from helpers import store_workers
-from helpers.support import KEY, PRINCIPAL, WORKSPACE, Clock, call
+from helpers.support import KEY, PRINCIPAL, WORKSPACE, Clock, ContractCase, answered, call
 
 import audit
 import folder_paths
@@ -43,7 +43,7 @@ def contract_notes() -> list[main.Note]:
     ]
 
 
-class StoreContract:
+class StoreContract(ContractCase):
     """Mixed into a TestCase per store; the subclass says how to open one and how notes change behind it."""
 
     workspace_uri = WORKSPACE
@@ -125,7 +125,7 @@ class StoreContract:
     def test_the_form_says_what_a_deletion_does_in_this_store(self) -> None:
         policy = main.AuthorizationPolicy({PRINCIPAL: [self.workspace_uri]})
         server = frame.notes_server(keys=[KEY], notes=self.store, policy=policy, clock=self.clock, log=lambda line: None)
-        result = server.handle(call({"workspaceUri": self.workspace_uri, "title": "alpha"}), PRINCIPAL)["result"]
+        result = answered(server, call({"workspaceUri": self.workspace_uri, "title": "alpha"}), PRINCIPAL)["result"]
         form = result["inputRequests"][main.INPUT_KEY]["params"]
         said = form["message"] + form["requestedSchema"]["properties"][main.CONFIRM_FIELD]["description"]
         self.assertIn(self.store.deletion, form["message"])

@@ -151,7 +151,7 @@ def traced_lines(case: unittest.TestCase) -> set[int]:
         case.run(result)
     finally:
         sys.settrace(None)
-        threading.settrace(None)  # type: ignore[arg-type]
+        threading.settrace(None)
     assert result.wasSuccessful(), result.failures + result.errors
     return ran
 

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from helpers import store_workers
-from helpers.support import PRINCIPAL, WORKSPACE
+from helpers.support import PRINCIPAL, WORKSPACE, ContractCase
 
 import main
 
@@ -29,7 +29,7 @@ def consume_command(note: main.Note, nonce: str, pause: str | None = None) -> di
     }
 
 
-class SeedingContract:
+class SeedingContract(ContractCase):
     """Mixed into each SQL store's TestCase: a new database is seeded once, and never again.
 
     The subclass provides `module` (the store's module), `open(**kwargs)` (a store on this
@@ -55,5 +55,5 @@ class SeedingContract:
 
     def test_two_instances_creating_one_new_database_together_seed_it_once(self) -> None:
         opened = store_workers.open_together(self, self.open_plain)  # type: ignore[arg-type, attr-defined]
-        self.assertTrue(all(not isinstance(store, BaseException) for store in opened), opened)  # type: ignore[attr-defined]
+        self.assertTrue(all(not isinstance(store, BaseException) for store in opened), opened)
         self.assertEqual(self.note_ids(), sorted(note.id for note in main.lesson_notes()))  # type: ignore[attr-defined]

@@ -6,7 +6,8 @@ import base64
 import json
 import os
 import sys
-from typing import Any
+import unittest
+from typing import TYPE_CHECKING, Any
 
 
 def _share_bytecode() -> None:
@@ -37,6 +38,22 @@ OTHER_KEY = bytes(range(100, 132))
 WORKSPACE = main.LESSON_WORKSPACE
 PRINCIPAL = main.LESSON_PRINCIPAL
 FORM = {"elicitation": {"form": {}}}
+
+# The base of a test mixin (one contract run against several stores): a TestCase to the type
+# checker, so the mixin's self.assertEqual(...) is checked; a plain object at run time, so the
+# mixin alone is never collected and run as a test of nothing.
+if TYPE_CHECKING:
+    ContractCase = unittest.TestCase
+else:
+    ContractCase = object
+
+
+def answered(server: main.Server, message: Any, principal: str) -> dict[str, Any]:
+    """The server's response to a request: a request, unlike a notification, is always answered."""
+    response = server.handle(message, principal)
+    if response is None:
+        raise AssertionError(f"no response to {message!r}")
+    return response
 
 
 def unb64(text: str) -> bytes:
@@ -106,7 +123,7 @@ def accept(note_id: str = "note-14", confirm: bool = True) -> dict[str, Any]:
 
 def note_ids(server: frame.Server) -> list[str]:
     """Ids of every note the server's in-memory store still holds."""
-    return [note.id for note in server.services.notes.all()]  # type: ignore[attr-defined]
+    return [note.id for note in server.services.notes.all()]
 
 
 def contained(workspace_uri: str, uri: str) -> bool:
