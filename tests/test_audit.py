@@ -53,6 +53,7 @@ class AuditContract(ContractCase):
     """Mixed into a TestCase per store; the subclass says how to open one and how to look inside it."""
 
     chosen = ("", "")  # (id, title) of the note the tests delete
+    clock: Clock  # each store's setUp sets it
     crash_stages: tuple[str, ...] = ()  # hook stages inside the claim transaction
 
     def open(self, retention: audit.Retention = audit.Retention()) -> Any:

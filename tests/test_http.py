@@ -44,6 +44,8 @@ def error_code(body: bytes) -> int:
 class SharedServer(unittest.TestCase):
     """One lesson server (token TOKEN) for the whole class; tests here change no notes."""
 
+    server: procs.HttpServer  # setUpClass starts it
+
     @classmethod
     def setUpClass(cls) -> None:
         cls.server = procs.HttpServer(procs.ClassScope(cls))

@@ -143,6 +143,14 @@ class CommandLineTests(unittest.TestCase):
 class InstalledCommandTests(unittest.TestCase):
     """`pip install .` from a copy of the checkout, then the `notes-mcp` command as a host runs it."""
 
+    scratch: str  # setUpClass sets these
+    source: str
+    python: str
+    bindir: str
+    pip_output: str
+    command: str
+    purelib: str
+
     @classmethod
     def setUpClass(cls) -> None:
         cls.scratch = tempfile.mkdtemp(prefix="notes-mcp-package-")
