@@ -18,7 +18,7 @@ from typing import Any
 from unittest import mock
 
 from helpers import procs, store_workers
-from helpers.support import KEY, PRINCIPAL, WORKSPACE, Clock, ContractCase, Log, accept, call
+from helpers.support import KEY, PRINCIPAL, WORKSPACE, Clock, ContractCase, Log, accept, answered, call
 
 import assemble
 import audit
@@ -876,8 +876,8 @@ class PublishAudit(test_connect.InProcess):
         self.pages = connect.install(self.server, tokens, base_url=test_connect.BASE)
         self.store = self.pages.store
         self.service = self.store.service
-        self.alice = test_connect.Client(lambda message: self.server.handle(message, "alice"))
-        self.bob = test_connect.Client(lambda message: self.server.handle(message, "bob"))
+        self.alice = test_connect.Client(lambda message: answered(self.server, message, "alice"))
+        self.bob = test_connect.Client(lambda message: answered(self.server, message, "bob"))
 
     def decide(self, decision: str) -> dict[str, Any]:
         first = self.first()

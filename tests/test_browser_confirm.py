@@ -35,8 +35,8 @@ from test_connect import ALICE_TOKEN, BOB_TOKEN, BOB_WORKSPACE, Browser, grants,
 
 BASE = "http://127.0.0.1:5555"
 NO_FORM: dict[str, Any] = {}  # a host that declares no elicitation at all
-URL_ONLY = {"elicitation": {"url": {}}}
-FORM_ONLY = {"elicitation": {"form": {}}}
+URL_ONLY: dict[str, Any] = {"elicitation": {"url": {}}}
+FORM_ONLY: dict[str, Any] = {"elicitation": {"form": {}}}
 TOKENS = {"alice": ALICE_TOKEN, "bob": BOB_TOKEN}
 ALICE_NOTES = ["note-14", "note-3", "note-7", "note-99"]
 

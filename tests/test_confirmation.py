@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import unittest
+from typing import Any
 
 from helpers import support
 from helpers.support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call, make_server, note_ids, server_over, tps
@@ -25,7 +26,7 @@ class Answers(unittest.TestCase):
 
     def answer(self, responses) -> dict:
         self.next_id += 1
-        return self.server.handle(call(tps(), id=self.next_id, requestState=self.state, inputResponses=responses), PRINCIPAL)
+        return support.answered(self.server, call(tps(), id=self.next_id, requestState=self.state, inputResponses=responses), PRINCIPAL)
 
     def test_cancel_completes_without_deleting_and_keeps_the_state_usable(self) -> None:
         result = self.answer({"delete_choice": {"action": "cancel"}})["result"]
@@ -245,7 +246,7 @@ class ReplayBound(unittest.TestCase):
     def decline(self, principal: str, title: str = "Memo 1", request_id: int = 1) -> dict:
         state = support.answered(self.server, call(tps(title=title), id=request_id), principal)["result"]["requestState"]
         responses = {"delete_choice": {"action": "decline"}}
-        return self.server.handle(call(tps(title=title), id=request_id + 1, requestState=state, inputResponses=responses), principal)
+        return support.answered(self.server, call(tps(title=title), id=request_id + 1, requestState=state, inputResponses=responses), principal)
 
     def test_replay_capacity_is_per_principal_and_enforced_on_both_sides(self) -> None:
         for i in range(3):
@@ -377,7 +378,7 @@ class OneAnswerEntry(unittest.TestCase):
         arguments = self.FLOWS[name][0]
         message = call(arguments, id=self.next_id, capabilities={"elicitation": {"form": {}, "url": {}}}, **extra)
         message["params"]["name"] = name
-        return self.server.handle(message, PRINCIPAL)
+        return support.answered(self.server, message, PRINCIPAL)
 
     def first(self, name: str) -> dict:
         result = self.send(name)["result"]
@@ -456,6 +457,7 @@ class TheAnswerEntryItself(unittest.TestCase):
         return main.ToolCall(main.TOOL_NAME, tps(), meta, PRINCIPAL, self.state_text, responses)
 
     def test_no_responses_at_all_is_no_answer_to_a_form_or_to_any_other_question(self) -> None:
+        forms: Any  # values of several types, on purpose
         for forms in (None, set()):
             with self.subTest(forms=forms):
                 answered = self.server.confirmations.answer(self.tool_call(None), self.state, ["q"], forms=forms)

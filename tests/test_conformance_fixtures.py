@@ -19,7 +19,7 @@ import serve
 import streamable_http
 
 ALL = {"sampling": {}, "elicitation": {}, "roots": {"listChanged": True}}  # what the suite's client declares
-LESSON_CAPABILITIES = {"tools": {}}
+LESSON_CAPABILITIES: dict[str, Any] = {"tools": {}}
 
 
 def lesson() -> frame.Server:

@@ -27,10 +27,10 @@ ALICE_TOKEN = "alice-token-0123456789abcdef"
 BOB_TOKEN = "bob-token-0123456789abcdefgh"
 BOB_WORKSPACE = "file:///Users/bob/Notes"
 BASE = "http://127.0.0.1:5555"
-BOTH = {"elicitation": {"form": {}, "url": {}}}
-URL_ONLY = {"elicitation": {"url": {}}}
-FORM_ONLY = {"elicitation": {"form": {}}}
-URL_REQUIRED = {"requiredCapabilities": {"elicitation": {"url": {}}}}
+BOTH: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}}
+URL_ONLY: dict[str, Any] = {"elicitation": {"url": {}}}
+FORM_ONLY: dict[str, Any] = {"elicitation": {"form": {}}}
+URL_REQUIRED: dict[str, Any] = {"requiredCapabilities": {"elicitation": {"url": {}}}}
 EXPECTED_PAGE_HEADERS = {
     "content-type": "text/html; charset=utf-8",
     "x-frame-options": "DENY",
@@ -170,8 +170,8 @@ class InProcess(unittest.TestCase):
         self.pages = connect.install(self.server, {"alice": ALICE_TOKEN, "bob": BOB_TOKEN}, base_url=BASE)
         self.store = self.pages.store
         self.service = self.store.service
-        self.alice = Client(lambda message: self.server.handle(message, "alice"))
-        self.bob = Client(lambda message: self.server.handle(message, "bob"))
+        self.alice = Client(lambda message: support.answered(self.server, message, "alice"))
+        self.bob = Client(lambda message: support.answered(self.server, message, "bob"))
 
     def browser(self, peer: str = "127.0.0.1") -> Browser:
         def send(method: str, path: str, headers: list[tuple[str, str]], body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
@@ -217,6 +217,7 @@ class CapabilityTests(InProcess):
     """URL mode is asked for only when declared on this very request."""
 
     def test_form_only_declaration_gets_the_exact_32021_naming_url_mode(self) -> None:
+        capabilities: Any  # values of several types, on purpose
         for capabilities in (FORM_ONLY, {"elicitation": {}}, {}):
             with self.subTest(capabilities=capabilities):
                 response = self.alice.call(tps("TPS report 2025"), capabilities)
@@ -639,7 +640,7 @@ class PageBindingTests(InProcess):
         self.server = support.server_over(notes(), self.clock, {"<b>eve</b>": [WORKSPACE]}, log=self.log)
         pages = connect.install(self.server, {"<b>eve</b>": ALICE_TOKEN}, base_url=BASE)
         self.pages = pages
-        eve = Client(lambda message: self.server.handle(message, "<b>eve</b>"))
+        eve = Client(lambda message: support.answered(self.server, message, "<b>eve</b>"))
         path = self.connect_path(eve.call(tps("TPS report 2025"))["result"])
         browser = self.signed_in(path)
         browser.decide(path, "allow")

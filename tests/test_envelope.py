@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import unittest
+from typing import Any
 
 from helpers.support import PRINCIPAL, accept, answered, call, make_server, note_ids, request, tps
 
@@ -295,6 +296,7 @@ class ToolArguments(unittest.TestCase):
         return answered(self.server, message, PRINCIPAL).get("error", {}).get("code")
 
     def test_unknown_tool_is_invalid_params(self) -> None:
+        name: Any  # values of several types, on purpose
         for name in ("notes_remove", None, 5, "", [], ["notes_delete"], {}):
             with self.subTest(name=name):
                 message = call(tps())
@@ -302,6 +304,7 @@ class ToolArguments(unittest.TestCase):
                 self.assertEqual(self.code(message), main.INVALID_PARAMS)
 
     def test_arguments_that_are_not_an_object_are_invalid_params(self) -> None:
+        arguments: Any  # values of several types, on purpose
         for arguments in ([], "x", 5, None):
             with self.subTest(arguments=arguments):
                 self.assertEqual(self.code(call(arguments)), main.INVALID_PARAMS)

@@ -524,7 +524,7 @@ class LegacyShapeTests(unittest.TestCase):
 # ------------------------------------------------------------------ the core's other methods, logging, notifications,
 # sampling
 
-SUITE_CLIENT = {"sampling": {}, "elicitation": {}}  # what the 2025-11-25 suite's client declares
+SUITE_CLIENT: dict[str, Any] = {"sampling": {}, "elicitation": {}}  # what the 2025-11-25 suite's client declares
 MODERN_ONLY_KEYS = ("resultType", "ttlMs", "cacheScope", "_meta")
 
 
@@ -575,7 +575,7 @@ class LegacyForwardingTests(unittest.TestCase):
     def test_the_clients_own_meta_never_claims_capabilities_for_it(self) -> None:
         client, _, _ = fixtures_client(self, capabilities={})
         # (With the protocol version too, the request would be modern and answered statelessly.)
-        claimed = {main.META_CLIENT_CAPABILITIES: {"elicitation": {}}}
+        claimed: dict[str, Any] = {main.META_CLIENT_CAPABILITIES: {"elicitation": {}}}
         error = client.call("prompts/get", {"name": "test_input_required_result_prompt", "_meta": claimed})["error"]
         self.assertEqual(error["code"], main.MISSING_REQUIRED_CLIENT_CAPABILITY)
 

@@ -31,8 +31,8 @@ from test_browser_confirm import BASE, TOKENS, ConfirmBrowser  # noqa: E402
 from test_connect import ALICE_TOKEN, BOB_TOKEN, BOB_WORKSPACE, grants  # noqa: E402
 
 NO_FORM: dict[str, Any] = {}
-URL_ONLY = {"elicitation": {"url": {}}}
-FORM_ONLY = {"elicitation": {"form": {}}}
+URL_ONLY: dict[str, Any] = {"elicitation": {"url": {}}}
+FORM_ONLY: dict[str, Any] = {"elicitation": {"form": {}}}
 GROCERIES = "milk\neggs\u200b\n"  # a zero-width space the page must show
 
 

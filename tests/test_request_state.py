@@ -122,7 +122,7 @@ class Bindings(unittest.TestCase):
         self.claims = frame.KeyRing([KEY]).verify(self.state)
 
     def retry(self, state, principal: str = PRINCIPAL, arguments: dict | None = None) -> dict:
-        return self.server.handle(call(arguments or tps(), id=2, requestState=state, inputResponses=accept()), principal)
+        return answered(self.server, call(arguments or tps(), id=2, requestState=state, inputResponses=accept()), principal)
 
     def assert_refused(self, response: dict) -> None:
         self.assertEqual(response["error"], {"code": main.INVALID_PARAMS, "message": "Invalid params: requestState is not valid"})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import unittest
+from typing import Any
 
 from helpers import support
 from helpers.support import PRINCIPAL, WORKSPACE, accept, call, contained, make_server, note_ids, server_over, tps
@@ -211,6 +212,7 @@ class Authorization(unittest.TestCase):
     def test_grants_are_normalized_at_construction_and_bad_ones_refused(self) -> None:
         policy = main.AuthorizationPolicy({"alice": ["file://localhost/Users/alice/Documents/Notes/"]})
         self.assertEqual(policy.workspaces("alice"), [WORKSPACE])
+        grants: Any  # values of several types, on purpose
         for grants in ({"alice": ["http://x/y"]}, {"alice": "file:///a"}, {"": ["file:///a"]}, {7: ["file:///a"]}, {None: []}):
             with self.subTest(grants=grants):
                 with self.assertRaises(ValueError):

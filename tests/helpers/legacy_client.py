@@ -20,7 +20,7 @@ import legacy
 import main
 
 CLIENT_INFO = {"name": "scripted-legacy-client", "version": "1.0.0"}
-FORM_CLIENT = {"elicitation": {}}  # `{}` means form mode in 2025-11-25
+FORM_CLIENT: dict[str, Any] = {"elicitation": {}}  # `{}` means form mode in 2025-11-25
 
 
 class Wire(Protocol):

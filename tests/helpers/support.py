@@ -37,7 +37,7 @@ KEY = bytes(range(32))  # a test key; never used outside tests
 OTHER_KEY = bytes(range(100, 132))
 WORKSPACE = main.LESSON_WORKSPACE
 PRINCIPAL = main.LESSON_PRINCIPAL
-FORM = {"elicitation": {"form": {}}}
+FORM: dict[str, Any] = {"elicitation": {"form": {}}}
 
 # The base of a test mixin (one contract run against several stores): a TestCase to the type
 # checker, so the mixin's self.assertEqual(...) is checked; a plain object at run time, so the
