@@ -208,7 +208,7 @@ def notes_server(
     clock: Callable[[], float] = time.time,
     state_ttl: float = main.DEFAULT_STATE_TTL_SECONDS,
     log: Callable[[str], None] = main.stderr_log,
-    replay: stores.NotesStore | None = None,
+    replay: stores.NotesStore | main.MemoryReplayStore | None = None,
     tool: Callable[[main.Services], Any] = main.NotesDelete,
 ) -> Server:
     """A server serving notes_delete (`tool`: the lesson's, or the product's) over `notes`; `replay` defaults to the

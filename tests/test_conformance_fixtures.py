@@ -266,7 +266,7 @@ class InputRequiredTests(FixtureCase):
         tampered = dict(first, requestState=first["requestState"] + "-TAMPERED")
         answers = {"confirm": accept({"ok": True})}
         self.assertEqual(self.retry(name, tampered, answers)["error"], {"code": main.INVALID_PARAMS, "message": main.STATE_INVALID})
-        self.assertIn("refused requestState: bad MAC", self.server.log)  # type: ignore[operator]
+        self.assertIn("refused requestState: bad MAC", support.logged(self.server))
         self.assertEqual(self.retry(name, first, answers)["result"]["content"][0]["text"], "confirmed=True")
 
     def test_a_state_signed_for_one_fixture_is_refused_by_another(self) -> None:
@@ -628,7 +628,7 @@ class HeaderTests(FixtureCase):
                 self.assertEqual(response["error"]["code"], frame.HEADER_MISMATCH)
                 response = self.post("tools/call", {"name": name, "arguments": {}}, Mcp_Name=json.dumps(name))
                 self.assertIn(response["error"]["code"], (frame.HEADER_MISMATCH, main.INVALID_PARAMS))
-        self.assertEqual([line for line in self.server.log if "internal error" in line], [])  # type: ignore[attr-defined]
+        self.assertEqual([line for line in support.logged(self.server) if "internal error" in line], [])
 
     def test_header_values_compare_by_the_body_values_type(self) -> None:
         self.assertTrue(streamable_http.header_matches("true", True))

@@ -7,15 +7,16 @@ import json
 import unittest
 from typing import Any
 
-from helpers.support import PRINCIPAL, accept, answered, call, make_server, note_ids, request, tps
+from helpers.support import PRINCIPAL, accept, answered, call, logged, make_server, note_ids, request, tps
 
 import frame
 import main
 import streamable_http
 
 
-def wire(server: frame.Server, raw: bytes, headers=None) -> tuple[int, dict | None]:
-    """Bytes as HTTP carries them (with `headers`) or as stdio does; the HTTP status and decoded response."""
+def wire(server: frame.Server, raw: bytes, headers: list[tuple[str, str]] | None = None) -> tuple[int, Any]:
+    """Bytes as HTTP carries them (with `headers`) or as stdio does; the HTTP status and the decoded JSON response
+    (None when there is no body)."""
     if headers is not None:
         status, body = streamable_http.answer(server, raw, PRINCIPAL, headers)
         return status, None if body is None else json.loads(body)
@@ -24,7 +25,7 @@ def wire(server: frame.Server, raw: bytes, headers=None) -> tuple[int, dict | No
     return streamable_http.status_of(response), response
 
 
-def dispatch(server: frame.Server, message: dict, headers=None) -> tuple[int, dict | None]:
+def dispatch(server: frame.Server, message: dict, headers: list[tuple[str, str]] | None = None) -> tuple[int, Any]:
     """One decoded message through the core, as `wire` carries it."""
     return wire(server, frame.encode_message(message), headers)
 
@@ -134,7 +135,7 @@ class MethodsAndNotifications(unittest.TestCase):
         self.assertEqual(response["error"]["code"], main.INVALID_REQUEST)
         self.assertNotIn("id", response)
         self.assertIn("note-14", note_ids(self.server))
-        self.assertTrue(any("id-less" in line for line in self.server.log))
+        self.assertTrue(any("id-less" in line for line in logged(self.server)))
 
 
 class RequestMeta(unittest.TestCase):

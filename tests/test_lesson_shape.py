@@ -10,7 +10,7 @@ import subprocess
 import sys
 import unittest
 
-from helpers.support import CODE, PRINCIPAL, ROOT, call, make_server, tps
+from helpers.support import CODE, PRINCIPAL, ROOT, call, logged, make_server, tps
 
 import main
 
@@ -550,7 +550,7 @@ class FileShape(unittest.TestCase):
         server.services.notes.candidates = lambda workspace, title: 1 / 0  # type: ignore[method-assign]
         response = server.handle(call(tps()), PRINCIPAL)
         self.assertEqual(response, {"jsonrpc": "2.0", "id": 1, "error": {"code": main.INTERNAL_ERROR, "message": "Internal error"}})
-        self.assertTrue(any("ZeroDivisionError" in line for line in server.log))
+        self.assertTrue(any("ZeroDivisionError" in line for line in logged(server)))
 
 
 LIST_IDS = (

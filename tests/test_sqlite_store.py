@@ -16,7 +16,7 @@ from unittest import mock
 
 from helpers import old_schemas, sql_stores, store_workers
 from helpers.sql_stores import consume_command, race_notes
-from helpers.support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, answered, call, claims_of, tps
+from helpers.support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, answered, call, claims_of, logged, tps
 
 import frame
 import main
@@ -884,7 +884,7 @@ class WriteFailures(StoreCase):
         finally:
             lift()
         self.assertIs(result["isError"], True)
-        self.assertNotIn("Traceback", "\n".join(server.log))
+        self.assertNotIn("Traceback", "\n".join(logged(server)))
         self.assertEqual(answered(server, retry, PRINCIPAL)["result"]["structuredContent"], {"deleted": True, "noteId": "note-14"})
 
 

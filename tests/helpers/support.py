@@ -81,11 +81,18 @@ class Clock:
         return self.now
 
 
-class Log(list):
+class Log(list[str]):
     """A log sink that keeps every line, so tests can assert what went to stderr."""
 
     def __call__(self, line: str) -> None:
         self.append(line)
+
+
+def logged(server: main.Server) -> Log:
+    """The lines a server built here (make_server, make_lesson_server, server_over) logged."""
+    if not isinstance(server.services.log, Log):
+        raise AssertionError("this server logs elsewhere")
+    return server.services.log
 
 
 def make_server(clock: Clock | None = None, log: Log | None = None, **kwargs: Any) -> frame.Server:
@@ -94,7 +101,7 @@ def make_server(clock: Clock | None = None, log: Log | None = None, **kwargs: An
     return server_over(main.lesson_notes(), clock=clock, log=log if log is not None else Log(), **kwargs)
 
 
-def make_lesson_server(clock: Clock | None = None, log: Log | None = None, **kwargs: Any) -> frame.Server:
+def make_lesson_server(clock: Clock | None = None, log: Log | None = None, **kwargs: Any) -> main.Server:
     """The lesson's own server (main.lesson_server) with the test key, an injected clock and a captured log."""
     return main.lesson_server(KEY, clock=clock or Clock(), log=log if log is not None else Log(), **kwargs)
 
