@@ -836,7 +836,8 @@ class ContextTests(unittest.TestCase):
 
     def test_a_client_version_follows_the_name_and_one_that_is_not_a_string_is_left_out(self) -> None:
         message = call({"workspaceUri": WORKSPACE, "title": "x"})
-        info = message["params"]["_meta"]["io.modelcontextprotocol/clientInfo"] = {"name": "host", "version": "2.1"}
+        info: dict[str, Any] = {"name": "host", "version": "2.1"}
+        message["params"]["_meta"]["io.modelcontextprotocol/clientInfo"] = info
         self.assertEqual(audit.context_of(main.parse_envelope(message)).client_name, "host/2.1")
         info["version"] = 2.1
         self.assertEqual(audit.context_of(main.parse_envelope(message)).client_name, "host")
@@ -902,8 +903,8 @@ class PublishAudit(test_connect.InProcess):
     def test_an_entry_is_completed_only_with_an_outcome_a_tool_reports_after_consuming(self) -> None:
         for reason in (audit.DECLINED, audit.NOT_CONFIRMED, audit.DENIED):
             self.assertEqual(audit.result_outcome(main.tool_result("t", {"reason": reason})), reason)
-        for reason in (audit.DELETED, audit.RESTORED, audit.PENDING, "cancelled", ["declined"]):
-            self.assertIsNone(audit.result_outcome(main.tool_result("t", {"reason": reason})))
+        for other in (audit.DELETED, audit.RESTORED, audit.PENDING, "cancelled", ["declined"]):
+            self.assertIsNone(audit.result_outcome(main.tool_result("t", {"reason": other})))
         self.assertEqual(audit.result_outcome(main.tool_result("t", {"published": True})), audit.PUBLISHED)
         self.assertEqual(audit.result_outcome(main.tool_result("t", is_error=True)), audit.REFUSED)
 
@@ -916,12 +917,14 @@ class ServeWiring(unittest.TestCase):
                       "deletion": "unlink", "trashDays": 2.0, "auditMaxEntries": 7}  # fmt: skip
             server = assemble.build_server(config, [KEY])
             self.addCleanup(assemble.close_store, server.notes)
-            self.assertEqual(server.services.notes.retention, audit.Retention("unlink", 2 * audit.DAY_SECONDS, max_entries=7))
+            sql: Any = server.services.notes  # the database store, in whichever wrapper serves it
+            self.assertEqual(sql.retention, audit.Retention("unlink", 2 * audit.DAY_SECONDS, max_entries=7))
             self.assertIsNot(server.methods["tools/call"], main.call_tool)
             grants["alice"]["notesDirs"] = [folder]
             folders = assemble.build_store(config)
             self.addCleanup(folders.close)
-            self.assertEqual((folders.retention, folders.nonces.retention), (server.services.notes.retention,) * 2)
+            assert isinstance(folders, markdown_store.MarkdownNotesStore)  # now it names notes folders
+            self.assertEqual((folders.retention, folders.nonces.retention), (sql.retention,) * 2)
             memory = assemble.build_server({"principals": {"alice": {"token": None, "workspaces": []}}, "stdioPrincipal": "alice"}, [KEY])
             self.assertIs(memory.methods["tools/call"], frame.call_tool)  # the frame's (JSON text too), unwrapped: no audit
 

@@ -13,6 +13,7 @@ from helpers.support import KEY, PRINCIPAL, WORKSPACE, Clock, Log, accept, call,
 import confirmations
 import frame
 import main
+import stores
 
 ALL = ["evil-1", "note-14", "note-3", "note-7", "note-99", "tmp-1"]
 
@@ -119,8 +120,8 @@ class LiveRecheck(unittest.TestCase):
         self.state = support.answered(self.server, call(tps()), PRINCIPAL)["result"]["requestState"]
 
     def accept_and_replay(self) -> tuple[dict, dict]:
-        first = self.server.handle(call(tps(), id=2, requestState=self.state, inputResponses=accept()), PRINCIPAL)
-        second = self.server.handle(call(tps(), id=3, requestState=self.state, inputResponses=accept()), PRINCIPAL)
+        first = support.answered(self.server, call(tps(), id=2, requestState=self.state, inputResponses=accept()), PRINCIPAL)
+        second = support.answered(self.server, call(tps(), id=3, requestState=self.state, inputResponses=accept()), PRINCIPAL)
         return first, second
 
     def assert_changed_and_consumed(self, expected_ids: list[str]) -> None:
@@ -190,7 +191,7 @@ class Atomicity(unittest.TestCase):
         self.assertNotIn("secret", str(response))
         self.assertTrue(any("Traceback" in line and "/secret/path" in line for line in log))
         self.assertEqual(note_ids(server), ALL)
-        self.assertFalse(server.services.notes.is_consumed(frame.KeyRing([KEY]).verify(state)["nonce"]))
+        self.assertFalse(stores.store_of(server.services).is_consumed(frame.KeyRing([KEY]).verify(state)["nonce"]))
 
 
 class ConsumeContract(unittest.TestCase):
@@ -265,7 +266,7 @@ class ReplayBound(unittest.TestCase):
         self.assertIs(refused["result"]["isError"], True)
         self.assertIn("n2", [n.id for n in self.server.services.notes.all()])
         nonce = frame.KeyRing([KEY]).verify(state)["nonce"]
-        self.assertFalse(self.server.services.notes.is_consumed(nonce))
+        self.assertFalse(stores.store_of(self.server.services).is_consumed(nonce))
 
     def test_expired_confirmations_are_pruned_by_the_injected_clock(self) -> None:
         for i in range(3):
@@ -462,7 +463,7 @@ class TheAnswerEntryItself(unittest.TestCase):
             with self.subTest(forms=forms):
                 answered = self.server.confirmations.answer(self.tool_call(None), self.state, ["q"], forms=forms)
                 self.assertEqual(answered, confirmations.Answered(confirmations.Reply.ASK_AGAIN, {}, None))
-        self.assertFalse(self.server.services.notes.is_consumed(self.state.nonce))
+        self.assertFalse(stores.store_of(self.server.services).is_consumed(self.state.nonce))
 
     def test_a_choice_is_read_from_the_first_question_and_must_be_one_the_state_offered(self) -> None:
         responses = {
@@ -476,5 +477,5 @@ class TheAnswerEntryItself(unittest.TestCase):
         with self.assertRaises(main.McpError) as refused:
             self.server.confirmations.answer(self.tool_call(responses), self.state, ["b", "a"], choice="note_id")
         self.assertEqual(refused.exception.code, main.INVALID_PARAMS)
-        self.assertFalse(self.server.services.notes.is_consumed(self.state.nonce))
+        self.assertFalse(stores.store_of(self.server.services).is_consumed(self.state.nonce))
         self.assertEqual(note_ids(self.server), ALL)
