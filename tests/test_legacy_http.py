@@ -56,7 +56,7 @@ class LegacyHttpFlowTests(unittest.TestCase):
         tools = self.client.call("tools/list")["result"]["tools"]
         self.assertIn(main.TOOL_NAME, [tool["name"] for tool in tools])
         message, stream = self.client.delete()
-        form = stream.event()
+        form = stream.message()
         self.assertEqual((form["method"], form["id"]), ("elicitation/create", main.INPUT_KEY))
         self.assertEqual(choices(form), ALL_LESSON_NOTES)
         return message, stream, form
@@ -227,23 +227,23 @@ class DualEraHttpTests(unittest.TestCase):
         client = HttpLegacyClient(self, server.port)
         client.initialize()
         _, stream = client.delete()
-        form = stream.event()
+        form = stream.message()
         # A modern request that carries the legacy session id: served statelessly, no id minted.
         modern = request("server/discover", id="d")
-        status, headers, body = procs.post(server.connect(self), modern, procs.mcp_headers(modern) | {"Mcp-Session-Id": client.session_id})
+        status, headers, body = procs.post(server.connect(self), modern, procs.mcp_headers(modern) | {"Mcp-Session-Id": str(client.session_id)})
         self.assertEqual(status, 200)
         self.assertNotIn("mcp-session-id", headers)
         self.assertEqual(json.loads(body)["result"]["resultType"], "complete")
         # A modern MRTR delete completes beside it.
         first = call(tps(), id="m1")
-        status, _, body = procs.post(server.connect(self), first, procs.mcp_headers(first) | {"Mcp-Session-Id": client.session_id})
+        status, _, body = procs.post(server.connect(self), first, procs.mcp_headers(first) | {"Mcp-Session-Id": str(client.session_id)})
         state = json.loads(body)["result"]["requestState"]
         retry = call(tps(), id="m2", requestState=state, inputResponses=support.accept("note-3"))
         status, _, body = procs.post(server.connect(self), retry)
         self.assertEqual(json.loads(body)["result"]["structuredContent"], {"deleted": True, "noteId": "note-3"})
         # The legacy form offered note-3 before; choosing it now deletes nothing more.
         self.assertEqual(client.answer(form, accepted("note-3")), 202)
-        result = stream.event()["result"]
+        result = stream.message()["result"]
         self.assertTrue(result["isError"])
         self.assertIn("nothing was deleted", texts(result))
         self.assertEqual(modern_choices(server.port, self), ["note-7", "note-14"])
@@ -296,11 +296,11 @@ class LongLivedHostTests(unittest.TestCase):
 
     def test_a_streaming_hosts_session_outlives_a_hundred_short_runs_and_its_form_completes(self) -> None:
         _, stream = self.host.delete()
-        form = stream.event()
+        form = stream.message()
         self.assertEqual(form["method"], "elicitation/create")
         self.short_runs(SHORT_RUNS)
         self.assertEqual(self.host.answer(form, accepted("note-14")), 202)
-        self.assertEqual(stream.event()["result"]["structuredContent"], {"deleted": True, "noteId": "note-14"})
+        self.assertEqual(stream.message()["result"]["structuredContent"], {"deleted": True, "noteId": "note-14"})
         self.assertEqual(self.tool_names(self.host), [main.TOOL_NAME])
         self.assertEqual(modern_choices(self.server.port, self), ["note-3", "note-7"])
 
@@ -340,8 +340,8 @@ class LegacyHttpAuditTests(unittest.TestCase):
             status, _, response = client.open(message)
             self.assertEqual(status, 200)
             stream = SseReader(response)
-            self.assertEqual(client.answer(stream.event(), answer), 202)
-            self.assertEqual(stream.event()["id"], call_id)
+            self.assertEqual(client.answer(stream.message(), answer), 202)
+            self.assertEqual(stream.message()["id"], call_id)
         server.stop()  # the database as the server left it
         host_name = f"{CLIENT_INFO['name']}/{CLIENT_INFO['version']}"
         entries = [(e["principal"], e["outcome"], e["note_id"], e["request_id"], e["client_name"]) for e in store.entries()]
@@ -441,7 +441,7 @@ class LegacyStreamsDoNotStarveTests(unittest.TestCase):
             self.assertEqual(client.answer(form, {"action": "cancel"}), 202)
             self.assertFalse(stream.event()["result"]["structuredContent"]["deleted"])
         _, stream = extra.delete()  # slots are free again
-        self.assertEqual(stream.event()["method"], "elicitation/create")
+        self.assertEqual(stream.message()["method"], "elicitation/create")
 
 
 # ------------------------------------------------------------------ in process: the bounds and the clean-up
@@ -465,6 +465,13 @@ class InProcess:
         body = message if isinstance(message, bytes) else json.dumps(message).encode()
         self.last = http_server.Request(method, "/mcp", "HTTP/1.1", support.engine_headers(headers), body, ("127.0.0.1", 1), threading.Event())
         return self.sessions.route(self.last, principal)
+
+    def live(self, session_id: str) -> legacy.LegacySession:
+        """The session `session_id` names, which must still be open."""
+        core = self.sessions.session(session_id)
+        if core is None:
+            raise AssertionError(f"session {session_id!r} is gone")
+        return core
 
     def initialize(self, principal: str = support.PRINCIPAL, capabilities: dict[str, Any] = FORM_CLIENT) -> str:
         params = {"protocolVersion": legacy.LATEST_LEGACY_VERSION, "capabilities": capabilities, "clientInfo": {"name": "t", "version": "1"}}
@@ -595,7 +602,7 @@ class SessionBoundsTests(unittest.TestCase):
     def test_a_session_idle_past_the_limit_is_404_and_gone(self) -> None:
         side = InProcess(self)
         session_id = side.initialize()
-        core = side.sessions.session(session_id)
+        core = side.live(session_id)
         side.clock.now += legacy_http.SESSION_IDLE_SECONDS + 1
         self.assertEqual(side.ping(session_id), 404)
         self.assertIsNone(side.sessions.session(session_id))
@@ -619,7 +626,7 @@ class StreamBoundsTests(unittest.TestCase):
         session_id = side.initialize()
         forms = [side.open_form(session_id)[1] for _ in range(legacy_http.MAX_PENDING_PER_SESSION)]
         self.assertEqual(len({form["id"] for form in forms}), legacy_http.MAX_PENDING_PER_SESSION)
-        self.assertEqual(side.sessions.session(session_id).pending(), legacy_http.MAX_PENDING_PER_SESSION)
+        self.assertEqual(side.live(session_id).pending(), legacy_http.MAX_PENDING_PER_SESSION)
 
     def test_one_form_over_the_per_session_limit_is_a_tool_error_and_asks_nothing(self) -> None:
         side = InProcess(self)
@@ -629,18 +636,18 @@ class StreamBoundsTests(unittest.TestCase):
         result = side.call_result(session_id)
         self.assertTrue(result["isError"])
         self.assertIn("Too many forms are waiting", texts(result))
-        self.assertEqual(side.sessions.session(session_id).pending(), legacy_http.MAX_PENDING_PER_SESSION)
+        self.assertEqual(side.live(session_id).pending(), legacy_http.MAX_PENDING_PER_SESSION)
         self.assertEqual(len(support.note_ids(side.server)), len(main.lesson_notes()))
 
     def test_streams_up_to_the_server_limit_open_and_one_more_is_refused_until_one_ends(self) -> None:
-        side, streams = InProcess(self, server=shared_workspace_server(["alice", "bob", "carol"])), []
+        side, streams = InProcess(self, server=shared_workspace_server(["alice", "bob", "carol"])), list[Any]()
         fill_streams(side, ["alice", "bob"], streams, legacy_http.MAX_LEGACY_STREAMS)
         self.assertEqual(len(streams), legacy_http.MAX_LEGACY_STREAMS)
         last = "carol"
         fresh = side.initialize(last)
         busy = side.call_result(fresh, last)
         self.assertIn("Too many forms are open on this server", texts(busy))
-        self.assertEqual(side.sessions.session(fresh).pending(), 0)
+        self.assertEqual(side.live(fresh).pending(), 0)
         streams[0].close()  # as the engine does when the client goes away
         self.assertEqual(side.open_form(fresh, last)[1]["method"], "elicitation/create")
 
@@ -652,7 +659,7 @@ class StreamBoundsTests(unittest.TestCase):
         busy = side.call_result(alices[0], "alice")
         self.assertTrue(busy["isError"])
         self.assertEqual(texts(busy), legacy_http.PRINCIPAL_STREAMS_BUSY)
-        self.assertEqual(sum(side.sessions.session(sid).pending() for sid in alices), legacy_http.MAX_LEGACY_STREAMS_PER_PRINCIPAL)
+        self.assertEqual(sum(side.live(sid).pending() for sid in alices), legacy_http.MAX_LEGACY_STREAMS_PER_PRINCIPAL)
         bobs = side.initialize("bob")
         self.assertEqual(side.open_form(bobs, "bob")[1]["method"], "elicitation/create")  # not locked out
         streams[0].close()
@@ -673,8 +680,7 @@ class AbandonedFormTests(unittest.TestCase):
         self.assertTrue(result["isError"])
         self.assertIn("form was not answered", texts(result))
         self.assertEqual(list(stream), [])  # the stream ends
-        core = side.sessions.session(session_id)
-        self.assertEqual(core.pending(), 0)
+        self.assertEqual(side.live(session_id).pending(), 0)
         self.assertEqual(side.route({"jsonrpc": "2.0", "id": form["id"], "result": accepted()}, session_id).status, 202)
         self.assertEqual(len(support.note_ids(side.server)), len(main.lesson_notes()))  # the late answer consumed nothing
 
@@ -685,7 +691,7 @@ class AbandonedFormTests(unittest.TestCase):
         side.last.gone.set()  # what the engine does when the peer closes its connection
         self.assertEqual(list(stream), [])  # no result: nobody is there to read it
         stream.close()
-        self.assertEqual(side.sessions.session(session_id).pending(), 0)
+        self.assertEqual(side.live(session_id).pending(), 0)
         self.assertEqual(side.route({"jsonrpc": "2.0", "id": form["id"], "result": accepted()}, session_id).status, 202)
         self.assertEqual(len(support.note_ids(side.server)), len(main.lesson_notes()))
 
@@ -695,7 +701,7 @@ class AbandonedFormTests(unittest.TestCase):
         stream, form = side.open_form(session_id)
         stream.close()
         stream.close()  # idempotent: the slot is given back once
-        self.assertEqual(side.sessions.session(session_id).pending(), 0)
+        self.assertEqual(side.live(session_id).pending(), 0)
         side.route({"jsonrpc": "2.0", "id": form["id"], "result": accepted()}, session_id)
         self.assertEqual(len(support.note_ids(side.server)), len(main.lesson_notes()))
 

@@ -187,6 +187,13 @@ class SseReader:
             if field == b"data":
                 data.append(value.removeprefix(b" "))
 
+    def message(self) -> dict[str, Any]:
+        """The next event's JSON message, which must come: the stream ending first is an AssertionError."""
+        event = self.event()
+        if event is None:
+            raise AssertionError("the stream ended before the message expected")
+        return event
+
     def rest(self) -> list[dict[str, Any]]:
         """Every further event until the server ends the stream."""
         events = []
