@@ -22,6 +22,7 @@ import audit
 import folder_paths
 import folder_trash
 import frame
+import ledger
 import main
 import sqlite_store
 import stores
@@ -32,6 +33,13 @@ ALWAYS = lambda note: True  # noqa: E731 - a recheck that accepts every live not
 SECRET = "# TPS report (outside)\nmust survive\n"
 STRESS_TRIES = 200  # raced deletions in the exchange stress test
 
+
+
+def ledger_db(store: MarkdownNotesStore) -> sqlite_store.SqliteDatabase:
+    """The SQLite database the folder store's ledger writes through (its confirmation database)."""
+    sql = store.nonces
+    assert isinstance(sql, ledger.SqlLedger) and isinstance(sql.db, sqlite_store.SqliteDatabase)
+    return sql.db
 
 class FolderCase(unittest.TestCase):
     """A temporary tree: base/ws is the notes folder, base/outside must never be touched."""
@@ -353,18 +361,18 @@ class DeletionTests(FolderCase):
             if stage == when:
                 raise KeyboardInterrupt("simulated death")
 
-        store.nonces.db._inside_transaction_hook = crash
+        ledger_db(store)._inside_transaction_hook = crash
         with self.assertRaises(KeyboardInterrupt):
             store.consume(PRINCIPAL, "n1", self.clock.now + main.DEFAULT_STATE_TTL_SECONDS, (note.id, note.version), ALWAYS)
-        store.nonces.db._inside_transaction_hook = None
+        ledger_db(store)._inside_transaction_hook = None
 
     def between_claim_and_move(self, action: Callable[[], None]) -> MarkdownNotesStore:
         """Consume the chosen note with `action` run after the claim commits, before the move; the store."""
         store = self.store()
         (note,) = store.candidates(main.parse_file_uri(self.uri()), "2025")
-        store.nonces.db._inside_transaction_hook = lambda stage: action() if stage == "committed" else None
+        ledger_db(store)._inside_transaction_hook = lambda stage: action() if stage == "committed" else None
         outcome = store.consume(PRINCIPAL, "n1", self.clock.now + 60, (note.id, note.version), ALWAYS)
-        store.nonces.db._inside_transaction_hook = None
+        ledger_db(store)._inside_transaction_hook = None
         self.assertIs(outcome, main.Settlement.CHANGED)
         self.assertEqual(self.trashed(), [])
         self.assertEqual([e["outcome"] for e in store.audit_entries()], [audit.REFUSED])
@@ -789,10 +797,10 @@ class FolderIdentityTests(FolderCase):
     def test_a_swap_between_the_claim_and_the_move_moves_nothing_and_releases_the_claim(self) -> None:
         store = self.both()
         (note,) = store.candidates(self.alice_path(), "TPS")
-        store.nonces.db._inside_transaction_hook = lambda stage: self.link_bob_at_alice() if stage == "committed" else None
+        ledger_db(store)._inside_transaction_hook = lambda stage: self.link_bob_at_alice() if stage == "committed" else None
         with self.assertRaises(stores.StoreRefused) as caught:
             store.consume(PRINCIPAL, "n1", self.clock.now + 60, (note.id, note.version), ALWAYS)
-        store.nonces.db._inside_transaction_hook = None
+        ledger_db(store)._inside_transaction_hook = None
         self.assert_replaced(caught, main.format_file_uri(self.alice_path()))
         self.assertEqual(self.snapshot(self.alice + "-old"), {"tps.md": "# TPS alice\n"})
         self.assertEqual(self.snapshot(self.bob), self.bob_before)

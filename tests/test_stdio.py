@@ -130,6 +130,7 @@ class StdioShutdownTests(unittest.TestCase):
 
         server = procs.Process(self, ["--stdio"], procs.server_env(NOTES_MCP_SECRET=procs.SECRET), stdin=subprocess.PIPE)
         initialize = {"protocolVersion": legacy.LATEST_LEGACY_VERSION, "capabilities": legacy_client.FORM_CLIENT, "clientInfo": legacy_client.CLIENT_INFO}
+        assert server.proc.stdin is not None and server.proc.stdout is not None  # both piped above
         server.proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": initialize}).encode() + b"\n")
         server.proc.stdin.flush()
         self.assertIn(b'"result"', server.proc.stdout.readline())

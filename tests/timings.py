@@ -99,7 +99,7 @@ class Ledger:
             row[1] += self.children[owner]
             row[2] += self.wall[owner]
             row[3] += self.processes[owner]
-        return sorted(((key, *row) for key, row in sums.items()), key=lambda row: -row[1])
+        return sorted(((key, row[0], row[1], row[2], row[3]) for key, row in sums.items()), key=lambda row: -row[1])
 
 
 def _name(cls: type) -> str:
@@ -129,10 +129,10 @@ def _instrument(ledger: Ledger) -> list[tuple[Any, str, Any]]:
         with ledger.charge((previous.__module__ if previous is not None else "(none)") + ".(module)"):
             return _orig(self, result)
 
-    suite._handleClassSetUp = class_setup  # type: ignore[method-assign]
-    suite._tearDownPreviousClass = class_teardown  # type: ignore[method-assign]
-    suite._handleModuleFixture = module_setup  # type: ignore[method-assign]
-    suite._handleModuleTearDown = module_teardown  # type: ignore[method-assign]
+    suite._handleClassSetUp = class_setup  # type: ignore[attr-defined]  # a private unittest hook, not in typeshed
+    suite._tearDownPreviousClass = class_teardown  # type: ignore[attr-defined]  # a private unittest hook, not in typeshed
+    suite._handleModuleFixture = module_setup  # type: ignore[attr-defined]  # a private unittest hook, not in typeshed
+    suite._handleModuleTearDown = module_teardown  # type: ignore[attr-defined]  # a private unittest hook, not in typeshed
     return saved
 
 
