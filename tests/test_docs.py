@@ -959,7 +959,7 @@ class FiguresTests(unittest.TestCase):
         self.assertGreaterEqual(quoted, 60)
 
     def test_the_limit_checker_converts_units_and_reports_a_stale_value(self) -> None:
-        constants = {"WAIT_MS": {"a": 2000}, "PAUSE_SECONDS": {"a": 0.01}, "MAX_BYTES": {"a": 16384, "b": 64}}
+        constants: dict[str, dict[str, float]] = {"WAIT_MS": {"a": 2000}, "PAUSE_SECONDS": {"a": 0.01}, "MAX_BYTES": {"a": 16384, "b": 64}}
         good = (
             "`WAIT_MS` (2 s) `WAIT_MS` = 2000 `PAUSE_SECONDS` (10 ms) `MAX_BYTES` (16 KiB) `b.MAX_BYTES` (64)\n| "
             "`MAX_BYTES` | 64 |\n"

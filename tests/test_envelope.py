@@ -183,7 +183,7 @@ class RequestMeta(unittest.TestCase):
                 self.assertEqual(error["code"], main.MISSING_REQUIRED_CLIENT_CAPABILITY)
 
     def test_form_elicitation_is_declared_by_an_empty_elicitation_or_a_form_object_only(self) -> None:
-        declared = {
+        declared: dict[str, tuple[Any, bool]] = {
             "empty elicitation": ({"elicitation": {}}, True),
             "form": ({"elicitation": {"form": {}}}, True),
             "form and url": ({"elicitation": {"form": {}, "url": {}}}, True),
@@ -213,7 +213,7 @@ class HttpHeaderChecks(unittest.TestCase):
         return status, response.get("error", {}).get("code")
 
     def test_missing_or_different_headers_get_32020_and_400(self) -> None:
-        cases = {
+        cases: dict[str, dict[str, Any]] = {
             "no version": {"MCP-Protocol-Version": None},
             "other version": {"MCP-Protocol-Version": "2025-11-25"},
             "no method": {"Mcp-Method": None},
@@ -318,9 +318,9 @@ class ToolArguments(unittest.TestCase):
             "'extra'": {**tps(), "extra": 1},
             "title must be": tps(title=""),
             "not only spaces": tps(title="   "),
-            "title must be 1": tps(title=7),
+            "title must be 1": {**tps(), "title": 7},
             "title must be 1..": tps(title="x" * (main.MAX_TITLE_LENGTH + 1)),
-            "workspaceUri must": tps(workspace=None),
+            "workspaceUri must": {**tps(), "workspaceUri": None},
             "workspaceUri must be": tps(workspace="f" * (main.MAX_URI_LENGTH + 1)),
             "workspaceUri ": tps(workspace=""),
         }

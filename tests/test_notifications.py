@@ -21,8 +21,9 @@ def chatty_tool(server: frame.Server) -> None:
 
     def call(tool_call: main.ToolCall) -> dict:
         for step in (1, 2):
-            if frame.context().notify is not None:
-                frame.context().notify({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "t", "progress": step, "total": 2}})
+            notify = frame.context().notify
+            if notify is not None:
+                notify({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "t", "progress": step, "total": 2}})
         return main.tool_result("done")
 
     server.add_tool(types.SimpleNamespace(descriptor={"name": "chatty", "inputSchema": {"type": "object"}}, call=call))
@@ -42,7 +43,9 @@ class StreamedNotifications(unittest.TestCase):
             ("Content-Type", "application/json"), ("Accept", accept), ("Content-Length", str(len(body))),
             ("MCP-Protocol-Version", main.PROTOCOL_VERSION), ("Mcp-Method", "tools/call"), ("Mcp-Name", "chatty"),
         ]  # fmt: skip
-        return self.endpoint(http_server.Request("POST", "/mcp", "HTTP/1.1", support.engine_headers(headers), body, ("127.0.0.1", 1), threading.Event()))
+        response = self.endpoint(http_server.Request("POST", "/mcp", "HTTP/1.1", support.engine_headers(headers), body, ("127.0.0.1", 1), threading.Event()))
+        assert isinstance(response, http_server.Response)  # read whole: these answers are never left streaming
+        return response
 
     def test_a_client_accepting_an_event_stream_gets_the_notifications_then_the_response(self) -> None:
         response = self.post("application/json, text/event-stream")

@@ -8,6 +8,7 @@ import hmac
 import inspect
 import json
 import unittest
+from typing import Any
 
 from helpers.support import (
     KEY,
@@ -50,6 +51,7 @@ class Sealing(unittest.TestCase):
 
     def test_keys_shorter_than_the_minimum_are_refused_and_the_minimum_is_accepted(self) -> None:
         frame.KeyRing([b"k" * main.MIN_KEY_BYTES])
+        keys: Any  # values of several types, on purpose
         for keys in ([b"k" * (main.MIN_KEY_BYTES - 1)], [], b"k" * 64, ["k" * 64], [KEY, b"short"]):
             with self.subTest(keys=str(keys)[:40]):
                 with self.assertRaises(ValueError):
@@ -173,7 +175,7 @@ class Bindings(unittest.TestCase):
     def test_malformed_payload_fields_are_refused_one_by_one(self) -> None:
         good = dict(self.claims)
         self.assertEqual(main.StatePayload.parse(good).nonce, good["nonce"])
-        bad = {
+        bad: dict[str, dict[str, Any]] = {
             "iat true": {"iat": True},
             "iat infinite": {"iat": float("-inf")},
             "exp infinite": {"exp": float("inf")},
@@ -280,6 +282,7 @@ class Bindings(unittest.TestCase):
 class ServerConstruction(unittest.TestCase):
     def test_state_ttl_must_be_finite_positive_and_bounded(self) -> None:
         lesson = make_server()
+        ttl: Any  # values of several types, on purpose
         for ttl in (0, -1, float("nan"), float("inf"), main.MAX_STATE_TTL_SECONDS + 1, "300"):
             with self.subTest(ttl=ttl):
                 with self.assertRaises(ValueError):

@@ -162,7 +162,7 @@ class Authorization(unittest.TestCase):
         self.assertEqual(len(note_ids(server)), 6)
 
     def test_a_one_character_title_is_accepted(self) -> None:
-        result = make_server().handle(call(tps(title="T")), PRINCIPAL)["result"]
+        result = support.answered(make_server(), call(tps(title="T")), PRINCIPAL)["result"]
         self.assertEqual(result["resultType"], "input_required")
 
     def test_a_refusal_names_the_callers_own_workspaces_and_nobody_elses_whatever_notes_exist(self) -> None:
@@ -240,11 +240,11 @@ class Authorization(unittest.TestCase):
         def server_with(count: int) -> frame.Server:
             return server_over([main.Note(f"n{i}", f"Memo {i:03}", f"{WORKSPACE}/m{i}.md") for i in range(count)])
 
-        at_limit = server_with(main.MAX_CANDIDATES).handle(call(tps(title="Memo")), PRINCIPAL)["result"]
+        at_limit = support.answered(server_with(main.MAX_CANDIDATES), call(tps(title="Memo")), PRINCIPAL)["result"]
         options = at_limit["inputRequests"]["delete_choice"]["params"]["requestedSchema"]["properties"]["note_id"]["oneOf"]
         self.assertEqual(len(options), main.MAX_CANDIDATES)
         self.assertLessEqual(len(at_limit["requestState"]), main.MAX_STATE_LENGTH)
-        over = server_with(main.MAX_CANDIDATES + 1).handle(call(tps(title="Memo")), PRINCIPAL)["result"]
+        over = support.answered(server_with(main.MAX_CANDIDATES + 1), call(tps(title="Memo")), PRINCIPAL)["result"]
         self.assertIs(over["isError"], True)
         self.assertNotIn("inputRequests", over)
 
@@ -281,7 +281,7 @@ class NoteVersions(unittest.TestCase):
 class MemoryLookup(unittest.TestCase):
     """The memory store finds exactly what the definition finds: title contains the query, inside the workspace."""
 
-    def store(self, notes: list[main.Note]) -> main.MemoryNotesStore:
+    def store(self, notes: list[main.Note]) -> stores.MemoryStore:
         return stores.MemoryStore(notes, main.MemoryReplayStore(support.Clock()))
 
     def brute(self, notes: list[main.Note], workspace: main.Path, query: str) -> list[str]:

@@ -162,7 +162,9 @@ class HttpServer(Process):
         if not self.url_seen.wait(GUARD) or self.url is None:
             self.stop()
             test.fail("server did not print its URL:\n" + self.stderr_text())
-        self.port = int(_URL_RE.search(self.url).group(2))  # type: ignore[union-attr]
+        found = _URL_RE.search(self.url or "")
+        assert found is not None  # url_seen is set only by a line this pattern matched
+        self.port = int(found.group(2))
         self.host = f"127.0.0.1:{self.port}"
 
     def connect(self, test: unittest.TestCase) -> http.client.HTTPConnection:
@@ -177,7 +179,7 @@ def mcp_headers(message: dict[str, Any], token: str | None = TOKEN) -> dict[str,
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
-    params = message.get("params") if isinstance(message.get("params"), dict) else {}
+    params = given if isinstance(given := message.get("params"), dict) else {}
     version = (params.get("_meta") or {}).get(support.main.META_PROTOCOL_VERSION)
     if isinstance(version, str):
         headers["MCP-Protocol-Version"] = version

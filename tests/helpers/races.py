@@ -11,6 +11,7 @@ import select
 import struct
 import tempfile
 import threading
+from typing import Any
 from unittest import mock
 
 from helpers import support  # noqa: F401 - puts code/ on the import path
@@ -140,7 +141,7 @@ def race(tries: int, check: bool = True) -> collections.Counter[str]:
             returned.append("")
             put_back(*args)  # type: ignore[arg-type]
 
-        patches = [mock.patch.object(folder_trash, "put_back", counted)]
+        patches: list[Any] = [mock.patch.object(folder_trash, "put_back", counted)]  # each patches another function
         if not check:
             patches.append(mock.patch.object(folder_trash, "same_file", lambda info, seen: True))
         for patch in patches:
