@@ -15,7 +15,7 @@ from urllib.parse import urlencode, urlsplit
 
 from helpers import procs, support
 from helpers.procs import GUARD
-from helpers.support import KEY, WORKSPACE, Clock, Log, request, tps
+from helpers.support import KEY, WORKSPACE, Clock, ContractCase, Log, request, tps
 
 import config as configuration
 import connect
@@ -556,6 +556,7 @@ class PageBindingTests(InProcess):
         for attribute in ("HttpOnly", "SameSite=Strict", f"Path={connect.PATH_PREFIX}"):
             self.assertIn(attribute, cookie)
         old = browser.cookie
+        assert old is not None  # signed in
         browser.sign_in(path, ALICE_TOKEN)
         self.assertNotEqual(browser.cookie, old)
         stale = self.browser()
@@ -738,6 +739,7 @@ class DisconnectTests(InProcess):
         path, browser, csrf = self.connected()
         self.assertIn(f'action="{connect.DISCONNECT_PATH}"', browser.pages[-1][2])
         credential = self.store.credential("alice")
+        assert credential is not None  # connected
         self.assertTrue(self.alice.call(tps("TPS report 2023"), {})["result"]["structuredContent"]["published"])
         status, _, text = browser.open("POST", connect.DISCONNECT_PATH, [("csrf", csrf)])
         self.assertEqual((status, "no longer connected" in text), (200, True))
@@ -769,6 +771,7 @@ class DisconnectTests(InProcess):
     def test_the_consent_page_of_a_connected_principal_offers_disconnect_and_a_new_allow_revokes_the_old_credential(self) -> None:
         _, _, _ = self.connected()
         old = self.store.credential("alice")
+        assert old is not None  # connected
         handle = self.store.start_flow("alice", connect.TOOL_NAME, "TPS report 2024")
         path = f"{connect.PATH_PREFIX}{handle}"
         browser = self.signed_in(path)
@@ -962,7 +965,7 @@ def note_entry(note: main.Note) -> dict[str, Any]:
     return {"id": note.id, "title": note.title, "uri": note.uri}
 
 
-class RealHttpServer:
+class RealHttpServer(ContractCase):
     """Mixed into a TestCase: a real `serve.py --http --publish` process and an MCP client for alice and bob."""
 
     def setUp(self) -> None:

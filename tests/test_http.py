@@ -777,6 +777,12 @@ class AnsweredOnTheLoopTests(unittest.TestCase):
         prefix = "/connect/"
         max_body = 1024
 
+        def owns(self, path: str) -> bool:
+            return path.startswith(self.prefix)
+
+        def handle(self, method: str, path: str, headers: Any, body: bytes, peer: str = "") -> tuple[int, list[tuple[str, str]], bytes]:
+            raise AssertionError("no request here is for the pages")
+
     def endpoint(self) -> streamable_http.McpEndpoint:
         policy = streamable_http.HttpPolicy({}, "alice", None, frozenset())
         return streamable_http.McpEndpoint(support.make_server(), policy, self.Pages())

@@ -85,9 +85,9 @@ class NotesToolsContract(ContractCase):
         self.assertFalse(done["isError"], done)
         return done["structuredContent"]
 
-    def snapshot(self) -> list[tuple[str, str]]:
+    def snapshot(self) -> list[tuple[str, str | None]]:
         """Every note the tests made, as (id, text), read behind the tools' back."""
-        seen = []
+        seen: list[tuple[str, str | None]] = []
         for note, workspace in ((self.groceries, self.notes_uri), (self.bobs, self.bob_uri), (self.evil, self.evil_uri)):
             found = self.store.note_text(note["noteId"], main.parse_file_uri(workspace))
             seen.append((note["noteId"], found[1] if found else None))
@@ -528,7 +528,7 @@ class NotesToolsContract(ContractCase):
         args = {"workspaceUri": self.notes_uri, "noteId": plan["noteId"], "newPath": "archive/launch.md"}
 
         def offered(**bounds: int) -> tuple[bool, str]:
-            with mock.patch.multiple(notes_tools, **bounds):
+            with mock.patch.multiple(notes_tools, **dict[str, Any](bounds)):
                 form = self.result("notes_move", args)["inputRequests"][notes_tools.MOVE_KEY]["params"]
             return notes_tools.REWRITE_FIELD in form["requestedSchema"]["properties"], form["message"]
 
@@ -1034,8 +1034,8 @@ class WhatAPersonSees(unittest.TestCase):
 
     def test_a_diff_is_whole_or_refused(self) -> None:
         small = notes_tools.unified_diff("a\nb\n", "a\nc\n")
-        self.assertIn("-b", small)
-        self.assertIn("+c", small)
+        self.assertIn("-b", small or "")
+        self.assertIn("+c", small or "")
         lines = notes_tools.MAX_DIFF_LINES - 4  # the two file lines, the hunk line, and the unchanged ""
         self.assertIsNotNone(notes_tools.unified_diff("", "".join(f"{k}\n" for k in range(lines - 1))))
         self.assertIsNone(notes_tools.unified_diff("", "".join(f"{k}\n" for k in range(notes_tools.MAX_DIFF_LINES))))

@@ -57,6 +57,7 @@ class PerCallHost:
 def fetch(url: str) -> int:
     """GET `url` with a fresh connection: the status (the page of a link, or a refusal)."""
     parts = urlsplit(url)
+    assert parts.hostname is not None  # the server's own absolute links
     connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=procs.GUARD)
     try:
         connection.request("GET", parts.path)

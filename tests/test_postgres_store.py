@@ -213,7 +213,7 @@ class TimeoutsAreRetryable(PgCase):
     def test_a_write_queued_behind_a_stuck_write_gives_up_within_its_own_deadline(self) -> None:
         store = self.open(lock_timeout_ms=200)
         store._lock.acquire()  # a write of this process stuck (on another host's lock, say) holds the writer
-        self.addCleanup(lambda: store._lock.locked() and store._lock.release())
+        self.addCleanup(lambda: store._lock.release() if store._lock.locked() else None)
         failed: list[BaseException] = []
 
         def queued() -> None:
@@ -250,7 +250,7 @@ class TimeoutsAreRetryable(PgCase):
     def test_timeouts_below_one_millisecond_are_refused_at_start_up(self) -> None:
         for name in ("statement_timeout_ms", "lock_timeout_ms", "idle_in_transaction_timeout_ms"):
             with self.subTest(name=name), self.assertRaisesRegex(StoreError, name):
-                postgres_store.open_store(self.url, clock=self.clock, **{name: 0})
+                postgres_store.open_store(self.url, clock=self.clock, **dict[str, Any]({name: 0}))
         self.assertIsNone(self.raw().execute("SELECT to_regclass('meta')").fetchone()[0])
 
 
@@ -439,7 +439,7 @@ if __name__ == "__main__":
 class PostgresLedger(test_ledger.LedgerContract, PgCase):
     """The ledger contract (tests/test_ledger.py) on the PostgreSQL store's ledger."""
 
-    def open(self) -> Any:
+    def open(self, **kwargs: Any) -> Any:  # PgCase's signature; the contract passes nothing
         store = postgres_store.open_store(self.url, clock=self.clock, max_per_principal=test_ledger.BOUND)
         self.addCleanup(store.close)
         return store.ledger

@@ -451,7 +451,7 @@ class ImportPathTests(unittest.TestCase):
             with self.subTest(database=database):
                 line = sandbox.unsafe_writes([], database, roots)
                 self.assertEqual(line is not None, refused, line)
-                if refused:
+                if refused and line is not None:
                     self.assertTrue(line.startswith(f"sandbox: database file {database} is on Python's import path"), line)
 
     def test_a_notes_folder_that_is_holds_or_lies_inside_an_import_folder_is_refused_before_anything_is_created(self) -> None:

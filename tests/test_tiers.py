@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import unittest
+from typing import cast
 
 from helpers import support
 
@@ -110,12 +111,17 @@ class FullSuiteOrder(unittest.TestCase):
         module's test count."""
         suite = unittest.TestLoader().discover(support.ROOT, pattern=pattern)
         (package,) = list(suite)  # what tests/__init__.py's load_tests returned
+        assert isinstance(package, unittest.TestSuite)
         (split,) = list(package)
+        assert isinstance(split, unittest.TestSuite)
         guarded, rest = list(split)
+        assert isinstance(guarded, unittest.TestSuite) and isinstance(rest, unittest.TestSuite)
         self.assertIsInstance(guarded, fast.GuardedSuite)
         self.assertNotIsInstance(rest, fast.GuardedSuite)
         module = unittest.TestLoader().loadTestsFromName("tests." + pattern.removesuffix(".py"))
-        return [test.id() for test in guarded], [test.id() for test in rest], module.countTestCases()
+        # Both hold test cases only: a nested suite has no id() and would fail here.
+        ids = [[cast(unittest.TestCase, test).id() for test in part] for part in (guarded, rest)]
+        return ids[0], ids[1], module.countTestCases()
 
     def test_a_module_in_the_tier_runs_guarded_and_first(self) -> None:
         guarded, rest, total = self.discovered("test_scope.py")
