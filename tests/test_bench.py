@@ -248,9 +248,12 @@ class PlotTests(unittest.TestCase):
             args = bench.parse_args(["--mode", "checkpoint", "--seconds", "0.2", "--notes", "20", "--dir", folder])
             printed, opened = io.StringIO(), []
             real_open = sqlite_store.open_store
-            with contextlib.redirect_stdout(printed), mock.patch.object(
-                sqlite_store, "open_store", lambda *a, **k: opened.append(real_open(*a, **k)) or opened[-1]
-            ):
+
+            def recording_open(*a: Any, **k: Any) -> Any:
+                opened.append(real_open(*a, **k))
+                return opened[-1]
+
+            with contextlib.redirect_stdout(printed), mock.patch.object(sqlite_store, "open_store", recording_open):
                 figures = bench.run_checkpoint(args)
             self.assertEqual(os.listdir(folder), [])  # its databases are removed with their folder
         self.assertEqual([store.checkpoint_each_consume for store in opened], [True, False])

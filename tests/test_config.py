@@ -300,7 +300,7 @@ class ConfigRejectionTests(StartupRefusalCase):
 
     def test_a_config_readable_by_others_is_served_with_one_warning_and_a_private_one_without(self) -> None:
         path = procs.write_config(self, config())
-        warned = []
+        warned: list[str] = []
         configuration.load_config(path, warned.append)
         self.assertEqual(warned, [])  # mode 600
         os.chmod(path, 0o640)

@@ -472,7 +472,7 @@ class PromptTests(FixtureCase):
         self.assertEqual([m["content"]["type"] for m in image], ["image", "text"])
 
     def test_unknown_prompts_and_bad_arguments_are_invalid_params(self) -> None:
-        bad = [
+        bad: list[dict[str, Any]] = [
             {"name": "no_such_prompt"},
             {"name": 5},
             {"name": "test_prompt_with_arguments", "arguments": {"arg1": "only one"}},

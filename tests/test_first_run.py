@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
-from typing import Any
+from typing import Any, cast
 from unittest import mock
 
 from helpers import procs, support
@@ -257,6 +257,7 @@ def survey_line(markdown_store: Any, folder: str) -> str:
     root = folder_paths.Root(folder_paths.root_path(folder), os.path.realpath(folder))
     survey = markdown_store.Survey(root.path)
     fd = folder_paths.open_below(root, ())
+    assert fd is not None  # the root was opened just above
     try:
         folder_paths.walk(fd, (), survey, 0)
     finally:
@@ -425,7 +426,7 @@ class MetaErrorTests(unittest.TestCase):
 
     def test_missing_and_wrong_typed_meta_keys_are_told_apart(self) -> None:
         server = support.make_server()
-        cases = [
+        cases: list[tuple[str, Any, str]] = [
             (main.META_CLIENT_CAPABILITIES, None, f"_meta[{main.META_CLIENT_CAPABILITIES!r}] is missing (send {{}} for a client with none)"),
             (main.META_CLIENT_CAPABILITIES, [], f"_meta[{main.META_CLIENT_CAPABILITIES!r}] must be an object"),
             (main.META_PROTOCOL_VERSION, None, f"_meta[{main.META_PROTOCOL_VERSION!r}] is missing"),
@@ -802,7 +803,8 @@ class AuditRestoreMissingEntryTests(Tree):
         out: list[str] = []
         for entry, expected in ((7, "refused: entry 7 has no note in the trash"), (8, "refused: entry 8 does not exist (audit list shows every entry)")):
             args = audit_cli.parser("t").parse_args(["restore", str(entry)])
-            self.assertEqual(audit_cli.run(Store(), args, out.append), audit_cli.EXIT_REFUSED)
+            # The fake has only what `restore` reads.
+            self.assertEqual(audit_cli.run(cast(stores.Store, Store()), args, out.append), audit_cli.EXIT_REFUSED)
             self.assertEqual(out[-1], expected)
 
 

@@ -125,7 +125,7 @@ class PermissionMatrix(unittest.TestCase):
             _, _, body = procs.post(conn, message, procs.mcp_headers(message, procs.TOKEN))
             return json.loads(body)["result"]
 
-        done = {}
+        done: dict[str, dict[str, Any]] = {}
         for name in notes.cases:
             before = state(notes.path(name))
             read = call(tools_call("notes_read", {"workspaceUri": notes.uri, "noteId": f"{name}.md"}))["structuredContent"]

@@ -207,13 +207,13 @@ class SwapContract(unittest.TestCase):
         # The operator's commands: new processes, which open the folders afresh.
         update_entry = next(row[0] for row in rows if row[2] == audit.UPDATED)
         delete_entry = next(row[0] for row in rows if row[2] == audit.DELETED)
-        for name, args in (("audit list", ("list",)), ("audit restore (deletion)", ("restore", str(delete_entry))),
+        for name, argv in (("audit list", ("list",)), ("audit restore (deletion)", ("restore", str(delete_entry))),
                            ("audit restore (update)", ("restore", str(update_entry)))):
             with self.subTest(command=name):
-                done_cmd = self.audit_command(*args)
+                done_cmd = self.audit_command(*argv)
                 said = (done_cmd.stdout + done_cmd.stderr).strip()
                 self.assertNotIn("Traceback", said)
-                if args[0] == "restore":
+                if argv[0] == "restore":
                     self.assertNotEqual(done_cmd.returncode, 0, said)
                 self.matrix[(name, target_name, sandbox_name)] = (said.splitlines()[-1] if done_cmd.returncode else "listed, nothing changed")
         # The folder reached: every file, byte and mode as it was; the audit: nothing new.

@@ -216,7 +216,7 @@ class LegacyClientAnswerTests(unittest.TestCase):
         self.assertEqual(modern_choices(self.client, "after"), ["note-3", "note-7", "note-14"])
 
     def test_a_malformed_answer_to_the_form_is_a_tool_error_and_deletes_nothing(self) -> None:
-        answers = (
+        answers: tuple[Any, ...] = (
             {"result": {"action": "delete-everything"}},
             {"result": {"action": "accept", "content": ["note-14"]}},
             {"result": "accept"},
@@ -415,7 +415,7 @@ def asking_tool(server: frame.Server, name: str, mode: str = "form") -> None:
         asked = int(call.state or 0)
         if asked >= call.arguments["times"]:
             return main.tool_result(f"done after {asked}", {"answers": call.responses})
-        params = {"mode": mode, "message": f"question {asked + 1}"}
+        params: dict[str, Any] = {"mode": mode, "message": f"question {asked + 1}"}
         params.update({"requestedSchema": {"type": "object", "properties": {}}} if mode == "form" else {"url": "https://example.invalid/x"})
         return {"resultType": "input_required", "inputRequests": {"q": {"method": "elicitation/create", "params": params}}, "requestState": str(asked + 1)}
 
@@ -510,7 +510,7 @@ class LegacyShapeTests(unittest.TestCase):
     """The pure helpers: results lose modern-only keys, capabilities keep only elicitation modes."""
 
     def test_legacy_result_drops_modern_keys_and_keeps_the_rest(self) -> None:
-        modern = {"resultType": "complete", "ttlMs": 1, "cacheScope": "public", "content": [], "_meta": {main.META_SERVER_INFO: {}, "x/y": 1}}
+        modern: dict[str, Any] = {"resultType": "complete", "ttlMs": 1, "cacheScope": "public", "content": [], "_meta": {main.META_SERVER_INFO: {}, "x/y": 1}}
         self.assertEqual(legacy.legacy_result(modern), {"content": [], "_meta": {"x/y": 1}})
         self.assertEqual(json.dumps(modern["_meta"][main.META_SERVER_INFO]), "{}")  # the input is not mutated
 
@@ -743,7 +743,7 @@ class LegacyClientIdentityTests(unittest.TestCase):
         seen: list[tuple[Any, Any]] = []
         inner = server.methods["tools/call"]
 
-        def tools_call(srv: frame.Server, request: main.Envelope, meta: Any, principal: str) -> dict[str, Any]:
+        def tools_call(srv: main.Server, request: main.Envelope, meta: Any, principal: str) -> dict[str, Any]:
             seen.append((request.id, request.params["_meta"].get(legacy.CLIENT_INFO_META)))
             return inner(srv, request, meta, principal)
 

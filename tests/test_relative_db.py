@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import unittest
+from typing import Any
 
 from helpers import (
     procs,  # noqa: E402
@@ -38,7 +39,7 @@ class RelativeDbTests(CliCase):
         (line,) = [line for line in server.stderr_lines if "consumed confirmations: " in line]
         return line
 
-    def declined_on_a_then_accepted_on_b(self, a: procs.StdioServer, b: procs.StdioServer) -> dict[str, object]:
+    def declined_on_a_then_accepted_on_b(self, a: procs.StdioServer, b: procs.StdioServer) -> dict[str, Any]:
         first = a.exchange(call(tps()))["result"]
         declined = a.exchange(call(tps(), id=2, requestState=first["requestState"], inputResponses=DECLINE))
         self.assertEqual(declined["result"]["structuredContent"], {"deleted": False, "reason": "declined"})

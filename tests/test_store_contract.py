@@ -366,7 +366,7 @@ class PostgresContract(StoreContract, unittest.TestCase):
 class OptionalDependency(unittest.TestCase):
     def test_without_psycopg_opening_a_postgres_store_names_the_install_command_in_one_line(self) -> None:
         saved = postgres_store.psycopg
-        postgres_store.psycopg = None
+        postgres_store.psycopg = None  # type: ignore[assignment]  # as when the optional package is absent
         self.addCleanup(setattr, postgres_store, "psycopg", saved)
         with self.assertRaises(stores.StoreError) as caught:
             postgres_store.open_store("postgresql:///notes", clock=Clock())

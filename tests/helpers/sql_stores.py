@@ -54,6 +54,6 @@ class SeedingContract(ContractCase):
         self.assertEqual(self.note_ids(), [])  # type: ignore[attr-defined]  # deletions survive a restart
 
     def test_two_instances_creating_one_new_database_together_seed_it_once(self) -> None:
-        opened = store_workers.open_together(self, self.open_plain)  # type: ignore[arg-type, attr-defined]
+        opened = store_workers.open_together(self, self.open_plain)  # type: ignore[attr-defined]
         self.assertTrue(all(not isinstance(store, BaseException) for store in opened), opened)
         self.assertEqual(self.note_ids(), sorted(note.id for note in main.lesson_notes()))  # type: ignore[attr-defined]

@@ -21,6 +21,7 @@ import os
 import signal
 import socket
 import threading
+from typing import Any
 
 LANDLOCK_SYSCALLS = (444, 445, 446)
 PR_SET_SECCOMP = 22
@@ -34,7 +35,7 @@ def probe(where: str, spec: dict) -> None:
             action()
             results.append(f"{name}=allowed")
         except OSError as exc:
-            results.append(f"{name}=denied({errno.errorcode.get(exc.errno, exc.errno)})")
+            results.append(f"{name}=denied({errno.errorcode.get(exc.errno or 0, exc.errno)})")
 
     def read(path: str) -> None:
         with open(path, encoding="utf-8") as handle:
@@ -77,7 +78,7 @@ def probe(where: str, spec: dict) -> None:
 def arm(spec: dict) -> None:
     signal.signal(signal.SIGUSR1, lambda signum, frame: probe("main", spec))
     original = threading.Thread.run
-    done = []
+    done: list[bool] = []
 
     def run(self) -> None:
         if self.name.startswith("http-worker") and not done:
@@ -85,7 +86,7 @@ def arm(spec: dict) -> None:
             probe("worker", spec)
         original(self)
 
-    threading.Thread.run = run
+    threading.Thread.run = run  # type: ignore[method-assign]  # the simulated compromise replaces it on purpose
 
 
 class NoLandlock:
@@ -120,15 +121,16 @@ WRAPPERS = {
 
 
 class CDLL(ctypes.CDLL):
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         attribute = super().__getattr__(name)  # caches the real function on the instance
         if name in WRAPPERS:
-            attribute = WRAPPERS[name](attribute)
-            setattr(self, name, attribute)
+            wrapped = WRAPPERS[name](attribute)
+            setattr(self, name, wrapped)
+            return wrapped
         return attribute
 
 
 if os.environ.get("NOTES_MCP_TEST_PROBE"):
     arm(json.loads(os.environ["NOTES_MCP_TEST_PROBE"]))
 if WRAPPERS:
-    ctypes.CDLL = CDLL
+    ctypes.CDLL = CDLL  # type: ignore[misc]  # every later CDLL(...) gets the wrapping loader, on purpose
