@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import unittest
+from typing import Any
 
 from helpers.support import (
     KEY,
@@ -17,6 +18,7 @@ from helpers.support import (
     Clock,
     Log,
     accept,
+    answered,
     call,
     make_lesson_server,
     note_ids,
@@ -24,15 +26,14 @@ from helpers.support import (
     tps,
 )
 
-import frame
 import main
 
 ALL = ["evil-1", "note-14", "note-3", "note-7", "note-99", "tmp-1"]
 
 
-def first_state(server: frame.Server, arguments: dict | None = None) -> str:
+def first_state(server: main.Server, arguments: dict | None = None) -> str:
     """The requestState of a first call."""
-    return server.handle(call(arguments or tps()), PRINCIPAL)["result"]["requestState"]
+    return answered(server, call(arguments or tps()), PRINCIPAL)["result"]["requestState"]
 
 
 class Containment(unittest.TestCase):
@@ -49,7 +50,7 @@ class Containment(unittest.TestCase):
 
     def test_a_workspace_not_granted_is_an_error_result_naming_only_the_callers_own(self) -> None:
         server = make_lesson_server()
-        result = server.handle(call(tps(workspace="file:///Users/bob/Notes")), PRINCIPAL)["result"]
+        result = answered(server, call(tps(workspace="file:///Users/bob/Notes")), PRINCIPAL)["result"]
         self.assertIs(result["isError"], True)
         self.assertIn(WORKSPACE, result["content"][0]["text"])
         self.assertNotIn("bob", result["content"][0]["text"])
@@ -79,7 +80,7 @@ class SignedState(unittest.TestCase):
         server = make_lesson_server(clock=clock)
         state = first_state(server)
         clock.now += main.DEFAULT_STATE_TTL_SECONDS
-        response = server.handle(call(tps(), id=2, requestState=state, inputResponses=accept()), PRINCIPAL)
+        response = answered(server, call(tps(), id=2, requestState=state, inputResponses=accept()), PRINCIPAL)
         self.assertEqual(response["error"], {"code": main.INVALID_PARAMS, "message": main.STATE_INVALID})
         self.assertEqual(note_ids(server), ALL)
 
@@ -165,33 +166,33 @@ class Flow(unittest.TestCase):
         server = make_lesson_server()
         state = first_state(server)
         server.services.notes.put(main.Note("note-14", "TPS report 2025 (edited)", f"{WORKSPACE}/tps-2025.md", 1))
-        result = server.handle(call(tps(), id=2, requestState=state, inputResponses=accept()), PRINCIPAL)["result"]
+        result = answered(server, call(tps(), id=2, requestState=state, inputResponses=accept()), PRINCIPAL)["result"]
         self.assertIs(result["isError"], True)
         self.assertEqual(note_ids(server), ALL)
-        again = server.handle(call(tps(), id=3, requestState=state, inputResponses=accept()), PRINCIPAL)
+        again = answered(server, call(tps(), id=3, requestState=state, inputResponses=accept()), PRINCIPAL)
         self.assertEqual(again["error"]["code"], main.INVALID_PARAMS)
 
     def test_a_title_holding_a_nul_or_a_lone_surrogate_is_invalid_params_and_reaches_no_store(self) -> None:
         server = make_lesson_server()
         for title in ("TPS\x00", "TPS \ud800"):
             with self.subTest(title=repr(title)):
-                response = server.handle(call(tps(title=title)), PRINCIPAL)
+                response = answered(server, call(tps(title=title)), PRINCIPAL)
                 self.assertEqual(response["error"]["code"], main.INVALID_PARAMS)
-        self.assertEqual(server.handle(call(tps(title="TPS\u00e9")), PRINCIPAL)["result"]["isError"], True)  # no match, no refusal
+        self.assertEqual(answered(server, call(tps(title="TPS\u00e9")), PRINCIPAL)["result"]["isError"], True)  # no match, no refusal
 
     def test_a_workspace_uri_holding_a_nul_or_a_lone_surrogate_is_invalid_params_and_reaches_no_store(self) -> None:
         server = make_lesson_server()
-        server.services.notes.candidates = lambda workspace, title: 1 / 0  # type: ignore[method-assign]
+        server.services.notes.candidates = lambda workspace, title: 1 / 0  # type: ignore[method-assign, assignment, return-value]  # fails on purpose
         for uri in (f"{WORKSPACE}/\x00", f"{WORKSPACE}/\ud800", f"{WORKSPACE}/a\udfffb"):
             with self.subTest(uri=ascii(uri)):
-                response = server.handle(call(tps(workspace=uri)), PRINCIPAL)
+                response = answered(server, call(tps(workspace=uri)), PRINCIPAL)
                 self.assertEqual(response["error"]["code"], main.INVALID_PARAMS)
                 self.assertIn("workspaceUri", response["error"]["message"])
         self.assertEqual(server.services.log, [])  # nothing was looked up, nothing was logged
         self.assertEqual(note_ids(server), ALL)
 
     def test_the_form_says_what_deleting_does_in_this_store(self) -> None:
-        params = make_lesson_server().handle(call(tps()), PRINCIPAL)["result"]["inputRequests"][main.INPUT_KEY]["params"]
+        params = answered(make_lesson_server(), call(tps()), PRINCIPAL)["result"]["inputRequests"][main.INPUT_KEY]["params"]
         self.assertIn(main.MemoryNotesStore.deletion, params["message"])
 
     def test_the_form_shows_the_person_the_folder_decoded_and_hidden_characters_spelled(self) -> None:
@@ -205,23 +206,24 @@ class Frame(unittest.TestCase):
     def test_an_unexpected_error_is_32603_with_no_internals_and_the_traceback_in_the_log(self) -> None:
         log = Log()
         server = make_lesson_server(log=log)
-        server.services.notes.candidates = lambda workspace, title: 1 / 0  # type: ignore[method-assign]
+        server.services.notes.candidates = lambda workspace, title: 1 / 0  # type: ignore[method-assign, assignment, return-value]  # fails on purpose
         response = server.handle(call(tps()), PRINCIPAL)
         self.assertEqual(response, {"jsonrpc": "2.0", "id": 1, "error": {"code": main.INTERNAL_ERROR, "message": "Internal error"}})
         self.assertTrue(any("ZeroDivisionError" in line for line in log))
 
     def test_a_malformed_envelope_is_32600_and_an_unknown_method_32601(self) -> None:
         server = make_lesson_server()
+        message: Any  # values of several types, on purpose
         for message in ([], {"jsonrpc": "1.0", "id": 1, "method": "x"}, {"jsonrpc": "2.0", "id": True, "method": "x"},
                         {"jsonrpc": "2.0", "id": 1, "method": 5}):
             with self.subTest(message=message):
-                self.assertEqual(server.handle(message, PRINCIPAL)["error"]["code"], main.INVALID_REQUEST)
-        self.assertEqual(server.handle(request("initialize"), PRINCIPAL)["error"]["code"], main.METHOD_NOT_FOUND)
+                self.assertEqual(answered(server, message, PRINCIPAL)["error"]["code"], main.INVALID_REQUEST)
+        self.assertEqual(answered(server, request("initialize"), PRINCIPAL)["error"]["code"], main.METHOD_NOT_FOUND)
 
     def test_the_lesson_server_reports_the_tools_capability_and_its_one_tool(self) -> None:
         server = make_lesson_server()
-        self.assertEqual(server.handle(request("server/discover"), PRINCIPAL)["result"]["capabilities"], {"tools": {}})
-        tools = server.handle(request("tools/list"), PRINCIPAL)["result"]["tools"]
+        self.assertEqual(answered(server, request("server/discover"), PRINCIPAL)["result"]["capabilities"], {"tools": {}})
+        tools = answered(server, request("tools/list"), PRINCIPAL)["result"]["tools"]
         self.assertEqual([tool["name"] for tool in tools], [main.TOOL_NAME])
 
 

@@ -129,7 +129,7 @@ def accept(note_id: str = "note-14", confirm: bool = True) -> dict[str, Any]:
     return {main.INPUT_KEY: {"action": "accept", "content": {"note_id": note_id, "confirm": confirm}}}
 
 
-def note_ids(server: frame.Server) -> list[str]:
+def note_ids(server: main.Server) -> list[str]:
     """Ids of every note the server's in-memory store still holds."""
     return [note.id for note in server.services.notes.all()]
 
