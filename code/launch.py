@@ -97,9 +97,10 @@ def build(settings: Settings, bind: bool = False) -> Built:
     return Built(server, settings, build_pages(server, settings, sock), sock, keeper)
 
 
-def build_server(settings: Settings, issued: Callable[[str, float], None] | None = None,
-                 kept: set[str] | None = None) -> frame.Server:
-    """The server with the tools asked for; `issued` hears of each link given out, `kept` limits the pages to these links."""
+def build_server(
+    settings: Settings, issued: Callable[[str, float], None] | None = None, kept: set[str] | None = None
+) -> frame.Server:
+    """The server with the tools asked for; `issued` hears of each link given out, `kept` limits the pages to those."""
 
     def confirmations(records: stores.Confirmations) -> stores.Confirmations:
         if kept is not None:
@@ -129,7 +130,7 @@ def build_pages(server: frame.Server, settings: Settings, sock: socket.socket | 
         demand = PagesOnDemand(server, settings, sock, str(origin))
         # The tool and its pages need each other (the pages read the tool's records; the
         # tool gives out the pages' links): the pages join the tool, as confirm_pages.install does.
-        server.tools[main.TOOL_NAME].pages = demand  # type: ignore[attr-defined]
+        server.tools[main.TOOL_NAME].pages = demand
         return demand
     import confirm_pages
     import web_pages
@@ -154,7 +155,7 @@ def listened(settings: Settings, sock: socket.socket) -> str:
 
 
 def pages_origin(public_url: str | None, passkeys: str, listened: str) -> str:
-    """Where people open the pages: publicUrl, else the loopback listener's `listened` (named localhost with passkeys)."""
+    """Where people open the pages: publicUrl, else the loopback listener's `listened` (localhost with passkeys)."""
     if not public_url and passkeys != "off":
         # WebAuthn needs a domain RP ID in a secure context: an IP address is never one, and
         # http://localhost is both. The listener is on loopback (start() refused anything else).
@@ -193,7 +194,7 @@ def store_waits(store: stores.NotesStore) -> bool:
 
 
 def startup_report(server: frame.Server, settings: Settings, transport: str, extra: Sequence[str] = ()) -> list[str]:
-    """The start-up block: `transport`, principals, workspaces and counts, the store's lines, confirmations, extensions, `extra`.
+    """The start-up block: `transport`, principals, workspaces, the store's lines, confirmations, extensions, `extra`.
 
     A component with something to say at start-up (a sandbox's status, say) passes its
     line in `extra`, or, for a store, returns it from describe().
@@ -234,23 +235,31 @@ def relative_db(settings: Settings) -> str:
     # other. The path each instance really uses is said, and why it is that one.
     if settings.relative_db is None:
         return ""
-    return (f" (--db {settings.relative_db} is relative: resolved against the working directory at start-up; instances "
-            "share confirmations only when they name this same file, so give hosts the absolute path)")
+    return (
+        f" (--db {settings.relative_db} is relative: resolved against the working directory at start-up; instances "
+        "share confirmations only when they name this same file, so give hosts the absolute path)"
+    )
 
 
 def confirmation_page(settings: Settings) -> str:
     """Whether hosts without a form can confirm a deletion on this server's page, and how."""
     public = settings.public_url
     at = f"; links at {public} (publicUrl: the pages' Origin, Secure cookies when https)" if public else ""
-    at += {"offer": "; passkeys offered (a passkey signs in instead of the token)",
-           "require": "; passkeys required (every approval needs a passkey assertion)"}.get(settings.passkeys, "")
+    at += {
+        "offer": "; passkeys offered (a passkey signs in instead of the token)",
+        "require": "; passkeys required (every approval needs a passkey assertion)",
+    }.get(settings.passkeys, "")
     if settings.confirm_in_browser:
         return f"on (--confirm-in-browser): a host without forms gets a link, and URL-mode hosts the page{at}"
     if settings.serves_pages:
-        return f"URL-mode hosts only (--confirm-in-browser is off: hosts with neither forms nor URL mode get -32021){at}"
+        return (
+            f"URL-mode hosts only (--confirm-in-browser is off: hosts with neither forms nor URL mode get -32021){at}"
+        )
     if settings.http:
-        return (f"off: --host {settings.host} is not a loopback address and publicUrl is unset, so no page is served "
-                "(hosts without forms get -32021)")
+        return (
+            f"off: --host {settings.host} is not a loopback address and publicUrl is unset, so no page is served "
+            "(hosts without forms get -32021)"
+        )
     return "off (hosts without forms get -32021; --confirm-in-browser turns it on)"
 
 
@@ -260,8 +269,10 @@ def extensions(settings: Settings) -> list[str]:
     if settings.publish:
         names.append("notes_publish and its connect pages")
     if settings.notes_tools:
-        names.append("the note tools (notes_workspaces, notes_list, notes_search, notes_read, notes_create, "
-                     "notes_append, notes_update, notes_edit, notes_move)")
+        names.append(
+            "the note tools (notes_workspaces, notes_list, notes_search, notes_read, notes_create, "
+            "notes_append, notes_update, notes_edit, notes_move)"
+        )
     if settings.conformance_fixtures:
         names.append("conformance fixtures (testing only)")
     return names
@@ -335,13 +346,16 @@ def serve_http(built: Built) -> int:
     policy = streamable_http.HttpPolicy(
         tokens, settings.stdio_principal if settings.no_auth else None, hosts, settings.allowed_origins
     )
-    sessions = LegacyOnDemand(server) if settings.legacy else None  # `--no-legacy` leaves `initialize` to the core's -32601
+    sessions = (
+        LegacyOnDemand(server) if settings.legacy else None
+    )  # `--no-legacy` leaves `initialize` to the core's -32601
     refused = streamable_http.RefusalLog(say)
     endpoint = streamable_http.McpEndpoint(
         server, policy, built.pages, refused=refused, legacy=None if sessions is None else sessions.route
     )
     httpd = streamable_http.listen(
-        settings.host.strip("[]"), port, endpoint, say, settings.request_timeout or streamable_http.REQUEST_TIMEOUT_SECONDS,
+        settings.host.strip("[]"), port, endpoint, say,
+        settings.request_timeout or streamable_http.REQUEST_TIMEOUT_SECONDS,
         store_waits=store_waits(server.notes), refused=refused, sock=sock,
     )  # fmt: skip
 
@@ -369,7 +383,7 @@ def serve_http(built: Built) -> int:
 
 
 def serve_stdio(built: Built) -> int:
-    """stdio; with --publish or --confirm-in-browser, plus a loopback-only listener that serves nothing but the pages."""
+    """stdio; with --publish or --confirm-in-browser, plus a loopback-only listener serving nothing but the pages."""
     import stdio_transport
 
     server, settings, pages, keeper = built.server, built.settings, built.pages, built.keeper
@@ -381,8 +395,11 @@ def serve_stdio(built: Built) -> int:
             return EXIT_USAGE
         report([*lines, confined])
         return stdio_transport.serve_stdio(server, principal, settings.legacy)
-    kept = (f"; links kept by process {keeper.pid} once this one exits, until each is decided or expires"
-            if keeper is not None else "; links live as long as this process (the memory store shares no decision)")
+    kept = (
+        f"; links kept by process {keeper.pid} once this one exits, until each is decided or expires"
+        if keeper is not None
+        else "; links live as long as this process (the memory store shares no decision)"
+    )
     port = built.sock.getsockname()[1]
     at = f"http://127.0.0.1:{port}"
     where = "" if pages.base_url == at else f" (listening on {at})"
@@ -458,8 +475,9 @@ class PagesOnDemand:
                 thread.join()
 
 
-def pages_listener(server: frame.Server, settings: Settings, pages: Any, sock: socket.socket,
-                   log: Callable[[str], None]) -> Any:
+def pages_listener(
+    server: frame.Server, settings: Settings, pages: Any, sock: socket.socket, log: Callable[[str], None]
+) -> Any:
     """The loopback listener of the pages alone (no /mcp), on the socket bound at start-up."""
     import streamable_http
 
@@ -473,7 +491,7 @@ def pages_listener(server: frame.Server, settings: Settings, pages: Any, sock: s
 
 
 def keep_pages_after(settings: Settings, sock: socket.socket, links: dict[str, float]) -> int:
-    """The keeper's work once the server ended: the confirmation pages of `links` alone, on the same socket, until done."""
+    """The keeper's work once the server ended: the pages of `links` alone, on the same socket, until done."""
     import confirm_pages
     import web_pages
 
@@ -495,7 +513,7 @@ def keep_pages_after(settings: Settings, sock: socket.socket, links: dict[str, f
 
 
 def confine(settings: Settings, ports: Sequence[int]) -> str | None:
-    """Confine the process as --sandbox asks (code/sandbox.py); the start-up line saying how, or None if required and impossible.
+    """Confine the process as --sandbox asks (code/sandbox.py); the line saying how, or None if required and impossible.
 
     Called once the store is open and the listener bound, before any thread starts and
     before the line that says the server listens (clients may connect from then on).
@@ -510,6 +528,8 @@ def confine(settings: Settings, ports: Sequence[int]) -> str | None:
     here = os.path.dirname(os.path.abspath(__file__))
     status = sandbox.confine(sandbox.server_plan(here, folders, state, url, settings.config_path, ports))
     if settings.sandbox == "require" and not status.complete:
-        say(f"sandbox: required, but {status.reason or 'the metadata filter failed: ' + status.unfiltered}; not serving")
+        say(
+            f"sandbox: required, but {status.reason or 'the metadata filter failed: ' + status.unfiltered}; not serving"
+        )
         return None
     return status.describe()

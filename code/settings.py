@@ -56,7 +56,9 @@ class Settings(NamedTuple):
     stdio_principal: str  # stdioPrincipal
     pages_on_loopback: bool  # the pages would be served on a loopback address (always under --stdio)
     keys: tuple[bytes, ...]  # signing keys, newest first: the config's keys, NOTES_MCP_SECRET, or one random key
-    store: Mapping[str, Any]  # what the store and the policy are built from (assemble.build_server): merged, paths absolute
+    store: Mapping[
+        str, Any
+    ]  # what the store and the policy are built from (assemble.build_server): merged, paths absolute
     warnings: tuple[str, ...] = ()  # the config file's warnings, said once start-up has succeeded
 
     @property
@@ -87,19 +89,27 @@ class Settings(NamedTuple):
 
     @property
     def serves_pages(self) -> bool:
-        """True when web pages are served: HTTP on loopback or with a publicUrl, or --publish, or --confirm-in-browser."""
+        """True when web pages are served: HTTP on loopback or with a publicUrl, --publish, or --confirm-in-browser."""
         # Without a public address, a non-loopback HTTP server serves no pages (URL-mode hosts get -32021, as hosts
         # without forms). Under --stdio without either flag, no socket is opened.
-        return (self.http and (self.pages_on_loopback or bool(self.public_url))) or self.publish or self.confirm_in_browser
+        return (
+            (self.http and (self.pages_on_loopback or bool(self.public_url))) or self.publish or self.confirm_in_browser
+        )
 
     @property
     def shares_decisions(self) -> bool:
-        """True when the page's decisions live in a database other processes open (SQLite, PostgreSQL, the folders' one)."""
+        """True when the page's decisions live in a database other processes open (SQLite, PostgreSQL, the folders')."""
         return "db" in self.store or bool(self.folders)
 
 
-def resolve(args: argparse.Namespace, config: dict[str, Any], environ: Mapping[str, str], cwd: str,
-            say: Callable[[str], None], warnings: Sequence[str] = ()) -> Settings:
+def resolve(
+    args: argparse.Namespace,
+    config: dict[str, Any],
+    environ: Mapping[str, str],
+    cwd: str,
+    say: Callable[[str], None],
+    warnings: Sequence[str] = (),
+) -> Settings:
     """The parsed command line merged with `config` (taken over: nobody reads it after), or Refused after one line.
 
     `warnings` (the config file's) are kept in the Settings, to be said once start-up has succeeded.
@@ -126,7 +136,8 @@ def resolve(args: argparse.Namespace, config: dict[str, Any], environ: Mapping[s
         if browser and args.stdio and not principals[config["stdioPrincipal"]].get("token"):
             # Without a token nobody can sign in to the page, and every link would be a dead end.
             raise ConfigError(
-                f"principals.{config['stdioPrincipal']}.token", "is required for --confirm-in-browser (the page's sign-in)"
+                f"principals.{config['stdioPrincipal']}.token",
+                "is required for --confirm-in-browser (the page's sign-in)",
             )
         keys = assemble.signing_keys(config, environ)
         if args.db is not None:
@@ -169,7 +180,8 @@ def resolve(args: argparse.Namespace, config: dict[str, Any], environ: Mapping[s
         legacy=not args.no_legacy, publish=publish, confirm_in_browser=browser,
         notes_tools=args.notes_tools or config.get("notesTools", False), conformance_fixtures=args.conformance_fixtures,
         passkeys=passkeys, public_url=public_url,
-        relative_db=None if not args.db or os.path.isabs(args.db) or args.db.startswith(configuration.POSTGRES_SCHEMES) else args.db,
+        relative_db=None if not args.db or os.path.isabs(args.db) or args.db.startswith(configuration.POSTGRES_SCHEMES)
+        else args.db,
         sandbox=args.sandbox, request_timeout=args.request_timeout, stdio_principal=config["stdioPrincipal"],
         pages_on_loopback=pages_on_loopback, keys=tuple(keys), store=MappingProxyType(config), warnings=tuple(warnings),
     )  # fmt: skip
