@@ -482,9 +482,9 @@ def pages_listener(
     import streamable_http
 
     refused = streamable_http.RefusalLog(say)
-    policy = streamable_http.HttpPolicy(
-        {}, None, loopback_hosts(sock.getsockname()[1], settings.public_url), settings.allowed_origins
-    )
+    # The pages alone: the publicUrl is their one extra Origin (allowedOrigins is for the MCP endpoint's callers).
+    origins = frozenset({settings.public_url} if settings.public_url else ())
+    policy = streamable_http.HttpPolicy({}, None, loopback_hosts(sock.getsockname()[1], settings.public_url), origins)
     endpoint = streamable_http.McpEndpoint(server, policy, pages, mcp_endpoint=False, refused=refused)
     timeout = settings.request_timeout or streamable_http.REQUEST_TIMEOUT_SECONDS
     return streamable_http.listen("127.0.0.1", 0, endpoint, log, timeout, refused=refused, sock=sock)
