@@ -21,6 +21,7 @@ from helpers.support import Log, accept, call, tps
 import assemble
 import audit
 import config as configuration
+import launch
 import main
 import serve
 import streamable_http
@@ -49,8 +50,7 @@ class StartupRefusalCase(unittest.TestCase):
         with (
             mock.patch.dict(os.environ, clean, clear=True),
             contextlib.redirect_stderr(stderr),
-            mock.patch.object(serve, "serve_http", side_effect=started),
-            mock.patch.object(serve, "serve_stdio", side_effect=started),
+            mock.patch.object(launch, "run", side_effect=started),
         ):
             status = serve.serve(list(argv))
         return status, stderr.getvalue().splitlines()
