@@ -394,4 +394,3 @@ class CallStream:
         if not self._done:
             self._session.core.end_call(self._call)
         self._owner.stream_closed(self._session)
-
