@@ -6,10 +6,18 @@ import argparse
 import itertools
 import os
 import tempfile
-import time
 from typing import Any
 
-from .common import PRINCIPAL, Ticker, bench_notes, handler, note_id, round_trip, row, section, server_over
+from .common import (
+    PRINCIPAL,
+    Ticker,
+    bench_notes,
+    handler,
+    put_back_round_trips,
+    row,
+    section,
+    server_over,
+)
 
 __all__ = ["run"]
 
@@ -35,21 +43,15 @@ def run(args: argparse.Namespace) -> dict[str, float]:
             )
             store.checkpoint_each_consume = checkpoint
             runs[checkpoint] = [store, server_over(store, PRINCIPAL, clock=clock), 0, 0.0]
-        counter = itertools.count()
+        picks = (k % args.notes for k in itertools.count())
         try:
             for turn in range(CHECKPOINT_TURNS + 1):  # the first turn warms up and is not counted
                 for run in runs.values():
                     store, server, _, _ = run
-                    send = handler(server, PRINCIPAL)
-                    done, elapsed = 0, 0.0
-                    while elapsed < args.seconds / (2 * CHECKPOINT_TURNS):
-                        i = next(counter) % args.notes
-                        start = time.perf_counter()
-                        round_trip(send, i)
-                        elapsed += time.perf_counter() - start
-                        store.put(originals[note_id(i)])  # off the clock: the store keeps its size
-                        clock.now += 1.0  # ~300 unexpired confirmations at any time, far below the bound
-                        done += 1
+                    budget = args.seconds / (2 * CHECKPOINT_TURNS)
+                    done, elapsed = put_back_round_trips(
+                        handler(server, PRINCIPAL), store, originals, clock, picks, budget
+                    )
                     if turn:
                         run[2] += done
                         run[3] += elapsed

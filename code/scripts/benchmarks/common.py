@@ -155,6 +155,31 @@ def round_trip(send: Callable[[bytes], bytes], i: int) -> None:
         raise BenchError(f"retry for note {i}: expected deleted, got {str(final)[:300]}")
 
 
+def put_back_round_trips(
+    send: Callable[[bytes], bytes],
+    store: Any,
+    originals: dict[str, main.Note],
+    clock: Ticker,
+    picks: Iterator[int],
+    budget: float,
+) -> tuple[int, float]:
+    """(round trips, seconds timed) on notes `next(picks)` through `send` until `budget` seconds are timed.
+
+    Off the clock, each deleted note is put back (the store keeps its size) and the clock
+    moves 1 s (~300 unexpired confirmations in the replay store at any time, far below the bound).
+    """
+    done, elapsed = 0, 0.0
+    while elapsed < budget:
+        i = next(picks)
+        start = time.perf_counter()
+        round_trip(send, i)
+        elapsed += time.perf_counter() - start
+        store.put(originals[note_id(i)])
+        clock.now += 1.0
+        done += 1
+    return done, elapsed
+
+
 class Ticker:
     """An injected clock that advances only when told to."""
 
@@ -608,6 +633,14 @@ def record(path: str, runs: list[dict[str, Any]], scaling: dict[str, Any] | None
 def machine() -> str:
     """CPU count, Python version and platform, for the report header."""
     return f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]} on {sys.platform}"
+
+
+def latency_rows(latencies: list[float], target_ms: float) -> float:
+    """Print the p50 and p99 rows of `latencies` (ms), p99 against `target_ms`; the p99."""
+    p50, p99 = percentile(latencies, 0.50), percentile(latencies, 0.99)
+    row("latency p50", f"{p50:.1f} ms")
+    row("latency p99", f"{p99:.1f} ms", verdict(p99 < target_ms) + f" target: < {target_ms:.0f} ms")
+    return p99
 
 
 def percentile(samples: list[float], fraction: float) -> float:

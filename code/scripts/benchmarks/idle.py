@@ -16,7 +16,7 @@ import threading
 import time
 from typing import IO
 
-from .common import CODE, TOKEN, BenchError, machine, percentile, row, section, verdict
+from .common import CODE, TOKEN, BenchError, latency_rows, machine, row, section, verdict
 
 __all__ = ["run_command_line"]
 
@@ -144,13 +144,7 @@ def run_command_line(argv: list[str]) -> int:
         section(f"{args.idle} idle connections held ({min(IDLE_TRICKLING, args.idle)} trickling), {args.seconds:.0f} s")
         row("requests", f"{len(latencies)}", "half keep-alive, half on a new connection")
         row("succeeded", f"{len(latencies) - failures}", verdict(failures == 0) + " target: all")
-        p50, p99 = percentile(latencies, 0.50), percentile(latencies, 0.99)
-        row("latency p50", f"{p50:.1f} ms")
-        row(
-            "latency p99",
-            f"{p99:.1f} ms",
-            verdict(p99 < IDLE_TARGET_P99_MS) + f" target: < {IDLE_TARGET_P99_MS:.0f} ms",
-        )
+        p99 = latency_rows(latencies, IDLE_TARGET_P99_MS)
         row(
             "idle reopened",
             reopened[-1].split()[-1],

@@ -63,6 +63,17 @@ def folder_memory(directory: str, notes: list[main.Note]) -> tuple[float, float]
     return held / len(notes), peak / len(notes)
 
 
+def first_lookup_peak(store: Any, notes: list[main.Note], label: str) -> int:
+    """Peak bytes of an SQL `store`'s first lookup of notes[0] (closed after); BenchError unless it finds that one."""
+    try:
+        found, _, peak = traced(lambda: store.candidates(main.parse_file_uri(WORKSPACE), probe(notes[0].title)))
+        if [n.id for n in found] != [notes[0].id]:
+            raise BenchError(f"{label} lookup found {len(found)} notes, not the one asked for")
+    finally:
+        store.close()
+    return peak
+
+
 def sqlite_memory(directory: str, notes: list[main.Note]) -> tuple[float, float]:
     """(database bytes per note, peak bytes per note of the first lookup in process) for an SQLite store."""
     import sqlite_store
@@ -70,13 +81,7 @@ def sqlite_memory(directory: str, notes: list[main.Note]) -> tuple[float, float]
     path = os.path.join(directory, "notes.db")
     empty = sqlite_store.open_store(os.path.join(directory, "empty.db"), clock=time.time, seed_notes=[])
     empty.close()
-    store = sqlite_store.open_store(path, clock=time.time, seed_notes=notes)
-    try:
-        found, _, peak = traced(lambda: store.candidates(main.parse_file_uri(WORKSPACE), probe(notes[0].title)))
-        if [n.id for n in found] != [notes[0].id]:
-            raise BenchError(f"SQLite lookup found {len(found)} notes, not the one asked for")
-    finally:
-        store.close()
+    peak = first_lookup_peak(sqlite_store.open_store(path, clock=time.time, seed_notes=notes), notes, "SQLite")
     grown = os.path.getsize(path) - os.path.getsize(os.path.join(directory, "empty.db"))
     return grown / len(notes), peak / len(notes)
 
@@ -96,12 +101,7 @@ def postgres_memory(cluster: Any, notes: list[main.Note]) -> tuple[float, float]
     )
     if "pg_trgm index" not in store.describe():
         raise BenchError(f"PostgreSQL store without its title index: {store.describe()}")
-    try:
-        found, _, peak = traced(lambda: store.candidates(main.parse_file_uri(WORKSPACE), probe(notes[0].title)))
-        if [n.id for n in found] != [notes[0].id]:
-            raise BenchError(f"PostgreSQL lookup found {len(found)} notes, not the one asked for")
-    finally:
-        store.close()
+    peak = first_lookup_peak(store, notes, "PostgreSQL")
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("VACUUM notes")  # the GIN index's pending list merged, as it is in service
         sized = conn.execute("SELECT pg_total_relation_size('notes')").fetchone()

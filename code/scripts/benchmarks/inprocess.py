@@ -38,6 +38,7 @@ from .common import (
     median_us,
     note_id,
     note_title,
+    put_back_round_trips,
     rate_runs,
     retry_call,
     round_trip,
@@ -67,20 +68,10 @@ def inprocess_round_trips(notes: int, seconds: float) -> tuple[float, float, flo
         assert body is not None
         return body
 
-    counter = itertools.count()
+    picks = (k % notes for k in itertools.count())
 
     def run_for(budget: float) -> tuple[int, float]:
-        done, elapsed = 0, 0.0
-        while elapsed < budget:
-            i = next(counter) % notes
-            start = time.perf_counter()
-            round_trip(send, i)
-            elapsed += time.perf_counter() - start
-            # Outside the clock: put the note back, so the store size stays constant.
-            store.put(originals[note_id(i)])
-            clock.now += 1.0  # ~300 unexpired confirmations in the replay store at any time
-            done += 1
-        return done, elapsed
+        return put_back_round_trips(send, store, originals, clock, picks, budget)
 
     run_for(min(0.5, seconds / 4))  # warm-up
     server_ns = 0
