@@ -158,7 +158,6 @@ def demonstrate() -> int:
 
 def _demonstrate(ns: dict[str, str], state: dict[str, Any]) -> int:
     import postgres_cluster
-
     import postgres_store
 
     folder, procs = state["folder"], state["procs"]
