@@ -97,9 +97,10 @@ DECISION_FORM = "form[action$='/decision']"
 def build(clock: support.Clock, store: Any, mode: str) -> tuple[frame.Server, confirm_pages.ConfirmPages]:
     """The product's server over `store` with --confirm-in-browser and the confirmation pages in passkey `mode`."""
     records = browser_confirm.records_for(store, clock)
+    links = browser_confirm.PageLinks(None, TOKENS)  # at the address serve_on_localhost gives the pages
     server = frame.notes_server(
         keys=[KEY], notes=store, replay=None, policy=main.AuthorizationPolicy(grants()), clock=clock, log=support.Log(),
-        tool=lambda services: browser_confirm.ConfirmedNotesDelete(services, records, True),
+        tool=lambda services: browser_confirm.ConfirmedNotesDelete(services, records, True, links),
     )
     audit.install(server)
     return server, confirm_pages.install(server, TOKENS, passkeys=mode)
