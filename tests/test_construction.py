@@ -74,6 +74,10 @@ class NothingIsSetOnABuiltObject(unittest.TestCase):
         found = {entry for filename in BUILDING for entry in sets_on_objects(source_of(filename), filename)}
         self.assertEqual(found, set())
 
+    def test_the_confirmation_pages_are_made_over_the_tool_s_links_and_set_nothing_on_it_or_on_themselves(self) -> None:
+        found = sets_on_objects(source_of("confirm_pages.py"), "confirm_pages.py")
+        self.assertEqual([entry for entry in found if entry.split(" ")[1] in ("install:", "__init__:")], [])
+
     def test_the_flags_and_the_config_are_merged_in_resolve_and_nowhere_else_in_the_settings(self) -> None:
         found = sets_on_objects(source_of("settings.py"), "settings.py")
         self.assertTrue(found)  # the merge writes the config it takes over: the finder sees those writes
