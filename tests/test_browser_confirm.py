@@ -68,12 +68,13 @@ def build(clock: Clock, log: Log, store: Any = None, browser: bool = True, token
     """The product's server over `store` (memory by default) with the confirmation pages at BASE."""
     store = store or stores.MemoryStore(notes(), main.MemoryReplayStore(clock))
     records = browser_confirm.records_for(store, clock)
+    links = browser_confirm.PageLinks(BASE, tokens)  # made first: the tool gives them out, the pages serve them
     server = frame.notes_server(
         keys=[KEY], notes=store, replay=getattr(store, "replay", None), policy=main.AuthorizationPolicy(grants()), clock=clock, log=log,
-        tool=lambda services: browser_confirm.ConfirmedNotesDelete(services, records, browser),
+        tool=lambda services: browser_confirm.ConfirmedNotesDelete(services, records, browser, links),
     )
     audit.install(server)
-    return server, confirm_pages.install(server, tokens, base_url=BASE)
+    return server, confirm_pages.install(server, tokens)
 
 
 class Client:
@@ -348,7 +349,7 @@ class PageTests(InProcess):
             with self.subTest(value=value):
                 status, _, page = browser.open("POST", f"{self.path(first)}/decision", [("csrf", csrf), ("note", value), ("decision", "approve")])
                 self.assertIn("nothing was approved", page)
-        self.assertEqual(self.pages.records.by_handle(self.path(first).rsplit("/", 1)[1]).status, browser_confirm.PENDING)
+        self.assertEqual((self.pages.records.by_handle(self.path(first).rsplit("/", 1)[1]) or self.fail("no record")).status, browser_confirm.PENDING)
         self.assertEqual(seven, self.server.notes.get("note-7"))
 
 
@@ -405,7 +406,7 @@ class UrlModeTests(InProcess):
         self.assertEqual((status, "Link not valid" in page, "Approved" in page), (404, True, False), page)
         self.assertEqual(browser.get(path)[0], 404)  # reloaded: closed too
         nonce = main.StatePayload.parse(self.server.services.signer.verify(first["requestState"])).nonce
-        record = self.pages.records.by_nonce(nonce)
+        record = self.pages.records.by_nonce(nonce) or self.fail("no record")
         self.assertEqual((record.status, record.note_id), (browser_confirm.DECLINED, None))
         again = self.alice.call(tps(), URL_ONLY, **retry)
         self.assertEqual(again["error"]["message"], main.STATE_INVALID)  # consumed, once
@@ -446,7 +447,7 @@ class ModelCannotApproveTests(InProcess):
             self.assertNotIn("Approved", page, (method, target, fields))
             self.assertNotEqual(status, 303, (method, target, fields))  # never signed in
         self.assertIsNone(model.jar.get(confirm_pages.SESSION_COOKIE))
-        self.assertEqual(self.pages.records.by_handle(handle).status, browser_confirm.PENDING)
+        self.assertEqual((self.pages.records.by_handle(handle) or self.fail("no record")).status, browser_confirm.PENDING)
         self.assertTrue(self.second(first)["result"]["content"][0]["text"].startswith("Not approved yet"))
         self.assertEqual(self.ids(), sorted(n.id for n in notes()))
         self.assertNotIn(ALICE_TOKEN, wire + "\n".join(self.log))  # the credential never reached the model or the log
@@ -534,9 +535,10 @@ class FolderStoreTests(unittest.TestCase):
         uri = main.format_file_uri(folder_paths.root_path(notes_dir))
         records = browser_confirm.records_for(store, clock)
         self.assertIsInstance(records, browser_confirm.SqlConfirmations)  # in the confirmation database, shared
+        links = browser_confirm.PageLinks(BASE, TOKENS)
         server = frame.notes_server(keys=[KEY], notes=store, policy=main.AuthorizationPolicy({"alice": [uri]}), clock=clock, log=Log(),
-                                    tool=lambda services: browser_confirm.ConfirmedNotesDelete(services, records, True))
-        pages = confirm_pages.install(server, TOKENS, base_url=BASE)
+                                    tool=lambda each: browser_confirm.ConfirmedNotesDelete(each, records, True, links))
+        pages = confirm_pages.install(server, TOKENS)
         first = Client(server, "alice").call({"workspaceUri": uri, "title": "trip"})["result"]
         path = first["structuredContent"]["url"][len(BASE):]
         browser = ConfirmBrowser(lambda m, p, h, b: pages.handle(m, p, support.engine_headers(h), b, "127.0.0.1"))
