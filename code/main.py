@@ -482,8 +482,8 @@ def choice_options(notes: list[Note]) -> list[dict[str, str]]:
     """A titled single-select's options: each note's id, shown by its title (with the id when two look alike)."""
     shown = [unicodedata.normalize("NFC", note.title) for note in notes]  # "Café" typed as é or as e + accent
     return [
-        {"const": note.id, "title": note.title if shown.count(looks) == 1 else f"{note.title} ({note.id})"}
-        for note, looks in zip(notes, shown, strict=True)
+        {"const": note.id, "title": note.title if shown.count(shown[k]) == 1 else f"{note.title} ({note.id})"}
+        for k, note in enumerate(notes)
     ]
 
 
@@ -946,6 +946,11 @@ def error_response(request_id: Any, error: McpError) -> dict[str, Any]:
     return {"jsonrpc": "2.0", **({"id": request_id} if request_id is not None else {}), "error": body}
 
 
+def cacheable(ttl_ms: int) -> dict[str, Any]:
+    """What closes a result any client may cache and share for `ttl_ms`: its lifetime, its scope, our identity."""
+    return {"ttlMs": ttl_ms, "cacheScope": "public", "_meta": {META_SERVER_INFO: dict(SERVER_INFO)}}
+
+
 def stderr_log(line: str) -> None:
     """The default log sink: one line to stderr, never to the protocol stream."""
     print(line, file=sys.stderr, flush=True)
@@ -1025,9 +1030,7 @@ def discover(server: Server, request: Envelope, meta: RequestMeta, principal: st
         "supportedVersions": list(SUPPORTED_VERSIONS),
         "capabilities": server.capabilities(),
         "instructions": instructions,
-        "ttlMs": DISCOVER_TTL_MS,
-        "cacheScope": "public",
-        "_meta": {META_SERVER_INFO: dict(SERVER_INFO)},
+        **cacheable(DISCOVER_TTL_MS),
     }
 
 
@@ -1040,13 +1043,7 @@ def list_tools(server: Server, request: Envelope, meta: RequestMeta, principal: 
     if request.params.get("cursor") is not None:  # we never hand out a nextCursor
         raise McpError(INVALID_PARAMS, "Invalid params: unknown cursor")
     tools = [json.loads(json.dumps(tool.descriptor)) for tool in server.tools.values()]
-    return {
-        "resultType": "complete",
-        "tools": tools,
-        "ttlMs": TOOLS_TTL_MS,
-        "cacheScope": "public",
-        "_meta": {META_SERVER_INFO: dict(SERVER_INFO)},
-    }
+    return {"resultType": "complete", "tools": tools, **cacheable(TOOLS_TTL_MS)}
 
 
 Server.METHODS["tools/list"] = list_tools
