@@ -13,7 +13,10 @@ from collections.abc import Iterable
 from helpers import support
 
 SERVER_FILES = sorted(name for name in os.listdir(support.CODE) if name.endswith(".py"))
-SCRIPT_FILES = sorted("scripts/" + name for name in os.listdir(support.SCRIPTS) if name.endswith(".py"))
+SCRIPT_FILES = sorted(  # the scripts and the benchmark's package of modes beside them
+    os.path.relpath(os.path.join(folder, name), support.CODE)
+    for folder, _, names in os.walk(support.SCRIPTS) for name in names if name.endswith(".py")
+)
 CODE_FILES = SERVER_FILES + SCRIPT_FILES
 OWN = {os.path.basename(name)[:-3] for name in CODE_FILES}
 
@@ -24,7 +27,7 @@ LAYERS = (
      "note_bodies", "folder_bodies", "text_index"),
     ("frame", "notes_tools", "connect", "conformance_fixtures", "legacy", "legacy_http", "stdio_transport", "streamable_http",
      "web_pages", "browser_confirm", "confirm_pages", "page_keeper", "passkey_pages"),
-    ("config", "assemble", "audit_cli"),  # a server built from a config
+    ("config", "assemble", "audit_cli", "settings", "launch"),  # a server built from a config
     ("serve", "cli", "__main__"),  # the command line
 )
 LAYER_OF = {module: depth for depth, modules in enumerate(LAYERS) for module in modules}
