@@ -1,14 +1,13 @@
 """Explicit scope and stateless elicitation: a reference MCP server (revision 2026-07-28).
 
-One destructive tool, `notes_delete`, takes its scope from an explicit `workspaceUri`,
-asks which note to delete with a form returned as `input_required`, binds the answer with
-an HMAC-signed `requestState`, and consumes that confirmation at most once through a
-replay store every instance shares. A refused request changes nothing; a confirmation ends
-with its first final answer (a decline, a "no", a deletion, or a note found changed).
+One destructive tool, `notes_delete`, takes its scope from an explicit `workspaceUri`, asks which note to delete
+with a form returned as `input_required`, binds the answer with an HMAC-signed `requestState`, and consumes that
+confirmation at most once through a replay store every instance shares. A refused request changes nothing; a
+confirmation ends with its first final answer (a decline, a "no", a deletion, or a note found changed).
 
-Read it top to bottom beside the lesson: the errors, then the lesson's headings in order,
-each name defined above its first use. The tool's whole two-call flow is section 10,
-right after the machinery it calls; the protocol frame and the demo come last:
+Read it top to bottom beside the lesson: the errors, then the lesson's headings in order, each name defined above
+its first use. The tool's whole two-call flow is section 10, right after the machinery it calls; the protocol frame
+and the demo come last:
 
     1. The two problems, and explicit scope (Roots as a migration surface)
     2. The three-layer rule: authorization, containment, sandbox
@@ -93,8 +92,10 @@ INTERNAL_ERROR = -32603
 MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 
+
 class ToolError(Exception):
     """A tool execution error: answered as an `isError: true` result the model can act on."""
+
 
 class McpError(Exception):
     """A protocol error the client is meant to see: a code, a short message, optional data."""
@@ -102,6 +103,7 @@ class McpError(Exception):
     def __init__(self, code: int, message: str, data: Any = None) -> None:
         super().__init__(message)
         self.code, self.message, self.data = code, message, data
+
 
 # Who calls and their workspace; what a server is built from is `Services` (section 8).
 LESSON_PRINCIPAL = "alice"
@@ -114,51 +116,67 @@ LESSON_WORKSPACE = "file:///Users/alice/Documents/Notes"
 # Consent: which note, and does the person mean it? A form asks (sections 3-6); the
 # protocol is stateless, so the question travels with a signed state (sections 7-9).
 
+# What tools/list shows: each argument with the text a model reads, and hints that tell a host the tool deletes.
+URI_HELP = "file:// URI of the workspace folder to search (must be authorized for you)."
+TITLE_HELP = "Text the note's title contains (case-insensitive)."
+DESTRUCTIVE_HINTS = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False, "openWorldHint": False}
 NOTES_DELETE_TOOL: dict[str, Any] = {
     "name": TOOL_NAME,
     "title": "Delete a note",
-    "description": ("Delete one note whose title matches, inside the workspace folder you name. "
-                    "The user chooses the note and confirms in a form before anything is deleted."),
+    "description": (
+        "Delete one note whose title matches, inside the workspace folder you name. "
+        "The user chooses the note and confirms in a form before anything is deleted."
+    ),
     "inputSchema": {
         "type": "object",
         "properties": {
-            "workspaceUri": {"type": "string", "format": "uri", "maxLength": MAX_URI_LENGTH,
-                             "description": "file:// URI of the workspace folder to search (must be authorized for you)."},
-            "title": {"type": "string", "minLength": 1, "maxLength": MAX_TITLE_LENGTH,
-                      "description": "Text the note's title contains (case-insensitive)."},
+            "workspaceUri": {"type": "string", "format": "uri", "maxLength": MAX_URI_LENGTH, "description": URI_HELP},
+            "title": {"type": "string", "minLength": 1, "maxLength": MAX_TITLE_LENGTH, "description": TITLE_HELP},
         },
-        "required": ["workspaceUri", "title"], "additionalProperties": False,
+        "required": ["workspaceUri", "title"],
+        "additionalProperties": False,
     },
-    "outputSchema": {"type": "object", "properties": {"deleted": {"type": "boolean"}, "noteId": {"type": "string"},
-                     "reason": {"type": "string", "enum": ["declined", "cancelled", "not_confirmed"]}},
-                     "required": ["deleted"], "additionalProperties": False},
-    "annotations": {"title": "Delete a note", "readOnlyHint": False, "destructiveHint": True,
-                    "idempotentHint": False, "openWorldHint": False},
+    "outputSchema": {
+        "type": "object",
+        "properties": {
+            "deleted": {"type": "boolean"},
+            "noteId": {"type": "string"},
+            "reason": {"type": "string", "enum": ["declined", "cancelled", "not_confirmed"]},
+        },
+        "required": ["deleted"],
+        "additionalProperties": False,
+    },
+    "annotations": {"title": "Delete a note", **DESTRUCTIVE_HINTS},
 }
+
 
 class ScopeArgs(NamedTuple):
     """Validated scope arguments: the workspace URI (not yet parsed) and the title query."""
+
     workspace_uri: str
     title: str
+
 
 def read_scope_args(arguments: Any, tool: str = TOOL_NAME) -> ScopeArgs:
     """`{workspaceUri, title}` checked against the inputSchema: not an object is -32602, a schema miss a ToolError."""
     if not isinstance(arguments, dict):
         raise McpError(INVALID_PARAMS, f"Invalid params: arguments for tool {tool} must be an object")
+    invalid = f"Invalid arguments for tool {tool}:"  # what every schema miss below begins with
     unknown = arguments.keys() - {"workspaceUri", "title"}
     if unknown:
-        raise ToolError(f"Invalid arguments for tool {tool}: unexpected property {min(unknown)!r}.")
+        raise ToolError(f"{invalid} unexpected property {min(unknown)!r}.")
     uri, title = arguments.get("workspaceUri"), arguments.get("title")
     if not isinstance(uri, str) or not 0 < len(uri) <= MAX_URI_LENGTH:
-        raise ToolError(f"Invalid arguments for tool {tool}: workspaceUri must be a file:// URI string of 1..{MAX_URI_LENGTH} characters.")
+        raise ToolError(f"{invalid} workspaceUri must be a file:// URI string of 1..{MAX_URI_LENGTH} characters.")
     if not isinstance(title, str) or not 0 < len(title) <= MAX_TITLE_LENGTH or not title.strip():
-        raise ToolError(f"Invalid arguments for tool {tool}: title must be 1..{MAX_TITLE_LENGTH} characters, not only spaces.")
+        raise ToolError(f"{invalid} title must be 1..{MAX_TITLE_LENGTH} characters, not only spaces.")
     # A NUL or a lone surrogate is text no title or path holds and no store can encode:
     # refused before any store sees it, as the malformed request it is.
     for name, text in (("workspaceUri", uri), ("title", title)):
         if "\x00" in text or any("\ud800" <= ch <= "\udfff" for ch in text):
             raise McpError(INVALID_PARAMS, f"Invalid params: {name} for tool {tool} holds a NUL or a lone surrogate")
     return ScopeArgs(uri, title)
+
 
 # === 2. The three-layer rule: authorization, containment, sandbox ======================
 #   1. Authorization: is this authenticated principal allowed this workspace?
@@ -167,11 +185,12 @@ def read_scope_args(arguments: Any, tool: str = TOOL_NAME) -> ScopeArgs:
 #   3. Sandbox: the operating system confines the process (code/sandbox.py); no code here can.
 # Ambiguous spellings (`..`, `%2e%2e`, double encoding, backslashes) are refused, never
 # resolved: resolving `..` lexically disagrees with the file system across a symlink.
-
 Path = tuple[str, ...]  # a normalized absolute path, one entry per component
+
 
 class ScopeError(ValueError):
     """A URI that cannot name a local folder or file (the reason is safe to show)."""
+
 
 def parse_file_uri(uri: Any) -> Path:
     """A `file://` URI to its path components, refusing every ambiguous spelling.
@@ -180,7 +199,7 @@ def parse_file_uri(uri: Any) -> Path:
     out of `.../Notes`; `file:///Users/alice/Documents/Notes/%2e%2e/private.md` is refused.
     """
     if not isinstance(uri, str) or len(uri) > MAX_URI_LENGTH:
-        raise ScopeError("must be a file:// URI of at most %d characters" % MAX_URI_LENGTH)
+        raise ScopeError(f"must be a file:// URI of at most {MAX_URI_LENGTH} characters")
     if any("\ud800" <= ch <= "\udfff" for ch in uri):  # a lone surrogate names no file and no encoder takes it
         raise ScopeError("must be valid UTF-8 text")
     scheme, sep, rest = uri.partition("://")
@@ -208,13 +227,16 @@ def parse_file_uri(uri: Any) -> Path:
         raise ScopeError("must not contain .. components")
     return parts
 
+
 def format_file_uri(path: Path) -> str:
     """The one canonical spelling of a path as a URI (`file:///` plus encoded components)."""
     return "file:///" + quote("/".join(path), safe="/")
 
+
 def is_within(path: Path, folder: Path) -> bool:
     """Component-wise containment (inclusive): never a string prefix, so Notes-evil is out."""
     return path[: len(folder)] == folder
+
 
 class AuthorizationPolicy:
     """Principal -> workspaces they may act on; a sub-folder of one of them is also allowed."""
@@ -238,18 +260,23 @@ class AuthorizationPolicy:
         """The principal's granted workspaces, canonical URIs (for hosts and adapters)."""
         return [format_file_uri(path) for path in self._grants.get(principal, ())]
 
+
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True, check_circular=False)
+
 
 def canonical_json(value: Any) -> bytes:
     """Sorted keys, no spaces, ASCII: equal values give equal bytes (for MACs and digests)."""
     return _CANONICAL.encode(value).encode("ascii")
 
+
 def digest(value: Any) -> str:
     """A short SHA-256 digest of a JSON value's canonical form."""
     return hashlib.sha256(canonical_json(value)).hexdigest()[:32]
 
+
 class Scope(NamedTuple):
     """An authorized workspace and the canonical arguments a signed state binds."""
+
     workspace: Path
     arguments: dict[str, str]  # {"workspaceUri": canonical URI, "title": query}
 
@@ -258,10 +285,12 @@ class Scope(NamedTuple):
         """The digest of the canonical arguments: two spellings of one folder bind alike."""
         return digest(self.arguments)
 
+
 def your_workspaces(policy: AuthorizationPolicy, principal: str) -> str:
     """The sentence that tells a model which workspaceUri values this principal may pass (nothing about others)."""
     granted = policy.workspaces(principal)
     return "Your workspaces: " + ", ".join(granted) + "." if granted else "You have no authorized workspaces."
+
 
 def authorize(policy: AuthorizationPolicy, principal: str, args: ScopeArgs, log: Callable[[str], None]) -> Scope:
     """Layer 1: parse the workspace and check the principal's grant, or a ToolError naming their own."""
@@ -274,8 +303,10 @@ def authorize(policy: AuthorizationPolicy, principal: str, args: ScopeArgs, log:
         raise ToolError(f"That workspace is not authorized for you. {your_workspaces(policy, principal)}")
     return Scope(workspace, {"workspaceUri": format_file_uri(workspace), "title": args.title})
 
+
 class Note(NamedTuple):
     """A note: stable id, title, where it lives, and a revision that changes on edit."""
+
     id: str
     title: str
     uri: str  # canonical file URI
@@ -291,15 +322,18 @@ class Note(NamedTuple):
         """A digest of everything the user was shown or that decides where the note is."""
         return digest([self.id, self.title, self.uri, self.revision])
 
+
 def inside_workspace(note: Note, workspace: Path) -> bool:
     """Layer 2: the note lies strictly inside the workspace folder, compared by components."""
     path = note.path
     return len(path) > len(workspace) and is_within(path, workspace)
 
+
 class MemoryNotesStore:
     """Notes in a dict; a lookup scans every title (the product's stores keep indexes)."""
 
     deletion = "Deletion cannot be undone."  # what deleting does, said in the form
+
     @staticmethod
     def fold(text: str) -> str:
         """A title as matching compares it: NFC, then casefolded ("café" typed composed finds it stored decomposed)."""
@@ -314,7 +348,8 @@ class MemoryNotesStore:
         needle = self.fold(title)
         with self.lock:
             found = [(folded, note) for note, folded in self._notes.values() if needle in folded]
-        return [note for folded, note in sorted(found, key=lambda f: (f[0], f[1].id)) if inside_workspace(note, workspace)]
+        ranked = sorted(found, key=lambda f: (f[0], f[1].id))
+        return [note for _, note in ranked if inside_workspace(note, workspace)]
 
     def get(self, note_id: str) -> Note | None:
         """The live note with this id, or None."""
@@ -337,6 +372,7 @@ class MemoryNotesStore:
         with self.lock:
             return sorted((note for note, _ in self._notes.values()), key=lambda note: note.id)
 
+
 def lookup(store: MemoryNotesStore, scope: Scope) -> list[Note]:
     """Candidates inside the workspace (the store's candidates); none, or more than a form can offer, is a ToolError."""
     title = scope.arguments["title"]
@@ -344,26 +380,30 @@ def lookup(store: MemoryNotesStore, scope: Scope) -> list[Note]:
     if not found:
         raise ToolError(f"No note titled like {title!r} in that workspace.")
     if len(found) > MAX_CANDIDATES:
-        raise ToolError(f"{len(found)} notes match; more than {MAX_CANDIDATES} cannot be offered. Use a more specific title.")
+        raise ToolError(
+            f"{len(found)} notes match; more than {MAX_CANDIDATES} cannot be offered. Use a more specific title."
+        )
     return found
+
 
 # === 3. Elicitation delivered as input_required ========================================
 # No server-to-client request is in flight: a tool that needs the user answers with
 # `input_required`, its questions (`inputRequests`) and an opaque `requestState`; the client asks,
 # then retries the same call with a fresh id, `inputResponses` and the state echoed (section 4 reads them).
-
 def input_required(requests: dict[str, Any], state: str) -> dict[str, Any]:
     """An `input_required` result: the questions and the state the retry must echo."""
     return {"resultType": "input_required", "inputRequests": requests, "requestState": state}
 
+
 # === 4. Capability negotiation per request =============================================
 # No `initialize`, no session: every request declares its protocol version and what its
 # client can do in `params._meta`, and nothing carries over to the next request.
-
 class RequestMeta(NamedTuple):
     """What a modern request declares about itself; nothing carries over between requests."""
+
     protocol_version: str
     capabilities: dict[str, Any]
+
 
 def read_meta(params: Any) -> RequestMeta:
     """Check `params._meta` has a string version and an object of capabilities, or -32602."""
@@ -378,15 +418,18 @@ def read_meta(params: Any) -> RequestMeta:
         raise McpError(INVALID_PARAMS, f"Invalid params: _meta[{META_PROTOCOL_VERSION!r}] {problem}")
     capabilities = meta.get(META_CLIENT_CAPABILITIES)
     if not isinstance(capabilities, dict):
-        problem = "must be an object" if META_CLIENT_CAPABILITIES in meta else "is missing (send {} for a client with none)"
+        missing = "is missing (send {} for a client with none)"
+        problem = "must be an object" if META_CLIENT_CAPABILITIES in meta else missing
         raise McpError(INVALID_PARAMS, f"Invalid params: _meta[{META_CLIENT_CAPABILITIES!r}] {problem}")
     return RequestMeta(version, capabilities)
+
 
 def check_version(meta: RequestMeta) -> None:
     """Refuse a version this server does not implement with -32022 and the exact data."""
     if meta.protocol_version not in SUPPORTED_VERSIONS:
         data = {"supported": list(SUPPORTED_VERSIONS), "requested": meta.protocol_version}
         raise McpError(UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version", data)
+
 
 def supports_form_elicitation(capabilities: Mapping[str, Any]) -> bool:
     """True when this request declares form elicitation: `{}` and `{"form": {}}` do, `{"url": {}}` alone does not."""
@@ -395,21 +438,26 @@ def supports_form_elicitation(capabilities: Mapping[str, Any]) -> bool:
         return False
     return not elicitation or isinstance(elicitation.get("form"), dict)  # `{}` means form-only
 
+
 def require_form_elicitation(meta: RequestMeta) -> None:
     """-32021 naming exactly the form capability, unless this request declares it."""
     # Before any lookup: a client that cannot show the form learns nothing and deletes nothing.
     if not supports_form_elicitation(meta.capabilities):
         message = "Server requires form elicitation for this request. Nothing was deleted: use a host that shows forms."
-        raise McpError(MISSING_REQUIRED_CLIENT_CAPABILITY, message, {"requiredCapabilities": {"elicitation": {"form": {}}}})
+        required: dict[str, Any] = {"requiredCapabilities": {"elicitation": {"form": {}}}}
+        raise McpError(MISSING_REQUIRED_CLIENT_CAPABILITY, message, required)
+
 
 class ToolCall(NamedTuple):
     """One `tools/call` as a tool sees it: a first call (no state) or a retry with answers."""
+
     name: str
     arguments: Any
     meta: RequestMeta
     principal: str
     state: str | None = None  # the echoed requestState, on a retry
     responses: dict[str, Any] | None = None  # inputResponses, on a retry
+
 
 def read_tool_call(params: dict[str, Any], meta: RequestMeta, principal: str) -> ToolCall:
     """The call's name, arguments and MRTR fields; a half or mistyped retry is -32602."""
@@ -423,33 +471,38 @@ def read_tool_call(params: dict[str, Any], meta: RequestMeta, principal: str) ->
         raise McpError(INVALID_PARAMS, "Invalid params: inputResponses must be an object")
     if has_state and not isinstance(params["requestState"], str):  # null read as absent would drop the answers
         raise McpError(INVALID_PARAMS, STATE_INVALID)
-    return ToolCall(name, params.get("arguments", {}), meta, principal, params.get("requestState"), params.get("inputResponses"))
+    state, responses = params.get("requestState"), params.get("inputResponses")
+    return ToolCall(name, params.get("arguments", {}), meta, principal, state, responses)
+
 
 # === 5. Form mode ======================================================================
 # A form asks for data a person may see in the client: a choice between records and a
 # checkbox. Never a secret: URL mode sends the user to the server's own page (connect.py).
-
 def choice_options(notes: list[Note]) -> list[dict[str, str]]:
     """A titled single-select's options: each note's id, shown by its title (with the id when two look alike)."""
     shown = [unicodedata.normalize("NFC", note.title) for note in notes]  # "Café" typed as é or as e + accent
-    return [{"const": note.id, "title": note.title if shown.count(looks) == 1 else f"{note.title} ({note.id})"}
-            for note, looks in zip(notes, shown)]
+    return [
+        {"const": note.id, "title": note.title if shown.count(shown[k]) == 1 else f"{note.title} ({note.id})"}
+        for k, note in enumerate(notes)
+    ]
+
 
 def delete_form(workspace_uri: str, title: str, notes: list[Note], outcome: str) -> dict[str, Any]:
-    """The elicitation: a titled single-select of the candidates and a confirm box; `outcome` says what deleting does."""
+    """The elicitation: a titled single-select of the candidates, a confirm box; `outcome` says what deleting does."""
     count = "1 note matches" if len(notes) == 1 else f"{len(notes)} notes match"
+    tip = f"Tick to delete the chosen note. {outcome}"
     schema = {
         "type": "object",
         "properties": {
             CHOICE_FIELD: {"type": "string", "title": "Note to delete", "oneOf": choice_options(notes)},
-            CONFIRM_FIELD: {"type": "boolean", "title": "Delete the chosen note",
-                            "description": f"Tick to delete the chosen note. {outcome}", "default": False},
+            CONFIRM_FIELD: {"type": "boolean", "title": "Delete the chosen note", "description": tip, "default": False},
         },
         "required": [CHOICE_FIELD, CONFIRM_FIELD],
     }
     asked = "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in f'"{title}" in {unquote(workspace_uri)}')
     message = f"{count} {asked}. Choose the note to delete and confirm. {outcome}"  # decoded; hidden characters spelled
     return {"method": "elicitation/create", "params": {"mode": "form", "message": message, "requestedSchema": schema}}
+
 
 # === 6. Response branches ==============================================================
 # Every answer is read by read_answer and means the same for every tool:
@@ -458,11 +511,12 @@ def delete_form(workspace_uri: str, title: str, notes: list[Note], outcome: str)
 #   decline    an explicit no: nothing is changed, and this confirmation is consumed
 #   accept     the content goes on to the tool; a choice must be one the form showed (chosen, section 7)
 #   malformed  -32602, and nothing changes
-
 class Answer(NamedTuple):
     """The user's answer to one elicitation: the action and, for accept, the content."""
+
     action: str  # "accept", "decline" or "cancel"
     content: dict[str, Any]
+
 
 def read_answer(responses: dict[str, Any] | None, key: str) -> Answer | None:
     """The answer under `key`, None when absent (ask again), or -32602 when malformed."""
@@ -476,6 +530,7 @@ def read_answer(responses: dict[str, Any] | None, key: str) -> Answer | None:
         raise McpError(INVALID_PARAMS, "Invalid params: accept needs the form's content")
     return Answer(answer["action"], content or {})
 
+
 def tool_result(text: str, structured: dict[str, Any] | None = None, *, is_error: bool = False) -> dict[str, Any]:
     """A complete CallToolResult: text for people and models, structured for programs."""
     result: dict[str, Any] = {"resultType": "complete", "content": [{"type": "text", "text": text}]}
@@ -483,9 +538,11 @@ def tool_result(text: str, structured: dict[str, Any] | None = None, *, is_error
         result["structuredContent"] = structured
     return result | {"isError": is_error}
 
+
 def not_deleted(reason: str, text: str) -> dict[str, Any]:
     """The complete, non-error answer when the user said no, declined or cancelled."""
     return tool_result(text, {"deleted": False, "reason": reason})
+
 
 # === 7. Protecting destructive MRTR state: signing the state ===========================
 #   v1.<key id>.<base64url(canonical JSON claims)>.<base64url(HMAC-SHA256 of what precedes)>
@@ -493,18 +550,21 @@ def not_deleted(reason: str, text: str) -> dict[str, Any]:
 # Signed, not encrypted: the client can read every claim, so none may be a secret. The MAC is
 # checked in constant time before the JSON is parsed, so a forged state costs one HMAC and never
 # reaches the parser or the replay store. new_state and verify_state follow that store (section 8).
-
 class StateError(Exception):
     """requestState failed verification; the reason is logged, never sent."""
+
 
 def b64url_encode(data: bytes) -> str:
     """Unpadded base64url."""
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
+
 def _refuse_constant(name: str) -> Any:
     raise ValueError(name)  # NaN and Infinity are not JSON: refused before any comparison
 
+
 _DECODER = json.JSONDecoder(parse_constant=_refuse_constant)  # built once, not per call
+
 
 class StateSigner:
     """Sign and verify requestState with one key; a state lives `ttl` seconds."""
@@ -542,16 +602,19 @@ class StateSigner:
         expected = b64url_encode(hmac.digest(key, token[: -(len(mac_text) + 1)].encode("ascii"), "sha256"))
         if not hmac.compare_digest(mac_text, expected):  # as text: only the canonical spelling matches
             raise StateError("bad MAC")
+        padded = claims_text + "=" * (-len(claims_text) % 4)
         try:  # past the MAC, these are the very characters this server signed
-            claims = _DECODER.decode(base64.urlsafe_b64decode(claims_text + "=" * (-len(claims_text) % 4)).decode("ascii"))
+            claims = _DECODER.decode(base64.urlsafe_b64decode(padded).decode("ascii"))
         except ValueError:
             raise StateError("claims are not JSON") from None
         if not isinstance(claims, dict):
             raise StateError("claims are not an object")
         return claims
 
+
 class StatePayload(NamedTuple):
     """What a signed state binds: who, which call, which step, what was shown, once, until when."""
+
     sub: str  # the principal the form was shown to
     tool: str
     args: str  # digest of the canonical arguments
@@ -565,7 +628,7 @@ class StatePayload(NamedTuple):
     @classmethod
     def parse(cls, claims: dict[str, Any]) -> StatePayload:
         """Every field present and well typed, or StateError."""
-        get = claims.get
+        get: Callable[[str], Any] = claims.get  # any JSON value, or None when absent: each is checked below
         sub, tool, args, phase, nonce = get("sub"), get("tool"), get("args"), get("phase"), get("nonce")
         if not all(isinstance(text, str) for text in (sub, get("method"), tool, args, phase, nonce)):
             raise StateError("malformed claims")
@@ -573,35 +636,37 @@ class StatePayload(NamedTuple):
         for value in (iat, exp):  # checked positively: NaN, strings, booleans and absence fail
             if type(value) not in (int, float) or not math.isfinite(value):
                 raise StateError("malformed iat or exp")
-        cands, extra = get("cands"), get("extra", {})
-        if not isinstance(cands, list) or not all(type(c) is list and len(c) == 2 and type(c[0]) is str and type(c[1]) is str for c in cands):
+        cands, extra = get("cands"), claims.get("extra", {})
+        if not isinstance(cands, list) or not all(type(c) is list and list(map(type, c)) == [str, str] for c in cands):
             raise StateError("malformed candidates")
         if not isinstance(extra, dict):
             raise StateError("malformed extra")
         return cls(sub, tool, args, phase, tuple((c[0], c[1]) for c in cands), nonce, float(iat), float(exp), extra)
 
+
 def chosen(content: Mapping[str, Any], state: StatePayload, field: str = CHOICE_FIELD) -> tuple[str, str]:
     """The (id, version) picked in the form's `field`, which must be one the signed state offered, or -32602."""
-    note_id = content.get(field)
+    note_id, offered = content.get(field), dict(state.cands)
     # Only a note the user was shown can be chosen: a client cannot swap in another id.
-    version = dict(state.cands).get(note_id) if isinstance(note_id, str) else None
-    if version is None:
+    if not isinstance(note_id, str) or note_id not in offered:
         raise McpError(INVALID_PARAMS, "Invalid params: the answer does not match the form")
-    return note_id, version
+    return note_id, offered[note_id]
+
 
 # === 8. Protecting destructive MRTR state: the replay store ============================
 # A signed state proves the server asked; it does not stop the client answering twice. Each
 # state carries a random nonce that its final answer claims in a store every instance shares.
 # An ordinary replay is refused earlier, by verify_state finding the nonce consumed; retries
 # racing past verify_state with one state meet at the claim: the first wins, the rest are used.
-
 class Settlement(enum.Enum):
     """How a claim, or the atomic step around it, ended."""
+
     CONSUMED = "consumed"  # nonce consumed, nothing deleted (decline, explicit "no")
     DELETED = "deleted"  # nonce consumed, note deleted
     CHANGED = "changed"  # nonce consumed, nothing deleted: the note is gone, edited or moved, or the grant revoked
     USED = "used"  # replay: consumed before, here or on another instance; nothing happened
     FULL = "full"  # the principal holds MAX_REPLAY_PER_PRINCIPAL unexpired confirmations; nothing happened
+
 
 class MemoryReplayStore:
     """Consumed nonces until their state expires, bounded per principal, under one lock; settle() is the atomic step."""
@@ -617,7 +682,7 @@ class MemoryReplayStore:
         self.lock = threading.RLock()
 
     def release(self, nonce: str) -> None:
-        """Forget a claim: its state expired, or the atomic step failed before it finished (a stale heap entry is harmless)."""
+        """Forget a claim: its state expired, or the atomic step failed midway (a stale heap entry is harmless)."""
         with self.lock:
             principal = self._owner.pop(nonce, None)
             if principal is not None:
@@ -640,7 +705,7 @@ class MemoryReplayStore:
             return nonce in self._owner
 
     def claim(self, principal: str, nonce: str, expires_at: float) -> Settlement:
-        """Record `nonce` as consumed (CONSUMED), unless it already is or just expired (USED), or the principal is at the bound (FULL)."""
+        """Consume `nonce`: CONSUMED; USED if consumed already or just expired; FULL at the principal's bound."""
         with self.lock:
             now = self._prune()
             # Verified just before its expiry, arriving just after, when the record of an earlier
@@ -659,9 +724,16 @@ class MemoryReplayStore:
             self._prune()
             return len(self._owner)
 
-    def settle(self, notes: MemoryNotesStore, principal: str, nonce: str, expires_at: float,
-               target: tuple[str, str] | None, recheck: Callable[[Note], bool]) -> Settlement:
-        """The atomic step, under this store's lock and the notes store's: claim; for `target` (id, version) re-read, re-check, delete."""
+    def settle(
+        self,
+        notes: MemoryNotesStore,
+        principal: str,
+        nonce: str,
+        expires_at: float,
+        target: tuple[str, str] | None,
+        recheck: Callable[[Note], bool],
+    ) -> Settlement:
+        """The atomic step under both stores' locks: claim; for `target` (id, version) re-read, re-check, delete."""
         with self.lock, notes.lock:  # no other claim, and no edit of a note, can come between the steps
             outcome = self.claim(principal, nonce, expires_at)
             if outcome is not Settlement.CONSUMED or target is None:
@@ -677,8 +749,10 @@ class MemoryReplayStore:
                 self.release(nonce)  # a check or the store raised: the same state may be answered again
                 raise
 
+
 class Services(NamedTuple):
     """Everything a server is built from; it builds none of it (lesson_server, section 15, does)."""
+
     # Who calls is not here: the transport authenticates the principal (stdio: the
     # configured user; HTTP: the bearer token's owner), never arguments or clientInfo.
     # Every instance shares the notes and the replay store: here, instances in one process
@@ -690,19 +764,31 @@ class Services(NamedTuple):
     clock: Callable[[], float]  # injected, so tests move time without sleeping
     log: Callable[[str], None]  # stderr by default, never the protocol stream
 
-def new_state(services: Services, principal: str, tool: str, args_digest: str, phase: str, cands: Iterable[tuple[str, str]],
-              follows: StatePayload | None = None, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+
+def new_state(
+    services: Services,
+    principal: str,
+    tool: str,
+    args_digest: str,
+    phase: str,
+    cands: Iterable[tuple[str, str]],
+    follows: StatePayload | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """The claims of a new state; one that `follows` an earlier state keeps its nonce and expiry."""
     now = services.clock()
     # A flow asked twice must not hold two live nonces: the first form's state could act again.
     nonce = follows.nonce if follows is not None else b64url_encode(secrets.token_bytes(16))
     exp = follows.exp if follows is not None else now + services.signer.ttl
-    claims = {"sub": principal, "method": "tools/call", "tool": tool, "args": args_digest, "phase": phase,
-              "cands": [list(c) for c in cands], "nonce": nonce, "iat": now, "exp": exp}
+    call = {"sub": principal, "method": "tools/call", "tool": tool, "args": args_digest, "phase": phase}
+    claims = call | {"cands": [list(c) for c in cands], "nonce": nonce, "iat": now, "exp": exp}
     return claims | {"extra": dict(extra)} if extra else claims
 
-def verify_state(services: Services, token: Any, principal: str, tool: str, args_digest: str, phases: Collection[str]) -> StatePayload:
-    """The echoed state, verified: ours, for this principal, tool, arguments and step, unexpired, unused; else -32602."""
+
+def verify_state(
+    services: Services, token: Any, principal: str, tool: str, args_digest: str, phases: Collection[str]
+) -> StatePayload:
+    """The echoed state, verified: ours, for this principal, tool, arguments and step, unexpired, unused, or -32602."""
     try:
         claims = services.signer.verify(token)
         state = StatePayload.parse(claims)
@@ -728,18 +814,24 @@ def verify_state(services: Services, token: Any, principal: str, tool: str, args
         services.log(f"refused requestState: {exc}")
         raise McpError(INVALID_PARAMS, STATE_INVALID) from None
 
+
 # === 9. Protecting destructive MRTR state: the live re-check ===========================
 # Minutes pass between the form and the answer: the note may have been edited, moved or deleted,
 # and the grant revoked. So the final step is one atomic operation: claim the nonce, re-read the
 # live record, run layers 1 and 2 again (the re-check NotesDelete.delete passes), delete: in
 # memory under both stores' locks (MemoryReplayStore.settle, section 8), in SQLite one transaction.
-
 def refuse_every_note(note: Note) -> bool:
     """The re-check when none is given: no note passes, so nothing is ever deleted by default."""
     return False
 
-def consume(services: Services, principal: str, state: StatePayload, target: tuple[str, str] | None = None,
-            recheck: Callable[[Note], bool] = refuse_every_note) -> Settlement:
+
+def consume(
+    services: Services,
+    principal: str,
+    state: StatePayload,
+    target: tuple[str, str] | None = None,
+    recheck: Callable[[Note], bool] = refuse_every_note,
+) -> Settlement:
     """Consume a verified state's nonce (and delete `target`) in the one atomic step; a replay is -32602."""
     outcome = services.replay.settle(services.notes, principal, state.nonce, state.exp, target, recheck)
     if outcome is Settlement.USED:  # a retry that raced another past verify_state with one state, or just expired
@@ -751,14 +843,15 @@ def consume(services: Services, principal: str, state: StatePayload, target: tup
         raise ToolError("Too many confirmations used recently by you; try again once their forms expire.")
     return outcome
 
+
 # === 10. The two-call flow, in one place: notes_delete =================================
 # First call: authorize the workspace, look up the notes inside it, build the form, sign a state:
 # `input_required`. Retry: verify the echoed state, read the answer, branch on it, and for a
 # confirmed choice claim the nonce, re-check the live note and delete it in one atomic step.
 # Everything it calls is above (sections 7-9); its steps come first, `call` last.
-
 class NotesDelete:
     """`notes_delete`, the lesson's tool: scope, ask, then verify, read the answer, re-check and delete once."""
+
     descriptor = NOTES_DELETE_TOOL
 
     def __init__(self, services: Services) -> None:
@@ -775,12 +868,15 @@ class NotesDelete:
 
     def delete(self, principal: str, scope: Scope, state: StatePayload, target: tuple[str, str]) -> dict[str, Any]:
         """Claim the nonce, re-read and re-check the chosen note, and delete it: one atomic step."""
+
         def recheck(live: Note) -> bool:  # layers 1 and 2 again: grants and notes may have changed
             return self.policy.allows(principal, scope.workspace) and inside_workspace(live, scope.workspace)
 
         # One text for every failed re-check, a revoked grant included: nothing was deleted.
         if consume(self.services, principal, state, target, recheck) is Settlement.CHANGED:
-            raise ToolError("The chosen note changed, moved or was deleted since the form was shown; nothing was deleted.")
+            raise ToolError(
+                "The chosen note changed, moved or was deleted since the form was shown; nothing was deleted."
+            )
         return tool_result(f"Deleted note {target[0]}.", {"deleted": True, "noteId": target[0]})
 
     def call(self, call: ToolCall) -> dict[str, Any]:
@@ -809,27 +905,30 @@ class NotesDelete:
             return not_deleted("not_confirmed", "Not confirmed; nothing was deleted.")
         return self.delete(call.principal, scope, state, target)
 
+
 # === 11. The protocol frame: handle() and the JSON-RPC envelope ========================
 # The frame's helpers, then Server: handle() reads the envelope, finds the method in the
 # one dispatch table (sections 12-14 enter theirs), checks `_meta`, runs it, answers errors.
-
 class Envelope(NamedTuple):
     """A well-formed JSON-RPC message: `id` is None for a notification."""
+
     id: str | int | None
     method: str
     params: Any  # validated per method; absent params arrive as None
+
 
 def read_id(message: Any) -> str | int | None:
     """The message's id if it is a legal MCP id (string or integer, not bool/float/null)."""
     value = message.get("id") if isinstance(message, dict) else None
     return value if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)) else None
 
+
 def parse_envelope(message: Any) -> Envelope:
     """Validate the JSON-RPC 2.0 frame or raise -32600; batches (arrays) are refused."""
     if not isinstance(message, dict):  # MCP removed batching: an array would multiply one message's work
         raise McpError(INVALID_REQUEST, "Invalid Request: expected one JSON-RPC object")
     if message.get("jsonrpc") != "2.0":
-        raise McpError(INVALID_REQUEST, "Invalid Request: jsonrpc must be \"2.0\"")
+        raise McpError(INVALID_REQUEST, 'Invalid Request: jsonrpc must be "2.0"')
     # bool is an int in Python and `true == 1`: refused, with floats and null, so two
     # different wire ids never collide in a client's table.
     if read_id(message) is None and "id" in message:
@@ -838,6 +937,7 @@ def parse_envelope(message: Any) -> Envelope:
         raise McpError(INVALID_REQUEST, "Invalid Request: method must be a string")
     return Envelope(read_id(message), message["method"], message.get("params"))
 
+
 def error_response(request_id: Any, error: McpError) -> dict[str, Any]:
     """A JSON-RPC error response; `id` is omitted when it could not be read (never null)."""
     body: dict[str, Any] = {"code": error.code, "message": error.message}
@@ -845,9 +945,16 @@ def error_response(request_id: Any, error: McpError) -> dict[str, Any]:
         body["data"] = error.data
     return {"jsonrpc": "2.0", **({"id": request_id} if request_id is not None else {}), "error": body}
 
+
+def cacheable(ttl_ms: int) -> dict[str, Any]:
+    """What closes a result any client may cache and share for `ttl_ms`: its lifetime, its scope, our identity."""
+    return {"ttlMs": ttl_ms, "cacheScope": "public", "_meta": {META_SERVER_INFO: dict(SERVER_INFO)}}
+
+
 def stderr_log(line: str) -> None:
     """The default log sink: one line to stderr, never to the protocol stream."""
     print(line, file=sys.stderr, flush=True)
+
 
 class Server:
     """The protocol server: one dispatch table, one exception boundary, tools added through add_tool."""
@@ -895,7 +1002,8 @@ class Server:
         try:
             request = parse_envelope(message)
             if request.id is None:
-                return self.notification(request)
+                self.notification(request)
+                return None
             handler = self.methods.get(request.method)
             if handler is None:
                 raise self.unknown_method(request.method)
@@ -905,18 +1013,29 @@ class Server:
             return error_response(request_id, exc)
         except Exception:  # noqa: BLE001 - this is the boundary
             import traceback  # loaded at the first internal error: most processes never have one
+
             self.services.log("internal error:\n" + traceback.format_exc())
             return error_response(request_id, McpError(INTERNAL_ERROR, "Internal error"))
+
 
 # === 12. The protocol frame: server/discover ===========================================
 def discover(server: Server, request: Envelope, meta: RequestMeta, principal: str) -> dict[str, Any]:
     """Versions, capabilities and identity: what a client needs before anything else."""
-    instructions = ("Pass the workspace folder explicitly as workspaceUri; deletions are confirmed by the user "
-                    "in a form and each confirmation can be used once.")
-    return {"resultType": "complete", "supportedVersions": list(SUPPORTED_VERSIONS), "capabilities": server.capabilities(),
-            "instructions": instructions, "ttlMs": DISCOVER_TTL_MS, "cacheScope": "public",
-            "_meta": {META_SERVER_INFO: dict(SERVER_INFO)}}
+    instructions = (
+        "Pass the workspace folder explicitly as workspaceUri; deletions are confirmed by the user "
+        "in a form and each confirmation can be used once."
+    )
+    return {
+        "resultType": "complete",
+        "supportedVersions": list(SUPPORTED_VERSIONS),
+        "capabilities": server.capabilities(),
+        "instructions": instructions,
+        **cacheable(DISCOVER_TTL_MS),
+    }
+
+
 Server.METHODS["server/discover"] = discover
+
 
 # === 13. The protocol frame: tools/list ================================================
 def list_tools(server: Server, request: Envelope, meta: RequestMeta, principal: str) -> dict[str, Any]:
@@ -924,9 +1043,11 @@ def list_tools(server: Server, request: Envelope, meta: RequestMeta, principal: 
     if request.params.get("cursor") is not None:  # we never hand out a nextCursor
         raise McpError(INVALID_PARAMS, "Invalid params: unknown cursor")
     tools = [json.loads(json.dumps(tool.descriptor)) for tool in server.tools.values()]
-    return {"resultType": "complete", "tools": tools, "ttlMs": TOOLS_TTL_MS, "cacheScope": "public",
-            "_meta": {META_SERVER_INFO: dict(SERVER_INFO)}}
+    return {"resultType": "complete", "tools": tools, **cacheable(TOOLS_TTL_MS)}
+
+
 Server.METHODS["tools/list"] = list_tools
+
 
 # === 14. The protocol frame: tools/call ================================================
 def call_tool(server: Server, request: Envelope, meta: RequestMeta, principal: str) -> dict[str, Any]:
@@ -941,7 +1062,10 @@ def call_tool(server: Server, request: Envelope, meta: RequestMeta, principal: s
         result = tool_result(str(exc), is_error=True)
     result.setdefault("_meta", {META_SERVER_INFO: dict(SERVER_INFO)})
     return result
+
+
 Server.METHODS["tools/call"] = call_tool
+
 
 # === 15. The demo ======================================================================
 def lesson_notes() -> list[Note]:
@@ -955,23 +1079,34 @@ def lesson_notes() -> list[Note]:
         Note("tmp-1", "TPS report", "file:///tmp/tps-report.md"),
     ]
 
-def lesson_server(key: bytes, clock: Callable[[], float] = time.time, log: Callable[[str], None] = stderr_log) -> Server:
+
+def lesson_server(
+    key: bytes, clock: Callable[[], float] = time.time, log: Callable[[str], None] = stderr_log
+) -> Server:
     """The configuration above, built: alice granted the lesson workspace, one key, the memory stores."""
-    services = Services(policy=AuthorizationPolicy({LESSON_PRINCIPAL: [LESSON_WORKSPACE]}), signer=StateSigner(key),
-                        notes=MemoryNotesStore(lesson_notes()), replay=MemoryReplayStore(clock), clock=clock, log=log)
+    policy = AuthorizationPolicy({LESSON_PRINCIPAL: [LESSON_WORKSPACE]})
+    notes, replay = MemoryNotesStore(lesson_notes()), MemoryReplayStore(clock)
+    services = Services(policy=policy, signer=StateSigner(key), notes=notes, replay=replay, clock=clock, log=log)
     server = Server(services)
     server.add_tool(NotesDelete(services))
     return server
 
+
 def request_meta(capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
     """The `_meta` a modern client sends on every request."""
-    return {META_PROTOCOL_VERSION: PROTOCOL_VERSION, "io.modelcontextprotocol/clientInfo": {"name": "lesson-client", "version": "1.0.0"},
-            META_CLIENT_CAPABILITIES: {"elicitation": {"form": {}}} if capabilities is None else capabilities}
+    return {
+        META_PROTOCOL_VERSION: PROTOCOL_VERSION,
+        "io.modelcontextprotocol/clientInfo": {"name": "lesson-client", "version": "1.0.0"},
+        META_CLIENT_CAPABILITIES: {"elicitation": {"form": {}}} if capabilities is None else capabilities,
+    }
+
 
 DEMO_WIDTH = 100  # characters in one line of the demo's output
 
+
 def wire_lines(message: dict[str, Any], width: int) -> list[str]:
     """A wire message as JSON in lines of at most `width`: members that fit share a line, long strings end in "…"."""
+
     def fit(value: Any, prefix: str, indent: str, tail: str) -> list[str]:
         room = width - len(indent) - len(prefix) - len(tail)
         if isinstance(value, str) and len(json.dumps(value, ensure_ascii=False)) > room:
@@ -997,6 +1132,7 @@ def wire_lines(message: dict[str, Any], width: int) -> list[str]:
 
     return fit(message, "", "", "")
 
+
 def demo(out: Callable[[str], None] = print) -> None:
     """The two-call flow as it crosses the wire, a replay on a second instance, and a declined flow."""
     key = secrets.token_bytes(32)  # random per run, which is why the requestState differs each time
@@ -1017,7 +1153,9 @@ def demo(out: Callable[[str], None] = print) -> None:
         for k, line in enumerate(wire_lines(shown, DEMO_WIDTH - 4)):
             out(f"{arrow if k == 0 else '   '} {line}")
 
-    def exchange(title: str, message: dict[str, Any], to: Server = server, view: Callable[[Any], Any] = dict) -> dict[str, Any]:
+    def exchange(
+        title: str, message: dict[str, Any], to: Server = server, view: Callable[[Any], Any] = dict
+    ) -> dict[str, Any]:
         out(f"\n## {title}")
         show("-->", message)
         response = to.handle(message, LESSON_PRINCIPAL)
@@ -1026,21 +1164,26 @@ def demo(out: Callable[[str], None] = print) -> None:
         return response
 
     def compact(listed: dict[str, Any]) -> dict[str, Any]:  # each tool's name and inputSchema, no descriptions
-        tools = [{"name": tool["name"], "inputSchema": tool["inputSchema"] | {"properties": {name: {k: v for k, v in prop.items()
-                  if k != "description"} for name, prop in tool["inputSchema"]["properties"].items()}}} for tool in listed["result"]["tools"]]
+        tools: list[dict[str, Any]] = []
+        for tool in listed["result"]["tools"]:
+            properties = tool["inputSchema"]["properties"]
+            bare = {name: {k: v for k, v in prop.items() if k != "description"} for name, prop in properties.items()}
+            tools.append({"name": tool["name"], "inputSchema": tool["inputSchema"] | {"properties": bare}})
         return listed | {"result": listed["result"] | {"tools": tools}}
+
+    def rpc(request_id: int | str, method: str) -> dict[str, Any]:  # from a client that declares no capabilities
+        return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {"_meta": request_meta({})}}
 
     def tools_call(request_id: int, **mrtr: Any) -> dict[str, Any]:
         arguments = {"workspaceUri": LESSON_WORKSPACE, "title": "TPS report"}
         params = {"_meta": request_meta(), "name": TOOL_NAME, "arguments": arguments, **mrtr}
         return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
 
-    out(f"Notes server demo (section 15), protocol {PROTOCOL_VERSION}, principal {LESSON_PRINCIPAL!r}; long strings cut (…)")
+    who = f"protocol {PROTOCOL_VERSION}, principal {LESSON_PRINCIPAL!r}"
+    out(f"Notes server demo (section 15), {who}; long strings cut (…)")
     out(f"Workspace {LESSON_WORKSPACE} (notes outside it exist but must never be offered)")
-    exchange("1. server/discover (sections 4, 11, 12)",
-             {"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {"_meta": request_meta({})}})
-    exchange("2. tools/list (sections 1, 13)", {"jsonrpc": "2.0", "id": "list", "method": "tools/list",
-                                                "params": {"_meta": request_meta({})}}, view=compact)
+    exchange("1. server/discover (sections 4, 11, 12)", rpc(0, "server/discover"))
+    exchange("2. tools/list (sections 1, 13)", rpc("list", "tools/list"), view=compact)
     out("    (left out here: the tool's title, description, outputSchema, annotations, property descriptions)")
 
     first = exchange("3. tools/call, id 1: the server asks instead of guessing (sections 2, 3, 7, 14)", tools_call(1))
@@ -1049,20 +1192,27 @@ def demo(out: Callable[[str], None] = print) -> None:
     for line in textwrap.wrap(form["message"], DEMO_WIDTH - 3):
         out("   " + line)
     for option in form["requestedSchema"]["properties"][CHOICE_FIELD]["oneOf"]:
-        picked = "(x)" if option["const"] == "note-14" else "( )"
-        out(f"   {picked} {option['title']}  [{option['const']}]" + ("  <- picked, and 'Delete the chosen note' ticked" * (picked == "(x)")))
+        picked = option["const"] == "note-14"
+        tail = "  <- picked, and 'Delete the chosen note' ticked" if picked else ""
+        out(f"   {'(x)' if picked else '( )'} {option['title']}  [{option['const']}]{tail}")
     answer = {INPUT_KEY: {"action": "accept", "content": {CHOICE_FIELD: "note-14", CONFIRM_FIELD: True}}}
     retry = {"requestState": first["result"]["requestState"], "inputResponses": answer}
     exchange("4. tools/call, id 2: the answer, with the state echoed (sections 6, 9, 10)", tools_call(2, **retry))
-    exchange("5. tools/call, id 3: id 2 replayed to a second instance sharing the stores (section 8)",
-             tools_call(3, **retry), other)
+    exchange(
+        "5. tools/call, id 3: id 2 replayed to a second instance sharing the stores (section 8)",
+        tools_call(3, **retry),
+        other,
+    )
     again = server.handle(tools_call(4), LESSON_PRINCIPAL) or {}
     declined = {"requestState": again["result"]["requestState"], "inputResponses": {INPUT_KEY: {"action": "decline"}}}
-    exchange("6. tools/call, id 4 (not shown) got a new form and state; id 5 declines it (section 6)",
-             tools_call(5, **declined))
+    exchange(
+        "6. tools/call, id 4 (not shown) got a new form and state; id 5 declines it (section 6)",
+        tools_call(5, **declined),
+    )
     out("\n## Notes left (section 2: the look-alikes outside the workspace were never offered)")
     for note in server.services.notes.all():
         out(f"   {note.id:8} {note.title:16} {note.uri}")
+
 
 def main(argv: list[str] | None = None) -> int:
     """`main.py` runs the demo; serving is `code/serve.py`."""
@@ -1073,9 +1223,10 @@ def main(argv: list[str] | None = None) -> int:
         except BrokenPipeError:  # `python3 code/main.py | head`: the reader has all it wanted
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit flush has nowhere to fail
         return 0
-    print("usage: python3 code/main.py        run the scripted demo\n"
-          "       python3 code/serve.py ...   run the server (--stdio or --http; --help)", file=sys.stderr)
+    print("usage: python3 code/main.py        run the scripted demo", file=sys.stderr)
+    print("       python3 code/serve.py ...   run the server (--stdio or --http; --help)", file=sys.stderr)
     return 2
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -5,11 +5,24 @@ from __future__ import annotations
 import threading
 import unittest
 
-from helpers.support import FORM, KEY, PRINCIPAL, WORKSPACE, Clock, accept, call, contained, make_lesson_server, note_ids, request, tps
-from helpers.support import FORM, KEY, PRINCIPAL, WORKSPACE, Clock, accept, call, contained, make_server, note_ids, request, tps
+from helpers.support import (
+    FORM,
+    PRINCIPAL,
+    WORKSPACE,
+    Clock,
+    accept,
+    call,
+    contained,
+    make_lesson_server,
+    note_ids,
+    request,
+    tps,
+)
 
-import main
+# isort: split
+# helpers.support puts code/ on the import path: the modules under test are imported after it.
 import frame
+import main
 
 LESSON_IDS = ["evil-1", "note-14", "note-3", "note-7", "note-99", "tmp-1"]
 
@@ -89,7 +102,9 @@ class LessonCheckpoints(unittest.TestCase):
 
     def test_04_retry_with_fresh_id_and_accept_deletes_only_the_chosen_note(self) -> None:
         state = self.first_call()["requestState"]
-        response = self.server.handle(call(tps(), id=2, requestState=state, inputResponses=accept("note-14")), PRINCIPAL)
+        response = self.server.handle(
+            call(tps(), id=2, requestState=state, inputResponses=accept("note-14")), PRINCIPAL
+        )
         self.assertEqual(response["id"], 2)
         result = response["result"]
         self.assertEqual(result["resultType"], "complete")
@@ -125,7 +140,9 @@ class LessonCheckpoints(unittest.TestCase):
         changed = [tps(title="TPS report 2025"), tps(workspace=WORKSPACE + "/sub")]
         for arguments in changed:
             with self.subTest(arguments=arguments):
-                response = self.server.handle(call(arguments, id=2, requestState=state, inputResponses=accept()), PRINCIPAL)
+                response = self.server.handle(
+                    call(arguments, id=2, requestState=state, inputResponses=accept()), PRINCIPAL
+                )
                 self.assertEqual(response["error"]["code"], main.INVALID_PARAMS)
         self.assertEqual(note_ids(self.server), LESSON_IDS)
 
