@@ -123,7 +123,7 @@ class MarkdownNotesStore(stores.SettleSeam):
         # The text search's index (code/text_index.py): its own SQLite file in the state
         # folder (never in a notes folder), or in memory; told of changes by the title indexes.
         try:
-            self.text_index = text_index.FolderTextIndex(text_index_path)
+            self.text_index = text_index.FolderTextIndex(text_index_path)  # its deadline on time.monotonic, whatever `clock` is
         except sqlite3.Error as exc:
             self.close_dirs()
             raise stores.StoreError(f"text index {text_index_path} cannot be opened ({exc})") from None
@@ -216,11 +216,13 @@ class MarkdownNotesStore(stores.SettleSeam):
 
     def close(self) -> None:
         """Stop watching the folders and close the nonce database (checkpointing it); later calls do nothing."""
+        # The text index first: a background step still running reads through the folders'
+        # descriptors, and would take every file for gone once they are closed.
+        self.text_index.close()
         for index in self.indexes.values():
             index.close()
         self.close_dirs()
         self.nonces.close()
-        self.text_index.close()
 
     def close_dirs(self) -> None:
         """Close the folders' start-up descriptors."""
@@ -415,14 +417,15 @@ class MarkdownNotesStore(stores.SettleSeam):
         return None if found is None else (found[0], found[1].text)
 
     def search_text(self, workspace: main.Path, query: str, limit: int, offset: int = 0) -> tuple[list[tuple[main.Note, str]], bool]:
-        """Notes in `workspace` holding every term of `query`, ranked by the text index, `limit` from `offset`; True when its row bound was met."""
+        """Notes in `workspace` holding every term of `query`, ranked by the text index, `limit` from `offset`; True when its row bound was met or the index is not yet up to date."""
         root = self._served(workspace)
         parsed = text_index.parse(query)
         if root is None or not parsed.terms:
             return [], False
         try:
-            self.indexes[root].with_changes(lambda files, touched: self.text_index.sync(root, self.dirs[root], files, touched))
+            complete = self.text_index.catch_up(root, self.dirs[root], self.indexes[root].with_changes)
             paths, stopped = self.text_index.search(root, workspace[len(root) :], parsed, limit, offset)
+            stopped = stopped or not complete
         except sqlite3.OperationalError as exc:
             # Another instance holding the index past the busy timeout, or a full disk: the
             # search says the store is busy (one line, no path); the index is as it was.

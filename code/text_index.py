@@ -24,8 +24,13 @@ of notes holding a common word.
 The folder store's index (FolderTextIndex) is an SQLite file of its own in the state
 folder, beside the ledger, never in the notes folder: one row per note file keyed by
 its path and identity (device, inode, size, mtime, ctime), kept current from the title
-index's change notification (code/folder_index.py) and compared with the files on the
-first search after start-up, so a file changed while the server was down is read again.
+index's change notification (code/folder_index.py) and compared with the files after
+start-up, so a file changed while the server was down is read again. One search reads
+at most MAX_SYNC_BYTES of changed files and none once SYNC_SECONDS have passed; what it
+leaves, and the comparison after start-up of an index that already holds rows, is done
+by a background thread in steps of the same bounds, and meanwhile a search answers from
+what is indexed and says it stopped early. A row not yet read again can only narrow:
+every hit is read again and tested (folder_hits), so it never gives a wrong hit.
 Standard library only.
 """
 
@@ -37,6 +42,8 @@ import json
 import os
 import re
 import sqlite3
+import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
@@ -69,6 +76,8 @@ CURSOR_REFUSED = "Invalid params: cursor is not one this search gave out for thi
 FOLDER_INDEX_BUSY_MS = 5000  # one write to the folder text index waits at most this long for another instance's
 FOLDER_INDEX_LOG_BYTES = 4 * 1024 * 1024  # the folder text index's write-ahead log kept after a checkpoint, at most
 FOLDER_INDEX_CHECKPOINT_ROWS = 1_000  # files one sync re-read past which it checkpoints the index at once (a build)
+MAX_SYNC_BYTES = 32 * 1024 * 1024  # bytes of changed note files one search (or one background step) reads into the index, at most
+SYNC_SECONDS = 2.0  # one search (or one background step) reads no further changed file once this long has passed
 SNIPPET_CHARS = 160  # characters of a note's text shown beside a hit
 
 # Punctuation around a word is no part of it: `(Lisbon,` is the word lisbon. A `#` stays:
@@ -223,25 +232,56 @@ def index_path(database: str) -> str | None:
     return None if database == ":memory:" else os.path.abspath(database) + "-search"
 
 
+Changes = Callable[[Callable[[dict[main.Path, tuple[Facts, int]], set[main.Path]], None]], None]
+
+
+def _in_thread(work: Callable[[], None]) -> None:
+    """Run `work` in a thread of its own (a daemon: a server stopping does not wait for an index step)."""
+    threading.Thread(target=work, name="notes-search-index", daemon=True).start()
+
+
 class FolderTextIndex:
     """A persistent FTS5 index of the note files of the folder store's roots, in its own SQLite file (or in memory)."""
 
-    def __init__(self, path: str | None) -> None:
+    def __init__(self, path: str | None, clock: Callable[[], float] = time.monotonic) -> None:
         self.path = path or ":memory:"
-        self.conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        self.conn.execute(f"PRAGMA busy_timeout = {FOLDER_INDEX_BUSY_MS}")
-        if path:
-            self.conn.execute("PRAGMA journal_mode = WAL")
-            # A build writes the whole index in one transaction; the log it leaves is cut
-            # back to this size at the next checkpoint rather than kept at the build's.
-            self.conn.execute(f"PRAGMA journal_size_limit = {FOLDER_INDEX_LOG_BYTES}")
+        self.conn = self._connect()
         for statement in _FOLDER_SCHEMA:
             self.conn.execute(statement)
+        self.clock = clock  # the deadline's clock: a test injects its own
+        self.spawn: Callable[[Callable[[], None]], None] = _in_thread  # how background work starts: a test collects it instead
         self.verified: set[str] = set()  # roots compared whole with their files since start-up
+        self.pending: dict[str, set[main.Path]] = {}  # root -> paths whose row may not match the file: read at a later step
+        self.state = threading.Lock()  # guards `working`, `running` and `closing`
+        self.working: set[str] = set()  # roots handed to background work (started, or about to be)
+        self.running = 0  # background works between their first and last step
+        self.closing = False
+        self.idle = threading.Condition(self.state)  # notified when a root's background work ends
+
+    def _connect(self) -> sqlite3.Connection:
+        """A connection to the index with its settings (the background steps have their own, on a file)."""
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout = {FOLDER_INDEX_BUSY_MS}")
+        if self.path != ":memory:":
+            conn.execute("PRAGMA journal_mode = WAL")
+            # A build writes many rows per transaction; the log it leaves is cut back to this
+            # size at the next checkpoint rather than kept at the build's.
+            conn.execute(f"PRAGMA journal_size_limit = {FOLDER_INDEX_LOG_BYTES}")
+        return conn
 
     def close(self) -> None:
-        """Close the database (the file stays: the next start verifies it)."""
+        """Let the background work end at its current step, then close the database (the file stays: the next start verifies it)."""
+        with self.state:
+            self.closing = True
+            while self.running:
+                self.idle.wait()
         self.conn.close()
+
+    def wait_idle(self) -> None:
+        """Return once no background work runs (a benchmark's barrier; a search never waits for it)."""
+        with self.state:
+            while self.working:
+                self.idle.wait()
 
     def size_bytes(self) -> int:
         """The index's size on disk (0 in memory)."""
@@ -249,14 +289,84 @@ class FolderTextIndex:
             return 0
         return sum(os.path.getsize(self.path + s) for s in ("", "-wal") if os.path.exists(self.path + s))
 
-    def sync(self, root: main.Path, opened: folder_paths.Root, files: dict[main.Path, tuple[Facts, int]], touched: set[main.Path]) -> None:
-        """Bring the root's rows to `files` (path -> (facts, slot), the title index's view): every path in `touched`, or all on the first call."""
+    def catch_up(self, root: main.Path, opened: folder_paths.Root, changes: Changes) -> bool:
+        """Bring the root's rows towards its files within one search's bounds (`changes`: FolderIndex.with_changes); False when some are left to a background step."""
         name = "/".join(root)
-        conn = self.conn
+        with self.state:
+            if name in self.working:
+                return False  # a background step holds the root: answer from what is indexed
+            if name not in self.verified and self.path != ":memory:" and self._holds(name):
+                # An index that already holds this root after start-up: the comparison with
+                # every file (a walk of the whole folder) is the background's, so the first
+                # search answers at once, from rows that only narrow, saying it stopped early.
+                self._start(root, opened, changes)
+                return False
+        complete = False
+
+        def use(files: dict[main.Path, tuple[Facts, int]], touched: set[main.Path]) -> None:
+            nonlocal complete
+            complete = self.sync(root, opened, files, touched)
+
+        changes(use)
+        if not complete:
+            with self.state:
+                if name not in self.working:
+                    self._start(root, opened, changes)
+        return complete
+
+    def _holds(self, name: str) -> bool:
+        return self.conn.execute("SELECT 1 FROM files WHERE root = ? LIMIT 1", (name,)).fetchone() is not None
+
+    def _start(self, root: main.Path, opened: folder_paths.Root, changes: Changes) -> None:
+        """Hand the root to a background step (called with `state` held)."""
+        if self.closing:
+            return
+        self.working.add("/".join(root))
+        self.spawn(lambda: self._work(root, opened, changes))
+
+    def _work(self, root: main.Path, opened: folder_paths.Root, changes: Changes) -> None:
+        """Background: bounded steps, each under the title index's lock, until the root's rows match its files (or the index closes)."""
+        name = "/".join(root)
+        with self.state:
+            if self.closing:
+                self.working.discard(name)
+                self.idle.notify_all()
+                return
+            self.running += 1
+        # A file index has a connection of its own here, so searches keep reading the last
+        # committed rows; one in memory is one database only through its one connection.
+        conn = self._connect() if self.path != ":memory:" else self.conn
+        try:
+            complete = False
+            while not complete and not self.closing:
+
+                def use(files: dict[main.Path, tuple[Facts, int]], touched: set[main.Path]) -> None:
+                    nonlocal complete
+                    complete = self.sync(root, opened, files, touched, conn)
+
+                changes(use)
+        except (sqlite3.Error, OSError, stores.StoreError):
+            pass  # busy, full, or too many entries: the state is as the last step left it; the next search starts again
+        finally:
+            if conn is not self.conn:
+                conn.close()
+            with self.state:
+                self.working.discard(name)
+                self.running -= 1
+                self.idle.notify_all()
+
+    def sync(
+        self, root: main.Path, opened: folder_paths.Root, files: dict[main.Path, tuple[Facts, int]], touched: set[main.Path],
+        conn: sqlite3.Connection | None = None,
+    ) -> bool:
+        """Bring the root's rows to `files` (path -> (facts, slot), the title index's view) for the paths `touched` and those left before (all on the first call), within MAX_SYNC_BYTES and SYNC_SECONDS; True when none is left."""
+        name = "/".join(root)
+        conn = conn or self.conn
+        deadline = self.clock() + SYNC_SECONDS
         conn.execute("BEGIN IMMEDIATE")
         try:
             if name not in self.verified:
-                # On start: a row whose file is gone or whose identity changed while the
+                # After start-up: a row whose file is gone or whose identity changed while the
                 # server was down is dropped or read again; unchanged files are not read.
                 stale = []
                 for key, *held in conn.execute("SELECT path, dev, ino, size, mtime_ns, ctime_ns FROM files WHERE root = ?", (name,)):
@@ -265,33 +375,48 @@ class FolderTextIndex:
                     if now is None or tuple(held) != now[0]:
                         stale.append(rel)
                 indexed = {_path_of(k) for (k,) in conn.execute("SELECT path FROM files WHERE root = ?", (name,))}
-                touched = set(stale) | {rel for rel in files if rel not in indexed}
+                todo = set(stale) | {rel for rel in files if rel not in indexed}
             else:
-                touched = {rel for rel in touched if not self._current(name, rel, files.get(rel))}
-            for rel in touched:
-                self._drop(name, rel)
+                todo = {rel for rel in touched | self.pending.get(name, set()) if not self._current(conn, name, rel, files.get(rel))}
+            left: set[main.Path] = set()
+            spent = read = 0
+            for rel in sorted(todo):
                 held = files.get(rel)
-                if held is not None:
-                    self._read(name, root, opened, rel, held[0])
+                if held is None:
+                    self._drop(conn, name, rel)  # gone: no read needed
+                    continue
+                # A model can write thousands of large notes and then search: past the byte
+                # budget or the deadline, checked before every read, this search stops reading
+                # and its old row stays (a hit is read again before it is offered).
+                cost = min(held[0][2], folder_bodies.MAX_FILE_BYTES + 1)
+                if left or spent + cost > MAX_SYNC_BYTES or self.clock() >= deadline:
+                    left.add(rel)
+                    continue
+                spent += cost
+                read += 1
+                self._drop(conn, name, rel)
+                self._read(conn, name, root, opened, rel, held[0])
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
         self.verified.add(name)
-        if len(touched) > FOLDER_INDEX_CHECKPOINT_ROWS:
+        self.pending[name] = left
+        if read > FOLDER_INDEX_CHECKPOINT_ROWS:
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # a build: its pages into the file, the log emptied
+        return not left
 
-    def _current(self, name: str, rel: main.Path, held: tuple[Facts, int] | None) -> bool:
-        row = self.conn.execute("SELECT dev, ino, size, mtime_ns, ctime_ns FROM files WHERE root = ? AND path = ?", (name, _path_key(rel))).fetchone()
+    def _current(self, conn: sqlite3.Connection, name: str, rel: main.Path, held: tuple[Facts, int] | None) -> bool:
+        row = conn.execute("SELECT dev, ino, size, mtime_ns, ctime_ns FROM files WHERE root = ? AND path = ?", (name, _path_key(rel))).fetchone()
         return (row is None and held is None) or (row is not None and held is not None and tuple(row) == held[0])
 
-    def _drop(self, name: str, rel: main.Path) -> None:
-        row = self.conn.execute("SELECT id FROM files WHERE root = ? AND path = ?", (name, _path_key(rel))).fetchone()
+    def _drop(self, conn: sqlite3.Connection, name: str, rel: main.Path) -> None:
+        row = conn.execute("SELECT id FROM files WHERE root = ? AND path = ?", (name, _path_key(rel))).fetchone()
         if row is not None:
-            self.conn.execute("DELETE FROM files WHERE id = ?", row)
-            self.conn.execute("DELETE FROM texts WHERE rowid = ?", row)
+            conn.execute("DELETE FROM files WHERE id = ?", row)
+            conn.execute("DELETE FROM texts WHERE rowid = ?", row)
 
-    def _read(self, name: str, root: main.Path, opened: folder_paths.Root, rel: main.Path, facts: Facts) -> None:
+    def _read(self, conn: sqlite3.Connection, name: str, root: main.Path, opened: folder_paths.Root, rel: main.Path, facts: Facts) -> None:
         """Index the file at `rel` as it is now (through the root's descriptor); a file that cannot be read is left out."""
         fd = folder_paths.open_below(opened, rel[:-1])
         if fd is None:
@@ -304,10 +429,10 @@ class FolderTextIndex:
             return
         # Keyed by the identity the title index holds: if the file changed between its
         # listing and this read, the next event or rescan names it again.
-        cur = self.conn.execute(
+        cur = conn.execute(
             "INSERT INTO files (root, path, dev, ino, size, mtime_ns, ctime_ns) VALUES (?, ?, ?, ?, ?, ?, ?)", (name, _path_key(rel), *facts)
         )
-        self.conn.execute("INSERT INTO texts (rowid, title, body) VALUES (?, ?, ?)", (cur.lastrowid, stores.fold_title(loaded.title), _indexed_text(loaded)))
+        conn.execute("INSERT INTO texts (rowid, title, body) VALUES (?, ?, ?)", (cur.lastrowid, stores.fold_title(loaded.title), _indexed_text(loaded)))
 
     def search(self, root: main.Path, below: main.Path, query: Query, limit: int, offset: int) -> tuple[list[main.Path], bool]:
         """The paths strictly inside `below` holding every term, ranked, `limit` from `offset`; and whether the row bound was met."""

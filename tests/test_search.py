@@ -2,7 +2,8 @@
 
 SearchContract holds the behaviours; one subclass per store says how to open it. The
 folder store's own index (a file beside its ledger) has a class of its own: complete past
-the old 2,000-file bound, kept current from outside edits, verified on start.
+the old 2,000-file bound, kept current from outside edits, verified on start, each search's
+reading bounded in bytes and time (its clock injected, its background work run by the test).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sqlite3
 import tempfile
 import unicodedata
 import unittest
+from collections.abc import Callable
 from typing import Any
 from unittest import mock
 
@@ -275,15 +277,33 @@ class FolderSearch(SearchContract, unittest.TestCase):
         self.notes_uri = main.format_file_uri(main.parse_file_uri("file://" + self.base + "/Notes"))
         return self.open_folder(clock)
 
-    def open_folder(self, clock: Clock) -> markdown_store.MarkdownNotesStore:
+    def open_folder(self, clock: Clock, threads: bool = False) -> markdown_store.MarkdownNotesStore:
         nonces = sqlite_store.open_ledger(os.path.join(self.state, "nonces.db"), clock=clock)
         store = markdown_store.MarkdownNotesStore([self.base], nonces, text_index_path=os.path.join(self.state, "nonces.db-search"))
         self.addCleanup(store.close)
+        # The index's deadline reads self.now (moved only by a test), and its background
+        # work is collected here and run by background(), as its thread would, in order.
+        self.now = 0.0
+        store.text_index.clock = lambda: self.now
+        self.jobs: list[Callable[[], None]] = []
+        if not threads:
+            store.text_index.spawn = self.jobs.append
         return store
+
+    def background(self) -> None:
+        """Run the background work the searches so far handed over."""
+        jobs, self.jobs[:] = list(self.jobs), []
+        for job in jobs:
+            job()
 
     def write(self, name: str, text: str) -> None:
         with open(os.path.join(self.base, "Notes", name), "w", encoding="utf-8") as handle:
             handle.write(text)
+
+    def reopen(self, threads: bool = False) -> None:
+        self.store.close()
+        self.store = self.open_folder(self.clock, threads)
+        self.serve()
 
     def test_every_note_is_searched_past_the_old_bound_of_two_thousand_files(self) -> None:
         for k in range(2_100):
@@ -292,6 +312,7 @@ class FolderSearch(SearchContract, unittest.TestCase):
         found = self.search("quokka")
         self.assertEqual([hit["title"] for hit in found["results"]], ["Last"])
         self.assertFalse(found["stoppedEarly"])
+        self.assertEqual(self.jobs, [])
 
     def test_an_outside_edit_of_a_file_is_seen_by_the_next_search(self) -> None:
         self.write("pond.md", "# Pond\na heron stood\n")
@@ -302,7 +323,8 @@ class FolderSearch(SearchContract, unittest.TestCase):
         os.unlink(os.path.join(self.base, "Notes", "pond.md"))
         self.assertEqual(self.titles("egret"), [])
 
-    def test_files_changed_while_the_server_was_down_are_read_again_on_start(self) -> None:
+    def changed_while_down(self) -> None:
+        """Kept, edited and gone notes indexed; then, with the server stopped, one edited, one removed, one added."""
         self.write("kept.md", "# Kept\nan otter\n")
         self.write("edited.md", "# Edited\na badger\n")
         self.write("gone.md", "# Gone\na stoat\n")
@@ -311,24 +333,124 @@ class FolderSearch(SearchContract, unittest.TestCase):
         self.write("edited.md", "# Edited\na wolverine now, longer\n")
         os.unlink(os.path.join(self.base, "Notes", "gone.md"))
         self.write("new.md", "# New\na lynx\n")
-        self.store = self.open_folder(self.clock)
-        self.serve()
-        self.assertEqual(self.titles("badger"), [])
-        self.assertEqual(self.titles("wolverine"), ["Edited"])
-        self.assertEqual(self.titles("stoat"), [])
+
+    def test_files_changed_while_the_server_was_down_are_read_again_on_start(self) -> None:
+        self.changed_while_down()
+        self.reopen()
+        self.search("otter")  # the first search hands the comparison with the files to the background
+        self.background()
+        for query, titles in (("badger", []), ("wolverine", ["Edited"]), ("stoat", []), ("lynx", ["New"]), ("otter", ["Kept"])):
+            found = self.search(query)
+            self.assertEqual([hit["title"] for hit in found["results"]], titles, query)
+            self.assertFalse(found["stoppedEarly"], query)
+        self.assertEqual(self.jobs, [])
+
+    def test_the_first_search_after_start_answers_from_the_index_saying_so_and_never_offers_a_stale_hit(self) -> None:
+        self.changed_while_down()
+        self.reopen()
+        # Before the comparison: what the index held, each hit read again. The edited note
+        # is indexed for `badger` but now says otherwise, the gone one is gone, the new one
+        # not yet indexed: none is offered, and every answer says it stopped early.
+        for query, titles in (("otter", ["Kept"]), ("badger", []), ("stoat", []), ("lynx", [])):
+            found = self.search(query)
+            self.assertEqual([hit["title"] for hit in found["results"]], titles, query)
+            self.assertTrue(found["stoppedEarly"], query)
+        self.assertEqual(len(self.jobs), 1)  # one background comparison, not one per search
+        self.assertEqual(self.store.text_index.verified, set())
+        self.background()
+        self.assertEqual(self.store.text_index.verified, {self.base.strip("/")})
         self.assertEqual(self.titles("lynx"), ["New"])
-        self.assertEqual(self.titles("otter"), ["Kept"])
+
+    def test_the_background_comparison_runs_in_a_thread_of_its_own(self) -> None:
+        self.changed_while_down()
+        self.store = self.open_folder(self.clock, threads=True)
+        self.serve()
+        self.assertTrue(self.search("lynx")["stoppedEarly"])
+        self.store.text_index.wait_idle()
+        found = self.search("lynx")
+        self.assertEqual([hit["title"] for hit in found["results"]], ["New"])
+        self.assertFalse(found["stoppedEarly"])
 
     def test_an_unchanged_file_is_not_read_again_on_start(self) -> None:
         self.write("kept.md", "# Kept\nan otter\n")
         self.assertEqual(self.titles("otter"), ["Kept"])
-        self.store.close()
-        self.store = self.open_folder(self.clock)
-        self.serve()
+        self.reopen()
         index = self.store.text_index
+        self.store.search_text(main.parse_file_uri(self.notes_uri), "nothing", 10)
         with mock.patch.object(index, "_read", side_effect=AssertionError("read again")):
-            self.store.search_text(main.parse_file_uri(self.notes_uri), "nothing", 10)
+            self.background()
         self.assertEqual(self.titles("otter"), ["Kept"])
+
+    # ---------------------------------------------------------------- one search's reading, bounded
+
+    NOTE_BYTES = 1_000
+
+    def written_after_the_build(self) -> None:
+        """An indexed note about gannets; then four notes of NOTE_BYTES written, one of them replacing the gannet note's text."""
+        self.write("d-old.md", "# Old\ngannets nest here\n")
+        self.assertEqual(self.titles("gannets"), ["Old"])
+        for k, name in enumerate(("a-new.md", "b-new.md", "c-new.md", "d-old.md")):
+            head = f"# Big {k}\nthe curlew calls\n"
+            self.write(name, head + "x" * (self.NOTE_BYTES - len(head) - 1) + "\n")
+            self.assertEqual(os.path.getsize(os.path.join(self.base, "Notes", name)), self.NOTE_BYTES)
+
+    def test_a_search_reads_changed_files_up_to_its_byte_budget_and_says_complete(self) -> None:
+        self.written_after_the_build()
+        with mock.patch.object(text_index, "MAX_SYNC_BYTES", 4 * self.NOTE_BYTES):
+            found = self.search("curlew")
+        self.assertEqual(sorted(hit["title"] for hit in found["results"]), ["Big 0", "Big 1", "Big 2", "Big 3"])
+        self.assertFalse(found["stoppedEarly"])
+        self.assertEqual(self.jobs, [])
+        self.assertEqual(self.titles("gannets"), [])
+
+    def test_past_its_byte_budget_a_search_stops_reading_says_so_and_the_rest_is_read_after(self) -> None:
+        self.written_after_the_build()
+        with mock.patch.object(text_index, "MAX_SYNC_BYTES", 4 * self.NOTE_BYTES - 1):
+            found = self.search("curlew")
+            # Three read, in path order; the fourth (the old note's new text) is left, and
+            # its old row, still indexed for gannets, is read again before it is offered.
+            self.assertEqual(sorted(hit["title"] for hit in found["results"]), ["Big 0", "Big 1", "Big 2"])
+            self.assertTrue(found["stoppedEarly"])
+            gannets = self.search("gannets")
+            self.assertEqual(gannets["results"], [])
+            self.assertTrue(gannets["stoppedEarly"])
+            self.assertEqual(len(self.jobs), 1)
+            self.background()
+            found = self.search("curlew")
+        self.assertEqual(sorted(hit["title"] for hit in found["results"]), ["Big 0", "Big 1", "Big 2", "Big 3"])
+        self.assertFalse(found["stoppedEarly"])
+        self.assertEqual(self.jobs, [])
+
+    def read_taking(self, seconds: float) -> None:
+        """Each file the index reads moves the injected clock by `seconds`."""
+        index = self.store.text_index
+        read = index._read
+
+        def slow(*args: Any) -> None:
+            read(*args)
+            self.now += seconds
+
+        self.enterContext(mock.patch.object(index, "_read", side_effect=slow))
+
+    def test_a_search_reads_changed_files_until_its_deadline_and_says_complete(self) -> None:
+        self.written_after_the_build()
+        self.read_taking(text_index.SYNC_SECONDS / 4)  # the fourth read starts 3/4 of the way
+        found = self.search("curlew")
+        self.assertEqual(len(found["results"]), 4)
+        self.assertFalse(found["stoppedEarly"])
+        self.assertEqual(self.jobs, [])
+
+    def test_past_its_deadline_a_search_reads_no_further_file_says_so_and_the_rest_is_read_after(self) -> None:
+        self.written_after_the_build()
+        self.read_taking(text_index.SYNC_SECONDS / 2)  # the third read would start at the deadline
+        found = self.search("curlew")
+        self.assertEqual(sorted(hit["title"] for hit in found["results"]), ["Big 0", "Big 1"])
+        self.assertTrue(found["stoppedEarly"])
+        self.assertEqual(self.search("gannets")["results"], [])
+        self.background()  # a step of its own: its own deadline
+        found = self.search("curlew")
+        self.assertEqual(len(found["results"]), 4)
+        self.assertFalse(found["stoppedEarly"])
 
     def test_the_index_lives_beside_the_ledger_and_never_in_the_notes_folder(self) -> None:
         self.write("a.md", "# A\nword\n")
