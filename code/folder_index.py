@@ -37,6 +37,7 @@ MAX_EVENTS_PER_LOOKUP = 16_384  # inotify events one lookup reads (the kernel's 
 MAX_PENDING_CHANGES = 4096  # distinct changed entries one lookup looks at again; more: a rebuild instead
 
 Facts = tuple[int, int, int, int, int]  # folder_paths.facts(): device, inode, size, mtime_ns, ctime_ns
+Titles = Callable[[main.Path], tuple[Facts, str] | None]  # a file's title as read before, with the facts it was read with
 
 
 class _TooLarge(Exception):
@@ -105,6 +106,7 @@ class FolderIndex:
         self._entering_wd: int | None = None  # the watch entering() added, for listed() just after
         self.lost = False  # events were lost while the last rebuild walked: the next lookup rebuilds first
         self.touched: set[main.Path] | None = None  # with a text index (code/text_index.py): paths indexed or dropped since it last looked
+        self._titles: Titles | None = None  # during a with_changes() given them: titles read before, by path, with their facts
         self._reset()
 
     def _reset(self) -> None:
@@ -144,10 +146,18 @@ class FolderIndex:
         live = (self._live(path) for path, _ in hits if path is not None)
         return stores.form_order(note for note in live if note is not None and needle in stores.fold_title(note.title) and main.inside_workspace(note, workspace))
 
-    def with_changes(self, use: Callable[[dict[main.Path, tuple[Facts, int]], set[main.Path]], None]) -> None:
-        """Bring the index up to date, then call `use(files, touched)` under its lock: every file's (facts, slot), the paths changed since the last call."""
+    def with_changes(self, use: Callable[[dict[main.Path, tuple[Facts, int]], set[main.Path]], None], titles: Titles | None = None) -> None:
+        """Bring the index up to date, then call `use(files, touched)` under its lock: every file's (facts, slot), the paths changed since the last call.
+
+        `titles` (path -> (facts, title) or None: what the text index kept) spares a walk
+        reading a file whose facts are those it was read with.
+        """
         with self.lock:
-            self._update()
+            self._titles = titles
+            try:
+                self._update()
+            finally:
+                self._titles = None
             if self.too_large:
                 raise folder_paths.too_large(self.limit)
             touched, self.touched = self.touched or set(), set()
@@ -267,14 +277,18 @@ class FolderIndex:
         return rel not in self.folders
 
     def known(self, rel: main.Path) -> bool:
-        """A file indexed before is compared by its facts (lstat); a new one is read at once."""
-        return rel in self._known
+        """A file indexed before, or whose title the text index kept, is compared by its facts (lstat); a new one is read at once."""
+        return rel in self._known or self._titles is not None
 
     def note(self, fd: int, rel: main.Path, info: os.stat_result | None) -> None:
         """Index the note `rel`: kept unread when its facts did not change, else read again."""
         held = self._known.get(rel) if info is not None else None
         if held is not None and info is not None and held[0] == folder_paths.facts(info):
             self.files[rel] = held  # unchanged since the last listing: its slot and postings stay
+            return
+        kept = self._titles(rel) if self._titles is not None and info is not None else None
+        if kept is not None and info is not None and kept[0] == folder_paths.facts(info):
+            self._put(rel, kept[0], kept[1])  # as read before start-up, the facts unchanged: trusted as a kept slot is
             return
         read = folder_paths.read_title(fd, rel[-1])  # keyed by what it opens: a swap since the lstat is indexed as what it is now
         if read is not None:

@@ -536,7 +536,8 @@ class NotesSearch(NoteTool):
         'composition and width folded; "a quoted phrase" must appear as written; Japanese and Chinese match as written). Ranked: '
         f"notes whose title holds every word first, then by relevance. Returns ids, titles and a short snippet, at most "
         f"{MAX_SEARCH_LIMIT} a page; pass nextCursor back as cursor (with the same query) for the next page. Each search ranks "
-        f"at most {text_index.MAX_RANKED_ROWS:,} matching notes, newest first; past that it says stoppedEarly: add a word. "
+        f"at most {text_index.MAX_RANKED_ROWS:,} matching notes, newest first; past that it says stoppedEarly: "
+        "add a word (a notes folder's index still taking in changed files says it too: search again shortly). "
         "Read one with notes_read.",
         {"workspaceUri": _URI,
          "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_LENGTH,
@@ -587,8 +588,10 @@ class NotesSearch(NoteTool):
         elif more:
             lines.append(f"(more match past the first {text_index.MAX_RANKED_ROWS:,}; narrow the query)")
         if stopped:
-            lines.append(f"(the search ranked its bound of {text_index.MAX_RANKED_ROWS:,} matching notes, newest first, and stopped early; "
-                         "some notes were not ranked: add a word to narrow it)")
+            bound = text_index.MAX_RANKED_ROWS
+            lines.append(f"(the search stopped early: it ranked its bound of {bound:,} matching notes, newest first, "
+                         "or the folder's index is still taking in changed files; "
+                         "some notes were not ranked: add a word, or search again shortly)")
         text = "\n".join(lines) if lines else "No note matches in that workspace."
         return main.tool_result(text, structured)
 

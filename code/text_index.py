@@ -205,7 +205,7 @@ def search_snippet(text: str, query: Query, visible: Callable[[str], str], title
 
 _FOLDER_SCHEMA = (
     "CREATE TABLE IF NOT EXISTS files (id INTEGER PRIMARY KEY, root TEXT NOT NULL, path BLOB NOT NULL,"
-    " dev INTEGER, ino INTEGER, size INTEGER, mtime_ns INTEGER, ctime_ns INTEGER, UNIQUE (root, path))",
+    " dev INTEGER, ino INTEGER, size INTEGER, mtime_ns INTEGER, ctime_ns INTEGER, title TEXT, UNIQUE (root, path))",
     "CREATE VIRTUAL TABLE IF NOT EXISTS texts USING fts5(title, body, tokenize = 'trigram case_sensitive 1')",
 )
 Facts = tuple[int, int, int, int, int]
@@ -232,7 +232,8 @@ def index_path(database: str) -> str | None:
     return None if database == ":memory:" else os.path.abspath(database) + "-search"
 
 
-Changes = Callable[[Callable[[dict[main.Path, tuple[Facts, int]], set[main.Path]], None]], None]
+Titles = Callable[[main.Path], tuple[Facts, str] | None]  # a file's title as indexed, with the facts it was read with
+Changes = Callable[[Callable[[dict[main.Path, tuple[Facts, int]], set[main.Path]], None], Titles | None], None]
 
 
 def _in_thread(work: Callable[[], None]) -> None:
@@ -248,6 +249,9 @@ class FolderTextIndex:
         self.conn = self._connect()
         for statement in _FOLDER_SCHEMA:
             self.conn.execute(statement)
+        if "title" not in {row[1] for row in self.conn.execute("PRAGMA table_info(files)")}:
+            # An index written before titles were kept: its rows give no title, each file's is read.
+            self.conn.execute("ALTER TABLE files ADD COLUMN title TEXT")
         self.clock = clock  # the deadline's clock: a test injects its own
         self.spawn: Callable[[Callable[[], None]], None] = _in_thread  # how background work starts: a test collects it instead
         self.verified: set[str] = set()  # roots compared whole with their files since start-up
@@ -307,7 +311,7 @@ class FolderTextIndex:
             nonlocal complete
             complete = self.sync(root, opened, files, touched)
 
-        changes(use)
+        changes(use, None)
         if not complete:
             with self.state:
                 if name not in self.working:
@@ -338,13 +342,17 @@ class FolderTextIndex:
         conn = self._connect() if self.path != ":memory:" else self.conn
         try:
             complete = False
+            # The comparison after start-up: the title index's first walk takes each title
+            # the index kept for a file whose facts did not change, instead of reading it.
+            titles: Titles | None = (lambda rel: self._title(conn, name, rel)) if name not in self.verified else None
             while not complete and not self.closing:
 
                 def use(files: dict[main.Path, tuple[Facts, int]], touched: set[main.Path]) -> None:
                     nonlocal complete
                     complete = self.sync(root, opened, files, touched, conn)
 
-                changes(use)
+                changes(use, titles)
+                titles = None
         except (sqlite3.Error, OSError, stores.StoreError):
             pass  # busy, full, or too many entries: the state is as the last step left it; the next search starts again
         finally:
@@ -377,7 +385,9 @@ class FolderTextIndex:
                 indexed = {_path_of(k) for (k,) in conn.execute("SELECT path FROM files WHERE root = ?", (name,))}
                 todo = set(stale) | {rel for rel in files if rel not in indexed}
             else:
-                todo = {rel for rel in touched | self.pending.get(name, set()) if not self._current(conn, name, rel, files.get(rel))}
+                # What an earlier step left is read without asking its row again (a build leaves
+                # most of the folder there); a changed path is read unless its row matches already.
+                todo = {rel for rel in touched if not self._current(conn, name, rel, files.get(rel))} | self.pending.get(name, set())
             left: set[main.Path] = set()
             spent = read = 0
             for rel in sorted(todo):
@@ -406,6 +416,12 @@ class FolderTextIndex:
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # a build: its pages into the file, the log emptied
         return not left
 
+    def _title(self, conn: sqlite3.Connection, name: str, rel: main.Path) -> tuple[Facts, str] | None:
+        row = conn.execute(
+            "SELECT dev, ino, size, mtime_ns, ctime_ns, title FROM files WHERE root = ? AND path = ?", (name, _path_key(rel))
+        ).fetchone()
+        return None if row is None or row[5] is None else (tuple(row[:5]), row[5])
+
     def _current(self, conn: sqlite3.Connection, name: str, rel: main.Path, held: tuple[Facts, int] | None) -> bool:
         row = conn.execute("SELECT dev, ino, size, mtime_ns, ctime_ns FROM files WHERE root = ? AND path = ?", (name, _path_key(rel))).fetchone()
         return (row is None and held is None) or (row is not None and held is not None and tuple(row) == held[0])
@@ -430,7 +446,8 @@ class FolderTextIndex:
         # Keyed by the identity the title index holds: if the file changed between its
         # listing and this read, the next event or rescan names it again.
         cur = conn.execute(
-            "INSERT INTO files (root, path, dev, ino, size, mtime_ns, ctime_ns) VALUES (?, ?, ?, ?, ?, ?, ?)", (name, _path_key(rel), *facts)
+            "INSERT INTO files (root, path, dev, ino, size, mtime_ns, ctime_ns, title) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (name, _path_key(rel), *facts, loaded.title),
         )
         conn.execute("INSERT INTO texts (rowid, title, body) VALUES (?, ?, ?)", (cur.lastrowid, stores.fold_title(loaded.title), _indexed_text(loaded)))
 

@@ -23,6 +23,7 @@ from helpers.support import accept as accept_delete
 from helpers.support import call as delete_call
 
 import audit
+import folder_paths
 import frame
 import main
 import markdown_store
@@ -380,6 +381,45 @@ class FolderSearch(SearchContract, unittest.TestCase):
         with mock.patch.object(index, "_read", side_effect=AssertionError("read again")):
             self.background()
         self.assertEqual(self.titles("otter"), ["Kept"])
+
+    def titles_read(self) -> list[str]:
+        """Run the background work, returning the names of the files whose title the title index read."""
+        read, names = folder_paths.read_title, []
+
+        def counted(fd: int, name: str) -> Any:
+            names.append(name)
+            return read(fd, name)
+
+        with mock.patch.object(folder_paths, "read_title", side_effect=counted):
+            self.background()
+        return sorted(names)
+
+    def test_after_start_an_unchanged_files_title_comes_from_the_index_and_a_changed_ones_is_read(self) -> None:
+        self.write("kept.md", "# Kept\nan otter\n")
+        self.write("edited.md", "# Edited\na badger\n")
+        self.assertEqual(self.titles("otter"), ["Kept"])
+        self.store.close()
+        self.write("edited.md", "# Renamed\na badger\n")
+        self.reopen()
+        self.search("otter")
+        self.assertEqual(self.titles_read(), ["edited.md"])
+        workspace = main.parse_file_uri(self.notes_uri)
+        self.assertEqual([note.title for note in self.store.candidates(workspace, "Kept")], ["Kept"])
+        self.assertEqual([note.title for note in self.store.candidates(workspace, "Renamed")], ["Renamed"])
+        self.assertEqual(self.store.candidates(workspace, "Edited"), [])
+
+    def test_an_index_written_without_titles_gains_them_and_its_titles_are_read_once(self) -> None:
+        self.write("kept.md", "# Kept\nan otter\n")
+        self.assertEqual(self.titles("otter"), ["Kept"])
+        self.store.close()
+        with sqlite3.connect(os.path.join(self.state, "nonces.db-search")) as older:
+            older.execute("ALTER TABLE files DROP COLUMN title")
+        self.reopen()
+        self.assertEqual(self.search("otter")["results"][0]["title"], "Kept")
+        self.assertEqual(self.titles_read(), ["kept.md"])
+        self.assertEqual(self.titles("otter"), ["Kept"])
+        columns = [row[1] for row in self.store.text_index.conn.execute("PRAGMA table_info(files)")]
+        self.assertIn("title", columns)
 
     # ---------------------------------------------------------------- one search's reading, bounded
 
