@@ -376,11 +376,13 @@ class FolderTextIndex:
             if name not in self.verified:
                 # After start-up: a row whose file is gone or whose identity changed while the
                 # server was down is dropped or read again; unchanged files are not read.
+                # A row without a title (written before titles were kept) is read again too.
                 stale = []
-                for key, *held in conn.execute("SELECT path, dev, ino, size, mtime_ns, ctime_ns FROM files WHERE root = ?", (name,)):
+                rows = conn.execute("SELECT path, dev, ino, size, mtime_ns, ctime_ns, title IS NULL FROM files WHERE root = ?", (name,))
+                for key, *held, untitled in rows:
                     rel = _path_of(key)
                     now = files.get(rel)
-                    if now is None or tuple(held) != now[0]:
+                    if now is None or tuple(held) != now[0] or untitled:
                         stale.append(rel)
                 indexed = {_path_of(k) for (k,) in conn.execute("SELECT path FROM files WHERE root = ?", (name,))}
                 todo = set(stale) | {rel for rel in files if rel not in indexed}

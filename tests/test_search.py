@@ -408,7 +408,7 @@ class FolderSearch(SearchContract, unittest.TestCase):
         self.assertEqual([note.title for note in self.store.candidates(workspace, "Renamed")], ["Renamed"])
         self.assertEqual(self.store.candidates(workspace, "Edited"), [])
 
-    def test_an_index_written_without_titles_gains_them_and_its_titles_are_read_once(self) -> None:
+    def test_an_index_written_without_titles_reads_its_files_again_once_and_keeps_their_titles(self) -> None:
         self.write("kept.md", "# Kept\nan otter\n")
         self.assertEqual(self.titles("otter"), ["Kept"])
         self.store.close()
@@ -420,6 +420,10 @@ class FolderSearch(SearchContract, unittest.TestCase):
         self.assertEqual(self.titles("otter"), ["Kept"])
         columns = [row[1] for row in self.store.text_index.conn.execute("PRAGMA table_info(files)")]
         self.assertIn("title", columns)
+        self.reopen()  # its rows were read again with their titles: the next start reads none
+        self.search("otter")
+        self.assertEqual(self.titles_read(), [])
+        self.assertEqual(self.titles("otter"), ["Kept"])
 
     # ---------------------------------------------------------------- one search's reading, bounded
 
