@@ -69,14 +69,18 @@ __all__ = [
 ]
 
 MAX_RANKED_ROWS = 500  # index rows one search ranks at most (newest first); past it the search says it stopped early
-MIN_INDEXED_TERM = 3  # characters (folded) of a term a trigram index can match; shorter terms are tested over the rows left
+MIN_INDEXED_TERM = (
+    3  # characters (folded) of a term a trigram index can match; shorter terms are tested over the rows left
+)
 TITLE_WEIGHT = 10.0  # an occurrence of a term in the title counts this many times one in the text
 MAX_CURSOR_CHARS = 200  # characters of a cursor; a longer one is refused before it is decoded
 CURSOR_REFUSED = "Invalid params: cursor is not one this search gave out for this query and workspace"
 FOLDER_INDEX_BUSY_MS = 5000  # one write to the folder text index waits at most this long for another instance's
 FOLDER_INDEX_LOG_BYTES = 4 * 1024 * 1024  # the folder text index's write-ahead log kept after a checkpoint, at most
 FOLDER_INDEX_CHECKPOINT_ROWS = 1_000  # files one sync re-read past which it checkpoints the index at once (a build)
-MAX_SYNC_BYTES = 32 * 1024 * 1024  # bytes of changed note files one search (or one background step) reads into the index, at most
+MAX_SYNC_BYTES = (
+    32 * 1024 * 1024
+)  # bytes of changed note files one search (or one background step) reads into the index, at most
 SYNC_SECONDS = 2.0  # one search (or one background step) reads no further changed file once this long has passed
 SNIPPET_CHARS = 160  # characters of a note's text shown beside a hit
 
@@ -117,12 +121,16 @@ def holds(query: Query, title: str, text: str) -> bool:
 
 
 def score_sql(count: int, title: str, body: str, mark: str) -> str:
-    """SQL for the relevance of a row to `count` terms (each bound three times, by `mark`): occurrences per kilobyte of text, the title's weighted."""
+    """SQL for the relevance of a row to `count` terms (each bound three times, by `mark`): occurrences per kilobyte of
+    text, the title's weighted."""
     # Not SQLite's bm25(): its inverse document frequency counts every row holding each
     # phrase, whatever the LIMIT (100 ms for a word in every one of 100,000 notes). This
     # reads only the rows the search keeps, so its cost follows the row bound.
-    one = (f"((length({body}) - length(replace({body}, {mark}, ''))) + {TITLE_WEIGHT} * (length({title}) - length(replace({title}, {mark}, ''))))"
-           f" / (length({mark}) * (1.0 + length({body}) / 1024.0))")
+    one = (
+        f"((length({body}) - length(replace({body}, {mark}, '')))"
+        f" + {TITLE_WEIGHT} * (length({title}) - length(replace({title}, {mark}, ''))))"
+        f" / (length({mark}) * (1.0 + length({body}) / 1024.0))"
+    )
     return " + ".join([one] * count)
 
 
@@ -131,9 +139,16 @@ def fts_match(terms: Iterable[str]) -> str:
     return " AND ".join('"' + term.replace('"', '""') + '"' for term in terms)
 
 
-def page_of(ranked: Iterable[tuple[str, object, float]], unindexed: Iterable[tuple[object, ...]], query: Query, workspace: main.Path,
-            offset: int, limit: int) -> list[str]:
-    """The ids of one page: SQL's ranked rows (id, title hit, score: lower first) and the rows another program wrote, merged."""
+def page_of(
+    ranked: Iterable[tuple[str, object, float]],
+    unindexed: Iterable[tuple[object, ...]],
+    query: Query,
+    workspace: main.Path,
+    offset: int,
+    limit: int,
+) -> list[str]:
+    """The ids of one page: SQL's ranked rows (id, title hit, score: lower first) and the rows another program wrote,
+    merged."""
     order = [((0 if titled else 1, score, note_id), note_id) for note_id, titled, score in ranked]
     # Rows another program wrote without their folded forms cannot be folded in SQL: the
     # exact test here, ranked with the indexed rows by their title hit (a score of 0).
@@ -166,7 +181,11 @@ def offset_of(cursor: object, workspace_uri: str, query: str) -> int | None:
     # only ever an offset into one query's ranking, bound to that query and workspace
     # (so one query's cursor cannot page another's) and below the row bound (so it
     # cannot make a search rank more rows than a first page may).
-    if not isinstance(cursor, str) or not 0 < len(cursor) <= MAX_CURSOR_CHARS or not re.fullmatch(r"[A-Za-z0-9_-]+", cursor):
+    if (
+        not isinstance(cursor, str)
+        or not 0 < len(cursor) <= MAX_CURSOR_CHARS
+        or not re.fullmatch(r"[A-Za-z0-9_-]+", cursor)
+    ):
         return None
     try:
         data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
@@ -184,12 +203,18 @@ def offset_of(cursor: object, workspace_uri: str, query: str) -> int | None:
 
 
 def search_snippet(text: str, query: Query, visible: Callable[[str], str], title: str = "") -> str:
-    """At most SNIPPET_CHARS of `text` around its first term, on one line, made `visible`; a leading `# heading` that repeats `title` left out."""
+    """At most SNIPPET_CHARS of `text` around its first term, on one line, made `visible`; a leading `# heading` that
+    repeats `title` left out."""
     # The hit shows its title already: a first line that only repeats it as a heading
     # would fill the snippet with it. Another heading is the note's text, and kept.
     lines = text.split("\n")
     first = next((k for k, line in enumerate(lines) if line.strip()), len(lines))
-    if title and first < len(lines) and lines[first].startswith("#") and stores.fold_title(lines[first].lstrip("#").strip()) == stores.fold_title(title.strip()):
+    if (
+        title
+        and first < len(lines)
+        and lines[first].startswith("#")
+        and stores.fold_title(lines[first].lstrip("#").strip()) == stores.fold_title(title.strip())
+    ):
         text = "\n".join(lines[first + 1 :])
     folded = stores.fold_title(text)
     at = -1
@@ -227,7 +252,8 @@ def _indexed_text(loaded: folder_bodies.Loaded) -> str:
 
 
 def index_path(database: str) -> str | None:
-    """The folder store's text index file beside its confirmation database `database` (None: in memory, as that database is)."""
+    """The folder store's text index file beside its confirmation database `database` (None: in memory, as that database
+    is)."""
     # The sandbox grants writes to exactly these files (sandbox.state_files, SEARCH_INDEX_SUFFIX).
     return None if database == ":memory:" else os.path.abspath(database) + "-search"
 
@@ -253,9 +279,13 @@ class FolderTextIndex:
             # An index written before titles were kept: its rows give no title, each file's is read.
             self.conn.execute("ALTER TABLE files ADD COLUMN title TEXT")
         self.clock = clock  # the deadline's clock: a test injects its own
-        self.spawn: Callable[[Callable[[], None]], None] = _in_thread  # how background work starts: a test collects it instead
+        self.spawn: Callable[[Callable[[], None]], None] = (
+            _in_thread  # how background work starts: a test collects it instead
+        )
         self.verified: set[str] = set()  # roots compared whole with their files since start-up
-        self.pending: dict[str, set[main.Path]] = {}  # root -> paths whose row may not match the file: read at a later step
+        self.pending: dict[
+            str, set[main.Path]
+        ] = {}  # root -> paths whose row may not match the file: read at a later step
         self.state = threading.Lock()  # guards `working`, `running` and `closing`
         self.working: set[str] = set()  # roots handed to background work (started, or about to be)
         self.running = 0  # background works between their first and last step
@@ -274,7 +304,8 @@ class FolderTextIndex:
         return conn
 
     def close(self) -> None:
-        """Let the background work end at its current step, then close the database (the file stays: the next start verifies it)."""
+        """Let the background work end at its current step, then close the database (the file stays: the next start
+        verifies it)."""
         with self.state:
             self.closing = True
             while self.running:
@@ -294,7 +325,8 @@ class FolderTextIndex:
         return sum(os.path.getsize(self.path + s) for s in ("", "-wal") if os.path.exists(self.path + s))
 
     def catch_up(self, root: main.Path, opened: folder_paths.Root, changes: Changes) -> bool:
-        """Bring the root's rows towards its files within one search's bounds (`changes`: FolderIndex.with_changes); False when some are left to a background step."""
+        """Bring the root's rows towards its files within one search's bounds (`changes`: FolderIndex.with_changes);
+        False when some are left to a background step."""
         name = "/".join(root)
         with self.state:
             if name in self.working:
@@ -329,7 +361,8 @@ class FolderTextIndex:
         self.spawn(lambda: self._work(root, opened, changes))
 
     def _work(self, root: main.Path, opened: folder_paths.Root, changes: Changes) -> None:
-        """Background: bounded steps, each under the title index's lock, until the root's rows match its files (or the index closes)."""
+        """Background: bounded steps, each under the title index's lock, until the root's rows match its files (or the
+        index closes)."""
         name = "/".join(root)
         with self.state:
             if self.closing:
@@ -364,10 +397,15 @@ class FolderTextIndex:
                 self.idle.notify_all()
 
     def sync(
-        self, root: main.Path, opened: folder_paths.Root, files: dict[main.Path, tuple[Facts, int]], touched: set[main.Path],
+        self,
+        root: main.Path,
+        opened: folder_paths.Root,
+        files: dict[main.Path, tuple[Facts, int]],
+        touched: set[main.Path],
         conn: sqlite3.Connection | None = None,
     ) -> bool:
-        """Bring the root's rows to `files` (path -> (facts, slot), the title index's view) for the paths `touched` and those left before (all on the first call), within MAX_SYNC_BYTES and SYNC_SECONDS; True when none is left."""
+        """Bring the root's rows to `files` (path -> (facts, slot), the title index's view) for the paths `touched` and
+        those left before (all on the first call), within MAX_SYNC_BYTES and SYNC_SECONDS; True when none is left."""
         name = "/".join(root)
         conn = conn or self.conn
         deadline = self.clock() + SYNC_SECONDS
@@ -378,7 +416,9 @@ class FolderTextIndex:
                 # server was down is dropped or read again; unchanged files are not read.
                 # A row without a title (written before titles were kept) is read again too.
                 stale = []
-                rows = conn.execute("SELECT path, dev, ino, size, mtime_ns, ctime_ns, title IS NULL FROM files WHERE root = ?", (name,))
+                rows = conn.execute(
+                    "SELECT path, dev, ino, size, mtime_ns, ctime_ns, title IS NULL FROM files WHERE root = ?", (name,)
+                )
                 for key, *held, untitled in rows:
                     rel = _path_of(key)
                     now = files.get(rel)
@@ -389,7 +429,9 @@ class FolderTextIndex:
             else:
                 # What an earlier step left is read without asking its row again (a build leaves
                 # most of the folder there); a changed path is read unless its row matches already.
-                todo = {rel for rel in touched if not self._current(conn, name, rel, files.get(rel))} | self.pending.get(name, set())
+                todo = {
+                    rel for rel in touched if not self._current(conn, name, rel, files.get(rel))
+                } | self.pending.get(name, set())
             left: set[main.Path] = set()
             spent = read = 0
             for rel in sorted(todo):
@@ -420,12 +462,15 @@ class FolderTextIndex:
 
     def _title(self, conn: sqlite3.Connection, name: str, rel: main.Path) -> tuple[Facts, str] | None:
         row = conn.execute(
-            "SELECT dev, ino, size, mtime_ns, ctime_ns, title FROM files WHERE root = ? AND path = ?", (name, _path_key(rel))
+            "SELECT dev, ino, size, mtime_ns, ctime_ns, title FROM files WHERE root = ? AND path = ?",
+            (name, _path_key(rel)),
         ).fetchone()
         return None if row is None or row[5] is None else (tuple(row[:5]), row[5])
 
     def _current(self, conn: sqlite3.Connection, name: str, rel: main.Path, held: tuple[Facts, int] | None) -> bool:
-        row = conn.execute("SELECT dev, ino, size, mtime_ns, ctime_ns FROM files WHERE root = ? AND path = ?", (name, _path_key(rel))).fetchone()
+        row = conn.execute(
+            "SELECT dev, ino, size, mtime_ns, ctime_ns FROM files WHERE root = ? AND path = ?", (name, _path_key(rel))
+        ).fetchone()
         return (row is None and held is None) or (row is not None and held is not None and tuple(row) == held[0])
 
     def _drop(self, conn: sqlite3.Connection, name: str, rel: main.Path) -> None:
@@ -434,8 +479,17 @@ class FolderTextIndex:
             conn.execute("DELETE FROM files WHERE id = ?", row)
             conn.execute("DELETE FROM texts WHERE rowid = ?", row)
 
-    def _read(self, conn: sqlite3.Connection, name: str, root: main.Path, opened: folder_paths.Root, rel: main.Path, facts: Facts) -> None:
-        """Index the file at `rel` as it is now (through the root's descriptor); a file that cannot be read is left out."""
+    def _read(
+        self,
+        conn: sqlite3.Connection,
+        name: str,
+        root: main.Path,
+        opened: folder_paths.Root,
+        rel: main.Path,
+        facts: Facts,
+    ) -> None:
+        """Index the file at `rel` as it is now (through the root's descriptor); a file that cannot be read is left
+        out."""
         fd = folder_paths.open_below(opened, rel[:-1])
         if fd is None:
             return
@@ -451,10 +505,16 @@ class FolderTextIndex:
             "INSERT INTO files (root, path, dev, ino, size, mtime_ns, ctime_ns, title) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (name, _path_key(rel), *facts, loaded.title),
         )
-        conn.execute("INSERT INTO texts (rowid, title, body) VALUES (?, ?, ?)", (cur.lastrowid, stores.fold_title(loaded.title), _indexed_text(loaded)))
+        conn.execute(
+            "INSERT INTO texts (rowid, title, body) VALUES (?, ?, ?)",
+            (cur.lastrowid, stores.fold_title(loaded.title), _indexed_text(loaded)),
+        )
 
-    def search(self, root: main.Path, below: main.Path, query: Query, limit: int, offset: int) -> tuple[list[main.Path], bool]:
-        """The paths strictly inside `below` holding every term, ranked, `limit` from `offset`; and whether the row bound was met."""
+    def search(
+        self, root: main.Path, below: main.Path, query: Query, limit: int, offset: int
+    ) -> tuple[list[main.Path], bool]:
+        """The paths strictly inside `below` holding every term, ranked, `limit` from `offset`; and whether the row
+        bound was met."""
         name = "/".join(root)
         # Strictly inside `below`: the keys from "below/" up to "below0" ("0" is the byte
         # after "/"), so a look-alike folder `below-evil` is outside; the root: every key.
@@ -473,12 +533,26 @@ class FolderTextIndex:
         sql = (
             # One row past the bound only says the bound was met: `kept` is the rows without it.
             f"WITH hits AS MATERIALIZED ({hits}), kept AS (SELECT * FROM hits LIMIT ?)"
-            f" SELECT f.path, ({titled}) AS titled, ({score_sql(len(query.terms), 't.title', 't.body', '?')}) AS score, (SELECT count(*) FROM hits)"
+            f" SELECT f.path, ({titled}) AS titled, ({score_sql(len(query.terms), 't.title', 't.body', '?')}) AS score,"
+            " (SELECT count(*) FROM hits)"
             " FROM kept JOIN files f ON f.id = kept.r"
             f" JOIN texts t ON t.rowid = kept.r WHERE f.root = ? AND {inside}{short}"
             " ORDER BY titled DESC, score DESC, f.path LIMIT ? OFFSET ?"
         )
-        rows = self.conn.execute(sql, (*first, MAX_RANKED_ROWS, *query.terms, *[t for t in query.terms for _ in range(3)], name, *bounds, *shorts, limit, offset)).fetchall()
+        rows = self.conn.execute(
+            sql,
+            (
+                *first,
+                MAX_RANKED_ROWS,
+                *query.terms,
+                *[t for t in query.terms for _ in range(3)],
+                name,
+                *bounds,
+                *shorts,
+                limit,
+                offset,
+            ),
+        ).fetchall()
         if rows:
             examined = rows[0][3]
         else:
@@ -486,8 +560,9 @@ class FolderTextIndex:
         return [_path_of(row[0]) for row in rows], examined > MAX_RANKED_ROWS
 
 
-def folder_hits(paths: Iterable[main.Path], load: Callable[[main.Path], tuple[main.Note, folder_bodies.Loaded] | None],
-                query: Query) -> list[tuple[main.Note, str]]:
+def folder_hits(
+    paths: Iterable[main.Path], load: Callable[[main.Path], tuple[main.Note, folder_bodies.Loaded] | None], query: Query
+) -> list[tuple[main.Note, str]]:
     """The notes at `paths`, read now, that still hold every term (the index only narrows)."""
     found = []
     for rel in paths:
@@ -498,4 +573,3 @@ def folder_hits(paths: Iterable[main.Path], load: Callable[[main.Path], tuple[ma
             if holds(query, note.title, front + "\n" + loaded.text):
                 found.append((note, loaded.text))
     return found
-
