@@ -290,6 +290,7 @@ class FolderTextIndex:
         self.working: set[str] = set()  # roots handed to background work (started, or about to be)
         self.running = 0  # background works between their first and last step
         self.closing = False
+        self.failed: dict[str, Exception] = {}  # root -> why its background work stopped, for the next search to say
         self.idle = threading.Condition(self.state)  # notified when a root's background work ends
 
     def _connect(self) -> sqlite3.Connection:
@@ -329,6 +330,9 @@ class FolderTextIndex:
         False when some are left to a background step."""
         name = "/".join(root)
         with self.state:
+            failed = self.failed.pop(name, None)
+            if failed is not None:
+                raise failed  # the background's refusal (busy, too many entries) is this search's; the next starts again
             if name in self.working:
                 return False  # a background step holds the root: answer from what is indexed
             if name not in self.verified and self.path != ":memory:" and self._holds(name):
@@ -358,7 +362,10 @@ class FolderTextIndex:
         if self.closing:
             return
         self.working.add("/".join(root))
-        self.spawn(lambda: self._work(root, opened, changes))
+        try:
+            self.spawn(lambda: self._work(root, opened, changes))
+        except RuntimeError:  # no thread can be started now: this search says it stopped early, the next tries again
+            self.working.discard("/".join(root))
 
     def _work(self, root: main.Path, opened: folder_paths.Root, changes: Changes) -> None:
         """Background: bounded steps, each under the title index's lock, until the root's rows match its files (or the
@@ -386,8 +393,12 @@ class FolderTextIndex:
 
                 changes(use, titles)
                 titles = None
-        except (sqlite3.Error, OSError, stores.StoreError):
-            pass  # busy, full, or too many entries: the state is as the last step left it; the next search starts again
+        except Exception as exc:  # noqa: BLE001 - a thread's boundary: handed to the search's own, where it is answered
+            # Busy, full, too many entries, or a fault: the rows are as the last committed step
+            # left them; the next search raises it through the server's one exception boundary
+            # (no path, no traceback on the wire or in the log), the one after starts again.
+            with self.state:
+                self.failed["/".join(root)] = exc
         finally:
             if conn is not self.conn:
                 conn.close()

@@ -23,6 +23,7 @@ from helpers.support import accept as accept_delete
 from helpers.support import call as delete_call
 
 import audit
+import folder_index
 import folder_paths
 import frame
 import main
@@ -280,7 +281,8 @@ class FolderSearch(SearchContract, unittest.TestCase):
 
     def open_folder(self, clock: Clock, threads: bool = False) -> markdown_store.MarkdownNotesStore:
         nonces = sqlite_store.open_ledger(os.path.join(self.state, "nonces.db"), clock=clock)
-        store = markdown_store.MarkdownNotesStore([self.base], nonces, text_index_path=os.path.join(self.state, "nonces.db-search"))
+        store = markdown_store.MarkdownNotesStore(
+            [self.base], nonces, clock=clock, text_index_path=os.path.join(self.state, "nonces.db-search"))
         self.addCleanup(store.close)
         # The index's deadline reads self.now (moved only by a test), and its background
         # work is collected here and run by background(), as its thread would, in order.
@@ -371,6 +373,24 @@ class FolderSearch(SearchContract, unittest.TestCase):
         found = self.search("lynx")
         self.assertEqual([hit["title"] for hit in found["results"]], ["New"])
         self.assertFalse(found["stoppedEarly"])
+
+    def test_a_background_comparison_that_fails_is_said_by_the_next_search_and_the_one_after_starts_again(self) -> None:
+        self.changed_while_down()
+        self.reopen()
+        self.assertTrue(self.search("otter")["stoppedEarly"])
+        index = self.store.indexes[main.parse_file_uri("file://" + self.base)]
+        index.limit = 1  # more entries than the title index may hold: its walk refuses
+        self.background()
+        refused = self.result("notes_search", {"workspaceUri": self.notes_uri, "query": "lynx"})
+        self.assertTrue(refused["isError"])
+        self.assertIn("more than 1", refused["content"][0]["text"])
+        self.assertEqual(self.store.text_index.verified, set())  # nothing taken for compared
+        index.limit = 1_000
+        self.clock.now += folder_index.RESCAN_SECONDS  # the title index tries a refused walk again once its interval passed
+        self.assertTrue(self.search("lynx")["stoppedEarly"])
+        self.background()
+        self.assertEqual(self.titles("lynx"), ["New"])
+        self.assertFalse(self.search("lynx")["stoppedEarly"])
 
     def test_an_unchanged_file_is_not_read_again_on_start(self) -> None:
         self.write("kept.md", "# Kept\nan otter\n")
