@@ -332,7 +332,7 @@ class FolderTextIndex:
         with self.state:
             failed = self.failed.pop(name, None)
             if failed is not None:
-                raise failed  # the background's refusal (busy, too many entries) is this search's; the next starts again
+                raise failed  # the background work's refusal (busy, too many entries); the next starts again
             if name in self.working:
                 return False  # a background step holds the root: answer from what is indexed
             if name not in self.verified and self.path != ":memory:" and self._holds(name):
