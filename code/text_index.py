@@ -279,13 +279,14 @@ class FolderTextIndex:
             # An index written before titles were kept: its rows give no title, each file's is read.
             self.conn.execute("ALTER TABLE files ADD COLUMN title TEXT")
         self.clock = clock  # the deadline's clock: a test injects its own
-        self.spawn: Callable[[Callable[[], None]], None] = (
-            _in_thread  # how background work starts: a test collects it instead
-        )
+        # How background work starts: a thread, unless a test collects it instead.
+        self.spawn: Callable[[Callable[[], None]], None] = _in_thread
         self.verified: set[str] = set()  # roots compared whole with their files since start-up
-        self.pending: dict[
-            str, set[main.Path]
-        ] = {}  # root -> paths whose row may not match the file: read at a later step
+        # root -> paths whose row may not match the file, left by a step for a later one.
+        self.pending: dict[str, set[main.Path]] = {}
+        # One write at a time in this process: in memory, searches and background steps
+        # share one connection, where a second transaction could not begin.
+        self.writing = threading.Lock()
         self.state = threading.Lock()  # guards `working`, `running` and `closing`
         self.working: set[str] = set()  # roots handed to background work (started, or about to be)
         self.running = 0  # background works between their first and last step
@@ -377,10 +378,12 @@ class FolderTextIndex:
                 self.idle.notify_all()
                 return
             self.running += 1
-        # A file index has a connection of its own here, so searches keep reading the last
-        # committed rows; one in memory is one database only through its one connection.
-        conn = self._connect() if self.path != ":memory:" else self.conn
+        conn = self.conn
         try:
+            # A file index has a connection of its own here, so searches keep reading the last
+            # committed rows; one in memory is one database only through its one connection.
+            if self.path != ":memory:":
+                conn = self._connect()
             complete = False
             # The comparison after start-up: the title index's first walk takes each title
             # the index kept for a file whose facts did not change, instead of reading it.
@@ -393,7 +396,7 @@ class FolderTextIndex:
 
                 changes(use, titles)
                 titles = None
-        except Exception as exc:  # noqa: BLE001 - a thread's boundary: handed to the search's own, where it is answered
+        except Exception as exc:  # a thread's boundary: handed to the search's own, where it is answered
             # Busy, full, too many entries, or a fault: the rows are as the last committed step
             # left them; the next search raises it through the server's one exception boundary
             # (no path, no traceback on the wire or in the log), the one after starts again.
@@ -419,6 +422,18 @@ class FolderTextIndex:
         those left before (all on the first call), within MAX_SYNC_BYTES and SYNC_SECONDS; True when none is left."""
         name = "/".join(root)
         conn = conn or self.conn
+        with self.writing:
+            return self._sync(name, root, opened, files, touched, conn)
+
+    def _sync(
+        self,
+        name: str,
+        root: main.Path,
+        opened: folder_paths.Root,
+        files: dict[main.Path, tuple[Facts, int]],
+        touched: set[main.Path],
+        conn: sqlite3.Connection,
+    ) -> bool:
         deadline = self.clock() + SYNC_SECONDS
         conn.execute("BEGIN IMMEDIATE")
         try:
