@@ -485,6 +485,19 @@ class FolderSearch(SearchContract, unittest.TestCase):
         self.assertFalse(found["stoppedEarly"])
         self.assertEqual(self.jobs, [])
 
+    def test_a_first_build_past_its_budget_answers_from_what_it_read_and_the_background_reads_the_rest(self) -> None:
+        for k in range(4):
+            self.write(f"n{k}.md", f"# Note {k}\nthe curlew calls\n")
+        size = os.path.getsize(os.path.join(self.base, "Notes", "n0.md"))
+        with mock.patch.object(text_index, "MAX_SYNC_BYTES", 2 * size):
+            found = self.search("curlew")
+            self.assertEqual(sorted(hit["title"] for hit in found["results"]), ["Note 0", "Note 1"])
+            self.assertTrue(found["stoppedEarly"])
+            self.background()
+        found = self.search("curlew")
+        self.assertEqual(len(found["results"]), 4)
+        self.assertFalse(found["stoppedEarly"])
+
     def read_taking(self, seconds: float) -> None:
         """Each file the index reads moves the injected clock by `seconds`."""
         index = self.store.text_index
