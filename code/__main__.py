@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from .cli import run
+from .cli import run  # type: ignore[import-not-found]  # code/ is the package notes_mcp once installed only
 
 __all__ = ()  # nothing to import: this module is run (python -m notes_mcp), never imported
 

@@ -20,7 +20,7 @@ import signal
 import sys
 import time
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import audit
@@ -32,9 +32,23 @@ import stores
 from config import ConfigError
 
 __all__ = [
-    "EXIT_STORE_LOST", "EXIT_USAGE", "LOG_PREFIX", "StartupError", "StopOnLoss", "add_notes_dirs", "build_server", "build_store",
-    "check_folders", "close_store", "confirmations_home", "default_nonce_db", "lesson_token", "note_count", "say",
-    "signing_keys", "warn_weak_secrets",
+    "EXIT_STORE_LOST",
+    "EXIT_USAGE",
+    "LOG_PREFIX",
+    "StartupError",
+    "StopOnLoss",
+    "add_notes_dirs",
+    "build_server",
+    "build_store",
+    "check_folders",
+    "close_store",
+    "confirmations_home",
+    "default_nonce_db",
+    "lesson_token",
+    "note_count",
+    "say",
+    "signing_keys",
+    "warn_weak_secrets",
 ]
 
 LOG_PREFIX = "notes-mcp"
@@ -58,7 +72,9 @@ class StopOnLoss:
     def __init__(self, store: stores.Store) -> None:
         self.store = store
         self.lost = False
-        self.ledger = store.ledger  # written only inside the store's own calls (guarded below) and by the page's decisions
+        self.ledger = (
+            store.ledger
+        )  # written only inside the store's own calls (guarded below) and by the page's decisions
         self.texts: stores.Texts | None = self if store.texts is not None else None
 
     @property
@@ -85,13 +101,26 @@ class StopOnLoss:
         """As the store's, stopping the process on loss."""
         return self._guard(lambda: self.store.is_consumed(nonce))
 
-    def consume(self, principal: str, nonce: str, expires_at: float, target: tuple[str, str] | None,
-                recheck: Callable[[main.Note], bool]) -> main.Settlement:
+    def consume(
+        self,
+        principal: str,
+        nonce: str,
+        expires_at: float,
+        target: tuple[str, str] | None,
+        recheck: Callable[[main.Note], bool],
+    ) -> main.Settlement:
         """As the store's, stopping the process on loss."""
         return self._guard(lambda: self.store.consume(principal, nonce, expires_at, target, recheck))
 
-    def settle(self, notes: object, principal: str, nonce: str, expires_at: float, target: tuple[str, str] | None,
-               recheck: Callable[[main.Note], bool]) -> main.Settlement:
+    def settle(
+        self,
+        notes: object,
+        principal: str,
+        nonce: str,
+        expires_at: float,
+        target: tuple[str, str] | None,
+        recheck: Callable[[main.Note], bool],
+    ) -> main.Settlement:
         """The atomic step (the store's consume), stopping the process on loss."""
         return self.consume(principal, nonce, expires_at, target, recheck)
 
@@ -99,8 +128,9 @@ class StopOnLoss:
         """As the store's, stopping the process on loss."""
         self._guard(lambda: self.store.audit_refusal(principal, facts))
 
-    def audit_entries(self, principal: str | None = None, since: float | None = None,
-                      outcome: str | None = None) -> list[dict[str, Any]]:
+    def audit_entries(
+        self, principal: str | None = None, since: float | None = None, outcome: str | None = None
+    ) -> list[dict[str, Any]]:
         """As the store's, stopping the process on loss."""
         return self._guard(lambda: self.store.audit_entries(principal, since, outcome))
 
@@ -124,7 +154,9 @@ class StopOnLoss:
         """As the store's, stopping the process on loss."""
         return self._guard(lambda: self._texts().note_text(note_id, workspace))
 
-    def search_text(self, workspace: main.Path, query: str, limit: int, offset: int = 0) -> tuple[list[tuple[main.Note, str]], bool]:
+    def search_text(
+        self, workspace: main.Path, query: str, limit: int, offset: int = 0
+    ) -> tuple[list[tuple[main.Note, str]], bool]:
         """As the store's, stopping the process on loss."""
         return self._guard(lambda: self._texts().search_text(workspace, query, limit, offset))
 
@@ -132,19 +164,42 @@ class StopOnLoss:
         """As the store's, stopping the process on loss."""
         return self._guard(lambda: self._texts().create_note(principal, workspace, title, body))
 
-    def append_note(self, principal: str, workspace: main.Path, note_id: str, text: str, check: stores.Check) -> tuple[main.Note, str] | str:
+    def append_note(
+        self, principal: str, workspace: main.Path, note_id: str, text: str, check: stores.Check
+    ) -> tuple[main.Note, str] | str:
         """As the store's, stopping the process on loss."""
         return self._guard(lambda: self._texts().append_note(principal, workspace, note_id, text, check))
 
-    def update_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, body: str,
-                    check: stores.Check) -> tuple[main.Settlement, main.Note | str | None]:
+    def update_note(
+        self,
+        principal: str,
+        nonce: str,
+        expires_at: float,
+        workspace: main.Path,
+        note_id: str,
+        body: str,
+        check: stores.Check,
+    ) -> tuple[main.Settlement, main.Note | str | None]:
         """As the store's, stopping the process on loss."""
-        return self._guard(lambda: self._texts().update_note(principal, nonce, expires_at, workspace, note_id, body, check))
+        return self._guard(
+            lambda: self._texts().update_note(principal, nonce, expires_at, workspace, note_id, body, check)
+        )
 
-    def move_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, place: main.Path,
-                  check: stores.Check, rewrites: tuple[stores.Rewrite, ...] = ()) -> tuple[main.Settlement, main.Note | str | None]:
+    def move_note(
+        self,
+        principal: str,
+        nonce: str,
+        expires_at: float,
+        workspace: main.Path,
+        note_id: str,
+        place: main.Path,
+        check: stores.Check,
+        rewrites: tuple[stores.Rewrite, ...] = (),
+    ) -> tuple[main.Settlement, main.Note | str | None]:
         """As the store's, stopping the process on loss."""
-        return self._guard(lambda: self._texts().move_note(principal, nonce, expires_at, workspace, note_id, place, check, rewrites))
+        return self._guard(
+            lambda: self._texts().move_note(principal, nonce, expires_at, workspace, note_id, place, check, rewrites)
+        )
 
     def move_refusal(self, workspace: main.Path, note: main.Note, place: main.Path) -> str | None:
         """As the store's, stopping the process on loss."""
@@ -172,7 +227,7 @@ class StopOnLoss:
 # =====================================================================================
 
 
-def build_store(config: dict[str, Any]) -> stores.Store:
+def build_store(config: Mapping[str, Any]) -> stores.Store:
     """Markdown folders (any notesDirs), else SQLite ("db"), else memory; StartupError if unusable."""
     folders = [path for entry in config["principals"].values() for path in entry.get("notesDirs", [])]
     if not folders and "db" not in config:
@@ -195,12 +250,13 @@ def build_store(config: dict[str, Any]) -> stores.Store:
     try:
         if folders:
             import markdown_store
-
             import text_index
 
             database = config.get("db") or default_nonce_db()
             nonces = sqlite_store.open_ledger(database, clock=time.time)
-            return markdown_store.MarkdownNotesStore(folders, nonces, retention=retention(config), text_index_path=text_index.index_path(database))
+            return markdown_store.MarkdownNotesStore(
+                folders, nonces, retention=retention(config), text_index_path=text_index.index_path(database)
+            )
         # Seeded only when this creates the database: from "notes", or the lesson fixture without --config.
         return sqlite_store.open_store(
             config["db"], clock=time.time, seed_notes=config.get("notes", []), retention=retention(config)
@@ -227,7 +283,7 @@ def libpq_missing() -> str | None:
     return None
 
 
-def retention(config: dict[str, Any]) -> audit.Retention:
+def retention(config: Mapping[str, Any]) -> audit.Retention:
     """The deletion mode and the trash and audit bounds of a validated config (defaults in code/audit.py)."""
     return audit.Retention(
         config.get("deletion", audit.DELETION_TRASH),
@@ -262,34 +318,45 @@ def folder_grants(folders: Sequence[str]) -> list[str]:
         raise StartupError(str(exc)) from None
 
 
-def build_server(config: dict[str, Any], keys: Sequence[bytes]) -> frame.Server:
-    """The core server for a validated config, serving notes_delete (other tools are added by the caller)."""
+def build_server(
+    config: Mapping[str, Any],
+    keys: Sequence[bytes],
+    log: Callable[[str], None] = main.stderr_log,
+    browser: bool = False,
+    confirmations: Callable[[stores.Confirmations], stores.Confirmations] = lambda records: records,
+) -> frame.Server:
+    """The core server for a validated config, serving notes_delete (other tools are added by the caller).
+
+    `log` takes every line the server logs; `browser` is --confirm-in-browser; `confirmations`
+    gives the confirmation page's decisions as the tools and pages see them (a page keeper's view).
+    """
     # A principal's notes folders are workspaces it may act on, spelled as the store spells them.
     grants = {
-        name: entry["workspaces"] + folder_grants(entry.get("notesDirs", [])) for name, entry in config["principals"].items()
+        name: entry["workspaces"] + folder_grants(entry.get("notesDirs", []))
+        for name, entry in config["principals"].items()
     }
     store = build_store(config)
-    records = browser_confirm.records_for(store, time.time)  # the confirmation page's decisions, beside the nonces
-    browser = config.get("confirmInBrowser", False)
+    records = confirmations(browser_confirm.records_for(store, time.time))  # the page's decisions, beside the nonces
     server = frame.notes_server(
         keys=keys,
         notes=store if isinstance(store, stores.MemoryStore) else StopOnLoss(store),  # the memory store cannot be lost
         policy=main.AuthorizationPolicy(grants),
         clock=time.time,
         state_ttl=config.get("stateTtlSeconds", main.DEFAULT_STATE_TTL_SECONDS),
-        log=main.stderr_log,
+        log=log,
         tool=lambda services: browser_confirm.ConfirmedNotesDelete(services, records, browser),
     )
     if not isinstance(store, stores.MemoryStore):
         audit.install(server)  # the memory store keeps no audit: it forgets everything at exit
     return server
 
+
 # =====================================================================================
 # Keys, tokens, folders
 # =====================================================================================
 
 
-def signing_keys(config: dict[str, Any], environ: dict[str, str]) -> list[bytes]:
+def signing_keys(config: Mapping[str, Any], environ: Mapping[str, str]) -> list[bytes]:
     """Keys from the config or NOTES_MCP_SECRET (not both); none: a random per-process key."""
     secret = environ.get("NOTES_MCP_SECRET", "")
     if "keys" in config and secret:
@@ -305,23 +372,30 @@ def signing_keys(config: dict[str, Any], environ: dict[str, str]) -> list[bytes]
     return [secrets.token_bytes(main.MIN_KEY_BYTES)]
 
 
-def warn_weak_secrets(config: dict[str, Any], keys: Sequence[bytes]) -> None:
+def warn_weak_secrets(config: Mapping[str, Any], keys: Sequence[bytes]) -> None:
     """One warning line per token or signing key that looks typed rather than random (never the value)."""
     for name, entry in config["principals"].items():
         if entry.get("token") and configuration.estimated_bits(entry["token"]) < configuration.MIN_TOKEN_BITS:
-            say(f"warning: the token of principal {name!r} looks easy to guess; use a random one, e.g. secrets.token_urlsafe(32)")
+            say(
+                f"warning: the token of principal {name!r} looks easy to guess; "
+                "use a random one, e.g. secrets.token_urlsafe(32)"
+            )
     for index, key in enumerate(keys):
         if configuration.estimated_bits(key) < configuration.MIN_KEY_BITS:
-            say(f"warning: signing key {index} looks easy to guess (repeated bytes); use a random one, e.g. secrets.token_hex(32)")
+            say(
+                f"warning: signing key {index} looks easy to guess (repeated bytes); "
+                "use a random one, e.g. secrets.token_hex(32)"
+            )
 
 
-def lesson_token(environ: dict[str, str], why: str) -> str:
+def lesson_token(environ: Mapping[str, str], why: str) -> str:
     """NOTES_MCP_TOKEN for the no-config setup, or ConfigError saying why one is needed."""
     token = environ.get("NOTES_MCP_TOKEN", "")
     if not token:
         # Never invented and printed: a credential in a host's log is a leaked credential.
         raise ConfigError("NOTES_MCP_TOKEN", f"is required {why} (or give --config with tokens)")
     return configuration.read_token(token, "NOTES_MCP_TOKEN")
+
 
 def add_notes_dirs(config: dict[str, Any], folders: list[str], from_file: bool) -> None:
     """`--notes-dir` folders for the stdio principal; without a config file they replace the lesson fixture."""
@@ -334,10 +408,14 @@ def add_notes_dirs(config: dict[str, Any], folders: list[str], from_file: bool) 
             entry["workspaces"] = []
         entry["notesDirs"] = entry.get("notesDirs", []) + folders
 
-def check_folders(config: dict[str, Any], config_path: str | None, notes_dirs: Sequence[str]) -> None:
-    """Every notes folder usable, or ConfigError naming its field (`principals.bob.notesDirs[0]`, `--notes-dir`) and the fix."""
-    places = [(f"config {config_path}: principals.{name}.notesDirs[{index}]", path)
-              for name, entry in config["principals"].items() for index, path in enumerate(entry.get("notesDirs", []))]
+
+def check_folders(config: Mapping[str, Any], config_path: str | None, notes_dirs: Sequence[str]) -> None:
+    """Every notes folder usable, or ConfigError naming its field (`principals.bob.notesDirs[0]`, `--notes-dir`)."""
+    places = [
+        (f"config {config_path}: principals.{name}.notesDirs[{index}]", path)
+        for name, entry in config["principals"].items()
+        for index, path in enumerate(entry.get("notesDirs", []))
+    ]
     places += [("--notes-dir", path) for path in notes_dirs]
     if not places:
         return
@@ -365,7 +443,7 @@ def note_count(store: stores.Store, uri: str) -> str:
     return f"{count} note{'' if count == 1 else 's'}" + (" (nothing will be offered)" if count == 0 else "")
 
 
-def confirmations_home(config: dict[str, Any]) -> str:
+def confirmations_home(config: Mapping[str, Any]) -> str:
     """Where consumed confirmations are kept, with no credential (a PostgreSQL URL loses its user and password)."""
     folders = any(entry.get("notesDirs") for entry in config["principals"].values())
     db = config.get("db")
@@ -377,6 +455,7 @@ def confirmations_home(config: dict[str, Any]) -> str:
         port = f":{parts.port}" if parts.port else ""
         return f"PostgreSQL {host}{port}{parts.path}"
     return f"SQLite {os.path.abspath(db or default_nonce_db())}"
+
 
 def close_store(store: stores.Store) -> None:
     """Close the store on every exit path (SQLite checkpoints its log into the database file)."""

@@ -25,7 +25,7 @@ DEMO = "demo"
 
 
 def flat_imports() -> None:
-    """Make `import main`, `import serve`, ... find this package's modules (first on the path, so nothing shadows them)."""
+    """Make `import main`, `import serve`, ... find this package's modules (first on the path: nothing shadows them)."""
     here = os.path.dirname(os.path.abspath(__file__))
     if here not in sys.path:
         sys.path.insert(0, here)

@@ -109,7 +109,7 @@ def read_workspaces(value: Any, field: str) -> list[str]:
 
 
 def read_path(value: Any, field: str) -> str:
-    """A non-empty file system path (a config file's relative paths are made absolute against its folder: anchor_paths)."""
+    """A non-empty file system path (a config file's relative paths are made absolute by anchor_paths)."""
     if not isinstance(value, str) or not value or "\x00" in value:
         raise ConfigError(field, "must be a non-empty path")
     return value
@@ -256,12 +256,15 @@ def read_origins(value: Any, field: str) -> frozenset[str]:
 
 
 def read_public_url(value: Any, field: str) -> str:
-    """The address people open this server's pages at (scheme://host[:port], no path), lowercased; its links, Origin, cookies."""
+    """Where people open this server's pages (scheme://host[:port], no path), lowercased: links, Origin, cookies."""
     # A TLS proxy in front of the server: the browser is on https://notes.example.com, not on
     # the address the server listens on, and every link, Origin check and cookie must say so.
     if not isinstance(value, str) or not _ORIGIN_RE.fullmatch(value.lower()):
-        raise ConfigError(field, "must be the address people open the pages at, scheme://host[:port] with scheme http or https "
-                                 "and nothing after it, e.g. https://notes.example.com")
+        raise ConfigError(
+            field,
+            "must be the address people open the pages at, scheme://host[:port] with scheme http or https "
+            "and nothing after it, e.g. https://notes.example.com",
+        )
     return value.lower()
 
 
@@ -304,16 +307,21 @@ CONFIG_FIELDS: dict[str, Callable[[Any, str], Any]] = {
     "keys": read_keys,
     "allowedOrigins": read_origins,
     "publish": read_bool,  # serve notes_publish and its connect pages (code/connect.py); off by default
-    "notesTools": read_bool,  # serve the note tools (code/notes_tools.py: search, read, create, append, update, move); off by default
-    "confirmInBrowser": read_bool,  # notes_delete, notes_update, notes_move without a form: a link to the confirmation page; off by default
+    # serve the note tools (code/notes_tools.py: search, read, create, append, update, move); off by default
+    "notesTools": read_bool,
+    # notes_delete, notes_update, notes_move without a form: a link to the confirmation page; off by default
+    "confirmInBrowser": read_bool,
     "connectPort": read_port,  # stdio with publish or confirmInBrowser: the loopback port of the pages
-    "publicUrl": read_public_url,  # where people open the pages (a TLS proxy's https://...): links, the Origin rule, Secure cookies
-    "passkeys": read_passkeys,  # "offer": a passkey signs in to the confirmation page; "require": every approval needs one
+    # where people open the pages (a TLS proxy's https://...): links, the Origin rule, Secure cookies
+    "publicUrl": read_public_url,
+    # "offer": a passkey signs in to the confirmation page; "require": every approval needs one
+    "passkeys": read_passkeys,
     "db": read_path,  # SQLite file: the notes store, or with notesDirs only the consumed confirmations
     "deletion": read_deletion,  # "trash" (default) or "unlink" (code/audit.py)
     "trashDays": read_days,  # how long a trashed note is kept (default audit.DEFAULT_TRASH_DAYS)
     "auditDays": read_days,  # how long an audit entry is kept (default audit.DEFAULT_AUDIT_DAYS)
-    "auditMaxEntries": read_entries,  # how many audit entries each principal keeps (default audit.DEFAULT_AUDIT_MAX_ENTRIES)
+    # how many audit entries each principal keeps (default audit.DEFAULT_AUDIT_MAX_ENTRIES)
+    "auditMaxEntries": read_entries,
 }
 REQUIRED_CONFIG_FIELDS = ("principals",)
 
@@ -336,6 +344,7 @@ def read_object(
 
 def parse_config(text: str) -> dict[str, Any]:
     """Parse and validate a config document; ConfigError names the first bad field."""
+
     def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         # Two spellings of one key: which one wins differs between JSON parsers.
         seen: dict[str, Any] = {}
@@ -380,7 +389,7 @@ MAX_CONFIG_BYTES = 1024 * 1024  # a config file larger than this is refused unre
 
 
 def load_config(path: str, warn: Callable[[str], None] | None = None, euid: int | None = None) -> dict[str, Any]:
-    """Read and validate the config file at `path` (see parse_config), its relative paths made absolute against its folder."""
+    """The validated config file at `path` (see parse_config), its relative paths made absolute against its folder."""
     config = parse_config(read_config_file(path, warn, euid))
     return anchor_paths(config, os.path.dirname(os.path.abspath(path)))
 
@@ -397,7 +406,9 @@ def anchor_paths(config: dict[str, Any], folder: str) -> dict[str, Any]:
     for entry in config["principals"].values():
         if "notesDirs" in entry:
             # `~` is left as written, for the folder check to refuse with the path meant.
-            entry["notesDirs"] = [path if path.startswith("~") else os.path.join(folder, path) for path in entry["notesDirs"]]
+            entry["notesDirs"] = [
+                path if path.startswith("~") else os.path.join(folder, path) for path in entry["notesDirs"]
+            ]
     return config
 
 
@@ -415,8 +426,11 @@ def db_location(value: str, field: str, folder: str) -> str:
 
 
 def read_config_file(path: str, warn: Callable[[str], None] | None = None, euid: int | None = None) -> str:
-    """The text of a config file: opened once, a regular file the server's user (`euid`, default ours) or root owns,
-    writable by no one else and in no folder anyone may replace it in, at most MAX_CONFIG_BYTES; ConfigError otherwise."""
+    """The text of a config file, or ConfigError: opened once, a regular file of at most MAX_CONFIG_BYTES.
+
+    The server's user (`euid`, default ours) or root owns it, no one else may write it, and
+    it is in no folder anyone else may replace it in.
+    """
     import stat
 
     euid = os.geteuid() if euid is None else euid
@@ -450,7 +464,10 @@ def read_config_file(path: str, warn: Callable[[str], None] | None = None, euid:
         if mode & 0o022:
             raise ConfigError("config", f"{path} is writable by group or others (mode {mode:04o}); chmod 600 it")
         if warn is not None and mode & 0o044:
-            warn(f"warning: config {path} is readable by group or others (mode {mode:04o}); it holds tokens and keys: chmod 600 it")
+            warn(
+                f"warning: config {path} is readable by group or others (mode {mode:04o}); "
+                "it holds tokens and keys: chmod 600 it"
+            )
         chunks, size = [], 0
         while size <= MAX_CONFIG_BYTES and (chunk := os.read(fd, MAX_CONFIG_BYTES + 1 - size)):
             chunks.append(chunk)  # a file that grew since fstat is still read no further than the cap
@@ -512,4 +529,3 @@ def lesson_config() -> dict[str, Any]:
         "stdioPrincipal": main.LESSON_PRINCIPAL,
         "notes": main.lesson_notes(),
     }
-

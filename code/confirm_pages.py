@@ -33,7 +33,7 @@ import stores
 import web_pages
 from web_pages import Headers, Response, Session
 
-__all__ = ["ConfirmPages", "install"]
+__all__ = ["install"]
 
 PATH_PREFIX = "/confirm/"
 SESSION_COOKIE = "confirm_session"

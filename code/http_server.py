@@ -81,10 +81,12 @@ __all__ = [
     "Response",
     "StreamResponse",
     "WORKER_THREADS",
+    "bind",
     "content_length",
     "encode_head",
     "header_values",
     "parse_head",
+    "url_of",
 ]
 
 # =====================================================================================
@@ -129,6 +131,9 @@ class Limits(NamedTuple):
     write_timeout: float = WRITE_TIMEOUT_SECONDS
     drain_timeout: float = DRAIN_TIMEOUT_SECONDS
     workers: int = WORKER_THREADS
+
+
+DEFAULT_LIMITS = Limits()  # every bound at its named constant
 
 
 class Request(NamedTuple):
@@ -187,7 +192,9 @@ def header_values(headers: Sequence[tuple[str, str]], name: str) -> list[str]:
 def has_token(headers: Sequence[tuple[str, str]], name: str, token: str) -> bool:
     """True when the comma-separated header `name` lists `token` (both case-insensitive; an app's names too)."""
     name = name.lower()
-    return any(part.strip().lower() == token for key, value in headers if key.lower() == name for part in value.split(","))
+    return any(
+        part.strip().lower() == token for key, value in headers if key.lower() == name for part in value.split(",")
+    )
 
 
 # =====================================================================================
@@ -228,7 +235,7 @@ def parse_head(head: bytes) -> tuple[str, str, str, list[tuple[str, str]]]:
     return method, origin_form(target, hosts[0] if hosts else None), version, headers
 
 
-def has_bare_line_ending(data: bytes) -> bool:
+def has_bare_line_ending(data: bytes | bytearray) -> bool:
     """True when `data` holds an LF or CR outside a CRLF (a CR at the very end may be half of one)."""
     # Every CRLF holds one CR and one LF, so any more of either is a bare one.
     crlf = data.count(b"\r\n")
@@ -267,7 +274,7 @@ def content_length(headers: list[tuple[str, str]]) -> int:
     return int(value)
 
 
-def encode_head(status: int, headers: list[tuple[str, str]], framing: list[tuple[str, str]]) -> bytes:
+def encode_head(status: int, headers: Sequence[tuple[str, str]], framing: Sequence[tuple[str, str]]) -> bytes:
     """Status line and headers; the app's framing headers are replaced by the engine's."""
     lines = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}"]
     for name, value in [*((n, v) for n, v in headers if n.lower() not in _ENGINE_HEADERS), *framing]:
@@ -288,8 +295,23 @@ READ_HEAD, READ_BODY, BUSY, WRITING, DRAINING = "head", "body", "busy", "writing
 class _Conn:
     """One client connection's state, owned by the loop thread."""
 
-    __slots__ = ("sock", "peer", "buffer", "state", "since", "deadline", "events", "out", "after",
-                 "length", "head", "request", "eof", "drained", "empty_lines")
+    __slots__ = (
+        "sock",
+        "peer",
+        "buffer",
+        "state",
+        "since",
+        "deadline",
+        "events",
+        "out",
+        "after",
+        "length",
+        "head",
+        "request",
+        "eof",
+        "drained",
+        "empty_lines",
+    )
 
     def __init__(self, sock: socket.socket, peer: tuple[str, int], now: float) -> None:
         self.sock = sock
@@ -309,6 +331,25 @@ class _Conn:
         self.empty_lines = 0  # CRLFs skipped before the current request line
 
 
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on host:port (port 0: any free one), SO_REUSEADDR; OSError if it cannot bind."""
+    listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host, port))
+        listener.listen(LISTEN_BACKLOG)
+    except OSError:
+        listener.close()
+        raise
+    return listener
+
+
+def url_of(address: tuple[str, int], path: str = "/") -> str:
+    """The http:// URL of `path` at a bound `address` (an IPv6 host in brackets)."""
+    host, port = address[:2]
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}{path}"
+
+
 class HttpServer:
     """An HTTP/1.1 server: event loop for connections, worker pool for the app (see the module docstring)."""
 
@@ -321,7 +362,7 @@ class HttpServer:
         log: Callable[[str], None] = stderr_log,
         refuse: Callable[[int, str, str | None], Response] = plain_refusal,
         body_limit: int | Callable[[str, str, list[tuple[str, str]]], int] = DEFAULT_BODY_LIMIT,
-        limits: Limits = Limits(),
+        limits: Limits = DEFAULT_LIMITS,
         inline: Callable[[Request], bool] | None = None,
         refused: Callable[[tuple[str, int], int, str], None] | None = None,
         sock: socket.socket | None = None,
@@ -334,20 +375,10 @@ class HttpServer:
         self.body_limit = body_limit
         self.limits = limits
         self.max_connections = max(1, min(limits.max_connections, _fd_limit() - FD_RESERVE))
-        if sock is not None:
-            self._listener = sock  # bound and listening already (a page keeper's, inherited): host and port are its own
-            self._listener.setblocking(False)
-        else:
-            family = socket.AF_INET6 if ":" in host else socket.AF_INET
-            self._listener = socket.socket(family, socket.SOCK_STREAM)
-            try:
-                self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                self._listener.bind((host, port))
-                self._listener.listen(LISTEN_BACKLOG)
-                self._listener.setblocking(False)
-            except OSError:
-                self._listener.close()
-                raise
+        # `sock`: bound and listening already (by bind() before the server was built, or a page
+        # keeper's, inherited): host and port are its own.
+        self._listener = bind(host, port) if sock is None else sock
+        self._listener.setblocking(False)
         self.address: tuple[str, int] = self._listener.getsockname()[:2]
         self._selector = selectors.DefaultSelector()
         self._wake_r, self._wake_w = socket.socketpair()
@@ -379,8 +410,7 @@ class HttpServer:
 
     def url(self, path: str = "/") -> str:
         """The http:// URL of `path` on this server."""
-        host, port = self.address
-        return f"http://{f'[{host}]' if ':' in host else host}:{port}{path}"
+        return url_of(self.address, path)
 
     # ----------------------------------------------------------------- life cycle
 
@@ -547,7 +577,7 @@ class HttpServer:
         conn.sock.close()
 
     def _allowance(self, conn: _Conn) -> int:
-        """How many bytes the next recv may take: what the connection's state may still hold (at least 1, to see EOF)."""
+        """How many bytes the next recv may take: what the connection's state may still hold (at least 1: EOF)."""
         # Memory per connection: a recv of RECV_BYTES into a buffer that already held what
         # the state allows let connections that send ahead and never read hold ~51 kB each.
         # Bytes beyond the allowance wait in the kernel, not in this process.
@@ -641,7 +671,8 @@ class HttpServer:
         # A stray-CRLF flood: removing them two bytes per step on the loop thread let a
         # client without a token stall every other client. One C-speed match over a
         # bounded prefix, one deletion, and past MAX_EMPTY_LINES the connection is refused.
-        skipped = _EMPTY_LINES_RE.match(conn.buffer, 0, 2 * (MAX_EMPTY_LINES - conn.empty_lines) + 2).end() // 2
+        matched = _EMPTY_LINES_RE.match(conn.buffer, 0, 2 * (MAX_EMPTY_LINES - conn.empty_lines) + 2)
+        skipped = matched.end() // 2 if matched is not None else 0  # (?:\r\n)* matches every buffer, if emptily
         if skipped:
             del conn.buffer[: 2 * skipped]
             conn.empty_lines += skipped
@@ -666,6 +697,7 @@ class HttpServer:
         self._idle.pop(conn, None)
         if self.inline is not None and self._inline(conn.request):
             data, keep = self._call_app(conn.request, on_loop=True)
+            assert not isinstance(data, StreamResponse)  # on the loop, _call_app answers a stream with a 500
             self._finish(conn, data, "keep" if keep else "close")
             return
         if len(conn.buffer) >= MAX_PENDING_BYTES:
@@ -687,7 +719,14 @@ class HttpServer:
     def _refusal_bytes(self, status: int, message: str, target: str | None) -> bytes:
         try:
             response = self.refuse(status, message, target)
-            return encode_head(response.status, response.headers, [("Content-Length", str(len(response.body))), ("Connection", "close")]) + response.body
+            return (
+                encode_head(
+                    response.status,
+                    response.headers,
+                    [("Content-Length", str(len(response.body))), ("Connection", "close")],
+                )
+                + response.body
+            )
         except Exception:  # noqa: BLE001 - the refuse hook failed: answer plainly, say so once
             self._app_error("refuse", str(status))
             body = message.encode("utf-8")
@@ -860,7 +899,9 @@ class HttpServer:
     def _stream(self, conn: _Conn, request: Request, response: StreamResponse, keep: bool) -> str:
         """Send a chunked stream from this worker; returns "keep", "close" or "gone"."""
         chunked = request.version == "HTTP/1.1"
-        keep = keep and chunked and not self._stopping.is_set() and not has_token(response.headers, "connection", "close")
+        keep = (
+            keep and chunked and not self._stopping.is_set() and not has_token(response.headers, "connection", "close")
+        )
         framing = [("Transfer-Encoding", "chunked")] if chunked else []
         framing += [] if keep else [("Connection", "close")]
         iterator = iter(response.stream)
@@ -907,7 +948,7 @@ class HttpServer:
                     raise _Gone()
                 continue
             try:
-                view = view[conn.sock.send(view):]
+                view = view[conn.sock.send(view) :]
             except BlockingIOError:
                 continue
 

@@ -37,7 +37,7 @@ import frame
 import streamable_http
 from streamable_http import JSON, SSE, header_values, json_error_body, sse_event
 
-__all__ = ["install"]
+__all__ = ["LegacyHttp"]
 
 # Limits. Each bounds what legacy clients can make the server hold.
 # Beyond this, one session of that principal ends (see eviction_order). Command-line
@@ -391,9 +391,3 @@ class CallStream:
             self._session.core.end_call(self._call)
         self._owner.stream_closed(self._session)
 
-
-def install(endpoint: streamable_http.McpEndpoint, server: frame.Server, **kwargs: Any) -> LegacyHttp:
-    """Serve legacy sessions on `endpoint` beside the modern path; the LegacyHttp that does it."""
-    sessions = LegacyHttp(server, **kwargs)
-    endpoint.legacy = sessions.route
-    return sessions

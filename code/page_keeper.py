@@ -7,7 +7,8 @@ named a new port. Here the listener is handed down instead:
 
     keeper = page_keeper.fork(take_over)   at start-up: after the listener is bound, before the
                                            store opens and before any thread starts
-    keeper.issued(handle, expires_at)      each link given out (over a pipe)
+    Announcing(records, keeper.issued)     the server's confirmations table: each link it opens
+                                           is told to the keeper (over a pipe)
     (this process ends, however)           the keeper reads end-of-file on that pipe
 
 The keeper is a fork of the server made while it is still one thread with no database
@@ -32,8 +33,9 @@ from collections.abc import Callable
 from typing import Any
 
 import browser_confirm
+import stores
 
-__all__ = ["OnlyThese", "fork", "keep_until_done"]
+__all__ = ["Announcing", "Keeper", "OnlyThese", "fork", "keep_until_done"]
 
 RECHECK_SECONDS = 5.0  # how often a keeper looks whether its links were decided (it ends when none is pending)
 MAX_LINKS = 4096  # links one keeper remembers; an older one is dropped first (its page then reads as not valid)
@@ -48,7 +50,7 @@ class Keeper:
         self._lock = threading.Lock()
 
     def issued(self, handle: str, expires_at: float) -> None:
-        """The link to `handle` must answer until `expires_at` (best effort: a keeper gone leaves the link with this process)."""
+        """The link to `handle` must answer until `expires_at` (best effort: with no keeper, this process serves it)."""
         line = f"{handle} {expires_at!r}\n".encode("ascii")
         with self._lock:
             try:
@@ -78,7 +80,9 @@ def _keeper(control: int, take_over: Callable[[dict[str, float]], int]) -> int:
             os.dup2(quiet, fd)
         os.close(quiet)
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(signum, signal.SIG_DFL)  # the server's handlers raise into a stack this process never returns to
+            signal.signal(
+                signum, signal.SIG_DFL
+            )  # the server's handlers raise into a stack this process never returns to
         links = read_links(control)
         return take_over(links) if links else 0
     except BaseException:  # noqa: BLE001 - nothing may unwind into the forked server's stack
@@ -103,6 +107,43 @@ def read_links(control: int) -> dict[str, float]:
     return links
 
 
+class Announcing:
+    """A confirmations table that tells `issued` of each link it opens: how the keeper learns what to keep."""
+
+    # Told by the table rather than by the pages: every page that gives out a link (the
+    # real pages, or the stand-in that starts them) opens its record here first.
+
+    def __init__(self, records: stores.Confirmations, issued: Callable[[str, float], None]) -> None:
+        self.records, self.issued = records, issued
+
+    def open(self, record: browser_confirm.Record) -> bool:
+        """As Confirmations.open; a record opened is announced with its expiry."""
+        opened = self.records.open(record)
+        if opened:
+            self.issued(record.handle, record.expires_at)
+        return opened
+
+    def by_handle(self, handle: str) -> browser_confirm.Record | None:
+        """As Confirmations.by_handle."""
+        return self.records.by_handle(handle)
+
+    def by_nonce(self, nonce: str) -> browser_confirm.Record | None:
+        """As Confirmations.by_nonce."""
+        return self.records.by_nonce(nonce)
+
+    def decide(
+        self,
+        handle: str,
+        principal: str,
+        status: str,
+        note_id: str | None,
+        version: str | None,
+        credential: str | None = None,
+    ) -> bool:
+        """As Confirmations.decide."""
+        return self.records.decide(handle, principal, status, note_id, version, credential)
+
+
 class OnlyThese:
     """A confirmations table as the keeper's pages see it: the links it keeps, no other."""
 
@@ -121,18 +162,32 @@ class OnlyThese:
         """Not used by the pages; none."""
         return None
 
-    def decide(self, handle: str, principal: str, status: str, note_id: str | None, version: str | None,
-               credential: str | None = None) -> bool:
+    def decide(
+        self,
+        handle: str,
+        principal: str,
+        status: str,
+        note_id: str | None,
+        version: str | None,
+        credential: str | None = None,
+    ) -> bool:
         """As Confirmations.decide, for a kept link only."""
         return handle in self.handles and self.records.decide(handle, principal, status, note_id, version, credential)
 
 
-def keep_until_done(records: Any, links: dict[str, float], clock: Callable[[], float], wait: Callable[[float], Any]) -> None:
-    """Return once no kept link is both unexpired and still pending, looking every RECHECK_SECONDS (or at the last expiry)."""
+def keep_until_done(
+    records: Any, links: dict[str, float], clock: Callable[[], float], wait: Callable[[float], Any]
+) -> None:
+    """Return once no kept link is unexpired and pending, looking every RECHECK_SECONDS (or at the last expiry)."""
     while True:
         now = clock()
-        live = [expires for handle, expires in links.items()
-                if expires > now and (record := records.by_handle(handle)) is not None and record.status == browser_confirm.PENDING]
+        live = [
+            expires
+            for handle, expires in links.items()
+            if expires > now
+            and (record := records.by_handle(handle)) is not None
+            and record.status == browser_confirm.PENDING
+        ]
         if not live:
             return
         wait(min(max(live) - now, RECHECK_SECONDS))

@@ -15,8 +15,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
-import main
 import frame
+import main
 
 __all__ = ["serve_stdio"]
 

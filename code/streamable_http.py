@@ -27,9 +27,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+import frame
 import http_server
 import main
-import frame
 from http_server import header_values
 
 __all__ = [
@@ -108,7 +108,8 @@ class GuessThrottle:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        self._peers: collections.OrderedDict[str, tuple[int, float]] = collections.OrderedDict()  # peer -> (wrong, until)
+        # peer -> (wrong, until)
+        self._peers: collections.OrderedDict[str, tuple[int, float]] = collections.OrderedDict()
         self._bucket = float(SERVER_GUESS_BURST)  # wrong tokens the server may judge now
         self._filled = clock()
 
@@ -120,7 +121,9 @@ class GuessThrottle:
             raise Throttled(math.ceil(until - now))
         # Rotating source addresses: each new one brings its own free guesses, so the
         # server as a whole judges no more than its bucket holds.
-        self._bucket = min(float(SERVER_GUESS_BURST), self._bucket + max(0.0, now - self._filled) * SERVER_GUESSES_PER_SECOND)
+        self._bucket = min(
+            float(SERVER_GUESS_BURST), self._bucket + max(0.0, now - self._filled) * SERVER_GUESSES_PER_SECOND
+        )
         self._filled = now
         if self._bucket < 1:
             raise Throttled(math.ceil((1 - self._bucket) / SERVER_GUESSES_PER_SECOND))
@@ -167,7 +170,7 @@ class BearerTokens:
         self._lock = threading.Lock()
 
     def principal_from(self, token: str, peer: str) -> str | None:
-        """principal(token) for a request from `peer`: a right token's principal always; None, or Throttled over a budget."""
+        """principal(token) for a request from `peer`: a right token's principal always; else None, or Throttled."""
         # A shared address (one machine, a proxy): a right token is never refused for what
         # others sent; wrong ones, once judged MAX_FREE_GUESSES times, wait their turn.
         found = self.principal(token)
@@ -302,7 +305,9 @@ class Pages(Protocol):
         """True when `path` belongs to these pages."""
         ...
 
-    def handle(self, method: str, path: str, headers: Headers, body: bytes, peer: str = "") -> tuple[int, list[tuple[str, str]], bytes]:
+    def handle(
+        self, method: str, path: str, headers: Headers, body: bytes, peer: str = ""
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
         """One request under `prefix` from `peer` (its address) to (status, headers, body)."""
         ...
 
@@ -346,12 +351,16 @@ class RefusalLog:
             if self.window is None or now - self.window >= REFUSAL_LOG_WINDOW_SECONDS:
                 if self.quiet:
                     self.log(
-                        f"refused {self.quiet} more HTTP request(s) in the last {REFUSAL_LOG_WINDOW_SECONDS:g} s without a line each "
-                        f"(one line per peer and reason, at most {MAX_REFUSAL_LINES_PER_WINDOW} per {REFUSAL_LOG_WINDOW_SECONDS:g} s)"
+                        f"refused {self.quiet} more HTTP request(s) in the last {REFUSAL_LOG_WINDOW_SECONDS:g} s "
+                        "without a line each "
+                        f"(one line per peer and reason, at most {MAX_REFUSAL_LINES_PER_WINDOW} "
+                        f"per {REFUSAL_LOG_WINDOW_SECONDS:g} s)"
                     )
                 self.window, self.lines, self.quiet = now, 0, 0
             seen = self.last.get(key)
-            if (seen is not None and now - seen < REFUSAL_LOG_WINDOW_SECONDS) or self.lines >= MAX_REFUSAL_LINES_PER_WINDOW:
+            if (
+                seen is not None and now - seen < REFUSAL_LOG_WINDOW_SECONDS
+            ) or self.lines >= MAX_REFUSAL_LINES_PER_WINDOW:
                 self.quiet += 1
                 return
             self.last[key] = now
@@ -379,7 +388,7 @@ class HttpPolicy:
         self.allowed_origins = allowed_origins
 
     def principal(self, headers: Headers, peer: str | None = None) -> str:
-        """The authenticated principal for this request, or a 401 refusal (429: a wrong token from `peer` over a budget)."""
+        """The authenticated principal for this request, or a 401 refusal (429: too many wrong tokens from `peer`)."""
         if self.no_auth_principal is not None:
             return self.no_auth_principal
         values = header_values(headers, "authorization")
@@ -426,7 +435,9 @@ def may_be_legacy(request: http_server.Request) -> bool:
     # `initialize` all absent, so it never reaches (nor loads) the legacy router.
     return (
         bool(header_values(request.headers, "mcp-session-id"))
-        or any(version not in main.SUPPORTED_VERSIONS for version in header_values(request.headers, "mcp-protocol-version"))
+        or any(
+            version not in main.SUPPORTED_VERSIONS for version in header_values(request.headers, "mcp-protocol-version")
+        )
         or b"initialize" in request.body
     )
 
@@ -467,18 +478,31 @@ def sse_event(data: bytes) -> bytes:
     return b"event: message\ndata: " + data + b"\n\n"
 
 
+_Legacy = Callable[
+    [http_server.Request, str], http_server.Response | http_server.StreamResponse | None
+]  # a legacy session router
+
+
 class McpEndpoint:
     """The HTTP application: POST /mcp to the core, the pages' prefix to the pages, nothing else."""
 
-    def __init__(self, server: frame.Server, policy: HttpPolicy, pages: Pages | None = None, mcp_endpoint: bool = True) -> None:
+    def __init__(
+        self,
+        server: frame.Server,
+        policy: HttpPolicy,
+        pages: Pages | None = None,
+        mcp_endpoint: bool = True,
+        refused: RefusalLog | None = None,
+        legacy: _Legacy | None = None,
+    ) -> None:
         self.server = server
         self.policy = policy
         self.pages = pages  # the connect pages under their prefix, when served here
         self.mcp_endpoint = mcp_endpoint  # False: a pages-only listener (serve --stdio --publish)
-        self.refused: RefusalLog | None = None  # told of each HTTP-layer refusal (status, reason, peer)
+        self.refused = refused  # told of each HTTP-layer refusal (status, reason, peer)
         # 2025-11-25 sessions beside the modern path (code/legacy_http.py): given an
         # authenticated request, its legacy answer, or None for the modern path.
-        self.legacy: Callable[[http_server.Request, str], http_server.Response | http_server.StreamResponse | None] | None = None
+        self.legacy = legacy
 
     def is_page(self, target: str | None) -> bool:
         """True when `target` belongs to the pages."""
@@ -507,7 +531,9 @@ class McpEndpoint:
             return self.pages.max_body
         return frame.MAX_MESSAGE_BYTES
 
-    def refuse(self, status: int, message: str, target: str | None, headers: Sequence[tuple[str, str]] = ()) -> http_server.Response:
+    def refuse(
+        self, status: int, message: str, target: str | None, headers: Sequence[tuple[str, str]] = ()
+    ) -> http_server.Response:
         """A refusal in the route's own language: an HTML page under the pages, JSON elsewhere."""
         if self.is_page(target):
             assert self.pages is not None
@@ -527,7 +553,9 @@ class McpEndpoint:
             if self.refused is not None:
                 self.refused(request.peer, refusal.status, refusal.message)
             # Refused at the HTTP layer: the rest of the stream is not trusted.
-            return self.refuse(refusal.status, refusal.message, request.target, [*refusal.headers, ("Connection", "close")])
+            return self.refuse(
+                refusal.status, refusal.message, request.target, [*refusal.headers, ("Connection", "close")]
+            )
 
     def page(self, request: http_server.Request) -> http_server.Response:
         """A connect page: Host and Origin here, the rest in the pages."""
@@ -535,7 +563,9 @@ class McpEndpoint:
         self.policy.check_origin(request.headers)
         if header_values(request.headers, "transfer-encoding"):
             raise HttpRefusal(400, "Bad Request: send a form with one plain Content-Length")
-        status, headers, body = self.pages.handle(request.method, request.target, request.headers, request.body, request.peer[0])
+        status, headers, body = self.pages.handle(
+            request.method, request.target, request.headers, request.body, request.peer[0]
+        )
         return http_server.Response(status, headers, body)
 
     def mcp(self, request: http_server.Request) -> http_server.Response | http_server.StreamResponse:
@@ -561,7 +591,11 @@ class McpEndpoint:
         accepted = accepted_ranges(headers)  # read once: JSON is required, an event stream optional
         if accepted is not None and not admits(accepted, "application/json"):
             raise HttpRefusal(406, "Not Acceptable: this server answers with application/json")
-        if self.legacy is not None and may_be_legacy(request) and (routed := self.legacy(request, principal)) is not None:
+        if (
+            self.legacy is not None
+            and may_be_legacy(request)
+            and (routed := self.legacy(request, principal)) is not None
+        ):
             return routed
         mcp_headers = [(name, value) for name, value in headers if name != "authorization"]
         # A client that accepts an event stream may get notifications about its request
@@ -618,4 +652,3 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
-

@@ -22,6 +22,7 @@ import main
 from helpers import procs
 import config as configuration
 from config import ConfigError
+import launch
 import serve
 import streamable_http
 from helpers.support import Log, accept, call, tps
@@ -49,8 +50,7 @@ class StartupRefusalCase(unittest.TestCase):
         with (
             mock.patch.dict(os.environ, clean, clear=True),
             contextlib.redirect_stderr(stderr),
-            mock.patch.object(serve, "serve_http", side_effect=started),
-            mock.patch.object(serve, "serve_stdio", side_effect=started),
+            mock.patch.object(launch, "run", side_effect=started),
         ):
             status = serve.serve(list(argv))
         return status, stderr.getvalue().splitlines()

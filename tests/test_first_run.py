@@ -25,7 +25,9 @@ import main
 import frame
 import stores
 from helpers import procs
+import launch
 import serve
+import settings
 import sqlite_store
 import streamable_http
 from config import ConfigError
@@ -179,18 +181,17 @@ class StartupReportTests(Tree):
             "db": "postgresql://reader:hunter2hunter2@db.example:5433/notes",
         })  # fmt: skip
         # The PostgreSQL URL is never opened: the report is checked by its pure function.
-        args = serve.parser().parse_args(["--http", "--config", config])
-        parsed = configuration.load_config(config)
+        parsed = resolved(["--http", "--config", config], configuration.load_config(config))
         server = frame.notes_server(keys=[support.KEY], notes=stores.MemoryStore([], main.MemoryReplayStore(support.Clock())),
                              policy=main.AuthorizationPolicy({"alice": [support.WORKSPACE], "bob": []}), clock=support.Clock())  # fmt: skip
-        lines = serve.startup_report(server, parsed, args, "listening on http://127.0.0.1:1/mcp")
+        lines = launch.startup_report(server, parsed, "listening on http://127.0.0.1:1/mcp")
         self.assertEqual(lines[:3], [
             "listening on http://127.0.0.1:1/mcp",
             "principals: alice, bob (each by its bearer token)",
             f"workspace {support.WORKSPACE} (alice): 0 notes (nothing will be offered)",
         ])  # fmt: skip
         self.assertIn("consumed confirmations: PostgreSQL db.example:5433/notes", lines)
-        self.assertEqual(serve.startup_report(server, parsed, args, "t", extra=["sandbox: on"])[-1], "sandbox: on")
+        self.assertEqual(launch.startup_report(server, parsed, "t", extra=["sandbox: on"])[-1], "sandbox: on")
         text = "\n".join(lines)
         for secret in (procs.TOKEN, "bob-token-0123456789abcdef", "hunter2hunter2", "reader"):
             self.assertNotIn(secret, text)
@@ -201,15 +202,14 @@ class StartupReportTests(Tree):
         lesson = configuration.lesson_config()
         memory = frame.notes_server(keys=[support.KEY], notes=stores.MemoryStore(lesson["notes"], main.MemoryReplayStore(support.Clock())),
                              policy=main.AuthorizationPolicy({"alice": [support.WORKSPACE]}), clock=support.Clock())  # fmt: skip
-        no_auth = serve.startup_report(memory, lesson, serve.parser().parse_args(["--http", "--no-auth"]), "t")
+        no_auth = launch.startup_report(memory, resolved(["--http", "--no-auth"]), "t")
         self.assertEqual(no_auth[1], "principals: no bearer token (--no-auth): every request acts as 'alice'")
-        stdio = serve.parser().parse_args(["--stdio"])
         self.assertEqual(assemble.confirmations_home(dict(lesson, db="notes.db")), f"SQLite {os.path.abspath('notes.db')}")
         self.assertEqual(assemble.confirmations_home(dict(lesson, db="postgresql:///notes")), "PostgreSQL local socket/notes")
-        self.assertEqual(serve.extensions(dict(lesson, publish=True), stdio), [
+        self.assertEqual(launch.extensions(resolved(["--stdio"], dict(configuration.lesson_config(), publish=True))), [
             "2025-11-25 clients (loaded at their first initialize)", "notes_publish and its connect pages"
         ])  # fmt: skip
-        self.assertEqual(serve.extensions(lesson, serve.parser().parse_args(["--http", "--conformance-fixtures", "--no-legacy"])),
+        self.assertEqual(launch.extensions(resolved(["--http", "--conformance-fixtures", "--no-legacy"])),
                          ["conformance fixtures (testing only)"])  # fmt: skip
         nonces = sqlite_store.open_ledger(os.path.join(self.dir, "nonces.db"), clock=support.Clock())
         self.addCleanup(nonces.close)
@@ -663,15 +663,22 @@ class OlderPythonTests(unittest.TestCase):
 PROJECT_MODULES = {name[:-3] for name in os.listdir(support.CODE) if name.endswith(".py")} | {"notes_mcp"}
 
 
+def resolved(argv: list[str], config: dict[str, Any] | None = None) -> settings.Settings:
+    """The Settings of `argv` over `config` (the lesson's without one), with a key and a token in the environment."""
+    environ = {"NOTES_MCP_SECRET": support.KEY.hex(), "NOTES_MCP_TOKEN": procs.TOKEN}
+    config = configuration.lesson_config() if config is None else config
+    return settings.resolve(serve.parser().parse_args(argv), config, environ, os.getcwd(), lambda line: None)
+
+
 def refused_start(*argv: str, environ: dict[str, str] | None = None) -> tuple[int, list[str]]:
     """serve.start(argv) in this process, expected to refuse: (its exit status, its stderr lines)."""
     err = io.StringIO()
     with contextlib.redirect_stderr(err), mock.patch.dict(os.environ, environ if environ is not None else {}, clear=environ is not None):
         try:
-            server, *_ = serve.start(list(argv), prog="notes-mcp")
+            built = serve.start(list(argv), prog="notes-mcp")
         except serve.StartupRefused as refused:
             return refused.status, err.getvalue().splitlines()
-    assemble.close_store(server.notes)
+    built.close()
     return 0, err.getvalue().splitlines()
 
 

@@ -22,6 +22,7 @@ import main
 import frame
 import stores
 from helpers import procs
+import launch
 import serve
 import sqlite_store
 import streamable_http
@@ -794,13 +795,13 @@ class AnsweredOnTheLoopTests(unittest.TestCase):
         self.assertIsNone(workers.inline)
 
     def test_the_memory_store_never_waits_and_a_database_store_may(self) -> None:
-        self.assertFalse(serve.store_waits(support.make_server().notes))
+        self.assertFalse(launch.store_waits(support.make_server().notes))
         folder = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, folder)
         store = sqlite_store.open_store(os.path.join(folder, "notes.db"), clock=support.Clock())
         self.addCleanup(store.close)
-        self.assertTrue(serve.store_waits(store))
-        self.assertTrue(serve.store_waits(assemble.StopOnLoss(store)))
+        self.assertTrue(launch.store_waits(store))
+        self.assertTrue(launch.store_waits(assemble.StopOnLoss(store)))
 
 
 class StartupTests(unittest.TestCase):

@@ -32,7 +32,6 @@ import main  # noqa: E402
 import passkey_pages  # noqa: E402
 import sqlite_store  # noqa: E402
 import stores  # noqa: E402
-import streamable_http  # noqa: E402
 from helpers import procs, webdriver  # noqa: E402
 from helpers.support import KEY, tps  # noqa: E402
 import serve  # noqa: E402
@@ -520,12 +519,12 @@ class StartupTests(unittest.TestCase):
         self.assertIsNone(passkey_pages.refusal(passkey_pages.REQUIRE, None))  # loopback: linked as http://localhost
 
     def test_on_loopback_the_pages_are_linked_as_localhost_with_passkeys_and_as_the_address_without(self) -> None:
-        policy = streamable_http.HttpPolicy({}, None, None, frozenset())
-        pages = mock.Mock()
-        self.assertEqual(serve.serve_pages_at(pages, policy, {"passkeys": "require"}, "http://127.0.0.1:4321", True), "http://localhost:4321")
-        self.assertEqual(serve.serve_pages_at(pages, policy, {"passkeys": "off"}, "http://127.0.0.1:4321", True), "http://127.0.0.1:4321")
-        self.assertEqual(serve.serve_pages_at(pages, policy, {"passkeys": "offer", "publicUrl": "https://notes.example.com"},
-                                              "http://127.0.0.1:4321", True), "https://notes.example.com")
+        import launch
+
+        self.assertEqual(launch.pages_origin(None, "require", "http://127.0.0.1:4321"), "http://localhost:4321")
+        self.assertEqual(launch.pages_origin(None, "off", "http://127.0.0.1:4321"), "http://127.0.0.1:4321")
+        self.assertEqual(launch.pages_origin("https://notes.example.com", "offer", "http://127.0.0.1:4321"),
+                         "https://notes.example.com")
 
     def test_the_config_accepts_the_three_modes_and_refuses_anything_else(self) -> None:
         import config

@@ -20,6 +20,7 @@ from helpers import support  # noqa: F401  (first: it puts code/ on the import p
 import config as configuration  # noqa: E402
 import browser_confirm  # noqa: E402
 import main  # noqa: E402
+import launch  # noqa: E402
 import serve  # noqa: E402
 from helpers import procs  # noqa: E402
 from helpers.support import request, tps  # noqa: E402
@@ -151,13 +152,15 @@ class StartUp(StartupRefusalCase):
                     os.environ[name] = value
 
     def test_with_a_public_url_a_non_loopback_host_serves_the_pages_and_without_one_plain_http_serves_none(self) -> None:
-        _, config, _, pages = self.started("--http", "--host", "0.0.0.0", "--port", "0", "--confirm-in-browser", "--public-url", PUBLIC)
-        self.assertEqual(config["publicUrl"], PUBLIC)
+        _, settings, pages, *_ = self.started(
+            "--http", "--host", "0.0.0.0", "--port", "0", "--confirm-in-browser", "--public-url", PUBLIC
+        )
+        self.assertEqual(settings.public_url, PUBLIC)
         self.assertIsNotNone(pages)
-        _, _, args, pages = self.started("--http", "--host", "0.0.0.0", "--port", "0")
+        _, settings, pages, *_ = self.started("--http", "--host", "0.0.0.0", "--port", "0")
         self.assertIsNone(pages)  # links to http://0.0.0.0:PORT would open nowhere: URL-mode hosts get -32021
-        self.assertIn("no page is served", serve.confirmation_page({}, args))
-        _, _, _, pages = self.started("--http", "--host", "127.0.0.1", "--port", "0")
+        self.assertIn("no page is served", launch.confirmation_page(settings))
+        _, _, pages, *_ = self.started("--http", "--host", "127.0.0.1", "--port", "0")
         self.assertIsNotNone(pages)  # loopback: the pages as before
 
     def test_a_public_url_that_is_not_an_origin_is_refused_naming_the_setting(self) -> None:

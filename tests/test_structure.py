@@ -24,7 +24,7 @@ LAYERS = (
      "note_bodies", "folder_bodies", "text_index"),
     ("frame", "notes_tools", "connect", "conformance_fixtures", "legacy", "legacy_http", "stdio_transport", "streamable_http",
      "web_pages", "browser_confirm", "confirm_pages", "page_keeper", "passkey_pages"),
-    ("config", "assemble", "audit_cli"),  # a server built from a config
+    ("config", "assemble", "audit_cli", "settings", "launch"),  # a server built from a config
     ("serve", "cli", "__main__"),  # the command line
 )
 LAYER_OF = {module: depth for depth, modules in enumerate(LAYERS) for module in modules}
