@@ -58,9 +58,8 @@ FOLDER_MASK = (
 )
 READ_BYTES = 64 * 1024  # one read of the event queue; drained in a loop until empty
 _HEADER = struct.Struct("iIII")  # wd, mask, cookie, len
-_MAX_EVENT_BYTES = (
-    _HEADER.size + 256
-)  # a header and the longest name (255 bytes, its NUL), padded as the kernel pads it
+# a header and the longest name (255 bytes, its NUL), padded as the kernel pads it
+_MAX_EVENT_BYTES = _HEADER.size + 256
 _OVERFLOWED = _HEADER.pack(-1, IN_Q_OVERFLOW, 0, 0)  # the event the kernel queues last when its queue is full
 
 

@@ -28,24 +28,20 @@ import title_index
 
 __all__ = ["FolderIndex", "MAX_WATCHED_FOLDERS"]
 
-MAX_WATCHED_FOLDERS = (
-    65_536  # folders watched per notes folder; past it (or the kernel's limit) the index rescans instead
-)
+# folders watched per notes folder; past it (or the kernel's limit) the index rescans instead
+MAX_WATCHED_FOLDERS = 65_536
 RESCAN_SECONDS = 2.0  # without change notification: the longest a lookup relies on the last rescan
-RESCAN_COST_FACTOR = (
-    10  # ... unless a rescan took longer than 1/RESCAN_COST_FACTOR of that: then this many times its length
-)
+# ... unless a rescan took longer than 1/RESCAN_COST_FACTOR of that: then this many times its length
+RESCAN_COST_FACTOR = 10
 COMPACT_AFTER = 4096  # dropped title slots tolerated (or as many as live ones) before the slot table is rebuilt
 TRIGRAM_BUCKETS = 1 << 16  # posting lists at most: a trigram's is list hash(trigram) % TRIGRAM_BUCKETS
-MAX_EVENTS_PER_LOOKUP = (
-    16_384  # inotify events one lookup reads (the kernel's default queue); more queued: a rebuild instead
-)
+# inotify events one lookup reads (the kernel's default queue); more queued: a rebuild instead
+MAX_EVENTS_PER_LOOKUP = 16_384
 MAX_PENDING_CHANGES = 4096  # distinct changed entries one lookup looks at again; more: a rebuild instead
 
 Facts = tuple[int, int, int, int, int]  # folder_paths.facts(): device, inode, size, mtime_ns, ctime_ns
-Titles = Callable[
-    [main.Path], tuple[Facts, str] | None
-]  # a file's title as read before, with the facts it was read with
+# A file's title as read before, with the facts it was read with (None: none kept).
+Titles = Callable[[main.Path], tuple[Facts, str] | None]
 
 
 class _TooLarge(Exception):
@@ -120,12 +116,10 @@ class FolderIndex:
         self._known: dict[main.Path, tuple[Facts, int]] = {}  # during a rebuild: path -> (facts, slot) before it
         self._entering_wd: int | None = None  # the watch entering() added, for listed() just after
         self.lost = False  # events were lost while the last rebuild walked: the next lookup rebuilds first
-        self.touched: set[main.Path] | None = (
-            None  # with a text index (code/text_index.py): paths indexed or dropped since it last looked
-        )
-        self._titles: Titles | None = (
-            None  # during a with_changes() given them: titles read before, by path, with their facts
-        )
+        # with a text index (code/text_index.py): paths indexed or dropped since it last looked
+        self.touched: set[main.Path] | None = None
+        # during a with_changes() given them: titles read before, by path, with their facts
+        self._titles: Titles | None = None
         self._reset()
 
     def _reset(self) -> None:
@@ -137,9 +131,8 @@ class FolderIndex:
         self.slot_title: list[str] = []
         self.slot_folded: list[str] = []
         self.grams: dict[int, array[int]] = {}  # bucket -> slots whose folded title holds a trigram of it
-        self.unindexed: set[int] = (
-            set()
-        )  # slots of titles past title_index.MAX_INDEXED_TITLE_CHARS: tested by every lookup
+        # slots of titles past title_index.MAX_INDEXED_TITLE_CHARS: tested by every lookup
+        self.unindexed: set[int] = set()
         self.dead = 0
 
     def mode(self) -> str:

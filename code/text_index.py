@@ -69,18 +69,16 @@ __all__ = [
 ]
 
 MAX_RANKED_ROWS = 500  # index rows one search ranks at most (newest first); past it the search says it stopped early
-MIN_INDEXED_TERM = (
-    3  # characters (folded) of a term a trigram index can match; shorter terms are tested over the rows left
-)
+# characters (folded) of a term a trigram index can match; shorter terms are tested over the rows left
+MIN_INDEXED_TERM = 3
 TITLE_WEIGHT = 10.0  # an occurrence of a term in the title counts this many times one in the text
 MAX_CURSOR_CHARS = 200  # characters of a cursor; a longer one is refused before it is decoded
 CURSOR_REFUSED = "Invalid params: cursor is not one this search gave out for this query and workspace"
 FOLDER_INDEX_BUSY_MS = 5000  # one write to the folder text index waits at most this long for another instance's
 FOLDER_INDEX_LOG_BYTES = 4 * 1024 * 1024  # the folder text index's write-ahead log kept after a checkpoint, at most
 FOLDER_INDEX_CHECKPOINT_ROWS = 1_000  # files one sync re-read past which it checkpoints the index at once (a build)
-MAX_SYNC_BYTES = (
-    32 * 1024 * 1024
-)  # bytes of changed note files one search (or one background step) reads into the index, at most
+# bytes of changed note files one search (or one background step) reads into the index, at most
+MAX_SYNC_BYTES = 32 * 1024 * 1024
 SYNC_SECONDS = 2.0  # one search (or one background step) reads no further changed file once this long has passed
 SNIPPET_CHARS = 160  # characters of a note's text shown beside a hit
 

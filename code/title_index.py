@@ -34,9 +34,8 @@ __all__ = [
 ]
 
 MIN_INDEXED_QUERY = 3  # characters (after folding) a trigram index can serve; shorter queries scan the workspace's rows
-MAX_INDEXED_TITLE_CHARS = (
-    256  # folded characters of a title the trigram indexes hold; a longer one is tested by every lookup
-)
+# folded characters of a title the trigram indexes hold; a longer one is tested by every lookup
+MAX_INDEXED_TITLE_CHARS = 256
 
 
 def uri_range(workspace: main.Path) -> tuple[str, str]:
