@@ -1,10 +1,10 @@
-"""The confirmation cycle for tools that ask more than the lesson's one form.
+"""Signing, verifying, reading and consuming the states of the product's asking tools.
 
 `notes_delete` (code/main.py, section 7) runs its own cycle in the open, as the lesson
-tells it. The product's other asking tools (`notes_publish` in code/connect.py, the
-conformance fixtures) ask several questions, in several steps, some of them sampling or
-roots requests, and carry values from one step to the next. They go through this class,
-which is built on the lesson's functions and adds no check of its own:
+tells it. The product's confirmed tools (code/browser_confirm.py's Confirmed: every form and
+URL-mode answer is read here), `notes_publish` in code/connect.py and the conformance
+fixtures (several questions, in several steps, some of them sampling or roots requests)
+go through this class, which is built on the lesson's functions and adds no check of its own:
 
     ask      main.new_state + StateSigner.sign + main.input_required
     verify   main.verify_state (the one verification)
@@ -17,7 +17,7 @@ Standard library only.
 from __future__ import annotations
 
 import enum
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import main
@@ -75,12 +75,14 @@ class Confirmations:
         *,
         forms: Collection[str] | None = None,
         choice: str | None = None,
+        consume: Callable[[str, main.StatePayload], Any] | None = None,
     ) -> Answered:
         """The answers to a verified state's questions, read once (main.read_answer); a decline consumes the state.
 
         `keys` are the questions asked, in order; those in `forms` (by default all) are
         elicitation results, any other (a sampling or roots answer) is taken as sent. With
-        `choice`, the first form's value of that field must be one the state offered.
+        `choice`, the first form's value of that field must be one the state offered. A
+        decline is consumed by `consume` (by default `self.consume`; the page's cycle closes its page with it).
         """
         content: dict[str, Any] = {}
         for key in keys:
@@ -96,7 +98,7 @@ class Confirmations:
             if answer.action == "cancel":
                 return Answered(Reply.CANCELLED, {}, None)  # dismissed: the state stays usable
             if answer.action == "decline":
-                self.consume(call.principal, state)
+                (consume or self.consume)(call.principal, state)
                 return Answered(Reply.DECLINED, {}, None)
             content[key] = answer.content
         picked = main.chosen(content[keys[0]], state, choice) if choice is not None else None

@@ -47,13 +47,19 @@ MAX_LABEL_CHARS = 64  # what a person names a passkey ("Laptop fingerprint")
 REGISTER_WINDOW_SECONDS = 120.0  # a passkey is registered within two minutes of typing the token, in that session
 ASSERTION_FIELDS = ("credential", "client_data", "authenticator_data", "signature")
 
-NEEDS_PASSKEY = ("Approving here needs a passkey: press the button in a browser with JavaScript on, and confirm with your "
-                 "fingerprint, face or device PIN. Nothing was approved.")
+NEEDS_PASSKEY = (
+    "Approving here needs a passkey: press the button in a browser with JavaScript on, and confirm with your "
+    "fingerprint, face or device PIN. Nothing was approved."
+)
 
-NO_SCRIPT = ("Approving here needs a passkey, and a passkey needs JavaScript: turn it on for this page, then confirm with "
-             "your fingerprint, face or device PIN. Keep works without it.")
-ALREADY = ("This account already has a passkey, and approving needs it. If it is lost, ask the server's operator to remove it "
-           "(notes-mcp passkeys remove); then sign in with your token and register a new one here. Nothing was registered.")
+NO_SCRIPT = (
+    "Approving here needs a passkey, and a passkey needs JavaScript: turn it on for this page, then confirm with "
+    "your fingerprint, face or device PIN. Keep works without it."
+)
+ALREADY = (
+    "This account already has a passkey, and approving needs it. If it is lost, ask the server's operator to remove it "
+    "(notes-mcp passkeys remove); then sign in with your token and register a new one here. Nothing was registered."
+)
 
 # The page's one script (the CSP allows it by its hash and nothing else). It reads what it
 # needs from the forms' data- attributes, runs one WebAuthn ceremony per press, puts the
@@ -85,8 +91,9 @@ function ids(text) {
   return (text || "").split(" ").filter(Boolean).map(function (id) { return {type: "public-key", id: dec(id)}; });
 }
 function assertion(form, challenge, then) {
-  navigator.credentials.get({publicKey: {challenge: dec(challenge), rpId: form.dataset.rp, userVerification: "required",
-                                         allowCredentials: ids(form.dataset.allow), timeout: 120000}}).then(function (c) {
+  navigator.credentials.get({publicKey: {challenge: dec(challenge), rpId: form.dataset.rp,
+                                         userVerification: "required", allowCredentials: ids(form.dataset.allow),
+                                         timeout: 120000}}).then(function (c) {
     put(form, "credential", c.id);
     put(form, "client_data", enc(c.response.clientDataJSON));
     put(form, "authenticator_data", enc(c.response.authenticatorData));
@@ -103,7 +110,8 @@ document.querySelectorAll("[data-passkey]").forEach(function (form) {
     event.preventDefault();
     if (kind === "sign-in") { assertion(form, form.dataset.challenge, function () {}); return; }
     if (kind === "approve") {
-      var chosen = form.querySelector("input[name=note]:checked") || form.querySelector("input[type=hidden][name=note]");
+      var chosen = form.querySelector("input[name=note]:checked")
+        || form.querySelector("input[type=hidden][name=note]");
       if (!chosen) { say(form, "Choose a note first."); return; }
       assertion(form, chosen.dataset.challenge, function () { put(form, "decision", "approve"); });
       return;
@@ -127,7 +135,7 @@ SCRIPT_HASH = "'sha256-" + base64.b64encode(hashlib.sha256(SCRIPT.encode("utf-8"
 
 
 def refusal(mode: str, base_url: str | None) -> str | None:
-    """The one line refusing to start passkeys where WebAuthn cannot run or the library is absent; None when they can."""
+    """The one line refusing to start passkeys where WebAuthn cannot run or the library is absent; None if they can."""
     if mode == OFF:
         return None
     try:
@@ -140,12 +148,17 @@ def refusal(mode: str, base_url: str | None) -> str | None:
     host = parts.hostname or ""
     try:
         ipaddress.ip_address(host)
-        return f"passkeys: publicUrl {base_url} names an IP address, which cannot be a WebAuthn RP ID: use a domain name; not serving"
+        return (
+            f"passkeys: publicUrl {base_url} names an IP address, which cannot be a WebAuthn RP ID: use a domain name; "
+            "not serving"
+        )
     except ValueError:
         pass
     if parts.scheme != "https" and host != "localhost":
-        return (f"passkeys: publicUrl {base_url} is not https: browsers offer passkeys only in a secure context "
-                "(put a TLS proxy in front and use https://...); not serving")
+        return (
+            f"passkeys: publicUrl {base_url} is not https: browsers offer passkeys only in a secure context "
+            "(put a TLS proxy in front and use https://...); not serving"
+        )
     return None
 
 
@@ -156,8 +169,14 @@ def _b64(data: bytes) -> str:
 class Gate:
     """The confirmation page's passkeys in one mode: the challenges, the ceremonies' checks, the shared credentials."""
 
-    def __init__(self, mode: str, keys: stores.Passkeys, clock: Callable[[], float], log: Callable[[str], None],
-                 origin: Callable[[], str | None]) -> None:
+    def __init__(
+        self,
+        mode: str,
+        keys: stores.Passkeys,
+        clock: Callable[[], float],
+        log: Callable[[str], None],
+        origin: Callable[[], str | None],
+    ) -> None:
         self.mode = mode
         self.keys = keys
         self.clock = clock
@@ -177,7 +196,7 @@ class Gate:
 
     @property
     def rp_id(self) -> str:
-        """The WebAuthn RP ID: the host of the pages' origin (localhost on loopback, publicUrl's host behind a proxy)."""
+        """The WebAuthn RP ID: the host of the pages' origin (localhost on loopback, publicUrl's behind a proxy)."""
         return urlsplit(self.base_url).hostname or ""
 
     # ---------------------------------------------------------------- challenges
@@ -194,7 +213,7 @@ class Gate:
     # ---------------------------------------------------------------- ceremonies
 
     def assertion(self, fields: Mapping[str, str], challenge: bytes, principal: str | None) -> stores.Passkey | str:
-        """The passkey whose assertion in `fields` verifies for `challenge` (of `principal` when given), its count recorded; else why not."""
+        """The passkey whose assertion in `fields` verifies for `challenge` (by `principal` if given); else why not."""
         if any(not fields.get(name) for name in ASSERTION_FIELDS):
             return NEEDS_PASSKEY
         key = self.keys.get(fields["credential"])
@@ -203,8 +222,15 @@ class Gate:
         import passkeys  # the fido2 checks (serve.py's refusal() said how to install them)
 
         try:
-            count = passkeys.asserted(passkeys.decode(fields["client_data"]), passkeys.decode(fields["authenticator_data"]),
-                                      passkeys.decode(fields["signature"]), challenge, self.base_url, self.rp_id, key.public_key)
+            count = passkeys.asserted(
+                passkeys.decode(fields["client_data"]),
+                passkeys.decode(fields["authenticator_data"]),
+                passkeys.decode(fields["signature"]),
+                challenge,
+                self.base_url,
+                self.rp_id,
+                key.public_key,
+            )
         except passkeys.Refused as refused:
             self.log(f"confirm page: passkey assertion refused: {refused}")
             return "The passkey's answer did not verify for this page and this change. Nothing was approved."
@@ -223,15 +249,23 @@ class Gate:
 
         try:
             credential_id, public_key, count = passkeys.registered(
-                passkeys.decode(fields.get("client_data", "")), passkeys.decode(fields.get("attestation", "")),
-                self.challenge("register", handle, csrf), self.base_url, self.rp_id)
+                passkeys.decode(fields.get("client_data", "")),
+                passkeys.decode(fields.get("attestation", "")),
+                self.challenge("register", handle, csrf),
+                self.base_url,
+                self.rp_id,
+            )
         except passkeys.Refused as refused:
             self.log(f"confirm page: passkey registration refused: {refused}")
-            return "The passkey could not be registered: the browser's answer did not verify (user verification is required)."
+            return (
+                "The passkey could not be registered: the browser's answer did not verify (user verification is "
+                "required)."
+            )
         now = self.clock()
         key = stores.Passkey(credential_id, principal, public_key, count, now, None, label)
         if not self.keys.add(key):
-            return f"Not registered: that passkey is already registered, or this account holds {stores.MAX_PASSKEYS_PER_PRINCIPAL}."
+            held = stores.MAX_PASSKEYS_PER_PRINCIPAL
+            return f"Not registered: that passkey is already registered, or this account holds {held}."
         self.log(f"confirm page: principal {principal!r} registered a passkey")
         return key
 
@@ -244,10 +278,14 @@ class Gate:
     def sign_in_form(self, action: str, login: str, handle: str, pre_session: str) -> str:
         """The passkey sign-in button (hidden until the script runs: without JavaScript there is no passkey)."""
         challenge = _b64(self.challenge("sign-in", handle, pre_session))
-        return (f'<form method="post" action="{html.escape(action)}" data-passkey="sign-in" data-rp="{html.escape(self.rp_id)}" '
-                f'data-challenge="{challenge}" hidden><input type="hidden" name="login" value="{html.escape(login)}">'
-                '<p class="hint">Or, with a passkey registered here:</p>'
-                '<button type="submit" class="primary">Sign in with a passkey</button><p class="hint passkey-status"></p></form>')
+        return (
+            f'<form method="post" action="{html.escape(action)}" data-passkey="sign-in" '
+            f'data-rp="{html.escape(self.rp_id)}" '
+            f'data-challenge="{challenge}" hidden><input type="hidden" name="login" value="{html.escape(login)}">'
+            '<p class="hint">Or, with a passkey registered here:</p>'
+            '<button type="submit" class="primary">Sign in with a passkey</button>'
+            '<p class="hint passkey-status"></p></form>'
+        )
 
     def register_form(self, action: str, principal: str, handle: str, csrf: str) -> str:
         """The offer to register a passkey (a token sign-in's session only)."""
@@ -256,25 +294,28 @@ class Gate:
         if self.required and held:
             return f'<hr><p class="hint">{html.escape(ALREADY.replace(" Nothing was registered.", ""))}</p>'
         return (
-            f'<hr><form method="post" action="{html.escape(action)}" data-passkey="register" data-rp="{html.escape(self.rp_id)}" '
-            f'data-challenge="{_b64(self.challenge("register", handle, csrf))}" data-user="{user}" data-name="{html.escape(principal)}" '
+            f'<hr><form method="post" action="{html.escape(action)}" data-passkey="register" '
+            f'data-rp="{html.escape(self.rp_id)}" data-challenge="{_b64(self.challenge("register", handle, csrf))}" '
+            f'data-user="{user}" data-name="{html.escape(principal)}" '
             f'data-allow="{html.escape(self.allow(principal))}" hidden>'
             f'<input type="hidden" name="csrf" value="{html.escape(csrf)}">'
             f"<p><strong>Passkeys</strong>: {held} registered for {html.escape(principal)}. "
             + ("Approving here needs one. " if self.required else "Next time, sign in with one instead of the token. ")
             + "Your device asks for your fingerprint, face or PIN.</p>"
-            f'<label for="label">Name for a new passkey</label><input type="text" name="label" id="label" maxlength="{MAX_LABEL_CHARS}" required>'
+            '<label for="label">Name for a new passkey</label>'
+            f'<input type="text" name="label" id="label" maxlength="{MAX_LABEL_CHARS}" required>'
             '<button type="submit">Register a passkey</button><p class="hint passkey-status"></p></form>'
         )
 
     def approve_attributes(self, principal: str) -> str:
-        """The decision form's attributes in require mode: the script runs one assertion when Move to trash or Apply is pressed."""
+        """The decision form's attributes in require mode: the script runs one assertion when approving is pressed."""
         if not self.required:
             return ""
-        return f' data-passkey="approve" data-rp="{html.escape(self.rp_id)}" data-allow="{html.escape(self.allow(principal))}"'
+        allow = html.escape(self.allow(principal))
+        return f' data-passkey="approve" data-rp="{html.escape(self.rp_id)}" data-allow="{allow}"'
 
     def note_attributes(self, record: stores.Decision, note_id: str, version: str) -> str:
-        """A note choice's own challenge (require mode): an assertion for it approves that note at that version alone."""
+        """A note choice's own challenge (require mode): an assertion for it approves that note at that version only."""
         if not self.required:
             return ""
         return f' data-challenge="{_b64(self.approval_challenge(record, note_id, version))}"'
@@ -283,5 +324,4 @@ class Gate:
         """What the decision form says in require mode (the noscript line is the no-JavaScript page's whole story)."""
         if not self.required:
             return ""
-        return (f'<noscript><p class="alert">{html.escape(NO_SCRIPT)}</p></noscript>'
-                '<p class="hint passkey-status"></p>')
+        return f'<noscript><p class="alert">{html.escape(NO_SCRIPT)}</p></noscript><p class="hint passkey-status"></p>'

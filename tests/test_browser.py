@@ -24,7 +24,7 @@ import main  # noqa: E402
 import sqlite_store  # noqa: E402
 import streamable_http  # noqa: E402
 import web_pages  # noqa: E402
-from test_browser_confirm import TOKENS, Client, build  # noqa: E402
+from test_browser_confirm import TOKENS, URL_ONLY, Client, build  # noqa: E402
 from test_notes_tools_browser import Client as NotesClient  # noqa: E402
 from test_notes_tools_browser import build as notes_page_server  # noqa: E402
 
@@ -264,6 +264,25 @@ class ConfirmInChromiumTests(unittest.TestCase):
         self.driver.submit(self.driver.find("button[value=approve]"))
         self.assertIn("Link not valid", self.driver.source())
         self.assertEqual(self.second(first)["error"]["message"], browser_confirm.refused_confirmation(main.TOOL_NAME))
+        self.assertEqual(sorted(self.ids()), sorted(n.id for n in notes()))
+
+    def test_a_decline_in_a_url_mode_host_closes_the_page_open_in_chromium_on_every_instance(self) -> None:
+        first = self.alice.call(tps("TPS report"), URL_ONLY)["result"]
+        url = first["inputRequests"][browser_confirm.URL_KEY]["params"]["url"]
+        self.assertIn("Move to trash", self.sign_in(url, ALICE_TOKEN))
+        self.driver.click(self.driver.find("input[value$=':note-7']"))
+        # The person declines in the host, through the other instance, while the page is open here.
+        declining = {browser_confirm.URL_KEY: {"action": "decline"}}
+        retry = {"requestState": first["requestState"], "inputResponses": declining}
+        declined = Client(self.other, "alice").call(tps("TPS report"), URL_ONLY, **retry)["result"]
+        self.assertEqual(declined["structuredContent"], {"deleted": False, "reason": "declined"})
+        self.driver.submit(self.driver.find("button[value=approve]"))
+        page = self.driver.source()
+        self.assertIn("Link not valid", page)
+        self.assertNotIn("Approved", page)
+        self.driver.get(url)
+        self.assertIn("Link not valid", self.driver.source())
+        self.assertEqual(self.alice.call(tps("TPS report"), URL_ONLY, **retry)["error"]["message"], main.STATE_INVALID)
         self.assertEqual(sorted(self.ids()), sorted(n.id for n in notes()))
 
     def test_another_principals_browser_is_refused_and_alices_confirmation_stays_pending(self) -> None:

@@ -384,6 +384,30 @@ class UrlModeTests(InProcess):
         self.assertEqual(self.alice.call(tps(), URL_ONLY, **retry)["error"]["code"], main.INVALID_PARAMS)
         self.assertEqual(self.ids(), sorted(n.id for n in notes()))
 
+    def test_a_decline_in_the_host_closes_the_page_so_approving_there_says_the_link_is_no_longer_valid(self) -> None:
+        first = self.alice.call(tps(), URL_ONLY)["result"]
+        path = first["inputRequests"][browser_confirm.URL_KEY]["params"]["url"][len(BASE):]
+        browser = self.browser()
+        browser.sign_in(path, ALICE_TOKEN)
+        status, _, page = browser.get(path)  # the page open in the person's browser, before the host's decline
+        self.assertEqual((status, "Move to trash" in page), (200, True))
+        csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)  # type: ignore[union-attr]
+        value = re.search(r'name="note" value="([0-9a-f]+:note-7)"', page).group(1)  # type: ignore[union-attr]
+        declining = {browser_confirm.URL_KEY: {"action": "decline"}}
+        retry = {"requestState": first["requestState"], "inputResponses": declining}
+        declined = self.alice.call(tps(), URL_ONLY, **retry)["result"]["structuredContent"]
+        self.assertEqual(declined, {"deleted": False, "reason": "declined"})
+        fields = [("csrf", csrf), ("note", value), ("decision", "approve")]
+        status, _, page = browser.open("POST", f"{path}/decision", fields)
+        self.assertEqual((status, "Link not valid" in page, "Approved" in page), (404, True, False), page)
+        self.assertEqual(browser.get(path)[0], 404)  # reloaded: closed too
+        nonce = main.StatePayload.parse(self.server.services.signer.verify(first["requestState"])).nonce
+        record = self.pages.records.by_nonce(nonce)
+        self.assertEqual((record.status, record.note_id), (browser_confirm.DECLINED, None))  # type: ignore[union-attr]
+        again = self.alice.call(tps(), URL_ONLY, **retry)
+        self.assertEqual(again["error"]["message"], main.STATE_INVALID)  # consumed, once
+        self.assertEqual(self.ids(), sorted(n.id for n in notes()))
+
 
 # =====================================================================================
 # The model: every byte it saw, any HTTP request it likes, and still no approval

@@ -254,7 +254,7 @@ def flowchart_problems(lines: list[str]) -> list[str]:
 def code_constants() -> dict[str, dict[str, float]]:
     """Every module-level numeric constant (NAME = literal arithmetic) of code/ and code/scripts/: name -> module -> value."""
     found: dict[str, dict[str, float]] = {}
-    for path in sorted(pathlib.Path(support.CODE).glob("*.py")) + sorted(pathlib.Path(support.SCRIPTS).glob("*.py")):
+    for path in sorted(pathlib.Path(support.CODE).glob("*.py")) + sorted(pathlib.Path(support.SCRIPTS).rglob("*.py")):
         known: dict[str, Any] = {}
         for node in ast.parse(path.read_text(encoding="utf-8")).body:
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):

@@ -16,7 +16,7 @@ from helpers.support import PRINCIPAL, accept
 from test_indexed_lookup import bounded_titles, parts
 from test_markdown_store import FolderCase
 
-import bench
+from benchmarks.index_rebuild import overflow_queue
 import change_watch
 import folder_index
 import folder_paths
@@ -322,7 +322,7 @@ class LostEvents(IndexCase):
         away = os.path.join(self.base, "away")
         os.makedirs(away)
         for round_ in range(1, 6):
-            bench.overflow_queue(os.path.join(self.ws, "f0", "n.md"))
+            overflow_queue(os.path.join(self.ws, "f0", "n.md"))
             # Lost with the queue full: the folders moved out keep their kernel watches
             # unless the index removes them.
             for i in range(10):
@@ -345,7 +345,7 @@ class LostEvents(IndexCase):
         index = self.index(store)
         server = self.server(store)
         self.assertEqual(sorted(self.offered(self.ask(server))), ["a.md", "gone.md"])
-        bench.overflow_queue(os.path.join(self.ws, "a.md"))
+        overflow_queue(os.path.join(self.ws, "a.md"))
         self.write("newborn.md", "# TPS newborn\n")
         os.unlink(gone)
         with mock.patch.object(index, "_rebuild", wraps=index._rebuild) as rebuilds:
@@ -367,13 +367,13 @@ class LostEvents(IndexCase):
             if storm[0] and os.fstat(fd).st_ino == os.stat(os.path.join(self.ws, "sub")).st_ino:
                 storm[0] = False  # the root is listed: a note made now is known only by its event, which is lost
                 self.write("during.md", "# TPS during\n")
-                bench.overflow_queue(os.path.join(self.ws, "a.md"))
+                overflow_queue(os.path.join(self.ws, "a.md"))
             return os.scandir(fd)
 
         store = self.indexed(ops=folder_paths.OS_OPS._replace(scandir=listing))
         index = self.index(store)
         self.assertEqual(len(self.listed(store, "TPS")), 2)
-        bench.overflow_queue(os.path.join(self.ws, "a.md"))
+        overflow_queue(os.path.join(self.ws, "a.md"))
         self.write("after.md", "# TPS after\n")
         storm[0] = True
         with mock.patch.object(index, "_rebuild", wraps=index._rebuild) as rebuilds:
@@ -816,7 +816,7 @@ class EventQueue(unittest.TestCase):
 
     def test_an_overflowed_queue_is_answered_with_its_overflow_event_alone_and_the_next_events_follow(self) -> None:
         path = self.touch("a.md")
-        bench.overflow_queue(path)
+        overflow_queue(path)
         self.assertEqual(self.watch.drain(_above_the_kernels_queue()), [(-1, change_watch.IN_Q_OVERFLOW, "")])
         self.assertFalse(self.watch.behind())
         self.touch("after.md")

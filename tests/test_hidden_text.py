@@ -1,6 +1,6 @@
 """What a person approves is what they see: characters that render as nothing, or over another, are spelled out.
 
-notes_tools.HIDDEN_RANGES is the one table of such characters; notes_tools.visible escapes
+browser_confirm.HIDDEN_RANGES is the one table of such characters; browser_confirm.visible escapes
 them (with every non-printable character) in the update's form and on the confirmation page.
 The table is checked here against the Unicode data it cites: the Default_Ignorable_Code_Point
 ranges of DerivedCoreProperties.txt are written out below (the standard library has no such
@@ -16,6 +16,7 @@ import unicodedata
 import unittest
 
 from helpers import support  # noqa: F401  (first: it puts code/ on the import path)
+import browser_confirm  # noqa: E402
 import notes_tools  # noqa: E402
 from helpers.support import WORKSPACE  # noqa: E402
 from test_notes_tools_browser import FORM_ONLY, GROCERIES, PageCase  # noqa: E402
@@ -62,13 +63,13 @@ class TheTable(unittest.TestCase):
     def test_the_table_covers_every_default_ignorable_overlay_filler_and_variation_selector(self) -> None:
         self.assertEqual(len(HIDDEN_28_BYTES.encode("utf-8")), 28)
         wanted = derived()
-        missing = sorted(f"U+{ord(ch):04X}" for ch in wanted if ch not in notes_tools.HIDDEN and ch.isprintable())
+        missing = sorted(f"U+{ord(ch):04X}" for ch in wanted if ch not in browser_confirm.HIDDEN and ch.isprintable())
         self.assertEqual(missing, [], f"unicodedata {unicodedata.unidata_version}, Default_Ignorable from {DEFAULT_IGNORABLE_UCD_VERSION}")
         shown = notes_tools.visible("".join(sorted(wanted)))
         self.assertTrue(all(ch not in wanted for ch in shown))
         for ch in "\ufe00\ufe0f\U000e0100\U000e01ef\u034f\u115f\u1160\u3164\uffa0\u17b4\u180b\u2800\u0338":
             with self.subTest(point=f"U+{ord(ch):04X}"):
-                self.assertEqual(notes_tools.visible("a" + ch), "a" + notes_tools.escape(ch))
+                self.assertEqual(notes_tools.visible("a" + ch), "a" + browser_confirm.escape(ch))
 
     def test_ordinary_text_in_any_script_is_shown_as_it_is(self) -> None:
         for text in (LINE, "Grüße, café", "日本語のメモ", "e\u0301", "한글", "ʻokina", "emoji 🙂"):

@@ -991,6 +991,55 @@ class OptIn(unittest.TestCase):
         self.assertIn("must be a string", over["content"][0]["text"])
 
 
+class ArgumentsStatedOnce(unittest.TestCase):
+    """Each note tool states its arguments once, in its inputSchema: a call is held to exactly what the schema says."""
+
+    def server(self) -> frame.Server:
+        clock = Clock()
+        store = stores.MemoryStore(main.lesson_notes(), main.MemoryReplayStore(clock))
+        policy = main.AuthorizationPolicy({PRINCIPAL: [main.LESSON_WORKSPACE]})
+        server = frame.notes_server(keys=[KEY], notes=store, replay=store.replay, policy=policy, clock=clock, log=Log())
+        notes_tools.install(server)
+        return server
+
+    @staticmethod
+    def value(field: dict[str, Any], size: int) -> Any:
+        return size if field["type"] == "integer" else "x" * size
+
+    def least(self, field: dict[str, Any]) -> Any:
+        """A value the field accepts: true, or its smallest (and never empty) integer or text."""
+        if field["type"] == "boolean":
+            return True
+        return self.value(field, max(field.get("minimum", field.get("minLength", 0)), 1))
+
+    def test_every_bound_a_schema_states_is_the_bound_its_call_enforces_on_both_sides(self) -> None:
+        server = self.server()
+        checked = 0
+        for tool in notes_tools.TOOLS:
+            schema = tool.descriptor["inputSchema"]
+            fields = schema["properties"]
+            for name, field in fields.items():
+                if field["type"] == "boolean":
+                    continue
+                low = field.get("minimum", field.get("minLength", 0))
+                high = field.get("maximum", field.get("maxLength"))
+                valid = {key: self.least(other) for key, other in fields.items() if key in schema["required"]}
+                for size, refused in ((low - 1, True), (low, False), (high, False), (high + 1, True)):
+                    if size < 0:
+                        continue
+                    with self.subTest(tool=tool.descriptor["name"], field=name, size=size):
+                        before = [note.id for note in server.services.notes.all()]
+                        message = tools_call(tool.descriptor["name"], {**valid, name: self.value(field, size)})
+                        response = server.handle(message, PRINCIPAL)
+                        assert response is not None
+                        said = (response["result"]["content"][0]["text"] if "result" in response
+                                else response["error"]["message"])
+                        self.assertEqual(f"{name} must be" in said, refused, said)
+                        self.assertEqual([note.id for note in server.services.notes.all()], before)
+                        checked += 1
+        self.assertGreater(checked, 40)
+
+
 class TheOption(unittest.TestCase):
     """`--notes-tools` and the config's `notesTools` turn the tools on; neither leaves them off."""
 

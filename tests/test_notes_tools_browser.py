@@ -348,6 +348,25 @@ class DecisionTests(PageCase):
         entry = self.last_entry()
         self.assertEqual((entry["outcome"], entry["channel"], entry["approved_by"]), (audit.UPDATED, "url", "alice"))
 
+    def test_a_decline_in_a_url_mode_host_closes_the_page_and_apply_there_says_the_link_is_not_valid(self) -> None:
+        arguments = self.update_args("bread\n")
+        first = self.alice.call("notes_update", arguments, URL_ONLY)["result"]
+        link = {"structuredContent": {"url": first["inputRequests"][browser_confirm.URL_KEY]["params"]["url"]}}
+        browser, page = self.signed_in(link)
+        self.assertIn(">Apply</button>", page)
+        fields = re.findall(r'<input type="hidden" name="(csrf|note)" value="([^"]+)">', page)
+        declining = {browser_confirm.URL_KEY: {"action": "decline"}}
+        retry = {"requestState": first["requestState"], "inputResponses": declining}
+        declined = self.alice.call("notes_update", arguments, URL_ONLY, **retry)["result"]["structuredContent"]
+        self.assertEqual(declined, {"updated": False, "reason": "declined"})
+        status, _, answer = browser.open("POST", f"{self.path(link)}/decision", [*fields, ("decision", "approve")])
+        self.assertEqual((status, "Link not valid" in answer, "Approved" in answer), (404, True, False), answer)
+        self.assertEqual((self.record(link).status, self.record(link).decided_by), (browser_confirm.DECLINED, "alice"))
+        self.assertEqual((self.last_entry()["outcome"], self.last_entry()["channel"]), ("declined", "url"))
+        again = self.alice.call("notes_update", arguments, URL_ONLY, **retry)
+        self.assertEqual(again["error"]["message"], main.STATE_INVALID)
+        self.assertEqual(self.text(), GROCERIES)
+
 
 # =====================================================================================
 # Who can approve
@@ -423,6 +442,23 @@ class PageOffTests(PageCase):
         self.assertEqual(self.text(), GROCERIES)
         fits = "".join(f"line {k}\n" for k in range(notes_tools.MAX_DIFF_LINES - 10))
         self.assertEqual(self.alice.call("notes_update", self.update_args(fits), FORM_ONLY)["result"]["resultType"], "input_required")
+
+
+class OneCycleTests(unittest.TestCase):
+    def test_every_confirmed_tool_takes_its_channel_its_answers_and_its_page_from_the_one_cycle(self) -> None:
+        folder = tempfile.TemporaryDirectory()
+        self.addCleanup(folder.cleanup)
+        server, pages, store = build(Clock(), Log(), os.path.join(folder.name, "notes.db"))
+        self.addCleanup(store.close)
+        confirmed = {name: tool for name, tool in server.tools.items() if isinstance(tool, browser_confirm.Confirmed)}
+        self.assertEqual(sorted(confirmed), [main.TOOL_NAME, "notes_edit", "notes_move", "notes_update"])
+        for name, tool in confirmed.items():
+            for step in ("call", "channel", "by_url", "first_call", "confirmed", "settle_page", "open_page", "close"):
+                with self.subTest(tool=name, step=step):
+                    self.assertIs(getattr(type(tool), step), getattr(browser_confirm.Confirmed, step))
+            # One table of decisions, one option, one set of pages.
+            self.assertIs(tool.flow, server.tools[main.TOOL_NAME].flow)
+        self.assertFalse(hasattr(pages, "reviewer"))  # the page asks the tool for its review, whichever tool it is
 
 
 class OlderDatabaseTests(unittest.TestCase):

@@ -13,7 +13,10 @@ from collections.abc import Iterable
 from helpers import support
 
 SERVER_FILES = sorted(name for name in os.listdir(support.CODE) if name.endswith(".py"))
-SCRIPT_FILES = sorted("scripts/" + name for name in os.listdir(support.SCRIPTS) if name.endswith(".py"))
+SCRIPT_FILES = sorted(  # the scripts and the benchmark's package of modes beside them
+    os.path.relpath(os.path.join(folder, name), support.CODE)
+    for folder, _, names in os.walk(support.SCRIPTS) for name in names if name.endswith(".py")
+)
 CODE_FILES = SERVER_FILES + SCRIPT_FILES
 OWN = {os.path.basename(name)[:-3] for name in CODE_FILES}
 

@@ -131,7 +131,9 @@ def request(message_id: int, title: str, state: str | None = None, note_id: str 
     }
     if state is not None:
         params["requestState"] = state
-        params["inputResponses"] = {main.INPUT_KEY: {"action": "accept", "content": {"note_id": note_id, "confirm": True}}}
+        params["inputResponses"] = {
+            main.INPUT_KEY: {"action": "accept", "content": {"note_id": note_id, "confirm": True}}
+        }
     return {"jsonrpc": "2.0", "id": message_id, "method": "tools/call", "params": params}
 
 
@@ -156,6 +158,7 @@ def demonstrate() -> int:
 
 def _demonstrate(ns: dict[str, str], state: dict[str, Any]) -> int:
     import postgres_cluster
+
     import postgres_store
 
     folder, procs = state["folder"], state["procs"]
@@ -186,13 +189,36 @@ def _demonstrate(ns: dict[str, str], state: dict[str, Any]) -> int:
     data, password = os.path.join(folder, "data"), secrets.token_urlsafe(24)
     binary = postgres_cluster.find_binaries()
     assert binary is not None
-    run(os.path.join(binary, "initdb"), "-D", data, "-U", "admin", "-A", "trust", "--no-sync", "--no-instructions", user=user)
+    run(
+        os.path.join(binary, "initdb"),
+        "-D",
+        data,
+        "-U",
+        "admin",
+        "-A",
+        "trust",
+        "--no-sync",
+        "--no-instructions",
+        user=user,
+    )
     with open(os.path.join(data, "pg_hba.conf"), "w", encoding="utf-8") as hba:
         hba.write("local all admin trust\n")  # the admin socket lives in a 0700 folder of this run
         hba.write(f"host {DB_NAME} {DB_USER} {SUBNET} scram-sha-256\n")  # the hosts, nothing else
     os.chown(os.path.join(data, "pg_hba.conf"), owner.pw_uid, owner.pw_gid)
     options = f"-k {folder} -c listen_addresses='{PG_A},{PG_B}' -F"
-    run(os.path.join(binary, "pg_ctl"), "-D", data, "-l", os.path.join(folder, "log"), "-w", "-o", options, "start", ns=ns["pg"], user=user)
+    run(
+        os.path.join(binary, "pg_ctl"),
+        "-D",
+        data,
+        "-l",
+        os.path.join(folder, "log"),
+        "-w",
+        "-o",
+        options,
+        "start",
+        ns=ns["pg"],
+        user=user,
+    )
     state["pg_started"] = True
     state["pg_ctl"] = (os.path.join(binary, "pg_ctl"), data, ns["pg"], user)
     postgres_cluster.create_login(f"postgresql:///postgres?host={folder}&user=admin", DB_USER, password, DB_NAME)
@@ -206,20 +232,39 @@ def _demonstrate(ns: dict[str, str], state: dict[str, Any]) -> int:
     urls = {"a": f"postgresql://{DB_USER}@{PG_A}/{DB_NAME}", "b": f"postgresql://{DB_USER}@{PG_B}/{DB_NAME}"}
     for host in ("a", "b"):
         server = subprocess.Popen(
-            ["ip", "netns", "exec", ns[host], sys.executable, os.path.join(CODE, "serve.py"), "--http",
-             "--host", "127.0.0.1", "--port", "0", "--db", urls[host]],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+            [
+                "ip",
+                "netns",
+                "exec",
+                ns[host],
+                sys.executable,
+                os.path.join(CODE, "serve.py"),
+                "--http",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--db",
+                urls[host],
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
         )
         procs.append(server)
+        stderr = server.stderr
+        assert stderr is not None  # piped above
         port = None
-        for line in server.stderr:  # type: ignore[union-attr]
+        for line in stderr:
             match = _URL_RE.search(line)
             if match:
                 port = int(match.group(1))
                 break
         if port is None:
             raise RuntimeError(f"server on host {host} did not start")
-        threading.Thread(target=lambda s=server: s.stderr.read(), daemon=True).start()  # type: ignore[misc]
+        threading.Thread(target=stderr.read, daemon=True).start()  # keep draining it
         agents[host] = Agent(ns[host], port, {**env, "NOTES_MCP_DB": urls[host]}, procs)
         say(f"host {host}: serve.py --http on its loopback, --db {urls[host]} (password from PGPASSWORD)")
 
@@ -264,7 +309,11 @@ def _demonstrate(ns: dict[str, str], state: dict[str, Any]) -> int:
         refused = sum(1 for r in answers if r.get("error", {}).get("code") == main.INVALID_PARAMS)
         ok = deleted == 1 and refused == 1 and not present(f"race-{index:03d}")
         tally["one deletion" if ok else "other"] += 1
-    check(tally["other"] == 0, f"{RACE_ROUNDS} races of one confirmation from both hosts: {tally['one deletion']} with exactly one deletion, {tally['other']} otherwise")
+    check(
+        tally["other"] == 0,
+        f"{RACE_ROUNDS} races of one confirmation from both hosts: {tally['one deletion']} with exactly one deletion, "
+        f"{tally['other']} otherwise",
+    )
 
     # ---------------------------------------------------------------- 3. host A cut off mid-transaction
     store.put(main.Note("cutoff-1", "Cutoff", f"{main.LESSON_WORKSPACE}/cutoff.md"))
@@ -272,12 +321,25 @@ def _demonstrate(ns: dict[str, str], state: dict[str, Any]) -> int:
     cut_state = asked["result"]["requestState"]
     claims = claims_of(cut_state)
     live = {note.id: note for note in store.all()}["cutoff-1"]
-    agents["a"].arm({"op": "consume_and_pause", "nonce": claims["nonce"], "exp": claims["exp"], "target": ["cutoff-1", live.version]})
+    agents["a"].arm(
+        {
+            "op": "consume_and_pause",
+            "nonce": claims["nonce"],
+            "exp": claims["exp"],
+            "target": ["cutoff-1", live.version],
+        }
+    )
     agents["a"].send("go")
-    check(agents["a"].line() == "inside deleted", "host A: nonce claimed and note deleted inside its transaction, not committed")
+    check(
+        agents["a"].line() == "inside deleted",
+        "host A: nonce claimed and note deleted inside its transaction, not committed",
+    )
     run("ip", "link", "set", links["a"][0], "down", ns=ns["pg"])
     say(f"host A cut off: {links['a'][0]} set down in the pg namespace")
-    check(present("cutoff-1") and not store.is_consumed(claims["nonce"]), "while A is cut off: the note is still there and the nonce unspent (nothing half-done is visible)")
+    check(
+        present("cutoff-1") and not store.is_consumed(claims["nonce"]),
+        "while A is cut off: the note is still there and the nonce unspent (nothing half-done is visible)",
+    )
     outcomes: list[str] = []
     for attempt in range(CUTOFF_RETRIES):
         answer = agents["b"].do({"op": "post", "message": request(30 + attempt, "Cutoff", cut_state, "cutoff-1")})
@@ -286,14 +348,25 @@ def _demonstrate(ns: dict[str, str], state: dict[str, Any]) -> int:
             break
         result = answer.get("result", {})
         outcomes.append("busy" if result.get("isError") else str(answer.get("error", {}).get("code", "?")))
-    say(f"host B retried the same accept: {' '.join(outcomes)}  (busy = an isError result while A's session held the lock)")
-    check(outcomes[-1:] == ["deleted"] and not present("cutoff-1"), "host B completed the confirmation once the server aborted A's silent transaction")
+    say(
+        f"host B retried the same accept: {' '.join(outcomes)}  "
+        "(busy = an isError result while A's session held the lock)"
+    )
+    check(
+        outcomes[-1:] == ["deleted"] and not present("cutoff-1"),
+        "host B completed the confirmation once the server aborted A's silent transaction",
+    )
     run("ip", "link", "set", links["a"][0], "up", ns=ns["pg"])
     agents["a"].send("continue")
     late = json.loads(agents["a"].line())
-    check("StoreBusy" in late.get("error", ""), f"host A back online: its late COMMIT fails ({late.get('error', late)})")
+    check(
+        "StoreBusy" in late.get("error", ""), f"host A back online: its late COMMIT fails ({late.get('error', late)})"
+    )
     replay = agents["a"].do({"op": "post", "message": request(60, "Cutoff", cut_state, "cutoff-1")})
-    check(replay.get("error", {}).get("code") == main.INVALID_PARAMS, "host A's replay of the same accept is refused (-32602): completed exactly once")
+    check(
+        replay.get("error", {}).get("code") == main.INVALID_PARAMS,
+        "host A's replay of the same accept is refused (-32602): completed exactly once",
+    )
     store.close()
     say("result: " + ("every check passed" if failures == 0 else f"{failures} check(s) failed"))
     return 0 if failures == 0 else 1
@@ -334,11 +407,19 @@ def agent(port: int) -> None:
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=GUARD_SECONDS)
             message = command["message"]
             body = json.dumps(message).encode()
-            conn.request("POST", "/mcp", body, {
-                "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-                "Authorization": f"Bearer {token}", "MCP-Protocol-Version": main.PROTOCOL_VERSION,
-                "Mcp-Method": message["method"], "Mcp-Name": message["params"]["name"],
-            })
+            conn.request(
+                "POST",
+                "/mcp",
+                body,
+                {
+                    "Content-Type": "application/json",
+                    "Accept": "application/json, text/event-stream",
+                    "Authorization": f"Bearer {token}",
+                    "MCP-Protocol-Version": main.PROTOCOL_VERSION,
+                    "Mcp-Method": message["method"],
+                    "Mcp-Name": message["params"]["name"],
+                },
+            )
             print(conn.getresponse().read().decode(), flush=True)
             conn.close()
             continue
@@ -352,7 +433,9 @@ def agent(port: int) -> None:
 
         store.pause_inside_transaction(pause)
         try:
-            outcome = store.consume(main.LESSON_PRINCIPAL, command["nonce"], command["exp"], tuple(command["target"]), lambda note: True)
+            outcome = store.consume(
+                main.LESSON_PRINCIPAL, command["nonce"], command["exp"], tuple(command["target"]), lambda note: True
+            )
             print(json.dumps({"settlement": outcome.value}), flush=True)
         except stores.StoreBusy as exc:
             print(json.dumps({"error": f"StoreBusy: {exc}"}), flush=True)

@@ -85,7 +85,9 @@ class Cluster:
             self.prefix = ["runuser", "-u", user.pw_name, "--"]
         os.chmod(self.root, 0o700)
         self._names = itertools.count()
-        self._run("initdb", "-D", self.data, "-A", "trust", "-U", SUPERUSER, "-E", "UTF8", "--no-sync", "--no-instructions")
+        self._run(
+            "initdb", "-D", self.data, "-A", "trust", "-U", SUPERUSER, "-E", "UTF8", "--no-sync", "--no-instructions"
+        )
 
     def _run(self, tool: str, *args: str) -> None:
         done = subprocess.run(
@@ -113,7 +115,7 @@ class Cluster:
         return f"postgresql:///{database}?host={quote(self.root, safe='')}&user={SUPERUSER}{port}"
 
     def tcp_url(self, database: str) -> str:
-        """A postgresql:// URL for `database` over TCP to localhost, a name to resolve (a cluster started with tcp_port)."""
+        """A postgresql:// URL for `database` over TCP to localhost, a name to resolve (a cluster with tcp_port)."""
         return f"postgresql://{SUPERUSER}@localhost:{self.tcp_port}/{database}"
 
     def admin(self) -> Any:
