@@ -324,11 +324,13 @@ def build_server(
     log: Callable[[str], None] = main.stderr_log,
     browser: bool = False,
     confirmations: Callable[[stores.Confirmations], stores.Confirmations] = lambda records: records,
+    links: browser_confirm.PageLinks | None = None,
 ) -> frame.Server:
     """The core server for a validated config, serving notes_delete (other tools are added by the caller).
 
     `log` takes every line the server logs; `browser` is --confirm-in-browser; `confirmations`
-    gives the confirmation page's decisions as the tools and pages see them (a page keeper's view).
+    gives the confirmation page's decisions as the tools and pages see them (a page keeper's view);
+    `links` are the confirmation pages' links, made before the pages (none: no page is served).
     """
     # A principal's notes folders are workspaces it may act on, spelled as the store spells them.
     grants = {
@@ -344,7 +346,7 @@ def build_server(
         clock=time.time,
         state_ttl=config.get("stateTtlSeconds", main.DEFAULT_STATE_TTL_SECONDS),
         log=log,
-        tool=lambda services: browser_confirm.ConfirmedNotesDelete(services, records, browser),
+        tool=lambda services: browser_confirm.ConfirmedNotesDelete(services, records, browser, links),
     )
     if not isinstance(store, stores.MemoryStore):
         audit.install(server)  # the memory store keeps no audit: it forgets everything at exit

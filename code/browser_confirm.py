@@ -38,10 +38,11 @@ import contextlib
 import copy
 import json
 import secrets
+import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple, Protocol
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, NamedTuple
 
 import audit
 import confirmations
@@ -64,6 +65,7 @@ __all__ = [
     "NeedsPage",
     "Opening",
     "PageFlow",
+    "PageLinks",
     "Record",
     "Review",
     "person_uri",
@@ -241,20 +243,30 @@ CONFIRM_FIELD = "confirm"  # every confirmation form's checkbox
 ANSWER_MISMATCH = "Invalid params: the answer does not match the form"
 
 
-class Pages(Protocol):
-    """What the cycle needs of the confirmation pages (code/confirm_pages.py)."""
+class PageLinks:
+    """The tools' handle on the confirmation pages, built before the tools and the pages: the links they give out.
+
+    The pages (code/confirm_pages.py) are built later, over these links: they serve the
+    address the links name, so a tool never needs the pages themselves, only this.
+    """
+
+    prefix = "/confirm/"
+
+    def __init__(self, base_url: str | None = None, signs_in: Iterable[str] = ()) -> None:
+        self.base_url = base_url  # where people open the pages; None: not served, so no link is given out
+        self.signs_in = frozenset(signs_in)  # the principals with a token to sign in to the pages with
+        self.given = threading.Event()  # set at the first link given out (under --stdio the pages start then)
+
+    def serves(self, principal: str) -> bool:
+        """True when the pages are served and `principal` can sign in to them."""
+        return self.base_url is not None and principal in self.signs_in
 
     def url(self, handle: str) -> str:
         """The absolute link to a handle's page."""
-        ...
-
-    def serves(self, principal: str) -> bool:
-        """True when the pages are being served and `principal` can sign in to them."""
-        ...
-
-    def issued(self, handle: str, expires_at: float) -> None:
-        """A link to `handle` was given out: it must answer until `expires_at`, whatever becomes of this process."""
-        ...
+        if self.base_url is None:
+            raise RuntimeError("the confirmation pages are not being served (no base_url)")
+        self.given.set()
+        return f"{self.base_url}{self.prefix}{handle}"
 
 
 class Choice(NamedTuple):
@@ -294,10 +306,10 @@ class NeedsPage(main.ToolError):
 class PageFlow:
     """The pages' side every confirmed tool of a server shares: one table of decisions, one option, one set of pages."""
 
-    def __init__(self, records: Confirmations, browser: bool = False) -> None:
+    def __init__(self, records: Confirmations, browser: bool = False, links: PageLinks | None = None) -> None:
         self.records = records
         self.browser = browser  # the operator's --confirm-in-browser
-        self.pages: Pages | None = None  # set when the confirmation pages are served
+        self.links = PageLinks() if links is None else links  # the pages' links (none given out where not served)
 
 
 def iso(at: float) -> str:
@@ -400,7 +412,7 @@ class Confirmed:
 
     def served(self, principal: str) -> bool:
         """True when the pages are served and `principal` can sign in to them."""
-        return self.flow is not None and self.flow.pages is not None and self.flow.pages.serves(principal)
+        return self.flow is not None and self.flow.links.serves(principal)
 
     def channel(self, call: main.ToolCall) -> str | None:
         """The one choice of channel, from the request and the operator's option: form, url, browser; else None."""
@@ -502,9 +514,9 @@ class Confirmed:
     def open_page(self, call: main.ToolCall, scope: main.Scope, args: Any, phase: str) -> tuple[str, str, float]:
         """The tool's checks, a pending record, and its signed state, link and expiry."""
         opening = self.opening(call, scope, args)
-        assert self.flow is not None and self.flow.pages is not None
+        assert self.flow is not None
         handle = secrets.token_urlsafe(32)
-        link = self.flow.pages.url(handle)
+        link = self.flow.links.url(handle)
         # The handle is signed into the state: a token presented with another page's record is refused.
         # So is the link itself: every later call, on any process, names the very link the person got.
         claims = main.new_state(
@@ -528,15 +540,14 @@ class Confirmed:
         )
         if not self.flow.records.open(record):
             raise main.ToolError("Too many confirmation pages are waiting for you; finish one or let it expire.")
-        self.flow.pages.issued(handle, claims["exp"])
         self.services.log(f"confirmation page opened for principal {call.principal!r}")
         return self.services.signer.sign(claims), link, claims["exp"]
 
     def link(self, state: main.StatePayload) -> str:
         """The link a confirmation was issued with (signed into its state), else this server's link to its handle."""
         given = state.extra.get(LINK)
-        assert self.flow is not None and self.flow.pages is not None
-        return given if isinstance(given, str) else self.flow.pages.url(str(state.extra.get("handle")))
+        assert self.flow is not None
+        return given if isinstance(given, str) else self.flow.links.url(str(state.extra.get("handle")))
 
     def url_request(self, link: str) -> dict[str, Any]:
         """The URL-mode elicitation naming this server's page at `link`."""
@@ -671,22 +682,13 @@ class ConfirmedNotesDelete(Confirmed, main.NotesDelete):
     effect, asks, same = "the note is deleted", "choose the note", "the same workspaceUri and title"
     url_message, refusal = URL_MESSAGE, REFUSAL
 
-    def __init__(self, services: main.Services, records: Confirmations, browser: bool = False) -> None:
+    def __init__(
+        self, services: main.Services, records: Confirmations, browser: bool = False, links: PageLinks | None = None
+    ) -> None:
         main.NotesDelete.__init__(self, services)
-        Confirmed.__init__(self, services, PageFlow(records, browser))
+        Confirmed.__init__(self, services, PageFlow(records, browser, links))
         self.records = records
         self.descriptor = PRODUCT_TOOL if browser else main.NOTES_DELETE_TOOL
-
-    @property
-    def pages(self) -> Pages | None:
-        """The confirmation pages, once served (shared with the note tools through `flow`)."""
-        assert self.flow is not None
-        return self.flow.pages
-
-    @pages.setter
-    def pages(self, pages: Pages | None) -> None:
-        assert self.flow is not None
-        self.flow.pages = pages
 
     def by_form(self, call: main.ToolCall) -> dict[str, Any]:
         """Every request that declares forms: the lesson's own flow, unchanged."""

@@ -33,7 +33,7 @@ from web_pages import Headers, Response, Session
 
 __all__ = ["install"]
 
-PATH_PREFIX = "/confirm/"
+PATH_PREFIX = browser_confirm.PageLinks.prefix  # where the links point
 SESSION_COOKIE = "confirm_session"
 LOGIN_COOKIE = "confirm_login"
 
@@ -59,30 +59,30 @@ class ConfirmPages(web_pages.SignedInPages):
 
     def __init__(
         self,
-        records: Any,
+        flow: browser_confirm.PageFlow,
         server: Any,
         tokens: Mapping[str, str],
         log: Callable[[str], None],
-        base_url: str | None = None,
+        passkeys: str = passkey_pages.OFF,
     ) -> None:
-        super().__init__(tokens, log, web_pages.Sessions(server.clock), base_url)
-        self.records = records
-        self.tools = (
-            server.tools
-        )  # the tools by name, read at each request: each confirmed tool's page is its own review
+        self.links = flow.links  # built before the tools: the pages serve the address their links name
+        super().__init__(tokens, log, web_pages.Sessions(server.clock), flow.links.base_url)
+        self.records = flow.records
+        self.tools = server.tools  # the tools by name, read at each request: each confirmed tool's page is its review
         self.clock = server.clock
-        self.passkeys: passkey_pages.Gate | None = None  # --passkeys offer|require (install())
-        # Told of each link given out (handle, expiry): under --stdio, the page keeper that
-        # serves it after this process exits (code/page_keeper.py); nothing elsewhere.
-        self.on_issue: Callable[[str, float], None] = lambda handle, expires_at: None
+        self.passkeys: passkey_pages.Gate | None = None  # --passkeys offer|require
+        if passkeys != passkey_pages.OFF:
+            keys = stores.store_of(server.services).ledger.passkeys()
+            self.passkeys = passkey_pages.Gate(passkeys, keys, server.clock, log, lambda: self.links.base_url)
 
-    def serves(self, principal: str) -> bool:
-        """True once the listener is bound and `principal` has a token to sign in with."""
-        return self.base_url is not None and principal in self.signs_in
+    @property  # the base's plain field, here the links' own: the tools link where the pages are served
+    def base_url(self) -> str | None:
+        """The pages' origin: the one their links name (None: not served)."""
+        return self.links.base_url
 
-    def issued(self, handle: str, expires_at: float) -> None:
-        """A link to `handle` was given out: whoever keeps these pages alive is told until when."""
-        self.on_issue(handle, expires_at)
+    @base_url.setter
+    def base_url(self, value: str | None) -> None:
+        self.links.base_url = value
 
     def handle(self, method: str, path: str, headers: Headers, body: bytes, peer: str = "") -> Response:
         """One HTTP request under /confirm/ from `peer` to (status, headers, body); never raises for client input."""
@@ -353,19 +353,14 @@ class ConfirmPages(web_pages.SignedInPages):
         )
 
 
-def install(
-    server: Any, tokens: Mapping[str, str], base_url: str | None = None, passkeys: str = passkey_pages.OFF
-) -> ConfirmPages:
-    """The confirmation pages of the server's notes_delete (the product's), attached to it (so to the note tools too).
+def install(server: Any, tokens: Mapping[str, str], passkeys: str = passkey_pages.OFF) -> ConfirmPages:
+    """The confirmation pages of the server's notes_delete (the product's), at the address of its links.
 
-    With `passkeys` offer or require the optional WebAuthn library must be installed (serve.py says so first).
+    The tool holds the links (browser_confirm.PageLinks, built before it); the pages serve
+    them, reading its decisions table, so nothing is added to the tool. With `passkeys` offer
+    or require the optional WebAuthn library must be installed (serve.py says so first).
     """
     tool = server.tools[main.TOOL_NAME]
-    if not isinstance(tool, browser_confirm.ConfirmedNotesDelete):
+    if not isinstance(tool, browser_confirm.ConfirmedNotesDelete) or tool.flow is None:
         raise TypeError("the confirmation pages need the product's notes_delete (browser_confirm.ConfirmedNotesDelete)")
-    pages = ConfirmPages(tool.records, server, tokens, server.say, base_url)
-    if passkeys != passkey_pages.OFF:
-        keys = stores.store_of(server.services).ledger.passkeys()
-        pages.passkeys = passkey_pages.Gate(passkeys, keys, server.clock, server.say, lambda: pages.base_url)
-    tool.pages = pages
-    return pages
+    return ConfirmPages(tool.flow, server, tokens, server.say, passkeys)

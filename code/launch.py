@@ -26,9 +26,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import assemble
+import browser_confirm
 import config as configuration
 import frame
-import main
 import page_keeper
 import stores
 from assemble import EXIT_USAGE, say
@@ -87,20 +87,36 @@ def build(settings: Settings, bind: bool = False) -> Built:
         if settings.shares_decisions:  # the memory store: a later process could not read a decision made here
             # Forked now: one thread, no database open yet (a fork after either is unsafe).
             keeper = page_keeper.fork(lambda links: keep_pages_after(settings, sock, links))
+    links = page_links(settings, sock)  # before the tools that give them out and the pages that serve them
     try:
-        server = build_server(settings, None if keeper is None else keeper.issued)
+        server = build_server(settings, None if keeper is None else keeper.issued, links=links)
     except (ConfigError, assemble.StartupError) as exc:
         if sock is not None:
             sock.close()
         say(str(exc))
         raise Refused(EXIT_USAGE) from None
-    return Built(server, settings, build_pages(server, settings, sock), sock, keeper)
+    return Built(server, settings, build_pages(server, settings, sock, links), sock, keeper)
+
+
+def page_links(settings: Settings, sock: socket.socket | None) -> browser_confirm.PageLinks:
+    """The confirmation pages' links: at their origin (the publicUrl, or the bound socket's address), else none."""
+    if sock is None or not settings.serves_pages:
+        return browser_confirm.PageLinks()
+    return browser_confirm.PageLinks(
+        pages_origin(settings.public_url, settings.passkeys, listened(settings, sock)), settings.tokens
+    )
 
 
 def build_server(
-    settings: Settings, issued: Callable[[str, float], None] | None = None, kept: set[str] | None = None
+    settings: Settings,
+    issued: Callable[[str, float], None] | None = None,
+    kept: set[str] | None = None,
+    links: browser_confirm.PageLinks | None = None,
 ) -> frame.Server:
-    """The server with the tools asked for; `issued` hears of each link given out, `kept` limits the pages to those."""
+    """The server with the tools asked for; `issued` hears of each link given out, `kept` limits the pages to those.
+
+    `links` are the confirmation pages' links (none: the tools give out none).
+    """
 
     def confirmations(records: stores.Confirmations) -> stores.Confirmations:
         if kept is not None:
@@ -108,7 +124,12 @@ def build_server(
         return records if issued is None else page_keeper.Announcing(records, issued)
 
     server = assemble.build_server(
-        settings.store, settings.keys, log=say, browser=settings.confirm_in_browser, confirmations=confirmations
+        settings.store,
+        settings.keys,
+        log=say,
+        browser=settings.confirm_in_browser,
+        confirmations=confirmations,
+        links=links,
     )
     if settings.notes_tools:
         import notes_tools  # imported only when asked for: the lesson's server lists notes_delete alone
@@ -121,17 +142,14 @@ def build_server(
     return server
 
 
-def build_pages(server: frame.Server, settings: Settings, sock: socket.socket | None) -> Any:
-    """The pages this server serves, at their origin (None: not served until bound); None where no page is served."""
+def build_pages(
+    server: frame.Server, settings: Settings, sock: socket.socket | None, links: browser_confirm.PageLinks
+) -> Any:
+    """The pages this server serves, at its `links`' origin (None: not served until bound); None where none are."""
     if not settings.serves_pages:
         return None
-    origin = None if sock is None else pages_origin(settings.public_url, settings.passkeys, listened(settings, sock))
     if sock is not None and not settings.http and settings.confirm_in_browser and not settings.publish:
-        demand = PagesOnDemand(server, settings, sock, str(origin))
-        # The tool and its pages need each other (the pages read the tool's records; the
-        # tool gives out the pages' links): the pages join the tool, as confirm_pages.install does.
-        server.tools[main.TOOL_NAME].pages = demand
-        return demand
+        return PagesOnDemand(server, settings, sock, links)
     import confirm_pages
     import web_pages
 
@@ -139,9 +157,9 @@ def build_pages(server: frame.Server, settings: Settings, sock: socket.socket | 
     if settings.publish:
         import connect
 
-        members.append(connect.install(server, settings.tokens, base_url=origin))
+        members.append(connect.install(server, settings.tokens, base_url=links.base_url))
     # The confirmation pages wherever pages are served: URL-mode hosts get them without --confirm-in-browser too.
-    members.append(confirm_pages.install(server, settings.tokens, base_url=origin, passkeys=settings.passkeys))
+    members.append(confirm_pages.install(server, settings.tokens, passkeys=settings.passkeys))
     return web_pages.PageSet(members)
 
 
@@ -408,6 +426,7 @@ def serve_stdio(built: Built) -> int:
         if confined is None:
             return EXIT_USAGE
         report([*lines, f"confirmation pages on {pages.base_url}{PagesOnDemand.prefix}" + where + kept, confined])
+        pages.start()
         try:
             return stdio_transport.serve_stdio(server, principal, settings.legacy)
         finally:
@@ -428,51 +447,53 @@ def serve_stdio(built: Built) -> int:
 
 
 class PagesOnDemand:
-    """Under --stdio, the confirmation pages until a link is given out: then the real pages and their listener start.
+    """Under --stdio, the confirmation pages started once a link is given out: the real pages and their listener.
 
     The socket is bound at start-up (its port is in the sandbox plan and the start-up report);
     the HTTP engine and the pages are loaded only by a process that gives out a link, so a
-    host that starts a process per call waits for none of it on calls that need no page.
+    host that starts a process per call waits for none of it on calls that need no page. A
+    browser that opens the link at once waits in the bound socket's backlog until they serve.
     """
 
-    prefix = "/confirm/"
+    prefix = browser_confirm.PageLinks.prefix
 
-    def __init__(self, server: frame.Server, settings: Settings, sock: socket.socket, base_url: str) -> None:
-        self.server, self.settings, self.sock, self.base_url = server, settings, sock, base_url
-        self._started: tuple[Any, threading.Thread] | None = None
+    def __init__(
+        self, server: frame.Server, settings: Settings, sock: socket.socket, links: browser_confirm.PageLinks
+    ) -> None:
+        self.server, self.settings, self.sock, self.links = server, settings, sock, links
+        self.base_url = str(links.base_url)
+        self._waiter = threading.Thread(target=self._serve_once_linked, name="confirm-pages", daemon=True)
+        self._listener: Any = None
+        self._closing = False
         self._lock = threading.Lock()
 
-    def serves(self, principal: str) -> bool:
-        """As ConfirmPages.serves: `principal` has a token to sign in with."""
-        return principal in self.settings.tokens
+    def start(self) -> None:
+        """Wait, on a thread of its own, for the first link the tools give out (call once the process is confined)."""
+        self._waiter.start()
 
-    def url(self, handle: str) -> str:
-        """The link to `handle`, once the real pages serve it (started here, once)."""
+    def _serve_once_linked(self) -> None:
+        self.links.given.wait()
         with self._lock:
-            if self._started is None:
-                import confirm_pages
-                import web_pages
+            if self._closing:
+                return
+            import confirm_pages
+            import web_pages
 
-                # The tools hold the real pages from now on, in the operator's passkey mode.
-                real = confirm_pages.install(
-                    self.server, self.settings.tokens, base_url=self.base_url, passkeys=self.settings.passkeys
-                )
-                listener = pages_listener(self.server, self.settings, web_pages.PageSet([real]), self.sock, say)
-                thread = threading.Thread(target=listener.serve_forever, name="confirm-pages", daemon=True)
-                thread.start()
-                self._started = (listener, thread)
-        return f"{self.base_url}{self.prefix}{handle}"
-
-    def issued(self, handle: str, expires_at: float) -> None:
-        """As ConfirmPages.issued: nothing here (the page keeper hears of each link from the confirmations table)."""
+            # In the operator's passkey mode, over the links the tools give out.
+            real = confirm_pages.install(self.server, self.settings.tokens, passkeys=self.settings.passkeys)
+            self._listener = pages_listener(self.server, self.settings, web_pages.PageSet([real]), self.sock, say)
+        self._listener.serve_forever()
 
     def close(self) -> None:
-        """Stop the listener if it was started."""
+        """Stop the listener if it was started, and the thread waiting for a link if not."""
         with self._lock:
-            if self._started is not None:
-                listener, thread = self._started
-                listener.shutdown(0)
-                thread.join()
+            self._closing = True
+            listener = self._listener
+        self.links.given.set()  # wakes a waiter that saw no link: it finds the pages closing
+        if listener is not None:
+            listener.shutdown(0)
+        if self._waiter.is_alive():
+            self._waiter.join()
 
 
 def pages_listener(
@@ -495,9 +516,9 @@ def keep_pages_after(settings: Settings, sock: socket.socket, links: dict[str, f
     import confirm_pages
     import web_pages
 
-    server = build_server(settings, kept=set(links))  # the shared store, opened afresh in this process
-    origin = pages_origin(settings.public_url, settings.passkeys, listened(settings, sock))
-    confirm = confirm_pages.install(server, settings.tokens, base_url=origin, passkeys=settings.passkeys)
+    # The shared store, opened afresh in this process; the links at the origin the server gave them out at.
+    server = build_server(settings, kept=set(links), links=page_links(settings, sock))
+    confirm = confirm_pages.install(server, settings.tokens, passkeys=settings.passkeys)
     listener = pages_listener(server, settings, web_pages.PageSet([confirm]), sock, lambda line: None)
     if confine(settings, [listener.address[1]]) is None:  # the server's own sandbox plan
         return EXIT_USAGE

@@ -1463,7 +1463,7 @@ def install(server: Any) -> None:
     """Register the note tools on a frame.Server (after notes_delete, so the lesson's tool stays first).
 
     Where notes_delete is the product's (browser_confirm.ConfirmedNotesDelete), notes_update and
-    notes_move share its confirmation page: its option, its decisions table, its pages once served.
+    notes_move share its confirmation page: its option, its decisions table, the links its pages serve.
     """
     flow = getattr(server.tools.get(main.TOOL_NAME), "flow", None)
     for tool in TOOLS:

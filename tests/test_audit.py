@@ -11,7 +11,6 @@ import json
 import os
 import sqlite3
 import subprocess
-import sys
 import tempfile
 import unittest
 from typing import Any
@@ -938,7 +937,7 @@ class OperatorCommand(unittest.TestCase):
 
     def command(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, procs.SERVE, "audit", *args], env=self.env, capture_output=True, text=True, timeout=procs.GUARD
+            [*procs.python(), procs.SERVE, "audit", *args], env=self.env, capture_output=True, text=True, timeout=procs.GUARD
         )
 
     def session(self) -> None:

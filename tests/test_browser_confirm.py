@@ -66,12 +66,13 @@ def build(clock: Clock, log: Log, store: Any = None, browser: bool = True, token
     """The product's server over `store` (memory by default) with the confirmation pages at BASE."""
     store = store or stores.MemoryStore(notes(), main.MemoryReplayStore(clock))
     records = browser_confirm.records_for(store, clock)
+    links = browser_confirm.PageLinks(BASE, tokens)  # made first: the tool gives them out, the pages serve them
     server = frame.notes_server(
         keys=[KEY], notes=store, replay=getattr(store, "replay", None), policy=main.AuthorizationPolicy(grants()), clock=clock, log=log,
-        tool=lambda services: browser_confirm.ConfirmedNotesDelete(services, records, browser),
+        tool=lambda services: browser_confirm.ConfirmedNotesDelete(services, records, browser, links),
     )
     audit.install(server)
-    return server, confirm_pages.install(server, tokens, base_url=BASE)
+    return server, confirm_pages.install(server, tokens)
 
 
 class Client:
@@ -531,9 +532,10 @@ class FolderStoreTests(unittest.TestCase):
         uri = main.format_file_uri(folder_paths.root_path(notes_dir))
         records = browser_confirm.records_for(store, clock)
         self.assertIsInstance(records, browser_confirm.SqlConfirmations)  # in the confirmation database, shared
+        links = browser_confirm.PageLinks(BASE, TOKENS)
         server = frame.notes_server(keys=[KEY], notes=store, policy=main.AuthorizationPolicy({"alice": [uri]}), clock=clock, log=Log(),
-                                    tool=lambda services: browser_confirm.ConfirmedNotesDelete(services, records, True))
-        pages = confirm_pages.install(server, TOKENS, base_url=BASE)
+                                    tool=lambda each: browser_confirm.ConfirmedNotesDelete(each, records, True, links))
+        pages = confirm_pages.install(server, TOKENS)
         first = Client(server, "alice").call({"workspaceUri": uri, "title": "trip"})["result"]
         path = first["structuredContent"]["url"][len(BASE):]
         browser = ConfirmBrowser(lambda m, p, h, b: pages.handle(m, p, support.engine_headers(h), b, "127.0.0.1"))

@@ -16,10 +16,6 @@ import settings  # noqa: E402
 
 # The command line and the builder: every part they make gets what it needs in its constructor.
 BUILDING = ("serve.py", "launch.py")
-# The one late attachment left: the product's notes_delete and its pages need each other (the
-# pages read the tool's records, the tool gives out the pages' links), so under --stdio the
-# stand-in pages join the tool once both exist, as confirm_pages.install does for the real ones.
-ATTACHED = {"launch.py build_pages: server.tools[main.TOOL_NAME].pages"}
 
 
 def flattened(target: ast.expr) -> Iterator[ast.expr]:
@@ -76,7 +72,11 @@ class NothingIsSetOnABuiltObject(unittest.TestCase):
 
     def test_the_command_line_and_the_builder_set_no_field_on_an_object_built_elsewhere(self) -> None:
         found = {entry for filename in BUILDING for entry in sets_on_objects(source_of(filename), filename)}
-        self.assertEqual(found, ATTACHED)
+        self.assertEqual(found, set())
+
+    def test_the_confirmation_pages_are_made_over_the_tool_s_links_and_set_nothing_on_it_or_on_themselves(self) -> None:
+        found = sets_on_objects(source_of("confirm_pages.py"), "confirm_pages.py")
+        self.assertEqual([entry for entry in found if entry.split(" ")[1] in ("install:", "__init__:")], [])
 
     def test_the_flags_and_the_config_are_merged_in_resolve_and_nowhere_else_in_the_settings(self) -> None:
         found = sets_on_objects(source_of("settings.py"), "settings.py")

@@ -505,7 +505,8 @@ class RunnableSnippetTests(unittest.TestCase):
                     self.addCleanup(shutil.rmtree, folder, True)
                     env = {key: value for key, value in os.environ.items() if not key.startswith("NOTES_MCP_")}
                     env["PYTHONPATH"] = support.CODE
-                    done = subprocess.run([sys.executable, "-c", block], cwd=folder, env=env, capture_output=True, text=True, timeout=GUARD)
+                    argv = [*support.python(), "-c", block]
+                    done = subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True, timeout=GUARD)
                     self.assertEqual(done.returncode, 0, done.stderr)
         self.assertGreaterEqual(ran, 2)
 
@@ -830,18 +831,29 @@ def mermaid_parse(diagrams: list[str]) -> list[str | None]:
 class MermaidParserTests(unittest.TestCase):
     """Every ```mermaid block in README.md and docs/*.md parses with Mermaid's own parser, at the pinned version."""
 
+    SEMICOLON = (
+        "sequenceDiagram\n    participant S\n    S->>S: look up (none: the lesson's error); keep a pending record\n"
+    )
+    KEYWORD = "flowchart LR\n    a --> end\n"
+    GOOD = 'flowchart LR\n    a["x (y)"] -->|no| b{"q?"}\n'
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        # One parser process for the class (node and Mermaid's modules load in about a second):
+        # the documentation's blocks, then the three samples; each diagram is parsed on its own.
+        pages = [(os.path.relpath(page, ROOT), read(page)) for page in documented_pages()]
+        cls.blocks = [(page, block) for page, text in pages for block in mermaid_blocks(text)]
+        cls.problems = mermaid_parse([block for _, block in cls.blocks] + [cls.SEMICOLON, cls.KEYWORD, cls.GOOD])
+
     def test_every_mermaid_block_parses_with_mermaids_own_parser(self) -> None:
-        blocks = [(os.path.relpath(page, ROOT), block) for page in documented_pages() for block in mermaid_blocks(read(page))]
+        blocks = self.blocks
         self.assertGreaterEqual(len(blocks), 5)
-        for (page, block), problem in zip(blocks, mermaid_parse([block for _, block in blocks]), strict=True):
+        for (page, block), problem in zip(blocks, self.problems[: len(blocks)], strict=True):
             with self.subTest(page=page, diagram=block.splitlines()[1].strip()):
                 self.assertIsNone(problem)
 
     def test_the_parser_refuses_a_semicolon_in_a_message_and_a_keyword_node(self) -> None:
-        semicolon = "sequenceDiagram\n    participant S\n    S->>S: look up (none: the lesson's error); keep a pending record\n"
-        keyword = "flowchart LR\n    a --> end\n"
-        good = 'flowchart LR\n    a["x (y)"] -->|no| b{"q?"}\n'
-        refused, keyword_refused, parsed = mermaid_parse([semicolon, keyword, good])
+        refused, keyword_refused, parsed = self.problems[len(self.blocks) :]
         self.assertIn("Parse error", refused or "")
         self.assertIn("Parse error", keyword_refused or "")
         self.assertIsNone(parsed)
@@ -1028,7 +1040,7 @@ class ServerShownTests(unittest.TestCase):
         os.symlink(os.path.join(notes, "a.md"), os.path.join(notes, "link.md"))
         os.mkfifo(os.path.join(notes, "pipe.md"))
         done = subprocess.run(
-            [sys.executable, os.path.join(support.CODE, "serve.py"), "--stdio", "--notes-dir", notes],
+            [*support.python(), os.path.join(support.CODE, "serve.py"), "--stdio", "--notes-dir", notes],
             stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=GUARD, env=self.env(home),
         )  # fmt: skip
         self.assertEqual(done.returncode, 0, done.stderr)
@@ -1046,7 +1058,7 @@ class ServerShownTests(unittest.TestCase):
         home = tempfile.mkdtemp(prefix="docs-stdio-")
         self.addCleanup(shutil.rmtree, home, True)
         done = subprocess.run(
-            [sys.executable, os.path.join(support.CODE, "serve.py"), "--stdio"],
+            [*support.python(), os.path.join(support.CODE, "serve.py"), "--stdio"],
             input=typed + "\n", capture_output=True, text=True, timeout=GUARD, env=self.env(home),
         )  # fmt: skip
         self.assertEqual(done.returncode, 0, done.stderr)  # end of input: exit status 0
@@ -1093,7 +1105,8 @@ class ScriptHelpTests(unittest.TestCase):
         bench = next(path for path in (os.path.join(support.CODE, "bench.py"), os.path.join(support.CODE, "scripts", "bench.py")) if os.path.exists(path))
         documented = set(re.findall(r"--mode ([a-z]+)", read(bench).split('"""')[1]))
         self.assertIn("idle", documented)
-        shown = subprocess.run([sys.executable, bench, "--help"], capture_output=True, text=True, timeout=GUARD).stdout
+        argv = [*support.python(), bench, "--help"]
+        shown = subprocess.run(argv, capture_output=True, text=True, timeout=GUARD).stdout
         for mode in documented:
             self.assertRegex(shown, rf"\b{mode}\b")
 

@@ -54,7 +54,7 @@ def write(path: str, text: str) -> None:
 def startup_lines(test: unittest.TestCase, *args: str, extra_env: dict[str, str] | None = None, cwd: str | None = None) -> tuple[int, list[str]]:
     """Run `serve --stdio ARGS` with stdin at EOF: (exit status, stderr lines)."""
     done = subprocess.run(
-        [sys.executable, procs.SERVE, "--stdio", *args], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+        [*procs.python(), procs.SERVE, "--stdio", *args], stdin=subprocess.DEVNULL, capture_output=True, text=True,
         env=extra_env, timeout=procs.GUARD, cwd=cwd,
     )  # fmt: skip
     test.assertNotIn("Traceback", done.stderr)
@@ -556,8 +556,11 @@ if __name__ == "__main__":
 
 def older_pythons() -> dict[tuple[int, ...], str]:
     """Python 3 interpreters on this machine older than 3.11 (`python3.X` on PATH, pyenv's, the system's): version -> path."""
-    candidates = [shutil.which(f"python3.{minor}") for minor in range(6, 11)]
     pyenv = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+    # pyenv's shims run its shell script at each call; the versions they dispatch to are probed below by their paths.
+    shims = os.path.join(pyenv, "shims")
+    on_path = [shutil.which(f"python3.{minor}") for minor in range(6, 11)]
+    candidates = [path for path in on_path if path and os.path.dirname(path) != shims]
     candidates += sorted(glob.glob(os.path.join(pyenv, "versions", "3.*", "bin", "python3")))
     candidates += ["/usr/bin/python3", "/usr/local/bin/python3"]
     found: dict[tuple[int, ...], str] = {}
@@ -712,7 +715,10 @@ class CommandLineMistakeTests(unittest.TestCase):
         self.assertEqual(command.unknown_option(["--stdio", "--db", "x", "--nope=1"]), "--nope")
 
     def test_a_real_process_prints_the_suggestion_alone(self) -> None:
-        done = subprocess.run([sys.executable, procs.SERVE, "--stdoi"], capture_output=True, text=True, timeout=procs.GUARD, env=procs.server_env())
+        done = subprocess.run(
+            [*procs.python(), procs.SERVE, "--stdoi"],
+            capture_output=True, text=True, timeout=procs.GUARD, env=procs.server_env(),
+        )
         self.assertEqual(done.returncode, serve.EXIT_USAGE)
         self.assertEqual(done.stderr, f"{serve.LOG_PREFIX}: unknown option --stdoi: did you mean --stdio? (serve.py --help lists every option)\n")
         self.assertEqual(done.stdout, "")
@@ -759,7 +765,8 @@ class PrefixedLogTests(Tree):
                       "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}  # fmt: skip
         idless = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "notes_delete", "arguments": {}}}
         done = subprocess.run(
-            [sys.executable, procs.SERVE, "--stdio", "--notes-dir", self.notes], input=f"{json.dumps(initialize)}\n{json.dumps(idless)}\n",
+            [*procs.python(), procs.SERVE, "--stdio", "--notes-dir", self.notes],
+            input=f"{json.dumps(initialize)}\n{json.dumps(idless)}\n",
             capture_output=True, text=True, timeout=procs.GUARD, env=env(self.dir),
         )  # fmt: skip
         self.assertEqual(done.returncode, 0, done.stderr)
@@ -771,7 +778,9 @@ class AuditRestoreMissingEntryTests(Tree):
     """`audit restore N` for an id with no entry says that it does not exist."""
 
     def audit(self, *argv: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, procs.SERVE, "audit", *argv], capture_output=True, text=True, timeout=procs.GUARD, env=env(self.dir), cwd=self.dir)
+        argv = [*procs.python(), procs.SERVE, "audit", *argv]
+        environment = env(self.dir)
+        return subprocess.run(argv, capture_output=True, text=True, timeout=procs.GUARD, env=environment, cwd=self.dir)
 
     def test_a_missing_entry_is_named_as_missing_in_sqlite_and_in_a_folders_database(self) -> None:
         for store in (["--db", "notes.db"], ["--notes-dir", self.notes]):

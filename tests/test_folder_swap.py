@@ -44,7 +44,7 @@ TARGETS = ("bob", "outside")
 
 def audit_command(config: str, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     """`serve.py audit --config CONFIG ARGS...`, a new process, as the operator runs it."""
-    return subprocess.run([sys.executable, procs.SERVE, "audit", "--config", config, *args],
+    return subprocess.run([*procs.python(), procs.SERVE, "audit", "--config", config, *args],
                           env=env, capture_output=True, text=True, timeout=procs.GUARD)
 
 

@@ -488,10 +488,15 @@ class ConcurrencyTests(unittest.TestCase):
 
 
 class ClientBytesNeverCrashTheServer(unittest.TestCase):
-    """Hostile framing over the real process: a fixed status at once, and nothing in the log."""
+    """Hostile framing over the real process: a fixed status at once, and nothing in the log.
 
-    def setUp(self) -> None:
-        self.server = procs.HttpServer(self)
+    One server for the class: each test opens its own connections and changes no note, and
+    the log checked for a traceback is then the whole class's.
+    """
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.server = procs.HttpServer(procs.ClassScope(cls))
 
     def exchange(self, raw: bytes) -> bytes:
         return procs.raw_exchange(self.server.port, raw)

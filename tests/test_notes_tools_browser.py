@@ -38,13 +38,14 @@ def build(clock: Clock, log: Log, path: str, browser: bool = True, pages: bool =
     """The product's server over the SQLite file at `path`, the note tools installed, the confirmation pages at BASE."""
     store = sqlite_store.open_store(path, clock=clock)
     records = browser_confirm.records_for(store, clock)
+    links = browser_confirm.PageLinks(BASE if pages else None, TOKENS)  # made first: the tools give them out
     server = frame.notes_server(
         keys=[KEY], notes=store, policy=main.AuthorizationPolicy(grants()), clock=clock, log=log,
-        tool=lambda services: browser_confirm.ConfirmedNotesDelete(services, records, browser),
+        tool=lambda services: browser_confirm.ConfirmedNotesDelete(services, records, browser, links),
     )
     audit.install(server)
     notes_tools.install(server)
-    served = confirm_pages.install(server, TOKENS, base_url=BASE) if pages else None
+    served = confirm_pages.install(server, TOKENS) if pages else None
     return server, served, store
 
 

@@ -97,7 +97,7 @@ _ENVIRON_READ_RE = re.compile(r"""(?:environ\.get|getenv)\(\s*"([A-Z_][A-Z0-9_]*
 
 def command_output(*argv: str) -> subprocess.CompletedProcess[str]:
     """A checkout's code/ script (serve.py, cli.py) run as a user runs it."""
-    return subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=GUARD, env=clean_env())
+    return subprocess.run([*support.python(), *argv], capture_output=True, text=True, timeout=GUARD, env=clean_env())
 
 
 class CommandLineTests(unittest.TestCase):
@@ -183,7 +183,8 @@ class InstalledCommandTests(unittest.TestCase):
         self.assertTrue(done.stdout.startswith(f"usage: {COMMAND} "), done.stdout[:80])
         self.assertIn(f"{COMMAND} demo", done.stdout)
         # The same flags as `python3 code/serve.py --help`, not one more or less.
-        checkout = subprocess.run([sys.executable, os.path.join(support.CODE, "serve.py"), "--help"], capture_output=True, text=True, timeout=GUARD)
+        serve_py = [*support.python(), os.path.join(support.CODE, "serve.py"), "--help"]
+        checkout = subprocess.run(serve_py, capture_output=True, text=True, timeout=GUARD)
         flags = {option for action in serve.parser()._actions for option in action.option_strings if action.help != "==SUPPRESS=="}
         for flag in flags:
             self.assertIn(flag, done.stdout)

@@ -97,9 +97,10 @@ DECISION_FORM = "form[action$='/decision']"
 def build(clock: support.Clock, store: Any, mode: str) -> tuple[frame.Server, confirm_pages.ConfirmPages]:
     """The product's server over `store` with --confirm-in-browser and the confirmation pages in passkey `mode`."""
     records = browser_confirm.records_for(store, clock)
+    links = browser_confirm.PageLinks(None, TOKENS)  # at the address serve_on_localhost gives the pages
     server = frame.notes_server(
         keys=[KEY], notes=store, replay=None, policy=main.AuthorizationPolicy(grants()), clock=clock, log=support.Log(),
-        tool=lambda services: browser_confirm.ConfirmedNotesDelete(services, records, True),
+        tool=lambda services: browser_confirm.ConfirmedNotesDelete(services, records, True, links),
     )
     audit.install(server)
     return server, confirm_pages.install(server, TOKENS, passkeys=mode)
@@ -139,8 +140,7 @@ class PasskeysInChromium(NeedsChromiumAndTheExtra, unittest.TestCase):
         (self.server, self.pages), (self.other, self.other_pages) = [build(self.clock, store, self.mode) for store in self.stores]
         serve_on_localhost(self, self.server, self.pages)
         serve_on_localhost(self, self.other, self.other_pages)
-        self.driver = webdriver.Driver(self.prefs)
-        self.addCleanup(self.driver.close)
+        self.driver = webdriver.shared(self.prefs)  # this module's browser, wiped: no cookie, no authenticator
         self.authenticator = self.driver.add_authenticator()
 
     # ---------------------------------------------------------------- steps
@@ -416,8 +416,7 @@ class UpdateRequireTests(PasskeysInChromium):
         keys = store.ledger.passkeys()
         self.pages.passkeys = passkey_pages.Gate(passkey_pages.REQUIRE, keys, self.clock, support.Log(), lambda: self.pages.base_url)
         serve_on_localhost(self, self.server, self.pages)
-        self.driver = webdriver.Driver()
-        self.addCleanup(self.driver.close)
+        self.driver = webdriver.shared()
         self.authenticator = self.driver.add_authenticator()
 
     def test_an_update_applied_with_a_passkey_assertion_is_written_by_the_second_call(self) -> None:
@@ -447,12 +446,12 @@ class RealServerTests(NeedsChromiumAndTheExtra, unittest.TestCase):
         return dict(json.loads(body))
 
     def test_the_served_pages_are_linked_at_localhost_and_a_passkey_approval_deletes(self) -> None:
-        server = procs.HttpServer(self, "--config", config_file(self, confirmInBrowser=True, passkeys="require"), env=procs.server_env())
+        config = config_file(self, confirmInBrowser=True, passkeys="require")
+        server = procs.HttpServer(self, "--config", config, env=procs.server_env(), site=True)  # site: fido2
         first = self.call(server, tps("TPS report"))["result"]
         url = first["structuredContent"]["url"]
         self.assertTrue(url.startswith(f"http://localhost:{server.port}/confirm/"), url)
-        driver = webdriver.Driver()
-        self.addCleanup(driver.close)
+        driver = webdriver.shared()
         driver.add_authenticator()
         driver.get(url)
         driver.send_keys(driver.find("input[name=token]"), ALICE_TOKEN)
@@ -479,8 +478,7 @@ class PerCallStdioTests(NeedsChromiumAndTheExtra, unittest.TestCase):
         host = test_per_call_hosts.PerCallHost(self, config_file(self), db, "--passkeys", "require")
         first = host.call(main.TOOL_NAME, tps("TPS report"))["result"]["structuredContent"]
         self.assertTrue(first["url"].startswith("http://localhost:"), first["url"])
-        driver = webdriver.Driver()
-        self.addCleanup(driver.close)
+        driver = webdriver.shared()
         driver.add_authenticator()
         driver.get(first["url"])  # the process that gave it out has exited: its keeper serves it
         driver.send_keys(driver.find("input[name=token]"), ALICE_TOKEN)

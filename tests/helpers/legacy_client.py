@@ -7,7 +7,6 @@ import json
 import os
 import queue
 import subprocess
-import sys
 import tempfile
 import unittest
 from collections.abc import Callable
@@ -150,7 +149,7 @@ class AuditedStore:
     def listing(self, *args: str) -> list[str]:
         """The stdout lines of `serve.py audit --db DB list ARGS` (which must succeed)."""
         done = subprocess.run(
-            [sys.executable, procs.SERVE, "audit", "--db", self.db, "list", *args], env=self.env, capture_output=True, text=True, timeout=procs.GUARD
+            [*procs.python(), procs.SERVE, "audit", "--db", self.db, "list", *args], env=self.env, capture_output=True, text=True, timeout=procs.GUARD
         )
         self.test.assertEqual(done.returncode, 0, done.stderr)
         return done.stdout.splitlines()

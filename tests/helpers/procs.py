@@ -11,7 +11,6 @@ import select
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import unittest
@@ -20,6 +19,7 @@ from typing import Any
 from helpers import support
 
 SERVE = os.path.join(support.CODE, "serve.py")
+python = support.python  # the interpreter command for a child: `[*procs.python(), procs.SERVE, ...]`
 GUARD = 60.0  # seconds; only a failure guard, never what a test asserts
 TOKEN = "alice-token-0123456789abcdef"
 SECRET = support.KEY.hex()
@@ -46,12 +46,26 @@ def server_env(**extra: str) -> dict[str, str]:
     return env
 
 
-class Process:
-    """A server subprocess whose stderr is drained into `stderr_lines` by a thread."""
+def needs_site(args: list[str], env: dict[str, str]) -> bool:
+    """True when the server needs the `site` module: an optional package (psycopg for a PostgreSQL URL, fido2 for
+    `--passkeys`) or a `sitecustomize.py` on its PYTHONPATH. A config file naming them is told by `site=True`."""
+    folders = [folder for folder in env.get("PYTHONPATH", "").split(os.pathsep) if folder]
+    optional = "--passkeys" in args or any(arg.startswith(("postgresql:", "postgres:")) for arg in args)
+    return optional or any(os.path.exists(os.path.join(folder, "sitecustomize.py")) for folder in folders)
 
-    def __init__(self, test: Any, args: list[str], env: dict[str, str], stdin: Any = subprocess.DEVNULL, serve: str = SERVE, cwd: str | None = None) -> None:
+
+class Process:
+    """A server subprocess whose stderr is drained into `stderr_lines` by a thread.
+
+    It starts without the `site` module (`support.python`) unless `needs_site` or `site` says it needs it.
+    """
+
+    def __init__(
+        self, test: Any, args: list[str], env: dict[str, str], stdin: Any = subprocess.DEVNULL, serve: str = SERVE, cwd: str | None = None,
+        site: bool = False,
+    ) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, serve, *args],
+            [*support.python(site or needs_site(args, env)), serve, *args],
             stdin=stdin,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -155,8 +169,9 @@ def raw_exchange(port: int, data: bytes) -> bytes:
 class HttpServer(Process):
     """`serve --http --port 0` on 127.0.0.1; `port` is known once the URL line appeared."""
 
-    def __init__(self, test: Any, *args: str, env: dict[str, str] | None = None, serve: str = SERVE) -> None:
-        super().__init__(test, ["--http", "--port", "0", *args], env if env is not None else server_env(NOTES_MCP_TOKEN=TOKEN, NOTES_MCP_SECRET=SECRET), serve=serve)
+    def __init__(self, test: Any, *args: str, env: dict[str, str] | None = None, serve: str = SERVE, site: bool = False) -> None:
+        env = env if env is not None else server_env(NOTES_MCP_TOKEN=TOKEN, NOTES_MCP_SECRET=SECRET)
+        super().__init__(test, ["--http", "--port", "0", *args], env, serve=serve, site=site)
         if not self.url_seen.wait(GUARD) or self.url is None:
             self.stop()
             test.fail("server did not print its URL:\n" + self.stderr_text())
@@ -215,9 +230,10 @@ class StdioServer(Process):
 
     def __init__(
         self, test: unittest.TestCase, *args: str, env: dict[str, str] | None = None, read_stdout: bool = True, serve: str = SERVE,
-        cwd: str | None = None,
+        cwd: str | None = None, site: bool = False,
     ) -> None:
-        super().__init__(test, ["--stdio", *args], env if env is not None else server_env(NOTES_MCP_SECRET=SECRET), stdin=subprocess.PIPE, serve=serve, cwd=cwd)
+        env = env if env is not None else server_env(NOTES_MCP_SECRET=SECRET)
+        super().__init__(test, ["--stdio", *args], env, stdin=subprocess.PIPE, serve=serve, cwd=cwd, site=site)
         self.lines: queue.Queue[bytes | None] = queue.Queue()
         self._stdout = threading.Thread(target=self._drain_stdout, daemon=True)
         if read_stdout:

@@ -48,7 +48,7 @@ class Worker:
         self.stderr = tempfile.TemporaryFile()
         case.addCleanup(self.stderr.close)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "helpers.store_workers", target],
+            [*support.python(site=target.startswith("postgres")), "-m", "helpers.store_workers", target],  # psycopg
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True, cwd=TESTS,
         )
         case.addCleanup(self.stop)

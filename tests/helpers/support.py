@@ -21,6 +21,18 @@ def _share_bytecode() -> None:
 
 _share_bytecode()
 
+
+def python(site: bool = False) -> list[str]:
+    """The command line that starts this interpreter for a child process: with `-S` unless `site` is asked for.
+
+    The product, its scripts and the tests' own helpers need nothing outside the standard
+    library, so most children skip the `site` module: it adds the site-packages folders and
+    runs every `.pth` start-up hook in them, which on some installations imports packages at
+    each start (tens of milliseconds of CPU, a few hundred times per run). A child that loads
+    an optional package (psycopg, fido2, an MCP SDK) or a `sitecustomize` asks for `site`.
+    """
+    return [sys.executable] if site else [sys.executable, "-S"]
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CODE = os.path.join(ROOT, "code")
 SCRIPTS = os.path.join(CODE, "scripts")  # benchmarks and test-only helpers, apart from the server

@@ -7,7 +7,8 @@ WebAuthn WebDriver extension), and tear everything down (session, driver, profil
 
 Starting Chromium is most of a browser test's cost, so `shared()` keeps one browser per
 set of preferences for the test module that asks, and wipes it between tests (every
-cookie, the cache, the page): each test starts signed out, on a blank page, as in a new browser.
+cookie, the cache, the page, every virtual authenticator and so its passkeys): each test
+starts signed out, on a blank page, with no passkey, as in a new browser.
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ class Driver:
             stderr=subprocess.DEVNULL,
         )
         self.session: str | None = None
+        self.authenticators: list[str] = []  # the virtual authenticators added, which wipe() removes
         self.listening = threading.Event()
         self._reader = threading.Thread(target=self._drain, daemon=True)
         self._reader.start()
@@ -184,11 +186,13 @@ class Driver:
         return self._session("POST", "/goog/cdp/execute", {"cmd": command, "params": params or {}})
 
     def wipe(self) -> None:
-        """Back to a new browser's state: the top page blank, no cookie of any site, nothing cached."""
+        """Back to a new browser's state: a blank top page, no cookie of any site, nothing cached, no authenticator."""
         self.switch_to_frame(None)
         self.get("about:blank")
         self.cdp("Network.clearBrowserCookies")
         self.cdp("Network.clearBrowserCache")
+        while self.authenticators:  # its passkeys go with it
+            self._session("DELETE", f"/webauthn/authenticator/{self.authenticators.pop()}")
 
     def switch_to_frame(self, index: int | None) -> None:
         """Enter the index-th child frame, or the top document with None."""
@@ -204,9 +208,11 @@ class Driver:
 
     def add_authenticator(self, user_verified: bool = True) -> str:
         """A virtual platform authenticator (CTAP2, internal, resident keys, user verification) in this session; its id."""
-        return str(self._session("POST", "/webauthn/authenticator", {
+        added = str(self._session("POST", "/webauthn/authenticator", {
             "protocol": "ctap2", "transport": "internal", "hasResidentKey": True, "hasUserVerification": True,
             "isUserVerified": user_verified, "automaticPresenceSimulation": True}))
+        self.authenticators.append(added)
+        return added
 
     def set_user_verified(self, authenticator: str, verified: bool) -> None:
         """Whether the virtual authenticator's user verification (fingerprint, PIN) succeeds from now on."""
