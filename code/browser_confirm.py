@@ -484,30 +484,14 @@ class Confirmed:
     def consume_writing(
         self, principal: str, state: main.StatePayload, write: Callable[[str, str, float], tuple[main.Settlement, Any]]
     ) -> Any:
-        """Consume the state through main.consume with `write` (the store's claim, re-check, change) as its one step.
+        """Run `write` (the store's claim, re-check, change: one transaction) and read its outcome through main.settled.
 
-        main.consume is the one claim: a used state is -32602, the replay bound isError. The
-        store's write is handed to it as the only thing it calls on the replay side
-        (stores.Settles); what the write returns comes back.
+        main.settled is the one reading every confirmed tool shares with notes_delete: a used
+        state is -32602, the replay bound isError. What the write returns comes back.
         """
-        written: list[Any] = []
-
-        class Step:
-            def settle(
-                self,
-                notes: object,
-                who: str,
-                nonce: str,
-                expires_at: float,
-                target: tuple[str, str] | None,
-                recheck: Callable[[main.Note], bool],
-            ) -> main.Settlement:
-                settlement, done = write(who, nonce, expires_at)
-                written.append(done)
-                return settlement
-
-        main.consume(stores.with_replay(self.services, Step()), principal, state)
-        return written[0]
+        settlement, done = write(principal, state.nonce, state.exp)
+        main.settled(self.services, principal, settlement)
+        return done
 
     # ---------------------------------------------------------------- the page: URL mode and --confirm-in-browser
 

@@ -43,12 +43,23 @@ IN_CLOEXEC = os.O_CLOEXEC
 
 # Everything that changes an entry's name, content, or metadata, for a folder only.
 FOLDER_MASK = (
-    IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE
-    | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK
+    IN_MODIFY
+    | IN_ATTRIB
+    | IN_CLOSE_WRITE
+    | IN_MOVED_FROM
+    | IN_MOVED_TO
+    | IN_CREATE
+    | IN_DELETE
+    | IN_DELETE_SELF
+    | IN_MOVE_SELF
+    | IN_ONLYDIR
+    | IN_DONT_FOLLOW
+    | IN_EXCL_UNLINK
 )
 READ_BYTES = 64 * 1024  # one read of the event queue; drained in a loop until empty
 _HEADER = struct.Struct("iIII")  # wd, mask, cookie, len
-_MAX_EVENT_BYTES = _HEADER.size + 256  # a header and the longest name (255 bytes, its NUL), padded as the kernel pads it
+# a header and the longest name (255 bytes, its NUL), padded as the kernel pads it
+_MAX_EVENT_BYTES = _HEADER.size + 256
 _OVERFLOWED = _HEADER.pack(-1, IN_Q_OVERFLOW, 0, 0)  # the event the kernel queues last when its queue is full
 
 
@@ -81,7 +92,8 @@ class Inotify:
         self._closer = weakref.finalize(self, os.close, fd)
 
     def add(self, path: str) -> int:
-        """Watch the folder at `path` (never through a symlink); its watch descriptor, or OSError (ENOSPC: the limit)."""
+        """Watch the folder at `path` (never through a symlink); its watch descriptor, or OSError (ENOSPC: the
+        limit)."""
         wd = self._libc.inotify_add_watch(self.fd, os.fsencode(path), FOLDER_MASK)
         if wd < 0:
             code = ctypes.get_errno()

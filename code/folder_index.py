@@ -14,11 +14,11 @@ from __future__ import annotations
 import errno
 import math
 import os
-from typing import Any
 import stat
 import threading
 from array import array
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import change_watch
 import folder_paths
@@ -28,15 +28,20 @@ import title_index
 
 __all__ = ["FolderIndex", "MAX_WATCHED_FOLDERS"]
 
-MAX_WATCHED_FOLDERS = 65_536  # folders watched per notes folder; past it (or the kernel's limit) the index rescans instead
+# folders watched per notes folder; past it (or the kernel's limit) the index rescans instead
+MAX_WATCHED_FOLDERS = 65_536
 RESCAN_SECONDS = 2.0  # without change notification: the longest a lookup relies on the last rescan
-RESCAN_COST_FACTOR = 10  # ... unless a rescan took longer than 1/RESCAN_COST_FACTOR of that: then this many times its length
+# ... unless a rescan took longer than 1/RESCAN_COST_FACTOR of that: then this many times its length
+RESCAN_COST_FACTOR = 10
 COMPACT_AFTER = 4096  # dropped title slots tolerated (or as many as live ones) before the slot table is rebuilt
 TRIGRAM_BUCKETS = 1 << 16  # posting lists at most: a trigram's is list hash(trigram) % TRIGRAM_BUCKETS
-MAX_EVENTS_PER_LOOKUP = 16_384  # inotify events one lookup reads (the kernel's default queue); more queued: a rebuild instead
+# inotify events one lookup reads (the kernel's default queue); more queued: a rebuild instead
+MAX_EVENTS_PER_LOOKUP = 16_384
 MAX_PENDING_CHANGES = 4096  # distinct changed entries one lookup looks at again; more: a rebuild instead
 
 Facts = tuple[int, int, int, int, int]  # folder_paths.facts(): device, inode, size, mtime_ns, ctime_ns
+# A file's title as read before, with the facts it was read with (None: none kept).
+Titles = Callable[[main.Path], tuple[Facts, str] | None]
 
 
 class _TooLarge(Exception):
@@ -80,7 +85,14 @@ class FolderIndex:
     """
 
     def __init__(
-        self, root: main.Path, opened: folder_paths.Root, *, limit: int, watch: bool, max_watches: int, clock: Callable[[], float],
+        self,
+        root: main.Path,
+        opened: folder_paths.Root,
+        *,
+        limit: int,
+        watch: bool,
+        max_watches: int,
+        clock: Callable[[], float],
         scandir: Callable[[int], Any] = os.scandir,
     ) -> None:
         self.root = root
@@ -104,7 +116,10 @@ class FolderIndex:
         self._known: dict[main.Path, tuple[Facts, int]] = {}  # during a rebuild: path -> (facts, slot) before it
         self._entering_wd: int | None = None  # the watch entering() added, for listed() just after
         self.lost = False  # events were lost while the last rebuild walked: the next lookup rebuilds first
-        self.touched: set[main.Path] | None = None  # with a text index (code/text_index.py): paths indexed or dropped since it last looked
+        # with a text index (code/text_index.py): paths indexed or dropped since it last looked
+        self.touched: set[main.Path] | None = None
+        # during a with_changes() given them: titles read before, by path, with their facts
+        self._titles: Titles | None = None
         self._reset()
 
     def _reset(self) -> None:
@@ -116,14 +131,18 @@ class FolderIndex:
         self.slot_title: list[str] = []
         self.slot_folded: list[str] = []
         self.grams: dict[int, array[int]] = {}  # bucket -> slots whose folded title holds a trigram of it
-        self.unindexed: set[int] = set()  # slots of titles past title_index.MAX_INDEXED_TITLE_CHARS: tested by every lookup
+        # slots of titles past title_index.MAX_INDEXED_TITLE_CHARS: tested by every lookup
+        self.unindexed: set[int] = set()
         self.dead = 0
 
     def mode(self) -> str:
         """How this index learns of changes, in words."""
         if self.watch is not None:
             return "changes learnt from Linux inotify"
-        return f"changes found by a rescan at most every {RESCAN_SECONDS:g} s, or {RESCAN_COST_FACTOR} times the last rescan's length if longer ({self.reason})"
+        return (
+            f"changes found by a rescan at most every {RESCAN_SECONDS:g} s, "
+            f"or {RESCAN_COST_FACTOR} times the last rescan's length if longer ({self.reason})"
+        )
 
     # ---------------------------------------------------------------- lookups
 
@@ -135,19 +154,37 @@ class FolderIndex:
             self._update()
             if self.too_large:
                 raise folder_paths.too_large(self.limit)
-            hits = [(self.slot_path[k], note) for k in self._hits(below, needle) if (note := self._indexed(k)) is not None]
+            hits = [
+                (self.slot_path[k], note) for k in self._hits(below, needle) if (note := self._indexed(k)) is not None
+            ]
         if len(hits) > main.MAX_CANDIDATES:
             return stores.form_order(note for _, note in hits)  # too many for one form either way: no need to read them
         # The few the index names are read again, as the deletion will read them: the
         # offer shows each file as it is now, and a file changed since it was indexed
         # is offered (or not) for what it now says.
         live = (self._live(path) for path, _ in hits if path is not None)
-        return stores.form_order(note for note in live if note is not None and needle in stores.fold_title(note.title) and main.inside_workspace(note, workspace))
+        return stores.form_order(
+            note
+            for note in live
+            if note is not None and needle in stores.fold_title(note.title) and main.inside_workspace(note, workspace)
+        )
 
-    def with_changes(self, use: Callable[[dict[main.Path, tuple[Facts, int]], set[main.Path]], None]) -> None:
-        """Bring the index up to date, then call `use(files, touched)` under its lock: every file's (facts, slot), the paths changed since the last call."""
+    def with_changes(
+        self, use: Callable[[dict[main.Path, tuple[Facts, int]], set[main.Path]], None], titles: Titles | None = None
+    ) -> None:
+        """Bring the index up to date, then call `use(files, touched)` under its lock.
+
+        `files`: every file's (facts, slot); `touched`: the paths changed since the last call.
+
+        `titles` (path -> (facts, title) or None: what the text index kept) spares a walk
+        reading a file whose facts are those it was read with.
+        """
         with self.lock:
-            self._update()
+            self._titles = titles
+            try:
+                self._update()
+            finally:
+                self._titles = None
             if self.too_large:
                 raise folder_paths.too_large(self.limit)
             touched, self.touched = self.touched or set(), set()
@@ -169,7 +206,9 @@ class FolderIndex:
             pool |= self.unindexed
         n = len(below)
         paths, folded = self.slot_path, self.slot_folded
-        return [k for k in pool if (p := paths[k]) is not None and len(p) > n and p[:n] == below and needle in folded[k]]
+        return [
+            k for k in pool if (p := paths[k]) is not None and len(p) > n and p[:n] == below and needle in folded[k]
+        ]
 
     def _indexed(self, slot: int) -> main.Note | None:
         path = self.slot_path[slot]
@@ -267,8 +306,9 @@ class FolderIndex:
         return rel not in self.folders
 
     def known(self, rel: main.Path) -> bool:
-        """A file indexed before is compared by its facts (lstat); a new one is read at once."""
-        return rel in self._known
+        """A file indexed before, or whose title the text index kept, is compared by its facts (lstat); a new one is
+        read at once."""
+        return rel in self._known or self._titles is not None
 
     def note(self, fd: int, rel: main.Path, info: os.stat_result | None) -> None:
         """Index the note `rel`: kept unread when its facts did not change, else read again."""
@@ -276,7 +316,13 @@ class FolderIndex:
         if held is not None and info is not None and held[0] == folder_paths.facts(info):
             self.files[rel] = held  # unchanged since the last listing: its slot and postings stay
             return
-        read = folder_paths.read_title(fd, rel[-1])  # keyed by what it opens: a swap since the lstat is indexed as what it is now
+        kept = self._titles(rel) if self._titles is not None and info is not None else None
+        if kept is not None and info is not None and kept[0] == folder_paths.facts(info):
+            self._put(rel, kept[0], kept[1])  # as read before start-up, the facts unchanged: trusted as a kept slot is
+            return
+        read = folder_paths.read_title(
+            fd, rel[-1]
+        )  # keyed by what it opens: a swap since the lstat is indexed as what it is now
         if read is not None:
             self._put(rel, folder_paths.facts(read[1]), read[0])
 
@@ -284,7 +330,8 @@ class FolderIndex:
         """Entries not served leave no trace in the index."""
 
     def _catch_up(self) -> bool:
-        """Look again at every entry named by the events queued now; False (nothing applied) when a rebuild must answer instead."""
+        """Look again at every entry named by the events queued now; False (nothing applied) when a rebuild must answer
+        instead."""
         assert self.watch is not None
         # Only the events queued when the lookup began are read: a process changing files
         # without pause cannot keep the lookup reading. More than MAX_EVENTS_PER_LOOKUP of
@@ -298,7 +345,9 @@ class FolderIndex:
         changed = 0
         for wd, mask, name in events:
             rel = self.by_wd.get(wd)
-            if mask & change_watch.IN_Q_OVERFLOW or (rel == () and mask & (change_watch.IN_DELETE_SELF | change_watch.IN_MOVE_SELF)):
+            if mask & change_watch.IN_Q_OVERFLOW or (
+                rel == () and mask & (change_watch.IN_DELETE_SELF | change_watch.IN_MOVE_SELF)
+            ):
                 return False  # events lost, or the root itself moved: look at everything again
             if rel is None:
                 continue  # a folder this index no longer holds
@@ -342,7 +391,9 @@ class FolderIndex:
                 raise _TooLarge()
         path = rel + (name,)
         held = self.folders.get(path)
-        if held is not None and not (info is not None and stat.S_ISDIR(info.st_mode) and held.ident == (info.st_dev, info.st_ino)):
+        if held is not None and not (
+            info is not None and stat.S_ISDIR(info.st_mode) and held.ident == (info.st_dev, info.st_ino)
+        ):
             self._drop_folder(path)  # removed, moved away, or replaced by another folder or a link
         if path in self.files:
             # Read again even when its facts look the same: an edit that keeps the size

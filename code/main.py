@@ -825,6 +825,18 @@ def refuse_every_note(note: Note) -> bool:
     return False
 
 
+def settled(services: Services, principal: str, outcome: Settlement) -> Settlement:
+    """The one reading of an atomic step's outcome, for every confirmed tool: a used state is -32602."""
+    if outcome is Settlement.USED:  # a retry that raced another past verify_state with one state, or just expired
+        services.log("refused requestState: confirmation already used or just expired")
+        raise McpError(INVALID_PARAMS, STATE_INVALID)
+    if outcome is Settlement.FULL:
+        services.log(f"refused: replay bound reached for principal {principal!r}")
+        # The bound counts confirmations already used and kept until their states expire.
+        raise ToolError("Too many confirmations used recently by you; try again once their forms expire.")
+    return outcome
+
+
 def consume(
     services: Services,
     principal: str,
@@ -834,14 +846,7 @@ def consume(
 ) -> Settlement:
     """Consume a verified state's nonce (and delete `target`) in the one atomic step; a replay is -32602."""
     outcome = services.replay.settle(services.notes, principal, state.nonce, state.exp, target, recheck)
-    if outcome is Settlement.USED:  # a retry that raced another past verify_state with one state, or just expired
-        services.log("refused requestState: confirmation already used or just expired")
-        raise McpError(INVALID_PARAMS, STATE_INVALID)
-    if outcome is Settlement.FULL:
-        services.log(f"refused: replay bound reached for principal {principal!r}")
-        # The bound counts confirmations already used and kept until their states expire.
-        raise ToolError("Too many confirmations used recently by you; try again once their forms expire.")
-    return outcome
+    return settled(services, principal, outcome)
 
 
 # === 10. The two-call flow, in one place: notes_delete =================================

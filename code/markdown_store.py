@@ -53,15 +53,20 @@ PREVIEW_BYTES = 2048  # bytes read from the top of a note for the confirmation p
 PREVIEW_LINES = 4  # lines of the note shown under its title there
 PREVIEW_LINE_CHARS = 160  # characters of one such line
 NO_FOLDER = "The folder of that place does not exist in the workspace (or is not a plain folder); nothing was changed."
-UNREACHABLE = (f"At that place the note's id would be longer than {stores.MAX_NOTE_ID_LENGTH} characters or its URI longer than "
-               f"{main.MAX_URI_LENGTH:,}, where no tool reaches it; nothing was moved. Choose a shorter path.")
-TOO_DEEP = (f"That place is more than {folder_paths.MAX_WALK_DEPTH} folders below the notes folder, where no search or deletion "
-            "reaches a note; nothing was changed.")
+UNREACHABLE = (
+    f"At that place the note's id would be longer than {stores.MAX_NOTE_ID_LENGTH} characters or its URI longer than "
+    f"{main.MAX_URI_LENGTH:,}, where no tool reaches it; nothing was moved. Choose a shorter path."
+)
+TOO_DEEP = (
+    f"That place is more than {folder_paths.MAX_WALK_DEPTH} folders below the notes folder, "
+    "where no search or deletion reaches a note; nothing was changed."
+)
 NAME_TOO_LONG = f"That file name is longer than {folder_paths.NAME_MAX} bytes; nothing was moved."
 
 
 class MarkdownNotesStore(stores.SettleSeam):
-    """stores.Store over Markdown folders; nonces, audit and the page's decisions in its ledger (an SQLite file of its own)."""
+    """stores.Store over Markdown folders; nonces, audit and the page's decisions in its ledger (an SQLite file of its
+    own)."""
 
     def __init__(
         self,
@@ -86,7 +91,16 @@ class MarkdownNotesStore(stores.SettleSeam):
         # Disjoint roots: a file inside two roots would have two ids and could be offered twice.
         # A root the outer root's walk reaches through real folders is dropped; one reached
         # through a symlink is its own root (the outer walk never follows the link).
-        self.roots = tuple(sorted(p for p in real if not any(q != p and main.is_within(p, q) and folder_paths.same_folder(real[q], p[len(q) :], real[p]) for q in real)))
+        self.roots = tuple(
+            sorted(
+                p
+                for p in real
+                if not any(
+                    q != p and main.is_within(p, q) and folder_paths.same_folder(real[q], p[len(q) :], real[p])
+                    for q in real
+                )
+            )
+        )
         # Each root opened here, once: every lookup, move, restore and emptying starts from
         # this descriptor, and refuses when the path now leads elsewhere (Root.check).
         self.dirs: dict[main.Path, folder_paths.Root] = {}
@@ -110,20 +124,30 @@ class MarkdownNotesStore(stores.SettleSeam):
         self.nonces = self.ledger = nonces  # the confirmation database's ledger: nonces, audit, the page's decisions
         self.texts: stores.Texts | None = self
         self.max_walk_entries = max_walk_entries
-        self.described: dict[main.Path, int] = {}  # root -> notes counted by the last describe(), until count() takes it
+        self.described: dict[
+            main.Path, int
+        ] = {}  # root -> notes counted by the last describe(), until count() takes it
         # One title index per root, built at its first lookup. No thread is started:
         # change events are drained at each lookup (a sandbox may confine the process
         # after construction, and it must be applied before any thread exists).
         self.indexes = {
             root: folder_index.FolderIndex(
-                root, self.dirs[root], limit=max_walk_entries, watch=watch, max_watches=max_watches, clock=clock, scandir=ops.scandir
+                root,
+                self.dirs[root],
+                limit=max_walk_entries,
+                watch=watch,
+                max_watches=max_watches,
+                clock=clock,
+                scandir=ops.scandir,
             )
             for root in self.roots
         }
         # The text search's index (code/text_index.py): its own SQLite file in the state
         # folder (never in a notes folder), or in memory; told of changes by the title indexes.
         try:
-            self.text_index = text_index.FolderTextIndex(text_index_path)
+            self.text_index = text_index.FolderTextIndex(
+                text_index_path
+            )  # its deadline on time.monotonic, whatever `clock` is
         except sqlite3.Error as exc:
             self.close_dirs()
             raise stores.StoreError(f"text index {text_index_path} cannot be opened ({exc})") from None
@@ -154,7 +178,8 @@ class MarkdownNotesStore(stores.SettleSeam):
         return self.indexes[root].candidates(workspace, title)
 
     def _served(self, workspace: main.Path) -> main.Path | None:
-        """The root serving `workspace` (None: no root holds it), or StoreRefused(REPLACED) naming the workspace when that root was replaced."""
+        """The root serving `workspace` (None: no root holds it), or StoreRefused(REPLACED) naming the workspace when
+        that root was replaced."""
         # A folder swapped for another one (a link to another principal's folder, that
         # folder renamed into its place, or any folder outside) serves nothing, saying so.
         # Every later open goes through folder_paths.open_below, which checks again.
@@ -175,9 +200,13 @@ class MarkdownNotesStore(stores.SettleSeam):
         return 0 if survey is None else survey.surveyed
 
     def describe(self) -> list[str]:
-        """Start-up report lines: how the title index learns of changes; each folder as resolved, with what it skipped."""
+        """Start-up report lines: how the title index learns of changes; each folder as resolved, with what it
+        skipped."""
         modes = sorted({index.mode() for index in self.indexes.values()})
-        lines = [f"Markdown folders ({len(self.roots)}): title index kept per file, built at the first lookup; " + "; ".join(modes)]
+        lines = [
+            f"Markdown folders ({len(self.roots)}): title index kept per file, built at the first lookup; "
+            + "; ".join(modes)
+        ]
         for root in self.roots:
             written = "/" + "/".join(root)
             resolved = self.dirs[root].real
@@ -192,7 +221,8 @@ class MarkdownNotesStore(stores.SettleSeam):
                 continue
             self.described[root] = survey.surveyed  # for the report's workspace line, once (count())
             skipped = "; ".join(f"{reason}: {count}" for reason, count in sorted(survey.skipped.items()))
-            lines.append(f"folder {shown}: {survey.surveyed} note{'' if survey.surveyed == 1 else 's'}; skipped {skipped or 'nothing'}")
+            plural = "" if survey.surveyed == 1 else "s"
+            lines.append(f"folder {shown}: {survey.surveyed} note{plural}; skipped {skipped or 'nothing'}")
         return lines
 
     def _survey(self, workspace: main.Path) -> Survey | None:
@@ -216,11 +246,13 @@ class MarkdownNotesStore(stores.SettleSeam):
 
     def close(self) -> None:
         """Stop watching the folders and close the nonce database (checkpointing it); later calls do nothing."""
+        # The text index first: a background step still running reads through the folders'
+        # descriptors, and would take every file for gone once they are closed.
+        self.text_index.close()
         for index in self.indexes.values():
             index.close()
         self.close_dirs()
         self.nonces.close()
-        self.text_index.close()
 
     def close_dirs(self) -> None:
         """Close the folders' start-up descriptors."""
@@ -252,7 +284,9 @@ class MarkdownNotesStore(stores.SettleSeam):
             self.nonces.stage("committed")
             ((root, rel, seen, trash_name),) = chosen
             try:
-                self.dirs[root].check(main.format_file_uri(root + rel[:-1]))  # swapped since the re-check: nothing moves
+                self.dirs[root].check(
+                    main.format_file_uri(root + rel[:-1])
+                )  # swapped since the re-check: nothing moves
                 moved = folder_trash.delete(self.dirs[root], rel, seen, trash_name, not self.retention.trash, self._ops)
             except stores.StoreUnavailable:
                 self.nonces.release(nonce, entry)
@@ -285,7 +319,9 @@ class MarkdownNotesStore(stores.SettleSeam):
                 # Replaced since start-up, and the root the caller's workspace is in (the
                 # re-check passes on the note's place there): refused (rolled back) saying
                 # so, never "changed". Another principal's replaced root is passed over.
-                if self.dirs[root].replaced() and recheck(main.Note(note_id, note_id, main.format_file_uri(root + rel), 0)):
+                if self.dirs[root].replaced() and recheck(
+                    main.Note(note_id, note_id, main.format_file_uri(root + rel), 0)
+                ):
                     self.dirs[root].check(main.format_file_uri(root + rel[:-1]))
                 continue
             try:
@@ -303,14 +339,18 @@ class MarkdownNotesStore(stores.SettleSeam):
             # In unlink mode too the file passes through the trash, checked there, then unlinked.
             trash_name = folder_trash.trash_name_for(rel[-1], self.nonces.now())
             chosen.append((root, rel, folder_paths.facts(info), trash_name))
-            record(main.Settlement.DELETED, audit.Facts(note.id, note.title, note.uri, trash_name if self.retention.trash else None), pending=True)
+            record(
+                main.Settlement.DELETED,
+                audit.Facts(note.id, note.title, note.uri, trash_name if self.retention.trash else None),
+                pending=True,
+            )
             return main.Settlement.DELETED
         record(main.Settlement.CHANGED, audit.Facts(note_id))
         return main.Settlement.CHANGED
 
-
     def preview(self, note: main.Note) -> tuple[float, list[str]] | None:
-        """(last change, the first lines after the heading) of `note` as listed, read through the descriptors; None if it changed."""
+        """(last change, the first lines after the heading) of `note` as listed, read through the descriptors; None if
+        it changed."""
         rel = folder_paths.id_path(note.id) or ()  # () for an id no path spells: nothing to walk
         for root in self.roots if rel else ():
             fd = folder_paths.open_below(self.dirs[root], rel[:-1])  # None when replaced: nothing shown
@@ -324,7 +364,11 @@ class MarkdownNotesStore(stores.SettleSeam):
             if read is None or folder_paths.revision(folder_paths.facts(read[1])) != note.revision:
                 continue
             text = read[0].decode("utf-8", "replace").splitlines()
-            body = [line for line in text[1:] if line.strip()] if text and text[0].startswith("#") else [l for l in text if l.strip()]
+            body = (
+                [line for line in text[1:] if line.strip()]
+                if text and text[0].startswith("#")
+                else [line for line in text if line.strip()]
+            )
             lines = [stores.blank_controls(line)[:PREVIEW_LINE_CHARS] for line in body[:PREVIEW_LINES]]
             return read[1].st_mtime, lines
         return None
@@ -347,7 +391,9 @@ class MarkdownNotesStore(stores.SettleSeam):
             located = self.locate(entry["uri"])
             if located is not None and self.dirs[located[0]].replaced():
                 continue  # its folder cannot be looked at: left pending until a restart serves it again
-            if located is not None and folder_trash.settled(self.dirs[located[0]], located[1], entry["trash"] and str(entry["trash"])):
+            if located is not None and folder_trash.settled(
+                self.dirs[located[0]], located[1], entry["trash"] and str(entry["trash"])
+            ):
                 self.nonces.complete_audit(entry["id"], audit.DELETED, audit.PENDING)
             elif now - float(entry["at"]) >= audit.PENDING_GRACE_SECONDS:  # not another instance's move in flight
                 self.nonces.complete_audit(entry["id"], audit.INTERRUPTED, audit.PENDING)
@@ -360,7 +406,9 @@ class MarkdownNotesStore(stores.SettleSeam):
             if not self.dirs[root].replaced():  # a swapped folder's trash is not ours to empty
                 budget = folder_trash.empty(self.dirs[root], cutoff, budget, self.max_walk_entries)
 
-    def audit_entries(self, principal: str | None = None, since: float | None = None, outcome: str | None = None) -> list[dict[str, object]]:
+    def audit_entries(
+        self, principal: str | None = None, since: float | None = None, outcome: str | None = None
+    ) -> list[dict[str, object]]:
         """The confirmations database's audit entries (pending ones completed first where they can be)."""
         self.recover()
         return self.nonces.audit_entries(principal, since, outcome)
@@ -384,7 +432,9 @@ class MarkdownNotesStore(stores.SettleSeam):
         # Replaced since start-up: the trash and the place the path now reaches are another folder's.
         self.dirs[root].check(main.format_file_uri(root))
         folder_trash.restore_file(self.dirs[root], rel, str(trash_name), entry_id)
-        return self.nonces.record_restore(entry_id, audit.Facts(str(entry["note_id"]), entry["title"], entry["uri"], str(trash_name)))
+        return self.nonces.record_restore(
+            entry_id, audit.Facts(str(entry["note_id"]), entry["title"], entry["uri"], str(trash_name))
+        )
 
     # ---------------------------------------------------------------- note bodies (code/folder_bodies.py)
 
@@ -403,7 +453,8 @@ class MarkdownNotesStore(stores.SettleSeam):
         return None if note is None or loaded is None else (note, loaded)
 
     def note_text(self, note_id: str, workspace: main.Path) -> tuple[main.Note, str] | None:
-        """The note `note_id` of the folder serving `workspace` and its text after the frontmatter, read now; None if it cannot be."""
+        """The note `note_id` of the folder serving `workspace` and its text after the frontmatter, read now; None if it
+        cannot be."""
         opened = self._opened(workspace, note_id)
         if opened is None:
             return None
@@ -414,19 +465,27 @@ class MarkdownNotesStore(stores.SettleSeam):
             os.close(fd)
         return None if found is None else (found[0], found[1].text)
 
-    def search_text(self, workspace: main.Path, query: str, limit: int, offset: int = 0) -> tuple[list[tuple[main.Note, str]], bool]:
-        """Notes in `workspace` holding every term of `query`, ranked by the text index, `limit` from `offset`; True when its row bound was met."""
+    def search_text(
+        self, workspace: main.Path, query: str, limit: int, offset: int = 0
+    ) -> tuple[list[tuple[main.Note, str]], bool]:
+        """Notes in `workspace` holding every term of `query`, ranked by the text index, `limit` from `offset`; True
+        when its row bound was met or the index is not yet up to date."""
         root = self._served(workspace)
         parsed = text_index.parse(query)
         if root is None or not parsed.terms:
             return [], False
         try:
-            self.indexes[root].with_changes(lambda files, touched: self.text_index.sync(root, self.dirs[root], files, touched))
+            complete = self.text_index.catch_up(root, self.dirs[root], self.indexes[root].with_changes)
             paths, stopped = self.text_index.search(root, workspace[len(root) :], parsed, limit, offset)
+            stopped = stopped or not complete
         except sqlite3.OperationalError as exc:
             # Another instance holding the index past the busy timeout, or a full disk: the
             # search says the store is busy (one line, no path); the index is as it was.
-            raise stores.StoreBusy() if "locked" in str(exc) else stores.StoreRefused("The search index could not be read or written.") from None
+            raise (
+                stores.StoreBusy()
+                if "locked" in str(exc)
+                else stores.StoreRefused("The search index could not be read or written.")
+            ) from None
 
         def load(rel: main.Path) -> tuple[main.Note, folder_bodies.Loaded] | None:
             fd = folder_paths.open_below(self.dirs[root], rel[:-1])
@@ -440,13 +499,15 @@ class MarkdownNotesStore(stores.SettleSeam):
         return text_index.folder_hits(paths, load, parsed), stopped
 
     def audit_refusal(self, principal: str, facts: audit.Facts) -> None:
-        """One `refused` audit entry for `principal` (a call refused before any store step), in the confirmations database."""
+        """One `refused` audit entry for `principal` (a call refused before any store step), in the confirmations
+        database."""
         self.nonces.audit_refusal(principal, facts)
 
     def create_note(self, principal: str, workspace: main.Path, title: str, body: str) -> main.Note | str:
-        """A new file `title.md` (or `title-2.md`, ...) in `workspace`, never over one (audited `created`); or why not (audited `refused`)."""
+        """A new file `title.md` (or `title-2.md`, ...) in `workspace`, never over one (audited `created`); or why not
+        (audited `refused`)."""
         root = self._root_of(workspace)
-        data = f"# {title}\n\n{body}".encode("utf-8")
+        data = f"# {title}\n\n{body}".encode()
 
         def act(record: note_bodies.Record) -> main.Note | str:
             self._served(workspace)  # replaced: StoreRefused, the transaction (and its audit entry) rolled back
@@ -475,8 +536,11 @@ class MarkdownNotesStore(stores.SettleSeam):
 
         return self.nonces.audited(principal, act)
 
-    def _checked(self, workspace: main.Path, note_id: str, check: note_bodies.Check, record: note_bodies.Record) -> tuple[Any, ...] | str:
-        """(root, rel, fd, note, loaded) of the note `note_id` if `check` passes on it as it is now (the caller closes fd); else CHANGED, audited `refused`."""
+    def _checked(
+        self, workspace: main.Path, note_id: str, check: note_bodies.Check, record: note_bodies.Record
+    ) -> tuple[Any, ...] | str:
+        """(root, rel, fd, note, loaded) of the note `note_id` if `check` passes on it as it is now (the caller closes
+        fd); else CHANGED, audited `refused`."""
         opened = self._opened(workspace, note_id)
         if opened is None:
             record(audit.REFUSED, audit.Facts(note_id))
@@ -493,8 +557,11 @@ class MarkdownNotesStore(stores.SettleSeam):
             return note_bodies.CHANGED
         return root, rel, fd, found[0], found[1]
 
-    def append_note(self, principal: str, workspace: main.Path, note_id: str, text: str, check: note_bodies.Check) -> tuple[main.Note, str] | str:
-        """`text` written at the end of the very file `check` passed on (audited `appended`); or why not (audited `refused`)."""
+    def append_note(
+        self, principal: str, workspace: main.Path, note_id: str, text: str, check: note_bodies.Check
+    ) -> tuple[main.Note, str] | str:
+        """`text` written at the end of the very file `check` passed on (audited `appended`); or why not (audited
+        `refused`)."""
 
         def act(record: note_bodies.Record) -> tuple[main.Note, str] | str:
             if self.retention.trash:  # the version before the append kept in the trash, restorable like an update's
@@ -519,18 +586,36 @@ class MarkdownNotesStore(stores.SettleSeam):
 
         return self.nonces.audited(principal, act)
 
-    def update_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, body: str,
-                    check: note_bodies.Check) -> tuple[main.Settlement, main.Note | str | None]:
-        """One claim transaction: claim, re-read and re-check, old bytes to the trash, new bytes (frontmatter kept) renamed over the note; audited."""
+    def update_note(
+        self,
+        principal: str,
+        nonce: str,
+        expires_at: float,
+        workspace: main.Path,
+        note_id: str,
+        body: str,
+        check: note_bodies.Check,
+    ) -> tuple[main.Settlement, main.Note | str | None]:
+        """One claim transaction: claim, re-read and re-check, old bytes to the trash, new bytes (frontmatter kept)
+        renamed over the note; audited."""
+
         def act(record: note_bodies.Record) -> main.Note | str:
             done = self._rewrite(record, workspace, note_id, lambda old: body, check, audit.UPDATED)
             return done if isinstance(done, str) else done[0]
 
         return self.nonces.consume_act(principal, nonce, expires_at, act)
 
-    def _rewrite(self, record: note_bodies.Record, workspace: main.Path, note_id: str, make: Callable[[str], str],
-                 check: note_bodies.Check, outcome: str) -> tuple[main.Note, str] | str:
-        """Re-read and re-check the note, old bytes to the trash, make(old text) (frontmatter kept) renamed over it; audited `outcome`, or why not."""
+    def _rewrite(
+        self,
+        record: note_bodies.Record,
+        workspace: main.Path,
+        note_id: str,
+        make: Callable[[str], str],
+        check: note_bodies.Check,
+        outcome: str,
+    ) -> tuple[main.Note, str] | str:
+        """Re-read and re-check the note, old bytes to the trash, make(old text) (frontmatter kept) renamed over it;
+        audited `outcome`, or why not."""
         checked = self._checked(workspace, note_id, check, record)
         if isinstance(checked, str):
             return checked
@@ -543,12 +628,21 @@ class MarkdownNotesStore(stores.SettleSeam):
                 return note_bodies.TOO_LONG
             trash_name = folder_trash.trash_name_for(rel[-1], self.nonces.now()) if self.retention.trash else ""
             old = loaded.front + loaded.text.encode("utf-8")
-            done = folder_bodies.replace(self.dirs[root], fd, rel[-1], loaded.facts, old, new, trash_name, self._ops.mkdir)
+            done = folder_bodies.replace(
+                self.dirs[root], fd, rel[-1], loaded.facts, old, new, trash_name, self._ops.mkdir
+            )
             if not isinstance(done, tuple):
                 record(audit.REFUSED, audit.Facts(note_id))
-                return done if isinstance(done, str) else note_bodies.CHANGED  # why its new version could not be written, or changed since read
+                return (
+                    done if isinstance(done, str) else note_bodies.CHANGED
+                )  # why its new version could not be written, or changed since read
             # The file written, and the one it replaced: `audit restore` follows the note by them.
-            record(outcome, audit.Facts(note.id, note.title, note.uri, trash_name or None, identity(done, new, was=loaded.facts[:2])))
+            record(
+                outcome,
+                audit.Facts(
+                    note.id, note.title, note.uri, trash_name or None, identity(done, new, was=loaded.facts[:2])
+                ),
+            )
             after = self._loaded(root, rel, fd)
             return (after[0], after[1].text) if after is not None else (note, body)
         finally:
@@ -560,9 +654,12 @@ class MarkdownNotesStore(stores.SettleSeam):
         return found is not None and check(*found)
 
     def move_refusal(self, workspace: main.Path, note: main.Note, place: main.Path) -> str | None:
-        """Why `note` cannot be moved to `place` here, read now (id or URI too long, too deep, no such folder, a file there), or None."""
+        """Why `note` cannot be moved to `place` here, read now (id or URI too long, too deep, no such folder, a file
+        there), or None."""
         root = self._served(workspace)
-        target = place[len(root) :] if root is not None and main.is_within(place, root) and len(place) > len(root) else None
+        target = (
+            place[len(root) :] if root is not None and main.is_within(place, root) and len(place) > len(root) else None
+        )
         if root is None or target is None or not all(folder_paths.plain(name) for name in target):
             return NO_FOLDER
         # Moved where the index, a search or a deletion never looks, the note would be on
@@ -586,9 +683,19 @@ class MarkdownNotesStore(stores.SettleSeam):
             os.close(dst)
         return note_bodies.TAKEN
 
-    def move_note(self, principal: str, nonce: str, expires_at: float, workspace: main.Path, note_id: str, place: main.Path,
-                  check: note_bodies.Check, rewrites: tuple[stores.Rewrite, ...] = ()) -> tuple[main.Settlement, main.Note | str | None]:
-        """One claim transaction: claim, re-read and re-check, renameat2(RENAME_NOREPLACE) to `place` in the same folder tree; audited."""
+    def move_note(
+        self,
+        principal: str,
+        nonce: str,
+        expires_at: float,
+        workspace: main.Path,
+        note_id: str,
+        place: main.Path,
+        check: note_bodies.Check,
+        rewrites: tuple[stores.Rewrite, ...] = (),
+    ) -> tuple[main.Settlement, main.Note | str | None]:
+        """One claim transaction: claim, re-read and re-check, renameat2(RENAME_NOREPLACE) to `place` in the same folder
+        tree; audited."""
 
         def act(record: note_bodies.Record) -> main.Note | str:
             opened = self._opened(workspace, note_id)
@@ -619,7 +726,11 @@ class MarkdownNotesStore(stores.SettleSeam):
                 if why is not None:
                     record(audit.REFUSED, audit.Facts(note.id, note.title, note.uri))
                     return note_bodies.TAKEN if why == "taken" else note_bodies.CHANGED
-                moved = identity(found[1].facts, found[1].front + found[1].text.encode("utf-8"), to=main.format_file_uri(root + target))
+                moved = identity(
+                    found[1].facts,
+                    found[1].front + found[1].text.encode("utf-8"),
+                    to=main.format_file_uri(root + target),
+                )
                 record(audit.MOVED, audit.Facts(note.id, note.title, note.uri, None, moved))
                 # Then each linking note, each replaced atomically on its own (renamed over, its
                 # old bytes to the trash under an `updated` entry): files share no transaction,
@@ -633,7 +744,11 @@ class MarkdownNotesStore(stores.SettleSeam):
                         record(audit.REFUSED, audit.Facts(rid))
                 after = self._loaded(root, target, dst)
                 # Edited again since the rename, the file is read as nothing: the result still names the new place.
-                return after[0] if after is not None else note._replace(id=folder_paths.note_id(target), uri=main.format_file_uri(root + target))
+                return (
+                    after[0]
+                    if after is not None
+                    else note._replace(id=folder_paths.note_id(target), uri=main.format_file_uri(root + target))
+                )
             finally:
                 os.close(fd)
                 if dst is not None:
@@ -642,7 +757,9 @@ class MarkdownNotesStore(stores.SettleSeam):
         return self.nonces.consume_act(principal, nonce, expires_at, act)
 
     def undo_update(self, entry: dict[str, object]) -> dict[str, object]:
-        """Restore an `updated` entry: the kept bytes back over the very file it wrote, wherever it moved since; the bytes now there to the trash.
+        """Restore an `updated` entry: the kept bytes back over the very file it wrote, wherever it moved since.
+
+        The bytes now there go to the trash.
 
         StoreRefused when the note, its folder or its kept version is gone, or when the file
         at the note's place now is another file than the one the update wrote.
@@ -662,16 +779,22 @@ class MarkdownNotesStore(stores.SettleSeam):
             current = self._loaded(root, rel, fd) if fd is not None else None
             kept = folder_bodies.load(trash, str(entry["trash"])) if trash is not None else None
             if fd is None or current is None or kept is None:
-                raise stores.StoreRefused(f"entry {entry_id}: the note or its kept version is gone (or not text); nothing restored")
+                raise stores.StoreRefused(
+                    f"entry {entry_id}: the note or its kept version is gone (or not text); nothing restored"
+                )
             # Restore by note, not by place: another note moved to where this one was must
             # not be overwritten with this one's old text.
             if written is not None and tuple(current[1].facts[:2]) != written:
-                raise stores.StoreRefused(f"entry {entry_id}: the file at {current[0].id} is another note than the one the update wrote; "
-                                          "nothing restored")
+                raise stores.StoreRefused(
+                    f"entry {entry_id}: the file at {current[0].id} is another note than the one the update wrote; "
+                    "nothing restored"
+                )
             name = folder_trash.trash_name_for(rel[-1], self.nonces.now())
             now_bytes = current[1].front + current[1].text.encode("utf-8")
             old_bytes = kept.front + kept.text.encode("utf-8")
-            done = folder_bodies.replace(self.dirs[root], fd, rel[-1], current[1].facts, now_bytes, old_bytes, name, self._ops.mkdir)
+            done = folder_bodies.replace(
+                self.dirs[root], fd, rel[-1], current[1].facts, now_bytes, old_bytes, name, self._ops.mkdir
+            )
             if not isinstance(done, tuple):
                 why = done if isinstance(done, str) else "the note changed while it was restored; nothing restored"
                 raise stores.StoreRefused(f"entry {entry_id}: {why}")
@@ -680,11 +803,15 @@ class MarkdownNotesStore(stores.SettleSeam):
             for opened in (fd, trash):
                 if opened is not None:
                     os.close(opened)
-        facts = audit.Facts(current[0].id, current[0].title, current[0].uri, name, identity(done, old_bytes, was=current[1].facts[:2]))
+        facts = audit.Facts(
+            current[0].id, current[0].title, current[0].uri, name, identity(done, old_bytes, was=current[1].facts[:2])
+        )
         return self.nonces.record_restore(entry_id, facts)
 
     def undo_move(self, entry: dict[str, object]) -> dict[str, object]:
-        """Restore a `moved` entry: the very file the move renamed, where the move put it, renamed back to where it was, never over anything.
+        """Restore a `moved` entry: the very file the move renamed, where the move put it, renamed back to where it was.
+
+        Never over anything.
 
         StoreRefused when the entry recorded no file, the file there now is another one (moved
         on, replaced), or a file now takes the old place.
@@ -703,21 +830,37 @@ class MarkdownNotesStore(stores.SettleSeam):
             loaded = folder_bodies.load(src, rel[-1]) if src is not None else None
             # Restore by note, not by place: only the very file the move renamed goes back.
             if src is None or dst is None or loaded is None or tuple(loaded.facts[:2]) != current:
-                raise stores.StoreRefused(f"entry {entry_id}: the note the move renamed is no longer where it put it; nothing restored")
+                raise stores.StoreRefused(
+                    f"entry {entry_id}: the note the move renamed is no longer where it put it; nothing restored"
+                )
             why = folder_bodies.move(src, rel[-1], loaded.facts, dst, back[1][-1])
             if why is not None:
-                raise stores.StoreRefused(f"entry {entry_id}: " + ("a file now takes the note's old place" if why == "taken"
-                                                                     else "the note changed while it was restored") + "; nothing restored")
+                raise stores.StoreRefused(
+                    f"entry {entry_id}: "
+                    + (
+                        "a file now takes the note's old place"
+                        if why == "taken"
+                        else "the note changed while it was restored"
+                    )
+                    + "; nothing restored"
+                )
         finally:
             for opened in (src, dst):
                 if opened is not None:
                     os.close(opened)
-        facts = audit.Facts(folder_paths.note_id(back[1]), entry["title"], str(entry["uri"]), None,  # type: ignore[arg-type]
-                            identity(loaded.facts, loaded.front + loaded.text.encode("utf-8"), to=str(entry["uri"])))
+        title = entry["title"]
+        facts = audit.Facts(
+            folder_paths.note_id(back[1]),
+            title if isinstance(title, str) else None,
+            str(entry["uri"]),
+            None,
+            identity(loaded.facts, loaded.front + loaded.text.encode("utf-8"), to=str(entry["uri"])),
+        )
         return self.nonces.record_restore(entry_id, facts)
 
     def follow(self, entry: dict[str, object]) -> tuple[str, tuple[int, int] | None]:
-        """(where the file an update wrote, or a move renamed, is now, its device and inode) by the later entries that moved or rewrote it; (its URI, None) for an entry without them."""
+        """(where the file an update wrote, or a move renamed, is now, its device and inode) by the later entries that
+        moved or rewrote it; (its URI, None) for an entry without them."""
         recorded = read_identity(entry.get("file_identity"))
         place = str(entry["uri"])
         if recorded is None:
@@ -725,8 +868,15 @@ class MarkdownNotesStore(stores.SettleSeam):
         if entry["outcome"] == audit.MOVED:
             place = str(recorded.get("to"))  # a move's file starts where the move put it
         current = (int(recorded["dev"]), int(recorded["ino"]))
-        later = sorted((e for outcome in (audit.MOVED, audit.UPDATED, audit.APPENDED, audit.RESTORED) for e in self.nonces.audit_entries(outcome=outcome)
-                        if int(e["id"]) > int(entry["id"])), key=lambda e: int(e["id"]))  # type: ignore[call-overload]
+        later = sorted(
+            (
+                e
+                for outcome in (audit.MOVED, audit.UPDATED, audit.APPENDED, audit.RESTORED)
+                for e in self.nonces.audit_entries(outcome=outcome)
+                if int(str(e["id"])) > int(str(entry["id"]))
+            ),
+            key=lambda e: int(str(e["id"])),
+        )
         for step in later:
             facts = read_identity(step.get("file_identity"))
             if facts is None or step["uri"] != place:
@@ -739,7 +889,8 @@ class MarkdownNotesStore(stores.SettleSeam):
 
 
 def identity(facts: tuple[int, ...], data: bytes, **more: object) -> str:
-    """What an audit entry records of the file a folder write produced or moved: device, inode, size, sha256 (and `more`), as JSON."""
+    """What an audit entry records of the file a folder write produced or moved: device, inode, size, sha256 (and
+    `more`), as JSON."""
     fields = {"dev": facts[0], "ino": facts[1], "size": len(data), "sha256": hashlib.sha256(data).hexdigest(), **more}
     return json.dumps(fields, sort_keys=True)
 
@@ -752,7 +903,11 @@ def read_identity(text: object) -> dict[str, Any] | None:
         value = json.loads(text)
     except ValueError:
         return None
-    return value if isinstance(value, dict) and isinstance(value.get("dev"), int) and isinstance(value.get("ino"), int) else None
+    return (
+        value
+        if isinstance(value, dict) and isinstance(value.get("dev"), int) and isinstance(value.get("ino"), int)
+        else None
+    )
 
 
 class Survey:
@@ -787,12 +942,16 @@ class Survey:
         return True
 
     def note(self, fd: int, rel: main.Path, info: os.stat_result | None) -> None:
-        """Count one regular `*.md` file: a note if readable and its id and URI fit (load_note's checks, without the open)."""
+        """Count one regular `*.md` file: a note if readable and its id and URI fit (load_note's checks, without the
+        open)."""
         if not os.access(rel[-1], os.R_OK, dir_fd=fd):
             self.skip(folder_paths.SKIP_UNREADABLE)
             return
         # Every component is plain (listed names were checked), so only the lengths can fail.
-        if len(folder_paths.note_id(rel)) > stores.MAX_NOTE_ID_LENGTH or len(main.format_file_uri(self.root + rel)) > main.MAX_URI_LENGTH:
+        if (
+            len(folder_paths.note_id(rel)) > stores.MAX_NOTE_ID_LENGTH
+            or len(main.format_file_uri(self.root + rel)) > main.MAX_URI_LENGTH
+        ):
             self.skip(folder_paths.SKIP_UNUSABLE)
             return
         self.surveyed += 1
@@ -803,5 +962,6 @@ class Survey:
 
 
 def _always(text: str) -> Callable[[str], str]:
-    """A rewrite that gives `text` whatever the old text was (a linking note's body, prepared under the form's check)."""
+    """A rewrite that gives `text` whatever the old text was (a linking note's body, prepared under the form's
+    check)."""
     return lambda _old: text

@@ -588,7 +588,7 @@ class NotesSearch(NoteTool):
         f"{MAX_SEARCH_LIMIT} a page; pass nextCursor back as cursor (with the same query) for the next page. Each "
         "search ranks "
         f"at most {text_index.MAX_RANKED_ROWS:,} matching notes, newest first; past that it says stoppedEarly: add a "
-        "word. "
+        "word (a notes folder's index still taking in changed files says it too: search again shortly). "
         "Read one with notes_read.",
         {
             "workspaceUri": _URI,
@@ -668,9 +668,9 @@ class NotesSearch(NoteTool):
             lines.append(f"(more match past the first {text_index.MAX_RANKED_ROWS:,}; narrow the query)")
         if stopped:
             lines.append(
-                f"(the search ranked its bound of {text_index.MAX_RANKED_ROWS:,} matching notes, newest first, and "
-                "stopped early; "
-                "some notes were not ranked: add a word to narrow it)"
+                f"(the search stopped early: it ranked its bound of {text_index.MAX_RANKED_ROWS:,} matching notes, "
+                "newest first, or the folder's index is still taking in changed files; "
+                "some notes were not ranked: add a word, or search again shortly)"
             )
         text = "\n".join(lines) if lines else "No note matches in that workspace."
         return main.tool_result(text, structured)

@@ -82,7 +82,6 @@ __all__ = [
     "Store",
     "Texts",
     "store_of",
-    "with_replay",
 ]
 
 T = TypeVar("T")
@@ -592,22 +591,6 @@ class Ledger(Protocol):
         ...
 
 
-class Settles(Protocol):
-    """The lesson's atomic step alone (main.consume calls nothing else on `replay`)."""
-
-    def settle(
-        self,
-        notes: object,
-        principal: str,
-        nonce: str,
-        expires_at: float,
-        target: tuple[str, str] | None,
-        recheck: Callable[[main.Note], bool],
-    ) -> main.Settlement:
-        """Claim, re-read, re-check, change; one atomic step."""
-        ...
-
-
 class NotesStore(Protocol):
     """The lesson's seam (main.Services.notes and .replay): what notes_delete uses."""
 
@@ -780,11 +763,6 @@ class Store(NotesStore, Protocol):
 def store_of(services: main.Services) -> Store:
     """The product's store in the lesson's Services."""
     return cast(Store, services.notes)
-
-
-def with_replay(services: main.Services, replay: Settles) -> main.Services:
-    """`services` whose atomic step is `replay`'s (a note tool's write, for one call)."""
-    return services._replace(replay=cast(main.MemoryReplayStore, replay))
 
 
 L = TypeVar("L", bound="Ledger")

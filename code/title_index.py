@@ -34,7 +34,8 @@ __all__ = [
 ]
 
 MIN_INDEXED_QUERY = 3  # characters (after folding) a trigram index can serve; shorter queries scan the workspace's rows
-MAX_INDEXED_TITLE_CHARS = 256  # folded characters of a title the trigram indexes hold; a longer one is tested by every lookup
+# folded characters of a title the trigram indexes hold; a longer one is tested by every lookup
+MAX_INDEXED_TITLE_CHARS = 256
 
 
 def uri_range(workspace: main.Path) -> tuple[str, str]:
@@ -72,8 +73,11 @@ def indexable(folded: str) -> bool:
     return len(folded) <= MAX_INDEXED_TITLE_CHARS
 
 
-def exact_text(rows: Iterable[tuple[object, ...]], workspace: main.Path, needle: str, limit: int) -> list[tuple[main.Note, str]]:
-    """The rows (id, title, uri, revision, body) whose title or body holds the folded `needle`, inside `workspace`: at most `limit`, in form order."""
+def exact_text(
+    rows: Iterable[tuple[object, ...]], workspace: main.Path, needle: str, limit: int
+) -> list[tuple[main.Note, str]]:
+    """The rows (id, title, uri, revision, body) whose title or body holds the folded `needle`, inside `workspace`: at
+    most `limit`, in form order."""
     found: dict[str, tuple[main.Note, str]] = {}
     for row in rows:
         body = row[4] if isinstance(row[4], str) else ""
@@ -86,7 +90,8 @@ def exact_text(rows: Iterable[tuple[object, ...]], workspace: main.Path, needle:
 
 
 def index_key(note: main.Note) -> str | None:
-    """The folded title an index keeps for `note`, or None (then every lookup tests it): a URI not canonical, a title too long."""
+    """The folded title an index keeps for `note`, or None (then every lookup tests it): a URI not canonical, a title
+    too long."""
     # A row whose URI is spelled otherwise than main.format_file_uri would fall outside
     # the workspace's key range: None keeps it on the always-scanned list instead.
     try:
@@ -105,6 +110,6 @@ def trigrams(text: str) -> set[str]:
 
 
 def rarest(needle: str, counts: dict[str, int], k: int) -> list[str]:
-    """The `k` trigrams of `needle` the fewest titles hold by `counts` (unknown ones first); any of them finds every match."""
+    """The `k` trigrams of `needle` the fewest titles hold by `counts` (unknown ones first); any of them finds every
+    match."""
     return sorted(trigrams(needle), key=lambda gram: (counts.get(gram, 0), gram))[:k]
-

@@ -35,7 +35,7 @@ SECTIONS = [
 ]
 
 
-MAX_LESSON_LINES = 1232  # main.py as `ruff format` writes it, every check kept (docs/architecture.md says why)
+MAX_LESSON_LINES = 1237  # main.py as `ruff format` writes it, every check kept (docs/architecture.md says why)
 MAX_DEMO_LINES = 120  # the demo's exchanges as indented JSON, the form, a decline and the notes left
 DEMO_WIDTH = 100  # characters in one line of the demo
 FIRST_CALL_BY_LINE = 50  # the first tools/call is on the first screenful

@@ -2,7 +2,8 @@
 
 SearchContract holds the behaviours; one subclass per store says how to open it. The
 folder store's own index (a file beside its ledger) has a class of its own: complete past
-the old 2,000-file bound, kept current from outside edits, verified on start.
+the old 2,000-file bound, kept current from outside edits, verified on start, each search's
+reading bounded in bytes and time (its clock injected, its background work run by the test).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sqlite3
 import tempfile
 import unicodedata
 import unittest
+from collections.abc import Callable
 from typing import Any
 from unittest import mock
 
@@ -22,6 +24,8 @@ from helpers.support import accept as accept_delete
 from helpers.support import call as delete_call
 
 import audit
+import folder_index
+import folder_paths
 import frame
 import main
 import markdown_store
@@ -276,15 +280,34 @@ class FolderSearch(SearchContract, unittest.TestCase):
         self.notes_uri = main.format_file_uri(main.parse_file_uri("file://" + self.base + "/Notes"))
         return self.open_folder(clock)
 
-    def open_folder(self, clock: Clock) -> markdown_store.MarkdownNotesStore:
+    def open_folder(self, clock: Clock, threads: bool = False) -> markdown_store.MarkdownNotesStore:
         nonces = sqlite_store.open_ledger(os.path.join(self.state, "nonces.db"), clock=clock)
-        store = markdown_store.MarkdownNotesStore([self.base], nonces, text_index_path=os.path.join(self.state, "nonces.db-search"))
+        store = markdown_store.MarkdownNotesStore(
+            [self.base], nonces, clock=clock, text_index_path=os.path.join(self.state, "nonces.db-search"))
         self.addCleanup(store.close)
+        # The index's deadline reads self.now (moved only by a test), and its background
+        # work is collected here and run by background(), as its thread would, in order.
+        self.now = 0.0
+        store.text_index.clock = lambda: self.now
+        self.jobs: list[Callable[[], None]] = []
+        if not threads:
+            store.text_index.spawn = self.jobs.append
         return store
+
+    def background(self) -> None:
+        """Run the background work the searches so far handed over."""
+        jobs, self.jobs[:] = list(self.jobs), []
+        for job in jobs:
+            job()
 
     def write(self, name: str, text: str) -> None:
         with open(os.path.join(self.base, "Notes", name), "w", encoding="utf-8") as handle:
             handle.write(text)
+
+    def reopen(self, threads: bool = False) -> None:
+        self.store.close()
+        self.store = self.open_folder(self.clock, threads)
+        self.serve()
 
     def test_every_note_is_searched_past_the_old_bound_of_two_thousand_files(self) -> None:
         for k in range(2_100):
@@ -293,6 +316,7 @@ class FolderSearch(SearchContract, unittest.TestCase):
         found = self.search("quokka")
         self.assertEqual([hit["title"] for hit in found["results"]], ["Last"])
         self.assertFalse(found["stoppedEarly"])
+        self.assertEqual(self.jobs, [])
 
     def test_an_outside_edit_of_a_file_is_seen_by_the_next_search(self) -> None:
         self.write("pond.md", "# Pond\na heron stood\n")
@@ -303,7 +327,8 @@ class FolderSearch(SearchContract, unittest.TestCase):
         os.unlink(os.path.join(self.base, "Notes", "pond.md"))
         self.assertEqual(self.titles("egret"), [])
 
-    def test_files_changed_while_the_server_was_down_are_read_again_on_start(self) -> None:
+    def changed_while_down(self) -> None:
+        """Kept, edited and gone notes indexed; then, with the server stopped, one edited, one removed, one added."""
         self.write("kept.md", "# Kept\nan otter\n")
         self.write("edited.md", "# Edited\na badger\n")
         self.write("gone.md", "# Gone\na stoat\n")
@@ -312,24 +337,198 @@ class FolderSearch(SearchContract, unittest.TestCase):
         self.write("edited.md", "# Edited\na wolverine now, longer\n")
         os.unlink(os.path.join(self.base, "Notes", "gone.md"))
         self.write("new.md", "# New\na lynx\n")
-        self.store = self.open_folder(self.clock)
-        self.serve()
-        self.assertEqual(self.titles("badger"), [])
-        self.assertEqual(self.titles("wolverine"), ["Edited"])
-        self.assertEqual(self.titles("stoat"), [])
+
+    def test_files_changed_while_the_server_was_down_are_read_again_on_start(self) -> None:
+        self.changed_while_down()
+        self.reopen()
+        self.search("otter")  # the first search hands the comparison with the files to the background
+        self.background()
+        for query, titles in (("badger", []), ("wolverine", ["Edited"]), ("stoat", []), ("lynx", ["New"]), ("otter", ["Kept"])):
+            found = self.search(query)
+            self.assertEqual([hit["title"] for hit in found["results"]], titles, query)
+            self.assertFalse(found["stoppedEarly"], query)
+        self.assertEqual(self.jobs, [])
+
+    def test_the_first_search_after_start_answers_from_the_index_saying_so_and_never_offers_a_stale_hit(self) -> None:
+        self.changed_while_down()
+        self.reopen()
+        # Before the comparison: what the index held, each hit read again. The edited note
+        # is indexed for `badger` but now says otherwise, the gone one is gone, the new one
+        # not yet indexed: none is offered, and every answer says it stopped early.
+        for query, titles in (("otter", ["Kept"]), ("badger", []), ("stoat", []), ("lynx", [])):
+            found = self.search(query)
+            self.assertEqual([hit["title"] for hit in found["results"]], titles, query)
+            self.assertTrue(found["stoppedEarly"], query)
+        self.assertEqual(len(self.jobs), 1)  # one background comparison, not one per search
+        self.assertEqual(self.store.text_index.verified, set())
+        self.background()
+        self.assertEqual(self.store.text_index.verified, {self.base.strip("/")})
         self.assertEqual(self.titles("lynx"), ["New"])
-        self.assertEqual(self.titles("otter"), ["Kept"])
+
+    def test_the_background_comparison_runs_in_a_thread_of_its_own(self) -> None:
+        self.changed_while_down()
+        self.store = self.open_folder(self.clock, threads=True)
+        self.serve()
+        self.assertTrue(self.search("lynx")["stoppedEarly"])
+        self.store.text_index.wait_idle()
+        found = self.search("lynx")
+        self.assertEqual([hit["title"] for hit in found["results"]], ["New"])
+        self.assertFalse(found["stoppedEarly"])
+
+    def test_a_background_comparison_that_fails_is_said_by_the_next_search_and_the_one_after_starts_again(self) -> None:
+        self.changed_while_down()
+        self.reopen()
+        self.assertTrue(self.search("otter")["stoppedEarly"])
+        index = self.store.indexes[main.parse_file_uri("file://" + self.base)]
+        index.limit = 1  # more entries than the title index may hold: its walk refuses
+        self.background()
+        refused = self.result("notes_search", {"workspaceUri": self.notes_uri, "query": "lynx"})
+        self.assertTrue(refused["isError"])
+        self.assertIn("more than 1", refused["content"][0]["text"])
+        self.assertEqual(self.store.text_index.verified, set())  # nothing taken for compared
+        index.limit = 1_000
+        self.clock.now += folder_index.RESCAN_SECONDS  # the title index tries a refused walk again once its interval passed
+        self.assertTrue(self.search("lynx")["stoppedEarly"])
+        self.background()
+        self.assertEqual(self.titles("lynx"), ["New"])
+        self.assertFalse(self.search("lynx")["stoppedEarly"])
 
     def test_an_unchanged_file_is_not_read_again_on_start(self) -> None:
         self.write("kept.md", "# Kept\nan otter\n")
         self.assertEqual(self.titles("otter"), ["Kept"])
-        self.store.close()
-        self.store = self.open_folder(self.clock)
-        self.serve()
+        self.reopen()
         index = self.store.text_index
+        self.store.search_text(main.parse_file_uri(self.notes_uri), "nothing", 10)
         with mock.patch.object(index, "_read", side_effect=AssertionError("read again")):
-            self.store.search_text(main.parse_file_uri(self.notes_uri), "nothing", 10)
+            self.background()
         self.assertEqual(self.titles("otter"), ["Kept"])
+
+    def titles_read(self) -> list[str]:
+        """Run the background work, returning the names of the files whose title the title index read."""
+        read, names = folder_paths.read_title, []
+
+        def counted(fd: int, name: str) -> Any:
+            names.append(name)
+            return read(fd, name)
+
+        with mock.patch.object(folder_paths, "read_title", side_effect=counted):
+            self.background()
+        return sorted(names)
+
+    def test_after_start_an_unchanged_files_title_comes_from_the_index_and_a_changed_ones_is_read(self) -> None:
+        self.write("kept.md", "# Kept\nan otter\n")
+        self.write("edited.md", "# Edited\na badger\n")
+        self.assertEqual(self.titles("otter"), ["Kept"])
+        self.store.close()
+        self.write("edited.md", "# Renamed\na badger\n")
+        self.reopen()
+        self.search("otter")
+        self.assertEqual(self.titles_read(), ["edited.md"])
+        workspace = main.parse_file_uri(self.notes_uri)
+        self.assertEqual([note.title for note in self.store.candidates(workspace, "Kept")], ["Kept"])
+        self.assertEqual([note.title for note in self.store.candidates(workspace, "Renamed")], ["Renamed"])
+        self.assertEqual(self.store.candidates(workspace, "Edited"), [])
+
+    def test_an_index_written_without_titles_reads_its_files_again_once_and_keeps_their_titles(self) -> None:
+        self.write("kept.md", "# Kept\nan otter\n")
+        self.assertEqual(self.titles("otter"), ["Kept"])
+        self.store.close()
+        with sqlite3.connect(os.path.join(self.state, "nonces.db-search")) as older:
+            older.execute("ALTER TABLE files DROP COLUMN title")
+        self.reopen()
+        self.assertEqual(self.search("otter")["results"][0]["title"], "Kept")
+        self.assertEqual(self.titles_read(), ["kept.md"])
+        self.assertEqual(self.titles("otter"), ["Kept"])
+        columns = [row[1] for row in self.store.text_index.conn.execute("PRAGMA table_info(files)")]
+        self.assertIn("title", columns)
+        self.reopen()  # its rows were read again with their titles: the next start reads none
+        self.search("otter")
+        self.assertEqual(self.titles_read(), [])
+        self.assertEqual(self.titles("otter"), ["Kept"])
+
+    # ---------------------------------------------------------------- one search's reading, bounded
+
+    NOTE_BYTES = 1_000
+
+    def written_after_the_build(self) -> None:
+        """An indexed note about gannets; then four notes of NOTE_BYTES written, one of them replacing the gannet note's text."""
+        self.write("d-old.md", "# Old\ngannets nest here\n")
+        self.assertEqual(self.titles("gannets"), ["Old"])
+        for k, name in enumerate(("a-new.md", "b-new.md", "c-new.md", "d-old.md")):
+            head = f"# Big {k}\nthe curlew calls\n"
+            self.write(name, head + "x" * (self.NOTE_BYTES - len(head) - 1) + "\n")
+            self.assertEqual(os.path.getsize(os.path.join(self.base, "Notes", name)), self.NOTE_BYTES)
+
+    def test_a_search_reads_changed_files_up_to_its_byte_budget_and_says_complete(self) -> None:
+        self.written_after_the_build()
+        with mock.patch.object(text_index, "MAX_SYNC_BYTES", 4 * self.NOTE_BYTES):
+            found = self.search("curlew")
+        self.assertEqual(sorted(hit["title"] for hit in found["results"]), ["Big 0", "Big 1", "Big 2", "Big 3"])
+        self.assertFalse(found["stoppedEarly"])
+        self.assertEqual(self.jobs, [])
+        self.assertEqual(self.titles("gannets"), [])
+
+    def test_past_its_byte_budget_a_search_stops_reading_says_so_and_the_rest_is_read_after(self) -> None:
+        self.written_after_the_build()
+        with mock.patch.object(text_index, "MAX_SYNC_BYTES", 4 * self.NOTE_BYTES - 1):
+            found = self.search("curlew")
+            # Three read, in path order; the fourth (the old note's new text) is left, and
+            # its old row, still indexed for gannets, is read again before it is offered.
+            self.assertEqual(sorted(hit["title"] for hit in found["results"]), ["Big 0", "Big 1", "Big 2"])
+            self.assertTrue(found["stoppedEarly"])
+            gannets = self.search("gannets")
+            self.assertEqual(gannets["results"], [])
+            self.assertTrue(gannets["stoppedEarly"])
+            self.assertEqual(len(self.jobs), 1)
+            self.background()
+            found = self.search("curlew")
+        self.assertEqual(sorted(hit["title"] for hit in found["results"]), ["Big 0", "Big 1", "Big 2", "Big 3"])
+        self.assertFalse(found["stoppedEarly"])
+        self.assertEqual(self.jobs, [])
+
+    def test_a_first_build_past_its_budget_answers_from_what_it_read_and_the_background_reads_the_rest(self) -> None:
+        for k in range(4):
+            self.write(f"n{k}.md", f"# Note {k}\nthe curlew calls\n")
+        size = os.path.getsize(os.path.join(self.base, "Notes", "n0.md"))
+        with mock.patch.object(text_index, "MAX_SYNC_BYTES", 2 * size):
+            found = self.search("curlew")
+            self.assertEqual(sorted(hit["title"] for hit in found["results"]), ["Note 0", "Note 1"])
+            self.assertTrue(found["stoppedEarly"])
+            self.background()
+        found = self.search("curlew")
+        self.assertEqual(len(found["results"]), 4)
+        self.assertFalse(found["stoppedEarly"])
+
+    def read_taking(self, seconds: float) -> None:
+        """Each file the index reads moves the injected clock by `seconds`."""
+        index = self.store.text_index
+        read = index._read
+
+        def slow(*args: Any) -> None:
+            read(*args)
+            self.now += seconds
+
+        self.enterContext(mock.patch.object(index, "_read", side_effect=slow))
+
+    def test_a_search_reads_changed_files_until_its_deadline_and_says_complete(self) -> None:
+        self.written_after_the_build()
+        self.read_taking(text_index.SYNC_SECONDS / 4)  # the fourth read starts 3/4 of the way
+        found = self.search("curlew")
+        self.assertEqual(len(found["results"]), 4)
+        self.assertFalse(found["stoppedEarly"])
+        self.assertEqual(self.jobs, [])
+
+    def test_past_its_deadline_a_search_reads_no_further_file_says_so_and_the_rest_is_read_after(self) -> None:
+        self.written_after_the_build()
+        self.read_taking(text_index.SYNC_SECONDS / 2)  # the third read would start at the deadline
+        found = self.search("curlew")
+        self.assertEqual(sorted(hit["title"] for hit in found["results"]), ["Big 0", "Big 1"])
+        self.assertTrue(found["stoppedEarly"])
+        self.assertEqual(self.search("gannets")["results"], [])
+        self.background()  # a step of its own: its own deadline
+        found = self.search("curlew")
+        self.assertEqual(len(found["results"]), 4)
+        self.assertFalse(found["stoppedEarly"])
 
     def test_the_index_lives_beside_the_ledger_and_never_in_the_notes_folder(self) -> None:
         self.write("a.md", "# A\nword\n")

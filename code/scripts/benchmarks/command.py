@@ -107,6 +107,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=",".join(map(str, search.VAULT_SIZES)),
         help="--mode search: notes in each generated vault",
     )
+    parser.add_argument(
+        "--vault-dir",
+        metavar="DIR",
+        help="--mode search: keep the generated vaults in DIR and reuse them (default: a temporary folder)",
+    )
+    parser.add_argument(
+        "--large-notes",
+        type=int,
+        default=0,
+        metavar="N",
+        help="--mode search: also write N notes of 200 kB after the index is built and time the next search",
+    )
     # What `--record` writes beside the figures: the command that measured them.
     parser.set_defaults(command=" ".join(["python3 code/scripts/bench.py", *(argv or sys.argv[1:])]))
     args = parser.parse_args(argv)

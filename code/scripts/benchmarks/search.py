@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import itertools
 import json
@@ -236,6 +237,7 @@ VAULT_WORDS = 5_000  # distinct ordinary words, Zipf-distributed
 VAULT_WORDS_PER_NOTE = 120
 VAULT_RSS_GOAL_MB = 60  # goal: the serving process's peak RSS at 10,000 notes
 FIRST_SEARCH_GOAL_S = 1.0  # goal: the first search after start-up on an indexed vault
+LARGE_NOTE_BYTES = 200_000  # --large-notes: the size of each note written after the index was built
 
 # The planted notes: (path, text, query). Each note must come in the top 5 of its query.
 PLANTED: tuple[tuple[str, str, str, str], ...] = (
@@ -350,8 +352,16 @@ def vault_worker(spec: str) -> int:
     server = frame.notes_server(keys=[secrets.token_bytes(32)], notes=store, policy=policy, log=lambda line: None)
     notes_tools.install(server)
     figures: dict[str, Any] = {}
-    tool_search(server, workspace, "quokka")
+    if phase == "large":
+        return large_notes_worker(server, store, workspace, int(size), root)
+    first = tool_search(server, workspace, "quokka")
     figures["first_s"] = time.perf_counter() - start
+    figures["first_stopped"] = first["stoppedEarly"]
+    # What the first search left (a build's rest, the comparison after start-up) runs in
+    # the background: waited for here, so the build is timed whole and the p50s below are
+    # not shared with it.
+    store.text_index.wait_idle()
+    figures["settled_s"] = time.perf_counter() - start
     if phase == "build":
         figures["index_bytes"] = store.text_index.size_bytes()
     else:
@@ -373,6 +383,73 @@ def vault_worker(spec: str) -> int:
     return 0
 
 
+def large_notes_worker(server: frame.Server, store: Any, workspace: str, count: int, root: str) -> int:
+    """A child: the index built, `count` notes of LARGE_NOTE_BYTES written; the next searches' times, stoppedEarly."""
+    figures: dict[str, Any] = {}
+    tool_search(server, workspace, "quokka")
+    store.text_index.wait_idle()
+    rng = random.Random(count)
+    words = [vault_word(k) for k in range(VAULT_WORDS)]
+    os.makedirs(os.path.join(root, "large"))
+    for i in range(count):
+        text = f"# Large note {i}\n" + " ".join(rng.choices(words, k=LARGE_NOTE_BYTES // 5))
+        with open(os.path.join(root, "large", f"large-{i:04d}.md"), "w", encoding="utf-8") as handle:
+            handle.write(text[:LARGE_NOTE_BYTES])
+    for label in ("first", "during"):
+        start = time.perf_counter()
+        found = tool_search(server, workspace, "quokka")
+        figures[label] = [time.perf_counter() - start, found["stoppedEarly"]]
+    start = time.perf_counter()
+    store.text_index.wait_idle()
+    figures["indexed_s"] = time.perf_counter() - start
+    start = time.perf_counter()
+    found = tool_search(server, workspace, "quokka")
+    figures["after"] = [time.perf_counter() - start, found["stoppedEarly"]]
+    store.close()
+    print(json.dumps(figures))
+    return 0
+
+
+def run_large_notes(args: argparse.Namespace) -> None:
+    """--large-notes N: the planted notes indexed, then N notes of 200 kB written by a model; the next search."""
+    count = args.large_notes
+    section(f"folder store: {count:,} notes of {LARGE_NOTE_BYTES // 1000} kB written after the index was built")
+    with tempfile.TemporaryDirectory(prefix="notes-bench-large-", dir=args.vault_dir) as where:
+        os.makedirs(os.path.join(where, "vault"))
+        os.makedirs(os.path.join(where, "state"))
+        make_vault(os.path.join(where, "vault"), len(PLANTED))
+        out = subprocess.run(
+            [sys.executable, BENCH_PY, "--vault-worker", f"{count}:{where}:large"], capture_output=True, check=False
+        )
+        if out.returncode != 0:
+            raise BenchError(f"large notes worker: {out.stderr.decode()[-400:]}")
+        figures = json.loads(out.stdout.decode().strip().splitlines()[-1])
+    for label, what in (
+        ("first", "the next search"),
+        ("during", "a search while the rest is read"),
+        ("after", "a search once all are indexed"),
+    ):
+        seconds, stopped = figures[label]
+        row(what, f"{seconds:.3f} s", f"stoppedEarly: {str(stopped).lower()}")
+    row("the rest read in the background in", f"{figures['indexed_s']:.1f} s")
+
+
+def reused_vault(directory: str, size: int) -> tuple[str, float | None]:
+    """The folder of a vault of `size` notes in `directory`, made unless a whole one is there; its state emptied."""
+    where = os.path.join(directory, str(size))
+    vault = os.path.join(where, "vault")
+    made = None
+    if not os.path.exists(os.path.join(vault, PLANTED[-1][1])):  # written last: the vault is complete
+        shutil.rmtree(where, ignore_errors=True)
+        os.makedirs(vault)
+        made = time.perf_counter()
+        make_vault(vault, size)
+        made = time.perf_counter() - made
+    shutil.rmtree(os.path.join(where, "state"), ignore_errors=True)
+    os.makedirs(os.path.join(where, "state"))
+    return where, made
+
+
 def run_vault_search(args: argparse.Namespace) -> dict[int, Any]:
     """The folder store on generated vaults: index build and size, first search, p50s against 1,000, quality."""
     sizes = [int(n) for n in args.vault_sizes.split(",") if n]
@@ -381,14 +458,12 @@ def run_vault_search(args: argparse.Namespace) -> dict[int, Any]:
         "notes_search in-process"
     )
     figures: dict[int, Any] = {}
-    with tempfile.TemporaryDirectory(prefix="notes-bench-vault-") as directory:
+    # --vault-dir keeps the generated vaults (100,000 notes take minutes to write) for the
+    # next run; the index is built again every time.
+    with contextlib.ExitStack() as stack:
+        directory = args.vault_dir or stack.enter_context(tempfile.TemporaryDirectory(prefix="notes-bench-vault-"))
         for size in sizes:
-            where = os.path.join(directory, str(size))
-            os.makedirs(os.path.join(where, "vault"))
-            os.makedirs(os.path.join(where, "state"))
-            made = time.perf_counter()
-            make_vault(os.path.join(where, "vault"), size)
-            made = time.perf_counter() - made
+            where, made = reused_vault(directory, size)
             runs = {}
             for phase in ("build", "serve"):
                 out = subprocess.run(
@@ -400,20 +475,30 @@ def run_vault_search(args: argparse.Namespace) -> dict[int, Any]:
                     raise BenchError(f"vault worker {size} {phase}: {out.stderr.decode()[-400:]}")
                 runs[phase] = json.loads(out.stdout.decode().strip().splitlines()[-1])
             figures[size] = {
-                "build_s": runs["build"]["first_s"],
+                "build_s": runs["build"]["settled_s"],
+                "build_first_s": runs["build"]["first_s"],
                 "index_bytes": runs["build"]["index_bytes"],
                 **runs["serve"],
             }
-            shutil.rmtree(where, ignore_errors=True)
+            if not args.vault_dir:
+                shutil.rmtree(where, ignore_errors=True)
+            written = "vault reused" if made is None else f"vault written in {made:.1f} s"
             row(
-                f"{size:,} notes: index built (first search)",
+                f"{size:,} notes: index built (first search, then the background)",
                 f"{figures[size]['build_s']:.1f} s",
-                f"{figures[size]['index_bytes'] / 1e6:.1f} MB on disk; vault written in {made:.1f} s",
+                f"{figures[size]['index_bytes'] / 1e6:.1f} MB on disk; the first search answered in "
+                f"{figures[size]['build_first_s']:.1f} s; {written}",
             )
             row(
                 f"{size:,} notes: first search after start-up, indexed",
-                f"{figures[size]['first_s']:.2f} s",
-                verdict(figures[size]["first_s"] <= FIRST_SEARCH_GOAL_S),
+                f"{figures[size]['first_s']:.3f} s",
+                f"stoppedEarly: {str(figures[size]['first_stopped']).lower()}; "
+                f"{verdict(figures[size]['first_s'] <= FIRST_SEARCH_GOAL_S)}",
+            )
+            row(
+                f"{size:,} notes: compared with the files in the background",
+                f"{figures[size]['settled_s']:.2f} s",
+                "after start-up; searches meanwhile say stoppedEarly",
             )
             row(
                 f"{size:,} notes: peak RSS of the serving process",
@@ -436,4 +521,6 @@ def run_vault_search(args: argparse.Namespace) -> dict[int, Any]:
             + "".join(f"{'yes' if figures[size]['quality'][label] else 'NO':>10}" for size in sizes)
         )
     print(f"  {'in the top 5':28}" + "".join(f"{sum(figures[size]['quality'].values()):>7}/10" for size in sizes))
+    if args.large_notes:
+        run_large_notes(args)
     return figures
