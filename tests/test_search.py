@@ -451,7 +451,8 @@ class FolderSearch(SearchContract, unittest.TestCase):
     NOTE_BYTES = 1_000
 
     def written_after_the_build(self) -> None:
-        """An indexed note about gannets; then four notes of NOTE_BYTES written, one of them replacing the gannet note's text."""
+        """An indexed note about gannets; then four notes of NOTE_BYTES written, one of them replacing the gannet note's
+        text."""
         self.write("d-old.md", "# Old\ngannets nest here\n")
         self.assertEqual(self.titles("gannets"), ["Old"])
         for k, name in enumerate(("a-new.md", "b-new.md", "c-new.md", "d-old.md")):
