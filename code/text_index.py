@@ -57,6 +57,7 @@ __all__ = [
     "FolderTextIndex",
     "MAX_CURSOR_CHARS",
     "MAX_RANKED_ROWS",
+    "MAX_SCORED_CHARS",
     "cursor_for",
     "folder_hits",
     "fts_match",
@@ -71,6 +72,7 @@ __all__ = [
 MAX_RANKED_ROWS = 500  # index rows one search ranks at most (newest first); past it the search says it stopped early
 # characters (folded) of a term a trigram index can match; shorter terms are tested over the rows left
 MIN_INDEXED_TERM = 3
+MAX_SCORED_CHARS = 16_384  # characters of a note's text its score reads: rows ranked x this bounds the bytes ranked
 TITLE_WEIGHT = 10.0  # an occurrence of a term in the title counts this many times one in the text
 MAX_CURSOR_CHARS = 200  # characters of a cursor; a longer one is refused before it is decoded
 CURSOR_REFUSED = "Invalid params: cursor is not one this search gave out for this query and workspace"
@@ -120,14 +122,18 @@ def holds(query: Query, title: str, text: str) -> bool:
 
 def score_sql(count: int, title: str, body: str, mark: str) -> str:
     """SQL for the relevance of a row to `count` terms (each bound three times, by `mark`): occurrences per kilobyte of
-    text, the title's weighted."""
+    the text's first MAX_SCORED_CHARS, the title's weighted."""
     # Not SQLite's bm25(): its inverse document frequency counts every row holding each
     # phrase, whatever the LIMIT (100 ms for a word in every one of 100,000 notes). This
     # reads only the rows the search keeps, so its cost follows the row bound.
+    # Only the text's first MAX_SCORED_CHARS are counted: a note grown by appends to any size
+    # (2,000 notes of 200 kB) would otherwise make every ranked row cost its whole text, so
+    # a search's reading would follow the notes' sizes, not its row bound.
+    start = f"substr({body}, 1, {MAX_SCORED_CHARS})"
     one = (
-        f"((length({body}) - length(replace({body}, {mark}, '')))"
+        f"((length({start}) - length(replace({start}, {mark}, '')))"
         f" + {TITLE_WEIGHT} * (length({title}) - length(replace({title}, {mark}, ''))))"
-        f" / (length({mark}) * (1.0 + length({body}) / 1024.0))"
+        f" / (length({mark}) * (1.0 + length({start}) / 1024.0))"
     )
     return " + ".join([one] * count)
 

@@ -180,6 +180,14 @@ class SearchContract(ContractCase):
 
     # ---------------------------------------------------------------- the row bound
 
+    def test_the_score_reads_only_the_start_of_each_note_so_a_huge_note_costs_no_more_to_rank(self) -> None:
+        self.create("Early", "gannet " + "x" * 40)  # one occurrence, within the first characters
+        self.create("Late", "y" * 120 + " gannet" * 30)  # thirty, every one past the first 100 characters
+        self.assertEqual(self.titles("gannet"), ["Late", "Early"])  # both counted whole: Late is denser
+        with mock.patch.object(text_index, "MAX_SCORED_CHARS", 100):
+            # Late is still found (the match is the index's), ranked on its first 100 characters only.
+            self.assertEqual(self.titles("gannet"), ["Early", "Late"])
+
     def test_the_rows_one_search_ranks_are_bounded_and_meeting_the_bound_says_stopped_early(self) -> None:
         for k in range(4):
             self.create(f"Bound {k}", "walrus")
