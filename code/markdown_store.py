@@ -408,7 +408,7 @@ class MarkdownNotesStore(stores.SettleSeam):
 
     def audit_entries(
         self, principal: str | None = None, since: float | None = None, outcome: str | None = None
-    ) -> list[dict[str, object]]:
+    ) -> list[dict[str, Any]]:
         """The confirmations database's audit entries (pending ones completed first where they can be)."""
         self.recover()
         return self.nonces.audit_entries(principal, since, outcome)

@@ -149,7 +149,7 @@ SUGGEST_CUTOFF = 0.6  # difflib's similarity an unknown option needs to a known 
 _NUMBER_RE = re.compile(r"-\d+(?:\.\d*)?")  # a negative number is a value, not an option
 
 
-def parser(prog: str = "serve.py") -> argparse.ArgumentParser:
+def parser(prog: str = "serve.py") -> CommandLine:
     """The serving command line; `prog` is how it was started (serve.py, or the installed notes-mcp)."""
     width = max(len(name) for name, _ in ENVIRONMENT)
     epilog = "\n".join(

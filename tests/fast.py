@@ -27,7 +27,17 @@ from contextlib import ExitStack, contextmanager
 from typing import Any
 from unittest import mock
 
-__all__ = ["FAST", "GATES", "GuardedSuite", "LeftTheProcess", "in_fast_tier", "load", "main", "outside_the_process_refused", "split"]
+__all__ = [
+    "FAST",
+    "GATES",
+    "GuardedSuite",
+    "LeftTheProcess",
+    "in_fast_tier",
+    "load",
+    "main",
+    "outside_the_process_refused",
+    "split",
+]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -111,7 +121,9 @@ class LeftTheProcess(BaseException):
 
 def _refuse(what: str) -> Callable[..., Any]:
     def refused(*args: Any, **kwargs: Any) -> Any:
-        raise LeftTheProcess(f"a fast-tier test must stay in its process, but it called {what}; move it out of tests/fast.py FAST")
+        raise LeftTheProcess(
+            f"a fast-tier test must stay in its process, but it called {what}; move it out of tests/fast.py FAST"
+        )
 
     return refused
 

@@ -78,7 +78,11 @@ class AuditContract(ContractCase):
 
     def server(self, store: Any) -> frame.Server:
         server = frame.notes_server(
-            keys=[KEY], notes=store, policy=main.AuthorizationPolicy({PRINCIPAL: [self.workspace]}), clock=self.clock, log=Log()
+            keys=[KEY],
+            notes=store,
+            policy=main.AuthorizationPolicy({PRINCIPAL: [self.workspace]}),
+            clock=self.clock,
+            log=Log(),
         )
         audit.install(server)
         return server
@@ -91,7 +95,9 @@ class AuditContract(ContractCase):
         assert response is not None
         return response["result"]
 
-    def answer(self, server: frame.Server, first: dict[str, Any], responses: dict[str, Any], id: Any = "req-2") -> dict[str, Any]:
+    def answer(
+        self, server: frame.Server, first: dict[str, Any], responses: dict[str, Any], id: Any = "req-2"
+    ) -> dict[str, Any]:
         message = call(self.args(), id=id, requestState=first["requestState"], inputResponses=responses)
         response = server.handle(message, PRINCIPAL)
         assert response is not None
@@ -103,7 +109,9 @@ class AuditContract(ContractCase):
         return [option["const"] for option in schema["properties"][main.CHOICE_FIELD]["oneOf"]]
 
     def target(self, store: Any) -> tuple[str, str]:
-        (note,) = [n for n in store.candidates(main.parse_file_uri(self.workspace), self.query) if n.id == self.chosen[0]]
+        (note,) = [
+            n for n in store.candidates(main.parse_file_uri(self.workspace), self.query) if n.id == self.chosen[0]
+        ]
         return (note.id, note.version)
 
     def outcomes(self, store: Any) -> list[str]:
@@ -126,11 +134,30 @@ class AuditContract(ContractCase):
         self.assertEqual(done["result"]["structuredContent"], {"deleted": True, "noteId": self.chosen[0]})
         (entry,) = store.audit_entries()
         self.assertEqual(
-            {key: entry[key] for key in ("principal", "tool", "outcome", "note_id", "title", "workspace", "request_id", "client_name", "restores")},
             {
-                "principal": PRINCIPAL, "tool": main.TOOL_NAME, "outcome": audit.DELETED, "note_id": self.chosen[0],
-                "title": self.chosen[1], "workspace": stores.normalize_file_uri(self.workspace), "request_id": '"req-2"',
-                "client_name": CLIENT, "restores": None,
+                key: entry[key]
+                for key in (
+                    "principal",
+                    "tool",
+                    "outcome",
+                    "note_id",
+                    "title",
+                    "workspace",
+                    "request_id",
+                    "client_name",
+                    "restores",
+                )
+            },
+            {
+                "principal": PRINCIPAL,
+                "tool": main.TOOL_NAME,
+                "outcome": audit.DELETED,
+                "note_id": self.chosen[0],
+                "title": self.chosen[1],
+                "workspace": stores.normalize_file_uri(self.workspace),
+                "request_id": '"req-2"',
+                "client_name": CLIENT,
+                "restores": None,
             },
         )
         self.assertEqual(entry["at"], self.clock.now)
@@ -156,7 +183,10 @@ class AuditContract(ContractCase):
         declined = self.answer(server, first, DECLINE)
         self.assertEqual(declined["result"]["structuredContent"]["reason"], "declined")
         (entry,) = store.audit_entries()
-        self.assertEqual((entry["outcome"], entry["note_id"], entry["trash"], entry["client_name"]), (audit.DECLINED, None, None, CLIENT))
+        self.assertEqual(
+            (entry["outcome"], entry["note_id"], entry["trash"], entry["client_name"]),
+            (audit.DECLINED, None, None, CLIENT),
+        )
         self.assertTrue(self.present(self.chosen[0]))
         self.assertEqual(self.trash_size(), 0)
 
@@ -212,7 +242,9 @@ class AuditContract(ContractCase):
         server_a, server_b = self.server(a), self.server(b)
         first = self.ask(server_a)
         self.assertTrue(self.answer(server_b, first, accept(self.chosen[0]))["result"]["structuredContent"]["deleted"])
-        self.assertEqual(self.answer(server_a, first, accept(self.chosen[0]), id=3)["error"]["code"], main.INVALID_PARAMS)
+        self.assertEqual(
+            self.answer(server_a, first, accept(self.chosen[0]), id=3)["error"]["code"], main.INVALID_PARAMS
+        )
         declined = self.ask(server_b)
         self.answer(server_a, declined, DECLINE)
         self.assertEqual(self.answer(server_b, declined, DECLINE, id=4)["error"]["code"], main.INVALID_PARAMS)
@@ -222,7 +254,9 @@ class AuditContract(ContractCase):
     def test_two_instances_racing_one_confirmation_write_one_entry_and_move_once(self) -> None:
         a, b = self.open(), self.open()
         target = self.target(a)
-        results = store_workers.together(2, lambda k: (a, b)[k].consume(PRINCIPAL, "n1", self.clock.now + LATER, target, bool))
+        results = store_workers.together(
+            2, lambda k: (a, b)[k].consume(PRINCIPAL, "n1", self.clock.now + LATER, target, bool)
+        )
         self.assertEqual(sorted(r.value for r in results), ["deleted", "used"])
         self.assertEqual(self.outcomes(a), [audit.DELETED])
         self.assertEqual(self.trash_size(), 1)
@@ -240,7 +274,9 @@ class AuditContract(ContractCase):
         self.assertEqual(restored["workspace"], deleted["workspace"])
         self.assertTrue(self.present(self.chosen[0]))
         self.assertFalse(self.trashed(deleted))
-        (note,) = [n for n in store.candidates(main.parse_file_uri(self.workspace), self.query) if n.id == self.chosen[0]]
+        (note,) = [
+            n for n in store.candidates(main.parse_file_uri(self.workspace), self.query) if n.id == self.chosen[0]
+        ]
         self.assertEqual(note.title, self.chosen[1])
         self.assertEqual(self.outcomes(store), [audit.DELETED, audit.RESTORED])
         # Once back, it is gone from the trash: a second restore is refused and records nothing.
@@ -341,7 +377,9 @@ class AuditContract(ContractCase):
         store.consume(PRINCIPAL, "later", self.clock.now + LATER, None, bool)
         self.assertTrue(self.trashed(deleted))  # one second short: kept
         self.clock.now += 1
-        store = self.open(audit.Retention(trash_seconds=30 * audit.DAY_SECONDS))  # a folder store empties once an interval
+        store = self.open(
+            audit.Retention(trash_seconds=30 * audit.DAY_SECONDS)
+        )  # a folder store empties once an interval
         store.consume(PRINCIPAL, "latest", self.clock.now + LATER, None, bool)
         self.assertFalse(self.trashed(deleted))
         self.assertEqual(self.trash_size(), 0)
@@ -359,7 +397,9 @@ class SqlAuditContract(AuditContract):
         return bool(self.rows(f"SELECT 1 FROM notes WHERE id = '{note_id}'"))
 
     def trashed(self, entry: dict[str, Any]) -> bool:
-        return entry["trash"] == audit.SQL_TRASH and bool(self.rows(f"SELECT 1 FROM deleted_notes WHERE audit_id = {int(entry['id'])}"))
+        return entry["trash"] == audit.SQL_TRASH and bool(
+            self.rows(f"SELECT 1 FROM deleted_notes WHERE audit_id = {int(entry['id'])}")
+        )
 
     def trash_size(self) -> int:
         return len(self.rows("SELECT audit_id FROM deleted_notes"))
@@ -398,13 +438,16 @@ class SqlAuditContract(AuditContract):
         for principal, nonce in (("bob", "b0"), (PRINCIPAL, "a0"), ("bob", "b1"), (PRINCIPAL, "a1"), (PRINCIPAL, "a2")):
             store.consume(principal, nonce, self.clock.now + LATER, None, bool)
         store.close()
-        self.execute("DROP INDEX audit_by_principal", "ALTER TABLE audit DROP COLUMN principal_seq")  # the table as it was
+        self.execute(
+            "DROP INDEX audit_by_principal", "ALTER TABLE audit DROP COLUMN principal_seq"
+        )  # the table as it was
         old = self.open(audit.Retention(max_entries=2))
         numbered = self.rows("SELECT principal, principal_seq FROM audit ORDER BY id")
         self.assertEqual(numbered, [("bob", 1), (PRINCIPAL, 1), ("bob", 2), (PRINCIPAL, 2), (PRINCIPAL, 3)])
         old.consume(PRINCIPAL, "a3", self.clock.now + LATER, None, bool)
         self.assertEqual(
-            self.rows("SELECT principal, principal_seq FROM audit ORDER BY id"), [("bob", 1), ("bob", 2), (PRINCIPAL, 3), (PRINCIPAL, 4)]
+            self.rows("SELECT principal, principal_seq FROM audit ORDER BY id"),
+            [("bob", 1), ("bob", 2), (PRINCIPAL, 3), (PRINCIPAL, 4)],
         )
 
     def test_a_restore_is_refused_when_another_note_now_has_the_same_place(self) -> None:
@@ -442,7 +485,9 @@ class SqliteAudit(SqlAuditContract, unittest.TestCase):
         self.clock = Clock()
 
     def open(self, retention: audit.Retention = audit.Retention()) -> Any:
-        store = sqlite_store.open_store(self.path, clock=self.clock, seed_notes=main.lesson_notes(), retention=retention)
+        store = sqlite_store.open_store(
+            self.path, clock=self.clock, seed_notes=main.lesson_notes(), retention=retention
+        )
         self.addCleanup(store.close)
         return store
 
@@ -494,7 +539,9 @@ class PostgresAudit(SqlAuditContract, unittest.TestCase):
         self.clock = Clock()
 
     def open(self, retention: audit.Retention = audit.Retention()) -> Any:
-        store = postgres_store.open_store(self.url, clock=self.clock, seed_notes=main.lesson_notes(), retention=retention)
+        store = postgres_store.open_store(
+            self.url, clock=self.clock, seed_notes=main.lesson_notes(), retention=retention
+        )
         self.addCleanup(store.close)
         return store
 
@@ -535,7 +582,9 @@ class FolderAudit(AuditContract, unittest.TestCase):
     def open(self, retention: audit.Retention = audit.Retention(), mkdir: Any = os.mkdir) -> Any:
         nonces = sqlite_store.open_ledger(os.path.join(self.base, "nonces.db"), clock=self.clock)
         self.addCleanup(nonces.close)
-        return markdown_store.MarkdownNotesStore([self.ws], nonces, retention=retention, ops=folder_paths.OS_OPS._replace(mkdir=mkdir))
+        return markdown_store.MarkdownNotesStore(
+            [self.ws], nonces, retention=retention, ops=folder_paths.OS_OPS._replace(mkdir=mkdir)
+        )
 
     def rows(self, sql: str) -> list[tuple[Any, ...]]:
         return sqlite_rows(os.path.join(self.base, "nonces.db"), sql)
@@ -558,7 +607,9 @@ class FolderAudit(AuditContract, unittest.TestCase):
 
     def test_the_trashed_file_keeps_its_content_and_its_name_says_when_and_what(self) -> None:
         entry = self.delete_chosen(self.open())
-        self.assertRegex(entry["trash"], r"^19700112T134640Z-[0-9a-f]{12}-tps-2025\.md$")  # Clock() starts at 1,000,000 s
+        self.assertRegex(
+            entry["trash"], r"^19700112T134640Z-[0-9a-f]{12}-tps-2025\.md$"
+        )  # Clock() starts at 1,000,000 s
         with open(os.path.join(self.trash, entry["trash"]), encoding="utf-8") as handle:
             self.assertEqual(handle.read(), "# TPS report 2025\nbody\n")
         self.assertEqual(os.stat(self.trash).st_mode & 0o777, 0o700)  # the owner's alone
@@ -587,7 +638,9 @@ class FolderAudit(AuditContract, unittest.TestCase):
         self.write(".trash/TPS report 2026.md", "# TPS report 2026\n")
         store = self.open()
         self.assertEqual(self.offered(self.ask(self.server(store))), ["tps-2024.md", "tps-2025.md"])
-        outcome = store.consume(PRINCIPAL, "n1", self.clock.now + LATER, (".trash/TPS report 2026.md", "v"), lambda n: True)
+        outcome = store.consume(
+            PRINCIPAL, "n1", self.clock.now + LATER, (".trash/TPS report 2026.md", "v"), lambda n: True
+        )
         self.assertIs(outcome, main.Settlement.CHANGED)
         self.assertTrue(os.path.isfile(os.path.join(self.trash, "TPS report 2026.md")))
 
@@ -702,7 +755,10 @@ class FolderAudit(AuditContract, unittest.TestCase):
             renames.append(args[1])
             real_rename(*args)
 
-        with mock.patch.object(folder_trash, "open_trash", open_then_swap), mock.patch.object(folder_trash, "rename_noreplace", counted):
+        with (
+            mock.patch.object(folder_trash, "open_trash", open_then_swap),
+            mock.patch.object(folder_trash, "rename_noreplace", counted),
+        ):
             self.assert_refused_and_nothing_moved(store)
         self.assertEqual(renames, [])
 
@@ -715,7 +771,9 @@ class FolderAudit(AuditContract, unittest.TestCase):
         self.assertEqual(self.trash_size(), 2)
         nonces = sqlite_store.open_ledger(os.path.join(self.base, "nonces.db"), clock=self.clock)
         self.addCleanup(nonces.close)
-        narrow = markdown_store.MarkdownNotesStore([self.ws], nonces, max_walk_entries=1, retention=audit.Retention(trash_seconds=1))
+        narrow = markdown_store.MarkdownNotesStore(
+            [self.ws], nonces, max_walk_entries=1, retention=audit.Retention(trash_seconds=1)
+        )
         narrow.empty_trash()
         self.assertEqual(self.trash_size(), 1)  # one name listed, one removed
 
@@ -728,7 +786,9 @@ class FolderAudit(AuditContract, unittest.TestCase):
                 handle.write("old")
         nonces = sqlite_store.open_ledger(os.path.join(self.base, "nonces.db"), clock=self.clock)
         self.addCleanup(nonces.close)
-        markdown_store.MarkdownNotesStore([self.ws, other], nonces, retention=audit.Retention(trash_seconds=1)).empty_trash()
+        markdown_store.MarkdownNotesStore(
+            [self.ws, other], nonces, retention=audit.Retention(trash_seconds=1)
+        ).empty_trash()
         self.assertEqual((self.trash_size(), os.listdir(os.path.join(other, folder_trash.TRASH_DIR))), (0, []))
 
     def fake_renameat2(self, error: int) -> Any:
@@ -775,7 +835,8 @@ class FolderAudit(AuditContract, unittest.TestCase):
         self.write(f".trash/{old}expired.md", "old")
         store.consume(PRINCIPAL, "n1", self.clock.now + LATER, None, bool)
         self.assertEqual(
-            sorted(os.listdir(self.trash)), sorted([old + "link.md", old + "folder", "a name the server did not give.md"])
+            sorted(os.listdir(self.trash)),
+            sorted([old + "link.md", old + "folder", "a name the server did not give.md"]),
         )
         self.assertTrue(os.path.isfile(os.path.join(self.trash, old + "folder", "inner.md")))
         self.assertEqual(os.listdir(self.outside), ["keep.md"])
@@ -867,7 +928,9 @@ class PublishAudit(test_connect.InProcess):
         tmp = tempfile.TemporaryDirectory(prefix="audit-publish-")
         self.addCleanup(tmp.cleanup)
         self.clock, self.log = Clock(), Log()
-        self.notes = sqlite_store.open_store(os.path.join(tmp.name, "n.db"), clock=self.clock, seed_notes=test_connect.notes())
+        self.notes = sqlite_store.open_store(
+            os.path.join(tmp.name, "n.db"), clock=self.clock, seed_notes=test_connect.notes()
+        )
         self.addCleanup(self.notes.close)
         policy = main.AuthorizationPolicy(test_connect.grants())
         self.server = frame.notes_server(keys=[KEY], notes=self.notes, policy=policy, clock=self.clock, log=self.log)
@@ -888,7 +951,9 @@ class PublishAudit(test_connect.InProcess):
     def test_a_publication_is_recorded_as_published(self) -> None:
         self.assertTrue(self.decide("allow")["structuredContent"]["published"])
         (entry,) = self.notes.audit_entries()
-        self.assertEqual((entry["tool"], entry["outcome"], entry["principal"]), (connect.TOOL_NAME, audit.PUBLISHED, "alice"))
+        self.assertEqual(
+            (entry["tool"], entry["outcome"], entry["principal"]), (connect.TOOL_NAME, audit.PUBLISHED, "alice")
+        )
         self.assertIn("note-14", [note.id for note in self.notes.all()])  # publishing moves nothing
 
     def test_a_denial_on_the_page_is_recorded_as_denied(self) -> None:
@@ -896,7 +961,10 @@ class PublishAudit(test_connect.InProcess):
         self.assertEqual([e["outcome"] for e in self.notes.audit_entries()], [audit.DENIED])
 
     def test_a_declined_publication_is_recorded_as_declined_from_the_tool_s_result(self) -> None:
-        self.assertEqual(self.retry(self.first(), test_connect.answer("decline"))["result"]["structuredContent"]["reason"], "declined")
+        self.assertEqual(
+            self.retry(self.first(), test_connect.answer("decline"))["result"]["structuredContent"]["reason"],
+            "declined",
+        )
         self.assertEqual([e["outcome"] for e in self.notes.audit_entries()], [audit.DECLINED])
 
     def test_an_entry_is_completed_only_with_an_outcome_a_tool_reports_after_consuming(self) -> None:
@@ -924,8 +992,12 @@ class ServeWiring(unittest.TestCase):
             self.addCleanup(folders.close)
             assert isinstance(folders, markdown_store.MarkdownNotesStore)  # now it names notes folders
             self.assertEqual((folders.retention, folders.nonces.retention), (sql.retention,) * 2)
-            memory = assemble.build_server({"principals": {"alice": {"token": None, "workspaces": []}}, "stdioPrincipal": "alice"}, [KEY])
-            self.assertIs(memory.methods["tools/call"], frame.call_tool)  # the frame's (JSON text too), unwrapped: no audit
+            memory = assemble.build_server(
+                {"principals": {"alice": {"token": None, "workspaces": []}}, "stdioPrincipal": "alice"}, [KEY]
+            )
+            self.assertIs(
+                memory.methods["tools/call"], frame.call_tool
+            )  # the frame's (JSON text too), unwrapped: no audit
 
 
 class OperatorCommand(unittest.TestCase):
@@ -940,7 +1012,11 @@ class OperatorCommand(unittest.TestCase):
 
     def command(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [*procs.python(), procs.SERVE, "audit", *args], env=self.env, capture_output=True, text=True, timeout=procs.GUARD
+            [*procs.python(), procs.SERVE, "audit", *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=procs.GUARD,
         )
 
     def session(self) -> None:
@@ -961,7 +1037,9 @@ class OperatorCommand(unittest.TestCase):
         self.assertIn("CLIENT (self-reported)", header)
         self.assertEqual([line.split()[4] for line in lines], ["deleted", "declined", "deleted"])
         self.assertIn("TPS report 2025", lines[0])
-        declined = self.command("list", "--outcome", "declined", "--json", "--db", self.db)  # store options after the command too
+        declined = self.command(
+            "list", "--outcome", "declined", "--json", "--db", self.db
+        )  # store options after the command too
         (entry,) = [json.loads(line) for line in declined.stdout.splitlines()]
         self.assertEqual((entry["principal"], entry["request_id"], entry["client_name"]), (PRINCIPAL, "4", CLIENT))
         self.assertEqual(self.command("--db", self.db, "list", "--principal", "bob").stdout.splitlines()[1:], [])
@@ -974,7 +1052,9 @@ class OperatorCommand(unittest.TestCase):
         self.assertEqual((again.returncode, again.stdout.startswith("refused: ")), (1, True))
         conn = sqlite3.connect(self.db)
         self.addCleanup(conn.close)
-        self.assertEqual(conn.execute("SELECT title FROM notes WHERE id = 'note-14'").fetchall(), [("TPS report 2025",)])
+        self.assertEqual(
+            conn.execute("SELECT title FROM notes WHERE id = 'note-14'").fetchall(), [("TPS report 2025",)]
+        )
         last = self.command("--db", self.db, "list").stdout.splitlines()[-1].split()
         self.assertEqual((last[0], last[2], last[4], last[5]), ("4", audit.OPERATOR, "restored", "#1"))
 

@@ -57,7 +57,9 @@ class PruningContract(ContractCase):
 
     def keep(self, led: stores.Ledger, principal: str) -> int:
         """An `updated` entry of `principal` whose old text is kept (a trash row or a trash file); its id."""
-        return led.audited(principal, lambda entry: entry(audit.UPDATED, audit.Facts("n-1", "Plan", "file:///w/plan.md", FILE)))
+        return led.audited(
+            principal, lambda entry: entry(audit.UPDATED, audit.Facts("n-1", "Plan", "file:///w/plan.md", FILE))
+        )
 
     def setUp(self) -> None:
         super().setUp()
@@ -129,7 +131,9 @@ class PruningContract(ContractCase):
         small = self.open(self.retention(max_entries=100, max_refusals=2))
         for k in range(3):
             small.audit_refusal(OTHER, audit.Facts(f"b-{k}"))
-        self.assertEqual([e["note_id"] for e in small.audit_entries(principal=OTHER, outcome=audit.REFUSED)], ["b-1", "b-2"])
+        self.assertEqual(
+            [e["note_id"] for e in small.audit_entries(principal=OTHER, outcome=audit.REFUSED)], ["b-1", "b-2"]
+        )
 
 
 class MemoryPruning(PruningContract, unittest.TestCase):
@@ -232,9 +236,13 @@ class SqlitePruning(SqliteFile, SqlRowPruning, unittest.TestCase):
         reopened = sqlite_store.open_store(path, clock=self.clock, retention=self.retention(max_entries=1))
         self.addCleanup(reopened.close)
         reopened.audit_refusal(PRINCIPAL, audit.Facts("new"))
-        self.assertEqual([e["note_id"] for e in reopened.audit_entries()], ["old", "new"])  # apart: neither pushes the other out
+        self.assertEqual(
+            [e["note_id"] for e in reopened.audit_entries()], ["old", "new"]
+        )  # apart: neither pushes the other out
         self.created(reopened.ledger)
-        self.assertEqual([e["note_id"] for e in reopened.audit_entries()], ["new", "n-2"])  # the old one counted with the others
+        self.assertEqual(
+            [e["note_id"] for e in reopened.audit_entries()], ["new", "n-2"]
+        )  # the old one counted with the others
 
 
 class PostgresPruning(PostgresDatabase, SqlRowPruning, unittest.TestCase):
@@ -260,13 +268,20 @@ class RefusedReadsThenRestore(ContractCase):
     def setUp(self) -> None:
         self.clock = Clock(time.time())  # `audit restore` runs on the real clock, as an operator's would
         self.store = self.open_store(stores.Retention(max_entries=BOUND))
-        self.server = frame.notes_server(keys=[KEY], notes=self.store, policy=main.AuthorizationPolicy({PRINCIPAL: [self.workspace]}),
-                                         clock=self.clock, log=Log())
+        self.server = frame.notes_server(
+            keys=[KEY],
+            notes=self.store,
+            policy=main.AuthorizationPolicy({PRINCIPAL: [self.workspace]}),
+            clock=self.clock,
+            log=Log(),
+        )
         audit.install(self.server)
         notes_tools.install(self.server)
 
     def call(self, name: str, arguments: dict[str, Any], **extra: Any) -> dict[str, Any]:
-        response = self.server.handle(tools_call(name, {"workspaceUri": self.workspace, **arguments}, **extra), PRINCIPAL)
+        response = self.server.handle(
+            tools_call(name, {"workspaceUri": self.workspace, **arguments}, **extra), PRINCIPAL
+        )
         assert response is not None and "result" in response, response
         return response["result"]
 
@@ -278,13 +293,17 @@ class RefusedReadsThenRestore(ContractCase):
         note_id, before = made["noteId"], self.text(made["noteId"])
         args = {"noteId": note_id, "body": "pay 900 to account 99999\n", "version": made["version"]}
         form = self.call("notes_update", args)
-        done = self.call("notes_update", args, requestState=form["requestState"], inputResponses=accept(notes_tools.UPDATE_KEY))
+        done = self.call(
+            "notes_update", args, requestState=form["requestState"], inputResponses=accept(notes_tools.UPDATE_KEY)
+        )
         self.assertFalse(done["isError"], done)
         (updated,) = self.store.audit_entries(outcome=audit.UPDATED)
         for k in range(BOUND + 10):
             self.assertTrue(self.call("notes_read", {"noteId": f"nothing-{k}.md"})["isError"])  # refused, and audited
         refused = self.store.audit_entries(outcome=audit.REFUSED)
-        self.assertEqual((len(refused), refused[0]["note_id"]), (BOUND, "nothing-10.md"))  # the refusals' own bound held
+        self.assertEqual(
+            (len(refused), refused[0]["note_id"]), (BOUND, "nothing-10.md")
+        )  # the refusals' own bound held
         self.assertEqual([e["id"] for e in self.store.audit_entries(outcome=audit.UPDATED)], [updated["id"]])
         self.assertEqual(len(self.store.audit_entries(outcome=audit.CREATED)), 1)
         out = io.StringIO()
@@ -342,7 +361,9 @@ class FolderRestore(RefusedReadsThenRestore, unittest.TestCase):
         made = self.call("notes_create", {"title": "Plan", "body": "keep me\n"})["structuredContent"]
         before = self.text(made["noteId"])
         (note,) = self.store.candidates(main.parse_file_uri(self.workspace), "Plan")
-        settled = self.store.consume(PRINCIPAL, "n-delete", self.clock.now + 600, (note.id, note.version), lambda live: True)
+        settled = self.store.consume(
+            PRINCIPAL, "n-delete", self.clock.now + 600, (note.id, note.version), lambda live: True
+        )
         self.assertIs(settled, main.Settlement.DELETED)
         (deleted,) = self.store.audit_entries(outcome=audit.DELETED)
         self.assertTrue(os.path.isfile(os.path.join(self.folder, folder_trash.TRASH_DIR, str(deleted["trash"]))))

@@ -121,9 +121,14 @@ class FloorTests(unittest.TestCase):
         served = first_answer(self, common.server_argv("stdio", common.write_config(folder, 1)))
         floored = first_answer(self, common.floor_argv("stdio"))
         fresh = ("nonce", "iat", "exp")  # new with every state
-        floor_claims, server_claims = (support.claims_of(answer["result"]["requestState"]) for answer in (floored, served))
+        floor_claims, server_claims = (
+            support.claims_of(answer["result"]["requestState"]) for answer in (floored, served)
+        )
         self.assertEqual(floor_claims.keys(), server_claims.keys())
-        self.assertEqual({k: v for k, v in floor_claims.items() if k not in fresh}, {k: v for k, v in server_claims.items() if k not in fresh})
+        self.assertEqual(
+            {k: v for k, v in floor_claims.items() if k not in fresh},
+            {k: v for k, v in server_claims.items() if k not in fresh},
+        )
         self.assertAlmostEqual(len(floored["result"]["requestState"]), len(served["result"]["requestState"]), delta=8)
 
 
@@ -182,15 +187,23 @@ class ScalingModeTests(unittest.TestCase):
         self.assertEqual(scaling.SCALING_SIZES, (10, 1_000, 10_000, 100_000))
 
 
-
 class StartupModeTests(unittest.TestCase):
     """--mode startup times a real first answer of both kinds, from this tree and from a git export."""
 
     def test_the_per_call_set_up_answers_discover_and_initialize_and_a_ref_is_exported_with_its_serve_py(self) -> None:
         folder = tempfile.mkdtemp(prefix="bench-startup-")
         self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
-        argv = [sys.executable, common.SERVE_PY, "--stdio", "--config", common.write_config(folder, 3),
-                "--db", os.path.join(folder, "n.db"), "--notes-tools", "--confirm-in-browser"]
+        argv = [
+            sys.executable,
+            common.SERVE_PY,
+            "--stdio",
+            "--config",
+            common.write_config(folder, 3),
+            "--db",
+            os.path.join(folder, "n.db"),
+            "--notes-tools",
+            "--confirm-in-browser",
+        ]
         for message in (common.DISCOVER, startup.INITIALIZE):
             self.assertGreater(startup.first_line_ms(argv, message, common.server_env()), 0)
         with self.assertRaises(common.BenchError):  # an error answer is no first answer
@@ -239,7 +252,10 @@ class PlotTests(unittest.TestCase):
 
     def test_record_appends_transport_runs_and_replaces_the_scaling_figures(self) -> None:
         path = os.path.join(self.enterContext(tempfile.TemporaryDirectory(prefix="bench-record-")), "figures.json")
-        measured = {kind: {part: {"rate": rate} for part, rate in (("ceiling", 100.4), ("floor", 80.6), ("server", 60.0))} for kind in ("stdio", "http")}
+        measured = {
+            kind: {part: {"rate": rate} for part, rate in (("ceiling", 100.4), ("floor", 80.6), ("server", 60.0))}
+            for kind in ("stdio", "http")
+        }
         runs = transports.speed_runs(measured, ["stdio", "http"])
         self.assertEqual(runs[0], {"transport": "stdio", "ceiling": 100, "floor": 81, "server": 60})
         first = {"rates": {f"{size:,}": {"sqlite": 500.0, "memory": 900.0} for size in scaling.SCALING_SIZES}}
@@ -250,7 +266,10 @@ class PlotTests(unittest.TestCase):
             common.record(path, runs[:1], None, "three")
         with open(path, encoding="utf-8") as handle:
             recorded = json.load(handle)
-        self.assertEqual([(run["transport"], run["command"]) for run in recorded["speed"]], [("stdio", "one"), ("http", "two"), ("stdio", "three")])
+        self.assertEqual(
+            [(run["transport"], run["command"]) for run in recorded["speed"]],
+            [("stdio", "one"), ("http", "two"), ("stdio", "three")],
+        )
         self.assertEqual(recorded["scaling"], {"notes": [10], "rates": {"sqlite": [7]}, "command": "two"})
         self.assertEqual(
             scaling.scaling_rates(first)["rates"], {"memory": [900, 900, 900, None], "sqlite": [500, 500, 500, 500]}
@@ -377,6 +396,7 @@ class CommandLineTests(unittest.TestCase):
     def test_record_names_the_command_that_measured_the_figures(self) -> None:
         args = command.parse_args(["--mode", "scaling", "--seconds", "2", "--record", "f.json"])
         self.assertEqual(args.command, "python3 code/scripts/bench.py --mode scaling --seconds 2 --record f.json")
+
 
 if __name__ == "__main__":
     unittest.main()

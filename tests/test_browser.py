@@ -153,7 +153,10 @@ class BrowserFlowTests(RealHttpServer, unittest.TestCase):
     def test_another_origin_cannot_frame_the_page(self) -> None:
         _, url = self.first_link()
         plain = Pages(self, {"/plain": f"<!DOCTYPE html><p>{FRAMED_MARKER}</p>"})
-        attacker = Pages(self, {"/ours": f'<iframe src="{url}"></iframe>', "/control": f'<iframe src="{plain.url("/plain")}"></iframe>'})
+        attacker = Pages(
+            self,
+            {"/ours": f'<iframe src="{url}"></iframe>', "/control": f'<iframe src="{plain.url("/plain")}"></iframe>'},
+        )
         driver = self.driver()
         # Control: the same method does see a cross-origin page that allows framing.
         driver.get(attacker.url("/control"))
@@ -240,7 +243,13 @@ class ConfirmInChromiumTests(unittest.TestCase):
         self.save("confirm-sign-in.png")
         page = self.sign_in(url, ALICE_TOKEN)
         self.assertEqual(self.driver.current_url(), url)
-        for shown in ("<strong>alice</strong>", "TPS report 2023", "TPS report 2024", "TPS report 2025", "Move to trash"):
+        for shown in (
+            "<strong>alice</strong>",
+            "TPS report 2023",
+            "TPS report 2024",
+            "TPS report 2025",
+            "Move to trash",
+        ):
             self.assertIn(shown, page)
         self.driver.click(self.driver.find("input[value$=':note-7']"))
         self.save("confirm-choose.png")
@@ -305,7 +314,6 @@ class ConfirmInChromiumTests(unittest.TestCase):
         self.assertTrue(self.second(first)["result"]["content"][0]["text"].startswith("Not approved yet"))
 
 
-
 class UpdateInChromiumTests(unittest.TestCase):
     """A person reviews a notes_update's whole diff in Chromium and applies it; the second call writes those bytes,
     once."""
@@ -324,10 +332,17 @@ class UpdateInChromiumTests(unittest.TestCase):
         self.addCleanup(store.close)
         serve_pages(self, server, pages)
         alice = NotesClient(server, "alice")
-        note = alice.call("notes_create", {"workspaceUri": main.LESSON_WORKSPACE, "title": "Groceries", "body": "milk\neggs\n"})
+        note = alice.call(
+            "notes_create", {"workspaceUri": main.LESSON_WORKSPACE, "title": "Groceries", "body": "milk\neggs\n"}
+        )
         note = note["result"]["structuredContent"]
         body = "milk\nbread\u200b\n"
-        arguments = {"workspaceUri": main.LESSON_WORKSPACE, "noteId": note["noteId"], "body": body, "version": note["version"]}
+        arguments = {
+            "workspaceUri": main.LESSON_WORKSPACE,
+            "noteId": note["noteId"],
+            "body": body,
+            "version": note["version"],
+        }
         first = alice.call("notes_update", arguments)["result"]
         url = first["structuredContent"]["url"]
         driver = webdriver.shared()
@@ -347,7 +362,9 @@ class UpdateInChromiumTests(unittest.TestCase):
         done = alice.call("notes_update", second)["result"]
         self.assertTrue(done["structuredContent"]["updated"], done)
         self.assertEqual(store.note_text(note["noteId"], main.parse_file_uri(main.LESSON_WORKSPACE))[1], body)
-        self.assertEqual(alice.call("notes_update", second)["error"]["message"], browser_confirm.refused_confirmation("notes_update"))
+        self.assertEqual(
+            alice.call("notes_update", second)["error"]["message"], browser_confirm.refused_confirmation("notes_update")
+        )
 
 
 if __name__ == "__main__":

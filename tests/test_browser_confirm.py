@@ -50,11 +50,15 @@ class ConfirmBrowser(Browser):
         assert status == 200 and match, (status, text)
         return match.group(1)
 
-    def choose(self, path: str, note_id: str | None, decision: str = "approve", csrf: str | None = "from-page") -> tuple[int, str]:
+    def choose(
+        self, path: str, note_id: str | None, decision: str = "approve", csrf: str | None = "from-page"
+    ) -> tuple[int, str]:
         """Press Move to trash with `note_id` chosen (as the page offers it), or Keep; (status, page)."""
         status, _, text = self.get(path)
         assert status == 200, (status, text)
-        fields = [("csrf", re.search(r'name="csrf" value="([^"]+)"', text).group(1) if csrf == "from-page" else csrf or "")]  # type: ignore[union-attr]
+        token = re.search(r'name="csrf" value="([^"]+)"', text)
+        assert token is not None, text
+        fields = [("csrf", token.group(1) if csrf == "from-page" else csrf or "")]
         if note_id is not None:
             value = re.search(r'name="note" value="([0-9a-f]+:' + re.escape(note_id) + '")', text)
             assert value, text
@@ -64,13 +68,20 @@ class ConfirmBrowser(Browser):
         return page[0], page[2]
 
 
-def build(clock: Clock, log: Log, store: Any = None, browser: bool = True, tokens: dict[str, str] = TOKENS) -> tuple[frame.Server, confirm_pages.ConfirmPages]:
+def build(
+    clock: Clock, log: Log, store: Any = None, browser: bool = True, tokens: dict[str, str] = TOKENS
+) -> tuple[frame.Server, confirm_pages.ConfirmPages]:
     """The product's server over `store` (memory by default) with the confirmation pages at BASE."""
     store = store or stores.MemoryStore(notes(), main.MemoryReplayStore(clock))
     records = browser_confirm.records_for(store, clock)
     links = browser_confirm.PageLinks(BASE, tokens)  # made first: the tool gives them out, the pages serve them
     server = frame.notes_server(
-        keys=[KEY], notes=store, replay=getattr(store, "replay", None), policy=main.AuthorizationPolicy(grants()), clock=clock, log=log,
+        keys=[KEY],
+        notes=store,
+        replay=getattr(store, "replay", None),
+        policy=main.AuthorizationPolicy(grants()),
+        clock=clock,
+        log=log,
         tool=lambda services: browser_confirm.ConfirmedNotesDelete(services, records, browser, links),
     )
     audit.install(server)
@@ -86,7 +97,12 @@ class Client:
         self.next_id = 1
 
     def call(self, arguments: dict[str, Any], capabilities: Any = NO_FORM, **extra: Any) -> dict[str, Any]:
-        message = request("tools/call", {"name": main.TOOL_NAME, "arguments": arguments, **extra}, id=self.next_id, capabilities=capabilities)
+        message = request(
+            "tools/call",
+            {"name": main.TOOL_NAME, "arguments": arguments, **extra},
+            id=self.next_id,
+            capabilities=capabilities,
+        )
         self.next_id += 1
         response = self.server.handle(message, self.principal)
         assert response is not None
@@ -105,7 +121,9 @@ class InProcess(unittest.TestCase):
         self.bob = Client(self.server, "bob")
 
     def browser(self) -> ConfirmBrowser:
-        def send(method: str, path: str, headers: list[tuple[str, str]], body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+        def send(
+            method: str, path: str, headers: list[tuple[str, str]], body: bytes
+        ) -> tuple[int, list[tuple[str, str]], bytes]:
             return self.pages.handle(method, path, support.engine_headers(headers), body, "127.0.0.1")
 
         return ConfirmBrowser(send)
@@ -118,7 +136,7 @@ class InProcess(unittest.TestCase):
     def path(self, result: dict[str, Any]) -> str:
         url = result["structuredContent"]["url"]
         self.assertTrue(url.startswith(BASE + confirm_pages.PATH_PREFIX), url)
-        return url[len(BASE):]
+        return url[len(BASE) :]
 
     def approved(self, first: dict[str, Any], note_id: str = "note-7") -> ConfirmBrowser:
         browser = self.browser()
@@ -127,7 +145,9 @@ class InProcess(unittest.TestCase):
         self.assertEqual((status, "Approved" in page), (200, True), page)
         return browser
 
-    def second(self, first: dict[str, Any], title: str = "TPS report", client: Client | None = None, **changes: Any) -> dict[str, Any]:
+    def second(
+        self, first: dict[str, Any], title: str = "TPS report", client: Client | None = None, **changes: Any
+    ) -> dict[str, Any]:
         arguments = {**tps(title), "confirmation": first["structuredContent"]["confirmation"], **changes}
         return (client or self.alice).call(arguments)
 
@@ -141,7 +161,9 @@ class InProcess(unittest.TestCase):
 
 
 class FirstCallTests(InProcess):
-    def test_the_first_call_deletes_nothing_and_returns_a_link_an_expiry_and_a_signed_token_naming_no_note(self) -> None:
+    def test_the_first_call_deletes_nothing_and_returns_a_link_an_expiry_and_a_signed_token_naming_no_note(
+        self,
+    ) -> None:
         result = self.first()
         self.assertFalse(result["isError"])
         structured = result["structuredContent"]
@@ -150,7 +172,10 @@ class FirstCallTests(InProcess):
         self.assertFalse(structured["deleted"])
         self.assertEqual(structured["expiresAt"], browser_confirm.iso(self.clock.now + main.DEFAULT_STATE_TTL_SECONDS))
         claims = support.claims_of(structured["confirmation"])
-        self.assertEqual((claims["sub"], claims["tool"], claims["phase"], claims["cands"]), ("alice", main.TOOL_NAME, browser_confirm.PHASE_BROWSER, []))
+        self.assertEqual(
+            (claims["sub"], claims["tool"], claims["phase"], claims["cands"]),
+            ("alice", main.TOOL_NAME, browser_confirm.PHASE_BROWSER, []),
+        )
         self.assertEqual(claims["extra"]["handle"], self.path(result).rsplit("/", 1)[1])
         text = json.dumps(result)
         for note in main.lesson_notes():
@@ -187,7 +212,9 @@ class FirstCallTests(InProcess):
         self.assertEqual(first["resultType"], "input_required")
         self.assertIn(main.INPUT_KEY, first["inputRequests"])
 
-    def test_with_the_option_off_a_host_without_forms_is_refused_saying_nothing_was_deleted_and_what_would_help(self) -> None:
+    def test_with_the_option_off_a_host_without_forms_is_refused_saying_nothing_was_deleted_and_what_would_help(
+        self,
+    ) -> None:
         server, _ = build(self.clock, self.log, browser=False)
         error = Client(server, "alice").call(tps())["error"]
         self.assertEqual(error["code"], main.MISSING_REQUIRED_CLIENT_CAPABILITY)
@@ -201,7 +228,10 @@ class FirstCallTests(InProcess):
         text = legacy.needs_text({"requiredCapabilities": {"elicitation": {"form": {}}}}, browser_confirm.REFUSAL)
         self.assertTrue(text.endswith(browser_confirm.NOTHING_DELETED), text)
         self.assertNotIn("Use a client that supports it", text)
-        self.assertIn("Use a client that supports it", legacy.needs_text({"requiredCapabilities": {"elicitation": {"url": {}}}}, "x"))
+        self.assertIn(
+            "Use a client that supports it",
+            legacy.needs_text({"requiredCapabilities": {"elicitation": {"url": {}}}}, "x"),
+        )
 
     def test_a_principal_without_a_sign_in_token_is_refused_rather_than_sent_to_a_page_it_cannot_open(self) -> None:
         server, _ = build(self.clock, self.log, tokens={"bob": BOB_TOKEN})
@@ -213,7 +243,9 @@ class FirstCallTests(InProcess):
             self.first()
         refused = self.alice.call(tps())["result"]
         self.assertTrue(refused["isError"])
-        self.assertEqual(self.bob.call(tps("TPS", BOB_WORKSPACE))["result"]["structuredContent"]["reason"], browser_confirm.AWAITING)
+        self.assertEqual(
+            self.bob.call(tps("TPS", BOB_WORKSPACE))["result"]["structuredContent"]["reason"], browser_confirm.AWAITING
+        )
         self.clock.now += main.DEFAULT_STATE_TTL_SECONDS
         self.first()
 
@@ -241,7 +273,9 @@ class SecondCallTests(InProcess):
         self.assertTrue(pending["content"][0]["text"].startswith("Not approved yet."))
         # The same token and link; only the status says it is still waiting (a client showing structured results sees
         # it).
-        self.assertEqual(pending["structuredContent"], {**first["structuredContent"], "status": browser_confirm.STILL_PENDING})
+        self.assertEqual(
+            pending["structuredContent"], {**first["structuredContent"], "status": browser_confirm.STILL_PENDING}
+        )
         self.assertEqual(first["structuredContent"]["status"], browser_confirm.ISSUED)
         self.approved(first, "note-14")
         self.assertEqual(self.second(first)["result"]["structuredContent"], {"deleted": True, "noteId": "note-14"})
@@ -288,7 +322,9 @@ class SecondCallTests(InProcess):
                 expected = main.STATE_INVALID if name == "a form state" else REFUSED_DELETE
                 self.assertEqual((error["code"], error["message"]), (main.INVALID_PARAMS, expected))
         self.assertEqual(self.ids(), sorted(n.id for n in notes()))
-        self.assertEqual(self.second(first)["result"]["structuredContent"]["deleted"], True)  # still usable by its owner
+        self.assertEqual(
+            self.second(first)["result"]["structuredContent"]["deleted"], True
+        )  # still usable by its owner
 
     def test_a_note_edited_after_approval_is_not_deleted_and_the_confirmation_is_used(self) -> None:
         first = self.first()
@@ -344,12 +380,21 @@ class PageTests(InProcess):
         status, _, text = browser.get(self.path(first))
         csrf = re.search(r'name="csrf" value="([^"]+)"', text).group(1)  # type: ignore[union-attr]
         seven = self.server.notes.get("note-7")
-        for value in (f"{main.Note('evil-1', 'TPS report', 'file:///Users/alice/Documents/Notes-evil/secret.md').version}:evil-1",
-                      f"{'0' * 32}:note-7", "note-7", ""):
+        for value in (
+            f"{main.Note('evil-1', 'TPS report', 'file:///Users/alice/Documents/Notes-evil/secret.md').version}:evil-1",
+            f"{'0' * 32}:note-7",
+            "note-7",
+            "",
+        ):
             with self.subTest(value=value):
-                status, _, page = browser.open("POST", f"{self.path(first)}/decision", [("csrf", csrf), ("note", value), ("decision", "approve")])
+                status, _, page = browser.open(
+                    "POST", f"{self.path(first)}/decision", [("csrf", csrf), ("note", value), ("decision", "approve")]
+                )
                 self.assertIn("nothing was approved", page)
-        self.assertEqual((self.pages.records.by_handle(self.path(first).rsplit("/", 1)[1]) or self.fail("no record")).status, browser_confirm.PENDING)
+        self.assertEqual(
+            (self.pages.records.by_handle(self.path(first).rsplit("/", 1)[1]) or self.fail("no record")).status,
+            browser_confirm.PENDING,
+        )
         self.assertEqual(seven, self.server.notes.get("note-7"))
 
 
@@ -369,13 +414,21 @@ class UrlModeTests(InProcess):
         self.assertEqual(first["resultType"], "input_required")
         asked = first["inputRequests"][browser_confirm.URL_KEY]["params"]
         self.assertEqual(asked["mode"], "url")
-        path = asked["url"][len(BASE):]
-        early = self.alice.call(tps(), URL_ONLY, requestState=first["requestState"], inputResponses={browser_confirm.URL_KEY: {"action": "accept"}})
+        path = asked["url"][len(BASE) :]
+        early = self.alice.call(
+            tps(),
+            URL_ONLY,
+            requestState=first["requestState"],
+            inputResponses={browser_confirm.URL_KEY: {"action": "accept"}},
+        )
         self.assertEqual(early["result"], first)  # not yet: the same question and state
         browser = self.browser()
         browser.sign_in(path, ALICE_TOKEN)
         browser.choose(path, "note-3")
-        retry = {"requestState": first["requestState"], "inputResponses": {browser_confirm.URL_KEY: {"action": "accept"}}}
+        retry = {
+            "requestState": first["requestState"],
+            "inputResponses": {browser_confirm.URL_KEY: {"action": "accept"}},
+        }
         done = self.alice.call(tps(), URL_ONLY, **retry)["result"]
         self.assertEqual(done["structuredContent"], {"deleted": True, "noteId": "note-3"})
         self.assertEqual(self.alice.call(tps(), URL_ONLY, **retry)["error"]["message"], main.STATE_INVALID)
@@ -383,14 +436,20 @@ class UrlModeTests(InProcess):
     def test_decline_in_the_host_consumes_and_cancel_leaves_the_state_usable(self) -> None:
         first = self.alice.call(tps(), URL_ONLY)["result"]
         for action, reason in (("cancel", "cancelled"), ("decline", "declined")):
-            retry = {"requestState": first["requestState"], "inputResponses": {browser_confirm.URL_KEY: {"action": action}}}
-            self.assertEqual(self.alice.call(tps(), URL_ONLY, **retry)["result"]["structuredContent"], {"deleted": False, "reason": reason})
+            retry = {
+                "requestState": first["requestState"],
+                "inputResponses": {browser_confirm.URL_KEY: {"action": action}},
+            }
+            self.assertEqual(
+                self.alice.call(tps(), URL_ONLY, **retry)["result"]["structuredContent"],
+                {"deleted": False, "reason": reason},
+            )
         self.assertEqual(self.alice.call(tps(), URL_ONLY, **retry)["error"]["code"], main.INVALID_PARAMS)
         self.assertEqual(self.ids(), sorted(n.id for n in notes()))
 
     def test_a_decline_in_the_host_closes_the_page_so_approving_there_says_the_link_is_no_longer_valid(self) -> None:
         first = self.alice.call(tps(), URL_ONLY)["result"]
-        path = first["inputRequests"][browser_confirm.URL_KEY]["params"]["url"][len(BASE):]
+        path = first["inputRequests"][browser_confirm.URL_KEY]["params"]["url"][len(BASE) :]
         browser = self.browser()
         browser.sign_in(path, ALICE_TOKEN)
         status, _, page = browser.get(path)  # the page open in the person's browser, before the host's decline
@@ -438,16 +497,29 @@ class ModelCannotApproveTests(InProcess):
         for secret in sorted(seen):
             attempts += [
                 ("POST", f"{path}/sign-in", [("token", secret), ("login", login)], []),
-                ("POST", f"{path}/decision", [("csrf", secret), ("note", "x:note-7"), ("decision", "approve")],
-                 [("Cookie", f"{confirm_pages.SESSION_COOKIE}={secret if len(secret) == 43 else invented}")]),
+                (
+                    "POST",
+                    f"{path}/decision",
+                    [("csrf", secret), ("note", "x:note-7"), ("decision", "approve")],
+                    [("Cookie", f"{confirm_pages.SESSION_COOKIE}={secret if len(secret) == 43 else invented}")],
+                ),
             ]
-        attempts.append(("POST", f"{path}/decision", [("csrf", invented), ("decision", "approve")], [("Cookie", f"{confirm_pages.SESSION_COOKIE}={invented}")]))
+        attempts.append(
+            (
+                "POST",
+                f"{path}/decision",
+                [("csrf", invented), ("decision", "approve")],
+                [("Cookie", f"{confirm_pages.SESSION_COOKIE}={invented}")],
+            )
+        )
         for method, target, fields, headers in attempts:
             status, _, page = model.open(method, target, fields or None, headers)
             self.assertNotIn("Approved", page, (method, target, fields))
             self.assertNotEqual(status, 303, (method, target, fields))  # never signed in
         self.assertIsNone(model.jar.get(confirm_pages.SESSION_COOKIE))
-        self.assertEqual((self.pages.records.by_handle(handle) or self.fail("no record")).status, browser_confirm.PENDING)
+        self.assertEqual(
+            (self.pages.records.by_handle(handle) or self.fail("no record")).status, browser_confirm.PENDING
+        )
         self.assertTrue(self.second(first)["result"]["content"][0]["text"].startswith("Not approved yet"))
         self.assertEqual(self.ids(), sorted(n.id for n in notes()))
         self.assertNotIn(ALICE_TOKEN, wire + "\n".join(self.log))  # the credential never reached the model or the log
@@ -472,7 +544,7 @@ class SharedSqliteTests(unittest.TestCase):
     def test_approved_on_one_instance_deleted_by_the_other_once_and_audited_with_channel_and_approver(self) -> None:
         (one, pages_one), (two, _) = self.servers
         first = Client(one, "alice").call(tps())["result"]
-        path = first["structuredContent"]["url"][len(BASE):]
+        path = first["structuredContent"]["url"][len(BASE) :]
         browser = ConfirmBrowser(lambda m, p, h, b: pages_one.handle(m, p, support.engine_headers(h), b, "127.0.0.1"))
         browser.sign_in(path, ALICE_TOKEN)
         browser.choose(path, "note-14")
@@ -496,7 +568,9 @@ class SharedSqliteTests(unittest.TestCase):
         self.assertNotIn("note-14", [n.id for n in self.stores[1].all()])
         self.assertEqual(len(self.stores[0].all()), len(notes()) - 1)
         (entry,) = self.stores[0].audit_entries(outcome=audit.DELETED)
-        self.assertEqual((entry["channel"], entry["approved_by"], entry["approved_at"]), ("browser", "alice", self.clock.now))
+        self.assertEqual(
+            (entry["channel"], entry["approved_by"], entry["approved_at"]), ("browser", "alice", self.clock.now)
+        )
 
     def test_the_table_and_the_audit_columns_are_added_to_a_database_that_lacks_them(self) -> None:
         import sqlite3
@@ -513,11 +587,15 @@ class SharedSqliteTests(unittest.TestCase):
         self.addCleanup(reopened.close)
         columns = [row[1] for row in reopened.read_with(lambda c: c.execute("PRAGMA table_info(audit)").fetchall())]
         self.assertIn("channel", columns)
-        self.assertEqual(reopened.read_with(lambda c: c.execute("SELECT COUNT(*) FROM browser_confirmations").fetchone()), (0,))
+        self.assertEqual(
+            reopened.read_with(lambda c: c.execute("SELECT COUNT(*) FROM browser_confirmations").fetchone()), (0,)
+        )
 
 
 class FolderStoreTests(unittest.TestCase):
-    def test_the_page_shows_the_first_lines_read_through_the_folder_store_and_the_trash_takes_the_chosen_file(self) -> None:
+    def test_the_page_shows_the_first_lines_read_through_the_folder_store_and_the_trash_takes_the_chosen_file(
+        self,
+    ) -> None:
         import folder_paths
         import markdown_store
 
@@ -525,7 +603,10 @@ class FolderStoreTests(unittest.TestCase):
         self.addCleanup(folder.cleanup)
         notes_dir = os.path.join(folder.name, "Notes")
         os.mkdir(notes_dir)
-        for name, text in (("plan.md", "# Trip plan\n\nBook the train\nPack the tent\n"), ("plan-old.md", "# Trip plan 2020\nold\n")):
+        for name, text in (
+            ("plan.md", "# Trip plan\n\nBook the train\nPack the tent\n"),
+            ("plan-old.md", "# Trip plan 2020\nold\n"),
+        ):
             with open(os.path.join(notes_dir, name), "w", encoding="utf-8") as handle:
                 handle.write(text)
         clock = Clock()
@@ -536,11 +617,17 @@ class FolderStoreTests(unittest.TestCase):
         records = browser_confirm.records_for(store, clock)
         self.assertIsInstance(records, browser_confirm.SqlConfirmations)  # in the confirmation database, shared
         links = browser_confirm.PageLinks(BASE, TOKENS)
-        server = frame.notes_server(keys=[KEY], notes=store, policy=main.AuthorizationPolicy({"alice": [uri]}), clock=clock, log=Log(),
-                                    tool=lambda each: browser_confirm.ConfirmedNotesDelete(each, records, True, links))
+        server = frame.notes_server(
+            keys=[KEY],
+            notes=store,
+            policy=main.AuthorizationPolicy({"alice": [uri]}),
+            clock=clock,
+            log=Log(),
+            tool=lambda each: browser_confirm.ConfirmedNotesDelete(each, records, True, links),
+        )
         pages = confirm_pages.install(server, TOKENS)
         first = Client(server, "alice").call({"workspaceUri": uri, "title": "trip"})["result"]
-        path = first["structuredContent"]["url"][len(BASE):]
+        path = first["structuredContent"]["url"][len(BASE) :]
         browser = ConfirmBrowser(lambda m, p, h, b: pages.handle(m, p, support.engine_headers(h), b, "127.0.0.1"))
         browser.sign_in(path, ALICE_TOKEN)
         page = browser.get(path)[2]
@@ -548,7 +635,9 @@ class FolderStoreTests(unittest.TestCase):
         self.assertIn("last changed", page)
         self.assertNotIn("# Trip plan", page)  # the heading is the title, not a preview line
         browser.choose(path, "plan.md")
-        done = Client(server, "alice").call({"workspaceUri": uri, "title": "trip", "confirmation": first["structuredContent"]["confirmation"]})
+        done = Client(server, "alice").call(
+            {"workspaceUri": uri, "title": "trip", "confirmation": first["structuredContent"]["confirmation"]}
+        )
         self.assertEqual(done["result"]["structuredContent"], {"deleted": True, "noteId": "plan.md"})
         self.assertEqual(sorted(os.listdir(notes_dir)), [".trash", "plan-old.md"])
 
@@ -559,16 +648,28 @@ class FolderStoreTests(unittest.TestCase):
 
 
 def config_file(test: unittest.TestCase, **extra: Any) -> str:
-    return procs.write_config(test, {
-        "principals": {"alice": {"token": ALICE_TOKEN, "workspaces": [WORKSPACE]}, "bob": {"token": BOB_TOKEN, "workspaces": [BOB_WORKSPACE]}},
-        "stdioPrincipal": "alice", "notes": [note_entry(note) for note in notes()], "keys": [KEY.hex()], **extra,
-    })
+    return procs.write_config(
+        test,
+        {
+            "principals": {
+                "alice": {"token": ALICE_TOKEN, "workspaces": [WORKSPACE]},
+                "bob": {"token": BOB_TOKEN, "workspaces": [BOB_WORKSPACE]},
+            },
+            "stdioPrincipal": "alice",
+            "notes": [note_entry(note) for note in notes()],
+            "keys": [KEY.hex()],
+            **extra,
+        },
+    )
 
 
 def process_flow(test: unittest.TestCase, send: Any, port_of: Any) -> None:
     """The whole flow against a real process: link, sign-in, choose, approve, delete once."""
+
     def call(arguments: dict[str, Any], id: int) -> dict[str, Any]:
-        return send(request("tools/call", {"name": main.TOOL_NAME, "arguments": arguments}, id=id, capabilities=NO_FORM))
+        return send(
+            request("tools/call", {"name": main.TOOL_NAME, "arguments": arguments}, id=id, capabilities=NO_FORM)
+        )
 
     first = call(tps(), 1)["result"]
     url = urlsplit(first["structuredContent"]["url"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import unittest
+from typing import Any
 
 from helpers.support import (
     FORM,
@@ -11,6 +12,7 @@ from helpers.support import (
     WORKSPACE,
     Clock,
     accept,
+    answered,
     call,
     contained,
     make_lesson_server,
@@ -32,12 +34,12 @@ class LessonCheckpoints(unittest.TestCase):
         self.server = make_lesson_server()
 
     def first_call(self, arguments: dict | None = None) -> dict:
-        response = self.server.handle(call(arguments or tps(), id=1), PRINCIPAL)
+        response = answered(self.server, call(arguments or tps(), id=1), PRINCIPAL)
         assert response is not None
         return response["result"]
 
     def test_01_discover_reports_versions_tools_capability_cache_hints_and_identity_in_meta(self) -> None:
-        result = self.server.handle(request("server/discover"), PRINCIPAL)["result"]
+        result = answered(self.server, request("server/discover"), PRINCIPAL)["result"]
         self.assertEqual(result["resultType"], "complete")
         self.assertIn("2026-07-28", result["supportedVersions"])
         self.assertIn("tools", result["capabilities"])
@@ -48,7 +50,7 @@ class LessonCheckpoints(unittest.TestCase):
         self.assertNotIn("serverInfo", result)
 
     def test_02_tools_list_describes_notes_delete_deterministically_and_resists_caller_mutation(self) -> None:
-        first = self.server.handle(request("tools/list"), PRINCIPAL)["result"]
+        first = answered(self.server, request("tools/list"), PRINCIPAL)["result"]
         self.assertEqual(first["resultType"], "complete")
         (tool,) = first["tools"]
         schema = tool["inputSchema"]
@@ -70,7 +72,7 @@ class LessonCheckpoints(unittest.TestCase):
         self.assertIn(main.META_SERVER_INFO, first["_meta"])
         tool["inputSchema"]["required"].clear()
         first["tools"].append({"name": "injected"})
-        second = self.server.handle(request("tools/list", id=2), PRINCIPAL)["result"]
+        second = answered(self.server, request("tools/list", id=2), PRINCIPAL)["result"]
         self.assertEqual([t["name"] for t in second["tools"]], ["notes_delete"])
         self.assertEqual(second["tools"][0]["inputSchema"]["required"], ["workspaceUri", "title"])
 
@@ -102,8 +104,8 @@ class LessonCheckpoints(unittest.TestCase):
 
     def test_04_retry_with_fresh_id_and_accept_deletes_only_the_chosen_note(self) -> None:
         state = self.first_call()["requestState"]
-        response = self.server.handle(
-            call(tps(), id=2, requestState=state, inputResponses=accept("note-14")), PRINCIPAL
+        response = answered(
+            self.server, call(tps(), id=2, requestState=state, inputResponses=accept("note-14")), PRINCIPAL
         )
         self.assertEqual(response["id"], 2)
         result = response["result"]
@@ -129,7 +131,7 @@ class LessonCheckpoints(unittest.TestCase):
         for uri in escapes:
             with self.subTest(uri=uri):
                 self.assertFalse(contained(WORKSPACE, uri))
-                result = self.server.handle(call(tps(workspace=uri)), PRINCIPAL)["result"]
+                result = answered(self.server, call(tps(workspace=uri)), PRINCIPAL)["result"]
                 self.assertIs(result["isError"], True)
                 self.assertNotIn("inputRequests", result)
         self.assertTrue(contained(WORKSPACE, WORKSPACE + "/sub/x.md"))
@@ -140,20 +142,22 @@ class LessonCheckpoints(unittest.TestCase):
         changed = [tps(title="TPS report 2025"), tps(workspace=WORKSPACE + "/sub")]
         for arguments in changed:
             with self.subTest(arguments=arguments):
-                response = self.server.handle(
-                    call(arguments, id=2, requestState=state, inputResponses=accept()), PRINCIPAL
+                response = answered(
+                    self.server, call(arguments, id=2, requestState=state, inputResponses=accept()), PRINCIPAL
                 )
                 self.assertEqual(response["error"]["code"], main.INVALID_PARAMS)
         self.assertEqual(note_ids(self.server), LESSON_IDS)
 
     def test_07_decline_leaves_notes_unchanged_and_is_terminal_for_the_state(self) -> None:
         state = self.first_call()["requestState"]
-        declined = self.server.handle(
-            call(tps(), id=2, requestState=state, inputResponses={"delete_choice": {"action": "decline"}}), PRINCIPAL
+        declined = answered(
+            self.server,
+            call(tps(), id=2, requestState=state, inputResponses={"delete_choice": {"action": "decline"}}),
+            PRINCIPAL,
         )["result"]
         self.assertEqual(declined["structuredContent"], {"deleted": False, "reason": "declined"})
         self.assertIs(declined["isError"], False)
-        later = self.server.handle(call(tps(), id=3, requestState=state, inputResponses=accept()), PRINCIPAL)
+        later = answered(self.server, call(tps(), id=3, requestState=state, inputResponses=accept()), PRINCIPAL)
         self.assertEqual(later["error"]["code"], main.INVALID_PARAMS)
         self.assertEqual(note_ids(self.server), LESSON_IDS)
 
@@ -162,14 +166,16 @@ class LessonCheckpoints(unittest.TestCase):
         first = make_lesson_server(clock=clock)
         second = frame.Server(first.services)  # a second instance: the same services, so the same stores
         second.add_tool(main.NotesDelete(first.services))
-        state = first.handle(call(tps(), id=1), PRINCIPAL)["result"]["requestState"]
+        state = answered(first, call(tps(), id=1), PRINCIPAL)["result"]["requestState"]
         barrier = threading.Barrier(2)
         answers: list[dict] = []
         lock = threading.Lock()
 
         def racer(server: frame.Server, request_id: int) -> None:
             barrier.wait(timeout=30)
-            response = server.handle(call(tps(), id=request_id, requestState=state, inputResponses=accept()), PRINCIPAL)
+            response = answered(
+                server, call(tps(), id=request_id, requestState=state, inputResponses=accept()), PRINCIPAL
+            )
             with lock:
                 answers.append(response)
 
@@ -184,20 +190,21 @@ class LessonCheckpoints(unittest.TestCase):
         self.assertEqual(note_ids(first), [i for i in LESSON_IDS if i != "note-14"])
 
     def test_09_form_is_offered_only_to_clients_declaring_form_elicitation(self) -> None:
-        for capabilities in ({"elicitation": {}}, FORM, {"elicitation": {"form": {}, "url": {}}}):
+        declared: list[dict[str, Any]] = [{"elicitation": {}}, FORM, {"elicitation": {"form": {}, "url": {}}}]
+        for capabilities in declared:
             with self.subTest(capabilities=capabilities):
-                result = self.server.handle(call(tps(), capabilities=capabilities), PRINCIPAL)["result"]
+                result = answered(self.server, call(tps(), capabilities=capabilities), PRINCIPAL)["result"]
                 self.assertEqual(result["resultType"], "input_required")
         for capabilities in ({"elicitation": {"url": {}}}, {}, {"roots": {}}):
             with self.subTest(capabilities=capabilities):
-                error = self.server.handle(call(tps(), capabilities=capabilities), PRINCIPAL)["error"]
+                error = answered(self.server, call(tps(), capabilities=capabilities), PRINCIPAL)["error"]
                 self.assertEqual(error["code"], main.MISSING_REQUIRED_CLIENT_CAPABILITY)
                 self.assertEqual(error["data"], {"requiredCapabilities": {"elicitation": {"form": {}}}})
 
     def test_10_unsupported_version_gets_32022_and_missing_or_non_string_version_gets_32602(self) -> None:
         message = request("server/discover")
         message["params"]["_meta"][main.META_PROTOCOL_VERSION] = "1900-01-01"
-        error = self.server.handle(message, PRINCIPAL)["error"]
+        error = answered(self.server, message, PRINCIPAL)["error"]
         self.assertEqual(error["code"], main.UNSUPPORTED_PROTOCOL_VERSION)
         self.assertEqual(error["data"], {"supported": list(main.SUPPORTED_VERSIONS), "requested": "1900-01-01"})
         for bad in (None, 20260728, ["2026-07-28"]):
@@ -207,7 +214,7 @@ class LessonCheckpoints(unittest.TestCase):
                     del message["params"]["_meta"][main.META_PROTOCOL_VERSION]
                 else:
                     message["params"]["_meta"][main.META_PROTOCOL_VERSION] = bad
-                self.assertEqual(self.server.handle(message, PRINCIPAL)["error"]["code"], main.INVALID_PARAMS)
+                self.assertEqual(answered(self.server, message, PRINCIPAL)["error"]["code"], main.INVALID_PARAMS)
 
     def test_11_id_less_messages_get_no_response_and_an_id_less_call_never_deletes(self) -> None:
         state = self.first_call()["requestState"]
@@ -218,7 +225,9 @@ class LessonCheckpoints(unittest.TestCase):
         self.assertIsNone(self.server.handle(cancelled, PRINCIPAL))
         self.assertEqual(note_ids(self.server), LESSON_IDS)
         # The state was not consumed by the ignored message: a real retry still works.
-        result = self.server.handle(call(tps(), id=2, requestState=state, inputResponses=accept()), PRINCIPAL)["result"]
+        result = answered(self.server, call(tps(), id=2, requestState=state, inputResponses=accept()), PRINCIPAL)[
+            "result"
+        ]
         self.assertIs(result["structuredContent"]["deleted"], True)
 
 

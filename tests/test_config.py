@@ -80,7 +80,12 @@ class ConfigRejectionTests(StartupRefusalCase):
         self.assert_refused(config(principals={"alice": "token"}), "principals.alice")
 
     def test_tokens_outside_the_length_bounds_or_alphabet_are_refused(self) -> None:
-        for token in ("a" * (configuration.MIN_TOKEN_LENGTH - 1), "a" * (configuration.MAX_TOKEN_LENGTH + 1), "a b" * 10, 12345678901234567):
+        for token in (
+            "a" * (configuration.MIN_TOKEN_LENGTH - 1),
+            "a" * (configuration.MAX_TOKEN_LENGTH + 1),
+            "a b" * 10,
+            12345678901234567,
+        ):
             with self.subTest(token=token):
                 self.assert_refused(config(principals={"alice": dict(ALICE, token=token)}), "principals.alice.token")
 
@@ -97,7 +102,9 @@ class ConfigRejectionTests(StartupRefusalCase):
     def test_malformed_workspace_uris_are_refused(self) -> None:
         for uri in ("https://example.com/notes", "file:///a/../b", "file://server/share", "file:///a?b", 7):
             with self.subTest(uri=uri):
-                self.assert_refused(config(principals={"alice": dict(ALICE, workspaces=[uri])}), "principals.alice.workspaces[0]")
+                self.assert_refused(
+                    config(principals={"alice": dict(ALICE, workspaces=[uri])}), "principals.alice.workspaces[0]"
+                )
 
     def test_malformed_notes_are_refused(self) -> None:
         self.assert_refused(config(notes=[dict(NOTE, uri="http://x/n1.md")]), "notes[0]")
@@ -128,17 +135,26 @@ class ConfigRejectionTests(StartupRefusalCase):
         self.assert_refused(json.dumps(config())[:-1] + ', "trashDays": 1e400}', "trashDays")  # inf
 
     def test_deletion_modes_and_retention_at_their_bounds_are_accepted_and_reach_the_store(self) -> None:
-        document = config(deletion="unlink", trashDays=audit.MAX_RETENTION_DAYS, auditDays=0.5, auditMaxEntries=audit.MAX_AUDIT_ENTRIES)
+        document = config(
+            deletion="unlink",
+            trashDays=audit.MAX_RETENTION_DAYS,
+            auditDays=0.5,
+            auditMaxEntries=audit.MAX_AUDIT_ENTRIES,
+        )
         loaded = configuration.parse_config(json.dumps(document))
         self.assertEqual(
             assemble.retention(loaded),
-            audit.Retention("unlink", audit.MAX_RETENTION_DAYS * audit.DAY_SECONDS, 0.5 * audit.DAY_SECONDS, audit.MAX_AUDIT_ENTRIES),
+            audit.Retention(
+                "unlink", audit.MAX_RETENTION_DAYS * audit.DAY_SECONDS, 0.5 * audit.DAY_SECONDS, audit.MAX_AUDIT_ENTRIES
+            ),
         )
         self.assertEqual(configuration.parse_config(json.dumps(config(auditMaxEntries=1)))["auditMaxEntries"], 1)
         self.assertEqual(assemble.retention(configuration.parse_config(json.dumps(config()))), audit.Retention())
         self.assertEqual(
             audit.Retention(),
-            audit.Retention("trash", 30 * audit.DAY_SECONDS, 365 * audit.DAY_SECONDS, 100_000),  # the documented defaults
+            audit.Retention(
+                "trash", 30 * audit.DAY_SECONDS, 365 * audit.DAY_SECONDS, 100_000
+            ),  # the documented defaults
         )
 
     def test_short_or_non_hex_keys_are_refused(self) -> None:
@@ -165,12 +181,20 @@ class ConfigRejectionTests(StartupRefusalCase):
     def test_duplicate_keys_non_json_and_nan_are_refused(self) -> None:
         self.assert_refused('{"principals": {}, "principals": {}}', "principals")
         self.assert_refused("{not json", "config")
-        self.assert_refused('{"principals": {"alice": {"token": "aaaaaaaaaaaaaaaa", "workspaces": []}}, "stateTtlSeconds": NaN}', "config")
+        self.assert_refused(
+            '{"principals": {"alice": {"token": "aaaaaaaaaaaaaaaa", "workspaces": []}}, "stateTtlSeconds": NaN}',
+            "config",
+        )
         self.assert_refused("[]", "config")
 
     def test_a_deeply_nested_config_or_a_huge_integer_is_one_line_and_exit_2(self) -> None:
         self.assert_refused("[" * 100_000 + "]" * 100_000, "config")
-        self.assert_refused('{"principals": {"alice": {"token": "aaaaaaaaaaaaaaaa", "workspaces": []}}, "connectPort": ' + "9" * 5000 + "}", "config")
+        self.assert_refused(
+            '{"principals": {"alice": {"token": "aaaaaaaaaaaaaaaa", "workspaces": []}}, "connectPort": '
+            + "9" * 5000
+            + "}",
+            "config",
+        )
 
     def test_a_newline_in_a_key_or_principal_name_cannot_split_the_error_line(self) -> None:
         for document in (
@@ -200,13 +224,20 @@ class ConfigRejectionTests(StartupRefusalCase):
 
     def test_a_revision_up_to_a_signed_64_bit_integer_is_accepted_and_one_more_refused(self) -> None:
         top = configuration.MAX_REVISION
-        self.assertEqual(configuration.load_config(procs.write_config(self, config(notes=[dict(NOTE, revision=top)])))["notes"][0].revision, top)
+        self.assertEqual(
+            configuration.load_config(procs.write_config(self, config(notes=[dict(NOTE, revision=top)])))["notes"][
+                0
+            ].revision,
+            top,
+        )
         for revision in (top + 1, 2**64, -1):
             with self.subTest(revision=revision):
                 self.assert_refused(config(notes=[dict(NOTE, revision=revision)]), "notes[0].revision")
 
     def test_a_config_that_is_not_a_regular_file_is_refused_unread(self) -> None:
-        status, lines = self.serve("--http", "--port", "0", "--config", os.path.dirname(procs.write_config(self, config())))
+        status, lines = self.serve(
+            "--http", "--port", "0", "--config", os.path.dirname(procs.write_config(self, config()))
+        )
         self.assertEqual((status, len(lines)), (serve.EXIT_USAGE, 1))
         self.assertIn("is not a regular file", lines[0])
 
@@ -217,7 +248,9 @@ class ConfigRejectionTests(StartupRefusalCase):
             f"sys.path.insert(0, {support.CODE!r}); import serve; "
             "sys.exit(serve.serve(['--http', '--port', '0', '--config', '/dev/zero']))"
         )
-        done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=procs.GUARD, env=procs.server_env())
+        done = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, timeout=procs.GUARD, env=procs.server_env()
+        )
         self.assertEqual(done.returncode, serve.EXIT_USAGE, done.stderr)
         lines = done.stderr.decode().splitlines()
         self.assertEqual(len(lines), 1, lines)
@@ -254,11 +287,16 @@ class ConfigRejectionTests(StartupRefusalCase):
             server = other  # a file of ours read by a server running as another user
         with self.assertRaises(ConfigError) as refused:
             configuration.load_config(path, euid=server)
-        self.assertIn(f"is owned by {configuration.user_name(os.stat(path).st_uid)}, not by {configuration.user_name(server)}", str(refused.exception))
+        self.assertIn(
+            f"is owned by {configuration.user_name(os.stat(path).st_uid)}, not by {configuration.user_name(server)}",
+            str(refused.exception),
+        )
         self.assertIn(f"chown {configuration.user_name(server)} {path}", str(refused.exception))
 
     @unittest.skipUnless(os.geteuid() == 0, "only root can make a file root's and give one away")
-    def test_a_root_owned_config_is_read_by_a_server_of_another_user_and_a_given_away_one_refused_at_start_up(self) -> None:
+    def test_a_root_owned_config_is_read_by_a_server_of_another_user_and_a_given_away_one_refused_at_start_up(
+        self,
+    ) -> None:
         path = procs.write_config(self, config())
         self.assertEqual(os.stat(path).st_uid, configuration.ROOT_UID)
         self.assertEqual(configuration.load_config(path, euid=65534)["stdioPrincipal"], "alice")  # /etc, DynamicUser=
@@ -276,7 +314,10 @@ class ConfigRejectionTests(StartupRefusalCase):
                 if refused:
                     status, lines = self.serve("--http", "--port", "0", "--config", path)
                     self.assertEqual((status, len(lines)), (serve.EXIT_USAGE, 1))
-                    self.assertIn(f"is in {os.path.realpath(folder)}, which anyone can write to (mode 0777, no sticky bit)", lines[0])
+                    self.assertIn(
+                        f"is in {os.path.realpath(folder)}, which anyone can write to (mode 0777, no sticky bit)",
+                        lines[0],
+                    )
                     self.assertIn(f"chmod o-w {os.path.realpath(folder)}", lines[0])
                 else:
                     self.assertEqual(configuration.load_config(path)["stdioPrincipal"], "alice")
@@ -294,7 +335,10 @@ class ConfigRejectionTests(StartupRefusalCase):
         self.addCleanup(os.chmod, os.path.join(outer.name, "a"), 0o700)
         with self.assertRaises(ConfigError) as refused:
             configuration.load_config(path)
-        self.assertIn(f"is in {os.path.realpath(os.path.join(outer.name, 'a'))}, which anyone can write to", str(refused.exception))
+        self.assertIn(
+            f"is in {os.path.realpath(os.path.join(outer.name, 'a'))}, which anyone can write to",
+            str(refused.exception),
+        )
         os.chmod(os.path.join(outer.name, "a"), 0o1777)
         self.assertEqual(configuration.load_config(path)["stdioPrincipal"], "alice")
 
@@ -314,8 +358,10 @@ class ConfigRejectionTests(StartupRefusalCase):
         folder = os.path.dirname(path)
         loaded = configuration.load_config(path)
         self.assertEqual(loaded["db"], os.path.join(folder, "state", "nonces.db"))
-        self.assertEqual(loaded["principals"]["alice"]["notesDirs"],
-                         [os.path.join(folder, "notes"), "/srv/notes", os.path.join(folder, "..", "shared"), "~/Notes"])
+        self.assertEqual(
+            loaded["principals"]["alice"]["notesDirs"],
+            [os.path.join(folder, "notes"), "/srv/notes", os.path.join(folder, "..", "shared"), "~/Notes"],
+        )
         for db in ("/var/lib/notes-mcp/notes.db", "postgresql://db.example/notes", "postgres:///notes"):
             with self.subTest(db=db):
                 self.assertEqual(configuration.load_config(procs.write_config(self, config(db=db)))["db"], db)
@@ -328,7 +374,9 @@ class ConfigRejectionTests(StartupRefusalCase):
         self.assertIn(os.path.expanduser("~/notes.db"), lines[0])
 
     def test_control_and_format_characters_in_a_note_title_are_blanked_and_a_title_of_only_them_refused(self) -> None:
-        loaded = configuration.load_config(procs.write_config(self, config(notes=[dict(NOTE, title="\u202egnp.exe plan\x1b[0m")])))
+        loaded = configuration.load_config(
+            procs.write_config(self, config(notes=[dict(NOTE, title="\u202egnp.exe plan\x1b[0m")]))
+        )
         self.assertEqual(loaded["notes"][0].title, " gnp.exe plan [0m")
         self.assert_refused(config(notes=[dict(NOTE, title="\u202e\u200b\t")]), "notes[0]")
 
@@ -376,11 +424,16 @@ class EnvironmentTests(StartupRefusalCase):
         self.assertEqual(support.answered(dropped, retry, main.LESSON_PRINCIPAL)["error"]["code"], main.INVALID_PARAMS)
         self.assertEqual(dropped.log, ["refused requestState: unknown key id"])
         rotated = assemble.build_server(configuration.lesson_config(), [new, old])
-        self.assertEqual(support.answered(rotated, retry, main.LESSON_PRINCIPAL)["result"]["structuredContent"], {"deleted": True, "noteId": "note-14"})
+        self.assertEqual(
+            support.answered(rotated, retry, main.LESSON_PRINCIPAL)["result"]["structuredContent"],
+            {"deleted": True, "noteId": "note-14"},
+        )
         self.assertEqual([n.id for n in dropped.notes.all() if n.id == "note-14"], ["note-14"])
 
     def test_secret_keys_are_comma_separated_newest_first(self) -> None:
-        self.assertEqual(assemble.signing_keys({}, {"NOTES_MCP_SECRET": "11" * 32 + ", " + "22" * 32}), [b"\x11" * 32, b"\x22" * 32])
+        self.assertEqual(
+            assemble.signing_keys({}, {"NOTES_MCP_SECRET": "11" * 32 + ", " + "22" * 32}), [b"\x11" * 32, b"\x22" * 32]
+        )
 
 
 class CommandLineTests(StartupRefusalCase):
@@ -389,7 +442,9 @@ class CommandLineTests(StartupRefusalCase):
     def test_no_auth_is_refused_unless_the_host_is_loopback(self) -> None:
         for host in ("0.0.0.0", "192.0.2.1", "example.com", "::"):
             with self.subTest(host=host):
-                status, lines = self.serve("--http", "--host", host, "--port", "0", "--no-auth", NOTES_MCP_SECRET="11" * 32)
+                status, lines = self.serve(
+                    "--http", "--host", host, "--port", "0", "--no-auth", NOTES_MCP_SECRET="11" * 32
+                )
                 self.assertEqual(status, serve.EXIT_USAGE)
                 self.assertIn("loopback", lines[-1])
 
@@ -441,7 +496,14 @@ class SubprocessExitStatusTests(unittest.TestCase):
 
     def test_a_guessable_token_or_key_is_warned_about_at_start_up_without_printing_it(self) -> None:
         weak_key = "00" * main.MIN_KEY_BYTES
-        path = procs.write_config(self, config(keys=[weak_key, procs.SECRET], principals={"alice": dict(ALICE), "bob": {**BOB, "token": "bob-" + procs.TOKEN}}, stdioPrincipal="alice"))
+        path = procs.write_config(
+            self,
+            config(
+                keys=[weak_key, procs.SECRET],
+                principals={"alice": dict(ALICE), "bob": {**BOB, "token": "bob-" + procs.TOKEN}},
+                stdioPrincipal="alice",
+            ),
+        )
         process = procs.HttpServer(self, "--config", path, env=procs.server_env())
         self.assertTrue(process.wait_for_line("listening on"))
         text = process.stderr_text()
@@ -475,7 +537,9 @@ class SubprocessExitStatusTests(unittest.TestCase):
         os.chmod(path, 0o644)
         process = procs.HttpServer(self, "--config", path, env=procs.server_env())
         self.assertTrue(process.wait_for_line("listening on"))
-        self.assertEqual(sum("readable by group or others" in line for line in process.stderr_lines), 1, process.stderr_text())
+        self.assertEqual(
+            sum("readable by group or others" in line for line in process.stderr_lines), 1, process.stderr_text()
+        )
 
     def test_no_auth_on_a_public_address_exits_2(self) -> None:
         process = procs.Process(self, ["--http", "--host", "0.0.0.0", "--port", "0", "--no-auth"], procs.server_env())

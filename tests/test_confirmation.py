@@ -27,7 +27,9 @@ class Answers(unittest.TestCase):
 
     def answer(self, responses) -> dict:
         self.next_id += 1
-        return support.answered(self.server, call(tps(), id=self.next_id, requestState=self.state, inputResponses=responses), PRINCIPAL)
+        return support.answered(
+            self.server, call(tps(), id=self.next_id, requestState=self.state, inputResponses=responses), PRINCIPAL
+        )
 
     def test_cancel_completes_without_deleting_and_keeps_the_state_usable(self) -> None:
         result = self.answer({"delete_choice": {"action": "cancel"}})["result"]
@@ -89,9 +91,13 @@ class Answers(unittest.TestCase):
     def test_read_answer_reads_absent_responses_as_no_answer(self) -> None:
         self.assertIsNone(main.read_answer(None, main.INPUT_KEY))
         self.assertIsNone(main.read_answer({}, main.INPUT_KEY))
-        self.assertEqual(main.read_answer({main.INPUT_KEY: {"action": "decline"}}, main.INPUT_KEY), main.Answer("decline", {}))
+        self.assertEqual(
+            main.read_answer({main.INPUT_KEY: {"action": "decline"}}, main.INPUT_KEY), main.Answer("decline", {})
+        )
         # A URL-mode accept carries no content: that is an answer, not a malformed one.
-        self.assertEqual(main.read_answer({main.INPUT_KEY: {"action": "accept"}}, main.INPUT_KEY), main.Answer("accept", {}))
+        self.assertEqual(
+            main.read_answer({main.INPUT_KEY: {"action": "accept"}}, main.INPUT_KEY), main.Answer("accept", {})
+        )
 
     def test_unrecognized_extra_answers_are_ignored(self) -> None:
         responses = {**accept(), "other_key": {"action": "accept", "content": {"x": 1}}}
@@ -120,8 +126,12 @@ class LiveRecheck(unittest.TestCase):
         self.state = support.answered(self.server, call(tps()), PRINCIPAL)["result"]["requestState"]
 
     def accept_and_replay(self) -> tuple[dict, dict]:
-        first = support.answered(self.server, call(tps(), id=2, requestState=self.state, inputResponses=accept()), PRINCIPAL)
-        second = support.answered(self.server, call(tps(), id=3, requestState=self.state, inputResponses=accept()), PRINCIPAL)
+        first = support.answered(
+            self.server, call(tps(), id=2, requestState=self.state, inputResponses=accept()), PRINCIPAL
+        )
+        second = support.answered(
+            self.server, call(tps(), id=3, requestState=self.state, inputResponses=accept()), PRINCIPAL
+        )
         return first, second
 
     def assert_changed_and_consumed(self, expected_ids: list[str]) -> None:
@@ -245,13 +255,21 @@ class ReplayBound(unittest.TestCase):
         self.server = server_over(notes, clock=self.clock, grants=grants, max_replay=3)
 
     def decline(self, principal: str, title: str = "Memo 1", request_id: int = 1) -> dict:
-        state = support.answered(self.server, call(tps(title=title), id=request_id), principal)["result"]["requestState"]
+        state = support.answered(self.server, call(tps(title=title), id=request_id), principal)["result"][
+            "requestState"
+        ]
         responses = {"delete_choice": {"action": "decline"}}
-        return support.answered(self.server, call(tps(title=title), id=request_id + 1, requestState=state, inputResponses=responses), principal)
+        return support.answered(
+            self.server,
+            call(tps(title=title), id=request_id + 1, requestState=state, inputResponses=responses),
+            principal,
+        )
 
     def test_replay_capacity_is_per_principal_and_enforced_on_both_sides(self) -> None:
         for i in range(3):
-            self.assertEqual(self.decline("alice", request_id=10 * i)["result"]["structuredContent"]["reason"], "declined")
+            self.assertEqual(
+                self.decline("alice", request_id=10 * i)["result"]["structuredContent"]["reason"], "declined"
+            )
         full = self.decline("alice", request_id=100)["result"]
         self.assertIs(full["isError"], True)
         self.assertEqual(self.decline("bob")["result"]["structuredContent"]["reason"], "declined")
@@ -262,7 +280,9 @@ class ReplayBound(unittest.TestCase):
             self.decline("alice", request_id=10 * i)
         state = support.answered(self.server, call(tps(title="Memo 2"), id=200), "alice")["result"]["requestState"]
         answer = {"delete_choice": {"action": "accept", "content": {"note_id": "n2", "confirm": True}}}
-        refused = support.answered(self.server, call(tps(title="Memo 2"), id=201, requestState=state, inputResponses=answer), "alice")
+        refused = support.answered(
+            self.server, call(tps(title="Memo 2"), id=201, requestState=state, inputResponses=answer), "alice"
+        )
         self.assertIs(refused["result"]["isError"], True)
         self.assertIn("n2", [n.id for n in self.server.services.notes.all()])
         nonce = frame.KeyRing([KEY]).verify(state)["nonce"]
@@ -300,11 +320,18 @@ class ReplayStoreUnit(unittest.TestCase):
         server = make_server(clock=clock)
         first = support.answered(server, call(tps()), PRINCIPAL)["result"]
         decline = {main.INPUT_KEY: {"action": "decline"}}
-        self.assertEqual(support.answered(server, call(tps(), id=2, requestState=first["requestState"], inputResponses=decline), PRINCIPAL)["result"]["structuredContent"]["reason"], "declined")
+        self.assertEqual(
+            support.answered(
+                server, call(tps(), id=2, requestState=first["requestState"], inputResponses=decline), PRINCIPAL
+            )["result"]["structuredContent"]["reason"],
+            "declined",
+        )
         clock.now += main.DEFAULT_STATE_TTL_SECONDS + 1
         self.assertEqual(len(server.services.replay), 0)  # the decline's record is pruned
         clock.now -= main.DEFAULT_STATE_TTL_SECONDS  # the wall clock steps back before the state's expiry
-        replay = support.answered(server, call(tps(), id=3, requestState=first["requestState"], inputResponses=accept()), PRINCIPAL)
+        replay = support.answered(
+            server, call(tps(), id=3, requestState=first["requestState"], inputResponses=accept()), PRINCIPAL
+        )
         self.assertEqual(replay["error"]["code"], main.INVALID_PARAMS)
         self.assertIn("note-14", note_ids(server))
 
@@ -360,7 +387,11 @@ class OneAnswerEntry(unittest.TestCase):
 
     FLOWS = {
         # tool name: (arguments, the question's key, an accept that completes or moves on)
-        main.TOOL_NAME: (tps(), main.INPUT_KEY, {"action": "accept", "content": {"note_id": "note-14", "confirm": True}}),
+        main.TOOL_NAME: (
+            tps(),
+            main.INPUT_KEY,
+            {"action": "accept", "content": {"note_id": "note-14", "confirm": True}},
+        ),
         "notes_publish": (tps(), "publish_choice", {"action": "accept", "content": {"note_id": "note-7"}}),
         "test_input_required_result_elicitation": ({}, "user_name", {"action": "accept", "content": {"name": "Alice"}}),
     }
@@ -428,9 +459,12 @@ class OneAnswerEntry(unittest.TestCase):
 
         # The lesson's flow reads its one answer with main.read_answer and branches in the open;
         # the product's asking tools go through Confirmations.answer, which calls read_answer.
-        for module, classes, entry in (("main.py", {"NotesDelete"}, "read_answer("), ("connect.py", {"NotesPublish"}, ".answer("),
-                                       ("conformance_fixtures.py", {"AskingTool"}, ".answer("),
-                                       ("confirmations.py", {"Confirmations"}, "main.read_answer(")):
+        for module, classes, entry in (
+            ("main.py", {"NotesDelete"}, "read_answer("),
+            ("connect.py", {"NotesPublish"}, ".answer("),
+            ("conformance_fixtures.py", {"AskingTool"}, ".answer("),
+            ("confirmations.py", {"Confirmations"}, "main.read_answer("),
+        ):
             with open(os.path.join(support.CODE, module), encoding="utf-8") as handle:
                 tree = ast.parse(handle.read())
             found = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name in classes]

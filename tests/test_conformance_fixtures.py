@@ -39,7 +39,9 @@ class FixtureCase(unittest.TestCase):
         self.server = with_fixtures()
         self.events: list[dict[str, Any]] = []
 
-    def send(self, method: str, params: dict[str, Any] | None = None, capabilities: Any = ALL, **meta: Any) -> dict[str, Any]:
+    def send(
+        self, method: str, params: dict[str, Any] | None = None, capabilities: Any = ALL, **meta: Any
+    ) -> dict[str, Any]:
         """One request through the core; returns the whole response."""
         message = support.request(method, params, capabilities=capabilities)
         message["params"]["_meta"].update(meta)
@@ -87,12 +89,25 @@ class LessonServerUnchangedTests(FixtureCase):
 
     def test_without_the_fixtures_their_methods_and_tools_do_not_exist(self) -> None:
         self.server = lesson()
-        for method in ("prompts/list", "prompts/get", "resources/list", "resources/read", "resources/templates/list", "completion/complete"):
-            self.assertEqual(self.error(method, {"name": "test_simple_prompt", "uri": "test://static-text"})["code"], main.METHOD_NOT_FOUND)
+        for method in (
+            "prompts/list",
+            "prompts/get",
+            "resources/list",
+            "resources/read",
+            "resources/templates/list",
+            "completion/complete",
+        ):
+            self.assertEqual(
+                self.error(method, {"name": "test_simple_prompt", "uri": "test://static-text"})["code"],
+                main.METHOD_NOT_FOUND,
+            )
         self.assertEqual(self.call_error("test_simple_text", {})["code"], main.INVALID_PARAMS)
 
     def test_with_the_fixtures_discover_reports_what_they_registered(self) -> None:
-        self.assertEqual(self.result("server/discover")["capabilities"], {"tools": {}, "prompts": {}, "resources": {}, "completions": {}})
+        self.assertEqual(
+            self.result("server/discover")["capabilities"],
+            {"tools": {}, "prompts": {}, "resources": {}, "completions": {}},
+        )
 
     def test_with_the_fixtures_the_lesson_tool_stays_first_and_unchanged(self) -> None:
         tools = self.result("tools/list")["tools"]
@@ -102,7 +117,9 @@ class LessonServerUnchangedTests(FixtureCase):
 
     def test_serving_without_the_flag_never_imports_the_fixtures(self) -> None:
         probe = "import sys, serve; serve.parser(); print('conformance_fixtures' in sys.modules)"
-        done = subprocess.run([sys.executable, "-c", probe], cwd=support.CODE, capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [sys.executable, "-c", probe], cwd=support.CODE, capture_output=True, text=True, timeout=60
+        )
         self.assertEqual((done.returncode, done.stdout.strip()), (0, "False"))
 
     def test_the_flag_is_refused_with_stdio(self) -> None:
@@ -163,7 +180,9 @@ class PlainToolTests(FixtureCase):
         for token in (None, True, 1.5, {"t": 1}):
             with self.subTest(token=token):
                 extra = {} if token is None else {"progressToken": token}
-                self.assertEqual(self.call("test_tool_with_progress", {}, **extra)["content"][0]["text"], "Progress complete.")
+                self.assertEqual(
+                    self.call("test_tool_with_progress", {}, **extra)["content"][0]["text"], "Progress complete."
+                )
         self.assertEqual(self.events, [])
 
     def test_a_tool_needing_sampling_is_refused_with_missing_capability_when_undeclared(self) -> None:
@@ -198,7 +217,11 @@ class PlainToolTests(FixtureCase):
         self.assertIs(schema["additionalProperties"], False)
 
     def test_the_json_schema_2020_12_tool_validates_its_arguments(self) -> None:
-        valid = [{"email": "a@b"}, {"contactMethod": "phone", "phone": "1"}, {"email": "e", "address": {"city": "Paris"}}]
+        valid = [
+            {"email": "a@b"},
+            {"contactMethod": "phone", "phone": "1"},
+            {"email": "e", "address": {"city": "Paris"}},
+        ]
         invalid = [
             {},  # neither phone nor email
             {"contactMethod": "phone", "email": "e"},  # if/then: phone is required
@@ -232,7 +255,12 @@ def accept(content: dict[str, Any]) -> dict[str, Any]:
 
 def sampled(text: str) -> dict[str, Any]:
     """A sampling answer."""
-    return {"role": "assistant", "content": {"type": "text", "text": text}, "model": "test-model", "stopReason": "endTurn"}
+    return {
+        "role": "assistant",
+        "content": {"type": "text", "text": text},
+        "model": "test-model",
+        "stopReason": "endTurn",
+    }
 
 
 ROOTS = {"roots": [{"uri": "file:///test/root", "name": "Test Root"}]}
@@ -250,7 +278,9 @@ class InputRequiredTests(FixtureCase):
         self.assertEqual(first["resultType"], "input_required")
         self.assertEqual(list(first["inputRequests"]), ["user_name"])
         self.assertEqual(first["inputRequests"]["user_name"]["method"], "elicitation/create")
-        final = self.retry(name, first, {"user_name": accept({"name": "Alice"}), "extra_key": accept({"x": 1})})["result"]
+        final = self.retry(name, first, {"user_name": accept({"name": "Alice"}), "extra_key": accept({"x": 1})})[
+            "result"
+        ]
         self.assertEqual(final["content"][0]["text"], "Hello, Alice!")
 
     def test_a_replayed_answer_is_refused_by_the_core(self) -> None:
@@ -258,14 +288,18 @@ class InputRequiredTests(FixtureCase):
         first = self.call(name, {})
         answers = {"user_name": accept({"name": "Alice"})}
         self.assertIn("result", self.retry(name, first, answers))
-        self.assertEqual(self.retry(name, first, answers)["error"], {"code": main.INVALID_PARAMS, "message": main.STATE_INVALID})
+        self.assertEqual(
+            self.retry(name, first, answers)["error"], {"code": main.INVALID_PARAMS, "message": main.STATE_INVALID}
+        )
 
     def test_a_tampered_state_gets_the_cores_invalid_params_and_leaves_the_flow_usable(self) -> None:
         name = "test_input_required_result_tampered_state"
         first = self.call(name, {})
         tampered = dict(first, requestState=first["requestState"] + "-TAMPERED")
         answers = {"confirm": accept({"ok": True})}
-        self.assertEqual(self.retry(name, tampered, answers)["error"], {"code": main.INVALID_PARAMS, "message": main.STATE_INVALID})
+        self.assertEqual(
+            self.retry(name, tampered, answers)["error"], {"code": main.INVALID_PARAMS, "message": main.STATE_INVALID}
+        )
         self.assertIn("refused requestState: bad MAC", support.logged(self.server))
         self.assertEqual(self.retry(name, first, answers)["result"]["content"][0]["text"], "confirmed=True")
 
@@ -282,7 +316,9 @@ class InputRequiredTests(FixtureCase):
         self.assertEqual(list(again["inputRequests"]), ["user_name"])
         self.assertIn("result", self.retry(name, again, {"user_name": accept({"name": "Bo"})}))
         # The earlier state belonged to the same flow, which is now consumed.
-        self.assertEqual(self.retry(name, first, {"user_name": accept({"name": "Bo"})})["error"]["code"], main.INVALID_PARAMS)
+        self.assertEqual(
+            self.retry(name, first, {"user_name": accept({"name": "Bo"})})["error"]["code"], main.INVALID_PARAMS
+        )
 
     def test_malformed_answers_are_invalid_params_and_consume_nothing(self) -> None:
         name = "test_input_required_result_elicitation"
@@ -304,7 +340,9 @@ class InputRequiredTests(FixtureCase):
         final = self.retry(name, first, {"user_name": {"action": "decline"}})["result"]
         self.assertFalse(final["isError"])
         self.assertIn("decline", final["content"][0]["text"])
-        self.assertEqual(self.retry(name, first, {"user_name": accept({"name": "A"})})["error"]["code"], main.INVALID_PARAMS)
+        self.assertEqual(
+            self.retry(name, first, {"user_name": accept({"name": "A"})})["error"]["code"], main.INVALID_PARAMS
+        )
 
     def test_sampling_asks_the_model_and_uses_its_text(self) -> None:
         name = "test_input_required_result_sampling"
@@ -314,34 +352,52 @@ class InputRequiredTests(FixtureCase):
         final = self.retry(name, first, {"capital_question": sampled("Paris.")})["result"]
         self.assertEqual(final["content"][0]["text"], "LLM said: Paris.")
         first = self.call(name, {})
-        self.assertEqual(self.retry(name, first, {"capital_question": {"content": "Paris"}})["error"]["code"], main.INVALID_PARAMS)
+        self.assertEqual(
+            self.retry(name, first, {"capital_question": {"content": "Paris"}})["error"]["code"], main.INVALID_PARAMS
+        )
 
     def test_list_roots_asks_for_the_roots_and_names_them(self) -> None:
         name = "test_input_required_result_list_roots"
         first = self.call(name, {})
         self.assertEqual(first["inputRequests"], {"client_roots": {"method": "roots/list", "params": {}}})
-        self.assertIn("file:///test/root", self.retry(name, first, {"client_roots": ROOTS})["result"]["content"][0]["text"])
+        self.assertIn(
+            "file:///test/root", self.retry(name, first, {"client_roots": ROOTS})["result"]["content"][0]["text"]
+        )
         first = self.call(name, {})
-        self.assertEqual(self.retry(name, first, {"client_roots": {"roots": [{"name": "no uri"}]}})["error"]["code"], main.INVALID_PARAMS)
+        self.assertEqual(
+            self.retry(name, first, {"client_roots": {"roots": [{"name": "no uri"}]}})["error"]["code"],
+            main.INVALID_PARAMS,
+        )
 
     def test_request_state_is_a_signed_string_and_completes_with_state_ok(self) -> None:
         name = "test_input_required_result_request_state"
         first = self.call(name, {})
         self.assertTrue(first["requestState"].startswith(main.STATE_VERSION + "."))
-        self.assertIn("state-ok", self.retry(name, first, {"confirm": accept({"ok": True})})["result"]["content"][0]["text"])
+        self.assertIn(
+            "state-ok", self.retry(name, first, {"confirm": accept({"ok": True})})["result"]["content"][0]["text"]
+        )
 
     def test_multiple_inputs_asks_all_three_kinds_at_once_and_needs_every_answer(self) -> None:
         name = "test_input_required_result_multiple_inputs"
         first = self.call(name, {})
         methods = {key: r["method"] for key, r in first["inputRequests"].items()}
-        self.assertEqual(methods, {"user_name": "elicitation/create", "greeting": "sampling/createMessage", "client_roots": "roots/list"})
+        self.assertEqual(
+            methods,
+            {"user_name": "elicitation/create", "greeting": "sampling/createMessage", "client_roots": "roots/list"},
+        )
         partial = self.retry(name, first, {"user_name": accept({"name": "Alice"}), "client_roots": ROOTS})["result"]
         self.assertEqual(partial["resultType"], "input_required")
         answers = {"user_name": accept({"name": "Alice"}), "greeting": sampled("Hello there!"), "client_roots": ROOTS}
-        self.assertEqual(self.retry(name, partial, answers)["result"]["content"][0]["text"], "Hello there! Alice (1 roots)")
+        self.assertEqual(
+            self.retry(name, partial, answers)["result"]["content"][0]["text"], "Hello there! Alice (1 roots)"
+        )
 
     def test_multiple_inputs_names_every_missing_capability(self) -> None:
-        error = self.error("tools/call", {"name": "test_input_required_result_multiple_inputs", "arguments": {}}, capabilities={"sampling": {}})
+        error = self.error(
+            "tools/call",
+            {"name": "test_input_required_result_multiple_inputs", "arguments": {}},
+            capabilities={"sampling": {}},
+        )
         self.assertEqual(error["code"], main.MISSING_REQUIRED_CLIENT_CAPABILITY)
         self.assertEqual(error["data"]["requiredCapabilities"], {"elicitation": {"form": {}}, "roots": {}})
 
@@ -356,7 +412,12 @@ class InputRequiredTests(FixtureCase):
         self.assertEqual(final["content"][0]["text"], "Alice likes blue.")
         # Both rounds' states share one nonce: once finished, neither can act again.
         for state in (first, second):
-            self.assertEqual(self.retry(name, state, {"step1": accept({"name": "Eve"}), "step2": accept({"color": "red"})})["error"]["code"], main.INVALID_PARAMS)
+            self.assertEqual(
+                self.retry(name, state, {"step1": accept({"name": "Eve"}), "step2": accept({"color": "red"})})["error"][
+                    "code"
+                ],
+                main.INVALID_PARAMS,
+            )
 
     def test_multi_round_does_not_take_the_second_answer_in_the_first_round(self) -> None:
         name = "test_input_required_result_multi_round"
@@ -369,7 +430,10 @@ class InputRequiredTests(FixtureCase):
         only_sampling = self.call(name, {}, capabilities={"sampling": {}})
         self.assertEqual([r["method"] for r in only_sampling["inputRequests"].values()], ["sampling/createMessage"])
         both = self.call(name, {})
-        self.assertEqual(sorted(r["method"] for r in both["inputRequests"].values()), ["elicitation/create", "sampling/createMessage"])
+        self.assertEqual(
+            sorted(r["method"] for r in both["inputRequests"].values()),
+            ["elicitation/create", "sampling/createMessage"],
+        )
         error = self.error("tools/call", {"name": name, "arguments": {}}, capabilities={})
         self.assertEqual(error["code"], main.MISSING_REQUIRED_CLIENT_CAPABILITY)
 
@@ -380,10 +444,15 @@ class InputRequiredTests(FixtureCase):
 
     def test_an_answer_longer_than_the_limit_is_cut_to_the_limit(self) -> None:
         name = "test_input_required_result_elicitation"
-        for length, kept in ((fixtures.MAX_ANSWER_TEXT, fixtures.MAX_ANSWER_TEXT), (fixtures.MAX_ANSWER_TEXT + 1, fixtures.MAX_ANSWER_TEXT)):
+        for length, kept in (
+            (fixtures.MAX_ANSWER_TEXT, fixtures.MAX_ANSWER_TEXT),
+            (fixtures.MAX_ANSWER_TEXT + 1, fixtures.MAX_ANSWER_TEXT),
+        ):
             with self.subTest(length=length):
                 first = self.call(name, {})
-                text = self.retry(name, first, {"user_name": accept({"name": "x" * length})})["result"]["content"][0]["text"]
+                text = self.retry(name, first, {"user_name": accept({"name": "x" * length})})["result"]["content"][0][
+                    "text"
+                ]
                 self.assertEqual(text, "Hello, " + "x" * kept + "!")
 
 
@@ -405,7 +474,10 @@ class LegacyEraToolTests(FixtureCase):
                          [("notifications/message", "info", step) for step in fixtures.LOG_STEPS])  # fmt: skip
 
     def test_sampling_asks_the_callers_prompt_cut_to_the_limit(self) -> None:
-        for length, kept in ((fixtures.MAX_ANSWER_TEXT, fixtures.MAX_ANSWER_TEXT), (fixtures.MAX_ANSWER_TEXT + 1, fixtures.MAX_ANSWER_TEXT)):
+        for length, kept in (
+            (fixtures.MAX_ANSWER_TEXT, fixtures.MAX_ANSWER_TEXT),
+            (fixtures.MAX_ANSWER_TEXT + 1, fixtures.MAX_ANSWER_TEXT),
+        ):
             with self.subTest(length=length):
                 first = self.call("test_sampling", {"prompt": "p" * length})
                 asked = first["inputRequests"]["llm_answer"]["params"]
@@ -426,25 +498,54 @@ class LegacyEraToolTests(FixtureCase):
 
     def test_the_defaults_form_keeps_every_typed_field_and_drops_others(self) -> None:
         content = {"name": "Jane", "age": 25, "score": 88.5, "status": "inactive", "verified": False}
-        final = self.retry_with("test_elicitation_sep1034_defaults", {}, {"defaults": accept({**content, "extra": "x" * 50})})
-        self.assertEqual(final["result"]["content"][0]["text"], "Elicitation completed: action=accept, content=" + json.dumps(content, sort_keys=True))
+        final = self.retry_with(
+            "test_elicitation_sep1034_defaults", {}, {"defaults": accept({**content, "extra": "x" * 50})}
+        )
+        self.assertEqual(
+            final["result"]["content"][0]["text"],
+            "Elicitation completed: action=accept, content=" + json.dumps(content, sort_keys=True),
+        )
 
     def test_a_defaults_answer_of_the_wrong_type_is_invalid_params(self) -> None:
         for bad in ({"age": 2.5}, {"age": True}, {"score": "high"}, {"status": "gone"}, {"verified": "yes"}):
             with self.subTest(bad=bad):
-                self.assertEqual(self.retry_with("test_elicitation_sep1034_defaults", {}, {"defaults": accept(bad)})["error"]["code"], main.INVALID_PARAMS)
+                self.assertEqual(
+                    self.retry_with("test_elicitation_sep1034_defaults", {}, {"defaults": accept(bad)})["error"][
+                        "code"
+                    ],
+                    main.INVALID_PARAMS,
+                )
 
     def test_the_enums_form_accepts_each_enum_kind_and_refuses_values_outside_them(self) -> None:
-        good = {"untitledSingle": "option1", "titledSingle": "value1", "legacyEnum": "opt1", "untitledMulti": ["option1", "option2"], "titledMulti": ["value1", "value2"]}
+        good = {
+            "untitledSingle": "option1",
+            "titledSingle": "value1",
+            "legacyEnum": "opt1",
+            "untitledMulti": ["option1", "option2"],
+            "titledMulti": ["value1", "value2"],
+        }
         self.assertIn("result", self.retry_with("test_elicitation_sep1330_enums", {}, {"enums": accept(good)}))
-        for bad in ({"titledSingle": "value9"}, {"untitledMulti": ["option9"]}, {"titledMulti": "value1"}, {"legacyEnum": "Option One"}):
+        for bad in (
+            {"titledSingle": "value9"},
+            {"untitledMulti": ["option9"]},
+            {"titledMulti": "value1"},
+            {"legacyEnum": "Option One"},
+        ):
             with self.subTest(bad=bad):
-                self.assertEqual(self.retry_with("test_elicitation_sep1330_enums", {}, {"enums": accept(bad)})["error"]["code"], main.INVALID_PARAMS)
+                self.assertEqual(
+                    self.retry_with("test_elicitation_sep1330_enums", {}, {"enums": accept(bad)})["error"]["code"],
+                    main.INVALID_PARAMS,
+                )
 
     def test_a_multi_select_answer_longer_than_the_limit_is_cut_to_the_limit(self) -> None:
-        for length, kept in ((fixtures.MAX_ANSWER_ITEMS, fixtures.MAX_ANSWER_ITEMS), (fixtures.MAX_ANSWER_ITEMS + 1, fixtures.MAX_ANSWER_ITEMS)):
+        for length, kept in (
+            (fixtures.MAX_ANSWER_ITEMS, fixtures.MAX_ANSWER_ITEMS),
+            (fixtures.MAX_ANSWER_ITEMS + 1, fixtures.MAX_ANSWER_ITEMS),
+        ):
             with self.subTest(length=length):
-                final = self.retry_with("test_elicitation_sep1330_enums", {}, {"enums": accept({"untitledMulti": ["option1"] * length})})
+                final = self.retry_with(
+                    "test_elicitation_sep1330_enums", {}, {"enums": accept({"untitledMulti": ["option1"] * length})}
+                )
                 text = final["result"]["content"][0]["text"]
                 self.assertEqual(json.loads(text.split("content=", 1)[1]), {"untitledMulti": ["option1"] * kept})
 
@@ -459,14 +560,22 @@ class PromptTests(FixtureCase):
         result = self.result("prompts/list", {})
         self.assertEqual([p["name"] for p in result["prompts"]], list(fixtures.PROMPTS))
         self.assertTrue(all(p["description"] for p in result["prompts"]))
-        self.assertEqual((result["ttlMs"], result["cacheScope"], result["resultType"]), (fixtures.LIST_TTL_MS, "public", "complete"))
+        self.assertEqual(
+            (result["ttlMs"], result["cacheScope"], result["resultType"]), (fixtures.LIST_TTL_MS, "public", "complete")
+        )
 
     def test_each_prompt_renders_its_messages(self) -> None:
         simple = self.result("prompts/get", {"name": "test_simple_prompt"})["messages"]
-        self.assertEqual(simple, [{"role": "user", "content": {"type": "text", "text": "This is a simple prompt for testing."}}])
-        args = self.result("prompts/get", {"name": "test_prompt_with_arguments", "arguments": {"arg1": "v1", "arg2": "v2"}})
+        self.assertEqual(
+            simple, [{"role": "user", "content": {"type": "text", "text": "This is a simple prompt for testing."}}]
+        )
+        args = self.result(
+            "prompts/get", {"name": "test_prompt_with_arguments", "arguments": {"arg1": "v1", "arg2": "v2"}}
+        )
         self.assertEqual(args["messages"][0]["content"]["text"], "Prompt with arguments: arg1='v1', arg2='v2'")
-        embedded = self.result("prompts/get", {"name": "test_prompt_with_embedded_resource", "arguments": {"resourceUri": "test://x"}})
+        embedded = self.result(
+            "prompts/get", {"name": "test_prompt_with_embedded_resource", "arguments": {"resourceUri": "test://x"}}
+        )
         self.assertEqual(embedded["messages"][0]["content"]["resource"]["uri"], "test://x")
         image = self.result("prompts/get", {"name": "test_prompt_with_image"})["messages"]
         self.assertEqual([m["content"]["type"] for m in image], ["image", "text"])
@@ -494,10 +603,18 @@ class PromptTests(FixtureCase):
     def test_the_input_required_prompt_refuses_a_state_it_never_issued_and_malformed_answers(self) -> None:
         name = "test_input_required_result_prompt"
         answer = {"user_context": accept({"context": "c"})}
-        self.assertEqual(self.error("prompts/get", {"name": name, "inputResponses": answer, "requestState": "forged"})["code"], main.INVALID_PARAMS)
+        self.assertEqual(
+            self.error("prompts/get", {"name": name, "inputResponses": answer, "requestState": "forged"})["code"],
+            main.INVALID_PARAMS,
+        )
         self.assertEqual(self.error("prompts/get", {"name": name, "inputResponses": [1]})["code"], main.INVALID_PARAMS)
-        self.assertEqual(self.error("prompts/get", {"name": name, "inputResponses": {"user_context": 1}})["code"], main.INVALID_PARAMS)
-        self.assertEqual(self.error("prompts/get", {"name": name}, capabilities={})["code"], main.MISSING_REQUIRED_CLIENT_CAPABILITY)
+        self.assertEqual(
+            self.error("prompts/get", {"name": name, "inputResponses": {"user_context": 1}})["code"],
+            main.INVALID_PARAMS,
+        )
+        self.assertEqual(
+            self.error("prompts/get", {"name": name}, capabilities={})["code"], main.MISSING_REQUIRED_CLIENT_CAPABILITY
+        )
 
     def test_lists_refuse_any_cursor(self) -> None:
         for method in ("prompts/list", "resources/list", "resources/templates/list"):
@@ -511,7 +628,10 @@ class ResourceTests(FixtureCase):
 
     def test_resources_list_puts_a_readable_text_resource_first_with_cache_hints(self) -> None:
         result = self.result("resources/list", {})
-        self.assertEqual([r["uri"] for r in result["resources"]], ["test://static-text", "test://static-binary", "test://watched-resource"])
+        self.assertEqual(
+            [r["uri"] for r in result["resources"]],
+            ["test://static-text", "test://static-binary", "test://watched-resource"],
+        )
         self.assertEqual((result["ttlMs"], result["cacheScope"]), (fixtures.LIST_TTL_MS, "public"))
         self.assertIn("text", self.read(result["resources"][0]["uri"])["result"]["contents"][0])
 
@@ -522,7 +642,10 @@ class ResourceTests(FixtureCase):
         self.assertEqual(self.read("test://static-binary")["result"]["contents"][0]["blob"], fixtures.PNG_BASE64)
 
     def test_the_template_lists_and_reads_with_the_id_in_the_data(self) -> None:
-        self.assertEqual(self.result("resources/templates/list", {})["resourceTemplates"][0]["uriTemplate"], "test://template/{id}/data")
+        self.assertEqual(
+            self.result("resources/templates/list", {})["resourceTemplates"][0]["uriTemplate"],
+            "test://template/{id}/data",
+        )
         contents = self.read("test://template/123/data")["result"]["contents"][0]
         self.assertEqual(json.loads(contents["text"]), {"id": "123", "templateTest": True, "data": "Data for ID: 123"})
 
@@ -530,10 +653,17 @@ class ResourceTests(FixtureCase):
         ok = "i" * fixtures.MAX_TEMPLATE_ID_LENGTH
         self.assertIn("result", self.read(f"test://template/{ok}/data"))
         too_long = f"test://template/{ok}i/data"
-        self.assertEqual(self.read(too_long)["error"], {"code": main.INVALID_PARAMS, "message": "Resource not found", "data": {"uri": too_long}})
+        self.assertEqual(
+            self.read(too_long)["error"],
+            {"code": main.INVALID_PARAMS, "message": "Resource not found", "data": {"uri": too_long}},
+        )
 
     def test_an_unknown_resource_is_invalid_params_naming_the_uri(self) -> None:
-        for uri in ("test://nonexistent-resource-for-conformance-testing", "test://template/a/b/data", "test://template/../data"):
+        for uri in (
+            "test://nonexistent-resource-for-conformance-testing",
+            "test://template/a/b/data",
+            "test://template/../data",
+        ):
             with self.subTest(uri):
                 self.assertEqual(self.read(uri)["error"]["data"], {"uri": uri})
 
@@ -573,9 +703,17 @@ class CompletionTests(FixtureCase):
     def test_at_most_the_limit_of_values_is_sent_and_more_is_flagged(self) -> None:
         ref = {"type": "ref/prompt", "name": "test_prompt_with_arguments"}
         for count, has_more in ((fixtures.MAX_COMPLETIONS, False), (fixtures.MAX_COMPLETIONS + 1, True)):
-            with self.subTest(count=count), mock.patch.dict(fixtures.COMPLETIONS, {("test_prompt_with_arguments", "arg1"): [f"v{i}" for i in range(count)]}):
+            with (
+                self.subTest(count=count),
+                mock.patch.dict(
+                    fixtures.COMPLETIONS, {("test_prompt_with_arguments", "arg1"): [f"v{i}" for i in range(count)]}
+                ),
+            ):
                 completion = self.complete(ref, {"name": "arg1", "value": "v"})["result"]["completion"]
-                self.assertEqual((len(completion["values"]), completion["total"], completion["hasMore"]), (fixtures.MAX_COMPLETIONS, count, has_more))
+                self.assertEqual(
+                    (len(completion["values"]), completion["total"], completion["hasMore"]),
+                    (fixtures.MAX_COMPLETIONS, count, has_more),
+                )
 
 
 # =====================================================================================
@@ -596,7 +734,9 @@ class HeaderTests(FixtureCase):
 
     def region(self, body: Any, **headers: str) -> dict[str, Any]:
         arguments = {} if body is None else {"region": body}
-        return self.post("tools/call", {"name": "test_header_param", "arguments": arguments}, Mcp_Name="test_header_param", **headers)
+        return self.post(
+            "tools/call", {"name": "test_header_param", "arguments": arguments}, Mcp_Name="test_header_param", **headers
+        )
 
     def test_a_parameter_header_matching_the_body_is_accepted_plain_or_base64(self) -> None:
         self.assertEqual(self.region("Hello", Mcp_Param_Region="Hello")["status"], 200)
@@ -649,7 +789,9 @@ class HeaderTests(FixtureCase):
             with self.subTest(method):
                 self.assertEqual(self.post(method, params, Mcp_Name=name)["error"]["code"], frame.HEADER_MISMATCH)
                 self.assertEqual(self.post(method, params)["error"]["code"], frame.HEADER_MISMATCH)
-        self.assertEqual(self.post("resources/read", {"uri": "test://static-text"}, Mcp_Name="test://static-text")["status"], 200)
+        self.assertEqual(
+            self.post("resources/read", {"uri": "test://static-text"}, Mcp_Name="test://static-text")["status"], 200
+        )
 
 
 if __name__ == "__main__":

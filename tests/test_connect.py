@@ -76,14 +76,19 @@ class Client:
     def call(self, arguments: dict[str, Any], capabilities: Any = BOTH, **extra: Any) -> dict[str, Any]:
         """tools/call notes_publish with a fresh id; the response (result or error)."""
         message = request(
-            "tools/call", {"name": connect.TOOL_NAME, "arguments": arguments, **extra}, id=self.next_id, capabilities=capabilities
+            "tools/call",
+            {"name": connect.TOOL_NAME, "arguments": arguments, **extra},
+            id=self.next_id,
+            capabilities=capabilities,
         )
         self.next_id += 1
         response = self.send(message)
         self.wire += [json.dumps(message), json.dumps(response)]
         return response
 
-    def retry(self, arguments: dict[str, Any], first: dict[str, Any], responses: dict[str, Any], capabilities: Any = BOTH) -> dict[str, Any]:
+    def retry(
+        self, arguments: dict[str, Any], first: dict[str, Any], responses: dict[str, Any], capabilities: Any = BOTH
+    ) -> dict[str, Any]:
         """The MRTR retry of `first` (a result) with these inputResponses."""
         return self.call(arguments, capabilities, requestState=first["requestState"], inputResponses=responses)
 
@@ -109,7 +114,12 @@ class Browser:
         self.jar[name] = value
 
     def open(
-        self, method: str, path: str, fields: list[tuple[str, str]] | None = None, headers: list[tuple[str, str]] | None = None, omit: str = ""
+        self,
+        method: str,
+        path: str,
+        fields: list[tuple[str, str]] | None = None,
+        headers: list[tuple[str, str]] | None = None,
+        omit: str = "",
     ) -> tuple[int, dict[str, str], str]:
         sent = list(headers or [])
         body = b""
@@ -152,7 +162,9 @@ class Browser:
         assert status == 200 and match, (status, text)
         return match.group(1)
 
-    def decide(self, path: str, decision: str, csrf: str | None = "from-page", headers: list[tuple[str, str]] | None = None) -> int:
+    def decide(
+        self, path: str, decision: str, csrf: str | None = "from-page", headers: list[tuple[str, str]] | None = None
+    ) -> int:
         """Press Allow or Deny; csrf "from-page" reads it from the page, None leaves it out."""
         fields = [("decision", decision)]
         if csrf is not None:
@@ -174,12 +186,16 @@ class InProcess(unittest.TestCase):
         self.bob = Client(lambda message: support.answered(self.server, message, "bob"))
 
     def browser(self, peer: str = "127.0.0.1") -> Browser:
-        def send(method: str, path: str, headers: list[tuple[str, str]], body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+        def send(
+            method: str, path: str, headers: list[tuple[str, str]], body: bytes
+        ) -> tuple[int, list[tuple[str, str]], bytes]:
             return self.pages.handle(method, path, support.engine_headers(headers), body, peer)
 
         return Browser(send)
 
-    def first(self, client: Client | None = None, title: str = "TPS report 2025", capabilities: Any = BOTH) -> dict[str, Any]:
+    def first(
+        self, client: Client | None = None, title: str = "TPS report 2025", capabilities: Any = BOTH
+    ) -> dict[str, Any]:
         """A first call that must return the URL elicitation; its result."""
         client = client or self.alice
         workspace = BOB_WORKSPACE if client is self.bob else WORKSPACE
@@ -197,7 +213,14 @@ class InProcess(unittest.TestCase):
         self.assertEqual(browser.sign_in(path, token), 303)
         return browser
 
-    def retry(self, first: dict[str, Any], responses: dict[str, Any], title: str = "TPS report 2025", client: Client | None = None, capabilities: Any = BOTH) -> dict[str, Any]:
+    def retry(
+        self,
+        first: dict[str, Any],
+        responses: dict[str, Any],
+        title: str = "TPS report 2025",
+        client: Client | None = None,
+        capabilities: Any = BOTH,
+    ) -> dict[str, Any]:
         client = client or self.alice
         workspace = BOB_WORKSPACE if client is self.bob else WORKSPACE
         return client.retry(tps(title, workspace), first, responses, capabilities)
@@ -268,7 +291,12 @@ class ScopeTests(InProcess):
         self.assertEqual(self.log.count("connect flow started for principal 'alice'"), 0)
 
     def test_unauthorized_and_escaping_workspaces_are_errors_that_start_no_flow(self) -> None:
-        for workspace in (BOB_WORKSPACE, "file:///Users/alice/Documents/Notes-evil", f"{WORKSPACE}/%2e%2e/Notes-evil", "https://x/"):
+        for workspace in (
+            BOB_WORKSPACE,
+            "file:///Users/alice/Documents/Notes-evil",
+            f"{WORKSPACE}/%2e%2e/Notes-evil",
+            "https://x/",
+        ):
             with self.subTest(workspace=workspace):
                 result = self.alice.call(tps("TPS", workspace))["result"]
                 self.assertTrue(result["isError"])
@@ -276,7 +304,9 @@ class ScopeTests(InProcess):
 
     def test_look_alikes_outside_the_workspace_are_never_offered(self) -> None:
         result = self.alice.call(tps("TPS report"))["result"]
-        options = result["inputRequests"][connect.CHOICE_KEY]["params"]["requestedSchema"]["properties"]["note_id"]["oneOf"]
+        options = result["inputRequests"][connect.CHOICE_KEY]["params"]["requestedSchema"]["properties"]["note_id"][
+            "oneOf"
+        ]
         self.assertEqual([option["const"] for option in options], ["note-3", "note-7", "note-14"])
 
     def test_several_matches_ask_which_note_with_a_form_when_form_is_declared(self) -> None:
@@ -335,7 +365,9 @@ class UrlElicitationTests(InProcess):
         claims = self.server.services.signer.verify(result["requestState"])
         handle = self.connect_path(result).rsplit("/", 1)[1]
         self.assertEqual(claims["extra"]["flow"], handle)
-        self.assertEqual((claims["sub"], claims["tool"], claims["phase"]), ("alice", connect.TOOL_NAME, connect.PHASE_CONNECT))
+        self.assertEqual(
+            (claims["sub"], claims["tool"], claims["phase"]), ("alice", connect.TOOL_NAME, connect.PHASE_CONNECT)
+        )
         self.assertLess(self.clock.now, claims["exp"])
 
     def test_each_flow_gets_a_new_random_handle(self) -> None:
@@ -345,7 +377,9 @@ class UrlElicitationTests(InProcess):
     def test_a_state_presented_by_bob_or_for_other_arguments_is_refused(self) -> None:
         first = self.first()
         self.assertEqual(self.retry(first, answer("accept"), client=self.bob)["error"]["code"], main.INVALID_PARAMS)
-        self.assertEqual(self.retry(first, answer("accept"), title="TPS report 2023")["error"]["code"], main.INVALID_PARAMS)
+        self.assertEqual(
+            self.retry(first, answer("accept"), title="TPS report 2023")["error"]["code"], main.INVALID_PARAMS
+        )
 
 
 class AtMostOnce(InProcess):
@@ -378,11 +412,15 @@ class AtMostOnce(InProcess):
 
     def test_the_choice_forms_state_is_consumed_with_the_flow_it_started(self) -> None:
         choice = self.alice.call(tps("TPS report"))["result"]
-        connect_state = self.retry(choice, answer("accept", connect.CHOICE_KEY, {"note_id": "note-14"}), "TPS report")["result"]
+        connect_state = self.retry(choice, answer("accept", connect.CHOICE_KEY, {"note_id": "note-14"}), "TPS report")[
+            "result"
+        ]
         self.allow(connect_state)
         done = self.retry(connect_state, answer("accept"), "TPS report")["result"]
         self.assertEqual(done["structuredContent"]["noteId"], "note-14")
-        self.assert_refused(self.retry(choice, answer("accept", connect.CHOICE_KEY, {"note_id": "note-7"}), "TPS report"))
+        self.assert_refused(
+            self.retry(choice, answer("accept", connect.CHOICE_KEY, {"note_id": "note-7"}), "TPS report")
+        )
         self.assertEqual([r["noteId"] for r in self.service.published("alice")], ["note-14"])
 
     def test_a_denial_on_the_page_ends_the_flow_for_every_state_it_issued(self) -> None:
@@ -495,7 +533,9 @@ class RetryTests(InProcess):
         self.assertEqual(cancelled["structuredContent"]["reason"], "cancelled")
         declined = self.retry(first, answer("decline", connect.CHOICE_KEY), "TPS report")["result"]
         self.assertEqual(declined["structuredContent"]["reason"], "declined")
-        self.assertEqual(self.retry(first, answer("decline", connect.CHOICE_KEY), "TPS report")["error"]["code"], main.INVALID_PARAMS)
+        self.assertEqual(
+            self.retry(first, answer("decline", connect.CHOICE_KEY), "TPS report")["error"]["code"], main.INVALID_PARAMS
+        )
         self.assertEqual(self.service.published("alice"), [])
 
     def test_a_note_changed_after_the_link_was_sent_is_not_published(self) -> None:
@@ -615,7 +655,15 @@ class PageBindingTests(InProcess):
         self.assertEqual(browser.decide(path, "deny", csrf=csrf), 404)
         self.assertEqual(self.store.credential("alice"), credential)
         forged = f"{connect.PATH_PREFIX}{secrets.token_urlsafe(32)}"
-        for bad in (forged, path[:-1], path + "A", f"{connect.PATH_PREFIX}..%2f", f"{path}/other", f"{path}/", f"{path}/sign-in/x"):
+        for bad in (
+            forged,
+            path[:-1],
+            path + "A",
+            f"{connect.PATH_PREFIX}..%2f",
+            f"{path}/other",
+            f"{path}/",
+            f"{path}/sign-in/x",
+        ):
             with self.subTest(path=bad):
                 self.assertEqual(browser.get(bad)[0], 404)
 
@@ -634,7 +682,9 @@ class PageBindingTests(InProcess):
         self.assertEqual(browser.open("POST", path, [])[0], 405)
         self.assertEqual(browser.open("GET", f"{path}/decision")[0], 405)
         self.assertEqual(browser.open("DELETE", path)[0], 405)
-        status = self.pages.handle("POST", f"{path}/sign-in", [("content-type", "application/json")], b'{"token":"x"}')[0]
+        status = self.pages.handle("POST", f"{path}/sign-in", [("content-type", "application/json")], b'{"token":"x"}')[
+            0
+        ]
         self.assertEqual(status, 415)
 
     def test_every_page_is_escaped_plain_html_with_the_security_headers(self) -> None:
@@ -663,8 +713,14 @@ class ReadablePageTests(InProcess):
     def test_the_consent_page_names_service_principal_tool_and_note_and_says_the_connection_stands(self) -> None:
         path = self.connect_path(self.first())
         text = self.signed_in(path).get(path)[2]
-        for part in ("<strong>alice</strong>", f"<strong>{connect.SERVICE_NAME}</strong>", f"<strong>{connect.TOOL_NAME}</strong>",
-                     "&ldquo;TPS report 2025&rdquo;", "standing connection", "until you disconnect it"):
+        for part in (
+            "<strong>alice</strong>",
+            f"<strong>{connect.SERVICE_NAME}</strong>",
+            f"<strong>{connect.TOOL_NAME}</strong>",
+            "&ldquo;TPS report 2025&rdquo;",
+            "standing connection",
+            "until you disconnect it",
+        ):
             self.assertIn(part, text)
         self.assertNotIn("Disconnect</button>", text)  # nothing to disconnect yet
 
@@ -700,10 +756,16 @@ class LoginCsrfTests(InProcess):
         other_path = self.connect_path(self.first(title="TPS report 2024"))
         browser, other = self.browser(), self.browser()
         login, foreign = browser.login_token(path), other.login_token(path)
-        for fields in ([("token", ALICE_TOKEN)], [("token", ALICE_TOKEN), ("login", foreign)], [("token", ALICE_TOKEN), ("login", login + "0")]):
+        for fields in (
+            [("token", ALICE_TOKEN)],
+            [("token", ALICE_TOKEN), ("login", foreign)],
+            [("token", ALICE_TOKEN), ("login", login + "0")],
+        ):
             with self.subTest(fields=fields):
                 self.assertEqual(browser.open("POST", f"{path}/sign-in", fields)[0], 403)
-        self.assertEqual(browser.open("POST", f"{other_path}/sign-in", [("token", ALICE_TOKEN), ("login", login)])[0], 403)
+        self.assertEqual(
+            browser.open("POST", f"{other_path}/sign-in", [("token", ALICE_TOKEN), ("login", login)])[0], 403
+        )
         cookieless = self.browser()
         self.assertEqual(cookieless.open("POST", f"{path}/sign-in", [("token", ALICE_TOKEN), ("login", login)])[0], 403)
         self.assertIsNone(browser.cookie)
@@ -755,7 +817,10 @@ class DisconnectTests(InProcess):
         credential = self.store.credential("alice")
         self.assertEqual(browser.open("POST", connect.DISCONNECT_PATH, [("csrf", csrf + "x")])[0], 403)
         self.assertEqual(browser.open("POST", connect.DISCONNECT_PATH, [])[0], 403)
-        self.assertEqual(browser.open("POST", connect.DISCONNECT_PATH, [("csrf", csrf)], [("Origin", "https://evil.example")])[0], 403)
+        self.assertEqual(
+            browser.open("POST", connect.DISCONNECT_PATH, [("csrf", csrf)], [("Origin", "https://evil.example")])[0],
+            403,
+        )
         self.assertEqual(self.browser().open("POST", connect.DISCONNECT_PATH, [("csrf", csrf)])[0], 403)
         self.assertEqual(browser.open("GET", connect.DISCONNECT_PATH)[0], 405)
         self.assertEqual(self.store.credential("alice"), credential)
@@ -768,7 +833,9 @@ class DisconnectTests(InProcess):
         self.assertEqual((status, "nothing was changed" in text), (200, True))
         self.assertIsNotNone(self.store.credential("alice"))
 
-    def test_the_consent_page_of_a_connected_principal_offers_disconnect_and_a_new_allow_revokes_the_old_credential(self) -> None:
+    def test_the_consent_page_of_a_connected_principal_offers_disconnect_and_a_new_allow_revokes_the_old_credential(
+        self,
+    ) -> None:
         _, _, _ = self.connected()
         old = self.store.credential("alice")
         assert old is not None  # connected
@@ -888,15 +955,22 @@ class LimitTests(InProcess):
         exact = (fields + "x" * (connect.MAX_FORM_BYTES - len(fields))).encode()
         self.assertEqual(len(exact), connect.MAX_FORM_BYTES)
         cookie = ("Cookie", f"{connect.LOGIN_COOKIE}={browser.jar[connect.LOGIN_COOKIE]}")
-        self.assertEqual(self.pages.handle("POST", f"{path}/sign-in", support.engine_headers([FORM_TYPE, cookie]), exact + b"x")[0], 413)
-        self.assertEqual(self.pages.handle("POST", f"{path}/sign-in", support.engine_headers([FORM_TYPE, cookie]), exact)[0], 303)
+        self.assertEqual(
+            self.pages.handle("POST", f"{path}/sign-in", support.engine_headers([FORM_TYPE, cookie]), exact + b"x")[0],
+            413,
+        )
+        self.assertEqual(
+            self.pages.handle("POST", f"{path}/sign-in", support.engine_headers([FORM_TYPE, cookie]), exact)[0], 303
+        )
 
     def test_form_field_count_at_the_limit_and_one_over(self) -> None:
         path = self.connect_path(self.first())
         pad = [(f"p{i}", "") for i in range(connect.MAX_FORM_FIELDS - 2)]
         browser = self.browser()
         login = ("login", browser.login_token(path))
-        self.assertEqual(browser.open("POST", f"{path}/sign-in", [("token", ALICE_TOKEN), login, *pad, ("p", "")])[0], 403)
+        self.assertEqual(
+            browser.open("POST", f"{path}/sign-in", [("token", ALICE_TOKEN), login, *pad, ("p", "")])[0], 403
+        )
         self.assertIsNone(browser.cookie)
         self.assertEqual(browser.open("POST", f"{path}/sign-in", [("token", ALICE_TOKEN), login, *pad])[0], 303)
 
@@ -921,7 +995,9 @@ class LimitTests(InProcess):
         path = self.connect_path(self.first())
         browser = self.browser()
         login = ("login", browser.login_token(path))
-        self.assertEqual(browser.open("POST", f"{path}/sign-in", [("token", BOB_TOKEN), ("token", ALICE_TOKEN), login])[0], 403)
+        self.assertEqual(
+            browser.open("POST", f"{path}/sign-in", [("token", BOB_TOKEN), ("token", ALICE_TOKEN), login])[0], 403
+        )
         self.assertIsNone(browser.cookie)
 
 
@@ -935,7 +1011,9 @@ def http_pages(test: unittest.TestCase, port: int) -> Send:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=GUARD)
     test.addCleanup(conn.close)
 
-    def send(method: str, path: str, headers: list[tuple[str, str]], body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+    def send(
+        method: str, path: str, headers: list[tuple[str, str]], body: bytes
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
         conn.putrequest(method, path, skip_accept_encoding=True)
         for name, value in headers:
             conn.putheader(name, value)
@@ -949,16 +1027,19 @@ def http_pages(test: unittest.TestCase, port: int) -> Send:
 
 
 def config_file(test: unittest.TestCase, **extra: Any) -> str:
-    return procs.write_config(test, {
-        "principals": {
-            "alice": {"token": ALICE_TOKEN, "workspaces": [WORKSPACE]},
-            "bob": {"token": BOB_TOKEN, "workspaces": [BOB_WORKSPACE]},
+    return procs.write_config(
+        test,
+        {
+            "principals": {
+                "alice": {"token": ALICE_TOKEN, "workspaces": [WORKSPACE]},
+                "bob": {"token": BOB_TOKEN, "workspaces": [BOB_WORKSPACE]},
+            },
+            "stdioPrincipal": "alice",
+            "notes": [note_entry(note) for note in notes()],
+            "keys": [KEY.hex()],
+            **extra,
         },
-        "stdioPrincipal": "alice",
-        "notes": [note_entry(note) for note in notes()],
-        "keys": [KEY.hex()],
-        **extra,
-    })
+    )
 
 
 def note_entry(note: main.Note) -> dict[str, Any]:
@@ -1002,7 +1083,9 @@ class HttpTransportTests(RealHttpServer, unittest.TestCase):
     def test_the_full_publish_flow_through_a_browser_and_mcp_over_http(self) -> None:
         arguments = tps("TPS report")
         first = self.alice.call(arguments)["result"]
-        second = self.alice.retry(arguments, first, answer("accept", connect.CHOICE_KEY, {"note_id": "note-7"}))["result"]
+        second = self.alice.retry(arguments, first, answer("accept", connect.CHOICE_KEY, {"note_id": "note-7"}))[
+            "result"
+        ]
         path = self.path_of(second)
         early = self.alice.retry(arguments, second, answer("accept"))["result"]
         self.assertEqual(connect_request(early), connect_request(second))
@@ -1047,7 +1130,9 @@ class HttpTransportTests(RealHttpServer, unittest.TestCase):
         self.assertEqual(browser.get(path)[0], 404)
 
     def test_form_only_gets_the_exact_32021_over_http(self) -> None:
-        message = request("tools/call", {"name": connect.TOOL_NAME, "arguments": tps("TPS report 2025")}, capabilities=FORM_ONLY)
+        message = request(
+            "tools/call", {"name": connect.TOOL_NAME, "arguments": tps("TPS report 2025")}, capabilities=FORM_ONLY
+        )
         status, _, body = procs.post(self.server.connect(self), message, procs.mcp_headers(message, token=ALICE_TOKEN))
         self.assertEqual(status, 400)
         error = json.loads(body)["error"]
@@ -1060,10 +1145,14 @@ class HttpTransportTests(RealHttpServer, unittest.TestCase):
         exact = f"token={ALICE_TOKEN}&login={browser.login_token(path)}&pad=".encode()
         exact += b"x" * (connect.MAX_FORM_BYTES - len(exact))
         cookie = ("Cookie", f"{connect.LOGIN_COOKIE}={browser.jar[connect.LOGIN_COOKIE]}")
-        status, headers, body = http_pages(self, self.server.port)("POST", f"{path}/sign-in", [FORM_TYPE, cookie], exact + b"x")
+        status, headers, body = http_pages(self, self.server.port)(
+            "POST", f"{path}/sign-in", [FORM_TYPE, cookie], exact + b"x"
+        )
         self.assertEqual(status, 413)
         self.assertRefusalPage(headers, body)
-        self.assertEqual(http_pages(self, self.server.port)("POST", f"{path}/sign-in", [FORM_TYPE, cookie], exact)[0], 303)
+        self.assertEqual(
+            http_pages(self, self.server.port)("POST", f"{path}/sign-in", [FORM_TYPE, cookie], exact)[0], 303
+        )
 
     def test_a_foreign_host_header_is_refused_on_the_pages(self) -> None:
         path = self.path_of(self.alice.call(tps("TPS report 2025"))["result"])
@@ -1084,25 +1173,36 @@ class HttpTransportTests(RealHttpServer, unittest.TestCase):
         login = browser.login_token(path)
         cookie = ("Cookie", f"{connect.LOGIN_COOKIE}={browser.jar[connect.LOGIN_COOKIE]}")
         form = urlencode([("token", ALICE_TOKEN), ("login", login)]).encode()
-        status, headers, body = http_pages(self, self.server.port)("POST", f"{path}/sign-in", [FORM_TYPE, cookie, ("Origin", "null")], form)
+        status, headers, body = http_pages(self, self.server.port)(
+            "POST", f"{path}/sign-in", [FORM_TYPE, cookie, ("Origin", "null")], form
+        )
         self.assertEqual(status, 403)
         self.assertRefusalPage(headers, body)
-        self.assertFalse(any(value.startswith(connect.SESSION_COOKIE) for name, value in headers if name.lower() == "set-cookie"))
-        raw = procs.raw_exchange(self.server.port, (
-            f"POST {path}/sign-in HTTP/1.1\r\nHost: 127.0.0.1:{self.server.port}\r\nTransfer-Encoding: chunked\r\n"
-            "Content-Type: application/x-www-form-urlencoded\r\n\r\n0\r\n\r\n"
-        ).encode())
+        self.assertFalse(
+            any(value.startswith(connect.SESSION_COOKIE) for name, value in headers if name.lower() == "set-cookie")
+        )
+        raw = procs.raw_exchange(
+            self.server.port,
+            (
+                f"POST {path}/sign-in HTTP/1.1\r\nHost: 127.0.0.1:{self.server.port}\r\nTransfer-Encoding: chunked\r\n"
+                "Content-Type: application/x-www-form-urlencoded\r\n\r\n0\r\n\r\n"
+            ).encode(),
+        )
         head, _, page = raw.partition(b"\r\n\r\n")
         self.assertTrue(head.startswith(b"HTTP/1.1 411 "), head)  # a chunked body has no length up front
         self.assertIn(b"Content-Type: text/html; charset=utf-8", head)
         self.assertTrue(page.startswith(b"<!DOCTYPE html>"))
-        self.assertEqual(browser.sign_in(path, ALICE_TOKEN, [("Origin", f"http://127.0.0.1:{self.server.port}")]), 303)  # still usable
+        self.assertEqual(
+            browser.sign_in(path, ALICE_TOKEN, [("Origin", f"http://127.0.0.1:{self.server.port}")]), 303
+        )  # still usable
 
     def test_refusals_on_the_mcp_endpoint_stay_json(self) -> None:
         conn = http.client.HTTPConnection("127.0.0.1", self.server.port, timeout=GUARD)
         self.addCleanup(conn.close)
         message = request("server/discover")
-        status, headers, body = procs.post(conn, message, {**procs.mcp_headers(message, token=ALICE_TOKEN), "Origin": "null"})
+        status, headers, body = procs.post(
+            conn, message, {**procs.mcp_headers(message, token=ALICE_TOKEN), "Origin": "null"}
+        )
         self.assertEqual(status, 403)
         self.assertEqual(headers["content-type"], "application/json")
         self.assertEqual(json.loads(body)["error"]["code"], main.INVALID_REQUEST)
@@ -1112,12 +1212,16 @@ class StdioTransportTests(unittest.TestCase):
     """`serve --stdio`: a loopback listener serves only the pages, on the configured port."""
 
     def test_the_full_publish_flow_over_stdio_with_the_loopback_pages(self) -> None:
-        server = procs.StdioServer(self, "--config", config_file(self, connectPort=0, publish=True), env=procs.server_env())
+        server = procs.StdioServer(
+            self, "--config", config_file(self, connectPort=0, publish=True), env=procs.server_env()
+        )
         client = Client(server.exchange)
         first = client.call(tps("TPS report 2025"))["result"]
         url = urlsplit(connect_request(first)["params"]["url"])
         self.assertEqual(url.hostname, "127.0.0.1")
-        self.assertTrue(server.wait_for_line(f"connect pages on http://127.0.0.1:{url.port}/connect/"))  # stderr is read by another thread
+        self.assertTrue(
+            server.wait_for_line(f"connect pages on http://127.0.0.1:{url.port}/connect/")
+        )  # stderr is read by another thread
         browser = Browser(http_pages(self, url.port))
         self.assertEqual(browser.sign_in(url.path, ALICE_TOKEN), 303)
         self.assertEqual(browser.decide(url.path, "allow"), 200)
@@ -1126,7 +1230,9 @@ class StdioTransportTests(unittest.TestCase):
         conn = http.client.HTTPConnection("127.0.0.1", url.port, timeout=GUARD)
         self.addCleanup(conn.close)
         message = request("server/discover")
-        self.assertEqual(procs.post(conn, message, procs.mcp_headers(message, token=ALICE_TOKEN))[0], 404)  # no MCP here
+        self.assertEqual(
+            procs.post(conn, message, procs.mcp_headers(message, token=ALICE_TOKEN))[0], 404
+        )  # no MCP here
 
     def test_connect_port_must_be_a_port_number(self) -> None:
         base = {"principals": {"alice": {"token": ALICE_TOKEN, "workspaces": [WORKSPACE]}}}
@@ -1135,7 +1241,9 @@ class StdioTransportTests(unittest.TestCase):
                 with self.assertRaises(configuration.ConfigError):
                     configuration.parse_config(json.dumps({**base, "connectPort": value}))
         for value in (0, 65535):
-            self.assertEqual(configuration.parse_config(json.dumps({**base, "connectPort": value}))["connectPort"], value)
+            self.assertEqual(
+                configuration.parse_config(json.dumps({**base, "connectPort": value}))["connectPort"], value
+            )
 
 
 if __name__ == "__main__":

@@ -50,12 +50,20 @@ def sets_on_objects(source: str, filename: str) -> list[str]:
                 targets = list(child.targets)
             elif isinstance(child, (ast.AugAssign, ast.AnnAssign)):
                 targets = [child.target]
-            elif isinstance(child, ast.Call) and isinstance(child.func, ast.Name) and child.func.id in ("setattr", "delattr"):
+            elif (
+                isinstance(child, ast.Call)
+                and isinstance(child.func, ast.Name)
+                and child.func.id in ("setattr", "delattr")
+            ):
                 targets = [child.args[0]] if child.args else []
                 targets = [ast.Attribute(value=target, attr="?") for target in targets]
             for target in (single for each in targets for single in flattened(each)):
-                own = method and isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                own = (
+                    method
+                    and isinstance(target, ast.Attribute)
+                    and isinstance(target.value, ast.Name)
                     and target.value.id == "self"
+                )
                 if isinstance(target, (ast.Attribute, ast.Subscript)) and not own:
                     found.append(f"{filename} {function or '<module>'}: {ast.unparse(target)}")
             walk(child, function, method and not isinstance(child, ast.ClassDef))
@@ -133,10 +141,14 @@ class OneResolvedConfiguration(unittest.TestCase):
     def test_a_flag_wins_over_its_config_key_and_the_config_key_serves_without_the_flag(self) -> None:
         config = dict(configuration.lesson_config(), publicUrl="https://a.example", passkeys="off", notesTools=True)
         flags = self.resolved("--http", "--public-url", "https://b.example", "--db", "n.db", config=dict(config))
-        self.assertEqual((flags.public_url, flags.notes_tools, flags.db), ("https://b.example", True, os.path.join(self.dir, "n.db")))
+        self.assertEqual(
+            (flags.public_url, flags.notes_tools, flags.db), ("https://b.example", True, os.path.join(self.dir, "n.db"))
+        )
         self.assertEqual(flags.relative_db, "n.db")
         keys = self.resolved("--http", config=dict(config))
-        self.assertEqual((keys.public_url, keys.notes_tools, keys.db, keys.relative_db), ("https://a.example", True, None, None))
+        self.assertEqual(
+            (keys.public_url, keys.notes_tools, keys.db, keys.relative_db), ("https://a.example", True, None, None)
+        )
         self.assertEqual(keys.keys, (support.KEY,))
         self.assertEqual(keys.allowed_origins, frozenset({"https://a.example"}))
 

@@ -102,7 +102,11 @@ def dead_anchors(page: str, text: str) -> list[str]:
         if not anchor or re.match(r"[a-z][a-z0-9+.-]*:", target):
             continue
         linked = page if not path else os.path.normpath(os.path.join(os.path.dirname(page), path))
-        if linked.endswith(".md") and os.path.exists(linked) and anchor not in anchors(text if not path else read(linked)):
+        if (
+            linked.endswith(".md")
+            and os.path.exists(linked)
+            and anchor not in anchors(text if not path else read(linked))
+        ):
             dead.append(target)
     return dead
 
@@ -115,7 +119,10 @@ def python_blocks(text: str) -> list[str]:
 # A fenced block, and the comment before it that keeps it from the snippet runners:
 # `<!-- not run as a snippet: REASON -->` on the line just above the fence.
 NOT_RUN = "<!-- not run as a snippet: "
-_SNIPPET_RE = re.compile(r"^(?:<!-- not run as a snippet: (?P<reason>[^\n]*?) -->\n)?```(?P<lang>[^\n`]*)\n(?P<body>.*?)^```", re.DOTALL | re.MULTILINE)
+_SNIPPET_RE = re.compile(
+    r"^(?:<!-- not run as a snippet: (?P<reason>[^\n]*?) -->\n)?```(?P<lang>[^\n`]*)\n(?P<body>.*?)^```",
+    re.DOTALL | re.MULTILINE,
+)
 
 
 class Snippet(NamedTuple):
@@ -133,7 +140,11 @@ def snippets(text: str) -> list[Snippet]:
     found = []
     for match in _SNIPPET_RE.finditer(text):
         fence = match.start("lang") - 3
-        found.append(Snippet(match.group("lang").strip(), match.group("body"), text.count("\n", 0, fence) + 1, match.group("reason")))
+        found.append(
+            Snippet(
+                match.group("lang").strip(), match.group("body"), text.count("\n", 0, fence) + 1, match.group("reason")
+            )
+        )
     return found
 
 
@@ -153,7 +164,22 @@ MERMAID_TYPES = frozenset({
 SEQUENCE_OPENERS = frozenset({"loop", "alt", "opt", "par", "critical", "break", "rect", "box"})  # each closed by `end`
 SEQUENCE_MIDDLES = frozenset({"else", "and", "option"})  # only inside an open block
 # Words a flowchart reads as syntax: a node named so breaks the whole diagram.
-FLOWCHART_KEYWORDS = frozenset({"end", "call", "click", "style", "class", "classDef", "linkStyle", "subgraph", "graph", "flowchart", "direction", "default"})
+FLOWCHART_KEYWORDS = frozenset(
+    {
+        "end",
+        "call",
+        "click",
+        "style",
+        "class",
+        "classDef",
+        "linkStyle",
+        "subgraph",
+        "graph",
+        "flowchart",
+        "direction",
+        "default",
+    }
+)
 _MERMAID_BLOCK_RE = re.compile(r"^```mermaid\n(.*?)^```", re.DOTALL | re.MULTILINE)
 _SEQ_DECLARE_RE = re.compile(r"^(?:participant|actor)\s+([^\s;]+)")
 _SEQ_MESSAGE_RE = re.compile(r"^([^:]+?)\s*(?:<<)?(?:-->>|->>|-->|->|--x|-x|--\)|-\))[+-]?\s*([^:]+?)\s*:")
@@ -212,7 +238,11 @@ def sequence_problems(lines: list[str]) -> list[str]:
                 problems.append("an `end` closing nothing")
                 depth = 0
         elif note := _SEQ_NOTE_RE.match(line):
-            problems += [f"{name!r} used before it is declared" for name in map(str.strip, note.group(1).split(",")) if name not in declared]
+            problems += [
+                f"{name!r} used before it is declared"
+                for name in map(str.strip, note.group(1).split(","))
+                if name not in declared
+            ]
         elif message := _SEQ_MESSAGE_RE.match(line):
             problems += [f"{name!r} used before it is declared" for name in message.groups() if name not in declared]
             if ";" in _QUOTED_RE.sub('""', line):
@@ -276,7 +306,13 @@ def code_constants() -> dict[str, dict[str, float]]:
     return found
 
 
-_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv, ast.Pow: operator.pow}
+_OPERATORS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.Pow: operator.pow,
+}
 
 
 def arithmetic(node: ast.expr, known: dict[str, Any]) -> float | None:
@@ -296,7 +332,9 @@ def arithmetic(node: ast.expr, known: dict[str, Any]) -> float | None:
 
 # "`NAME` (5000 ms", "`module.NAME` = 64", and table rows "| `NAME` | 16 KiB |": a value quoted beside its constant.
 _NUMBER = r"(?>(\d[\d,]*(?:\.\d+)?)(?: ?(ms|s|KiB|MiB)\b)?)"  # atomic: "16 KiB + 4" is not "16"
-_QUOTED_LIMIT_RE = re.compile(r"`(?:([a-z_]+)\.)?([A-Z][A-Z0-9_]{2,})` *(?:\(|=) *" + _NUMBER + r"(?![\d.]|\*| \*|\.\.| ?\+)")
+_QUOTED_LIMIT_RE = re.compile(
+    r"`(?:([a-z_]+)\.)?([A-Z][A-Z0-9_]{2,})` *(?:\(|=) *" + _NUMBER + r"(?![\d.]|\*| \*|\.\.| ?\+)"
+)
 _TABLE_LIMIT_RE = re.compile(r"^\| `()([A-Z][A-Z0-9_]{2,})` \| " + _NUMBER + r" \|", re.MULTILINE)
 UNIT_SCALE = {"KiB": 1024, "MiB": 1024 * 1024}
 
@@ -344,7 +382,9 @@ def missing_from_contents(text: str) -> list[str]:
     if contents is None:
         return []
     listed = set(re.findall(r"\]\(#([^)]+)\)", contents.group(1)))
-    return [heading for heading in re.findall(r"^## +(.+?) *$", prose, re.MULTILINE) if anchors(f"# {heading}") - listed]
+    return [
+        heading for heading in re.findall(r"^## +(.+?) *$", prose, re.MULTILINE) if anchors(f"# {heading}") - listed
+    ]
 
 
 class HostConfigurationTests(unittest.TestCase):
@@ -384,7 +424,9 @@ class HostConfigurationTests(unittest.TestCase):
         self.assertGreaterEqual(checkout, 2)
 
 
-def run_host_configuration(test: unittest.TestCase, entry: dict[str, Any], extra_env: dict[str, str] | None = None) -> None:
+def run_host_configuration(
+    test: unittest.TestCase, entry: dict[str, Any], extra_env: dict[str, str] | None = None
+) -> None:
     """Start one host configuration as a host would, over a temporary notes folder; a first call must ask."""
     scratch = tempfile.mkdtemp(prefix="docs-host-")
     test.addCleanup(shutil.rmtree, scratch, True)
@@ -487,8 +529,13 @@ class LinkTests(unittest.TestCase):
     def test_the_anchor_checker_follows_headings_with_code_punctuation_and_repeats(self) -> None:
         page = "# Use it (`mcpServers`)\n## Tests\n## Tests\n```\n# not a heading\n```\n"
         self.assertEqual(anchors(page), {"use-it-mcpservers", "tests", "tests-1"})
-        text = "[a](#use-it-mcpservers) [b](#tests-1) [c](#not-a-heading) [d](serving.md#start-it) [e](serving.md#nowhere)"
-        self.assertEqual(dead_anchors(README, page + text.replace("serving.md", "docs/serving.md")), ["#not-a-heading", "docs/serving.md#nowhere"])
+        text = (
+            "[a](#use-it-mcpservers) [b](#tests-1) [c](#not-a-heading) [d](serving.md#start-it) [e](serving.md#nowhere)"
+        )
+        self.assertEqual(
+            dead_anchors(README, page + text.replace("serving.md", "docs/serving.md")),
+            ["#not-a-heading", "docs/serving.md#nowhere"],
+        )
 
     def test_the_readme_links_every_docs_page(self) -> None:
         linked = {os.path.normpath(os.path.join(ROOT, t.split("#")[0])) for t in link_targets(read(README))}
@@ -502,7 +549,9 @@ class RunnableSnippetTests(unittest.TestCase):
     def test_every_python_block_runs_and_exits_zero(self) -> None:
         ran = 0
         for page in documented_pages():
-            for index, block in enumerate(snippet.body for snippet in snippets(read(page)) if snippet.lang == "python" and not snippet.not_run):
+            for index, block in enumerate(
+                snippet.body for snippet in snippets(read(page)) if snippet.lang == "python" and not snippet.not_run
+            ):
                 ran += 1
                 with self.subTest(page=os.path.relpath(page, ROOT), block=index):
                     folder = tempfile.mkdtemp(prefix="docs-snippet-")
@@ -519,29 +568,60 @@ class RunnableSnippetTests(unittest.TestCase):
 
 SHELL_LANGS = ("sh", "bash", "shell")
 # An untagged block starting with one of these is a command someone will paste: it is tagged sh.
-COMMAND_STARTS = ("python3 ", "notes-mcp ", "export ", "curl ", "pip ", "pipx ", "uvx ", "docker ", "sqlite3 ", "bwrap ", "git ",
-                  "conformance.sh ", "node ", "npm ", "NOTES_MCP_", "PYTHONPATH=", "TMPDIR=", "sh ")
+COMMAND_STARTS = (
+    "python3 ",
+    "notes-mcp ",
+    "export ",
+    "curl ",
+    "pip ",
+    "pipx ",
+    "uvx ",
+    "docker ",
+    "sqlite3 ",
+    "bwrap ",
+    "git ",
+    "conformance.sh ",
+    "node ",
+    "npm ",
+    "NOTES_MCP_",
+    "PYTHONPATH=",
+    "TMPDIR=",
+    "sh ",
+)
 # Paths that exist on one machine only: a home folder, a scratch install, this machine's checkout.
 _MACHINE_LOCAL_RE = re.compile(r"(?<![\w.$])/(?:home|root|Users|work)/|/tmp/h\d|PYTHONPATH=/")
 _SERVER_START_RE = re.compile(r"(?:code/serve\.py|notes-mcp) --http\b")
 _FIXED_PORT_RE = re.compile(r"--port (?!0\b)\d+")
 # Blocks the runner must find runnable (it runs every runnable block; these are the ones the pages must keep so).
-RUN_AT_LEAST = frozenset({
-    ("README.md", "(cd code && python3 -m unittest discover tests -v)"),
-    ("docs/serving.md", "python3 code/serve.py --stdio                                  # the lesson fixture in memory, as alice"),
-    ("docs/serving.md", 'python3 code/serve.py --stdio --notes-dir "$HOME/Notes"        # your Markdown notes'),
-    ("docs/serving.md", 'export NOTES_MCP_TOKEN=$(python3 -c "import secrets; print(secrets.token_urlsafe(24))")'),
-    ("docs/serving.md", 'export NOTES_MCP_SECRET=$(python3 -c "import secrets; print(secrets.token_hex(32))")'),
-    ("docs/serving.md", "NOTES=$(mktemp -d)                                    # a scratch notes folder with one note"),
-    ("docs/serving.md", "python3 code/serve.py --stdio"),
-    ("docs/tools.md", "python3 code/serve.py --stdio --db notes.db --notes-tools"),
-    ("docs/conformance.md", "python3 code/serve.py --http --port 0 --no-auth --conformance-fixtures"),
-})
+RUN_AT_LEAST = frozenset(
+    {
+        ("README.md", "(cd code && python3 -m unittest discover tests -v)"),
+        (
+            "docs/serving.md",
+            "python3 code/serve.py --stdio                                  # the lesson fixture in memory, as alice",
+        ),
+        ("docs/serving.md", 'python3 code/serve.py --stdio --notes-dir "$HOME/Notes"        # your Markdown notes'),
+        ("docs/serving.md", 'export NOTES_MCP_TOKEN=$(python3 -c "import secrets; print(secrets.token_urlsafe(24))")'),
+        ("docs/serving.md", 'export NOTES_MCP_SECRET=$(python3 -c "import secrets; print(secrets.token_hex(32))")'),
+        (
+            "docs/serving.md",
+            "NOTES=$(mktemp -d)                                    # a scratch notes folder with one note",
+        ),
+        ("docs/serving.md", "python3 code/serve.py --stdio"),
+        ("docs/tools.md", "python3 code/serve.py --stdio --db notes.db --notes-tools"),
+        ("docs/conformance.md", "python3 code/serve.py --http --port 0 --no-auth --conformance-fixtures"),
+    }
+)
 
 
 def shell_blocks() -> list[tuple[str, Snippet]]:
     """Every shell block of README.md and docs/*.md, with its page (relative to the root)."""
-    return [(os.path.relpath(page, ROOT), snippet) for page in documented_pages() for snippet in snippets(read(page)) if snippet.lang in SHELL_LANGS]
+    return [
+        (os.path.relpath(page, ROOT), snippet)
+        for page in documented_pages()
+        for snippet in snippets(read(page))
+        if snippet.lang in SHELL_LANGS
+    ]
 
 
 def runnable_shell_blocks() -> list[tuple[str, Snippet]]:
@@ -580,7 +660,11 @@ def paste(test: unittest.TestCase, block: str) -> Pasted:
     test.addCleanup(shutil.rmtree, scratch, True)
     checkout, home, tmp = (os.path.join(scratch, name) for name in ("checkout", "home", "tmp"))
     for part in ("code", "tests"):
-        shutil.copytree(os.path.join(ROOT, part), os.path.join(checkout, part), ignore=shutil.ignore_patterns("__pycache__", "*.db", "*.db-*"))
+        shutil.copytree(
+            os.path.join(ROOT, part),
+            os.path.join(checkout, part),
+            ignore=shutil.ignore_patterns("__pycache__", "*.db", "*.db-*"),
+        )
     os.makedirs(os.path.join(home, "Notes"))
     os.mkdir(tmp)
     with open(os.path.join(home, "Notes", "tps.md"), "w", encoding="utf-8") as handle:
@@ -604,7 +688,10 @@ def paste(test: unittest.TestCase, block: str) -> Pasted:
             ended.set()
             changed.notify_all()
 
-    readers = [threading.Thread(target=drain_stderr, daemon=True), threading.Thread(target=lambda: stdout.extend(proc.stdout), daemon=True)]  # type: ignore[arg-type]
+    readers = [
+        threading.Thread(target=drain_stderr, daemon=True),
+        threading.Thread(target=lambda: stdout.extend(proc.stdout or ()), daemon=True),
+    ]
     for reader in readers:
         reader.start()
 
@@ -620,7 +707,9 @@ def paste(test: unittest.TestCase, block: str) -> Pasted:
     status: int | None
     if servers:
         with changed:
-            changed.wait_for(lambda: ended.is_set() or sum("notes-mcp: listening on " in line for line in stderr) >= servers, GUARD)
+            changed.wait_for(
+                lambda: ended.is_set() or sum("notes-mcp: listening on " in line for line in stderr) >= servers, GUARD
+            )
         stop_group()
         status = None
         proc.wait(GUARD)
@@ -649,7 +738,9 @@ class ShellBlockTests(unittest.TestCase):
         for page in documented_pages():
             for snippet in snippets(read(page)):
                 with self.subTest(page=os.path.relpath(page, ROOT), line=snippet.line):
-                    self.assertFalse(snippet.lang == "" and snippet.body.startswith(COMMAND_STARTS), snippet.body.splitlines()[0])
+                    self.assertFalse(
+                        snippet.lang == "" and snippet.body.startswith(COMMAND_STARTS), snippet.body.splitlines()[0]
+                    )
 
     def test_no_shell_block_holds_a_path_of_one_machine(self) -> None:
         for page, snippet in shell_blocks():
@@ -666,10 +757,15 @@ class ShellBlockTests(unittest.TestCase):
         self.assertEqual((second.lang, second.not_run, second.line), ("sh", "a reason", 5))
         self.assertIsNotNone(_MACHINE_LOCAL_RE.search(second.body))
         self.assertIsNone(_MACHINE_LOCAL_RE.search('cd "$HOME/Notes" && ls /tmp/perf'))
-        self.assertEqual(leaves_servers("export X=1\npython3 code/serve.py --http --port 8765 &\nnotes-mcp --http --port 8766 &\n"), 2)
+        self.assertEqual(
+            leaves_servers("export X=1\npython3 code/serve.py --http --port 8765 &\nnotes-mcp --http --port 8766 &\n"),
+            2,
+        )
         self.assertEqual(leaves_servers("python3 code/serve.py --http --port 0 &\nkill $!\n"), 0)
 
-    @unittest.skipIf(shutil.which("bash") is None, "bash is not installed: the blocks cannot be pasted as a terminal would")
+    @unittest.skipIf(
+        shutil.which("bash") is None, "bash is not installed: the blocks cannot be pasted as a terminal would"
+    )
     def test_each_pasteable_block_runs_whole_in_a_scratch_folder_and_leaves_nothing_running(self) -> None:
         for page, snippet in runnable_shell_blocks():
             if 'curl -sS "$URL"' in snippet.body:
@@ -677,14 +773,21 @@ class ShellBlockTests(unittest.TestCase):
             with self.subTest(page=page, line=snippet.line, block=snippet.body.splitlines()[0][:60]):
                 pasted = paste(self, snippet.body)
                 if leaves_servers(snippet.body):
-                    self.assertEqual(sum("notes-mcp: listening on " in line for line in pasted.stderr), leaves_servers(snippet.body), pasted.stderr)
+                    self.assertEqual(
+                        sum("notes-mcp: listening on " in line for line in pasted.stderr),
+                        leaves_servers(snippet.body),
+                        pasted.stderr,
+                    )
                 else:
                     self.assertEqual(pasted.status, 0, "\n".join(pasted.stderr))
                 # A stdio server reading the block's later lines as messages answers -32700.
                 self.assertNotIn("-32700", pasted.stdout)
                 self.assertFalse(any("Traceback" in line for line in pasted.stderr), pasted.stderr)
 
-    @unittest.skipIf(shutil.which("curl") is None or shutil.which("bash") is None, "curl or bash is not installed: the walkthrough cannot run as written")
+    @unittest.skipIf(
+        shutil.which("curl") is None or shutil.which("bash") is None,
+        "curl or bash is not installed: the walkthrough cannot run as written",
+    )
     def test_the_curl_walkthrough_pasted_whole_deletes_once_refuses_the_replay_and_stops_its_server(self) -> None:
         import main
 
@@ -696,15 +799,24 @@ class ShellBlockTests(unittest.TestCase):
         self.assertEqual(first["result"]["resultType"], "input_required")
         self.assertIs(second["result"]["structuredContent"]["deleted"], True)
         self.assertEqual(third["error"]["code"], main.INVALID_PARAMS)
-        (notes,) = [os.path.join(pasted.scratch, "tmp", name) for name in os.listdir(os.path.join(pasted.scratch, "tmp")) if not name.endswith(".log")]
+        (notes,) = [
+            os.path.join(pasted.scratch, "tmp", name)
+            for name in os.listdir(os.path.join(pasted.scratch, "tmp"))
+            if not name.endswith(".log")
+        ]
         self.assertEqual(os.listdir(notes), [".trash"])  # tps.md, and only it, is gone: into the trash
         self.assertEqual([name.endswith("-tps.md") for name in os.listdir(os.path.join(notes, ".trash"))], [True])
         with open(notes + ".log", encoding="utf-8") as handle:
             log = handle.read().splitlines()
-        self.assertIn("notes-mcp: shutting down: stopped accepting; 0 request(s) in flight", log)  # step 4 stopped it: SIGTERM
+        self.assertIn(
+            "notes-mcp: shutting down: stopped accepting; 0 request(s) in flight", log
+        )  # step 4 stopped it: SIGTERM
 
 
-SDK_URL_LINES = {"python": 'URL = "http://127.0.0.1:8765/mcp"', "js": 'const url = new URL("http://127.0.0.1:8765/mcp");'}
+SDK_URL_LINES = {
+    "python": 'URL = "http://127.0.0.1:8765/mcp"',
+    "js": 'const url = new URL("http://127.0.0.1:8765/mcp");',
+}
 TS_CLIENT = os.path.join(ROOT, ".ci", "ts-client")
 
 
@@ -720,7 +832,9 @@ def npm_tool_ready(name: str, package: str) -> bool:
     try:
         with open(os.path.join(ROOT, ".ci", name, "package.json"), encoding="utf-8") as handle:
             pinned = json.load(handle)["dependencies"][package]
-        with open(os.path.join(ci_npm_folder(name), "node_modules", *package.split("/"), "package.json"), encoding="utf-8") as handle:
+        with open(
+            os.path.join(ci_npm_folder(name), "node_modules", *package.split("/"), "package.json"), encoding="utf-8"
+        ) as handle:
             return shutil.which("node") is not None and json.load(handle)["version"] == pinned
     except (OSError, ValueError, KeyError):
         return False
@@ -738,7 +852,11 @@ class SdkClientTests(unittest.TestCase):
     to the trash."""
 
     def client_block(self, lang: str) -> str:
-        (block,) = [snippet.body for snippet in snippets(read(SERVING)) if snippet.lang == lang and SDK_URL_LINES[lang] in snippet.body]
+        (block,) = [
+            snippet.body
+            for snippet in snippets(read(SERVING))
+            if snippet.lang == lang and SDK_URL_LINES[lang] in snippet.body
+        ]
         return block
 
     def run_client(self, lang: str, command: list[str], folder: str) -> None:
@@ -750,28 +868,41 @@ class SdkClientTests(unittest.TestCase):
         os.mkdir(notes)
         with open(os.path.join(notes, "tps.md"), "w", encoding="utf-8") as handle:
             handle.write("# TPS report\n")
-        env = procs.server_env(NOTES_MCP_TOKEN=procs.TOKEN, NOTES_MCP_SECRET=procs.SECRET, XDG_STATE_HOME=os.path.join(folder, "state"))
+        env = procs.server_env(
+            NOTES_MCP_TOKEN=procs.TOKEN, NOTES_MCP_SECRET=procs.SECRET, XDG_STATE_HOME=os.path.join(folder, "state")
+        )
         server = procs.HttpServer(self, "--notes-dir", notes, env=env)
         block = self.client_block(lang)
         self.assertEqual(block.count(SDK_URL_LINES[lang]), 1)
         script = os.path.join(folder, "client.py" if lang == "python" else "client.mjs")
         with open(script, "w", encoding="utf-8") as handle:
-            handle.write(block.replace(SDK_URL_LINES[lang], SDK_URL_LINES[lang].replace("http://127.0.0.1:8765/mcp", str(server.url))))
-        done = subprocess.run([*command, script, notes], capture_output=True, text=True, timeout=GUARD, cwd=folder, env=env)
+            handle.write(
+                block.replace(
+                    SDK_URL_LINES[lang], SDK_URL_LINES[lang].replace("http://127.0.0.1:8765/mcp", str(server.url))
+                )
+            )
+        done = subprocess.run(
+            [*command, script, notes], capture_output=True, text=True, timeout=GUARD, cwd=folder, env=env
+        )
         self.assertEqual(done.returncode, 0, done.stderr)
         self.assertIn('1 note matches "TPS"', done.stdout)  # the form's message, as the client was shown it
         self.assertRegex(done.stdout, r"deleted'?: [Tt]rue")
         self.assertEqual(os.listdir(notes), [".trash"])  # tps.md went to the trash, and only it
         self.assertEqual([name.endswith("-tps.md") for name in os.listdir(os.path.join(notes, ".trash"))], [True])
 
-    @unittest.skipUnless(mcp_importable(), "the mcp package is absent: .ci/setup-clients.sh installs it (and .ci/run runs the suite with it)")
+    @unittest.skipUnless(
+        mcp_importable(),
+        "the mcp package is absent: .ci/setup-clients.sh installs it (and .ci/run runs the suite with it)",
+    )
     def test_the_python_sdk_client_deletes_the_note_with_the_token(self) -> None:
         folder = tempfile.mkdtemp(prefix="docs-sdk-python-")
         self.addCleanup(shutil.rmtree, folder, True)
         self.run_client("python", [sys.executable], folder)
 
-    @unittest.skipUnless(npm_tool_ready("ts-client", "@modelcontextprotocol/client"),
-                         "the TypeScript MCP client is not installed (needs node; sh .ci/setup-npm.sh ts-client, which .ci/run runs)")
+    @unittest.skipUnless(
+        npm_tool_ready("ts-client", "@modelcontextprotocol/client"),
+        "the TypeScript MCP client is not installed (needs node; sh .ci/setup-npm.sh ts-client, which .ci/run runs)",
+    )
     def test_the_typescript_sdk_client_deletes_the_note_with_the_token(self) -> None:
         folder = tempfile.mkdtemp(prefix="docs-sdk-ts-")
         self.addCleanup(shutil.rmtree, folder, True)
@@ -803,19 +934,38 @@ class MermaidTests(unittest.TestCase):
 
     def test_the_checker_reports_a_wrong_type_open_blocks_undeclared_actors_and_keyword_nodes(self) -> None:
         self.assertEqual(mermaid_problems("sequence\n  A->>B: x\n"), ["'sequence' is not a Mermaid diagram type"])
-        self.assertEqual(mermaid_problems("sequenceDiagram\n  participant A\n  A->>B: x\n"), ["'B' used before it is declared"])
-        self.assertEqual(mermaid_problems("sequenceDiagram\n  participant A\n  loop again\n  A->>A: x\n"), ["1 block(s) without `end`"])
-        self.assertEqual(mermaid_problems("sequenceDiagram\n  participant A\n  Note over A,B: x\n"), ["'B' used before it is declared"])
+        self.assertEqual(
+            mermaid_problems("sequenceDiagram\n  participant A\n  A->>B: x\n"), ["'B' used before it is declared"]
+        )
+        self.assertEqual(
+            mermaid_problems("sequenceDiagram\n  participant A\n  loop again\n  A->>A: x\n"),
+            ["1 block(s) without `end`"],
+        )
+        self.assertEqual(
+            mermaid_problems("sequenceDiagram\n  participant A\n  Note over A,B: x\n"),
+            ["'B' used before it is declared"],
+        )
         self.assertEqual(mermaid_problems("flowchart LR\n  subgraph s\n  a --> b\n"), ["1 subgraph(s) without `end`"])
-        self.assertEqual(mermaid_problems('flowchart LR\n  call["x"] --> b\n'), ['a node named \'call\', a Mermaid keyword: call["x"] --> b'])
+        self.assertEqual(
+            mermaid_problems('flowchart LR\n  call["x"] --> b\n'),
+            ["a node named 'call', a Mermaid keyword: call[\"x\"] --> b"],
+        )
         self.assertEqual(mermaid_problems("flowchart LR\n  a[x (y] --> b\n"), ["unbalanced (): a[x (y] --> b"])
-        self.assertEqual(mermaid_problems("sequenceDiagram\n  participant A\n  A->>A: x; y\n"), ["a `;` ends the statement, so the rest of the message is read as a new one: A->>A: x; y"])
+        self.assertEqual(
+            mermaid_problems("sequenceDiagram\n  participant A\n  A->>A: x; y\n"),
+            ["a `;` ends the statement, so the rest of the message is read as a new one: A->>A: x; y"],
+        )
         good = (
             "sequenceDiagram\n  participant A as Client\n  participant B\n"
             "  alt yes\n  A->>B: x: y\n  else no\n  B-->>A: z\n  end\n"
         )
         self.assertEqual(mermaid_problems(good), [])
-        self.assertEqual(mermaid_problems('flowchart TB\n  subgraph s["a (b)"]\n  a{"q?"} -->|yes| b[("db")]\n  end\n  s -.->|no| c\n'), [])
+        self.assertEqual(
+            mermaid_problems(
+                'flowchart TB\n  subgraph s["a (b)"]\n  a{"q?"} -->|yes| b[("db")]\n  end\n  s -.->|no| c\n'
+            ),
+            [],
+        )
 
 
 MERMAID_CI = os.path.join(ROOT, ".ci", "mermaid")
@@ -835,7 +985,13 @@ def pinned_mermaid() -> str:
 
 def mermaid_parse(diagrams: list[str]) -> list[str | None]:
     """Mermaid's own parser over each diagram (node .ci/mermaid/parse.mjs): None where it parses, else its message."""
-    done = subprocess.run(["node", MERMAID_PARSE, mermaid_modules()], input=json.dumps(diagrams), capture_output=True, text=True, timeout=GUARD)
+    done = subprocess.run(
+        ["node", MERMAID_PARSE, mermaid_modules()],
+        input=json.dumps(diagrams),
+        capture_output=True,
+        text=True,
+        timeout=GUARD,
+    )
     if done.returncode != 0:
         raise AssertionError(f"parse.mjs failed: {done.stderr}")
     answer = json.loads(done.stdout)
@@ -844,7 +1000,10 @@ def mermaid_parse(diagrams: list[str]) -> list[str | None]:
     return list(answer["results"])
 
 
-@unittest.skipUnless(npm_tool_ready("mermaid", "mermaid"), "Mermaid's parser is not installed (needs node; sh .ci/setup-npm.sh mermaid, which .ci/run runs)")
+@unittest.skipUnless(
+    npm_tool_ready("mermaid", "mermaid"),
+    "Mermaid's parser is not installed (needs node; sh .ci/setup-npm.sh mermaid, which .ci/run runs)",
+)
 class MermaidParserTests(unittest.TestCase):
     """Every ```mermaid block in README.md and docs/*.md parses with Mermaid's own parser, at the pinned version."""
 
@@ -884,8 +1043,10 @@ _BUTTON_RE = re.compile(r"<button[^>]*>([^<{]+)</button>")  # a literal button l
 _CONFIRM_FORM_RE = re.compile(r'confirm_form\([^()]*?, "([^"]+)"\)')  # a note tool's one-checkbox form
 _APPLY_LABEL_RE = re.compile(r'apply_label = "[^"]*", "([^"]+)"')  # the page's approving button for a note tool
 # How a page names a control: a "Label" box, a **Label** button, the checkbox **Label** ...
-_CONTROL_NAMED_RE = re.compile(r'(?:\*\*([^*\n]+)\*\*|"([^"\n]+)") (?:box|checkbox|button)\b|\b(?:box|checkbox|button) '
-    r'(?:\*\*([^*\n]+)\*\*|"([^"\n]+)")')
+_CONTROL_NAMED_RE = re.compile(
+    r'(?:\*\*([^*\n]+)\*\*|"([^"\n]+)") (?:box|checkbox|button)\b|\b(?:box|checkbox|button) '
+    r'(?:\*\*([^*\n]+)\*\*|"([^"\n]+)")'
+)
 
 
 def interface_labels() -> dict[str, str]:
@@ -915,8 +1076,19 @@ class InterfaceWordsTests(unittest.TestCase):
 
     def test_the_labels_are_read_from_the_code(self) -> None:
         labels = interface_labels()
-        for label in ("Note to delete", "Delete the chosen note", "Move to trash", "Keep", "Sign in", "Apply", "Apply this change",
-                      "Move the note", "Allow", "Deny", "Disconnect"):
+        for label in (
+            "Note to delete",
+            "Delete the chosen note",
+            "Move to trash",
+            "Keep",
+            "Sign in",
+            "Apply",
+            "Apply this change",
+            "Move the note",
+            "Allow",
+            "Deny",
+            "Disconnect",
+        ):
             self.assertIn(label, labels)
 
     def test_every_label_is_quoted_in_bold_in_the_docs(self) -> None:
@@ -938,7 +1110,7 @@ class InterfaceWordsTests(unittest.TestCase):
     def test_the_control_finder_reads_quotes_and_bold_before_and_after_the_word(self) -> None:
         text = (
             'a "Delete it permanently" box, the **Keep** button, the checkbox **Apply**; "not" a name\n```\na "Code" '
-            'box\n```\n'
+            "box\n```\n"
         )
         self.assertEqual(controls_named(text), ["Delete it permanently", "Keep", "Apply"])
 
@@ -949,7 +1121,9 @@ class ImageTests(unittest.TestCase):
     def test_every_image_link_names_an_image_file_in_docs_img(self) -> None:
         images = 0
         for page in documented_pages():
-            for target in re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", _INLINE_CODE_RE.sub("", _FENCE_RE.sub("", read(page)))):
+            for target in re.findall(
+                r"!\[[^\]]*\]\(([^)\s]+)\)", _INLINE_CODE_RE.sub("", _FENCE_RE.sub("", read(page)))
+            ):
                 images += 1
                 path = os.path.normpath(os.path.join(os.path.dirname(page), target))
                 with self.subTest(page=os.path.relpath(page, ROOT), image=target):
@@ -973,7 +1147,11 @@ class FiguresTests(unittest.TestCase):
         self.assertGreaterEqual(quoted, 60)
 
     def test_the_limit_checker_converts_units_and_reports_a_stale_value(self) -> None:
-        constants: dict[str, dict[str, float]] = {"WAIT_MS": {"a": 2000}, "PAUSE_SECONDS": {"a": 0.01}, "MAX_BYTES": {"a": 16384, "b": 64}}
+        constants: dict[str, dict[str, float]] = {
+            "WAIT_MS": {"a": 2000},
+            "PAUSE_SECONDS": {"a": 0.01},
+            "MAX_BYTES": {"a": 16384, "b": 64},
+        }
         good = (
             "`WAIT_MS` (2 s) `WAIT_MS` = 2000 `PAUSE_SECONDS` (10 ms) `MAX_BYTES` (16 KiB) `b.MAX_BYTES` (64)\n| "
             "`MAX_BYTES` | 64 |\n"
@@ -1022,9 +1200,15 @@ class RecordedFiguresTests(unittest.TestCase):
 
     def test_the_readmes_speed_table_gives_the_range_of_the_recorded_runs(self) -> None:
         readme = read(README)
-        self.assertIn(f"| Round trips/s, as a share of the canned responder's | {self.share_range('stdio', 'server')} | "
-            f"{self.share_range('http', 'server')} |", readme)
-        self.assertIn(f"(sign, verify, claim) | {self.share_range('stdio', 'floor')} | {self.share_range('http', 'floor')} |", readme)
+        self.assertIn(
+            f"| Round trips/s, as a share of the canned responder's | {self.share_range('stdio', 'server')} | "
+            f"{self.share_range('http', 'server')} |",
+            readme,
+        )
+        self.assertIn(
+            f"(sign, verify, claim) | {self.share_range('stdio', 'floor')} | {self.share_range('http', 'floor')} |",
+            readme,
+        )
 
     def test_the_benchmarks_speed_table_holds_each_recorded_run(self) -> None:
         text = read(BENCHMARKS)
@@ -1043,9 +1227,17 @@ class RecordedFiguresTests(unittest.TestCase):
     def test_the_scaling_figures_in_the_readme_and_benchmarks_are_the_recorded_run(self) -> None:
         scaling = self.figures["scaling"]
         kept = {kind: rates[-1] / rates[0] for kind, rates in scaling["rates"].items() if rates[-1] is not None}
-        self.assertIn(f"keep {percent(kept['sqlite'])}, {percent(kept['postgres'])} and {percent(kept['folder'])} of their", read(README))
+        self.assertIn(
+            f"keep {percent(kept['sqlite'])}, {percent(kept['postgres'])} and {percent(kept['folder'])} of their",
+            read(README),
+        )
         text = read(BENCHMARKS)
-        names = {"sqlite": "SQLite", "postgres": "PostgreSQL", "folder": "folder (inotify)", "memory": "memory (not in the goal)"}
+        names = {
+            "sqlite": "SQLite",
+            "postgres": "PostgreSQL",
+            "folder": "folder (inotify)",
+            "memory": "memory (not in the goal)",
+        }
         for kind, rates in scaling["rates"].items():
             cells = " | ".join("not served" if rate is None else f"{rate:,}" for rate in rates)
             with self.subTest(store=kind):
@@ -1067,7 +1259,12 @@ class ServerShownTests(unittest.TestCase):
         self.addCleanup(shutil.rmtree, home, True)
         notes = os.path.join(home, "Notes")  # the page's /home/alice/Notes
         os.mkdir(notes)
-        for name, text in (("a.md", "# A\n"), ("b.md", "# B\n"), ("50% done.md", "# Half\n"), (".draft.md", "# Hidden\n")):
+        for name, text in (
+            ("a.md", "# A\n"),
+            ("b.md", "# B\n"),
+            ("50% done.md", "# Half\n"),
+            (".draft.md", "# Hidden\n"),
+        ):
             with open(os.path.join(notes, name), "w", encoding="utf-8") as handle:
                 handle.write(text)
         os.symlink(os.path.join(notes, "a.md"), os.path.join(notes, "link.md"))
@@ -1120,7 +1317,9 @@ class ProjectFilesTests(unittest.TestCase):
         self.assertIn('THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR', lines)
 
     def test_the_changelog_has_the_packaged_version_and_only_a_newer_one_unreleased_above_it(self) -> None:
-        sections = re.findall(r"^## (\d+\.\d+\.\d+)( \(unreleased\))?$", read(os.path.join(ROOT, "CHANGELOG.md")), re.MULTILINE)
+        sections = re.findall(
+            r"^## (\d+\.\d+\.\d+)( \(unreleased\))?$", read(os.path.join(ROOT, "CHANGELOG.md")), re.MULTILINE
+        )
         versions = [version for version, _ in sections]
         self.assertIn(self.project["version"], versions)
         self.assertEqual(versions, sorted(versions, key=version_key, reverse=True))  # newest first
@@ -1135,7 +1334,11 @@ class ScriptHelpTests(unittest.TestCase):
     """A script's --help names every mode its docstring documents."""
 
     def test_bench_help_names_every_documented_mode(self) -> None:
-        bench = next(path for path in (os.path.join(support.CODE, "bench.py"), os.path.join(support.CODE, "scripts", "bench.py")) if os.path.exists(path))
+        bench = next(
+            path
+            for path in (os.path.join(support.CODE, "bench.py"), os.path.join(support.CODE, "scripts", "bench.py"))
+            if os.path.exists(path)
+        )
         documented = set(re.findall(r"--mode ([a-z]+)", read(bench).split('"""')[1]))
         self.assertIn("idle", documented)
         argv = [*support.python(), bench, "--help"]

@@ -21,8 +21,14 @@ from test_notes_tools_browser import GROCERIES, PageCase  # noqa: E402
 
 class EditPageTests(PageCase):
     def edit_args(self, old: str, new: str, **changes: Any) -> dict[str, Any]:
-        return {"workspaceUri": WORKSPACE, "noteId": self.note["noteId"], "oldText": old, "newText": new,
-                "version": self.note["version"], **changes}
+        return {
+            "workspaceUri": WORKSPACE,
+            "noteId": self.note["noteId"],
+            "oldText": old,
+            "newText": new,
+            "version": self.note["version"],
+            **changes,
+        }
 
     def test_the_page_shows_the_edits_whole_diff_and_approval_writes_it_once_audited_as_browser(self) -> None:
         arguments = self.edit_args("eggs", "eggs\u202e\nbread")
@@ -37,8 +43,13 @@ class EditPageTests(PageCase):
         self.assertTrue(done["structuredContent"]["updated"], done)
         self.assertEqual(self.text(), "milk\neggs\u202e\nbread\u200b\n")
         entry = self.last_entry()
-        self.assertEqual((entry["outcome"], entry["channel"], entry["approved_by"]), (audit.UPDATED, "browser", "alice"))
-        self.assertEqual(self.second("notes_edit", arguments, first)["error"]["message"], browser_confirm.refused_confirmation("notes_edit"))
+        self.assertEqual(
+            (entry["outcome"], entry["channel"], entry["approved_by"]), (audit.UPDATED, "browser", "alice")
+        )
+        self.assertEqual(
+            self.second("notes_edit", arguments, first)["error"]["message"],
+            browser_confirm.refused_confirmation("notes_edit"),
+        )
 
     def test_a_count_mismatch_opens_no_page_and_says_how_many_matched(self) -> None:
         result = self.alice.call("notes_edit", self.edit_args("m", "M", expectedMatches=3))["result"]

@@ -113,7 +113,12 @@ class MethodsAndNotifications(unittest.TestCase):
                 self.assertEqual(status, 404)
 
     def test_initialize_gets_32601_naming_the_supported_versions(self) -> None:
-        legacy = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}}}
+        legacy = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}},
+        }
         error = answered(self.server, legacy, PRINCIPAL)["error"]
         self.assertEqual(error["code"], main.METHOD_NOT_FOUND)
         self.assertIn("2026-07-28", error["message"])
@@ -221,12 +226,17 @@ class HttpHeaderChecks(unittest.TestCase):
             "method case": {"Mcp-Method": "TOOLS/CALL"},
             "no name": {"Mcp-Name": None},
             "other name": {"Mcp-Name": "notes_publish"},
-            "bad base64": {"Mcp-Name": "=?base64?!!!?=", },
+            "bad base64": {
+                "Mcp-Name": "=?base64?!!!?=",
+            },
             "space in base64": {"Mcp-Name": "=?base64?bm90ZXNf ZGVsZXRl?="},
         }
         for label, override in cases.items():
             with self.subTest(label):
-                self.assertEqual(self.status_and_code(self.message, http_headers(self.message, **override)), (400, frame.HEADER_MISMATCH))
+                self.assertEqual(
+                    self.status_and_code(self.message, http_headers(self.message, **override)),
+                    (400, frame.HEADER_MISMATCH),
+                )
 
     def test_duplicate_headers_are_refused(self) -> None:
         headers = http_headers(self.message) + [("mcp-name", "notes_delete")]
@@ -250,16 +260,24 @@ class HttpHeaderChecks(unittest.TestCase):
         }
         for label, value in cases.items():
             with self.subTest(label):
-                self.assertEqual(self.status_and_code(self.message, http_headers(self.message, **{"Mcp-Name": value})), (400, frame.HEADER_MISMATCH))
+                self.assertEqual(
+                    self.status_and_code(self.message, http_headers(self.message, **{"Mcp-Name": value})),
+                    (400, frame.HEADER_MISMATCH),
+                )
         self.assertEqual(len(note_ids(self.server)), 6)
 
     def test_header_check_runs_after_meta_checks_and_before_the_version_check(self) -> None:
         broken_meta = call(tps())
         del broken_meta["params"]["_meta"][main.META_CLIENT_CAPABILITIES]
-        self.assertEqual(self.status_and_code(broken_meta, http_headers(self.message, **{"Mcp-Method": None})), (400, main.INVALID_PARAMS))
+        self.assertEqual(
+            self.status_and_code(broken_meta, http_headers(self.message, **{"Mcp-Method": None})),
+            (400, main.INVALID_PARAMS),
+        )
         old = call(tps())
         old["params"]["_meta"][main.META_PROTOCOL_VERSION] = "1900-01-01"
-        self.assertEqual(self.status_and_code(old, http_headers(old, **{"Mcp-Name": "other"})), (400, frame.HEADER_MISMATCH))
+        self.assertEqual(
+            self.status_and_code(old, http_headers(old, **{"Mcp-Name": "other"})), (400, frame.HEADER_MISMATCH)
+        )
         self.assertEqual(self.status_and_code(old, http_headers(old)), (400, main.UNSUPPORTED_PROTOCOL_VERSION))
 
     def test_stdio_has_no_header_layer(self) -> None:

@@ -39,7 +39,9 @@ NOBODY = 65534  # the uid an unreadable file is read as when the tests run as ro
 
 def env(folder: str, **extra: str) -> dict[str, str]:
     """The shared signing key and a state folder inside the test's tree."""
-    return procs.server_env(**{"NOTES_MCP_SECRET": procs.SECRET, "XDG_STATE_HOME": os.path.join(folder, "state"), **extra})
+    return procs.server_env(
+        **{"NOTES_MCP_SECRET": procs.SECRET, "XDG_STATE_HOME": os.path.join(folder, "state"), **extra}
+    )
 
 
 def folder_uri(path: str) -> str:
@@ -52,7 +54,9 @@ def write(path: str, text: str) -> None:
         handle.write(text)
 
 
-def startup_lines(test: unittest.TestCase, *args: str, extra_env: dict[str, str] | None = None, cwd: str | None = None) -> tuple[int, list[str]]:
+def startup_lines(
+    test: unittest.TestCase, *args: str, extra_env: dict[str, str] | None = None, cwd: str | None = None
+) -> tuple[int, list[str]]:
     """Run `serve --stdio ARGS` with stdin at EOF: (exit status, stderr lines)."""
     done = subprocess.run(
         [*procs.python(), procs.SERVE, "--stdio", *args], stdin=subprocess.DEVNULL, capture_output=True, text=True,
@@ -96,7 +100,9 @@ class StartupReportTests(Tree):
         prefixed = [line.removeprefix(serve.LOG_PREFIX + ": ") for line in lines]
         self.assertEqual(prefixed[0], "serving on stdio as principal 'alice'")
         self.assertEqual(prefixed[1], f"workspace {folder_uri(self.notes)} (alice): 2 notes")
-        self.assertTrue(prefixed[2].startswith("notes store: Markdown folders (1): title index kept per file"), prefixed[2])
+        self.assertTrue(
+            prefixed[2].startswith("notes store: Markdown folders (1): title index kept per file"), prefixed[2]
+        )
         folder = prefixed[3]
         self.assertTrue(folder.startswith(f"folder {self.notes}: 2 notes; skipped "), folder)
         for reason, count in [
@@ -108,9 +114,13 @@ class StartupReportTests(Tree):
             (f"folders deeper than {markdown_store_depth()} levels", 1),
         ]:
             self.assertIn(f"{reason}: {count}", folder)
-        self.assertEqual(prefixed[4], f"consumed confirmations: SQLite {os.path.join(self.dir, 'state', 'notes-mcp', 'nonces.db')}")
+        self.assertEqual(
+            prefixed[4], f"consumed confirmations: SQLite {os.path.join(self.dir, 'state', 'notes-mcp', 'nonces.db')}"
+        )
         self.assertEqual(prefixed[5], "extensions: 2025-11-25 clients (loaded at their first initialize)")
-        self.assertEqual(prefixed[6], "confirmation page: off (hosts without forms get -32021; --confirm-in-browser turns it on)")
+        self.assertEqual(
+            prefixed[6], "confirmation page: off (hosts without forms get -32021; --confirm-in-browser turns it on)"
+        )
         self.assertTrue(prefixed[7].startswith("sandbox: "), prefixed[7])  # code/sandbox.py's status, last
         self.assertEqual(len(lines), 8)
         self.assertNotIn(procs.SECRET, "\n".join(lines))
@@ -121,7 +131,9 @@ class StartupReportTests(Tree):
         os.mkdir(empty)
         os.symlink(os.path.join(self.notes, "tps.md"), os.path.join(empty, "tps.md"))
         _, lines = startup_lines(self, "--notes-dir", empty, extra_env=env(self.dir))
-        self.assertIn(f"{serve.LOG_PREFIX}: workspace {folder_uri(empty)} (alice): 0 notes (nothing will be offered)", lines)
+        self.assertIn(
+            f"{serve.LOG_PREFIX}: workspace {folder_uri(empty)} (alice): 0 notes (nothing will be offered)", lines
+        )
         self.assertIn(f"{serve.LOG_PREFIX}: folder {empty}: 0 notes; skipped symlinks: 1", lines)
 
     def test_an_unreadable_file_is_counted_as_unreadable(self) -> None:
@@ -184,8 +196,12 @@ class StartupReportTests(Tree):
         })  # fmt: skip
         # The PostgreSQL URL is never opened: the report is checked by its pure function.
         parsed = resolved(["--http", "--config", config], configuration.load_config(config))
-        server = frame.notes_server(keys=[support.KEY], notes=stores.MemoryStore([], main.MemoryReplayStore(support.Clock())),
-                             policy=main.AuthorizationPolicy({"alice": [support.WORKSPACE], "bob": []}), clock=support.Clock())
+        server = frame.notes_server(
+            keys=[support.KEY],
+            notes=stores.MemoryStore([], main.MemoryReplayStore(support.Clock())),
+            policy=main.AuthorizationPolicy({"alice": [support.WORKSPACE], "bob": []}),
+            clock=support.Clock(),
+        )
         lines = launch.startup_report(server, parsed, "listening on http://127.0.0.1:1/mcp")
         self.assertEqual(lines[:3], [
             "listening on http://127.0.0.1:1/mcp",
@@ -202,24 +218,42 @@ class StartupReportTests(Tree):
         import markdown_store
 
         lesson = configuration.lesson_config()
-        memory = frame.notes_server(keys=[support.KEY], notes=stores.MemoryStore(lesson["notes"], main.MemoryReplayStore(support.Clock())),
-                             policy=main.AuthorizationPolicy({"alice": [support.WORKSPACE]}), clock=support.Clock())
+        memory = frame.notes_server(
+            keys=[support.KEY],
+            notes=stores.MemoryStore(lesson["notes"], main.MemoryReplayStore(support.Clock())),
+            policy=main.AuthorizationPolicy({"alice": [support.WORKSPACE]}),
+            clock=support.Clock(),
+        )
         no_auth = launch.startup_report(memory, resolved(["--http", "--no-auth"]), "t")
         self.assertEqual(no_auth[1], "principals: no bearer token (--no-auth): every request acts as 'alice'")
-        self.assertEqual(assemble.confirmations_home(dict(lesson, db="notes.db")), f"SQLite {os.path.abspath('notes.db')}")
-        self.assertEqual(assemble.confirmations_home(dict(lesson, db="postgresql:///notes")), "PostgreSQL local socket/notes")
+        self.assertEqual(
+            assemble.confirmations_home(dict(lesson, db="notes.db")), f"SQLite {os.path.abspath('notes.db')}"
+        )
+        self.assertEqual(
+            assemble.confirmations_home(dict(lesson, db="postgresql:///notes")), "PostgreSQL local socket/notes"
+        )
         self.assertEqual(launch.extensions(resolved(["--stdio"], dict(configuration.lesson_config(), publish=True))), [
             "2025-11-25 clients (loaded at their first initialize)", "notes_publish and its connect pages"
         ])  # fmt: skip
-        self.assertEqual(launch.extensions(resolved(["--http", "--conformance-fixtures", "--no-legacy"])),
-                         ["conformance fixtures (testing only)"])
+        self.assertEqual(
+            launch.extensions(resolved(["--http", "--conformance-fixtures", "--no-legacy"])),
+            ["conformance fixtures (testing only)"],
+        )
         nonces = sqlite_store.open_ledger(os.path.join(self.dir, "nonces.db"), clock=support.Clock())
         self.addCleanup(nonces.close)
         crowded = markdown_store.MarkdownNotesStore([self.notes], nonces, max_walk_entries=1)
-        self.assertEqual(assemble.note_count(crowded, folder_uri(self.notes)), "cannot be listed (That notes folder holds more than 1 entries; serve a smaller folder (a sub-folder) "
-            "instead.)")
-        self.assertEqual(crowded.describe()[1:], [f"folder {self.notes}: That notes folder holds more than 1 entries; serve a smaller folder (a "
-            "sub-folder) instead."])
+        self.assertEqual(
+            assemble.note_count(crowded, folder_uri(self.notes)),
+            "cannot be listed (That notes folder holds more than 1 entries; serve a smaller folder (a sub-folder) "
+            "instead.)",
+        )
+        self.assertEqual(
+            crowded.describe()[1:],
+            [
+                f"folder {self.notes}: That notes folder holds more than 1 entries; serve a smaller folder (a "
+                "sub-folder) instead."
+            ],
+        )
 
     def test_a_real_http_server_prints_the_block_after_its_url(self) -> None:
         server = procs.HttpServer(self, "--notes-dir", self.notes, env=env(self.dir, NOTES_MCP_TOKEN=procs.TOKEN))
@@ -233,14 +267,19 @@ class StartupReportTests(Tree):
     def test_the_lesson_fixture_reports_its_workspace_and_memory(self) -> None:
         _, lines = startup_lines(self, extra_env=env(self.dir))
         self.assertIn(f"{serve.LOG_PREFIX}: workspace {main.LESSON_WORKSPACE} (alice): 4 notes", lines)
-        self.assertIn(f"{serve.LOG_PREFIX}: consumed confirmations: in memory (this process only; lost when it exits)", lines)
+        self.assertIn(
+            f"{serve.LOG_PREFIX}: consumed confirmations: in memory (this process only; lost when it exits)", lines
+        )
 
     def test_no_legacy_and_publish_change_the_extensions_line(self) -> None:
         _, lines = startup_lines(self, "--no-legacy", extra_env=env(self.dir))
         self.assertIn(f"{serve.LOG_PREFIX}: extensions: none", lines)
         _, lines = startup_lines(self, "--publish", extra_env=env(self.dir, NOTES_MCP_TOKEN=procs.TOKEN))
-        self.assertIn(f"{serve.LOG_PREFIX}: extensions: 2025-11-25 clients (loaded at their first initialize), notes_publish "
-            "and its connect pages", lines)
+        self.assertIn(
+            f"{serve.LOG_PREFIX}: extensions: 2025-11-25 clients (loaded at their first initialize), notes_publish "
+            "and its connect pages",
+            lines,
+        )
 
 
 def markdown_store_depth() -> int:
@@ -310,7 +349,10 @@ class ScopeFromWhatWasAskedTests(Tree):
         os.symlink(self.notes, alias)
         server = self.stdio("--notes-dir", alias)
         self.assertTrue(server.wait_for_line("folder "))
-        self.assertIn(f"{serve.LOG_PREFIX}: folder {alias} (resolved at start-up to {self.notes}): 2 notes; skipped nothing", server.stderr_lines)
+        self.assertIn(
+            f"{serve.LOG_PREFIX}: folder {alias} (resolved at start-up to {self.notes}): 2 notes; skipped nothing",
+            server.stderr_lines,
+        )
         other = os.path.join(self.dir, "Other")
         write(os.path.join(other, "tps.md"), "# TPS other\n")
         os.remove(alias)
@@ -318,7 +360,12 @@ class ScopeFromWhatWasAskedTests(Tree):
         first = server.exchange(call(tps(workspace=folder_uri(alias), title="TPS")))["result"]
         options = first["inputRequests"][main.INPUT_KEY]["params"]["requestedSchema"]["properties"]["note_id"]["oneOf"]
         self.assertEqual(options, [{"const": "tps.md", "title": "TPS report"}])
-        retry = call(tps(workspace=folder_uri(alias), title="TPS"), id=2, requestState=first["requestState"], inputResponses=accept("tps.md"))
+        retry = call(
+            tps(workspace=folder_uri(alias), title="TPS"),
+            id=2,
+            requestState=first["requestState"],
+            inputResponses=accept("tps.md"),
+        )
         self.assertTrue(server.exchange(retry)["result"]["structuredContent"]["deleted"])
         self.assertFalse(os.path.exists(os.path.join(self.notes, "tps.md")))
         self.assertTrue(os.path.exists(os.path.join(other, "tps.md")))
@@ -337,7 +384,9 @@ class ScopeFromWhatWasAskedTests(Tree):
         inner = store.candidates(main.parse_file_uri(folder_uri(linked)), "")
         self.assertEqual([(note.id, note.uri) for note in inner], [("idea.md", folder_uri(linked) + "/idea.md")])
         outer = store.candidates(main.parse_file_uri(folder_uri(self.notes)), "")
-        self.assertEqual(sorted(note.id for note in outer), ["2025/plan.md", "tps.md"])  # the link itself is still not followed
+        self.assertEqual(
+            sorted(note.id for note in outer), ["2025/plan.md", "tps.md"]
+        )  # the link itself is still not followed
 
     def test_a_real_sub_folder_configured_beside_its_parent_is_still_dropped(self) -> None:
         import markdown_store
@@ -359,12 +408,16 @@ class ErrorsThatSayWhatToDoTests(Tree):
 
     def test_a_missing_folder_says_it_does_not_exist(self) -> None:
         missing = os.path.join(self.dir, "absent")
-        self.assertEqual(self.refused("--notes-dir", missing), f"{serve.LOG_PREFIX}: --notes-dir: notes folder {missing} does not exist")
+        self.assertEqual(
+            self.refused("--notes-dir", missing),
+            f"{serve.LOG_PREFIX}: --notes-dir: notes folder {missing} does not exist",
+        )
 
     def test_a_file_says_it_is_not_a_directory_but_a_file(self) -> None:
         note = os.path.join(self.notes, "tps.md")
         self.assertEqual(
-            self.refused("--notes-dir", note), f"{serve.LOG_PREFIX}: --notes-dir: notes folder {note} is not a directory (it is a file)"
+            self.refused("--notes-dir", note),
+            f"{serve.LOG_PREFIX}: --notes-dir: notes folder {note} is not a directory (it is a file)",
         )
 
     def test_a_tilde_says_hosts_do_not_expand_it_and_shows_the_path_meant(self) -> None:
@@ -401,7 +454,10 @@ class ErrorsThatSayWhatToDoTests(Tree):
 
     def test_the_secret_errors_say_the_expected_form_and_never_echo_the_value(self) -> None:
         cases = [
-            ("zz" * 32, "NOTES_MCP_SECRET[0]: must be hex digits only (0-9, a-f): a key is at least 64 hex digits (32 bytes)"),
+            (
+                "zz" * 32,
+                "NOTES_MCP_SECRET[0]: must be hex digits only (0-9, a-f): a key is at least 64 hex digits (32 bytes)",
+            ),
             ("a" * 65, "NOTES_MCP_SECRET[0]: has an odd number of hex digits (65): a key is at least 64 hex digits"),
             ("ab" * 10, "NOTES_MCP_SECRET[0]: is 20 hex digits (10 bytes): a key is at least 64 hex digits"),
             (support.KEY.hex() + ",0g", "NOTES_MCP_SECRET[1]: must be hex digits only"),
@@ -413,7 +469,9 @@ class ErrorsThatSayWhatToDoTests(Tree):
                 self.assertTrue(str(raised.exception).startswith(expected), str(raised.exception))
                 self.assertIn("secrets.token_hex(32)", str(raised.exception))
                 self.assertNotIn(secret.split(",")[-1], str(raised.exception))
-        self.assertEqual(assemble.signing_keys({}, {"NOTES_MCP_SECRET": "AB" * 32}), [bytes([0xAB]) * 32])  # upper case is hex too
+        self.assertEqual(
+            assemble.signing_keys({}, {"NOTES_MCP_SECRET": "AB" * 32}), [bytes([0xAB]) * 32]
+        )  # upper case is hex too
 
     def test_the_secret_error_reaches_the_operator_in_one_line(self) -> None:
         line = self.refused(NOTES_MCP_SECRET="zz" * 32)
@@ -427,7 +485,11 @@ class MetaErrorTests(unittest.TestCase):
     def test_missing_and_wrong_typed_meta_keys_are_told_apart(self) -> None:
         server = support.make_server()
         cases: list[tuple[str, Any, str]] = [
-            (main.META_CLIENT_CAPABILITIES, None, f"_meta[{main.META_CLIENT_CAPABILITIES!r}] is missing (send {{}} for a client with none)"),
+            (
+                main.META_CLIENT_CAPABILITIES,
+                None,
+                f"_meta[{main.META_CLIENT_CAPABILITIES!r}] is missing (send {{}} for a client with none)",
+            ),
             (main.META_CLIENT_CAPABILITIES, [], f"_meta[{main.META_CLIENT_CAPABILITIES!r}] must be an object"),
             (main.META_PROTOCOL_VERSION, None, f"_meta[{main.META_PROTOCOL_VERSION!r}] is missing"),
             (main.META_PROTOCOL_VERSION, 7, f"_meta[{main.META_PROTOCOL_VERSION!r}] must be a string"),
@@ -467,11 +529,14 @@ class RefusalLogTests(unittest.TestCase):
         self.assertEqual(len(self.log), 3)  # still inside the window
         self.clock.now += 0.001
         self.refusals(("192.0.2.7", 1), 401, "Unauthorized")
-        self.assertEqual(self.log[3:], [
-            "refused 100 more HTTP request(s) in the last 60 s without a line each (one line per peer and "
+        self.assertEqual(
+            self.log[3:],
+            [
+                "refused 100 more HTTP request(s) in the last 60 s without a line each (one line per peer and "
                 "reason, at most 20 per 60 s)",
-            "refused HTTP 401 to 192.0.2.7: Unauthorized",
-        ])
+                "refused HTTP 401 to 192.0.2.7: Unauthorized",
+            ],
+        )
 
     def test_many_peers_together_get_at_most_the_window_budget_of_lines(self) -> None:
         flood = streamable_http.MAX_REFUSAL_LINES_PER_WINDOW * 10
@@ -480,7 +545,9 @@ class RefusalLogTests(unittest.TestCase):
         self.assertEqual(len(self.log), streamable_http.MAX_REFUSAL_LINES_PER_WINDOW)
         self.clock.now += streamable_http.REFUSAL_LOG_WINDOW_SECONDS
         self.refusals(("2001:db8::ffff", 1), 401, "Unauthorized")
-        self.assertIn(f"refused {flood - streamable_http.MAX_REFUSAL_LINES_PER_WINDOW} more HTTP request(s)", self.log[-2])
+        self.assertIn(
+            f"refused {flood - streamable_http.MAX_REFUSAL_LINES_PER_WINDOW} more HTTP request(s)", self.log[-2]
+        )
 
     def test_memory_is_bounded_by_the_key_limit(self) -> None:
         for index in range(streamable_http.MAX_REFUSAL_KEYS * 3):
@@ -496,7 +563,9 @@ class RefusalLogTests(unittest.TestCase):
         before = len(self.log)
         self.refusals(("198.51.100.0", 0), 403, "Forbidden 0")  # the first pair: forgotten, so logged again
         newest = streamable_http.MAX_REFUSAL_KEYS
-        self.refusals((f"198.51.100.{newest % 256}", newest // 256), 403, f"Forbidden {newest}")  # the newest: still quiet
+        self.refusals(
+            (f"198.51.100.{newest % 256}", newest // 256), 403, f"Forbidden {newest}"
+        )  # the newest: still quiet
         self.assertEqual(self.log[before:], ["refused HTTP 403 to 198.51.100.0: Forbidden 0"])
 
     def test_a_real_server_logs_each_refusal_with_its_peer_and_no_token_or_body(self) -> None:
@@ -511,16 +580,21 @@ class RefusalLogTests(unittest.TestCase):
         self.assertEqual(procs.post(conn, b"SECRET-BODY-TEXT", headers)[0], 415)
         conn = server.connect(self)
         self.assertEqual(procs.post(conn, body, procs.mcp_headers(body) | {"Accept": "text/html"})[0], 406)
-        self.assertEqual(procs.raw_exchange(server.port, b"GET /mcp HTTP/1.1\nHost: x\n\n")[:12], b"HTTP/1.1 400")  # the engine's own
+        self.assertEqual(
+            procs.raw_exchange(server.port, b"GET /mcp HTTP/1.1\nHost: x\n\n")[:12], b"HTTP/1.1 400"
+        )  # the engine's own
         self.assertTrue(server.wait_for_line("refused HTTP 400"))
         lines = [line for line in server.stderr_lines if "refused HTTP" in line]
-        self.assertEqual(lines, [
-            f"{serve.LOG_PREFIX}: refused HTTP 401 to 127.0.0.1: Unauthorized: a valid bearer token is required",
-            f"{serve.LOG_PREFIX}: refused HTTP 415 to 127.0.0.1: Unsupported Media Type: send application/json",
-            f"{serve.LOG_PREFIX}: refused HTTP 406 to 127.0.0.1: Not Acceptable: this server answers with "
+        self.assertEqual(
+            lines,
+            [
+                f"{serve.LOG_PREFIX}: refused HTTP 401 to 127.0.0.1: Unauthorized: a valid bearer token is required",
+                f"{serve.LOG_PREFIX}: refused HTTP 415 to 127.0.0.1: Unsupported Media Type: send application/json",
+                f"{serve.LOG_PREFIX}: refused HTTP 406 to 127.0.0.1: Not Acceptable: this server answers with "
                 "application/json",
-            f"{serve.LOG_PREFIX}: refused HTTP 400 to 127.0.0.1: Bad Request: lines must end with CRLF",
-        ])
+                f"{serve.LOG_PREFIX}: refused HTTP 400 to 127.0.0.1: Bad Request: lines must end with CRLF",
+            ],
+        )
         text = server.stderr_text()
         for secret in (wrong, procs.TOKEN, "SECRET-BODY-TEXT", "tools/list"):
             self.assertNotIn(secret, text)
@@ -607,7 +681,9 @@ class OlderPythonTests(unittest.TestCase):
         self.assertEqual(len(done.stderr.splitlines()), 1, done.stderr)
         self.assertTrue(done.stderr.startswith(NEEDED + version + " ("), done.stderr)
 
-    @unittest.skipUnless(OLDER_PYTHONS, "no Python older than 3.11 on this machine: the patched-version test below stands in")
+    @unittest.skipUnless(
+        OLDER_PYTHONS, "no Python older than 3.11 on this machine: the patched-version test below stands in"
+    )
     def test_a_real_older_python_gets_one_line_from_serve_py_the_command_and_python_m(self) -> None:
         scratch = tempfile.mkdtemp(prefix="older-python-")
         self.addCleanup(shutil.rmtree, scratch, True)
@@ -619,23 +695,48 @@ class OlderPythonTests(unittest.TestCase):
             entries = {"serve.py": [python, procs.SERVE, "--stdio", "--notes-dir", notes]}
             if numbers >= (3, 7):  # 3.6 cannot compile the package's `from __future__ import annotations`
                 entries["python -m notes_mcp"] = [python, "-m", "notes_mcp", "--stdio"]
-                entries["notes-mcp (the console script)"] = [python, "-c", "import sys; from notes_mcp.cli import run; sys.exit(run())", "--stdio"]
-                entries["notes-mcp demo"] = [python, "-c", "import sys; from notes_mcp.cli import run; sys.exit(run())", "demo"]
+                entries["notes-mcp (the console script)"] = [
+                    python,
+                    "-c",
+                    "import sys; from notes_mcp.cli import run; sys.exit(run())",
+                    "--stdio",
+                ]
+                entries["notes-mcp demo"] = [
+                    python,
+                    "-c",
+                    "import sys; from notes_mcp.cli import run; sys.exit(run())",
+                    "demo",
+                ]
             for name, argv in entries.items():
                 with self.subTest(python=version, entry=name):
-                    done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=procs.GUARD,
-                                          env=procs.server_env(PYTHONPATH=package, XDG_STATE_HOME=os.path.join(scratch, "state")))
+                    done = subprocess.run(
+                        argv,
+                        stdin=subprocess.DEVNULL,
+                        capture_output=True,
+                        text=True,
+                        timeout=procs.GUARD,
+                        env=procs.server_env(PYTHONPATH=package, XDG_STATE_HOME=os.path.join(scratch, "state")),
+                    )
                     self.refusal(done, version)
                     self.assertIn(f"({python})", done.stderr)
         self.assertFalse(os.path.exists(os.path.join(scratch, "state")))  # refused before any store was opened
 
-    @unittest.skipUnless([v for v in OLDER_PYTHONS if v >= (3, 9)], "no Python 3.9 or 3.10 here: the lesson's demo on them is not checked")
+    @unittest.skipUnless(
+        [v for v in OLDER_PYTHONS if v >= (3, 9)],
+        "no Python 3.9 or 3.10 here: the lesson's demo on them is not checked",
+    )
     def test_the_lesson_demo_still_runs_on_python_3_9_and_3_10(self) -> None:
         for numbers, python in OLDER_PYTHONS.items():
             if numbers < (3, 9):
                 continue  # main.py's `tuple[str, ...]` needs 3.9
             with self.subTest(python=python):
-                done = subprocess.run([python, os.path.join(support.CODE, "main.py")], capture_output=True, text=True, timeout=procs.GUARD, env=procs.server_env())
+                done = subprocess.run(
+                    [python, os.path.join(support.CODE, "main.py")],
+                    capture_output=True,
+                    text=True,
+                    timeout=procs.GUARD,
+                    env=procs.server_env(),
+                )
                 self.assertEqual(done.returncode, 0, done.stderr)
                 self.assertIn("tools/call, id 2", done.stdout)
 
@@ -650,15 +751,24 @@ class OlderPythonTests(unittest.TestCase):
             f"    {run}\n"
             "finally:\n"
             "    print('loaded:', sorted(name for name in sys.modules if name.split('.')[-1] in "
-                f"{sorted(PROJECT_MODULES)!r}), file=sys.stderr)\n"
+            f"{sorted(PROJECT_MODULES)!r}), file=sys.stderr)\n"
         )
-        return subprocess.run([sys.executable, "-c", script], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=procs.GUARD,
-                              env=procs.server_env(PYTHONPATH=as_package(self)))
+        return subprocess.run(
+            [sys.executable, "-c", script],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=procs.GUARD,
+            env=procs.server_env(PYTHONPATH=as_package(self)),
+        )
 
     def test_under_a_patched_version_each_entry_refuses_before_importing_any_other_module(self) -> None:
         runs = {
             "serve.py": (f"runpy.run_path({procs.SERVE!r}, run_name='__main__')", []),
-            "python -m notes_mcp": ("runpy.run_module('notes_mcp', run_name='__main__', alter_sys=True)", ["notes_mcp", "notes_mcp.__main__", "notes_mcp.cli"]),
+            "python -m notes_mcp": (
+                "runpy.run_module('notes_mcp', run_name='__main__', alter_sys=True)",
+                ["notes_mcp", "notes_mcp.__main__", "notes_mcp.cli"],
+            ),
             "notes-mcp demo": ("from notes_mcp.cli import run; sys.exit(run())", ["notes_mcp", "notes_mcp.cli"]),
         }
         for name, (run, allowed) in runs.items():
@@ -689,7 +799,10 @@ def resolved(argv: list[str], config: dict[str, Any] | None = None) -> settings.
 def refused_start(*argv: str, environ: dict[str, str] | None = None) -> tuple[int, list[str]]:
     """serve.start(argv) in this process, expected to refuse: (its exit status, its stderr lines)."""
     err = io.StringIO()
-    with contextlib.redirect_stderr(err), mock.patch.dict(os.environ, environ if environ is not None else {}, clear=environ is not None):
+    with (
+        contextlib.redirect_stderr(err),
+        mock.patch.dict(os.environ, environ if environ is not None else {}, clear=environ is not None),
+    ):
         try:
             built = serve.start(list(argv), prog="notes-mcp")
         except serve.StartupRefused as refused:
@@ -702,25 +815,52 @@ class CommandLineMistakeTests(unittest.TestCase):
     """A mistyped option gets one line naming the nearest real one; argparse's other errors are one line too."""
 
     def test_a_mistyped_option_gets_one_line_suggesting_the_nearest_and_exit_2(self) -> None:
-        for typed, expected in (("--stdoi", "--stdio"), ("--htpp", "--http"), ("--notes-dri", "--notes-dir"), ("--confirm-in-browsr", "--confirm-in-browser")):
+        for typed, expected in (
+            ("--stdoi", "--stdio"),
+            ("--htpp", "--http"),
+            ("--notes-dri", "--notes-dir"),
+            ("--confirm-in-browsr", "--confirm-in-browser"),
+        ):
             with self.subTest(typed=typed):
                 status, lines = refused_start(typed, "x")
                 self.assertEqual(status, serve.EXIT_USAGE)
-                self.assertEqual(lines, [f"{serve.LOG_PREFIX}: unknown option {typed}: did you mean {expected}? (notes-mcp --help lists "
-                    "every option)"])
+                self.assertEqual(
+                    lines,
+                    [
+                        f"{serve.LOG_PREFIX}: unknown option {typed}: did you mean {expected}? (notes-mcp --help lists "
+                        "every option)"
+                    ],
+                )
 
     def test_the_suggestion_comes_before_the_missing_mode_and_survives_a_value(self) -> None:
         status, lines = refused_start("--stdio", "--db=x.db", "--notes-tols=1")
-        self.assertEqual((status, lines), (serve.EXIT_USAGE, [f"{serve.LOG_PREFIX}: unknown option --notes-tols:"
-            " did you mean --notes-tools? (notes-mcp --help lists every option)"]))
+        self.assertEqual(
+            (status, lines),
+            (
+                serve.EXIT_USAGE,
+                [
+                    f"{serve.LOG_PREFIX}: unknown option --notes-tols:"
+                    " did you mean --notes-tools? (notes-mcp --help lists every option)"
+                ],
+            ),
+        )
 
     def test_an_option_like_nothing_known_is_named_without_a_guess(self) -> None:
-        self.assertEqual(refused_start("--stdio", "--zzz")[1], [f"{serve.LOG_PREFIX}: unknown option --zzz (notes-mcp --help lists every option)"])
+        self.assertEqual(
+            refused_start("--stdio", "--zzz")[1],
+            [f"{serve.LOG_PREFIX}: unknown option --zzz (notes-mcp --help lists every option)"],
+        )
 
     def test_other_usage_errors_are_one_prefixed_line_and_exit_2(self) -> None:
-        for argv, message in (([], "one of the arguments --stdio --http is required"), (["--http", "--port", "70000"], "argument --port: must be 0..65535")):
+        for argv, message in (
+            ([], "one of the arguments --stdio --http is required"),
+            (["--http", "--port", "70000"], "argument --port: must be 0..65535"),
+        ):
             with self.subTest(argv=argv):
-                self.assertEqual(refused_start(*argv), (serve.EXIT_USAGE, [f"{serve.LOG_PREFIX}: {message} (notes-mcp --help lists every option)"]))
+                self.assertEqual(
+                    refused_start(*argv),
+                    (serve.EXIT_USAGE, [f"{serve.LOG_PREFIX}: {message} (notes-mcp --help lists every option)"]),
+                )
 
     def test_abbreviations_values_and_negative_numbers_are_not_taken_for_unknown_options(self) -> None:
         command = serve.parser()
@@ -732,10 +872,16 @@ class CommandLineMistakeTests(unittest.TestCase):
     def test_a_real_process_prints_the_suggestion_alone(self) -> None:
         done = subprocess.run(
             [*procs.python(), procs.SERVE, "--stdoi"],
-            capture_output=True, text=True, timeout=procs.GUARD, env=procs.server_env(),
+            capture_output=True,
+            text=True,
+            timeout=procs.GUARD,
+            env=procs.server_env(),
         )
         self.assertEqual(done.returncode, serve.EXIT_USAGE)
-        self.assertEqual(done.stderr, f"{serve.LOG_PREFIX}: unknown option --stdoi: did you mean --stdio? (serve.py --help lists every option)\n")
+        self.assertEqual(
+            done.stderr,
+            f"{serve.LOG_PREFIX}: unknown option --stdoi: did you mean --stdio? (serve.py --help lists every option)\n",
+        )
         self.assertEqual(done.stdout, "")
 
 
@@ -744,8 +890,13 @@ class TokenHelpTests(unittest.TestCase):
 
     def test_the_help_line_names_exactly_the_flags_that_refuse_to_start_without_a_token(self) -> None:
         environ = {"NOTES_MCP_SECRET": procs.SECRET, "PATH": os.environ.get("PATH", "")}
-        flags = [option for action in serve.parser()._actions if action.nargs == 0 and action.const is True
-                 for option in action.option_strings if option not in ("--stdio", "--http", "--no-auth", "--conformance-fixtures")]
+        flags = [
+            option
+            for action in serve.parser()._actions
+            if action.nargs == 0 and action.const is True
+            for option in action.option_strings
+            if option not in ("--stdio", "--http", "--no-auth", "--conformance-fixtures")
+        ]
         self.assertIn("--publish", flags)
         needing = set()
         for argv in (["--http"], *(["--stdio", flag] for flag in flags)):
@@ -764,7 +915,9 @@ class PrefixedLogTests(Tree):
         server = procs.HttpServer(self, "--notes-dir", self.notes, env=env(self.dir, NOTES_MCP_TOKEN=procs.TOKEN))
         self.assertTrue(server.wait_for_line("sandbox:"))
         message = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
-        status, _, _ = procs.post(server.connect(self), message, procs.mcp_headers(message, token="wrong-token-0123456789abcdef"))
+        status, _, _ = procs.post(
+            server.connect(self), message, procs.mcp_headers(message, token="wrong-token-0123456789abcdef")
+        )
         self.assertEqual(status, 401)  # a refusal, logged
         server.proc.terminate()
         self.assertEqual(server.wait(), 0)
@@ -776,17 +929,32 @@ class PrefixedLogTests(Tree):
         self.assertEqual([line for line in lines if not line.startswith(serve.LOG_PREFIX + ": ")], [])
 
     def test_a_stdio_server_prefixes_the_legacy_adapters_lines(self) -> None:
-        initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                      "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+        initialize = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        }
         idless = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "notes_delete", "arguments": {}}}
         done = subprocess.run(
             [*procs.python(), procs.SERVE, "--stdio", "--notes-dir", self.notes],
             input=f"{json.dumps(initialize)}\n{json.dumps(idless)}\n",
-            capture_output=True, text=True, timeout=procs.GUARD, env=env(self.dir),
+            capture_output=True,
+            text=True,
+            timeout=procs.GUARD,
+            env=env(self.dir),
         )
         self.assertEqual(done.returncode, 0, done.stderr)
-        self.assertTrue(any("legacy: ignored id-less request" in line for line in done.stderr.splitlines()), done.stderr)
-        self.assertEqual([line for line in done.stderr.splitlines() if not line.startswith(serve.LOG_PREFIX + ": ")], [])
+        self.assertTrue(
+            any("legacy: ignored id-less request" in line for line in done.stderr.splitlines()), done.stderr
+        )
+        self.assertEqual(
+            [line for line in done.stderr.splitlines() if not line.startswith(serve.LOG_PREFIX + ": ")], []
+        )
 
 
 class AuditRestoreMissingEntryTests(Tree):
@@ -817,7 +985,10 @@ class AuditRestoreMissingEntryTests(Tree):
                 return [{"id": 7}]
 
         out: list[str] = []
-        for entry, expected in ((7, "refused: entry 7 has no note in the trash"), (8, "refused: entry 8 does not exist (audit list shows every entry)")):
+        for entry, expected in (
+            (7, "refused: entry 7 has no note in the trash"),
+            (8, "refused: entry 8 does not exist (audit list shows every entry)"),
+        ):
             args = audit_cli.parser("t").parse_args(["restore", str(entry)])
             # The fake has only what `restore` reads.
             self.assertEqual(audit_cli.run(cast(stores.Store, Store()), args, out.append), audit_cli.EXIT_REFUSED)

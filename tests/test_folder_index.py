@@ -29,6 +29,7 @@ from test_markdown_store import FolderCase
 
 TOO_LARGE = "more than [0-9,]+ entries"  # folder_paths.TOO_LARGE, the refusal of a folder past the entry limit
 
+
 def _link(fd: str) -> str:
     """What /proc/self/fd/`fd` points at, or "" when it closed meanwhile."""
     try:
@@ -107,7 +108,9 @@ class ChangeNotification(IndexCase):
             self.write(f"sub/{name}.md", f"# Budget {name}\n")
         with mock.patch.object(folder_paths, "open_below", wraps=folder_paths.open_below) as opens:
             self.assertEqual(self.listed(store, "zzz"), {})  # no candidate: no note opened to be offered
-        self.assertEqual([call.args[1] for call in opens.call_args_list].count(("sub",)), 1)  # four entries changed in it
+        self.assertEqual(
+            [call.args[1] for call in opens.call_args_list].count(("sub",)), 1
+        )  # four entries changed in it
         self.assertEqual(len(self.listed(store, "budget")), 4)
 
     def test_a_store_dropped_without_close_gives_its_inotify_instance_back(self) -> None:
@@ -178,7 +181,10 @@ class ChangeNotification(IndexCase):
         store = self.indexed()
         index = self.index(store)
         self.listed(store, "TPS")  # built
-        with mock.patch.object(folder_index, "COMPACT_AFTER", 2), mock.patch.object(index, "_compact", wraps=index._compact) as compact:
+        with (
+            mock.patch.object(folder_index, "COMPACT_AFTER", 2),
+            mock.patch.object(index, "_compact", wraps=index._compact) as compact,
+        ):
             for round_ in range(4):  # each edit drops a slot and adds one
                 for i in range(3):
                     self.write(f"n{i}.md", f"# TPS {i} v{round_}\n")
@@ -257,8 +263,11 @@ class ChangeNotification(IndexCase):
         over = self.indexed(max_watches=2)
         self.assertEqual(len(self.listed(over, "TPS")), 2)
         self.assertIsNone(self.index(over).watch)
-        self.assertIn("changes found by a rescan at most every 2 s, or 10 times the last rescan's length if longer (more than "
-            "2 folders to watch)", over.describe()[0])
+        self.assertIn(
+            "changes found by a rescan at most every 2 s, or 10 times the last rescan's length if longer (more than "
+            "2 folders to watch)",
+            over.describe()[0],
+        )
         self.assertEqual(folder_index.MAX_WATCHED_FOLDERS, 65_536)
 
     def test_the_entry_count_follows_each_change_so_the_limit_holds_between_rebuilds(self) -> None:
@@ -339,7 +348,9 @@ class LostEvents(IndexCase):
         self.write("f3/later.md", "# TPS later\n")  # still watched after the last rebuild
         self.assertIn("f3/later.md", self.listed(store, "TPS"))
 
-    def test_a_note_created_after_a_queue_overflow_is_offered_by_notes_delete_at_the_next_call_without_waiting(self) -> None:
+    def test_a_note_created_after_a_queue_overflow_is_offered_by_notes_delete_at_the_next_call_without_waiting(
+        self,
+    ) -> None:
         self.write("a.md", "# TPS a\n")
         gone = self.write("gone.md", "# TPS gone\n")
         store = self.indexed()
@@ -359,7 +370,9 @@ class LostEvents(IndexCase):
             self.assertEqual(rebuilds.call_count, 1)
         self.assertEqual(_watches(index), 1)
 
-    def test_a_queue_overflowing_again_while_the_rebuild_walks_costs_one_rebuild_per_lookup_and_loses_no_note(self) -> None:
+    def test_a_queue_overflowing_again_while_the_rebuild_walks_costs_one_rebuild_per_lookup_and_loses_no_note(
+        self,
+    ) -> None:
         self.write("a.md", "# TPS a\n")
         self.write("sub/b.md", "# TPS b\n")
         storm = [False]
@@ -406,12 +419,18 @@ class LostEvents(IndexCase):
             drained.append(len(events := real(limit)))
             return events
 
-        with mock.patch.object(folder_index, "MAX_EVENTS_PER_LOOKUP", BURST_BOUND), mock.patch.object(index.watch, "drain", counted), \
-                mock.patch.object(index, "_refresh_entry", wraps=index._refresh_entry) as refresh, mock.patch.object(index, "_rebuild", wraps=index._rebuild) as rebuilds:
+        with (
+            mock.patch.object(folder_index, "MAX_EVENTS_PER_LOOKUP", BURST_BOUND),
+            mock.patch.object(index.watch, "drain", counted),
+            mock.patch.object(index, "_refresh_entry", wraps=index._refresh_entry) as refresh,
+            mock.patch.object(index, "_rebuild", wraps=index._rebuild) as rebuilds,
+        ):
             self.assertEqual(self.listed(store, "TPS"), {"keep.md": "TPS keep", "moved.md": "TPS moving"})
         self.assertEqual(drained, [BURST_BOUND])
         # BURST_BOUND events, three names: each looked at once, and no rebuild.
-        self.assertEqual(sorted(call.args[3] for call in refresh.call_args_list), ["moved.md", "moving-0.md", "moving-1.md"])
+        self.assertEqual(
+            sorted(call.args[3] for call in refresh.call_args_list), ["moved.md", "moving-0.md", "moving-1.md"]
+        )
         self.assertEqual(rebuilds.call_count, 0)
         self.assertFalse(index.lost)
 
@@ -422,9 +441,14 @@ class LostEvents(IndexCase):
         index = self.index(store)
         self.listed(store, "TPS")
         self.rename_burst(BURST_BOUND // 2)  # two events past the bound
-        with mock.patch.object(folder_index, "MAX_EVENTS_PER_LOOKUP", BURST_BOUND), mock.patch.object(index, "_refresh_entry", wraps=index._refresh_entry) as refresh, \
-                mock.patch.object(index, "_rebuild", wraps=index._rebuild) as rebuilds:
-            self.assertEqual(self.listed(store, "TPS"), {"keep.md": "TPS keep", "moved.md": "TPS moving"})  # the clock has not moved
+        with (
+            mock.patch.object(folder_index, "MAX_EVENTS_PER_LOOKUP", BURST_BOUND),
+            mock.patch.object(index, "_refresh_entry", wraps=index._refresh_entry) as refresh,
+            mock.patch.object(index, "_rebuild", wraps=index._rebuild) as rebuilds,
+        ):
+            self.assertEqual(
+                self.listed(store, "TPS"), {"keep.md": "TPS keep", "moved.md": "TPS moving"}
+            )  # the clock has not moved
             self.assertEqual(rebuilds.call_count, 1)
             self.assertEqual(refresh.call_count, 0)  # the events read are not applied: the walk answers
             self.write("later.md", "# TPS later\n")  # the renewed watch sees changes again
@@ -433,13 +457,18 @@ class LostEvents(IndexCase):
         self.assertFalse(index.lost)
         self.assertEqual(folder_index.MAX_EVENTS_PER_LOOKUP, 16_384)
 
-    def test_changes_at_the_pending_bound_are_applied_and_one_more_is_answered_by_a_rebuild_at_that_lookup(self) -> None:
+    def test_changes_at_the_pending_bound_are_applied_and_one_more_is_answered_by_a_rebuild_at_that_lookup(
+        self,
+    ) -> None:
         self.write("a.md", "# TPS a\n")
         store = self.indexed()
         index = self.index(store)
         self.listed(store, "TPS")
-        with mock.patch.object(folder_index, "MAX_PENDING_CHANGES", 3), mock.patch.object(index, "_refresh_entry", wraps=index._refresh_entry) as refresh, \
-                mock.patch.object(index, "_rebuild", wraps=index._rebuild) as rebuilds:
+        with (
+            mock.patch.object(folder_index, "MAX_PENDING_CHANGES", 3),
+            mock.patch.object(index, "_refresh_entry", wraps=index._refresh_entry) as refresh,
+            mock.patch.object(index, "_rebuild", wraps=index._rebuild) as rebuilds,
+        ):
             for name in ("b", "c", "d"):
                 self.write(f"{name}.md", f"# TPS {name}\n")
             self.assertEqual(len(self.listed(store, "TPS")), 4)  # 3 changed entries, at the bound: each looked at
@@ -482,11 +511,15 @@ class FirstBuild(IndexCase):
         found = self.listed(store, "TPS")
         self.assertEqual(listings[0], len(folders))  # one walk, each folder listed once
         truth = self.notes_on_disk()
-        self.assertEqual(len(truth), len(folders) * (len(folders) * STORM_NOTES + STORM_NOTES) - len(folders) * STORM_NOTES)
+        self.assertEqual(
+            len(truth), len(folders) * (len(folders) * STORM_NOTES + STORM_NOTES) - len(folders) * STORM_NOTES
+        )
         self.assertEqual(sorted(found), sorted(truth))
         self.assertEqual(self.listed(store, "TPS"), found)  # and the next lookup says the same
 
-    def test_changes_made_while_the_first_build_walks_past_what_one_lookup_applies_are_applied_by_a_rebuild_at_the_next(self) -> None:
+    def test_changes_made_while_the_first_build_walks_past_what_one_lookup_applies_are_applied_by_a_rebuild_at_the_next(
+        self,
+    ) -> None:
         self.write("a.md", "# TPS a\n")
         self.write("sub/b.md", "# TPS b\n")
         made = [False]
@@ -500,11 +533,16 @@ class FirstBuild(IndexCase):
 
         store = self.indexed(ops=folder_paths.OS_OPS._replace(scandir=storm))
         index = self.index(store)
-        with mock.patch.object(folder_index, "MAX_PENDING_CHANGES", 3), mock.patch.object(index, "_rebuild", wraps=index._rebuild) as rebuilds:
+        with (
+            mock.patch.object(folder_index, "MAX_PENDING_CHANGES", 3),
+            mock.patch.object(index, "_rebuild", wraps=index._rebuild) as rebuilds,
+        ):
             self.assertTrue({"a.md", "sub/b.md"} <= set(self.listed(store, "TPS")))
             self.assertEqual(rebuilds.call_count, 1)  # the build: one rebuild per lookup at most
             self.assertTrue(index.lost)
-            self.assertEqual(sorted(self.listed(store, "TPS")), ["a.md", *(f"during-{i}.md" for i in range(4)), "sub/b.md"])
+            self.assertEqual(
+                sorted(self.listed(store, "TPS")), ["a.md", *(f"during-{i}.md" for i in range(4)), "sub/b.md"]
+            )
             self.assertEqual(rebuilds.call_count, 2)
         self.assertFalse(index.lost)
 
@@ -523,8 +561,11 @@ class RescanFallback(IndexCase):
 
     def test_the_start_up_line_says_the_index_rescans_and_why(self) -> None:
         line = self.indexed().describe()[0]
-        self.assertIn("changes found by a rescan at most every 2 s, or 10 times the last rescan's length if longer (change "
-            "notification off)", line)
+        self.assertIn(
+            "changes found by a rescan at most every 2 s, or 10 times the last rescan's length if longer (change "
+            "notification off)",
+            line,
+        )
 
     def test_without_inotify_the_index_rescans_when_due_and_reads_only_changed_files(self) -> None:
         self.write("a.md", "# TPS a\n")
@@ -575,7 +616,10 @@ class RescanFallback(IndexCase):
         self.assertEqual(index.files[("a.md",)], before[("a.md",)])  # same facts, same slot
         self.assertNotEqual(index.files[("b.md",)][1], before[("b.md",)][1])
         self.assertNotIn(("c.md",), index.files)
-        self.assertEqual({path: index.slot_path[slot] for path, (_, slot) in before.items()}, {("a.md",): ("a.md",), ("b.md",): None, ("c.md",): None})
+        self.assertEqual(
+            {path: index.slot_path[slot] for path, (_, slot) in before.items()},
+            {("a.md",): ("a.md",), ("b.md",): None, ("c.md",): None},
+        )
         self.assertEqual(index.dead, 2)
         self.assertEqual(self.listed(store, "budget"), {"b.md": "Budget b"})
 
@@ -814,7 +858,9 @@ class EventQueue(unittest.TestCase):
 
     def test_the_watched_folder_removed_gives_its_nameless_events_the_last_one_included(self) -> None:
         os.rmdir(self.folder)
-        self.assertEqual(self.watch.drain(100), [(self.wd, change_watch.IN_DELETE_SELF, ""), (self.wd, change_watch.IN_IGNORED, "")])
+        self.assertEqual(
+            self.watch.drain(100), [(self.wd, change_watch.IN_DELETE_SELF, ""), (self.wd, change_watch.IN_IGNORED, "")]
+        )
         os.makedirs(self.folder)  # for the cleanup
 
     def test_an_overflowed_queue_is_answered_with_its_overflow_event_alone_and_the_next_events_follow(self) -> None:

@@ -47,7 +47,6 @@ def xattrs_work(folder: str) -> bool:
     return True
 
 
-
 def state(path: str) -> tuple[int, int, int, bytes, dict[str, bytes]]:
     """(mode, owner, group, bytes, user extended attributes) of a file."""
     info = os.lstat(path)
@@ -73,7 +72,9 @@ class Notes:
         "umask": (0o644, None, None, False),  # updated by a server started with umask 077
     }
 
-    def __init__(self, test: unittest.TestCase, cases: tuple[str, ...] = ("private", "readonly", "plain", "group", "foreign")) -> None:
+    def __init__(
+        self, test: unittest.TestCase, cases: tuple[str, ...] = ("private", "readonly", "plain", "group", "foreign")
+    ) -> None:
         tmp = tempfile.TemporaryDirectory(prefix="md-perm-")
         test.addCleanup(tmp.cleanup)
         self.dir = tmp.name
@@ -100,7 +101,10 @@ class Notes:
         """Each trashed copy's note name and mode."""
         trash = os.path.join(self.folder, ".trash")
         names = os.listdir(trash) if os.path.isdir(trash) else []
-        return {name.rsplit("-", 1)[1][: -len(".md")]: stat.S_IMODE(os.lstat(os.path.join(trash, name)).st_mode) for name in names}
+        return {
+            name.rsplit("-", 1)[1][: -len(".md")]: stat.S_IMODE(os.lstat(os.path.join(trash, name)).st_mode)
+            for name in names
+        }
 
 
 class PermissionMatrix(unittest.TestCase):
@@ -112,8 +116,9 @@ class PermissionMatrix(unittest.TestCase):
     def update_each(self, notes: Notes, confined: bool) -> dict[str, dict[str, Any]]:
         if confined and isinstance(sandbox.kernel_abi(), str):
             self.skipTest(f"Landlock {sandbox.kernel_abi()}")
-        env = procs.server_env(NOTES_MCP_TOKEN=procs.TOKEN, NOTES_MCP_SECRET=procs.SECRET,
-                               XDG_STATE_HOME=os.path.join(notes.dir, "state"))
+        env = procs.server_env(
+            NOTES_MCP_TOKEN=procs.TOKEN, NOTES_MCP_SECRET=procs.SECRET, XDG_STATE_HOME=os.path.join(notes.dir, "state")
+        )
         flags = ["--notes-dir", notes.folder, "--db", os.path.join(notes.dir, "notes.db"), "--notes-tools"]
         server = procs.HttpServer(self, *flags, *(() if confined else ("--no-sandbox",)), env=env, serve=self.serve)
         self.assertTrue(server.wait_for_line("sandbox: "), server.stderr_text())
@@ -128,20 +133,40 @@ class PermissionMatrix(unittest.TestCase):
         done: dict[str, dict[str, Any]] = {}
         for name in notes.cases:
             before = state(notes.path(name))
-            read = call(tools_call("notes_read", {"workspaceUri": notes.uri, "noteId": f"{name}.md"}))["structuredContent"]
-            args = {"workspaceUri": notes.uri, "noteId": f"{name}.md", "body": NEW.format(name=name), "version": read["version"]}
+            read = call(tools_call("notes_read", {"workspaceUri": notes.uri, "noteId": f"{name}.md"}))[
+                "structuredContent"
+            ]
+            args = {
+                "workspaceUri": notes.uri,
+                "noteId": f"{name}.md",
+                "body": NEW.format(name=name),
+                "version": read["version"],
+            }
             form = call(tools_call("notes_update", args))
-            result = call(tools_call("notes_update", args, requestState=form["requestState"], inputResponses=accept(notes_tools.UPDATE_KEY)))
-            done[name] = {"before": before, "after": state(notes.path(name)), "error": result["content"][0]["text"] if result["isError"] else None}
+            result = call(
+                tools_call(
+                    "notes_update",
+                    args,
+                    requestState=form["requestState"],
+                    inputResponses=accept(notes_tools.UPDATE_KEY),
+                )
+            )
+            done[name] = {
+                "before": before,
+                "after": state(notes.path(name)),
+                "error": result["content"][0]["text"] if result["isError"] else None,
+            }
         trashed = notes.trashed()
         sandboxed = "on" if confined else "off"
         for name, seen in done.items():
             mode, uid, gid, _, attributes = seen["after"]
             seen["trash"] = trashed.get(name)
             self.matrix[(name, sandboxed)] = (
-                f"refused: {seen['error']}" if seen["error"] else
-                f"{mode:04o} uid {uid} gid {gid} xattrs {sorted(attributes) or 'none'}; trash copy "
-                    f"{seen['trash']:04o}")
+                f"refused: {seen['error']}"
+                if seen["error"]
+                else f"{mode:04o} uid {uid} gid {gid} xattrs {sorted(attributes) or 'none'}; trash copy "
+                f"{seen['trash']:04o}"
+            )
         return done
 
     def assert_kept(self, seen: dict[str, Any], name: str) -> None:
@@ -193,7 +218,9 @@ class PermissionMatrix(unittest.TestCase):
             os.umask(old)
 
     def test_inside_the_sandbox_a_umask_that_takes_the_note_s_bits_is_refused_and_changes_nothing(self) -> None:
-        self.assert_refused(self.with_umask(confined=True)["umask"], folder_bodies.MODE_NARROWED.format(mode=0o644, got=0o600))
+        self.assert_refused(
+            self.with_umask(confined=True)["umask"], folder_bodies.MODE_NARROWED.format(mode=0o644, got=0o600)
+        )
 
     def test_without_the_sandbox_a_umask_that_takes_the_note_s_bits_is_made_good_on_the_new_file(self) -> None:
         self.assert_kept(self.with_umask(confined=False)["umask"], "umask")
@@ -218,12 +245,17 @@ class WithoutChmod(unittest.TestCase):
         assert fd is not None
         self.addCleanup(os.close, fd)
         calls: list[str] = []
-        with mock.patch.object(os, "fchmod", lambda *a: calls.append("fchmod")), mock.patch.object(os, "chmod", lambda *a, **k: calls.append("chmod")):
+        with (
+            mock.patch.object(os, "fchmod", lambda *a: calls.append("fchmod")),
+            mock.patch.object(os, "chmod", lambda *a, **k: calls.append("chmod")),
+        ):
             for name in notes.cases:
                 loaded = folder_bodies.load(fd, f"{name}.md")
                 assert loaded is not None
                 old = TEXT.format(name=name).encode()
-                done = folder_bodies.replace(root, fd, f"{name}.md", loaded.facts, old, NEW.format(name=name).encode(), f"kept-{name}.md")
+                done = folder_bodies.replace(
+                    root, fd, f"{name}.md", loaded.facts, old, NEW.format(name=name).encode(), f"kept-{name}.md"
+                )
                 self.assertIsInstance(done, tuple)
         self.assertEqual(calls, [])
         self.assertEqual([state(notes.path(name))[0] for name in notes.cases], [0o600, 0o444])

@@ -37,8 +37,9 @@ class RestoreByNote(unittest.TestCase):
         self.store = markdown_store.MarkdownNotesStore([self.folder], nonces)
         self.addCleanup(self.store.close)
         self.uri = self.store.workspace_uris()[0]
-        self.server = frame.notes_server(keys=[KEY], notes=self.store, policy=main.AuthorizationPolicy({"alice": [self.uri]}),
-                                         clock=clock, log=Log())
+        self.server = frame.notes_server(
+            keys=[KEY], notes=self.store, policy=main.AuthorizationPolicy({"alice": [self.uri]}), clock=clock, log=Log()
+        )
         audit.install(self.server)
         notes_tools.install(self.server)
 
@@ -58,16 +59,26 @@ class RestoreByNote(unittest.TestCase):
         return response["result"]
 
     def update(self, note_id: str, body: str) -> int:
-        version = self.result(tools_call("notes_read", {"workspaceUri": self.uri, "noteId": note_id}))["structuredContent"]["version"]
+        version = self.result(tools_call("notes_read", {"workspaceUri": self.uri, "noteId": note_id}))[
+            "structuredContent"
+        ]["version"]
         args = {"workspaceUri": self.uri, "noteId": note_id, "body": body, "version": version}
         form = self.result(tools_call("notes_update", args))
-        self.result(tools_call("notes_update", args, requestState=form["requestState"], inputResponses=accept(notes_tools.UPDATE_KEY)))
-        return int(self.store.audit_entries(outcome=audit.UPDATED)[-1]["id"])  # type: ignore[call-overload]
+        self.result(
+            tools_call(
+                "notes_update", args, requestState=form["requestState"], inputResponses=accept(notes_tools.UPDATE_KEY)
+            )
+        )
+        return int(self.store.audit_entries(outcome=audit.UPDATED)[-1]["id"])
 
     def move(self, note_id: str, place: str) -> None:
         args = {"workspaceUri": self.uri, "noteId": note_id, "newPath": place}
         form = self.result(tools_call("notes_move", args))
-        self.result(tools_call("notes_move", args, requestState=form["requestState"], inputResponses=accept(notes_tools.MOVE_KEY)))
+        self.result(
+            tools_call(
+                "notes_move", args, requestState=form["requestState"], inputResponses=accept(notes_tools.MOVE_KEY)
+            )
+        )
 
     def test_an_update_s_entry_records_the_device_inode_size_and_digest_of_the_file_it_wrote(self) -> None:
         entry_id = self.update("a.md", "# A\nedited\n")
@@ -75,18 +86,24 @@ class RestoreByNote(unittest.TestCase):
         recorded = json.loads(str(entry["file_identity"]))
         info = os.stat(os.path.join(self.folder, "a.md"))
         data = b"# A\nedited\n"
-        self.assertEqual((recorded["dev"], recorded["ino"], recorded["size"], recorded["sha256"]),
-                         (info.st_dev, info.st_ino, info.st_size, hashlib.sha256(data).hexdigest()))
+        self.assertEqual(
+            (recorded["dev"], recorded["ino"], recorded["size"], recorded["sha256"]),
+            (info.st_dev, info.st_ino, info.st_size, hashlib.sha256(data).hexdigest()),
+        )
         self.assertEqual(len(recorded["was"]), 2)  # the file it replaced: device and inode
 
-    def test_restoring_an_update_after_its_note_moved_and_another_took_its_place_restores_the_note_and_leaves_the_other(self) -> None:
+    def test_restoring_an_update_after_its_note_moved_and_another_took_its_place_restores_the_note_and_leaves_the_other(
+        self,
+    ) -> None:
         entry_id = self.update("a.md", "# A\nedited\n")
         self.move("a.md", "archive/a.md")
         self.move("b.md", "a.md")
         restored = self.store.restore(entry_id)
         self.assertEqual(self.read_file("a.md"), "# B\nbravo\n")  # note b: untouched
         self.assertEqual(self.read_file("archive/a.md"), "# A\nalpha\n")  # note a: restored at its new place
-        self.assertEqual((restored["outcome"], restored["note_id"], restored["restores"]), (audit.RESTORED, "archive/a.md", entry_id))
+        self.assertEqual(
+            (restored["outcome"], restored["note_id"], restored["restores"]), (audit.RESTORED, "archive/a.md", entry_id)
+        )
 
     def test_restoring_an_update_after_a_plain_move_works(self) -> None:
         entry_id = self.update("a.md", "# A\nedited\n")
@@ -110,8 +127,10 @@ class RestoreByNote(unittest.TestCase):
         entries = self.store.audit_entries()
         with self.assertRaises(stores.StoreRefused) as caught:
             self.store.restore(entry_id)
-        self.assertEqual(str(caught.exception),
-                         f"entry {entry_id}: the file at a.md is another note than the one the update wrote; nothing restored")
+        self.assertEqual(
+            str(caught.exception),
+            f"entry {entry_id}: the file at a.md is another note than the one the update wrote; nothing restored",
+        )
         self.assertEqual(self.read_file("a.md"), "# Stranger\nnot note a\n")
         self.assertEqual(self.read_file("archive/elsewhere.md"), "# A\nedited\n")
         self.assertEqual(sorted(os.listdir(os.path.join(self.folder, ".trash"))), trash)  # the kept version stays

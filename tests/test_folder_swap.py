@@ -45,8 +45,13 @@ TARGETS = ("bob", "outside")
 
 def audit_command(config: str, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     """`serve.py audit --config CONFIG ARGS...`, a new process, as the operator runs it."""
-    return subprocess.run([*procs.python(), procs.SERVE, "audit", "--config", config, *args],
-                          env=env, capture_output=True, text=True, timeout=procs.GUARD)
+    return subprocess.run(
+        [*procs.python(), procs.SERVE, "audit", "--config", config, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=procs.GUARD,
+    )
 
 
 def audit_rows(db: str, columns: str) -> list[tuple[Any, ...]]:
@@ -83,8 +88,6 @@ def folder_uri(path: str) -> str:
     return main.format_file_uri(tuple(p for p in path.split("/") if p))
 
 
-
-
 class Folders:
     """alice's, bob's and an outside folder under one temporary folder; each target holds notes and an expired trashed
     file."""
@@ -94,10 +97,18 @@ class Folders:
         test.addCleanup(tmp.cleanup)
         self.dir = tmp.name
         self.alice, self.bob, self.outside = (os.path.join(self.dir, name) for name in ("alice", "bob", "outside"))
-        for path, text in (("alice/tps.md", "# TPS alice\n"), ("alice/old.md", "# TPS alice old\n"), ("alice/plan.md", "# Plan alice\nfirst\n"),
-                           ("bob/tps.md", "# TPS bob secret\n"), ("bob/plan.md", "# Plan bob\nsecret\n"), ("bob/2025/plan.md", "# TPS bob plan\n"),
-                           ("outside/tps.md", "# TPS outside\n"), ("outside/plan.md", "# Plan outside\nsecret\n"),
-                           ("bob/.trash/" + OLD_TRASH, "bob's trashed\n"), ("outside/.trash/" + OLD_TRASH, "outside trashed\n")):
+        for path, text in (
+            ("alice/tps.md", "# TPS alice\n"),
+            ("alice/old.md", "# TPS alice old\n"),
+            ("alice/plan.md", "# Plan alice\nfirst\n"),
+            ("bob/tps.md", "# TPS bob secret\n"),
+            ("bob/plan.md", "# Plan bob\nsecret\n"),
+            ("bob/2025/plan.md", "# TPS bob plan\n"),
+            ("outside/tps.md", "# TPS outside\n"),
+            ("outside/plan.md", "# Plan outside\nsecret\n"),
+            ("bob/.trash/" + OLD_TRASH, "bob's trashed\n"),
+            ("outside/.trash/" + OLD_TRASH, "outside trashed\n"),
+        ):
             write(os.path.join(self.dir, path), text)
         os.chmod(os.path.join(self.bob, "plan.md"), 0o600)
         self.alice_uri = folder_uri(self.alice)
@@ -120,21 +131,28 @@ class SwapContract(unittest.TestCase):
     def setUp(self) -> None:
         self.folders = Folders(self)
         self.db = os.path.join(self.folders.dir, "nonces.db")
-        self.config = procs.write_config(self, {
-            "principals": {
-                "alice": {"token": procs.TOKEN, "workspaces": [], "notesDirs": [self.folders.alice]},
-                "bob": {"token": BOB_TOKEN, "workspaces": [], "notesDirs": [self.folders.bob]},
+        self.config = procs.write_config(
+            self,
+            {
+                "principals": {
+                    "alice": {"token": procs.TOKEN, "workspaces": [], "notesDirs": [self.folders.alice]},
+                    "bob": {"token": BOB_TOKEN, "workspaces": [], "notesDirs": [self.folders.bob]},
+                },
+                "stdioPrincipal": "alice",
+                "db": self.db,
+                "notesTools": True,
             },
-            "stdioPrincipal": "alice",
-            "db": self.db,
-            "notesTools": True,
-        })
-        self.env = procs.server_env(NOTES_MCP_SECRET=procs.SECRET, XDG_STATE_HOME=os.path.join(self.folders.dir, "state"))
+        )
+        self.env = procs.server_env(
+            NOTES_MCP_SECRET=procs.SECRET, XDG_STATE_HOME=os.path.join(self.folders.dir, "state")
+        )
 
     def start(self, confined: bool) -> None:
         if confined and isinstance(sandbox.kernel_abi(), str):
             self.skipTest(f"Landlock {sandbox.kernel_abi()}")
-        self.server = procs.HttpServer(self, "--config", self.config, *(() if confined else ("--no-sandbox",)), env=self.env)
+        self.server = procs.HttpServer(
+            self, "--config", self.config, *(() if confined else ("--no-sandbox",)), env=self.env
+        )
         self.assertTrue(self.server.wait_for_line("sandbox: "), self.server.stderr_text())
         said = next(line for line in self.server.stderr_lines if "sandbox: " in line)
         self.assertTrue(said.startswith("notes-mcp: sandbox: on" if confined else "notes-mcp: sandbox: off"), said)
@@ -157,20 +175,34 @@ class SwapContract(unittest.TestCase):
         # Before the swap: a deletion and an update of alice's own (entries a restore could name),
         # a read's version, and a form for each confirmed tool, left unanswered.
         form = self.call(tools_call("notes_delete", {**ws, "title": "TPS alice old"}))
-        done = self.call(tools_call("notes_delete", {**ws, "title": "TPS alice old"}, requestState=form["requestState"],
-                              inputResponses={main.INPUT_KEY: {"action": "accept", "content": {"note_id": "old.md", "confirm": True}}}))
+        done = self.call(
+            tools_call(
+                "notes_delete",
+                {**ws, "title": "TPS alice old"},
+                requestState=form["requestState"],
+                inputResponses={
+                    main.INPUT_KEY: {"action": "accept", "content": {"note_id": "old.md", "confirm": True}}
+                },
+            )
+        )
         self.assertTrue(done["structuredContent"]["deleted"], done)
         version = self.call(tools_call("notes_read", {**ws, "noteId": "plan.md"}))["structuredContent"]["version"]
         update = {**ws, "noteId": "plan.md", "body": "# Plan alice\nsecond\n", "version": version}
         form = self.call(tools_call("notes_update", update))
-        done = self.call(tools_call("notes_update", update, requestState=form["requestState"], inputResponses=accept(notes_tools.UPDATE_KEY)))
+        done = self.call(
+            tools_call(
+                "notes_update", update, requestState=form["requestState"], inputResponses=accept(notes_tools.UPDATE_KEY)
+            )
+        )
         self.assertFalse(done["isError"], done)
         version = self.call(tools_call("notes_read", {**ws, "noteId": "plan.md"}))["structuredContent"]["version"]
         delete_args = {**ws, "title": "TPS"}
         update = {**ws, "noteId": "plan.md", "body": "# Plan\nwritten by alice\n", "version": version}
         move = {**ws, "noteId": "plan.md", "newPath": "moved.md"}
-        pending = {name: (args, self.call(tools_call(name, args))["requestState"])
-                   for name, args in (("notes_delete", delete_args), ("notes_update", update), ("notes_move", move))}
+        pending = {
+            name: (args, self.call(tools_call(name, args))["requestState"])
+            for name, args in (("notes_delete", delete_args), ("notes_update", update), ("notes_move", move))
+        }
         rows = self.audit_rows()
         target = f.target(target_name)
         before = tree(target)
@@ -183,39 +215,59 @@ class SwapContract(unittest.TestCase):
             "notes_read (offset)": tools_call("notes_read", {**ws, "noteId": "plan.md", "offset": 2, "length": 3}),
             "notes_list": tools_call("notes_list", ws),
             "notes_create": tools_call("notes_create", {**ws, "title": "Planted", "body": "by alice\n"}),
-            "notes_create (folder)": tools_call("notes_create", {**ws, "title": "Planted", "body": "by alice\n", "folder": "sub"}),
-            "notes_edit (form)": tools_call("notes_edit", {**ws, "noteId": "plan.md", "oldText": "Plan", "newText": "Planted",
-                                                          "version": version}),
-            "notes_append": tools_call("notes_append", {**ws, "noteId": "plan.md", "text": "appended by alice\n", "version": version}),
+            "notes_create (folder)": tools_call(
+                "notes_create", {**ws, "title": "Planted", "body": "by alice\n", "folder": "sub"}
+            ),
+            "notes_edit (form)": tools_call(
+                "notes_edit", {**ws, "noteId": "plan.md", "oldText": "Plan", "newText": "Planted", "version": version}
+            ),
+            "notes_append": tools_call(
+                "notes_append", {**ws, "noteId": "plan.md", "text": "appended by alice\n", "version": version}
+            ),
             "notes_update (form)": tools_call("notes_update", update),
             "notes_move (form)": tools_call("notes_move", move),
         }
         answers = {main.INPUT_KEY: {"action": "accept", "content": {"note_id": "tps.md", "confirm": True}}}
-        for name, key in (("notes_delete", None), ("notes_update", notes_tools.UPDATE_KEY), ("notes_move", notes_tools.MOVE_KEY)):
+        for name, key in (
+            ("notes_delete", None),
+            ("notes_update", notes_tools.UPDATE_KEY),
+            ("notes_move", notes_tools.MOVE_KEY),
+        ):
             args, state = pending[name]
-            calls[f"{name} (accept)"] = tools_call(name, args, requestState=state, inputResponses=answers if key is None else accept(key))
+            calls[f"{name} (accept)"] = tools_call(
+                name, args, requestState=state, inputResponses=answers if key is None else accept(key)
+            )
         sandbox_name = "on" if confined else "off"
         for name, message in calls.items():
             with self.subTest(tool=name):
                 result = self.call(message)
                 self.assertTrue(result.get("isError"), result)
                 # A create into a folder names that folder, inside the replaced one.
-                said = folder_paths.REPLACED.format(where=f.alice_uri + "/sub") if name == "notes_create (folder)" else f.replaced
+                said = (
+                    folder_paths.REPLACED.format(where=f.alice_uri + "/sub")
+                    if name == "notes_create (folder)"
+                    else f.replaced
+                )
                 self.assertEqual(result["content"][0]["text"], said)
                 self.assertNotIn("requestState", result)
                 self.matrix[(name, target_name, sandbox_name)] = "refused (REPLACED)"
         # The operator's commands: new processes, which open the folders afresh.
         update_entry = next(row[0] for row in rows if row[2] == audit.UPDATED)
         delete_entry = next(row[0] for row in rows if row[2] == audit.DELETED)
-        for name, argv in (("audit list", ("list",)), ("audit restore (deletion)", ("restore", str(delete_entry))),
-                           ("audit restore (update)", ("restore", str(update_entry)))):
+        for name, argv in (
+            ("audit list", ("list",)),
+            ("audit restore (deletion)", ("restore", str(delete_entry))),
+            ("audit restore (update)", ("restore", str(update_entry))),
+        ):
             with self.subTest(command=name):
                 done_cmd = self.audit_command(*argv)
                 said = (done_cmd.stdout + done_cmd.stderr).strip()
                 self.assertNotIn("Traceback", said)
                 if argv[0] == "restore":
                     self.assertNotEqual(done_cmd.returncode, 0, said)
-                self.matrix[(name, target_name, sandbox_name)] = (said.splitlines()[-1] if done_cmd.returncode else "listed, nothing changed")
+                self.matrix[(name, target_name, sandbox_name)] = (
+                    said.splitlines()[-1] if done_cmd.returncode else "listed, nothing changed"
+                )
         # The folder reached: every file, byte and mode as it was; the audit: nothing new.
         self.assertEqual(tree(target), before)
         after = self.audit_rows()
@@ -236,7 +288,9 @@ class SwapContract(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls) -> None:
-        if os.environ.get("NOTES_MCP_SWAP_MATRIX"):  # for the docs: python3 -m unittest tests.test_folder_swap with it set
+        if os.environ.get(
+            "NOTES_MCP_SWAP_MATRIX"
+        ):  # for the docs: python3 -m unittest tests.test_folder_swap with it set
             for (name, target, confined), result in sorted(cls.matrix.items()):
                 print(f"| {name} | {target} | {confined} | {result} |", file=sys.stderr)
 
@@ -250,7 +304,9 @@ class SwapInProcess(unittest.TestCase):
 
     def store(self) -> markdown_store.MarkdownNotesStore:
         nonces = sqlite_store.open_ledger(os.path.join(self.folders.dir, "nonces.db"), clock=self.clock)
-        store = markdown_store.MarkdownNotesStore([self.folders.alice], nonces, retention=audit.Retention(trash_seconds=1))
+        store = markdown_store.MarkdownNotesStore(
+            [self.folders.alice], nonces, retention=audit.Retention(trash_seconds=1)
+        )
         self.addCleanup(store.close)
         return store
 
@@ -280,15 +336,26 @@ class OtherPrincipalsSwap(unittest.TestCase):
         store = markdown_store.MarkdownNotesStore([folders.alice, folders.bob], nonces)
         self.addCleanup(store.close)
         bob_uri = folder_uri(folders.bob)
-        server = frame.notes_server(keys=[KEY], notes=store, policy=main.AuthorizationPolicy({"bob": [bob_uri]}), clock=clock, log=Log())
+        server = frame.notes_server(
+            keys=[KEY], notes=store, policy=main.AuthorizationPolicy({"bob": [bob_uri]}), clock=clock, log=Log()
+        )
         args = {"workspaceUri": bob_uri, "title": "TPS bob secret"}
         form = server.handle(tools_call("notes_delete", args), "bob")
         assert form is not None
         # alice's root sorts first: the accept's re-walk meets her replaced folder before bob's.
         self.assertLess(folders.alice, folders.bob)
         folders.swap(folders.outside)
-        done = server.handle(tools_call("notes_delete", args, requestState=form["result"]["requestState"],
-                                  inputResponses={main.INPUT_KEY: {"action": "accept", "content": {"note_id": "tps.md", "confirm": True}}}), "bob")
+        done = server.handle(
+            tools_call(
+                "notes_delete",
+                args,
+                requestState=form["result"]["requestState"],
+                inputResponses={
+                    main.INPUT_KEY: {"action": "accept", "content": {"note_id": "tps.md", "confirm": True}}
+                },
+            ),
+            "bob",
+        )
         assert done is not None
         self.assertEqual(done["result"]["structuredContent"], {"deleted": True, "noteId": "tps.md"})
         self.assertFalse(os.path.exists(os.path.join(folders.bob, "tps.md")))
@@ -308,21 +375,53 @@ class OneWayIn(unittest.TestCase):
         # Read from the source: every call that takes a path either names an entry relative to
         # an open folder (dir_fd=) or runs at start-up (the Root's own open, the check that
         # compares its path, the start-up test of nested roots).
-        allowed = {("folder_paths.py", "__init__", "open"), ("folder_paths.py", "replaced", "stat"),
-                   ("folder_paths.py", "same_folder", "open"), ("folder_paths.py", "same_folder", "stat")}
-        path_calls = {"open", "stat", "lstat", "mkdir", "rename", "replace", "unlink", "link", "rmdir", "access", "chmod",
-                      "chown", "listdir", "readlink", "symlink", "truncate", "utime"}
+        allowed = {
+            ("folder_paths.py", "__init__", "open"),
+            ("folder_paths.py", "replaced", "stat"),
+            ("folder_paths.py", "same_folder", "open"),
+            ("folder_paths.py", "same_folder", "stat"),
+        }
+        path_calls = {
+            "open",
+            "stat",
+            "lstat",
+            "mkdir",
+            "rename",
+            "replace",
+            "unlink",
+            "link",
+            "rmdir",
+            "access",
+            "chmod",
+            "chown",
+            "listdir",
+            "readlink",
+            "symlink",
+            "truncate",
+            "utime",
+        }
         found = set()
-        for module in ("folder_paths.py", "folder_bodies.py", "folder_trash.py", "folder_index.py", "markdown_store.py"):
+        for module in (
+            "folder_paths.py",
+            "folder_bodies.py",
+            "folder_trash.py",
+            "folder_index.py",
+            "markdown_store.py",
+        ):
             with open(os.path.join(os.path.dirname(folder_paths.__file__), module), encoding="utf-8") as handle:
                 tree_ = ast.parse(handle.read())
             for function in ast.walk(tree_):
                 if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     continue
                 for node in ast.walk(function):
-                    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
-                            and node.func.value.id == "os" and node.func.attr in path_calls
-                            and not any(k.arg in ("dir_fd", "src_dir_fd") for k in node.keywords)):
+                    if (
+                        isinstance(node, ast.Call)
+                        and isinstance(node.func, ast.Attribute)
+                        and isinstance(node.func.value, ast.Name)
+                        and node.func.value.id == "os"
+                        and node.func.attr in path_calls
+                        and not any(k.arg in ("dir_fd", "src_dir_fd") for k in node.keywords)
+                    ):
                         found.add((module, function.name, node.func.attr))
         self.assertEqual(found, allowed)
 
@@ -331,9 +430,25 @@ class OneWayIn(unittest.TestCase):
         """Every file-system call made meanwhile that names a path without a folder descriptor, as (function, path)."""
         seen: list[tuple[str, Any]] = []
         patches = []
-        for module, name in ((os, "open"), (os, "stat"), (os, "lstat"), (os, "mkdir"), (os, "rename"), (os, "unlink"), (os, "link"),
-                             (os, "chmod"), (os, "chown"), (os, "access"), (os, "scandir"), (os, "listdir"), (os, "rmdir"),
-                             (os, "setxattr"), (os, "getxattr"), (os, "listxattr"), (builtins, "open")):
+        for module, name in (
+            (os, "open"),
+            (os, "stat"),
+            (os, "lstat"),
+            (os, "mkdir"),
+            (os, "rename"),
+            (os, "unlink"),
+            (os, "link"),
+            (os, "chmod"),
+            (os, "chown"),
+            (os, "access"),
+            (os, "scandir"),
+            (os, "listdir"),
+            (os, "rmdir"),
+            (os, "setxattr"),
+            (os, "getxattr"),
+            (os, "listxattr"),
+            (builtins, "open"),
+        ):
             real = getattr(module, name)
 
             def wrapper(*args: Any, _real: Callable[..., Any] = real, _name: str = name, **kwargs: Any) -> Any:
@@ -355,7 +470,9 @@ class OneWayIn(unittest.TestCase):
         folders = Folders(self)
         clock = Clock()
         nonces = sqlite_store.open_ledger(os.path.join(folders.dir, "nonces.db"), clock=clock)
-        store = markdown_store.MarkdownNotesStore([folders.alice, folders.bob], nonces, retention=audit.Retention(trash_seconds=1))
+        store = markdown_store.MarkdownNotesStore(
+            [folders.alice, folders.bob], nonces, retention=audit.Retention(trash_seconds=1)
+        )
         self.addCleanup(store.close)
         policy = main.AuthorizationPolicy({"alice": [folders.alice_uri]})
         server = frame.notes_server(keys=[KEY], notes=store, policy=policy, clock=clock, log=Log())
@@ -377,22 +494,48 @@ class OneWayIn(unittest.TestCase):
             self.assertFalse(result(tools_call("notes_search", {**ws, "query": "alice"}))["isError"])
             version = result(tools_call("notes_read", {**ws, "noteId": "plan.md"}))["structuredContent"]["version"]
             self.assertFalse(result(tools_call("notes_create", {**ws, "title": "New", "body": "new\n"}))["isError"])
-            appended = result(tools_call("notes_append", {**ws, "noteId": "plan.md", "text": "more\n", "version": version}))
+            appended = result(
+                tools_call("notes_append", {**ws, "noteId": "plan.md", "text": "more\n", "version": version})
+            )
             version = appended["structuredContent"]["version"]
             update = {**ws, "noteId": "plan.md", "body": "# Plan\nnew\n", "version": version}
             form = result(tools_call("notes_update", update))
-            self.assertFalse(result(tools_call("notes_update", update, requestState=form["requestState"],
-                                         inputResponses=accept(notes_tools.UPDATE_KEY)))["isError"])
+            self.assertFalse(
+                result(
+                    tools_call(
+                        "notes_update",
+                        update,
+                        requestState=form["requestState"],
+                        inputResponses=accept(notes_tools.UPDATE_KEY),
+                    )
+                )["isError"]
+            )
             store.restore(next(e["id"] for e in store.audit_entries() if e["outcome"] == audit.UPDATED))
             move = {**ws, "noteId": "plan.md", "newPath": "moved.md"}
             form = result(tools_call("notes_move", move))
-            self.assertFalse(result(tools_call("notes_move", move, requestState=form["requestState"],
-                                         inputResponses=accept(notes_tools.MOVE_KEY)))["isError"])
+            self.assertFalse(
+                result(
+                    tools_call(
+                        "notes_move",
+                        move,
+                        requestState=form["requestState"],
+                        inputResponses=accept(notes_tools.MOVE_KEY),
+                    )
+                )["isError"]
+            )
             listed = store.candidates(alice, "TPS")
             self.assertTrue(all(store.preview(note) is not None for note in listed))
             form = result(tools_call("notes_delete", {**ws, "title": "TPS alice old"}))
-            done = result(tools_call("notes_delete", {**ws, "title": "TPS alice old"}, requestState=form["requestState"],
-                               inputResponses={main.INPUT_KEY: {"action": "accept", "content": {"note_id": "old.md", "confirm": True}}}))
+            done = result(
+                tools_call(
+                    "notes_delete",
+                    {**ws, "title": "TPS alice old"},
+                    requestState=form["requestState"],
+                    inputResponses={
+                        main.INPUT_KEY: {"action": "accept", "content": {"note_id": "old.md", "confirm": True}}
+                    },
+                )
+            )
             self.assertTrue(done["structuredContent"]["deleted"], done)
             store.restore(next(e["id"] for e in store.audit_entries() if e["outcome"] == audit.DELETED))
             store.empty_trash()

@@ -26,9 +26,23 @@ from test_notes_tools_browser import FORM_ONLY, GROCERIES, PageCase  # noqa: E40
 # Character Database 14.0.0 (the version of Python 3.11's unicodedata), inclusive.
 DEFAULT_IGNORABLE_UCD_VERSION = "14.0.0"
 DEFAULT_IGNORABLE = (
-    (0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F),
-    (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF),
-    (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF),
+    (0x00AD, 0x00AD),
+    (0x034F, 0x034F),
+    (0x061C, 0x061C),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x200B, 0x200F),
+    (0x202A, 0x202E),
+    (0x2060, 0x206F),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFEFF, 0xFEFF),
+    (0xFFA0, 0xFFA0),
+    (0xFFF0, 0xFFF8),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0000, 0xE0FFF),
 )
 OVERLAY = 1  # Canonical_Combining_Class 1: drawn over the character before it
 
@@ -47,7 +61,10 @@ def derived() -> set[str]:
             found.add(ch)
         elif "VARIATION SELECTOR" in name:
             found.add(ch)
-        elif name.endswith("FILLER") and unicodedata.category(ch) in ("Lo", "Mn"):  # Hangul and Khitan fillers: no glyph
+        elif name.endswith("FILLER") and unicodedata.category(ch) in (
+            "Lo",
+            "Mn",
+        ):  # Hangul and Khitan fillers: no glyph
             found.add(ch)
     found.add("\u2800")  # BRAILLE PATTERN BLANK: a printable character whose glyph is empty
     return found
@@ -65,7 +82,11 @@ class TheTable(unittest.TestCase):
         self.assertEqual(len(HIDDEN_28_BYTES.encode("utf-8")), 28)
         wanted = derived()
         missing = sorted(f"U+{ord(ch):04X}" for ch in wanted if ch not in browser_confirm.HIDDEN and ch.isprintable())
-        self.assertEqual(missing, [], f"unicodedata {unicodedata.unidata_version}, Default_Ignorable from {DEFAULT_IGNORABLE_UCD_VERSION}")
+        self.assertEqual(
+            missing,
+            [],
+            f"unicodedata {unicodedata.unidata_version}, Default_Ignorable from {DEFAULT_IGNORABLE_UCD_VERSION}",
+        )
         shown = notes_tools.visible("".join(sorted(wanted)))
         self.assertTrue(all(ch not in wanted for ch in shown))
         for ch in "\ufe00\ufe0f\U000e0100\U000e01ef\u034f\u115f\u1160\u3164\uffa0\u17b4\u180b\u2800\u0338":
@@ -87,7 +108,9 @@ class FormAndPage(PageCase):
         done = self.alice.call("notes_update", self.update_args(body), FORM_ONLY)  # the note to read: LINE
         state = done["result"]["requestState"]
         answer = {notes_tools.UPDATE_KEY: {"action": "accept", "content": {notes_tools.CONFIRM_FIELD: True}}}
-        written = self.alice.call("notes_update", self.update_args(body), FORM_ONLY, requestState=state, inputResponses=answer)
+        written = self.alice.call(
+            "notes_update", self.update_args(body), FORM_ONLY, requestState=state, inputResponses=answer
+        )
         self.assertTrue(written["result"]["structuredContent"]["updated"], written)
         self.note["version"] = written["result"]["structuredContent"]["version"]
         self.assertNotEqual(self.text(), GROCERIES)

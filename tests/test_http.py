@@ -54,7 +54,9 @@ class SharedServer(unittest.TestCase):
     def setUp(self) -> None:
         self.conn = self.server.connect(self)
 
-    def send(self, body: bytes | dict[str, Any], headers: Any = None, **kwargs: Any) -> tuple[int, dict[str, str], bytes]:
+    def send(
+        self, body: bytes | dict[str, Any], headers: Any = None, **kwargs: Any
+    ) -> tuple[int, dict[str, str], bytes]:
         return post(self.conn, body, headers, **kwargs)
 
     def headers(self, message: dict[str, Any], **changes: str | None) -> dict[str, str]:
@@ -110,7 +112,9 @@ class ProtocolStatusTests(SharedServer):
         message["params"]["_meta"][main.META_PROTOCOL_VERSION] = "1999-01-01"
         status, _, body = self.send(message)
         self.assertEqual((status, error_code(body)), (400, main.UNSUPPORTED_PROTOCOL_VERSION))
-        self.assertEqual(json.loads(body)["error"]["data"], {"supported": [main.PROTOCOL_VERSION], "requested": "1999-01-01"})
+        self.assertEqual(
+            json.loads(body)["error"]["data"], {"supported": [main.PROTOCOL_VERSION], "requested": "1999-01-01"}
+        )
 
     def test_an_id_less_request_gets_400_and_never_runs(self) -> None:
         message = call(tps(), requestState="x", inputResponses=accept())
@@ -129,7 +133,9 @@ class ProtocolStatusTests(SharedServer):
                 self.assertEqual(json.loads(body)["id"], method)
 
     def test_a_body_that_is_not_json_gets_400_parse_error(self) -> None:
-        status, _, body = self.send(b"{not json", {"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"})
+        status, _, body = self.send(
+            b"{not json", {"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"}
+        )
         self.assertEqual((status, error_code(body)), (400, frame.PARSE_ERROR))
 
 
@@ -154,7 +160,11 @@ class HeaderRuleTests(SharedServer):
 
     def test_a_header_that_differs_from_the_body_gets_400_header_mismatch(self) -> None:
         message = call(tps())
-        for name, value in (("MCP_Protocol_Version", "2025-11-25"), ("Mcp_Method", "tools/list"), ("Mcp_Name", "NOTES_DELETE")):
+        for name, value in (
+            ("MCP_Protocol_Version", "2025-11-25"),
+            ("Mcp_Method", "tools/list"),
+            ("Mcp_Name", "NOTES_DELETE"),
+        ):
             with self.subTest(header=name, value=value):
                 self.assert_header_mismatch(message, self.headers(message, **{name: value}))
 
@@ -229,7 +239,13 @@ class HttpLayerRefusalTests(SharedServer):
 
     def test_a_foreign_origin_gets_403(self) -> None:
         message = request("server/discover")
-        for origin in ("http://evil.example", "null", "http://localhost.evil.example", "file://", "http://127.0.0.1.evil:80"):
+        for origin in (
+            "http://evil.example",
+            "null",
+            "http://localhost.evil.example",
+            "file://",
+            "http://127.0.0.1.evil:80",
+        ):
             with self.subTest(origin=origin):
                 conn = self.server.connect(self)
                 self.assert_refused(403, post(conn, message, mcp_headers(message) | {"Origin": origin}))
@@ -242,7 +258,12 @@ class HttpLayerRefusalTests(SharedServer):
 
     def test_a_host_other_than_the_loopback_name_gets_403(self) -> None:
         message = request("server/discover")
-        for host in ("evil.example", f"evil.example:{self.server.port}", f"localhost:{self.server.port + 1}", "127.0.0.1"):
+        for host in (
+            "evil.example",
+            f"evil.example:{self.server.port}",
+            f"localhost:{self.server.port + 1}",
+            "127.0.0.1",
+        ):
             with self.subTest(host=host):
                 conn = self.server.connect(self)
                 self.assert_refused(403, post(conn, message, mcp_headers(message) | {"Host": host}))
@@ -294,7 +315,9 @@ class HttpLayerRefusalTests(SharedServer):
 
     def test_json_with_a_charset_parameter_is_accepted(self) -> None:
         message = request("server/discover")
-        self.assertEqual(self.send(message, mcp_headers(message) | {"Content-Type": "application/json; charset=utf-8"})[0], 200)
+        self.assertEqual(
+            self.send(message, mcp_headers(message) | {"Content-Type": "application/json; charset=utf-8"})[0], 200
+        )
 
     def test_an_accept_header_that_rules_out_json_gets_406(self) -> None:
         message = request("server/discover")
@@ -305,7 +328,13 @@ class HttpLayerRefusalTests(SharedServer):
 
     def test_an_absent_or_wildcard_accept_is_fine(self) -> None:
         message = request("server/discover")
-        for accept_value in (None, "*/*", "application/*;q=0.5", "application/json;q=1", "text/html, application/json; q=0.8"):
+        for accept_value in (
+            None,
+            "*/*",
+            "application/*;q=0.5",
+            "application/json;q=1",
+            "text/html, application/json; q=0.8",
+        ):
             with self.subTest(accept=accept_value):
                 headers = {k: v for k, v in mcp_headers(message).items() if k != "Accept"}
                 if accept_value:
@@ -322,7 +351,9 @@ class HttpLayerRefusalTests(SharedServer):
                 reply = procs.raw_exchange(self.server.port, (base + extra + "\r\n").encode())
                 self.assertTrue(reply.startswith(b"HTTP/1.1 411 "), reply[:80])
         # Both framings at once is the request-smuggling shape: refused outright (RFC 9112 6.3).
-        reply = procs.raw_exchange(self.server.port, (base + "Transfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n").encode())
+        reply = procs.raw_exchange(
+            self.server.port, (base + "Transfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n").encode()
+        )
         self.assertTrue(reply.startswith(b"HTTP/1.1 400 "), reply[:80])
 
     def test_headers_up_to_the_count_limit_are_accepted_and_one_more_gets_431(self) -> None:
@@ -338,9 +369,11 @@ class HttpLayerRefusalTests(SharedServer):
     def test_a_head_up_to_the_byte_limit_is_accepted_and_one_byte_more_gets_431(self) -> None:
         message = request("server/discover")
         data = json.dumps(message).encode()
-        head = f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{self.server.port}\r\n" + "".join(
-            f"{name}: {value}\r\n" for name, value in mcp_headers(message).items()
-        ) + f"Content-Length: {len(data)}\r\nX-Pad: "
+        head = (
+            f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{self.server.port}\r\n"
+            + "".join(f"{name}: {value}\r\n" for name, value in mcp_headers(message).items())
+            + f"Content-Length: {len(data)}\r\nX-Pad: "
+        )
         for extra, expected in ((0, b"HTTP/1.1 200 "), (1, b"HTTP/1.1 431 ")):
             with self.subTest(extra=extra):
                 # The limit counts the request line and header lines, not the final blank line.
@@ -364,7 +397,11 @@ class HttpLayerRefusalTests(SharedServer):
     def test_refusals_change_no_notes(self) -> None:
         first = json.loads(self.send(call(tps()))[2])["result"]
         retry = call(tps(), id=2, requestState=first["requestState"], inputResponses=accept("note-14"))
-        for changes in ({"Authorization": "Bearer wrong-token-0123456789"}, {"Origin": "http://evil.example"}, {"Content-Type": "text/plain"}):
+        for changes in (
+            {"Authorization": "Bearer wrong-token-0123456789"},
+            {"Origin": "http://evil.example"},
+            {"Content-Type": "text/plain"},
+        ):
             with self.subTest(changes=changes):
                 self.assertGreaterEqual(post(self.server.connect(self), retry, mcp_headers(retry) | changes)[0], 400)
         self.assert_tps_notes_untouched()
@@ -376,7 +413,11 @@ class KeepAliveTests(SharedServer):
     def test_several_requests_share_one_connection(self) -> None:
         status, _, _ = self.send(request("server/discover", id=1))
         sock = self.conn.sock
-        results = [self.send(request("tools/list", id=2))[0], self.send(request("initialize", id=3))[0], self.send(call(tps(), id=4))[0]]
+        results = [
+            self.send(request("tools/list", id=2))[0],
+            self.send(request("initialize", id=3))[0],
+            self.send(call(tps(), id=4))[0],
+        ]
         message = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 4}}
         results.append(self.send(message, mcp_headers(message) | {"MCP-Protocol-Version": main.PROTOCOL_VERSION})[0])
         self.assertEqual([status, *results], [200, 200, 404, 200, 202])
@@ -392,18 +433,21 @@ class AuthorizationTests(unittest.TestCase):
     """The token's principal is the caller, and only that principal's workspaces are in scope."""
 
     def setUp(self) -> None:
-        path = procs.write_config(self, {
-            "principals": {
-                "alice": {"token": TOKEN, "workspaces": [support.WORKSPACE]},
-                "bob": {"token": BOB_TOKEN, "workspaces": [BOB_WORKSPACE]},
+        path = procs.write_config(
+            self,
+            {
+                "principals": {
+                    "alice": {"token": TOKEN, "workspaces": [support.WORKSPACE]},
+                    "bob": {"token": BOB_TOKEN, "workspaces": [BOB_WORKSPACE]},
+                },
+                "stdioPrincipal": "alice",
+                "notes": [
+                    {"id": "a1", "title": "TPS report", "uri": support.WORKSPACE + "/a1.md"},
+                    {"id": "b1", "title": "TPS report", "uri": BOB_WORKSPACE + "/b1.md"},
+                ],
+                "keys": [procs.SECRET],
             },
-            "stdioPrincipal": "alice",
-            "notes": [
-                {"id": "a1", "title": "TPS report", "uri": support.WORKSPACE + "/a1.md"},
-                {"id": "b1", "title": "TPS report", "uri": BOB_WORKSPACE + "/b1.md"},
-            ],
-            "keys": [procs.SECRET],
-        })
+        )
         self.server = procs.HttpServer(self, "--config", path, env=procs.server_env())
 
     def call_as(self, token: str, message: dict[str, Any]) -> dict[str, Any]:
@@ -435,8 +479,13 @@ class ConcurrencyTests(unittest.TestCase):
     NOTES = 25  # two clients race for each note
 
     def test_fifty_concurrent_confirmation_flows_delete_each_note_at_most_once(self) -> None:
-        notes = [{"id": f"n{i:02d}", "title": f"report {i:02d}", "uri": f"{support.WORKSPACE}/r{i:02d}.md"} for i in range(self.NOTES)]
-        path = procs.write_config(self, {"principals": {"alice": {"token": TOKEN, "workspaces": [support.WORKSPACE]}}, "notes": notes})
+        notes = [
+            {"id": f"n{i:02d}", "title": f"report {i:02d}", "uri": f"{support.WORKSPACE}/r{i:02d}.md"}
+            for i in range(self.NOTES)
+        ]
+        path = procs.write_config(
+            self, {"principals": {"alice": {"token": TOKEN, "workspaces": [support.WORKSPACE]}}, "notes": notes}
+        )
         server = procs.HttpServer(self, "--config", path)
         barrier = threading.Barrier(self.CLIENTS, timeout=GUARD)
         results: list[dict[str, Any] | None] = [None] * self.CLIENTS
@@ -451,7 +500,12 @@ class ConcurrencyTests(unittest.TestCase):
                 form = json.loads(body)["result"]
                 assert status == 200 and offered(form) == [f"n{index % self.NOTES:02d}"], body
                 barrier.wait()  # both racers hold a form before either answers
-                retry = call(arguments, id=2, requestState=form["requestState"], inputResponses=accept(f"n{index % self.NOTES:02d}"))
+                retry = call(
+                    arguments,
+                    id=2,
+                    requestState=form["requestState"],
+                    inputResponses=accept(f"n{index % self.NOTES:02d}"),
+                )
                 status, _, body = post(conn, retry)
                 assert status == 200, body
                 results[index] = json.loads(body)["result"]
@@ -552,9 +606,11 @@ class SlowClientTests(unittest.TestCase):
         server = procs.HttpServer(self, "--request-timeout", "1")
         message = request("server/discover")
         data = json.dumps(message).encode()
-        head = f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n" + "".join(
-            f"{k}: {v}\r\n" for k, v in mcp_headers(message).items()
-        ) + f"Content-Length: {len(data)}\r\n\r\n"
+        head = (
+            f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
+            + "".join(f"{k}: {v}\r\n" for k, v in mcp_headers(message).items())
+            + f"Content-Length: {len(data)}\r\n\r\n"
+        )
         loris = socket.create_connection(("127.0.0.1", server.port), timeout=GUARD)
         self.addCleanup(loris.close)
         loris.sendall(head.encode() + data[:10])
@@ -576,12 +632,16 @@ class SlowClientTests(unittest.TestCase):
         self.assertNotIn("Traceback", server.stderr_text())
 
 
-def guarded_endpoint(test: unittest.TestCase, host: str = "127.0.0.1") -> tuple[int, support.Clock, streamable_http.HttpPolicy]:
+def guarded_endpoint(
+    test: unittest.TestCase, host: str = "127.0.0.1"
+) -> tuple[int, support.Clock, streamable_http.HttpPolicy]:
     """An in-process server for TOKEN on host:0 whose token budgets run on a clock the test moves; (port, clock,
     policy)."""
     clock = support.Clock()
     policy = streamable_http.HttpPolicy({"alice": TOKEN}, None, None, frozenset(), clock)
-    httpd = streamable_http.listen(host, 0, streamable_http.McpEndpoint(support.make_server(), policy), lambda line: None)
+    httpd = streamable_http.listen(
+        host, 0, streamable_http.McpEndpoint(support.make_server(), policy), lambda line: None
+    )
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     test.addCleanup(thread.join, GUARD)
@@ -589,7 +649,9 @@ def guarded_endpoint(test: unittest.TestCase, host: str = "127.0.0.1") -> tuple[
     return httpd.address[1], clock, policy
 
 
-def discover_from(test: unittest.TestCase, port: int, source: str, token: str | None) -> tuple[int, dict[str, str], bytes]:
+def discover_from(
+    test: unittest.TestCase, port: int, source: str, token: str | None
+) -> tuple[int, dict[str, str], bytes]:
     """One server/discover on a new connection from `source` (a 127.x address) to 127.0.0.1:`port`."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=GUARD, source_address=(source, 0))
     test.addCleanup(conn.close)
@@ -600,14 +662,20 @@ def discover_from(test: unittest.TestCase, port: int, source: str, token: str | 
 class TokenGuessTests(unittest.TestCase):
     """Wrong bearer tokens are budgeted per peer and for the whole server; a right token is always served."""
 
-    def test_a_right_token_is_served_every_time_beside_a_flood_of_wrong_and_missing_tokens_from_its_address(self) -> None:
+    def test_a_right_token_is_served_every_time_beside_a_flood_of_wrong_and_missing_tokens_from_its_address(
+        self,
+    ) -> None:
         server = procs.HttpServer(self)
         message = request("server/discover")
         statuses = []
         for burst in range(5):
             for k in range(streamable_http.MAX_FREE_GUESSES + 2):
-                statuses.append(post(server.connect(self), message, mcp_headers(message, token=f"wrong-{burst}-{k}"))[0])
-                self.assertEqual(post(server.connect(self), message, mcp_headers(message, token=None))[0], 401)  # no token: no guess
+                statuses.append(
+                    post(server.connect(self), message, mcp_headers(message, token=f"wrong-{burst}-{k}"))[0]
+                )
+                self.assertEqual(
+                    post(server.connect(self), message, mcp_headers(message, token=None))[0], 401
+                )  # no token: no guess
             status, _, body = post(server.connect(self), message, mcp_headers(message))
             self.assertEqual(status, 200, f"the right token after {len(statuses)} wrong ones")
             self.assertEqual(json.loads(body)["result"]["supportedVersions"], [main.PROTOCOL_VERSION])
@@ -618,7 +686,9 @@ class TokenGuessTests(unittest.TestCase):
         self.assertNotIn("Traceback", server.stderr_text())
         self.assertFalse(any(TOKEN in line or "wrong-" in line for line in server.stderr_lines))
 
-    def test_wrong_tokens_from_rotating_loopback_addresses_meet_the_server_budget_while_a_right_token_is_served(self) -> None:
+    def test_wrong_tokens_from_rotating_loopback_addresses_meet_the_server_budget_while_a_right_token_is_served(
+        self,
+    ) -> None:
         port, clock, policy = guarded_endpoint(self)
         sources = [f"127.0.{1 + k // 250}.{2 + k % 250}" for k in range(streamable_http.SERVER_GUESS_BURST + 20)]
         statuses = []
@@ -633,7 +703,10 @@ class TokenGuessTests(unittest.TestCase):
         self.assertEqual(len(policy.tokens.throttle), burst)  # the refused ones counted against no peer
         self.assertEqual(discover_from(self, port, "127.0.0.1", TOKEN)[0], 200)  # served while the budget is spent
         clock.now += 1.0  # refills SERVER_GUESSES_PER_SECOND
-        refill = [discover_from(self, port, f"127.0.9.{2 + k}", "wrong")[0] for k in range(int(streamable_http.SERVER_GUESSES_PER_SECOND) + 1)]
+        refill = [
+            discover_from(self, port, f"127.0.9.{2 + k}", "wrong")[0]
+            for k in range(int(streamable_http.SERVER_GUESSES_PER_SECOND) + 1)
+        ]
         self.assertEqual(refill, [401] * int(streamable_http.SERVER_GUESSES_PER_SECOND) + [429])
 
     def test_over_a_dual_stack_listener_each_ipv4_client_is_its_own_peer(self) -> None:
@@ -664,7 +737,9 @@ class TokenGuessTests(unittest.TestCase):
             tokens.principal_from("wrong", "192.0.2.1")  # both spellings spent one budget
         self.assertIsNone(tokens.principal_from("wrong", "::ffff:192.0.2.2"))
 
-    def test_the_back_off_doubles_up_to_its_cap_and_neither_a_right_token_nor_a_refused_wrong_one_changes_it(self) -> None:
+    def test_the_back_off_doubles_up_to_its_cap_and_neither_a_right_token_nor_a_refused_wrong_one_changes_it(
+        self,
+    ) -> None:
         clock = support.Clock()
         tokens = streamable_http.BearerTokens({"alice": TOKEN}, clock)
         for _ in range(streamable_http.MAX_FREE_GUESSES - 1):
@@ -677,7 +752,9 @@ class TokenGuessTests(unittest.TestCase):
             self.assertEqual(tokens.principal_from(TOKEN, "192.0.2.1"), "alice")  # served during the wait
             with self.assertRaises(streamable_http.Throttled) as again:
                 tokens.principal_from("wrong", "192.0.2.1")
-            self.assertEqual(again.exception.retry_after, caught.exception.retry_after)  # neither lengthened nor reset it
+            self.assertEqual(
+                again.exception.retry_after, caught.exception.retry_after
+            )  # neither lengthened nor reset it
             waits.append(caught.exception.retry_after)
             clock.now += caught.exception.retry_after
             self.assertIsNone(tokens.principal_from("wrong", "192.0.2.1"))
@@ -758,7 +835,9 @@ class SignalTests(unittest.TestCase):
         conn = server.connect(self)
         status, _, body = post(conn, call(tps()))
         self.assertEqual(status, 200)
-        retry = call(tps(), id=2, requestState=json.loads(body)["result"]["requestState"], inputResponses=accept("note-14"))
+        retry = call(
+            tps(), id=2, requestState=json.loads(body)["result"]["requestState"], inputResponses=accept("note-14")
+        )
         status, _, _ = post(conn, retry)
         self.assertEqual(status, 200)
         self.assertGreater(os.path.getsize(db + "-wal"), 0)  # open and serving: the deletion is in the log
@@ -788,7 +867,9 @@ class AnsweredOnTheLoopTests(unittest.TestCase):
         def owns(self, path: str) -> bool:
             return path.startswith(self.prefix)
 
-        def handle(self, method: str, path: str, headers: Any, body: bytes, peer: str = "") -> tuple[int, list[tuple[str, str]], bytes]:
+        def handle(
+            self, method: str, path: str, headers: Any, body: bytes, peer: str = ""
+        ) -> tuple[int, list[tuple[str, str]], bytes]:
             raise AssertionError("no request here is for the pages")
 
     def endpoint(self) -> streamable_http.McpEndpoint:
@@ -796,7 +877,15 @@ class AnsweredOnTheLoopTests(unittest.TestCase):
         return streamable_http.McpEndpoint(support.make_server(), policy, self.Pages())
 
     def request(self, method: str = "POST", target: str = "/mcp", *headers: tuple[str, str]) -> http_server.Request:
-        return http_server.Request(method, target, "HTTP/1.1", support.engine_headers([("Host", "x"), *headers]), b"", ("127.0.0.1", 1), threading.Event())
+        return http_server.Request(
+            method,
+            target,
+            "HTTP/1.1",
+            support.engine_headers([("Host", "x"), *headers]),
+            b"",
+            ("127.0.0.1", 1),
+            threading.Event(),
+        )
 
     def test_a_post_without_a_session_is_answered_at_once_and_a_session_page_or_other_method_is_not(self) -> None:
         endpoint = self.endpoint()

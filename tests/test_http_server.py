@@ -45,7 +45,9 @@ class Echo(list):
 
     def __call__(self, request: Request) -> Response:
         self.append(request)
-        return Response(200, [("Content-Type", "text/plain")], f"{request.method} {request.target} ".encode() + request.body)
+        return Response(
+            200, [("Content-Type", "text/plain")], f"{request.method} {request.target} ".encode() + request.body
+        )
 
 
 class Reply:
@@ -266,7 +268,9 @@ class ContentLengthTest(unittest.TestCase):
     def test_content_length_digits_are_allowed_up_to_the_limit_and_refused_beyond(self) -> None:
         server, echo, _, _ = start(self)
         at_limit = "5".zfill(hs.MAX_CONTENT_LENGTH_DIGITS)
-        client = Client(self, server).send(f"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: {at_limit}\r\n\r\nhello".encode())
+        client = Client(self, server).send(
+            f"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: {at_limit}\r\n\r\nhello".encode()
+        )
         self.assertEqual(client.reply().status, 200)
         self.assertEqual(echo[0].body, b"hello")
         beyond = "5".zfill(hs.MAX_CONTENT_LENGTH_DIGITS + 1)
@@ -306,7 +310,9 @@ class ContentLengthTest(unittest.TestCase):
 
     def test_expect_100_continue_gets_an_interim_answer_before_the_body_is_sent(self) -> None:
         server, echo, _, _ = start(self)
-        client = Client(self, server).send(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+        client = Client(self, server).send(
+            b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n"
+        )
         self.assertEqual(client.reply().status, 100)
         self.assertEqual(client.send(b"hello").reply().status, 200)
         self.assertEqual(echo[0].body, b"hello")
@@ -433,7 +439,9 @@ class FramingTest(unittest.TestCase):
         reply = refused(self, server, b"\r\n" * (hs.MAX_EMPTY_LINES + 1) + request)
         self.assertEqual(reply.status, 400)
         self.assertEqual(len(echo), 2)
-        self.assertEqual(refusals, [(400, f"Bad Request: more than {hs.MAX_EMPTY_LINES} empty lines before the request line", None)])
+        self.assertEqual(
+            refusals, [(400, f"Bad Request: more than {hs.MAX_EMPTY_LINES} empty lines before the request line", None)]
+        )
 
     def test_a_stray_crlf_flood_is_refused_at_once_and_not_read_through(self) -> None:
         server, echo, refusals, _ = start(self)
@@ -530,7 +538,9 @@ class StreamTest(unittest.TestCase):
     def test_a_stream_delivers_its_chunks_in_order_and_the_connection_stays_usable(self) -> None:
         def app(request: Request) -> Response | StreamResponse:
             if request.target == "/stream":
-                return StreamResponse(200, [("Content-Type", "text/event-stream")], iter([b"one ", b"", b"two ", b"three"]))
+                return StreamResponse(
+                    200, [("Content-Type", "text/event-stream")], iter([b"one ", b"", b"two ", b"three"])
+                )
             return Response(200, [], b"after")
 
         server, _, _, _ = start(self, app)

@@ -50,7 +50,9 @@ def plain_scan(notes: list[main.Note], workspace: main.Path, title: str) -> list
     """What a lookup must answer: every note whose folded title holds the folded query, strictly inside, in form
     order."""
     needle = stores.fold_title(title)
-    return stores.form_order(note for note in notes if needle in stores.fold_title(note.title) and main.inside_workspace(note, workspace))
+    return stores.form_order(
+        note for note in notes if needle in stores.fold_title(note.title) and main.inside_workspace(note, workspace)
+    )
 
 
 def random_title(rng: random.Random) -> str:
@@ -149,7 +151,13 @@ class WorkspaceKey(unittest.TestCase):
         low, high = title_index.uri_range(main.parse_file_uri("file:///A/Notes"))
         self.assertEqual((low, high), ("file:///A/Notes/", "file:///A/Notes0"))
         inside = ("file:///A/Notes/x.md", "file:///A/Notes/sub/y.md", "file:///A/Notes/%C3%A9.md")
-        outside = ("file:///A/Notes-evil/x.md", "file:///A/Notes", "file:///A/Notesx/y.md", "file:///A/Notes0/y.md", "file:///A/N/x.md")
+        outside = (
+            "file:///A/Notes-evil/x.md",
+            "file:///A/Notes",
+            "file:///A/Notesx/y.md",
+            "file:///A/Notes0/y.md",
+            "file:///A/N/x.md",
+        )
         self.assertTrue(all(low <= uri < high for uri in inside))
         self.assertFalse(any(low <= uri < high for uri in outside))
 
@@ -177,7 +185,9 @@ class StaleCountsLoseNoMatch(SqliteCase):
         workspace = main.parse_file_uri(WORKSPACE)
         rng = random.Random(PROPERTY_SEED)
         for _ in range(20):
-            counts = {gram: rng.randrange(5) for note in notes for gram in title_index.trigrams(stores.fold_title(note.title))}
+            counts = {
+                gram: rng.randrange(5) for note in notes for gram in title_index.trigrams(stores.fold_title(note.title))
+            }
             with mock.patch.object(store, "_counts_of", lambda grams, counts=counts: counts):
                 for query in ("alpha", "report", "BÉTA rep", "ha r"):
                     self.assertEqual(store.candidates(workspace, query), plain_scan(notes, workspace, query))
@@ -206,14 +216,17 @@ class PropertyCheck:
                 workspace = main.parse_file_uri(f"{ROOT}/{rng.choice(WORKSPACES)}") if rng.random() < 0.9 else ()
                 query = random_query(rng, titles)
                 with self.subTest(round=round_, workspace=workspace, query=query):  # type: ignore[attr-defined]
-                    self.assertEqual(store.candidates(workspace, query), plain_scan(list(live.values()), workspace, query))  # type: ignore[attr-defined]
+                    expected = plain_scan(list(live.values()), workspace, query)
+                    self.assertEqual(store.candidates(workspace, query), expected)  # type: ignore[attr-defined]
             for _ in range(PROPERTY_EDITS):  # edits through the store: the index follows them
                 note_id = f"p{rng.randrange(PROPERTY_NOTES)}"
                 if rng.random() < 0.3:
                     store.remove(note_id)
                     live.pop(note_id, None)
                 else:
-                    edited = main.Note(note_id, random_title(rng), f"{ROOT}/{rng.choice(FOLDERS)}/f{note_id}.md", rng.randint(0, 3))
+                    edited = main.Note(
+                        note_id, random_title(rng), f"{ROOT}/{rng.choice(FOLDERS)}/f{note_id}.md", rng.randint(0, 3)
+                    )
                     store.put(edited)
                     live[note_id] = edited
 
@@ -238,7 +251,11 @@ class SqliteQueryPlans(SqliteCase):
 
     def assertNoTableScan(self, plan: str) -> None:
         # The partial index holds only the rows another program wrote: reading it whole is the point.
-        whole = [step for step in plan.split(" | ") if step.startswith("SCAN notes") and step != "SCAN notes USING INDEX notes_unindexed"]
+        whole = [
+            step
+            for step in plan.split(" | ")
+            if step.startswith("SCAN notes") and step != "SCAN notes USING INDEX notes_unindexed"
+        ]
         self.assertEqual(whole, [])
 
     def test_a_long_query_reads_the_title_index_and_the_uri_range_never_the_whole_table(self) -> None:
@@ -267,7 +284,9 @@ class SqliteQueryPlans(SqliteCase):
 class RowsWrittenElsewhere(SqliteCase):
     def test_a_row_inserted_by_another_program_without_a_folded_title_is_still_found(self) -> None:
         store = self.open(contract_notes())
-        self.raw().execute("INSERT INTO notes (id, title, uri, revision) VALUES ('hand', 'Gamma plan', ?, 0)", (f"{WORKSPACE}/g.md",))
+        self.raw().execute(
+            "INSERT INTO notes (id, title, uri, revision) VALUES ('hand', 'Gamma plan', ?, 0)", (f"{WORKSPACE}/g.md",)
+        )
         workspace = main.parse_file_uri(WORKSPACE)
         self.assertEqual([n.id for n in store.candidates(workspace, "gamma")], ["hand"])
         self.assertEqual([n.id for n in store.candidates(workspace, "ga")], ["hand"])
@@ -288,7 +307,10 @@ class RowsWrittenElsewhere(SqliteCase):
         target = ("n-b", {n.id: n for n in store.all()}["n-b"].version)
         self.assertIs(store.consume(PRINCIPAL, "n1", self.clock.now + 60, target, ALWAYS), main.Settlement.DELETED)
         raw = self.raw()
-        self.assertEqual(raw.execute("SELECT count(*) FROM note_titles").fetchone(), raw.execute("SELECT count(*) FROM notes").fetchone())
+        self.assertEqual(
+            raw.execute("SELECT count(*) FROM note_titles").fetchone(),
+            raw.execute("SELECT count(*) FROM notes").fetchone(),
+        )
         self.assertEqual(raw.execute("SELECT rowid FROM note_titles WHERE note_titles MATCH '\"béta\"'").fetchall(), [])
 
 
@@ -327,7 +349,11 @@ class TitleLengthBound(ContractCase):
 
     def test_titles_at_and_past_the_indexed_length_are_found_by_any_part_and_only_the_first_is_indexed(self) -> None:
         at, past = bounded_titles()
-        notes = [*contract_notes(), main.Note("at", at, f"{WORKSPACE}/at.md"), main.Note("past", past, f"{WORKSPACE}/past.md")]
+        notes = [
+            *contract_notes(),
+            main.Note("at", at, f"{WORKSPACE}/at.md"),
+            main.Note("past", past, f"{WORKSPACE}/past.md"),
+        ]
         store = self.open_with(notes)
         workspace = main.parse_file_uri(WORKSPACE)
         for title in (at, past):
@@ -360,8 +386,12 @@ class SqliteTitleLengthBound(TitleLengthBound, SqliteCase):
         self.open([main.Note("at", at, f"{WORKSPACE}/at.md"), main.Note("past", past, f"{WORKSPACE}/past.md")])
         raw = self.raw()
         raw.execute("CREATE VIRTUAL TABLE temp.held USING fts5vocab(main, note_titles, instance)")
-        per_note = dict(raw.execute("SELECT notes.id, count(DISTINCT term) FROM temp.held JOIN notes ON notes.rowid = held.doc GROUP BY "
-            "notes.id"))
+        per_note = dict(
+            raw.execute(
+                "SELECT notes.id, count(DISTINCT term) FROM temp.held JOIN notes ON notes.rowid = held.doc GROUP BY "
+                "notes.id"
+            )
+        )
         self.assertEqual(per_note, {"at": len(title_index.trigrams(stores.fold_title(at)))})
         self.assertLessEqual(per_note["at"], title_index.MAX_INDEXED_TITLE_CHARS - 2)
 
@@ -393,7 +423,10 @@ class SqliteMigration(SqliteCase):
         self.raw().execute("INSERT INTO consumed_nonces VALUES ('kept', 'alice', ?)", (self.clock.now + 60,))
         store = self.open(seed=[main.Note("seed", "Seed", f"{WORKSPACE}/s.md")])  # an existing file is never seeded
         raw = self.raw()
-        self.assertEqual(raw.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone(), (str(sqlite_store.SCHEMA_VERSION),))
+        self.assertEqual(
+            raw.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone(),
+            (str(sqlite_store.SCHEMA_VERSION),),
+        )
         self.assertEqual(store.all(), sorted(notes, key=lambda n: n.id))  # same rows, same versions
         self.assertTrue(store.is_consumed("kept"))
         self.assertEqual(raw.execute("SELECT count(*) FROM note_titles").fetchone(), (len(notes),))
@@ -430,7 +463,10 @@ class SqliteMigration(SqliteCase):
         conn.execute("INSERT INTO notes VALUES ('ok', 'alpha ok', ?, 0)", (f"{WORKSPACE}/o.md",))
         conn.close()
         store = self.open()
-        self.assertEqual(self.raw().execute("SELECT id, folded FROM notes ORDER BY rowid").fetchall(), [("blob", None), (7, "alpha seven"), ("ok", "alpha ok")])
+        self.assertEqual(
+            self.raw().execute("SELECT id, folded FROM notes ORDER BY rowid").fetchall(),
+            [("blob", None), (7, "alpha seven"), ("ok", "alpha ok")],
+        )
         workspace = main.parse_file_uri(WORKSPACE)
         for query in ("alpha", "al", "x"):
             self.assertEqual([n.id for n in store.candidates(workspace, query)], ["ok"] if query != "x" else [])
@@ -448,7 +484,9 @@ class SqliteMigration(SqliteCase):
         with mock.patch.object(sqlite_store, "trigram_support", lambda: "none"):
             self.open(contract_notes()).close()
             store = self.open()  # not refused: there is no index it cannot keep
-            self.assertEqual([n.id for n in store.candidates(main.parse_file_uri(WORKSPACE), "alpha")], ["n-a1", "n-a2"])
+            self.assertEqual(
+                [n.id for n in store.candidates(main.parse_file_uri(WORKSPACE), "alpha")], ["n-a1", "n-a2"]
+            )
         self.assertIsNone(self.raw().execute("SELECT 1 FROM sqlite_master WHERE name = 'note_titles'").fetchone())
 
     def test_a_file_made_without_the_title_index_gains_it_when_this_sqlite_has_it(self) -> None:
@@ -497,7 +535,10 @@ class PostgresTitleLengthBound(TitleLengthBound, PostgresCase):
 
     def test_the_ranking_counts_keep_only_the_most_common_trigrams_and_lose_no_match(self) -> None:
         rng = random.Random(PROPERTY_SEED)
-        notes = [main.Note(f"c{i}", "".join(chr(rng.randrange(0x4E00, 0xA000)) for _ in range(190)), f"{WORKSPACE}/c{i}.md") for i in range(40)]
+        notes = [
+            main.Note(f"c{i}", "".join(chr(rng.randrange(0x4E00, 0xA000)) for _ in range(190)), f"{WORKSPACE}/c{i}.md")
+            for i in range(40)
+        ]
         notes.append(main.Note("twin", notes[3].title[10:40], f"{WORKSPACE}/twin.md"))
         store = self.open(notes)
         workspace = main.parse_file_uri(WORKSPACE)
@@ -514,7 +555,7 @@ class PostgresTitleLengthBound(TitleLengthBound, PostgresCase):
         raw.execute("ALTER TABLE notes SET (autovacuum_enabled = false)")  # only the store may analyze
         raw.execute(
             "INSERT INTO notes (id, title, uri, revision, folded) SELECT 'h' || k, 'Hand ' || k, %s || k || "
-                "'.md', 0, 'hand ' || k"
+            "'.md', 0, 'hand ' || k"
             " FROM generate_series(1, 3000) AS k",
             (f"{WORKSPACE}/h",),
         )
@@ -554,7 +595,9 @@ class PostgresIndexes(PostgresCase):
     def test_a_row_inserted_or_retitled_by_another_program_is_still_found(self) -> None:
         store = self.open(contract_notes())
         raw = self.raw()
-        raw.execute("INSERT INTO notes (id, title, uri, revision) VALUES ('hand', 'Gamma plan', %s, 0)", (f"{WORKSPACE}/g.md",))
+        raw.execute(
+            "INSERT INTO notes (id, title, uri, revision) VALUES ('hand', 'Gamma plan', %s, 0)", (f"{WORKSPACE}/g.md",)
+        )
         raw.execute("UPDATE notes SET title = 'Delta memo' WHERE id = 'n-a1'")
         workspace = main.parse_file_uri(WORKSPACE)
         self.assertEqual([n.id for n in store.candidates(workspace, "gamma")], ["hand"])

@@ -55,7 +55,10 @@ class LedgerContract(ContractCase):
         self.assertIs(settled, main.Settlement.CONSUMED)
         self.assertTrue(self.ledger.is_consumed("n1"))
         self.assertEqual(self.outcomes(), [audit.CONSUMED])
-        self.assertEqual(self.ledger.consume_with(PRINCIPAL, "n1", LATER, lambda record: main.Settlement.DELETED), (main.Settlement.USED, None))
+        self.assertEqual(
+            self.ledger.consume_with(PRINCIPAL, "n1", LATER, lambda record: main.Settlement.DELETED),
+            (main.Settlement.USED, None),
+        )
         self.assertEqual(self.outcomes(), [audit.CONSUMED])  # the replay wrote no entry
         assert entry is not None
         self.assertEqual(self.ledger.audit_entry(entry)["principal"], PRINCIPAL)  # type: ignore[index]
@@ -72,7 +75,9 @@ class LedgerContract(ContractCase):
         self.assertIs(self.consume("n1")[0], main.Settlement.CONSUMED)
 
     def test_the_entry_the_act_writes_is_the_entry_and_none_is_added_after_it(self) -> None:
-        settled, entry = self.consume("n1", lambda record: (record(main.Settlement.CHANGED, audit.Facts("n-1")), main.Settlement.CHANGED)[1])
+        settled, entry = self.consume(
+            "n1", lambda record: (record(main.Settlement.CHANGED, audit.Facts("n-1")), main.Settlement.CHANGED)[1]
+        )
         self.assertIs(settled, main.Settlement.CHANGED)
         (only,) = self.ledger.audit_entries()
         self.assertEqual((only["id"], only["outcome"], only["note_id"]), (entry, audit.REFUSED, "n-1"))
@@ -86,22 +91,44 @@ class LedgerContract(ContractCase):
         self.assertIs(self.consume("other", principal="bob")[0], main.Settlement.CONSUMED)
 
     def test_an_expired_state_is_used_and_writes_nothing(self) -> None:
-        self.assertEqual(self.ledger.consume_with(PRINCIPAL, "n1", self.clock.now, lambda record: main.Settlement.CONSUMED),
-                         (main.Settlement.USED, None))
+        self.assertEqual(
+            self.ledger.consume_with(PRINCIPAL, "n1", self.clock.now, lambda record: main.Settlement.CONSUMED),
+            (main.Settlement.USED, None),
+        )
         self.assertEqual((self.ledger.is_consumed("n1"), self.outcomes()), (False, []))
 
     def test_consume_act_returns_what_the_write_returned_and_a_refusal_text_settles_as_changed(self) -> None:
         note = main.Note("n-1", "Plan", "file:///w/plan.md", 2)
-        self.assertEqual(self.ledger.consume_act(PRINCIPAL, "n1", LATER, lambda entry: (entry(audit.UPDATED, audit.Facts("n-1")), note)[1]),
-                         (main.Settlement.CONSUMED, note))
-        self.assertEqual(self.ledger.consume_act(PRINCIPAL, "n2", LATER, lambda entry: (entry(audit.REFUSED, audit.Facts("n-1")), "why")[1]),
-                         (main.Settlement.CHANGED, "why"))
-        self.assertEqual(self.ledger.consume_act(PRINCIPAL, "n2", LATER, lambda entry: "never run"), (main.Settlement.USED, None))
+        self.assertEqual(
+            self.ledger.consume_act(
+                PRINCIPAL, "n1", LATER, lambda entry: (entry(audit.UPDATED, audit.Facts("n-1")), note)[1]
+            ),
+            (main.Settlement.CONSUMED, note),
+        )
+        self.assertEqual(
+            self.ledger.consume_act(
+                PRINCIPAL, "n2", LATER, lambda entry: (entry(audit.REFUSED, audit.Facts("n-1")), "why")[1]
+            ),
+            (main.Settlement.CHANGED, "why"),
+        )
+        self.assertEqual(
+            self.ledger.consume_act(PRINCIPAL, "n2", LATER, lambda entry: "never run"), (main.Settlement.USED, None)
+        )
         self.assertEqual(self.outcomes(), [audit.UPDATED, audit.REFUSED])
 
     def test_a_pending_entry_is_completed_once_or_released_with_its_claim(self) -> None:
-        _, first = self.consume("n1", lambda record: (record(main.Settlement.DELETED, audit.Facts("n-1"), pending=True), main.Settlement.DELETED)[1])
-        _, second = self.consume("n2", lambda record: (record(main.Settlement.DELETED, audit.Facts("n-2"), pending=True), main.Settlement.DELETED)[1])
+        _, first = self.consume(
+            "n1",
+            lambda record: (record(main.Settlement.DELETED, audit.Facts("n-1"), pending=True), main.Settlement.DELETED)[
+                1
+            ],
+        )
+        _, second = self.consume(
+            "n2",
+            lambda record: (record(main.Settlement.DELETED, audit.Facts("n-2"), pending=True), main.Settlement.DELETED)[
+                1
+            ],
+        )
         assert first is not None and second is not None
         self.ledger.complete_audit(first, audit.DELETED, audit.PENDING)
         self.ledger.complete_audit(first, audit.INTERRUPTED, audit.PENDING)  # no longer pending: unchanged
@@ -110,12 +137,19 @@ class LedgerContract(ContractCase):
         self.assertEqual((self.ledger.is_consumed("n1"), self.ledger.is_consumed("n2")), (True, False))
 
     def test_audited_writes_and_refusals_are_entries_of_their_principal(self) -> None:
-        self.assertEqual(self.ledger.audited("bob", lambda entry: (entry(audit.CREATED, audit.Facts("n-9")), "made")[1]), "made")
+        self.assertEqual(
+            self.ledger.audited("bob", lambda entry: (entry(audit.CREATED, audit.Facts("n-9")), "made")[1]), "made"
+        )
         self.ledger.audit_refusal(PRINCIPAL, audit.Facts())
-        self.assertEqual([(e["principal"], e["outcome"]) for e in self.ledger.audit_entries()], [("bob", audit.CREATED), (PRINCIPAL, audit.REFUSED)])
+        self.assertEqual(
+            [(e["principal"], e["outcome"]) for e in self.ledger.audit_entries()],
+            [("bob", audit.CREATED), (PRINCIPAL, audit.REFUSED)],
+        )
         self.assertEqual([e["outcome"] for e in self.ledger.audit_entries(principal="bob")], [audit.CREATED])
         restored = self.ledger.record_restore(self.ledger.audit_entries()[0]["id"], audit.Facts("n-9"))
-        self.assertEqual((restored["outcome"], restored["restores"]), (audit.RESTORED, self.ledger.audit_entries()[0]["id"]))
+        self.assertEqual(
+            (restored["outcome"], restored["restores"]), (audit.RESTORED, self.ledger.audit_entries()[0]["id"])
+        )
 
     def test_the_page_s_decision_is_kept_beside_the_nonces_and_taken_once(self) -> None:
         decisions = self.ledger.decisions(self.clock)
@@ -200,7 +234,9 @@ class MemoryLedger(LedgerContract, unittest.TestCase):
         self.assertEqual((len(mine), mine[0]), (stores.MEMORY_AUDIT_MAX_ENTRIES, "n-0"))  # at the bound: all kept
         self.ledger.audit_refusal(PRINCIPAL, audit.Facts("one-more"))
         mine = [e["note_id"] for e in self.ledger.audit_entries(principal=PRINCIPAL)]
-        self.assertEqual((len(mine), mine[0], mine[-1]), (stores.MEMORY_AUDIT_MAX_ENTRIES, "n-1", "one-more"))  # the oldest went
+        self.assertEqual(
+            (len(mine), mine[0], mine[-1]), (stores.MEMORY_AUDIT_MAX_ENTRIES, "n-1", "one-more")
+        )  # the oldest went
         self.assertEqual([e["note_id"] for e in self.ledger.audit_entries(principal="bob")], ["bob-1"])
 
 
@@ -208,7 +244,9 @@ class SqliteLedger(LedgerContract, unittest.TestCase):
     def open(self) -> stores.Ledger:
         folder = tempfile.TemporaryDirectory()
         self.addCleanup(folder.cleanup)
-        opened = sqlite_store.open_ledger(os.path.join(folder.name, "nonces.db"), clock=self.clock, max_per_principal=BOUND)
+        opened = sqlite_store.open_ledger(
+            os.path.join(folder.name, "nonces.db"), clock=self.clock, max_per_principal=BOUND
+        )
         self.addCleanup(opened.close)
         return opened
 

@@ -25,7 +25,9 @@ def stdio_client(test: unittest.TestCase, *args: str) -> tuple[LegacyClient, pro
     return LegacyClient(server), server
 
 
-def memory_client(test: unittest.TestCase, server: frame.Server | None = None, **kwargs: Any) -> tuple[LegacyClient, MemoryWire, frame.Server]:
+def memory_client(
+    test: unittest.TestCase, server: frame.Server | None = None, **kwargs: Any
+) -> tuple[LegacyClient, MemoryWire, frame.Server]:
     """A scripted client talking to a LegacyStdioSession in this process (the store is inspectable)."""
     server = server or support.make_server()
     wire = MemoryWire(test, server, **kwargs)
@@ -80,7 +82,10 @@ class LegacyHandshakeTests(unittest.TestCase):
     def test_a_second_initialize_is_refused_and_the_first_capabilities_stay(self) -> None:
         client, _, _ = memory_client(self)
         client.initialize(capabilities={})
-        again = client.call("initialize", {"protocolVersion": "2025-11-25", "capabilities": FORM_CLIENT, "clientInfo": {"name": "x", "version": "1"}})
+        again = client.call(
+            "initialize",
+            {"protocolVersion": "2025-11-25", "capabilities": FORM_CLIENT, "clientInfo": {"name": "x", "version": "1"}},
+        )
         self.assertEqual(again["error"]["code"], main.INVALID_REQUEST)
         result = client.response(client.delete())["result"]
         self.assertTrue(result["isError"])
@@ -89,12 +94,21 @@ class LegacyHandshakeTests(unittest.TestCase):
     def test_no_legacy_keeps_the_modern_method_not_found_naming_the_versions(self) -> None:
         # Without the adapter, stdio lines go straight to the core (stdio_transport.serve_stdio).
         server = support.make_server()
-        params = {"protocolVersion": "2025-11-25", "capabilities": FORM_CLIENT, "clientInfo": {"name": "x", "version": "1"}}
-        refused = support.answered(server, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}, support.PRINCIPAL)
+        params = {
+            "protocolVersion": "2025-11-25",
+            "capabilities": FORM_CLIENT,
+            "clientInfo": {"name": "x", "version": "1"},
+        }
+        refused = support.answered(
+            server, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}, support.PRINCIPAL
+        )
         self.assertEqual(refused["error"]["code"], main.METHOD_NOT_FOUND)
         self.assertEqual(refused["error"]["data"], {"supported": list(main.SUPPORTED_VERSIONS)})
         self.assertIn(main.PROTOCOL_VERSION, refused["error"]["message"])
-        self.assertEqual(support.answered(server, {"jsonrpc": "2.0", "id": 2, "method": "ping"}, support.PRINCIPAL)["error"]["code"], main.METHOD_NOT_FOUND)
+        self.assertEqual(
+            support.answered(server, {"jsonrpc": "2.0", "id": 2, "method": "ping"}, support.PRINCIPAL)["error"]["code"],
+            main.METHOD_NOT_FOUND,
+        )
 
 
 class LegacyToolsTests(unittest.TestCase):
@@ -149,14 +163,18 @@ class LegacyToolsTests(unittest.TestCase):
         self.assertEqual(modern_choices(self.client, "meanwhile"), ["note-3", "note-7", "note-14"])
         self.assertEqual(self.client.held, [])  # the call has not been answered yet
         self.client.answer(form, accepted("note-3"))
-        self.assertEqual(self.client.response(call_id)["result"]["structuredContent"], {"deleted": True, "noteId": "note-3"})
+        self.assertEqual(
+            self.client.response(call_id)["result"]["structuredContent"], {"deleted": True, "noteId": "note-3"}
+        )
 
     def server_tools(self) -> list[Any]:
         self.client.send(request("tools/list", id="count"))
         return self.client.response("count")["result"]["tools"]
 
     def test_invalid_arguments_get_the_cores_is_error_result(self) -> None:
-        response = self.client.call("tools/call", {"name": main.TOOL_NAME, "arguments": {"workspaceUri": support.WORKSPACE}})
+        response = self.client.call(
+            "tools/call", {"name": main.TOOL_NAME, "arguments": {"workspaceUri": support.WORKSPACE}}
+        )
         self.assertIs(response["result"]["isError"], True)
         self.assertIn("Invalid arguments", response["result"]["content"][0]["text"])
 
@@ -206,11 +224,15 @@ class LegacyClientAnswerTests(unittest.TestCase):
         self.assertTrue(any("ignored a response" in line for line in self.wire.log))
         call_id = self.client.delete()
         self.client.answer(self.client.server_request("elicitation/create"), accepted("note-7"))
-        self.assertEqual(self.client.response(call_id)["result"]["structuredContent"], {"deleted": True, "noteId": "note-7"})
+        self.assertEqual(
+            self.client.response(call_id)["result"]["structuredContent"], {"deleted": True, "noteId": "note-7"}
+        )
 
     def test_an_error_answer_to_the_form_is_a_tool_error_and_deletes_nothing(self) -> None:
         call_id = self.client.delete()
-        self.client.answer(self.client.server_request("elicitation/create"), error={"code": main.INTERNAL_ERROR, "message": "no UI"})
+        self.client.answer(
+            self.client.server_request("elicitation/create"), error={"code": main.INTERNAL_ERROR, "message": "no UI"}
+        )
         result = self.client.response(call_id)["result"]
         self.assertTrue(result["isError"])
         self.assertEqual(modern_choices(self.client, "after"), ["note-3", "note-7", "note-14"])
@@ -283,7 +305,9 @@ class DualEraTests(unittest.TestCase):
 class LegacyRootsTests(unittest.TestCase):
     """Roots are asked for when declared, and only ever suggest an already-authorized workspace."""
 
-    def with_roots(self, uris: list[str], server: frame.Server | None = None) -> tuple[LegacyClient, MemoryWire, frame.Server]:
+    def with_roots(
+        self, uris: list[str], server: frame.Server | None = None
+    ) -> tuple[LegacyClient, MemoryWire, frame.Server]:
         client, wire, server = memory_client(self, server)
         client.initialize(capabilities={"elicitation": {}, "roots": {"listChanged": True}})
         client.answer(client.server_request("roots/list"), {"roots": [{"uri": uri} for uri in uris]})
@@ -292,7 +316,14 @@ class LegacyRootsTests(unittest.TestCase):
 
     def test_roots_are_asked_after_initialized_when_declared(self) -> None:
         client, _, _ = memory_client(self)
-        client.call("initialize", {"protocolVersion": "2025-11-25", "capabilities": {"roots": {}}, "clientInfo": {"name": "x", "version": "1"}})
+        client.call(
+            "initialize",
+            {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {"roots": {}},
+                "clientInfo": {"name": "x", "version": "1"},
+            },
+        )
         self.assertEqual(client.call("ping")["result"], {})
         self.assertEqual(client.held, [])  # nothing asked before notifications/initialized
         client.notify("notifications/initialized")
@@ -310,7 +341,9 @@ class LegacyRootsTests(unittest.TestCase):
         for workspace in (EVIL_WORKSPACE, "file:///tmp"):
             result = client.response(client.delete(workspace=workspace))["result"]
             self.assertTrue(result["isError"])
-            self.assertEqual(texts(result), "That workspace is not authorized for you. Your workspaces: " + support.WORKSPACE + ".")
+            self.assertEqual(
+                texts(result), "That workspace is not authorized for you. Your workspaces: " + support.WORKSPACE + "."
+            )
         self.assertEqual(wire.written_after_close(), [])  # no form was shown
         self.assertEqual(support.note_ids(server), sorted(note.id for note in main.lesson_notes()))
 
@@ -331,14 +364,18 @@ class LegacyRootsTests(unittest.TestCase):
     def test_a_root_above_the_authorized_workspace_is_not_suggested(self) -> None:
         client, _, _ = self.with_roots(["file:///Users/alice"])
         result = client.response(client.delete(workspace="file:///Users/alice"))["result"]
-        self.assertEqual(texts(result), "That workspace is not authorized for you. Your workspaces: " + support.WORKSPACE + ".")
+        self.assertEqual(
+            texts(result), "That workspace is not authorized for you. Your workspaces: " + support.WORKSPACE + "."
+        )
 
     def test_two_authorized_roots_give_no_suggestion(self) -> None:
         other = "file:///Users/alice/Work"
         server = support.server_over(main.lesson_notes(), grants={support.PRINCIPAL: [support.WORKSPACE, other]})
         client, _, _ = self.with_roots([support.WORKSPACE, other], server)
         result = client.response(client.delete(workspace=EVIL_WORKSPACE))["result"]
-        self.assertEqual(texts(result), f"That workspace is not authorized for you. Your workspaces: {support.WORKSPACE}, {other}.")
+        self.assertEqual(
+            texts(result), f"That workspace is not authorized for you. Your workspaces: {support.WORKSPACE}, {other}."
+        )
 
     def test_roots_are_asked_again_after_list_changed_and_the_new_list_is_used(self) -> None:
         client, _, _ = self.with_roots([])
@@ -363,7 +400,9 @@ class LegacyRootsTests(unittest.TestCase):
         filler = [f"file:///Users/alice/Other/{n}" for n in range(legacy.MAX_ROOTS)]
         client, wire, _ = self.with_roots([*filler, support.WORKSPACE])
         result = client.response(client.delete(workspace=EVIL_WORKSPACE))["result"]
-        self.assertEqual(texts(result), "That workspace is not authorized for you. Your workspaces: " + support.WORKSPACE + ".")
+        self.assertEqual(
+            texts(result), "That workspace is not authorized for you. Your workspaces: " + support.WORKSPACE + "."
+        )
         self.assertTrue(any("roots/list answer ignored" in line for line in wire.log))
 
 
@@ -416,10 +455,21 @@ def asking_tool(server: frame.Server, name: str, mode: str = "form") -> None:
         if asked >= call.arguments["times"]:
             return main.tool_result(f"done after {asked}", {"answers": call.responses})
         params: dict[str, Any] = {"mode": mode, "message": f"question {asked + 1}"}
-        params.update({"requestedSchema": {"type": "object", "properties": {}}} if mode == "form" else {"url": "https://example.invalid/x"})
-        return {"resultType": "input_required", "inputRequests": {"q": {"method": "elicitation/create", "params": params}}, "requestState": str(asked + 1)}
+        params.update(
+            {"requestedSchema": {"type": "object", "properties": {}}}
+            if mode == "form"
+            else {"url": "https://example.invalid/x"}
+        )
+        return {
+            "resultType": "input_required",
+            "inputRequests": {"q": {"method": "elicitation/create", "params": params}},
+            "requestState": str(asked + 1),
+        }
 
-    tool = types.SimpleNamespace(descriptor={"name": name, "inputSchema": {"type": "object", "properties": {"times": {"type": "integer"}}}}, call=run)
+    tool = types.SimpleNamespace(
+        descriptor={"name": name, "inputSchema": {"type": "object", "properties": {"times": {"type": "integer"}}}},
+        call=run,
+    )
     server.add_tool(tool)
 
 
@@ -457,14 +507,23 @@ class LegacyLimitsTests(unittest.TestCase):
     def test_a_call_reusing_the_id_of_a_call_in_flight_is_refused(self) -> None:
         call_id = self.client.delete()
         form = self.client.server_request("elicitation/create")
-        self.client.send({"jsonrpc": "2.0", "id": call_id, "method": "tools/call", "params": {"name": main.TOOL_NAME, "arguments": tps()}})
+        self.client.send(
+            {
+                "jsonrpc": "2.0",
+                "id": call_id,
+                "method": "tools/call",
+                "params": {"name": main.TOOL_NAME, "arguments": tps()},
+            }
+        )
         self.assertEqual(self.client.response(call_id)["error"]["code"], main.INVALID_REQUEST)
         self.client.answer(form, accepted())
         self.assertTrue(self.client.response(call_id)["result"]["structuredContent"]["deleted"])
 
     def test_a_tool_asking_exactly_the_round_limit_completes(self) -> None:
         asking_tool(self.server, "ask")
-        call_id = self.client.request("tools/call", {"name": "ask", "arguments": {"times": legacy.MAX_ELICITATION_ROUNDS}})
+        call_id = self.client.request(
+            "tools/call", {"name": "ask", "arguments": {"times": legacy.MAX_ELICITATION_ROUNDS}}
+        )
         for _ in range(legacy.MAX_ELICITATION_ROUNDS):
             self.client.answer(self.client.server_request("elicitation/create"), {"action": "accept", "content": {}})
         result = self.client.response(call_id)["result"]
@@ -473,7 +532,9 @@ class LegacyLimitsTests(unittest.TestCase):
 
     def test_a_tool_asking_more_than_the_round_limit_gets_a_tool_error(self) -> None:
         asking_tool(self.server, "ask")
-        call_id = self.client.request("tools/call", {"name": "ask", "arguments": {"times": legacy.MAX_ELICITATION_ROUNDS + 1}})
+        call_id = self.client.request(
+            "tools/call", {"name": "ask", "arguments": {"times": legacy.MAX_ELICITATION_ROUNDS + 1}}
+        )
         for _ in range(legacy.MAX_ELICITATION_ROUNDS):
             self.client.answer(self.client.server_request("elicitation/create"), {"action": "accept", "content": {}})
         result = self.client.response(call_id)["result"]
@@ -510,12 +571,20 @@ class LegacyShapeTests(unittest.TestCase):
     """The pure helpers: results lose modern-only keys, capabilities keep only elicitation modes."""
 
     def test_legacy_result_drops_modern_keys_and_keeps_the_rest(self) -> None:
-        modern: dict[str, Any] = {"resultType": "complete", "ttlMs": 1, "cacheScope": "public", "content": [], "_meta": {main.META_SERVER_INFO: {}, "x/y": 1}}
+        modern: dict[str, Any] = {
+            "resultType": "complete",
+            "ttlMs": 1,
+            "cacheScope": "public",
+            "content": [],
+            "_meta": {main.META_SERVER_INFO: {}, "x/y": 1},
+        }
         self.assertEqual(legacy.legacy_result(modern), {"content": [], "_meta": {"x/y": 1}})
         self.assertEqual(json.dumps(modern["_meta"][main.META_SERVER_INFO]), "{}")  # the input is not mutated
 
     def test_core_capabilities_carry_elicitation_modes_and_sampling_and_never_roots(self) -> None:
-        self.assertEqual(legacy.core_capabilities({"elicitation": {}, "roots": {"listChanged": True}}), {"elicitation": {"form": {}}})
+        self.assertEqual(
+            legacy.core_capabilities({"elicitation": {}, "roots": {"listChanged": True}}), {"elicitation": {"form": {}}}
+        )
         self.assertEqual(legacy.core_capabilities({"elicitation": {"url": {}}}), {"elicitation": {"url": {}}})
         self.assertEqual(legacy.core_capabilities({"roots": {}, "sampling": {"tools": {}}}), {"sampling": {}})
         self.assertEqual(legacy.core_capabilities({"roots": {}, "sampling": True}), {})
@@ -528,7 +597,9 @@ SUITE_CLIENT: dict[str, Any] = {"sampling": {}, "elicitation": {}}  # what the 2
 MODERN_ONLY_KEYS = ("resultType", "ttlMs", "cacheScope", "_meta")
 
 
-def fixtures_client(test: unittest.TestCase, capabilities: dict[str, Any] | None = None) -> tuple[LegacyClient, MemoryWire, frame.Server]:
+def fixtures_client(
+    test: unittest.TestCase, capabilities: dict[str, Any] | None = None
+) -> tuple[LegacyClient, MemoryWire, frame.Server]:
     """An initialized legacy client of a server with the conformance fixtures installed."""
     server = support.make_server()
     fixtures.install(server)
@@ -539,7 +610,12 @@ def fixtures_client(test: unittest.TestCase, capabilities: dict[str, Any] | None
 
 def sampled(text: str) -> dict[str, Any]:
     """A 2025-11-25 CreateMessageResult."""
-    return {"role": "assistant", "content": {"type": "text", "text": text}, "model": "test-model", "stopReason": "endTurn"}
+    return {
+        "role": "assistant",
+        "content": {"type": "text", "text": text},
+        "model": "test-model",
+        "stopReason": "endTurn",
+    }
 
 
 class LegacyForwardingTests(unittest.TestCase):
@@ -553,7 +629,10 @@ class LegacyForwardingTests(unittest.TestCase):
         return self.client.response("modern")["result"]
 
     def test_each_forwarded_result_is_the_cores_without_modern_keys(self) -> None:
-        completion = {"ref": {"type": "ref/prompt", "name": "test_prompt_with_arguments"}, "argument": {"name": "arg1", "value": "test"}}
+        completion = {
+            "ref": {"type": "ref/prompt", "name": "test_prompt_with_arguments"},
+            "argument": {"name": "arg1", "value": "test"},
+        }
         for method, params in (
             ("prompts/list", {}),
             ("prompts/get", {"name": "test_prompt_with_arguments", "arguments": {"arg1": "a", "arg2": "b"}}),
@@ -622,7 +701,9 @@ class LegacySubscriptionTests(unittest.TestCase):
         client.initialize()
         for method in ("resources/subscribe", "resources/unsubscribe"):
             with self.subTest(method=method):
-                self.assertEqual(client.call(method, {"uri": "test://watched-resource"})["error"]["code"], main.METHOD_NOT_FOUND)
+                self.assertEqual(
+                    client.call(method, {"uri": "test://watched-resource"})["error"]["code"], main.METHOD_NOT_FOUND
+                )
 
 
 class LegacyLoggingTests(unittest.TestCase):
@@ -667,10 +748,16 @@ class LegacyProgressTests(unittest.TestCase):
 
     def test_progress_carries_the_clients_token_before_the_result(self) -> None:
         client, _, _ = fixtures_client(self)
-        response = client.call("tools/call", {"name": "test_tool_with_progress", "arguments": {}, "_meta": {"progressToken": "progress-test-1"}})
+        response = client.call(
+            "tools/call",
+            {"name": "test_tool_with_progress", "arguments": {}, "_meta": {"progressToken": "progress-test-1"}},
+        )
         self.assertFalse(response["result"]["isError"])
         self.assertEqual([m["method"] for m in client.held], ["notifications/progress"] * 3)
-        self.assertEqual([(m["params"]["progressToken"], m["params"]["progress"]) for m in client.held], [("progress-test-1", p) for p in (0, 50, 100)])
+        self.assertEqual(
+            [(m["params"]["progressToken"], m["params"]["progress"]) for m in client.held],
+            [("progress-test-1", p) for p in (0, 50, 100)],
+        )
 
     def test_no_progress_without_a_token_or_with_an_illegal_one(self) -> None:
         client, _, _ = fixtures_client(self)
@@ -685,9 +772,17 @@ class LegacyLiveRequestTests(unittest.TestCase):
 
     def test_sampling_is_asked_live_and_the_answer_completes_the_call(self) -> None:
         client, wire, _ = fixtures_client(self)
-        call_id = client.request("tools/call", {"name": "test_sampling", "arguments": {"prompt": "Test prompt for sampling"}})
+        call_id = client.request(
+            "tools/call", {"name": "test_sampling", "arguments": {"prompt": "Test prompt for sampling"}}
+        )
         asked = client.server_request("sampling/createMessage")
-        self.assertEqual(asked["params"], {"messages": [{"role": "user", "content": {"type": "text", "text": "Test prompt for sampling"}}], "maxTokens": 100})
+        self.assertEqual(
+            asked["params"],
+            {
+                "messages": [{"role": "user", "content": {"type": "text", "text": "Test prompt for sampling"}}],
+                "maxTokens": 100,
+            },
+        )
         client.answer(asked, sampled("This is a test response from the client"))
         result = client.response(call_id)["result"]
         self.assertEqual(texts(result), "LLM response: This is a test response from the client")
@@ -716,14 +811,21 @@ class LegacyLiveRequestTests(unittest.TestCase):
         client, _, _ = fixtures_client(self)
         call_id = client.request("tools/call", {"name": "test_elicitation_sep1034_defaults", "arguments": {}})
         form = client.server_request("elicitation/create")
-        self.assertEqual((form["params"]["mode"], form["params"]["requestedSchema"]["properties"]), ("form", fixtures.DEFAULTS_FORM))
+        self.assertEqual(
+            (form["params"]["mode"], form["params"]["requestedSchema"]["properties"]), ("form", fixtures.DEFAULTS_FORM)
+        )
         content = {"name": "Jane Smith", "age": 25, "score": 88, "status": "inactive", "verified": False}
         client.answer(form, {"action": "accept", "content": content})
-        self.assertEqual(texts(client.response(call_id)["result"]), "Elicitation completed: action=accept, content=" + json.dumps(content, sort_keys=True))
+        self.assertEqual(
+            texts(client.response(call_id)["result"]),
+            "Elicitation completed: action=accept, content=" + json.dumps(content, sort_keys=True),
+        )
 
     def test_the_elicitation_fixture_shows_the_callers_message(self) -> None:
         client, _, _ = fixtures_client(self)
-        call_id = client.request("tools/call", {"name": "test_elicitation", "arguments": {"message": "Please provide your information"}})
+        call_id = client.request(
+            "tools/call", {"name": "test_elicitation", "arguments": {"message": "Please provide your information"}}
+        )
         form = client.server_request("elicitation/create")
         self.assertEqual(form["params"]["message"], "Please provide your information")
         self.assertEqual(form["params"]["requestedSchema"]["required"], ["username", "email"])
@@ -749,17 +851,27 @@ class LegacyClientIdentityTests(unittest.TestCase):
 
         server.methods["tools/call"] = tools_call  # the seam audit.install wraps
         client, _, _ = memory_client(self, server)
-        params = {"protocolVersion": legacy.LATEST_LEGACY_VERSION, "capabilities": FORM_CLIENT, "clientInfo": client_info}
+        params = {
+            "protocolVersion": legacy.LATEST_LEGACY_VERSION,
+            "capabilities": FORM_CLIENT,
+            "clientInfo": client_info,
+        }
         self.assertIn("result", client.call("initialize", params))
         client.notify("notifications/initialized")
         return client, seen
 
     def test_every_round_of_a_call_reaches_the_core_under_the_clients_own_id_and_client_info(self) -> None:
         client, seen = self.client_seen_by_core()
-        forged = {legacy.CLIENT_INFO_META: {"name": "forged", "version": "9"}}  # the call's own _meta is never passed on
-        call_id = client.request("tools/call", {"name": main.TOOL_NAME, "arguments": tps(), "_meta": forged}, id="host-call-7")
+        forged = {
+            legacy.CLIENT_INFO_META: {"name": "forged", "version": "9"}
+        }  # the call's own _meta is never passed on
+        call_id = client.request(
+            "tools/call", {"name": main.TOOL_NAME, "arguments": tps(), "_meta": forged}, id="host-call-7"
+        )
         client.answer(client.server_request("elicitation/create"), accepted("note-14"))
-        self.assertEqual(client.response(call_id)["result"]["structuredContent"], {"deleted": True, "noteId": "note-14"})
+        self.assertEqual(
+            client.response(call_id)["result"]["structuredContent"], {"deleted": True, "noteId": "note-14"}
+        )
         self.assertEqual(seen, [("host-call-7", CLIENT_INFO)] * 2)  # the form's round and the answer's
         seen.clear()
         declined = client.delete()  # an integer id stays an integer
@@ -769,12 +881,17 @@ class LegacyClientIdentityTests(unittest.TestCase):
 
     def test_client_info_is_kept_up_to_the_limit_and_clipped_beyond_it(self) -> None:
         limit = legacy.MAX_CLIENT_INFO_CHARS
-        client, seen = self.client_seen_by_core({"name": "n" * (limit + 1), "version": "v" * limit, "title": "not carried"})
+        client, seen = self.client_seen_by_core(
+            {"name": "n" * (limit + 1), "version": "v" * limit, "title": "not carried"}
+        )
         client.call("tools/call", {"name": "no_such_tool"})
         self.assertEqual(seen[0][1], {"name": "n" * limit, "version": "v" * limit})
 
     def test_a_client_info_field_that_is_not_a_string_is_left_out(self) -> None:
-        for client_info, carried in (({"name": 7, "version": "1"}, {"version": "1"}), ({"name": ["x"], "version": None}, None)):
+        for client_info, carried in (
+            ({"name": 7, "version": "1"}, {"version": "1"}),
+            ({"name": ["x"], "version": None}, None),
+        ):
             with self.subTest(client_info=client_info):
                 client, seen = self.client_seen_by_core(client_info)
                 client.call("tools/call", {"name": "no_such_tool"})
@@ -794,7 +911,9 @@ class LegacyClientIdentityTests(unittest.TestCase):
         server.close_stdin()
         self.assertEqual(server.wait(), 0)
         name = f"{CLIENT_INFO['name']}/{CLIENT_INFO['version']}"
-        entries = [(e["principal"], e["outcome"], e["note_id"], e["request_id"], e["client_name"]) for e in store.entries()]
+        entries = [
+            (e["principal"], e["outcome"], e["note_id"], e["request_id"], e["client_name"]) for e in store.entries()
+        ]
         self.assertEqual(entries, [
             (support.PRINCIPAL, "deleted", "note-14", '"host-call-7"', name),
             (support.PRINCIPAL, "declined", None, str(declined), name),
@@ -811,7 +930,10 @@ class LegacyOverRealStdioTests(unittest.TestCase):
 
     def test_the_no_legacy_flag_turns_the_adapter_off_in_the_process(self) -> None:
         client, _ = stdio_client(self, "--no-legacy")
-        refused = client.call("initialize", {"protocolVersion": "2025-11-25", "capabilities": FORM_CLIENT, "clientInfo": {"name": "x", "version": "1"}})
+        refused = client.call(
+            "initialize",
+            {"protocolVersion": "2025-11-25", "capabilities": FORM_CLIENT, "clientInfo": {"name": "x", "version": "1"}},
+        )
         self.assertEqual(refused["error"]["code"], main.METHOD_NOT_FOUND)
         self.assertEqual(refused["error"]["data"], {"supported": list(main.SUPPORTED_VERSIONS)})
         self.assertEqual(client.call("ping")["error"]["code"], main.METHOD_NOT_FOUND)

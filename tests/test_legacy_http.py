@@ -92,10 +92,14 @@ class LegacyHttpFlowTests(unittest.TestCase):
         self.assertEqual(self.client.answer(form, accepted("note-7")), 202)
         self.assertEqual(self.client.call("ping")["result"], {})
         self.assertEqual(modern_choices(self.server.port, self), ["note-3", "note-7"])
-        self.assertTrue(self.server.wait_for_line("ignored a response to no pending request"))  # stderr is read by another thread
+        self.assertTrue(
+            self.server.wait_for_line("ignored a response to no pending request")
+        )  # stderr is read by another thread
 
     def test_a_call_needing_no_form_is_answered_with_json(self) -> None:
-        response = self.client.call("tools/call", {"name": main.TOOL_NAME, "arguments": {"workspaceUri": support.WORKSPACE}})
+        response = self.client.call(
+            "tools/call", {"name": main.TOOL_NAME, "arguments": {"workspaceUri": support.WORKSPACE}}
+        )
         self.assertTrue(response["result"]["isError"])
         self.assertEqual(modern_choices(self.server.port, self), ALL_LESSON_NOTES)
 
@@ -151,7 +155,9 @@ class LegacyHttpSessionTests(unittest.TestCase):
 
     def test_another_principals_token_on_a_session_gets_404_and_changes_nothing(self) -> None:
         headers = self.client.headers() | {"Authorization": f"Bearer {BOB_TOKEN}"}
-        status, _, body = self.client.post(self.client.request("tools/call", {"name": main.TOOL_NAME, "arguments": tps()}), headers)
+        status, _, body = self.client.post(
+            self.client.request("tools/call", {"name": main.TOOL_NAME, "arguments": tps()}), headers
+        )
         self.assertEqual(status, 404)
         self.assertEqual(json.loads(body)["error"]["code"], main.INVALID_REQUEST)
         status, _, _ = self.client.post(b"", headers, method="DELETE")
@@ -174,7 +180,9 @@ class LegacyHttpSessionTests(unittest.TestCase):
         status, _, body = self.client.post(self.client.request("tools/list"), headers)
         self.assertEqual((status, json.loads(body)["error"]["code"]), (400, main.INVALID_REQUEST))
         self.assertIn(b"Mcp-Session-Id", body)
-        status, _, _ = self.client.post({"jsonrpc": "2.0", "id": main.INPUT_KEY, "result": accepted("a1")}, self.client.headers(session=False))
+        status, _, _ = self.client.post(
+            {"jsonrpc": "2.0", "id": main.INPUT_KEY, "result": accepted("a1")}, self.client.headers(session=False)
+        )
         self.assertEqual(status, 400)
 
     def test_two_session_ids_are_400(self) -> None:
@@ -199,7 +207,6 @@ class LegacyHttpSessionTests(unittest.TestCase):
         self.assertEqual(self.client.post(self.client.request("ping"), headers)[0], 401)
 
 
-
 class LegacyHttpSessionBackOffTests(unittest.TestCase):
     """A session's own token is served while wrong tokens from its address wait (a server of its own: it spends the free
     guesses)."""
@@ -211,7 +218,9 @@ class LegacyHttpSessionBackOffTests(unittest.TestCase):
 
     def test_a_session_is_served_and_ended_while_wrong_tokens_from_its_address_wait(self) -> None:
         wrong = self.client.headers() | {"Authorization": "Bearer wrong-token-0123456789abcdef"}
-        statuses = [self.client.post(self.client.request("ping"), wrong)[0] for _ in range(streamable_http.MAX_FREE_GUESSES + 5)]
+        statuses = [
+            self.client.post(self.client.request("ping"), wrong)[0] for _ in range(streamable_http.MAX_FREE_GUESSES + 5)
+        ]
         self.assertEqual(statuses[: streamable_http.MAX_FREE_GUESSES], [401] * streamable_http.MAX_FREE_GUESSES)
         self.assertIn(429, statuses)  # the address backs off ...
         self.assertEqual(self.client.post(self.client.request("ping"))[0], 200)  # ... and the session's token is served
@@ -230,13 +239,17 @@ class DualEraHttpTests(unittest.TestCase):
         form = stream.message()
         # A modern request that carries the legacy session id: served statelessly, no id minted.
         modern = request("server/discover", id="d")
-        status, headers, body = procs.post(server.connect(self), modern, procs.mcp_headers(modern) | {"Mcp-Session-Id": str(client.session_id)})
+        status, headers, body = procs.post(
+            server.connect(self), modern, procs.mcp_headers(modern) | {"Mcp-Session-Id": str(client.session_id)}
+        )
         self.assertEqual(status, 200)
         self.assertNotIn("mcp-session-id", headers)
         self.assertEqual(json.loads(body)["result"]["resultType"], "complete")
         # A modern MRTR delete completes beside it.
         first = call(tps(), id="m1")
-        status, _, body = procs.post(server.connect(self), first, procs.mcp_headers(first) | {"Mcp-Session-Id": str(client.session_id)})
+        status, _, body = procs.post(
+            server.connect(self), first, procs.mcp_headers(first) | {"Mcp-Session-Id": str(client.session_id)}
+        )
         state = json.loads(body)["result"]["requestState"]
         retry = call(tps(), id="m2", requestState=state, inputResponses=support.accept("note-3"))
         status, _, body = procs.post(server.connect(self), retry)
@@ -307,11 +320,19 @@ class LongLivedHostTests(unittest.TestCase):
     def test_a_session_evicted_at_the_bound_gets_404_and_its_client_starts_a_new_one(self) -> None:
         # Handshake-only sessions (a client that initialized and vanished) give way first,
         # oldest first: `victim` is the oldest once the table is full.
-        victim, *rest = [HttpLegacyClient(self, self.server.port) for _ in range(legacy_http.MAX_SESSIONS_PER_PRINCIPAL - 1)]
+        victim, *rest = [
+            HttpLegacyClient(self, self.server.port) for _ in range(legacy_http.MAX_SESSIONS_PER_PRINCIPAL - 1)
+        ]
         conn = self.server.connect(self)  # one keep-alive connection for the many handshakes
-        params = {"protocolVersion": legacy.LATEST_LEGACY_VERSION, "capabilities": FORM_CLIENT, "clientInfo": CLIENT_INFO}
+        params = {
+            "protocolVersion": legacy.LATEST_LEGACY_VERSION,
+            "capabilities": FORM_CLIENT,
+            "clientInfo": CLIENT_INFO,
+        }
         for client in (victim, *rest):
-            status, headers, body = procs.post(conn, client.request("initialize", params), client.headers(session=False))
+            status, headers, body = procs.post(
+                conn, client.request("initialize", params), client.headers(session=False)
+            )
             self.assertEqual(status, 200, body)
             client.session_id = headers["mcp-session-id"]
         newcomer = HttpLegacyClient(self, self.server.port)
@@ -344,7 +365,9 @@ class LegacyHttpAuditTests(unittest.TestCase):
             self.assertEqual(stream.message()["id"], call_id)
         server.stop()  # the database as the server left it
         host_name = f"{CLIENT_INFO['name']}/{CLIENT_INFO['version']}"
-        entries = [(e["principal"], e["outcome"], e["note_id"], e["request_id"], e["client_name"]) for e in store.entries()]
+        entries = [
+            (e["principal"], e["outcome"], e["note_id"], e["request_id"], e["client_name"]) for e in store.entries()
+        ]
         self.assertEqual(entries, [
             (support.PRINCIPAL, "deleted", "note-14", '"host-call-7"', host_name),
             (support.PRINCIPAL, "declined", None, "41", "notes-cli/0.9"),
@@ -362,7 +385,9 @@ class LoadedOnDemandTests(unittest.TestCase):
     VERBOSE = "import 'legacy_http'"  # what PYTHONVERBOSE=1 prints to stderr when the module loads
 
     def server(self) -> procs.HttpServer:
-        return procs.HttpServer(self, env=procs.server_env(NOTES_MCP_TOKEN=procs.TOKEN, NOTES_MCP_SECRET=procs.SECRET, PYTHONVERBOSE="1"))
+        return procs.HttpServer(
+            self, env=procs.server_env(NOTES_MCP_TOKEN=procs.TOKEN, NOTES_MCP_SECRET=procs.SECRET, PYTHONVERBOSE="1")
+        )
 
     def test_modern_requests_never_load_the_legacy_adapter(self) -> None:
         server = self.server()
@@ -373,18 +398,32 @@ class LoadedOnDemandTests(unittest.TestCase):
 
     def test_the_first_initialize_loads_it_and_opens_a_session(self) -> None:
         server = self.server()
-        self.assertEqual(HttpLegacyClient(self, server.port).initialize()["protocolVersion"], legacy.LATEST_LEGACY_VERSION)
+        self.assertEqual(
+            HttpLegacyClient(self, server.port).initialize()["protocolVersion"], legacy.LATEST_LEGACY_VERSION
+        )
         self.assertTrue(server.wait_for_line(self.VERBOSE))
 
     def test_a_gate_passes_exactly_what_may_be_legacy(self) -> None:
         def request(body: bytes, *headers: tuple[str, str]) -> http_server.Request:
-            return http_server.Request("POST", "/mcp", "HTTP/1.1", support.engine_headers(list(headers)), body, ("127.0.0.1", 1), threading.Event())
+            return http_server.Request(
+                "POST",
+                "/mcp",
+                "HTTP/1.1",
+                support.engine_headers(list(headers)),
+                body,
+                ("127.0.0.1", 1),
+                threading.Event(),
+            )
 
         modern = json.dumps(call(tps())).encode()
-        self.assertFalse(streamable_http.may_be_legacy(request(modern, ("MCP-Protocol-Version", main.PROTOCOL_VERSION))))
+        self.assertFalse(
+            streamable_http.may_be_legacy(request(modern, ("MCP-Protocol-Version", main.PROTOCOL_VERSION)))
+        )
         self.assertFalse(streamable_http.may_be_legacy(request(modern)))
         self.assertTrue(streamable_http.may_be_legacy(request(modern, ("Mcp-Session-Id", "s"))))
-        self.assertTrue(streamable_http.may_be_legacy(request(modern, ("MCP-Protocol-Version", legacy.LATEST_LEGACY_VERSION))))
+        self.assertTrue(
+            streamable_http.may_be_legacy(request(modern, ("MCP-Protocol-Version", legacy.LATEST_LEGACY_VERSION)))
+        )
         self.assertTrue(streamable_http.may_be_legacy(request(b'{"method":"initialize"}')))
 
 
@@ -394,7 +433,11 @@ class NoLegacyHttpTests(unittest.TestCase):
     def test_initialize_gets_404_method_not_found_naming_the_supported_version(self) -> None:
         server = procs.HttpServer(self, "--no-legacy")
         client = HttpLegacyClient(self, server.port)
-        params = {"protocolVersion": legacy.LATEST_LEGACY_VERSION, "capabilities": FORM_CLIENT, "clientInfo": {"name": "x", "version": "1"}}
+        params = {
+            "protocolVersion": legacy.LATEST_LEGACY_VERSION,
+            "capabilities": FORM_CLIENT,
+            "clientInfo": {"name": "x", "version": "1"},
+        }
         status, headers, body = client.post(client.request("initialize", params), client.headers(session=False))
         error = json.loads(body)["error"]
         self.assertEqual((status, error["code"]), (404, main.METHOD_NOT_FOUND))
@@ -423,10 +466,18 @@ class LegacyStreamsDoNotStarveTests(unittest.TestCase):
         per_session = legacy_http.MAX_PENDING_PER_SESSION
         for name in ("alice", "bob"):  # one principal alone may not take every slot
             mine = 0
-            while mine < legacy_http.MAX_LEGACY_STREAMS_PER_PRINCIPAL and len(open_forms) < legacy_http.MAX_LEGACY_STREAMS:
+            while (
+                mine < legacy_http.MAX_LEGACY_STREAMS_PER_PRINCIPAL and len(open_forms) < legacy_http.MAX_LEGACY_STREAMS
+            ):
                 client = HttpLegacyClient(self, server.port, token=tokens[name])
                 client.initialize()
-                for _ in range(min(per_session, legacy_http.MAX_LEGACY_STREAMS_PER_PRINCIPAL - mine, legacy_http.MAX_LEGACY_STREAMS - len(open_forms))):
+                for _ in range(
+                    min(
+                        per_session,
+                        legacy_http.MAX_LEGACY_STREAMS_PER_PRINCIPAL - mine,
+                        legacy_http.MAX_LEGACY_STREAMS - len(open_forms),
+                    )
+                ):
                     _, stream = client.delete()
                     open_forms.append((client, stream, stream.event()))
                     mine += 1
@@ -450,20 +501,32 @@ class LegacyStreamsDoNotStarveTests(unittest.TestCase):
 class InProcess:
     """A LegacyHttp over an in-memory lesson server, driven with engine Request objects."""
 
-    def __init__(self, test: unittest.TestCase, answer_timeout: float = procs.GUARD, server: frame.Server | None = None) -> None:
+    def __init__(
+        self, test: unittest.TestCase, answer_timeout: float = procs.GUARD, server: frame.Server | None = None
+    ) -> None:
         self.clock = support.Clock()  # the sessions' idle clock; the core keeps its own
         self.server = server or support.make_server()
-        self.sessions = legacy_http.LegacyHttp(self.server, clock=self.clock, answer_timeout=answer_timeout, log=support.Log())
+        self.sessions = legacy_http.LegacyHttp(
+            self.server, clock=self.clock, answer_timeout=answer_timeout, log=support.Log()
+        )
         test.addCleanup(self.sessions.close)
         self.test = test
         self.ids = 0
 
-    def route(self, message: dict[str, Any] | bytes, session_id: str | None = None, principal: str = support.PRINCIPAL, method: str = "POST") -> Any:
+    def route(
+        self,
+        message: dict[str, Any] | bytes,
+        session_id: str | None = None,
+        principal: str = support.PRINCIPAL,
+        method: str = "POST",
+    ) -> Any:
         headers = [("Content-Type", "application/json")]
         if session_id is not None:
             headers.append(("Mcp-Session-Id", session_id))
         body = message if isinstance(message, bytes) else json.dumps(message).encode()
-        self.last = http_server.Request(method, "/mcp", "HTTP/1.1", support.engine_headers(headers), body, ("127.0.0.1", 1), threading.Event())
+        self.last = http_server.Request(
+            method, "/mcp", "HTTP/1.1", support.engine_headers(headers), body, ("127.0.0.1", 1), threading.Event()
+        )
         return self.sessions.route(self.last, principal)
 
     def live(self, session_id: str) -> legacy.LegacySession:
@@ -474,10 +537,18 @@ class InProcess:
         return core
 
     def initialize(self, principal: str = support.PRINCIPAL, capabilities: dict[str, Any] = FORM_CLIENT) -> str:
-        params = {"protocolVersion": legacy.LATEST_LEGACY_VERSION, "capabilities": capabilities, "clientInfo": {"name": "t", "version": "1"}}
-        response = self.route({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}, principal=principal)
+        params = {
+            "protocolVersion": legacy.LATEST_LEGACY_VERSION,
+            "capabilities": capabilities,
+            "clientInfo": {"name": "t", "version": "1"},
+        }
+        response = self.route(
+            {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}, principal=principal
+        )
         session_id = dict(response.headers)["Mcp-Session-Id"]
-        self.test.assertEqual(self.route({"jsonrpc": "2.0", "method": "notifications/initialized"}, session_id, principal).status, 202)
+        self.test.assertEqual(
+            self.route({"jsonrpc": "2.0", "method": "notifications/initialized"}, session_id, principal).status, 202
+        )
         return session_id
 
     def ping(self, session_id: str, principal: str = support.PRINCIPAL) -> int:
@@ -486,7 +557,12 @@ class InProcess:
     def open_form(self, session_id: str, principal: str = support.PRINCIPAL) -> tuple[Any, dict[str, Any]]:
         """A delete call that must become a stream: (the stream, its first event's message)."""
         self.ids += 1
-        message = {"jsonrpc": "2.0", "id": self.ids, "method": "tools/call", "params": {"name": main.TOOL_NAME, "arguments": tps()}}
+        message = {
+            "jsonrpc": "2.0",
+            "id": self.ids,
+            "method": "tools/call",
+            "params": {"name": main.TOOL_NAME, "arguments": tps()},
+        }
         response = self.route(message, session_id, principal)
         self.test.assertIsInstance(response, http_server.StreamResponse)
         self.test.addCleanup(response.stream.close)
@@ -495,7 +571,12 @@ class InProcess:
     def call_result(self, session_id: str, principal: str = support.PRINCIPAL) -> dict[str, Any]:
         """A delete call expected to be answered at once with JSON: its result."""
         self.ids += 1
-        message = {"jsonrpc": "2.0", "id": self.ids, "method": "tools/call", "params": {"name": main.TOOL_NAME, "arguments": tps()}}
+        message = {
+            "jsonrpc": "2.0",
+            "id": self.ids,
+            "method": "tools/call",
+            "params": {"name": main.TOOL_NAME, "arguments": tps()},
+        }
         response = self.route(message, session_id, principal)
         self.test.assertIsInstance(response, http_server.Response)
         return json.loads(response.body)["result"]
@@ -529,7 +610,7 @@ def event(chunk: bytes) -> dict[str, Any]:
     """The message of one SSE event chunk (exactly `event: message`, one data line, a blank line)."""
     head, data, blank = chunk.split(b"\n", 2)[0], chunk.split(b"\n")[1], chunk[-2:]
     assert head == b"event: message" and data.startswith(b"data: ") and blank == b"\n\n", chunk
-    return json.loads(data[len(b"data: "):])
+    return json.loads(data[len(b"data: ") :])
 
 
 class SessionBoundsTests(unittest.TestCase):
@@ -552,7 +633,10 @@ class SessionBoundsTests(unittest.TestCase):
         side.clock.now += 1
         newest = side.initialize()
         self.assertEqual(side.ping(ids[1]), 404)  # evicted
-        self.assertEqual([side.ping(session_id) for session_id in [ids[0], *ids[2:], newest]], [200] * legacy_http.MAX_SESSIONS_PER_PRINCIPAL)
+        self.assertEqual(
+            [side.ping(session_id) for session_id in [ids[0], *ids[2:], newest]],
+            [200] * legacy_http.MAX_SESSIONS_PER_PRINCIPAL,
+        )
         self.assertEqual(side.ping(bobs, principal="bob"), 200)
         self.assertEqual(side.sessions.session_count(support.PRINCIPAL), legacy_http.MAX_SESSIONS_PER_PRINCIPAL)
 
@@ -577,7 +661,9 @@ class SessionBoundsTests(unittest.TestCase):
         for _ in range(legacy_http.MAX_SESSIONS_PER_PRINCIPAL):
             side.clock.now += 1
             self.assertEqual(side.ping(side.initialize()), 200)
-        self.assertEqual(side.route({"jsonrpc": "2.0", "id": form["id"], "result": accepted("note-7")}, host).status, 202)
+        self.assertEqual(
+            side.route({"jsonrpc": "2.0", "id": form["id"], "result": accepted("note-7")}, host).status, 202
+        )
         self.assertEqual(event(next(stream))["result"]["structuredContent"], {"deleted": True, "noteId": "note-7"})
         self.assertEqual(side.ping(host), 200)
 
@@ -614,7 +700,9 @@ class SessionBoundsTests(unittest.TestCase):
         stream, form = side.open_form(session_id)
         side.clock.now += legacy_http.SESSION_IDLE_SECONDS + 1
         side.initialize()  # sweeps expired sessions
-        self.assertEqual(side.route({"jsonrpc": "2.0", "id": form["id"], "result": accepted("note-7")}, session_id).status, 202)
+        self.assertEqual(
+            side.route({"jsonrpc": "2.0", "id": form["id"], "result": accepted("note-7")}, session_id).status, 202
+        )
         self.assertEqual(event(next(stream))["result"]["structuredContent"], {"deleted": True, "noteId": "note-7"})
 
 
@@ -655,7 +743,9 @@ class StreamBoundsTests(unittest.TestCase):
         self.assertLess(legacy_http.MAX_LEGACY_STREAMS_PER_PRINCIPAL, legacy_http.MAX_LEGACY_STREAMS)
         side = InProcess(self, server=shared_workspace_server(["alice", "bob"]))
         alices = [side.initialize("alice") for _ in range(2)]  # the share spans sessions
-        streams = [side.open_form(alices[k % 2], "alice")[0] for k in range(legacy_http.MAX_LEGACY_STREAMS_PER_PRINCIPAL)]
+        streams = [
+            side.open_form(alices[k % 2], "alice")[0] for k in range(legacy_http.MAX_LEGACY_STREAMS_PER_PRINCIPAL)
+        ]
         busy = side.call_result(alices[0], "alice")
         self.assertTrue(busy["isError"])
         self.assertEqual(texts(busy), legacy_http.PRINCIPAL_STREAMS_BUSY)
@@ -675,14 +765,18 @@ class AbandonedFormTests(unittest.TestCase):
         session_id = side.initialize()
         stream, form = side.open_form(session_id)
         withdrawn = event(next(stream))
-        self.assertEqual((withdrawn["method"], withdrawn["params"]["requestId"]), ("notifications/cancelled", form["id"]))
+        self.assertEqual(
+            (withdrawn["method"], withdrawn["params"]["requestId"]), ("notifications/cancelled", form["id"])
+        )
         result = event(next(stream))["result"]
         self.assertTrue(result["isError"])
         self.assertIn("form was not answered", texts(result))
         self.assertEqual(list(stream), [])  # the stream ends
         self.assertEqual(side.live(session_id).pending(), 0)
         self.assertEqual(side.route({"jsonrpc": "2.0", "id": form["id"], "result": accepted()}, session_id).status, 202)
-        self.assertEqual(len(support.note_ids(side.server)), len(main.lesson_notes()))  # the late answer consumed nothing
+        self.assertEqual(
+            len(support.note_ids(side.server)), len(main.lesson_notes())
+        )  # the late answer consumed nothing
 
     def test_a_client_gone_mid_form_ends_the_stream_unanswered_and_frees_everything(self) -> None:
         side = InProcess(self)
@@ -729,17 +823,30 @@ class RoutingTests(unittest.TestCase):
 
     def test_a_failed_initialize_creates_no_session(self) -> None:
         side = InProcess(self)
-        response = side.route({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25"}})
+        response = side.route(
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25"}}
+        )
         self.assertEqual(json.loads(response.body)["error"]["code"], main.INVALID_PARAMS)
         self.assertNotIn("Mcp-Session-Id", dict(response.headers))
         self.assertEqual(side.sessions.session_count(), 0)
 
     def test_roots_are_asked_on_the_stream_of_a_failing_call_and_only_suggest(self) -> None:
         side = InProcess(self)
-        params = {"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}, "roots": {}}, "clientInfo": {"name": "t", "version": "1"}}
-        session_id = dict(side.route({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}).headers)["Mcp-Session-Id"]
+        params = {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"elicitation": {}, "roots": {}},
+            "clientInfo": {"name": "t", "version": "1"},
+        }
+        session_id = dict(side.route({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}).headers)[
+            "Mcp-Session-Id"
+        ]
         side.route({"jsonrpc": "2.0", "method": "notifications/initialized"}, session_id)
-        evil = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": main.TOOL_NAME, "arguments": tps(workspace=support.WORKSPACE + "-evil")}}
+        evil = {
+            "jsonrpc": "2.0",
+            "id": 9,
+            "method": "tools/call",
+            "params": {"name": main.TOOL_NAME, "arguments": tps(workspace=support.WORKSPACE + "-evil")},
+        }
         stream = side.route(evil, session_id).stream
         self.addCleanup(stream.close)
         asked = event(next(stream))
@@ -767,7 +874,12 @@ class FixtureStreamTests(unittest.TestCase):
 
     def open(self, name: str, arguments: dict[str, Any], **meta: Any) -> Any:
         """A tools/call that must become a stream: the stream."""
-        message = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": name, "arguments": arguments, "_meta": meta}}
+        message = {
+            "jsonrpc": "2.0",
+            "id": 9,
+            "method": "tools/call",
+            "params": {"name": name, "arguments": arguments, "_meta": meta},
+        }
         response = self.app.route(message, self.session_id)
         self.assertIsInstance(response, http_server.StreamResponse)
         self.addCleanup(response.stream.close)
@@ -781,7 +893,12 @@ class FixtureStreamTests(unittest.TestCase):
         self.assertNotIn("resultType", events[3]["result"])
 
     def test_a_call_without_notifications_is_still_plain_json(self) -> None:
-        message = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "test_tool_with_progress", "arguments": {}}}
+        message = {
+            "jsonrpc": "2.0",
+            "id": 9,
+            "method": "tools/call",
+            "params": {"name": "test_tool_with_progress", "arguments": {}},
+        }
         response = self.app.route(message, self.session_id)
         self.assertIsInstance(response, http_server.Response)
         self.assertEqual(json.loads(response.body)["result"]["content"][0]["text"], "Progress complete.")
@@ -791,7 +908,9 @@ class FixtureStreamTests(unittest.TestCase):
         asked = event(next(stream))
         self.assertEqual((asked["method"], asked["params"]["maxTokens"]), ("sampling/createMessage", 100))
         answer = {"role": "assistant", "content": {"type": "text", "text": "Hi"}, "model": "m", "stopReason": "endTurn"}
-        self.assertEqual(self.app.route({"jsonrpc": "2.0", "id": asked["id"], "result": answer}, self.session_id).status, 202)
+        self.assertEqual(
+            self.app.route({"jsonrpc": "2.0", "id": asked["id"], "result": answer}, self.session_id).status, 202
+        )
         final = event(next(stream))
         self.assertEqual(final["result"]["content"][0]["text"], "LLM response: Hi")
         self.assertEqual(list(stream), [])
@@ -801,8 +920,19 @@ class FixtureStreamTests(unittest.TestCase):
         for method, params, expected in (
             ("logging/setLevel", {"level": "info"}, {}),
             ("resources/subscribe", {"uri": "test://watched-resource"}, {}),
-            ("prompts/get", {"name": "test_simple_prompt"}, {"description": "A prompt without arguments.", "messages": [{"role": "user", "content": {"type": "text", "text": "This is a simple prompt for testing."}}]}),
+            (
+                "prompts/get",
+                {"name": "test_simple_prompt"},
+                {
+                    "description": "A prompt without arguments.",
+                    "messages": [
+                        {"role": "user", "content": {"type": "text", "text": "This is a simple prompt for testing."}}
+                    ],
+                },
+            ),
         ):
             with self.subTest(method=method):
-                response = self.app.route({"jsonrpc": "2.0", "id": 3, "method": method, "params": params}, self.session_id)
+                response = self.app.route(
+                    {"jsonrpc": "2.0", "id": 3, "method": method, "params": params}, self.session_id
+                )
                 self.assertEqual((response.status, json.loads(response.body)["result"]), (200, expected))

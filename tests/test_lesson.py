@@ -38,15 +38,27 @@ def first_state(server: main.Server, arguments: dict | None = None) -> str:
 
 class Containment(unittest.TestCase):
     def test_every_ambiguous_spelling_is_refused_and_a_look_alike_folder_is_outside(self) -> None:
-        for uri in (f"{WORKSPACE}/%2e%2e/private.md", f"{WORKSPACE}/../private.md", f"{WORKSPACE}/%252e%252e/x",
-                    f"{WORKSPACE}\\..\\x", f"{WORKSPACE}/a%00b", "file://evil.example/Users/alice", "http://x/y",
-                    f"{WORKSPACE}?q", f"{WORKSPACE}#f", "file://", "x" * (main.MAX_URI_LENGTH + 1)):
+        for uri in (
+            f"{WORKSPACE}/%2e%2e/private.md",
+            f"{WORKSPACE}/../private.md",
+            f"{WORKSPACE}/%252e%252e/x",
+            f"{WORKSPACE}\\..\\x",
+            f"{WORKSPACE}/a%00b",
+            "file://evil.example/Users/alice",
+            "http://x/y",
+            f"{WORKSPACE}?q",
+            f"{WORKSPACE}#f",
+            "file://",
+            "x" * (main.MAX_URI_LENGTH + 1),
+        ):
             with self.subTest(uri=uri):
                 with self.assertRaises(main.ScopeError):
                     main.parse_file_uri(uri)
         evil = main.parse_file_uri("file:///Users/alice/Documents/Notes-evil/secret.md")
         self.assertFalse(main.is_within(evil, main.parse_file_uri(WORKSPACE)))
-        self.assertEqual(main.format_file_uri(main.parse_file_uri("file://localhost/Users/alice/Documents/./Notes/")), WORKSPACE)
+        self.assertEqual(
+            main.format_file_uri(main.parse_file_uri("file://localhost/Users/alice/Documents/./Notes/")), WORKSPACE
+        )
 
     def test_a_workspace_not_granted_is_an_error_result_naming_only_the_callers_own(self) -> None:
         server = make_lesson_server()
@@ -62,14 +74,24 @@ class SignedState(unittest.TestCase):
         signer = main.StateSigner(KEY)
         token = signer.sign({"sub": PRINCIPAL})
         self.assertEqual(signer.verify(token), {"sub": PRINCIPAL})
-        for forged in (main.StateSigner(OTHER_KEY).sign({"sub": PRINCIPAL}), token[:-2] + "AA", token + ".", "v2" + token[2:]):
+        for forged in (
+            main.StateSigner(OTHER_KEY).sign({"sub": PRINCIPAL}),
+            token[:-2] + "AA",
+            token + ".",
+            "v2" + token[2:],
+        ):
             with self.subTest(forged=forged[:20]):
                 with self.assertRaises(main.StateError):
                     signer.verify(forged)
 
     def test_a_key_shorter_than_the_minimum_or_a_ttl_out_of_range_is_refused(self) -> None:
         main.StateSigner(b"k" * main.MIN_KEY_BYTES)
-        for key, ttl in ((b"k" * (main.MIN_KEY_BYTES - 1), 300.0), (KEY, 0), (KEY, float("nan")), (KEY, main.MAX_STATE_TTL_SECONDS + 1)):
+        for key, ttl in (
+            (b"k" * (main.MIN_KEY_BYTES - 1), 300.0),
+            (KEY, 0),
+            (KEY, float("nan")),
+            (KEY, main.MAX_STATE_TTL_SECONDS + 1),
+        ):
             with self.subTest(key=len(key), ttl=ttl):
                 with self.assertRaises(ValueError):
                     main.StateSigner(key, ttl)
@@ -128,10 +150,11 @@ class ReplayStore(unittest.TestCase):
             replay.settle(notes, PRINCIPAL, "n", clock.now + 10, (note.id, note.version), broken)
         self.assertFalse(replay.is_consumed("n"))
         self.assertIsNotNone(notes.get("note-14"))
-        self.assertIs(replay.settle(notes, PRINCIPAL, "n", clock.now + 10, (note.id, note.version), lambda live: True),
-                      main.Settlement.DELETED)
+        self.assertIs(
+            replay.settle(notes, PRINCIPAL, "n", clock.now + 10, (note.id, note.version), lambda live: True),
+            main.Settlement.DELETED,
+        )
         self.assertIsNone(notes.get("note-14"))
-
 
     def test_no_edit_can_land_between_the_atomic_steps_re_read_and_its_delete(self) -> None:
         clock = Clock()
@@ -152,7 +175,10 @@ class ReplayStore(unittest.TestCase):
             probe.join()
             return True
 
-        self.assertIs(replay.settle(notes, PRINCIPAL, "n", clock.now + 10, (note.id, note.version), recheck), main.Settlement.DELETED)
+        self.assertIs(
+            replay.settle(notes, PRINCIPAL, "n", clock.now + 10, (note.id, note.version), recheck),
+            main.Settlement.DELETED,
+        )
         self.assertEqual(writer_could_enter, [False])
         edited = main.Note("note-7", "TPS report 2024 (edited)", f"{WORKSPACE}/tps-2024.md", 1)
         editor = threading.Thread(target=notes.put, args=(edited,))  # once the step is over, writers go on
@@ -178,7 +204,9 @@ class Flow(unittest.TestCase):
             with self.subTest(title=repr(title)):
                 response = answered(server, call(tps(title=title)), PRINCIPAL)
                 self.assertEqual(response["error"]["code"], main.INVALID_PARAMS)
-        self.assertEqual(answered(server, call(tps(title="TPS\u00e9")), PRINCIPAL)["result"]["isError"], True)  # no match, no refusal
+        self.assertEqual(
+            answered(server, call(tps(title="TPS\u00e9")), PRINCIPAL)["result"]["isError"], True
+        )  # no match, no refusal
 
     def test_a_workspace_uri_holding_a_nul_or_a_lone_surrogate_is_invalid_params_and_reaches_no_store(self) -> None:
         server = make_lesson_server()
@@ -192,7 +220,9 @@ class Flow(unittest.TestCase):
         self.assertEqual(note_ids(server), ALL)
 
     def test_the_form_says_what_deleting_does_in_this_store(self) -> None:
-        params = answered(make_lesson_server(), call(tps()), PRINCIPAL)["result"]["inputRequests"][main.INPUT_KEY]["params"]
+        params = answered(make_lesson_server(), call(tps()), PRINCIPAL)["result"]["inputRequests"][main.INPUT_KEY][
+            "params"
+        ]
         self.assertIn(main.MemoryNotesStore.deletion, params["message"])
 
     def test_the_form_shows_the_person_the_folder_decoded_and_hidden_characters_spelled(self) -> None:
@@ -208,21 +238,29 @@ class Frame(unittest.TestCase):
         server = make_lesson_server(log=log)
         server.services.notes.candidates = lambda workspace, title: 1 / 0  # type: ignore[method-assign, assignment, return-value]  # fails on purpose
         response = server.handle(call(tps()), PRINCIPAL)
-        self.assertEqual(response, {"jsonrpc": "2.0", "id": 1, "error": {"code": main.INTERNAL_ERROR, "message": "Internal error"}})
+        self.assertEqual(
+            response, {"jsonrpc": "2.0", "id": 1, "error": {"code": main.INTERNAL_ERROR, "message": "Internal error"}}
+        )
         self.assertTrue(any("ZeroDivisionError" in line for line in log))
 
     def test_a_malformed_envelope_is_32600_and_an_unknown_method_32601(self) -> None:
         server = make_lesson_server()
         message: Any  # values of several types, on purpose
-        for message in ([], {"jsonrpc": "1.0", "id": 1, "method": "x"}, {"jsonrpc": "2.0", "id": True, "method": "x"},
-                        {"jsonrpc": "2.0", "id": 1, "method": 5}):
+        for message in (
+            [],
+            {"jsonrpc": "1.0", "id": 1, "method": "x"},
+            {"jsonrpc": "2.0", "id": True, "method": "x"},
+            {"jsonrpc": "2.0", "id": 1, "method": 5},
+        ):
             with self.subTest(message=message):
                 self.assertEqual(answered(server, message, PRINCIPAL)["error"]["code"], main.INVALID_REQUEST)
         self.assertEqual(answered(server, request("initialize"), PRINCIPAL)["error"]["code"], main.METHOD_NOT_FOUND)
 
     def test_the_lesson_server_reports_the_tools_capability_and_its_one_tool(self) -> None:
         server = make_lesson_server()
-        self.assertEqual(answered(server, request("server/discover"), PRINCIPAL)["result"]["capabilities"], {"tools": {}})
+        self.assertEqual(
+            answered(server, request("server/discover"), PRINCIPAL)["result"]["capabilities"], {"tools": {}}
+        )
         tools = answered(server, request("tools/list"), PRINCIPAL)["result"]["tools"]
         self.assertEqual([tool["name"] for tool in tools], [main.TOOL_NAME])
 

@@ -56,8 +56,14 @@ class Demo(unittest.TestCase):
         self.assertLessEqual(len(lines), MAX_DEMO_LINES)
         self.assertGreater(len(lines), MAX_DEMO_LINES // 2)  # the bound holds the demo, not an empty one
         out = done.stdout
-        for expected in ('"method": "server/discover"', '"method": "tools/list"', '"resultType": "input_required"',
-                         '"id": 2,', '"structuredContent": {"deleted": true, "noteId": "note-14"}', "Notes left"):
+        for expected in (
+            '"method": "server/discover"',
+            '"method": "tools/list"',
+            '"resultType": "input_required"',
+            '"id": 2,',
+            '"structuredContent": {"deleted": true, "noteId": "note-14"}',
+            "Notes left",
+        ):
             self.assertIn(expected, out)
         left = out.split("Notes left", 1)[1]
         self.assertNotIn("note-14", left)
@@ -72,7 +78,9 @@ class Demo(unittest.TestCase):
         self.assertTrue(any('"method": "tools/list"' in line for line in lines[:first]))  # discovery came first
 
     def test_the_demo_piped_into_a_reader_that_stops_early_ends_quietly_with_status_0(self) -> None:
-        with subprocess.Popen([sys.executable, os.path.join(CODE, "main.py")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT) as demo:
+        with subprocess.Popen(
+            [sys.executable, os.path.join(CODE, "main.py")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT
+        ) as demo:
             assert demo.stdout is not None and demo.stderr is not None
             # A one-page pipe: the demo (over 4 KB) cannot all be written before the
             # reader goes, so the demo is still writing when it does.
@@ -94,13 +102,25 @@ class Demo(unittest.TestCase):
         self.assertRegex(out, r'"requestState": "v1\.[0-9a-f]{8}\.…\(\d+ chars, signed\)"')
         self.assertIsNone(re.search(r"v1\.[0-9a-f]{8}\.[A-Za-z0-9_-]{40,}", out))
 
-    def test_the_demo_shows_discover_the_form_the_accept_the_refused_replay_on_a_second_instance_and_a_decline(self) -> None:
+    def test_the_demo_shows_discover_the_form_the_accept_the_refused_replay_on_a_second_instance_and_a_decline(
+        self,
+    ) -> None:
         out = run_demo().stdout
         steps = re.split(r"^## ", out, flags=re.MULTILINE)[1:]
         titles = [step.splitlines()[0] for step in steps]
-        self.assertEqual([title.split(":")[0].split(",")[0].split(" (")[0] for title in titles],
-                         ["1. server/discover", "2. tools/list", "3. tools/call", "The user sees the form",
-                          "4. tools/call", "5. tools/call", "6. tools/call", "Notes left"])
+        self.assertEqual(
+            [title.split(":")[0].split(",")[0].split(" (")[0] for title in titles],
+            [
+                "1. server/discover",
+                "2. tools/list",
+                "3. tools/call",
+                "The user sees the form",
+                "4. tools/call",
+                "5. tools/call",
+                "6. tools/call",
+                "Notes left",
+            ],
+        )
         discover, listed, form, shown, accept, replay, decline, _ = steps
         self.assertIn('"supportedVersions": ["2026-07-28"]', discover)
         self.assertIn('"mode": "form"', form)
@@ -123,7 +143,9 @@ class Demo(unittest.TestCase):
         for omitted in ("outputSchema", "annotations", "description"):
             with self.subTest(omitted=omitted):
                 self.assertNotIn(f'"{omitted}"', listed)
-                self.assertIn(omitted, listed.splitlines()[-2] + listed.splitlines()[-1])  # named on the "left out" line
+                self.assertIn(
+                    omitted, listed.splitlines()[-2] + listed.splitlines()[-1]
+                )  # named on the "left out" line
         self.assertIn("left out here", listed)
 
     def test_each_demo_step_names_the_sections_of_main_py_that_produce_it(self) -> None:
@@ -143,11 +165,15 @@ class Demo(unittest.TestCase):
         self.assertEqual(lines[0], '{"a": {"b": [1, 2]},')  # the envelope's first member shares its brace's line
         self.assertEqual(len(lines[1]), 50)
         self.assertTrue(lines[1].endswith('x…",'))
-        self.assertEqual(lines[2], '  "state": "v1.0123abcd.…(312 chars, signed)"}')  # closing brackets end the last line
+        self.assertEqual(
+            lines[2], '  "state": "v1.0123abcd.…(312 chars, signed)"}'
+        )  # closing brackets end the last line
         self.assertEqual(main.wire_lines({"a": 1}, 40), ['{"a": 1}'])
         packed = main.wire_lines({"jsonrpc": "2.0", "id": 3, "result": {"x": "y" * 20, "n": 1, "m": 2}}, 40)
-        self.assertEqual(packed, ['{"jsonrpc": "2.0", "id": 3,', '  "result": {', '    "x": "' + "y" * 20 + '", "n": 1,',
-                                  '    "m": 2}}'])  # members that fit share a line; closers end the last
+        self.assertEqual(
+            packed,
+            ['{"jsonrpc": "2.0", "id": 3,', '  "result": {', '    "x": "' + "y" * 20 + '", "n": 1,', '    "m": 2}}'],
+        )  # members that fit share a line; closers end the last
         self.assertTrue(all(len(line) <= 40 for line in packed) and all(len(line) <= 50 for line in lines))
 
 
@@ -170,8 +196,9 @@ class Demo(unittest.TestCase):
 # Attributes that builtin values carry (dict.get, list.append, str.split, ...): an attribute
 # whose receiver's type is unknown resolves to a member of this file only when no builtin
 # value could answer it.
-BUILTIN_ATTRIBUTES = {name for kind in (dict, list, str, tuple, set, bytes, int, float, object, BaseException, type)
-                      for name in dir(kind)}
+BUILTIN_ATTRIBUTES = {
+    name for kind in (dict, list, str, tuple, set, bytes, int, float, object, BaseException, type) for name in dir(kind)
+}
 
 
 def bound_at_top_level(node: ast.stmt) -> set[str]:
@@ -212,8 +239,14 @@ def annotation_class(annotation: ast.expr | None, classes: dict[str, ClassInfo])
 class Reader(ast.NodeVisitor):
     """Walks one top-level statement as a reader meets it, noting each use that reaches below itself."""
 
-    def __init__(self, defined: dict[str, int], classes: dict[str, ClassInfo], returns: dict[str, str | None],
-                 modules: set[str], found: list[str]) -> None:
+    def __init__(
+        self,
+        defined: dict[str, int],
+        classes: dict[str, ClassInfo],
+        returns: dict[str, str | None],
+        modules: set[str],
+        found: list[str],
+    ) -> None:
         self.defined, self.classes, self.returns, self.modules, self.found = defined, classes, returns, modules, found
         self.scopes: list[dict[str, str | None]] = []  # local name -> the file's class it holds (or None)
         self.owner: list[str] = []  # the class whose methods are being read (for `self`)
@@ -332,7 +365,12 @@ class Reader(ast.NodeVisitor):
 
     def function(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> None:
         arguments = node.args
-        every = arguments.posonlyargs + arguments.args + arguments.kwonlyargs + [a for a in (arguments.vararg, arguments.kwarg) if a]
+        every = (
+            arguments.posonlyargs
+            + arguments.args
+            + arguments.kwonlyargs
+            + [a for a in (arguments.vararg, arguments.kwarg) if a]
+        )
         for default in arguments.defaults + [d for d in arguments.kw_defaults if d is not None]:
             self.visit(default)
         if not isinstance(node, ast.Lambda):
@@ -341,9 +379,16 @@ class Reader(ast.NodeVisitor):
             for argument in every:
                 self.annotation(argument.annotation)
             self.annotation(node.returns)
-        scope: dict[str, str | None] = {a.arg: annotation_class(getattr(a, "annotation", None), self.classes) for a in every}
-        if every and self.owner and not isinstance(node, ast.Lambda) and every[0].arg in ("self", "cls") \
-                and not any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in node.decorator_list):
+        scope: dict[str, str | None] = {
+            a.arg: annotation_class(getattr(a, "annotation", None), self.classes) for a in every
+        }
+        if (
+            every
+            and self.owner
+            and not isinstance(node, ast.Lambda)
+            and every[0].arg in ("self", "cls")
+            and not any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in node.decorator_list)
+        ):
             scope[every[0].arg] = self.owner[-1]
         body = node.body if isinstance(node.body, list) else [node.body]
         # Names the body binds are its own (unknown type until assigned).
@@ -361,7 +406,9 @@ class Reader(ast.NodeVisitor):
     visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = function
 
     def comprehension(self, node: ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp) -> None:
-        scope: dict[str, str | None] = {n.id: None for gen in node.generators for n in ast.walk(gen.target) if isinstance(n, ast.Name)}
+        scope: dict[str, str | None] = {
+            n.id: None for gen in node.generators for n in ast.walk(gen.target) if isinstance(n, ast.Name)
+        }
         self.scopes.append(scope)
         self.generic_visit(node)
         self.scopes.pop()
@@ -400,18 +447,28 @@ def classes_of(tree: ast.Module) -> dict[str, ClassInfo]:
                 elif isinstance(statement, ast.Assign):
                     for target in statement.targets:
                         if isinstance(target, ast.Tuple) and isinstance(statement.value, ast.Tuple):
-                            pairs += [(t, None, v) for t, v in zip(target.elts, statement.value.elts, strict=False)]  # a starred target takes several
+                            pairs += [
+                                (t, None, v) for t, v in zip(target.elts, statement.value.elts, strict=False)
+                            ]  # a starred target takes several
                         elif isinstance(target, ast.Tuple):
                             pairs += [(t, None, None) for t in target.elts]
                         else:
                             pairs.append((target, None, statement.value))
                 for target, annotation, value in pairs:
-                    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+                    if (
+                        isinstance(target, ast.Attribute)
+                        and isinstance(target.value, ast.Name)
+                        and target.value.id == "self"
+                    ):
                         line = statement.lineno if isinstance(statement, ast.stmt) else target.lineno  # an assignment's
                         info.members.setdefault(target.attr, line)
                         if annotation is None and isinstance(value, ast.Name):
                             annotation = params.get(value.id)
-                        if annotation is None and isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name):
+                        if (
+                            annotation is None
+                            and isinstance(value, ast.Attribute)
+                            and isinstance(value.value, ast.Name)
+                        ):
                             owner = annotation_class(params.get(value.value.id), classes)
                             if owner is not None:
                                 annotation = classes[owner].types.get(value.attr)
@@ -426,10 +483,18 @@ def downward_uses(source: str) -> list[str]:
     for node in tree.body:
         for name in bound_at_top_level(node):
             defined.setdefault(name, node.lineno)
-    modules = {name for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom)) for name in bound_at_top_level(node)}
+    modules = {
+        name
+        for node in tree.body
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for name in bound_at_top_level(node)
+    }
     classes = classes_of(tree)
-    returns = {node.name: annotation_class(node.returns, classes) for node in tree.body
-               if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    returns = {
+        node.name: annotation_class(node.returns, classes)
+        for node in tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
     found: list[str] = []
     for node in tree.body:
         Reader(defined, classes, returns, modules, found).visit(node)
@@ -444,7 +509,10 @@ def main_source() -> str:
 
 def section_starts(source: str) -> dict[int, int]:
     """Section number -> the line of its banner."""
-    return {int(m.group(1)): source[: m.start()].count("\n") + 1 for m in re.finditer(r"^# =+ (\d+)\. ", source, re.MULTILINE)}
+    return {
+        int(m.group(1)): source[: m.start()].count("\n") + 1
+        for m in re.finditer(r"^# =+ (\d+)\. ", source, re.MULTILINE)
+    }
 
 
 class ReadingOrder(unittest.TestCase):
@@ -454,17 +522,17 @@ class ReadingOrder(unittest.TestCase):
     def test_the_finder_sees_names_annotations_forward_strings_and_members_reached_through_attributes(self) -> None:
         source = (
             "import json\n"
-            "def f(x: Later, store: Store) -> Later:\n"       # 2: Later (annotation) ahead
-            "    y: Later = x\n"                              # 3: Later (annotation) ahead
+            "def f(x: Later, store: Store) -> Later:\n"  # 2: Later (annotation) ahead
+            "    y: Later = x\n"  # 3: Later (annotation) ahead
             "    g = lambda later: later\n"
-            "    store.find(json.dumps(y))\n"                 # 5: Store.find, defined at 15, ahead
+            "    store.find(json.dumps(y))\n"  # 5: Store.find, defined at 15, ahead
             "    return Later(y), g, [c for c in ()], {}.get(1)\n"  # 6: Later ahead; dict.get is not this file's
-            "Alias = dict[str, 'Later']\n"                    # 7: a forward string in a subscript
+            "Alias = dict[str, 'Later']\n"  # 7: a forward string in a subscript
             "class Later:\n"
             "    def use(self) -> None:\n"
-            "        self.helper()\n"                         # 10: Later.helper, defined at 11, ahead
-            "    def helper(self) -> Later:\n"                # 11: its own class, above: fine
-            "        return self.unique_member\n"             # 12: unique_member ahead (set in a later method)
+            "        self.helper()\n"  # 10: Later.helper, defined at 11, ahead
+            "    def helper(self) -> Later:\n"  # 11: its own class, above: fine
+            "        return self.unique_member\n"  # 12: unique_member ahead (set in a later method)
             "    def later(self) -> None:\n"
             "        self.unique_member = 1\n"
             "class Store:\n"
@@ -472,9 +540,24 @@ class ReadingOrder(unittest.TestCase):
             "        pass\n"
         )
         found = [entry.split(" (")[0] for entry in downward_uses(source)]
-        self.assertEqual(found, ["line 2: Later", "line 2: Store", "line 2: Later", "line 3: Later", "line 5: .find",
-                                 "line 6: Later", "line 7: Later", "line 10: .helper", "line 12: .unique_member"])
-        self.assertEqual(downward_uses("class A:\n    def m(self) -> A:\n        return A()\ndef f(x: A) -> A:\n    return x.m()\n"), [])
+        self.assertEqual(
+            found,
+            [
+                "line 2: Later",
+                "line 2: Store",
+                "line 2: Later",
+                "line 3: Later",
+                "line 5: .find",
+                "line 6: Later",
+                "line 7: Later",
+                "line 10: .helper",
+                "line 12: .unique_member",
+            ],
+        )
+        self.assertEqual(
+            downward_uses("class A:\n    def m(self) -> A:\n        return A()\ndef f(x: A) -> A:\n    return x.m()\n"),
+            [],
+        )
 
     def test_the_two_call_flow_is_one_class_right_after_the_machinery_it_calls(self) -> None:
         source = main_source()
@@ -483,14 +566,32 @@ class ReadingOrder(unittest.TestCase):
         starts = section_starts(source)
         self.assertTrue(starts[10] < tool.lineno < starts[11])  # the flow's own section
         machinery = {node.name: node.lineno for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
-        for name, section in (("StateSigner", 7), ("new_state", 8), ("verify_state", 8), ("MemoryReplayStore", 8), ("consume", 9)):
+        for name, section in (
+            ("StateSigner", 7),
+            ("new_state", 8),
+            ("verify_state", 8),
+            ("MemoryReplayStore", 8),
+            ("consume", 9),
+        ):
             with self.subTest(name=name):
                 self.assertTrue(starts[section] < machinery[name] < starts[section + 1])
         methods = [node.name for node in tool.body if isinstance(node, ast.FunctionDef)]
         self.assertEqual(methods, ["__init__", "ask", "delete", "call"])  # each step above the method that calls it
         called = {ast.unparse(node.func) for node in ast.walk(tool) if isinstance(node, ast.Call)}
-        for step in ("read_scope_args", "require_form_elicitation", "authorize", "lookup", "delete_form", "new_state",
-                     "self.services.signer.sign", "input_required", "verify_state", "read_answer", "chosen", "consume"):
+        for step in (
+            "read_scope_args",
+            "require_form_elicitation",
+            "authorize",
+            "lookup",
+            "delete_form",
+            "new_state",
+            "self.services.signer.sign",
+            "input_required",
+            "verify_state",
+            "read_answer",
+            "chosen",
+            "consume",
+        ):
             self.assertIn(step, called)
 
     def test_the_first_input_required_result_is_built_in_the_flow_after_signing_and_the_replay_store(self) -> None:
@@ -500,19 +601,25 @@ class ReadingOrder(unittest.TestCase):
         starts = section_starts(source)
         self.assertTrue(starts[10] < first < starts[11])
         for defined in ("def new_state(", "def verify_state(", "class MemoryReplayStore", "def consume("):
-            self.assertLess(next(k for k, line in enumerate(lines, start=1) if line.startswith(defined)), first, defined)
+            self.assertLess(
+                next(k for k, line in enumerate(lines, start=1) if line.startswith(defined)), first, defined
+            )
 
     def test_the_notes_store_is_defined_where_notes_are_first_needed_and_the_frames_helpers_before_server(self) -> None:
         tree = ast.parse(main_source())
         order = [name for node in tree.body for name in sorted(bound_at_top_level(node))]
         # lookup, the first code that reads notes from a store, comes right after the store it reads
         self.assertEqual(order[order.index("MemoryNotesStore") + 1], "lookup")
-        self.assertLess(order.index("inside_workspace"), order.index("MemoryNotesStore"))  # the store's containment check
+        self.assertLess(
+            order.index("inside_workspace"), order.index("MemoryNotesStore")
+        )  # the store's containment check
         for helper in ("Envelope", "read_id", "parse_envelope", "error_response"):
             self.assertLess(order.index(helper), order.index("Server"), helper)
         # The one dispatch table, entered by each handler's section below Server.
-        self.assertEqual(main.Server.METHODS, {"server/discover": main.discover, "tools/list": main.list_tools,
-                                               "tools/call": main.call_tool})
+        self.assertEqual(
+            main.Server.METHODS,
+            {"server/discover": main.discover, "tools/list": main.list_tools, "tools/call": main.call_tool},
+        )
         self.assertEqual(main.lesson_server(bytes(32)).methods, main.Server.METHODS)
 
     def test_the_errors_and_their_codes_come_before_the_first_section(self) -> None:
@@ -552,7 +659,9 @@ class FileShape(unittest.TestCase):
         server = make_server()
         server.services.notes.candidates = lambda workspace, title: 1 / 0  # type: ignore[method-assign, assignment, return-value]  # fails on purpose
         response = server.handle(call(tps()), PRINCIPAL)
-        self.assertEqual(response, {"jsonrpc": "2.0", "id": 1, "error": {"code": main.INTERNAL_ERROR, "message": "Internal error"}})
+        self.assertEqual(
+            response, {"jsonrpc": "2.0", "id": 1, "error": {"code": main.INTERNAL_ERROR, "message": "Internal error"}}
+        )
         self.assertTrue(any("ZeroDivisionError" in line for line in logged(server)))
 
 
@@ -575,11 +684,19 @@ def discovered(cwd: str, start: str) -> list[str]:
 class LessonCommands(unittest.TestCase):
     """The commands the lesson types work as typed."""
 
-    def test_the_lessons_cd_code_command_runs_the_checkpoints_in_order_and_main_pys_own_tests_with_only_python_on_path(self) -> None:
+    def test_the_lessons_cd_code_command_runs_the_checkpoints_in_order_and_main_pys_own_tests_with_only_python_on_path(
+        self,
+    ) -> None:
         # Only the interpreter's own folder on PATH: no Chromium, PostgreSQL or anything else.
         env = {"PATH": os.path.dirname(sys.executable), "HOME": os.environ.get("HOME", "/"), "LANG": "C.UTF-8"}
-        done = subprocess.run([sys.executable, "-m", "unittest", "discover", "tests", "-v"],
-                              capture_output=True, text=True, timeout=120, cwd=CODE, env=env)
+        done = subprocess.run(
+            [sys.executable, "-m", "unittest", "discover", "tests", "-v"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=CODE,
+            env=env,
+        )
         self.assertEqual(done.returncode, 0, done.stderr[-2000:])
         ran = re.findall(r"^(\w+) \((\w+)\.\w+\.\w+\) \.\.\. ok$", done.stderr, re.MULTILINE)
         modules = [module for _, module in ran]
@@ -616,7 +733,11 @@ class ProductUsesTheLesson(unittest.TestCase):
         folders = dict(lesson, db=os.path.join(folder, "nonces.db"))
         folders.pop("notes")
         folders["principals"] = {"alice": {"token": None, "workspaces": [], "notesDirs": [notes_dir]}}
-        for name, config in (("memory", lesson), ("sqlite", dict(lesson, db=os.path.join(folder, "notes.db"))), ("folders", folders)):
+        for name, config in (
+            ("memory", lesson),
+            ("sqlite", dict(lesson, db=os.path.join(folder, "notes.db"))),
+            ("folders", folders),
+        ):
             with self.subTest(store=name):
                 server = assemble.build_server(config, [bytes(range(32))])
                 self.addCleanup(assemble.close_store, server.notes)
@@ -632,7 +753,15 @@ class ProductUsesTheLesson(unittest.TestCase):
     def test_no_transport_or_product_module_runs_a_step_of_the_flow_itself(self) -> None:
         # stdio, Streamable HTTP and the 2025-11-25 adapters only route a tools/call to
         # server.handle; the steps of the flow exist once, in main.py.
-        for name in ("stdio_transport.py", "streamable_http.py", "legacy.py", "legacy_http.py", "frame.py", "assemble.py", "serve.py"):
+        for name in (
+            "stdio_transport.py",
+            "streamable_http.py",
+            "legacy.py",
+            "legacy_http.py",
+            "frame.py",
+            "assemble.py",
+            "serve.py",
+        ):
             with open(os.path.join(CODE, name), encoding="utf-8") as handle:
                 source = handle.read()
             with self.subTest(module=name):
@@ -644,8 +773,22 @@ class ShippedSkill(unittest.TestCase):
     def test_the_skill_covers_scope_authorization_mrtr_branches_binding_and_its_refusals(self) -> None:
         with open(os.path.join(ROOT, "outputs", "skill-elicitation-form-designer.md"), encoding="utf-8") as handle:
             text = handle.read().lower()
-        for topic in ("workspaceuri", "authoriz", "containment", "input_required", "requeststate", "accept",
-                      "decline", "cancel", "nonce", "expiry", "roots", "sandbox", "url mode", "password"):
+        for topic in (
+            "workspaceuri",
+            "authoriz",
+            "containment",
+            "input_required",
+            "requeststate",
+            "accept",
+            "decline",
+            "cancel",
+            "nonce",
+            "expiry",
+            "roots",
+            "sandbox",
+            "url mode",
+            "password",
+        ):
             with self.subTest(topic=topic):
                 self.assertIn(topic, text)
 

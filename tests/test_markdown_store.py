@@ -34,12 +34,12 @@ SECRET = "# TPS report (outside)\nmust survive\n"
 STRESS_TRIES = 200  # raced deletions in the exchange stress test
 
 
-
 def ledger_db(store: MarkdownNotesStore) -> sqlite_store.SqliteDatabase:
     """The SQLite database the folder store's ledger writes through (its confirmation database)."""
     sql = store.nonces
     assert isinstance(sql, ledger.SqlLedger) and isinstance(sql.db, sqlite_store.SqliteDatabase)
     return sql.db
+
 
 class FolderCase(unittest.TestCase):
     """A temporary tree: base/ws is the notes folder, base/outside must never be touched."""
@@ -66,7 +66,12 @@ class FolderCase(unittest.TestCase):
             handle.write(text)
         return path
 
-    def store(self, roots: list[str] | None = None, deletion: str = audit.DELETION_TRASH, ops: folder_paths.FileOps = folder_paths.OS_OPS) -> MarkdownNotesStore:
+    def store(
+        self,
+        roots: list[str] | None = None,
+        deletion: str = audit.DELETION_TRASH,
+        ops: folder_paths.FileOps = folder_paths.OS_OPS,
+    ) -> MarkdownNotesStore:
         nonces = sqlite_store.open_ledger(os.path.join(self.base, "nonces.db"), clock=self.clock)
         self.addCleanup(nonces.close)
         store = MarkdownNotesStore(roots or [self.ws], nonces, retention=audit.Retention(deletion=deletion), ops=ops)
@@ -96,7 +101,9 @@ class FolderCase(unittest.TestCase):
         assert response is not None
         return response
 
-    def answer(self, server: frame.Server, first: dict[str, Any], responses: dict[str, Any], title: str = "TPS") -> dict[str, Any]:
+    def answer(
+        self, server: frame.Server, first: dict[str, Any], responses: dict[str, Any], title: str = "TPS"
+    ) -> dict[str, Any]:
         response = server.handle(
             call(
                 {"workspaceUri": self.uri(), "title": title},
@@ -197,7 +204,9 @@ class ListingTests(FolderCase):
     def test_heading_is_read_only_from_the_scan_prefix(self) -> None:
         line = "# Inside\n"
         self.write("inside.md", "x" * (folder_paths.TITLE_SCAN_BYTES - len(line) - 1) + "\n" + line)
-        self.write("beyond.md", "x" * (folder_paths.TITLE_SCAN_BYTES - len(line)) + "\n" + line)  # its newline falls one byte past the prefix
+        self.write(
+            "beyond.md", "x" * (folder_paths.TITLE_SCAN_BYTES - len(line)) + "\n" + line
+        )  # its newline falls one byte past the prefix
         self.assertEqual(self.listed(self.store()), {"inside.md": "Inside", "beyond.md": "beyond"})
 
     def test_code_fences_sub_headings_and_hashtags_are_not_titles(self) -> None:
@@ -311,11 +320,26 @@ class DeletionTests(FolderCase):
         store = self.store()
         before = self.tree()
         for i, ident in enumerate(
-            ["../outside/secret.md", "2025/../../outside/secret.md", "%2e%2e/outside/secret.md", "2025%2Ftps.md",
-             "2025//tps.md", "./tps-2024.md", "", "tps-2024.md\x00", "%FF.md", "tps-2024%2Emd", "2025/tp%73.md", "tps%2D2024.md"]
+            [
+                "../outside/secret.md",
+                "2025/../../outside/secret.md",
+                "%2e%2e/outside/secret.md",
+                "2025%2Ftps.md",
+                "2025//tps.md",
+                "./tps-2024.md",
+                "",
+                "tps-2024.md\x00",
+                "%FF.md",
+                "tps-2024%2Emd",
+                "2025/tp%73.md",
+                "tps%2D2024.md",
+            ]
         ):
             with self.subTest(ident=ident):
-                self.assertIs(store.consume(PRINCIPAL, f"n{i}", self.clock.now + 60, (ident, "v"), ALWAYS), main.Settlement.CHANGED)
+                self.assertIs(
+                    store.consume(PRINCIPAL, f"n{i}", self.clock.now + 60, (ident, "v"), ALWAYS),
+                    main.Settlement.CHANGED,
+                )
         self.assertEqual(self.tree(), before)
 
     def test_file_deleted_between_form_and_accept_is_an_error_and_consumes_the_confirmation(self) -> None:
@@ -363,7 +387,9 @@ class DeletionTests(FolderCase):
 
         ledger_db(store)._inside_transaction_hook = crash
         with self.assertRaises(KeyboardInterrupt):
-            store.consume(PRINCIPAL, "n1", self.clock.now + main.DEFAULT_STATE_TTL_SECONDS, (note.id, note.version), ALWAYS)
+            store.consume(
+                PRINCIPAL, "n1", self.clock.now + main.DEFAULT_STATE_TTL_SECONDS, (note.id, note.version), ALWAYS
+            )
         ledger_db(store)._inside_transaction_hook = None
 
     def between_claim_and_move(self, action: Callable[[], None]) -> MarkdownNotesStore:
@@ -413,7 +439,10 @@ class DeletionTests(FolderCase):
         self.assertEqual(self.tree(), before)
         self.assertEqual(self.trashed(), [])
         self.assertTrue(store.is_consumed("n1"))  # the confirmation stays used: a replay moves nothing
-        self.assertIs(self.store().consume(PRINCIPAL, "n1", self.clock.now + 60, ("2025/tps.md", "v"), ALWAYS), main.Settlement.USED)
+        self.assertIs(
+            self.store().consume(PRINCIPAL, "n1", self.clock.now + 60, ("2025/tps.md", "v"), ALWAYS),
+            main.Settlement.USED,
+        )
 
     def test_a_pending_entry_of_a_folder_replaced_since_start_up_stays_pending_and_its_listing_works(self) -> None:
         store = self.store()
@@ -422,7 +451,9 @@ class DeletionTests(FolderCase):
         os.symlink(self.outside, self.ws)  # the path now leads to a folder this store never opened
         self.clock.now += audit.PENDING_GRACE_SECONDS
         before = FolderIdentityTests.snapshot(self.outside)
-        self.assertEqual([e["outcome"] for e in store.audit_entries()], [audit.PENDING])  # not judged from another folder
+        self.assertEqual(
+            [e["outcome"] for e in store.audit_entries()], [audit.PENDING]
+        )  # not judged from another folder
         self.assertEqual(FolderIdentityTests.snapshot(self.outside), before)
 
     def test_a_crash_between_the_move_and_its_completion_is_deleted_after_restart(self) -> None:
@@ -433,7 +464,9 @@ class DeletionTests(FolderCase):
         (pending,) = store.nonces.audit_entries()
         self.assertEqual((pending["outcome"], [pending["trash"]]), (audit.PENDING, self.trashed()))
         (entry,) = self.store().audit_entries()  # at once: the file is in the trash
-        self.assertEqual((entry["id"], entry["outcome"], entry["note_id"]), (pending["id"], audit.DELETED, "2025/tps.md"))
+        self.assertEqual(
+            (entry["id"], entry["outcome"], entry["note_id"]), (pending["id"], audit.DELETED, "2025/tps.md")
+        )
         self.assertEqual(self.store().restore(entry["id"])["outcome"], audit.RESTORED)
         self.assertEqual(self.tree(), before)
 
@@ -458,7 +491,14 @@ class RequestNameTests(FolderCase):
     def test_dot_dot_percent_encoded_dot_dot_and_nul_in_the_workspace_uri_are_refused(self) -> None:
         server = self.server()
         before = self.tree()
-        for suffix in ("/../outside", "/%2e%2e/outside", "/%2E%2E/outside", "/sub%00", "/%252e%252e/outside", "\\..\\outside"):
+        for suffix in (
+            "/../outside",
+            "/%2e%2e/outside",
+            "/%2E%2E/outside",
+            "/sub%00",
+            "/%252e%252e/outside",
+            "\\..\\outside",
+        ):
             with self.subTest(suffix=suffix):
                 result = self.ask(server, "TPS", self.uri() + suffix)["result"]
                 self.assertTrue(result["isError"])
@@ -485,7 +525,9 @@ class RequestNameTests(FolderCase):
 
     def test_a_workspace_outside_every_notes_folder_lists_nothing(self) -> None:
         store = self.store()
-        self.assertEqual(store.candidates(main.parse_file_uri(main.format_file_uri(tuple(self.outside.split("/")[1:]))), ""), [])
+        self.assertEqual(
+            store.candidates(main.parse_file_uri(main.format_file_uri(tuple(self.outside.split("/")[1:]))), ""), []
+        )
 
 
 class ConstructionTests(FolderCase):
@@ -684,11 +726,15 @@ class WorkspaceProblemTests(FolderCase):
 
     def test_a_missing_workspace_says_it_does_not_exist_not_that_no_note_matches(self) -> None:
         self.write("tps.md", "# TPS report\n")
-        self.assertEqual(self.refusal(self.uri("absent")), folder_paths.WORKSPACE_MISSING.format(where=self.uri("absent")))
+        self.assertEqual(
+            self.refusal(self.uri("absent")), folder_paths.WORKSPACE_MISSING.format(where=self.uri("absent"))
+        )
 
     def test_a_workspace_that_is_a_file_says_it_is_a_file(self) -> None:
         self.write("plan.md", "# TPS plan\n")
-        self.assertEqual(self.refusal(self.uri("plan.md")), folder_paths.WORKSPACE_FILE.format(where=self.uri("plan.md")))
+        self.assertEqual(
+            self.refusal(self.uri("plan.md")), folder_paths.WORKSPACE_FILE.format(where=self.uri("plan.md"))
+        )
 
     def test_a_workspace_that_is_a_symbolic_link_says_it_is_not_followed_and_names_nothing_behind_it(self) -> None:
         os.symlink(self.outside, os.path.join(self.ws, "linked"))
@@ -704,11 +750,15 @@ class WorkspaceProblemTests(FolderCase):
             with self.subTest(below=below):
                 # A component above the workspace may lie above the caller's grant: which one
                 # failed, and how, is not said.
-                self.assertEqual(self.refusal(self.uri(*below)), folder_paths.WORKSPACE_PATH.format(where=self.uri(*below)))
+                self.assertEqual(
+                    self.refusal(self.uri(*below)), folder_paths.WORKSPACE_PATH.format(where=self.uri(*below))
+                )
 
     def test_a_hidden_workspace_says_it_is_not_served(self) -> None:
         self.write(".obsidian/tps.md", "# TPS hidden\n")
-        self.assertEqual(self.refusal(self.uri(".obsidian")), folder_paths.WORKSPACE_HIDDEN.format(where=self.uri(".obsidian")))
+        self.assertEqual(
+            self.refusal(self.uri(".obsidian")), folder_paths.WORKSPACE_HIDDEN.format(where=self.uri(".obsidian"))
+        )
 
     def test_an_existing_workspace_without_a_match_still_says_no_note_matches(self) -> None:
         os.makedirs(os.path.join(self.ws, "empty"))
@@ -797,7 +847,9 @@ class FolderIdentityTests(FolderCase):
     def test_a_swap_between_the_claim_and_the_move_moves_nothing_and_releases_the_claim(self) -> None:
         store = self.both()
         (note,) = store.candidates(self.alice_path(), "TPS")
-        ledger_db(store)._inside_transaction_hook = lambda stage: self.link_bob_at_alice() if stage == "committed" else None
+        ledger_db(store)._inside_transaction_hook = lambda stage: (
+            self.link_bob_at_alice() if stage == "committed" else None
+        )
         with self.assertRaises(stores.StoreRefused) as caught:
             store.consume(PRINCIPAL, "n1", self.clock.now + 60, (note.id, note.version), ALWAYS)
         ledger_db(store)._inside_transaction_hook = None
@@ -810,9 +862,15 @@ class FolderIdentityTests(FolderCase):
     def test_a_restore_into_a_swapped_folder_is_refused_and_its_trash_is_not_emptied(self) -> None:
         store = self.both()
         (note,) = store.candidates(self.alice_path(), "TPS")
-        self.assertIs(store.consume(PRINCIPAL, "n1", self.clock.now + 60, (note.id, note.version), ALWAYS), main.Settlement.DELETED)
+        self.assertIs(
+            store.consume(PRINCIPAL, "n1", self.clock.now + 60, (note.id, note.version), ALWAYS),
+            main.Settlement.DELETED,
+        )
         (entry,) = store.audit_entries()
-        self.write_at(os.path.join(self.bob, folder_trash.TRASH_DIR, "19700101T000000Z-0123456789ab-old.md"), "# bob's trashed note\n")
+        self.write_at(
+            os.path.join(self.bob, folder_trash.TRASH_DIR, "19700101T000000Z-0123456789ab-old.md"),
+            "# bob's trashed note\n",
+        )
         self.bob_before = self.snapshot(self.bob)
         self.link_bob_at_alice()
         with self.assertRaises(stores.StoreRefused) as caught:
@@ -820,7 +878,9 @@ class FolderIdentityTests(FolderCase):
         self.assert_replaced(caught, main.format_file_uri(self.alice_path()))
         self.clock.now += store.retention.trash_seconds + 1
         store.empty_trash()  # bob's own folder, emptied through bob's root, once
-        self.assertEqual(self.snapshot(self.bob), {k: v for k, v in self.bob_before.items() if not k.startswith(".trash/")})
+        self.assertEqual(
+            self.snapshot(self.bob), {k: v for k, v in self.bob_before.items() if not k.startswith(".trash/")}
+        )
         old = self.snapshot(self.alice + "-old")
         self.assertEqual(list(old.values()), ["# TPS alice\n"])  # alice's trashed note stays where it was
         self.assertEqual([e["outcome"] for e in store.audit_entries()], [audit.DELETED])
@@ -886,6 +946,7 @@ class ExchangeRaceTests(FolderCase):
         self.assertEqual(sum(outcomes.values()), STRESS_TRIES)
         self.assertEqual(outcomes[races.WRONG], 0, dict(outcomes))
 
+
 class NameAndSizeTests(FolderCase):
     def test_a_40_character_japanese_name_fits_the_id_bound_and_deletes_end_to_end(self) -> None:
         name = ("議事録" * 14)[:40] + ".md"
@@ -909,7 +970,10 @@ class NameAndSizeTests(FolderCase):
         self.assertIn(main.format_file_uri((nfd + ".md",))[len("file:///") :], listed)
         # In the form, each is shown with its id, as exact duplicates are.
         options = main.choice_options(self.store().candidates(main.parse_file_uri(self.uri()), "plan"))
-        self.assertEqual([option["title"] for option in options], [f"{listed[option['const']]} ({option['const']})" for option in options])
+        self.assertEqual(
+            [option["title"] for option in options],
+            [f"{listed[option['const']]} ({option['const']})" for option in options],
+        )
 
     def test_a_note_with_a_percent_encoded_id_is_deleted_by_that_id(self) -> None:
         nfd = unicodedata.normalize("NFD", "Café plan") + ".md"
@@ -917,14 +981,25 @@ class NameAndSizeTests(FolderCase):
         store = self.store()
         (note,) = store.candidates(main.parse_file_uri(self.uri()), "plan")
         self.assertIn("%", note.id)
-        self.assertIs(store.consume(PRINCIPAL, "n1", self.clock.now + 60, (note.id, note.version), ALWAYS), main.Settlement.DELETED)
+        self.assertIs(
+            store.consume(PRINCIPAL, "n1", self.clock.now + 60, (note.id, note.version), ALWAYS),
+            main.Settlement.DELETED,
+        )
         self.assertFalse(os.path.exists(path))
 
     def test_id_path_accepts_one_spelling_per_file_and_nothing_else(self) -> None:
         nfd = unicodedata.normalize("NFD", "é")
         self.assertEqual(folder_paths.id_path("会議/議事録.md"), ("会議", "議事録.md"))
         self.assertEqual(folder_paths.id_path("Cafe%CC%81.md"), (unicodedata.normalize("NFD", "Café.md"),))
-        for ident in ("tps%2D2024.md", "%E4%BC%9A%E8%AD%B0/x.md", nfd + ".md", "a/../b.md", "a%2Fb.md", "%FF.md", ".hidden.md"):
+        for ident in (
+            "tps%2D2024.md",
+            "%E4%BC%9A%E8%AD%B0/x.md",
+            nfd + ".md",
+            "a/../b.md",
+            "a%2Fb.md",
+            "%FF.md",
+            ".hidden.md",
+        ):
             with self.subTest(ident=ident):
                 self.assertIsNone(folder_paths.id_path(ident))
 
@@ -941,7 +1016,17 @@ class NameAndSizeTests(FolderCase):
 
         alphabet = "aZ09-_.~ %\\/?#:@\x00\x1f\x7fé会\u202e\udcff"
         rng = random.Random(7)
-        names = ["a" * folder_paths.NAME_MAX, "a" * (folder_paths.NAME_MAX + 1), "a" * main.MAX_URI_LENGTH, ".md", "..", "~x.md", " x.md", "x .md", "-.md"]
+        names = [
+            "a" * folder_paths.NAME_MAX,
+            "a" * (folder_paths.NAME_MAX + 1),
+            "a" * main.MAX_URI_LENGTH,
+            ".md",
+            "..",
+            "~x.md",
+            " x.md",
+            "x .md",
+            "-.md",
+        ]
         names += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 8))) for _ in range(3000)]
         for name in names:
             with self.subTest(name=name):
@@ -990,18 +1075,25 @@ class TwoPrincipalServerTests(unittest.TestCase):
         self.dir = tmp.name
         self.alice = os.path.join(self.dir, "alice")
         self.bob = os.path.join(self.dir, "bob")
-        for folder, rel, text in ((self.alice, "tps.md", "# TPS alice\n"), (self.alice, "old.md", "# TPS alice old\n"),
-                                  (self.bob, "tps.md", "# TPS bob secret\n"), (self.bob, "2025/plan.md", "# TPS bob plan\n")):
+        for folder, rel, text in (
+            (self.alice, "tps.md", "# TPS alice\n"),
+            (self.alice, "old.md", "# TPS alice old\n"),
+            (self.bob, "tps.md", "# TPS bob secret\n"),
+            (self.bob, "2025/plan.md", "# TPS bob plan\n"),
+        ):
             FolderCase.write_at(os.path.join(folder, rel), text)
         self.db = os.path.join(self.dir, "nonces.db")
-        self.config = procs.write_config(self, {
-            "principals": {
-                "alice": {"token": procs.TOKEN, "workspaces": [], "notesDirs": [self.alice]},
-                "bob": {"token": BOB_TOKEN, "workspaces": [], "notesDirs": [self.bob]},
+        self.config = procs.write_config(
+            self,
+            {
+                "principals": {
+                    "alice": {"token": procs.TOKEN, "workspaces": [], "notesDirs": [self.alice]},
+                    "bob": {"token": BOB_TOKEN, "workspaces": [], "notesDirs": [self.bob]},
+                },
+                "stdioPrincipal": "alice",
+                "db": self.db,
             },
-            "stdioPrincipal": "alice",
-            "db": self.db,
-        })
+        )
         self.env = procs.server_env(NOTES_MCP_SECRET=procs.SECRET, XDG_STATE_HOME=os.path.join(self.dir, "state"))
         self.server = procs.HttpServer(self, "--config", self.config, env=self.env)
         self.bob_before = FolderIdentityTests.snapshot(self.bob)
@@ -1034,14 +1126,20 @@ class TwoPrincipalServerTests(unittest.TestCase):
         self.assertTrue(first["isError"])
         self.assertEqual(first["content"][0]["text"], replaced)
         self.assertNotIn("requestState", first)
-        accepted = self.call(alice_args, id=5, requestState=before_swap["requestState"], inputResponses=accept("tps.md"))
+        accepted = self.call(
+            alice_args, id=5, requestState=before_swap["requestState"], inputResponses=accept("tps.md")
+        )
         self.assertTrue(accepted["isError"])
         self.assertEqual(accepted["content"][0]["text"], replaced)
         # The operator's restore of alice's entry: a new process, which opens the folders afresh.
         restore = self.audit_command("restore", "1")
         self.assertNotEqual(restore.returncode, 0)
         self.assertNotIn("Traceback", restore.stderr)
-        self.results = [first["content"][0]["text"], accepted["content"][0]["text"], (restore.stdout + restore.stderr).strip()]
+        self.results = [
+            first["content"][0]["text"],
+            accepted["content"][0]["text"],
+            (restore.stdout + restore.stderr).strip(),
+        ]
         # Bob's notes: never offered, never moved, never deleted; the audit names nothing of bob's.
         self.assertEqual(FolderIdentityTests.snapshot(bob_now), self.bob_before)
         for text in self.results[:2]:  # what alice reads (the restore's line is the operator's)

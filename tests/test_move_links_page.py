@@ -39,4 +39,6 @@ class MoveLinksPageTests(PageCase):
         self.assertTrue(done["isError"], done)
         found = self.store.note_text(index["noteId"], main.parse_file_uri(WORKSPACE))
         self.assertEqual(found[1] if found else None, "See [[groceries]].\n")
-        self.assertEqual(self.store.note_text(self.note["noteId"], main.parse_file_uri(WORKSPACE))[0].uri, self.note["uri"])
+        self.assertEqual(
+            self.store.note_text(self.note["noteId"], main.parse_file_uri(WORKSPACE))[0].uri, self.note["uri"]
+        )

@@ -29,7 +29,9 @@ class RefusedBeforeThePage(PageCase):
         self.assertEqual(self.text(), GROCERIES)
 
     def test_a_move_to_a_uri_no_tool_reaches_opens_no_page(self) -> None:
-        result = self.alice.call("notes_move", self.move_args("\u00e9" * 340 + ".md"))["result"]  # %C3%A9 x 340: past 2,048
+        result = self.alice.call("notes_move", self.move_args("\u00e9" * 340 + ".md"))[
+            "result"
+        ]  # %C3%A9 x 340: past 2,048
         self.assertEqual(result["content"][0]["text"], note_bodies.UNREACHABLE)
         self.assertEqual(self.pages_opened(), 0)
         self.assertEqual(self.text(), GROCERIES)

@@ -76,7 +76,9 @@ class NotesToolsContract(ContractCase):
         return response["result"]
 
     def create(self, title: str, body: str, principal: str = PRINCIPAL, workspace: str | None = None) -> dict[str, Any]:
-        done = self.result("notes_create", {"workspaceUri": workspace or self.notes_uri, "title": title, "body": body}, principal)
+        done = self.result(
+            "notes_create", {"workspaceUri": workspace or self.notes_uri, "title": title, "body": body}, principal
+        )
         self.assertFalse(done["isError"], done)
         return done["structuredContent"]
 
@@ -88,7 +90,11 @@ class NotesToolsContract(ContractCase):
     def snapshot(self) -> list[tuple[str, str | None]]:
         """Every note the tests made, as (id, text), read behind the tools' back."""
         seen: list[tuple[str, str | None]] = []
-        for note, workspace in ((self.groceries, self.notes_uri), (self.bobs, self.bob_uri), (self.evil, self.evil_uri)):
+        for note, workspace in (
+            (self.groceries, self.notes_uri),
+            (self.bobs, self.bob_uri),
+            (self.evil, self.evil_uri),
+        ):
             found = self.store.note_text(note["noteId"], main.parse_file_uri(workspace))
             seen.append((note["noteId"], found[1] if found else None))
         return seen
@@ -97,8 +103,12 @@ class NotesToolsContract(ContractCase):
         return [entry["outcome"] for entry in self.store.audit_entries()]
 
     def update_form(self, body: str, version: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-        args = {"workspaceUri": self.notes_uri, "noteId": self.groceries["noteId"], "body": body,
-                "version": version or self.groceries["version"]}
+        args = {
+            "workspaceUri": self.notes_uri,
+            "noteId": self.groceries["noteId"],
+            "body": body,
+            "version": version or self.groceries["version"],
+        }
         first = self.result("notes_update", args)
         self.assertEqual(first["resultType"], "input_required", first)
         return args, first
@@ -113,16 +123,24 @@ class NotesToolsContract(ContractCase):
         self.assertIn("eggs", found["results"][1]["snippet"])
         self.assertFalse(found["more"])
         by_title = self.result("notes_search", {"workspaceUri": self.notes_uri, "query": "groc"})["structuredContent"]
-        self.assertEqual([r["noteId"] for r in by_title["results"]], [self.groceries["noteId"]])  # never the Notes-evil look-alike
+        self.assertEqual(
+            [r["noteId"] for r in by_title["results"]], [self.groceries["noteId"]]
+        )  # never the Notes-evil look-alike
 
     def test_a_search_returns_at_most_its_limit_and_says_there_are_more(self) -> None:
         self.create("Groceries two", "milk")
-        found = self.result("notes_search", {"workspaceUri": self.notes_uri, "query": "milk", "limit": 1})["structuredContent"]
+        found = self.result("notes_search", {"workspaceUri": self.notes_uri, "query": "milk", "limit": 1})[
+            "structuredContent"
+        ]
         self.assertEqual(len(found["results"]), 1)
         self.assertTrue(found["more"])
-        at_bound = self.result("notes_search", {"workspaceUri": self.notes_uri, "query": "milk", "limit": notes_tools.MAX_SEARCH_LIMIT})
+        at_bound = self.result(
+            "notes_search", {"workspaceUri": self.notes_uri, "query": "milk", "limit": notes_tools.MAX_SEARCH_LIMIT}
+        )
         self.assertFalse(at_bound["isError"])
-        over = self.result("notes_search", {"workspaceUri": self.notes_uri, "query": "milk", "limit": notes_tools.MAX_SEARCH_LIMIT + 1})
+        over = self.result(
+            "notes_search", {"workspaceUri": self.notes_uri, "query": "milk", "limit": notes_tools.MAX_SEARCH_LIMIT + 1}
+        )
         self.assertTrue(over["isError"])
 
     def test_read_returns_the_text_and_its_version_and_says_when_it_is_cut(self) -> None:
@@ -156,19 +174,26 @@ class NotesToolsContract(ContractCase):
                     self.assertTrue(done["isError"])
                     self.assertNotIn("secret", done["content"][0]["text"])
         # Alice's own workspace cannot reach a note of another folder by its id either.
-        self.assertTrue(self.result("notes_read", {"workspaceUri": self.notes_uri, "noteId": self.bobs["noteId"]})["isError"])
+        self.assertTrue(
+            self.result("notes_read", {"workspaceUri": self.notes_uri, "noteId": self.bobs["noteId"]})["isError"]
+        )
         self.assertEqual(self.snapshot(), before)
         # Every refusal leaves one `refused` entry and nothing else: 6 tools x 4 workspaces
         # refused at layer 1 (the update and move refused at their form check, before it, are
         # not: they never reach the store), and the read of another folder's id at layer 2.
-        refused = self.outcomes()[len(entries):]
+        refused = self.outcomes()[len(entries) :]
         self.assertEqual(set(refused), {audit.REFUSED})
         self.assertEqual(len(refused), len(bad) * 6 + 1)
 
     # ---------------------------------------------------------------- append
 
     def test_append_adds_at_the_end_and_a_stale_version_is_refused(self) -> None:
-        args = {"workspaceUri": self.notes_uri, "noteId": self.groceries["noteId"], "text": "bread\n", "version": self.groceries["version"]}
+        args = {
+            "workspaceUri": self.notes_uri,
+            "noteId": self.groceries["noteId"],
+            "text": "bread\n",
+            "version": self.groceries["version"],
+        }
         done = self.result("notes_append", args)
         self.assertFalse(done["isError"], done)
         self.assertTrue(self.read(self.groceries["noteId"])["text"].endswith("milk\neggs\nbread\n"))
@@ -187,8 +212,12 @@ class NotesToolsContract(ContractCase):
         form = first["inputRequests"][notes_tools.UPDATE_KEY]["params"]
         self.assertIn("+\\u0009butter\\u200b", form["message"])
         self.assertIn("-eggs", form["message"])
-        self.assertEqual(self.read(self.groceries["noteId"])["version"], self.groceries["version"])  # asking changed nothing
-        done = self.result("notes_update", args, requestState=first["requestState"], inputResponses=accept(notes_tools.UPDATE_KEY))
+        self.assertEqual(
+            self.read(self.groceries["noteId"])["version"], self.groceries["version"]
+        )  # asking changed nothing
+        done = self.result(
+            "notes_update", args, requestState=first["requestState"], inputResponses=accept(notes_tools.UPDATE_KEY)
+        )
         self.assertFalse(done["isError"], done)
         self.assertTrue(self.read(self.groceries["noteId"])["text"].endswith(body))
         self.assertEqual(self.outcomes()[-1], audit.UPDATED)
@@ -206,11 +235,15 @@ class NotesToolsContract(ContractCase):
         args, first = self.update_form("shown text\n")
         before = self.snapshot()
         other = dict(args, body="other text\n")
-        response = self.call("notes_update", other, requestState=first["requestState"], inputResponses=accept(notes_tools.UPDATE_KEY))
+        response = self.call(
+            "notes_update", other, requestState=first["requestState"], inputResponses=accept(notes_tools.UPDATE_KEY)
+        )
         self.assertEqual(response["error"]["code"], main.INVALID_PARAMS)
         self.assertEqual(self.snapshot(), before)
         # The state was not consumed by the refusal: the shown bytes can still be confirmed.
-        done = self.result("notes_update", args, requestState=first["requestState"], inputResponses=accept(notes_tools.UPDATE_KEY))
+        done = self.result(
+            "notes_update", args, requestState=first["requestState"], inputResponses=accept(notes_tools.UPDATE_KEY)
+        )
         self.assertTrue(self.read(self.groceries["noteId"])["text"].endswith("shown text\n"), done)
 
     def test_a_declined_or_unticked_update_changes_nothing_and_ends_the_confirmation(self) -> None:
@@ -220,19 +253,33 @@ class NotesToolsContract(ContractCase):
             done = self.result("notes_update", args, requestState=first["requestState"], inputResponses=answer)
             self.assertFalse(done["structuredContent"]["updated"])
             self.assertEqual(self.snapshot(), before)
-            replay = self.call("notes_update", args, requestState=first["requestState"], inputResponses=accept(notes_tools.UPDATE_KEY))
+            replay = self.call(
+                "notes_update", args, requestState=first["requestState"], inputResponses=accept(notes_tools.UPDATE_KEY)
+            )
             self.assertEqual(replay["error"]["code"], main.INVALID_PARAMS)
             self.assertEqual(self.snapshot(), before)
         self.assertEqual(self.outcomes()[-2:], [audit.DECLINED, audit.NOT_CONFIRMED])
 
     def test_an_update_of_a_note_changed_since_the_form_is_refused_and_consumed(self) -> None:
-        stale = self.result("notes_update", {"workspaceUri": self.notes_uri, "noteId": self.groceries["noteId"], "body": "x", "version": "0" * 32})
+        stale = self.result(
+            "notes_update",
+            {"workspaceUri": self.notes_uri, "noteId": self.groceries["noteId"], "body": "x", "version": "0" * 32},
+        )
         self.assertIn("changed since you read it", stale["content"][0]["text"])
         args, first = self.update_form("from the form\n")
-        self.result("notes_append", {"workspaceUri": self.notes_uri, "noteId": self.groceries["noteId"], "text": "another hand\n",
-                                     "version": self.groceries["version"]})
+        self.result(
+            "notes_append",
+            {
+                "workspaceUri": self.notes_uri,
+                "noteId": self.groceries["noteId"],
+                "text": "another hand\n",
+                "version": self.groceries["version"],
+            },
+        )
         before = self.snapshot()
-        done = self.result("notes_update", args, requestState=first["requestState"], inputResponses=accept(notes_tools.UPDATE_KEY))
+        done = self.result(
+            "notes_update", args, requestState=first["requestState"], inputResponses=accept(notes_tools.UPDATE_KEY)
+        )
         self.assertTrue(done["isError"])
         self.assertIn("changed", done["content"][0]["text"])
         self.assertEqual(self.snapshot(), before)
@@ -240,8 +287,16 @@ class NotesToolsContract(ContractCase):
 
     def test_an_update_for_a_client_without_forms_is_32021_saying_nothing_changed(self) -> None:
         before = self.snapshot()
-        args = {"workspaceUri": self.notes_uri, "noteId": self.groceries["noteId"], "body": "x", "version": self.groceries["version"]}
-        for name, arguments in (("notes_update", args), ("notes_move", {"workspaceUri": self.notes_uri, "noteId": self.groceries["noteId"], "newPath": "m.md"})):
+        args = {
+            "workspaceUri": self.notes_uri,
+            "noteId": self.groceries["noteId"],
+            "body": "x",
+            "version": self.groceries["version"],
+        }
+        for name, arguments in (
+            ("notes_update", args),
+            ("notes_move", {"workspaceUri": self.notes_uri, "noteId": self.groceries["noteId"], "newPath": "m.md"}),
+        ):
             error = self.call(name, arguments, capabilities={"elicitation": {"url": {}}})["error"]
             self.assertEqual(error["code"], main.MISSING_REQUIRED_CLIENT_CAPABILITY)
             self.assertIn("Nothing was changed", error["message"])
@@ -252,16 +307,27 @@ class NotesToolsContract(ContractCase):
 
     def test_a_diff_larger_than_a_form_shows_is_refused(self) -> None:
         big = "".join(f"line {k}\n" for k in range(notes_tools.MAX_DIFF_LINES + 1))
-        done = self.result("notes_update", {"workspaceUri": self.notes_uri, "noteId": self.groceries["noteId"], "body": big,
-                                            "version": self.groceries["version"]})
+        done = self.result(
+            "notes_update",
+            {
+                "workspaceUri": self.notes_uri,
+                "noteId": self.groceries["noteId"],
+                "body": big,
+                "version": self.groceries["version"],
+            },
+        )
         self.assertTrue(done["isError"])
-        self.assertEqual(done["content"][0]["text"], notes_tools.TOO_LARGE)  # names --confirm-in-browser, where it is reviewed whole
+        self.assertEqual(
+            done["content"][0]["text"], notes_tools.TOO_LARGE
+        )  # names --confirm-in-browser, where it is reviewed whole
         self.assertEqual(self.snapshot()[0][1], self.read(self.groceries["noteId"])["text"])
 
     def test_audit_restore_undoes_an_update(self) -> None:
         original = self.read(self.groceries["noteId"])["text"]
         args, first = self.update_form("replaced\n")
-        self.result("notes_update", args, requestState=first["requestState"], inputResponses=accept(notes_tools.UPDATE_KEY))
+        self.result(
+            "notes_update", args, requestState=first["requestState"], inputResponses=accept(notes_tools.UPDATE_KEY)
+        )
         (entry,) = [e for e in self.store.audit_entries() if e["outcome"] == audit.UPDATED]
         self.assertEqual(entry["channel"], "form")  # the person confirmed in the host's form
         restored = self.store.restore(entry["id"])
@@ -271,10 +337,16 @@ class NotesToolsContract(ContractCase):
     # ---------------------------------------------------------------- move
 
     def test_a_confirmed_move_puts_the_note_at_its_new_place_in_the_workspace(self) -> None:
-        args = {"workspaceUri": self.notes_uri, "noteId": self.groceries["noteId"], "newPath": "archive/groceries-old.md"}
+        args = {
+            "workspaceUri": self.notes_uri,
+            "noteId": self.groceries["noteId"],
+            "newPath": "archive/groceries-old.md",
+        }
         first = self.result("notes_move", args)
         self.assertIn("archive/groceries-old.md", first["inputRequests"][notes_tools.MOVE_KEY]["params"]["message"])
-        done = self.result("notes_move", args, requestState=first["requestState"], inputResponses=accept(notes_tools.MOVE_KEY))
+        done = self.result(
+            "notes_move", args, requestState=first["requestState"], inputResponses=accept(notes_tools.MOVE_KEY)
+        )
         self.assertFalse(done["isError"], done)
         moved = self.read(done["structuredContent"]["noteId"])
         self.assertIn("milk", moved["text"])
@@ -285,9 +357,15 @@ class NotesToolsContract(ContractCase):
         first = self.result("notes_move", args)
         self.assertEqual(first["resultType"], "input_required", first)
         other = self.create("Taken place", "keep me\n")  # a new note takes its title's place: taken-place.md
-        self.assertTrue(self.store.note_text(other["noteId"], main.parse_file_uri(self.notes_uri))[0].uri.endswith("/taken-place.md"))
+        self.assertTrue(
+            self.store.note_text(other["noteId"], main.parse_file_uri(self.notes_uri))[0].uri.endswith(
+                "/taken-place.md"
+            )
+        )
         before = self.snapshot()
-        done = self.result("notes_move", args, requestState=first["requestState"], inputResponses=accept(notes_tools.MOVE_KEY))
+        done = self.result(
+            "notes_move", args, requestState=first["requestState"], inputResponses=accept(notes_tools.MOVE_KEY)
+        )
         self.assertTrue(done["isError"])
         self.assertEqual(done["content"][0]["text"], note_bodies.TAKEN)
         self.assertEqual(self.snapshot(), before)
@@ -296,7 +374,9 @@ class NotesToolsContract(ContractCase):
     def move_refused_before_any_form(self, new_path: str, why: str) -> None:
         """notes_move to `new_path` is an error result saying `why`, with no form, no page, no change."""
         before, entries = self.snapshot(), len(self.outcomes())
-        done = self.result("notes_move", {"workspaceUri": self.notes_uri, "noteId": self.groceries["noteId"], "newPath": new_path})
+        done = self.result(
+            "notes_move", {"workspaceUri": self.notes_uri, "noteId": self.groceries["noteId"], "newPath": new_path}
+        )
         self.assertTrue(done["isError"], done)
         self.assertNotIn("inputRequests", done)
         self.assertEqual(done["content"][0]["text"], why)
@@ -305,7 +385,9 @@ class NotesToolsContract(ContractCase):
 
     def move_offered(self, new_path: str) -> dict[str, Any]:
         """notes_move to `new_path` answers with its form."""
-        first = self.result("notes_move", {"workspaceUri": self.notes_uri, "noteId": self.groceries["noteId"], "newPath": new_path})
+        first = self.result(
+            "notes_move", {"workspaceUri": self.notes_uri, "noteId": self.groceries["noteId"], "newPath": new_path}
+        )
         self.assertEqual(first.get("resultType"), "input_required", first)
         return first
 
@@ -315,7 +397,9 @@ class NotesToolsContract(ContractCase):
         self.move_refused_before_any_form(place, note_bodies.TAKEN)
         self.assertEqual(self.read(other["noteId"])["text"].rsplit("\n", 2)[-2], "keep me")
 
-    def test_a_move_where_no_tool_would_reach_the_note_is_refused_before_any_form_and_the_limit_itself_is_offered(self) -> None:
+    def test_a_move_where_no_tool_would_reach_the_note_is_refused_before_any_form_and_the_limit_itself_is_offered(
+        self,
+    ) -> None:
         at, over, why = self.longest_place()
         self.move_offered(at)
         self.move_refused_before_any_form(over, why)
@@ -328,7 +412,9 @@ class NotesToolsContract(ContractCase):
         args = {"workspaceUri": self.notes_uri, "noteId": self.groceries["noteId"], "newPath": "archive/moved-here.md"}
         old_uri = self.store.note_text(self.groceries["noteId"], main.parse_file_uri(self.notes_uri))[0].uri
         first = self.move_offered(args["newPath"])
-        done = self.result("notes_move", args, requestState=first["requestState"], inputResponses=accept(notes_tools.MOVE_KEY))
+        done = self.result(
+            "notes_move", args, requestState=first["requestState"], inputResponses=accept(notes_tools.MOVE_KEY)
+        )
         new_uri = self.notes_uri + "/archive/moved-here.md"
         self.assertEqual(done["structuredContent"]["uri"], new_uri, done)
         self.assertIn(new_uri, done["content"][0]["text"])
@@ -338,17 +424,27 @@ class NotesToolsContract(ContractCase):
 
     def test_a_move_to_a_path_that_leaves_or_disguises_the_workspace_is_refused(self) -> None:
         before = self.snapshot()
-        for path in ("../Bob/x.md", "/etc/x.md", "a\\b.md", "%2e%2e/x.md", "a/\x1b.md", "x.txt", ".hidden.md", "a//b.md", "a/./b.md"):
+        for path in (
+            "../Bob/x.md",
+            "/etc/x.md",
+            "a\\b.md",
+            "%2e%2e/x.md",
+            "a/\x1b.md",
+            "x.txt",
+            ".hidden.md",
+            "a//b.md",
+            "a/./b.md",
+        ):
             with self.subTest(path=path):
-                done = self.result("notes_move", {"workspaceUri": self.notes_uri, "noteId": self.groceries["noteId"], "newPath": path})
+                done = self.result(
+                    "notes_move", {"workspaceUri": self.notes_uri, "noteId": self.groceries["noteId"], "newPath": path}
+                )
                 self.assertTrue(done["isError"])
         self.assertEqual(self.snapshot(), before)
 
-
-# =====================================================================================
-# The stores
-# =====================================================================================
-
+    # =====================================================================================
+    # The stores
+    # =====================================================================================
 
     # ---------------------------------------------------------------- listing a folder
 
@@ -356,7 +452,9 @@ class NotesToolsContract(ContractCase):
         """`note` moved to `new_path` through the confirmed notes_move."""
         args = {"workspaceUri": self.notes_uri, "noteId": note["noteId"], "newPath": new_path}
         first = self.result("notes_move", args)
-        done = self.result("notes_move", args, requestState=first["requestState"], inputResponses=accept(notes_tools.MOVE_KEY))
+        done = self.result(
+            "notes_move", args, requestState=first["requestState"], inputResponses=accept(notes_tools.MOVE_KEY)
+        )
         self.assertTrue(done["structuredContent"]["moved"], done)
 
     def listed(self, **arguments: Any) -> dict[str, Any]:
@@ -368,9 +466,14 @@ class NotesToolsContract(ContractCase):
         self.moved(self.create("Old plan", "x"), "archive/old-plan.md")
         self.moved(self.create("Older plan", "y"), "archive/older-plan.md")
         top = self.listed()
-        self.assertEqual([(e["kind"], e["name"]) for e in top["entries"]], [("folder", "archive"), ("note", top["entries"][1]["name"])])
+        self.assertEqual(
+            [(e["kind"], e["name"]) for e in top["entries"]],
+            [("folder", "archive"), ("note", top["entries"][1]["name"])],
+        )
         self.assertEqual(top["entries"][0]["notes"], 2)
-        self.assertEqual((top["entries"][1]["noteId"], top["entries"][1]["title"]), (self.groceries["noteId"], "Groceries"))
+        self.assertEqual(
+            (top["entries"][1]["noteId"], top["entries"][1]["title"]), (self.groceries["noteId"], "Groceries")
+        )
         self.assertNotIn("nextCursor", top)
         inside = self.listed(folder="archive")
         self.assertEqual([e["title"] for e in inside["entries"]], ["Old plan", "Older plan"])
@@ -400,23 +503,42 @@ class NotesToolsContract(ContractCase):
         self.moved(self.create("Filed too", "y"), "archive/filed-too.md")
         good = self.listed(limit=1)["nextCursor"]
         inner = self.listed(folder="archive", limit=1)["nextCursor"]
-        state = self.result("notes_update", {"workspaceUri": self.notes_uri, "noteId": self.groceries["noteId"], "body": "z",
-                                             "version": self.groceries["version"]})["requestState"]
+        state = self.result(
+            "notes_update",
+            {
+                "workspaceUri": self.notes_uri,
+                "noteId": self.groceries["noteId"],
+                "body": "z",
+                "version": self.groceries["version"],
+            },
+        )["requestState"]
         before = self.snapshot()
         flipped = good[:-2] + ("A" if good[-2] != "A" else "B") + good[-1]
         for bad in ("x", flipped, inner, state, good + "=", "\u00e9" * 10):
             error = self.call("notes_list", {"workspaceUri": self.notes_uri, "limit": 1, "cursor": bad})["error"]
             self.assertEqual(error["code"], main.INVALID_PARAMS, bad)
-        self.assertEqual(self.call("notes_list", {"workspaceUri": self.notes_uri, "folder": "archive", "cursor": good})["error"]["code"],
-                         main.INVALID_PARAMS)
+        self.assertEqual(
+            self.call("notes_list", {"workspaceUri": self.notes_uri, "folder": "archive", "cursor": good})["error"][
+                "code"
+            ],
+            main.INVALID_PARAMS,
+        )
         self.assertEqual(self.snapshot(), before)
         self.assertIn("entries", self.listed(limit=1, cursor=good))  # the cursor as given still works
 
     def test_list_limits_and_hostile_folders_are_refused(self) -> None:
         self.assertIn("entries", self.listed(limit=notes_tools.MAX_LIST_LIMIT))
-        for bad in ({"limit": notes_tools.MAX_LIST_LIMIT + 1}, {"limit": 0}, {"folder": "../Bob"}, {"folder": "/etc"},
-                    {"folder": "archive/"}, {"folder": "%2e%2e"}, {"folder": ".hidden"}, {"folder": "a\\b"},
-                    {"folder": "x" * (notes_tools.MAX_PATH_LENGTH + 1)}):
+        for bad in (
+            {"limit": notes_tools.MAX_LIST_LIMIT + 1},
+            {"limit": 0},
+            {"folder": "../Bob"},
+            {"folder": "/etc"},
+            {"folder": "archive/"},
+            {"folder": "%2e%2e"},
+            {"folder": ".hidden"},
+            {"folder": "a\\b"},
+            {"folder": "x" * (notes_tools.MAX_PATH_LENGTH + 1)},
+        ):
             done = self.result("notes_list", {"workspaceUri": self.notes_uri, **bad})
             self.assertTrue(done["isError"], bad)
         other = self.result("notes_list", {"workspaceUri": self.bob_uri})
@@ -426,18 +548,36 @@ class NotesToolsContract(ContractCase):
     # ---------------------------------------------------------------- creating in a folder
 
     def test_create_in_a_folder_of_the_workspace_puts_the_note_there_and_lists_it(self) -> None:
-        done = self.result("notes_create", {"workspaceUri": self.notes_uri, "title": "Filed", "body": "x", "folder": "archive"})
+        done = self.result(
+            "notes_create", {"workspaceUri": self.notes_uri, "title": "Filed", "body": "x", "folder": "archive"}
+        )
         self.assertFalse(done["isError"], done)
         self.assertEqual(done["structuredContent"]["uri"], f"{self.notes_uri}/archive/filed.md")
         self.assertEqual([e["title"] for e in self.listed(folder="archive")["entries"]], ["Filed"])
-        again = self.result("notes_create", {"workspaceUri": self.notes_uri, "title": "Filed", "body": "y", "folder": "archive"})
-        self.assertEqual(again["structuredContent"]["uri"], f"{self.notes_uri}/archive/filed-2.md")  # never over the first
+        again = self.result(
+            "notes_create", {"workspaceUri": self.notes_uri, "title": "Filed", "body": "y", "folder": "archive"}
+        )
+        self.assertEqual(
+            again["structuredContent"]["uri"], f"{self.notes_uri}/archive/filed-2.md"
+        )  # never over the first
         self.assertEqual(self.read(done["structuredContent"]["noteId"])["text"].rstrip().rsplit("\n", 1)[-1], "x")
 
     def test_create_into_a_hostile_or_outside_folder_is_refused_and_creates_nothing(self) -> None:
         before, entries = self.listed(limit=notes_tools.MAX_LIST_LIMIT), len(self.outcomes())
-        for folder in ("../Bob", "/etc", "archive/", "%2e%2e", ".hidden", "a\\b", "archive/../..", "x\ty", "x" * (notes_tools.MAX_PATH_LENGTH + 1)):
-            done = self.result("notes_create", {"workspaceUri": self.notes_uri, "title": "Planted", "body": "x", "folder": folder})
+        for folder in (
+            "../Bob",
+            "/etc",
+            "archive/",
+            "%2e%2e",
+            ".hidden",
+            "a\\b",
+            "archive/../..",
+            "x\ty",
+            "x" * (notes_tools.MAX_PATH_LENGTH + 1),
+        ):
+            done = self.result(
+                "notes_create", {"workspaceUri": self.notes_uri, "title": "Planted", "body": "x", "folder": folder}
+            )
             self.assertTrue(done["isError"], folder)
         self.assertEqual(self.listed(limit=notes_tools.MAX_LIST_LIMIT), before)
         self.assertEqual(len(self.outcomes()), entries)
@@ -463,16 +603,26 @@ class NotesToolsContract(ContractCase):
         form = first["inputRequests"][notes_tools.MOVE_KEY]["params"]
         self.assertIn("[[plan]] \u2192 [[launch]]", form["message"])
         self.assertIn("[[Plan#Goals|the goals]] \u2192 [[launch#Goals|the goals]]", form["message"])
-        self.assertIn('"Other"', form["message"])  # [[ plan.md ]] names it too: the other form of a link, kept as written
+        self.assertIn(
+            '"Other"', form["message"]
+        )  # [[ plan.md ]] names it too: the other form of a link, kept as written
         self.assertEqual(form["requestedSchema"]["properties"][notes_tools.REWRITE_FIELD]["default"], True)
         self.assertNotIn("[[launch]]", self.text_of(index))  # asking changed nothing
-        done = self.result("notes_move", args, requestState=first["requestState"],
-                           inputResponses={notes_tools.MOVE_KEY: {"action": "accept", "content": {"confirm": True, "rewriteLinks": True}}})
+        done = self.result(
+            "notes_move",
+            args,
+            requestState=first["requestState"],
+            inputResponses={
+                notes_tools.MOVE_KEY: {"action": "accept", "content": {"confirm": True, "rewriteLinks": True}}
+            },
+        )
         self.assertTrue(done["structuredContent"]["moved"], done)
         self.assertIn("See [[launch]], [[launch#Goals|the goals]] and [[plans]].", self.text_of(index))
         self.assertEqual(self.text_of(other), expected)
         self.assertEqual(self.outcomes()[-3:], [audit.MOVED, audit.UPDATED, audit.UPDATED])
-        entry = [e for e in self.store.audit_entries() if e["outcome"] == audit.UPDATED and e["note_id"] == index["noteId"]][0]
+        entry = [
+            e for e in self.store.audit_entries() if e["outcome"] == audit.UPDATED and e["note_id"] == index["noteId"]
+        ][0]
         self.store.restore(entry["id"])
         self.assertIn("See [[plan]], [[Plan#Goals|the goals]]", self.text_of(index))
 
@@ -481,8 +631,14 @@ class NotesToolsContract(ContractCase):
         before = self.text_of(index)
         args = {"workspaceUri": self.notes_uri, "noteId": plan["noteId"], "newPath": "archive/launch.md"}
         first = self.result("notes_move", args)
-        done = self.result("notes_move", args, requestState=first["requestState"],
-                           inputResponses={notes_tools.MOVE_KEY: {"action": "accept", "content": {"confirm": True, "rewriteLinks": False}}})
+        done = self.result(
+            "notes_move",
+            args,
+            requestState=first["requestState"],
+            inputResponses={
+                notes_tools.MOVE_KEY: {"action": "accept", "content": {"confirm": True, "rewriteLinks": False}}
+            },
+        )
         self.assertTrue(done["structuredContent"]["moved"], done)
         self.assertEqual(self.text_of(index), before)
         self.assertEqual(self.outcomes()[-1], audit.MOVED)
@@ -492,7 +648,10 @@ class NotesToolsContract(ContractCase):
         before = self.text_of(index)
         args = {"workspaceUri": self.notes_uri, "noteId": plan["noteId"], "newPath": "launch.md", "rewriteLinks": False}
         first = self.result("notes_move", args)
-        self.assertNotIn(notes_tools.REWRITE_FIELD, first["inputRequests"][notes_tools.MOVE_KEY]["params"]["requestedSchema"]["properties"])
+        self.assertNotIn(
+            notes_tools.REWRITE_FIELD,
+            first["inputRequests"][notes_tools.MOVE_KEY]["params"]["requestedSchema"]["properties"],
+        )
         self.result("notes_move", args, requestState=first["requestState"], inputResponses=accept(notes_tools.MOVE_KEY))
         self.assertEqual(self.text_of(index), before)
 
@@ -500,10 +659,19 @@ class NotesToolsContract(ContractCase):
         plan, index, _ = self.linked()
         args = {"workspaceUri": self.notes_uri, "noteId": plan["noteId"], "newPath": "archive/launch.md"}
         first = self.result("notes_move", args)
-        self.result("notes_append", {"workspaceUri": self.notes_uri, "noteId": index["noteId"], "text": "[[plan]] again\n",
-                                     "version": index["version"]})
+        self.result(
+            "notes_append",
+            {
+                "workspaceUri": self.notes_uri,
+                "noteId": index["noteId"],
+                "text": "[[plan]] again\n",
+                "version": index["version"],
+            },
+        )
         before = self.text_of(index)
-        done = self.result("notes_move", args, requestState=first["requestState"], inputResponses=accept(notes_tools.MOVE_KEY))
+        done = self.result(
+            "notes_move", args, requestState=first["requestState"], inputResponses=accept(notes_tools.MOVE_KEY)
+        )
         self.assertTrue(done["isError"], done)
         self.assertEqual(done["content"][0]["text"], stores.LINKS_CHANGED)
         self.assertEqual(self.text_of(index), before)
@@ -561,8 +729,15 @@ class NotesToolsContract(ContractCase):
 
     def test_an_append_keeps_the_version_before_it_and_audit_restore_puts_it_back_once(self) -> None:
         original = self.text_of(self.groceries)
-        done = self.result("notes_append", {"workspaceUri": self.notes_uri, "noteId": self.groceries["noteId"], "text": "butter\n",
-                                            "version": self.groceries["version"]})
+        done = self.result(
+            "notes_append",
+            {
+                "workspaceUri": self.notes_uri,
+                "noteId": self.groceries["noteId"],
+                "text": "butter\n",
+                "version": self.groceries["version"],
+            },
+        )
         self.assertFalse(done["isError"], done)
         self.assertEqual(self.text_of(self.groceries), original + "butter\n")
         (entry,) = [e for e in self.store.audit_entries() if e["outcome"] == audit.APPENDED]
@@ -582,8 +757,15 @@ class NotesToolsContract(ContractCase):
         self.moved(self.groceries, "archive/food.md")
         (entry,) = [e for e in self.store.audit_entries() if e["outcome"] == audit.MOVED]
         moved_id = [e["noteId"] for e in self.listed(folder="archive")["entries"]][0]
-        self.result("notes_append", {"workspaceUri": self.notes_uri, "noteId": moved_id, "text": "after the move\n",
-                                     "version": self.read(moved_id)["version"]})
+        self.result(
+            "notes_append",
+            {
+                "workspaceUri": self.notes_uri,
+                "noteId": moved_id,
+                "text": "after the move\n",
+                "version": self.read(moved_id)["version"],
+            },
+        )
         text = self.text_of({"noteId": moved_id})
         restored = self.store.restore(entry["id"])
         self.assertEqual(restored["outcome"], audit.RESTORED)
@@ -609,16 +791,25 @@ class NotesToolsContract(ContractCase):
 
     def test_read_with_an_offset_and_length_returns_that_window_the_total_size_and_where_to_read_on(self) -> None:
         note = self.create("Long", "".join(f"line {k}\n" for k in range(2500)))  # 21,890 characters
-        more = {"workspaceUri": self.notes_uri, "noteId": note["noteId"], "text": "\u00e9t\u00e9\n" * 4000, "version": note["version"]}
+        more = {
+            "workspaceUri": self.notes_uri,
+            "noteId": note["noteId"],
+            "text": "\u00e9t\u00e9\n" * 4000,
+            "version": note["version"],
+        }
         self.assertFalse(self.result("notes_append", more)["isError"])  # 16,000 more characters, 24,000 bytes in UTF-8
         text = self.store.note_text(note["noteId"], main.parse_file_uri(self.notes_uri))[1]  # behind the tools' back
-        first = self.result("notes_read", {"workspaceUri": self.notes_uri, "noteId": note["noteId"], "length": 100})["structuredContent"]
+        first = self.result("notes_read", {"workspaceUri": self.notes_uri, "noteId": note["noteId"], "length": 100})[
+            "structuredContent"
+        ]
         self.assertEqual((first["offset"], first["text"], first["nextOffset"]), (0, text[:100], 100))
         self.assertEqual((first["length"], first["bytes"]), (len(text), len(text.encode("utf-8"))))
         self.assertTrue(first["truncated"])
         pieces, at = [], 0
         while True:
-            got = self.result("notes_read", {"workspaceUri": self.notes_uri, "noteId": note["noteId"], "offset": at})["structuredContent"]
+            got = self.result("notes_read", {"workspaceUri": self.notes_uri, "noteId": note["noteId"], "offset": at})[
+                "structuredContent"
+            ]
             self.assertLessEqual(len(got["text"]), notes_tools.MAX_READ_CHARS)
             self.assertEqual(got["version"], first["version"])  # the whole note's version, whatever the window
             pieces.append(got["text"])
@@ -640,13 +831,24 @@ class NotesToolsContract(ContractCase):
         over = self.result("notes_read", dict(base, offset=notes_tools.MAX_READ_OFFSET + 1))["content"][0]["text"]
         self.assertIn("Invalid arguments", over)
         self.assertFalse(self.result("notes_read", dict(base, length=notes_tools.MAX_READ_CHARS))["isError"])
-        for bad in ({"length": notes_tools.MAX_READ_CHARS + 1}, {"length": 0}, {"offset": -1},
-                    {"offset": notes_tools.MAX_READ_OFFSET + 1}, {"offset": "3"}):
+        for bad in (
+            {"length": notes_tools.MAX_READ_CHARS + 1},
+            {"length": 0},
+            {"offset": -1},
+            {"offset": notes_tools.MAX_READ_OFFSET + 1},
+            {"offset": "3"},
+        ):
             self.assertTrue(self.result("notes_read", dict(base, **bad))["isError"], bad)
 
     def edit_args(self, old: str, new: str, **more: Any) -> dict[str, Any]:
-        return {"workspaceUri": self.notes_uri, "noteId": self.groceries["noteId"], "oldText": old, "newText": new,
-                "version": self.groceries["version"], **more}
+        return {
+            "workspaceUri": self.notes_uri,
+            "noteId": self.groceries["noteId"],
+            "oldText": old,
+            "newText": new,
+            "version": self.groceries["version"],
+            **more,
+        }
 
     def test_an_accepted_edit_replaces_exactly_the_expected_matches_after_a_form_showing_the_diff(self) -> None:
         args = self.edit_args("eggs", "eggs\nbutter\u200b")
@@ -655,22 +857,32 @@ class NotesToolsContract(ContractCase):
         message = first["inputRequests"][notes_tools.EDIT_KEY]["params"]["message"]
         self.assertIn("+butter\\u200b", message)
         self.assertIn("replace 1 occurrence ", message)
-        self.assertEqual(self.read(self.groceries["noteId"])["version"], self.groceries["version"])  # asking changed nothing
-        done = self.result("notes_edit", args, requestState=first["requestState"], inputResponses=accept(notes_tools.EDIT_KEY))
+        self.assertEqual(
+            self.read(self.groceries["noteId"])["version"], self.groceries["version"]
+        )  # asking changed nothing
+        done = self.result(
+            "notes_edit", args, requestState=first["requestState"], inputResponses=accept(notes_tools.EDIT_KEY)
+        )
         self.assertFalse(done["isError"], done)
         self.assertTrue(done["structuredContent"]["updated"])
         now = self.read(self.groceries["noteId"])
         self.assertTrue(now["text"].endswith("milk\neggs\nbutter\u200b\n"), now)
         self.assertEqual(now["version"], done["structuredContent"]["version"])
         self.assertEqual(self.outcomes()[-1], audit.UPDATED)
-        replay = self.call("notes_edit", args, requestState=first["requestState"], inputResponses=accept(notes_tools.EDIT_KEY))
+        replay = self.call(
+            "notes_edit", args, requestState=first["requestState"], inputResponses=accept(notes_tools.EDIT_KEY)
+        )
         self.assertEqual(replay["error"]["code"], main.INVALID_PARAMS)
 
     def test_an_edit_whose_match_count_is_not_the_expected_one_is_refused_before_any_form_saying_how_many(self) -> None:
         note = self.create("Counted", "ant\nbee ant\nwasp\n")
         args = {"workspaceUri": self.notes_uri, "noteId": note["noteId"], "version": note["version"]}
         before, entries = self.read(note["noteId"]), len(self.outcomes())
-        for old, expected, said in (("bee", 2, "occurs 1 time "), ("ant", 1, "occurs 2 times"), ("moth", 1, "occurs 0 times")):
+        for old, expected, said in (
+            ("bee", 2, "occurs 1 time "),
+            ("ant", 1, "occurs 2 times"),
+            ("moth", 1, "occurs 0 times"),
+        ):
             done = self.result("notes_edit", dict(args, oldText=old, newText="x", expectedMatches=expected))
             self.assertEqual(done["resultType"], "complete")
             self.assertTrue(done["isError"], done)
@@ -687,7 +899,11 @@ class NotesToolsContract(ContractCase):
         self.assertIn("emmet\nbee emmet\nwasp\n", self.read(note["noteId"])["text"])
 
     def test_expected_matches_is_bounded_on_both_sides(self) -> None:
-        for count, refused_by_schema in ((0, True), (notes_tools.MAX_EDIT_MATCHES, False), (notes_tools.MAX_EDIT_MATCHES + 1, True)):
+        for count, refused_by_schema in (
+            (0, True),
+            (notes_tools.MAX_EDIT_MATCHES, False),
+            (notes_tools.MAX_EDIT_MATCHES + 1, True),
+        ):
             done = self.result("notes_edit", self.edit_args("milk", "x", expectedMatches=count))
             self.assertTrue(done["isError"])
             self.assertEqual("Invalid arguments" in done["content"][0]["text"], refused_by_schema, count)
@@ -697,10 +913,20 @@ class NotesToolsContract(ContractCase):
         self.assertEqual(notes_tools.MAX_EDITED_BYTES, folder_bodies.MAX_FILE_BYTES)
         note = self.create("Many", "x\n" * 1000)
         size = len(self.text_of(note).encode("utf-8"))
-        args = {"workspaceUri": self.notes_uri, "noteId": note["noteId"], "oldText": "x", "expectedMatches": 1000, "version": note["version"]}
-        room = (notes_tools.MAX_EDITED_BYTES - size) // 1000  # bytes each match may grow by, to land at or under the bound
+        args = {
+            "workspaceUri": self.notes_uri,
+            "noteId": note["noteId"],
+            "oldText": "x",
+            "expectedMatches": 1000,
+            "version": note["version"],
+        }
+        room = (
+            notes_tools.MAX_EDITED_BYTES - size
+        ) // 1000  # bytes each match may grow by, to land at or under the bound
         at = self.result("notes_edit", dict(args, newText="x" + "y" * room))["content"][0]["text"]
-        self.assertNotIn("more than the", at)  # at the bound: not this refusal (the diff is too large for a form instead)
+        self.assertNotIn(
+            "more than the", at
+        )  # at the bound: not this refusal (the diff is too large for a form instead)
         over = self.result("notes_edit", dict(args, newText="x" + "y" * (room + 1)))
         self.assertTrue(over["isError"])
         self.assertIn(f"more than the {notes_tools.MAX_EDITED_BYTES:,} a note may hold", over["content"][0]["text"])
@@ -709,10 +935,19 @@ class NotesToolsContract(ContractCase):
     def test_an_edit_confirmed_after_the_note_changed_is_refused_and_nothing_is_written(self) -> None:
         args = self.edit_args("milk", "oat milk")
         first = self.result("notes_edit", args)
-        self.result("notes_append", {"workspaceUri": self.notes_uri, "noteId": self.groceries["noteId"], "text": "milk again\n",
-                                     "version": self.groceries["version"]})
+        self.result(
+            "notes_append",
+            {
+                "workspaceUri": self.notes_uri,
+                "noteId": self.groceries["noteId"],
+                "text": "milk again\n",
+                "version": self.groceries["version"],
+            },
+        )
         before = self.snapshot()
-        done = self.result("notes_edit", args, requestState=first["requestState"], inputResponses=accept(notes_tools.EDIT_KEY))
+        done = self.result(
+            "notes_edit", args, requestState=first["requestState"], inputResponses=accept(notes_tools.EDIT_KEY)
+        )
         self.assertTrue(done["isError"])
         self.assertEqual(self.snapshot(), before)
         self.assertEqual(self.outcomes()[-1], audit.REFUSED)
@@ -721,8 +956,12 @@ class NotesToolsContract(ContractCase):
         args = self.edit_args("milk", "oat milk")
         first = self.result("notes_edit", args)
         before = self.snapshot()
-        other = self.call("notes_edit", dict(args, newText="poison"), requestState=first["requestState"],
-                          inputResponses=accept(notes_tools.EDIT_KEY))
+        other = self.call(
+            "notes_edit",
+            dict(args, newText="poison"),
+            requestState=first["requestState"],
+            inputResponses=accept(notes_tools.EDIT_KEY),
+        )
         self.assertEqual(other["error"]["code"], main.INVALID_PARAMS)
         self.assertEqual(self.snapshot(), before)
 
@@ -795,7 +1034,9 @@ class FolderNotesTools(NotesToolsContract, unittest.TestCase):
         self.move_refused_before_any_form("plain.md/x.md", markdown_store.NO_FOLDER)
         self.assertFalse(os.path.exists(os.path.join(self.base, "Notes", "no-such-folder")))
 
-    def test_a_move_deeper_than_the_index_walks_is_refused_before_any_form_and_the_deepest_folder_is_offered(self) -> None:
+    def test_a_move_deeper_than_the_index_walks_is_refused_before_any_form_and_the_deepest_folder_is_offered(
+        self,
+    ) -> None:
         depth = folder_paths.MAX_WALK_DEPTH - 1  # Notes/ itself is the first folder below the notes folder
         os.makedirs(os.path.join(self.base, "Notes", *["d"] * (depth + 1)))
         self.move_offered("/".join(["d"] * depth + ["x.md"]))
@@ -814,8 +1055,12 @@ class FolderNotesTools(NotesToolsContract, unittest.TestCase):
     def test_a_file_name_longer_than_name_max_bytes_is_refused_before_any_form_and_one_at_it_is_offered(self) -> None:
         at = "\u65e5" * ((folder_paths.NAME_MAX - len(".md")) // 3) + ".md"  # 3 bytes each: 255 bytes in 87 characters
         over = "\u65e5" + at
-        self.assertEqual((len(at.encode("utf-8")), len(over.encode("utf-8"))), (folder_paths.NAME_MAX, folder_paths.NAME_MAX + 3))
-        self.assertLess(len("Notes/" + over), stores.MAX_NOTE_ID_LENGTH)  # the id would fit: the name's bytes are the rule
+        self.assertEqual(
+            (len(at.encode("utf-8")), len(over.encode("utf-8"))), (folder_paths.NAME_MAX, folder_paths.NAME_MAX + 3)
+        )
+        self.assertLess(
+            len("Notes/" + over), stores.MAX_NOTE_ID_LENGTH
+        )  # the id would fit: the name's bytes are the rule
         self.move_offered(at)
         self.move_refused_before_any_form(over, markdown_store.NAME_TOO_LONG)
 
@@ -827,30 +1072,45 @@ class FolderNotesTools(NotesToolsContract, unittest.TestCase):
             self.assertNotIn("Bob secret", done["content"][0]["text"])
             self.assertNotIn("structuredContent", done)
 
-    def test_create_into_a_missing_folder_a_file_a_symlink_or_one_too_deep_is_refused_and_no_folder_is_made(self) -> None:
+    def test_create_into_a_missing_folder_a_file_a_symlink_or_one_too_deep_is_refused_and_no_folder_is_made(
+        self,
+    ) -> None:
         os.symlink(os.path.join(self.base, "Bob"), os.path.join(self.base, "Notes", "linked"))
         depth = folder_paths.MAX_WALK_DEPTH - 1  # Notes/ itself is the first folder below the notes folder
         os.makedirs(os.path.join(self.base, "Notes", *["d"] * (depth + 1)))
         name = self.groceries["noteId"].rsplit("/", 1)[1]
         before = sorted(os.walk(self.base))
-        for folder, said in (("missing", markdown_store.NO_FOLDER), ("missing/deeper", markdown_store.NO_FOLDER),
-                             (name, markdown_store.NO_FOLDER), ("linked", markdown_store.NO_FOLDER),
-                             ("/".join(["d"] * (depth + 1)), markdown_store.TOO_DEEP)):
-            done = self.result("notes_create", {"workspaceUri": self.notes_uri, "title": "Planted", "body": "x", "folder": folder})
+        for folder, said in (
+            ("missing", markdown_store.NO_FOLDER),
+            ("missing/deeper", markdown_store.NO_FOLDER),
+            (name, markdown_store.NO_FOLDER),
+            ("linked", markdown_store.NO_FOLDER),
+            ("/".join(["d"] * (depth + 1)), markdown_store.TOO_DEEP),
+        ):
+            done = self.result(
+                "notes_create", {"workspaceUri": self.notes_uri, "title": "Planted", "body": "x", "folder": folder}
+            )
             self.assertEqual((done["isError"], done["content"][0]["text"]), (True, said), folder)
         self.assertEqual(sorted(os.walk(self.base)), before)
         self.assertEqual(os.listdir(os.path.join(self.base, "Bob")), [self.bobs["noteId"].rsplit("/", 1)[1]])
-        deepest = self.result("notes_create", {"workspaceUri": self.notes_uri, "title": "Deep", "body": "x", "folder": "/".join(["d"] * depth)})
+        deepest = self.result(
+            "notes_create",
+            {"workspaceUri": self.notes_uri, "title": "Deep", "body": "x", "folder": "/".join(["d"] * depth)},
+        )
         self.assertFalse(deepest["isError"], deepest)
         self.assertEqual(self.read(deepest["structuredContent"]["noteId"])["title"], "Deep")
 
-    def test_a_link_rewrite_the_os_refuses_after_the_rename_leaves_the_move_done_audited_and_that_link_as_it_was(self) -> None:
+    def test_a_link_rewrite_the_os_refuses_after_the_rename_leaves_the_move_done_audited_and_that_link_as_it_was(
+        self,
+    ) -> None:
         plan, index, _ = self.linked()
         before = self.text_of(index)
         args = {"workspaceUri": self.notes_uri, "noteId": plan["noteId"], "newPath": "archive/launch.md"}
         first = self.result("notes_move", args)
         with mock.patch.object(folder_bodies, "replace", side_effect=stores.StoreRefused(folder_bodies.WRITE_REFUSED)):
-            done = self.result("notes_move", args, requestState=first["requestState"], inputResponses=accept(notes_tools.MOVE_KEY))
+            done = self.result(
+                "notes_move", args, requestState=first["requestState"], inputResponses=accept(notes_tools.MOVE_KEY)
+            )
         self.assertTrue(done["structuredContent"]["moved"], done)
         self.assertTrue(os.path.exists(os.path.join(self.base, "Notes", "archive", "launch.md")))
         self.assertEqual(self.text_of(index), before)
@@ -860,11 +1120,21 @@ class FolderNotesTools(NotesToolsContract, unittest.TestCase):
         front = b"---\r\ntitle: Plan\ntags: [a, b]\n---\n"
         note = self.write_file("plan.md", front + b"# Plan\nfirst\n")
         self.assertEqual(note["text"], "# Plan\nfirst\n")  # the frontmatter is not part of the text
-        self.result("notes_append", {"workspaceUri": self.notes_uri, "noteId": note["noteId"], "text": "second\n", "version": note["version"]})
+        self.result(
+            "notes_append",
+            {"workspaceUri": self.notes_uri, "noteId": note["noteId"], "text": "second\n", "version": note["version"]},
+        )
         note = self.read(note["noteId"])
-        args = {"workspaceUri": self.notes_uri, "noteId": note["noteId"], "body": "# Plan\nrewritten\n", "version": note["version"]}
+        args = {
+            "workspaceUri": self.notes_uri,
+            "noteId": note["noteId"],
+            "body": "# Plan\nrewritten\n",
+            "version": note["version"],
+        }
         first = self.result("notes_update", args)
-        self.result("notes_update", args, requestState=first["requestState"], inputResponses=accept(notes_tools.UPDATE_KEY))
+        self.result(
+            "notes_update", args, requestState=first["requestState"], inputResponses=accept(notes_tools.UPDATE_KEY)
+        )
         with open(os.path.join(self.base, "Notes", "plan.md"), "rb") as handle:
             self.assertEqual(handle.read(), front + b"# Plan\nrewritten\n")
         kept = []
@@ -880,7 +1150,9 @@ class FolderNotesTools(NotesToolsContract, unittest.TestCase):
         outside.close()
         self.addCleanup(os.unlink, outside.name)
         os.symlink(outside.name, os.path.join(self.base, "Notes", "link.md"))
-        self.assertTrue(self.result("notes_read", {"workspaceUri": self.notes_uri, "noteId": "Notes/link.md"})["isError"])
+        self.assertTrue(
+            self.result("notes_read", {"workspaceUri": self.notes_uri, "noteId": "Notes/link.md"})["isError"]
+        )
         found = self.result("notes_search", {"workspaceUri": self.notes_uri, "query": "secret"})["structuredContent"]
         self.assertEqual(found["results"], [])
         with open(outside.name, "rb") as handle:
@@ -898,7 +1170,9 @@ class FolderNotesTools(NotesToolsContract, unittest.TestCase):
         self.assertEqual(big["length"], folder_bodies.MAX_FILE_BYTES)
         with open(os.path.join(self.base, "Notes", "big.md"), "ab") as handle:
             handle.write(b"y")
-        self.assertTrue(self.result("notes_read", {"workspaceUri": self.notes_uri, "noteId": "Notes/big.md"})["isError"])
+        self.assertTrue(
+            self.result("notes_read", {"workspaceUri": self.notes_uri, "noteId": "Notes/big.md"})["isError"]
+        )
 
 
 PG = store_workers.OptionalCluster()
@@ -939,9 +1213,25 @@ class OptIn(unittest.TestCase):
     def test_with_the_option_the_note_tools_follow_notes_delete_with_truthful_annotations(self) -> None:
         server = self.memory_server()
         notes_tools.install(server)
-        self.assertEqual(self.list_names(server), [main.TOOL_NAME, "notes_workspaces", "notes_list", "notes_search", "notes_read", "notes_create",
-                                                   "notes_append", "notes_update", "notes_edit", "notes_move"])
-        tools = {tool["name"]: tool["annotations"] for tool in answered(server, request("tools/list"), PRINCIPAL)["result"]["tools"]}
+        self.assertEqual(
+            self.list_names(server),
+            [
+                main.TOOL_NAME,
+                "notes_workspaces",
+                "notes_list",
+                "notes_search",
+                "notes_read",
+                "notes_create",
+                "notes_append",
+                "notes_update",
+                "notes_edit",
+                "notes_move",
+            ],
+        )
+        tools = {
+            tool["name"]: tool["annotations"]
+            for tool in answered(server, request("tools/list"), PRINCIPAL)["result"]["tools"]
+        }
         for name in ("notes_workspaces", "notes_list", "notes_search", "notes_read"):
             self.assertEqual((tools[name]["readOnlyHint"], tools[name]["destructiveHint"]), (True, False))
         for name in ("notes_create", "notes_append"):
@@ -957,7 +1247,9 @@ class OptIn(unittest.TestCase):
         listed = answered(server, tools_call("notes_workspaces", {}), PRINCIPAL)["result"]
         self.assertEqual(listed["structuredContent"], {"workspaces": [main.LESSON_WORKSPACE]})
         before = [note.id for note in server.services.notes.all()]
-        done = answered(server, tools_call("notes_search", {"workspaceUri": main.LESSON_WORKSPACE, "query": "TPS"}), PRINCIPAL)["result"]
+        done = answered(
+            server, tools_call("notes_search", {"workspaceUri": main.LESSON_WORKSPACE, "query": "TPS"}), PRINCIPAL
+        )["result"]
         self.assertTrue(done["isError"])
         self.assertEqual(done["content"][0]["text"], notes_tools.NO_BODIES)
         self.assertEqual([note.id for note in server.services.notes.all()], before)
@@ -982,13 +1274,24 @@ class OptIn(unittest.TestCase):
     def test_arguments_that_are_not_an_object_are_32602_and_an_unknown_one_is_an_error_result(self) -> None:
         server = self.memory_server()
         notes_tools.install(server)
-        self.assertEqual(answered(server, tools_call("notes_read", []), PRINCIPAL)["error"]["code"], main.INVALID_PARAMS)  # type: ignore[arg-type]
-        done = answered(server, tools_call("notes_read", {"workspaceUri": main.LESSON_WORKSPACE, "noteId": "x", "extra": 1}), PRINCIPAL)["result"]
+        not_an_object: Any = []  # hostile arguments: a list where the schema says object
+        self.assertEqual(
+            answered(server, tools_call("notes_read", not_an_object), PRINCIPAL)["error"]["code"], main.INVALID_PARAMS
+        )
+        done = answered(
+            server,
+            tools_call("notes_read", {"workspaceUri": main.LESSON_WORKSPACE, "noteId": "x", "extra": 1}),
+            PRINCIPAL,
+        )["result"]
         self.assertTrue(done["isError"])
         query = "q" * notes_tools.MAX_QUERY_LENGTH
-        at = answered(server, tools_call("notes_search", {"workspaceUri": main.LESSON_WORKSPACE, "query": query}), PRINCIPAL)["result"]
+        at = answered(
+            server, tools_call("notes_search", {"workspaceUri": main.LESSON_WORKSPACE, "query": query}), PRINCIPAL
+        )["result"]
         self.assertEqual(at["content"][0]["text"], notes_tools.NO_BODIES)  # the length passed; the store answered
-        over = answered(server, tools_call("notes_search", {"workspaceUri": main.LESSON_WORKSPACE, "query": query + "q"}), PRINCIPAL)["result"]
+        over = answered(
+            server, tools_call("notes_search", {"workspaceUri": main.LESSON_WORKSPACE, "query": query + "q"}), PRINCIPAL
+        )["result"]
         self.assertIn("must be a string", over["content"][0]["text"])
 
 
@@ -1033,8 +1336,11 @@ class ArgumentsStatedOnce(unittest.TestCase):
                         message = tools_call(tool.descriptor["name"], {**valid, name: self.value(field, size)})
                         response = server.handle(message, PRINCIPAL)
                         assert response is not None
-                        said = (response["result"]["content"][0]["text"] if "result" in response
-                                else response["error"]["message"])
+                        said = (
+                            response["result"]["content"][0]["text"]
+                            if "result" in response
+                            else response["error"]["message"]
+                        )
                         self.assertEqual(f"{name} must be" in said, refused, said)
                         self.assertEqual([note.id for note in server.services.notes.all()], before)
                         checked += 1
@@ -1069,7 +1375,10 @@ class TheOption(unittest.TestCase):
         return [tool["name"] for tool in answered(server, request("tools/list"), PRINCIPAL)["result"]["tools"]]
 
     def test_the_flag_or_the_config_key_serves_the_note_tools_and_neither_does_not(self) -> None:
-        config = {"principals": {PRINCIPAL: {"token": "t-" + KEY.hex(), "workspaces": [main.LESSON_WORKSPACE]}}, "stdioPrincipal": PRINCIPAL}
+        config = {
+            "principals": {PRINCIPAL: {"token": "t-" + KEY.hex(), "workspaces": [main.LESSON_WORKSPACE]}},
+            "stdioPrincipal": PRINCIPAL,
+        }
         self.assertEqual(self.listed([]), [main.TOOL_NAME])
         self.assertIn("notes_update", self.listed(["--notes-tools"]))
         self.assertIn("notes_update", self.listed([], dict(config, notesTools=True)))
@@ -1105,14 +1414,22 @@ class LinkRewrites(unittest.TestCase):
     def test_each_form_of_a_link_is_rewritten_in_its_own_form_and_others_are_left_alone(self) -> None:
         text = "[[plan]] [[Plan.md#Goals|g]] [[a/plan]] [[A/PLAN.md|x]] [[planning]] [[b/plan]] [plan] [[plan"
         new, changes = notes_tools.relinked(text, ("a", "plan.md"), ("b", "new.md"), bare=True)
-        self.assertEqual(new, "[[new]] [[new.md#Goals|g]] [[b/new]] [[b/new.md|x]] [[planning]] [[b/plan]] [plan] [[plan")
+        self.assertEqual(
+            new, "[[new]] [[new.md#Goals|g]] [[b/new]] [[b/new.md|x]] [[planning]] [[b/plan]] [plan] [[plan"
+        )
         self.assertEqual(len(changes), 4)
 
     def test_a_bare_name_another_note_shares_and_a_move_that_keeps_the_name_change_no_bare_link(self) -> None:
-        self.assertEqual(notes_tools.relinked("[[plan]] [[a/plan]]", ("a", "plan.md"), ("b", "new.md"), bare=False)[0],
-                         "[[plan]] [[b/new]]")
-        self.assertEqual(notes_tools.relinked("[[plan]] [[a/plan]]", ("a", "plan.md"), ("b", "plan.md"), bare=True)[0],
-                         "[[plan]] [[b/plan]]")
+        self.assertEqual(
+            notes_tools.relinked("[[plan]] [[a/plan]]", ("a", "plan.md"), ("b", "new.md"), bare=False)[0],
+            "[[plan]] [[b/new]]",
+        )
+        self.assertEqual(
+            notes_tools.relinked("[[plan]] [[a/plan]]", ("a", "plan.md"), ("b", "plan.md"), bare=True)[0],
+            "[[plan]] [[b/plan]]",
+        )
 
     def test_a_place_without_md_is_named_by_its_whole_name(self) -> None:
-        self.assertEqual(notes_tools.relinked("[[tps]] [[x/tps]]", ("x", "tps"), ("y", "tps.md"), bare=True)[0], "[[tps]] [[y/tps]]")
+        self.assertEqual(
+            notes_tools.relinked("[[tps]] [[x/tps]]", ("x", "tps"), ("y", "tps.md"), bare=True)[0], "[[tps]] [[y/tps]]"
+        )

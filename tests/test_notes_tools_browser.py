@@ -42,7 +42,11 @@ def build(clock: Clock, log: Log, path: str, browser: bool = True, pages: bool =
     records = browser_confirm.records_for(store, clock)
     links = browser_confirm.PageLinks(BASE if pages else None, TOKENS)  # made first: the tools give them out
     server = frame.notes_server(
-        keys=[KEY], notes=store, policy=main.AuthorizationPolicy(grants()), clock=clock, log=log,
+        keys=[KEY],
+        notes=store,
+        policy=main.AuthorizationPolicy(grants()),
+        clock=clock,
+        log=log,
         tool=lambda services: browser_confirm.ConfirmedNotesDelete(services, records, browser, links),
     )
     audit.install(server)
@@ -60,7 +64,9 @@ class Client:
         self.next_id = 1
 
     def call(self, name: str, arguments: dict[str, Any], capabilities: Any = NO_FORM, **extra: Any) -> dict[str, Any]:
-        message = request("tools/call", {"name": name, "arguments": arguments, **extra}, id=self.next_id, capabilities=capabilities)
+        message = request(
+            "tools/call", {"name": name, "arguments": arguments, **extra}, id=self.next_id, capabilities=capabilities
+        )
         self.next_id += 1
         response = self.server.handle(message, self.principal)
         assert response is not None
@@ -91,7 +97,13 @@ class PageCase(unittest.TestCase):
         return done["structuredContent"]
 
     def update_args(self, body: str, **changes: Any) -> dict[str, Any]:
-        return {"workspaceUri": WORKSPACE, "noteId": self.note["noteId"], "body": body, "version": self.note["version"], **changes}
+        return {
+            "workspaceUri": WORKSPACE,
+            "noteId": self.note["noteId"],
+            "body": body,
+            "version": self.note["version"],
+            **changes,
+        }
 
     def move_args(self, new_path: str = "archive/groceries.md") -> dict[str, Any]:
         return {"workspaceUri": WORKSPACE, "noteId": self.note["noteId"], "newPath": new_path}
@@ -104,14 +116,16 @@ class PageCase(unittest.TestCase):
     def browser(self) -> ConfirmBrowser:
         pages = self.pages
 
-        def send(method: str, path: str, headers: list[tuple[str, str]], body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+        def send(
+            method: str, path: str, headers: list[tuple[str, str]], body: bytes
+        ) -> tuple[int, list[tuple[str, str]], bytes]:
             return pages.handle(method, path, support.engine_headers(headers), body, "127.0.0.1")
 
         return ConfirmBrowser(send)
 
     @staticmethod
     def path(result: dict[str, Any]) -> str:
-        return result["structuredContent"]["url"][len(BASE):]
+        return result["structuredContent"]["url"][len(BASE) :]
 
     def first(self, name: str, arguments: dict[str, Any], capabilities: Any = NO_FORM) -> dict[str, Any]:
         result = self.alice.call(name, arguments, capabilities)["result"]
@@ -129,12 +143,19 @@ class PageCase(unittest.TestCase):
     def press(self, browser: ConfirmBrowser, first: dict[str, Any], decision: str) -> tuple[int, str]:
         """Press Apply or Keep with the fields the page carries (its CSRF token and the note it shows)."""
         _, _, page = browser.get(self.path(first))
-        fields = [(name, value) for name, value in re.findall(r'<input type="hidden" name="(csrf|note)" value="([^"]+)">', page)]
+        fields = [
+            (name, value)
+            for name, value in re.findall(r'<input type="hidden" name="(csrf|note)" value="([^"]+)">', page)
+        ]
         status, _, answer = browser.open("POST", f"{self.path(first)}/decision", [*fields, ("decision", decision)])
         return status, answer
 
-    def second(self, name: str, arguments: dict[str, Any], first: dict[str, Any], client: Client | None = None) -> dict[str, Any]:
-        return (client or self.alice).call(name, {**arguments, "confirmation": first["structuredContent"]["confirmation"]})
+    def second(
+        self, name: str, arguments: dict[str, Any], first: dict[str, Any], client: Client | None = None
+    ) -> dict[str, Any]:
+        return (client or self.alice).call(
+            name, {**arguments, "confirmation": first["structuredContent"]["confirmation"]}
+        )
 
     def record(self, first: dict[str, Any]) -> browser_confirm.Record:
         found = self.pages.records.by_handle(self.path(first).rsplit("/", 1)[1])
@@ -151,7 +172,9 @@ class PageCase(unittest.TestCase):
 
 
 class FirstCallTests(PageCase):
-    def test_an_update_without_forms_returns_a_link_and_a_token_bound_like_the_forms_state_and_changes_nothing(self) -> None:
+    def test_an_update_without_forms_returns_a_link_and_a_token_bound_like_the_forms_state_and_changes_nothing(
+        self,
+    ) -> None:
         entries = len(self.store.audit_entries())
         result = self.first("notes_update", self.update_args("milk\nbread\n"))
         self.assertFalse(result["isError"])
@@ -159,7 +182,9 @@ class FirstCallTests(PageCase):
         self.assertEqual(set(structured), {"updated", "reason", "status", "url", "expiresAt", "confirmation"})
         self.assertFalse(structured["updated"])
         claims = support.claims_of(structured["confirmation"])
-        self.assertEqual((claims["sub"], claims["tool"], claims["phase"]), ("alice", "notes_update", browser_confirm.PHASE_BROWSER))
+        self.assertEqual(
+            (claims["sub"], claims["tool"], claims["phase"]), ("alice", "notes_update", browser_confirm.PHASE_BROWSER)
+        )
         self.assertEqual(claims["cands"], [[self.note["noteId"], self.note["version"]]])
         self.assertEqual(claims["extra"]["sha256"], notes_tools.text_sha256("milk\nbread\n"))
         self.assertEqual(claims["extra"]["handle"], self.path(result).rsplit("/", 1)[1])
@@ -176,11 +201,17 @@ class FirstCallTests(PageCase):
         self.addCleanup(off_store.close)
         off = listed(off_server)
         for name in ("notes_update", "notes_move"):
-            self.assertEqual(on[name]["inputSchema"]["properties"]["confirmation"], browser_confirm.CONFIRMATION_PROPERTY)
+            self.assertEqual(
+                on[name]["inputSchema"]["properties"]["confirmation"], browser_confirm.CONFIRMATION_PROPERTY
+            )
             self.assertNotIn("confirmation", on[name]["inputSchema"]["required"])
             self.assertNotIn("confirmation", off[name]["inputSchema"]["properties"])
-            self.assertEqual(off[name], getattr(notes_tools, "NotesUpdate" if name == "notes_update" else "NotesMove").descriptor)
-        self.assertNotIn("confirmation", notes_tools.NotesUpdate.descriptor["inputSchema"]["properties"])  # the class's stays unchanged
+            self.assertEqual(
+                off[name], getattr(notes_tools, "NotesUpdate" if name == "notes_update" else "NotesMove").descriptor
+            )
+        self.assertNotIn(
+            "confirmation", notes_tools.NotesUpdate.descriptor["inputSchema"]["properties"]
+        )  # the class's stays unchanged
 
     def test_a_stale_version_the_same_text_a_bad_path_or_another_workspace_opens_no_page(self) -> None:
         def count() -> int:
@@ -224,8 +255,10 @@ class DecisionTests(PageCase):
         self.assertEqual(done["structuredContent"]["updated"], True, done)
         self.assertEqual(self.text(), body)
         entry = self.last_entry()
-        self.assertEqual((entry["outcome"], entry["channel"], entry["approved_by"], entry["approved_at"]),
-                         (audit.UPDATED, "browser", "alice", self.clock.now))
+        self.assertEqual(
+            (entry["outcome"], entry["channel"], entry["approved_by"], entry["approved_at"]),
+            (audit.UPDATED, "browser", "alice", self.clock.now),
+        )
         again = self.second("notes_update", arguments, first)
         self.assertEqual(again["error"]["code"], main.INVALID_PARAMS)
         self.assertEqual(again["error"]["message"], browser_confirm.refused_confirmation("notes_update"))
@@ -243,7 +276,10 @@ class DecisionTests(PageCase):
         self.assertEqual(self.text(), GROCERIES)
         entry = self.last_entry()
         self.assertEqual((entry["outcome"], entry["channel"], entry["approved_by"]), ("declined", "browser", "alice"))
-        self.assertEqual(self.second("notes_update", arguments, first)["error"]["message"], browser_confirm.refused_confirmation("notes_update"))
+        self.assertEqual(
+            self.second("notes_update", arguments, first)["error"]["message"],
+            browser_confirm.refused_confirmation("notes_update"),
+        )
 
     def test_pending_says_not_approved_yet_with_the_same_token_and_link(self) -> None:
         arguments = self.update_args("bread\n")
@@ -252,7 +288,9 @@ class DecisionTests(PageCase):
         pending = self.second("notes_update", arguments, first)["result"]
         self.assertFalse(pending["isError"])
         self.assertTrue(pending["content"][0]["text"].startswith("Not approved yet"), pending)
-        self.assertEqual(pending["structuredContent"], {**first["structuredContent"], "status": browser_confirm.STILL_PENDING})
+        self.assertEqual(
+            pending["structuredContent"], {**first["structuredContent"], "status": browser_confirm.STILL_PENDING}
+        )
         self.assertEqual(self.text(), GROCERIES)
         self.assertEqual(self.record(first).status, browser_confirm.PENDING)
 
@@ -277,7 +315,9 @@ class DecisionTests(PageCase):
     def test_a_move_shows_from_and_to_and_moves_after_approval(self) -> None:
         arguments = self.move_args("archive/groceries.md")
         first = self.first("notes_move", arguments)
-        self.assertEqual(set(first["structuredContent"]), {"moved", "reason", "status", "url", "expiresAt", "confirmation"})
+        self.assertEqual(
+            set(first["structuredContent"]), {"moved", "reason", "status", "url", "expiresAt", "confirmation"}
+        )
         browser, page = self.signed_in(first)
         self.assertIn(f"to:   {WORKSPACE}/archive/groceries.md", page)
         self.assertIn("never replaced", page)
@@ -286,9 +326,14 @@ class DecisionTests(PageCase):
         self.assertTrue(done["structuredContent"]["moved"], done)
         entry = self.last_entry()
         self.assertEqual((entry["outcome"], entry["channel"], entry["approved_by"]), (audit.MOVED, "browser", "alice"))
-        self.assertEqual(self.second("notes_move", arguments, first)["error"]["message"], browser_confirm.refused_confirmation("notes_move"))
+        self.assertEqual(
+            self.second("notes_move", arguments, first)["error"]["message"],
+            browser_confirm.refused_confirmation("notes_move"),
+        )
 
-    def test_other_arguments_other_bytes_a_forged_token_or_an_expired_one_are_the_one_32602_and_change_nothing(self) -> None:
+    def test_other_arguments_other_bytes_a_forged_token_or_an_expired_one_are_the_one_32602_and_change_nothing(
+        self,
+    ) -> None:
         arguments = self.update_args("bread\n")
         first = self.first("notes_update", arguments)
         browser, _ = self.signed_in(first)
@@ -305,10 +350,16 @@ class DecisionTests(PageCase):
         for attempt in attempts:
             with self.subTest(attempt=attempt):
                 error = self.alice.call("notes_update", attempt)["error"]
-                self.assertEqual((error["code"], error["message"]), (main.INVALID_PARAMS, browser_confirm.refused_confirmation("notes_update")))
+                self.assertEqual(
+                    (error["code"], error["message"]),
+                    (main.INVALID_PARAMS, browser_confirm.refused_confirmation("notes_update")),
+                )
         self.assertEqual(self.text(), GROCERIES)
         self.clock.now += main.DEFAULT_STATE_TTL_SECONDS
-        self.assertEqual(self.second("notes_update", arguments, first)["error"]["message"], browser_confirm.refused_confirmation("notes_update"))
+        self.assertEqual(
+            self.second("notes_update", arguments, first)["error"]["message"],
+            browser_confirm.refused_confirmation("notes_update"),
+        )
         self.assertEqual(self.text(), GROCERIES)
 
     def test_a_note_edited_after_the_request_cannot_be_approved_and_after_approval_is_not_written(self) -> None:
@@ -316,19 +367,38 @@ class DecisionTests(PageCase):
         first = self.first("notes_update", arguments)
         browser, _ = self.signed_in(first)
         self.press(browser, first, "approve")
-        appended = self.alice.call("notes_append", {"workspaceUri": WORKSPACE, "noteId": self.note["noteId"], "text": "tea\n",
-                                                    "version": self.note["version"]})["result"]
+        appended = self.alice.call(
+            "notes_append",
+            {
+                "workspaceUri": WORKSPACE,
+                "noteId": self.note["noteId"],
+                "text": "tea\n",
+                "version": self.note["version"],
+            },
+        )["result"]
         self.assertFalse(appended["isError"])
         done = self.second("notes_update", arguments, first)["result"]
         self.assertTrue(done["isError"])  # the store's re-check: changed since; consumed, nothing written
         self.assertEqual(self.text(), GROCERIES + "tea\n")
         self.assertEqual(self.last_entry()["outcome"], audit.REFUSED)
-        self.assertEqual(self.second("notes_update", arguments, first)["error"]["message"], browser_confirm.refused_confirmation("notes_update"))
+        self.assertEqual(
+            self.second("notes_update", arguments, first)["error"]["message"],
+            browser_confirm.refused_confirmation("notes_update"),
+        )
         # Edited between the request and the page: nothing to approve there.
-        later = self.first("notes_update", self.update_args("bread\n", version=appended["structuredContent"]["version"]))
+        later = self.first(
+            "notes_update", self.update_args("bread\n", version=appended["structuredContent"]["version"])
+        )
         other, _ = self.signed_in(later)
-        self.alice.call("notes_append", {"workspaceUri": WORKSPACE, "noteId": self.note["noteId"], "text": "jam\n",
-                                         "version": appended["structuredContent"]["version"]})
+        self.alice.call(
+            "notes_append",
+            {
+                "workspaceUri": WORKSPACE,
+                "noteId": self.note["noteId"],
+                "text": "jam\n",
+                "version": appended["structuredContent"]["version"],
+            },
+        )
         status, page = self.press(other, later, "approve")
         self.assertIn("changed", page)
         self.assertNotIn(">Apply</button>", page)
@@ -340,11 +410,14 @@ class DecisionTests(PageCase):
         self.assertEqual(first["resultType"], "input_required", first)
         elicitation = first["inputRequests"][browser_confirm.URL_KEY]["params"]
         self.assertEqual(elicitation["mode"], "url")
-        retry = {"requestState": first["requestState"], "inputResponses": {browser_confirm.URL_KEY: {"action": "accept"}}}
+        retry = {
+            "requestState": first["requestState"],
+            "inputResponses": {browser_confirm.URL_KEY: {"action": "accept"}},
+        }
         asked = self.alice.call("notes_update", arguments, URL_ONLY, **retry)["result"]
         self.assertEqual(asked["requestState"], first["requestState"])  # pending: the same state again
         browser = self.browser()
-        path = elicitation["url"][len(BASE):]
+        path = elicitation["url"][len(BASE) :]
         self.assertEqual(browser.sign_in(path, ALICE_TOKEN), 303)
         self.press(browser, {"structuredContent": {"url": elicitation["url"]}}, "approve")
         done = self.alice.call("notes_update", arguments, URL_ONLY, **retry)["result"]
@@ -389,9 +462,13 @@ class WhoCanApproveTests(PageCase):
         self.assertNotIn(">Apply</button>", browser.get(self.path(first))[2])
         self.assertEqual(self.record(first).status, browser_confirm.PENDING)
         # bob holding alice's token: its subject is alice, so it is not bob's to use.
-        refused = self.bob.call("notes_update", {**arguments, "confirmation": first["structuredContent"]["confirmation"]})["result"]
+        refused = self.bob.call(
+            "notes_update", {**arguments, "confirmation": first["structuredContent"]["confirmation"]}
+        )["result"]
         self.assertTrue(refused["isError"], refused)  # layer 1 first: alice's workspace is not bob's
-        self.assertTrue(self.second("notes_update", arguments, first)["result"]["content"][0]["text"].startswith("Not approved yet"))
+        self.assertTrue(
+            self.second("notes_update", arguments, first)["result"]["content"][0]["text"].startswith("Not approved yet")
+        )
         self.assertEqual(self.text(), GROCERIES)
 
     def test_a_client_holding_every_byte_it_was_sent_cannot_approve(self) -> None:
@@ -407,12 +484,18 @@ class WhoCanApproveTests(PageCase):
         for secret in sorted(set(re.findall(r"[A-Za-z0-9_\-.]{20,}", wire)) | {login}):
             status, _, page = model.open("POST", f"{path}/sign-in", [("token", secret), ("login", login)])
             self.assertNotEqual(status, 303, secret)
-            status, _, page = model.open("POST", f"{path}/decision", [("csrf", secret), ("decision", "approve")],
-                                         [("Cookie", f"{confirm_pages.SESSION_COOKIE}={secret}")])
+            status, _, page = model.open(
+                "POST",
+                f"{path}/decision",
+                [("csrf", secret), ("decision", "approve")],
+                [("Cookie", f"{confirm_pages.SESSION_COOKIE}={secret}")],
+            )
             self.assertNotIn("Approved", page)
         self.assertIsNone(model.jar.get(confirm_pages.SESSION_COOKIE))
         self.assertEqual(self.record(first).status, browser_confirm.PENDING)
-        self.assertTrue(self.second("notes_update", arguments, first)["result"]["content"][0]["text"].startswith("Not approved yet"))
+        self.assertTrue(
+            self.second("notes_update", arguments, first)["result"]["content"][0]["text"].startswith("Not approved yet")
+        )
         self.assertEqual(self.text(), GROCERIES)
         self.assertNotIn(ALICE_TOKEN, "\n".join(self.log))
 
@@ -436,7 +519,9 @@ class PageOffTests(PageCase):
                 with_token = self.alice.call(name, {**arguments, "confirmation": "x" * 40})["result"]
                 self.assertTrue(with_token["isError"])  # no such argument while the page is off
         self.assertEqual(self.text(), GROCERIES)
-        self.assertEqual(self.store.read_with(lambda c: c.execute("SELECT COUNT(*) FROM browser_confirmations").fetchone()), (0,))
+        self.assertEqual(
+            self.store.read_with(lambda c: c.execute("SELECT COUNT(*) FROM browser_confirmations").fetchone()), (0,)
+        )
 
     def test_a_diff_too_large_for_a_form_stays_refused_naming_confirm_in_browser(self) -> None:
         big = "".join(f"line {k}\n" for k in range(notes_tools.MAX_DIFF_LINES + 1))
@@ -446,7 +531,9 @@ class PageOffTests(PageCase):
         self.assertIn("--confirm-in-browser", notes_tools.TOO_LARGE)
         self.assertEqual(self.text(), GROCERIES)
         fits = "".join(f"line {k}\n" for k in range(notes_tools.MAX_DIFF_LINES - 10))
-        self.assertEqual(self.alice.call("notes_update", self.update_args(fits), FORM_ONLY)["result"]["resultType"], "input_required")
+        self.assertEqual(
+            self.alice.call("notes_update", self.update_args(fits), FORM_ONLY)["result"]["resultType"], "input_required"
+        )
 
 
 class OneCycleTests(unittest.TestCase):
@@ -475,14 +562,18 @@ class OlderDatabaseTests(unittest.TestCase):
         sqlite_store.open_store(path, clock=clock).close()
         conn = sqlite3.connect(path)
         conn.execute("DROP TABLE browser_confirmations")
-        conn.execute("CREATE TABLE browser_confirmations (nonce TEXT PRIMARY KEY, handle TEXT NOT NULL UNIQUE, principal TEXT "
+        conn.execute(
+            "CREATE TABLE browser_confirmations (nonce TEXT PRIMARY KEY, handle TEXT NOT NULL UNIQUE, principal TEXT "
             "NOT NULL,"
-                     " workspace TEXT NOT NULL, title TEXT NOT NULL, expires_at REAL NOT NULL, status TEXT NOT "
-                         "NULL, note_id TEXT,"
-                     " version TEXT, decided_by TEXT, decided_at REAL)")
-        conn.execute("INSERT INTO browser_confirmations VALUES ('n', ?, 'alice', ?, 'TPS', ?, 'pending', NULL, NULL, NULL, "
+            " workspace TEXT NOT NULL, title TEXT NOT NULL, expires_at REAL NOT NULL, status TEXT NOT "
+            "NULL, note_id TEXT,"
+            " version TEXT, decided_by TEXT, decided_at REAL)"
+        )
+        conn.execute(
+            "INSERT INTO browser_confirmations VALUES ('n', ?, 'alice', ?, 'TPS', ?, 'pending', NULL, NULL, NULL, "
             "NULL)",
-                     ("h" * 43, WORKSPACE, clock.now + 60))
+            ("h" * 43, WORKSPACE, clock.now + 60),
+        )
         conn.commit()
         conn.close()
         store = sqlite_store.open_store(path, clock=clock)

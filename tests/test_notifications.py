@@ -23,7 +23,13 @@ def chatty_tool(server: frame.Server) -> None:
         for step in (1, 2):
             notify = frame.context().notify
             if notify is not None:
-                notify({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "t", "progress": step, "total": 2}})
+                notify(
+                    {
+                        "jsonrpc": "2.0",
+                        "method": "notifications/progress",
+                        "params": {"progressToken": "t", "progress": step, "total": 2},
+                    }
+                )
         return main.tool_result("done")
 
     server.add_tool(types.SimpleNamespace(descriptor={"name": "chatty", "inputSchema": {"type": "object"}}, call=call))
@@ -43,7 +49,11 @@ class StreamedNotifications(unittest.TestCase):
             ("Content-Type", "application/json"), ("Accept", accept), ("Content-Length", str(len(body))),
             ("MCP-Protocol-Version", main.PROTOCOL_VERSION), ("Mcp-Method", "tools/call"), ("Mcp-Name", "chatty"),
         ]  # fmt: skip
-        response = self.endpoint(http_server.Request("POST", "/mcp", "HTTP/1.1", support.engine_headers(headers), body, ("127.0.0.1", 1), threading.Event()))
+        response = self.endpoint(
+            http_server.Request(
+                "POST", "/mcp", "HTTP/1.1", support.engine_headers(headers), body, ("127.0.0.1", 1), threading.Event()
+            )
+        )
         assert isinstance(response, http_server.Response)  # read whole: these answers are never left streaming
         return response
 
@@ -51,7 +61,11 @@ class StreamedNotifications(unittest.TestCase):
         response = self.post("application/json, text/event-stream")
         self.assertEqual(response.status, 200)
         self.assertIn(("Content-Type", "text/event-stream"), response.headers)
-        events = [json.loads(line.removeprefix(b"data: ")) for line in response.body.split(b"\n") if line.startswith(b"data: ")]
+        events = [
+            json.loads(line.removeprefix(b"data: "))
+            for line in response.body.split(b"\n")
+            if line.startswith(b"data: ")
+        ]
         self.assertEqual([e.get("method") for e in events], ["notifications/progress", "notifications/progress", None])
         self.assertEqual([e["params"]["progress"] for e in events[:2]], [1, 2])
         self.assertEqual(events[2]["result"]["content"][0]["text"], "done")
@@ -64,9 +78,18 @@ class StreamedNotifications(unittest.TestCase):
     def test_a_request_without_notifications_is_plain_json_even_when_a_stream_is_accepted(self) -> None:
         message = request("server/discover")
         body = json.dumps(message).encode()
-        headers = [("Content-Type", "application/json"), ("Accept", "application/json, text/event-stream"),
-                   ("MCP-Protocol-Version", main.PROTOCOL_VERSION), ("Mcp-Method", "server/discover"), ("Content-Length", str(len(body)))]
-        response = self.endpoint(http_server.Request("POST", "/mcp", "HTTP/1.1", support.engine_headers(headers), body, ("127.0.0.1", 1), threading.Event()))
+        headers = [
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("MCP-Protocol-Version", main.PROTOCOL_VERSION),
+            ("Mcp-Method", "server/discover"),
+            ("Content-Length", str(len(body))),
+        ]
+        response = self.endpoint(
+            http_server.Request(
+                "POST", "/mcp", "HTTP/1.1", support.engine_headers(headers), body, ("127.0.0.1", 1), threading.Event()
+            )
+        )
         self.assertIn(("Content-Type", "application/json"), response.headers)
 
 

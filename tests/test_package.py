@@ -27,7 +27,11 @@ GUARD = 300.0  # seconds; only a failure guard (a build may fetch setuptools fro
 PACKAGE = "notes_mcp"
 COMMAND = "notes-mcp"
 # Words in pip's output that mean the package index could not be reached (then the test skips).
-OFFLINE_SIGNS = ("Failed to establish a new connection", "No matching distribution found for setuptools", "Temporary failure in name resolution")
+OFFLINE_SIGNS = (
+    "Failed to establish a new connection",
+    "No matching distribution found for setuptools",
+    "Temporary failure in name resolution",
+)
 PROTOCOL_META = test_docs.PROTOCOL_META
 
 
@@ -70,7 +74,9 @@ def pip_install(python: str, requirement: str, cwd: str) -> str:
     )  # fmt: skip
     output = done.stdout + done.stderr
     if done.returncode != 0 and any(sign in output for sign in OFFLINE_SIGNS):
-        raise unittest.SkipTest(f"the package index is unreachable, so setuptools cannot be fetched for the build: {requirement}")
+        raise unittest.SkipTest(
+            f"the package index is unreachable, so setuptools cannot be fetched for the build: {requirement}"
+        )
     if done.returncode != 0:
         raise AssertionError(f"pip install {requirement} failed:\n{output}")
     return output
@@ -78,7 +84,11 @@ def pip_install(python: str, requirement: str, cwd: str) -> str:
 
 def clean_env(**extra: str) -> dict[str, str]:
     """The environment without NOTES_MCP_* values or a virtual environment of the caller's."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("NOTES_MCP_", "PYTHON")) and key != "VIRTUAL_ENV"}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("NOTES_MCP_", "PYTHON")) and key != "VIRTUAL_ENV"
+    }
     env.update(extra)
     return env
 
@@ -93,7 +103,9 @@ def psycopg_present() -> bool:
 
 
 # What reads the environment in code/*.py: os.environ.get("X"), environ.get("X"), getenv("X"), environ["X"].
-_ENVIRON_READ_RE = re.compile(r"""(?:environ\.get|getenv)\(\s*"([A-Z_][A-Z0-9_]*)"|environ\[\s*"([A-Z_][A-Z0-9_]*)"\s*\]""")
+_ENVIRON_READ_RE = re.compile(
+    r"""(?:environ\.get|getenv)\(\s*"([A-Z_][A-Z0-9_]*)"|environ\[\s*"([A-Z_][A-Z0-9_]*)"\s*\]"""
+)
 
 
 def command_output(*argv: str) -> subprocess.CompletedProcess[str]:
@@ -123,8 +135,12 @@ class CommandLineTests(unittest.TestCase):
             if name.endswith(".py"):
                 with open(os.path.join(support.CODE, name), encoding="utf-8") as handle:
                     read |= {a or b for a, b in _ENVIRON_READ_RE.findall(handle.read())}
-        self.assertGreaterEqual(read, {"NOTES_MCP_SECRET", "NOTES_MCP_TOKEN", "XDG_STATE_HOME", "PGHOST"})  # the scan finds them
-        listed = command_output(os.path.join(support.CODE, "serve.py"), "--help").stdout.split("environment variables:")[1]
+        self.assertGreaterEqual(
+            read, {"NOTES_MCP_SECRET", "NOTES_MCP_TOKEN", "XDG_STATE_HOME", "PGHOST"}
+        )  # the scan finds them
+        listed = command_output(os.path.join(support.CODE, "serve.py"), "--help").stdout.split(
+            "environment variables:"
+        )[1]
         for variable in sorted(read):
             self.assertRegex(listed, rf"\n  (\S+, )*{variable}\b", variable)
 
@@ -194,28 +210,52 @@ class InstalledCommandTests(unittest.TestCase):
         # The same flags as `python3 code/serve.py --help`, not one more or less.
         serve_py = [*support.python(), os.path.join(support.CODE, "serve.py"), "--help"]
         checkout = subprocess.run(serve_py, capture_output=True, text=True, timeout=GUARD)
-        flags = {option for action in serve.parser()._actions for option in action.option_strings if action.help != "==SUPPRESS=="}
+        flags = {
+            option
+            for action in serve.parser()._actions
+            for option in action.option_strings
+            if action.help != "==SUPPRESS=="
+        }
         for flag in flags:
             self.assertIn(flag, done.stdout)
             self.assertIn(flag, checkout.stdout)
-        self.assertEqual(done.stdout.split("options:")[1].split(f"{COMMAND} demo")[0].strip(), checkout.stdout.split("options:")[1].strip())
+        self.assertEqual(
+            done.stdout.split("options:")[1].split(f"{COMMAND} demo")[0].strip(),
+            checkout.stdout.split("options:")[1].strip(),
+        )
 
     def test_version_is_the_installed_distribution_s(self) -> None:
-        done = subprocess.run([self.command, "--version"], capture_output=True, text=True, timeout=GUARD, env=clean_env())
+        done = subprocess.run(
+            [self.command, "--version"], capture_output=True, text=True, timeout=GUARD, env=clean_env()
+        )
         probe = "import importlib.metadata as m; print(m.version('notes-mcp'))"
-        installed = subprocess.run([self.python, "-c", probe], capture_output=True, text=True, timeout=GUARD, env=clean_env())
+        installed = subprocess.run(
+            [self.python, "-c", probe], capture_output=True, text=True, timeout=GUARD, env=clean_env()
+        )
         self.assertEqual(done.stdout, f"{COMMAND} {installed.stdout.strip()} (MCP {main.PROTOCOL_VERSION})\n")
         self.assertEqual(installed.stdout.strip(), main.SERVER_INFO["version"])
 
     def test_python_m_notes_mcp_is_the_same_command_as_notes_mcp(self) -> None:
         for argv in (["--version"], ["--help"], ["--stdoi"], ["audit", "--help"]):
             with self.subTest(argv=argv):
-                command = subprocess.run([self.command, *argv], capture_output=True, text=True, timeout=GUARD, env=clean_env())
-                module = subprocess.run([self.python, "-m", PACKAGE, *argv], capture_output=True, text=True, timeout=GUARD, env=clean_env())
-                self.assertEqual((module.returncode, module.stdout, module.stderr), (command.returncode, command.stdout, command.stderr))
+                command = subprocess.run(
+                    [self.command, *argv], capture_output=True, text=True, timeout=GUARD, env=clean_env()
+                )
+                module = subprocess.run(
+                    [self.python, "-m", PACKAGE, *argv], capture_output=True, text=True, timeout=GUARD, env=clean_env()
+                )
+                self.assertEqual(
+                    (module.returncode, module.stdout, module.stderr),
+                    (command.returncode, command.stdout, command.stderr),
+                )
                 self.assertTrue(command.stdout or command.stderr)
-        mistyped = subprocess.run([self.python, "-m", PACKAGE, "--stdoi"], capture_output=True, text=True, timeout=GUARD, env=clean_env())
-        self.assertEqual(mistyped.stderr, f"{COMMAND}: unknown option --stdoi: did you mean --stdio? ({COMMAND} --help lists every option)\n")
+        mistyped = subprocess.run(
+            [self.python, "-m", PACKAGE, "--stdoi"], capture_output=True, text=True, timeout=GUARD, env=clean_env()
+        )
+        self.assertEqual(
+            mistyped.stderr,
+            f"{COMMAND}: unknown option --stdoi: did you mean --stdio? ({COMMAND} --help lists every option)\n",
+        )
 
     def test_demo_runs_the_scripted_two_call_flow(self) -> None:
         done = subprocess.run([self.command, "demo"], capture_output=True, text=True, timeout=GUARD, env=clean_env())
@@ -233,10 +273,16 @@ class InstalledCommandTests(unittest.TestCase):
         workspace = f"file://{notes}"
         call = {"name": "notes_delete", "arguments": {"workspaceUri": workspace, "title": "TPS"}}
         proc = subprocess.Popen(
-            [self.command, "--stdio", "--notes-dir", notes], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+            [self.command, "--stdio", "--notes-dir", notes],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
         )
         self.addCleanup(self.stop, proc)
-        first = self.exchange(proc, {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"_meta": PROTOCOL_META, **call}})["result"]
+        first = self.exchange(
+            proc, {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"_meta": PROTOCOL_META, **call}}
+        )["result"]
         self.assertEqual(first["resultType"], "input_required")
         options = first["inputRequests"]["delete_choice"]["params"]["requestedSchema"]["properties"]["note_id"]["oneOf"]
         self.assertEqual([option["const"] for option in options], ["tps-2024.md", "tps-2025.md"])
@@ -244,7 +290,9 @@ class InstalledCommandTests(unittest.TestCase):
         retry = {"_meta": PROTOCOL_META, **call, "requestState": first["requestState"], "inputResponses": answer}
         second = self.exchange(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": retry})["result"]
         self.assertFalse(second.get("isError", False), second)
-        self.assertEqual(sorted(name for name in os.listdir(notes) if name != ".trash"), ["tps-2024.md"])  # the chosen note, and only it
+        self.assertEqual(
+            sorted(name for name in os.listdir(notes) if name != ".trash"), ["tps-2024.md"]
+        )  # the chosen note, and only it
         proc.stdin.close()  # type: ignore[union-attr]
         self.assertEqual(proc.wait(GUARD), 0)
         stderr = proc.stderr.read().decode("utf-8", "replace")  # type: ignore[union-attr]
@@ -261,16 +309,24 @@ class InstalledCommandTests(unittest.TestCase):
                     continue
                 installed += 1
                 with self.subTest(host=next(iter(document)), server=name):
-                    test_docs.run_host_configuration(self, entry, {"PATH": self.bindir + os.pathsep + os.environ.get("PATH", "")})
+                    test_docs.run_host_configuration(
+                        self, entry, {"PATH": self.bindir + os.pathsep + os.environ.get("PATH", "")}
+                    )
         self.assertGreaterEqual(installed, 2)  # mcpServers hosts and VS Code
 
-    @unittest.skipUnless(psycopg_present(), "psycopg is absent: the [postgres] extra is installed only where it is (.ci/run)")
+    @unittest.skipUnless(
+        psycopg_present(), "psycopg is absent: the [postgres] extra is installed only where it is (.ci/run)"
+    )
     def test_zz_the_postgres_extra_installs_psycopg_beside_the_package(self) -> None:
         # Last in the class (zz): it reinstalls the package into the same environment, with psycopg.
         output = pip_install(self.python, ".[postgres]", self.source)
         self.assertIn("psycopg-", output)
-        probe = "import notes_mcp.cli as c; c.flat_imports(); import postgres_store, psycopg; print(psycopg.__version__)"
-        done = subprocess.run([self.python, "-c", probe], capture_output=True, text=True, timeout=GUARD, env=clean_env())
+        probe = (
+            "import notes_mcp.cli as c; c.flat_imports(); import postgres_store, psycopg; print(psycopg.__version__)"
+        )
+        done = subprocess.run(
+            [self.python, "-c", probe], capture_output=True, text=True, timeout=GUARD, env=clean_env()
+        )
         self.assertEqual(done.returncode, 0, done.stderr)
         self.assertRegex(done.stdout.strip(), r"^3\.")
 

@@ -112,7 +112,12 @@ def build(clock: support.Clock, store: Any, mode: str) -> tuple[frame.Server, co
     records = browser_confirm.records_for(store, clock)
     links = browser_confirm.PageLinks(None, TOKENS)  # at the address serve_on_localhost gives the pages
     server = frame.notes_server(
-        keys=[KEY], notes=store, replay=None, policy=main.AuthorizationPolicy(grants()), clock=clock, log=support.Log(),
+        keys=[KEY],
+        notes=store,
+        replay=None,
+        policy=main.AuthorizationPolicy(grants()),
+        clock=clock,
+        log=support.Log(),
         tool=lambda services: browser_confirm.ConfirmedNotesDelete(services, records, True, links),
     )
     audit.install(server)
@@ -151,7 +156,9 @@ class PasskeysInChromium(NeedsChromiumAndTheExtra, unittest.TestCase):
         self.stores = [sqlite_store.open_store(path, clock=self.clock, seed_notes=notes()) for _ in range(2)]
         for store in self.stores:
             self.addCleanup(store.close)
-        (self.server, self.pages), (self.other, self.other_pages) = [build(self.clock, store, self.mode) for store in self.stores]
+        (self.server, self.pages), (self.other, self.other_pages) = [
+            build(self.clock, store, self.mode) for store in self.stores
+        ]
         serve_on_localhost(self, self.server, self.pages)
         serve_on_localhost(self, self.other, self.other_pages)
         self.driver = webdriver.shared(self.prefs)  # this module's browser, wiped: no cookie, no authenticator
@@ -226,7 +233,13 @@ class PasskeysInChromium(NeedsChromiumAndTheExtra, unittest.TestCase):
     def said(self, form: str) -> str:
         """What the page's script wrote under `form` once its ceremony ended (it fails asynchronously)."""
         deadline = time.monotonic() + webdriver.COMMAND_GUARD_SECONDS
-        while not (text := str(self.driver.execute("return document.querySelector(arguments[0] + ' .passkey-status').textContent", form))):
+        while not (
+            text := str(
+                self.driver.execute(
+                    "return document.querySelector(arguments[0] + ' .passkey-status').textContent", form
+                )
+            )
+        ):
             if time.monotonic() > deadline:
                 raise webdriver.WebDriverError("the page's script said nothing")
             time.sleep(webdriver.NAVIGATION_POLL_SECONDS)
@@ -239,7 +252,9 @@ class PasskeysInChromium(NeedsChromiumAndTheExtra, unittest.TestCase):
 class OfferTests(PasskeysInChromium):
     mode = passkey_pages.OFFER
 
-    def test_register_after_a_token_sign_in_then_sign_in_with_the_passkey_approve_and_the_next_call_deletes(self) -> None:
+    def test_register_after_a_token_sign_in_then_sign_in_with_the_passkey_approve_and_the_next_call_deletes(
+        self,
+    ) -> None:
         first, url = self.first()
         page = self.sign_in_with_token(url)
         self.assertIn("Register a passkey", page)
@@ -262,7 +277,9 @@ class OfferTests(PasskeysInChromium):
         done = self.second(first, self.other)["result"]
         self.assertEqual(done["structuredContent"], {"deleted": True, "noteId": "note-7"})
         entry = self.stores[1].audit_entries(outcome=audit.DELETED)[-1]
-        self.assertEqual((entry["channel"], entry["approved_by"], entry["approved_with"]), ("browser", "alice", key.credential_id))
+        self.assertEqual(
+            (entry["channel"], entry["approved_by"], entry["approved_with"]), ("browser", "alice", key.credential_id)
+        )
 
     def test_without_user_verification_no_passkey_is_registered_and_none_signs_in(self) -> None:
         self.driver.set_user_verified(self.authenticator, False)
@@ -299,7 +316,9 @@ class OfferTests(PasskeysInChromium):
         page = self.sign_in_with_passkey(url)
         self.assertIn("Signed in as <strong>alice</strong>", page)
         used = self.keys()[0].sign_count
-        page = self.replay(action=f"{url}/passkey")  # the held answer, with its login token and this browser's login cookie
+        page = self.replay(
+            action=f"{url}/passkey"
+        )  # the held answer, with its login token and this browser's login cookie
         self.assertIn("already used", page)
         self.assertNotIn("Signed in as", page)
         self.assertEqual(self.keys()[0].sign_count, used)
@@ -327,9 +346,13 @@ class RequireTests(PasskeysInChromium):
         return first, url
 
     def value(self, note_id: str) -> str:
-        return str(self.driver.execute("return document.querySelector(arguments[0]).value", f"input[value$=':{note_id}']"))
+        return str(
+            self.driver.execute("return document.querySelector(arguments[0]).value", f"input[value$=':{note_id}']")
+        )
 
-    def test_register_then_approve_with_an_assertion_and_the_next_call_deletes_once_audited_with_the_credential(self) -> None:
+    def test_register_then_approve_with_an_assertion_and_the_next_call_deletes_once_audited_with_the_credential(
+        self,
+    ) -> None:
         first, url = self.registered()
         [key] = self.keys()
         self.driver.click(self.driver.find("input[value$=':note-7']"))
@@ -338,25 +361,34 @@ class RequireTests(PasskeysInChromium):
         self.assertIn("<h1>Approved</h1>", self.driver.source())
         self.save("passkey-approved.png")
         self.assertGreater(self.keys()[0].sign_count, key.sign_count)
-        self.assertEqual(self.second(first, self.other)["result"]["structuredContent"], {"deleted": True, "noteId": "note-7"})
+        self.assertEqual(
+            self.second(first, self.other)["result"]["structuredContent"], {"deleted": True, "noteId": "note-7"}
+        )
         self.assertEqual(self.second(first)["error"]["message"], browser_confirm.refused_confirmation(main.TOOL_NAME))
         entry = self.stores[1].audit_entries(outcome=audit.DELETED)[-1]
         self.assertEqual((entry["approved_by"], entry["approved_with"]), ("alice", key.credential_id))
         line = audit_cli.table([entry], {key.credential_id: key.label})[1]
-        self.assertIn(f"alice at {audit_cli.stamp(entry['approved_at'])} with passkey {key.credential_id} (Test laptop)", line)
+        self.assertIn(
+            f"alice at {audit_cli.stamp(entry['approved_at'])} with passkey {key.credential_id} (Test laptop)", line
+        )
 
     def test_a_token_session_with_javascript_cannot_approve_by_sending_the_form_itself(self) -> None:
         first, url = self.first()
         page = self.sign_in_with_token(url)  # the cookie and the CSRF token in hand, as a model driving the browser
         self.assertIn("Register a passkey", page)
         self.driver.click(self.driver.find("input[value$=':note-7']"))
-        self.driver.click(self.driver.find("button[value=approve]"))  # no passkey registered: the ceremony fails, nothing is sent
+        self.driver.click(
+            self.driver.find("button[value=approve]")
+        )  # no passkey registered: the ceremony fails, nothing is sent
         status = self.said(DECISION_FORM)
         self.assertTrue(status.startswith("No passkey was used"), status)
         old = self.driver.find("html")
-        self.driver.execute("""const form = document.querySelector(arguments[0]);
+        self.driver.execute(
+            """const form = document.querySelector(arguments[0]);
             const d = document.createElement('input'); d.type = 'hidden'; d.name = 'decision'; d.value = 'approve';
-            form.appendChild(d); form.submit();""", DECISION_FORM)
+            form.appendChild(d); form.submit();""",
+            DECISION_FORM,
+        )
         self.arrived(old)
         page = self.driver.source()
         self.assertIn("<h1>Not approved</h1>", page)
@@ -378,7 +410,9 @@ class RequireTests(PasskeysInChromium):
         first, url = self.registered()
         self.assertEqual(self.hostile(DECISION_FORM, self.challenge_of("input[value$=':note-7']"), "hold"), "held")
         store = self.stores[0]
-        store.put(next(n for n in store.all() if n.id == "note-7")._replace(revision=41))  # edited since: the page now offers another version
+        store.put(
+            next(n for n in store.all() if n.id == "note-7")._replace(revision=41)
+        )  # edited since: the page now offers another version
         self.driver.get(url)
         newer = self.value("note-7")
         page = self.replay(selector=DECISION_FORM, note=newer)
@@ -393,7 +427,9 @@ class RequireTests(PasskeysInChromium):
         self.sign_in_with_token(second_url)
         page = self.replay(selector=DECISION_FORM, note=value)  # the same note and version, another confirmation
         self.assertIn("did not verify", page)
-        self.assertEqual((self.status(first), self.status(second_first)), (browser_confirm.PENDING, browser_confirm.PENDING))
+        self.assertEqual(
+            (self.status(first), self.status(second_first)), (browser_confirm.PENDING, browser_confirm.PENDING)
+        )
 
 
 class RequireWithoutJavaScriptTests(PasskeysInChromium):
@@ -425,31 +461,46 @@ class UpdateRequireTests(PasskeysInChromium):
         folder = tempfile.TemporaryDirectory()
         self.addCleanup(folder.cleanup)
         self.clock = support.Clock()
-        self.server, self.pages, store = test_notes_tools_browser.build(self.clock, support.Log(), os.path.join(folder.name, "notes.db"))
+        self.server, self.pages, store = test_notes_tools_browser.build(
+            self.clock, support.Log(), os.path.join(folder.name, "notes.db")
+        )
         self.addCleanup(store.close)
         self.store = store
         keys = store.ledger.passkeys()
-        self.pages.passkeys = passkey_pages.Gate(passkey_pages.REQUIRE, keys, self.clock, support.Log(), lambda: self.pages.base_url)
+        self.pages.passkeys = passkey_pages.Gate(
+            passkey_pages.REQUIRE, keys, self.clock, support.Log(), lambda: self.pages.base_url
+        )
         serve_on_localhost(self, self.server, self.pages)
         self.driver = webdriver.shared()
         self.authenticator = self.driver.add_authenticator()
 
     def test_an_update_applied_with_a_passkey_assertion_is_written_by_the_second_call(self) -> None:
         alice = test_notes_tools_browser.Client(self.server, "alice")
-        made = alice.call("notes_create", {"workspaceUri": main.LESSON_WORKSPACE, "title": "Groceries", "body": "milk\neggs\n"})
+        made = alice.call(
+            "notes_create", {"workspaceUri": main.LESSON_WORKSPACE, "title": "Groceries", "body": "milk\neggs\n"}
+        )
         note = made["result"]["structuredContent"]
-        arguments = {"workspaceUri": main.LESSON_WORKSPACE, "noteId": note["noteId"], "body": "milk\nbread\n", "version": note["version"]}
+        arguments = {
+            "workspaceUri": main.LESSON_WORKSPACE,
+            "noteId": note["noteId"],
+            "body": "milk\nbread\n",
+            "version": note["version"],
+        }
         first = alice.call("notes_update", arguments)["result"]
         self.sign_in_with_token(first["structuredContent"]["url"])
         self.register()
         self.driver.submit(self.driver.find("button[value=approve]"))  # Apply: the script asks the passkey first
         self.assertIn("<h1>Approved</h1>", self.driver.source())
-        done = alice.call("notes_update", {**arguments, "confirmation": first["structuredContent"]["confirmation"]})["result"]
+        done = alice.call("notes_update", {**arguments, "confirmation": first["structuredContent"]["confirmation"]})[
+            "result"
+        ]
         self.assertFalse(done.get("isError"), done)
         read = alice.call("notes_read", {"workspaceUri": main.LESSON_WORKSPACE, "noteId": note["noteId"]})["result"]
         self.assertIn("bread", json.dumps(read))
-        self.assertEqual(self.store.audit_entries(outcome=audit.UPDATED)[-1]["approved_with"],
-                         self.store.ledger.passkeys().of("alice")[0].credential_id)
+        self.assertEqual(
+            self.store.audit_entries(outcome=audit.UPDATED)[-1]["approved_with"],
+            self.store.ledger.passkeys().of("alice")[0].credential_id,
+        )
 
 
 class RealServerTests(NeedsChromiumAndTheExtra, unittest.TestCase):
@@ -478,7 +529,9 @@ class RealServerTests(NeedsChromiumAndTheExtra, unittest.TestCase):
         driver.click(driver.find("input[value$=':note-7']"))
         driver.submit(driver.find("button[value=approve]"))
         self.assertIn("<h1>Approved</h1>", driver.source())
-        done = self.call(server, {**tps("TPS report"), "confirmation": first["structuredContent"]["confirmation"]})["result"]
+        done = self.call(server, {**tps("TPS report"), "confirmation": first["structuredContent"]["confirmation"]})[
+            "result"
+        ]
         self.assertEqual(done["structuredContent"], {"deleted": True, "noteId": "note-7"})
 
 
@@ -486,7 +539,9 @@ class PerCallStdioTests(NeedsChromiumAndTheExtra, unittest.TestCase):
     """A host that starts `serve.py --stdio --passkeys require` per call: the kept link, on localhost, needs the passkey
     too."""
 
-    def test_the_kept_page_of_a_per_call_host_registers_and_approves_by_passkey_and_the_next_process_deletes(self) -> None:
+    def test_the_kept_page_of_a_per_call_host_registers_and_approves_by_passkey_and_the_next_process_deletes(
+        self,
+    ) -> None:
         import test_per_call_hosts
 
         folder = tempfile.TemporaryDirectory()
@@ -510,7 +565,11 @@ class PerCallStdioTests(NeedsChromiumAndTheExtra, unittest.TestCase):
         store = sqlite_store.open_store(db, clock=time.time)
         self.addCleanup(store.close)
         self.assertEqual([key.label for key in store.ledger.passkeys().of("alice")], ["Laptop"])
-        self.assertEqual(store.audit_entries(outcome=audit.DELETED)[-1]["approved_with"], store.ledger.passkeys().of("alice")[0].credential_id)
+        self.assertEqual(
+            store.audit_entries(outcome=audit.DELETED)[-1]["approved_with"],
+            store.ledger.passkeys().of("alice")[0].credential_id,
+        )
+
 
 # =====================================================================================
 # In process: the start-up rules, the operator's commands, what the pages refuse
@@ -522,9 +581,14 @@ class StartupTests(unittest.TestCase):
         with mock.patch.dict(sys.modules, {"passkeys": None}):  # as if fido2 were not installed
             for mode in (passkey_pages.OFFER, passkey_pages.REQUIRE):
                 line = passkey_pages.refusal(mode, None)
-                self.assertEqual(line, f"passkeys: --passkeys {mode} needs the optional WebAuthn library: "
-                                       "pip install 'notes-mcp[passkeys]'; not serving")
-            self.assertIsNone(passkey_pages.refusal(passkey_pages.OFF, "http://notes.example.com"))  # off: nothing changes
+                self.assertEqual(
+                    line,
+                    f"passkeys: --passkeys {mode} needs the optional WebAuthn library: "
+                    "pip install 'notes-mcp[passkeys]'; not serving",
+                )
+            self.assertIsNone(
+                passkey_pages.refusal(passkey_pages.OFF, "http://notes.example.com")
+            )  # off: nothing changes
 
     @unittest.skipUnless(HAS_EXTRA, SKIP_EXTRA)
     def test_a_public_url_must_be_https_with_a_domain_name(self) -> None:
@@ -538,8 +602,10 @@ class StartupTests(unittest.TestCase):
 
         self.assertEqual(launch.pages_origin(None, "require", "http://127.0.0.1:4321"), "http://localhost:4321")
         self.assertEqual(launch.pages_origin(None, "off", "http://127.0.0.1:4321"), "http://127.0.0.1:4321")
-        self.assertEqual(launch.pages_origin("https://notes.example.com", "offer", "http://127.0.0.1:4321"),
-                         "https://notes.example.com")
+        self.assertEqual(
+            launch.pages_origin("https://notes.example.com", "offer", "http://127.0.0.1:4321"),
+            "https://notes.example.com",
+        )
 
     def test_the_config_accepts_the_three_modes_and_refuses_anything_else(self) -> None:
         import config
@@ -552,10 +618,24 @@ class StartupTests(unittest.TestCase):
 
     def test_serve_refuses_an_http_public_url_with_passkeys_before_serving(self) -> None:
         out = io.StringIO()
-        with mock.patch.object(serve, "say", out.write), mock.patch("assemble.say"), \
-                mock.patch("passkey_pages.refusal", return_value="passkeys: refused"):
+        with (
+            mock.patch.object(serve, "say", out.write),
+            mock.patch("assemble.say"),
+            mock.patch("passkey_pages.refusal", return_value="passkeys: refused"),
+        ):
             with self.assertRaises(serve.StartupRefused) as refused:
-                serve.start(["--http", "--port", "0", "--no-auth", "--passkeys", "require", "--public-url", "http://notes.example.com"])
+                serve.start(
+                    [
+                        "--http",
+                        "--port",
+                        "0",
+                        "--no-auth",
+                        "--passkeys",
+                        "require",
+                        "--public-url",
+                        "http://notes.example.com",
+                    ]
+                )
         self.assertEqual((refused.exception.status, out.getvalue()), (2, "passkeys: refused"))
 
 
@@ -582,18 +662,30 @@ class PasskeyCommandTests(unittest.TestCase):
         status, text = self.run_command("list")
         lines = text.splitlines()
         self.assertEqual(status, 0)
-        self.assertEqual(lines[0].split(), ["CREDENTIAL", "PRINCIPAL", "LABEL", "CREATED", "(UTC)", "LAST", "USED", "(UTC)", "SIGN", "COUNT"])
+        self.assertEqual(
+            lines[0].split(),
+            ["CREDENTIAL", "PRINCIPAL", "LABEL", "CREATED", "(UTC)", "LAST", "USED", "(UTC)", "SIGN", "COUNT"],
+        )
         self.assertEqual(lines[1].split(), ["cred-A", "alice", "Laptop", "2023-11-14T22:13:20Z", "-", "3"])
-        self.assertEqual(lines[2].split(), ["cred-B", "bob", "Phone", "2023-11-14T22:15:00Z", "2023-11-14T22:16:40Z", "0"])
+        self.assertEqual(
+            lines[2].split(), ["cred-B", "bob", "Phone", "2023-11-14T22:15:00Z", "2023-11-14T22:16:40Z", "0"]
+        )
         status, text = self.run_command("list", "--principal", "bob", "--json")
         self.assertEqual([json.loads(line)["credential_id"] for line in text.splitlines()], ["cred-B"])
 
     def test_remove_forgets_one_passkey_once_and_leaves_the_others(self) -> None:
-        self.assertEqual(self.run_command("remove", "cred-A"),
-                         (0, "removed passkey cred-A (Laptop) of alice; its principal's token registers a new one on "
-                             "the confirmation page\n"))
+        self.assertEqual(
+            self.run_command("remove", "cred-A"),
+            (
+                0,
+                "removed passkey cred-A (Laptop) of alice; its principal's token registers a new one on "
+                "the confirmation page\n",
+            ),
+        )
         status, text = self.run_command("remove", "cred-A")
-        self.assertEqual((status, text), (audit_cli.EXIT_REFUSED, "refused: no passkey cred-A (passkeys list shows every one)\n"))
+        self.assertEqual(
+            (status, text), (audit_cli.EXIT_REFUSED, "refused: no passkey cred-A (passkeys list shows every one)\n")
+        )
         self.assertEqual([line.split()[0] for line in self.run_command("list")[1].splitlines()[1:]], ["cred-B"])
 
 
@@ -619,7 +711,10 @@ class MigrationTests(unittest.TestCase):
 
         self.assertIn("approved_with", columns("audit"))
         self.assertIn("decided_with", columns("browser_confirmations"))
-        self.assertEqual(columns("passkeys"), ["credential_id", "principal", "public_key", "sign_count", "created_at", "last_used_at", "label"])
+        self.assertEqual(
+            columns("passkeys"),
+            ["credential_id", "principal", "public_key", "sign_count", "created_at", "last_used_at", "label"],
+        )
         self.assertEqual(reopened.ledger.passkeys().of(), [])
         self.assertEqual(len(reopened.all()), len(notes()))  # the notes are as they were
 
@@ -644,8 +739,11 @@ class PagesInProcessTests(test_browser_confirm.InProcess):
     def register(self, browser: test_browser_confirm.ConfirmBrowser, path: str, label: str = "Key") -> tuple[int, str]:
         _, _, page = browser.get(path)
         csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)  # type: ignore[union-attr]
-        status, _, text = browser.open("POST", f"{path}/register", [("csrf", csrf), ("label", label), ("client_data", "e30"),
-                                                                    ("attestation", "oA")])
+        status, _, text = browser.open(
+            "POST",
+            f"{path}/register",
+            [("csrf", csrf), ("label", label), ("client_data", "e30"), ("attestation", "oA")],
+        )
         return status, text
 
     def test_a_token_session_holding_the_cookie_and_csrf_token_cannot_approve(self) -> None:
@@ -653,13 +751,18 @@ class PagesInProcessTests(test_browser_confirm.InProcess):
         status, page = browser.choose(path, "note-7")
         self.assertEqual(status, 403)
         self.assertIn("needs a passkey", page)
-        self.assertEqual((self.pages.records.by_handle(path.rsplit("/", 1)[1]) or self.fail("no record")).status, browser_confirm.PENDING)
+        self.assertEqual(
+            (self.pages.records.by_handle(path.rsplit("/", 1)[1]) or self.fail("no record")).status,
+            browser_confirm.PENDING,
+        )
         status, page = browser.choose(path, None, "keep")  # Keep needs no gesture
         self.assertEqual((status, "Kept" in page), (200, True))
 
     def test_registering_needs_a_token_sign_in_moments_before(self) -> None:
         browser, first, path = self.signed_in()
-        self.assertEqual(self.register(browser, path)[0], 400)  # in the window: the registration itself is checked (and fails)
+        self.assertEqual(
+            self.register(browser, path)[0], 400
+        )  # in the window: the registration itself is checked (and fails)
         self.clock.now += passkey_pages.REGISTER_WINDOW_SECONDS + 1
         status, page = self.register(browser, path)
         self.assertEqual(status, 403)

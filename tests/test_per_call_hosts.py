@@ -48,7 +48,9 @@ class PerCallHost:
         server = procs.StdioServer(self.test, *self.argv, env=procs.server_env())
         self.processes.append(server)
         server.exchange(support.request("server/discover", id=0))
-        response = server.exchange(support.request("tools/call", {"name": name, "arguments": arguments}, id=1, capabilities=NO_FORM))
+        response = server.exchange(
+            support.request("tools/call", {"name": name, "arguments": arguments}, id=1, capabilities=NO_FORM)
+        )
         server.close_stdin()
         self.test.assertEqual(server.wait(), 0)  # the host ended it: the process is gone before the next call
         return response
@@ -86,28 +88,42 @@ class PerCallStdioTests(unittest.TestCase):
         keeper = host.processes[0].keeper_pid()
         self.assertIsNotNone(keeper)
         self.assertEqual(fetch(first["url"]), 200)  # the first process has exited: its keeper answers the link
-        pending = host.call(main.TOOL_NAME, {**tps(), "confirmation": first["confirmation"]})["result"]["structuredContent"]
+        pending = host.call(main.TOOL_NAME, {**tps(), "confirmation": first["confirmation"]})["result"][
+            "structuredContent"
+        ]
         self.assertEqual((pending["url"], pending["status"]), (first["url"], browser_confirm.STILL_PENDING))
         self.assertTrue(procs.keeper_ended(host.processes[1].keeper_pid() or 0, procs.GUARD))  # it gave out no link
         assert keeper is not None
         self.assertTrue(procs.keeper_ended(keeper, procs.GUARD))  # undecided, it ends at the expiry...
-        self.assertGreaterEqual(time.time(), calendar.timegm(time.strptime(first["expiresAt"], "%Y-%m-%dT%H:%M:%SZ")))  # ...not before
+        self.assertGreaterEqual(
+            time.time(), calendar.timegm(time.strptime(first["expiresAt"], "%Y-%m-%dT%H:%M:%SZ"))
+        )  # ...not before
         with self.assertRaises(ConnectionRefusedError):
             fetch(first["url"])
         self.assertEqual(self.note_ids(), sorted(note.id for note in notes()))
 
-    def test_without_a_shared_database_the_link_lives_with_its_process_and_the_next_process_refuses_the_token(self) -> None:
+    def test_without_a_shared_database_the_link_lives_with_its_process_and_the_next_process_refuses_the_token(
+        self,
+    ) -> None:
         config = config_file(self)
         first_process = procs.StdioServer(self, "--config", config, "--confirm-in-browser", env=procs.server_env())
-        first = first_process.exchange(support.request("tools/call", {"name": main.TOOL_NAME, "arguments": tps()}, id=1, capabilities=NO_FORM))
+        first = first_process.exchange(
+            support.request("tools/call", {"name": main.TOOL_NAME, "arguments": tps()}, id=1, capabilities=NO_FORM)
+        )
         first_process.close_stdin()
         self.assertEqual(first_process.wait(), 0)
         self.assertIsNone(first_process.keeper_pid())
         self.assertIn("links live as long as this process", first_process.stderr_text())
         token = first["result"]["structuredContent"]["confirmation"]
         second_process = procs.StdioServer(self, "--config", config, "--confirm-in-browser", env=procs.server_env())
-        second = second_process.exchange(support.request("tools/call", {"name": main.TOOL_NAME, "arguments": {**tps(), "confirmation": token}},
-                                                         id=1, capabilities=NO_FORM))
+        second = second_process.exchange(
+            support.request(
+                "tools/call",
+                {"name": main.TOOL_NAME, "arguments": {**tps(), "confirmation": token}},
+                id=1,
+                capabilities=NO_FORM,
+            )
+        )
         self.assertEqual(second["error"]["message"], browser_confirm.refused_confirmation(main.TOOL_NAME))
 
 
@@ -179,7 +195,9 @@ class PerCallInChromiumTests(unittest.TestCase):
         keeper = host.processes[0].keeper_pid()
         assert keeper is not None
         second = {**tps("TPS report"), "confirmation": first["confirmation"]}
-        self.assertEqual(host.call(main.TOOL_NAME, second)["result"]["structuredContent"]["url"], first["url"])  # pending: same link
+        self.assertEqual(
+            host.call(main.TOOL_NAME, second)["result"]["structuredContent"]["url"], first["url"]
+        )  # pending: same link
         driver = webdriver.Driver()
         self.addCleanup(driver.close)
         driver.get(first["url"])  # every process that answered has exited by now

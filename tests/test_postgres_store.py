@@ -114,12 +114,16 @@ class SchemaAndSeeding(PgCase, sql_stores.SeedingContract):
         self.assertIn(f"encoding {postgres_store.UNCHECKED_ENCODING}", message)
         self.assertIn("ENCODING 'UTF8'", message)
         self.assertNotIn("\n", message)
-        self.assertEqual(self.raw().execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'").fetchone(), (0,))
+        self.assertEqual(
+            self.raw().execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'").fetchone(), (0,)
+        )
 
     def test_a_utf8_database_serves_its_notes(self) -> None:
         notes = self.open().candidates(main.parse_file_uri(WORKSPACE), "TPS report")
         self.assertEqual(self.raw().execute("SELECT current_setting('server_encoding')").fetchone(), ("UTF8",))
-        self.assertEqual(notes, main.MemoryNotesStore(main.lesson_notes()).candidates(main.parse_file_uri(WORKSPACE), "TPS report"))
+        self.assertEqual(
+            notes, main.MemoryNotesStore(main.lesson_notes()).candidates(main.parse_file_uri(WORKSPACE), "TPS report")
+        )
         self.assertNotEqual(notes, [])
 
     def test_an_unreachable_server_fails_start_up_in_one_line_without_the_password(self) -> None:
@@ -134,7 +138,9 @@ class SchemaAndSeeding(PgCase, sql_stores.SeedingContract):
 
 
 class OlderTables(PgCase):
-    def test_a_decisions_table_from_before_the_note_tools_gains_their_columns_and_old_rows_read_as_notes_delete(self) -> None:
+    def test_a_decisions_table_from_before_the_note_tools_gains_their_columns_and_old_rows_read_as_notes_delete(
+        self,
+    ) -> None:
         import browser_confirm
 
         self.open().close()
@@ -142,21 +148,25 @@ class OlderTables(PgCase):
         raw.execute("DROP TABLE browser_confirmations")
         raw.execute(
             "CREATE TABLE browser_confirmations (nonce text PRIMARY KEY, handle text NOT NULL UNIQUE, principal "
-                "text NOT NULL,"
+            "text NOT NULL,"
             " workspace text NOT NULL, title text NOT NULL, expires_at double precision NOT NULL, status text NOT NULL,"
             " note_id text, version text, decided_by text, decided_at double precision)"
         )
         raw.execute(
             "INSERT INTO browser_confirmations VALUES ('n', %s, 'alice', %s, 'TPS', %s, 'pending', NULL, NULL, "
-                "NULL, NULL)",
+            "NULL, NULL)",
             ("h" * 43, WORKSPACE, self.clock.now + 60),
         )
         store = self.open()
         record = browser_confirm.records_for(store, self.clock).by_handle("h" * 43)
         assert record is not None
         self.assertEqual((record.tool, record.detail, record.title), (main.TOOL_NAME, None, "TPS"))
-        columns = {row[0] for row in raw.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = 'browser_confirmations'")}
+        columns = {
+            row[0]
+            for row in raw.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'browser_confirmations'"
+            )
+        }
         self.assertTrue({"tool", "detail"} <= columns)
 
 
@@ -192,7 +202,9 @@ class TimeoutsAreRetryable(PgCase):
         self.assertIs(store.consume(PRINCIPAL, "n1", LATER, target, ALWAYS), main.Settlement.DELETED)
 
     def test_reads_are_answered_while_a_write_waits_on_another_hosts_row_lock(self) -> None:
-        store = self.open(lock_timeout_ms=60_000, statement_timeout_ms=60_000)  # the write would wait a minute: the reads must not
+        store = self.open(
+            lock_timeout_ms=60_000, statement_timeout_ms=60_000
+        )  # the write would wait a minute: the reads must not
         target = self.target(store, "note-14")
         holder = self.hold_the_consume_lock()
         outcome: list[Any] = []
@@ -202,7 +214,9 @@ class TimeoutsAreRetryable(PgCase):
         self.addCleanup(holder.execute, "ROLLBACK")
         watcher = self.raw()  # outside the holder's transaction: pg_stat_activity is read afresh each time
         self.assertTrue(self.wait_for_a_lock_wait(watcher))  # the write is now blocked inside PostgreSQL
-        self.assertEqual([note.id for note in store.candidates(main.parse_file_uri(WORKSPACE), "TPS report 2025")], ["note-14"])
+        self.assertEqual(
+            [note.id for note in store.candidates(main.parse_file_uri(WORKSPACE), "TPS report 2025")], ["note-14"]
+        )
         self.assertFalse(store.is_consumed("n1"))
         self.assertIn("note-14", [note.id for note in store.all()])
         self.assertTrue(writer.is_alive() and self.lock_waiters(watcher) == 1)  # answered while the write still waits
@@ -261,9 +275,13 @@ class ClockAndPruning(PgCase):
         slow = self.open(clock=behind)
         self.assertIs(fast.consume(PRINCIPAL, "n0", LATER, None, ALWAYS), main.Settlement.CONSUMED)
         # Valid by the slow host's clock, expired by the highest reading seen: refused.
-        self.assertIs(slow.consume(PRINCIPAL, "n1", 1_500.0, self.target(slow, "note-14"), ALWAYS), main.Settlement.USED)
+        self.assertIs(
+            slow.consume(PRINCIPAL, "n1", 1_500.0, self.target(slow, "note-14"), ALWAYS), main.Settlement.USED
+        )
         self.assertIn("note-14", self.note_ids())
-        self.assertIs(slow.consume(PRINCIPAL, "n2", 2_000.5, self.target(slow, "note-14"), ALWAYS), main.Settlement.DELETED)
+        self.assertIs(
+            slow.consume(PRINCIPAL, "n2", 2_000.5, self.target(slow, "note-14"), ALWAYS), main.Settlement.DELETED
+        )
 
     def test_one_consume_prunes_at_most_one_batch_of_expired_nonces(self) -> None:
         store = self.open()
@@ -306,13 +324,19 @@ class ServerRestart(PgCase):
         self.addCleanup(self.ensure_running)
         stderr = io.StringIO()
         with contextlib.redirect_stderr(stderr):
-            for call_ in (lambda: store.all(), lambda: store.is_consumed("n1"), lambda: store.consume(PRINCIPAL, "n1", LATER, None, ALWAYS)):
+            for call_ in (
+                lambda: store.all(),
+                lambda: store.is_consumed("n1"),
+                lambda: store.consume(PRINCIPAL, "n1", LATER, None, ALWAYS),
+            ):
                 with self.assertRaises(StoreBusy) as caught:
                     call_()
                 self.assertEqual(str(caught.exception), postgres_store.UNREACHABLE_MESSAGE)
         self.assertEqual(stderr.getvalue(), "")  # no traceback, no driver warning
         cluster.start()
-        self.assertIs(store.consume(PRINCIPAL, "n1", LATER, self.target(store, "note-14"), ALWAYS), main.Settlement.DELETED)
+        self.assertIs(
+            store.consume(PRINCIPAL, "n1", LATER, self.target(store, "note-14"), ALWAYS), main.Settlement.DELETED
+        )
 
     def ensure_running(self) -> None:
         assert cluster is not None
@@ -325,7 +349,12 @@ class ServerRestart(PgCase):
         assert cluster is not None
         store = self.open(seed_notes=race_notes(LOAD_NOTES), clock=time.time)
         targets = [self.target(store, f"race-{i:03d}") for i in range(LOAD_NOTES)]
-        halfway, stopped, saw_busy, restarted = threading.Event(), threading.Event(), threading.Event(), threading.Event()
+        halfway, stopped, saw_busy, restarted = (
+            threading.Event(),
+            threading.Event(),
+            threading.Event(),
+            threading.Event(),
+        )
         outcomes: list[tuple[int, str]] = []
         failures: list[BaseException] = []
 
@@ -408,7 +437,10 @@ class CrashSafety(PgCase):
                     self.assertIn(f"race-{index:03d}", self.note_ids())
                     # The dead session's locks go with it: the same confirmation completes now.
                     target = (f"race-{index:03d}", notes[f"race-{index:03d}"].version)
-                    self.assertIs(store.consume(PRINCIPAL, f"crash-{index}", time.time() + 60, target, ALWAYS), main.Settlement.DELETED)
+                    self.assertIs(
+                        store.consume(PRINCIPAL, f"crash-{index}", time.time() + 60, target, ALWAYS),
+                        main.Settlement.DELETED,
+                    )
                 index += 1
 
 

@@ -37,6 +37,7 @@ SECRET = secrets.token_hex(32)
 
 def with_origin(send: Any, origin: str) -> Any:
     """A browser backend whose form posts name `origin`, as a browser on that page does."""
+
     def sending(method: str, path: str, headers: list[tuple[str, str]], body: bytes) -> Any:
         return send(method, path, [*headers, ("Origin", origin)] if method == "POST" else headers, body)
 
@@ -49,7 +50,9 @@ class ProxyCase(unittest.TestCase):
     public = PUBLIC
 
     def setUp(self) -> None:
-        self.server = procs.HttpServer(self, "--config", config_file(self, confirmInBrowser=True, publicUrl=self.public), env=procs.server_env())
+        self.server = procs.HttpServer(
+            self, "--config", config_file(self, confirmInBrowser=True, publicUrl=self.public), env=procs.server_env()
+        )
 
     def call(self, arguments: dict[str, Any], id: int) -> dict[str, Any]:
         message = request("tools/call", {"name": main.TOOL_NAME, "arguments": arguments}, id=id, capabilities=NO_FORM)
@@ -78,7 +81,9 @@ class OverHttps(ProxyCase):
             with self.subTest(origin=origin):
                 self.assertEqual(self.browser(origin).sign_in(path, ALICE_TOKEN), 403)
         self.assertEqual(self.browser(self.public).sign_in(path, ALICE_TOKEN), 303)
-        self.assertEqual(self.browser(self.public.upper()).sign_in(path, ALICE_TOKEN), 303)  # an origin's case is not its own
+        self.assertEqual(
+            self.browser(self.public.upper()).sign_in(path, ALICE_TOKEN), 303
+        )  # an origin's case is not its own
 
     def test_behind_the_proxy_the_whole_flow_deletes_once_with_secure_cookies(self) -> None:
         first, url = self.link()
@@ -92,7 +97,9 @@ class OverHttps(ProxyCase):
         self.assertEqual(browser.choose(path, "note-3")[0], 200)
         arguments = {**tps(), "confirmation": first["structuredContent"]["confirmation"]}
         self.assertEqual(self.call(arguments, 2)["result"]["structuredContent"], {"deleted": True, "noteId": "note-3"})
-        self.assertEqual(self.call(arguments, 3)["error"]["message"], browser_confirm.refused_confirmation(main.TOOL_NAME))
+        self.assertEqual(
+            self.call(arguments, 3)["error"]["message"], browser_confirm.refused_confirmation(main.TOOL_NAME)
+        )
 
 
 class OverHttpPlain(ProxyCase):
@@ -113,10 +120,17 @@ class OverHttpPlain(ProxyCase):
 
 class OverStdio(unittest.TestCase):
     def test_the_loopback_pages_of_a_stdio_server_link_to_the_public_url(self) -> None:
-        server = procs.StdioServer(self, "--config", config_file(self), "--confirm-in-browser", "--public-url", PUBLIC, env=procs.server_env())
-        first = server.exchange(request("tools/call", {"name": main.TOOL_NAME, "arguments": tps()}, capabilities=NO_FORM))["result"]
+        server = procs.StdioServer(
+            self, "--config", config_file(self), "--confirm-in-browser", "--public-url", PUBLIC, env=procs.server_env()
+        )
+        first = server.exchange(
+            request("tools/call", {"name": main.TOOL_NAME, "arguments": tps()}, capabilities=NO_FORM)
+        )["result"]
         self.assertTrue(first["structuredContent"]["url"].startswith(f"{PUBLIC}/confirm/"), first)
-        self.assertTrue(server.wait_for_line(f"confirmation pages on {PUBLIC}/confirm/ (listening on http://127.0.0.1:"), server.stderr_text())
+        self.assertTrue(
+            server.wait_for_line(f"confirmation pages on {PUBLIC}/confirm/ (listening on http://127.0.0.1:"),
+            server.stderr_text(),
+        )
         server.close_stdin()
         self.assertEqual(server.wait(), 0)
 
@@ -128,11 +142,24 @@ class StartUp(StartupRefusalCase):
         for flags in (["--confirm-in-browser"], ["--publish"]):
             for host in ("0.0.0.0", "192.0.2.1", "::"):
                 with self.subTest(flags=flags, host=host):
-                    status, lines = self.serve("--http", "--host", host, "--port", "0", *flags,
-                                               NOTES_MCP_SECRET=SECRET, NOTES_MCP_TOKEN=ALICE_TOKEN)
+                    status, lines = self.serve(
+                        "--http",
+                        "--host",
+                        host,
+                        "--port",
+                        "0",
+                        *flags,
+                        NOTES_MCP_SECRET=SECRET,
+                        NOTES_MCP_TOKEN=ALICE_TOKEN,
+                    )
                     self.assertEqual(status, serve.EXIT_USAGE)
                     self.assertEqual(len(lines), 1, lines)
-                    self.assertTrue(lines[0].startswith(f"{serve.LOG_PREFIX}: publicUrl: is required to serve pages on --host {host}"), lines)
+                    self.assertTrue(
+                        lines[0].startswith(
+                            f"{serve.LOG_PREFIX}: publicUrl: is required to serve pages on --host {host}"
+                        ),
+                        lines,
+                    )
                     self.assertIn("--public-url", lines[0])
 
     def test_the_config_s_confirm_in_browser_on_a_non_loopback_host_is_refused_likewise(self) -> None:
@@ -154,7 +181,9 @@ class StartUp(StartupRefusalCase):
                 else:
                     os.environ[name] = value
 
-    def test_with_a_public_url_a_non_loopback_host_serves_the_pages_and_without_one_plain_http_serves_none(self) -> None:
+    def test_with_a_public_url_a_non_loopback_host_serves_the_pages_and_without_one_plain_http_serves_none(
+        self,
+    ) -> None:
         _, settings, pages, *_ = self.started(
             "--http", "--host", "0.0.0.0", "--port", "0", "--confirm-in-browser", "--public-url", PUBLIC
         )
@@ -167,15 +196,29 @@ class StartUp(StartupRefusalCase):
         self.assertIsNotNone(pages)  # loopback: the pages as before
 
     def test_a_public_url_that_is_not_an_origin_is_refused_naming_the_setting(self) -> None:
-        for value in ("notes.example.com", "https://notes.example.com/notes", "https://notes.example.com/", "ftp://notes.example.com",
-                      "https://user@notes.example.com", "https://notes.example.com?x=1", ""):
+        for value in (
+            "notes.example.com",
+            "https://notes.example.com/notes",
+            "https://notes.example.com/",
+            "ftp://notes.example.com",
+            "https://user@notes.example.com",
+            "https://notes.example.com?x=1",
+            "",
+        ):
             with self.subTest(value=value):
-                status, lines = self.serve("--http", "--port", "0", "--public-url", value, NOTES_MCP_SECRET=SECRET, NOTES_MCP_TOKEN=ALICE_TOKEN)
+                status, lines = self.serve(
+                    "--http", "--port", "0", "--public-url", value, NOTES_MCP_SECRET=SECRET, NOTES_MCP_TOKEN=ALICE_TOKEN
+                )
                 self.assertEqual(status, serve.EXIT_USAGE)
                 self.assertEqual(len(lines), 1, lines)
                 self.assertIn("--public-url: must be the address people open the pages at", lines[0])
-                self.assert_refused({"principals": {"alice": {"token": ALICE_TOKEN, "workspaces": []}}, "publicUrl": value}, "publicUrl")
-        self.assertEqual(configuration.read_public_url("HTTPS://Notes.Example.com:8443", "publicUrl"), "https://notes.example.com:8443")
+                self.assert_refused(
+                    {"principals": {"alice": {"token": ALICE_TOKEN, "workspaces": []}}, "publicUrl": value}, "publicUrl"
+                )
+        self.assertEqual(
+            configuration.read_public_url("HTTPS://Notes.Example.com:8443", "publicUrl"),
+            "https://notes.example.com:8443",
+        )
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ FRONT = "---\ntags: [work]\n---\n"
 BODY = "# Launch plan\n\nShip on Friday.\n"
 
 # The driver each client runs: argv = repository, notes folder, confirmations database.
-SDK_DRIVER = '''
+SDK_DRIVER = """
 import asyncio, json, os, sys
 from mcp import Client, StdioServerParameters
 from mcp.types import ElicitResult, Implementation
@@ -46,11 +46,11 @@ async def main():
                                                        "version": read.structured_content["version"]})
         print(json.dumps({"forms": shown, "result": done.structured_content}))
 asyncio.run(main())
-'''
+"""
 
 # A "model" that is given only the text content of each result (as openai-agents, agno and
 # autogen-ext give theirs): it finds the fields it needs for the next call in that text alone.
-TEXT_ONLY_DRIVER = '''
+TEXT_ONLY_DRIVER = """
 import asyncio, json, os, sys
 from mcp import Client, StdioServerParameters
 from mcp.types import ElicitResult, Implementation
@@ -86,9 +86,9 @@ async def main():
                                                        "version": read["version"]})
         print(json.dumps({"forms": shown, "seen": seen, "result": fields_in(text_of(done))}))
 asyncio.run(main())
-'''
+"""
 
-FASTMCP_DRIVER = '''
+FASTMCP_DRIVER = """
 import asyncio, json, os, sys
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
@@ -110,7 +110,7 @@ async def main():
                                                        "version": read.structured_content["version"]})
         print(json.dumps({"forms": shown, "result": done.structured_content}))
 asyncio.run(main())
-'''
+"""
 
 
 def installed(package: str) -> bool:
@@ -134,8 +134,13 @@ class RealClientUpdate(support.ContractCase):
 
     def test_the_client_answers_the_diff_form_and_exactly_the_shown_bytes_are_written_frontmatter_kept(self) -> None:
         db = os.path.join(self.base, "nonces.db")
-        done = subprocess.run([sys.executable, "-c", self.driver, support.ROOT, self.notes, db],
-                              capture_output=True, text=True, timeout=120, cwd=self.base)
+        done = subprocess.run(
+            [sys.executable, "-c", self.driver, support.ROOT, self.notes, db],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=self.base,
+        )
         self.assertEqual(done.returncode, 0, done.stderr[-3000:])
         seen = json.loads(done.stdout.strip().splitlines()[-1])
         (form,) = seen["forms"]  # one form: the diff, shown before anything was written
@@ -150,12 +155,16 @@ class RealClientUpdate(support.ContractCase):
             self.assertEqual(handle.read(), FRONT + BODY)
 
 
-@unittest.skipUnless(installed("mcp"), "the official MCP Python SDK is not installed (pip install mcp==2.3.0; .ci/run installs it)")
+@unittest.skipUnless(
+    installed("mcp"), "the official MCP Python SDK is not installed (pip install mcp==2.3.0; .ci/run installs it)"
+)
 class OfficialPythonSdk(RealClientUpdate, unittest.TestCase):
     driver = SDK_DRIVER
 
 
-@unittest.skipUnless(installed("mcp"), "the official MCP Python SDK is not installed (pip install mcp==2.3.0; .ci/run installs it)")
+@unittest.skipUnless(
+    installed("mcp"), "the official MCP Python SDK is not installed (pip install mcp==2.3.0; .ci/run installs it)"
+)
 class TextOnlyModel(RealClientUpdate, unittest.TestCase):
     """The official SDK, with a model that reads only each result's text: the version notes_update needs is in it."""
 

@@ -50,13 +50,18 @@ class RelativeDbTests(CliCase):
             server.close_stdin()
             self.assertEqual(server.wait(), 0)
 
-    def test_one_relative_db_from_the_same_folder_is_one_replay_store_and_the_report_says_its_absolute_path(self) -> None:
+    def test_one_relative_db_from_the_same_folder_is_one_replay_store_and_the_report_says_its_absolute_path(
+        self,
+    ) -> None:
         here = self.folder("a")
         a, b = self.instance(here, "notes.db"), self.instance(here, "notes.db")
         for server in (a, b):
-            self.assertEqual(self.reported(server), f"{serve.LOG_PREFIX}: consumed confirmations: SQLite {os.path.join(here, 'notes.db')} "
-                             f"(--db notes.db {RELATIVE}; instances share confirmations only when they name this same file, "
-                             "so give hosts the absolute path)")
+            self.assertEqual(
+                self.reported(server),
+                f"{serve.LOG_PREFIX}: consumed confirmations: SQLite {os.path.join(here, 'notes.db')} "
+                f"(--db notes.db {RELATIVE}; instances share confirmations only when they name this same file, "
+                "so give hosts the absolute path)",
+            )
         accepted = self.declined_on_a_then_accepted_on_b(a, b)
         self.assertEqual(accepted["error"]["code"], main.INVALID_PARAMS)  # declined on a: refused on b
         self.stop(a, b)
@@ -73,7 +78,9 @@ class RelativeDbTests(CliCase):
         here, there = self.folder("a"), self.folder("b")
         a, b = self.instance(here, "../shared.db"), self.instance(there, "../shared.db")
         for server in (a, b):
-            self.assertIn(f"SQLite {os.path.join(self.dir, 'shared.db')} (--db ../shared.db {RELATIVE}", self.reported(server))
+            self.assertIn(
+                f"SQLite {os.path.join(self.dir, 'shared.db')} (--db ../shared.db {RELATIVE}", self.reported(server)
+            )
         accepted = self.declined_on_a_then_accepted_on_b(a, b)
         self.assertEqual(accepted["error"]["code"], main.INVALID_PARAMS)
         self.stop(a, b)

@@ -73,7 +73,9 @@ class Sealing(unittest.TestCase):
         mac_bytes = unb64(mac)
         variants = {
             "padded mac": f"{version}.{key_id}.{payload}.{mac}=",
-            "standard alphabet": token.replace("-", "+").replace("_", "/") if ("-" in token or "_" in token) else token + "+",
+            "standard alphabet": token.replace("-", "+").replace("_", "/")
+            if ("-" in token or "_" in token)
+            else token + "+",
             "spare bits set": f"{version}.{key_id}.{payload}.{mac[:-1]}{chr(ord(mac[-1]) + 1)}",
             "padded payload": f"{version}.{key_id}.{payload}==.{mac}",
             "standard base64 mac": f"{version}.{key_id}.{payload}.{base64.b64encode(mac_bytes).decode()}",
@@ -124,10 +126,14 @@ class Bindings(unittest.TestCase):
         self.claims = frame.KeyRing([KEY]).verify(self.state)
 
     def retry(self, state, principal: str = PRINCIPAL, arguments: dict | None = None) -> dict:
-        return answered(self.server, call(arguments or tps(), id=2, requestState=state, inputResponses=accept()), principal)
+        return answered(
+            self.server, call(arguments or tps(), id=2, requestState=state, inputResponses=accept()), principal
+        )
 
     def assert_refused(self, response: dict) -> None:
-        self.assertEqual(response["error"], {"code": main.INVALID_PARAMS, "message": "Invalid params: requestState is not valid"})
+        self.assertEqual(
+            response["error"], {"code": main.INVALID_PARAMS, "message": "Invalid params: requestState is not valid"}
+        )
         self.assertEqual(len(note_ids(self.server)), ALL)
 
     def forged(self, **changes) -> str:
@@ -152,7 +158,9 @@ class Bindings(unittest.TestCase):
         self.assert_refused(self.retry(frame.KeyRing([OTHER_KEY]).sign(self.claims)))
 
     def test_state_presented_by_another_principal_is_refused(self) -> None:
-        self.server.tools[main.TOOL_NAME].policy = main.AuthorizationPolicy({PRINCIPAL: [main.LESSON_WORKSPACE], "bob": [main.LESSON_WORKSPACE]})
+        self.server.tools[main.TOOL_NAME].policy = main.AuthorizationPolicy(
+            {PRINCIPAL: [main.LESSON_WORKSPACE], "bob": [main.LESSON_WORKSPACE]}
+        )
         self.assert_refused(self.retry(self.state, principal="bob"))
 
     def test_state_for_another_tool_method_or_phase_is_refused(self) -> None:
@@ -239,7 +247,9 @@ class Bindings(unittest.TestCase):
         self.assert_refused(response)
         for state in (5, ["x"], {"a": 1}, True):
             with self.subTest(state=state):
-                self.assert_refused(answered(self.server, call(tps(), id=3, requestState=state, inputResponses=accept()), PRINCIPAL))
+                self.assert_refused(
+                    answered(self.server, call(tps(), id=3, requestState=state, inputResponses=accept()), PRINCIPAL)
+                )
 
     def test_expiry_is_accepted_just_inside_and_refused_at_the_limit(self) -> None:
         self.clock.now = self.claims["exp"]
@@ -256,7 +266,9 @@ class Bindings(unittest.TestCase):
             self.clock.now = self.claims["exp"] + offset
             for label, responses in answers.items():
                 with self.subTest(label, after=offset):
-                    response = answered(self.server, call(tps(), id=5, requestState=self.state, inputResponses=responses), PRINCIPAL)
+                    response = answered(
+                        self.server, call(tps(), id=5, requestState=self.state, inputResponses=responses), PRINCIPAL
+                    )
                     self.assert_refused(response)
                     self.assertNotIn("result", response)
         self.assertEqual(len(self.server.services.replay), 0)

@@ -31,21 +31,34 @@ class OperatorRestoresAppendsAndMoves(unittest.TestCase):
         self.addCleanup(folder.cleanup)
         self.db = os.path.join(folder.name, "notes.db")
         store = sqlite_store.open_store(self.db, clock=Clock())
-        server = frame.notes_server(keys=[KEY], notes=store, policy=main.AuthorizationPolicy({PRINCIPAL: [WORKSPACE]}), log=Log())
+        server = frame.notes_server(
+            keys=[KEY], notes=store, policy=main.AuthorizationPolicy({PRINCIPAL: [WORKSPACE]}), log=Log()
+        )
         audit.install(server)
         notes_tools.install(server)
 
         def call(name: str, arguments: dict[str, Any], **extra: Any) -> dict[str, Any]:
-            response = server.handle(request("tools/call", {"name": name, "arguments": arguments, **extra}, capabilities=FORM), PRINCIPAL)
+            response = server.handle(
+                request("tools/call", {"name": name, "arguments": arguments, **extra}, capabilities=FORM), PRINCIPAL
+            )
             assert response is not None
             return response["result"]
 
-        note = call("notes_create", {"workspaceUri": WORKSPACE, "title": "Plan", "body": "first\n"})["structuredContent"]
-        call("notes_append", {"workspaceUri": WORKSPACE, "noteId": note["noteId"], "text": "second\n", "version": note["version"]})
+        note = call("notes_create", {"workspaceUri": WORKSPACE, "title": "Plan", "body": "first\n"})[
+            "structuredContent"
+        ]
+        call(
+            "notes_append",
+            {"workspaceUri": WORKSPACE, "noteId": note["noteId"], "text": "second\n", "version": note["version"]},
+        )
         move = {"workspaceUri": WORKSPACE, "noteId": note["noteId"], "newPath": "archive/plan.md"}
         first = call("notes_move", move)
-        done = call("notes_move", move, requestState=first["requestState"],
-                    inputResponses={notes_tools.MOVE_KEY: {"action": "accept", "content": {"confirm": True}}})
+        done = call(
+            "notes_move",
+            move,
+            requestState=first["requestState"],
+            inputResponses={notes_tools.MOVE_KEY: {"action": "accept", "content": {"confirm": True}}},
+        )
         assert done["structuredContent"]["moved"], done
         self.entries = {entry["outcome"]: entry["id"] for entry in store.audit_entries()}
         self.note_id, self.uri = note["noteId"], note["uri"]

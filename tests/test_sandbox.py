@@ -156,7 +156,9 @@ class NoLandlockTests(unittest.TestCase):
         libc = FakeLibc(error=errno.ENOSYS)
         status = sandbox.confine(sandbox.Plan(), libc, machine="x86_64", system="Linux")
         self.assertFalse(status.on)
-        self.assertEqual(status.describe(), "sandbox: unavailable (this kernel has no Landlock: ENOSYS); serving unconfined")
+        self.assertEqual(
+            status.describe(), "sandbox: unavailable (this kernel has no Landlock: ENOSYS); serving unconfined"
+        )
         self.assertEqual(libc.calls, [])  # no prctl, no ruleset: the process is as it was
 
     def test_landlock_disabled_at_boot_is_told_apart_from_a_kernel_without_it(self) -> None:
@@ -167,7 +169,9 @@ class NoLandlockTests(unittest.TestCase):
     def test_other_systems_and_machines_make_no_syscall(self) -> None:
         libc = FakeLibc(abi=7)
         self.assertIn("Linux-only; this is Darwin", sandbox.confine(sandbox.Plan(), libc, system="Darwin").describe())
-        self.assertIn("for riscv64", sandbox.confine(sandbox.Plan(), libc, machine="riscv64", system="Linux").describe())
+        self.assertIn(
+            "for riscv64", sandbox.confine(sandbox.Plan(), libc, machine="riscv64", system="Linux").describe()
+        )
         self.assertEqual(libc.calls, [])
 
     def test_require_on_a_kernel_without_landlock_exits_2_with_one_line_before_opening_the_store(self) -> None:
@@ -177,7 +181,10 @@ class NoLandlockTests(unittest.TestCase):
         env = procs.server_env(NOTES_MCP_SECRET=procs.SECRET, PYTHONPATH=PROBE_DIR, NOTES_MCP_TEST_NO_LANDLOCK="1")
         proc = procs.Process(self, ["--stdio", "--db", db, "--sandbox", "require"], env)
         self.assertEqual(proc.wait(), serve.EXIT_USAGE)
-        self.assertEqual(proc.stderr_lines, ["notes-mcp: sandbox: required, but unavailable (this kernel has no Landlock: ENOSYS); not serving"])
+        self.assertEqual(
+            proc.stderr_lines,
+            ["notes-mcp: sandbox: required, but unavailable (this kernel has no Landlock: ENOSYS); not serving"],
+        )
         self.assertFalse(os.path.exists(db))
 
     def test_by_default_a_kernel_without_landlock_serves_unconfined_and_says_so(self) -> None:
@@ -187,10 +194,15 @@ class NoLandlockTests(unittest.TestCase):
         first = server.exchange(call(tps()))["result"]
         self.assertEqual(first["resultType"], "input_required")
         self.assertTrue(server.wait_for_line("sandbox: "))  # stderr is drained by its own thread
-        self.assertIn("notes-mcp: sandbox: unavailable (this kernel has no Landlock: ENOSYS); serving unconfined", server.stderr_lines)
+        self.assertIn(
+            "notes-mcp: sandbox: unavailable (this kernel has no Landlock: ENOSYS); serving unconfined",
+            server.stderr_lines,
+        )
 
     def test_require_and_no_sandbox_cannot_be_combined(self) -> None:
-        proc = procs.Process(self, ["--stdio", "--sandbox", "require", "--no-sandbox"], procs.server_env(NOTES_MCP_SECRET=procs.SECRET))
+        proc = procs.Process(
+            self, ["--stdio", "--sandbox", "require", "--no-sandbox"], procs.server_env(NOTES_MCP_SECRET=procs.SECRET)
+        )
         self.assertEqual(proc.wait(), serve.EXIT_USAGE)
         self.assertIn("not allowed with argument", proc.stderr_text())
 
@@ -238,7 +250,9 @@ class RulesetTests(unittest.TestCase):
                 ("path", os.devnull, sandbox.FS_READ_FILE | sandbox.FS_WRITE_FILE | sandbox.FS_TRUNCATE),
             ],
         )
-        self.assertFalse(sandbox.WRITE & (sandbox.FS_EXECUTE | sandbox.FS_MAKE_SYM | sandbox.FS_MAKE_SOCK | sandbox.FS_IOCTL_DEV))
+        self.assertFalse(
+            sandbox.WRITE & (sandbox.FS_EXECUTE | sandbox.FS_MAKE_SYM | sandbox.FS_MAKE_SOCK | sandbox.FS_IOCTL_DEV)
+        )
 
     def test_ports_are_ruled_only_from_abi_4_and_no_new_privs_comes_before_restrict(self) -> None:
         self.assertEqual(self.confined(3).kinds(), ["create", "path", "path", "path", "prctl", "restrict"])
@@ -265,7 +279,9 @@ class RulesetTests(unittest.TestCase):
         self.assertEqual(endpoints("postgresql:///notes?host=%2Frun%2Fpg&port=5444", {}), (["/run/pg"], [5444]))
         self.assertEqual(endpoints("postgresql://db/notes", {}), (["db"], [5432]))
         self.assertEqual(endpoints("postgresql:///notes", {}), (["/var/run/postgresql", "/tmp"], [5432]))
-        self.assertEqual(endpoints("postgresql:///notes", {"PGPORT": "6543", "PGHOST": "pg.internal"}), (["pg.internal"], [6543]))
+        self.assertEqual(
+            endpoints("postgresql:///notes", {"PGPORT": "6543", "PGHOST": "pg.internal"}), (["pg.internal"], [6543])
+        )
 
     def test_the_state_database_is_granted_as_its_own_files_and_its_folder_not_at_all(self) -> None:
         db = os.path.join(os.path.dirname(self.notes), "notes.db")
@@ -275,18 +291,30 @@ class RulesetTests(unittest.TestCase):
         plan = sandbox.server_plan(support.CODE, [self.notes], db, None, None, [])
         self.assertEqual(
             plan.write,
-            [("device", os.devnull), ("notes folder", self.notes), ("state file", db), ("state file", db + "-wal"), ("state file", db + "-shm"),
-             # the folder store's text index beside it (text_index.index_path), as three files of its own
-             ("state file", db + "-search"), ("state file", db + "-search-wal"), ("state file", db + "-search-shm")],
+            [
+                ("device", os.devnull),
+                ("notes folder", self.notes),
+                ("state file", db),
+                ("state file", db + "-wal"),
+                ("state file", db + "-shm"),
+                # the folder store's text index beside it (text_index.index_path), as three files of its own
+                ("state file", db + "-search"),
+                ("state file", db + "-search-wal"),
+                ("state file", db + "-search-shm"),
+            ],
         )
         self.assertNotIn(os.path.dirname(db), [path for _, path in plan.read + plan.write])
         libc = FakeLibc(abi=7)
         sandbox.restrict(plan, libc, sandbox.SYSCALLS["x86_64"], 7)
         file_rights = sandbox.FS_READ_FILE | sandbox.FS_WRITE_FILE | sandbox.FS_TRUNCATE
-        self.assertEqual([call for call in libc.calls if call[0] == "path" and call[1].startswith(db)],
-                         [("path", p, file_rights) for p in sandbox.state_files(db, search_index=True)])
+        self.assertEqual(
+            [call for call in libc.calls if call[0] == "path" and call[1].startswith(db)],
+            [("path", p, file_rights) for p in sandbox.state_files(db, search_index=True)],
+        )
         self.assertIn("6 state files", sandbox.summary(plan, 7))
-        self.assertEqual(sandbox.state_files(db), [db, db + "-wal", db + "-shm"])  # without notes folders: no text index
+        self.assertEqual(
+            sandbox.state_files(db), [db, db + "-wal", db + "-shm"]
+        )  # without notes folders: no text index
         self.assertEqual(text_index.index_path(db), db + sandbox.SEARCH_INDEX_SUFFIX)
 
     def test_a_rule_the_kernel_refuses_leaves_the_process_unconfined_and_names_the_call(self) -> None:
@@ -303,7 +331,7 @@ class RulesetTests(unittest.TestCase):
             "        return super().syscall(number, *args)\n"
             "libc = Refusing(abi=7)\n"
             "status = sandbox.confine(sandbox.Plan(read=[('code folder', sys.path[0])]), libc, machine='x86_64', "
-                "system='Linux')\n"
+            "system='Linux')\n"
             "print(status.describe()); print([call[0] for call in libc.calls])\n"
         )
         done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=procs.GUARD)
@@ -317,7 +345,10 @@ class RulesetTests(unittest.TestCase):
 # The kernel's BPF opcodes and arch tokens, spelled out here independently of code/sandbox.py.
 BPF_LD_W_ABS, BPF_JEQ_K, BPF_JGE_K, BPF_RET_K = 0x00 | 0x00 | 0x20, 0x05 | 0x10, 0x05 | 0x30, 0x06
 ARCH_TOKENS = {"x86_64": 0x80000000 | 0x40000000 | 62, "aarch64": 0x80000000 | 0x40000000 | 183, "i386": 0x40000000 | 3}
-SYSCALL_HEADERS = {"x86_64": "/usr/include/x86_64-linux-gnu/asm/unistd_64.h", "aarch64": "/usr/include/asm-generic/unistd.h"}
+SYSCALL_HEADERS = {
+    "x86_64": "/usr/include/x86_64-linux-gnu/asm/unistd_64.h",
+    "aarch64": "/usr/include/asm-generic/unistd.h",
+}
 
 
 def run_filter(program: list[tuple[int, int, int, int]], arch: int, number: int) -> int:
@@ -346,9 +377,14 @@ class MetadataFilterTests(unittest.TestCase):
         for machine, calls in sandbox.METADATA_SYSCALLS.items():
             program = sandbox.metadata_filter(machine)
             with self.subTest(machine=machine):
-                refused = {number for number in range(600) if run_filter(program, ARCH_TOKENS[machine], number) != 0x7FFF0000}
+                refused = {
+                    number for number in range(600) if run_filter(program, ARCH_TOKENS[machine], number) != 0x7FFF0000
+                }
                 self.assertEqual(refused, set(calls.values()))
-                self.assertEqual({run_filter(program, ARCH_TOKENS[machine], number) for number in refused}, {0x00050000 | errno.EPERM})
+                self.assertEqual(
+                    {run_filter(program, ARCH_TOKENS[machine], number) for number in refused},
+                    {0x00050000 | errno.EPERM},
+                )
         # What the stores need once confined passes: inotify_add_watch, the Landlock calls, openat, fsync.
         for machine, numbers in {"x86_64": (254, 444, 446, 257, 74), "aarch64": (27, 444, 446, 56, 82)}.items():
             for number in numbers:
@@ -359,7 +395,9 @@ class MetadataFilterTests(unittest.TestCase):
         kill = 0x80000000
         self.assertEqual(run_filter(x86, ARCH_TOKENS["i386"], 15), kill)  # chmod through int 0x80
         self.assertEqual(run_filter(x86, ARCH_TOKENS["x86_64"], 0x40000000 | 90), kill)  # chmod through x32
-        self.assertEqual(run_filter(x86, ARCH_TOKENS["x86_64"], 0x40000000 - 1), 0x7FFF0000)  # just below x32: an ordinary number
+        self.assertEqual(
+            run_filter(x86, ARCH_TOKENS["x86_64"], 0x40000000 - 1), 0x7FFF0000
+        )  # just below x32: an ordinary number
         self.assertEqual(run_filter(arm, ARCH_TOKENS["x86_64"], 1), kill)
 
     def test_the_syscall_numbers_match_this_systems_headers_where_it_has_them(self) -> None:
@@ -368,7 +406,10 @@ class MetadataFilterTests(unittest.TestCase):
             if not os.path.exists(header):
                 continue
             with open(header, encoding="utf-8") as handle:
-                defined = {name: int(number) for name, number in re.findall(r"^#define __NR_(\w+)\s+(\d+)$", handle.read(), re.MULTILINE)}
+                defined = {
+                    name: int(number)
+                    for name, number in re.findall(r"^#define __NR_(\w+)\s+(\d+)$", handle.read(), re.MULTILINE)
+                }
             for name, number in sandbox.METADATA_SYSCALLS[machine].items():
                 if name in defined:  # headers older than the kernel lack fchmodat2 and the *xattrat calls
                     self.assertEqual((name, number), (name, defined[name]))
@@ -390,7 +431,7 @@ class MetadataFilterTests(unittest.TestCase):
             "        return super().prctl(option, *args)\n"
             "libc = Libc(abi=7)\n"
             f"status = sandbox.confine(sandbox.Plan(read=[('code folder', {support.CODE!r})]), libc, "
-                "machine='x86_64', system='Linux')\n"
+            "machine='x86_64', system='Linux')\n"
             "print(status.describe()); print(status.complete); print([call[:2] for call in libc.calls])\n"
         )
         done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=procs.GUARD)
@@ -402,11 +443,23 @@ class MetadataFilterTests(unittest.TestCase):
         self.assertIn("; no chmod, chown, utime or xattr writes;", line)
         self.assertEqual(complete, "True")
         self.assertEqual(
-            calls, str([("version",), ("create", 65535), ("path", support.CODE), ("prctl", 38), ("restrict", True), ("prctl", 22)])
+            calls,
+            str(
+                [
+                    ("version",),
+                    ("create", 65535),
+                    ("path", support.CODE),
+                    ("prctl", 38),
+                    ("restrict", True),
+                    ("prctl", 22),
+                ]
+            ),
         )
         line, complete, _ = self.confine_in_a_fresh_process(refuse_seccomp=True)
         self.assertTrue(line.startswith("sandbox: on (Landlock ABI 7): "), line)
-        self.assertIn("; chmod, chown, utime and xattr writes NOT filtered (prctl(PR_SET_SECCOMP) failed: EINVAL);", line)
+        self.assertIn(
+            "; chmod, chown, utime and xattr writes NOT filtered (prctl(PR_SET_SECCOMP) failed: EINVAL);", line
+        )
         self.assertEqual(complete, "False")
 
 
@@ -423,7 +476,9 @@ class ImportPathTests(unittest.TestCase):
         self.state = os.path.join(self.top, "state")
 
     def start(self, *args: str, **env: str) -> procs.Process:
-        proc = procs.Process(self, ["--stdio", *args], procs.server_env(NOTES_MCP_SECRET=procs.SECRET, XDG_STATE_HOME=self.state, **env))
+        proc = procs.Process(
+            self, ["--stdio", *args], procs.server_env(NOTES_MCP_SECRET=procs.SECRET, XDG_STATE_HOME=self.state, **env)
+        )
         proc.wait()
         return proc
 
@@ -431,7 +486,13 @@ class ImportPathTests(unittest.TestCase):
         lib = os.path.join(self.top, "lib")
         bundle = os.path.join(self.top, "bundle.zip")
         roots = [lib, bundle]
-        folders = {lib: "is", os.path.join(lib, "pkg"): "lies inside", self.top: "holds", lib + "-notes": None, self.notes: None}
+        folders = {
+            lib: "is",
+            os.path.join(lib, "pkg"): "lies inside",
+            self.top: "holds",
+            lib + "-notes": None,
+            self.notes: None,
+        }
         for folder, relation in folders.items():
             with self.subTest(folder=folder):
                 line = sandbox.unsafe_writes([folder], None, roots)
@@ -439,7 +500,11 @@ class ImportPathTests(unittest.TestCase):
                     self.assertIsNone(line)
                 else:
                     named = "is" if relation == "is" else f"{relation} {lib},"
-                    self.assertTrue(line and line.startswith(f"sandbox: notes folder {folder} {named} a folder Python imports from;"), line)
+                    self.assertTrue(
+                        line
+                        and line.startswith(f"sandbox: notes folder {folder} {named} a folder Python imports from;"),
+                        line,
+                    )
         databases = {
             os.path.join(lib, "store.py"): True,  # `import store` would read it
             os.path.join(lib, "sub", "hook.pth"): True,
@@ -452,9 +517,13 @@ class ImportPathTests(unittest.TestCase):
                 line = sandbox.unsafe_writes([], database, roots)
                 self.assertEqual(line is not None, refused, line)
                 if refused and line is not None:
-                    self.assertTrue(line.startswith(f"sandbox: database file {database} is on Python's import path"), line)
+                    self.assertTrue(
+                        line.startswith(f"sandbox: database file {database} is on Python's import path"), line
+                    )
 
-    def test_a_notes_folder_that_is_holds_or_lies_inside_an_import_folder_is_refused_before_anything_is_created(self) -> None:
+    def test_a_notes_folder_that_is_holds_or_lies_inside_an_import_folder_is_refused_before_anything_is_created(
+        self,
+    ) -> None:
         cases = {  # (notes folder, PYTHONPATH): (relation, the import folder named)
             (self.notes, self.notes): ("is", self.notes),
             (self.notes, os.path.join(self.notes, "lib")): ("holds", os.path.join(self.notes, "lib")),
@@ -468,8 +537,10 @@ class ImportPathTests(unittest.TestCase):
                 self.assertEqual(len(proc.stderr_lines), 1, proc.stderr_text())
                 named = "is" if relation == "is" else f"{relation} {os.path.realpath(root)},"
                 self.assertTrue(
-                    proc.stderr_lines[0].startswith(f"notes-mcp: sandbox: notes folder {os.path.realpath(folder)} {named} a folder Python "
-                        "imports from; "),
+                    proc.stderr_lines[0].startswith(
+                        f"notes-mcp: sandbox: notes folder {os.path.realpath(folder)} {named} a folder Python "
+                        "imports from; "
+                    ),
                     proc.stderr_lines[0],
                 )
                 self.assertFalse(os.path.exists(self.state))  # no confirmation database created
@@ -477,7 +548,12 @@ class ImportPathTests(unittest.TestCase):
 
     def test_without_landlock_the_same_folder_is_refused_and_with_no_sandbox_it_is_served(self) -> None:
         skip_unless_landlock_numbers()
-        proc = self.start("--notes-dir", self.notes, PYTHONPATH=os.pathsep.join([PROBE_DIR, self.notes]), NOTES_MCP_TEST_NO_LANDLOCK="1")
+        proc = self.start(
+            "--notes-dir",
+            self.notes,
+            PYTHONPATH=os.pathsep.join([PROBE_DIR, self.notes]),
+            NOTES_MCP_TEST_NO_LANDLOCK="1",
+        )
         self.assertEqual(proc.wait(), serve.EXIT_USAGE)
         self.assertIn(" is ", proc.stderr_text())
         proc = self.start("--notes-dir", self.notes, "--no-sandbox", PYTHONPATH=self.notes)
@@ -490,7 +566,9 @@ class ImportPathTests(unittest.TestCase):
         proc = self.start("--db", os.path.join(lib, "store.py"), PYTHONPATH=lib)
         self.assertEqual(proc.wait(), serve.EXIT_USAGE)
         self.assertEqual(len(proc.stderr_lines), 1, proc.stderr_text())
-        self.assertIn(f"sandbox: database file {os.path.join(lib, 'store.py')} is on Python's import path", proc.stderr_lines[0])
+        self.assertIn(
+            f"sandbox: database file {os.path.join(lib, 'store.py')} is on Python's import path", proc.stderr_lines[0]
+        )
         self.assertEqual(os.listdir(lib), [])
 
 
@@ -520,7 +598,9 @@ class CompromisedServerTests(unittest.TestCase):
         self.code = os.path.join(self.checkout, "code")
         shutil.copytree(support.CODE, self.code, ignore=shutil.ignore_patterns("__pycache__"))
         self.serve = os.path.join(self.code, "serve.py")
-        self.code_before = {name: file_bytes(os.path.join(self.code, name)) for name in os.listdir(self.code) if name.endswith(".py")}
+        self.code_before = {
+            name: file_bytes(os.path.join(self.code, name)) for name in os.listdir(self.code) if name.endswith(".py")
+        }
         self.args = ["--notes-dir", self.notes, "--db", os.path.join(self.checkout, "notes.db")]
         listener = socket.socket()
         self.addCleanup(listener.close)
@@ -566,11 +646,23 @@ class CompromisedServerTests(unittest.TestCase):
 
     def assert_nothing_changed(self) -> None:
         """The code, the checkout's top folder and the file outside are as setUp left them."""
-        self.assertEqual({name: file_bytes(os.path.join(self.code, name)) for name in self.code_before}, self.code_before)
+        self.assertEqual(
+            {name: file_bytes(os.path.join(self.code, name)) for name in self.code_before}, self.code_before
+        )
         self.assertNotIn("sitecustomize.py", os.listdir(self.code))
         # The database's own files, and nothing created beside them.
-        self.assertEqual(sorted(os.listdir(self.checkout)), ["code", "notes.db", "notes.db-search", "notes.db-search-shm", "notes.db-search-wal",
-                                                             "notes.db-shm", "notes.db-wal"])
+        self.assertEqual(
+            sorted(os.listdir(self.checkout)),
+            [
+                "code",
+                "notes.db",
+                "notes.db-search",
+                "notes.db-search-shm",
+                "notes.db-search-wal",
+                "notes.db-shm",
+                "notes.db-wal",
+            ],
+        )
         self.assertEqual(os.listdir(self.outside), ["secret.txt"])  # nothing written outside
         with open(self.secret, encoding="utf-8") as handle:
             self.assertEqual(handle.read(), SECRET_TEXT)
@@ -578,13 +670,19 @@ class CompromisedServerTests(unittest.TestCase):
         self.assertEqual((stat.S_IMODE(after.st_mode), after.st_mtime_ns), (0o600, self.secret_before.st_mtime_ns))
         self.assertEqual(os.listxattr(self.secret), [])
 
-    def test_inside_the_sandbox_every_escape_fails_in_the_main_thread_and_a_worker_and_the_deletion_completes(self) -> None:
+    def test_inside_the_sandbox_every_escape_fails_in_the_main_thread_and_a_worker_and_the_deletion_completes(
+        self,
+    ) -> None:
         skip_without_landlock(sandbox.NET_FROM_ABI)
         skip_without_seccomp()
         server, in_main, in_worker = self.http_probe()
         self.assertEqual(in_main, CONFINED)
         self.assertEqual(in_worker, CONFINED)
-        line = next(line for line in server.stderr_lines if line.startswith(f"notes-mcp: sandbox: on (Landlock ABI {KERNEL_ABI}): "))
+        line = next(
+            line
+            for line in server.stderr_lines
+            if line.startswith(f"notes-mcp: sandbox: on (Landlock ABI {KERNEL_ABI}): ")
+        )
         self.assertIn("read-write 1 device, 1 notes folder, 6 state files;", line)
         self.assertIn("; no chmod, chown, utime or xattr writes;", line)
         server.proc.terminate()
@@ -627,7 +725,9 @@ class CompromisedServerTests(unittest.TestCase):
         skip_without_landlock()
         server = procs.StdioServer(self, "--notes-dir", self.notes, env=self.env)
         self.assertTrue(server.wait_for_line("sandbox: on"), server.stderr_text())
-        self.assertEqual(legacy_client.LegacyClient(server).initialize()["protocolVersion"], legacy.LATEST_LEGACY_VERSION)
+        self.assertEqual(
+            legacy_client.LegacyClient(server).initialize()["protocolVersion"], legacy.LATEST_LEGACY_VERSION
+        )
         server.close_stdin()
         self.assertEqual(server.wait(), 0)
         self.assertNotIn("Traceback", server.stderr_text())
@@ -652,15 +752,20 @@ class CompromisedServerTests(unittest.TestCase):
         env = {**self.env, "NOTES_MCP_TEST_NO_SECCOMP": "1"}
         server = procs.StdioServer(self, *self.args, env=env, serve=self.serve)
         self.assertTrue(server.wait_for_line("sandbox: on"), server.stderr_text())
-        self.assertIn("; chmod, chown, utime and xattr writes NOT filtered (prctl(PR_SET_SECCOMP) failed: EINVAL);", server.stderr_text())
+        self.assertIn(
+            "; chmod, chown, utime and xattr writes NOT filtered (prctl(PR_SET_SECCOMP) failed: EINVAL);",
+            server.stderr_text(),
+        )
         server.close_stdin()
         self.assertEqual(server.wait(), 0)
         required = procs.StdioServer(self, *self.args, "--sandbox", "require", env=env, serve=self.serve)
         self.assertEqual(required.wait(), serve.EXIT_USAGE)
         self.assertEqual(
             [line for line in required.stderr_lines if "sandbox" in line],
-            ["notes-mcp: sandbox: required, but the metadata filter failed: prctl(PR_SET_SECCOMP) failed: EINVAL; "
-                "not serving"],
+            [
+                "notes-mcp: sandbox: required, but the metadata filter failed: prctl(PR_SET_SECCOMP) failed: EINVAL; "
+                "not serving"
+            ],
         )
         self.assertEqual(shown(self.notes), ["escape", "list.md", "tps.md"])
 
@@ -697,8 +802,17 @@ class SqliteAndMountsTests(unittest.TestCase):
         # The folder is not writable, so the last close could not remove the -wal and -shm,
         # and nothing else was created; it checkpointed and emptied the log: the database
         # file alone (a naive backup) holds the deletion.
-        self.assertEqual(sorted(os.listdir(state)), ["confirmations.db", "confirmations.db-search", "confirmations.db-search-shm",
-                                                     "confirmations.db-search-wal", "confirmations.db-shm", "confirmations.db-wal"])
+        self.assertEqual(
+            sorted(os.listdir(state)),
+            [
+                "confirmations.db",
+                "confirmations.db-search",
+                "confirmations.db-search-shm",
+                "confirmations.db-search-wal",
+                "confirmations.db-shm",
+                "confirmations.db-wal",
+            ],
+        )
         self.assertEqual(os.path.getsize(db + "-wal"), 0)  # emptied: no old page of the deleted note left
         copy = os.path.join(self.enterContext(tempfile.TemporaryDirectory()), "copy.db")
         shutil.copyfile(db, copy)
@@ -716,7 +830,7 @@ class SqliteAndMountsTests(unittest.TestCase):
             f"db = {os.path.join(state, 'sort.db')!r}\n"
             "conn = sqlite_store._connect(db, 1000)\n"
             "conn.execute('CREATE TABLE t (a TEXT)')\n"
-            "conn.execute(\"WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 5000) \"\n"
+            'conn.execute("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 5000) "\n'
             "             \"INSERT INTO t SELECT printf('%.200d', i) FROM n\")\n"
             f"status = sandbox.confine(sandbox.server_plan({support.CODE!r}, [], db, None, None, []))\n"
             "conn.execute('PRAGMA cache_size = 1')  # every sort spills\n"
@@ -754,7 +868,9 @@ class PostgresInsideTests(unittest.TestCase):
         server = procs.HttpServer(self, "--db", url)
         # The sandbox line ends the start-up block, after the "listening on" line the start waits for.
         self.assertTrue(server.wait_for_line("sandbox: on"), server.stderr_text())
-        self.assertIn(f"connect {self.cluster.tcp_port}", next(line for line in server.stderr_lines if "sandbox: on" in line))
+        self.assertIn(
+            f"connect {self.cluster.tcp_port}", next(line for line in server.stderr_lines if "sandbox: on" in line)
+        )
         conn = server.connect(self)
         first = json.loads(procs.post(conn, call(tps()))[2])["result"]
         before = self.backends(database)
@@ -840,8 +956,10 @@ class OuterLayerTests(unittest.TestCase):
         }  # fmt: skip
         # The documented command, plus (test only) the probe's folder bound in and put on PYTHONPATH.
         command = recipe("sh", "bwrap ").replace(
-            '"$PYTHON" ', '--ro-bind "$PROBE" /probe --setenv PYTHONPATH /probe --setenv NOTES_MCP_TEST_PROBE "$PROBE_SPEC" '
-                '"$PYTHON" ', 1
+            '"$PYTHON" ',
+            '--ro-bind "$PROBE" /probe --setenv PYTHONPATH /probe --setenv NOTES_MCP_TEST_PROBE "$PROBE_SPEC" '
+            '"$PYTHON" ',
+            1,
         )
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
@@ -854,7 +972,13 @@ class OuterLayerTests(unittest.TestCase):
             "PROBE": PROBE_DIR,
             "PROBE_SPEC": json.dumps(spec),
         }
-        proc = subprocess.Popen(["sh", "-c", "exec " + command], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        proc = subprocess.Popen(
+            ["sh", "-c", "exec " + command],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
         guard = threading.Timer(procs.GUARD, proc.kill)  # a failure guard only: a hung server must not hang the suite
         guard.start()
         self.addCleanup(guard.cancel)
@@ -895,7 +1019,10 @@ class OuterLayerTests(unittest.TestCase):
         verify = subprocess.run([tool, "verify", unit], capture_output=True, text=True, timeout=procs.GUARD)
         self.assertEqual((verify.returncode, verify.stderr), (0, ""))
         security = subprocess.run(
-            [tool, "security", "--offline=true", f"--threshold={MAX_SYSTEMD_EXPOSURE}", unit], capture_output=True, text=True, timeout=procs.GUARD
+            [tool, "security", "--offline=true", f"--threshold={MAX_SYSTEMD_EXPOSURE}", unit],
+            capture_output=True,
+            text=True,
+            timeout=procs.GUARD,
         )
         self.assertEqual(security.returncode, 0, security.stdout[-500:] + security.stderr)
         self.assertIn("Overall exposure level for notes-mcp.service", security.stdout)

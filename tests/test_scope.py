@@ -116,11 +116,15 @@ class Containment(unittest.TestCase):
         state = support.answered(server, call(tps()), PRINCIPAL)["result"]["requestState"]
         for outside in ("evil-1", "tmp-1", "note-99"):
             with self.subTest(note=outside):
-                response = support.answered(server, call(tps(), id=2, requestState=state, inputResponses=accept(outside)), PRINCIPAL)
+                response = support.answered(
+                    server, call(tps(), id=2, requestState=state, inputResponses=accept(outside)), PRINCIPAL
+                )
                 self.assertEqual(response["error"]["code"], main.INVALID_PARAMS)
         self.assertEqual(len(note_ids(server)), 6)
         # The refusals did not consume the state.
-        done = support.answered(server, call(tps(), id=3, requestState=state, inputResponses=accept("note-3")), PRINCIPAL)["result"]
+        done = support.answered(
+            server, call(tps(), id=3, requestState=state, inputResponses=accept("note-3")), PRINCIPAL
+        )["result"]
         self.assertEqual(done["structuredContent"], {"deleted": True, "noteId": "note-3"})
 
     def test_the_workspace_folder_itself_is_not_a_note_inside_it(self) -> None:
@@ -155,7 +159,9 @@ class Authorization(unittest.TestCase):
         inside = support.answered(server, call(tps(workspace=at_limit)), PRINCIPAL)["result"]
         self.assertIn("No note titled like", inside["content"][0]["text"])  # authorized and searched
         over = support.answered(server, call(tps(workspace=at_limit + "a")), PRINCIPAL)["result"]
-        self.assertIn(f"workspaceUri must be a file:// URI string of 1..{main.MAX_URI_LENGTH}", over["content"][0]["text"])
+        self.assertIn(
+            f"workspaceUri must be a file:// URI string of 1..{main.MAX_URI_LENGTH}", over["content"][0]["text"]
+        )
         # One character is inside the schema's bounds: it fails later, as an unparseable URI.
         short = support.answered(server, call(tps(workspace="x")), PRINCIPAL)["result"]
         self.assertIn("workspaceUri must use the file:// scheme", short["content"][0]["text"])
@@ -180,7 +186,9 @@ class Authorization(unittest.TestCase):
                 with self.subTest(principal=principal, store=label):
                     text = support.answered(server, call(arguments), principal)["result"]["content"][0]["text"]
                     self.assertEqual(text, f"That workspace is not authorized for you. {said}")
-        alice_text = support.answered(full, call(tps(workspace="https://x/")), PRINCIPAL)["result"]["content"][0]["text"]
+        alice_text = support.answered(full, call(tps(workspace="https://x/")), PRINCIPAL)["result"]["content"][0][
+            "text"
+        ]
         self.assertIn(f"Your workspaces: {main.LESSON_WORKSPACE}.", alice_text)  # an unknown workspace too
         self.assertNotIn("bob", alice_text)
         self.assertEqual(len(note_ids(full)), 6)
@@ -213,7 +221,13 @@ class Authorization(unittest.TestCase):
         policy = main.AuthorizationPolicy({"alice": ["file://localhost/Users/alice/Documents/Notes/"]})
         self.assertEqual(policy.workspaces("alice"), [WORKSPACE])
         grants: Any  # values of several types, on purpose
-        for grants in ({"alice": ["http://x/y"]}, {"alice": "file:///a"}, {"": ["file:///a"]}, {7: ["file:///a"]}, {None: []}):
+        for grants in (
+            {"alice": ["http://x/y"]},
+            {"alice": "file:///a"},
+            {"": ["file:///a"]},
+            {7: ["file:///a"]},
+            {None: []},
+        ):
             with self.subTest(grants=grants):
                 with self.assertRaises(ValueError):
                     main.AuthorizationPolicy(grants)
@@ -241,7 +255,9 @@ class Authorization(unittest.TestCase):
             return server_over([main.Note(f"n{i}", f"Memo {i:03}", f"{WORKSPACE}/m{i}.md") for i in range(count)])
 
         at_limit = support.answered(server_with(main.MAX_CANDIDATES), call(tps(title="Memo")), PRINCIPAL)["result"]
-        options = at_limit["inputRequests"]["delete_choice"]["params"]["requestedSchema"]["properties"]["note_id"]["oneOf"]
+        options = at_limit["inputRequests"]["delete_choice"]["params"]["requestedSchema"]["properties"]["note_id"][
+            "oneOf"
+        ]
         self.assertEqual(len(options), main.MAX_CANDIDATES)
         self.assertLessEqual(len(at_limit["requestState"]), main.MAX_STATE_LENGTH)
         over = support.answered(server_with(main.MAX_CANDIDATES + 1), call(tps(title="Memo")), PRINCIPAL)["result"]
@@ -257,7 +273,9 @@ class Authorization(unittest.TestCase):
         state = support.answered(server, call(tps(title="Memo")), PRINCIPAL)["result"]["requestState"]
         self.assertLessEqual(len(state), main.MAX_STATE_LENGTH)
         answer = {"delete_choice": {"action": "accept", "content": {"note_id": notes[-1].id, "confirm": True}}}
-        done = support.answered(server, call(tps(title="Memo"), id=2, requestState=state, inputResponses=answer), PRINCIPAL)
+        done = support.answered(
+            server, call(tps(title="Memo"), id=2, requestState=state, inputResponses=answer), PRINCIPAL
+        )
         self.assertIs(done["result"]["structuredContent"]["deleted"], True)
 
     def test_duplicate_titles_are_told_apart_in_the_form(self) -> None:
@@ -273,7 +291,11 @@ class NoteVersions(unittest.TestCase):
         first = note.version
         self.assertEqual(len(first), 32)
         self.assertEqual(main.Note("n0", "t0", "file:///w/n0.md").version, first)  # equal fields, equal version
-        for edited in (note._replace(title="t0 (edited)"), note._replace(revision=1), note._replace(uri="file:///w/m.md")):
+        for edited in (
+            note._replace(title="t0 (edited)"),
+            note._replace(revision=1),
+            note._replace(uri="file:///w/m.md"),
+        ):
             with self.subTest(edited=edited):
                 self.assertNotEqual(edited.version, first)
 
@@ -286,7 +308,12 @@ class MemoryLookup(unittest.TestCase):
 
     def brute(self, notes: list[main.Note], workspace: main.Path, query: str) -> list[str]:
         folded = stores.fold_title(query)
-        return [n.id for n in stores.form_order(n for n in notes if folded in stores.fold_title(n.title) and main.inside_workspace(n, workspace))]
+        return [
+            n.id
+            for n in stores.form_order(
+                n for n in notes if folded in stores.fold_title(n.title) and main.inside_workspace(n, workspace)
+            )
+        ]
 
     def test_every_query_finds_what_a_scan_of_every_note_finds(self) -> None:
         import random
@@ -301,10 +328,12 @@ class MemoryLookup(unittest.TestCase):
             ]
             store = self.store(notes)
             queries = ["t", "ab", "x", "strasse", "ße", "SS", "café plan", "report tps", "fi", "ﬁle", "zzz", "i̇st"]
-            queries += [rng.choice(notes).title[rng.randint(0, 2):][:rng.randint(1, 8)] or "a" for _ in range(40)]
+            queries += [rng.choice(notes).title[rng.randint(0, 2) :][: rng.randint(1, 8)] or "a" for _ in range(40)]
             for query in queries:
                 with self.subTest(size=size, query=query):
-                    self.assertEqual([n.id for n in store.candidates(workspace, query)], self.brute(notes, workspace, query))
+                    self.assertEqual(
+                        [n.id for n in store.candidates(workspace, query)], self.brute(notes, workspace, query)
+                    )
 
     def test_an_edited_or_removed_note_is_found_by_its_new_title_only(self) -> None:
         store = self.store([main.Note("n1", "Quarterly plan", f"{WORKSPACE}/n1.md")])
@@ -347,7 +376,9 @@ class ConfiguredNotes(unittest.TestCase):
     def test_duplicate_note_ids_are_refused_and_the_first_is_not_silently_replaced(self) -> None:
         first = main.Note("a", "TPS report", f"{WORKSPACE}/a.md")
         with self.assertRaises(ValueError):
-            stores.MemoryStore([first, main.Note("a", "Other", f"{WORKSPACE}/b.md")], main.MemoryReplayStore(support.Clock()))
+            stores.MemoryStore(
+                [first, main.Note("a", "Other", f"{WORKSPACE}/b.md")], main.MemoryReplayStore(support.Clock())
+            )
 
     def test_the_config_file_refuses_duplicate_empty_and_non_string_ids_and_titles(self) -> None:
         good = {"id": "n1", "title": "TPS report", "uri": f"{WORKSPACE}/n1.md"}

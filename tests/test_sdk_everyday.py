@@ -26,7 +26,7 @@ from helpers import support
 PLAN = "---\ntags: [work]\n---\n# Launch plan\n\nShip on Friday.\nTell the Friday crew.\n"
 INDEX = "# Index\n\nSee [[plan]].\n"
 
-DRIVER = '''
+DRIVER = """
 import asyncio, json, os, sys
 from mcp import Client, StdioServerParameters
 from mcp.types import ElicitResult, Implementation
@@ -61,11 +61,13 @@ async def main():
         seen["move"] = move.structured_content
     print(json.dumps({"forms": forms, **seen}))
 asyncio.run(main())
-'''
+"""
 
 
-@unittest.skipUnless(importlib.util.find_spec("mcp") is not None,
-                     "the official MCP Python SDK is not installed (pip install mcp==2.3.0; .ci/run installs it)")
+@unittest.skipUnless(
+    importlib.util.find_spec("mcp") is not None,
+    "the official MCP Python SDK is not installed (pip install mcp==2.3.0; .ci/run installs it)",
+)
 class OfficialSdkEverydayTools(unittest.TestCase):
     def setUp(self) -> None:
         self.base = tempfile.mkdtemp(prefix="sdk-everyday-")
@@ -77,21 +79,32 @@ class OfficialSdkEverydayTools(unittest.TestCase):
                 handle.write(text)
 
     def test_list_search_read_on_edit_with_a_form_and_move_rewriting_links_with_a_form(self) -> None:
-        done = subprocess.run([sys.executable, "-c", DRIVER, support.ROOT, self.notes, os.path.join(self.base, "nonces.db")],
-                              capture_output=True, text=True, timeout=120, cwd=self.base)
+        done = subprocess.run(
+            [sys.executable, "-c", DRIVER, support.ROOT, self.notes, os.path.join(self.base, "nonces.db")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=self.base,
+        )
         self.assertEqual(done.returncode, 0, done.stderr[-3000:])
         seen = json.loads(done.stdout.strip().splitlines()[-1])
-        self.assertEqual([(e["kind"], e["name"]) for e in seen["listed"]], [("folder", "projects"), ("note", "plan.md")])
+        self.assertEqual(
+            [(e["kind"], e["name"]) for e in seen["listed"]], [("folder", "projects"), ("note", "plan.md")]
+        )
         head, tail = seen["read"]
         self.assertEqual((head["offset"], len(head["text"]), tail["offset"]), (0, 10, 10))
-        self.assertEqual(head["text"] + tail["text"], PLAN.split("---\n", 2)[2])  # the text after the frontmatter, whole
+        self.assertEqual(
+            head["text"] + tail["text"], PLAN.split("---\n", 2)[2]
+        )  # the text after the frontmatter, whole
         self.assertEqual(head["length"], len(head["text"] + tail["text"]))
         edit_form, move_form = seen["forms"]  # one form each, shown before anything was written
         self.assertIn("-Ship on Friday.", edit_form)
         self.assertIn("+Tell the Monday crew.", edit_form)
         self.assertTrue(seen["edit"]["updated"])
         self.assertIn("projects/launch.md", move_form)
-        self.assertIn('"Index" (projects/index.md): [[plan]] \u2192 [[launch]]', move_form)  # the link rewrite, in the same form
+        self.assertIn(
+            '"Index" (projects/index.md): [[plan]] \u2192 [[launch]]', move_form
+        )  # the link rewrite, in the same form
         self.assertTrue(seen["move"]["moved"], seen["move"])
         with open(os.path.join(self.notes, "projects", "index.md"), encoding="utf-8") as handle:
             self.assertEqual(handle.read(), INDEX.replace("[[plan]]", "[[launch]]"))

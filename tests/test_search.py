@@ -47,7 +47,9 @@ class QueryLanguage(unittest.TestCase):
     """The query's terms and the cursor, as pure functions."""
 
     def test_words_are_separate_terms_and_a_quoted_phrase_is_one(self) -> None:
-        self.assertEqual(text_index.parse('Lisbon  (invoice) "Ferry   Timetable"').terms, ("lisbon", "invoice", "ferry timetable"))
+        self.assertEqual(
+            text_index.parse('Lisbon  (invoice) "Ferry   Timetable"').terms, ("lisbon", "invoice", "ferry timetable")
+        )
 
     def test_terms_are_folded_as_titles_are(self) -> None:
         self.assertEqual(text_index.parse(unicodedata.normalize("NFD", "CAFÉ")).terms, ("café",))
@@ -57,9 +59,17 @@ class QueryLanguage(unittest.TestCase):
         self.assertEqual(text_index.offset_of(good, "file:///a", "word"), 10)
         self.assertIsNone(text_index.offset_of(good, "file:///a", "other"))
         self.assertIsNone(text_index.offset_of(good, "file:///b", "word"))
-        self.assertIsNone(text_index.offset_of(text_index.cursor_for("file:///a", "word", text_index.MAX_RANKED_ROWS), "file:///a", "word"))
-        self.assertEqual(text_index.offset_of(text_index.cursor_for("file:///a", "word", text_index.MAX_RANKED_ROWS - 1), "file:///a", "word"),
-                         text_index.MAX_RANKED_ROWS - 1)
+        self.assertIsNone(
+            text_index.offset_of(
+                text_index.cursor_for("file:///a", "word", text_index.MAX_RANKED_ROWS), "file:///a", "word"
+            )
+        )
+        self.assertEqual(
+            text_index.offset_of(
+                text_index.cursor_for("file:///a", "word", text_index.MAX_RANKED_ROWS - 1), "file:///a", "word"
+            ),
+            text_index.MAX_RANKED_ROWS - 1,
+        )
         for hostile in ("", "!!", "x" * (text_index.MAX_CURSOR_CHARS + 1), 12, None, "eyJvIjotMX0"):
             self.assertIsNone(text_index.offset_of(hostile, "file:///a", "word"), hostile)
 
@@ -122,7 +132,10 @@ class SearchContract(ContractCase):
 
     def test_a_title_match_ranks_above_notes_that_only_link_to_it(self) -> None:
         for k in range(7):
-            self.create(f"Trip day {k}", "Take the [[Zanzibar ferry timetable]] — Zanzibar ferry timetable again, zanzibar ferry timetable.")
+            self.create(
+                f"Trip day {k}",
+                "Take the [[Zanzibar ferry timetable]] — Zanzibar ferry timetable again, zanzibar ferry timetable.",
+            )
         self.create("Zanzibar ferry timetable", "Boats leave at noon.")
         self.assertEqual(self.titles("zanzibar ferry timetable")[0], "Zanzibar ferry timetable")
 
@@ -149,7 +162,10 @@ class SearchContract(ContractCase):
         self.assertEqual(self.titles("タワ"), ["旅行"])  # under three characters: tested over the rows, still found
 
     def test_a_snippet_leaves_out_the_notes_heading_and_shows_the_term(self) -> None:
-        self.create("Heading note", self.with_heading("Heading note", "The quokka smiled.") if self.heading_kept else "The quokka smiled.")
+        self.create(
+            "Heading note",
+            self.with_heading("Heading note", "The quokka smiled.") if self.heading_kept else "The quokka smiled.",
+        )
         hit = self.search("quokka")["results"][0]
         self.assertNotIn("Heading note", hit["snippet"])
         self.assertIn("quokka", hit["snippet"])
@@ -173,7 +189,11 @@ class SearchContract(ContractCase):
     def test_a_hostile_or_foreign_cursor_is_refused_as_invalid_params(self) -> None:
         self.create("Paged", "pelican")
         other = text_index.cursor_for(self.notes_uri, "another query", 1)
-        for cursor in (other, "not-base64!", text_index.cursor_for(self.notes_uri, "pelican", text_index.MAX_RANKED_ROWS)):
+        for cursor in (
+            other,
+            "not-base64!",
+            text_index.cursor_for(self.notes_uri, "pelican", text_index.MAX_RANKED_ROWS),
+        ):
             response = self.call("notes_search", {"workspaceUri": self.notes_uri, "query": "pelican", "cursor": cursor})
             self.assertEqual(response["error"]["code"], main.INVALID_PARAMS)
             self.assertNotIn("result", response)
@@ -217,7 +237,11 @@ class SearchContract(ContractCase):
         self.assertFalse(appended["isError"], appended)
         self.assertEqual(self.titles("gannet"), ["Harbour"])
         version = self.result("notes_read", args)["structuredContent"]["version"]
-        self.confirmed("notes_update", {**args, "body": self.with_heading("Harbour", "a puffin now"), "version": version}, notes_tools.UPDATE_KEY)
+        self.confirmed(
+            "notes_update",
+            {**args, "body": self.with_heading("Harbour", "a puffin now"), "version": version},
+            notes_tools.UPDATE_KEY,
+        )
         self.assertEqual(self.titles("gannet"), [])
         self.assertEqual(self.titles("puffin"), ["Harbour"])
         version = self.result("notes_read", args)["structuredContent"]["version"]
@@ -227,8 +251,14 @@ class SearchContract(ContractCase):
         first = self.server.handle(delete_call({"workspaceUri": self.notes_uri, "title": "Harbour"}), PRINCIPAL)
         assert first is not None
         state = first["result"]["requestState"]
-        done = self.server.handle(delete_call({"workspaceUri": self.notes_uri, "title": "Harbour"}, requestState=state,
-                                              inputResponses=accept_delete(moved["noteId"])), PRINCIPAL)
+        done = self.server.handle(
+            delete_call(
+                {"workspaceUri": self.notes_uri, "title": "Harbour"},
+                requestState=state,
+                inputResponses=accept_delete(moved["noteId"]),
+            ),
+            PRINCIPAL,
+        )
         assert done is not None
         self.assertFalse(done["result"].get("isError"), done)
         self.assertEqual(self.titles("puffin"), [])
@@ -256,11 +286,14 @@ class SqliteVersion4(unittest.TestCase):
         store.close()
         raw = sqlite3.connect(path, isolation_level=None)
         for statement in (  # version 4's layout: a body-only index, no search index
-            "DROP TABLE note_search", "DROP TRIGGER note_search_add", "DROP TRIGGER note_search_drop", "DROP TRIGGER note_search_change",
+            "DROP TABLE note_search",
+            "DROP TRIGGER note_search_add",
+            "DROP TRIGGER note_search_drop",
+            "DROP TRIGGER note_search_change",
             "CREATE VIRTUAL TABLE note_body_index USING fts5(body_folded, tokenize = 'trigram')",
             "CREATE VIRTUAL TABLE note_body_grams USING fts5vocab(note_body_index, row)",
             "CREATE TRIGGER note_body_drop AFTER DELETE ON notes BEGIN DELETE FROM note_body_index WHERE rowid = "
-                "old.rowid; END",
+            "old.rowid; END",
             "UPDATE meta SET value = '4' WHERE key = 'schema_version'",
         ):
             raw.execute(statement)
@@ -274,11 +307,15 @@ class SqliteVersion4(unittest.TestCase):
         names = {name for (name,) in raw.execute("SELECT name FROM sqlite_master")}
         self.assertIn("note_search", names)
         self.assertFalse({"note_body_index", "note_body_grams", "note_body_drop"} & names)
-        self.assertEqual(raw.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone(), (str(sqlite_store.SCHEMA_VERSION),))
+        self.assertEqual(
+            raw.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone(),
+            (str(sqlite_store.SCHEMA_VERSION),),
+        )
 
 
 class FolderSearch(SearchContract, unittest.TestCase):
     heading_kept = False  # notes_create writes the heading itself
+
     def open_store(self, clock: Clock) -> Any:
         self.base = os.path.realpath(tempfile.mkdtemp(prefix="search-folder-"))
         self.state = tempfile.mkdtemp(prefix="search-state-")
@@ -291,7 +328,8 @@ class FolderSearch(SearchContract, unittest.TestCase):
     def open_folder(self, clock: Clock, threads: bool = False) -> markdown_store.MarkdownNotesStore:
         nonces = sqlite_store.open_ledger(os.path.join(self.state, "nonces.db"), clock=clock)
         store = markdown_store.MarkdownNotesStore(
-            [self.base], nonces, clock=clock, text_index_path=os.path.join(self.state, "nonces.db-search"))
+            [self.base], nonces, clock=clock, text_index_path=os.path.join(self.state, "nonces.db-search")
+        )
         self.addCleanup(store.close)
         # The index's deadline reads self.now (moved only by a test), and its background
         # work is collected here and run by background(), as its thread would, in order.
@@ -351,7 +389,13 @@ class FolderSearch(SearchContract, unittest.TestCase):
         self.reopen()
         self.search("otter")  # the first search hands the comparison with the files to the background
         self.background()
-        for query, titles in (("badger", []), ("wolverine", ["Edited"]), ("stoat", []), ("lynx", ["New"]), ("otter", ["Kept"])):
+        for query, titles in (
+            ("badger", []),
+            ("wolverine", ["Edited"]),
+            ("stoat", []),
+            ("lynx", ["New"]),
+            ("otter", ["Kept"]),
+        ):
             found = self.search(query)
             self.assertEqual([hit["title"] for hit in found["results"]], titles, query)
             self.assertFalse(found["stoppedEarly"], query)
@@ -395,7 +439,9 @@ class FolderSearch(SearchContract, unittest.TestCase):
         self.assertIn("more than 1", refused["content"][0]["text"])
         self.assertEqual(self.store.text_index.verified, set())  # nothing taken for compared
         index.limit = 1_000
-        self.clock.now += folder_index.RESCAN_SECONDS  # the title index tries a refused walk again once its interval passed
+        self.clock.now += (
+            folder_index.RESCAN_SECONDS
+        )  # the title index tries a refused walk again once its interval passed
         self.assertTrue(self.search("lynx")["stoppedEarly"])
         self.background()
         self.assertEqual(self.titles("lynx"), ["New"])

@@ -120,7 +120,9 @@ class SeamParity(StoreCase):
 
     def test_a_hand_edited_row_that_is_not_a_valid_note_is_never_offered(self) -> None:
         store = self.open()
-        self.raw().execute("INSERT INTO notes (id, title, uri, revision) VALUES ('bad-1', 'TPS report', 'http://example.com/x', 0)")
+        self.raw().execute(
+            "INSERT INTO notes (id, title, uri, revision) VALUES ('bad-1', 'TPS report', 'http://example.com/x', 0)"
+        )
         found = [note.id for note in store.candidates(main.parse_file_uri("file:///"), "TPS")]
         self.assertNotIn("bad-1", found)
         self.assertNotIn("bad-1", [note.id for note in store.all()])
@@ -216,7 +218,9 @@ class ConsumeOutcomes(StoreCase):
     def test_threads_sharing_one_store_never_interleave_transactions(self) -> None:
         store = self.open()
         threads, per_thread = 6, 10
-        results = store_workers.together(threads, lambda i: [store.consume(f"p{i}", f"n{i}-{j}", LATER, None, ALWAYS) for j in range(per_thread)])
+        results = store_workers.together(
+            threads, lambda i: [store.consume(f"p{i}", f"n{i}-{j}", LATER, None, ALWAYS) for j in range(per_thread)]
+        )
         failures = [result for result in results if isinstance(result, BaseException)]
         outcomes = [outcome for result in results if not isinstance(result, BaseException) for outcome in result]
         self.assertEqual(failures, [])
@@ -306,7 +310,6 @@ class SchemaAndSeeding(StoreCase, sql_stores.SeedingContract):
         self.open()
         self.assertEqual(self.raw().execute("PRAGMA journal_mode").fetchone(), ("wal",))
 
-
     def holding_the_write_lock_after_prepare(self) -> sqlite3.Connection:
         """A file left in rollback-journal mode, and another connection that takes its write lock once _prepare is
         done."""
@@ -371,7 +374,9 @@ class SchemaAndSeeding(StoreCase, sql_stores.SeedingContract):
 
 
 class BadDatabaseFiles(StoreCase):
-    def test_a_begin_that_fails_for_another_reason_than_busy_raises_and_nothing_runs_outside_a_transaction(self) -> None:
+    def test_a_begin_that_fails_for_another_reason_than_busy_raises_and_nothing_runs_outside_a_transaction(
+        self,
+    ) -> None:
         store = self.open()
         note = next(n for n in store.all() if n.id == "note-14")
         real = store._conn
@@ -492,8 +497,13 @@ class BusyDatabase(StoreCase):
         self.assertTrue(waiting.wait(GUARD_SECONDS))  # the writer holds this store's write lock now
         read: list[Any] = []
         reader = threading.Thread(
-            target=lambda: read.append((store.is_consumed("n1"), [n.id for n in store.all()], store.candidates(
-                main.parse_file_uri(WORKSPACE), "TPS report"))),
+            target=lambda: read.append(
+                (
+                    store.is_consumed("n1"),
+                    [n.id for n in store.all()],
+                    store.candidates(main.parse_file_uri(WORKSPACE), "TPS report"),
+                )
+            ),
         )
         reader.start()
         reader.join(GUARD_SECONDS)
@@ -597,7 +607,10 @@ class ClockStepBack(StoreCase):
         raw.execute("INSERT INTO consumed_nonces VALUES ('old', 'alice', ?)", (LATER,))
         store = self.open()
         self.assertTrue(store.is_consumed("old"))
-        self.assertEqual(raw.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone(), (str(sqlite_store.SCHEMA_VERSION),))
+        self.assertEqual(
+            raw.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone(),
+            (str(sqlite_store.SCHEMA_VERSION),),
+        )
         self.assertIs(store.consume(PRINCIPAL, "n1", LATER, None, ALWAYS), main.Settlement.CONSUMED)
         self.assertEqual(raw.execute("SELECT seen FROM high_water").fetchall(), [(self.clock.now,)])
         self.assertEqual(len(self.note_ids()), len(main.lesson_notes()))
@@ -701,7 +714,9 @@ class SideFilesAndContent(StoreCase):
                 self.assertFalse(store.is_consumed("after"))
                 self.assertIn("note-3", [note.id for note in store.all()])
 
-    def test_a_decline_in_a_running_instance_survives_its_wal_and_shm_removed_so_a_fresh_instance_refuses_the_accept(self) -> None:
+    def test_a_decline_in_a_running_instance_survives_its_wal_and_shm_removed_so_a_fresh_instance_refuses_the_accept(
+        self,
+    ) -> None:
         self.open().close()  # created and seeded; no connection of this test stays open
         a = store_workers.Worker(self, self.path)
         first = self.handled(a, call(tps()))["result"]
@@ -710,7 +725,9 @@ class SideFilesAndContent(StoreCase):
         for suffix in sqlite_store.SIDE_FILES:
             os.unlink(self.path + suffix)  # a cleanup job or an operator, while A still runs
         b = store_workers.Worker(self, self.path)  # a fresh process on the same file
-        replayed = self.handled(b, call(tps(), id=3, requestState=first["requestState"], inputResponses=accept("note-14")))
+        replayed = self.handled(
+            b, call(tps(), id=3, requestState=first["requestState"], inputResponses=accept("note-14"))
+        )
         self.assertEqual(replayed["error"]["code"], main.INVALID_PARAMS, replayed)
         self.assertIn("note-14", self.note_ids())
         self.assertEqual(self.consumed(), {nonce_of(first["requestState"])})
@@ -758,7 +775,9 @@ class SideFilesAndContent(StoreCase):
         shutil.copyfile(self.path, copy)
         self.assertEqual(self.consumed(copy), {"n1"})
 
-    def test_an_instance_whose_wal_and_shm_were_removed_does_not_copy_its_old_log_over_the_database_at_close(self) -> None:
+    def test_an_instance_whose_wal_and_shm_were_removed_does_not_copy_its_old_log_over_the_database_at_close(
+        self,
+    ) -> None:
         self.open().close()
         a = store_workers.Worker(self, self.path)
         a.arm({"op": "put", "note": list(main.Note("note-new", "New", f"{WORKSPACE}/new.md"))})
@@ -888,7 +907,9 @@ class WriteFailures(StoreCase):
             lift()
         self.assertIs(result["isError"], True)
         self.assertNotIn("Traceback", "\n".join(logged(server)))
-        self.assertEqual(answered(server, retry, PRINCIPAL)["result"]["structuredContent"], {"deleted": True, "noteId": "note-14"})
+        self.assertEqual(
+            answered(server, retry, PRINCIPAL)["result"]["structuredContent"], {"deleted": True, "noteId": "note-14"}
+        )
 
 
 class TwoProcessRace(StoreCase):

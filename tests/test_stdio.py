@@ -58,7 +58,10 @@ class StdioFramingTests(unittest.TestCase):
 
     def test_a_non_json_line_gets_a_parse_error_without_id(self) -> None:
         self.server.send(b"this is not json\n")
-        self.assertEqual(self.server.receive(), {"jsonrpc": "2.0", "error": {"code": frame.PARSE_ERROR, "message": "Parse error: invalid JSON"}})
+        self.assertEqual(
+            self.server.receive(),
+            {"jsonrpc": "2.0", "error": {"code": frame.PARSE_ERROR, "message": "Parse error: invalid JSON"}},
+        )
 
     def test_blank_lines_are_ignored(self) -> None:
         self.server.send(b"\n   \n\r\n")
@@ -71,7 +74,9 @@ class StdioFramingTests(unittest.TestCase):
         self.assertEqual(self.server.exchange(request("server/discover", id=8))["id"], 8)
         # And the id-less tools/call never ran: all three TPS notes are still offered.
         form = self.server.exchange(call(tps(), id=9))["result"]
-        self.assertEqual(len(form["inputRequests"][main.INPUT_KEY]["params"]["requestedSchema"]["properties"]["note_id"]["oneOf"]), 3)
+        self.assertEqual(
+            len(form["inputRequests"][main.INPUT_KEY]["params"]["requestedSchema"]["properties"]["note_id"]["oneOf"]), 3
+        )
 
 
 class StdioFramingOwnServerTests(unittest.TestCase):
@@ -89,7 +94,12 @@ class StdioFramingOwnServerTests(unittest.TestCase):
         replay = dict(retry, id=3)
         self.assertEqual(self.server.exchange(replay)["error"]["code"], main.INVALID_PARAMS)
         again = self.server.exchange(call(tps(), id=4))["result"]
-        offered = [o["const"] for o in again["inputRequests"][main.INPUT_KEY]["params"]["requestedSchema"]["properties"]["note_id"]["oneOf"]]
+        offered = [
+            o["const"]
+            for o in again["inputRequests"][main.INPUT_KEY]["params"]["requestedSchema"]["properties"]["note_id"][
+                "oneOf"
+            ]
+        ]
         self.assertEqual(offered, ["note-3", "note-7"])
 
     def test_stdout_carries_nothing_but_json_lines_and_eof_exits_zero(self) -> None:
@@ -128,16 +138,26 @@ class StdioShutdownTests(unittest.TestCase):
 
         import legacy
 
-        server = procs.Process(self, ["--stdio"], procs.server_env(NOTES_MCP_SECRET=procs.SECRET), stdin=subprocess.PIPE)
-        initialize = {"protocolVersion": legacy.LATEST_LEGACY_VERSION, "capabilities": legacy_client.FORM_CLIENT, "clientInfo": legacy_client.CLIENT_INFO}
+        server = procs.Process(
+            self, ["--stdio"], procs.server_env(NOTES_MCP_SECRET=procs.SECRET), stdin=subprocess.PIPE
+        )
+        initialize = {
+            "protocolVersion": legacy.LATEST_LEGACY_VERSION,
+            "capabilities": legacy_client.FORM_CLIENT,
+            "clientInfo": legacy_client.CLIENT_INFO,
+        }
         assert server.proc.stdin is not None and server.proc.stdout is not None  # both piped above
-        server.proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": initialize}).encode() + b"\n")
+        server.proc.stdin.write(
+            json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": initialize}).encode() + b"\n"
+        )
         server.proc.stdin.flush()
         self.assertIn(b'"result"', server.proc.stdout.readline())
         server.proc.stdout.close()  # the client stops reading
         # The call's worker is the one to write next (its form request): it meets the broken pipe.
         params = {"name": main.TOOL_NAME, "arguments": tps()}
-        server.proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).encode() + b"\n")
+        server.proc.stdin.write(
+            json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).encode() + b"\n"
+        )
         server.proc.stdin.flush()
         self.assertEqual(server.wait(), 0)  # stdin is still open: the broken pipe alone ended it
         self.assertNotIn("Traceback", server.stderr_text())
@@ -161,14 +181,17 @@ class StdioPrincipalTests(unittest.TestCase):
     """stdio acts as the configured stdioPrincipal, and only within that principal's grants."""
 
     def test_stdio_acts_as_the_configured_stdio_principal(self) -> None:
-        path = procs.write_config(self, {
-            "principals": {
-                "alice": {"token": "a" * 20, "workspaces": [support.WORKSPACE]},
-                "bob": {"token": "b" * 20, "workspaces": ["file:///Users/bob/Notes"]},
+        path = procs.write_config(
+            self,
+            {
+                "principals": {
+                    "alice": {"token": "a" * 20, "workspaces": [support.WORKSPACE]},
+                    "bob": {"token": "b" * 20, "workspaces": ["file:///Users/bob/Notes"]},
+                },
+                "stdioPrincipal": "bob",
+                "notes": [{"id": "n1", "title": "TPS report", "uri": support.WORKSPACE + "/n1.md"}],
             },
-            "stdioPrincipal": "bob",
-            "notes": [{"id": "n1", "title": "TPS report", "uri": support.WORKSPACE + "/n1.md"}],
-        })
+        )
         server = procs.StdioServer(self, "--config", path)
         refused = server.exchange(call(tps(), id=1))["result"]
         self.assertTrue(refused["isError"])

@@ -61,7 +61,9 @@ class CliCase(unittest.TestCase):
         return proc.stderr_lines[0]
 
     @staticmethod
-    def http_call(server: procs.HttpServer, test: unittest.TestCase, message: dict[str, Any], token: str = procs.TOKEN) -> dict[str, Any]:
+    def http_call(
+        server: procs.HttpServer, test: unittest.TestCase, message: dict[str, Any], token: str = procs.TOKEN
+    ) -> dict[str, Any]:
         _, _, body = procs.post(server.connect(test), message, procs.mcp_headers(message, token))
         return json.loads(body)
 
@@ -89,11 +91,14 @@ class SqliteCliTests(CliCase):
         self.assertIn("workspace rows by URI index, titles by FTS5 trigram index", lines[0])
 
     def test_the_config_db_key_seeds_the_config_notes(self) -> None:
-        config = procs.write_config(self, {
-            "principals": {"alice": {"token": procs.TOKEN, "workspaces": [support.WORKSPACE]}},
-            "notes": [{"id": "n1", "title": "TPS report from config", "uri": support.WORKSPACE + "/n1.md"}],
-            "db": self.db,
-        })
+        config = procs.write_config(
+            self,
+            {
+                "principals": {"alice": {"token": procs.TOKEN, "workspaces": [support.WORKSPACE]}},
+                "notes": [{"id": "n1", "title": "TPS report from config", "uri": support.WORKSPACE + "/n1.md"}],
+                "db": self.db,
+            },
+        )
         server = procs.StdioServer(self, "--config", config, env=env(self.dir))
         self.assertEqual(offered(server.exchange(call(tps()))["result"]), ["n1"])
         self.assertEqual(self.rows("SELECT id, title FROM notes"), [("n1", "TPS report from config")])
@@ -113,14 +118,18 @@ class FolderStartUpTests(CliCase):
         os.makedirs(folder)
         with open(os.path.join(folder, "tps.md"), "w", encoding="utf-8") as handle:
             handle.write("# TPS report\n")
-        server = procs.StdioServer(self, "--notes-dir", folder, "--db", self.db, env=env(self.dir, NOTES_MCP_TOKEN=procs.TOKEN))
+        server = procs.StdioServer(
+            self, "--notes-dir", folder, "--db", self.db, env=env(self.dir, NOTES_MCP_TOKEN=procs.TOKEN)
+        )
         first = server.exchange(call(tps(workspace=folder_uri(os.path.realpath(folder)))))["result"]
         self.assertEqual(offered(first), ["tps.md"])
         server.close_stdin()
         self.assertEqual(server.wait(), 0)
         lines = [line for line in server.stderr_lines if "notes store:" in line]
         self.assertEqual(len(lines), 1, server.stderr_lines)
-        self.assertIn("title index kept per file, built at the first lookup; changes learnt from Linux inotify", lines[0])
+        self.assertIn(
+            "title index kept per file, built at the first lookup; changes learnt from Linux inotify", lines[0]
+        )
 
 
 class ServingFaultTests(CliCase):
@@ -144,17 +153,25 @@ class ServingFaultTests(CliCase):
         self.assertIn(("note-14",), moved.execute("SELECT id FROM notes").fetchall())  # nothing deleted anywhere
 
     def test_a_replaced_database_met_by_a_note_tool_is_an_error_result_and_the_process_exits_1(self) -> None:
-        server = procs.HttpServer(self, "--db", self.db, "--notes-tools", env=env(self.dir, NOTES_MCP_TOKEN=procs.TOKEN))
-        search = request("tools/call", {"name": "notes_search", "arguments": {"workspaceUri": main.LESSON_WORKSPACE, "query": "TPS"}})
+        server = procs.HttpServer(
+            self, "--db", self.db, "--notes-tools", env=env(self.dir, NOTES_MCP_TOKEN=procs.TOKEN)
+        )
+        search = request(
+            "tools/call", {"name": "notes_search", "arguments": {"workspaceUri": main.LESSON_WORKSPACE, "query": "TPS"}}
+        )
         self.assertIs(self.http_call(server, self, search)["result"]["isError"], False)
         os.replace(self.db, self.db + ".moved")
         sqlite3.connect(self.db).close()  # a fresh, empty database where the served one was
         arguments = {"workspaceUri": main.LESSON_WORKSPACE, "title": "Minutes", "body": "agreed\n"}
-        result = self.http_call(server, self, request("tools/call", {"name": "notes_create", "arguments": arguments}, id=2))["result"]
+        result = self.http_call(
+            server, self, request("tools/call", {"name": "notes_create", "arguments": arguments}, id=2)
+        )["result"]
         self.assertIs(result["isError"], True)
         self.assertIn("removed or replaced", result["content"][0]["text"])
         self.assertEqual(server.wait(), serve.EXIT_STORE_LOST)
-        self.assertEqual(len([line for line in server.stderr_lines if "removed or replaced" in line]), 1, server.stderr_lines)
+        self.assertEqual(
+            len([line for line in server.stderr_lines if "removed or replaced" in line]), 1, server.stderr_lines
+        )
         self.assertNotIn("Traceback", server.stderr_text())
 
     def test_a_removed_wal_file_refuses_the_change_and_the_process_exits_1(self) -> None:
@@ -166,7 +183,9 @@ class ServingFaultTests(CliCase):
         self.assertIs(result["isError"], True)
         self.assertIn("removed or replaced", result["content"][0]["text"])
         self.assertEqual(server.wait(), serve.EXIT_STORE_LOST)
-        self.assertEqual(len([line for line in server.stderr_lines if "removed or replaced" in line]), 1, server.stderr_lines)
+        self.assertEqual(
+            len([line for line in server.stderr_lines if "removed or replaced" in line]), 1, server.stderr_lines
+        )
         self.assertNotIn("Traceback", server.stderr_text())
         conn = sqlite3.connect(self.db)
         self.addCleanup(conn.close)
@@ -189,16 +208,22 @@ class ServingFaultTests(CliCase):
         server = procs.HttpServer(self, "--db", self.db, env=env(self.dir, NOTES_MCP_TOKEN=procs.TOKEN))
         first = self.http_call(server, self, call(tps()))["result"]
         shm = self.db + "-shm"
-        made = subprocess.run(["chattr", "+i", shm], capture_output=True, text=True)  # SQLite's next write to its map faults
+        made = subprocess.run(
+            ["chattr", "+i", shm], capture_output=True, text=True
+        )  # SQLite's next write to its map faults
         if made.returncode != 0:
-            self.skipTest(f"chattr +i refused here (needs root and a file system with the flag): {made.stderr.strip()[:200]}")
+            self.skipTest(
+                f"chattr +i refused here (needs root and a file system with the flag): {made.stderr.strip()[:200]}"
+            )
         self.addCleanup(subprocess.run, ["chattr", "-i", shm], capture_output=True)
         retry = call(tps(), id=2, requestState=first["requestState"], inputResponses=accept("note-14"))
         result = self.http_call(server, self, retry)["result"]
         self.assertIs(result["isError"], True)
         self.assertEqual(result["content"][0]["text"], stores.BROKEN)
         self.assertEqual(server.wait(), serve.EXIT_STORE_LOST)  # not -SIGBUS
-        self.assertEqual([line for line in server.stderr_lines if stores.BROKEN in line], [f"{serve.LOG_PREFIX}: {stores.BROKEN}"])
+        self.assertEqual(
+            [line for line in server.stderr_lines if stores.BROKEN in line], [f"{serve.LOG_PREFIX}: {stores.BROKEN}"]
+        )
         self.assertNotIn("Traceback", server.stderr_text())
         subprocess.run(["chattr", "-i", shm], check=True)
         self.assertIn(("note-14",), self.rows("SELECT id FROM notes"))  # nothing deleted
@@ -216,7 +241,9 @@ class ServingFaultTests(CliCase):
             resource.prlimit(server.proc.pid, resource.RLIMIT_FSIZE, limits)
         self.assertIs(result["isError"], True)
         self.assertIn("could not be written; nothing was changed", result["content"][0]["text"])
-        self.assertEqual(self.http_call(server, self, retry)["result"]["structuredContent"], {"deleted": True, "noteId": "note-14"})
+        self.assertEqual(
+            self.http_call(server, self, retry)["result"]["structuredContent"], {"deleted": True, "noteId": "note-14"}
+        )
         self.assertIsNone(server.proc.poll())  # still serving
         self.assertNotIn("Traceback", server.stderr_text())
 
@@ -257,9 +284,13 @@ class TwoInstanceTests(CliCase):
 
     def test_a_decline_on_b_makes_a_refuse_the_accept(self) -> None:
         first = self.http_call(self.a, self, call(tps()))["result"]
-        declined = self.http_call(self.b, self, call(tps(), id=2, requestState=first["requestState"], inputResponses=DECLINE))
+        declined = self.http_call(
+            self.b, self, call(tps(), id=2, requestState=first["requestState"], inputResponses=DECLINE)
+        )
         self.assertEqual(declined["result"]["structuredContent"], {"deleted": False, "reason": "declined"})
-        accepted = self.http_call(self.a, self, call(tps(), id=3, requestState=first["requestState"], inputResponses=accept("note-14")))
+        accepted = self.http_call(
+            self.a, self, call(tps(), id=3, requestState=first["requestState"], inputResponses=accept("note-14"))
+        )
         self.assertEqual(accepted["error"]["code"], main.INVALID_PARAMS)
         self.assertIn(("note-14",), self.rows("SELECT id FROM notes"))
 
@@ -273,7 +304,12 @@ class RelativePathTests(CliCase):
         os.makedirs(os.path.join(folder, "notes"))
         with open(os.path.join(folder, "notes", "tps.md"), "w", encoding="utf-8") as handle:
             handle.write("# TPS report\n")
-        document = {"principals": {"alice": {"token": procs.TOKEN, "workspaces": [], "notesDirs": [os.path.join(folder, "notes")]}}, "db": "nonces.db"}
+        document = {
+            "principals": {
+                "alice": {"token": procs.TOKEN, "workspaces": [], "notesDirs": [os.path.join(folder, "notes")]}
+            },
+            "db": "nonces.db",
+        }
         path = os.path.join(folder, "config.json")
         with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as handle:
             json.dump(document, handle)
@@ -299,7 +335,10 @@ class RelativePathTests(CliCase):
         self.assertEqual(os.listdir(os.path.join(folder, "notes")), ["tps.md"])  # nothing deleted, no trash made
         self.assertEqual((os.listdir(here), os.listdir(there)), ([], []))  # no store of its own in either
         for server in (a, b):
-            self.assertTrue(server.wait_for_line(f"consumed confirmations: SQLite {os.path.join(folder, 'nonces.db')}"), server.stderr_text())
+            self.assertTrue(
+                server.wait_for_line(f"consumed confirmations: SQLite {os.path.join(folder, 'nonces.db')}"),
+                server.stderr_text(),
+            )
             server.close_stdin()
             self.assertEqual(server.wait(), 0)
 
@@ -307,9 +346,11 @@ class RelativePathTests(CliCase):
         here = self.working_directory("a")
         server = procs.StdioServer(self, "--db", "notes.db", env=env(self.dir), cwd=here)
         self.assertTrue(server.wait_for_line("consumed confirmations: "), server.stderr_text())
-        self.assertIn(f"{serve.LOG_PREFIX}: consumed confirmations: SQLite {os.path.join(here, 'notes.db')} (--db notes.db is "
+        self.assertIn(
+            f"{serve.LOG_PREFIX}: consumed confirmations: SQLite {os.path.join(here, 'notes.db')} (--db notes.db is "
             "relative",
-                      server.stderr_text())
+            server.stderr_text(),
+        )
         server.close_stdin()
         self.assertEqual(server.wait(), 0)
         # The database and, left by the sandbox that may not remove them, its -wal and -shm.
@@ -340,7 +381,9 @@ class PostgresExtraTests(CliCase):
         os.makedirs(fake)
         with open(os.path.join(fake, "__init__.py"), "w", encoding="utf-8") as handle:
             handle.write(PSYCOPG_WITHOUT_LIBPQ)
-        proc = procs.Process(self, ["--stdio", "--db", "postgresql:///notes"], env(self.dir, PYTHONPATH=os.path.dirname(fake)))
+        proc = procs.Process(
+            self, ["--stdio", "--db", "postgresql:///notes"], env(self.dir, PYTHONPATH=os.path.dirname(fake))
+        )
         self.assertEqual(proc.wait(), serve.EXIT_USAGE)
         (line,) = proc.stderr_lines
         for install in ("apt install libpq5", "dnf install libpq", "brew install libpq"):
@@ -355,8 +398,11 @@ class PostgresExtraTests(CliCase):
         os.makedirs(fake)
         with open(os.path.join(fake, "__init__.py"), "w", encoding="utf-8") as handle:
             handle.write("raise ModuleNotFoundError(\"No module named 'psycopg'\", name='psycopg')\n")
-        proc = procs.Process(self, ["--stdio", "--db", "postgresql:///notes"],
-                             env(self.dir, PYTHONPATH=os.path.dirname(fake), NOTES_MCP_TOKEN=procs.TOKEN))
+        proc = procs.Process(
+            self,
+            ["--stdio", "--db", "postgresql:///notes"],
+            env(self.dir, PYTHONPATH=os.path.dirname(fake), NOTES_MCP_TOKEN=procs.TOKEN),
+        )
         self.assertEqual(proc.wait(), serve.EXIT_USAGE)
         (line,) = proc.stderr_lines
         self.assertIn("pip install 'psycopg[binary]>=3.2'", line)
@@ -369,7 +415,11 @@ class NotesDirCliTests(CliCase):
         super().setUp()
         self.notes = os.path.join(self.dir, "Notes")
         os.makedirs(os.path.join(self.notes, "2025"))
-        for rel, text in (("2025/tps.md", "# TPS report 2025\n"), ("tps-2024.md", "# TPS report 2024\n"), ("list.md", "# Shopping\n")):
+        for rel, text in (
+            ("2025/tps.md", "# TPS report 2025\n"),
+            ("tps-2024.md", "# TPS report 2024\n"),
+            ("list.md", "# Shopping\n"),
+        ):
             with open(os.path.join(self.notes, rel), "w", encoding="utf-8") as handle:
                 handle.write(text)
 
@@ -388,11 +438,15 @@ class NotesDirCliTests(CliCase):
         args = tps(workspace=folder_uri(self.notes))
         first = server.exchange(call(args))["result"]
         self.assertEqual(offered(first), ["tps-2024.md", "2025/tps.md"])
-        done = server.exchange(call(args, id=2, requestState=first["requestState"], inputResponses=accept("2025/tps.md")))
+        done = server.exchange(
+            call(args, id=2, requestState=first["requestState"], inputResponses=accept("2025/tps.md"))
+        )
         self.assertEqual(done["result"]["structuredContent"], {"deleted": True, "noteId": "2025/tps.md"})
         self.assertEqual(self.files(), {"tps-2024.md", "list.md"})
         self.assertTrue(len(self.trashed()) == 1 and self.trashed()[0].endswith("-tps.md"))
-        replay = server.exchange(call(args, id=3, requestState=first["requestState"], inputResponses=accept("2025/tps.md")))
+        replay = server.exchange(
+            call(args, id=3, requestState=first["requestState"], inputResponses=accept("2025/tps.md"))
+        )
         self.assertEqual(replay["error"]["code"], main.INVALID_PARAMS)
         # The confirmation was recorded in the default database under XDG_STATE_HOME.
         self.assertTrue(os.path.isfile(os.path.join(self.dir, "state", "notes-mcp", "nonces.db")))
@@ -406,14 +460,17 @@ class NotesDirCliTests(CliCase):
         os.makedirs(other)
         with open(os.path.join(other, "tps.md"), "w", encoding="utf-8") as handle:
             handle.write("# TPS bob\n")
-        config = procs.write_config(self, {
-            "principals": {
-                "alice": {"token": procs.TOKEN, "workspaces": [], "notesDirs": [self.notes]},
-                "bob": {"token": BOB_TOKEN, "workspaces": [], "notesDirs": [other]},
+        config = procs.write_config(
+            self,
+            {
+                "principals": {
+                    "alice": {"token": procs.TOKEN, "workspaces": [], "notesDirs": [self.notes]},
+                    "bob": {"token": BOB_TOKEN, "workspaces": [], "notesDirs": [other]},
+                },
+                "stdioPrincipal": "alice",
+                "db": self.db,
             },
-            "stdioPrincipal": "alice",
-            "db": self.db,
-        })
+        )
         server = procs.HttpServer(self, "--config", config, env=env(self.dir))
         alice_args = tps(workspace=folder_uri(self.notes))
         refused = self.http_call(server, self, call(alice_args), token=BOB_TOKEN)["result"]
@@ -432,10 +489,13 @@ class NotesDirCliTests(CliCase):
         self.assertIn("does not exist", self.refused("--notes-dir", os.path.join(self.dir, "absent")))
 
     def test_config_notes_and_notes_folders_together_exit_2(self) -> None:
-        config = procs.write_config(self, {
-            "principals": {"alice": {"token": procs.TOKEN, "workspaces": [], "notesDirs": [self.notes]}},
-            "notes": [{"id": "n1", "title": "TPS", "uri": support.WORKSPACE + "/n1.md"}],
-        })
+        config = procs.write_config(
+            self,
+            {
+                "principals": {"alice": {"token": procs.TOKEN, "workspaces": [], "notesDirs": [self.notes]}},
+                "notes": [{"id": "n1", "title": "TPS", "uri": support.WORKSPACE + "/n1.md"}],
+            },
+        )
         self.assertIn("notes:", self.refused("--config", config))
         self.assertEqual(self.files(), {"2025/tps.md", "tps-2024.md", "list.md"})
 

@@ -89,7 +89,9 @@ class StoreContract(ContractCase):
         self.store = self.open_store(self.clock)
         self.workspace = main.parse_file_uri(self.workspace_uri)
 
-    def step(self, principal: str, nonce: str, expires_at: float, target: tuple[str, str] | None, recheck: Any = ALWAYS) -> main.Settlement:
+    def step(
+        self, principal: str, nonce: str, expires_at: float, target: tuple[str, str] | None, recheck: Any = ALWAYS
+    ) -> main.Settlement:
         return self.store.consume(principal, nonce, expires_at, target, recheck)
 
     def target(self, name: str, store: Any = None) -> tuple[str, str]:
@@ -115,7 +117,9 @@ class StoreContract(ContractCase):
 
     def test_the_products_notes_delete_over_this_store_is_the_lessons_handler(self) -> None:
         policy = main.AuthorizationPolicy({PRINCIPAL: [self.workspace_uri]})
-        server = frame.notes_server(keys=[KEY], notes=self.store, policy=policy, clock=self.clock, log=lambda line: None)
+        server = frame.notes_server(
+            keys=[KEY], notes=self.store, policy=policy, clock=self.clock, log=lambda line: None
+        )
         tool = server.tools[main.TOOL_NAME]
         self.assertIs(type(tool), main.NotesDelete)  # the lesson's class itself, not a copy or a subclass
         self.assertIs(tool.services, server.services)
@@ -124,7 +128,9 @@ class StoreContract(ContractCase):
 
     def test_the_form_says_what_a_deletion_does_in_this_store(self) -> None:
         policy = main.AuthorizationPolicy({PRINCIPAL: [self.workspace_uri]})
-        server = frame.notes_server(keys=[KEY], notes=self.store, policy=policy, clock=self.clock, log=lambda line: None)
+        server = frame.notes_server(
+            keys=[KEY], notes=self.store, policy=policy, clock=self.clock, log=lambda line: None
+        )
         result = answered(server, call({"workspaceUri": self.workspace_uri, "title": "alpha"}), PRINCIPAL)["result"]
         form = result["inputRequests"][main.INPUT_KEY]["params"]
         said = form["message"] + form["requestedSchema"]["properties"][main.CONFIRM_FIELD]["description"]
@@ -163,7 +169,9 @@ class StoreContract(ContractCase):
         self.assertIn("gnp.exe plan  [2J", found.title)
         self.assertTrue(found.title.isprintable())
         self.assertEqual({note.id: note.title for note in self.notes()}[found.id], found.title)
-        self.assertEqual([n.title for n in self.store.candidates(self.workspace, "alpha")], ["alpha report", "Alpha report"])  # others untouched
+        self.assertEqual(
+            [n.title for n in self.store.candidates(self.workspace, "alpha")], ["alpha report", "Alpha report"]
+        )  # others untouched
 
     # ---------------------------------------------------------------- the atomic step
 
@@ -273,7 +281,10 @@ class SqliteContract(StoreContract, unittest.TestCase):
         folder = tempfile.mkdtemp(prefix="contract-")
         self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
         store = sqlite_store.open_store(
-            os.path.join(folder, "notes.db"), clock=clock, seed_notes=contract_notes(), max_per_principal=max_per_principal
+            os.path.join(folder, "notes.db"),
+            clock=clock,
+            seed_notes=contract_notes(),
+            max_per_principal=max_per_principal,
         )
         self.addCleanup(store.close)
         return store
@@ -281,8 +292,12 @@ class SqliteContract(StoreContract, unittest.TestCase):
     def test_with_deletion_unlink_the_form_says_a_deletion_cannot_be_undone(self) -> None:
         folder = tempfile.mkdtemp(prefix="contract-")
         self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
-        store = sqlite_store.open_store(os.path.join(folder, "notes.db"), clock=self.clock, seed_notes=contract_notes(),
-                                        retention=audit.Retention(deletion="unlink"))
+        store = sqlite_store.open_store(
+            os.path.join(folder, "notes.db"),
+            clock=self.clock,
+            seed_notes=contract_notes(),
+            retention=audit.Retention(deletion="unlink"),
+        )
         self.addCleanup(store.close)
         self.assertEqual(store.deletion, "Deletion cannot be undone.")
 
@@ -325,7 +340,9 @@ class FolderContract(StoreContract, unittest.TestCase):
         # Here the note is a file on disk: the lookup offers nothing and says what it is.
         with self.assertRaises(stores.StoreRefused) as caught:
             self.store.candidates(workspace, title)
-        self.assertEqual(str(caught.exception), folder_paths.WORKSPACE_FILE.format(where=main.format_file_uri(workspace)))
+        self.assertEqual(
+            str(caught.exception), folder_paths.WORKSPACE_FILE.format(where=main.format_file_uri(workspace))
+        )
         return []
 
     def store_id(self, name: str) -> str:
@@ -377,7 +394,8 @@ class OptionalDependency(unittest.TestCase):
 
     def test_a_password_in_the_url_is_never_part_of_an_operator_message(self) -> None:
         self.assertEqual(
-            postgres_store.redact("postgresql://notes:s3cret@db.internal:5432/notes"), "postgresql://notes:***@db.internal:5432/notes"
+            postgres_store.redact("postgresql://notes:s3cret@db.internal:5432/notes"),
+            "postgresql://notes:***@db.internal:5432/notes",
         )
         self.assertEqual(postgres_store.redact("postgresql:///notes?host=/tmp"), "postgresql:///notes?host=/tmp")
 

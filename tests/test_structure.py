@@ -15,18 +15,52 @@ from helpers import support
 SERVER_FILES = sorted(name for name in os.listdir(support.CODE) if name.endswith(".py"))
 SCRIPT_FILES = sorted(  # the scripts and the benchmark's package of modes beside them
     os.path.relpath(os.path.join(folder, name), support.CODE)
-    for folder, _, names in os.walk(support.SCRIPTS) for name in names if name.endswith(".py")
+    for folder, _, names in os.walk(support.SCRIPTS)
+    for name in names
+    if name.endswith(".py")
 )
 CODE_FILES = SERVER_FILES + SCRIPT_FILES
 OWN = {os.path.basename(name)[:-3] for name in CODE_FILES}
 
 LAYERS = (
     ("main",),  # the lesson
-    ("confirmations", "stores", "title_index", "change_watch", "http_server", "sandbox", "passkeys"),  # on the lesson only
-    ("audit", "ledger", "sqlite_store", "postgres_store", "folder_paths", "folder_index", "folder_trash", "markdown_store",
-     "note_bodies", "folder_bodies", "text_index"),
-    ("frame", "notes_tools", "connect", "conformance_fixtures", "legacy", "legacy_http", "stdio_transport", "streamable_http",
-     "web_pages", "browser_confirm", "confirm_pages", "page_keeper", "passkey_pages"),
+    (
+        "confirmations",
+        "stores",
+        "title_index",
+        "change_watch",
+        "http_server",
+        "sandbox",
+        "passkeys",
+    ),  # on the lesson only
+    (
+        "audit",
+        "ledger",
+        "sqlite_store",
+        "postgres_store",
+        "folder_paths",
+        "folder_index",
+        "folder_trash",
+        "markdown_store",
+        "note_bodies",
+        "folder_bodies",
+        "text_index",
+    ),
+    (
+        "frame",
+        "notes_tools",
+        "connect",
+        "conformance_fixtures",
+        "legacy",
+        "legacy_http",
+        "stdio_transport",
+        "streamable_http",
+        "web_pages",
+        "browser_confirm",
+        "confirm_pages",
+        "page_keeper",
+        "passkey_pages",
+    ),
     ("config", "assemble", "audit_cli", "settings", "launch"),  # a server built from a config
     ("serve", "cli", "__main__"),  # the command line
 )
@@ -60,7 +94,7 @@ def cycle(graph: dict[str, set[str]]) -> list[str] | None:
         state[node] = 1
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt] if nxt in path else [node, nxt]
+                return path[path.index(nxt) :] + [nxt] if nxt in path else [node, nxt]
             if nxt not in state and (found := visit(nxt, path + [nxt])):
                 return found
         state[node] = 2
@@ -90,7 +124,9 @@ class ImportGraph(unittest.TestCase):
         graph = {name[:-3]: project_imports(name) for name in SERVER_FILES}
         with open(os.path.join(support.ROOT, "docs", "architecture.md"), encoding="utf-8") as handle:
             page = handle.read()
-        found = re.search(r"(\d+) modules in `code/`, (\d+) imports between them, no cycle.*?(\d+) import it", page, re.S)
+        found = re.search(
+            r"(\d+) modules in `code/`, (\d+) imports between them, no cycle.*?(\d+) import it", page, re.S
+        )
         assert found is not None
         modules, imports, importers = (int(value) for value in found.groups())
         self.assertEqual(modules, len(graph))
@@ -107,7 +143,6 @@ class ImportGraph(unittest.TestCase):
                 self.assertIn(module, LAYER_OF)
                 above = {dep for dep in project_imports(name) if LAYER_OF[dep] > LAYER_OF[module]}
                 self.assertEqual(above, set())
-
 
     def test_no_module_is_named_after_a_standard_library_module(self) -> None:
         self.assertEqual(OWN & set(sys.stdlib_module_names), set())
@@ -126,7 +161,9 @@ def foreign_private_attributes(filename: str, source: str | None = None) -> list
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
-            if node.attr in ("_replace", "_exit") or (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+            if node.attr in ("_replace", "_exit") or (
+                isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
+            ):
                 continue
             found.append(f"{filename}:{node.lineno}: {ast.unparse(node)}")
     return found
@@ -155,9 +192,16 @@ def store_probes(filename: str, source: str | None = None) -> list[str]:
     """Each hasattr/getattr whose object is named like a store (`store`, `self.notes`, `server.notes`, ...)."""
     found = []
     for node in ast.walk(parsed(os.path.join(support.CODE, filename)) if source is None else ast.parse(source)):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("hasattr", "getattr") and node.args:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("hasattr", "getattr")
+            and node.args
+        ):
             target = node.args[0]
-            name = target.attr if isinstance(target, ast.Attribute) else target.id if isinstance(target, ast.Name) else ""
+            name = (
+                target.attr if isinstance(target, ast.Attribute) else target.id if isinstance(target, ast.Name) else ""
+            )
             if name in STORE_NAMES or "store" in name:
                 found.append(f"{filename}:{node.lineno}: {ast.unparse(node)}")
     return found
@@ -176,11 +220,14 @@ class DeclaredCapabilities(unittest.TestCase):
             "c = getattr(nonces, 'write_with')\n"
             "d = getattr(tool, 'review', None)\n"
         )
-        self.assertEqual(store_probes("t.py", source), [
-            "t.py:1: hasattr(self.store, 'note_text')",
-            "t.py:2: getattr(server.notes, 'describe', None)",
-            "t.py:3: getattr(nonces, 'write_with')",
-        ])
+        self.assertEqual(
+            store_probes("t.py", source),
+            [
+                "t.py:1: hasattr(self.store, 'note_text')",
+                "t.py:2: getattr(server.notes, 'describe', None)",
+                "t.py:3: getattr(nonces, 'write_with')",
+            ],
+        )
 
 
 TESTS = os.path.join(support.ROOT, "tests")
@@ -235,7 +282,9 @@ class OptionalPeers(unittest.TestCase):
         self.assertEqual(import_time_skips("t.py", source), ["t.py:3"])
 
 
-ENTRY_POINTS = {("cli", "run")}  # pyproject.toml's `notes-mcp = "notes_mcp.cli:run"`: public, though no module imports it
+ENTRY_POINTS = {
+    ("cli", "run")
+}  # pyproject.toml's `notes-mcp = "notes_mcp.cli:run"`: public, though no module imports it
 
 
 def declared(filename: str) -> set[str] | None:
@@ -286,7 +335,9 @@ def used_names(filename: str, source: str | None = None) -> set[tuple[str, str, 
 def undeclared(uses: Iterable[tuple[str, str, str]], public: dict[str, set[str] | None]) -> list[str]:
     """Each use of a name its module does not list in `__all__` ("where: module.name"); modules without one are
     skipped."""
-    return sorted(f"{where}: {module}.{name}" for module, name, where in uses if name not in (public.get(module) or {name}))
+    return sorted(
+        f"{where}: {module}.{name}" for module, name, where in uses if name not in (public.get(module) or {name})
+    )
 
 
 class PublicNames(unittest.TestCase):
@@ -318,9 +369,13 @@ class PublicNames(unittest.TestCase):
         )
         uses = used_names("t.py", source)
         found = {(module, name) for module, name, _ in uses}
-        self.assertEqual(found, {("main", "anything"), *(("stores", n) for n in ("StoreError", "_hidden", "StoreLost", "secret"))})
+        self.assertEqual(
+            found, {("main", "anything"), *(("stores", n) for n in ("StoreError", "_hidden", "StoreLost", "secret"))}
+        )
         public = {"stores": {"StoreError", "StoreLost"}, "main": None}
-        self.assertEqual(undeclared(uses, public), ["t.py:2: stores._hidden", "t.py:4: stores.secret"])  # main: no __all__ yet
+        self.assertEqual(
+            undeclared(uses, public), ["t.py:2: stores._hidden", "t.py:4: stores.secret"]
+        )  # main: no __all__ yet
 
 
 class ServedByDefault(unittest.TestCase):

@@ -74,7 +74,10 @@ class BothSides(unittest.TestCase):
 
     def test_the_bound_is_in_bytes_and_at_most_the_message_minus_the_envelope_twice_over(self) -> None:
         self.assertEqual(len(AT_BOUND.encode("utf-8")), notes_tools.MAX_TEXT_BYTES)
-        self.assertEqual(notes_tools.MAX_TEXT_BYTES, (frame.MAX_MESSAGE_BYTES - notes_tools.ENVELOPE_BYTES) // notes_tools.JSON_GROWTH)
+        self.assertEqual(
+            notes_tools.MAX_TEXT_BYTES,
+            (frame.MAX_MESSAGE_BYTES - notes_tools.ENVELOPE_BYTES) // notes_tools.JSON_GROWTH,
+        )
 
     def test_a_create_at_the_bound_in_cjk_is_made_and_one_byte_more_is_refused_making_nothing(self) -> None:
         made = self.create(AT_BOUND)
@@ -91,7 +94,10 @@ class BothSides(unittest.TestCase):
         made = self.create("start\n")["structuredContent"]
         args = {"workspaceUri": main.LESSON_WORKSPACE, "noteId": made["noteId"], "version": made["version"]}
         self.assert_refused_in_bytes(self.call("notes_append", {**args, "text": OVER_BOUND}))
-        self.assertEqual((self.store.note_text(made["noteId"], main.parse_file_uri(main.LESSON_WORKSPACE)) or (None, None))[1], "start\n")
+        self.assertEqual(
+            (self.store.note_text(made["noteId"], main.parse_file_uri(main.LESSON_WORKSPACE)) or (None, None))[1],
+            "start\n",
+        )
         done = self.call("notes_append", {**args, "text": AT_BOUND})
         self.assertFalse(done["isError"], done)
 
@@ -103,9 +109,17 @@ class BothSides(unittest.TestCase):
         self.assertNotIn("inputRequests", refused)
         first = self.call("notes_update", {**args, "body": AT_BOUND})
         self.assertEqual(first["resultType"], "input_required", first)
-        done = self.call("notes_update", {**args, "body": AT_BOUND}, requestState=first["requestState"], inputResponses=accept(notes_tools.UPDATE_KEY))
+        done = self.call(
+            "notes_update",
+            {**args, "body": AT_BOUND},
+            requestState=first["requestState"],
+            inputResponses=accept(notes_tools.UPDATE_KEY),
+        )
         self.assertTrue(done["structuredContent"]["updated"], done)
-        self.assertEqual((self.store.note_text(made["noteId"], main.parse_file_uri(main.LESSON_WORKSPACE)) or (None, None))[1], AT_BOUND)
+        self.assertEqual(
+            (self.store.note_text(made["noteId"], main.parse_file_uri(main.LESSON_WORKSPACE)) or (None, None))[1],
+            AT_BOUND,
+        )
 
     def test_the_schema_states_the_bound_in_bytes_for_every_text_argument(self) -> None:
         listed = self.server.handle(request("tools/list"), PRINCIPAL)["result"]["tools"]  # type: ignore[index]
@@ -139,22 +153,43 @@ class TheEnvelope(unittest.TestCase):
         store = markdown_store.MarkdownNotesStore([base], nonces)
         self.addCleanup(store.close)
         workspace = main.format_file_uri(tuple(p for p in base.split("/") if p) + ("Notes",))
-        server = frame.notes_server(keys=[KEY], notes=store, policy=main.AuthorizationPolicy({PRINCIPAL: [workspace]}), clock=clock, log=Log())
+        server = frame.notes_server(
+            keys=[KEY], notes=store, policy=main.AuthorizationPolicy({PRINCIPAL: [workspace]}), clock=clock, log=Log()
+        )
         audit.install(server)
         notes_tools.install(server)
-        read = server.handle(tools_call("notes_read", {"workspaceUri": workspace, "noteId": note_id}), PRINCIPAL)["result"]  # type: ignore[index]
-        args = {"workspaceUri": workspace, "noteId": note_id, "body": "new", "version": read["structuredContent"]["version"]}
+        read = server.handle(tools_call("notes_read", {"workspaceUri": workspace, "noteId": note_id}), PRINCIPAL)[
+            "result"
+        ]  # type: ignore[index]
+        args = {
+            "workspaceUri": workspace,
+            "noteId": note_id,
+            "body": "new",
+            "version": read["structuredContent"]["version"],
+        }
         first = server.handle(tools_call("notes_update", args), PRINCIPAL)["result"]  # type: ignore[index]
         self.assertEqual(first["resultType"], "input_required", first)
         # The longest workspace URI any call may carry, and the state this server issued for the longest id.
         longest = {**args, "workspaceUri": "file:///" + "w" * (main.MAX_URI_LENGTH - len("file:///"))}
-        second = tools_call("notes_update", {**longest, "body": ""}, id=2**53, requestState=first["requestState"],
-                            inputResponses=accept(notes_tools.UPDATE_KEY))
-        envelope = len(json.dumps(second).encode("utf-8"))  # json's default escapes every non-ASCII character: the largest spelling
+        second = tools_call(
+            "notes_update",
+            {**longest, "body": ""},
+            id=2**53,
+            requestState=first["requestState"],
+            inputResponses=accept(notes_tools.UPDATE_KEY),
+        )
+        envelope = len(
+            json.dumps(second).encode("utf-8")
+        )  # json's default escapes every non-ASCII character: the largest spelling
         self.assertLessEqual(envelope, notes_tools.ENVELOPE_BYTES)
         for body in ("\n" * notes_tools.MAX_TEXT_BYTES, AT_BOUND, '"' * notes_tools.MAX_TEXT_BYTES):
-            whole = tools_call("notes_update", {**longest, "body": body}, id=2**53, requestState=first["requestState"],
-                               inputResponses=accept(notes_tools.UPDATE_KEY))
+            whole = tools_call(
+                "notes_update",
+                {**longest, "body": body},
+                id=2**53,
+                requestState=first["requestState"],
+                inputResponses=accept(notes_tools.UPDATE_KEY),
+            )
             with self.subTest(body=body[:1]):
                 self.assertLessEqual(len(json.dumps(whole).encode("utf-8")), frame.MAX_MESSAGE_BYTES)
 
@@ -165,7 +200,9 @@ class OverTheRealTransport(unittest.TestCase):
     def test_a_maximal_cjk_text_succeeds_end_to_end_over_stdio_escaped_or_not(self) -> None:
         folder = tempfile.mkdtemp(prefix="text-bounds-stdio-")
         self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
-        env = procs.server_env(NOTES_MCP_SECRET=procs.SECRET, NOTES_MCP_TOKEN=procs.TOKEN, XDG_STATE_HOME=os.path.join(folder, "state"))
+        env = procs.server_env(
+            NOTES_MCP_SECRET=procs.SECRET, NOTES_MCP_TOKEN=procs.TOKEN, XDG_STATE_HOME=os.path.join(folder, "state")
+        )
         server = procs.StdioServer(self, "--db", os.path.join(folder, "notes.db"), "--notes-tools", env=env)
         workspace = main.LESSON_WORKSPACE
 
@@ -173,25 +210,53 @@ class OverTheRealTransport(unittest.TestCase):
             server.send(json.dumps(message, ensure_ascii=False).encode("utf-8") + b"\n")
             return server.receive()
 
-        made = server.exchange(tools_call("notes_create", {"workspaceUri": workspace, "title": "CJK", "body": AT_BOUND}))["result"]
+        made = server.exchange(
+            tools_call("notes_create", {"workspaceUri": workspace, "title": "CJK", "body": AT_BOUND})
+        )["result"]
         self.assertFalse(made["isError"], made)
         note = made["structuredContent"]
-        raw_made = raw(tools_call("notes_create", {"workspaceUri": workspace, "title": "CJK raw", "body": AT_BOUND}, id=2))["result"]
+        raw_made = raw(
+            tools_call("notes_create", {"workspaceUri": workspace, "title": "CJK raw", "body": AT_BOUND}, id=2)
+        )["result"]
         self.assertFalse(raw_made["isError"], raw_made)
-        over = server.exchange(tools_call("notes_create", {"workspaceUri": workspace, "title": "Over", "body": OVER_BOUND}, id=3))
+        over = server.exchange(
+            tools_call("notes_create", {"workspaceUri": workspace, "title": "Over", "body": OVER_BOUND}, id=3)
+        )
         self.assertTrue(over["result"]["isError"])  # an error result the model can act on, not -32600
-        small = server.exchange(tools_call("notes_create", {"workspaceUri": workspace, "title": "Small", "body": "start\n"}, id=4))
+        small = server.exchange(
+            tools_call("notes_create", {"workspaceUri": workspace, "title": "Small", "body": "start\n"}, id=4)
+        )
         small_note = small["result"]["structuredContent"]
-        args = {"workspaceUri": workspace, "noteId": small_note["noteId"], "body": AT_BOUND, "version": small_note["version"]}
+        args = {
+            "workspaceUri": workspace,
+            "noteId": small_note["noteId"],
+            "body": AT_BOUND,
+            "version": small_note["version"],
+        }
         first = server.exchange(tools_call("notes_update", args, id=5))["result"]
         self.assertEqual(first["resultType"], "input_required", first)
-        done = raw(tools_call("notes_update", args, id=6, requestState=first["requestState"], inputResponses=accept(notes_tools.UPDATE_KEY)))
+        done = raw(
+            tools_call(
+                "notes_update",
+                args,
+                id=6,
+                requestState=first["requestState"],
+                inputResponses=accept(notes_tools.UPDATE_KEY),
+            )
+        )
         self.assertTrue(done["result"]["structuredContent"]["updated"], done)
-        appended = server.exchange(tools_call("notes_append", {"workspaceUri": workspace, "noteId": note["noteId"], "text": AT_BOUND,
-                                                               "version": note["version"]}, id=7))["result"]
+        appended = server.exchange(
+            tools_call(
+                "notes_append",
+                {"workspaceUri": workspace, "noteId": note["noteId"], "text": AT_BOUND, "version": note["version"]},
+                id=7,
+            )
+        )["result"]
         self.assertFalse(appended["isError"], appended)
         for note_id, length in ((small_note["noteId"], len(AT_BOUND)), (note["noteId"], 2 * len(AT_BOUND))):
-            read = server.exchange(tools_call("notes_read", {"workspaceUri": workspace, "noteId": note_id}, id=8))["result"]
+            read = server.exchange(tools_call("notes_read", {"workspaceUri": workspace, "noteId": note_id}, id=8))[
+                "result"
+            ]
             self.assertEqual(read["structuredContent"]["length"], length)
         server.close_stdin()
         self.assertEqual(server.wait(), 0)

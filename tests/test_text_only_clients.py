@@ -35,18 +35,24 @@ class EmptyConfirmationTests(PageCase):
 
     def test_an_empty_confirmation_on_notes_delete_is_a_first_call_and_deletes_nothing(self) -> None:
         before = len(self.store.candidates(main.parse_file_uri(WORKSPACE), ""))
-        result = self.alice.call(main.TOOL_NAME, {"workspaceUri": WORKSPACE, "title": "Groceries", "confirmation": ""})["result"]
+        result = self.alice.call(main.TOOL_NAME, {"workspaceUri": WORKSPACE, "title": "Groceries", "confirmation": ""})[
+            "result"
+        ]
         self.assertEqual((result["isError"], result["structuredContent"]["reason"]), (False, browser_confirm.AWAITING))
         self.assertEqual(len(self.store.candidates(main.parse_file_uri(WORKSPACE), "")), before)
 
     def test_an_empty_confirmation_with_a_form_host_gets_the_form(self) -> None:
-        result = self.alice.call("notes_update", {**self.update_args("bread\n"), "confirmation": ""}, FORM_ONLY)["result"]
+        result = self.alice.call("notes_update", {**self.update_args("bread\n"), "confirmation": ""}, FORM_ONLY)[
+            "result"
+        ]
         self.assertEqual(result["resultType"], "input_required")
 
     def test_the_schema_says_empty_means_absent(self) -> None:
         for tool in (main.TOOL_NAME, "notes_update", "notes_move"):
             with self.subTest(tool=tool):
-                described = self.server.tools[tool].descriptor["inputSchema"]["properties"]["confirmation"]["description"]
+                described = self.server.tools[tool].descriptor["inputSchema"]["properties"]["confirmation"][
+                    "description"
+                ]
                 self.assertIn("empty string", described)
                 self.assertIn("first call", described)
 
@@ -83,7 +89,10 @@ class JsonTextTests(PageCase):
         for result, status in ((first, browser_confirm.ISSUED), (pending, browser_confirm.STILL_PENDING)):
             fields = json.loads(model_text(result).rsplit("\n", 1)[1])
             self.assertEqual(fields["status"], status)
-            self.assertEqual((fields["url"], fields["confirmation"]), (first["structuredContent"]["url"], first["structuredContent"]["confirmation"]))
+            self.assertEqual(
+                (fields["url"], fields["confirmation"]),
+                (first["structuredContent"]["url"], first["structuredContent"]["confirmation"]),
+            )
         self.assertNotEqual(pending["structuredContent"], first["structuredContent"])
         self.assertEqual(self.text(), GROCERIES)
 
@@ -101,7 +110,9 @@ class WordsTests(PageCase):
         first = self.first("notes_update", arguments)
         token = first["structuredContent"]["confirmation"]
         refusals = [
-            self.alice.call("notes_update", {**arguments, "confirmation": token[:-2] + ("AA" if not token.endswith("AA") else "BB")}),
+            self.alice.call(
+                "notes_update", {**arguments, "confirmation": token[:-2] + ("AA" if not token.endswith("AA") else "BB")}
+            ),
             self.bob.call("notes_update", {**arguments, "workspaceUri": WORKSPACE, "confirmation": token}),
         ]
         self.clock.now += main.DEFAULT_STATE_TTL_SECONDS
@@ -128,9 +139,13 @@ class WordsTests(PageCase):
 
     def test_a_search_snippet_leaves_out_the_heading_that_repeats_the_title(self) -> None:
         self.created(self.alice, WORKSPACE, "Trip plan", "# Trip plan\n\nPack the tent and the stove.\n")
-        found = self.alice.call("notes_search", {"workspaceUri": WORKSPACE, "query": "tent"})["result"]["structuredContent"]["results"]
+        found = self.alice.call("notes_search", {"workspaceUri": WORKSPACE, "query": "tent"})["result"][
+            "structuredContent"
+        ]["results"]
         self.assertEqual([r["snippet"] for r in found], ["Pack the tent and the stove."])
-        self.assertEqual(notes_tools.snippet("# Other heading\nbody", "body", "Trip plan"), "# Other heading body")  # not the title: kept
+        self.assertEqual(
+            notes_tools.snippet("# Other heading\nbody", "body", "Trip plan"), "# Other heading body"
+        )  # not the title: kept
 
     def test_the_diff_header_counts_the_lines_a_note_has(self) -> None:
         shown, _ = notes_tools.whole_diff("a\nb\nc\nd\n", "a\nb\nC\nd\n")

@@ -61,7 +61,14 @@ class FastTierMembers(unittest.TestCase):
             with self.subTest(module=module_name):
                 with open(os.path.join(support.ROOT, "tests", module_name + ".py"), encoding="utf-8") as handle:
                     tree = ast.parse(handle.read())
-                bound = {target.id for node in tree.body if isinstance(node, ast.Assign) for leaf in node.targets for target in ast.walk(leaf) if isinstance(target, ast.Name)}
+                bound = {
+                    target.id
+                    for node in tree.body
+                    if isinstance(node, ast.Assign)
+                    for leaf in node.targets
+                    for target in ast.walk(leaf)
+                    if isinstance(target, ast.Name)
+                }
                 bound |= {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
                 self.assertEqual(bound & {"setUpModule", "tearDownModule"}, set())
 
@@ -80,7 +87,10 @@ class StaysInItsProcess(unittest.TestCase):
             with self.subTest(call=what):
                 result = outcome(call)
                 self.assertEqual((result.testsRun, len(result.errors), len(result.failures)), (1, 1, 0))
-                self.assertIn(f"LeftTheProcess: a fast-tier test must stay in its process, but it called {what}", result.errors[0][1])
+                self.assertIn(
+                    f"LeftTheProcess: a fast-tier test must stay in its process, but it called {what}",
+                    result.errors[0][1],
+                )
 
     def test_code_that_catches_every_exception_cannot_hide_the_refusal(self) -> None:
         for call in (lambda: subprocess.run(["true"], check=False), socket.socket):
@@ -100,7 +110,10 @@ class StaysInItsProcess(unittest.TestCase):
         with fast.outside_the_process_refused():
             inside = [getattr(owner, name) for owner, name in gates]
         self.assertEqual([a is b for a, b in zip(inside, originals, strict=True)], [False] * len(gates))
-        self.assertEqual([getattr(owner, name) is original for (owner, name), original in zip(gates, originals, strict=True)], [True] * len(gates))
+        self.assertEqual(
+            [getattr(owner, name) is original for (owner, name), original in zip(gates, originals, strict=True)],
+            [True] * len(gates),
+        )
 
 
 class FullSuiteOrder(unittest.TestCase):

@@ -58,16 +58,26 @@ def parsed(page: str) -> Links:
 
 class Regenerated(unittest.TestCase):
     def test_the_committed_page_is_exactly_what_the_script_writes_from_the_code_the_tests_and_the_demo(self) -> None:
-        self.assertEqual(committed(), walkthrough.render(), "outputs/walkthrough.html is stale: run python3 code/scripts/walkthrough.py")
+        self.assertEqual(
+            committed(),
+            walkthrough.render(),
+            "outputs/walkthrough.html is stale: run python3 code/scripts/walkthrough.py",
+        )
 
     def test_each_heading_in_order_links_to_its_first_line_and_every_line_of_main_py_has_an_anchor(self) -> None:
         page = committed()
         with open(os.path.join(support.CODE, "main.py"), encoding="utf-8") as handle:
             lines = handle.read().splitlines()
-        banners = [(k, m.group(1), m.group(2)) for k, line in enumerate(lines, start=1) if (m := walkthrough.BANNER.match(line))]
+        banners = [
+            (k, m.group(1), m.group(2))
+            for k, line in enumerate(lines, start=1)
+            if (m := walkthrough.BANNER.match(line))
+        ]
         headings = re.findall(r'<h2><a href="#L(\d+)">(\d+)\. (.+?)</a></h2>', page)
-        self.assertEqual([(int(line), number, title.replace("&#x27;", "'")) for line, number, title in headings],
-                         [(line, number, title) for line, number, title in banners])
+        self.assertEqual(
+            [(int(line), number, title.replace("&#x27;", "'")) for line, number, title in headings],
+            [(line, number, title) for line, number, title in banners],
+        )
         self.assertEqual(len(headings), 15)
         ids = parsed(page).ids
         self.assertEqual(sorted(int(i[1:]) for i in ids if re.fullmatch(r"L\d+", i)), list(range(1, len(lines) + 1)))
@@ -101,7 +111,9 @@ class Regenerated(unittest.TestCase):
         self.assertIn("## 6. tools/call", sections["6"])
         self.assertIn("Notes server demo", sections["15"])
         self.assertNotIn("## 1. server/discover", sections["8"])
-        self.assertIsNone(re.search(r"v1\.[0-9a-f]{8}\.…\(\d+ chars", page))  # the per-run state is shown without its value
+        self.assertIsNone(
+            re.search(r"v1\.[0-9a-f]{8}\.…\(\d+ chars", page)
+        )  # the per-run state is shown without its value
 
     def test_every_test_listed_for_a_heading_runs_lines_of_that_heading(self) -> None:
         # Traced, not trusted: each listed test, run alone, must execute at least one line
@@ -112,8 +124,11 @@ class Regenerated(unittest.TestCase):
         import test_checkpoints
         import test_lesson
 
-        cases = {case.id().rsplit(".", 1)[-1]: case for module in (test_checkpoints, test_lesson)
-                 for case in flatten(unittest.defaultTestLoader.loadTestsFromModule(module))}
+        cases = {
+            case.id().rsplit(".", 1)[-1]: case
+            for module in (test_checkpoints, test_lesson)
+            for case in flatten(unittest.defaultTestLoader.loadTestsFromModule(module))
+        }
         for number, names in walkthrough.PROOFS.items():
             for name in names:
                 with self.subTest(section=number, test=name):

@@ -55,7 +55,9 @@ class LoneSurrogateOverHttp(unittest.TestCase):
         message = {"jsonrpc": "2.0", "id": "list", "method": "tools/list", "params": {"_meta": main.request_meta({})}}
         status, _, body = procs.post(conn, message)
         self.assertEqual(status, 200, body)
-        tools = [tool for tool in json.loads(body)["result"]["tools"] if "workspaceUri" in tool["inputSchema"]["properties"]]
+        tools = [
+            tool for tool in json.loads(body)["result"]["tools"] if "workspaceUri" in tool["inputSchema"]["properties"]
+        ]
         self.assertGreaterEqual(len(tools), 7)  # notes_delete, the note tools, notes_publish
         return tools
 
@@ -67,8 +69,12 @@ class LoneSurrogateOverHttp(unittest.TestCase):
                 with self.subTest(tool=tool["name"], text=ascii(text)):
                     arguments = {name: value_for(schema["properties"][name]) for name in schema.get("required", [])}
                     arguments["workspaceUri"] = f"{WORKSPACE}/{text}"
-                    message = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-                               "params": {"_meta": main.request_meta(), "name": tool["name"], "arguments": arguments}}
+                    message = {
+                        "jsonrpc": "2.0",
+                        "id": 7,
+                        "method": "tools/call",
+                        "params": {"_meta": main.request_meta(), "name": tool["name"], "arguments": arguments},
+                    }
                     status, _, body = procs.post(conn, message)
                     self.assertNotEqual(status, 500)
                     reply = json.loads(body)
@@ -76,15 +82,21 @@ class LoneSurrogateOverHttp(unittest.TestCase):
                     self.assertNotIn("result", reply)
         self.assertEqual([line for line in server.stderr_lines if "Traceback" in line or "internal error" in line], [])
 
-    def test_a_lone_surrogate_in_workspace_uri_is_32602_for_every_tool_in_the_memory_store_with_no_traceback(self) -> None:
+    def test_a_lone_surrogate_in_workspace_uri_is_32602_for_every_tool_in_the_memory_store_with_no_traceback(
+        self,
+    ) -> None:
         self.check_every_tool(self.serve())
 
-    def test_a_lone_surrogate_in_workspace_uri_is_32602_for_every_tool_in_the_sqlite_store_with_no_traceback(self) -> None:
+    def test_a_lone_surrogate_in_workspace_uri_is_32602_for_every_tool_in_the_sqlite_store_with_no_traceback(
+        self,
+    ) -> None:
         folder = tempfile.mkdtemp(prefix="surrogate-")
         self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
         self.check_every_tool(self.serve("--db", os.path.join(folder, "notes.db")))
 
-    def test_a_lone_surrogate_in_workspace_uri_is_32602_for_every_tool_in_the_folder_store_with_no_traceback(self) -> None:
+    def test_a_lone_surrogate_in_workspace_uri_is_32602_for_every_tool_in_the_folder_store_with_no_traceback(
+        self,
+    ) -> None:
         folder = tempfile.mkdtemp(prefix="surrogate-")
         self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
         notes = os.path.join(folder, "Notes")

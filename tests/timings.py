@@ -69,7 +69,12 @@ class Ledger:
     def stop(self, owner: str, frame: list[float]) -> None:
         """Charge what was spent since `frame` was opened to `owner`, less what inner charges took."""
         self._open.remove(frame)
-        spent = [cpu_seconds() - frame[0], child_seconds() - frame[1], time.monotonic() - frame[2], _started[0] - frame[3]]
+        spent = [
+            cpu_seconds() - frame[0],
+            child_seconds() - frame[1],
+            time.monotonic() - frame[2],
+            _started[0] - frame[3],
+        ]
         if self._open:  # the enclosing charge must not count this again
             outer = self._open[-1]
             for index, amount in enumerate(spent):
@@ -109,7 +114,10 @@ def _name(cls: type) -> str:
 def _instrument(ledger: Ledger) -> list[tuple[Any, str, Any]]:
     """Wrap the suite's class and module fixtures so their time is charged to their class or module."""
     suite = unittest.suite.TestSuite
-    saved = [(suite, name, getattr(suite, name)) for name in ("_handleClassSetUp", "_tearDownPreviousClass", "_handleModuleFixture", "_handleModuleTearDown")]
+    saved = [
+        (suite, name, getattr(suite, name))
+        for name in ("_handleClassSetUp", "_tearDownPreviousClass", "_handleModuleFixture", "_handleModuleTearDown")
+    ]
 
     def class_setup(self: Any, test: Any, result: Any, _orig: Callable[..., Any] = saved[0][2]) -> Any:
         with ledger.charge(_name(test.__class__)):

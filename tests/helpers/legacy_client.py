@@ -105,16 +105,24 @@ class LegacyClient:
         """Send a request and return its whole response."""
         return self.response(self.request(method, params))
 
-    def initialize(self, capabilities: dict[str, Any] | None = None, version: str = legacy.LATEST_LEGACY_VERSION) -> dict[str, Any]:
+    def initialize(
+        self, capabilities: dict[str, Any] | None = None, version: str = legacy.LATEST_LEGACY_VERSION
+    ) -> dict[str, Any]:
         """initialize (form elicitation by default), then notifications/initialized; the result."""
-        params = {"protocolVersion": version, "capabilities": FORM_CLIENT if capabilities is None else capabilities, "clientInfo": CLIENT_INFO}
+        params = {
+            "protocolVersion": version,
+            "capabilities": FORM_CLIENT if capabilities is None else capabilities,
+            "clientInfo": CLIENT_INFO,
+        }
         response = self.call("initialize", params)
         self.notify("notifications/initialized")
         return response["result"]
 
     def delete(self, title: str = "TPS report", workspace: str = support.WORKSPACE) -> Any:
         """Send a legacy tools/call notes_delete; its id."""
-        return self.request("tools/call", {"name": main.TOOL_NAME, "arguments": {"workspaceUri": workspace, "title": title}})
+        return self.request(
+            "tools/call", {"name": main.TOOL_NAME, "arguments": {"workspaceUri": workspace, "title": title}}
+        )
 
     def answer(self, request: dict[str, Any], result: Any = None, error: Any = None) -> None:
         """Respond to a server-initiated request with a result or an error."""
@@ -143,13 +151,19 @@ class AuditedStore:
         folder = tempfile.TemporaryDirectory(prefix="legacy-audit-")
         test.addCleanup(folder.cleanup)
         self.db = os.path.join(folder.name, "notes.db")
-        self.env = procs.server_env(NOTES_MCP_SECRET=procs.SECRET, XDG_STATE_HOME=os.path.join(folder.name, "state"), **env)
+        self.env = procs.server_env(
+            NOTES_MCP_SECRET=procs.SECRET, XDG_STATE_HOME=os.path.join(folder.name, "state"), **env
+        )
         self.test = test
 
     def listing(self, *args: str) -> list[str]:
         """The stdout lines of `serve.py audit --db DB list ARGS` (which must succeed)."""
         done = subprocess.run(
-            [*procs.python(), procs.SERVE, "audit", "--db", self.db, "list", *args], env=self.env, capture_output=True, text=True, timeout=procs.GUARD
+            [*procs.python(), procs.SERVE, "audit", "--db", self.db, "list", *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=procs.GUARD,
         )
         self.test.assertEqual(done.returncode, 0, done.stderr)
         return done.stdout.splitlines()
@@ -227,7 +241,9 @@ class HttpLegacyClient:
         self.test.addCleanup(conn.close)
         return conn
 
-    def post(self, message: dict[str, Any] | bytes, headers: dict[str, str] | None = None, method: str = "POST") -> tuple[int, dict[str, str], bytes]:
+    def post(
+        self, message: dict[str, Any] | bytes, headers: dict[str, str] | None = None, method: str = "POST"
+    ) -> tuple[int, dict[str, str], bytes]:
         """One request on a fresh connection: (status, lower-cased headers, whole body)."""
         return procs.post(self.connection(), message, self.headers() if headers is None else headers, method=method)
 
@@ -250,9 +266,15 @@ class HttpLegacyClient:
         self.test.assertEqual((status, headers.get("content-type")), (200, "application/json"), body)
         return json.loads(body)
 
-    def initialize(self, capabilities: dict[str, Any] | None = None, client_info: dict[str, Any] = CLIENT_INFO) -> dict[str, Any]:
+    def initialize(
+        self, capabilities: dict[str, Any] | None = None, client_info: dict[str, Any] = CLIENT_INFO
+    ) -> dict[str, Any]:
         """initialize (a new session; its id kept), then notifications/initialized (202): the result."""
-        params = {"protocolVersion": legacy.LATEST_LEGACY_VERSION, "capabilities": FORM_CLIENT if capabilities is None else capabilities, "clientInfo": client_info}
+        params = {
+            "protocolVersion": legacy.LATEST_LEGACY_VERSION,
+            "capabilities": FORM_CLIENT if capabilities is None else capabilities,
+            "clientInfo": client_info,
+        }
         status, headers, body = self.post(self.request("initialize", params), self.headers(session=False))
         self.test.assertEqual(status, 200, body)
         self.session_id = headers["mcp-session-id"]
@@ -262,7 +284,9 @@ class HttpLegacyClient:
 
     def delete(self, title: str = "TPS report", workspace: str = support.WORKSPACE) -> tuple[dict[str, Any], SseReader]:
         """A tools/call notes_delete expected to open a stream: (the request, its event reader)."""
-        message = self.request("tools/call", {"name": main.TOOL_NAME, "arguments": {"workspaceUri": workspace, "title": title}})
+        message = self.request(
+            "tools/call", {"name": main.TOOL_NAME, "arguments": {"workspaceUri": workspace, "title": title}}
+        )
         status, headers, response = self.open(message)
         self.test.assertEqual((status, headers.get("content-type")), (200, "text/event-stream"))
         return message, SseReader(response)

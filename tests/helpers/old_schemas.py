@@ -47,7 +47,7 @@ POSTGRES_V1 = (
     "CREATE INDEX consumed_by_principal ON consumed_nonces (principal, expires_at)",
     "CREATE INDEX consumed_by_expiry ON consumed_nonces (expires_at)",
     "CREATE TABLE clock_high_water (only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row), seen double "
-        "precision NOT NULL)",
+    "precision NOT NULL)",
     "INSERT INTO clock_high_water (seen) VALUES (0)",
 )
 

@@ -62,7 +62,13 @@ class Process:
     """
 
     def __init__(
-        self, test: Any, args: list[str], env: dict[str, str], stdin: Any = subprocess.DEVNULL, serve: str = SERVE, cwd: str | None = None,
+        self,
+        test: Any,
+        args: list[str],
+        env: dict[str, str],
+        stdin: Any = subprocess.DEVNULL,
+        serve: str = SERVE,
+        cwd: str | None = None,
         site: bool = False,
     ) -> None:
         self.proc = subprocess.Popen(
@@ -101,7 +107,9 @@ class Process:
     def wait_for_line(self, text: str) -> bool:
         """Block until a stderr line contains `text` (True) or stderr ends without one (False)."""
         with self._line_added:
-            self._line_added.wait_for(lambda: self._stderr_done or any(text in line for line in self.stderr_lines), GUARD)
+            self._line_added.wait_for(
+                lambda: self._stderr_done or any(text in line for line in self.stderr_lines), GUARD
+            )
             return any(text in line for line in self.stderr_lines)
 
     def stop(self) -> None:
@@ -171,7 +179,9 @@ def raw_exchange(port: int, data: bytes) -> bytes:
 class HttpServer(Process):
     """`serve --http --port 0` on 127.0.0.1; `port` is known once the URL line appeared."""
 
-    def __init__(self, test: Any, *args: str, env: dict[str, str] | None = None, serve: str = SERVE, site: bool = False) -> None:
+    def __init__(
+        self, test: Any, *args: str, env: dict[str, str] | None = None, serve: str = SERVE, site: bool = False
+    ) -> None:
         env = env if env is not None else server_env(NOTES_MCP_TOKEN=TOKEN, NOTES_MCP_SECRET=SECRET)
         super().__init__(test, ["--http", "--port", "0", *args], env, serve=serve, site=site)
         if not self.url_seen.wait(GUARD) or self.url is None:
@@ -233,8 +243,14 @@ class StdioServer(Process):
     """`serve --stdio`: write lines to stdin, read lines from stdout (through a queue)."""
 
     def __init__(
-        self, test: unittest.TestCase, *args: str, env: dict[str, str] | None = None, read_stdout: bool = True, serve: str = SERVE,
-        cwd: str | None = None, site: bool = False,
+        self,
+        test: unittest.TestCase,
+        *args: str,
+        env: dict[str, str] | None = None,
+        read_stdout: bool = True,
+        serve: str = SERVE,
+        cwd: str | None = None,
+        site: bool = False,
     ) -> None:
         env = env if env is not None else server_env(NOTES_MCP_SECRET=SECRET)
         super().__init__(test, ["--stdio", *args], env, stdin=subprocess.PIPE, serve=serve, cwd=cwd, site=site)

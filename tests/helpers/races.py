@@ -167,7 +167,11 @@ def race(tries: int, check: bool = True) -> collections.Counter[str]:
                     outcome = store.consume("alice", f"n{k}", 1_000_060.0, (note.id, note.version), lambda live: True)
                 finally:
                     attacker.stop()
-                trashed = {os.stat(os.path.join(trash, entry)).st_ino for entry in os.listdir(trash)} if os.path.isdir(trash) else set()
+                trashed = (
+                    {os.stat(os.path.join(trash, entry)).st_ino for entry in os.listdir(trash)}
+                    if os.path.isdir(trash)
+                    else set()
+                )
                 kept = {os.stat(os.path.join(notes, entry)).st_ino for entry in os.listdir(notes)}
                 if trashed - {confirmed} or decoy_ino not in kept:
                     outcomes[WRONG] += 1

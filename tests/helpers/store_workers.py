@@ -49,7 +49,11 @@ class Worker:
         case.addCleanup(self.stderr.close)
         self.process = subprocess.Popen(
             [*support.python(site=target.startswith("postgres")), "-m", "helpers.store_workers", target],  # psycopg
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True, cwd=TESTS,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            text=True,
+            cwd=TESTS,
         )
         case.addCleanup(self.stop)
         self.lines: queue.Queue[str | None] = queue.Queue()
@@ -71,7 +75,9 @@ class Worker:
             line = None
         if line is None:
             self.stderr.seek(0)
-            self.case.fail("worker produced no line; its stderr:\n" + self.stderr.read()[-4000:].decode(errors="replace"))
+            self.case.fail(
+                "worker produced no line; its stderr:\n" + self.stderr.read()[-4000:].decode(errors="replace")
+            )
         return line
 
     def expect(self, wanted: str) -> None:

@@ -34,6 +34,7 @@ def python(site: bool = False) -> list[str]:
     """
     return [sys.executable] if site else [sys.executable, "-S"]
 
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CODE = os.path.join(ROOT, "code")
 SCRIPTS = os.path.join(CODE, "scripts")  # benchmarks and test-only helpers, apart from the server
@@ -128,7 +129,9 @@ def request(method: str, params: dict[str, Any] | None = None, id: Any = 1, capa
 
 def call(arguments: dict[str, Any], id: Any = 1, capabilities: Any = FORM, **extra: Any) -> dict[str, Any]:
     """A tools/call notes_delete request; extra keys (requestState, inputResponses) go in params."""
-    return request("tools/call", {"name": main.TOOL_NAME, "arguments": arguments, **extra}, id=id, capabilities=capabilities)
+    return request(
+        "tools/call", {"name": main.TOOL_NAME, "arguments": arguments, **extra}, id=id, capabilities=capabilities
+    )
 
 
 def tps(title: str = "TPS report", workspace: str = WORKSPACE) -> dict[str, Any]:
@@ -154,10 +157,14 @@ def contained(workspace_uri: str, uri: str) -> bool:
         return False
 
 
-def server_over(notes: list[main.Note], clock: Clock | None = None, grants: dict[str, list[str]] | None = None, **kwargs: Any) -> frame.Server:
+def server_over(
+    notes: list[main.Note], clock: Clock | None = None, grants: dict[str, list[str]] | None = None, **kwargs: Any
+) -> frame.Server:
     """A server over the given notes in memory; alice is granted the lesson workspace by default."""
     clock = clock or Clock()
-    store = stores.MemoryStore(notes, main.MemoryReplayStore(clock, kwargs.pop("max_replay", main.MAX_REPLAY_PER_PRINCIPAL)))
+    store = stores.MemoryStore(
+        notes, main.MemoryReplayStore(clock, kwargs.pop("max_replay", main.MAX_REPLAY_PER_PRINCIPAL))
+    )
     return frame.notes_server(
         keys=[KEY],
         notes=store,

@@ -91,7 +91,9 @@ class Driver:
             }
             if prefs:
                 options["prefs"] = prefs
-            value = self._command("POST", "/session", {"capabilities": {"alwaysMatch": {"goog:chromeOptions": options}}})
+            value = self._command(
+                "POST", "/session", {"capabilities": {"alwaysMatch": {"goog:chromeOptions": options}}}
+            )
             self.session = value["sessionId"]
         except BaseException:
             self.close()
@@ -209,9 +211,20 @@ class Driver:
     def add_authenticator(self, user_verified: bool = True) -> str:
         """A virtual platform authenticator (CTAP2, internal, resident keys, user verification) in this session; its
         id."""
-        added = str(self._session("POST", "/webauthn/authenticator", {
-            "protocol": "ctap2", "transport": "internal", "hasResidentKey": True, "hasUserVerification": True,
-            "isUserVerified": user_verified, "automaticPresenceSimulation": True}))
+        added = str(
+            self._session(
+                "POST",
+                "/webauthn/authenticator",
+                {
+                    "protocol": "ctap2",
+                    "transport": "internal",
+                    "hasResidentKey": True,
+                    "hasUserVerification": True,
+                    "isUserVerified": user_verified,
+                    "automaticPresenceSimulation": True,
+                },
+            )
+        )
         self.authenticators.append(added)
         return added
 

@@ -115,7 +115,10 @@ class NoSeccomp(NoLandlock):
 
 WRAPPERS = {
     name: wrapper
-    for name, wrapper, variable in (("syscall", NoLandlock, "NOTES_MCP_TEST_NO_LANDLOCK"), ("prctl", NoSeccomp, "NOTES_MCP_TEST_NO_SECCOMP"))
+    for name, wrapper, variable in (
+        ("syscall", NoLandlock, "NOTES_MCP_TEST_NO_LANDLOCK"),
+        ("prctl", NoSeccomp, "NOTES_MCP_TEST_NO_SECCOMP"),
+    )
     if os.environ.get(variable) == "1"
 }
 
