@@ -885,6 +885,73 @@ class CommandLineMistakeTests(unittest.TestCase):
         self.assertEqual(done.stdout, "")
 
 
+# One child runs these commands in turn, through serve.serve as the command line does, and after each
+# says which modules are loaded by then: what a command imports is what every process of its kind pays.
+# Each list holds the modules loaded so far: the first three load nothing a mistake needs (difflib).
+LOADING_COMMANDS = (
+    ("help", ["--help"]),
+    ("version", ["--version"]),
+    ("refused flags", ["--stdio", "--no-auth"]),
+    ("mistake", ["--stdoi"]),
+    ("audit", ["audit", "--db", "{missing}", "list"]),
+    ("stdio", ["--stdio"]),
+)
+# What a command line that has not parsed may load: the rules of its flags and of a config, the lesson.
+BEFORE_PARSING = {"serve", "assemble", "config", "main", "settings", "stores"}
+# Loaded by the pages, the transports and the server, never by the operator's audit command.
+SERVING_ONLY = {"launch", "frame", "browser_confirm", "web_pages", "confirm_pages", "passkey_pages", "http_server",
+                "streamable_http", "stdio_transport", "page_keeper", "sandbox", "socket"}  # fmt: skip
+
+
+class WhatACommandLoadsTests(unittest.TestCase):
+    """A command imports what its mode needs: every server process pays for each module it loads."""
+
+    loaded: dict[str, set[str]]
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        folder = tempfile.TemporaryDirectory(prefix="loads-")
+        cls.addClassCleanup(folder.cleanup)
+        commands = [(name, [arg.format(missing=os.path.join(folder.name, "absent.db")) for arg in argv])
+                    for name, argv in LOADING_COMMANDS]  # fmt: skip
+        script = (
+            "import json, sys\n"
+            f"sys.path.insert(0, {support.CODE!r})\n"
+            "import serve\n"
+            "loaded = {}\n"
+            f"for name, argv in {commands!r}:\n"
+            "    serve.serve(argv)\n"
+            "    loaded[name] = sorted(sys.modules)\n"
+            "print('loaded:', json.dumps(loaded), file=sys.stderr)\n"
+        )
+        done = subprocess.run(
+            [*procs.python(), "-c", script], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+            env=procs.server_env(NOTES_MCP_SECRET=procs.SECRET), timeout=procs.GUARD, cwd=folder.name,
+        )  # fmt: skip
+        last = done.stderr.splitlines()[-1] if done.stderr else ""
+        if not last.startswith("loaded: "):
+            raise AssertionError(f"the child did not report what it loaded:\n{done.stderr}")
+        cls.loaded = {name: set(modules) for name, modules in json.loads(last.removeprefix("loaded: ")).items()}
+
+    def test_a_mistake_help_version_and_refused_flags_load_no_server_store_page_transport_or_sandbox(self) -> None:
+        for name in ("help", "version", "refused flags", "mistake"):
+            with self.subTest(command=name):
+                self.assertEqual(self.loaded[name] & (PROJECT_MODULES - {"__main__"}), BEFORE_PARSING)
+                self.assertEqual(self.loaded[name] & {"socket", "sqlite3", "dataclasses"}, set())
+        self.assertNotIn("difflib", self.loaded["refused flags"])  # only a mistake is compared with the options
+        self.assertIn("difflib", self.loaded["mistake"])
+
+    def test_the_audit_command_loads_no_page_transport_or_server(self) -> None:
+        self.assertIn("audit_cli", self.loaded["audit"])
+        self.assertEqual(self.loaded["audit"] & SERVING_ONLY, set())
+
+    def test_stdio_without_pages_loads_no_socket_page_keeper_or_page(self) -> None:
+        self.assertLessEqual({"launch", "frame", "browser_confirm", "stdio_transport", "sandbox"}, self.loaded["stdio"])
+        for module in ("socket", "page_keeper", "web_pages", "confirm_pages", "passkey_pages"):
+            with self.subTest(module=module):
+                self.assertNotIn(module, self.loaded["stdio"])
+
+
 class TokenHelpTests(unittest.TestCase):
     """--help names every flag that needs NOTES_MCP_TOKEN without --config, and no other."""
 
