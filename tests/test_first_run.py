@@ -401,7 +401,16 @@ class ErrorsThatSayWhatToDoTests(Tree):
     """Each start-up error names the field and says how to fix it, in one line, exit 2."""
 
     def refused(self, *args: str, cwd: str | None = None, **extra: str) -> str:
+        """The one line a real `serve --stdio ARGS` prints refusing to start, with exit 2."""
         status, lines = startup_lines(self, *args, extra_env=env(self.dir, **extra), cwd=cwd)
+        self.assertEqual(status, serve.EXIT_USAGE)
+        self.assertEqual(len(lines), 1, lines)
+        return lines[0]
+
+    def refused_here(self, *args: str, **extra: str) -> str:
+        """The same refusal from serve.start in this process (the code the command runs), where the working directory
+        is not the point: the line and the exit status the command would have."""
+        status, lines = refused_start("--stdio", *args, environ=env(self.dir, **extra))
         self.assertEqual(status, serve.EXIT_USAGE)
         self.assertEqual(len(lines), 1, lines)
         return lines[0]
@@ -409,19 +418,19 @@ class ErrorsThatSayWhatToDoTests(Tree):
     def test_a_missing_folder_says_it_does_not_exist(self) -> None:
         missing = os.path.join(self.dir, "absent")
         self.assertEqual(
-            self.refused("--notes-dir", missing),
+            self.refused_here("--notes-dir", missing),
             f"{serve.LOG_PREFIX}: --notes-dir: notes folder {missing} does not exist",
         )
 
     def test_a_file_says_it_is_not_a_directory_but_a_file(self) -> None:
         note = os.path.join(self.notes, "tps.md")
         self.assertEqual(
-            self.refused("--notes-dir", note),
+            self.refused_here("--notes-dir", note),
             f"{serve.LOG_PREFIX}: --notes-dir: notes folder {note} is not a directory (it is a file)",
         )
 
     def test_a_tilde_says_hosts_do_not_expand_it_and_shows_the_path_meant(self) -> None:
-        line = self.refused("--notes-dir", "~/Notes", HOME=self.dir)
+        line = self.refused_here("--notes-dir", "~/Notes", HOME=self.dir)
         self.assertIn("starts with ~, which is not expanded here (hosts start servers without a shell)", line)
         self.assertTrue(line.endswith(f"write the absolute path, e.g. {self.notes}"), line)
 
@@ -448,7 +457,7 @@ class ErrorsThatSayWhatToDoTests(Tree):
             "stdioPrincipal": "alice",
         })  # fmt: skip
         self.assertEqual(
-            self.refused("--config", config),
+            self.refused_here("--config", config),
             f"{serve.LOG_PREFIX}: config {config}: principals.bob.notesDirs[0]: notes folder {missing} does not exist",
         )
 
@@ -1032,10 +1041,16 @@ class AuditRestoreMissingEntryTests(Tree):
         environment = env(self.dir)
         return subprocess.run(argv, capture_output=True, text=True, timeout=procs.GUARD, env=environment, cwd=self.dir)
 
+    def create(self, *store: str) -> None:
+        """Build the server over `store` in this process and close it, as a start-up would: its database exists,
+        with an empty audit."""
+        with contextlib.redirect_stderr(io.StringIO()), mock.patch.dict(os.environ, env(self.dir), clear=True):
+            serve.start(["--stdio", *store]).close()
+
     def test_a_missing_entry_is_named_as_missing_in_sqlite_and_in_a_folders_database(self) -> None:
-        for store in (["--db", "notes.db"], ["--notes-dir", self.notes]):
+        for store in (["--db", os.path.join(self.dir, "notes.db")], ["--notes-dir", self.notes]):
             with self.subTest(store=store[0]):
-                startup_lines(self, *store, extra_env=env(self.dir), cwd=self.dir)  # creates the database, empty audit
+                self.create(*store)
                 done = self.audit(*store, "restore", "99")
                 self.assertEqual(done.stdout, "refused: entry 99 does not exist (audit list shows every entry)\n")
                 self.assertEqual(done.returncode, 1)  # audit_cli.EXIT_REFUSED
