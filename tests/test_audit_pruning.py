@@ -21,6 +21,7 @@ import unittest
 from typing import Any
 
 from helpers import store_workers
+from helpers.sql_stores import new_database
 from helpers.support import KEY, PRINCIPAL, Clock, ContractCase, Log
 
 import audit
@@ -157,7 +158,8 @@ class FolderLedgerPruning(PruningContract, unittest.TestCase):
     def open(self, retention: stores.Retention) -> stores.Ledger:
         folder = tempfile.TemporaryDirectory(prefix="prune-ledger-")
         self.addCleanup(folder.cleanup)
-        opened = sqlite_store.open_ledger(os.path.join(folder.name, "nonces.db"), clock=self.clock, retention=retention)
+        path = new_database(os.path.join(folder.name, "nonces.db"))
+        opened = sqlite_store.open_ledger(path, clock=self.clock, retention=retention)
         self.addCleanup(opened.close)
         return opened
 
@@ -207,7 +209,7 @@ class SqliteFile:
     def location(self) -> str:
         folder = tempfile.TemporaryDirectory(prefix="prune-sqlite-")
         self.addCleanup(folder.cleanup)  # type: ignore[attr-defined]  # the TestCase this is mixed into
-        return os.path.join(folder.name, "notes.db")
+        return new_database(os.path.join(folder.name, "notes.db"))
 
 
 class PostgresDatabase:
@@ -347,7 +349,7 @@ class FolderRestore(RefusedReadsThenRestore, unittest.TestCase):
         self.addCleanup(base.cleanup)
         self.folder = os.path.join(os.path.realpath(base.name), "Notes")
         os.makedirs(self.folder)
-        self.nonces = os.path.join(base.name, "nonces.db")
+        self.nonces = new_database(os.path.join(base.name, "nonces.db"))
         led = sqlite_store.open_ledger(self.nonces, clock=self.clock)
         store = markdown_store.MarkdownNotesStore([self.folder], led, retention=retention)
         self.addCleanup(store.close)

@@ -12,6 +12,7 @@ import unittest
 from typing import Any
 from unittest import mock
 
+from helpers.sql_stores import new_database
 from helpers.support import accept
 
 import change_watch
@@ -51,7 +52,7 @@ class IndexCase(FolderCase):
         self.ticks = [0.0]
 
     def indexed(self, **options: Any) -> MarkdownNotesStore:
-        nonces = sqlite_store.open_ledger(os.path.join(self.base, "nonces.db"), clock=self.clock)
+        nonces = sqlite_store.open_ledger(new_database(os.path.join(self.base, "nonces.db")), clock=self.clock)
         options.setdefault("watch", self.watch)
         store = MarkdownNotesStore([self.ws], nonces, clock=lambda: self.ticks[0], **options)
         self.addCleanup(store.close)
@@ -120,7 +121,7 @@ class ChangeNotification(IndexCase):
 
         gc.collect()  # stores of earlier tests that are already unreachable
         before = held()
-        nonces = sqlite_store.open_ledger(os.path.join(self.base, "dropped.db"), clock=self.clock)
+        nonces = sqlite_store.open_ledger(new_database(os.path.join(self.base, "dropped.db")), clock=self.clock)
         self.addCleanup(nonces.close)
         store = MarkdownNotesStore([self.ws], nonces, watch=True)
         self.listed(store, "TPS")
@@ -205,7 +206,7 @@ class ChangeNotification(IndexCase):
     def test_a_notes_folder_configured_through_a_symlink_is_watched_at_its_target(self) -> None:
         link = os.path.join(self.base, "link-to-ws")
         os.symlink(self.ws, link)
-        nonces = sqlite_store.open_ledger(os.path.join(self.base, "nonces.db"), clock=self.clock)
+        nonces = sqlite_store.open_ledger(new_database(os.path.join(self.base, "nonces.db")), clock=self.clock)
         store = MarkdownNotesStore([link], nonces, clock=lambda: self.ticks[0])
         self.addCleanup(store.close)
         root = main.parse_file_uri(store.workspace_uris()[0])

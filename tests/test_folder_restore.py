@@ -10,6 +10,7 @@ import tempfile
 import unittest
 from typing import Any
 
+from helpers.sql_stores import new_database
 from helpers.support import KEY, Clock, Log
 
 import audit
@@ -33,7 +34,7 @@ class RestoreByNote(unittest.TestCase):
         for name, text in (("a.md", "# A\nalpha\n"), ("b.md", "# B\nbravo\n")):
             self.write(name, text)
         clock = Clock()
-        nonces = sqlite_store.open_ledger(os.path.join(tmp.name, "nonces.db"), clock=clock)
+        nonces = sqlite_store.open_ledger(new_database(os.path.join(tmp.name, "nonces.db")), clock=clock)
         self.store = markdown_store.MarkdownNotesStore([self.folder], nonces)
         self.addCleanup(self.store.close)
         self.uri = self.store.workspace_uris()[0]

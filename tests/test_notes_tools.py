@@ -14,6 +14,7 @@ from typing import Any
 from unittest import mock
 
 from helpers import store_workers
+from helpers.sql_stores import new_database
 from helpers.support import FORM, KEY, PRINCIPAL, Clock, ContractCase, Log, answered, request
 
 import audit
@@ -994,7 +995,7 @@ class SqliteNotesTools(SqlPlaces, NotesToolsContract, unittest.TestCase):
     def open_store(self, clock: Clock) -> Any:
         folder = tempfile.mkdtemp(prefix="tools-")
         self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
-        store = sqlite_store.open_store(os.path.join(folder, "notes.db"), clock=clock)
+        store = sqlite_store.open_store(new_database(os.path.join(folder, "notes.db")), clock=clock)
         self.addCleanup(store.close)
         return store
 
@@ -1007,7 +1008,7 @@ class FolderNotesTools(NotesToolsContract, unittest.TestCase):
             self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
         for name in ("Notes", "Notes/archive", "Bob", "Notes-evil"):
             os.makedirs(os.path.join(self.base, name))
-        nonces = sqlite_store.open_ledger(os.path.join(state, "nonces.db"), clock=clock)
+        nonces = sqlite_store.open_ledger(new_database(os.path.join(state, "nonces.db")), clock=clock)
         store = markdown_store.MarkdownNotesStore([self.base], nonces)
         self.addCleanup(store.close)
         return store

@@ -14,6 +14,7 @@ import unittest
 from typing import Any
 
 from helpers import store_workers
+from helpers.sql_stores import new_database
 from helpers.support import KEY, PRINCIPAL, WORKSPACE, Clock, ContractCase, answered, call
 
 import audit
@@ -281,9 +282,8 @@ class SqliteContract(StoreContract, unittest.TestCase):
         folder = tempfile.mkdtemp(prefix="contract-")
         self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
         store = sqlite_store.open_store(
-            os.path.join(folder, "notes.db"),
+            new_database(os.path.join(folder, "notes.db"), contract_notes()),
             clock=clock,
-            seed_notes=contract_notes(),
             max_per_principal=max_per_principal,
         )
         self.addCleanup(store.close)
@@ -314,7 +314,7 @@ class FolderContract(StoreContract, unittest.TestCase):
             for note in contract_notes():
                 self.put_file(self.path_of(note.uri), note.title)
             self.workspace_uri = main.format_file_uri(self.below(main.parse_file_uri(WORKSPACE)))
-        database = os.path.join(self.state, f"nonces-{len(os.listdir(self.state))}.db")
+        database = new_database(os.path.join(self.state, f"nonces-{len(os.listdir(self.state))}.db"))
         nonces = sqlite_store.open_ledger(database, clock=clock, max_per_principal=max_per_principal)
         store = markdown_store.MarkdownNotesStore([self.base], nonces)
         self.addCleanup(store.close)
