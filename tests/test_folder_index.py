@@ -482,8 +482,8 @@ class LostEvents(IndexCase):
         self.assertEqual(folder_index.MAX_PENDING_CHANGES, 4096)
 
 
-STORM_FOLDERS = 20  # folders of the first-build storm test, each listed once by the walk
-STORM_NOTES = 4  # notes made in every folder (and the root) each time the walk lists a folder
+STORM_FOLDERS = 6  # folders of the first-build storm test, each listed once by the walk
+STORM_NOTES = 3  # notes made in every folder (and the root) each time the walk lists a folder
 
 
 class FirstBuild(IndexCase):
