@@ -21,7 +21,7 @@ import unittest
 from typing import Any
 
 from helpers import store_workers
-from helpers.sql_stores import new_database
+from helpers.sql_stores import SCRATCH, new_database
 from helpers.support import KEY, PRINCIPAL, Clock, ContractCase, Log
 
 import audit
@@ -156,7 +156,7 @@ class FolderLedgerPruning(PruningContract, unittest.TestCase):
     """The folder store's ledger: an SQLite file of its own, whose entries name trash files it cannot look at."""
 
     def open(self, retention: stores.Retention) -> stores.Ledger:
-        folder = tempfile.TemporaryDirectory(prefix="prune-ledger-")
+        folder = tempfile.TemporaryDirectory(prefix="prune-ledger-", dir=SCRATCH)
         self.addCleanup(folder.cleanup)
         path = new_database(os.path.join(folder.name, "nonces.db"))
         opened = sqlite_store.open_ledger(path, clock=self.clock, retention=retention)
@@ -207,7 +207,7 @@ class SqliteFile:
     module = sqlite_store
 
     def location(self) -> str:
-        folder = tempfile.TemporaryDirectory(prefix="prune-sqlite-")
+        folder = tempfile.TemporaryDirectory(prefix="prune-sqlite-", dir=SCRATCH)
         self.addCleanup(folder.cleanup)  # type: ignore[attr-defined]  # the TestCase this is mixed into
         return new_database(os.path.join(folder.name, "notes.db"))
 
@@ -345,7 +345,7 @@ class PostgresRestore(PostgresDatabase, SqlRestore, unittest.TestCase):
 
 class FolderRestore(RefusedReadsThenRestore, unittest.TestCase):
     def open_store(self, retention: stores.Retention) -> Any:
-        base = tempfile.TemporaryDirectory(prefix="prune-e2e-folder-")
+        base = tempfile.TemporaryDirectory(prefix="prune-e2e-folder-", dir=SCRATCH)
         self.addCleanup(base.cleanup)
         self.folder = os.path.join(os.path.realpath(base.name), "Notes")
         os.makedirs(self.folder)

@@ -12,7 +12,7 @@ import unittest
 from typing import Any
 from unittest import mock
 
-from helpers.sql_stores import new_database
+from helpers.sql_stores import SCRATCH, new_database
 from helpers.support import accept
 
 import change_watch
@@ -803,7 +803,7 @@ class EventQueue(unittest.TestCase):
     """change_watch.Inotify.drain: what one call reads of the kernel's queue."""
 
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory(prefix="inotify-")
+        tmp = tempfile.TemporaryDirectory(prefix="inotify-", dir=SCRATCH)
         self.addCleanup(tmp.cleanup)
         self.folder = tmp.name
         self.watch = change_watch.Inotify()

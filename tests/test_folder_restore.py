@@ -10,7 +10,7 @@ import tempfile
 import unittest
 from typing import Any
 
-from helpers.sql_stores import new_database
+from helpers.sql_stores import SCRATCH, new_database
 from helpers.support import KEY, Clock, Log
 
 import audit
@@ -27,7 +27,7 @@ class RestoreByNote(unittest.TestCase):
     """A notes folder with a.md, b.md and archive/, the note tools over it, in process."""
 
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory(prefix="md-restore-")
+        tmp = tempfile.TemporaryDirectory(prefix="md-restore-", dir=SCRATCH)
         self.addCleanup(tmp.cleanup)
         self.folder = os.path.join(tmp.name, "Notes")
         os.makedirs(os.path.join(self.folder, "archive"))

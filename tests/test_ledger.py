@@ -14,6 +14,7 @@ import tempfile
 import unittest
 from typing import Any
 
+from helpers.sql_stores import SCRATCH
 from helpers.support import PRINCIPAL, Clock, ContractCase
 
 import audit
@@ -242,7 +243,7 @@ class MemoryLedger(LedgerContract, unittest.TestCase):
 
 class SqliteLedger(LedgerContract, unittest.TestCase):
     def open(self) -> stores.Ledger:
-        folder = tempfile.TemporaryDirectory()
+        folder = tempfile.TemporaryDirectory(dir=SCRATCH)
         self.addCleanup(folder.cleanup)
         opened = sqlite_store.open_ledger(
             os.path.join(folder.name, "nonces.db"), clock=self.clock, max_per_principal=BOUND

@@ -16,7 +16,7 @@ from typing import Any
 from unittest import mock
 
 from helpers import procs, races
-from helpers.sql_stores import new_database
+from helpers.sql_stores import SCRATCH, new_database
 from helpers.support import KEY, PRINCIPAL, Clock, Log, accept, call
 
 import audit
@@ -46,7 +46,7 @@ class FolderCase(unittest.TestCase):
     """A temporary tree: base/ws is the notes folder, base/outside must never be touched."""
 
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory(prefix="md-store-")
+        tmp = tempfile.TemporaryDirectory(prefix="md-store-", dir=SCRATCH)
         self.addCleanup(tmp.cleanup)
         self.base = tmp.name
         self.ws = os.path.join(self.base, "ws")

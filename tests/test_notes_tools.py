@@ -14,7 +14,7 @@ from typing import Any
 from unittest import mock
 
 from helpers import store_workers
-from helpers.sql_stores import new_database
+from helpers.sql_stores import SCRATCH, new_database
 from helpers.support import FORM, KEY, PRINCIPAL, Clock, ContractCase, Log, answered, request
 
 import audit
@@ -993,7 +993,7 @@ class SqlPlaces(ContractCase):
 
 class SqliteNotesTools(SqlPlaces, NotesToolsContract, unittest.TestCase):
     def open_store(self, clock: Clock) -> Any:
-        folder = tempfile.mkdtemp(prefix="tools-")
+        folder = tempfile.mkdtemp(prefix="tools-", dir=SCRATCH)
         self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
         store = sqlite_store.open_store(new_database(os.path.join(folder, "notes.db")), clock=clock)
         self.addCleanup(store.close)
@@ -1002,8 +1002,8 @@ class SqliteNotesTools(SqlPlaces, NotesToolsContract, unittest.TestCase):
 
 class FolderNotesTools(NotesToolsContract, unittest.TestCase):
     def open_store(self, clock: Clock) -> Any:
-        self.base = os.path.realpath(tempfile.mkdtemp(prefix="tools-folder-"))
-        state = tempfile.mkdtemp(prefix="tools-nonces-")
+        self.base = os.path.realpath(tempfile.mkdtemp(prefix="tools-folder-", dir=SCRATCH))
+        state = tempfile.mkdtemp(prefix="tools-nonces-", dir=SCRATCH)
         for folder in (self.base, state):
             self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
         for name in ("Notes", "Notes/archive", "Bob", "Notes-evil"):

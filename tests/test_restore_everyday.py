@@ -13,7 +13,7 @@ import tempfile
 import unittest
 from typing import Any
 
-from helpers.sql_stores import new_database
+from helpers.sql_stores import SCRATCH, new_database
 from helpers.support import FORM, KEY, PRINCIPAL, Clock, Log, request
 
 import audit
@@ -28,7 +28,7 @@ WORKSPACE = "file:///Users/alice/Documents/Notes"
 
 class OperatorRestoresAppendsAndMoves(unittest.TestCase):
     def setUp(self) -> None:
-        folder = tempfile.TemporaryDirectory(prefix="restore-everyday-")
+        folder = tempfile.TemporaryDirectory(prefix="restore-everyday-", dir=SCRATCH)
         self.addCleanup(folder.cleanup)
         self.db = new_database(os.path.join(folder.name, "notes.db"))
         store = sqlite_store.open_store(self.db, clock=Clock())

@@ -14,7 +14,7 @@ import unittest
 from typing import Any
 
 from helpers import store_workers
-from helpers.sql_stores import new_database
+from helpers.sql_stores import SCRATCH, new_database
 from helpers.support import KEY, PRINCIPAL, WORKSPACE, Clock, ContractCase, answered, call
 
 import audit
@@ -279,7 +279,7 @@ class MemoryContract(StoreContract, unittest.TestCase):
 
 class SqliteContract(StoreContract, unittest.TestCase):
     def open_store(self, clock: Clock, max_per_principal: int = main.MAX_REPLAY_PER_PRINCIPAL) -> Any:
-        folder = tempfile.mkdtemp(prefix="contract-")
+        folder = tempfile.mkdtemp(prefix="contract-", dir=SCRATCH)
         self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
         store = sqlite_store.open_store(
             new_database(os.path.join(folder, "notes.db"), contract_notes()),
@@ -290,7 +290,7 @@ class SqliteContract(StoreContract, unittest.TestCase):
         return store
 
     def test_with_deletion_unlink_the_form_says_a_deletion_cannot_be_undone(self) -> None:
-        folder = tempfile.mkdtemp(prefix="contract-")
+        folder = tempfile.mkdtemp(prefix="contract-", dir=SCRATCH)
         self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
         store = sqlite_store.open_store(
             os.path.join(folder, "notes.db"),
@@ -307,8 +307,8 @@ class FolderContract(StoreContract, unittest.TestCase):
 
     def open_store(self, clock: Clock, max_per_principal: int = main.MAX_REPLAY_PER_PRINCIPAL) -> Any:
         if not hasattr(self, "base"):  # one notes folder per test; each store gets its own confirmations database
-            self.base = os.path.realpath(tempfile.mkdtemp(prefix="contract-folder-"))
-            self.state = tempfile.mkdtemp(prefix="contract-nonces-")
+            self.base = os.path.realpath(tempfile.mkdtemp(prefix="contract-folder-", dir=SCRATCH))
+            self.state = tempfile.mkdtemp(prefix="contract-nonces-", dir=SCRATCH)
             for folder in (self.base, self.state):
                 self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
             for note in contract_notes():

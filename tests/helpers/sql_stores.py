@@ -1,5 +1,5 @@
-"""What the SQL store tests share: a new SQLite database to copy, the race notes, the worker's consume command, and
-the tests both stores must pass alike."""
+"""What the store tests share: where their files go, a new SQLite database to copy, the race notes, the worker's
+consume command, and the tests both SQL stores must pass alike."""
 
 from __future__ import annotations
 
@@ -14,6 +14,22 @@ from helpers.support import PRINCIPAL, WORKSPACE, ContractCase
 
 import main
 import sqlite_store
+
+SHM = "/dev/shm"  # Linux's tmpfs: files in memory, no journal, an fsync that has nothing to write
+
+
+def _scratch() -> str | None:
+    """SHM where it is a folder this process may write in and TMPDIR names none; else None (tempfile's choice)."""
+    if os.environ.get("TMPDIR") or not os.path.isdir(SHM) or not os.access(SHM, os.W_OK | os.X_OK):
+        return None
+    return SHM
+
+
+# The `dir` of the in-process store tests' temporary folders. Their thousands of small files
+# and synced SQLite commits cost a disk file system's journal about as much CPU as the tests
+# themselves (every fsync, create and rename a journal transaction), and nothing the tests
+# assert depends on it. TMPDIR set, they go where it says (a disk, to run them there).
+SCRATCH = _scratch()
 
 # (seed, sqlite_store.trigram_support()) -> a database open_store created so, made once: a test that
 # patches the probe to say "no trigram tokenizer" gets a database without the title index, as from open_store.
@@ -32,7 +48,7 @@ def new_database(path: str, seed_notes: Iterable[main.Note] = ()) -> str:
     seed = tuple(seed_notes)
     key = (seed, sqlite_store.trigram_support())
     if key not in _NEW_DATABASES:
-        with tempfile.TemporaryDirectory(prefix="new-db-") as folder:
+        with tempfile.TemporaryDirectory(prefix="new-db-", dir=SCRATCH) as folder:
             made = os.path.join(folder, "new.db")
             sqlite_store.open_store(made, clock=time.time, seed_notes=seed).close()
             with open(made, "rb") as handle:
