@@ -19,6 +19,7 @@ import tempfile
 import time
 import unittest
 from typing import Any
+from unittest import mock
 
 from helpers import store_workers
 from helpers.sql_stores import SCRATCH, new_database
@@ -40,6 +41,7 @@ from test_notes_tools import accept, tools_call
 OTHER = "bob"
 BOUND = 50  # auditMaxEntries in these tests: the refusals' bound is then 50 too (never above it)
 TRASH_DAYS = 10.0
+MEMORY_BOUND = 40  # stores.MEMORY_AUDIT_MAX_ENTRIES lowered for the memory store's count test
 FILE = "20261201T203000Z-0123456789ab-plan.md"  # a trash file's name, as folder_trash gives it
 PG = store_workers.OptionalCluster()
 setUpModule, tearDownModule = PG.start, PG.stop
@@ -142,8 +144,10 @@ class MemoryPruning(PruningContract, unittest.TestCase):
         return stores.MemoryLedger(main.MemoryReplayStore(self.clock), self.clock, retention)
 
     def test_the_memory_store_keeps_at_most_its_bound_of_refusals_and_of_other_entries_per_principal(self) -> None:
-        led = stores.MemoryStore([], main.MemoryReplayStore(self.clock), self.clock).ledger
-        bound = stores.MEMORY_AUDIT_MAX_ENTRIES
+        with mock.patch.object(stores, "MEMORY_AUDIT_MAX_ENTRIES", MEMORY_BOUND):  # each write scans every entry
+            led = stores.MemoryStore([], main.MemoryReplayStore(self.clock), self.clock).ledger
+        self.assertEqual(stores.MEMORY_AUDIT_MAX_ENTRIES, 1_000)  # the bound unpatched
+        bound = MEMORY_BOUND
         for k in range(bound + 1):
             led.audit_refusal(PRINCIPAL, audit.Facts(f"r-{k}"))
             self.created(led, note=f"c-{k}")
