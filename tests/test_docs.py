@@ -20,7 +20,6 @@ import tempfile
 import threading
 import tomllib
 import unittest
-import unittest.mock
 from typing import Any, NamedTuple
 
 from helpers import sources, support
@@ -1402,9 +1401,12 @@ def script_help(path: str) -> str:
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)  # the script's body below `if __name__ == "__main__"` does not run
     printed = io.StringIO()
-    with contextlib.redirect_stdout(printed), contextlib.suppress(SystemExit):
-        with unittest.mock.patch.object(sys, "argv", [path, "--help"]):  # argparse names the program from it
+    argv, sys.argv = sys.argv, [path, "--help"]  # argparse names the program from it
+    try:
+        with contextlib.redirect_stdout(printed), contextlib.suppress(SystemExit):
             script.entry(["--help"])
+    finally:
+        sys.argv = argv
     return printed.getvalue()
 
 
