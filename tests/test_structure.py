@@ -8,7 +8,8 @@ import os
 import subprocess
 import sys
 import unittest
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 
 from helpers import sources, support
 
@@ -84,7 +85,7 @@ def project_imports(filename: str) -> frozenset[str]:
     return frozenset(found & OWN)
 
 
-def cycle(graph: dict[str, set[str]]) -> list[str] | None:
+def cycle(graph: Mapping[str, AbstractSet[str]]) -> list[str] | None:
     """One import cycle in `graph`, as the list of modules along it, or None."""
     state: dict[str, int] = {}  # 1: on the current path, 2: done
 
