@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import importlib.util
 import io
 import json
@@ -100,18 +101,25 @@ def anchors(text: str) -> set[str]:
 def dead_anchors(page: str, text: str) -> list[str]:
     """Link targets in `text` (a page at path `page`) whose `#anchor` names no heading of the page they point at."""
     dead = []
+    own: set[str] | None = None  # this page's anchors, found at its first own-page link
     for target in link_targets(text):
         path, _, anchor = target.partition("#")
         if not anchor or re.match(r"[a-z][a-z0-9+.-]*:", target):
             continue
         linked = page if not path else os.path.normpath(os.path.join(os.path.dirname(page), path))
-        if (
-            linked.endswith(".md")
-            and os.path.exists(linked)
-            and anchor not in anchors(text if not path else read(linked))
-        ):
+        if not (linked.endswith(".md") and os.path.exists(linked)):
+            continue
+        if not path:
+            own = anchors(text) if own is None else own
+        if anchor not in (own if not path else page_anchors(linked)):
             dead.append(target)
     return dead
+
+
+@functools.cache
+def page_anchors(path: str) -> frozenset[str]:
+    """The anchors of the page at `path`, found once per run: many links point at the same few pages."""
+    return frozenset(anchors(read(path)))
 
 
 def python_blocks(text: str) -> list[str]:
