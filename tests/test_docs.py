@@ -21,9 +21,10 @@ import tempfile
 import threading
 import tomllib
 import unittest
+from collections.abc import Set as AbstractSet
 from typing import Any, NamedTuple
 
-from helpers import sources, support
+from helpers import support
 
 ROOT = support.ROOT
 README = os.path.join(ROOT, "README.md")
@@ -109,9 +110,11 @@ def dead_anchors(page: str, text: str) -> list[str]:
         linked = page if not path else os.path.normpath(os.path.join(os.path.dirname(page), path))
         if not (linked.endswith(".md") and os.path.exists(linked)):
             continue
-        if not path:
-            own = anchors(text) if own is None else own
-        if anchor not in (own if not path else page_anchors(linked)):
+        if path:
+            known: AbstractSet[str] = page_anchors(linked)
+        else:
+            own = known = anchors(text) if own is None else own
+        if anchor not in known:
             dead.append(target)
     return dead
 
@@ -301,7 +304,7 @@ def code_constants() -> dict[str, dict[str, float]]:
     found: dict[str, dict[str, float]] = {}
     for path in sorted(pathlib.Path(support.CODE).glob("*.py")) + sorted(pathlib.Path(support.SCRIPTS).rglob("*.py")):
         known: dict[str, Any] = {}
-        for node in sources.parsed(str(path)).body:
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 name, value = node.targets[0].id, node.value
             elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:

@@ -11,7 +11,7 @@ import unittest
 from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
 
-from helpers import sources, support
+from helpers import support
 
 SERVER_FILES = sorted(name for name in os.listdir(support.CODE) if name.endswith(".py"))
 SCRIPT_FILES = sorted(  # the scripts and the benchmark's package of modes beside them
@@ -68,9 +68,29 @@ LAYERS = (
 LAYER_OF = {module: depth for depth, modules in enumerate(LAYERS) for module in modules}
 
 
+@functools.cache
+def parsed(path: str) -> ast.Module:
+    """The syntax tree of the file at `path`, parsed once while this module runs: its checks read each file again."""
+    with open(path, encoding="utf-8") as handle:
+        return ast.parse(handle.read())
+
+
+@functools.cache
+def walked(path: str) -> tuple[ast.AST, ...]:
+    """Every node of the file at `path` in `ast.walk` order, walked once: a walk costs more than reading a tuple."""
+    return tuple(ast.walk(parsed(path)))
+
+
+def tearDownModule() -> None:
+    """Let the trees go once this module's checks are done: kept alive, every later garbage collection of the run
+    would walk their hundreds of thousands of nodes again."""
+    for cached in (parsed, walked, project_imports):
+        cached.cache_clear()
+
+
 def nodes(filename: str, source: str | None) -> Iterable[ast.AST]:
     """Every node of `source` (a sample), or of the file `filename` of code/ when `source` is None."""
-    return sources.walked(os.path.join(support.CODE, filename)) if source is None else ast.walk(ast.parse(source))
+    return walked(os.path.join(support.CODE, filename)) if source is None else ast.walk(ast.parse(source))
 
 
 @functools.cache
@@ -238,7 +258,7 @@ def import_time_skips(filename: str, source: str | None = None) -> list[str]:
         with open(path, encoding="utf-8") as handle:
             if "SkipTest" not in handle.read():
                 return []  # no raise below can name SkipTest: no need to parse the file
-        tree = sources.parsed(path)
+        tree = parsed(path)
     else:
         tree = ast.parse(source)
     found = []
@@ -287,7 +307,7 @@ ENTRY_POINTS = {
 
 def declared(filename: str) -> set[str] | None:
     """The names a module lists in its `__all__`, or None when it has none."""
-    tree = sources.parsed(os.path.join(support.CODE, filename))
+    tree = parsed(os.path.join(support.CODE, filename))
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
             return set(ast.literal_eval(node.value))
@@ -296,7 +316,7 @@ def declared(filename: str) -> set[str] | None:
 
 def defined(filename: str) -> set[str]:
     """The names a module binds at its top level (definitions, assignments, `from` imports)."""
-    tree = sources.parsed(os.path.join(support.CODE, filename))
+    tree = parsed(os.path.join(support.CODE, filename))
     names: set[str] = set()
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
