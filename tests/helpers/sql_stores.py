@@ -16,13 +16,17 @@ import main
 import sqlite_store
 
 SHM = "/dev/shm"  # Linux's tmpfs: files in memory, no journal, an fsync that has nothing to write
+# A container's /dev/shm is often 64 MB: smaller than this free, the tests use tempfile's folder instead.
+MIN_SHM_FREE_BYTES = 512 * 1024 * 1024
 
 
 def _scratch() -> str | None:
-    """SHM where it is a folder this process may write in and TMPDIR names none; else None (tempfile's choice)."""
+    """SHM where it is a folder this process may write in with MIN_SHM_FREE_BYTES free and TMPDIR names none; else
+    None (tempfile's choice)."""
     if os.environ.get("TMPDIR") or not os.path.isdir(SHM) or not os.access(SHM, os.W_OK | os.X_OK):
         return None
-    return SHM
+    free = os.statvfs(SHM)
+    return SHM if free.f_bavail * free.f_frsize >= MIN_SHM_FREE_BYTES else None
 
 
 # The `dir` of the in-process store tests' temporary folders. Their thousands of small files
