@@ -54,6 +54,7 @@ Standard library only.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import sqlite3
 import stat
@@ -192,6 +193,7 @@ _SCHEMA = (
 )
 
 
+@functools.cache  # the linked SQLite library cannot change while the process runs: probed once, not at every open
 def trigram_support() -> str | None:
     """None when this SQLite has FTS5 with the trigram tokenizer (3.34 and later); else why not, in words."""
     probe = sqlite3.connect(":memory:")
