@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from typing import Any
 from unittest import mock
 
-from helpers import procs
+from helpers import operator_command, procs
 from helpers.support import KEY, Clock, Log
 
 import audit
@@ -44,14 +44,11 @@ TARGETS = ("bob", "outside")
 
 
 def audit_command(config: str, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """`serve.py audit --config CONFIG ARGS...`, a new process, as the operator runs it."""
-    return subprocess.run(
-        [*procs.python(), procs.SERVE, "audit", "--config", config, *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=procs.GUARD,
-    )
+    """`serve.py audit --config CONFIG ARGS...` as the operator runs it: a store of its own, its folders opened afresh.
+
+    It runs in this process (test_audit.OperatorCommand runs the command as a process).
+    """
+    return operator_command.run(["audit", "--config", config, *args], env)
 
 
 def audit_rows(db: str, columns: str) -> list[tuple[Any, ...]]:
@@ -251,7 +248,7 @@ class SwapContract(unittest.TestCase):
                 self.assertEqual(result["content"][0]["text"], said)
                 self.assertNotIn("requestState", result)
                 self.matrix[(name, target_name, sandbox_name)] = "refused (REPLACED)"
-        # The operator's commands: new processes, which open the folders afresh.
+        # The operator's commands: each opens the store and its folders afresh, as a new process does.
         update_entry = next(row[0] for row in rows if row[2] == audit.UPDATED)
         delete_entry = next(row[0] for row in rows if row[2] == audit.DELETED)
         for name, argv in (
