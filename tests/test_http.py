@@ -955,8 +955,7 @@ class StartupTests(unittest.TestCase):
         self.assertNotIn("bearer token for", process.stderr_lines[0])
 
     def test_the_token_from_the_environment_is_the_one_accepted_and_never_printed(self) -> None:
-        server = lesson_server()  # started with this environment
-        self.assertEqual(server.proc.args[-3:], ["--http", "--port", "0"])  # no --config, no --no-auth
+        server = lesson_server()  # `--http --port 0`, NOTES_MCP_TOKEN=TOKEN in its environment: no config, no --no-auth
         message = request("server/discover")
         self.assertEqual(post(server.connect(self), message, mcp_headers(message, token=TOKEN))[0], 200)
         self.assertEqual(post(server.connect(self), message, mcp_headers(message, token=TOKEN + "x"))[0], 401)

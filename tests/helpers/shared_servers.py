@@ -25,7 +25,7 @@ class ModuleScope:
 
 
 class Shared(Generic[P]):
-    """One process `start(scope)` makes, handed to every test that asks; a test that ended it costs the next a new one."""
+    """One process `start(scope)` makes, handed to every test that asks; one a test ended is started again."""
 
     def __init__(self, start: Callable[[Any], P]) -> None:
         self.start = start
