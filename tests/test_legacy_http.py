@@ -41,9 +41,24 @@ def texts(result: dict[str, Any]) -> str:
     return " ".join(block["text"] for block in result["content"])
 
 
-# One lesson server for the tests of this module that delete no note and open their own
-# sessions; a test that deletes one, or reads the whole log, starts a server of its own.
-LESSON_SERVER = shared_servers.Shared(procs.HttpServer)
+def lesson_and_bob(scope: Any) -> procs.HttpServer:
+    """`serve --http` as the lesson serves alice (its notes, its workspace), and bob, whose workspace holds none."""
+    path = procs.write_config(scope, {
+        "principals": {
+            "alice": {"token": procs.TOKEN, "workspaces": [support.WORKSPACE]},
+            "bob": {"token": BOB_TOKEN, "workspaces": [BOB_WORKSPACE]},
+        },
+        "stdioPrincipal": "alice",
+        "notes": [{"id": note.id, "title": note.title, "uri": note.uri} for note in main.lesson_notes()],
+        "keys": [procs.SECRET],
+    })  # fmt: skip
+    return procs.HttpServer(scope, "--config", path, env=procs.server_env())
+
+
+# One server for the tests of this module that delete no note, open their own sessions and
+# send fewer wrong tokens than an address may guess for free; a test that deletes a note, or
+# reads the whole log, starts a server of its own.
+LESSON_SERVER = shared_servers.Shared(lesson_and_bob)
 
 
 def lesson_server() -> procs.HttpServer:
@@ -145,17 +160,14 @@ def session_server(test: Any) -> procs.HttpServer:
 class LegacyHttpSessionTests(unittest.TestCase):
     """Session ids: minted at random, required, bound to the principal, ended by DELETE.
 
-    One server for the class: each test opens its own session, and none deletes a note or
+    The module's shared server: each test opens its own session, and none deletes a note or
     sends enough wrong tokens to make the address wait (that test has a server of its own).
     """
 
     server: procs.HttpServer
 
-    @classmethod
-    def setUpClass(cls) -> None:
-        cls.server = session_server(procs.ClassScope(cls))
-
     def setUp(self) -> None:
+        self.server = lesson_server()
         self.client = HttpLegacyClient(self, self.server.port)
         self.client.initialize()
 
