@@ -1001,7 +1001,11 @@ class ServeWiring(unittest.TestCase):
 
 
 class OperatorCommand(unittest.TestCase):
-    """`serve.py audit` against a real database that a real `serve.py --stdio` wrote."""
+    """`serve.py audit` against a real database that a real `serve.py --stdio` wrote.
+
+    Each exit status the shell sees (0 listed, 1 refused, 2 a usage error) comes from a real
+    `serve.py audit` process; the further filters and restores run its entry point in this process.
+    """
 
     def setUp(self) -> None:
         tmp = tempfile.TemporaryDirectory(prefix="audit-cli-")
@@ -1050,7 +1054,7 @@ class OperatorCommand(unittest.TestCase):
         self.assertEqual(self.again("--db", self.db, "list", "--principal", "bob").stdout.splitlines()[1:], [])
         self.assertEqual(len(self.again("--db", self.db, "list", "--since", "1d").stdout.splitlines()), 4)
         self.assertEqual(len(self.again("--db", self.db, "list", "--since", "2999-01-01").stdout.splitlines()), 1)
-        restored = self.command("--db", self.db, "restore", lines[0].split()[0])
+        restored = self.again("--db", self.db, "restore", lines[0].split()[0])
         self.assertEqual(restored.returncode, 0, restored.stderr)
         self.assertIn("note note-14 (TPS report 2025), recorded as entry 4", restored.stdout)
         again = self.again("--db", self.db, "restore", lines[0].split()[0])
