@@ -44,7 +44,7 @@ def error_code(body: bytes) -> int:
 
 # One lesson server (token TOKEN) for every test of this module that changes no note, opens
 # its own connections and spends fewer wrong tokens in all than an address may guess for free
-# (HttpLayerRefusalTests and StartupTests spend six): its log, checked for a traceback, is then
+# (HttpLayerRefusalTests and StartupTests spend four): its log, checked for a traceback, is then
 # theirs together. A test that ended it leaves the next one a new server.
 LESSON_SERVER = shared_servers.Shared(procs.HttpServer)
 
