@@ -41,18 +41,23 @@ def texts(result: dict[str, Any]) -> str:
     return " ".join(block["text"] for block in result["content"])
 
 
-def lesson_and_bob(scope: Any) -> procs.HttpServer:
-    """`serve --http` as the lesson serves alice (its notes, its workspace), and bob, whose workspace holds none."""
+def alice_and_bob(scope: Any, notes: list[dict[str, str]]) -> procs.HttpServer:
+    """`serve --http` with alice (the lesson's workspace, holding `notes`) and bob, stopped at `scope`'s clean-up."""
     path = procs.write_config(scope, {
         "principals": {
             "alice": {"token": procs.TOKEN, "workspaces": [support.WORKSPACE]},
             "bob": {"token": BOB_TOKEN, "workspaces": [BOB_WORKSPACE]},
         },
         "stdioPrincipal": "alice",
-        "notes": [{"id": note.id, "title": note.title, "uri": note.uri} for note in main.lesson_notes()],
+        "notes": notes,
         "keys": [procs.SECRET],
     })  # fmt: skip
     return procs.HttpServer(scope, "--config", path, env=procs.server_env())
+
+
+def lesson_and_bob(scope: Any) -> procs.HttpServer:
+    """`serve --http` as the lesson serves alice (its notes), and bob, whose workspace holds none."""
+    return alice_and_bob(scope, [{"id": note.id, "title": note.title, "uri": note.uri} for note in main.lesson_notes()])
 
 
 # One server for the tests of this module that delete no note, open their own sessions and
@@ -145,16 +150,7 @@ class LegacyHttpFlowTests(unittest.TestCase):
 
 def session_server(test: Any) -> procs.HttpServer:
     """`serve --http` with alice and bob, one note of alice's (nothing here deletes it)."""
-    path = procs.write_config(test, {
-        "principals": {
-            "alice": {"token": procs.TOKEN, "workspaces": [support.WORKSPACE]},
-            "bob": {"token": BOB_TOKEN, "workspaces": [BOB_WORKSPACE]},
-        },
-        "stdioPrincipal": "alice",
-        "notes": [{"id": "a1", "title": "TPS report", "uri": support.WORKSPACE + "/a1.md"}],
-        "keys": [procs.SECRET],
-    })  # fmt: skip
-    return procs.HttpServer(test, "--config", path, env=procs.server_env())
+    return alice_and_bob(test, [{"id": "a1", "title": "TPS report", "uri": support.WORKSPACE + "/a1.md"}])
 
 
 class LegacyHttpSessionTests(unittest.TestCase):
