@@ -51,6 +51,16 @@ class QueryLanguage(unittest.TestCase):
             text_index.parse('Lisbon  (invoice) "Ferry   Timetable"').terms, ("lisbon", "invoice", "ferry timetable")
         )
 
+    def test_a_phrase_is_asked_of_the_index_by_its_words_and_tested_whole(self) -> None:
+        query = text_index.parse('"w0001 w0002" quokka ox "in the park"')
+        self.assertEqual(query.indexed(), ["w0001", "w0002", "quokka", "the", "park"])
+        self.assertEqual(query.tested(), ["w0001 w0002", "ox", "in the park"])
+
+    def test_a_phrase_without_a_word_of_three_characters_is_asked_of_the_index_whole(self) -> None:
+        query = text_index.parse('"to be" "a b" x')
+        self.assertEqual(query.indexed(), ["to be", "a b"])  # the trigrams across its spaces
+        self.assertEqual(query.tested(), ["x"])
+
     def test_terms_are_folded_as_titles_are(self) -> None:
         self.assertEqual(text_index.parse(unicodedata.normalize("NFD", "CAFÉ")).terms, ("café",))
 
@@ -220,9 +230,36 @@ class SearchContract(ContractCase):
         self.assertTrue(cut["stoppedEarly"])
         self.assertEqual(len(cut["results"]), 3)
 
+    def test_a_phrases_bound_counts_the_notes_holding_its_words_not_only_those_holding_it(self) -> None:
+        # What one search examines is the rows the index offers: for a phrase, the notes
+        # holding each of its words, tested for the phrase after. Four hold both words apart.
+        self.create("Together", "The ferry timetable is posted.")
+        for k in range(4):
+            self.create(f"Apart {k}", "A timetable for the ferry.")
+        with mock.patch.object(text_index, "MAX_RANKED_ROWS", 5):
+            whole = self.search('"ferry timetable"')
+        self.assertFalse(whole["stoppedEarly"])
+        self.assertEqual([hit["title"] for hit in whole["results"]], ["Together"])
+        with mock.patch.object(text_index, "MAX_RANKED_ROWS", 4):
+            cut = self.search('"ferry timetable"')
+        self.assertTrue(cut["stoppedEarly"])
+        self.assertLessEqual(len(cut["results"]), 1)
+        self.assertNotIn("Apart", " ".join(hit["title"] for hit in cut["results"]))
+
     def test_a_short_query_scans_within_the_same_bound(self) -> None:
         for k in range(4):
             self.create(f"Short {k}", "ox")
+        with mock.patch.object(text_index, "MAX_RANKED_ROWS", 3):
+            self.assertTrue(self.search("ox")["stoppedEarly"])
+
+    def test_a_short_querys_bound_counts_the_notes_it_tests_not_only_those_holding_it(self) -> None:
+        self.create("Short", "an ox")
+        for k in range(3):
+            self.create(f"Other {k}", "a cow")
+        with mock.patch.object(text_index, "MAX_RANKED_ROWS", 4):
+            whole = self.search("ox")
+        self.assertFalse(whole["stoppedEarly"])
+        self.assertEqual([hit["title"] for hit in whole["results"]], ["Short"])
         with mock.patch.object(text_index, "MAX_RANKED_ROWS", 3):
             self.assertTrue(self.search("ox")["stoppedEarly"])
 
