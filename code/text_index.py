@@ -74,7 +74,7 @@ __all__ = [
 # rows the index offers one search at most (newest first), each tested, those holding the query ranked; past it the
 # search says it stopped early
 MAX_RANKED_ROWS = 500
-# characters (folded) of a term a trigram index can match; shorter terms are tested over the rows left
+# characters (folded) of a word the trigram index is asked for; shorter terms, and phrases, are tested over its rows
 MIN_INDEXED_TERM = 3
 MAX_SCORED_CHARS = 16_384  # characters of a note's text its score reads: rows ranked x this bounds the bytes ranked
 TITLE_WEIGHT = 10.0  # an occurrence of a term in the title counts this many times one in the text
