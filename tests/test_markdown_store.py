@@ -1132,7 +1132,7 @@ class TwoPrincipalServerTests(unittest.TestCase):
         )
         self.assertTrue(accepted["isError"])
         self.assertEqual(accepted["content"][0]["text"], replaced)
-        # The operator's restore of alice's entry: a new process, which opens the folders afresh.
+        # The operator's restore of alice's entry: the command opens the store and its folders afresh.
         restore = self.audit_command("restore", "1")
         self.assertNotEqual(restore.returncode, 0)
         self.assertNotIn("Traceback", restore.stderr)
