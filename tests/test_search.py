@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 from unittest import mock
 
-from helpers import store_workers
+from helpers import sql_stores, store_workers
 from helpers.support import FORM, KEY, PRINCIPAL, Clock, ContractCase, Log, request
 from helpers.support import accept as accept_delete
 from helpers.support import call as delete_call
@@ -347,8 +347,8 @@ class FolderSearch(SearchContract, unittest.TestCase):
     heading_kept = False  # notes_create writes the heading itself
 
     def open_store(self, clock: Clock) -> Any:
-        self.base = os.path.realpath(tempfile.mkdtemp(prefix="search-folder-"))
-        self.state = tempfile.mkdtemp(prefix="search-state-")
+        self.base = os.path.realpath(tempfile.mkdtemp(prefix="search-folder-", dir=sql_stores.SCRATCH))
+        self.state = tempfile.mkdtemp(prefix="search-state-", dir=sql_stores.SCRATCH)
         for folder in (self.base, self.state):
             self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
         os.makedirs(os.path.join(self.base, "Notes"))
