@@ -84,8 +84,8 @@ class BrowserFlowTests(RealHttpServer, unittest.TestCase):
             raise unittest.SkipTest("Chromium or chromedriver not installed (run .ci/setup-chromium.sh)")
         super().setUpClass()
 
-    def driver(self, prefs: dict[str, Any] | None = None) -> webdriver.Driver:
-        return webdriver.shared(prefs)
+    def driver(self, javascript: bool = True) -> webdriver.Driver:
+        return webdriver.shared(javascript)
 
     def first_link(self) -> tuple[dict[str, Any], str]:
         """A real first tools/call notes_publish: its result and the link it carries."""
@@ -93,10 +93,13 @@ class BrowserFlowTests(RealHttpServer, unittest.TestCase):
         self.assertEqual(first["resultType"], "input_required")
         return first, connect_request(first)["params"]["url"]
 
-    def sign_in(self, driver: webdriver.Driver, url: str, token: str) -> str:
-        """Open the link, paste the token, press Sign in; the page source after it."""
+    def sign_in(self, driver: webdriver.Driver, url: str, token: str, screenshot: str = "") -> str:
+        """Open the link (its picture saved as `screenshot` when named), paste the token, press Sign in; the page source
+        after it."""
         driver.get(url)
         self.assertIn("Sign in", driver.source())
+        if screenshot:
+            self.save(driver, screenshot)
         driver.send_keys(driver.find("input[name=token]"), token)
         driver.submit(driver.find("form button[type=submit]"))
         return driver.source()
@@ -110,10 +113,7 @@ class BrowserFlowTests(RealHttpServer, unittest.TestCase):
 
     def complete_flow(self, driver: webdriver.Driver, screenshots: bool) -> None:
         first, url = self.first_link()
-        driver.get(url)
-        if screenshots:
-            self.save(driver, "connect-sign-in.png")
-        consent = self.sign_in(driver, url, ALICE_TOKEN)
+        consent = self.sign_in(driver, url, ALICE_TOKEN, "connect-sign-in.png" if screenshots else "")
         self.assertEqual(driver.current_url(), url)  # the 303 led back to the link
         for part in ("<strong>alice</strong>", connect.TOOL_NAME, "TPS report 2025", "standing connection"):
             self.assertIn(part, consent)
@@ -133,7 +133,7 @@ class BrowserFlowTests(RealHttpServer, unittest.TestCase):
         self.complete_flow(self.driver(), screenshots=True)
 
     def test_the_same_flow_works_with_javascript_disabled(self) -> None:
-        driver = self.driver(webdriver.JAVASCRIPT_OFF)
+        driver = self.driver(javascript=False)
         probe = Pages(self, {"/probe": PROBE})
         driver.get(probe.url("/probe"))
         self.assertIn("script off", driver.source())  # the preference really holds
@@ -222,9 +222,11 @@ class ConfirmInChromiumTests(unittest.TestCase):
         arguments = {**tps("TPS report"), "confirmation": first["structuredContent"]["confirmation"]}
         return Client(server or self.server, "alice").call(arguments)
 
-    def sign_in(self, url: str, token: str) -> str:
+    def sign_in(self, url: str, token: str, screenshot: str = "") -> str:
         self.driver.get(url)
         self.assertIn("Sign in", self.driver.source())
+        if screenshot:
+            self.save(screenshot)
         self.driver.send_keys(self.driver.find("input[name=token]"), token)
         self.driver.submit(self.driver.find("form button[type=submit]"))
         return self.driver.source()
@@ -239,9 +241,7 @@ class ConfirmInChromiumTests(unittest.TestCase):
 
     def test_link_sign_in_choose_move_to_trash_then_the_second_call_deletes_that_note_once(self) -> None:
         first, url = self.first()
-        self.driver.get(url)
-        self.save("confirm-sign-in.png")
-        page = self.sign_in(url, ALICE_TOKEN)
+        page = self.sign_in(url, ALICE_TOKEN, "confirm-sign-in.png")
         self.assertEqual(self.driver.current_url(), url)
         for shown in (
             "<strong>alice</strong>",

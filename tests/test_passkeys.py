@@ -146,7 +146,7 @@ class PasskeysInChromium(NeedsChromiumAndTheExtra, unittest.TestCase):
     """Two instances over one SQLite file, each serving its pages; one Chromium with one virtual authenticator."""
 
     mode = passkey_pages.OFFER
-    prefs: dict[str, Any] | None = None
+    javascript = True  # whether the pages' scripts run
 
     def setUp(self) -> None:
         folder = tempfile.TemporaryDirectory()
@@ -161,7 +161,7 @@ class PasskeysInChromium(NeedsChromiumAndTheExtra, unittest.TestCase):
         ]
         serve_on_localhost(self, self.server, self.pages)
         serve_on_localhost(self, self.other, self.other_pages)
-        self.driver = webdriver.shared(self.prefs)  # this module's browser, wiped: no cookie, no authenticator
+        self.driver = webdriver.shared(self.javascript)  # this module's browser, wiped: no cookie, no authenticator
         self.authenticator = self.driver.add_authenticator()
 
     # ---------------------------------------------------------------- steps
@@ -434,7 +434,7 @@ class RequireTests(PasskeysInChromium):
 
 class RequireWithoutJavaScriptTests(PasskeysInChromium):
     mode = passkey_pages.REQUIRE
-    prefs = webdriver.JAVASCRIPT_OFF
+    javascript = False
 
     def test_without_javascript_the_page_says_approval_needs_a_passkey_and_approves_nothing(self) -> None:
         first, url = self.first()

@@ -198,8 +198,7 @@ class PerCallInChromiumTests(unittest.TestCase):
         self.assertEqual(
             host.call(main.TOOL_NAME, second)["result"]["structuredContent"]["url"], first["url"]
         )  # pending: same link
-        driver = webdriver.Driver()
-        self.addCleanup(driver.close)
+        driver = webdriver.shared()
         driver.get(first["url"])  # every process that answered has exited by now
         self.assertIn("Sign in", driver.source())
         driver.send_keys(driver.find("input[name=token]"), ALICE_TOKEN)

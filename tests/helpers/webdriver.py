@@ -5,10 +5,12 @@ session, navigate, find by CSS, read text, type, click, read the source and URL,
 frame, take a PNG screenshot, run a script, add a virtual WebAuthn authenticator (the W3C
 WebAuthn WebDriver extension), and tear everything down (session, driver, profile dir).
 
-Starting Chromium is most of a browser test's cost, so `shared()` keeps one browser per
-set of preferences for the test module that asks, and wipes it between tests (every
-cookie, the cache, the page, every virtual authenticator and so its passkeys): each test
-starts signed out, on a blank page, with no passkey, as in a new browser.
+Starting Chromium is most of a browser test's cost, so `shared()` keeps one browser for
+the test module that asks, and wipes it between tests (every cookie, the cache, the page,
+every virtual authenticator and so its passkeys, JavaScript back on, the window back to its
+size): each test starts signed out, on a blank page, with no passkey, as in a new browser.
+A test that needs JavaScript off or another window size asks `shared()` for it; the same
+browser switches (JavaScript through the DevTools protocol, for every page it loads after).
 """
 
 from __future__ import annotations
@@ -42,8 +44,11 @@ CHROME_ARGS = (
     "--disable-component-update",
     "--disable-sync",
     "--disable-dev-shm-usage",  # containers often have a tiny /dev/shm
+    # No back/forward cache: the tests never go back, and keeping the page left in it makes
+    # the next navigation start a new renderer process, about 0.1 s of CPU each time.
+    "--disable-back-forward-cache",
 )
-JAVASCRIPT_OFF = {"profile.managed_default_content_settings.javascript": 2}
+WINDOW = (412, 915)  # a phone's viewport, the narrowest the pages are read in
 
 
 def chromedriver() -> str | None:
@@ -70,7 +75,7 @@ class WebDriverError(Exception):
 class Driver:
     """chromedriver plus one browser session; `close()` ends both and removes the profile."""
 
-    def __init__(self, prefs: dict[str, Any] | None = None, window: tuple[int, int] = (412, 915)) -> None:
+    def __init__(self, window: tuple[int, int] = WINDOW) -> None:
         self.profile = tempfile.mkdtemp(prefix="webdriver-profile-")
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = subprocess.Popen(
@@ -80,6 +85,8 @@ class Driver:
         )
         self.session: str | None = None
         self.authenticators: list[str] = []  # the virtual authenticators added, which wipe() removes
+        self.javascript = True
+        self.window = window
         self.listening = threading.Event()
         self._reader = threading.Thread(target=self._drain, daemon=True)
         self._reader.start()
@@ -89,8 +96,6 @@ class Driver:
                 "binary": CHROMIUM,
                 "args": [*CHROME_ARGS, f"--user-data-dir={self.profile}", f"--window-size={window[0]},{window[1]}"],
             }
-            if prefs:
-                options["prefs"] = prefs
             value = self._command(
                 "POST", "/session", {"capabilities": {"alwaysMatch": {"goog:chromeOptions": options}}}
             )
@@ -188,13 +193,28 @@ class Driver:
         return self._session("POST", "/goog/cdp/execute", {"cmd": command, "params": params or {}})
 
     def wipe(self) -> None:
-        """Back to a new browser's state: a blank top page, no cookie of any site, nothing cached, no authenticator."""
+        """Back to a new browser's state: a blank top page, no cookie of any site, nothing cached, no authenticator,
+        JavaScript on, the window at its first size."""
         self.switch_to_frame(None)
         self.get("about:blank")
         self.cdp("Network.clearBrowserCookies")
         self.cdp("Network.clearBrowserCache")
         while self.authenticators:  # its passkeys go with it
             self._session("DELETE", f"/webauthn/authenticator/{self.authenticators.pop()}")
+        self.set_javascript(True)
+        self.set_window(WINDOW)
+
+    def set_javascript(self, enabled: bool) -> None:
+        """Whether the pages loaded from now on run their scripts (`<noscript>` is shown when they do not)."""
+        if enabled != self.javascript:
+            self.cdp("Emulation.setScriptExecutionDisabled", {"value": not enabled})
+            self.javascript = enabled
+
+    def set_window(self, size: tuple[int, int]) -> None:
+        """The window's width and height in CSS pixels."""
+        if size != self.window:
+            self._session("POST", "/window/rect", {"width": size[0], "height": size[1]})
+            self.window = size
 
     def switch_to_frame(self, index: int | None) -> None:
         """Enter the index-th child frame, or the top document with None."""
@@ -240,6 +260,12 @@ class Driver:
         """A PNG of the viewport."""
         return base64.b64decode(self._session("GET", "/screenshot"))
 
+    def view(self) -> bytes:
+        """The viewport's pixels as a PNG encoded for speed, not size: for comparing what is shown (a third of a
+        screenshot's CPU)."""
+        shot = self.cdp("Page.captureScreenshot", {"format": "png", "optimizeForSpeed": True})
+        return base64.b64decode(shot["data"])
+
     def close(self) -> None:
         """Delete the session, stop chromedriver, remove the profile directory (idempotent)."""
         if self.session is not None:
@@ -262,26 +288,27 @@ class Driver:
         shutil.rmtree(self.profile, ignore_errors=True)
 
 
-_SHARED: dict[str, Driver] = {}
+_SHARED: list[Driver] = []  # the current module's browser, while it has one
 
 
 def _close_shared() -> None:
     while _SHARED:
-        _SHARED.popitem()[1].close()
+        _SHARED.pop().close()
 
 
-def shared(prefs: dict[str, Any] | None = None) -> Driver:
-    """The current test module's browser with these preferences, wiped; closed when the module's tests end."""
-    key = json.dumps(prefs or {}, sort_keys=True)
-    driver = _SHARED.get(key)
-    if driver is not None:
+def shared(javascript: bool = True, window: tuple[int, int] = WINDOW) -> Driver:
+    """The current test module's browser, wiped, running pages' scripts or not, its window this size; closed when the
+    module's tests end."""
+    if _SHARED:
         try:
-            driver.wipe()
-            return driver
+            _SHARED[0].wipe()
         except (OSError, WebDriverError):  # the last test left it unusable: a new one
-            del _SHARED[key]
-            driver.close()
-    if not _SHARED:
+            _SHARED.pop().close()
+            _SHARED.append(Driver())
+    else:
         unittest.addModuleCleanup(_close_shared)
-    driver = _SHARED[key] = Driver(prefs)
+        _SHARED.append(Driver())
+    driver = _SHARED[0]
+    driver.set_javascript(javascript)
+    driver.set_window(window)
     return driver
