@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib
 import inspect
 import io
@@ -41,17 +42,46 @@ def shape(value: Any) -> Any:
     return type(value).__name__
 
 
-def first_answer(case: unittest.TestCase, argv: list[str]) -> dict[str, Any]:
-    """The answer of a stdio server started from `argv` to the first call for note 0 (stopped at cleanup)."""
-    server = common.StdioServer(argv)
-    case.addCleanup(server.close)
+def first_answer(server: common.StdioServer) -> dict[str, Any]:
+    """The answer of a stdio server to the first call for note 0."""
     return json.loads(server.send(common.encode(common.first_call(0, 1))))
+
+
+_RESPONDERS: dict[tuple[str, ...], common.StdioServer] = {}
+
+
+def responder(argv: list[str]) -> common.StdioServer:
+    """The canned responder or its floor over stdio, started once for the module (again if it has ended).
+
+    Sharing them changes no test's answers: the canned responder answers each message alike,
+    and the floor signs a fresh state for every first call, so a state one test settles is
+    never one another test holds.
+    """
+    key = tuple(argv)
+    server = _RESPONDERS.get(key)
+    if server is None or server.process.poll() is not None:
+        if server is not None:
+            server.close()
+        server = _RESPONDERS[key] = common.StdioServer(argv)
+        unittest.addModuleCleanup(server.close)
+    return server
+
+
+@functools.cache
+def served_first_answer() -> dict[str, Any]:
+    """serve.py's answer, over stdio on a one-note config, to the first call for note 0 (one server for the module)."""
+    folder = tempfile.mkdtemp()
+    server = common.StdioServer(common.server_argv("stdio", common.write_config(folder, 1)))
+    try:
+        return first_answer(server)
+    finally:
+        server.close()
+        shutil.rmtree(folder)
 
 
 class CannedResponderTests(unittest.TestCase):
     def test_it_answers_the_clients_full_round_trips_over_stdio_and_http(self) -> None:
-        stdio = common.StdioServer(common.ceiling_argv("stdio"))
-        self.addCleanup(stdio.close)
+        stdio = responder(common.ceiling_argv("stdio"))
         http = common.HttpServer(common.ceiling_argv("http"))
         self.addCleanup(http.close)
         client = common.HttpClient(http.address)
@@ -63,8 +93,7 @@ class CannedResponderTests(unittest.TestCase):
 
     def test_it_and_the_floor_answer_a_decline_as_the_server_does_deleting_nothing(self) -> None:
         for argv in (common.ceiling_argv("stdio"), common.floor_argv("stdio")):
-            server = common.StdioServer(argv)
-            self.addCleanup(server.close)
+            server = responder(argv)
             state = json.loads(server.send(common.encode(common.first_call(0, 1))))["result"]["requestState"]
             retry = common.retry_call(0, 2, state)
             retry["params"]["inputResponses"][main.INPUT_KEY] = {"action": "decline"}
@@ -72,10 +101,8 @@ class CannedResponderTests(unittest.TestCase):
             self.assertEqual(result["structuredContent"], {"deleted": False, "reason": "declined"})
 
     def test_its_form_has_the_servers_shape_and_a_state_of_the_servers_length(self) -> None:
-        folder = tempfile.mkdtemp()
-        self.addCleanup(shutil.rmtree, folder)
-        served = first_answer(self, common.server_argv("stdio", common.write_config(folder, 1)))
-        canned = first_answer(self, common.ceiling_argv("stdio"))
+        served = served_first_answer()
+        canned = first_answer(responder(common.ceiling_argv("stdio")))
         self.assertEqual(canned["result"].keys(), served["result"].keys())
         self.assertEqual(shape(canned["result"]["inputRequests"]), shape(served["result"]["inputRequests"]))
         # A state for one candidate; the canned one is as long (give or take the digits of
@@ -87,9 +114,7 @@ class FloorTests(unittest.TestCase):
     """The floor is the canned responder plus the state work: it must really do that work."""
 
     def floor(self) -> common.StdioServer:
-        server = common.StdioServer(common.floor_argv("stdio"))
-        self.addCleanup(server.close)
-        return server
+        return responder(common.floor_argv("stdio"))
 
     def test_it_answers_the_clients_full_round_trips_over_stdio_and_http(self) -> None:
         http = common.HttpServer(common.floor_argv("http"))
@@ -116,10 +141,8 @@ class FloorTests(unittest.TestCase):
         self.assertIn("result", json.loads(floor.send(common.encode(common.retry_call(0, 6, states[1])))))
 
     def test_its_state_binds_what_the_servers_binds(self) -> None:
-        folder = tempfile.mkdtemp()
-        self.addCleanup(shutil.rmtree, folder)
-        served = first_answer(self, common.server_argv("stdio", common.write_config(folder, 1)))
-        floored = first_answer(self, common.floor_argv("stdio"))
+        served = served_first_answer()
+        floored = first_answer(self.floor())
         fresh = ("nonce", "iat", "exp")  # new with every state
         floor_claims, server_claims = (
             support.claims_of(answer["result"]["requestState"]) for answer in (floored, served)
@@ -135,6 +158,24 @@ class FloorTests(unittest.TestCase):
 class ScalingModeTests(unittest.TestCase):
     """--mode scaling serves each store over stdio and each round trip is one choice, then a decline."""
 
+    folder_server: scaling.ScalingServer | None = None  # folder_one_workspace's
+
+    @classmethod
+    def folder_one_workspace(cls) -> scaling.ScalingServer:
+        """The folder store's server over one workspace of 30 notes, started once for the class.
+
+        Its start-up report and its round trips are both checked; each round trip declines,
+        so none changes a note and either check may come first.
+        """
+        if cls.folder_server is None or cls.folder_server.server.process.poll() is not None:
+            folder = tempfile.mkdtemp()
+            cls.addClassCleanup(shutil.rmtree, folder)
+            notes, workspace, pick = scaling.scaling_notes(30, 1)
+            config, uri = scaling.scaling_config(folder, "folder", notes, workspace, None)
+            cls.folder_server = scaling.ScalingServer(config, uri, pick)
+            cls.addClassCleanup(cls.folder_server.close)
+        return cls.folder_server
+
     def test_each_store_and_the_many_workspaces_layout_answer_the_round_trips_over_stdio(self) -> None:
         folder = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, folder)
@@ -142,18 +183,18 @@ class ScalingModeTests(unittest.TestCase):
             notes, workspace, pick = scaling.scaling_notes(30, workspaces)
             for kind in ("memory", "sqlite", "folder"):  # PostgreSQL: the same config path, with a cluster
                 with self.subTest(kind=kind, workspaces=workspaces):
-                    config, uri = scaling.scaling_config(folder, kind, notes, workspace, None)
-                    rate, first_ms = scaling.scaling_rate(config, uri, pick, 0.01)
+                    if (kind, workspaces) == ("folder", 1):  # the class's folder server: measured the same way
+                        measured = self.folder_one_workspace()
+                        measured.run(0.01)
+                        rate, first_ms = measured.rate, measured.first_ms
+                    else:
+                        config, uri = scaling.scaling_config(folder, kind, notes, workspace, None)
+                        rate, first_ms = scaling.scaling_rate(config, uri, pick, 0.01)
                     self.assertGreater(rate, 0)
                     self.assertGreater(first_ms, 0)
 
     def test_a_folder_server_shows_from_its_start_up_report_how_its_index_learns_of_changes(self) -> None:
-        folder = tempfile.mkdtemp()
-        self.addCleanup(shutil.rmtree, folder)
-        notes, workspace, pick = scaling.scaling_notes(30, 1)
-        config, uri = scaling.scaling_config(folder, "folder", notes, workspace, None)
-        measured = scaling.ScalingServer(config, uri, pick)
-        self.addCleanup(measured.close)
+        measured = self.folder_one_workspace()
         self.assertTrue(measured.store_line.startswith("Markdown folders (1): "), measured.store_line)
         self.assertTrue(measured.store_line.endswith("; changes learnt from Linux inotify"), measured.store_line)
 
@@ -278,7 +319,7 @@ class PlotTests(unittest.TestCase):
 
     def test_checkpoint_mode_measures_both_stores_in_one_run_and_reports_their_ratio(self) -> None:
         with tempfile.TemporaryDirectory(prefix="bench-checkpoint-") as folder:
-            args = command.parse_args(["--mode", "checkpoint", "--seconds", "0.2", "--notes", "20", "--dir", folder])
+            args = command.parse_args(["--mode", "checkpoint", "--seconds", "0.02", "--notes", "20", "--dir", folder])
             printed, opened = io.StringIO(), []
             real_open = sqlite_store.open_store
 

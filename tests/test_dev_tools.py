@@ -16,6 +16,7 @@ from typing import Any
 
 from helpers import support
 
+TOOLS = frozenset({"ruff", "mypy"})  # the development tools nothing may import
 RULE_FAMILIES = {"E", "F", "W", "I", "B", "UP"}
 LINE_LENGTH = 120
 SWITCHES_OFF = ("ignore_errors", "disable_error_code", "ignore_missing_imports", "follow_imports")
@@ -45,10 +46,15 @@ def python_files() -> list[str]:
     return sorted(found)
 
 
-def imported_top_names(path: str) -> set[str]:
-    """The top-level names of every module the file at `path` (relative to the checkout) imports."""
-    with open(os.path.join(support.ROOT, path), encoding="utf-8") as handle:
-        tree = ast.parse(handle.read())
+def imported_top_names(source: str, among: frozenset[str] | None = None) -> set[str]:
+    """The top-level names of every module `source` imports.
+
+    With `among`, only those names are asked for: a source whose text holds none of them
+    cannot import one, so it is not parsed (most files are not), and the answer is the empty set.
+    """
+    if among is not None and not any(name in source for name in among):
+        return set()
+    tree = ast.parse(source)
     names = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -56,6 +62,18 @@ def imported_top_names(path: str) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             names.add(node.module.partition(".")[0])
     return names
+
+
+def bare_suppressions(source: str) -> list[int]:
+    """The line of each comment in `source` that suppresses a check without naming it.
+
+    Only a source whose text matches the pattern anywhere is tokenized (a comment is part of
+    the text), so the many files without one cost a regular-expression search, not a tokenizer run.
+    """
+    if not BARE_SUPPRESSION.search(source):
+        return []
+    tokens = tokenize.generate_tokens(io.StringIO(source).readline)
+    return [t.start[0] for t in tokens if t.type == tokenize.COMMENT and BARE_SUPPRESSION.search(t.string)]
 
 
 class PinnedTools(unittest.TestCase):
@@ -73,8 +91,16 @@ class PinnedTools(unittest.TestCase):
 
     def test_no_module_of_code_or_tests_imports_ruff_or_mypy(self) -> None:
         for path in python_files():
+            with open(os.path.join(support.ROOT, path), encoding="utf-8") as handle:
+                source = handle.read()
             with self.subTest(path=path):
-                self.assertFalse({"ruff", "mypy"} & imported_top_names(path))
+                self.assertFalse(TOOLS & imported_top_names(source, among=TOOLS))
+
+    def test_the_import_finder_sees_an_import_of_a_tool_however_it_is_spelled(self) -> None:
+        source = "import os\ndef f():\n    from mypy.api import run\n    import ruff as linter\n"
+        self.assertEqual(imported_top_names(source), {"os", "mypy", "ruff"})
+        self.assertEqual(imported_top_names(source, among=TOOLS), {"os", "mypy", "ruff"})
+        self.assertEqual(imported_top_names("import os\n", among=TOOLS), set())
 
 
 class RuffConfiguration(unittest.TestCase):
@@ -109,10 +135,18 @@ class MypyConfiguration(unittest.TestCase):
         for path in python_files():
             with open(os.path.join(support.ROOT, path), encoding="utf-8") as handle:
                 source = handle.read()
-            tokens = tokenize.generate_tokens(io.StringIO(source).readline)
-            bare = [t.start[0] for t in tokens if t.type == tokenize.COMMENT and BARE_SUPPRESSION.search(t.string)]
             with self.subTest(path=path):
-                self.assertEqual(bare, [])
+                self.assertEqual(bare_suppressions(source), [])
+
+    def test_the_suppression_finder_sees_a_bare_comment_but_not_one_in_a_string_or_one_naming_its_code(self) -> None:
+        source = (
+            "x = f()  # type: ignore\n"
+            "y = g()  # noqa\n"
+            "z = h()  # type: ignore[arg-type]  # noqa: E501\n"
+            "text = '# type: ignore'\n"
+        )
+        self.assertEqual(bare_suppressions(source), [1, 2])
+        self.assertEqual(bare_suppressions("text = '# noqa'\n"), [])
 
 
 class ContinuousIntegration(unittest.TestCase):

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import ast
+import contextlib
+import functools
+import importlib.util
+import io
 import json
 import operator
 import os
@@ -17,6 +21,7 @@ import tempfile
 import threading
 import tomllib
 import unittest
+from collections.abc import Set as AbstractSet
 from typing import Any, NamedTuple
 
 from helpers import support
@@ -97,18 +102,27 @@ def anchors(text: str) -> set[str]:
 def dead_anchors(page: str, text: str) -> list[str]:
     """Link targets in `text` (a page at path `page`) whose `#anchor` names no heading of the page they point at."""
     dead = []
+    own: set[str] | None = None  # this page's anchors, found at its first own-page link
     for target in link_targets(text):
         path, _, anchor = target.partition("#")
         if not anchor or re.match(r"[a-z][a-z0-9+.-]*:", target):
             continue
         linked = page if not path else os.path.normpath(os.path.join(os.path.dirname(page), path))
-        if (
-            linked.endswith(".md")
-            and os.path.exists(linked)
-            and anchor not in anchors(text if not path else read(linked))
-        ):
+        if not (linked.endswith(".md") and os.path.exists(linked)):
+            continue
+        if path:
+            known: AbstractSet[str] = page_anchors(linked)
+        else:
+            own = known = anchors(text) if own is None else own
+        if anchor not in known:
             dead.append(target)
     return dead
+
+
+@functools.cache
+def page_anchors(path: str) -> frozenset[str]:
+    """The anchors of the page at `path`, found once per run: many links point at the same few pages."""
+    return frozenset(anchors(read(path)))
 
 
 def python_blocks(text: str) -> list[str]:
@@ -629,6 +643,26 @@ def runnable_shell_blocks() -> list[tuple[str, Snippet]]:
     return [(page, snippet) for page, snippet in shell_blocks() if snippet.not_run is None]
 
 
+_TRAILING_COMMENT_RE = re.compile(r"""\s+#[^'"`$\\]*$""")
+
+
+def shell_commands(block: str) -> str:
+    """What the shell runs of `block`: its lines without comment lines, trailing comments and trailing blanks.
+
+    A trailing comment is dropped only where it holds no quote, `$` or backslash, and only
+    when what is before it has balanced quotes: then `#` cannot be inside a word.
+    """
+    kept = []
+    for line in block.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        comment = _TRAILING_COMMENT_RE.search(line)
+        if comment and line[: comment.start()].count('"') % 2 == 0 and line[: comment.start()].count("'") % 2 == 0:
+            line = line[: comment.start()]
+        kept.append(line.rstrip())
+    return "\n".join(kept)
+
+
 def leaves_servers(block: str) -> int:
     """How many HTTP servers a block leaves running when it is done: those it starts, if its last command starts one
     (else 0)."""
@@ -646,6 +680,19 @@ class Pasted(NamedTuple):
     scratch: str
 
 
+def link_or_copy(source: str, target: str) -> str:
+    """A hard link at `target` to the file `source` (no bytes copied), or a copy where the two folders cannot share one.
+
+    A pasted block writes new files beside these (a database, bytecode, by replacing a file
+    rather than writing into it), so the checkout's own files are never changed through a link.
+    """
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+    return target
+
+
 def paste(test: unittest.TestCase, block: str) -> Pasted:
     """Feed `block` to `bash -e` on its stdin, as a terminal paste does, in a scratch checkout, home and TMPDIR; stop
     what it leaves running.
@@ -655,22 +702,31 @@ def paste(test: unittest.TestCase, block: str) -> Pasted:
     ports only). A block whose last command starts HTTP servers is stopped with SIGTERM once
     each has printed its URL; any other block must end by itself with status 0. Either way
     the runner waits until every process the block started has closed its stderr.
+
+    The copy keeps the bytecode the checkout holds, and the block's Pythons write what they
+    compile, as in a reader's checkout: a `serve.py` started with neither compiles every
+    module it imports (about 0.3 s of CPU a start instead of 0.1 s). Its `python3` is the
+    interpreter running the tests (a `python3` first on its PATH), not whatever a version
+    manager's shim would pick on this machine, at some 0.07 s of CPU a call.
     """
     scratch = tempfile.mkdtemp(prefix="docs-paste-")
     test.addCleanup(shutil.rmtree, scratch, True)
-    checkout, home, tmp = (os.path.join(scratch, name) for name in ("checkout", "home", "tmp"))
+    checkout, home, tmp, bindir = (os.path.join(scratch, name) for name in ("checkout", "home", "tmp", "bin"))
     for part in ("code", "tests"):
         shutil.copytree(
             os.path.join(ROOT, part),
             os.path.join(checkout, part),
-            ignore=shutil.ignore_patterns("__pycache__", "*.db", "*.db-*"),
+            ignore=shutil.ignore_patterns("*.db", "*.db-*"),
+            copy_function=link_or_copy,
         )
     os.makedirs(os.path.join(home, "Notes"))
     os.mkdir(tmp)
+    os.mkdir(bindir)
+    os.symlink(sys.executable, os.path.join(bindir, "python3"))
     with open(os.path.join(home, "Notes", "tps.md"), "w", encoding="utf-8") as handle:
         handle.write("# TPS report\n")
     env = {key: value for key, value in os.environ.items() if not key.startswith(("NOTES_MCP_", "XDG_", "PYTHON"))}
-    env.update(HOME=home, TMPDIR=tmp, PYTHONDONTWRITEBYTECODE="1")
+    env.update(HOME=home, TMPDIR=tmp, PATH=bindir + os.pathsep + env.get("PATH", os.defpath))
     servers = leaves_servers(block)
     proc = subprocess.Popen(["bash", "-e", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             cwd=checkout, env=env, start_new_session=True)  # fmt: skip
@@ -763,14 +819,28 @@ class ShellBlockTests(unittest.TestCase):
         )
         self.assertEqual(leaves_servers("python3 code/serve.py --http --port 0 &\nkill $!\n"), 0)
 
+    def test_two_blocks_differing_only_in_comments_run_the_same_commands_and_quoted_hashes_are_kept(self) -> None:
+        commented = "python3 code/serve.py --stdio        # the lesson fixture in memory, as alice\n"
+        self.assertEqual(shell_commands(commented), shell_commands("python3 code/serve.py --stdio\n"))
+        self.assertEqual(shell_commands("# a note\nexport A=1  # why\n\necho $A\n"), "export A=1\necho $A")
+        for kept in ('echo "a  # b"', "echo 'x  # y'", 'echo "$X"  # z $HOME', "printf '%s' a  # it's"):
+            with self.subTest(line=kept):
+                self.assertEqual(shell_commands(kept), kept)
+        self.assertNotEqual(shell_commands("python3 code/serve.py --stdio"), shell_commands("python3 code/serve.py"))
+
     @unittest.skipIf(
         shutil.which("bash") is None, "bash is not installed: the blocks cannot be pasted as a terminal would"
     )
     def test_each_pasteable_block_runs_whole_in_a_scratch_folder_and_leaves_nothing_running(self) -> None:
+        pasted_commands: set[str] = set()  # the commands of each block pasted so far
         for page, snippet in runnable_shell_blocks():
             if 'curl -sS "$URL"' in snippet.body:
                 continue  # the walkthrough has its own test below, with its answers checked
             with self.subTest(page=page, line=snippet.line, block=snippet.body.splitlines()[0][:60]):
+                commands = shell_commands(snippet.body)
+                if commands in pasted_commands:
+                    continue  # the shell runs exactly what it ran for that block: its outcome is known
+                pasted_commands.add(commands)
                 pasted = paste(self, snippet.body)
                 if leaves_servers(snippet.body):
                     self.assertEqual(
@@ -1330,6 +1400,27 @@ class ProjectFilesTests(unittest.TestCase):
             self.assertGreater(version_key(unreleased[0]), version_key(self.project["version"]))
 
 
+def script_help(path: str) -> str:
+    """What `python3 PATH --help` prints, from the script's own `entry` run in this process.
+
+    The same parser and the same text as a second Python would print, without one that
+    imports every benchmark module again for a page of help.
+    """
+    module_name = os.path.splitext(os.path.basename(path))[0]
+    spec = importlib.util.spec_from_file_location(f"_help_{module_name}", path)
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)  # the script's body below `if __name__ == "__main__"` does not run
+    printed = io.StringIO()
+    argv, sys.argv = sys.argv, [path, "--help"]  # argparse names the program from it
+    try:
+        with contextlib.redirect_stdout(printed), contextlib.suppress(SystemExit):
+            script.entry(["--help"])
+    finally:
+        sys.argv = argv
+    return printed.getvalue()
+
+
 class ScriptHelpTests(unittest.TestCase):
     """A script's --help names every mode its docstring documents."""
 
@@ -1341,8 +1432,7 @@ class ScriptHelpTests(unittest.TestCase):
         )
         documented = set(re.findall(r"--mode ([a-z]+)", read(bench).split('"""')[1]))
         self.assertIn("idle", documented)
-        argv = [*support.python(), bench, "--help"]
-        shown = subprocess.run(argv, capture_output=True, text=True, timeout=GUARD).stdout
+        shown = script_help(bench)
         for mode in documented:
             self.assertRegex(shown, rf"\b{mode}\b")
 

@@ -62,14 +62,28 @@ def make_venv(folder: str) -> tuple[str, str]:
     return os.path.join(bindir, "python"), bindir
 
 
+def pip_command(python: str) -> list[str]:
+    """The command line that runs pip inside the environment of `python`.
+
+    That environment's own pip when this interpreter has none. Otherwise this interpreter's
+    pip run by `python` itself, as `pip --python` does: `pip --python` starts this
+    interpreter's pip only to start the same pip again under `python` (its
+    `__pip-runner__.py`), and that first start costs about 0.4 s of CPU for nothing.
+    """
+    spec = importlib.util.find_spec("pip")
+    if spec is None or not spec.submodule_search_locations:
+        return [python, "-m", "pip"]
+    runner = os.path.join(list(spec.submodule_search_locations)[0], "__pip-runner__.py")
+    return [python, runner] if os.path.isfile(runner) else [sys.executable, "-m", "pip", "--python", python]
+
+
 def pip_install(python: str, requirement: str, cwd: str) -> str:
     """`pip install requirement` into the environment of `python` (build isolation as a user gets it); pip's output.
 
     Skips the calling test (class) when the package index cannot be reached for setuptools.
     """
-    pip = [sys.executable, "-m", "pip", "--python", python] if outer_pip() else [python, "-m", "pip"]
     done = subprocess.run(
-        [*pip, "install", "--disable-pip-version-check", requirement],
+        [*pip_command(python), "install", "--disable-pip-version-check", requirement],
         cwd=cwd, capture_output=True, text=True, timeout=GUARD, env=clean_env(),
     )  # fmt: skip
     output = done.stdout + done.stderr
@@ -166,6 +180,8 @@ class InstalledCommandTests(unittest.TestCase):
     pip_output: str
     command: str
     purelib: str
+    installed_version: str
+    outputs: dict[tuple[str, ...], subprocess.CompletedProcess[str]]  # installed_command's, by argv
 
     @classmethod
     def setUpClass(cls) -> None:
@@ -178,10 +194,18 @@ class InstalledCommandTests(unittest.TestCase):
             shutil.rmtree(cls.scratch, True)
             raise
         cls.command = os.path.join(cls.bindir, COMMAND)
-        cls.purelib = subprocess.run(
-            [cls.python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            capture_output=True, text=True, check=True, timeout=GUARD,
-        ).stdout.strip()  # fmt: skip
+        cls.outputs = {}
+        # One question to the installed environment, two answers: where it keeps packages and
+        # which version of the distribution it holds.
+        probe = (
+            "import importlib.metadata, json, sysconfig; "
+            "print(json.dumps([sysconfig.get_paths()['purelib'], importlib.metadata.version('notes-mcp')]))"
+        )
+        cls.purelib, cls.installed_version = json.loads(
+            subprocess.run(
+                [cls.python, "-c", probe], capture_output=True, text=True, check=True, timeout=GUARD, env=clean_env()
+            ).stdout
+        )
 
     @classmethod
     def tearDownClass(cls) -> None:
@@ -203,7 +227,7 @@ class InstalledCommandTests(unittest.TestCase):
     def test_help_names_the_command_and_lists_exactly_serve_py_flags(self) -> None:
         import serve
 
-        done = subprocess.run([self.command, "--help"], capture_output=True, text=True, timeout=GUARD, env=clean_env())
+        done = self.installed_command("--help")
         self.assertEqual(done.returncode, 0, done.stderr)
         self.assertTrue(done.stdout.startswith(f"usage: {COMMAND} "), done.stdout[:80])
         self.assertIn(f"{COMMAND} demo", done.stdout)
@@ -225,35 +249,26 @@ class InstalledCommandTests(unittest.TestCase):
         )
 
     def test_version_is_the_installed_distribution_s(self) -> None:
-        done = subprocess.run(
-            [self.command, "--version"], capture_output=True, text=True, timeout=GUARD, env=clean_env()
-        )
-        probe = "import importlib.metadata as m; print(m.version('notes-mcp'))"
-        installed = subprocess.run(
-            [self.python, "-c", probe], capture_output=True, text=True, timeout=GUARD, env=clean_env()
-        )
-        self.assertEqual(done.stdout, f"{COMMAND} {installed.stdout.strip()} (MCP {main.PROTOCOL_VERSION})\n")
-        self.assertEqual(installed.stdout.strip(), main.SERVER_INFO["version"])
+        done = self.installed_command("--version")
+        self.assertEqual(done.stdout, f"{COMMAND} {self.installed_version} (MCP {main.PROTOCOL_VERSION})\n")
+        self.assertEqual(self.installed_version, main.SERVER_INFO["version"])
 
     def test_python_m_notes_mcp_is_the_same_command_as_notes_mcp(self) -> None:
+        stderr: dict[str, str] = {}
         for argv in (["--version"], ["--help"], ["--stdoi"], ["audit", "--help"]):
             with self.subTest(argv=argv):
-                command = subprocess.run(
-                    [self.command, *argv], capture_output=True, text=True, timeout=GUARD, env=clean_env()
-                )
+                command = self.installed_command(*argv)
                 module = subprocess.run(
                     [self.python, "-m", PACKAGE, *argv], capture_output=True, text=True, timeout=GUARD, env=clean_env()
                 )
+                stderr[argv[0]] = module.stderr
                 self.assertEqual(
                     (module.returncode, module.stdout, module.stderr),
                     (command.returncode, command.stdout, command.stderr),
                 )
                 self.assertTrue(command.stdout or command.stderr)
-        mistyped = subprocess.run(
-            [self.python, "-m", PACKAGE, "--stdoi"], capture_output=True, text=True, timeout=GUARD, env=clean_env()
-        )
         self.assertEqual(
-            mistyped.stderr,
+            stderr["--stdoi"],
             f"{COMMAND}: unknown option --stdoi: did you mean --stdio? ({COMMAND} --help lists every option)\n",
         )
 
@@ -329,6 +344,15 @@ class InstalledCommandTests(unittest.TestCase):
         )
         self.assertEqual(done.returncode, 0, done.stderr)
         self.assertRegex(done.stdout.strip(), r"^3\.")
+
+    @classmethod
+    def installed_command(cls, *argv: str) -> subprocess.CompletedProcess[str]:
+        """`notes-mcp argv...` run once per class: what it prints for --help or --version does not change in between."""
+        if argv not in cls.outputs:
+            cls.outputs[argv] = subprocess.run(
+                [cls.command, *argv], capture_output=True, text=True, timeout=GUARD, env=clean_env()
+            )
+        return cls.outputs[argv]
 
     def exchange(self, proc: subprocess.Popen[bytes], message: dict[str, Any]) -> dict[str, Any]:
         """Send one line, read one line."""

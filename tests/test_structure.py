@@ -8,7 +8,8 @@ import os
 import subprocess
 import sys
 import unittest
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 
 from helpers import support
 
@@ -69,24 +70,42 @@ LAYER_OF = {module: depth for depth, modules in enumerate(LAYERS) for module in 
 
 @functools.cache
 def parsed(path: str) -> ast.Module:
-    """The syntax tree of the file at `path`, parsed once per run: the checks below walk each file several times."""
+    """The syntax tree of the file at `path`, parsed once while this module runs: its checks read each file again."""
     with open(path, encoding="utf-8") as handle:
         return ast.parse(handle.read())
 
 
-def project_imports(filename: str) -> set[str]:
+@functools.cache
+def walked(path: str) -> tuple[ast.AST, ...]:
+    """Every node of the file at `path` in `ast.walk` order, walked once: a walk costs more than reading a tuple."""
+    return tuple(ast.walk(parsed(path)))
+
+
+def tearDownModule() -> None:
+    """Let the trees go once this module's checks are done: kept alive, every later garbage collection of the run
+    would walk their hundreds of thousands of nodes again."""
+    for cached in (parsed, walked, project_imports):
+        cached.cache_clear()
+
+
+def nodes(filename: str, source: str | None) -> Iterable[ast.AST]:
+    """Every node of `source` (a sample), or of the file `filename` of code/ when `source` is None."""
+    return walked(os.path.join(support.CODE, filename)) if source is None else ast.walk(ast.parse(source))
+
+
+@functools.cache
+def project_imports(filename: str) -> frozenset[str]:
     """The project modules `filename` imports, at module level or inside a function."""
-    tree = parsed(os.path.join(support.CODE, filename))
     found: set[str] = set()
-    for node in ast.walk(tree):
+    for node in nodes(filename, None):
         if isinstance(node, ast.Import):
             found |= {alias.name.split(".")[0] for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module:
             found.add(node.module.split(".")[0])  # `from .cli import run` (the package's __main__) counts too
-    return found & OWN
+    return frozenset(found & OWN)
 
 
-def cycle(graph: dict[str, set[str]]) -> list[str] | None:
+def cycle(graph: Mapping[str, AbstractSet[str]]) -> list[str] | None:
     """One import cycle in `graph`, as the list of modules along it, or None."""
     state: dict[str, int] = {}  # 1: on the current path, 2: done
 
@@ -157,9 +176,8 @@ class ImportGraph(unittest.TestCase):
 
 def foreign_private_attributes(filename: str, source: str | None = None) -> list[str]:
     """Every `x._name` in `filename` where x is not self or cls (NamedTuple's `_replace` aside)."""
-    tree = parsed(os.path.join(support.CODE, filename)) if source is None else ast.parse(source)
     found = []
-    for node in ast.walk(tree):
+    for node in nodes(filename, source):
         if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
             if node.attr in ("_replace", "_exit") or (
                 isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
@@ -191,7 +209,7 @@ STORE_NAMES = {"store", "notes", "nonces", "ledger", "texts", "database", "repla
 def store_probes(filename: str, source: str | None = None) -> list[str]:
     """Each hasattr/getattr whose object is named like a store (`store`, `self.notes`, `server.notes`, ...)."""
     found = []
-    for node in ast.walk(parsed(os.path.join(support.CODE, filename)) if source is None else ast.parse(source)):
+    for node in nodes(filename, source):
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Name)
@@ -313,18 +331,18 @@ def defined(filename: str) -> set[str]:
 
 def used_names(filename: str, source: str | None = None) -> set[tuple[str, str, str]]:
     """(module, name, where) for every `from module import name` and `module.name` in `filename` on a project module."""
-    tree = parsed(os.path.join(support.CODE, filename)) if source is None else ast.parse(source)
+    walk = tuple(nodes(filename, source))
     me = os.path.basename(filename)[:-3]
     aliases: dict[str, str] = {}  # local name -> project module
     found: set[tuple[str, str, str]] = set()
-    for node in ast.walk(tree):
+    for node in walk:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name in OWN and "." not in alias.name:
                     aliases[alias.asname or alias.name] = alias.name
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in OWN:
             found |= {(node.module, alias.name, f"{filename}:{node.lineno}") for alias in node.names}
-    for node in ast.walk(tree):
+    for node in walk:
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
             module = aliases[node.value.id]
             if module != me:

@@ -39,6 +39,27 @@ def swallowing(call: object) -> object:
     return body
 
 
+def module_fixtures(source: str) -> set[str]:
+    """The module-level fixtures (`setUpModule`, `tearDownModule`) a test module's `source` binds at its top level.
+
+    A source whose text names neither cannot bind one, so it is not parsed (most are not).
+    """
+    fixtures = {"setUpModule", "tearDownModule"}
+    if not any(name in source for name in fixtures):
+        return set()
+    tree = ast.parse(source)
+    bound = {
+        target.id
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        for leaf in node.targets
+        for target in ast.walk(leaf)
+        if isinstance(target, ast.Name)
+    }
+    bound |= {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+    return bound & fixtures
+
+
 class FastTierMembers(unittest.TestCase):
     """`FAST` names real test modules and classes, none with module-level fixtures."""
 
@@ -60,17 +81,14 @@ class FastTierMembers(unittest.TestCase):
         for module_name in sorted({name.partition(".")[0] for name in fast.FAST}):
             with self.subTest(module=module_name):
                 with open(os.path.join(support.ROOT, "tests", module_name + ".py"), encoding="utf-8") as handle:
-                    tree = ast.parse(handle.read())
-                bound = {
-                    target.id
-                    for node in tree.body
-                    if isinstance(node, ast.Assign)
-                    for leaf in node.targets
-                    for target in ast.walk(leaf)
-                    if isinstance(target, ast.Name)
-                }
-                bound |= {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
-                self.assertEqual(bound & {"setUpModule", "tearDownModule"}, set())
+                    source = handle.read()
+                self.assertEqual(module_fixtures(source), set())
+
+    def test_the_fixture_finder_sees_a_module_fixture_defined_or_assigned_but_not_a_class_s(self) -> None:
+        self.assertEqual(module_fixtures("def setUpModule():\n    pass\n"), {"setUpModule"})
+        self.assertEqual(module_fixtures("tearDownModule = shared.stop\n"), {"tearDownModule"})
+        self.assertEqual(module_fixtures("class T:\n    def setUpModule(self):\n        pass\n"), set())
+        self.assertEqual(module_fixtures("# no setUpModule here\nx = 1\n"), set())
 
 
 class StaysInItsProcess(unittest.TestCase):
