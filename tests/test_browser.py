@@ -35,7 +35,7 @@ from test_notes_tools_browser import build as notes_page_server  # noqa: E402
 # `NOTES_MCP_SCREENSHOTS=docs/img python3 -m unittest tests.test_browser` refreshes the
 # committed ones the docs show.
 SCREENSHOTS = os.environ.get("NOTES_MCP_SCREENSHOTS") or os.path.join(tempfile.gettempdir(), "notes-mcp-screenshots")
-load_tests = webdriver.load_tests_for(__name__)  # the run's one browser is kept open for this module's tests
+load_tests = webdriver.load_tests_for(__file__)  # the run's one browser is kept open for this module's tests
 PROBE = (
     "<!DOCTYPE html><title>probe</title><p id=p>script "
     "off</p><script>document.getElementById('p').textContent='script on'</script>"

@@ -47,7 +47,7 @@ from test_browser_confirm import TOKENS, Client  # noqa: E402
 from test_connect import ALICE_TOKEN, config_file, grants, notes  # noqa: E402
 
 SCREENSHOTS = os.environ.get("NOTES_MCP_SCREENSHOTS") or os.path.join(tempfile.gettempdir(), "notes-mcp-screenshots")
-load_tests = webdriver.load_tests_for(__name__)  # the run's one browser is kept open for this module's tests
+load_tests = webdriver.load_tests_for(__file__)  # the run's one browser is kept open for this module's tests
 HAS_EXTRA = importlib.util.find_spec("fido2") is not None
 SKIP_EXTRA = "the optional WebAuthn library is not installed (pip install 'notes-mcp[passkeys]'; .ci/setup-passkeys.sh)"
 

@@ -33,7 +33,7 @@ import sqlite_store  # noqa: E402
 import stores  # noqa: E402
 from test_browser_confirm import ALICE_TOKEN, config_file, notes  # noqa: E402
 
-load_tests = webdriver.load_tests_for(__name__)  # the run's one browser is kept open for this module's tests
+load_tests = webdriver.load_tests_for(__file__)  # the run's one browser is kept open for this module's tests
 NO_FORM: dict[str, Any] = {}
 
 

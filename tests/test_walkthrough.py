@@ -22,7 +22,7 @@ import walkthrough  # noqa: E402
 # Where the page's screenshot goes: a scratch folder, so a run never changes the checkout;
 # `NOTES_MCP_SCREENSHOTS=docs/img python3 -m unittest tests.test_walkthrough` writes it there instead.
 SCREENSHOTS = os.environ.get("NOTES_MCP_SCREENSHOTS") or os.path.join(tempfile.gettempdir(), "notes-mcp-screenshots")
-load_tests = webdriver.load_tests_for(__name__)  # the run's one browser is kept open for this module's tests
+load_tests = webdriver.load_tests_for(__file__)  # the run's one browser is kept open for this module's tests
 WINDOW = (1280, 900)  # a desktop browser's, as the page's screenshot in the docs shows it
 
 

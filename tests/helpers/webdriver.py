@@ -12,7 +12,7 @@ test starts signed out, on a blank page, with no passkey, as in a new browser. A
 needs JavaScript off or another window size asks `shared()` for it; the same browser
 switches (JavaScript through the DevTools protocol, for every page it loads after).
 
-A module that drives the browser says so when it is loaded (its `load_tests` is `load_tests_for`'s).
+A module that drives the browser says so when it is loaded (its `load_tests` is `load_tests_for`'s, by file).
 When its tests end, the browser is closed unless a module loaded after it will drive it too;
 then it is frozen (SIGSTOP to its process group) while the modules in between run, so it
 spends no CPU there, and thawed by the next `shared()`. It is closed when the last such
@@ -24,6 +24,7 @@ from __future__ import annotations
 import atexit
 import base64
 import http.client
+import inspect
 import json
 import os
 import shutil
@@ -340,19 +341,23 @@ def _backend_ids(node: dict[str, Any]) -> set[int]:
     return {node["backendNodeId"]}.union(*(_backend_ids(child) for child in node.get("children", [])))
 
 
-_USERS: list[str] = []  # the test modules loaded for this run that drive the browser, in the order they run
+_USERS: list[
+    str
+] = []  # the files of the test modules loaded for this run that drive the browser, in the order they run
 _BROWSER: list[Driver] = []  # the run's browser, while it has one
 _RELEASING: list[str] = []  # the module whose end releases the browser (a module cleanup is registered for it)
 
 
-def load_tests_for(module: str) -> Callable[[unittest.TestLoader, unittest.TestSuite, str | None], unittest.TestSuite]:
-    """The `load_tests` of a test module that drives the browser (`module` is its `__name__`): its tests as found, and
+def load_tests_for(path: str) -> Callable[[unittest.TestLoader, unittest.TestSuite, str | None], unittest.TestSuite]:
+    """The `load_tests` of a test module that drives the browser (`path` is its `__file__`): its tests as found, and
     the record that it runs in this run, so that a module before it leaves it the browser, frozen, instead of closing
     it."""
 
     def load_tests(loader: unittest.TestLoader, tests: unittest.TestSuite, pattern: str | None) -> unittest.TestSuite:
-        if module not in _USERS:  # a test that loads the suite again in this process (the tiers' check) adds nothing
-            _USERS.append(module)
+        # By file, once: a test that loads a module again in this process, under this name or a shorter one, adds
+        # nothing (else the last module would leave the browser frozen to a module that has run already).
+        if os.path.realpath(path) not in _USERS:
+            _USERS.append(os.path.realpath(path))
         return tests
 
     return load_tests
@@ -364,7 +369,8 @@ def _close() -> None:
 
 
 def _release(module: str) -> None:
-    """`module`'s tests have ended: freeze the browser for a later module that drives it, else close it."""
+    """The tests of the module in file `module` have ended: freeze the browser for a later module that drives it, else
+    close it."""
     _RELEASING.clear()
     later = _USERS[_USERS.index(module) + 1 :] if module in _USERS else []
     if _BROWSER and later:
@@ -376,7 +382,7 @@ def _release(module: str) -> None:
 def shared(test: unittest.TestCase, javascript: bool = True, window: tuple[int, int] = WINDOW) -> Driver:
     """The run's browser for `test`, wiped, running pages' scripts or not, its window this size; released when `test`'s
     module ends."""
-    module = type(test).__module__
+    module = os.path.realpath(inspect.getfile(type(test)))
     if _RELEASING != [module]:
         _RELEASING[:] = [module]
         unittest.addModuleCleanup(_release, module)
