@@ -21,15 +21,17 @@ import sys
 import time
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import audit
-import browser_confirm
 import config as configuration
-import frame
 import main
 import stores
 from config import ConfigError
+
+if TYPE_CHECKING:  # imported where a server is built: the command line's usage errors never load them
+    import audit
+    import browser_confirm
+    import frame
 
 __all__ = [
     "EXIT_STORE_LOST",
@@ -285,6 +287,8 @@ def libpq_missing() -> str | None:
 
 def retention(config: Mapping[str, Any]) -> audit.Retention:
     """The deletion mode and the trash and audit bounds of a validated config (defaults in code/audit.py)."""
+    import audit
+
     return audit.Retention(
         config.get("deletion", audit.DELETION_TRASH),
         config.get("trashDays", audit.DEFAULT_TRASH_DAYS) * audit.DAY_SECONDS,
@@ -332,6 +336,10 @@ def build_server(
     gives the confirmation page's decisions as the tools and pages see them (a page keeper's view);
     `links` are the confirmation pages' links, made before the pages (none: no page is served).
     """
+    import audit
+    import browser_confirm
+    import frame
+
     # A principal's notes folders are workspaces it may act on, spelled as the store spells them.
     grants = {
         name: entry["workspaces"] + folder_grants(entry.get("notesDirs", []))

@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import contextvars
 import json
-from dataclasses import dataclass
 from typing import Any
 
 import main
@@ -128,19 +127,39 @@ CHANNELS = ("form", "url", "browser")  # a form in the host; this server's page 
 # =====================================================================================
 
 
-@dataclass
 class AuditContext:
     """What the store cannot know about the request it is consuming a confirmation for."""
 
-    tool: str | None
-    request_id: str | None
-    client_name: str | None  # the client's own claim (`clientInfo` name/version), never verified
-    workspace: str | None  # canonical workspaceUri, when the arguments held a valid one
-    entry: tuple[Any, int, str] | None = None  # (store, entry id, outcome) once written
-    channel: str | None = None  # set by the tool: how the person confirmed (CHANNELS)
-    approved_by: str | None = None  # set by the tool: who approved or kept it on the page
-    approved_at: float | None = None
-    approved_with: str | None = None  # set by the tool: the passkey (credential id) whose assertion approved
+    # A plain class, not a dataclass: `dataclasses` (and the `inspect` it loads) cost every
+    # server process about 6 ms of start-up for this one record.
+    __slots__ = (
+        "tool",
+        "request_id",
+        "client_name",
+        "workspace",
+        "entry",
+        "channel",
+        "approved_by",
+        "approved_at",
+        "approved_with",
+    )
+
+    def __init__(
+        self,
+        tool: str | None,
+        request_id: str | None,
+        client_name: str | None,  # the client's own claim (`clientInfo` name/version), never verified
+        workspace: str | None,  # canonical workspaceUri, when the arguments held a valid one
+    ) -> None:
+        self.tool = tool
+        self.request_id = request_id
+        self.client_name = client_name
+        self.workspace = workspace
+        self.entry: tuple[Any, int, str] | None = None  # (store, entry id, outcome) once written
+        self.channel: str | None = None  # set by the tool: how the person confirmed (CHANNELS)
+        self.approved_by: str | None = None  # set by the tool: who approved or kept it on the page
+        self.approved_at: float | None = None
+        self.approved_with: str | None = None  # set by the tool: the passkey (credential id) whose assertion approved
 
 
 _CURRENT: contextvars.ContextVar[AuditContext | None] = contextvars.ContextVar("notes_audit", default=None)

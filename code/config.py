@@ -18,9 +18,11 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import audit
 import main
 import stores
+
+# audit is imported where a config file's retention keys are read (read_deletion, read_days, read_entries):
+# the command line's usage errors, --help and --version load this module, never the audit behind it.
 
 __all__ = [
     "ConfigError",
@@ -280,6 +282,8 @@ def read_passkeys(value: Any, field: str) -> str:
 
 def read_deletion(value: Any, field: str) -> str:
     """How a confirmed deletion is done: "trash" (the default: undoable) or "unlink"."""
+    import audit
+
     if value not in audit.DELETION_MODES:
         raise ConfigError(field, f"must be one of {', '.join(audit.DELETION_MODES)}")
     return value
@@ -287,11 +291,15 @@ def read_deletion(value: Any, field: str) -> str:
 
 def read_days(value: Any, field: str) -> float:
     """A retention in days: a finite number in (0, audit.MAX_RETENTION_DAYS]."""
+    import audit
+
     return read_positive(value, field, audit.MAX_RETENTION_DAYS, "days")
 
 
 def read_entries(value: Any, field: str) -> int:
     """A count bound: an integer in 1..audit.MAX_AUDIT_ENTRIES."""
+    import audit
+
     if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= audit.MAX_AUDIT_ENTRIES:
         raise ConfigError(field, f"must be an integer 1..{audit.MAX_AUDIT_ENTRIES}")
     return value

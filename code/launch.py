@@ -20,20 +20,23 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import assemble
 import browser_confirm
 import config as configuration
 import frame
-import page_keeper
 import stores
 from assemble import EXIT_USAGE, say
 from config import ConfigError
 from settings import Refused, Settings
+
+if TYPE_CHECKING:  # imported where a socket is bound or a keeper forked: --stdio without pages loads neither
+    import socket
+
+    import page_keeper
 
 __all__ = ["Built", "build", "run", "stop_on_signals"]
 
@@ -78,6 +81,8 @@ def build(settings: Settings, bind: bool = False) -> Built:
             say(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}")
             raise Refused(1) from None
     elif bind and settings.serves_pages:
+        import socket
+
         port = settings.connect_port
         try:
             sock = socket.create_server(("127.0.0.1", port))  # SO_REUSEADDR and listening, as the HTTP engine's own
@@ -85,6 +90,8 @@ def build(settings: Settings, bind: bool = False) -> Built:
             say(f"cannot listen on 127.0.0.1:{port} for the pages: {exc.strerror or exc}")
             raise Refused(1) from None
         if settings.shares_decisions:  # the memory store: a later process could not read a decision made here
+            import page_keeper
+
             # Forked now: one thread, no database open yet (a fork after either is unsafe).
             keeper = page_keeper.fork(lambda links: keep_pages_after(settings, sock, links))
     links = page_links(settings, sock)  # before the tools that give them out and the pages that serve them
@@ -120,8 +127,14 @@ def build_server(
 
     def confirmations(records: stores.Confirmations) -> stores.Confirmations:
         if kept is not None:
+            import page_keeper  # only where a keeper serves pages: a server alone never loads it
+
             return page_keeper.OnlyThese(records, kept)
-        return records if issued is None else page_keeper.Announcing(records, issued)
+        if issued is not None:
+            import page_keeper
+
+            return page_keeper.Announcing(records, issued)
+        return records
 
     server = assemble.build_server(
         settings.store,
@@ -514,6 +527,7 @@ def pages_listener(
 def keep_pages_after(settings: Settings, sock: socket.socket, links: dict[str, float]) -> int:
     """The keeper's work once the server ended: the pages of `links` alone, on the same socket, until done."""
     import confirm_pages
+    import page_keeper
     import web_pages
 
     # The shared store, opened afresh in this process; the links at the origin the server gave them out at.

@@ -108,6 +108,7 @@ ADDED_COLUMNS = (
     ("file_identity", "TEXT", "text"),
     ("approved_with", "TEXT", "text"),
 )
+_AUDIT_ADDED = (("refused_seq", "INTEGER", "bigint"), *ADDED_COLUMNS)  # after principal_seq, in this order
 # Columns the confirmation pages' table gained after its first release: which tool asked, and
 # what its page shows (notes_update's new text, notes_move's destination).
 DECISIONS_ADDED_COLUMNS = (
@@ -138,10 +139,13 @@ def _tables(sqlite: bool) -> tuple[str, ...]:
         if sqlite
         else ("bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY", "double precision", "bigint")
     )
+    # A new audit has every column at once, in the order the additions give an older one
+    # (each ALTER TABLE makes SQLite parse the whole schema again).
+    added = "".join(f", {name} {kinds[0] if sqlite else kinds[1]}" for name, *kinds in _AUDIT_ADDED)
     return (
         f"CREATE TABLE IF NOT EXISTS audit (id {key}, at {real} NOT NULL, principal TEXT NOT NULL, tool TEXT,"
         " outcome TEXT NOT NULL, note_id TEXT, title TEXT, workspace TEXT, uri TEXT, request_id TEXT,"
-        f" client_name TEXT, trash TEXT, restores {integer}, principal_seq {integer})",
+        f" client_name TEXT, trash TEXT, restores {integer}, principal_seq {integer}{added})",
         "CREATE INDEX IF NOT EXISTS audit_by_time ON audit (at)",
         "CREATE INDEX IF NOT EXISTS audit_by_outcome ON audit (outcome, id)",
         f"CREATE TABLE IF NOT EXISTS deleted_notes (audit_id {integer} PRIMARY KEY, id TEXT NOT NULL,"
@@ -175,7 +179,7 @@ def add_tables(conn: Any, dialect: Dialect, columns_of: Callable[[str], list[str
         dialect,
         "audit",
         columns_of("audit"),  # the two numbers: an audit from before the bounds
-        (("principal_seq", "INTEGER", "bigint"), ("refused_seq", "INTEGER", "bigint"), *ADDED_COLUMNS),
+        (("principal_seq", "INTEGER", "bigint"), *_AUDIT_ADDED),
     )
     AuditSql(dialect).number_entries(conn)
     _add_columns(conn, dialect, "browser_confirmations", columns_of("browser_confirmations"), DECISIONS_ADDED_COLUMNS)

@@ -180,6 +180,9 @@ def descriptor(
 # =====================================================================================
 
 
+_UNENCODABLE = re.compile("[\x00\ud800-\udfff]")  # a NUL or a lone surrogate: one pass over the text, in C
+
+
 def read_args(arguments: Any, tool: str, schema: dict[str, Any]) -> dict[str, Any]:
     """The arguments checked against `schema` as main.read_scope_args checks notes_delete's: -32602 or a ToolError."""
     if not isinstance(arguments, dict):
@@ -214,7 +217,7 @@ def read_args(arguments: Any, tool: str, schema: dict[str, Any]) -> dict[str, An
                     f"Invalid arguments for tool {tool}: {name} must be a string of {low}..{high} characters."
                 )
         # A NUL or a lone surrogate is text no note holds and no store can encode.
-        if isinstance(value, str) and ("\x00" in value or any("\ud800" <= ch <= "\udfff" for ch in value)):
+        if isinstance(value, str) and _UNENCODABLE.search(value):
             raise main.McpError(
                 main.INVALID_PARAMS, f"Invalid params: {name} for tool {tool} holds a NUL or a lone surrogate"
             )

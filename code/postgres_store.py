@@ -140,24 +140,26 @@ _BODY_INDEX = (
     "CREATE INDEX IF NOT EXISTS notes_by_body ON notes USING gin (body_folded gin_trgm_ops) WITH (fastupdate = off)"
 )
 # Searches (the note tools, code/text_index.py). The candidates: rows of the workspace's URI
-# range holding every term in the title or the body, each `LIKE` served by its pg_trgm index
+# range holding every piece the index is asked for (text_index.Query.indexed: the words,
+# a phrase by its words) in the title or the body, each `LIKE` served by its pg_trgm index
 # and exact (LIKE is the substring test), at most MAX_RANKED_ROWS + 1 of them; then the
-# title test and a score inside SQL over those rows, ordered, LIMIT. Only ids leave SQL
-# here: the bodies of the rows returned are read afterwards, by id. (`uri || ''` is no
-# indexed expression: given the range, the planner read the whole workspace, 15 ms at
-# 100,000 notes.) The score is text_index.score_sql's, as in the other stores.
+# other terms' test (short terms, phrases), the title test and a score inside SQL over
+# those rows, ordered, LIMIT. Only ids leave SQL here: the bodies of the rows returned are
+# read afterwards, by id. (`uri || ''` is no indexed expression: given the range, the
+# planner read the whole workspace, 15 ms at 100,000 notes.) The score is
+# text_index.score_sql's, as in the other stores.
 _CANDIDATES = (
     "SELECT id, folded, body_folded FROM {source}"
     " WHERE (uri || '') COLLATE \"C\" >= %s AND (uri || '') COLLATE \"C\" < %s"
     " AND folded IS NOT NULL AND (body_folded IS NOT NULL OR body IS NULL){terms} LIMIT %s"
 )
 # The rows examined, when the ranked page is empty.
-_COUNT = f"SELECT count(*) FROM ({_CANDIDATES.replace('{source}', 'notes')}) AS hits"
+_COUNT = f"SELECT count(*) FROM ({_CANDIDATES}) AS hits"
 # One row past the bound is fetched only to learn that the bound was met: `kept` is the
 # materialized rows in their order without it.
 _RANKED = (
     f"WITH hits AS MATERIALIZED ({_CANDIDATES}), kept AS (SELECT * FROM hits LIMIT %s)"
-    " SELECT id, ({titled}) AS titled, ({score}) AS score, (SELECT count(*) FROM hits) FROM kept"
+    " SELECT id, ({titled}) AS titled, ({score}) AS score, (SELECT count(*) FROM hits) FROM kept WHERE TRUE{tested}"
     ' ORDER BY titled DESC, score DESC, id COLLATE "C" LIMIT %s'
 )
 _TERM = " AND (folded LIKE %s OR body_folded LIKE %s)"
@@ -322,53 +324,48 @@ class PostgresNotesStore(note_bodies.SqlTexts, stores.SettleSeam[ledger.SqlLedge
         low, high = title_index.uri_range(workspace)
         bound = text_index.MAX_RANKED_ROWS
         patterns = [_contains(term) for term in parsed.terms]
+        asked = [_contains(piece) for piece in parsed.indexed()]
+        tested = [_contains(term) for term in parsed.tested()]
         shape = {
-            "terms": _TERM * len(patterns),
+            "terms": _TERM * len(asked),
             "titled": " AND ".join(["folded LIKE %s"] * len(patterns)),
             "score": text_index.score_sql(len(patterns), "folded", "coalesce(body_folded, '')", "%s::text"),
+            "tested": _TERM * len(tested),
         }
-        sql = _RANKED.format(source="notes", **shape)
-        first = _RANKED.format(source=_FIRST_ROWS, **shape)
+        candidates = (low, high, *[p for p in asked for _ in (0, 1)], bound + 1)
         params = (
-            low,
-            high,
-            *[p for p in patterns for _ in (0, 1)],
-            bound + 1,
+            *candidates,
             bound,
             *patterns,
             *[t for t in parsed.terms for _ in range(3)],
+            *[p for p in tested for _ in (0, 1)],
             offset + limit,
         )
+        first_rows = (low, high, FIRST_ROWS_PER_BOUND * (bound + 1))
 
-        def work(conn: Any) -> tuple[list[Any], list[Any], list[Any]]:
-            ranked = conn.execute(
-                first, (low, high, FIRST_ROWS_PER_BOUND * (bound + 1), *params), prepare=False
-            ).fetchall()
-            if (
-                not ranked or ranked[0][3] <= bound
-            ):  # the first rows did not meet the bound: the GIN index finds them all
-                ranked = conn.execute(sql, params, prepare=False).fetchall()
+        def ranked_from(conn: Any, source: str, before: tuple[object, ...]) -> tuple[list[Any], int]:
+            """The ranked rows of the candidates `source` gives, and how many candidates it gave (at most bound + 1)."""
+            ranked = conn.execute(_RANKED.format(source=source, **shape), (*before, *params), prepare=False).fetchall()
+            if ranked:
+                return ranked, ranked[0][3]
+            count = _COUNT.format(source=source, terms=shape["terms"])
+            return ranked, conn.execute(count, (*before, *candidates), prepare=False).fetchone()[0]
+
+        def work(conn: Any) -> tuple[int, list[Any]]:
+            ranked, examined = ranked_from(conn, _FIRST_ROWS, first_rows)
+            if examined <= bound:  # the first rows did not meet the bound: the GIN index finds them all
+                ranked, examined = ranked_from(conn, "notes", ())
             unindexed = conn.execute(_UNINDEXED, (bound + 1,)).fetchall()
             page = text_index.page_of(
                 ((i, t, -float(sc)) for i, t, sc, _ in ranked), unindexed, parsed, workspace, offset, limit
             )
             rows = conn.execute(f"{_TEXT_ROW} WHERE id = ANY(%s)", (page,)).fetchall() if page else []
             by_id = {row[0]: row for row in rows}
-            return ranked, page, [by_id.get(note_id) for note_id in page]
+            return examined, [by_id.get(note_id) for note_id in page]
 
-        ranked, page, rows = self._read(work)
-        if ranked:
-            stopped = ranked[0][3] > bound
-        else:
-            count = _COUNT.format(terms=_TERM * len(patterns))
-            stopped = (
-                self._read(
-                    lambda conn: conn.execute(count, params[: 3 + 2 * len(patterns)], prepare=False).fetchone()[0]
-                )
-                > bound
-            )
+        examined, rows = self._read(work)
         found = [note_bodies.note_with_body(row) for row in rows]
-        return [hit for hit in found if hit is not None and main.inside_workspace(hit[0], workspace)], stopped
+        return [hit for hit in found if hit is not None and main.inside_workspace(hit[0], workspace)], examined > bound
 
     def now(self) -> float:
         """This store's clock."""

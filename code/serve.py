@@ -36,22 +36,26 @@ if sys.version_info < (3, 11):  # noqa: UP036  (the check that says which interp
     raise SystemExit(2)
 
 import argparse
-import difflib
+import gc
 import math
 import os
 import re
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import assemble
 import config as configuration
-import launch
 import main
 import settings
 import stores
 from assemble import EXIT_STORE_LOST, EXIT_USAGE, LOG_PREFIX, say  # noqa: F401  (LOG_PREFIX: what this command prefixes its lines with)
 from config import ConfigError
 from settings import Refused as StartupRefused
+
+# The builder, and through it the server, its store's audit, its pages and its transports, is imported
+# once the command line has parsed: a usage error, --help and --version load none of it (tests/test_first_run.py).
+if TYPE_CHECKING:
+    import launch
 
 __all__ = ["serve"]
 
@@ -116,6 +120,8 @@ class CommandLine(argparse.ArgumentParser):
         words = list(sys.argv[1:] if args is None else args)
         unknown = self.unknown_option(words)
         if unknown is not None:
+            import difflib  # only for the mistake: a correct command line never needs it
+
             nearest = difflib.get_close_matches(unknown, self.long_options(), n=1, cutoff=SUGGEST_CUTOFF)
             self.error(f"unknown option {unknown}" + (f": did you mean {nearest[0]}?" if nearest else ""))
         return super().parse_known_args(args, namespace)
@@ -254,16 +260,27 @@ def serve(argv: Sequence[str], prog: str = "serve.py") -> int:
     def stop(signum: int, frame: Any) -> None:
         raise Stop()
 
+    try:
+        args = arguments(argv, prog)  # nothing here can block: the builder is not loaded yet
+    except StartupRefused as refused:
+        return refused.status
+    import launch
+
     # Set before anything can block (a locked database at start-up): SIGINT then ends
     # the start-up with one line, never a KeyboardInterrupt traceback.
     launch.stop_on_signals(stop)
     try:
-        built = start(argv, prog, bind=True)
+        built: launch.Built = start(argv, prog, bind=True, args=args)
     except Stop:
         say("interrupted during start-up; nothing was served")
         return EXIT_USAGE
     except StartupRefused as refused:
         return refused.status
+    # Start-up made some 20,000 objects that live as long as the process (modules, classes, the
+    # server). The cyclic garbage collector would walk all of them again at each full pass and
+    # once more at exit; frozen, every later pass leaves them out (the few cycles start-up
+    # dropped and no pass has met yet stay until exit).
+    gc.freeze()
     try:
         status = launch.run(built)
     except Stop:
@@ -274,8 +291,8 @@ def serve(argv: Sequence[str], prog: str = "serve.py") -> int:
     return EXIT_STORE_LOST if isinstance(store, assemble.StopOnLoss) and store.lost else status
 
 
-def resolve(argv: Sequence[str], prog: str = "serve.py") -> settings.Settings:
-    """The command line and the config file as one Settings; or StartupRefused after one line."""
+def arguments(argv: Sequence[str], prog: str = "serve.py") -> argparse.Namespace:
+    """The parsed command line, its flags' combination checked; or StartupRefused after one line (or --help)."""
     try:
         args = parser(prog).parse_args(list(argv))
     except SystemExit as exc:  # --help (0) or a usage error (2), already printed
@@ -283,6 +300,12 @@ def resolve(argv: Sequence[str], prog: str = "serve.py") -> settings.Settings:
     status = refuse_flags(args)
     if status is not None:
         raise StartupRefused(status)
+    return args
+
+
+def resolve(argv: Sequence[str], prog: str = "serve.py", args: argparse.Namespace | None = None) -> settings.Settings:
+    """The command line (`args` if already parsed) and the config file as one Settings; or StartupRefused."""
+    args = arguments(argv, prog) if args is None else args
     warnings: list[str] = []  # said once start-up has succeeded: a refusal stays one line
     try:
         config = (
@@ -294,13 +317,17 @@ def resolve(argv: Sequence[str], prog: str = "serve.py") -> settings.Settings:
     return settings.resolve(args, config, os.environ, os.getcwd(), say, warnings)
 
 
-def start(argv: Sequence[str], prog: str = "serve.py", bind: bool = False) -> launch.Built:
+def start(
+    argv: Sequence[str], prog: str = "serve.py", bind: bool = False, args: argparse.Namespace | None = None
+) -> "launch.Built":
     """Everything before serving: the resolved settings, then the built server (code/launch.py); or StartupRefused.
 
     With `bind` (the command, not a test building a server in its own process) the sockets are
     bound, and under --stdio the pages' keeper (code/page_keeper.py) forked before the store opens.
     """
-    resolved = resolve(argv, prog)
+    import launch
+
+    resolved = resolve(argv, prog, args)
     built = launch.build(resolved, bind)
     for line in resolved.warnings:
         say(line)

@@ -163,12 +163,13 @@ def resolve(
     except ConfigError as exc:
         say(str(exc))
         raise Refused(assemble.EXIT_USAGE) from None
-    import passkey_pages
+    if passkeys != "off":  # with passkeys off there is nothing to refuse, and the pages' module stays unloaded
+        import passkey_pages
 
-    refusal = passkey_pages.refusal(passkeys, public_url)
-    if refusal:
-        say(refusal)
-        raise Refused(assemble.EXIT_USAGE)
+        refusal = passkey_pages.refusal(passkeys, public_url)
+        if refusal:
+            say(refusal)
+            raise Refused(assemble.EXIT_USAGE)
     try:
         assemble.check_folders(config, args.config, args.notes_dir)
     except ConfigError as exc:
@@ -199,12 +200,12 @@ def unsafe_for_sandbox(settings: Settings) -> str | None:
     Landlock on this machine (one configuration behaves alike everywhere); not with
     --no-sandbox, which promises nothing.
     """
-    if settings.sandbox == "off":
-        return None
-    import sandbox
-
     db = settings.db
     # The default confirmation database is always nonces.db: never a name Python imports.
     state = db if db and not db.startswith(configuration.POSTGRES_SCHEMES) else None
+    if settings.sandbox == "off" or not (settings.folders or state):
+        return None  # nothing made writable: no import folder to compare with (the memory store, PostgreSQL)
+    import sandbox
+
     here = os.path.dirname(os.path.abspath(__file__))
     return sandbox.unsafe_writes(settings.folders, state, sandbox.import_roots(here))

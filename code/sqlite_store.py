@@ -54,6 +54,7 @@ Standard library only.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import sqlite3
 import stat
@@ -145,12 +146,13 @@ _SEARCH_INDEX = (
 )
 _ROW = "SELECT id, title, uri, revision FROM notes"
 _TEXT_ROW = "SELECT id, title, uri, revision, body FROM notes"
-# Searches (the note tools, code/text_index.py). The index's matches, newest first, at most
-# MAX_RANKED_ROWS + 1 of them (the one past the bound only says that the bound was met:
-# `kept` is the materialized rows in their order without it); the workspace's URI range,
-# the short terms' test, the title test and the score (text_index.score_sql) inside SQL
-# over those rows; ordered, LIMIT. Only ids
-# leave SQL here: the bodies of the rows returned are read afterwards, by id.
+# Searches (the note tools, code/text_index.py). The index's matches of the words it is
+# asked for (text_index.Query.indexed), newest first, at most MAX_RANKED_ROWS + 1 of them
+# (the one past the bound only says that the bound was met: `kept` is the materialized
+# rows in their order without it); the workspace's URI range, the other terms' test
+# (short terms, phrases), the title test and the score (text_index.score_sql) inside SQL
+# over those rows; ordered, LIMIT. Only ids leave SQL here: the bodies of the rows
+# returned are read afterwards, by id.
 _RANKED = (
     "WITH hits AS MATERIALIZED ({hits}), kept AS (SELECT * FROM hits LIMIT ?)"
     " SELECT n.id, ({titled}) AS titled, ({score}) AS score, (SELECT count(*) FROM hits)"
@@ -192,6 +194,7 @@ _SCHEMA = (
 )
 
 
+@functools.cache  # the linked SQLite library cannot change while the process runs: probed once, not at every open
 def trigram_support() -> str | None:
     """None when this SQLite has FTS5 with the trigram tokenizer (3.34 and later); else why not, in words."""
     probe = sqlite3.connect(":memory:")
@@ -591,7 +594,7 @@ class SqliteNotesStore(SqliteDatabase, note_bodies.SqlTexts, stores.SettleSeam[l
             return [], False
         low, high = title_index.uri_range(workspace)
         bound = text_index.MAX_RANKED_ROWS
-        matched = parsed.long_terms() if self._titles else []
+        matched = parsed.indexed() if self._titles else []
         if matched:
             hits, first = _HITS_INDEXED, [text_index.fts_match(matched), bound + 1]
         else:

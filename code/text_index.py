@@ -9,17 +9,19 @@ folded text, so Japanese (no spaces between words) is matched as written.
 The indexes are trigram indexes (SQLite FTS5's `trigram` tokenizer, PostgreSQL's
 pg_trgm), not word indexes: a word tokenizer (unicode61) cannot split Japanese, and
 would need a second, trigram index beside it to find `東京タワー` inside a sentence. One
-trigram index serves every script, and a term of three characters or more is matched
+trigram index serves every script, and a word of three characters or more is matched
 by it exactly (the folded text is stored, the tokenizer is told case_sensitive 1, so the
-match is the substring test itself). Shorter terms are tested in SQL (instr) over the
-rows the longer terms leave, or over the workspace's rows, within the row bound.
+match is the substring test itself). A phrase is asked of it by its words (Query.indexed)
+and tested whole in SQL (instr) over the rows they give, as shorter terms are; a query
+with nothing the index can match tests the workspace's rows.
 
 Ranking: a note whose title holds every term comes first, then by relevance (each term's
 occurrences per kilobyte of text, one in the title counting TITLE_WEIGHT times: score_sql,
-the same in every store), then by id. A search
-ranks at most MAX_RANKED_ROWS rows of its index (newest first); past it the result says
-it stopped early. Its cost therefore follows `limit` and that bound, never the number
-of notes holding a common word.
+the same in every store), then by id. A search examines at most MAX_RANKED_ROWS rows
+the index offers (newest first) and ranks those passing the test; past them the result
+says it stopped early. Its cost therefore follows `limit` and that bound, never the
+number of notes holding a common word, nor how many of them the index must look through
+to find the notes holding a phrase of common words.
 
 The folder store's index (FolderTextIndex) is an SQLite file of its own in the state
 folder, beside the ledger, never in the notes folder: one row per note file keyed by
@@ -69,8 +71,10 @@ __all__ = [
     "search_snippet",
 ]
 
-MAX_RANKED_ROWS = 500  # index rows one search ranks at most (newest first); past it the search says it stopped early
-# characters (folded) of a term a trigram index can match; shorter terms are tested over the rows left
+# rows the index offers one search at most (newest first), each tested, those holding the query ranked; past it the
+# search says it stopped early
+MAX_RANKED_ROWS = 500
+# characters (folded) of a word the trigram index is asked for; shorter terms, and phrases, are tested over its rows
 MIN_INDEXED_TERM = 3
 MAX_SCORED_CHARS = 16_384  # characters of a note's text its score reads: rows ranked x this bounds the bytes ranked
 TITLE_WEIGHT = 10.0  # an occurrence of a term in the title counts this many times one in the text
@@ -95,13 +99,29 @@ class Query(NamedTuple):
 
     terms: tuple[str, ...]
 
-    def long_terms(self) -> list[str]:
-        """The terms a trigram index matches itself (MIN_INDEXED_TERM characters or more)."""
-        return [t for t in self.terms if len(t) >= MIN_INDEXED_TERM]
+    def indexed(self) -> list[str]:
+        """What the index is asked for: each word of MIN_INDEXED_TERM characters or more, a phrase's own words (the
+        phrase whole when none is that long); every note holding the query holds each of them."""
+        # A phrase asked of a trigram index whole is evaluated there by merging the
+        # positions of all its trigrams, those across its spaces (`1 w`, ` w0`) too, which
+        # most notes hold: `"w0001 w0002"` made FTS5 examine 2,300 rows of 10,000 notes to
+        # find the 501 holding it. Asked by its words, the index offers the rows holding
+        # each word, the phrase is tested over them (tested()), and the bound counts the
+        # rows offered: the rows one search examines no longer grow with the notes.
+        pieces: dict[str, None] = {}
+        for term in self.terms:
+            words = [word for word in term.split() if len(word) >= MIN_INDEXED_TERM]
+            if words:
+                pieces.update(dict.fromkeys(words))
+            elif len(term) >= MIN_INDEXED_TERM:
+                pieces[term] = None
+        return list(pieces)
 
-    def short_terms(self) -> list[str]:
-        """The terms tested over the rows the index leaves (under MIN_INDEXED_TERM characters)."""
-        return [t for t in self.terms if len(t) < MIN_INDEXED_TERM]
+    def tested(self) -> list[str]:
+        """The terms tested over the rows the index offers: those under MIN_INDEXED_TERM characters, and each phrase
+        the index was asked for by its words."""
+        asked = set(self.indexed())
+        return [t for t in self.terms if t not in asked]
 
 
 def parse(query: str) -> Query:
@@ -551,12 +571,13 @@ class FolderTextIndex:
         prefix = _path_key(below) + b"/" if below else b""
         inside, bounds = ("f.path >= ? AND f.path < ?", [prefix, prefix[:-1] + b"0"]) if prefix else ("1", [])
         titled = " AND ".join(["instr(t.title, ?) > 0"] * len(query.terms)) or "1"
-        short = "".join(" AND (instr(t.title, ?) > 0 OR instr(t.body, ?) > 0)" for _ in query.short_terms())
-        shorts = [v for term in query.short_terms() for v in (term, term)]
-        long_terms = query.long_terms()
-        if long_terms:
+        tested = query.tested()
+        test = "".join(" AND (instr(t.title, ?) > 0 OR instr(t.body, ?) > 0)" for _ in tested)
+        tests = [v for term in tested for v in (term, term)]
+        indexed = query.indexed()
+        if indexed:
             hits = "SELECT rowid AS r FROM texts WHERE texts MATCH ? ORDER BY rowid DESC LIMIT ?"
-            first: list[object] = [fts_match(long_terms), MAX_RANKED_ROWS + 1]
+            first: list[object] = [fts_match(indexed), MAX_RANKED_ROWS + 1]
         else:
             hits = f"SELECT id AS r FROM files f WHERE root = ? AND {inside} ORDER BY id DESC LIMIT ?"
             first = [name, *bounds, MAX_RANKED_ROWS + 1]
@@ -566,7 +587,7 @@ class FolderTextIndex:
             f" SELECT f.path, ({titled}) AS titled, ({score_sql(len(query.terms), 't.title', 't.body', '?')}) AS score,"
             " (SELECT count(*) FROM hits)"
             " FROM kept JOIN files f ON f.id = kept.r"
-            f" JOIN texts t ON t.rowid = kept.r WHERE f.root = ? AND {inside}{short}"
+            f" JOIN texts t ON t.rowid = kept.r WHERE f.root = ? AND {inside}{test}"
             " ORDER BY titled DESC, score DESC, f.path LIMIT ? OFFSET ?"
         )
         rows = self.conn.execute(
@@ -578,7 +599,7 @@ class FolderTextIndex:
                 *[t for t in query.terms for _ in range(3)],
                 name,
                 *bounds,
-                *shorts,
+                *tests,
                 limit,
                 offset,
             ),

@@ -16,7 +16,7 @@ import unittest
 from typing import Any
 from unittest import mock
 
-from helpers import procs, store_workers
+from helpers import operator_command, procs, store_workers
 from helpers.support import KEY, PRINCIPAL, WORKSPACE, Clock, ContractCase, Log, accept, answered, call
 
 import assemble
@@ -1001,7 +1001,11 @@ class ServeWiring(unittest.TestCase):
 
 
 class OperatorCommand(unittest.TestCase):
-    """`serve.py audit` against a real database that a real `serve.py --stdio` wrote."""
+    """`serve.py audit` against a real database that a real `serve.py --stdio` wrote.
+
+    Each exit status the shell sees (0 listed, 1 refused, 2 a usage error) comes from a real
+    `serve.py audit` process; the further filters and restores run its entry point in this process.
+    """
 
     def setUp(self) -> None:
         tmp = tempfile.TemporaryDirectory(prefix="audit-cli-")
@@ -1011,6 +1015,7 @@ class OperatorCommand(unittest.TestCase):
         self.env = procs.server_env(NOTES_MCP_SECRET=procs.SECRET, XDG_STATE_HOME=os.path.join(self.dir, "state"))
 
     def command(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """`serve.py audit ARGS` as a process: its exit status is what the shell sees."""
         return subprocess.run(
             [*procs.python(), procs.SERVE, "audit", *args],
             env=self.env,
@@ -1018,6 +1023,10 @@ class OperatorCommand(unittest.TestCase):
             text=True,
             timeout=procs.GUARD,
         )
+
+    def again(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """`serve.py audit ARGS` run in this process: one more filter or look, once the process was tried."""
+        return operator_command.run(["audit", *args], self.env)
 
     def session(self) -> None:
         """Delete note-14, decline a form, delete note-3, over stdio."""
@@ -1037,25 +1046,25 @@ class OperatorCommand(unittest.TestCase):
         self.assertIn("CLIENT (self-reported)", header)
         self.assertEqual([line.split()[4] for line in lines], ["deleted", "declined", "deleted"])
         self.assertIn("TPS report 2025", lines[0])
-        declined = self.command(
+        declined = self.again(
             "list", "--outcome", "declined", "--json", "--db", self.db
         )  # store options after the command too
         (entry,) = [json.loads(line) for line in declined.stdout.splitlines()]
         self.assertEqual((entry["principal"], entry["request_id"], entry["client_name"]), (PRINCIPAL, "4", CLIENT))
-        self.assertEqual(self.command("--db", self.db, "list", "--principal", "bob").stdout.splitlines()[1:], [])
-        self.assertEqual(len(self.command("--db", self.db, "list", "--since", "1d").stdout.splitlines()), 4)
-        self.assertEqual(len(self.command("--db", self.db, "list", "--since", "2999-01-01").stdout.splitlines()), 1)
-        restored = self.command("--db", self.db, "restore", lines[0].split()[0])
+        self.assertEqual(self.again("--db", self.db, "list", "--principal", "bob").stdout.splitlines()[1:], [])
+        self.assertEqual(len(self.again("--db", self.db, "list", "--since", "1d").stdout.splitlines()), 4)
+        self.assertEqual(len(self.again("--db", self.db, "list", "--since", "2999-01-01").stdout.splitlines()), 1)
+        restored = self.again("--db", self.db, "restore", lines[0].split()[0])
         self.assertEqual(restored.returncode, 0, restored.stderr)
         self.assertIn("note note-14 (TPS report 2025), recorded as entry 4", restored.stdout)
-        again = self.command("--db", self.db, "restore", lines[0].split()[0])
+        again = self.again("--db", self.db, "restore", lines[0].split()[0])
         self.assertEqual((again.returncode, again.stdout.startswith("refused: ")), (1, True))
         conn = sqlite3.connect(self.db)
         self.addCleanup(conn.close)
         self.assertEqual(
             conn.execute("SELECT title FROM notes WHERE id = 'note-14'").fetchall(), [("TPS report 2025",)]
         )
-        last = self.command("--db", self.db, "list").stdout.splitlines()[-1].split()
+        last = self.again("--db", self.db, "list").stdout.splitlines()[-1].split()
         self.assertEqual((last[0], last[2], last[4], last[5]), ("4", audit.OPERATOR, "restored", "#1"))
 
     def test_a_restore_whose_trashed_file_is_gone_is_one_line_and_changes_nothing(self) -> None:
@@ -1072,19 +1081,19 @@ class OperatorCommand(unittest.TestCase):
         self.assertEqual(server.wait(), 0)
         (trashed,) = os.listdir(os.path.join(notes, ".trash"))
         os.unlink(os.path.join(notes, ".trash", trashed))  # emptied by hand, or by another instance
-        before = self.command("--notes-dir", notes, "list", "--json").stdout
+        before = self.again("--notes-dir", notes, "list", "--json").stdout
         refused = self.command("--notes-dir", notes, "restore", "1")
         self.assertEqual(refused.returncode, audit_cli.EXIT_REFUSED)
         self.assertEqual(refused.stdout, "refused: entry 1: the note is no longer in the trash (restored or emptied)\n")
         self.assertEqual(refused.stderr, "")
         self.assertEqual(os.listdir(notes), [".trash"])
-        self.assertEqual(self.command("--notes-dir", notes, "list", "--json").stdout, before)
+        self.assertEqual(self.again("--notes-dir", notes, "list", "--json").stdout, before)
 
     def test_a_missing_database_or_the_memory_store_is_refused_and_nothing_is_created(self) -> None:
         missing = self.command("--db", self.db, "list")
         self.assertEqual((missing.returncode, missing.stderr.count("\n")), (2, 1))
         self.assertFalse(os.path.exists(self.db))
-        memory = self.command("list")
+        memory = self.again("list")
         self.assertEqual(memory.returncode, 2)
         self.assertIn("memory store keeps no audit", memory.stderr)
         self.assertNotIn("Traceback", memory.stderr + missing.stderr)

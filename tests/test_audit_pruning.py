@@ -19,8 +19,10 @@ import tempfile
 import time
 import unittest
 from typing import Any
+from unittest import mock
 
 from helpers import store_workers
+from helpers.sql_stores import SCRATCH, new_database
 from helpers.support import KEY, PRINCIPAL, Clock, ContractCase, Log
 
 import audit
@@ -39,6 +41,7 @@ from test_notes_tools import accept, tools_call
 OTHER = "bob"
 BOUND = 50  # auditMaxEntries in these tests: the refusals' bound is then 50 too (never above it)
 TRASH_DAYS = 10.0
+MEMORY_BOUND = 40  # stores.MEMORY_AUDIT_MAX_ENTRIES lowered for the memory store's count test
 FILE = "20261201T203000Z-0123456789ab-plan.md"  # a trash file's name, as folder_trash gives it
 PG = store_workers.OptionalCluster()
 setUpModule, tearDownModule = PG.start, PG.stop
@@ -141,8 +144,10 @@ class MemoryPruning(PruningContract, unittest.TestCase):
         return stores.MemoryLedger(main.MemoryReplayStore(self.clock), self.clock, retention)
 
     def test_the_memory_store_keeps_at_most_its_bound_of_refusals_and_of_other_entries_per_principal(self) -> None:
-        led = stores.MemoryStore([], main.MemoryReplayStore(self.clock), self.clock).ledger
-        bound = stores.MEMORY_AUDIT_MAX_ENTRIES
+        with mock.patch.object(stores, "MEMORY_AUDIT_MAX_ENTRIES", MEMORY_BOUND):  # each write scans every entry
+            led = stores.MemoryStore([], main.MemoryReplayStore(self.clock), self.clock).ledger
+        self.assertEqual(stores.MEMORY_AUDIT_MAX_ENTRIES, 1_000)  # the bound unpatched
+        bound = MEMORY_BOUND
         for k in range(bound + 1):
             led.audit_refusal(PRINCIPAL, audit.Facts(f"r-{k}"))
             self.created(led, note=f"c-{k}")
@@ -155,9 +160,10 @@ class FolderLedgerPruning(PruningContract, unittest.TestCase):
     """The folder store's ledger: an SQLite file of its own, whose entries name trash files it cannot look at."""
 
     def open(self, retention: stores.Retention) -> stores.Ledger:
-        folder = tempfile.TemporaryDirectory(prefix="prune-ledger-")
+        folder = tempfile.TemporaryDirectory(prefix="prune-ledger-", dir=SCRATCH)
         self.addCleanup(folder.cleanup)
-        opened = sqlite_store.open_ledger(os.path.join(folder.name, "nonces.db"), clock=self.clock, retention=retention)
+        path = new_database(os.path.join(folder.name, "nonces.db"))
+        opened = sqlite_store.open_ledger(path, clock=self.clock, retention=retention)
         self.addCleanup(opened.close)
         return opened
 
@@ -205,9 +211,9 @@ class SqliteFile:
     module = sqlite_store
 
     def location(self) -> str:
-        folder = tempfile.TemporaryDirectory(prefix="prune-sqlite-")
+        folder = tempfile.TemporaryDirectory(prefix="prune-sqlite-", dir=SCRATCH)
         self.addCleanup(folder.cleanup)  # type: ignore[attr-defined]  # the TestCase this is mixed into
-        return os.path.join(folder.name, "notes.db")
+        return new_database(os.path.join(folder.name, "notes.db"))
 
 
 class PostgresDatabase:
@@ -343,11 +349,11 @@ class PostgresRestore(PostgresDatabase, SqlRestore, unittest.TestCase):
 
 class FolderRestore(RefusedReadsThenRestore, unittest.TestCase):
     def open_store(self, retention: stores.Retention) -> Any:
-        base = tempfile.TemporaryDirectory(prefix="prune-e2e-folder-")
+        base = tempfile.TemporaryDirectory(prefix="prune-e2e-folder-", dir=SCRATCH)
         self.addCleanup(base.cleanup)
         self.folder = os.path.join(os.path.realpath(base.name), "Notes")
         os.makedirs(self.folder)
-        self.nonces = os.path.join(base.name, "nonces.db")
+        self.nonces = new_database(os.path.join(base.name, "nonces.db"))
         led = sqlite_store.open_ledger(self.nonces, clock=self.clock)
         store = markdown_store.MarkdownNotesStore([self.folder], led, retention=retention)
         self.addCleanup(store.close)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-from helpers import procs, support
+from helpers import procs, shared_servers, support
 from helpers.procs import GUARD
 from helpers.support import KEY, WORKSPACE, Clock, ContractCase, Log, request, tps
 
@@ -1046,11 +1046,24 @@ def note_entry(note: main.Note) -> dict[str, Any]:
     return {"id": note.id, "title": note.title, "uri": note.uri}
 
 
+def publish_server(scope: Any) -> procs.HttpServer:
+    """A real `serve.py --http --publish` process for alice and bob, stopped at `scope`'s clean-up."""
+    return procs.HttpServer(scope, "--config", config_file(scope, publish=True), env=procs.server_env())
+
+
 class RealHttpServer(ContractCase):
     """Mixed into a TestCase: a real `serve.py --http --publish` process and an MCP client for alice and bob."""
 
     def setUp(self) -> None:
-        self.server = procs.HttpServer(self, "--config", config_file(self, publish=True), env=procs.server_env())
+        self.use(self.start_server())
+
+    def start_server(self) -> procs.HttpServer:
+        """The test's server: here one of its own."""
+        return publish_server(self)
+
+    def use(self, server: procs.HttpServer) -> None:
+        """Talk to `server` from now on, as alice and as bob."""
+        self.server = server
         self.alice = self.client(ALICE_TOKEN)
         self.bob = self.client(BOB_TOKEN)
 
@@ -1065,7 +1078,16 @@ class RealHttpServer(ContractCase):
 
 
 class HttpTransportTests(RealHttpServer, unittest.TestCase):
-    """`serve --http --port 0`: the pages live beside /mcp on the same loopback server."""
+    """`serve --http --port 0`: the pages live beside /mcp on the same loopback server.
+
+    One server for the class: the tests sign in, deny and refuse, each on a flow of its own,
+    and none connects a principal or publishes, but the full flow, which has a server of its own.
+    """
+
+    SHARED = shared_servers.Shared(publish_server)
+
+    def start_server(self) -> procs.HttpServer:
+        return self.SHARED.get(procs.ClassScope(type(self)))
 
     def assertRefusalPage(self, headers: list[tuple[str, str]], body: bytes) -> None:
         """A transport refusal under /connect/ is an HTML page with every page header, and ends the connection."""
@@ -1081,6 +1103,7 @@ class HttpTransportTests(RealHttpServer, unittest.TestCase):
         return url.path
 
     def test_the_full_publish_flow_through_a_browser_and_mcp_over_http(self) -> None:
+        self.use(publish_server(self))  # it connects alice and publishes: a server of its own
         arguments = tps("TPS report")
         first = self.alice.call(arguments)["result"]
         second = self.alice.retry(arguments, first, answer("accept", connect.CHOICE_KEY, {"note_id": "note-7"}))[

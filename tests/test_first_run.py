@@ -401,7 +401,16 @@ class ErrorsThatSayWhatToDoTests(Tree):
     """Each start-up error names the field and says how to fix it, in one line, exit 2."""
 
     def refused(self, *args: str, cwd: str | None = None, **extra: str) -> str:
+        """The one line a real `serve --stdio ARGS` prints refusing to start, with exit 2."""
         status, lines = startup_lines(self, *args, extra_env=env(self.dir, **extra), cwd=cwd)
+        self.assertEqual(status, serve.EXIT_USAGE)
+        self.assertEqual(len(lines), 1, lines)
+        return lines[0]
+
+    def refused_here(self, *args: str, **extra: str) -> str:
+        """The same refusal from serve.start in this process (the code the command runs), where the working directory
+        is not the point: the line and the exit status the command would have."""
+        status, lines = refused_start("--stdio", *args, environ=env(self.dir, **extra))
         self.assertEqual(status, serve.EXIT_USAGE)
         self.assertEqual(len(lines), 1, lines)
         return lines[0]
@@ -409,19 +418,19 @@ class ErrorsThatSayWhatToDoTests(Tree):
     def test_a_missing_folder_says_it_does_not_exist(self) -> None:
         missing = os.path.join(self.dir, "absent")
         self.assertEqual(
-            self.refused("--notes-dir", missing),
+            self.refused_here("--notes-dir", missing),
             f"{serve.LOG_PREFIX}: --notes-dir: notes folder {missing} does not exist",
         )
 
     def test_a_file_says_it_is_not_a_directory_but_a_file(self) -> None:
         note = os.path.join(self.notes, "tps.md")
         self.assertEqual(
-            self.refused("--notes-dir", note),
+            self.refused_here("--notes-dir", note),
             f"{serve.LOG_PREFIX}: --notes-dir: notes folder {note} is not a directory (it is a file)",
         )
 
     def test_a_tilde_says_hosts_do_not_expand_it_and_shows_the_path_meant(self) -> None:
-        line = self.refused("--notes-dir", "~/Notes", HOME=self.dir)
+        line = self.refused_here("--notes-dir", "~/Notes", HOME=self.dir)
         self.assertIn("starts with ~, which is not expanded here (hosts start servers without a shell)", line)
         self.assertTrue(line.endswith(f"write the absolute path, e.g. {self.notes}"), line)
 
@@ -448,7 +457,7 @@ class ErrorsThatSayWhatToDoTests(Tree):
             "stdioPrincipal": "alice",
         })  # fmt: skip
         self.assertEqual(
-            self.refused("--config", config),
+            self.refused_here("--config", config),
             f"{serve.LOG_PREFIX}: config {config}: principals.bob.notesDirs[0]: notes folder {missing} does not exist",
         )
 
@@ -885,6 +894,73 @@ class CommandLineMistakeTests(unittest.TestCase):
         self.assertEqual(done.stdout, "")
 
 
+# One child runs these commands in turn, through serve.serve as the command line does, and after each
+# says which modules are loaded by then: what a command imports is what every process of its kind pays.
+# Each list holds the modules loaded so far: the first three load nothing a mistake needs (difflib).
+LOADING_COMMANDS = (
+    ("help", ["--help"]),
+    ("version", ["--version"]),
+    ("refused flags", ["--stdio", "--no-auth"]),
+    ("mistake", ["--stdoi"]),
+    ("audit", ["audit", "--db", "{missing}", "list"]),
+    ("stdio", ["--stdio"]),
+)
+# What a command line that has not parsed may load: the rules of its flags and of a config, the lesson.
+BEFORE_PARSING = {"serve", "assemble", "config", "main", "settings", "stores"}
+# Loaded by the pages, the transports and the server, never by the operator's audit command.
+SERVING_ONLY = {"launch", "frame", "browser_confirm", "web_pages", "confirm_pages", "passkey_pages", "http_server",
+                "streamable_http", "stdio_transport", "page_keeper", "sandbox", "socket"}  # fmt: skip
+
+
+class WhatACommandLoadsTests(unittest.TestCase):
+    """A command imports what its mode needs: every server process pays for each module it loads."""
+
+    loaded: dict[str, set[str]]
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        folder = tempfile.TemporaryDirectory(prefix="loads-")
+        cls.addClassCleanup(folder.cleanup)
+        commands = [(name, [arg.format(missing=os.path.join(folder.name, "absent.db")) for arg in argv])
+                    for name, argv in LOADING_COMMANDS]  # fmt: skip
+        script = (
+            "import json, sys\n"
+            f"sys.path.insert(0, {support.CODE!r})\n"
+            "import serve\n"
+            "loaded = {}\n"
+            f"for name, argv in {commands!r}:\n"
+            "    serve.serve(argv)\n"
+            "    loaded[name] = sorted(sys.modules)\n"
+            "print('loaded:', json.dumps(loaded), file=sys.stderr)\n"
+        )
+        done = subprocess.run(
+            [*procs.python(), "-c", script], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+            env=procs.server_env(NOTES_MCP_SECRET=procs.SECRET), timeout=procs.GUARD, cwd=folder.name,
+        )  # fmt: skip
+        last = done.stderr.splitlines()[-1] if done.stderr else ""
+        if not last.startswith("loaded: "):
+            raise AssertionError(f"the child did not report what it loaded:\n{done.stderr}")
+        cls.loaded = {name: set(modules) for name, modules in json.loads(last.removeprefix("loaded: ")).items()}
+
+    def test_a_mistake_help_version_and_refused_flags_load_no_server_store_page_transport_or_sandbox(self) -> None:
+        for name in ("help", "version", "refused flags", "mistake"):
+            with self.subTest(command=name):
+                self.assertEqual(self.loaded[name] & (PROJECT_MODULES - {"__main__"}), BEFORE_PARSING)
+                self.assertEqual(self.loaded[name] & {"socket", "sqlite3", "dataclasses"}, set())
+        self.assertNotIn("difflib", self.loaded["refused flags"])  # only a mistake is compared with the options
+        self.assertIn("difflib", self.loaded["mistake"])
+
+    def test_the_audit_command_loads_no_page_transport_or_server(self) -> None:
+        self.assertIn("audit_cli", self.loaded["audit"])
+        self.assertEqual(self.loaded["audit"] & SERVING_ONLY, set())
+
+    def test_stdio_without_pages_loads_no_socket_page_keeper_or_page(self) -> None:
+        self.assertLessEqual({"launch", "frame", "browser_confirm", "stdio_transport", "sandbox"}, self.loaded["stdio"])
+        for module in ("socket", "page_keeper", "web_pages", "confirm_pages", "passkey_pages"):
+            with self.subTest(module=module):
+                self.assertNotIn(module, self.loaded["stdio"])
+
+
 class TokenHelpTests(unittest.TestCase):
     """--help names every flag that needs NOTES_MCP_TOKEN without --config, and no other."""
 
@@ -965,10 +1041,16 @@ class AuditRestoreMissingEntryTests(Tree):
         environment = env(self.dir)
         return subprocess.run(argv, capture_output=True, text=True, timeout=procs.GUARD, env=environment, cwd=self.dir)
 
+    def create(self, *store: str) -> None:
+        """Build the server over `store` in this process and close it, as a start-up would: its database exists,
+        with an empty audit."""
+        with contextlib.redirect_stderr(io.StringIO()), mock.patch.dict(os.environ, env(self.dir), clear=True):
+            serve.start(["--stdio", *store]).close()
+
     def test_a_missing_entry_is_named_as_missing_in_sqlite_and_in_a_folders_database(self) -> None:
-        for store in (["--db", "notes.db"], ["--notes-dir", self.notes]):
+        for store in (["--db", os.path.join(self.dir, "notes.db")], ["--notes-dir", self.notes]):
             with self.subTest(store=store[0]):
-                startup_lines(self, *store, extra_env=env(self.dir), cwd=self.dir)  # creates the database, empty audit
+                self.create(*store)
                 done = self.audit(*store, "restore", "99")
                 self.assertEqual(done.stdout, "refused: entry 99 does not exist (audit list shows every entry)\n")
                 self.assertEqual(done.returncode, 1)  # audit_cli.EXIT_REFUSED

@@ -12,6 +12,7 @@ import unittest
 from typing import Any
 from unittest import mock
 
+from helpers.sql_stores import SCRATCH, new_database
 from helpers.support import accept
 
 import change_watch
@@ -51,7 +52,7 @@ class IndexCase(FolderCase):
         self.ticks = [0.0]
 
     def indexed(self, **options: Any) -> MarkdownNotesStore:
-        nonces = sqlite_store.open_ledger(os.path.join(self.base, "nonces.db"), clock=self.clock)
+        nonces = sqlite_store.open_ledger(new_database(os.path.join(self.base, "nonces.db")), clock=self.clock)
         options.setdefault("watch", self.watch)
         store = MarkdownNotesStore([self.ws], nonces, clock=lambda: self.ticks[0], **options)
         self.addCleanup(store.close)
@@ -120,7 +121,7 @@ class ChangeNotification(IndexCase):
 
         gc.collect()  # stores of earlier tests that are already unreachable
         before = held()
-        nonces = sqlite_store.open_ledger(os.path.join(self.base, "dropped.db"), clock=self.clock)
+        nonces = sqlite_store.open_ledger(new_database(os.path.join(self.base, "dropped.db")), clock=self.clock)
         self.addCleanup(nonces.close)
         store = MarkdownNotesStore([self.ws], nonces, watch=True)
         self.listed(store, "TPS")
@@ -205,7 +206,7 @@ class ChangeNotification(IndexCase):
     def test_a_notes_folder_configured_through_a_symlink_is_watched_at_its_target(self) -> None:
         link = os.path.join(self.base, "link-to-ws")
         os.symlink(self.ws, link)
-        nonces = sqlite_store.open_ledger(os.path.join(self.base, "nonces.db"), clock=self.clock)
+        nonces = sqlite_store.open_ledger(new_database(os.path.join(self.base, "nonces.db")), clock=self.clock)
         store = MarkdownNotesStore([link], nonces, clock=lambda: self.ticks[0])
         self.addCleanup(store.close)
         root = main.parse_file_uri(store.workspace_uris()[0])
@@ -481,8 +482,8 @@ class LostEvents(IndexCase):
         self.assertEqual(folder_index.MAX_PENDING_CHANGES, 4096)
 
 
-STORM_FOLDERS = 20  # folders of the first-build storm test, each listed once by the walk
-STORM_NOTES = 4  # notes made in every folder (and the root) each time the walk lists a folder
+STORM_FOLDERS = 6  # folders of the first-build storm test, each listed once by the walk
+STORM_NOTES = 3  # notes made in every folder (and the root) each time the walk lists a folder
 
 
 class FirstBuild(IndexCase):
@@ -802,7 +803,7 @@ class EventQueue(unittest.TestCase):
     """change_watch.Inotify.drain: what one call reads of the kernel's queue."""
 
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory(prefix="inotify-")
+        tmp = tempfile.TemporaryDirectory(prefix="inotify-", dir=SCRATCH)
         self.addCleanup(tmp.cleanup)
         self.folder = tmp.name
         self.watch = change_watch.Inotify()

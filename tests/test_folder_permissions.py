@@ -28,6 +28,8 @@ from test_notes_tools import accept, tools_call
 
 OTHER_ID = 12345  # a user and a group the server does not run as
 TEXT = "# {name}\nfirst\n"
+NO_XATTRS = "this file system keeps no user extended attributes"
+BASIC = ("private", "readonly", "plain", "group", "foreign")
 NEW = "# {name}\nsecond\n"
 
 
@@ -72,16 +74,18 @@ class Notes:
         "umask": (0o644, None, None, False),  # updated by a server started with umask 077
     }
 
-    def __init__(
-        self, test: unittest.TestCase, cases: tuple[str, ...] = ("private", "readonly", "plain", "group", "foreign")
-    ) -> None:
+    def __init__(self, test: Any, cases: tuple[str, ...], shared: bool = False) -> None:
+        """The folder with `cases`, removed at `test`'s clean-up; a `shared` one (a class's) leaves out the note with an
+        extended attribute where the file system keeps none (its tests skip), where a test's own skips the test."""
         tmp = tempfile.TemporaryDirectory(prefix="md-perm-")
         test.addCleanup(tmp.cleanup)
         self.dir = tmp.name
         self.folder = os.path.join(self.dir, "Notes")
         os.makedirs(self.folder)
         if any(self.CASES[c][3] for c in cases) and not xattrs_work(self.folder):
-            test.skipTest("this file system keeps no user extended attributes")
+            if not shared:
+                test.skipTest(NO_XATTRS)
+            cases = tuple(c for c in cases if not self.CASES[c][3])
         self.cases = cases
         for name in self.cases:
             mode, uid, gid, tagged = self.CASES[name]
@@ -108,19 +112,44 @@ class Notes:
 
 
 class PermissionMatrix(unittest.TestCase):
-    """A real server, sandbox on and off: a confirmed update of each note; what it became, or the refusal."""
+    """A real server, sandbox on and off: a confirmed update of each note; what it became, or the refusal.
+
+    The class shares a folder and its server for each sandbox setting: each test updates only
+    its own notes of it. The umask tests start a server of their own, under that umask.
+    """
 
     matrix: dict[tuple[str, str], str] = {}
     serve = procs.SERVE  # the server under test
+    shared: dict[bool, tuple[Notes, procs.HttpServer]] = {}
 
-    def update_each(self, notes: Notes, confined: bool) -> dict[str, dict[str, Any]]:
+    def start(self, notes: Notes, confined: bool, scope: Any) -> procs.HttpServer:
+        """A server over `notes`' folder, sandbox on or off, stopped at `scope`'s clean-up."""
         if confined and isinstance(sandbox.kernel_abi(), str):
             self.skipTest(f"Landlock {sandbox.kernel_abi()}")
         env = procs.server_env(
             NOTES_MCP_TOKEN=procs.TOKEN, NOTES_MCP_SECRET=procs.SECRET, XDG_STATE_HOME=os.path.join(notes.dir, "state")
         )
         flags = ["--notes-dir", notes.folder, "--db", os.path.join(notes.dir, "notes.db"), "--notes-tools"]
-        server = procs.HttpServer(self, *flags, *(() if confined else ("--no-sandbox",)), env=env, serve=self.serve)
+        return procs.HttpServer(scope, *flags, *(() if confined else ("--no-sandbox",)), env=env, serve=self.serve)
+
+    def served(self, confined: bool) -> tuple[Notes, procs.HttpServer]:
+        """The class's folder (every note but the umask one) and its server, sandbox on or off; a dead one replaced."""
+        cls = type(self)
+        found = cls.shared.get(confined)
+        if found is None or found[1].proc.poll() is not None:
+            if not cls.shared:
+                cls.addClassCleanup(cls.shared.clear)
+            scope = procs.ClassScope(cls)
+            notes = Notes(scope, (*BASIC, "tagged"), shared=True)
+            found = cls.shared[confined] = (notes, self.start(notes, confined, scope))
+        return found
+
+    def update_each(
+        self, notes: Notes, confined: bool, cases: tuple[str, ...], server: procs.HttpServer | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """Update each of `cases` on `server` (or on a new server of this test's over `notes`)."""
+        if server is None:
+            server = self.start(notes, confined, self)
         self.assertTrue(server.wait_for_line("sandbox: "), server.stderr_text())
         said = next(line for line in server.stderr_lines if "sandbox: " in line)
         self.assertTrue(said.startswith("notes-mcp: sandbox: on" if confined else "notes-mcp: sandbox: off"), said)
@@ -131,7 +160,7 @@ class PermissionMatrix(unittest.TestCase):
             return json.loads(body)["result"]
 
         done: dict[str, dict[str, Any]] = {}
-        for name in notes.cases:
+        for name in cases:
             before = state(notes.path(name))
             read = call(tools_call("notes_read", {"workspaceUri": notes.uri, "noteId": f"{name}.md"}))[
                 "structuredContent"
@@ -184,17 +213,22 @@ class PermissionMatrix(unittest.TestCase):
         self.assertEqual(seen["after"], seen["before"])
         self.assertIsNone(seen["trash"])
 
+    def shared_update(self, confined: bool, cases: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+        """Update `cases` in the class's folder through its server, sandbox on or off."""
+        notes, server = self.served(confined)
+        if not set(cases) <= set(notes.cases):
+            self.skipTest(NO_XATTRS)
+        return self.update_each(notes, confined, cases, server)
+
     def test_without_the_sandbox_mode_group_and_attributes_are_kept_and_another_owner_is_refused(self) -> None:
-        notes = Notes(self)
-        done = self.update_each(notes, confined=False)
+        done = self.shared_update(False, BASIC)
         for name in ("private", "readonly", "plain", "group"):
             with self.subTest(note=name):
                 self.assert_kept(done[name], name)
         self.assert_refused(done["foreign"], folder_bodies.NOT_OWNER.format(owner=OTHER_ID, me=os.geteuid()))
 
     def test_inside_the_sandbox_the_mode_is_kept_without_chmod_and_what_it_cannot_keep_is_refused(self) -> None:
-        notes = Notes(self)
-        done = self.update_each(notes, confined=True)
+        done = self.shared_update(True, BASIC)
         for name in ("private", "readonly", "plain"):
             with self.subTest(note=name):
                 self.assert_kept(done[name], name)
@@ -202,10 +236,10 @@ class PermissionMatrix(unittest.TestCase):
         self.assert_refused(done["group"], folder_bodies.GROUP_CHANGED.format(got=os.getegid(), group=OTHER_ID))
 
     def test_without_the_sandbox_extended_attributes_are_copied_to_the_new_version(self) -> None:
-        self.assert_kept(self.update_each(Notes(self, ("tagged",)), confined=False)["tagged"], "tagged")
+        self.assert_kept(self.shared_update(False, ("tagged",))["tagged"], "tagged")
 
     def test_inside_the_sandbox_a_note_with_extended_attributes_is_refused_naming_them(self) -> None:
-        done = self.update_each(Notes(self, ("tagged",)), confined=True)
+        done = self.shared_update(True, ("tagged",))
         self.assert_refused(done["tagged"], folder_bodies.XATTRS_UNKEPT.format(names="user.tag"))
 
     def with_umask(self, confined: bool) -> dict[str, dict[str, Any]]:
@@ -213,7 +247,7 @@ class PermissionMatrix(unittest.TestCase):
         notes = Notes(self, ("umask",))
         old = os.umask(0o077)  # the server inherits it; the test process is single-threaded here
         try:
-            return self.update_each(notes, confined)
+            return self.update_each(notes, confined, notes.cases)
         finally:
             os.umask(old)
 

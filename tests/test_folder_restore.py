@@ -10,6 +10,7 @@ import tempfile
 import unittest
 from typing import Any
 
+from helpers.sql_stores import SCRATCH, new_database
 from helpers.support import KEY, Clock, Log
 
 import audit
@@ -26,14 +27,14 @@ class RestoreByNote(unittest.TestCase):
     """A notes folder with a.md, b.md and archive/, the note tools over it, in process."""
 
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory(prefix="md-restore-")
+        tmp = tempfile.TemporaryDirectory(prefix="md-restore-", dir=SCRATCH)
         self.addCleanup(tmp.cleanup)
         self.folder = os.path.join(tmp.name, "Notes")
         os.makedirs(os.path.join(self.folder, "archive"))
         for name, text in (("a.md", "# A\nalpha\n"), ("b.md", "# B\nbravo\n")):
             self.write(name, text)
         clock = Clock()
-        nonces = sqlite_store.open_ledger(os.path.join(tmp.name, "nonces.db"), clock=clock)
+        nonces = sqlite_store.open_ledger(new_database(os.path.join(tmp.name, "nonces.db")), clock=clock)
         self.store = markdown_store.MarkdownNotesStore([self.folder], nonces)
         self.addCleanup(self.store.close)
         self.uri = self.store.workspace_uris()[0]

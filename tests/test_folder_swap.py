@@ -22,10 +22,10 @@ import tempfile
 import unittest
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 from unittest import mock
 
-from helpers import procs
+from helpers import operator_command, procs
 from helpers.support import KEY, Clock, Log
 
 import audit
@@ -39,19 +39,18 @@ import sqlite_store
 from test_notes_tools import accept, tools_call
 
 BOB_TOKEN = "bob-token-0123456789abcdef"
+CAROL_TOKEN = "carol-token-0123456789abcdef"
 OLD_TRASH = "19700101T000000Z-0123456789ab-expired.md"  # a trashed file long past any retention
 TARGETS = ("bob", "outside")
+SWAPPER = {"bob": ("alice", procs.TOKEN), "outside": ("carol", CAROL_TOKEN)}  # who links her folder to each target
 
 
 def audit_command(config: str, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """`serve.py audit --config CONFIG ARGS...`, a new process, as the operator runs it."""
-    return subprocess.run(
-        [*procs.python(), procs.SERVE, "audit", "--config", config, *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=procs.GUARD,
-    )
+    """`serve.py audit --config CONFIG ARGS...` as the operator runs it: a store of its own, its folders opened afresh.
+
+    It runs in this process (test_audit.OperatorCommand runs the command as a process).
+    """
+    return operator_command.run(["audit", "--config", config, *args], env)
 
 
 def audit_rows(db: str, columns: str) -> list[tuple[Any, ...]]:
@@ -90,17 +89,17 @@ def folder_uri(path: str) -> str:
 
 class Folders:
     """alice's, bob's and an outside folder under one temporary folder; each target holds notes and an expired trashed
-    file."""
+    file. carol's folder holds notes like alice's."""
 
-    def __init__(self, test: unittest.TestCase) -> None:
+    def __init__(self, test: Any) -> None:
         tmp = tempfile.TemporaryDirectory(prefix="md-swap-")
         test.addCleanup(tmp.cleanup)
         self.dir = tmp.name
         self.alice, self.bob, self.outside = (os.path.join(self.dir, name) for name in ("alice", "bob", "outside"))
         for path, text in (
-            ("alice/tps.md", "# TPS alice\n"),
-            ("alice/old.md", "# TPS alice old\n"),
-            ("alice/plan.md", "# Plan alice\nfirst\n"),
+            *((f"{who}/tps.md", "# TPS alice\n") for who in ("alice", "carol")),
+            *((f"{who}/old.md", "# TPS alice old\n") for who in ("alice", "carol")),
+            *((f"{who}/plan.md", "# Plan alice\nfirst\n") for who in ("alice", "carol")),
             ("bob/tps.md", "# TPS bob secret\n"),
             ("bob/plan.md", "# Plan bob\nsecret\n"),
             ("bob/2025/plan.md", "# TPS bob plan\n"),
@@ -112,54 +111,88 @@ class Folders:
             write(os.path.join(self.dir, path), text)
         os.chmod(os.path.join(self.bob, "plan.md"), 0o600)
         self.alice_uri = folder_uri(self.alice)
-        self.replaced = folder_paths.REPLACED.format(where=self.alice_uri)
 
     def target(self, name: str) -> str:
         return self.bob if name == "bob" else self.outside
 
-    def swap(self, target: str) -> None:
-        """alice's folder renamed away, a link to `target` at its path."""
-        os.rename(self.alice, self.alice + "-old")
-        os.symlink(target, self.alice)
+    def swap(self, target: str, who: str = "alice") -> None:
+        """`who`'s folder renamed away, a link to `target` at its path."""
+        folder = os.path.join(self.dir, who)
+        os.rename(folder, folder + "-old")
+        os.symlink(target, folder)
+
+    def unswap(self, who: str) -> None:
+        """`who`'s folder back at its path, the link gone."""
+        folder = os.path.join(self.dir, who)
+        os.unlink(folder)
+        os.rename(folder + "-old", folder)
+
+
+class Served(NamedTuple):
+    """A server over one set of folders, and what the operator's command needs to open the same store."""
+
+    folders: Folders
+    db: str
+    config: str
+    env: dict[str, str]
+    server: procs.HttpServer
 
 
 class SwapContract(unittest.TestCase):
-    """Every note tool and operator command after a swap, against a real server, sandbox on and off."""
+    """Every note tool and operator command after a swap, against a real server, sandbox on and off.
+
+    One server per sandbox setting for the class: in its folders alice links hers to bob's and
+    carol links hers to the outside one, each in her own test, which puts her folder back when
+    it ends. A server a test left dead is replaced, with new folders.
+    """
 
     matrix: dict[tuple[str, str, str], str] = {}
+    served: dict[bool, Served] = {}
 
-    def setUp(self) -> None:
-        self.folders = Folders(self)
-        self.db = os.path.join(self.folders.dir, "nonces.db")
-        self.config = procs.write_config(
-            self,
+    @classmethod
+    def serve(cls, confined: bool) -> Served:
+        """New folders and a server over them for alice, bob and carol, cleaned up with the class."""
+        scope = procs.ClassScope(cls)
+        folders = Folders(scope)
+        db = os.path.join(folders.dir, "nonces.db")
+        config = procs.write_config(
+            scope,  # type: ignore[arg-type]
             {
                 "principals": {
-                    "alice": {"token": procs.TOKEN, "workspaces": [], "notesDirs": [self.folders.alice]},
-                    "bob": {"token": BOB_TOKEN, "workspaces": [], "notesDirs": [self.folders.bob]},
+                    "alice": {"token": procs.TOKEN, "workspaces": [], "notesDirs": [folders.alice]},
+                    "bob": {"token": BOB_TOKEN, "workspaces": [], "notesDirs": [folders.bob]},
+                    "carol": {
+                        "token": CAROL_TOKEN,
+                        "workspaces": [],
+                        "notesDirs": [os.path.join(folders.dir, "carol")],
+                    },
                 },
                 "stdioPrincipal": "alice",
-                "db": self.db,
+                "db": db,
                 "notesTools": True,
             },
         )
-        self.env = procs.server_env(
-            NOTES_MCP_SECRET=procs.SECRET, XDG_STATE_HOME=os.path.join(self.folders.dir, "state")
-        )
+        env = procs.server_env(NOTES_MCP_SECRET=procs.SECRET, XDG_STATE_HOME=os.path.join(folders.dir, "state"))
+        server = procs.HttpServer(scope, "--config", config, *(() if confined else ("--no-sandbox",)), env=env)
+        if not cls.served:
+            cls.addClassCleanup(cls.served.clear)
+        return Served(folders, db, config, env, server)
 
     def start(self, confined: bool) -> None:
         if confined and isinstance(sandbox.kernel_abi(), str):
             self.skipTest(f"Landlock {sandbox.kernel_abi()}")
-        self.server = procs.HttpServer(
-            self, "--config", self.config, *(() if confined else ("--no-sandbox",)), env=self.env
-        )
+        cls = type(self)
+        served = cls.served.get(confined)
+        if served is None or served.server.proc.poll() is not None:
+            served = cls.served[confined] = cls.serve(confined)
+        self.folders, self.db, self.config, self.env, self.server = served
         self.assertTrue(self.server.wait_for_line("sandbox: "), self.server.stderr_text())
         said = next(line for line in self.server.stderr_lines if "sandbox: " in line)
         self.assertTrue(said.startswith("notes-mcp: sandbox: on" if confined else "notes-mcp: sandbox: off"), said)
         self.conn = self.server.connect(self)
 
     def call(self, message: dict[str, Any]) -> dict[str, Any]:
-        _, _, body = procs.post(self.conn, message, procs.mcp_headers(message, procs.TOKEN))
+        _, _, body = procs.post(self.conn, message, procs.mcp_headers(message, self.token))
         return json.loads(body)["result"]
 
     def audit_command(self, *args: str) -> subprocess.CompletedProcess[str]:
@@ -171,8 +204,11 @@ class SwapContract(unittest.TestCase):
     def run_matrix(self, target_name: str, confined: bool) -> None:
         self.start(confined)
         f = self.folders
-        ws = {"workspaceUri": f.alice_uri}
-        # Before the swap: a deletion and an update of alice's own (entries a restore could name),
+        who, self.token = SWAPPER[target_name]
+        uri = folder_uri(os.path.join(f.dir, who))
+        replaced = folder_paths.REPLACED.format(where=uri)
+        ws = {"workspaceUri": uri}
+        # Before the swap: a deletion and an update of her own (entries a restore could name),
         # a read's version, and a form for each confirmed tool, left unanswered.
         form = self.call(tools_call("notes_delete", {**ws, "title": "TPS alice old"}))
         done = self.call(
@@ -207,7 +243,8 @@ class SwapContract(unittest.TestCase):
         target = f.target(target_name)
         before = tree(target)
 
-        f.swap(target)
+        f.swap(target, who)
+        self.addCleanup(f.unswap, who)  # the next test on this server finds her folder in its place
         calls = {
             "notes_delete (form)": tools_call("notes_delete", delete_args),
             "notes_search": tools_call("notes_search", {**ws, "query": "secret"}),
@@ -243,17 +280,13 @@ class SwapContract(unittest.TestCase):
                 result = self.call(message)
                 self.assertTrue(result.get("isError"), result)
                 # A create into a folder names that folder, inside the replaced one.
-                said = (
-                    folder_paths.REPLACED.format(where=f.alice_uri + "/sub")
-                    if name == "notes_create (folder)"
-                    else f.replaced
-                )
+                said = folder_paths.REPLACED.format(where=uri + "/sub") if name == "notes_create (folder)" else replaced
                 self.assertEqual(result["content"][0]["text"], said)
                 self.assertNotIn("requestState", result)
                 self.matrix[(name, target_name, sandbox_name)] = "refused (REPLACED)"
-        # The operator's commands: new processes, which open the folders afresh.
-        update_entry = next(row[0] for row in rows if row[2] == audit.UPDATED)
-        delete_entry = next(row[0] for row in rows if row[2] == audit.DELETED)
+        # The operator's commands: each opens the store and its folders afresh, as a new process does.
+        update_entry = next(row[0] for row in rows if row[1:3] == (who, audit.UPDATED))
+        delete_entry = next(row[0] for row in rows if row[1:3] == (who, audit.DELETED))
         for name, argv in (
             ("audit list", ("list",)),
             ("audit restore (deletion)", ("restore", str(delete_entry))),

@@ -54,10 +54,12 @@ LINE = "pay 100 to account 12345"
 def derived() -> set[str]:
     """The characters the table must cover, from the data cited above and the running Python's unicodedata."""
     found = {chr(point) for first, last in DEFAULT_IGNORABLE for point in range(first, last + 1)}
-    for point in range(0x110000):
-        ch = chr(point)
-        name = unicodedata.name(ch, "")
-        if unicodedata.combining(ch) == OVERLAY:
+    name_of, combining = unicodedata.name, unicodedata.combining
+    for ch in map(chr, range(0x110000)):
+        name = name_of(ch, "")
+        if not name:  # unassigned, private use, a surrogate or a control: combining class 0, no name to match
+            continue
+        if combining(ch) == OVERLAY:
             found.add(ch)
         elif "VARIATION SELECTOR" in name:
             found.add(ch)

@@ -15,7 +15,7 @@ import threading
 import unittest
 from typing import Any
 
-from helpers import procs, support
+from helpers import procs, shared_servers, support
 from helpers.procs import GUARD, TOKEN, mcp_headers, post
 from helpers.support import accept, call, request, tps
 
@@ -42,16 +42,25 @@ def error_code(body: bytes) -> int:
     return json.loads(body)["error"]["code"]
 
 
+# One lesson server (token TOKEN) for every test of this module that changes no note, opens
+# its own connections and spends fewer wrong tokens in all than an address may guess for free
+# (HttpLayerRefusalTests and StartupTests spend four): its log, checked for a traceback, is then
+# theirs together. A test that ended it leaves the next one a new server.
+LESSON_SERVER = shared_servers.Shared(procs.HttpServer)
+
+
+def lesson_server() -> procs.HttpServer:
+    """The module's shared lesson server (started at the first test that asks, stopped after the last)."""
+    return LESSON_SERVER.get(shared_servers.ModuleScope())
+
+
 class SharedServer(unittest.TestCase):
-    """One lesson server (token TOKEN) for the whole class; tests here change no notes."""
+    """The module's lesson server (token TOKEN); tests here change no notes."""
 
-    server: procs.HttpServer  # setUpClass starts it
-
-    @classmethod
-    def setUpClass(cls) -> None:
-        cls.server = procs.HttpServer(procs.ClassScope(cls))
+    server: procs.HttpServer  # setUp takes the module's
 
     def setUp(self) -> None:
+        self.server = lesson_server()
         self.conn = self.server.connect(self)
 
     def send(
@@ -429,26 +438,37 @@ class KeepAliveTests(SharedServer):
         self.assertEqual((status, headers.get("connection")), (200, "close"))
 
 
+def two_principal_server(scope: Any) -> procs.HttpServer:
+    """alice and bob, one note each in their own workspace."""
+    path = procs.write_config(
+        scope,
+        {
+            "principals": {
+                "alice": {"token": TOKEN, "workspaces": [support.WORKSPACE]},
+                "bob": {"token": BOB_TOKEN, "workspaces": [BOB_WORKSPACE]},
+            },
+            "stdioPrincipal": "alice",
+            "notes": [
+                {"id": "a1", "title": "TPS report", "uri": support.WORKSPACE + "/a1.md"},
+                {"id": "b1", "title": "TPS report", "uri": BOB_WORKSPACE + "/b1.md"},
+            ],
+            "keys": [procs.SECRET],
+        },
+    )
+    return procs.HttpServer(scope, "--config", path, env=procs.server_env())
+
+
 class AuthorizationTests(unittest.TestCase):
-    """The token's principal is the caller, and only that principal's workspaces are in scope."""
+    """The token's principal is the caller, and only that principal's workspaces are in scope.
+
+    One server for the class: no test deletes a note (bob's attempts are refused, alice's form is never accepted).
+    """
+
+    SERVER = shared_servers.Shared(two_principal_server)
+    server: procs.HttpServer
 
     def setUp(self) -> None:
-        path = procs.write_config(
-            self,
-            {
-                "principals": {
-                    "alice": {"token": TOKEN, "workspaces": [support.WORKSPACE]},
-                    "bob": {"token": BOB_TOKEN, "workspaces": [BOB_WORKSPACE]},
-                },
-                "stdioPrincipal": "alice",
-                "notes": [
-                    {"id": "a1", "title": "TPS report", "uri": support.WORKSPACE + "/a1.md"},
-                    {"id": "b1", "title": "TPS report", "uri": BOB_WORKSPACE + "/b1.md"},
-                ],
-                "keys": [procs.SECRET],
-            },
-        )
-        self.server = procs.HttpServer(self, "--config", path, env=procs.server_env())
+        self.server = self.SERVER.get(procs.ClassScope(type(self)))
 
     def call_as(self, token: str, message: dict[str, Any]) -> dict[str, Any]:
         status, _, body = post(self.server.connect(self), message, mcp_headers(message, token=token))
@@ -528,7 +548,7 @@ class ConcurrencyTests(unittest.TestCase):
     IDLE = 200
 
     def test_two_hundred_idle_and_trickling_connections_never_crowd_out_a_client_that_sends_requests(self) -> None:
-        server = procs.HttpServer(self)
+        server = lesson_server()  # every connection is this test's own, closed at its end
         held = []
         for index in range(self.IDLE):
             idle = socket.create_connection(("127.0.0.1", server.port), timeout=GUARD)
@@ -547,15 +567,14 @@ class ConcurrencyTests(unittest.TestCase):
 class ClientBytesNeverCrashTheServer(unittest.TestCase):
     """Hostile framing over the real process: a fixed status at once, and nothing in the log.
 
-    One server for the class: each test opens its own connections and changes no note, and
-    the log checked for a traceback is then the whole class's.
+    The module's lesson server: each test opens its own connections and changes no note, and
+    the log checked for a traceback is then that of every test sharing it.
     """
 
-    server: procs.HttpServer  # setUpClass starts it
+    server: procs.HttpServer  # setUp takes the module's
 
-    @classmethod
-    def setUpClass(cls) -> None:
-        cls.server = procs.HttpServer(procs.ClassScope(cls))
+    def setUp(self) -> None:
+        self.server = lesson_server()
 
     def exchange(self, raw: bytes) -> bytes:
         return procs.raw_exchange(self.server.port, raw)
@@ -590,11 +609,20 @@ class ClientBytesNeverCrashTheServer(unittest.TestCase):
         self.assertIn(b'"supportedVersions"', reply)
 
 
+def short_timeout_server(scope: Any) -> procs.HttpServer:
+    return procs.HttpServer(scope, "--request-timeout", "1")
+
+
 class SlowClientTests(unittest.TestCase):
-    """A client that stalls mid-request blocks nobody and is dropped after the timeout."""
+    """A client that stalls mid-request blocks nobody and is dropped after the timeout.
+
+    The two stalling clients share a server with a short request timeout: each is its own connection.
+    """
+
+    SHORT_TIMEOUT = shared_servers.Shared(short_timeout_server)
 
     def test_a_slow_loris_client_does_not_block_others_and_is_dropped(self) -> None:
-        server = procs.HttpServer(self, "--request-timeout", "1")
+        server = self.SHORT_TIMEOUT.get(procs.ClassScope(type(self)))
         loris = socket.create_connection(("127.0.0.1", server.port), timeout=GUARD)
         self.addCleanup(loris.close)
         loris.sendall(f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nContent-Len".encode())
@@ -603,7 +631,7 @@ class SlowClientTests(unittest.TestCase):
         self.assertTrue(read_to_end(loris).startswith(b"HTTP/1.1 408 "))  # then told so and hung up on
 
     def test_a_client_that_stalls_inside_the_body_is_dropped(self) -> None:
-        server = procs.HttpServer(self, "--request-timeout", "1")
+        server = self.SHORT_TIMEOUT.get(procs.ClassScope(type(self)))
         message = request("server/discover")
         data = json.dumps(message).encode()
         head = (
@@ -617,7 +645,7 @@ class SlowClientTests(unittest.TestCase):
         self.assertTrue(read_to_end(loris).startswith(b"HTTP/1.1 408 "))
 
     def test_a_stray_crlf_flood_without_a_token_is_refused_and_others_are_served(self) -> None:
-        server = procs.HttpServer(self)
+        server = lesson_server()  # no token at all is no guess
         flood = []
         for _ in range(16):
             sock = socket.create_connection(("127.0.0.1", server.port), timeout=GUARD)
@@ -927,7 +955,7 @@ class StartupTests(unittest.TestCase):
         self.assertNotIn("bearer token for", process.stderr_lines[0])
 
     def test_the_token_from_the_environment_is_the_one_accepted_and_never_printed(self) -> None:
-        server = procs.HttpServer(self, env=procs.server_env(NOTES_MCP_SECRET=procs.SECRET, NOTES_MCP_TOKEN=TOKEN))
+        server = lesson_server()  # `--http --port 0`, NOTES_MCP_TOKEN=TOKEN in its environment: no config, no --no-auth
         message = request("server/discover")
         self.assertEqual(post(server.connect(self), message, mcp_headers(message, token=TOKEN))[0], 200)
         self.assertEqual(post(server.connect(self), message, mcp_headers(message, token=TOKEN + "x"))[0], 401)

@@ -14,6 +14,7 @@ from typing import Any
 from unittest import mock
 
 from helpers import old_schemas
+from helpers.sql_stores import SCRATCH
 from helpers.support import PRINCIPAL, WORKSPACE, Clock, ContractCase
 
 import main
@@ -71,7 +72,7 @@ def random_query(rng: random.Random, titles: list[str]) -> str:
 
 class SqliteCase(unittest.TestCase):
     def setUp(self) -> None:
-        self.dir = tempfile.mkdtemp(prefix="indexed-")
+        self.dir = tempfile.mkdtemp(prefix="indexed-", dir=SCRATCH)
         self.addCleanup(shutil.rmtree, self.dir, ignore_errors=True)
         self.path = os.path.join(self.dir, "notes.db")
         self.clock = Clock()

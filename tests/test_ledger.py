@@ -13,7 +13,9 @@ import os
 import tempfile
 import unittest
 from typing import Any
+from unittest import mock
 
+from helpers.sql_stores import SCRATCH
 from helpers.support import PRINCIPAL, Clock, ContractCase
 
 import audit
@@ -24,6 +26,7 @@ import stores
 
 LATER = 1_000_000.0 + 600  # an expiry well after the test clock's start
 BOUND = 2  # the replay bound each ledger is opened with
+MEMORY_BOUND = 40  # stores.MEMORY_AUDIT_MAX_ENTRIES lowered for the memory store's count test
 
 
 class Boom(Exception):
@@ -227,22 +230,23 @@ class MemoryLedger(LedgerContract, unittest.TestCase):
         self.assertEqual([e["outcome"] for e in store.audit_entries()], [audit.REFUSED])
 
     def test_a_principal_in_a_loop_keeps_its_newest_entries_up_to_the_bound_and_another_keeps_its_own(self) -> None:
-        self.ledger.audit_refusal("bob", audit.Facts("bob-1"))
-        for k in range(stores.MEMORY_AUDIT_MAX_ENTRIES):
-            self.ledger.audit_refusal(PRINCIPAL, audit.Facts(f"n-{k}"))
-        mine = [e["note_id"] for e in self.ledger.audit_entries(principal=PRINCIPAL)]
-        self.assertEqual((len(mine), mine[0]), (stores.MEMORY_AUDIT_MAX_ENTRIES, "n-0"))  # at the bound: all kept
-        self.ledger.audit_refusal(PRINCIPAL, audit.Facts("one-more"))
-        mine = [e["note_id"] for e in self.ledger.audit_entries(principal=PRINCIPAL)]
-        self.assertEqual(
-            (len(mine), mine[0], mine[-1]), (stores.MEMORY_AUDIT_MAX_ENTRIES, "n-1", "one-more")
-        )  # the oldest went
-        self.assertEqual([e["note_id"] for e in self.ledger.audit_entries(principal="bob")], ["bob-1"])
+        with mock.patch.object(stores, "MEMORY_AUDIT_MAX_ENTRIES", MEMORY_BOUND):  # each write scans every entry
+            led = self.open()
+        self.assertEqual(stores.MEMORY_AUDIT_MAX_ENTRIES, 1_000)  # the bound unpatched
+        led.audit_refusal("bob", audit.Facts("bob-1"))
+        for k in range(MEMORY_BOUND):
+            led.audit_refusal(PRINCIPAL, audit.Facts(f"n-{k}"))
+        mine = [e["note_id"] for e in led.audit_entries(principal=PRINCIPAL)]
+        self.assertEqual((len(mine), mine[0]), (MEMORY_BOUND, "n-0"))  # at the bound: all kept
+        led.audit_refusal(PRINCIPAL, audit.Facts("one-more"))
+        mine = [e["note_id"] for e in led.audit_entries(principal=PRINCIPAL)]
+        self.assertEqual((len(mine), mine[0], mine[-1]), (MEMORY_BOUND, "n-1", "one-more"))  # the oldest went
+        self.assertEqual([e["note_id"] for e in led.audit_entries(principal="bob")], ["bob-1"])
 
 
 class SqliteLedger(LedgerContract, unittest.TestCase):
     def open(self) -> stores.Ledger:
-        folder = tempfile.TemporaryDirectory()
+        folder = tempfile.TemporaryDirectory(dir=SCRATCH)
         self.addCleanup(folder.cleanup)
         opened = sqlite_store.open_ledger(
             os.path.join(folder.name, "nonces.db"), clock=self.clock, max_per_principal=BOUND

@@ -9,7 +9,7 @@ import threading
 import unittest
 from typing import Any
 
-from helpers import procs, support
+from helpers import procs, shared_servers, support
 from helpers.legacy_client import CLIENT_INFO, FORM_CLIENT, AuditedStore, HttpLegacyClient, SseReader, accepted, choices
 from helpers.support import call, request, tps
 
@@ -41,11 +41,45 @@ def texts(result: dict[str, Any]) -> str:
     return " ".join(block["text"] for block in result["content"])
 
 
+def alice_and_bob(scope: Any, notes: list[dict[str, str]]) -> procs.HttpServer:
+    """`serve --http` with alice (the lesson's workspace, holding `notes`) and bob, stopped at `scope`'s clean-up."""
+    path = procs.write_config(scope, {
+        "principals": {
+            "alice": {"token": procs.TOKEN, "workspaces": [support.WORKSPACE]},
+            "bob": {"token": BOB_TOKEN, "workspaces": [BOB_WORKSPACE]},
+        },
+        "stdioPrincipal": "alice",
+        "notes": notes,
+        "keys": [procs.SECRET],
+    })  # fmt: skip
+    return procs.HttpServer(scope, "--config", path, env=procs.server_env())
+
+
+def lesson_and_bob(scope: Any) -> procs.HttpServer:
+    """`serve --http` as the lesson serves alice (its notes), and bob, whose workspace holds none."""
+    return alice_and_bob(scope, [{"id": note.id, "title": note.title, "uri": note.uri} for note in main.lesson_notes()])
+
+
+# One server for the tests of this module that delete no note, open their own sessions and
+# send fewer wrong tokens than an address may guess for free; a test that deletes a note, or
+# reads the whole log, starts a server of its own.
+LESSON_SERVER = shared_servers.Shared(lesson_and_bob)
+
+
+def lesson_server() -> procs.HttpServer:
+    """The module's shared lesson server (started at the first test that asks, stopped after the last)."""
+    return LESSON_SERVER.get(shared_servers.ModuleScope())
+
+
 class LegacyHttpFlowTests(unittest.TestCase):
     """initialize → initialized → tools/list → tools/call → elicitation on the stream → POSTed answer → result."""
 
     def setUp(self) -> None:
-        self.server = procs.HttpServer(self)
+        self.begin(lesson_server())
+
+    def begin(self, server: procs.HttpServer) -> None:
+        """A legacy session on `server`."""
+        self.server = server
         self.client = HttpLegacyClient(self, self.server.port)
         result = self.client.initialize()
         self.assertEqual(result["protocolVersion"], legacy.LATEST_LEGACY_VERSION)
@@ -62,6 +96,7 @@ class LegacyHttpFlowTests(unittest.TestCase):
         return message, stream, form
 
     def test_accept_deletes_exactly_the_chosen_note(self) -> None:
+        self.begin(procs.HttpServer(self))  # it deletes a note: a server of its own
         message, stream, form = self.ask()
         self.assertEqual(self.client.answer(form, accepted("note-14")), 202)
         response = stream.event()
@@ -84,6 +119,7 @@ class LegacyHttpFlowTests(unittest.TestCase):
         self.assertEqual(modern_choices(self.server.port, self), ALL_LESSON_NOTES)
 
     def test_a_replayed_answer_is_ignored_and_one_note_is_deleted(self) -> None:
+        self.begin(procs.HttpServer(self))  # it deletes a note: a server of its own
         _, stream, form = self.ask()
         self.assertEqual(self.client.answer(form, accepted("note-14")), 202)
         self.assertTrue(stream.event()["result"]["structuredContent"]["deleted"])
@@ -114,32 +150,20 @@ class LegacyHttpFlowTests(unittest.TestCase):
 
 def session_server(test: Any) -> procs.HttpServer:
     """`serve --http` with alice and bob, one note of alice's (nothing here deletes it)."""
-    path = procs.write_config(test, {
-        "principals": {
-            "alice": {"token": procs.TOKEN, "workspaces": [support.WORKSPACE]},
-            "bob": {"token": BOB_TOKEN, "workspaces": [BOB_WORKSPACE]},
-        },
-        "stdioPrincipal": "alice",
-        "notes": [{"id": "a1", "title": "TPS report", "uri": support.WORKSPACE + "/a1.md"}],
-        "keys": [procs.SECRET],
-    })  # fmt: skip
-    return procs.HttpServer(test, "--config", path, env=procs.server_env())
+    return alice_and_bob(test, [{"id": "a1", "title": "TPS report", "uri": support.WORKSPACE + "/a1.md"}])
 
 
 class LegacyHttpSessionTests(unittest.TestCase):
     """Session ids: minted at random, required, bound to the principal, ended by DELETE.
 
-    One server for the class: each test opens its own session, and none deletes a note or
+    The module's shared server: each test opens its own session, and none deletes a note or
     sends enough wrong tokens to make the address wait (that test has a server of its own).
     """
 
     server: procs.HttpServer
 
-    @classmethod
-    def setUpClass(cls) -> None:
-        cls.server = session_server(procs.ClassScope(cls))
-
     def setUp(self) -> None:
+        self.server = lesson_server()
         self.client = HttpLegacyClient(self, self.server.port)
         self.client.initialize()
 
@@ -262,7 +286,7 @@ class DualEraHttpTests(unittest.TestCase):
         self.assertEqual(modern_choices(server.port, self), ["note-7", "note-14"])
 
     def test_a_modern_initialize_still_gets_404_method_not_found(self) -> None:
-        server = procs.HttpServer(self)
+        server = lesson_server()
         message = request("initialize", id="i")
         status, headers, body = procs.post(server.connect(self), message)
         self.assertEqual((status, json.loads(body)["error"]["code"]), (404, main.METHOD_NOT_FOUND))
@@ -277,11 +301,19 @@ class LongLivedHostTests(unittest.TestCase):
     works.
 
     `GET /mcp` is 405 here, so a host streams only on a call's POST: the streaming host
-    holds an open form.
+    holds an open form. The two hosts that outlive short runs share a server: together they
+    open fewer sessions than the bound, and only one deletes a note. The eviction test fills the
+    table to the bound on a server of its own.
     """
 
+    SHARED = shared_servers.Shared(procs.HttpServer)
+
     def setUp(self) -> None:
-        self.server = procs.HttpServer(self)
+        self.begin(self.SHARED.get(procs.ClassScope(type(self))))
+
+    def begin(self, server: procs.HttpServer) -> None:
+        """A host's session on `server`."""
+        self.server = server
         self.host = HttpLegacyClient(self, self.server.port)
         self.host.initialize()
         self.assertEqual(self.tool_names(self.host), [main.TOOL_NAME])
@@ -318,6 +350,7 @@ class LongLivedHostTests(unittest.TestCase):
         self.assertEqual(modern_choices(self.server.port, self), ["note-3", "note-7"])
 
     def test_a_session_evicted_at_the_bound_gets_404_and_its_client_starts_a_new_one(self) -> None:
+        self.begin(procs.HttpServer(self))  # it counts every session up to the bound: a server of its own
         # Handshake-only sessions (a client that initialized and vanished) give way first,
         # oldest first: `victim` is the oldest once the table is full.
         victim, *rest = [

@@ -16,6 +16,7 @@ from typing import Any
 from unittest import mock
 
 from helpers import procs, races
+from helpers.sql_stores import SCRATCH, new_database
 from helpers.support import KEY, PRINCIPAL, Clock, Log, accept, call
 
 import audit
@@ -45,7 +46,7 @@ class FolderCase(unittest.TestCase):
     """A temporary tree: base/ws is the notes folder, base/outside must never be touched."""
 
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory(prefix="md-store-")
+        tmp = tempfile.TemporaryDirectory(prefix="md-store-", dir=SCRATCH)
         self.addCleanup(tmp.cleanup)
         self.base = tmp.name
         self.ws = os.path.join(self.base, "ws")
@@ -72,7 +73,7 @@ class FolderCase(unittest.TestCase):
         deletion: str = audit.DELETION_TRASH,
         ops: folder_paths.FileOps = folder_paths.OS_OPS,
     ) -> MarkdownNotesStore:
-        nonces = sqlite_store.open_ledger(os.path.join(self.base, "nonces.db"), clock=self.clock)
+        nonces = sqlite_store.open_ledger(new_database(os.path.join(self.base, "nonces.db")), clock=self.clock)
         self.addCleanup(nonces.close)
         store = MarkdownNotesStore(roots or [self.ws], nonces, retention=audit.Retention(deletion=deletion), ops=ops)
         self.addCleanup(store.close)
@@ -887,7 +888,7 @@ class FolderIdentityTests(FolderCase):
 
     def test_two_configured_paths_that_are_one_folder_are_refused_at_start_up(self) -> None:
         self.link_bob_at_alice()
-        nonces = sqlite_store.open_ledger(os.path.join(self.base, "nonces.db"), clock=self.clock)
+        nonces = sqlite_store.open_ledger(new_database(os.path.join(self.base, "nonces.db")), clock=self.clock)
         self.addCleanup(nonces.close)
         with self.assertRaises(stores.StoreError) as caught:
             MarkdownNotesStore([self.alice, self.bob], nonces)
@@ -1131,7 +1132,7 @@ class TwoPrincipalServerTests(unittest.TestCase):
         )
         self.assertTrue(accepted["isError"])
         self.assertEqual(accepted["content"][0]["text"], replaced)
-        # The operator's restore of alice's entry: a new process, which opens the folders afresh.
+        # The operator's restore of alice's entry: the command opens the store and its folders afresh.
         restore = self.audit_command("restore", "1")
         self.assertNotEqual(restore.returncode, 0)
         self.assertNotIn("Traceback", restore.stderr)

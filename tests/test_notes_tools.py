@@ -14,6 +14,7 @@ from typing import Any
 from unittest import mock
 
 from helpers import store_workers
+from helpers.sql_stores import SCRATCH, new_database
 from helpers.support import FORM, KEY, PRINCIPAL, Clock, ContractCase, Log, answered, request
 
 import audit
@@ -992,22 +993,22 @@ class SqlPlaces(ContractCase):
 
 class SqliteNotesTools(SqlPlaces, NotesToolsContract, unittest.TestCase):
     def open_store(self, clock: Clock) -> Any:
-        folder = tempfile.mkdtemp(prefix="tools-")
+        folder = tempfile.mkdtemp(prefix="tools-", dir=SCRATCH)
         self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
-        store = sqlite_store.open_store(os.path.join(folder, "notes.db"), clock=clock)
+        store = sqlite_store.open_store(new_database(os.path.join(folder, "notes.db")), clock=clock)
         self.addCleanup(store.close)
         return store
 
 
 class FolderNotesTools(NotesToolsContract, unittest.TestCase):
     def open_store(self, clock: Clock) -> Any:
-        self.base = os.path.realpath(tempfile.mkdtemp(prefix="tools-folder-"))
-        state = tempfile.mkdtemp(prefix="tools-nonces-")
+        self.base = os.path.realpath(tempfile.mkdtemp(prefix="tools-folder-", dir=SCRATCH))
+        state = tempfile.mkdtemp(prefix="tools-nonces-", dir=SCRATCH)
         for folder in (self.base, state):
             self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
         for name in ("Notes", "Notes/archive", "Bob", "Notes-evil"):
             os.makedirs(os.path.join(self.base, name))
-        nonces = sqlite_store.open_ledger(os.path.join(state, "nonces.db"), clock=clock)
+        nonces = sqlite_store.open_ledger(new_database(os.path.join(state, "nonces.db")), clock=clock)
         store = markdown_store.MarkdownNotesStore([self.base], nonces)
         self.addCleanup(store.close)
         return store

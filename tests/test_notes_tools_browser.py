@@ -18,6 +18,7 @@ import unittest
 from typing import Any
 
 from helpers import support  # first: it puts code/ on the import path
+from helpers.sql_stores import SCRATCH, new_database  # noqa: E402
 from helpers.support import KEY, WORKSPACE, Clock, Log, request  # noqa: E402
 
 import audit  # noqa: E402
@@ -80,9 +81,9 @@ class PageCase(unittest.TestCase):
     browser_on = True
 
     def setUp(self) -> None:
-        folder = tempfile.TemporaryDirectory()
+        folder = tempfile.TemporaryDirectory(dir=SCRATCH)
         self.addCleanup(folder.cleanup)
-        self.db = os.path.join(folder.name, "notes.db")
+        self.db = new_database(os.path.join(folder.name, "notes.db"))
         self.clock, self.log = Clock(), Log()
         self.server, self.pages, self.store = build(self.clock, self.log, self.db, self.browser_on)
         self.addCleanup(self.store.close)

@@ -48,11 +48,15 @@ class ProxyCase(unittest.TestCase):
     """An HTTP server on loopback with publicUrl `public`, reached as a proxy in front of it would reach it."""
 
     public = PUBLIC
+    server: procs.HttpServer
 
-    def setUp(self) -> None:
-        self.server = procs.HttpServer(
-            self, "--config", config_file(self, confirmInBrowser=True, publicUrl=self.public), env=procs.server_env()
-        )
+    @classmethod
+    def setUpClass(cls) -> None:
+        # One server per class: each test gives out its own link, and what one deletes (note-3,
+        # once) leaves another test's link to the notes still offered.
+        scope: Any = procs.ClassScope(cls)
+        config = config_file(scope, confirmInBrowser=True, publicUrl=cls.public)
+        cls.server = procs.HttpServer(scope, "--config", config, env=procs.server_env())
 
     def call(self, arguments: dict[str, Any], id: int) -> dict[str, Any]:
         message = request("tools/call", {"name": main.TOOL_NAME, "arguments": arguments}, id=id, capabilities=NO_FORM)

@@ -13,6 +13,7 @@ import tempfile
 import unittest
 from typing import Any
 
+from helpers.sql_stores import SCRATCH, new_database
 from helpers.support import FORM, KEY, PRINCIPAL, Clock, Log, request
 
 import audit
@@ -27,9 +28,9 @@ WORKSPACE = "file:///Users/alice/Documents/Notes"
 
 class OperatorRestoresAppendsAndMoves(unittest.TestCase):
     def setUp(self) -> None:
-        folder = tempfile.TemporaryDirectory(prefix="restore-everyday-")
+        folder = tempfile.TemporaryDirectory(prefix="restore-everyday-", dir=SCRATCH)
         self.addCleanup(folder.cleanup)
-        self.db = os.path.join(folder.name, "notes.db")
+        self.db = new_database(os.path.join(folder.name, "notes.db"))
         store = sqlite_store.open_store(self.db, clock=Clock())
         server = frame.notes_server(
             keys=[KEY], notes=store, policy=main.AuthorizationPolicy({PRINCIPAL: [WORKSPACE]}), log=Log()

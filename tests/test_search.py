@@ -51,6 +51,16 @@ class QueryLanguage(unittest.TestCase):
             text_index.parse('Lisbon  (invoice) "Ferry   Timetable"').terms, ("lisbon", "invoice", "ferry timetable")
         )
 
+    def test_a_phrase_is_asked_of_the_index_by_its_words_and_tested_whole(self) -> None:
+        query = text_index.parse('"w0001 w0002" quokka ox "in the park"')
+        self.assertEqual(query.indexed(), ["w0001", "w0002", "quokka", "the", "park"])
+        self.assertEqual(query.tested(), ["w0001 w0002", "ox", "in the park"])
+
+    def test_a_phrase_without_a_word_of_three_characters_is_asked_of_the_index_whole(self) -> None:
+        query = text_index.parse('"to be" "a b" x')
+        self.assertEqual(query.indexed(), ["to be", "a b"])  # the trigrams across its spaces
+        self.assertEqual(query.tested(), ["x"])
+
     def test_terms_are_folded_as_titles_are(self) -> None:
         self.assertEqual(text_index.parse(unicodedata.normalize("NFD", "CAFÉ")).terms, ("café",))
 
@@ -208,23 +218,43 @@ class SearchContract(ContractCase):
             # Late is still found (the match is the index's), ranked on its first 100 characters only.
             self.assertEqual(self.titles("gannet"), ["Early", "Late"])
 
+    def bounded(self, query: str, bound: int) -> dict[str, Any]:
+        """The search for `query` with MAX_RANKED_ROWS set to `bound`."""
+        with mock.patch.object(text_index, "MAX_RANKED_ROWS", bound):
+            return self.search(query)
+
     def test_the_rows_one_search_ranks_are_bounded_and_meeting_the_bound_says_stopped_early(self) -> None:
         for k in range(4):
             self.create(f"Bound {k}", "walrus")
-        with mock.patch.object(text_index, "MAX_RANKED_ROWS", 4):
-            whole = self.search("walrus")
+        whole = self.bounded("walrus", 4)
         self.assertFalse(whole["stoppedEarly"])
         self.assertEqual(len(whole["results"]), 4)
-        with mock.patch.object(text_index, "MAX_RANKED_ROWS", 3):
-            cut = self.search("walrus")
+        cut = self.bounded("walrus", 3)
         self.assertTrue(cut["stoppedEarly"])
         self.assertEqual(len(cut["results"]), 3)
 
-    def test_a_short_query_scans_within_the_same_bound(self) -> None:
+    def test_a_phrases_bound_counts_the_notes_holding_its_words_not_only_those_holding_it(self) -> None:
+        # What one search examines is the rows the index offers: for a phrase, the notes
+        # holding each of its words, tested for the phrase after. Four hold both words apart.
+        self.create("Together", "The ferry timetable is posted.")
         for k in range(4):
-            self.create(f"Short {k}", "ox")
-        with mock.patch.object(text_index, "MAX_RANKED_ROWS", 3):
-            self.assertTrue(self.search("ox")["stoppedEarly"])
+            self.create(f"Apart {k}", "A timetable for the ferry.")
+        whole = self.bounded('"ferry timetable"', 5)
+        self.assertFalse(whole["stoppedEarly"])
+        self.assertEqual([hit["title"] for hit in whole["results"]], ["Together"])
+        cut = self.bounded('"ferry timetable"', 4)
+        self.assertTrue(cut["stoppedEarly"])
+        self.assertIn([hit["title"] for hit in cut["results"]], ([], ["Together"]))
+
+    def test_a_short_querys_bound_counts_the_notes_it_tests_not_only_those_holding_it(self) -> None:
+        # A term under three characters is tested over the workspace's rows, within the bound.
+        self.create("Short", "an ox")
+        for k in range(3):
+            self.create(f"Other {k}", "a cow")
+        whole = self.bounded("ox", 4)
+        self.assertFalse(whole["stoppedEarly"])
+        self.assertEqual([hit["title"] for hit in whole["results"]], ["Short"])
+        self.assertTrue(self.bounded("ox", 3)["stoppedEarly"])
 
     # ---------------------------------------------------------------- kept current through the tools
 

@@ -913,10 +913,36 @@ class WriteFailures(StoreCase):
 
 
 class TwoProcessRace(StoreCase):
+    """Two worker processes race each round over one file.
+
+    The class shares the file and the two workers: the tests race disjoint notes (rounds
+    0-49, then 50-99) under their own nonces and count deletions round by round. Workers
+    that a failed test left dead or with a line unread are replaced, with a new file.
+    """
+
+    workers: list[store_workers.Worker]
+    shared: tuple[str, str, Clock, sqlite_store.SqliteNotesStore, list[store_workers.Worker]] | None = None
+
+    @classmethod
+    def start(cls) -> tuple[str, str, Clock, sqlite_store.SqliteNotesStore, list[store_workers.Worker]]:
+        """A file seeded with the race notes, a store on it and two workers, all cleaned up with the class."""
+        scope = unittest.TestCase()  # what a Worker reports to: its failures fail the test, its clean-ups the class's
+        scope.addCleanup = cls.addClassCleanup  # type: ignore[method-assign]
+        folder = tempfile.mkdtemp(prefix="sqlite-race-")
+        cls.addClassCleanup(shutil.rmtree, folder, ignore_errors=True)
+        path = os.path.join(folder, "notes.db")
+        clock = Clock()
+        store = open_store(path, clock=clock, seed_notes=race_notes(2 * RACE_ROUNDS))
+        cls.addClassCleanup(store.close)
+        workers = [store_workers.Worker(scope, path), store_workers.Worker(scope, path)]
+        cls.addClassCleanup(setattr, cls, "shared", None)
+        return folder, path, clock, store, workers
+
     def setUp(self) -> None:
-        super().setUp()
-        self.store = self.open(seed_notes=race_notes(2 * RACE_ROUNDS))
-        self.workers = [store_workers.Worker(self, self.path), store_workers.Worker(self, self.path)]
+        shared = type(self).shared
+        if shared is None or not all(w.process.poll() is None and w.lines.empty() for w in shared[4]):
+            shared = type(self).shared = self.start()
+        self.dir, self.path, self.clock, self.store, self.workers = shared
 
     def test_two_servers_racing_one_accepted_confirmation_delete_exactly_once_every_round(self) -> None:
         # The first call happens here; both worker servers share the signing key and the file.

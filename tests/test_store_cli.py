@@ -268,10 +268,26 @@ class ServingFaultTests(CliCase):
 class TwoInstanceTests(CliCase):
     """Two HTTP processes, one database, one signing key: a confirmation is used once overall."""
 
+    a: procs.HttpServer
+    b: procs.HttpServer
+    pair_dir: str
+    pair_db: str
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        # One pair for the class: one test deletes note-14, the other declines and then tries
+        # note-7, so neither reads what the other changed, in either order.
+        folder = tempfile.TemporaryDirectory(prefix="store-cli-")
+        cls.addClassCleanup(folder.cleanup)
+        cls.pair_dir = folder.name
+        cls.pair_db = os.path.join(cls.pair_dir, "notes.db")
+        scope: Any = procs.ClassScope(cls)
+        cls.a = procs.HttpServer(scope, "--db", cls.pair_db, env=env(cls.pair_dir, NOTES_MCP_TOKEN=procs.TOKEN))
+        cls.b = procs.HttpServer(scope, "--db", cls.pair_db, env=env(cls.pair_dir, NOTES_MCP_TOKEN=procs.TOKEN))
+
     def setUp(self) -> None:
-        super().setUp()
-        self.a = procs.HttpServer(self, "--db", self.db, env=env(self.dir, NOTES_MCP_TOKEN=procs.TOKEN))
-        self.b = procs.HttpServer(self, "--db", self.db, env=env(self.dir, NOTES_MCP_TOKEN=procs.TOKEN))
+        """The class's folder and pair (CliCase.setUp would give each test a folder of its own)."""
+        self.dir, self.db = self.pair_dir, self.pair_db
 
     def test_a_form_from_a_completes_on_b_and_the_replay_on_a_is_refused(self) -> None:
         first = self.http_call(self.a, self, call(tps()))["result"]
@@ -289,10 +305,10 @@ class TwoInstanceTests(CliCase):
         )
         self.assertEqual(declined["result"]["structuredContent"], {"deleted": False, "reason": "declined"})
         accepted = self.http_call(
-            self.a, self, call(tps(), id=3, requestState=first["requestState"], inputResponses=accept("note-14"))
+            self.a, self, call(tps(), id=3, requestState=first["requestState"], inputResponses=accept("note-7"))
         )
         self.assertEqual(accepted["error"]["code"], main.INVALID_PARAMS)
-        self.assertIn(("note-14",), self.rows("SELECT id FROM notes"))
+        self.assertIn(("note-7",), self.rows("SELECT id FROM notes"))
 
 
 class RelativePathTests(CliCase):

@@ -14,6 +14,7 @@ import unittest
 from typing import Any
 
 from helpers import store_workers
+from helpers.sql_stores import SCRATCH, new_database
 from helpers.support import KEY, PRINCIPAL, WORKSPACE, Clock, ContractCase, answered, call
 
 import audit
@@ -278,19 +279,18 @@ class MemoryContract(StoreContract, unittest.TestCase):
 
 class SqliteContract(StoreContract, unittest.TestCase):
     def open_store(self, clock: Clock, max_per_principal: int = main.MAX_REPLAY_PER_PRINCIPAL) -> Any:
-        folder = tempfile.mkdtemp(prefix="contract-")
+        folder = tempfile.mkdtemp(prefix="contract-", dir=SCRATCH)
         self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
         store = sqlite_store.open_store(
-            os.path.join(folder, "notes.db"),
+            new_database(os.path.join(folder, "notes.db"), contract_notes()),
             clock=clock,
-            seed_notes=contract_notes(),
             max_per_principal=max_per_principal,
         )
         self.addCleanup(store.close)
         return store
 
     def test_with_deletion_unlink_the_form_says_a_deletion_cannot_be_undone(self) -> None:
-        folder = tempfile.mkdtemp(prefix="contract-")
+        folder = tempfile.mkdtemp(prefix="contract-", dir=SCRATCH)
         self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
         store = sqlite_store.open_store(
             os.path.join(folder, "notes.db"),
@@ -307,14 +307,14 @@ class FolderContract(StoreContract, unittest.TestCase):
 
     def open_store(self, clock: Clock, max_per_principal: int = main.MAX_REPLAY_PER_PRINCIPAL) -> Any:
         if not hasattr(self, "base"):  # one notes folder per test; each store gets its own confirmations database
-            self.base = os.path.realpath(tempfile.mkdtemp(prefix="contract-folder-"))
-            self.state = tempfile.mkdtemp(prefix="contract-nonces-")
+            self.base = os.path.realpath(tempfile.mkdtemp(prefix="contract-folder-", dir=SCRATCH))
+            self.state = tempfile.mkdtemp(prefix="contract-nonces-", dir=SCRATCH)
             for folder in (self.base, self.state):
                 self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
             for note in contract_notes():
                 self.put_file(self.path_of(note.uri), note.title)
             self.workspace_uri = main.format_file_uri(self.below(main.parse_file_uri(WORKSPACE)))
-        database = os.path.join(self.state, f"nonces-{len(os.listdir(self.state))}.db")
+        database = new_database(os.path.join(self.state, f"nonces-{len(os.listdir(self.state))}.db"))
         nonces = sqlite_store.open_ledger(database, clock=clock, max_per_principal=max_per_principal)
         store = markdown_store.MarkdownNotesStore([self.base], nonces)
         self.addCleanup(store.close)

@@ -6,13 +6,12 @@ import itertools
 import json
 import os
 import queue
-import subprocess
 import tempfile
 import unittest
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from helpers import procs, support
+from helpers import operator_command, procs, support
 
 import frame
 import legacy
@@ -157,14 +156,9 @@ class AuditedStore:
         self.test = test
 
     def listing(self, *args: str) -> list[str]:
-        """The stdout lines of `serve.py audit --db DB list ARGS` (which must succeed)."""
-        done = subprocess.run(
-            [*procs.python(), procs.SERVE, "audit", "--db", self.db, "list", *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=procs.GUARD,
-        )
+        """The stdout lines of `serve.py audit --db DB list ARGS` (which must succeed), run in this process: the
+        server under test is the process here, and test_audit.OperatorCommand runs the command as one."""
+        done = operator_command.run(["audit", "--db", self.db, "list", *args], self.env)
         self.test.assertEqual(done.returncode, 0, done.stderr)
         return done.stdout.splitlines()
 

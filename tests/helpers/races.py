@@ -15,6 +15,7 @@ from typing import Any
 from unittest import mock
 
 from helpers import support  # noqa: F401 - puts code/ on the import path
+from helpers.sql_stores import SCRATCH
 
 import audit
 import folder_paths
@@ -127,7 +128,7 @@ def race(tries: int, check: bool = True) -> collections.Counter[str]:
     """Run `tries` confirmed deletions, each raced by an Exchanger; how each ended. `check=False` skips the arrival
     check."""
     outcomes: collections.Counter[str] = collections.Counter()
-    with tempfile.TemporaryDirectory(prefix="exchange-race-") as base:
+    with tempfile.TemporaryDirectory(prefix="exchange-race-", dir=SCRATCH) as base:
         notes = os.path.join(base, "notes")
         os.makedirs(notes)
         nonces = sqlite_store.open_ledger(os.path.join(base, "nonces.db"), clock=lambda: 1_000_000.0)

@@ -1,15 +1,68 @@
-"""What the SQLite and PostgreSQL store tests share: the race notes, the worker's consume command, and the tests both
-stores must pass alike."""
+"""What the store tests share: where their files go, a new SQLite database to copy, the race notes, the worker's
+consume command, and the tests both SQL stores must pass alike."""
 
 from __future__ import annotations
 
+import os
+import tempfile
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from helpers import store_workers
 from helpers.support import PRINCIPAL, WORKSPACE, ContractCase
 
 import main
+import sqlite_store
+
+SHM = "/dev/shm"  # Linux's tmpfs: files in memory, no journal, an fsync that has nothing to write
+# A container's /dev/shm is often 64 MB: smaller than this free, the tests use tempfile's folder instead.
+MIN_SHM_FREE_BYTES = 512 * 1024 * 1024
+
+
+def _scratch() -> str | None:
+    """SHM where it is a folder this process may write in with MIN_SHM_FREE_BYTES free and TMPDIR names none; else
+    None (tempfile's choice)."""
+    if os.environ.get("TMPDIR") or not os.path.isdir(SHM) or not os.access(SHM, os.W_OK | os.X_OK):
+        return None
+    free = os.statvfs(SHM)
+    return SHM if free.f_bavail * free.f_frsize >= MIN_SHM_FREE_BYTES else None
+
+
+# The `dir` of the in-process store tests' temporary folders. Their thousands of small files
+# and synced SQLite commits cost a disk file system's journal about as much CPU as the tests
+# themselves (every fsync, create and rename a journal transaction), and nothing the tests
+# assert depends on it. TMPDIR set, they go where it says (a disk, to run them there).
+SCRATCH = _scratch()
+
+# (seed, sqlite_store.trigram_support()) -> a database open_store created so, made once: a test that
+# patches the probe to say "no trigram tokenizer" gets a database without the title index, as from open_store.
+_NEW_DATABASES: dict[tuple[tuple[main.Note, ...], str | None], bytes] = {}
+
+
+def new_database(path: str, seed_notes: Iterable[main.Note] = ()) -> str:
+    """`path`, where a copy of a new database as sqlite_store.open_store creates it with `seed_notes` is put unless a
+    file is there already: for a test whose point is not the creation of the schema.
+
+    Creating the schema costs some fifty statements, each parsed against the schema so far;
+    opening the copy is the open of an existing database, about a third of that CPU. The
+    copies share one store id, which only tells the database from another file put over it
+    while it is open.
+    """
+    seed = tuple(seed_notes)
+    key = (seed, sqlite_store.trigram_support())
+    if key not in _NEW_DATABASES:
+        with tempfile.TemporaryDirectory(prefix="new-db-", dir=SCRATCH) as folder:
+            made = os.path.join(folder, "new.db")
+            sqlite_store.open_store(made, clock=time.time, seed_notes=seed).close()
+            with open(made, "rb") as handle:
+                _NEW_DATABASES[key] = handle.read()
+    try:
+        with open(path, "xb") as handle:
+            handle.write(_NEW_DATABASES[key])
+    except FileExistsError:
+        pass
+    return path
 
 
 def race_notes(count: int) -> list[main.Note]:

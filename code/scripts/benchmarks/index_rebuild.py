@@ -49,8 +49,14 @@ def overflow_queue(path: str) -> None:
     other = path + ".other"
     with open(other, "w", encoding="utf-8"):
         pass
-    for k in range(events + 2):  # two files in turn: the kernel merges an event only into an identical last one
-        os.utime(path if k % 2 else other)
+    # Through open descriptors: futimens queues the same IN_ATTRIB without a path lookup per call.
+    handles = [os.open(name, os.O_RDONLY | os.O_CLOEXEC) for name in (other, path)]
+    try:
+        for k in range(events + 2):  # two files in turn: the kernel merges an event only into an identical last one
+            os.utime(handles[k % 2])
+    finally:
+        for handle in handles:
+            os.close(handle)
     os.unlink(other)
 
 
