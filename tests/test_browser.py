@@ -35,6 +35,7 @@ from test_notes_tools_browser import build as notes_page_server  # noqa: E402
 # `NOTES_MCP_SCREENSHOTS=docs/img python3 -m unittest tests.test_browser` refreshes the
 # committed ones the docs show.
 SCREENSHOTS = os.environ.get("NOTES_MCP_SCREENSHOTS") or os.path.join(tempfile.gettempdir(), "notes-mcp-screenshots")
+load_tests = webdriver.load_tests_for(__file__)  # the run's one browser is kept open for this module's tests
 PROBE = (
     "<!DOCTYPE html><title>probe</title><p id=p>script "
     "off</p><script>document.getElementById('p').textContent='script on'</script>"
@@ -84,8 +85,8 @@ class BrowserFlowTests(RealHttpServer, unittest.TestCase):
             raise unittest.SkipTest("Chromium or chromedriver not installed (run .ci/setup-chromium.sh)")
         super().setUpClass()
 
-    def driver(self, prefs: dict[str, Any] | None = None) -> webdriver.Driver:
-        return webdriver.shared(prefs)
+    def driver(self, javascript: bool = True) -> webdriver.Driver:
+        return webdriver.shared(self, javascript)
 
     def first_link(self) -> tuple[dict[str, Any], str]:
         """A real first tools/call notes_publish: its result and the link it carries."""
@@ -93,12 +94,15 @@ class BrowserFlowTests(RealHttpServer, unittest.TestCase):
         self.assertEqual(first["resultType"], "input_required")
         return first, connect_request(first)["params"]["url"]
 
-    def sign_in(self, driver: webdriver.Driver, url: str, token: str) -> str:
-        """Open the link, paste the token, press Sign in; the page source after it."""
+    def sign_in(self, driver: webdriver.Driver, url: str, token: str, screenshot: str = "") -> str:
+        """Open the link (its picture saved as `screenshot` when named), paste the token, press Sign in; the page source
+        after it."""
         driver.get(url)
         self.assertIn("Sign in", driver.source())
-        driver.send_keys(driver.find("input[name=token]"), token)
-        driver.submit(driver.find("form button[type=submit]"))
+        if screenshot:
+            self.save(driver, screenshot)
+        driver.paste("input[name=token]", token)
+        driver.submit("form button[type=submit]")
         return driver.source()
 
     def save(self, driver: webdriver.Driver, name: str) -> None:
@@ -110,16 +114,13 @@ class BrowserFlowTests(RealHttpServer, unittest.TestCase):
 
     def complete_flow(self, driver: webdriver.Driver, screenshots: bool) -> None:
         first, url = self.first_link()
-        driver.get(url)
-        if screenshots:
-            self.save(driver, "connect-sign-in.png")
-        consent = self.sign_in(driver, url, ALICE_TOKEN)
+        consent = self.sign_in(driver, url, ALICE_TOKEN, "connect-sign-in.png" if screenshots else "")
         self.assertEqual(driver.current_url(), url)  # the 303 led back to the link
         for part in ("<strong>alice</strong>", connect.TOOL_NAME, "TPS report 2025", "standing connection"):
             self.assertIn(part, consent)
         if screenshots:
             self.save(driver, "connect-consent.png")
-        driver.submit(driver.find("button[value=allow]"))
+        driver.submit("button[value=allow]")
         connected = driver.source()
         self.assertIn("<h1>Connected</h1>", connected)
         self.assertIn("Disconnect", connected)
@@ -133,7 +134,7 @@ class BrowserFlowTests(RealHttpServer, unittest.TestCase):
         self.complete_flow(self.driver(), screenshots=True)
 
     def test_the_same_flow_works_with_javascript_disabled(self) -> None:
-        driver = self.driver(webdriver.JAVASCRIPT_OFF)
+        driver = self.driver(javascript=False)
         probe = Pages(self, {"/probe": PROBE})
         driver.get(probe.url("/probe"))
         self.assertIn("script off", driver.source())  # the preference really holds
@@ -208,7 +209,7 @@ class ConfirmInChromiumTests(unittest.TestCase):
         (self.server, pages), (self.other, _) = [build(self.clock, support.Log(), store) for store in self.stores]
         self.listen(pages)
         self.alice = Client(self.server, "alice")
-        self.driver = webdriver.shared()
+        self.driver = webdriver.shared(self)
 
     def listen(self, pages: Any) -> None:
         """The pages on a real loopback listener (the MCP calls go to the servers in process)."""
@@ -222,11 +223,13 @@ class ConfirmInChromiumTests(unittest.TestCase):
         arguments = {**tps("TPS report"), "confirmation": first["structuredContent"]["confirmation"]}
         return Client(server or self.server, "alice").call(arguments)
 
-    def sign_in(self, url: str, token: str) -> str:
+    def sign_in(self, url: str, token: str, screenshot: str = "") -> str:
         self.driver.get(url)
         self.assertIn("Sign in", self.driver.source())
-        self.driver.send_keys(self.driver.find("input[name=token]"), token)
-        self.driver.submit(self.driver.find("form button[type=submit]"))
+        if screenshot:
+            self.save(screenshot)
+        self.driver.paste("input[name=token]", token)
+        self.driver.submit("form button[type=submit]")
         return self.driver.source()
 
     def save(self, name: str) -> None:
@@ -239,9 +242,7 @@ class ConfirmInChromiumTests(unittest.TestCase):
 
     def test_link_sign_in_choose_move_to_trash_then_the_second_call_deletes_that_note_once(self) -> None:
         first, url = self.first()
-        self.driver.get(url)
-        self.save("confirm-sign-in.png")
-        page = self.sign_in(url, ALICE_TOKEN)
+        page = self.sign_in(url, ALICE_TOKEN, "confirm-sign-in.png")
         self.assertEqual(self.driver.current_url(), url)
         for shown in (
             "<strong>alice</strong>",
@@ -251,9 +252,9 @@ class ConfirmInChromiumTests(unittest.TestCase):
             "Move to trash",
         ):
             self.assertIn(shown, page)
-        self.driver.click(self.driver.find("input[value$=':note-7']"))
+        self.driver.click("input[value$=':note-7']")
         self.save("confirm-choose.png")
-        self.driver.submit(self.driver.find("button[value=approve]"))
+        self.driver.submit("button[value=approve]")
         self.assertIn("<h1>Approved</h1>", self.driver.source())
         self.save("confirm-approved.png")
         self.assertIn("note-7", self.ids())  # the page alone deletes nothing
@@ -267,7 +268,7 @@ class ConfirmInChromiumTests(unittest.TestCase):
     def test_keep_in_chromium_deletes_nothing_and_ends_the_confirmation(self) -> None:
         first, url = self.first()
         self.sign_in(url, ALICE_TOKEN)
-        self.driver.submit(self.driver.find("button[value=keep]"))
+        self.driver.submit("button[value=keep]")
         self.assertIn("<h1>Kept</h1>", self.driver.source())
         self.assertEqual(self.second(first)["result"]["structuredContent"], {"deleted": False, "reason": "declined"})
         self.assertEqual(sorted(self.ids()), sorted(n.id for n in notes()))
@@ -276,8 +277,8 @@ class ConfirmInChromiumTests(unittest.TestCase):
         first, url = self.first()
         self.sign_in(url, ALICE_TOKEN)
         self.clock.now += main.DEFAULT_STATE_TTL_SECONDS
-        self.driver.click(self.driver.find("input[value$=':note-7']"))
-        self.driver.submit(self.driver.find("button[value=approve]"))
+        self.driver.click("input[value$=':note-7']")
+        self.driver.submit("button[value=approve]")
         self.assertIn("Link not valid", self.driver.source())
         self.assertEqual(self.second(first)["error"]["message"], browser_confirm.refused_confirmation(main.TOOL_NAME))
         self.assertEqual(sorted(self.ids()), sorted(n.id for n in notes()))
@@ -286,13 +287,13 @@ class ConfirmInChromiumTests(unittest.TestCase):
         first = self.alice.call(tps("TPS report"), URL_ONLY)["result"]
         url = first["inputRequests"][browser_confirm.URL_KEY]["params"]["url"]
         self.assertIn("Move to trash", self.sign_in(url, ALICE_TOKEN))
-        self.driver.click(self.driver.find("input[value$=':note-7']"))
+        self.driver.click("input[value$=':note-7']")
         # The person declines in the host, through the other instance, while the page is open here.
         declining = {browser_confirm.URL_KEY: {"action": "decline"}}
         retry = {"requestState": first["requestState"], "inputResponses": declining}
         declined = Client(self.other, "alice").call(tps("TPS report"), URL_ONLY, **retry)["result"]
         self.assertEqual(declined["structuredContent"], {"deleted": False, "reason": "declined"})
-        self.driver.submit(self.driver.find("button[value=approve]"))
+        self.driver.submit("button[value=approve]")
         page = self.driver.source()
         self.assertIn("Link not valid", page)
         self.assertNotIn("Approved", page)
@@ -345,17 +346,17 @@ class UpdateInChromiumTests(unittest.TestCase):
         }
         first = alice.call("notes_update", arguments)["result"]
         url = first["structuredContent"]["url"]
-        driver = webdriver.shared()
+        driver = webdriver.shared(self)
         driver.get(url)
-        driver.send_keys(driver.find("input[name=token]"), ALICE_TOKEN)
-        driver.submit(driver.find("form button[type=submit]"))
+        driver.paste("input[name=token]", ALICE_TOKEN)
+        driver.submit("form button[type=submit]")
         page = driver.source()
         for shown in ("<strong>alice</strong>", "-eggs", "+bread\\u200b", ">Apply</button>"):
             self.assertIn(shown, page)
         os.makedirs(SCREENSHOTS, exist_ok=True)
         with open(os.path.join(SCREENSHOTS, "confirm-update.png"), "wb") as handle:
             handle.write(driver.screenshot())
-        driver.submit(driver.find("button[value=approve]"))
+        driver.submit("button[value=approve]")
         self.assertIn("<h1>Approved</h1>", driver.source())
         self.assertEqual(store.note_text(note["noteId"], main.parse_file_uri(main.LESSON_WORKSPACE))[1], "milk\neggs\n")
         second = {**arguments, "confirmation": first["structuredContent"]["confirmation"]}

@@ -47,6 +47,7 @@ from test_browser_confirm import TOKENS, Client  # noqa: E402
 from test_connect import ALICE_TOKEN, config_file, grants, notes  # noqa: E402
 
 SCREENSHOTS = os.environ.get("NOTES_MCP_SCREENSHOTS") or os.path.join(tempfile.gettempdir(), "notes-mcp-screenshots")
+load_tests = webdriver.load_tests_for(__file__)  # the run's one browser is kept open for this module's tests
 HAS_EXTRA = importlib.util.find_spec("fido2") is not None
 SKIP_EXTRA = "the optional WebAuthn library is not installed (pip install 'notes-mcp[passkeys]'; .ci/setup-passkeys.sh)"
 
@@ -146,7 +147,7 @@ class PasskeysInChromium(NeedsChromiumAndTheExtra, unittest.TestCase):
     """Two instances over one SQLite file, each serving its pages; one Chromium with one virtual authenticator."""
 
     mode = passkey_pages.OFFER
-    prefs: dict[str, Any] | None = None
+    javascript = True  # whether the pages' scripts run
 
     def setUp(self) -> None:
         folder = tempfile.TemporaryDirectory()
@@ -161,7 +162,7 @@ class PasskeysInChromium(NeedsChromiumAndTheExtra, unittest.TestCase):
         ]
         serve_on_localhost(self, self.server, self.pages)
         serve_on_localhost(self, self.other, self.other_pages)
-        self.driver = webdriver.shared(self.prefs)  # this module's browser, wiped: no cookie, no authenticator
+        self.driver = webdriver.shared(self, self.javascript)  # the run's browser, wiped: no cookie, no authenticator
         self.authenticator = self.driver.add_authenticator()
 
     # ---------------------------------------------------------------- steps
@@ -176,19 +177,19 @@ class PasskeysInChromium(NeedsChromiumAndTheExtra, unittest.TestCase):
 
     def sign_in_with_token(self, url: str) -> str:
         self.driver.get(url)
-        self.driver.send_keys(self.driver.find("input[name=token]"), ALICE_TOKEN)
-        self.driver.submit(self.driver.find("form[action$='/sign-in'] button[type=submit]"))
+        self.driver.paste("input[name=token]", ALICE_TOKEN)
+        self.driver.submit("form[action$='/sign-in'] button[type=submit]")
         return self.driver.source()
 
     def register(self, label: str = "Test laptop") -> str:
-        self.driver.send_keys(self.driver.find("input[name=label]"), label)
+        self.driver.paste("input[name=label]", label)
         self.save("passkey-register.png")
-        self.driver.submit(self.driver.find("form[data-passkey=register] button[type=submit]"))
+        self.driver.submit("form[data-passkey=register] button[type=submit]")
         return self.driver.source()
 
     def sign_in_with_passkey(self, url: str) -> str:
         self.driver.get(url)
-        self.driver.submit(self.driver.find("form[data-passkey=sign-in] button[type=submit]"))
+        self.driver.submit("form[data-passkey=sign-in] button[type=submit]")
         return self.driver.source()
 
     def save(self, name: str) -> None:
@@ -263,15 +264,15 @@ class OfferTests(PasskeysInChromium):
         [key] = self.keys()
         self.assertEqual((key.label, key.principal), ("Test laptop", "alice"))
         self.assertEqual([c["rpId"] for c in self.driver.authenticator_credentials(self.authenticator)], ["localhost"])
-        self.driver.submit(self.driver.find("button[value=keep]"))  # this one is kept; the next is approved by passkey
+        self.driver.submit("button[value=keep]")  # this one is kept; the next is approved by passkey
         first, url = self.first()
         self.driver.get(url)
         self.save("passkey-sign-in.png")
         page = self.sign_in_with_passkey(url)
         self.assertIn("Signed in as <strong>alice</strong>", page)
         self.assertNotIn("Register a passkey", page)  # a passkey session adds no passkey
-        self.driver.click(self.driver.find("input[value$=':note-7']"))
-        self.driver.submit(self.driver.find("button[value=approve]"))
+        self.driver.click("input[value$=':note-7']")
+        self.driver.submit("button[value=approve]")
         self.assertIn("<h1>Approved</h1>", self.driver.source())
         self.assertIn("note-7", self.ids())
         done = self.second(first, self.other)["result"]
@@ -285,8 +286,8 @@ class OfferTests(PasskeysInChromium):
         self.driver.set_user_verified(self.authenticator, False)
         first, url = self.first()
         self.sign_in_with_token(url)
-        self.driver.send_keys(self.driver.find("input[name=label]"), "No fingerprint")
-        self.driver.click(self.driver.find("form[data-passkey=register] button[type=submit]"))
+        self.driver.paste("input[name=label]", "No fingerprint")
+        self.driver.click("form[data-passkey=register] button[type=submit]")
         self.assertEqual(self.said("form[data-passkey=register]"), "No passkey was registered (NotAllowedError).")
         self.assertEqual(self.keys(), [])
 
@@ -330,8 +331,8 @@ class OfferTests(PasskeysInChromium):
         first, url = self.first(self.other)  # instance two's pages, another port
         page = self.sign_in_with_passkey(url)
         self.assertIn("Signed in as <strong>alice</strong>", page)
-        self.driver.click(self.driver.find("input[value$=':note-3']"))
-        self.driver.submit(self.driver.find("button[value=approve]"))
+        self.driver.click("input[value$=':note-3']")
+        self.driver.submit("button[value=approve]")
         self.assertEqual(self.second(first)["result"]["structuredContent"], {"deleted": True, "noteId": "note-3"})
 
 
@@ -355,9 +356,9 @@ class RequireTests(PasskeysInChromium):
     ) -> None:
         first, url = self.registered()
         [key] = self.keys()
-        self.driver.click(self.driver.find("input[value$=':note-7']"))
+        self.driver.click("input[value$=':note-7']")
         self.save("passkey-approve.png")
-        self.driver.submit(self.driver.find("button[value=approve]"))  # the page's script asks the passkey, then sends
+        self.driver.submit("button[value=approve]")  # the page's script asks the passkey, then sends
         self.assertIn("<h1>Approved</h1>", self.driver.source())
         self.save("passkey-approved.png")
         self.assertGreater(self.keys()[0].sign_count, key.sign_count)
@@ -376,10 +377,8 @@ class RequireTests(PasskeysInChromium):
         first, url = self.first()
         page = self.sign_in_with_token(url)  # the cookie and the CSRF token in hand, as a model driving the browser
         self.assertIn("Register a passkey", page)
-        self.driver.click(self.driver.find("input[value$=':note-7']"))
-        self.driver.click(
-            self.driver.find("button[value=approve]")
-        )  # no passkey registered: the ceremony fails, nothing is sent
+        self.driver.click("input[value$=':note-7']")
+        self.driver.click("button[value=approve]")  # no passkey registered: the ceremony fails, nothing is sent
         status = self.said(DECISION_FORM)
         self.assertTrue(status.startswith("No passkey was used"), status)
         old = self.driver.find("html")
@@ -434,22 +433,22 @@ class RequireTests(PasskeysInChromium):
 
 class RequireWithoutJavaScriptTests(PasskeysInChromium):
     mode = passkey_pages.REQUIRE
-    prefs = webdriver.JAVASCRIPT_OFF
+    javascript = False
 
     def test_without_javascript_the_page_says_approval_needs_a_passkey_and_approves_nothing(self) -> None:
         first, url = self.first()
         page = self.sign_in_with_token(url)
         self.assertIn("<noscript>", page)
         self.assertIn(passkey_pages.NO_SCRIPT, page)
-        self.driver.click(self.driver.find("input[value$=':note-7']"))
+        self.driver.click("input[value$=':note-7']")
         self.save("passkey-no-javascript.png")
-        self.driver.submit(self.driver.find("button[value=approve]"))
+        self.driver.submit("button[value=approve]")
         page = self.driver.source()
         self.assertIn("<h1>Not approved</h1>", page)
         self.assertEqual(self.status(first), browser_confirm.PENDING)
         self.assertEqual(sorted(self.ids()), sorted(n.id for n in notes()))
         self.driver.get(url)
-        self.driver.submit(self.driver.find("button[value=keep]"))  # Keep needs no gesture
+        self.driver.submit("button[value=keep]")  # Keep needs no gesture
         self.assertIn("<h1>Kept</h1>", self.driver.source())
         self.assertEqual(self.second(first)["result"]["structuredContent"], {"deleted": False, "reason": "declined"})
 
@@ -471,7 +470,7 @@ class UpdateRequireTests(PasskeysInChromium):
             passkey_pages.REQUIRE, keys, self.clock, support.Log(), lambda: self.pages.base_url
         )
         serve_on_localhost(self, self.server, self.pages)
-        self.driver = webdriver.shared()
+        self.driver = webdriver.shared(self)
         self.authenticator = self.driver.add_authenticator()
 
     def test_an_update_applied_with_a_passkey_assertion_is_written_by_the_second_call(self) -> None:
@@ -489,7 +488,7 @@ class UpdateRequireTests(PasskeysInChromium):
         first = alice.call("notes_update", arguments)["result"]
         self.sign_in_with_token(first["structuredContent"]["url"])
         self.register()
-        self.driver.submit(self.driver.find("button[value=approve]"))  # Apply: the script asks the passkey first
+        self.driver.submit("button[value=approve]")  # Apply: the script asks the passkey first
         self.assertIn("<h1>Approved</h1>", self.driver.source())
         done = alice.call("notes_update", {**arguments, "confirmation": first["structuredContent"]["confirmation"]})[
             "result"
@@ -518,16 +517,16 @@ class RealServerTests(NeedsChromiumAndTheExtra, unittest.TestCase):
         first = self.call(server, tps("TPS report"))["result"]
         url = first["structuredContent"]["url"]
         self.assertTrue(url.startswith(f"http://localhost:{server.port}/confirm/"), url)
-        driver = webdriver.shared()
+        driver = webdriver.shared(self)
         driver.add_authenticator()
         driver.get(url)
-        driver.send_keys(driver.find("input[name=token]"), ALICE_TOKEN)
-        driver.submit(driver.find("form[action$='/sign-in'] button[type=submit]"))
-        driver.send_keys(driver.find("input[name=label]"), "Laptop")
-        driver.submit(driver.find("form[data-passkey=register] button[type=submit]"))
+        driver.paste("input[name=token]", ALICE_TOKEN)
+        driver.submit("form[action$='/sign-in'] button[type=submit]")
+        driver.paste("input[name=label]", "Laptop")
+        driver.submit("form[data-passkey=register] button[type=submit]")
         self.assertIn("already has a passkey", driver.source())
-        driver.click(driver.find("input[value$=':note-7']"))
-        driver.submit(driver.find("button[value=approve]"))
+        driver.click("input[value$=':note-7']")
+        driver.submit("button[value=approve]")
         self.assertIn("<h1>Approved</h1>", driver.source())
         done = self.call(server, {**tps("TPS report"), "confirmation": first["structuredContent"]["confirmation"]})[
             "result"
@@ -550,15 +549,15 @@ class PerCallStdioTests(NeedsChromiumAndTheExtra, unittest.TestCase):
         host = test_per_call_hosts.PerCallHost(self, config_file(self), db, "--passkeys", "require")
         first = host.call(main.TOOL_NAME, tps("TPS report"))["result"]["structuredContent"]
         self.assertTrue(first["url"].startswith("http://localhost:"), first["url"])
-        driver = webdriver.shared()
+        driver = webdriver.shared(self)
         driver.add_authenticator()
         driver.get(first["url"])  # the process that gave it out has exited: its keeper serves it
-        driver.send_keys(driver.find("input[name=token]"), ALICE_TOKEN)
-        driver.submit(driver.find("form[action$='/sign-in'] button[type=submit]"))
-        driver.send_keys(driver.find("input[name=label]"), "Laptop")
-        driver.submit(driver.find("form[data-passkey=register] button[type=submit]"))
-        driver.click(driver.find("input[value$=':note-7']"))
-        driver.submit(driver.find("button[value=approve]"))
+        driver.paste("input[name=token]", ALICE_TOKEN)
+        driver.submit("form[action$='/sign-in'] button[type=submit]")
+        driver.paste("input[name=label]", "Laptop")
+        driver.submit("form[data-passkey=register] button[type=submit]")
+        driver.click("input[value$=':note-7']")
+        driver.submit("button[value=approve]")
         self.assertIn("<h1>Approved</h1>", driver.source())
         done = host.call(main.TOOL_NAME, {**tps("TPS report"), "confirmation": first["confirmation"]})["result"]
         self.assertEqual(done["structuredContent"], {"deleted": True, "noteId": "note-7"})

@@ -33,6 +33,7 @@ import sqlite_store  # noqa: E402
 import stores  # noqa: E402
 from test_browser_confirm import ALICE_TOKEN, config_file, notes  # noqa: E402
 
+load_tests = webdriver.load_tests_for(__file__)  # the run's one browser is kept open for this module's tests
 NO_FORM: dict[str, Any] = {}
 
 
@@ -198,14 +199,13 @@ class PerCallInChromiumTests(unittest.TestCase):
         self.assertEqual(
             host.call(main.TOOL_NAME, second)["result"]["structuredContent"]["url"], first["url"]
         )  # pending: same link
-        driver = webdriver.Driver()
-        self.addCleanup(driver.close)
+        driver = webdriver.shared(self)
         driver.get(first["url"])  # every process that answered has exited by now
         self.assertIn("Sign in", driver.source())
-        driver.send_keys(driver.find("input[name=token]"), ALICE_TOKEN)
-        driver.submit(driver.find("form button[type=submit]"))
-        driver.click(driver.find("input[value$=':note-7']"))
-        driver.submit(driver.find("button[value=approve]"))
+        driver.paste("input[name=token]", ALICE_TOKEN)
+        driver.submit("form button[type=submit]")
+        driver.click("input[value$=':note-7']")
+        driver.submit("button[value=approve]")
         self.assertIn("<h1>Approved</h1>", driver.source())
         done = host.call(main.TOOL_NAME, second)["result"]
         self.assertEqual(done["structuredContent"], {"deleted": True, "noteId": "note-7"})

@@ -22,6 +22,8 @@ import walkthrough  # noqa: E402
 # Where the page's screenshot goes: a scratch folder, so a run never changes the checkout;
 # `NOTES_MCP_SCREENSHOTS=docs/img python3 -m unittest tests.test_walkthrough` writes it there instead.
 SCREENSHOTS = os.environ.get("NOTES_MCP_SCREENSHOTS") or os.path.join(tempfile.gettempdir(), "notes-mcp-screenshots")
+load_tests = webdriver.load_tests_for(__file__)  # the run's one browser is kept open for this module's tests
+WINDOW = (1280, 900)  # a desktop browser's, as the page's screenshot in the docs shows it
 
 
 class Links(html.parser.HTMLParser):
@@ -180,27 +182,26 @@ class InTheBrowser(unittest.TestCase):
             raise unittest.SkipTest("Chromium or chromedriver not installed (run .ci/setup-chromium.sh)")
 
     def test_each_heading_and_contents_link_leads_to_its_section_and_first_line_with_javascript_off(self) -> None:
-        driver = webdriver.Driver(prefs=webdriver.JAVASCRIPT_OFF, window=(1280, 900))
-        self.addCleanup(driver.close)
+        driver = webdriver.shared(self, javascript=False, window=WINDOW)
         url = "file://" + walkthrough.PAGE
         driver.get(url)
         os.makedirs(SCREENSHOTS, exist_ok=True)
         with open(os.path.join(SCREENSHOTS, "walkthrough.png"), "wb") as handle:
             handle.write(driver.screenshot())
-        top = driver.screenshot()
+        top = driver.view()
         with open(os.path.join(support.CODE, "main.py"), encoding="utf-8") as handle:
             found = walkthrough.sections(handle.read().splitlines())
         for section in found:
             with self.subTest(section=section.number):
-                driver.click(driver.find(f'nav a[href="#section-{section.number}"]'))
+                driver.click(f'nav a[href="#section-{section.number}"]')
                 self.assertEqual(driver.current_url(), f"{url}#section-{section.number}")
-                heading = driver.find(f"#section-{section.number} h2 a")
-                self.assertIn(section.title, driver.text(heading))
+                heading = f"#section-{section.number} h2 a"
+                self.assertIn(section.title, driver.text(driver.find(heading)))
                 driver.click(heading)
                 self.assertEqual(driver.current_url(), f"{url}#L{section.first}")
                 line = driver.find(f"#L{section.first}")
                 self.assertEqual(driver.text(line), str(section.first))
-                self.assertNotEqual(driver.screenshot(), top)  # the view moved to the section
+                self.assertNotEqual(driver.view(), top)  # the view moved to the section
         with open(os.path.join(SCREENSHOTS, "walkthrough-section-10.png"), "wb") as handle:
             driver.get(f"{url}#section-10")
             handle.write(driver.screenshot())
