@@ -18,7 +18,7 @@ import unittest
 from typing import Any
 from unittest import mock
 
-from helpers import procs
+from helpers import procs, support
 
 import folder_bodies
 import main
@@ -77,7 +77,7 @@ class Notes:
     def __init__(self, test: Any, cases: tuple[str, ...], shared: bool = False) -> None:
         """The folder with `cases`, removed at `test`'s clean-up; a `shared` one (a class's) leaves out the note with an
         extended attribute where the file system keeps none (its tests skip), where a test's own skips the test."""
-        tmp = tempfile.TemporaryDirectory(prefix="md-perm-")
+        tmp = tempfile.TemporaryDirectory(prefix="md-perm-", dir=support.DISK)  # a disk: tmpfs keeps no user xattrs
         test.addCleanup(tmp.cleanup)
         self.dir = tmp.name
         self.folder = os.path.join(self.dir, "Notes")

@@ -576,7 +576,8 @@ class CompromisedServerTests(unittest.TestCase):
     """Code running inside the server after start-up (sitecustomize, tests/helpers/sandbox_probe) tries to escape."""
 
     def setUp(self) -> None:
-        folder = self.enterContext(tempfile.TemporaryDirectory(prefix="sandbox-"))
+        # On a disk: the control run sets a user extended attribute, which this kernel's tmpfs does not keep.
+        folder = self.enterContext(tempfile.TemporaryDirectory(prefix="sandbox-", dir=support.DISK))
         self.notes = os.path.join(folder, "Notes")
         self.outside = os.path.join(folder, "outside")
         os.makedirs(self.notes)
@@ -777,7 +778,7 @@ class SqliteAndMountsTests(unittest.TestCase):
 
     def test_notes_on_another_mount_and_confirmations_in_sqlite_wal_survive_confinement_and_shutdown(self) -> None:
         skip_without_landlock()
-        state = self.enterContext(tempfile.TemporaryDirectory(prefix="sandbox-state-"))
+        state = self.enterContext(tempfile.TemporaryDirectory(prefix="sandbox-state-", dir=support.DISK))
         if not os.path.isdir("/dev/shm") or os.stat("/dev/shm").st_dev == os.stat(state).st_dev:
             self.skipTest("no /dev/shm mount apart from the temporary folder's")
         notes = self.enterContext(tempfile.TemporaryDirectory(prefix="sandbox-notes-", dir="/dev/shm"))

@@ -9,31 +9,13 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from helpers import store_workers
+from helpers import store_workers, support
 from helpers.support import PRINCIPAL, WORKSPACE, ContractCase
 
 import main
 import sqlite_store
 
-SHM = "/dev/shm"  # Linux's tmpfs: files in memory, no journal, an fsync that has nothing to write
-# A container's /dev/shm is often 64 MB: smaller than this free, the tests use tempfile's folder instead.
-MIN_SHM_FREE_BYTES = 512 * 1024 * 1024
-
-
-def _scratch() -> str | None:
-    """SHM where it is a folder this process may write in with MIN_SHM_FREE_BYTES free and TMPDIR names none; else
-    None (tempfile's choice)."""
-    if os.environ.get("TMPDIR") or not os.path.isdir(SHM) or not os.access(SHM, os.W_OK | os.X_OK):
-        return None
-    free = os.statvfs(SHM)
-    return SHM if free.f_bavail * free.f_frsize >= MIN_SHM_FREE_BYTES else None
-
-
-# The `dir` of the in-process store tests' temporary folders. Their thousands of small files
-# and synced SQLite commits cost a disk file system's journal about as much CPU as the tests
-# themselves (every fsync, create and rename a journal transaction), and nothing the tests
-# assert depends on it. TMPDIR set, they go where it says (a disk, to run them there).
-SCRATCH = _scratch()
+SCRATCH = support.SCRATCH  # the in-process store tests' folders: see tests/helpers/support.py
 
 # (seed, sqlite_store.trigram_support()) -> a database open_store created so, made once: a test that
 # patches the probe to say "no trigram tokenizer" gets a database without the title index, as from open_store.

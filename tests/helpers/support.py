@@ -6,6 +6,7 @@ import base64
 import json
 import os
 import sys
+import tempfile
 import unittest
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,32 @@ def _share_bytecode() -> None:
 
 
 _share_bytecode()
+
+SHM = "/dev/shm"  # Linux's tmpfs: files in memory, no journal, an fsync that has nothing to write
+# A container's /dev/shm is often 64 MB: with less than this free, the tests keep the usual folder.
+MIN_SHM_FREE_BYTES = 512 * 1024 * 1024
+# Where temporary files go without the choice below: for the tests whose point is a disk file
+# system's feature (user extended attributes, which this kernel's tmpfs does not keep).
+DISK = tempfile.gettempdir()
+
+
+def _scratch() -> str | None:
+    """SHM where TMPDIR names no folder and SHM is a folder this process may write in with MIN_SHM_FREE_BYTES free;
+    else None."""
+    if os.environ.get("TMPDIR") or not os.path.isdir(SHM) or not os.access(SHM, os.W_OK | os.X_OK):
+        return None
+    free = os.statvfs(SHM)
+    return SHM if free.f_bavail * free.f_frsize >= MIN_SHM_FREE_BYTES else None
+
+
+# The tests' temporary folders (theirs, their servers', pip's, Chromium's profile): their
+# thousands of small files and synced SQLite commits cost a disk file system's journal as
+# much CPU as the tests themselves, and nothing a test asserts depends on the journal
+# (a test about a disk's feature asks for DISK). TMPDIR set, everything goes where it says.
+SCRATCH = _scratch()
+if SCRATCH is not None:
+    tempfile.tempdir = SCRATCH
+    os.environ["TMPDIR"] = SCRATCH  # the processes the tests start
 
 
 def python(site: bool = False) -> list[str]:
