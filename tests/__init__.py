@@ -27,7 +27,13 @@ sys.dont_write_bytecode = False
 
 def load_tests(loader, standard_tests, pattern):
     """This folder's tests as discovery finds them, the fast tier first and guarded."""
+    import gc
+
     from tests import fast
 
     standard_tests.addTest(fast.load(loader.discover(start_dir=_HERE, pattern=pattern or "test*.py")))
+    # Every module is loaded now: what they hold lives until the run ends, so the cyclic
+    # collector is told not to walk it again at each collection (about 5% of the CPU time
+    # of the tests that run in this process).
+    gc.freeze()
     return standard_tests
