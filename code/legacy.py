@@ -839,6 +839,7 @@ class LegacyStdioSession(LegacySession):
         self._write = write
         self._write_lock = threading.Lock()  # one whole line at a time, from any thread
         self._slots = threading.BoundedSemaphore(MAX_CONCURRENT_LEGACY_CALLS)
+        self._workers: list[threading.Thread] = []  # every call's worker not yet seen finished (the reader's own list)
 
     def feed(self, line: bytes) -> None:
         """Serve one stdin line: core traffic exactly as the core answers it, legacy traffic here."""
@@ -903,6 +904,8 @@ class LegacyStdioSession(LegacySession):
         call.thread = threading.Thread(
             target=self._run_call, args=(call, request.params), name="legacy-tools-call", daemon=True
         )
+        self._workers = [worker for worker in self._workers if worker.is_alive()]
+        self._workers.append(call.thread)
         call.thread.start()
 
     def _run_call(self, call: LegacyCall, params: Any) -> None:
@@ -945,9 +948,9 @@ class LegacyStdioSession(LegacySession):
 
     def close(self) -> None:
         """End the session: wake every waiting call (none is answered) and let the workers finish."""
-        with self._lock:
-            calls = list(self._calls.values())
         super().close()
-        for call in calls:
-            if call.thread is not None:
-                call.thread.join(CLOSE_GRACE_SECONDS)
+        # Every worker, not only the calls still in flight: one whose call has ended may still be
+        # writing its response. Left running, it can hold stdout's lock when the interpreter
+        # finalizes at EOF, which Python ends with a fatal error (SIGABRT) instead of status 0.
+        for worker in self._workers:
+            worker.join(CLOSE_GRACE_SECONDS)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import types
 import unittest
 from typing import Any
@@ -17,6 +18,7 @@ import legacy
 import main
 
 EVIL_WORKSPACE = "file:///Users/alice/Documents/Notes-evil"
+POLL_SECONDS = 0.01  # how often the slow stdout below looks whether the session has closed
 
 
 def stdio_client(test: unittest.TestCase, *args: str) -> tuple[LegacyClient, procs.StdioServer]:
@@ -923,6 +925,41 @@ class LegacyClientIdentityTests(unittest.TestCase):
         columns = [line.split()[-3:-1] for line in lines]  # REQUEST and CLIENT (TRASH is last)
         self.assertEqual(columns, [['"host-call-7"', name], [str(declined), name]])
         self.assertNotIn(legacy.INTERNAL_ID_PREFIX, "\n".join(lines))
+
+
+class LegacyStdioCloseTests(unittest.TestCase):
+    """At EOF the stdio session waits for every call's worker, also one still writing the response of a call that
+    has ended (left running, it could hold stdout's lock while the interpreter finalizes: a fatal error, SIGABRT)."""
+
+    def test_close_returns_only_after_a_worker_still_writing_its_response_has_written_it(self) -> None:
+        written: list[Any] = []
+        writing = threading.Event()
+
+        def slow_stdout(line: bytes) -> None:
+            message = json.loads(line)
+            if message.get("id") == "slow-call":
+                writing.set()
+                while not session.closed:  # the response is still going out when stdin reaches its end
+                    threading.Event().wait(POLL_SECONDS)
+            written.append(message.get("id"))
+
+        session = legacy.LegacyStdioSession(support.make_server(), support.PRINCIPAL, slow_stdout, support.Log())
+        self.addCleanup(session.close)
+        params = {
+            "protocolVersion": legacy.LATEST_LEGACY_VERSION,
+            "capabilities": FORM_CLIENT,
+            "clientInfo": CLIENT_INFO,
+        }
+        for message in (
+            {"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": params},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": "slow-call", "method": "tools/call", "params": {"name": "no_such_tool"}},
+        ):
+            session.feed(json.dumps(message).encode())
+        self.assertTrue(writing.wait(procs.GUARD))
+        self.assertEqual(written, ["init"])  # the call's response is not out yet
+        session.close()
+        self.assertEqual(written, ["init", "slow-call"])
 
 
 class LegacyOverRealStdioTests(unittest.TestCase):
