@@ -447,6 +447,20 @@ class FolderSearch(SearchContract, unittest.TestCase):
         self.assertEqual(self.store.text_index.verified, {self.base.strip("/")})
         self.assertEqual(self.titles("lynx"), ["New"])
 
+    def test_after_its_background_work_the_index_is_merged_into_one_segment(self) -> None:
+        for name, word in (("a.md", "otter"), ("b.md", "badger"), ("c.md", "stoat")):
+            self.write(name, f"# {name}\nan {word}\n")
+            self.assertEqual(len(self.search(word)["results"]), 1)  # each commit leaves a segment of its own
+        self.reopen()
+        self.assertTrue(self.search("otter")["stoppedEarly"])
+        self.background()
+        raw = sqlite3.connect(os.path.join(self.state, "nonces.db-search"), isolation_level=None)
+        self.addCleanup(raw.close)
+        before = raw.total_changes
+        raw.execute("INSERT INTO texts (texts, rank) VALUES ('merge', -1)")
+        self.assertLess(raw.total_changes - before, 2)  # FTS5 found nothing left to merge
+        self.assertEqual(self.titles("badger"), ["b.md"])
+
     def test_the_background_comparison_runs_in_a_thread_of_its_own(self) -> None:
         self.changed_while_down()
         self.store = self.open_folder(self.clock, threads=True)
